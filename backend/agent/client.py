@@ -1,0 +1,194 @@
+"""The client side of the agent protocol: ship the agent, start it, and multiplex calls and streams over it."""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import json
+from collections.abc import AsyncIterator
+from typing import Any
+
+from backend.agent.bundle import agent_zip
+from backend.errors import ConnectionFailed, RemoteError
+from backend.transport.base import Pipe, Transport
+
+# Exit codes of the start script below, so the client can tell "needs upload" from "no Python".
+_MISSING = 97
+_START = 'test -f "$1" || exit 97; exec "$2" "$1" serve "$3"'
+_UPLOAD = 'mkdir -p "$1" && chmod 700 "$1" && cat > "$2.$$" && mv "$2.$$" "$2"'
+
+
+def state_dir(workdir: str) -> str:
+    return f"{workdir.rstrip('/') or '/'}/.specdeck"
+
+
+class Stream:
+    """Events pushed by a streaming method; ``result`` is set once iteration ends."""
+
+    def __init__(self, client: AgentClient, rid: int) -> None:
+        self.client = client
+        self.rid = rid
+        self.queue: asyncio.Queue = asyncio.Queue()
+        self.result: Any = None
+        self.done = False
+
+    def __aiter__(self) -> Stream:
+        return self
+
+    async def __anext__(self) -> dict:
+        if self.done:
+            raise StopAsyncIteration
+        kind, value = await self.queue.get()
+        if kind == "event":
+            return value
+        self.done = True
+        if kind == "error":
+            raise value
+        self.result = value
+        raise StopAsyncIteration
+
+    async def aclose(self) -> None:
+        """Stop the method on the host if it is still streaming."""
+        if not self.done:
+            self.done = True
+            self.client.pending.pop(self.rid, None)
+            await self.client._send({"id": next(self.client.ids), "method": "cancel", "params": {"id": self.rid}})
+
+
+class AgentClient:
+    """One agent process on one host, reached through a transport."""
+
+    def __init__(self, transport: Transport, python: str, workdir: str) -> None:
+        self.transport = transport
+        self.python = python
+        self.state_dir = state_dir(workdir)
+        self.pipe: Pipe | None = None
+        self.ids = itertools.count(1)
+        self.pending: dict[int, asyncio.Future | Stream] = {}
+        self.hello: dict = {}
+        self.closed: asyncio.Future = asyncio.get_running_loop().create_future()
+        self._reader: asyncio.Task | None = None
+        self._write_lock = asyncio.Lock()
+
+    async def start(self) -> dict:
+        """Start the agent (uploading it first if this version is not on the host) and read its hello."""
+        name, data = agent_zip()
+        path = f"{self.state_dir}/{name}"
+        for attempt in range(2):
+            self.pipe = await self.transport.start(["sh", "-c", _START, "sh", path, self.python, self.state_dir])
+            first = await self.pipe.readline()
+            if first:
+                break
+            code = await self.pipe.wait()
+            err = (await self.pipe.read_stderr()).decode(errors="replace").strip()
+            if code == _MISSING and attempt == 0:
+                res = await self.transport.run(["sh", "-c", _UPLOAD, "sh", self.state_dir, path], input=data)
+                if res.code != 0:
+                    detail = res.stderr.decode(errors="replace").strip()
+                    raise ConnectionFailed(f"{self.transport.label}: cannot install the agent in {self.state_dir}: {detail}")
+                continue
+            if code == 127:
+                raise ConnectionFailed(
+                    f"{self.transport.label}: no Python at {self.python}; set the host's python in the config "
+                    "or pass --python"
+                )
+            raise ConnectionFailed(f"{self.transport.label}: the agent did not start: {err or f'exit {code}'}")
+        try:
+            self.hello = json.loads(first).get("hello", {})
+        except ValueError:
+            raise ConnectionFailed(f"{self.transport.label}: unexpected agent output: {first[:200]!r}") from None
+        self._reader = asyncio.create_task(self._read_loop(), name="agent-reader")
+        return self.hello
+
+    async def _read_loop(self) -> None:
+        assert self.pipe is not None
+        reason = "the agent exited"
+        try:
+            while True:
+                line = await self.pipe.readline()
+                if not line:
+                    break
+                try:
+                    msg = json.loads(line)
+                except ValueError:
+                    continue
+                self._dispatch(msg)
+        except (ConnectionError, OSError) as exc:
+            reason = f"connection lost: {exc}"
+        finally:
+            err = ConnectionFailed(f"{self.transport.label}: {reason}")
+            for waiter in list(self.pending.values()):
+                if isinstance(waiter, Stream):
+                    waiter.queue.put_nowait(("error", err))
+                elif not waiter.done():
+                    waiter.set_exception(err)
+            self.pending.clear()
+            if not self.closed.done():
+                self.closed.set_result(reason)
+
+    def _dispatch(self, msg: dict) -> None:
+        waiter = self.pending.get(msg.get("id"))
+        if waiter is None:
+            return
+        if "event" in msg:
+            if isinstance(waiter, Stream):
+                waiter.queue.put_nowait(("event", msg["event"]))
+            return
+        self.pending.pop(msg["id"], None)
+        if "error" in msg:
+            e = msg["error"]
+            value: Any = RemoteError(e.get("message", "agent error"), e.get("kind", "failed"), e.get("data"))
+            kind = "error"
+        else:
+            value, kind = msg.get("result"), "result"
+        if isinstance(waiter, Stream):
+            waiter.queue.put_nowait((kind, value))
+        elif not waiter.done():
+            waiter.set_exception(value) if kind == "error" else waiter.set_result(value)
+
+    async def _send(self, obj: dict) -> None:
+        if self.pipe is None or self.closed.done():
+            raise ConnectionFailed(f"{self.transport.label}: not connected")
+        data = (json.dumps(obj, separators=(",", ":")) + "\n").encode()
+        async with self._write_lock:
+            try:
+                await self.pipe.write(data)
+            except (ConnectionError, OSError, BrokenPipeError) as exc:
+                raise ConnectionFailed(f"{self.transport.label}: connection lost: {exc}") from None
+
+    async def call(self, method: str, timeout: float | None = None, **params: Any) -> Any:
+        rid = next(self.ids)
+        fut = asyncio.get_running_loop().create_future()
+        self.pending[rid] = fut
+        await self._send({"id": rid, "method": method, "params": params})
+        try:
+            return await asyncio.wait_for(fut, timeout)
+        except TimeoutError:
+            self.pending.pop(rid, None)
+            raise ConnectionFailed(f"{self.transport.label}: {method} got no answer in {timeout} s") from None
+
+    async def stream(self, method: str, **params: Any) -> Stream:
+        rid = next(self.ids)
+        s = Stream(self, rid)
+        self.pending[rid] = s
+        await self._send({"id": rid, "method": method, "params": params})
+        return s
+
+    async def close(self) -> None:
+        if self.pipe is not None:
+            self.pipe.close()
+        if self._reader is not None:
+            try:
+                await asyncio.wait_for(asyncio.shield(self._reader), 2)
+            except TimeoutError:
+                self._reader.cancel()
+
+
+async def events(stream: Stream) -> AsyncIterator[dict]:
+    """Iterate a stream, cancelling it on the host if the consumer stops early."""
+    try:
+        async for ev in stream:
+            yield ev
+    finally:
+        await stream.aclose()
+

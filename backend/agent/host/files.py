@@ -1,0 +1,88 @@
+"""File access on the host: stat, list, read, free space. Paths are used as given (the operator's own host)."""
+
+from __future__ import annotations
+
+import base64
+import os
+import shutil
+import stat as statmod
+
+from .registry import AgentError, method
+
+MAX_READ = 16 << 20
+
+
+def _path(params: dict) -> str:
+    path = params.get("path")
+    if not isinstance(path, str) or not path:
+        raise AgentError("a path is required", "invalid")
+    return os.path.expanduser(path)
+
+
+def stat_entry(path: str) -> dict:
+    st = os.stat(path)
+    kind = "dir" if statmod.S_ISDIR(st.st_mode) else "file" if statmod.S_ISREG(st.st_mode) else "other"
+    return {
+        "path": path,
+        "name": os.path.basename(path.rstrip("/")) or path,
+        "type": kind,
+        "size": st.st_size,
+        # Sparse files: what the disk really holds, so a partial download can't pass for a complete one.
+        "allocated": getattr(st, "st_blocks", 0) * 512,
+        "mtime": st.st_mtime,
+        "mode": statmod.S_IMODE(st.st_mode),
+    }
+
+
+@method("fs.stat")
+def stat(params: dict, ctx) -> dict:
+    return stat_entry(_path(params))
+
+
+@method("fs.exists")
+def exists(params: dict, ctx) -> dict:
+    path = _path(params)
+    try:
+        return {"exists": True, **stat_entry(path)}
+    except FileNotFoundError:
+        return {"exists": False, "path": path}
+
+
+@method("fs.list")
+def list_dir(params: dict, ctx) -> list:
+    path = _path(params)
+    if not os.path.isdir(path):
+        raise AgentError("%s is not a folder on the host" % path, "not_found" if not os.path.exists(path) else "invalid")
+    out = []
+    for name in sorted(os.listdir(path)):
+        try:
+            out.append(stat_entry(os.path.join(path, name)))
+        except OSError:
+            continue
+    return out
+
+
+@method("fs.read")
+def read(params: dict, ctx) -> dict:
+    """Read ``length`` bytes at ``offset`` (base64 unless ``text``)."""
+    path = _path(params)
+    offset = int(params.get("offset") or 0)
+    length = min(int(params.get("length") or MAX_READ), MAX_READ)
+    with open(path, "rb") as f:
+        f.seek(offset)
+        data = f.read(length)
+    if params.get("text"):
+        return {"text": data.decode("utf-8", "replace"), "bytes": len(data)}
+    return {"data": base64.b64encode(data).decode(), "bytes": len(data)}
+
+
+@method("fs.disk")
+def disk(params: dict, ctx) -> dict:
+    """Free space on the filesystem holding ``path`` (or its nearest existing parent)."""
+    path = os.path.abspath(_path(params))
+    probe = path
+    while not os.path.exists(probe):
+        probe = os.path.dirname(probe)
+    usage = shutil.disk_usage(probe)
+    writable = os.access(probe, os.W_OK)
+    return {"path": path, "checked": probe, "free": usage.free, "total": usage.total, "writable": writable}

@@ -1,0 +1,438 @@
+"""Detached jobs: long work (downloads, servers, benchmarks) that outlives the connection and the agent.
+
+A job is a folder ``<state>/jobs/<id>/`` (mode 0700):
+  spec.json    what it runs: kind, argv, args, cwd, started, env *keys* (values never touch disk)
+  pid.json     the runner's pid + process start time (the group we may signal is that pid's)
+  log          the command's stdout and stderr
+  events.jsonl structured events the command writes itself (progress, done, failed), one JSON per line
+  exit.json    how it ended: state, code, reason, ended
+The runner (``agent job-run DIR``) is a session leader; the command is its child in the same process group,
+so one ``killpg`` reaches both. State is read from the folder, so any later agent can report and reattach.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import signal
+import string
+import subprocess
+import sys
+import threading
+import time
+from typing import Dict, List, Optional
+
+from .registry import AgentError, method
+
+STATES = ("running", "done", "failed", "cancelled")
+FOLLOW_POLL_S = 0.1
+
+
+def jobs_root(state_dir: str) -> str:
+    root = os.path.join(state_dir, "jobs")
+    os.makedirs(root, mode=0o700, exist_ok=True)
+    return root
+
+
+def _write_json(path: str, obj: dict) -> None:
+    tmp = path + ".tmp"
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as f:
+        json.dump(obj, f)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+
+
+def _read_json(path: str) -> Optional[dict]:
+    try:
+        with open(path) as f:
+            return json.load(f)
+    except (OSError, ValueError):
+        return None
+
+
+def proc_start_time(pid: int) -> Optional[int]:
+    """The process's start time in clock ticks since boot (``/proc/PID/stat`` field 22), None if gone/zombie."""
+    try:
+        with open("/proc/%d/stat" % pid, "rb") as f:
+            data = f.read().decode(errors="replace")
+    except OSError:
+        return None
+    # The command name may hold spaces and parens: fields resume after the last ')'.
+    rest = data[data.rindex(")") + 2 :].split()
+    if rest[0] in ("Z", "X"):
+        return None
+    return int(rest[19])
+
+
+def group_members(pgid: int) -> List[int]:
+    """Pids whose process group is ``pgid`` (zombies excluded)."""
+    out = []
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            with open("/proc/%s/stat" % name, "rb") as f:
+                data = f.read().decode(errors="replace")
+        except OSError:
+            continue
+        rest = data[data.rindex(")") + 2 :].split()
+        if rest[0] not in ("Z", "X") and int(rest[2]) == pgid:
+            out.append(int(name))
+    return out
+
+
+def _new_id(kind: str) -> str:
+    suffix = "".join(random.choice(string.ascii_lowercase + string.digits) for _ in range(4))
+    return "%s-%s-%s" % (kind, time.strftime("%Y%m%d-%H%M%S"), suffix)
+
+
+def _job_dir(state_dir: str, job_id: str) -> str:
+    if not job_id or "/" in job_id or job_id.startswith("."):
+        raise AgentError("invalid job id %r" % job_id, "invalid")
+    path = os.path.join(jobs_root(state_dir), job_id)
+    if not os.path.isdir(path):
+        raise AgentError("no job %s on this host (see `specdeck jobs`)" % job_id, "not_found")
+    return path
+
+
+def _alive(job_dir: str) -> Optional[dict]:
+    """pid.json if that process is still the one we started, else None."""
+    pid = _read_json(os.path.join(job_dir, "pid.json"))
+    if pid and proc_start_time(pid["pid"]) == pid["start"]:
+        return pid
+    return None
+
+
+def _last_event(job_dir: str, kinds=("progress",)) -> Optional[dict]:
+    path = os.path.join(job_dir, "events.jsonl")
+    try:
+        with open(path, "rb") as f:
+            f.seek(0, 2)
+            size = f.tell()
+            f.seek(max(0, size - 65536))
+            tail = f.read().splitlines()
+    except OSError:
+        return None
+    for raw in reversed(tail):
+        try:
+            ev = json.loads(raw)
+        except ValueError:
+            continue
+        if isinstance(ev, dict) and ev.get("event") in kinds:
+            return ev
+    return None
+
+
+def describe(job_dir: str) -> dict:
+    spec = _read_json(os.path.join(job_dir, "spec.json")) or {}
+    exit_info = _read_json(os.path.join(job_dir, "exit.json"))
+    pid = _read_json(os.path.join(job_dir, "pid.json")) or {}
+    if exit_info:
+        state = exit_info.get("state", "failed")
+    elif _alive(job_dir):
+        state = "running"
+    elif not pid:
+        state = "running"  # between spec.json and pid.json: the agent is starting it right now
+    else:
+        state = "failed"
+        exit_info = {"reason": "the job's process disappeared without recording an exit status"}
+    exit_info = exit_info or {}
+    return {
+        "id": os.path.basename(job_dir),
+        "kind": spec.get("kind"),
+        "state": state,
+        "started": spec.get("started"),
+        "ended": exit_info.get("ended"),
+        "args": spec.get("args", {}),
+        "argv": spec.get("argv", []),
+        "cwd": spec.get("cwd"),
+        "pid": pid.get("pid"),
+        "child_pid": (_read_json(os.path.join(job_dir, "child.json")) or {}).get("pid"),
+        "exit_code": exit_info.get("code"),
+        "reason": exit_info.get("reason"),
+        "progress": _last_event(job_dir),
+        "dir": job_dir,
+        "log_path": os.path.join(job_dir, "log"),
+        "events_path": os.path.join(job_dir, "events.jsonl"),
+    }
+
+
+# --- RPC methods ------------------------------------------------------------------------------------------
+
+_reapers: Dict[int, subprocess.Popen] = {}
+
+
+@method("jobs.start")
+def start(params: dict, ctx) -> dict:
+    """Start ``argv`` as a detached job. ``env`` values reach the process only, never the disk."""
+    kind = params.get("kind") or "job"
+    argv = params.get("argv")
+    if not argv or not all(isinstance(a, str) for a in argv):
+        raise AgentError("jobs.start needs argv, a list of strings", "invalid")
+    if not all(c.isalnum() or c in "-_" for c in kind):
+        raise AgentError("invalid job kind %r" % kind, "invalid")
+    env = params.get("env") or {}
+    cwd = params.get("cwd") or None
+    if cwd and not os.path.isdir(cwd):
+        raise AgentError("working folder %s does not exist on the host" % cwd, "not_found")
+    job_id = _new_id(kind)
+    job_dir = os.path.join(jobs_root(ctx.state_dir), job_id)
+    os.mkdir(job_dir, 0o700)
+    _write_json(
+        os.path.join(job_dir, "spec.json"),
+        {
+            "kind": kind,
+            "argv": argv,
+            "args": params.get("args") or {},
+            "cwd": cwd,
+            "started": time.time(),
+            "env_keys": sorted(env),
+        },
+    )
+    full_env = dict(os.environ)
+    full_env.update({str(k): str(v) for k, v in env.items()})
+    full_env["SPECDECK_JOB_DIR"] = job_dir
+    agent_path = os.path.abspath(sys.argv[0])
+    with open(os.devnull, "rb") as devnull, open(os.path.join(job_dir, "runner.log"), "ab") as rlog:
+        proc = subprocess.Popen(
+            [sys.executable, agent_path, "job-run", job_dir],
+            stdin=devnull,
+            stdout=rlog,
+            stderr=rlog,
+            env=full_env,
+            start_new_session=True,
+            close_fds=True,
+        )
+    start_time = None
+    for _ in range(100):  # /proc entry appears at once; loop guards a slow fork
+        start_time = proc_start_time(proc.pid)
+        if start_time is not None:
+            break
+        time.sleep(0.001)
+    _write_json(os.path.join(job_dir, "pid.json"), {"pid": proc.pid, "pgid": proc.pid, "start": start_time})
+    _reapers[proc.pid] = proc
+    threading.Thread(target=lambda: (proc.wait(), _reapers.pop(proc.pid, None)), daemon=True).start()
+    return describe(job_dir)
+
+
+@method("jobs.list")
+def list_jobs(params: dict, ctx) -> List[dict]:
+    root = jobs_root(ctx.state_dir)
+    out = [describe(os.path.join(root, n)) for n in sorted(os.listdir(root))]
+    kind = params.get("kind")
+    return [j for j in out if not kind or j["kind"] == kind]
+
+
+@method("jobs.get")
+def get(params: dict, ctx) -> dict:
+    return describe(_job_dir(ctx.state_dir, params.get("id", "")))
+
+
+@method("jobs.follow")
+def follow(params: dict, ctx) -> dict:
+    """Stream complete lines of the job's ``log`` or ``events`` from byte ``offset`` until the job ends.
+
+    Each event is ``{"offset": END, "lines": [...]}`` where END is the offset just past the last line, so a
+    client that reconnects resumes exactly there: no lost or repeated lines.
+    """
+    job_dir = _job_dir(ctx.state_dir, params.get("id", ""))
+    name = {"log": "log", "events": "events.jsonl"}.get(params.get("stream", "log"))
+    if name is None:
+        raise AgentError("stream must be log or events", "invalid")
+    path = os.path.join(job_dir, name)
+    offset = int(params.get("offset") or 0)
+    until_end = params.get("until_end", True)
+    while not ctx.cancelled.is_set():
+        finished = "exit.json" in os.listdir(job_dir) or not _alive(job_dir) and _read_json(
+            os.path.join(job_dir, "pid.json")
+        )
+        offset = _emit_lines(path, offset, ctx)
+        if finished and until_end:
+            # The job has ended; one last read catches what it wrote before exit.json appeared.
+            offset = _emit_lines(path, offset, ctx)
+            break
+        ctx.cancelled.wait(FOLLOW_POLL_S)
+    return {"offset": offset, "job": describe(job_dir)}
+
+
+def _emit_lines(path: str, offset: int, ctx, chunk: int = 1 << 20) -> int:
+    try:
+        with open(path, "rb") as f:
+            f.seek(offset)
+            while True:
+                data = f.read(chunk)
+                if not data:
+                    return offset
+                end = data.rfind(b"\n")
+                if end < 0:
+                    if len(data) == chunk:  # a single line longer than a chunk: pass it on whole
+                        end = len(data) - 1
+                    else:
+                        return offset
+                block = data[: end + 1]
+                offset += len(block)
+                lines = block.decode("utf-8", "replace").splitlines()
+                ctx.emit({"offset": offset, "lines": lines})
+                f.seek(offset)
+    except FileNotFoundError:
+        return offset
+
+
+def tail_file(path: str, n: int):
+    """The last ``n`` complete lines of ``path`` and the offset just past them."""
+    try:
+        with open(path, "rb") as f:
+            f.seek(0, 2)
+            size = f.tell()
+            back = min(size, max(65536, n * 400))
+            f.seek(size - back)
+            data = f.read()
+    except FileNotFoundError:
+        return [], 0
+    end = data.rfind(b"\n") + 1
+    return data[:end].decode("utf-8", "replace").splitlines()[-n:], size - back + end
+
+
+@method("jobs.tail")
+def tail(params: dict, ctx) -> dict:
+    """The last ``lines`` lines of the job's log and the offset to follow from."""
+    job_dir = _job_dir(ctx.state_dir, params.get("id", ""))
+    lines, offset = tail_file(os.path.join(job_dir, "log"), int(params.get("lines") or 50))
+    return {"lines": lines, "offset": offset}
+
+
+@method("jobs.wait")
+def wait(params: dict, ctx) -> dict:
+    """Wait until the job ends (or ``timeout`` seconds); returns its description."""
+    job_dir = _job_dir(ctx.state_dir, params.get("id", ""))
+    deadline = time.time() + float(params.get("timeout") or 3600)
+    while time.time() < deadline and not ctx.cancelled.is_set():
+        info = describe(job_dir)
+        if info["state"] != "running":
+            return info
+        ctx.cancelled.wait(FOLLOW_POLL_S)
+    return describe(job_dir)
+
+
+@method("jobs.signal")
+def send_signal(params: dict, ctx) -> dict:
+    job_dir = _job_dir(ctx.state_dir, params.get("id", ""))
+    sig = _signal(params.get("signal", "TERM"))
+    pid = _alive(job_dir)
+    if pid is None:
+        raise AgentError("job %s is not running" % os.path.basename(job_dir), "invalid")
+    os.killpg(pid["pgid"], sig)
+    return describe(job_dir)
+
+
+@method("jobs.cancel")
+def cancel(params: dict, ctx) -> dict:
+    """SIGTERM the job's group, SIGKILL it after ``timeout``, and confirm nothing of it is left."""
+    job_dir = _job_dir(ctx.state_dir, params.get("id", ""))
+    timeout = float(params.get("timeout", 10))
+    pid = _alive(job_dir)
+    if pid is None:
+        return describe(job_dir)
+    _write_json(os.path.join(job_dir, "cancel.json"), {"requested": time.time()})
+    pgid = pid["pgid"]
+    _killpg(pgid, signal.SIGTERM)
+    deadline = time.time() + timeout
+    while time.time() < deadline and group_members(pgid):
+        time.sleep(0.05)
+    killed = bool(group_members(pgid))
+    if killed:
+        _killpg(pgid, signal.SIGKILL)
+        while group_members(pgid) and time.time() < deadline + 5:
+            time.sleep(0.02)
+    if not os.path.exists(os.path.join(job_dir, "exit.json")):
+        reason = "killed after %.0f s without exiting" % timeout if killed else "cancelled"
+        _write_json(os.path.join(job_dir, "exit.json"),
+                    {"state": "cancelled", "code": None, "reason": reason, "ended": time.time()})
+    info = describe(job_dir)
+    info["left"] = group_members(pgid)
+    return info
+
+
+def _killpg(pgid: int, sig: int) -> None:
+    try:
+        os.killpg(pgid, sig)
+    except ProcessLookupError:
+        pass
+
+
+def _signal(name) -> int:
+    try:
+        return int(getattr(signal, "SIG" + str(name).upper().replace("SIG", "")))
+    except AttributeError:
+        raise AgentError("unknown signal %r" % name, "invalid") from None
+
+
+@method("jobs.remove")
+def remove(params: dict, ctx) -> dict:
+    """Forget a finished job (its folder goes)."""
+    import shutil
+
+    job_dir = _job_dir(ctx.state_dir, params.get("id", ""))
+    if describe(job_dir)["state"] == "running":
+        raise AgentError("job %s is still running; cancel it first" % os.path.basename(job_dir), "busy")
+    shutil.rmtree(job_dir)
+    return {"removed": os.path.basename(job_dir)}
+
+
+# --- the runner -------------------------------------------------------------------------------------------
+
+
+def run_job(job_dir: str) -> int:
+    """Run the job's command as our child, then record how it ended. Runs detached (own session)."""
+    spec = _read_json(os.path.join(job_dir, "spec.json")) or {}
+    stop = {"requested": False}
+
+    def on_term(signum, frame):  # the group got it too; just remember why the child will end
+        stop["requested"] = True
+
+    signal.signal(signal.SIGTERM, on_term)
+    signal.signal(signal.SIGHUP, signal.SIG_IGN)
+    log = open(os.path.join(job_dir, "log"), "ab")
+    try:
+        child = subprocess.Popen(
+            spec["argv"], stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, cwd=spec.get("cwd")
+        )
+    except OSError as exc:
+        _write_json(os.path.join(job_dir, "exit.json"),
+                    {"state": "failed", "code": None, "reason": "cannot start %s: %s" % (spec["argv"][0], exc.strerror),
+                     "ended": time.time()})
+        return 1
+    _write_json(os.path.join(job_dir, "child.json"), {"pid": child.pid, "start": proc_start_time(child.pid)})
+    while True:
+        try:
+            code = child.wait()
+            break
+        except InterruptedError:
+            continue
+    cancelled = stop["requested"] or os.path.exists(os.path.join(job_dir, "cancel.json"))
+    failed_event = _last_event(job_dir, kinds=("failed",))
+    if cancelled:
+        state, reason = "cancelled", "cancelled"
+    elif code == 0 and not failed_event:
+        state, reason = "done", None
+    else:
+        state = "failed"
+        reason = (failed_event or {}).get("reason") or _exit_reason(code, job_dir)
+    _write_json(os.path.join(job_dir, "exit.json"), {"state": state, "code": code, "reason": reason,
+                                                      "ended": time.time()})
+    return 0
+
+
+def _exit_reason(code: int, job_dir: str) -> str:
+    if code < 0:
+        try:
+            name = signal.Signals(-code).name
+        except ValueError:
+            name = str(-code)
+        return "killed by %s" % name
+    lines, _ = tail_file(os.path.join(job_dir, "log"), 1)
+    detail = (": " + lines[-1].strip()) if lines else ""
+    return "exited with code %d%s" % (code, detail)

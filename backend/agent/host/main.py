@@ -1,0 +1,103 @@
+"""The agent's entry point: ``serve`` (the RPC loop on stdin/stdout) and ``job-run`` (a detached job's runner).
+
+Each request runs on its own thread so a slow method (or a long follow) never blocks a ping; one lock
+serialises writes to stdout.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import threading
+import traceback
+from typing import Dict
+
+from . import files, jobs, probes  # noqa: F401  (importing registers their methods)
+from .protocol import PROTOCOL_VERSION, decode, encode
+from .registry import METHODS, AgentError, Context
+
+
+class Agent:
+    def __init__(self, state_dir: str, out) -> None:
+        self.state_dir = state_dir
+        self.out = out
+        self.lock = threading.Lock()
+        self.running: Dict[int, Context] = {}
+
+    def send(self, obj: dict) -> None:
+        data = encode(obj)
+        with self.lock:
+            self.out.write(data)
+            self.out.flush()
+
+    def handle(self, req: dict) -> None:
+        rid = req.get("id")
+        name = req.get("method")
+        if name == "cancel":
+            ctx = self.running.get((req.get("params") or {}).get("id"))
+            if ctx is not None:
+                ctx.cancelled.set()
+            return
+        fn = METHODS.get(name)
+        if fn is None:
+            self.send({"id": rid, "error": {"message": "unknown agent method " + repr(name), "kind": "invalid"}})
+            return
+        ctx = Context(self.state_dir, lambda event: self.send({"id": rid, "event": event}))
+        self.running[rid] = ctx
+        threading.Thread(target=self._run, args=(rid, fn, req.get("params") or {}, ctx), daemon=True).start()
+
+    def _run(self, rid, fn, params, ctx) -> None:
+        try:
+            result = fn(params, ctx)
+            reply = {"id": rid, "result": result}
+        except AgentError as exc:
+            reply = {"id": rid, "error": {"message": str(exc), "kind": exc.kind, "data": exc.data}}
+        except FileNotFoundError as exc:
+            reply = {"id": rid, "error": {"message": _os_message(exc, "not found"), "kind": "not_found"}}
+        except PermissionError as exc:
+            reply = {"id": rid, "error": {"message": _os_message(exc, "permission denied"), "kind": "permission"}}
+        except Exception as exc:  # a bug on the host: report it whole rather than hang the client
+            reply = {
+                "id": rid,
+                "error": {"message": "agent error in %s: %r" % (fn.__name__, exc), "kind": "failed",
+                          "data": {"traceback": traceback.format_exc()}},
+            }
+        finally:
+            self.running.pop(rid, None)
+        try:
+            self.send(reply)
+        except (BrokenPipeError, ValueError, OSError):
+            pass
+
+    def serve(self, inp) -> None:
+        self.send({"hello": {"protocol": PROTOCOL_VERSION, "pid": os.getpid(), "python": sys.version.split()[0]}})
+        for line in inp:
+            if not line.strip():
+                continue
+            try:
+                req = decode(line)
+            except ValueError:
+                self.send({"id": None, "error": {"message": "malformed request line", "kind": "invalid"}})
+                continue
+            self.handle(req)
+        # stdin closed: the client (or the SSH channel) is gone. Jobs are detached and carry on.
+        for ctx in list(self.running.values()):
+            ctx.cancelled.set()
+
+
+def _os_message(exc: OSError, what: str) -> str:
+    return "%s: %s" % (exc.filename, what) if exc.filename else str(exc)
+
+
+def main(argv=None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] == ["job-run"]:
+        return jobs.run_job(argv[1])
+    if argv[:1] == ["serve"] and len(argv) == 2:
+        state_dir = argv[1]
+        os.makedirs(state_dir, mode=0o700, exist_ok=True)
+        os.chmod(state_dir, 0o700)
+        Agent(state_dir, sys.stdout.buffer).serve(sys.stdin.buffer)
+        return 0
+    sys.stderr.write("usage: agent serve STATE_DIR | agent job-run JOB_DIR\n")
+    return 2

@@ -1,0 +1,252 @@
+"""A host connection: transport + agent, supervised, with observable state.
+
+The CLI connects once (``Connection.open``) and fails fast with exit code 3. The TUI runs ``supervise()``:
+on a drop it reconnects with backoff, restarts the agent and resumes every ``subscribe`` stream from where it
+stopped; listeners see connecting → connected → reconnecting (with the next retry time) → connected, or
+lost with the reason when retrying cannot help (a host key problem, a refused key).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import statistics
+import sys
+import time
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass, replace
+from typing import Any
+
+from backend.agent.client import AgentClient
+from backend.errors import ConnectionFailed, HostKeyChanged, HostKeyUnknown, UsageError
+from backend.settings import HostConfig, Settings
+
+BACKOFF_S = (1, 2, 4, 8, 15, 30)
+
+
+@dataclass(frozen=True)
+class ConnState:
+    status: str  # connecting | connected | reconnecting | lost
+    reason: str = ""
+    since: float = 0.0
+    retry_at: float | None = None  # when the next attempt starts (reconnecting)
+    attempt: int = 0
+
+
+def local_workdir() -> str:
+    from platformdirs import user_state_dir
+
+    return str(os.path.join(user_state_dir("specdeck"), "local-host"))
+
+
+def resolve_host(
+    settings: Settings,
+    spec: str | None,
+    *,
+    identity: str | None = None,
+    known_hosts: str | None = None,
+    python: str | None = None,
+    workdir: str | None = None,
+) -> HostConfig:
+    """``--host`` → a HostConfig: a configured name, ``local``, or ``ssh://user@addr[:port]``."""
+    spec = spec or settings.default_host
+    if spec in settings.hosts:
+        host = settings.hosts[spec]
+    elif spec == "local":
+        host = HostConfig(name="local", url="local", python=sys.executable, workdir=local_workdir())
+    elif spec.startswith("ssh://"):
+        # Ad-hoc host: state under the login's home unless --workdir says otherwise.
+        host = HostConfig(name=spec, url=spec, python="python3", workdir=".")
+    else:
+        raise UsageError(
+            f"unknown host {spec!r}: use a configured name ({', '.join(sorted(settings.hosts))}), "
+            "local, or ssh://user@addr[:port]"
+        )
+    overrides = {"identity": identity, "known_hosts": known_hosts, "python": python, "workdir": workdir}
+    return replace(host, **{k: v for k, v in overrides.items() if v is not None})
+
+
+def make_transport(host: HostConfig):
+    if host.is_local:
+        from backend.transport.local import LocalTransport
+
+        return LocalTransport()
+    from backend.transport.ssh import SSHTransport
+
+    return SSHTransport(host.url, identity=host.identity, known_hosts=host.known_hosts)
+
+
+class Connection:
+    def __init__(self, host: HostConfig) -> None:
+        self.host = host
+        self.transport = None
+        self.agent: AgentClient | None = None
+        self.state = ConnState("connecting", since=time.time())
+        self.hello: dict = {}
+        self._listeners: list[Callable[[ConnState], None]] = []
+        self._connected = asyncio.Event()
+        self._supervisor: asyncio.Task | None = None
+        self._wake = asyncio.Event()
+        self.generation = 0  # bumps on every (re)connect, so subscribers know to resume
+
+    # --- state ---------------------------------------------------------------------------------------------
+
+    def on_state(self, fn: Callable[[ConnState], None]) -> None:
+        self._listeners.append(fn)
+        fn(self.state)
+
+    def _set(self, status: str, reason: str = "", **kw: Any) -> None:
+        self.state = ConnState(status, reason, time.time(), **kw)
+        if status == "connected":
+            self._connected.set()
+        else:
+            self._connected.clear()
+        for fn in list(self._listeners):
+            fn(self.state)
+
+    @property
+    def connected(self) -> bool:
+        return self._connected.is_set()
+
+    # --- connecting ----------------------------------------------------------------------------------------
+
+    async def _connect_once(self) -> None:
+        transport = make_transport(self.host)
+        await transport.connect()
+        agent = AgentClient(transport, self.host.python, self.host.workdir)
+        try:
+            self.hello = await agent.start()
+        except BaseException:
+            await transport.close()
+            raise
+        self.transport, self.agent = transport, agent
+        self.generation += 1
+
+    @classmethod
+    async def open(cls, host: HostConfig) -> Connection:
+        """Connect once; raise ConnectionFailed (exit 3) with the reason if that fails."""
+        conn = cls(host)
+        conn._set("connecting")
+        try:
+            await conn._connect_once()
+        except ConnectionFailed as exc:
+            conn._set("lost", str(exc))
+            raise
+        conn._set("connected")
+        return conn
+
+    def supervise(self) -> None:
+        """Keep the connection up in the background until ``close``."""
+        if self._supervisor is None:
+            self._supervisor = asyncio.create_task(self._supervise(), name=f"supervise {self.host.name}")
+
+    def retry_now(self) -> None:
+        """Skip the backoff wait (the user asked to reconnect)."""
+        self._wake.set()
+
+    async def _supervise(self) -> None:
+        attempt = 0
+        while True:
+            if self.agent is None:
+                self._set("connecting" if attempt == 0 else "reconnecting", self.state.reason, attempt=attempt)
+                try:
+                    await self._connect_once()
+                except (HostKeyUnknown, HostKeyChanged) as exc:
+                    self._set("lost", str(exc))
+                    await self._wait_retry(None)
+                    attempt = 0
+                    continue
+                except ConnectionFailed as exc:
+                    delay = BACKOFF_S[min(attempt, len(BACKOFF_S) - 1)]
+                    attempt += 1
+                    self._set("reconnecting", str(exc), retry_at=time.time() + delay, attempt=attempt)
+                    await self._wait_retry(delay)
+                    continue
+                attempt = 0
+                self._set("connected")
+            reason = await self.agent.closed
+            await self._drop()
+            self._set("reconnecting", reason, retry_at=time.time(), attempt=1)
+            attempt = 1
+
+    async def _wait_retry(self, delay: float | None) -> None:
+        self._wake.clear()
+        try:
+            await asyncio.wait_for(self._wake.wait(), delay)
+        except TimeoutError:
+            pass
+
+    async def _drop(self) -> None:
+        agent, transport = self.agent, self.transport
+        self.agent = self.transport = None
+        if agent is not None:
+            await agent.close()
+        if transport is not None:
+            await transport.close()
+
+    async def close(self) -> None:
+        if self._supervisor is not None:
+            self._supervisor.cancel()
+            try:
+                await self._supervisor
+            except asyncio.CancelledError:
+                pass
+            self._supervisor = None
+        await self._drop()
+
+    async def wait_connected(self, timeout: float | None = None) -> None:
+        try:
+            await asyncio.wait_for(self._connected.wait(), timeout)
+        except TimeoutError:
+            raise ConnectionFailed(f"{self.host.name}: not connected ({self.state.reason or self.state.status})") from None
+
+    # --- calls ---------------------------------------------------------------------------------------------
+
+    async def call(self, method: str, timeout: float | None = 60, **params: Any) -> Any:
+        """One RPC. Fails fast (ConnectionFailed) while disconnected, so a UI never waits on a dead link."""
+        if self.agent is None or not self.connected:
+            raise ConnectionFailed(f"{self.host.name}: not connected ({self.state.status})")
+        return await self.agent.call(method, timeout=timeout, **params)
+
+    async def stream(self, method: str, **params: Any) -> AsyncIterator[dict]:
+        """A streaming RPC on the current connection; ends (raising ConnectionFailed) if the link drops."""
+        if self.agent is None:
+            raise ConnectionFailed(f"{self.host.name}: not connected ({self.state.status})")
+        s = await self.agent.stream(method, **params)
+        try:
+            async for ev in s:
+                yield ev
+        finally:
+            await s.aclose()
+
+    async def subscribe(
+        self, method: str, params: dict, resume: Callable[[dict, dict], dict]
+    ) -> AsyncIterator[dict]:
+        """A stream that survives reconnects: after a drop it waits for the supervisor, then calls the method
+        again with ``resume(params, last_event)`` (e.g. the last byte offset), so nothing is lost or repeated."""
+        while True:
+            await self._connected.wait()
+            try:
+                async for ev in self.stream(method, **params):
+                    params = resume(params, ev)
+                    yield ev
+                return
+            except ConnectionFailed:
+                if self._supervisor is None:
+                    raise
+                await asyncio.sleep(0)  # let the supervisor notice the drop before we wait again
+
+    async def ping(self, count: int = 5) -> dict:
+        """Round trips over the persistent agent, in ms."""
+        times = []
+        for _ in range(count):
+            t0 = time.perf_counter()
+            await self.call("ping", timeout=10)
+            times.append((time.perf_counter() - t0) * 1000)
+        times.sort()
+        p95 = times[min(len(times) - 1, max(0, round(0.95 * len(times)) - 1))]
+        return {"median": round(statistics.median(times), 3), "p95": round(p95, 3), "samples": len(times)}
+
+
+async def open_host(settings: Settings, spec: str | None, **overrides: Any) -> Connection:
+    return await Connection.open(resolve_host(settings, spec, **overrides))

@@ -1,0 +1,60 @@
+"""Errors a user can cause or meet, each with a message a person can act on and the CLI exit code."""
+
+from __future__ import annotations
+
+
+class SpecdeckError(Exception):
+    """Base: the CLI prints ``str(err)`` on one line and exits with ``exit_code``; the TUI notifies."""
+
+    exit_code = 1
+
+
+class UsageError(SpecdeckError):
+    """Bad input: a wrong flag, a missing file, a corrupt checkpoint."""
+
+    exit_code = 2
+
+
+class ConfigError(UsageError):
+    """The config file is invalid; the message names the file and the key."""
+
+
+class OperationFailed(SpecdeckError):
+    """The operation ran and failed (a job failed, the hub refused, the server crashed)."""
+
+    exit_code = 1
+
+
+class ConnectionFailed(SpecdeckError):
+    """The host could not be reached, refused our key, or the connection dropped."""
+
+    exit_code = 3
+
+
+class HostKeyUnknown(ConnectionFailed):
+    """The host's key is not in known_hosts: show its fingerprint and how to trust it."""
+
+    def __init__(self, host: str, port: int, fingerprint: str, known_hosts: str, key_line: str) -> None:
+        self.host, self.port, self.fingerprint = host, port, fingerprint
+        self.known_hosts, self.key_line = known_hosts, key_line
+        target = host if port == 22 else f"[{host}]:{port}"
+        super().__init__(
+            f"unknown host key for {target}: {fingerprint}. If that is the host's key, trust it with "
+            f"`ssh-keyscan -p {port} {host} >> {known_hosts}` (or accept it in the TUI), then retry."
+        )
+
+
+class HostKeyChanged(ConnectionFailed):
+    """The host presented a key different from the one in known_hosts: always refused."""
+
+
+class RemoteError(SpecdeckError):
+    """An error reported by the host agent; ``kind`` says which (see ``backend.agent.host.registry``)."""
+
+    _codes = {"invalid": 2, "not_found": 2, "permission": 2, "checkpoint": 2}
+
+    def __init__(self, message: str, kind: str = "failed", data: dict | None = None) -> None:
+        super().__init__(message)
+        self.kind = kind
+        self.data = data or {}
+        self.exit_code = self._codes.get(kind, 1)

@@ -1,0 +1,364 @@
+"""Settings: the config model, TOML loading with strict validation, and the operator's defaults.
+
+One discovery function (`config_path`) decides which file is read: ``--config FILE``, then ``SPECDECK_CONFIG``,
+then the platform's user config dir. A missing default file means "built-in defaults"; a missing explicit file
+is an error.
+"""
+
+from __future__ import annotations
+
+import os
+import tomllib
+from dataclasses import asdict, dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from backend.errors import ConfigError
+
+DEFAULT_HOST = "gpu-box"
+
+
+@dataclass(frozen=True)
+class HostConfig:
+    """A host specdeck drives. ``url`` is ``ssh://user@addr[:port]`` or ``local``."""
+
+    name: str
+    url: str
+    python: str = "python3"
+    workdir: str = "/data/eagle3"
+    identity: str | None = None
+    known_hosts: str | None = None
+    # "sglang" runs `python -m sglang.launch_server`; "simulator" only exists in sandbox configs.
+    launcher: str = "sglang"
+    sandbox: bool = False
+    # Local Hub-compatible endpoint the sandbox serves; real hosts use huggingface.co or HF_ENDPOINT.
+    hub_endpoint: str | None = None
+
+    @property
+    def is_local(self) -> bool:
+        return self.url == "local"
+
+
+@dataclass(frozen=True)
+class DrafterConfig:
+    """An EAGLE-3 drafter: where it lives on the host and, if it comes from the hub, which repo and files."""
+
+    name: str
+    path: str
+    repo: str | None = None
+    revision: str | None = None
+    files: tuple[str, ...] = ("config.json", "model.safetensors")
+
+
+@dataclass(frozen=True)
+class ProfileConfig:
+    """A way to launch SGLang: the target plus an optional drafter and its speculative numbers."""
+
+    name: str
+    drafter: str | None = None
+    algorithm: str | None = None
+    steps: int | None = None
+    topk: int | None = None
+    draft_tokens: int | None = None
+    tp: int = 8
+    port: int = 30000
+    model: str | None = None  # None: the configured target
+    extra_args: tuple[str, ...] = ()
+    env: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Reference:
+    """The operator's measured numbers every chart and verdict is judged against."""
+
+    baseline_tok_s: float = 82.0
+    cycle_ms: float = 30.0
+
+    @property
+    def break_even_accept_len(self) -> float:
+        return self.cycle_ms / 1000 * self.baseline_tok_s
+
+
+@dataclass(frozen=True)
+class Settings:
+    default_host: str
+    hosts: dict[str, HostConfig]
+    target: str
+    drafters: dict[str, DrafterConfig]
+    profiles: dict[str, ProfileConfig]
+    reference: Reference
+    source: str  # the file these came from, or "built-in defaults"
+
+    def host(self, name: str) -> HostConfig:
+        try:
+            return self.hosts[name]
+        except KeyError:
+            known = ", ".join(sorted(self.hosts)) or "none"
+            raise ConfigError(f"unknown host {name!r} (configured: {known}; or use local or ssh://user@addr)")
+
+    def to_json(self) -> dict[str, Any]:
+        out = asdict(self)
+        out["reference"]["break_even_accept_len"] = round(self.reference.break_even_accept_len, 4)
+        return out
+
+
+def builtin_defaults() -> Settings:
+    """The operator's set-up: Kimi-K2.5 on gpu-box, their own drafter and AQ-MedAI's, three profiles."""
+    eagle = {"algorithm": "EAGLE3", "steps": 3, "topk": 1, "draft_tokens": 4}
+    return Settings(
+        default_host=DEFAULT_HOST,
+        hosts={
+            DEFAULT_HOST: HostConfig(
+                name=DEFAULT_HOST,
+                url="ssh://root@10.1.230.174",
+                python="/root/ml-env/bin/python3",
+                workdir="/data/eagle3",
+            )
+        },
+        target="/data/models/Kimi-K2.5",
+        drafters={
+            "ours": DrafterConfig(name="ours", path="/data/eagle3/output_100k_sglang/4"),
+            "aq-medai": DrafterConfig(
+                name="aq-medai", path="/data/eagle3/aq_medai_k2", repo="AQ-MedAI/Kimi-K2-Instruct-eagle3"
+            ),
+        },
+        profiles={
+            "baseline": ProfileConfig(name="baseline"),
+            "eagle3-ours": ProfileConfig(name="eagle3-ours", drafter="ours", **eagle),
+            "eagle3-aq": ProfileConfig(name="eagle3-aq", drafter="aq-medai", **eagle),
+        },
+        reference=Reference(),
+        source="built-in defaults",
+    )
+
+
+def default_config_path() -> Path:
+    from platformdirs import user_config_dir
+
+    return Path(user_config_dir("specdeck")) / "config.toml"
+
+
+def config_path(explicit: str | os.PathLike | None = None) -> tuple[Path, bool]:
+    """The config file to read and whether the user named it (then it must exist)."""
+    if explicit:
+        return Path(explicit).expanduser(), True
+    if env := os.environ.get("SPECDECK_CONFIG"):
+        return Path(env).expanduser(), True
+    return default_config_path(), False
+
+
+def load(explicit: str | os.PathLike | None = None) -> Settings:
+    """Read and validate the effective settings (defaults overlaid by the config file)."""
+    path, required = config_path(explicit)
+    if not path.exists():
+        if required:
+            raise ConfigError(f"config file {path} does not exist (run `specdeck config init --config {path}`)")
+        return builtin_defaults()
+    try:
+        data = tomllib.loads(path.read_text())
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{path}: not valid TOML: {exc}") from None
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot read it: {exc.strerror}") from None
+    return parse(data, str(path))
+
+
+# --- validation -------------------------------------------------------------------------------------------
+
+
+class _Check:
+    """Typed reads from a TOML table; every message names the file and the dotted key."""
+
+    def __init__(self, source: str) -> None:
+        self.source = source
+
+    def fail(self, key: str, msg: str) -> ConfigError:
+        return ConfigError(f"{self.source}: {key}: {msg}")
+
+    def table(self, data: dict, key: str, allowed: set[str], prefix: str = "") -> dict:
+        value = data.get(key, {})
+        full = prefix + key
+        if not isinstance(value, dict):
+            raise self.fail(full, "must be a table")
+        for sub in value:
+            if allowed and sub not in allowed:
+                raise self.fail(f"{full}.{sub}", f"unknown key (allowed: {', '.join(sorted(allowed))})")
+        return value
+
+    def get(self, data: dict, key: str, kind: type | tuple[type, ...], full: str, default: Any = None) -> Any:
+        if key not in data:
+            return default
+        value = data[key]
+        # TOML booleans are ints in Python; keep them apart.
+        if isinstance(value, bool) and kind is not bool and bool not in (kind if isinstance(kind, tuple) else ()):
+            raise self.fail(full, f"expected {_kind_name(kind)}, got a boolean")
+        if not isinstance(value, kind):
+            raise self.fail(full, f"expected {_kind_name(kind)}, got {type(value).__name__} {value!r}")
+        return value
+
+
+def _kind_name(kind: type | tuple[type, ...]) -> str:
+    kinds = kind if isinstance(kind, tuple) else (kind,)
+    names = {str: "a string", int: "an integer", float: "a number", bool: "a boolean", list: "a list"}
+    return " or ".join(names.get(k, k.__name__) for k in kinds)
+
+
+_TOP = {"default_host", "target", "hosts", "drafters", "profiles", "reference"}
+_HOST = {"url", "python", "workdir", "identity", "known_hosts", "launcher", "sandbox", "hub_endpoint"}
+_DRAFTER = {"path", "repo", "revision", "files"}
+_PROFILE = {"drafter", "algorithm", "steps", "topk", "draft_tokens", "tp", "port", "model", "extra_args", "env"}
+_REFERENCE = {"baseline_tok_s", "cycle_ms"}
+ALGORITHMS = ("EAGLE", "EAGLE3", "NEXTN", "STANDALONE", "NGRAM")
+
+
+def parse(data: dict, source: str) -> Settings:
+    """Validate a config mapping (as read from TOML) over the built-in defaults."""
+    c = _Check(source)
+    base = builtin_defaults()
+    for key in data:
+        if key not in _TOP:
+            raise c.fail(key, f"unknown key (allowed: {', '.join(sorted(_TOP))})")
+
+    hosts = dict(base.hosts)
+    for name, raw in c.table(data, "hosts", set()).items():
+        key = f"hosts.{name}"
+        c.table({name: raw}, name, _HOST, "hosts.")
+        prev = hosts.get(name)
+        url = c.get(raw, "url", str, f"{key}.url", prev.url if prev else None)
+        if url is None:
+            raise c.fail(f"{key}.url", "missing (ssh://user@addr[:port] or local)")
+        if url != "local" and not url.startswith("ssh://"):
+            raise c.fail(f"{key}.url", f"must be ssh://user@addr[:port] or local, got {url!r}")
+        launcher = c.get(raw, "launcher", str, f"{key}.launcher", "sglang")
+        if launcher not in ("sglang", "simulator"):
+            raise c.fail(f"{key}.launcher", f"must be sglang or simulator, got {launcher!r}")
+        sandbox = c.get(raw, "sandbox", bool, f"{key}.sandbox", False)
+        if launcher == "simulator" and not (sandbox and url == "local"):
+            # The simulator must never stand in for SGLang on a real host.
+            raise c.fail(f"{key}.launcher", "simulator is only allowed on the local sandbox host")
+        fields = {k: c.get(raw, k, str, f"{key}.{k}") for k in ("python", "workdir", "identity", "known_hosts")}
+        fields = {k: v for k, v in fields.items() if v is not None}
+        hub = c.get(raw, "hub_endpoint", str, f"{key}.hub_endpoint")
+        template = prev or HostConfig(name=name, url=url)
+        hosts[name] = replace(
+            template, name=name, url=url, launcher=launcher, sandbox=sandbox, hub_endpoint=hub, **fields
+        )
+
+    drafters = dict(base.drafters)
+    for name, raw in c.table(data, "drafters", set()).items():
+        key = f"drafters.{name}"
+        c.table({name: raw}, name, _DRAFTER, "drafters.")
+        prev = drafters.get(name)
+        path = c.get(raw, "path", str, f"{key}.path", prev.path if prev else None)
+        if not path:
+            raise c.fail(f"{key}.path", "missing (the drafter's folder on the host)")
+        files = c.get(raw, "files", list, f"{key}.files", list(prev.files) if prev else None)
+        if files is not None and not all(isinstance(f, str) for f in files):
+            raise c.fail(f"{key}.files", "must be a list of strings")
+        drafters[name] = DrafterConfig(
+            name=name,
+            path=path,
+            repo=c.get(raw, "repo", str, f"{key}.repo", prev.repo if prev else None),
+            revision=c.get(raw, "revision", str, f"{key}.revision", prev.revision if prev else None),
+            files=tuple(files) if files is not None else DrafterConfig.files,
+        )
+
+    profiles = dict(base.profiles)
+    for name, raw in c.table(data, "profiles", set()).items():
+        key = f"profiles.{name}"
+        c.table({name: raw}, name, _PROFILE, "profiles.")
+        prev = profiles.get(name) or ProfileConfig(name=name)
+        values: dict[str, Any] = {}
+        for k in ("drafter", "algorithm", "model"):
+            values[k] = c.get(raw, k, str, f"{key}.{k}", getattr(prev, k))
+        for k in ("steps", "topk", "draft_tokens", "tp", "port"):
+            values[k] = c.get(raw, k, int, f"{key}.{k}", getattr(prev, k))
+            if values[k] is not None and values[k] < (0 if k in ("steps",) else 1):
+                raise c.fail(f"{key}.{k}", f"must be positive, got {values[k]}")
+        if not 1 <= values["port"] <= 65535:
+            raise c.fail(f"{key}.port", f"must be a TCP port (1-65535), got {values['port']}")
+        if values["algorithm"] is not None and values["algorithm"] not in ALGORITHMS:
+            raise c.fail(f"{key}.algorithm", f"must be one of {', '.join(ALGORITHMS)}, got {values['algorithm']!r}")
+        extra = c.get(raw, "extra_args", list, f"{key}.extra_args", list(prev.extra_args))
+        if not all(isinstance(a, str) for a in extra):
+            raise c.fail(f"{key}.extra_args", "must be a list of strings")
+        env = c.get(raw, "env", dict, f"{key}.env", dict(prev.env))
+        if not all(isinstance(v, str) for v in env.values()):
+            raise c.fail(f"{key}.env", "values must be strings")
+        profiles[name] = ProfileConfig(name=name, extra_args=tuple(extra), env=env, **values)
+
+    for pname, prof in profiles.items():
+        if prof.drafter is not None and prof.drafter not in drafters:
+            raise c.fail(f"profiles.{pname}.drafter", f"no drafter named {prof.drafter!r} (have: {', '.join(drafters)})")
+
+    ref_raw = c.table(data, "reference", _REFERENCE)
+    reference = Reference(
+        baseline_tok_s=float(c.get(ref_raw, "baseline_tok_s", (int, float), "reference.baseline_tok_s", 82.0)),
+        cycle_ms=float(c.get(ref_raw, "cycle_ms", (int, float), "reference.cycle_ms", 30.0)),
+    )
+    if reference.baseline_tok_s <= 0 or reference.cycle_ms <= 0:
+        raise c.fail("reference", "baseline_tok_s and cycle_ms must be positive")
+
+    default_host = c.get(data, "default_host", str, "default_host", base.default_host)
+    if default_host not in hosts and default_host != "local":
+        raise c.fail("default_host", f"no host named {default_host!r} (have: {', '.join(hosts)})")
+    return Settings(
+        default_host=default_host,
+        hosts=hosts,
+        target=c.get(data, "target", str, "target", base.target),
+        drafters=drafters,
+        profiles=profiles,
+        reference=reference,
+        source=source,
+    )
+
+
+INIT_TEMPLATE = """\
+# specdeck configuration. Every key is optional: what you leave out keeps the built-in default.
+# Validate with `specdeck config show`.
+
+# The host `specdeck` (and the TUI) uses when --host is not given.
+default_host = "gpu-box"
+
+# The target model's folder on the host.
+target = "/data/models/Kimi-K2.5"
+
+[hosts.gpu-box]
+url = "ssh://root@10.1.230.174"        # ssh://user@addr[:port]; ~/.ssh/config (ProxyJump, IdentityFile) applies
+python = "/root/ml-env/bin/python3"    # the host's interpreter (runs the agent, sglang, huggingface_hub)
+workdir = "/data/eagle3"               # specdeck keeps its state under <workdir>/.specdeck
+# identity = "~/.ssh/id_ed25519"
+# known_hosts = "~/.ssh/known_hosts"
+
+[drafters.ours]
+path = "/data/eagle3/output_100k_sglang/4"
+
+[drafters.aq-medai]
+repo = "AQ-MedAI/Kimi-K2-Instruct-eagle3"
+files = ["config.json", "model.safetensors"]
+path = "/data/eagle3/aq_medai_k2"
+
+[profiles.baseline]
+tp = 8
+port = 30000
+
+[profiles.eagle3-ours]
+drafter = "ours"
+algorithm = "EAGLE3"
+steps = 3
+topk = 1
+draft_tokens = 4
+
+[profiles.eagle3-aq]
+drafter = "aq-medai"
+algorithm = "EAGLE3"
+steps = 3
+topk = 1
+draft_tokens = 4
+# extra_args = ["--mem-fraction-static", "0.85"]
+# env = { SGLANG_ENABLE_SPEC_V2 = "1" }
+
+[reference]
+baseline_tok_s = 82   # measured tok/s without speculation, one stream
+cycle_ms = 30         # one verify cycle; break-even accept length = cycle × baseline = 2.46
+"""

@@ -1,0 +1,1 @@
+"""Ways to reach a host: this machine (``local``) or SSH. Both give the same face (see ``base``)."""
