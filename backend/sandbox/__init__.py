@@ -1,0 +1,1 @@
+"""The sandbox: a local Hub, a simulated GPU host and the fixtures they serve."""

@@ -1,0 +1,703 @@
+"""A local Hugging Face Hub-compatible HTTP server: folders under a root served as model repos.
+
+Each ``root/<org>/<name>/`` is the model repo ``org/name`` with one revision, ``main``, whose commit sha is
+derived from the file list, sizes and mtimes. It speaks enough of the Hub protocol for the real
+``huggingface_hub`` client: ``HEAD/GET /{repo}/resolve/{rev}/{path}`` (``X-Repo-Commit``, ``ETag``,
+``X-Linked-Etag``/``X-Linked-Size`` for LFS files, ``Range``), ``/api/models/{repo}[/revision/{rev}]``,
+``/api/models/{repo}/tree/{rev}[/{path}]`` and ``POST /api/models/{repo}/paths-info/{rev}``. It never
+sends Xet headers, so clients always download from it over plain HTTP.
+
+Dotfiles are control files, never served: ``.gated`` (its content is the one accepted token) makes ``resolve``
+answer 401 ``GatedRepo`` unless the request carries ``Authorization: Bearer <token>``. Tests inject faults
+through :attr:`HubServer.corrupt` (serve wrong bytes, advertise the right sha256) and :meth:`HubServer.drop`
+(close the connection after K body bytes).
+
+Stdlib only, Python 3.8+. CLI (foreground, clean exit on SIGTERM):
+``python -m backend.sandbox.hub --root DIR [--port P] [--rate BPS] [--port-file F]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import hashlib
+import json
+import logging
+import os
+import signal
+import socket
+import socketserver
+import sys
+import threading
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from urllib.parse import parse_qs, unquote, urlsplit
+
+log = logging.getLogger(__name__)
+
+LFS_MIN_SIZE = 1 << 20  # files this big are stored in LFS, like the Hub's default
+LFS_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth", ".gguf", ".onnx", ".msgpack", ".h5")
+CACHE_DIR_NAME = ".hubcache"  # sha256 sidecars, inside root (a dot-name is never a repo)
+_READ_CHUNK = 8 << 20
+
+
+def is_lfs(path: str, size: int) -> bool:
+    """Whether the Hub would store this file in LFS (and so advertise its sha256)."""
+    return size >= LFS_MIN_SIZE or path.endswith(LFS_SUFFIXES)
+
+
+def git_blob_oid(data: bytes) -> str:
+    """The git object id of a blob with this content (what the Hub calls ``oid``/``blobId``)."""
+    return hashlib.sha1(f"blob {len(data)}\0".encode() + data).hexdigest()
+
+
+def lfs_pointer(sha256: str, size: int) -> bytes:
+    """The git-lfs pointer file that stands for an LFS file in the git tree."""
+    return f"version https://git-lfs.github.com/spec/v1\noid sha256:{sha256}\nsize {size}\n".encode()
+
+
+def _iso(ts: float) -> str:
+    utc = timezone.utc  # noqa: UP017 (datetime.UTC is 3.11+)
+    return datetime.fromtimestamp(ts, utc).strftime("%Y-%m-%dT%H:%M:%S.000Z")
+
+
+@dataclass(frozen=True)
+class RepoFile:
+    """One served file: its path in the repo and the stat fields the commit sha and caches are keyed by."""
+
+    path: str
+    abspath: Path
+    size: int
+    mtime_ns: int
+
+    @property
+    def lfs(self) -> bool:
+        return is_lfs(self.path, self.size)
+
+
+@dataclass(frozen=True)
+class Repo:
+    """A snapshot of one repo folder, taken per request."""
+
+    repo_id: str
+    folder: Path
+    files: dict[str, RepoFile]
+    dirs: tuple[str, ...]
+    commit: str
+    gate_token: str | None
+    last_modified: float
+
+
+@dataclass(frozen=True)
+class RequestRecord:
+    """One answered request, kept in :attr:`HubServer.requests` so tests can see Range use and drops."""
+
+    method: str
+    path: str
+    range: str | None
+    status: int
+    body_bytes: int
+
+
+class HubError(Exception):
+    """A Hub error response: status, ``X-Error-Code`` and ``X-Error-Message`` as huggingface_hub maps them."""
+
+    def __init__(self, status: int, code: str | None, message: str, commit: str | None = None):
+        super().__init__(message)
+        self.status = status
+        self.code = code
+        self.message = message
+        self.commit = commit
+
+
+def _scan(root: Path, repo_id: str) -> Repo:
+    parts = repo_id.split("/")
+    if len(parts) != 2 or any(not p or p.startswith(".") for p in parts):
+        raise HubError(404, "RepoNotFound", "Repository not found")
+    folder = root / parts[0] / parts[1]
+    if not folder.is_dir():
+        raise HubError(404, "RepoNotFound", "Repository not found")
+    files: dict[str, RepoFile] = {}
+    dirs: list[str] = []
+    for base, dirnames, filenames in os.walk(str(folder), followlinks=True):
+        dirnames[:] = sorted(d for d in dirnames if not d.startswith("."))
+        rel_base = os.path.relpath(base, str(folder))
+        prefix = "" if rel_base == "." else rel_base.replace(os.sep, "/") + "/"
+        dirs.extend(prefix + d for d in dirnames)
+        for name in filenames:
+            if name.startswith("."):
+                continue
+            abspath = Path(base) / name
+            try:
+                st = abspath.stat()
+            except OSError:
+                continue  # dangling symlink or a file removed under us
+            files[prefix + name] = RepoFile(prefix + name, abspath, st.st_size, st.st_mtime_ns)
+    ordered = dict(sorted(files.items()))
+    fingerprint = hashlib.sha1()
+    for f in ordered.values():
+        fingerprint.update(f"{f.path}\t{f.size}\t{f.mtime_ns}\n".encode())
+    gate = folder / ".gated"
+    gate_token = gate.read_text().strip() if gate.is_file() else None
+    last = max((f.mtime_ns for f in ordered.values()), default=0) / 1e9
+    return Repo(repo_id, folder, ordered, tuple(sorted(dirs)), fingerprint.hexdigest(), gate_token, last)
+
+
+class DigestCache:
+    """Content digests (sha256 for LFS files, git blob sha1 for the rest), computed once per size+mtime.
+
+    Kept in memory and in a JSON sidecar per file under ``root/.hubcache/`` so a restarted server does not
+    re-hash multi-GiB files; a file whose size or mtime changed is hashed again.
+    """
+
+    def __init__(self, cache_dir: Path):
+        self.cache_dir = cache_dir
+        self._memo: dict[tuple[str, int, int], str] = {}
+        self._locks: dict[str, threading.Lock] = {}
+        self._guard = threading.Lock()
+
+    def digest(self, repo_id: str, f: RepoFile) -> str:
+        """sha256 hex of an LFS file's bytes, or the git blob oid of a small file."""
+        key = (str(f.abspath), f.size, f.mtime_ns)
+        found = self._memo.get(key)
+        if found is not None:
+            return found
+        with self._guard:
+            lock = self._locks.setdefault(str(f.abspath), threading.Lock())
+        with lock:  # one hash per file even when requests race
+            found = self._memo.get(key)
+            if found is None:
+                found = self._load(repo_id, f) or self._compute(repo_id, f)
+                self._memo[key] = found
+        return found
+
+    def _sidecar(self, repo_id: str, f: RepoFile) -> Path:
+        return self.cache_dir / repo_id / (f.path + ".json")
+
+    def _load(self, repo_id: str, f: RepoFile) -> str | None:
+        try:
+            data = json.loads(self._sidecar(repo_id, f).read_text())
+        except (OSError, ValueError):
+            return None
+        if data.get("size") == f.size and data.get("mtime_ns") == f.mtime_ns and data.get("lfs") == f.lfs:
+            return data.get("digest")
+        return None
+
+    def _compute(self, repo_id: str, f: RepoFile) -> str:
+        if f.lfs:
+            h = hashlib.sha256()
+            buf = bytearray(_READ_CHUNK)
+            view = memoryview(buf)
+            with open(str(f.abspath), "rb", buffering=0) as fh:
+                while True:
+                    n = fh.readinto(buf)
+                    if not n:
+                        break
+                    h.update(view[:n])
+            digest = h.hexdigest()
+        else:
+            digest = git_blob_oid(f.abspath.read_bytes())
+        sidecar = self._sidecar(repo_id, f)
+        record = {"size": f.size, "mtime_ns": f.mtime_ns, "lfs": f.lfs, "digest": digest}
+        try:
+            sidecar.parent.mkdir(parents=True, exist_ok=True)
+            tmp = sidecar.with_name(f"{sidecar.name}.{threading.get_ident()}.tmp")
+            tmp.write_text(json.dumps(record))
+            os.replace(str(tmp), str(sidecar))
+        except OSError as e:  # a read-only root still serves, it just hashes again after a restart
+            log.debug("cannot write digest sidecar %s: %s", sidecar, e)
+        return digest
+
+
+@dataclass
+class _Drop:
+    after: int
+    times: int
+
+
+class HubServer:
+    """Serves ``root/<org>/<name>/`` folders as Hub model repos on ``host:port`` (0 = a free port).
+
+    ``rate_bps`` limits each file body to that many bytes per second (None = unlimited). ``corrupt`` holds
+    ``"org/name/path"`` keys whose bodies are served with one byte flipped (the last one) while the headers
+    and APIs still advertise the true sha256; it may be changed while serving.
+    """
+
+    def __init__(
+        self,
+        root: Path,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        rate_bps: int | None = None,
+        corrupt: Iterable[str] = (),
+    ):
+        self.root = Path(root)
+        self.host = host
+        self.port = port
+        self.rate_bps = rate_bps
+        self.corrupt = set(corrupt)
+        self.digests = DigestCache(self.root / CACHE_DIR_NAME)
+        self.requests: list[RequestRecord] = []
+        self._drops: dict[str, _Drop] = {}
+        self._drops_lock = threading.Lock()
+        self._httpd: _HTTPServer | None = None
+        self._thread: threading.Thread | None = None
+
+    # -- lifecycle -------------------------------------------------------------------------------------------
+
+    @property
+    def url(self) -> str:
+        """The endpoint to pass to huggingface_hub (``endpoint=`` / ``HF_ENDPOINT``)."""
+        if self._httpd is None:
+            raise RuntimeError("the hub server is not running; call start() first")
+        host, port = self._httpd.server_address[:2]
+        return f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
+
+    def start(self) -> str:
+        """Bind and serve on a background thread; returns the URL."""
+        if self._httpd is not None:
+            raise RuntimeError("the hub server is already running")
+        self._httpd = _HTTPServer(self)
+        self._thread = threading.Thread(
+            target=self._httpd.serve_forever, kwargs={"poll_interval": 0.05}, name="hub-server", daemon=True
+        )
+        self._thread.start()
+        return self.url
+
+    def stop(self) -> None:
+        """Stop serving and cut open connections (a transfer in flight ends early)."""
+        httpd, self._httpd = self._httpd, None
+        if httpd is None:
+            return
+        httpd.shutdown()
+        httpd.close_connections()
+        httpd.server_close()
+        if self._thread is not None:
+            self._thread.join()
+
+    def __enter__(self) -> HubServer:
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    # -- fault injection -------------------------------------------------------------------------------------
+
+    def drop(self, key: str, after_bytes: int, times: int = 1) -> None:
+        """Cut the next ``times`` GETs of ``org/name/path`` after ``after_bytes`` body bytes (a clean EOF)."""
+        with self._drops_lock:
+            self._drops[key] = _Drop(after_bytes, times)
+
+    def _take_drop(self, key: str, length: int) -> int | None:
+        with self._drops_lock:
+            drop = self._drops.get(key)
+            if drop is None or drop.after >= length:
+                return None
+            drop.times -= 1
+            if drop.times <= 0:
+                del self._drops[key]
+            return drop.after
+
+    # -- repos -----------------------------------------------------------------------------------------------
+
+    def repo(self, repo_id: str, revision: str | None = None) -> Repo:
+        """Scan ``repo_id``; with ``revision``, also check it is ``main`` or the current commit sha."""
+        repo = _scan(self.root, repo_id)
+        if revision is not None and revision not in ("main", repo.commit):
+            raise HubError(404, "RevisionNotFound", f"Invalid rev id: {revision}")
+        return repo
+
+    def repo_ids(self) -> list[str]:
+        """Every ``org/name`` under root."""
+        out = []
+        for org in sorted(self.root.iterdir()) if self.root.is_dir() else []:
+            if org.is_dir() and not org.name.startswith("."):
+                out.extend(
+                    f"{org.name}/{d.name}"
+                    for d in sorted(org.iterdir())
+                    if d.is_dir() and not d.name.startswith(".")
+                )
+        return out
+
+    def warm(self) -> None:
+        """Hash every file now, so the first HEAD of a multi-GiB file does not wait for it."""
+        for repo_id in self.repo_ids():
+            for f in _scan(self.root, repo_id).files.values():
+                self.digests.digest(repo_id, f)
+
+    def lfs_info(self, repo: Repo, f: RepoFile) -> dict[str, object] | None:
+        """``{sha256, size, pointer_size}`` for an LFS file, else None."""
+        if not f.lfs:
+            return None
+        sha = self.digests.digest(repo.repo_id, f)
+        return {"sha256": sha, "size": f.size, "pointer_size": len(lfs_pointer(sha, f.size))}
+
+    def blob_oid(self, repo: Repo, f: RepoFile) -> str:
+        """The git oid of the file's blob (of its LFS pointer for LFS files)."""
+        digest = self.digests.digest(repo.repo_id, f)
+        return git_blob_oid(lfs_pointer(digest, f.size)) if f.lfs else digest
+
+    def file_entry(self, repo: Repo, f: RepoFile) -> dict[str, object]:
+        """A tree / paths-info entry as the Hub returns it."""
+        entry: dict[str, object] = {
+            "type": "file",
+            "oid": self.blob_oid(repo, f),
+            "size": f.size,
+            "path": f.path,
+        }
+        lfs = self.lfs_info(repo, f)
+        if lfs is not None:
+            entry["lfs"] = {"oid": lfs["sha256"], "size": lfs["size"], "pointerSize": lfs["pointer_size"]}
+        return entry
+
+    def dir_entry(self, repo: Repo, path: str) -> dict[str, object]:
+        oid = hashlib.sha1(f"tree {repo.commit} {path}".encode()).hexdigest()
+        return {"type": "directory", "oid": oid, "size": 0, "path": path}
+
+    def model_info(self, repo: Repo, blobs: bool) -> dict[str, object]:
+        """``/api/models/{repo}`` JSON; sibling sizes and LFS sha256 only with ``blobs`` (files_metadata)."""
+        siblings = []
+        for f in repo.files.values():
+            sibling: dict[str, object] = {"rfilename": f.path}
+            if blobs:
+                sibling["size"] = f.size
+                sibling["blobId"] = self.blob_oid(repo, f)
+                lfs = self.lfs_info(repo, f)
+                if lfs is not None:
+                    sibling["lfs"] = {
+                        "sha256": lfs["sha256"],
+                        "size": lfs["size"],
+                        "pointerSize": lfs["pointer_size"],
+                    }
+            siblings.append(sibling)
+        org = repo.repo_id.split("/")[0]
+        return {
+            "_id": repo.commit[:24],
+            "id": repo.repo_id,
+            "modelId": repo.repo_id,
+            "author": org,
+            "sha": repo.commit,
+            "lastModified": _iso(repo.last_modified),
+            "createdAt": _iso(repo.last_modified),
+            "private": False,
+            "gated": "auto" if repo.gate_token is not None else False,
+            "disabled": False,
+            "downloads": 0,
+            "likes": 0,
+            "tags": [],
+            "siblings": siblings,
+            "usedStorage": sum(f.size for f in repo.files.values()),
+        }
+
+    def tree(self, repo: Repo, path: str, recursive: bool, expand: bool) -> list[dict[str, object]]:
+        """``tree/{rev}/{path}`` entries: the folder's children (all its descendants if ``recursive``)."""
+        if path and path not in repo.dirs:
+            raise HubError(404, "EntryNotFound", "Entry not found", repo.commit)
+        prefix = path + "/" if path else ""
+
+        def wanted(p: str) -> bool:
+            return p.startswith(prefix) and (recursive or "/" not in p[len(prefix) :])
+
+        out = [self.dir_entry(repo, d) for d in repo.dirs if wanted(d)]
+        out.extend(self.file_entry(repo, f) for f in repo.files.values() if wanted(f.path))
+        if expand:
+            for entry in out:
+                entry["lastCommit"] = {
+                    "id": repo.commit,
+                    "title": "sandbox snapshot",
+                    "date": _iso(repo.last_modified),
+                }
+        return out
+
+    def paths_info(self, repo: Repo, paths: Iterable[str]) -> list[dict[str, object]]:
+        """``paths-info`` entries for the paths that exist (missing ones are left out, as on the Hub)."""
+        out = []
+        for p in paths:
+            p = p.strip("/")
+            if p in repo.files:
+                out.append(self.file_entry(repo, repo.files[p]))
+            elif p in repo.dirs:
+                out.append(self.dir_entry(repo, p))
+        return out
+
+
+class _HTTPServer(ThreadingHTTPServer):
+    daemon_threads = True
+
+    def __init__(self, hub: HubServer):
+        if ":" in hub.host:
+            self.address_family = socket.AF_INET6
+        self.hub = hub
+        self._live: set = set()
+        self._live_lock = threading.Lock()
+        super().__init__((hub.host, hub.port), _Handler)
+
+    def server_bind(self) -> None:
+        socketserver.TCPServer.server_bind(self)  # skips HTTPServer's reverse DNS lookup of the host
+        self.server_name, self.server_port = self.server_address[:2]
+
+    def process_request_thread(self, request, client_address):  # type: ignore[no-untyped-def]
+        with self._live_lock:
+            self._live.add(request)
+        try:
+            super().process_request_thread(request, client_address)
+        finally:
+            with self._live_lock:
+                self._live.discard(request)
+
+    def close_connections(self) -> None:
+        with self._live_lock:
+            live = list(self._live)
+        for sock in live:
+            with contextlib.suppress(OSError):
+                sock.shutdown(socket.SHUT_RDWR)
+
+
+def _parse_range(header: str | None, size: int) -> tuple[int, int] | None:
+    """``(start, end_exclusive)`` of a single ``bytes=`` range; None to serve the whole file.
+
+    Raises ValueError when the range cannot be satisfied (answered with 416).
+    """
+    if not header or not header.strip().startswith("bytes=") or "," in header:
+        return None
+    spec = header.strip()[len("bytes=") :].strip()
+    first, _, last = spec.partition("-")
+    try:
+        if first == "":
+            start, end = max(size - int(last), 0), size  # suffix range: the last N bytes
+        else:
+            start = int(first)
+            end = min(int(last) + 1, size) if last else size
+    except ValueError:
+        return None
+    if start >= size or start >= end:
+        raise ValueError(header)
+    return start, end
+
+
+class _Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    server_version = "specdeck-hub/1"
+    timeout = 300  # idle keep-alive connections go away eventually
+    server: _HTTPServer
+
+    def log_message(self, format: str, *args: object) -> None:
+        log.debug("%s %s", self.address_string(), format % args)
+
+    def do_HEAD(self) -> None:
+        self._dispatch()
+
+    def do_GET(self) -> None:
+        self._dispatch()
+
+    def do_POST(self) -> None:
+        self._dispatch()
+
+    # -- plumbing --------------------------------------------------------------------------------------------
+
+    def _dispatch(self) -> None:
+        self._status = 0
+        self._sent = 0
+        body = b""
+        length = int(self.headers.get("Content-Length") or 0)
+        if length:
+            body = self.rfile.read(length)  # always drained, so keep-alive stays in step
+        url = urlsplit(self.path)
+        segs = [unquote(s) for s in url.path.split("/")[1:]]
+        try:
+            if self.command in ("GET", "HEAD") and len(segs) >= 5 and segs[2] == "resolve":
+                self._resolve("/".join(segs[:2]), segs[3], "/".join(segs[4:]))
+            elif len(segs) >= 4 and segs[0] == "api" and segs[1] == "models":
+                self._api("/".join(segs[2:4]), segs[4:], parse_qs(url.query), body)
+            elif len(segs) >= 2 and segs[0] == "api":
+                raise HubError(404, "RepoNotFound", "Repository not found")
+            else:
+                raise HubError(404, None, "Not found")
+        except HubError as e:
+            self._send_error(e)
+        except (socket.timeout, ConnectionError):  # noqa: UP041 (socket.timeout is not TimeoutError on 3.8)
+            self.close_connection = True  # the client went away mid-answer
+        finally:
+            hub = self.server.hub
+            hub.requests.append(
+                RequestRecord(self.command, url.path, self.headers.get("Range"), self._status, self._sent)
+            )
+
+    def _start(self, status: int, headers: dict[str, str]) -> None:
+        self._status = status
+        self.send_response(status)
+        for k, v in headers.items():
+            self.send_header(k, v)
+        self.end_headers()
+
+    def _send_bytes(self, status: int, data: bytes, headers: dict[str, str]) -> None:
+        self._start(status, dict(headers, **{"Content-Length": str(len(data))}))
+        if self.command != "HEAD":
+            self.wfile.write(data)
+            self._sent = len(data)
+
+    def _send_json(self, obj: object) -> None:
+        self._send_bytes(200, json.dumps(obj).encode(), {"Content-Type": "application/json"})
+
+    def _send_error(self, e: HubError) -> None:
+        headers = {"Content-Type": "application/json", "X-Error-Message": e.message}
+        if e.code:
+            headers["X-Error-Code"] = e.code
+        if e.commit:
+            headers["X-Repo-Commit"] = e.commit
+        self._send_bytes(e.status, json.dumps({"error": e.message}).encode(), headers)
+
+    # -- endpoints -------------------------------------------------------------------------------------------
+
+    def _api(self, repo_id: str, rest: list[str], query: dict[str, list[str]], body: bytes) -> None:
+        hub = self.server.hub
+
+        def flag(name: str) -> bool:
+            return query.get(name, ["false"])[-1].lower() in ("1", "true")
+
+        if not rest and self.command == "GET":
+            self._send_json(hub.model_info(hub.repo(repo_id), flag("blobs")))
+        elif len(rest) == 2 and rest[0] == "revision" and self.command == "GET":
+            self._send_json(hub.model_info(hub.repo(repo_id, rest[1]), flag("blobs")))
+        elif len(rest) >= 2 and rest[0] == "tree" and self.command == "GET":
+            repo = hub.repo(repo_id, rest[1])
+            self._send_json(hub.tree(repo, "/".join(rest[2:]).strip("/"), flag("recursive"), flag("expand")))
+        elif len(rest) == 2 and rest[0] == "paths-info" and self.command == "POST":
+            repo = hub.repo(repo_id, rest[1])
+            self._send_json(hub.paths_info(repo, self._posted_paths(body)))
+        else:
+            hub.repo(repo_id)  # an unknown repo says so before the route does
+            raise HubError(404, None, "Not found")
+
+    def _posted_paths(self, body: bytes) -> list[str]:
+        if "json" in (self.headers.get("Content-Type") or ""):
+            try:
+                paths = json.loads(body.decode() or "{}").get("paths", [])
+            except (ValueError, AttributeError):
+                raise HubError(400, None, "Body must be a JSON object with a 'paths' list") from None
+            return [paths] if isinstance(paths, str) else list(paths)
+        form = parse_qs(body.decode(), keep_blank_values=True)
+        return form.get("paths", []) + form.get("paths[]", [])
+
+    def _resolve(self, repo_id: str, revision: str, path: str) -> None:
+        hub = self.server.hub
+        repo = hub.repo(repo_id, revision)
+        if repo.gate_token is not None and self.headers.get("Authorization") != "Bearer " + repo.gate_token:
+            raise HubError(
+                401,
+                "GatedRepo",
+                f"Access to model {repo_id} is restricted. You must have access to it and be authenticated"
+                " to access it. Please log in.",
+            )
+        f = repo.files.get(path)
+        if f is None:
+            raise HubError(404, "EntryNotFound", "Entry not found", repo.commit)
+        name = path.rsplit("/", 1)[-1].replace('"', "")
+        headers = {
+            "X-Repo-Commit": repo.commit,
+            "ETag": f'"{hub.blob_oid(repo, f)}"',
+            "Accept-Ranges": "bytes",
+            "Content-Type": "application/octet-stream",
+            "Content-Disposition": f"inline; filename*=UTF-8''{name}; filename=\"{name}\";",
+        }
+        lfs = hub.lfs_info(repo, f)
+        if lfs is not None:
+            headers["X-Linked-Etag"] = f'"{lfs["sha256"]}"'
+            headers["X-Linked-Size"] = str(f.size)
+        try:
+            span = _parse_range(self.headers.get("Range"), f.size)
+        except ValueError:
+            headers["Content-Range"] = f"bytes */{f.size}"
+            self._send_bytes(416, b"", headers)
+            return
+        start, end = span if span is not None else (0, f.size)
+        if span is not None:
+            headers["Content-Range"] = f"bytes {start}-{end - 1}/{f.size}"
+        headers["Content-Length"] = str(end - start)
+        self._start(206 if span is not None else 200, headers)
+        if self.command == "GET":
+            self._send_file(repo_id + "/" + path, f, start, end - start)
+
+    def _send_file(self, key: str, f: RepoFile, start: int, length: int) -> None:
+        hub = self.server.hub
+        drop_at = hub._take_drop(key, length)
+        rate = hub.rate_bps
+        flip = f.size - 1 if key in hub.corrupt else -1
+        with open(str(f.abspath), "rb") as fh:
+            if drop_at is None and rate is None and flip < 0:
+                self._sent = self.connection.sendfile(fh, start, length)  # zero-copy; sparse holes are cheap
+                return
+            limit = length if drop_at is None else drop_at
+            chunk = max(4096, min(1 << 20, rate // 20)) if rate else 1 << 20
+            t0 = time.monotonic()
+            while self._sent < limit:
+                pos = start + self._sent
+                data = os.pread(fh.fileno(), min(chunk, limit - self._sent), pos)
+                if not data:
+                    break  # the file shrank under us: the client sees a short body
+                if pos <= flip < pos + len(data):
+                    data = bytearray(data)
+                    data[flip - pos] ^= 0xFF
+                self.connection.sendall(data)
+                self._sent += len(data)
+                if rate:
+                    time.sleep(max(0.0, t0 + self._sent / rate - time.monotonic()))
+        if drop_at is not None:
+            self.close_connection = True
+            self.connection.shutdown(socket.SHUT_WR)  # clean EOF mid-body: the client sees a short read
+
+
+# -- CLI ---------------------------------------------------------------------------------------------------
+
+
+def _rate(text: str) -> int:
+    """``40M`` → 40_000_000 bytes/s (K, M, G are powers of 1000)."""
+    scale = {"K": 10**3, "M": 10**6, "G": 10**9}.get(text[-1:].upper(), 1)
+    try:
+        value = float(text[:-1] if scale > 1 else text) * scale
+    except ValueError:
+        raise argparse.ArgumentTypeError("rate must be bytes per second, e.g. 40M") from None
+    if value <= 0:
+        raise argparse.ArgumentTypeError("rate must be positive")
+    return int(value)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Serve in the foreground until SIGTERM/SIGINT; prints the URL and writes it to ``--port-file``."""
+    ap = argparse.ArgumentParser(prog="python -m backend.sandbox.hub", description=__doc__.splitlines()[0])
+    ap.add_argument("--root", type=Path, required=True, help="folder holding <org>/<name>/ repos")
+    ap.add_argument("--host", default="127.0.0.1")
+    ap.add_argument("--port", type=int, default=0, help="0 picks a free port")
+    ap.add_argument("--rate", type=_rate, default=None, help="bytes/s per transfer, e.g. 40M")
+    ap.add_argument("--port-file", type=Path, help="write the URL here once listening")
+    ap.add_argument(
+        "--corrupt", action="append", default=[], metavar="ORG/NAME/PATH", help="serve wrong bytes"
+    )
+    args = ap.parse_args(argv)
+    if not args.root.is_dir():
+        ap.error(f"--root {args.root} is not a folder")
+
+    stopping = threading.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: stopping.set())
+    hub = HubServer(args.root, args.host, args.port, args.rate, args.corrupt)
+    url = hub.start()
+    threading.Thread(target=hub.warm, name="hub-warm", daemon=True).start()
+    if args.port_file:
+        tmp = args.port_file.with_name(args.port_file.name + ".tmp")
+        tmp.write_text(url + "\n")
+        os.replace(str(tmp), str(args.port_file))  # readers never see half a URL
+    print(url, flush=True)
+    while not stopping.wait(1.0):
+        pass
+    hub.stop()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
