@@ -1,0 +1,228 @@
+"""Bounded time series for the Live tab: ring buffers, windows, stats and min/max decimation.
+
+Each series is a fixed-size ring of (t, value) pairs in two ``array('d')`` buffers allocated once, so a day
+at 1 Hz costs the same memory as a minute. Charts draw ``window(s).decimate(width)``: at most two points per
+column, which keeps every spike visible while plotext only sees a few hundred points.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from array import array
+from bisect import bisect_left
+from dataclasses import dataclass
+
+from backend.breakeven import cycle_ms, live_breakeven
+from backend.metrics import DEFAULT_IDLE_GAP_S, LiveFilter, Sample
+
+DAY_AT_1HZ = 86_400
+
+
+@dataclass(frozen=True, slots=True)
+class Stats:
+    """Summary of a window; the numbers are None when it is empty."""
+
+    count: int
+    current: float | None
+    mean: float | None
+    p50: float | None
+    p95: float | None
+    min: float | None
+    max: float | None
+
+
+def _quantile(ordered: list[float], q: float) -> float:
+    """Linear interpolation between closest ranks (numpy's default)."""
+    pos = (len(ordered) - 1) * q
+    lo = int(pos)
+    hi = min(lo + 1, len(ordered) - 1)
+    return ordered[lo] + (ordered[hi] - ordered[lo]) * (pos - lo)
+
+
+class SeriesView:
+    """A snapshot of a window of a series (later appends do not change it)."""
+
+    __slots__ = ("xs", "ys")
+
+    def __init__(self, xs: array, ys: array) -> None:
+        self.xs = xs
+        self.ys = ys
+
+    def __len__(self) -> int:
+        return len(self.xs)
+
+    def stats(self) -> Stats:
+        """Count, current (last), mean, p50, p95, min and max of the window."""
+        n = len(self.ys)
+        if n == 0:
+            return Stats(0, None, None, None, None, None, None)
+        ordered = sorted(self.ys)
+        return Stats(
+            count=n,
+            current=self.ys[-1],
+            mean=math.fsum(ordered) / n,
+            p50=_quantile(ordered, 0.5),
+            p95=_quantile(ordered, 0.95),
+            min=ordered[0],
+            max=ordered[-1],
+        )
+
+    def decimate(self, width: int) -> tuple[list[float], list[float]]:
+        """At most ~2 points per column for ``width`` columns: each column's min and max, in time order.
+
+        Columns split the time span evenly, so gaps in the data stay gaps. Windows small enough to draw
+        as they are come back whole.
+        """
+        xs, ys = self.xs, self.ys
+        n, width = len(xs), max(width, 1)
+        if n <= 2 * width:
+            return xs.tolist(), ys.tolist()
+        t0, span = xs[0], xs[-1] - xs[0]
+        if span <= 0:
+            # All points at one instant: keep that instant's extremes.
+            lo, hi = min(ys), max(ys)
+            return [t0, t0], [lo, hi]
+        out_x: list[float] = []
+        out_y: list[float] = []
+        start = 0
+        for col in range(1, width + 1):
+            end = n if col == width else bisect_left(xs, t0 + span * col / width, start)
+            if end <= start:
+                continue
+            chunk = ys[start:end]
+            lo_val, hi_val = min(chunk), max(chunk)
+            i_lo, i_hi = chunk.index(lo_val), chunk.index(hi_val)
+            if i_lo == i_hi:
+                out_x.append(xs[start + i_lo])
+                out_y.append(lo_val)
+            else:
+                first, second = (i_lo, i_hi) if i_lo < i_hi else (i_hi, i_lo)
+                out_x += (xs[start + first], xs[start + second])
+                out_y += (ys[start + first], ys[start + second])
+            start = end
+        return out_x, out_y
+
+
+class RingSeries:
+    """A bounded series of (t, value): the oldest points fall off once ``capacity`` is reached.
+
+    Times must not go backwards (windows binary-search them): a time earlier than the last one is stored
+    as the last one. Non-finite values are ignored.
+    """
+
+    def __init__(self, capacity: int = DAY_AT_1HZ) -> None:
+        if capacity < 1:
+            raise ValueError("capacity must be at least 1")
+        self.capacity = capacity
+        self._ts = array("d", bytes(8 * capacity))
+        self._vs = array("d", bytes(8 * capacity))
+        self.clear()
+
+    def clear(self) -> None:
+        """Drop every point (the buffers are kept)."""
+        self._start = 0  # physical index of the oldest point
+        self._count = 0
+
+    def __len__(self) -> int:
+        return self._count
+
+    @property
+    def last(self) -> tuple[float, float] | None:
+        """The newest (t, value), or None when empty."""
+        if not self._count:
+            return None
+        i = (self._start + self._count - 1) % self.capacity
+        return self._ts[i], self._vs[i]
+
+    def append(self, t: float, value: float) -> None:
+        """Add a point, overwriting the oldest when full."""
+        if not math.isfinite(value) or not math.isfinite(t):
+            return
+        last = self.last
+        if last is not None and t < last[0]:
+            t = last[0]
+        if self._count < self.capacity:
+            i = (self._start + self._count) % self.capacity
+            self._count += 1
+        else:
+            i = self._start
+            self._start = (self._start + 1) % self.capacity
+        self._ts[i] = t
+        self._vs[i] = value
+
+    def _ordered(self, buf: array, first: int) -> array:
+        """Logical points ``first``..end of ``buf`` as one contiguous array."""
+        a = self._start + first
+        b = self._start + self._count
+        if b <= self.capacity:
+            return buf[a:b]
+        if a >= self.capacity:
+            return buf[a - self.capacity : b - self.capacity]
+        return buf[a:] + buf[: b - self.capacity]
+
+    def _first_from(self, cutoff: float) -> int:
+        """Logical index of the first point at or after ``cutoff`` (the ring is two sorted runs)."""
+        run_end = min(self._start + self._count, self.capacity)
+        i = bisect_left(self._ts, cutoff, self._start, run_end)
+        if i < run_end:
+            return i - self._start
+        wrapped = self._start + self._count - self.capacity
+        return run_end - self._start + (bisect_left(self._ts, cutoff, 0, wrapped) if wrapped > 0 else 0)
+
+    def window(self, seconds: float | None = None) -> SeriesView:
+        """The points within ``seconds`` of the newest one (all of them for None)."""
+        last = self.last
+        first = 0 if seconds is None or last is None else self._first_from(last[0] - seconds)
+        return SeriesView(self._ordered(self._ts, first), self._ordered(self._vs, first))
+
+    def stats(self, seconds: float | None = None) -> Stats:
+        """Stats over ``window(seconds)``."""
+        return self.window(seconds).stats()
+
+    def decimate(self, width: int, seconds: float | None = None) -> tuple[list[float], list[float]]:
+        """``window(seconds).decimate(width)``: what a chart of ``width`` columns draws."""
+        return self.window(seconds).decimate(width)
+
+
+class LiveSeries:
+    """The Live tab's series, fed by log samples: tok/s, accept length, cycle ms and live break-even.
+
+    Decode samples pass through a ``LiveFilter`` first (feed prefill samples too, so it sees idle spells).
+    Cycle time and break-even are derived when a sample has both throughput and accept length.
+    """
+
+    def __init__(
+        self,
+        baseline: float = 82.0,
+        capacity: int = DAY_AT_1HZ,
+        idle_gap_s: float = DEFAULT_IDLE_GAP_S,
+    ) -> None:
+        self.baseline = baseline
+        self.tok_s = RingSeries(capacity)
+        self.accept_len = RingSeries(capacity)
+        self.cycle_ms = RingSeries(capacity)
+        self.breakeven = RingSeries(capacity)
+        self.filter = LiveFilter(idle_gap_s)
+
+    def reset(self) -> None:
+        """Empty every series and forget the idle history."""
+        for series in (self.tok_s, self.accept_len, self.cycle_ms, self.breakeven):
+            series.clear()
+        self.filter.reset()
+
+    def feed(self, sample: Sample, now: float | None = None) -> None:
+        """Record one sample at its log time, or at ``now`` (default: the wall clock) without one."""
+        t = sample.ts if sample.ts is not None else (time.time() if now is None else now)
+        sample = self.filter.accept(sample, t)
+        if sample.kind != "decode":
+            return
+        tps, accept = sample.gen_tps, sample.accept_len
+        if tps is not None:
+            self.tok_s.append(t, tps)
+        if accept is not None:
+            self.accept_len.append(t, accept)
+        if tps is not None and accept is not None and tps > 0:
+            cycle = cycle_ms(accept, tps, sample.running_req or 1)
+            self.cycle_ms.append(t, cycle)
+            self.breakeven.append(t, live_breakeven(cycle, self.baseline))
