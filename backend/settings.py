@@ -94,7 +94,7 @@ class Settings:
             return self.hosts[name]
         except KeyError:
             known = ", ".join(sorted(self.hosts)) or "none"
-            raise ConfigError(f"unknown host {name!r} (configured: {known}; or use local or ssh://user@addr)")
+            raise ConfigError(f"unknown host {name!r} (configured: {known}; or use local or ssh://user@addr)") from None
 
     def to_json(self) -> dict[str, Any]:
         out = asdict(self)
@@ -206,7 +206,18 @@ def _kind_name(kind: type | tuple[type, ...]) -> str:
 _TOP = {"default_host", "target", "hosts", "drafters", "profiles", "reference"}
 _HOST = {"url", "python", "workdir", "identity", "known_hosts", "launcher", "sandbox", "hub_endpoint"}
 _DRAFTER = {"path", "repo", "revision", "files"}
-_PROFILE = {"drafter", "algorithm", "steps", "topk", "draft_tokens", "tp", "port", "model", "extra_args", "env"}
+_PROFILE = {
+    "drafter",
+    "algorithm",
+    "steps",
+    "topk",
+    "draft_tokens",
+    "tp",
+    "port",
+    "model",
+    "extra_args",
+    "env",
+}
 _REFERENCE = {"baseline_tok_s", "cycle_ms"}
 ALGORITHMS = ("EAGLE", "EAGLE3", "NEXTN", "STANDALONE", "NGRAM")
 
@@ -289,7 +300,10 @@ def parse(data: dict, source: str) -> Settings:
 
     for pname, prof in profiles.items():
         if prof.drafter is not None and prof.drafter not in drafters:
-            raise c.fail(f"profiles.{pname}.drafter", f"no drafter named {prof.drafter!r} (have: {', '.join(drafters)})")
+            raise c.fail(
+                f"profiles.{pname}.drafter",
+                f"no drafter named {prof.drafter!r} (have: {', '.join(drafters)})",
+            )
 
     ref_raw = c.table(data, "reference", _REFERENCE)
     reference = Reference(

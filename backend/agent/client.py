@@ -85,7 +85,9 @@ class AgentClient:
                 res = await self.transport.run(["sh", "-c", _UPLOAD, "sh", self.state_dir, path], input=data)
                 if res.code != 0:
                     detail = res.stderr.decode(errors="replace").strip()
-                    raise ConnectionFailed(f"{self.transport.label}: cannot install the agent in {self.state_dir}: {detail}")
+                    raise ConnectionFailed(
+                        f"{self.transport.label}: cannot install the agent in {self.state_dir}: {detail}"
+                    )
                 continue
             if code == 127:
                 raise ConnectionFailed(
@@ -182,6 +184,11 @@ class AgentClient:
                 await asyncio.wait_for(asyncio.shield(self._reader), 2)
             except TimeoutError:
                 self._reader.cancel()
+        if self.pipe is not None:
+            try:
+                await asyncio.wait_for(self.pipe.wait(), 2)
+            except TimeoutError:
+                pass
 
 
 async def events(stream: Stream) -> AsyncIterator[dict]:
@@ -191,4 +198,3 @@ async def events(stream: Stream) -> AsyncIterator[dict]:
             yield ev
     finally:
         await stream.aclose()
-

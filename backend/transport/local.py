@@ -55,7 +55,10 @@ class LocalTransport:
 
     async def run(self, argv: Sequence[str], input: bytes | None = None, timeout: float = 30) -> RunResult:
         proc = await asyncio.create_subprocess_exec(
-            *argv, stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE
+            *argv,
+            stdin=asyncio.subprocess.PIPE,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
         )
         out, err = await asyncio.wait_for(proc.communicate(input), timeout)
         return RunResult(proc.returncode, out, err)

@@ -81,9 +81,7 @@ class SSHPipe:
 
 
 class SSHTransport:
-    def __init__(
-        self, url: str, identity: str | None = None, known_hosts: str | None = None
-    ) -> None:
+    def __init__(self, url: str, identity: str | None = None, known_hosts: str | None = None) -> None:
         self.target = SSHTarget.parse(url)
         self.label = self.target.display
         self.identity = identity

@@ -52,7 +52,9 @@ def exists(params: dict, ctx) -> dict:
 def list_dir(params: dict, ctx) -> list:
     path = _path(params)
     if not os.path.isdir(path):
-        raise AgentError("%s is not a folder on the host" % path, "not_found" if not os.path.exists(path) else "invalid")
+        raise AgentError(
+            "%s is not a folder on the host" % path, "not_found" if not os.path.exists(path) else "invalid"
+        )
     out = []
     for name in sorted(os.listdir(path)):
         try:

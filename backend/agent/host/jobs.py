@@ -246,8 +246,8 @@ def follow(params: dict, ctx) -> dict:
     offset = int(params.get("offset") or 0)
     until_end = params.get("until_end", True)
     while not ctx.cancelled.is_set():
-        finished = "exit.json" in os.listdir(job_dir) or not _alive(job_dir) and _read_json(
-            os.path.join(job_dir, "pid.json")
+        finished = "exit.json" in os.listdir(job_dir) or (
+            not _alive(job_dir) and _read_json(os.path.join(job_dir, "pid.json"))
         )
         offset = _emit_lines(path, offset, ctx)
         if finished and until_end:
@@ -349,8 +349,10 @@ def cancel(params: dict, ctx) -> dict:
             time.sleep(0.02)
     if not os.path.exists(os.path.join(job_dir, "exit.json")):
         reason = "killed after %.0f s without exiting" % timeout if killed else "cancelled"
-        _write_json(os.path.join(job_dir, "exit.json"),
-                    {"state": "cancelled", "code": None, "reason": reason, "ended": time.time()})
+        _write_json(
+            os.path.join(job_dir, "exit.json"),
+            {"state": "cancelled", "code": None, "reason": reason, "ended": time.time()},
+        )
     info = describe(job_dir)
     info["left"] = group_members(pgid)
     return info
@@ -401,9 +403,15 @@ def run_job(job_dir: str) -> int:
             spec["argv"], stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, cwd=spec.get("cwd")
         )
     except OSError as exc:
-        _write_json(os.path.join(job_dir, "exit.json"),
-                    {"state": "failed", "code": None, "reason": "cannot start %s: %s" % (spec["argv"][0], exc.strerror),
-                     "ended": time.time()})
+        _write_json(
+            os.path.join(job_dir, "exit.json"),
+            {
+                "state": "failed",
+                "code": None,
+                "reason": "cannot start %s: %s" % (spec["argv"][0], exc.strerror),
+                "ended": time.time(),
+            },
+        )
         return 1
     _write_json(os.path.join(job_dir, "child.json"), {"pid": child.pid, "start": proc_start_time(child.pid)})
     while True:
@@ -421,8 +429,10 @@ def run_job(job_dir: str) -> int:
     else:
         state = "failed"
         reason = (failed_event or {}).get("reason") or _exit_reason(code, job_dir)
-    _write_json(os.path.join(job_dir, "exit.json"), {"state": state, "code": code, "reason": reason,
-                                                      "ended": time.time()})
+    _write_json(
+        os.path.join(job_dir, "exit.json"),
+        {"state": state, "code": code, "reason": reason, "ended": time.time()},
+    )
     return 0
 
 

@@ -55,12 +55,18 @@ class Agent:
         except FileNotFoundError as exc:
             reply = {"id": rid, "error": {"message": _os_message(exc, "not found"), "kind": "not_found"}}
         except PermissionError as exc:
-            reply = {"id": rid, "error": {"message": _os_message(exc, "permission denied"), "kind": "permission"}}
+            reply = {
+                "id": rid,
+                "error": {"message": _os_message(exc, "permission denied"), "kind": "permission"},
+            }
         except Exception as exc:  # a bug on the host: report it whole rather than hang the client
             reply = {
                 "id": rid,
-                "error": {"message": "agent error in %s: %r" % (fn.__name__, exc), "kind": "failed",
-                          "data": {"traceback": traceback.format_exc()}},
+                "error": {
+                    "message": "agent error in %s: %r" % (fn.__name__, exc),
+                    "kind": "failed",
+                    "data": {"traceback": traceback.format_exc()},
+                },
             }
         finally:
             self.running.pop(rid, None)

@@ -40,11 +40,16 @@ def gpus(timeout: float = 5.0) -> list:
     try:
         out = subprocess.run(
             ["nvidia-smi", "--query-gpu=" + query, "--format=csv,noheader,nounits"],
-            capture_output=True, text=True, timeout=timeout, check=True,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            check=True,
         ).stdout
         apps = subprocess.run(
             ["nvidia-smi", "--query-compute-apps=gpu_uuid,pid,used_memory", "--format=csv,noheader,nounits"],
-            capture_output=True, text=True, timeout=timeout,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
         ).stdout
     except (OSError, subprocess.SubprocessError):
         return []
@@ -58,10 +63,16 @@ def gpus(timeout: float = 5.0) -> list:
         parts = [p.strip() for p in line.split(",")]
         if len(parts) != 6:
             continue
-        result.append({
-            "index": int(parts[0]), "name": parts[2], "memory_used_mib": _num(parts[3]),
-            "memory_total_mib": _num(parts[4]), "utilization": _num(parts[5]), "processes": procs.get(parts[1], []),
-        })
+        result.append(
+            {
+                "index": int(parts[0]),
+                "name": parts[2],
+                "memory_used_mib": _num(parts[3]),
+                "memory_total_mib": _num(parts[4]),
+                "utilization": _num(parts[5]),
+                "processes": procs.get(parts[1], []),
+            }
+        )
     return result
 
 

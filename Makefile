@@ -1,0 +1,38 @@
+# specdeck: `make demo` to see it, `make test` to check it.
+VENV    := .venv
+PY      := $(VENV)/bin/python
+PYTHON  ?= python3
+STAMP   := $(VENV)/.installed
+SUDO    := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
+
+.PHONY: setup demo test bench lint screenshots clean
+
+setup: $(STAMP)
+
+$(STAMP): pyproject.toml
+	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -e '.[dev]'
+	@touch $(STAMP)
+
+demo: setup
+	$(VENV)/bin/specdeck demo
+
+# Tests run in a loopback-only network namespace where the machine allows one: nothing can leave this host.
+test: setup
+	@test -x /usr/sbin/sshd || { echo "installing openssh-server (for the real-sshd tests)"; \
+	  $(SUDO) apt-get update -qq && $(SUDO) DEBIAN_FRONTEND=noninteractive apt-get install -y -qq openssh-server >/dev/null; }
+	@scripts/netns-run $(PY) -m pytest $(PYTEST_ARGS)
+
+bench: setup
+	@scripts/netns-run $(PY) -m bench
+
+lint: setup
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+
+screenshots: setup
+	@scripts/netns-run $(PY) -m tui.screenshots
+
+clean:
+	rm -rf $(VENV) .pytest_cache .ruff_cache

@@ -1,0 +1,44 @@
+"""What command modules share: loading settings, connecting to --host, printing JSON or text."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Any
+
+from backend import settings as settings_mod
+from backend.settings import Settings
+
+
+def load_settings(args: argparse.Namespace) -> Settings:
+    return settings_mod.load(args.config)
+
+
+async def connect(args: argparse.Namespace, settings: Settings | None = None):
+    """Connect once to --host (exit 3 on failure)."""
+    from backend.connection import open_host
+
+    settings = settings or load_settings(args)
+    return await open_host(
+        settings,
+        args.host,
+        identity=args.identity,
+        known_hosts=args.known_hosts,
+        python=args.python,
+        workdir=args.workdir,
+    )
+
+
+def emit_json(data: Any) -> None:
+    json.dump(data, sys.stdout, indent=2, default=str)
+    sys.stdout.write("\n")
+
+
+def emit_json_line(data: Any) -> None:
+    sys.stdout.write(json.dumps(data, default=str) + "\n")
+    sys.stdout.flush()
+
+
+def add_json(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--json", action="store_true", help="machine-readable output on stdout")

@@ -1,0 +1,56 @@
+"""`specdeck config show|init`: the effective settings, and a commented file to start from."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from backend import settings as settings_mod
+from backend.cli.common import add_json, emit_json, load_settings
+from backend.cli.main import command
+from backend.errors import UsageError
+
+
+def register(sub) -> None:
+    p = command(sub, "config", "Show or create the configuration.")
+    csub = p.add_subparsers(dest="config_command", metavar="ACTION")
+    s = command(csub, "show", "Print the effective configuration (defaults overlaid by the file).")
+    add_json(s)
+    s.set_defaults(run=show)
+    i = command(csub, "init", "Write a commented config file (to --config, SPECDECK_CONFIG or the user config dir).")
+    i.add_argument("--force", action="store_true", help="overwrite an existing file")
+    i.set_defaults(run=init)
+
+
+async def show(args: argparse.Namespace) -> int:
+    s = load_settings(args)
+    data = s.to_json()
+    if args.json:
+        emit_json(data)
+        return 0
+    print(f"# from {s.source}")
+    print(f"default_host = {s.default_host}\ntarget = {s.target}")
+    for h in s.hosts.values():
+        extra = " (sandbox, SIMULATED sglang)" if h.sandbox else ""
+        print(f"host {h.name}: {h.url} python={h.python} workdir={h.workdir}{extra}")
+    for d in s.drafters.values():
+        print(f"drafter {d.name}: {d.path}" + (f" ← hf://{d.repo}" if d.repo else ""))
+    for p in s.profiles.values():
+        spec = f" {p.algorithm} drafter={p.drafter} steps={p.steps} topk={p.topk} draft_tokens={p.draft_tokens}"
+        print(f"profile {p.name}: tp={p.tp} port={p.port}" + (spec if p.algorithm else " (no speculation)"))
+    r = s.reference
+    print(
+        f"reference: baseline {r.baseline_tok_s:g} tok/s, cycle {r.cycle_ms:g} ms, "
+        f"break-even accept length {r.break_even_accept_len:.2f}"
+    )
+    return 0
+
+
+async def init(args: argparse.Namespace) -> int:
+    path, _ = settings_mod.config_path(args.config)
+    if path.exists() and not args.force:
+        raise UsageError(f"{path} already exists (use --force to overwrite)")
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(settings_mod.INIT_TEMPLATE)
+    print(f"wrote {path}")
+    return 0

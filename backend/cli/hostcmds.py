@@ -1,0 +1,117 @@
+"""`specdeck ping` and `specdeck jobs`: what the host is, and the long work running on it."""
+
+from __future__ import annotations
+
+import argparse
+import time
+
+from backend.cli.common import add_json, connect, emit_json
+from backend.cli.main import command
+from backend.errors import UsageError
+
+
+def register(sub) -> None:
+    p = command(sub, "ping", "Check the host: agent round trip, Python, platform, ML libraries, GPUs.")
+    p.add_argument("--count", type=int, default=5, help="round trips to time (default 5)")
+    add_json(p)
+    p.set_defaults(run=ping)
+
+    p = command(sub, "jobs", "List the detached jobs on the host (downloads, servers, benchmarks).")
+    add_json(p)
+    p.add_argument("--kind", help="only jobs of this kind (download, serve, bench, ...)")
+    p.set_defaults(run=list_jobs)
+    jsub = p.add_subparsers(dest="jobs_command", metavar="ACTION")
+    c = command(jsub, "cancel", "Cancel a running job: SIGTERM its process group, SIGKILL after --timeout.")
+    c.add_argument("id", help="job id (from `specdeck jobs`)")
+    c.add_argument("--timeout", type=float, default=10, help="seconds before SIGKILL (default 10)")
+    add_json(c)
+    c.set_defaults(run=cancel_job)
+
+
+async def ping(args: argparse.Namespace) -> int:
+    if args.count < 1:
+        raise UsageError("--count must be at least 1")
+    conn = await connect(args)
+    try:
+        info = await conn.call("info")
+        rtt = await conn.ping(args.count)
+    finally:
+        await conn.close()
+    out = {
+        "host": conn.host.name,
+        "hostname": info["hostname"],
+        "python": info["python"],
+        "platform": info["platform"],
+        "rtt_ms": {"median": rtt["median"], "p95": rtt["p95"]},
+        "versions": info["versions"],
+        "gpus": info["gpus"],
+    }
+    if args.json:
+        emit_json(out)
+        return 0
+    print(f"{out['host']} ({out['hostname']}): agent round trip {rtt['median']:.2f} ms median, {rtt['p95']:.2f} ms p95")
+    print(f"  python {out['python']} on {out['platform']}")
+    libs = ", ".join(f"{k} {v}" if v else f"{k} missing" for k, v in out["versions"].items())
+    print(f"  {libs}")
+    if out["gpus"]:
+        for g in out["gpus"]:
+            print(f"  GPU{g['index']} {g['name']}: {g['memory_used_mib']:.0f}/{g['memory_total_mib']:.0f} MiB")
+    else:
+        print("  no GPUs (nvidia-smi not found)")
+    return 0
+
+
+def _age(ts: float | None) -> str:
+    if not ts:
+        return "-"
+    s = int(time.time() - ts)
+    return f"{s // 3600}h{s % 3600 // 60:02d}m ago" if s >= 3600 else f"{s // 60}m{s % 60:02d}s ago"
+
+
+def job_json(job: dict) -> dict:
+    keep = (
+        "id",
+        "kind",
+        "state",
+        "started",
+        "ended",
+        "args",
+        "pid",
+        "exit_code",
+        "reason",
+        "progress",
+        "log_path",
+    )
+    return {k: job.get(k) for k in keep}
+
+
+async def list_jobs(args: argparse.Namespace) -> int:
+    conn = await connect(args)
+    try:
+        jobs = await conn.call("jobs.list", kind=args.kind)
+    finally:
+        await conn.close()
+    if args.json:
+        emit_json([job_json(j) for j in jobs])
+        return 0
+    if not jobs:
+        print("no jobs on this host")
+        return 0
+    for j in jobs:
+        args_text = " ".join(f"{k}={v}" for k, v in (j.get("args") or {}).items())
+        reason = f"  ({j['reason']})" if j.get("reason") and j["state"] != "done" else ""
+        print(f"{j['id']:<36} {j['state']:<10} {_age(j.get('started')):<12} {args_text}{reason}")
+    return 0
+
+
+async def cancel_job(args: argparse.Namespace) -> int:
+    conn = await connect(args)
+    try:
+        job = await conn.call("jobs.cancel", id=args.id, timeout=args.timeout, **{})
+    finally:
+        await conn.close()
+    if args.json:
+        emit_json(job_json(job))
+    else:
+        print(f"{job['id']}: {job['state']}" + (f" ({job['reason']})" if job.get("reason") else ""))
+    return 0

@@ -1,0 +1,88 @@
+"""`specdeck`: argument parsing, the shared options, and the one error funnel (message + exit code)."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import importlib
+import sys
+from importlib.metadata import version
+
+from backend.errors import SpecdeckError
+
+# Each module has register(subparsers); its parsers set_defaults(run=coroutine_function(args)).
+COMMAND_MODULES = (
+    "backend.cli.hostcmds",
+    "backend.cli.configcmds",
+    "backend.cli.sandboxcmds",
+)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="specdeck",
+        description="A control panel for EAGLE-3 speculative decoding on SGLang. "
+        "With no command, opens the TUI on the default host.",
+        epilog="Exit codes: 0 ok, 1 operation failed, 2 bad input or usage, 3 connection or host-key failure.",
+    )
+    parser.add_argument("--version", action="version", version=f"specdeck {version('specdeck')}")
+    add_host_options(parser)
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for name in COMMAND_MODULES:
+        importlib.import_module(name).register(sub)
+    return parser
+
+
+def add_host_options(parser: argparse.ArgumentParser) -> None:
+    """Options every command takes (also accepted after the command name)."""
+    g = parser.add_argument_group("host and config")
+    g.add_argument("--host", default=argparse.SUPPRESS, help="configured host name, local, or ssh://user@addr[:port]")
+    g.add_argument("--identity", metavar="FILE", default=argparse.SUPPRESS, help="SSH private key to use")
+    g.add_argument(
+        "--known-hosts", metavar="FILE", default=argparse.SUPPRESS, help="known_hosts file to verify against"
+    )
+    g.add_argument("--python", metavar="PATH", default=argparse.SUPPRESS, help="the host's Python interpreter")
+    g.add_argument("--workdir", metavar="DIR", default=argparse.SUPPRESS, help="the host's work folder")
+    g.add_argument("--config", metavar="FILE", default=argparse.SUPPRESS, help="config file (or SPECDECK_CONFIG)")
+    g.add_argument("--debug", action="store_true", default=argparse.SUPPRESS, help="show tracebacks")
+
+
+def command(sub, name: str, help: str, **kw) -> argparse.ArgumentParser:
+    """A subcommand that also accepts the host options after its name."""
+    p = sub.add_parser(name, help=help, description=help, **kw)
+    add_host_options(p)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    for opt in ("host", "identity", "known_hosts", "python", "workdir", "config"):
+        args.__dict__.setdefault(opt, None)
+    args.__dict__.setdefault("debug", False)
+    run = getattr(args, "run", None)
+    if run is None:
+        if args.command:  # a group (e.g. `specdeck jobs x`) without a runnable leaf
+            parser.parse_args([args.command, "--help"])
+        from backend.cli.tuicmds import open_tui
+
+        run = open_tui
+    try:
+        code = asyncio.run(run(args))
+    except SpecdeckError as exc:
+        if args.debug:
+            raise
+        print(f"specdeck: {exc}", file=sys.stderr)
+        return exc.exit_code
+    except KeyboardInterrupt:
+        return 130
+    except Exception as exc:
+        if args.debug:
+            raise
+        print(f"specdeck: internal error: {exc!r} (run with --debug for the traceback)", file=sys.stderr)
+        return 1
+    return code or 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

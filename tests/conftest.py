@@ -1,0 +1,59 @@
+"""Shared fixtures: an isolated user environment, a real sshd on loopback, and hosts over both transports."""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+from backend.settings import HostConfig
+from tests.sshd import Sshd, start_sshd
+
+
+@pytest.fixture(autouse=True)
+def isolated_user(tmp_path_factory, monkeypatch):
+    """Config, state, data and HF caches under a temp dir: tests never see (or write) the real user's."""
+    home = tmp_path_factory.mktemp("user")
+    for var, sub in (
+        ("XDG_CONFIG_HOME", "config"),
+        ("XDG_STATE_HOME", "state"),
+        ("XDG_DATA_HOME", "data"),
+        ("XDG_CACHE_HOME", "cache"),
+        ("HF_HOME", "hf"),
+    ):
+        monkeypatch.setenv(var, str(home / sub))
+    monkeypatch.delenv("SPECDECK_CONFIG", raising=False)
+    monkeypatch.delenv("HF_TOKEN", raising=False)
+    monkeypatch.setenv("HF_HUB_DISABLE_XET", "1")
+    monkeypatch.setenv("HF_HUB_DISABLE_TELEMETRY", "1")
+    return home
+
+
+@pytest.fixture(scope="session")
+def sshd(tmp_path_factory) -> Sshd:
+    server = start_sshd(tmp_path_factory.mktemp("sshd"))
+    yield server
+    server.stop()
+
+
+@pytest.fixture(params=["local", "ssh"])
+def host(request, tmp_path) -> HostConfig:
+    """The same host (this machine) reached directly and through the real sshd."""
+    workdir = str(tmp_path / "hostwork")
+    if request.param == "local":
+        return HostConfig(name="local", url="local", python=sys.executable, workdir=workdir)
+    server: Sshd = request.getfixturevalue("sshd")
+    return HostConfig(
+        name="loopback-ssh",
+        url=server.url,
+        python=sys.executable,
+        workdir=workdir,
+        identity=server.identity,
+        known_hosts=server.known_hosts,
+    )
+
+
+def pytest_report_header(config):
+    return f"sshd: {'present' if Path('/usr/sbin/sshd').exists() else 'MISSING'}; netns: {os.environ.get('SPECDECK_NETNS', 'no')}"

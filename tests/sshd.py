@@ -1,0 +1,104 @@
+"""A real OpenSSH sshd on a free loopback port with throwaway host and client keys (tests only)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+SSHD = "/usr/sbin/sshd"
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _keygen(path: Path) -> None:
+    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(path)], check=True)
+
+
+@dataclass
+class Sshd:
+    dir: Path
+    port: int
+    proc: subprocess.Popen
+    identity: str
+    known_hosts: str
+    host_key_pub: str
+
+    @property
+    def url(self) -> str:
+        return f"ssh://{os.environ.get('USER') or 'root'}@127.0.0.1:{self.port}"
+
+    def session_pids(self) -> list[int]:
+        """The per-connection sshd processes (children of the listener): kill them to drop connections."""
+        out = subprocess.run(["pgrep", "-P", str(self.proc.pid)], capture_output=True, text=True).stdout
+        return [int(p) for p in out.split()]
+
+    def drop_connections(self) -> None:
+        for pid in self.session_pids():
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+
+    def stop(self) -> None:
+        self.proc.terminate()
+        try:
+            self.proc.wait(5)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+
+
+def start_sshd(base: Path) -> Sshd:
+    if not Path(SSHD).exists():
+        raise RuntimeError("sshd is missing: `make test` installs openssh-server")
+    base.mkdir(parents=True, exist_ok=True)
+    host_key, client_key = base / "host_key", base / "client_key"
+    _keygen(host_key)
+    _keygen(client_key)
+    shutil.copy(f"{client_key}.pub", base / "authorized_keys")
+    port = free_port()
+    config = base / "sshd_config"
+    config.write_text(
+        "\n".join(
+            [
+                f"Port {port}",
+                "ListenAddress 127.0.0.1",
+                f"HostKey {host_key}",
+                f"AuthorizedKeysFile {base / 'authorized_keys'}",
+                f"PidFile {base / 'sshd.pid'}",
+                "UsePAM no",
+                "StrictModes no",
+                "PermitRootLogin yes",
+                "PasswordAuthentication no",
+                "KbdInteractiveAuthentication no",
+                "MaxSessions 20",
+                "LogLevel ERROR",
+                "",
+            ]
+        )
+    )
+    Path("/run/sshd").mkdir(exist_ok=True)
+    proc = subprocess.Popen([SSHD, "-D", "-e", "-f", str(config)], stderr=open(base / "sshd.log", "wb"))
+    deadline = time.time() + 10
+    while time.time() < deadline:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
+            break
+        except OSError:
+            if proc.poll() is not None:
+                raise RuntimeError(f"sshd exited: {(base / 'sshd.log').read_text()}") from None
+            time.sleep(0.02)
+    pub = Path(f"{host_key}.pub").read_text().split()
+    host_key_pub = f"{pub[0]} {pub[1]}"
+    known = base / "known_hosts"
+    known.write_text(f"[127.0.0.1]:{port} {host_key_pub}\n")
+    return Sshd(base, port, proc, str(client_key), str(known), host_key_pub)

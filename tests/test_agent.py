@@ -1,0 +1,211 @@
+"""The host agent over both transports: info, files, detached jobs, follow from an offset, cancel."""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import os
+import stat
+import sys
+import time
+
+import pytest
+
+from backend.connection import Connection
+from backend.errors import RemoteError
+from backend.settings import HostConfig
+
+
+async def wait_state(conn: Connection, job_id: str, want: str, timeout: float = 20) -> dict:
+    return await conn.call("jobs.wait", id=job_id, timeout=timeout)
+
+
+async def test_info_and_ping(host: HostConfig):
+    conn = await Connection.open(host)
+    try:
+        info = await conn.call("info")
+        assert info["python"].startswith("3.")
+        assert set(info["versions"]) >= {"sglang", "huggingface_hub", "safetensors", "torch"}
+        assert info["gpus"] == []  # no nvidia-smi here
+        rtt = await conn.ping(10)
+        assert rtt["median"] > 0
+        state = info["state_dir"]
+        assert stat.S_IMODE(os.stat(state).st_mode) == 0o700
+    finally:
+        await conn.close()
+
+
+async def test_files(host: HostConfig, tmp_path):
+    f = tmp_path / "a.txt"
+    f.write_text("hello\nworld\n")
+    conn = await Connection.open(host)
+    try:
+        st = await conn.call("fs.stat", path=str(f))
+        assert st["size"] == 12 and st["type"] == "file"
+        listing = await conn.call("fs.list", path=str(tmp_path))
+        assert "a.txt" in [e["name"] for e in listing]
+        assert (await conn.call("fs.read", path=str(f), offset=6, length=5, text=True))["text"] == "world"
+        with pytest.raises(RemoteError) as err:
+            await conn.call("fs.stat", path=str(tmp_path / "missing"))
+        assert err.value.kind == "not_found" and err.value.exit_code == 2
+        disk = await conn.call("fs.disk", path=str(tmp_path / "not" / "yet"))
+        assert disk["free"] > 0 and disk["writable"]
+    finally:
+        await conn.close()
+
+
+async def test_job_lifecycle_and_follow(host: HostConfig):
+    conn = await Connection.open(host)
+    try:
+        script = "for i in $(seq 1 20); do echo line $i; done"
+        job = await conn.call("jobs.start", kind="test", argv=["sh", "-c", script], args={"n": 20})
+        assert job["state"] in ("running", "done")
+        lines = []
+        async for ev in conn.stream("jobs.follow", id=job["id"], stream="log", offset=0):
+            lines += ev["lines"]
+        assert lines == [f"line {i}" for i in range(1, 21)]
+        done = await wait_state(conn, job["id"], "done")
+        assert done["state"] == "done" and done["exit_code"] == 0
+        listed = {j["id"]: j for j in await conn.call("jobs.list")}
+        assert listed[job["id"]]["args"] == {"n": 20}
+        assert stat.S_IMODE(os.stat(done["dir"]).st_mode) == 0o700
+    finally:
+        await conn.close()
+
+
+async def test_failed_job_reports_reason(host: HostConfig):
+    conn = await Connection.open(host)
+    try:
+        job = await conn.call("jobs.start", kind="test", argv=["sh", "-c", "echo boom; exit 3"])
+        done = await wait_state(conn, job["id"], "failed")
+        assert done["state"] == "failed" and done["exit_code"] == 3
+        assert "boom" in done["reason"]
+        missing = await conn.call("jobs.start", kind="test", argv=["/no/such/program"])
+        done = await wait_state(conn, missing["id"], "failed")
+        assert done["state"] == "failed" and "cannot start" in done["reason"]
+    finally:
+        await conn.close()
+
+
+async def test_job_outlives_connection_and_resumes_at_offset(host: HostConfig, tmp_path):
+    gate = tmp_path / "gate"
+    script = f"echo first; while [ ! -e {gate} ]; do sleep 0.05; done; echo second"
+    conn = await Connection.open(host)
+    job = await conn.call("jobs.start", kind="test", argv=["sh", "-c", script])
+    offset = 0
+    async for ev in conn.stream("jobs.follow", id=job["id"], stream="log", offset=0):
+        assert ev["lines"] == ["first"]
+        offset = ev["offset"]
+        break
+    await conn.close()  # the agent and the channel go; the job must not
+
+    gate.touch()
+    conn = await Connection.open(host)
+    try:
+        lines = []
+        async for ev in conn.stream("jobs.follow", id=job["id"], stream="log", offset=offset):
+            lines += ev["lines"]
+        assert lines == ["second"]
+        assert (await wait_state(conn, job["id"], "done"))["state"] == "done"
+    finally:
+        await conn.close()
+
+
+async def test_cancel_kills_the_whole_group(host: HostConfig):
+    conn = await Connection.open(host)
+    try:
+        # A parent that ignores nothing and a grandchild: both must go.
+        script = "sleep 300 & echo up; sleep 300; wait"
+        job = await conn.call("jobs.start", kind="test", argv=["sh", "-c", script])
+        async for ev in conn.stream("jobs.follow", id=job["id"], stream="log", offset=0, until_end=False):
+            assert ev["lines"] == ["up"]
+            break
+        out = await conn.call("jobs.cancel", id=job["id"], timeout=5)
+        assert out["state"] == "cancelled" and out["left"] == []
+    finally:
+        await conn.close()
+
+
+@pytest.mark.parametrize("host", ["local"], indirect=True)
+async def test_cancel_refuses_a_recycled_pid(host: HostConfig):
+    """pid.json whose start time no longer matches: the job is not ours to signal."""
+    conn = await Connection.open(host)
+    try:
+        job = await conn.call("jobs.start", kind="test", argv=["sh", "-c", "exit 0"])
+        await wait_state(conn, job["id"], "done")
+        victim = await asyncio.create_subprocess_exec("sleep", "30", start_new_session=True)
+        pid_file = os.path.join(job["dir"], "pid.json")
+        os.remove(os.path.join(job["dir"], "exit.json"))
+        with open(pid_file, "w") as f:
+            json.dump({"pid": victim.pid, "pgid": victim.pid, "start": 1}, f)
+        out = await conn.call("jobs.cancel", id=job["id"], timeout=1)
+        assert out["state"] == "failed"  # vanished, not cancelled: we never signalled it
+        assert victim.returncode is None
+        victim.kill()
+        await victim.wait()
+    finally:
+        await conn.close()
+
+
+async def test_secret_env_reaches_job_not_disk(host: HostConfig):
+    conn = await Connection.open(host)
+    try:
+        job = await conn.call(
+            "jobs.start",
+            kind="test",
+            argv=["sh", "-c", 'printf %s "$HF_TOKEN" | sha256sum'],
+            env={"HF_TOKEN": "s3cret"},
+        )
+        done = await wait_state(conn, job["id"], "done")
+        assert done["state"] == "done"
+        tail = await conn.call("jobs.tail", id=job["id"], lines=1)
+        assert tail["lines"][0].split()[0] == hashlib.sha256(b"s3cret").hexdigest()
+        for name in os.listdir(done["dir"]):
+            with open(os.path.join(done["dir"], name), "rb") as f:
+                assert b"s3cret" not in f.read(), name
+    finally:
+        await conn.close()
+
+
+PY38 = os.path.expanduser("~/.pyenv/versions/3.8.18/bin/python")
+
+
+@pytest.mark.skipif(not os.path.exists(PY38), reason="no Python 3.8 on this machine")
+async def test_agent_runs_on_python38(host: HostConfig):
+    from dataclasses import replace
+
+    conn = await Connection.open(replace(host, python=PY38))
+    try:
+        info = await conn.call("info")
+        assert info["python"].startswith("3.8")
+        job = await conn.call("jobs.start", kind="test", argv=["sh", "-c", "echo hi"])
+        assert (await wait_state(conn, job["id"], "done"))["state"] == "done"
+    finally:
+        await conn.close()
+
+
+async def test_missing_python_is_one_sentence(host: HostConfig):
+    from dataclasses import replace
+
+    from backend.errors import ConnectionFailed
+
+    with pytest.raises(ConnectionFailed, match="no Python at /no/python"):
+        await Connection.open(replace(host, python="/no/python"))
+
+
+def test_unknown_method_is_an_error():
+    from backend.agent.host.main import Agent
+
+    out = []
+
+    class Sink:
+        def write(self, b):
+            out.append(json.loads(b))
+
+        def flush(self):
+            pass
+
+    Agent("/tmp", Sink()).handle({"id": 1, "method": "nope"})
+    assert out[0]["error"]["kind"] == "invalid"
+    assert time.time() and sys.version_info >= (3, 8)
