@@ -5,17 +5,18 @@ from __future__ import annotations
 import argparse
 import asyncio
 import importlib
+import pkgutil
 import sys
 from importlib.metadata import version
 
 from backend.errors import SpecdeckError
 
-# Each module has register(subparsers); its parsers set_defaults(run=coroutine_function(args)).
-COMMAND_MODULES = (
-    "backend.cli.hostcmds",
-    "backend.cli.configcmds",
-    "backend.cli.sandboxcmds",
-)
+
+def command_modules() -> list[str]:
+    """Every ``backend/cli/*cmds.py``: each has register(subparsers), whose parsers set_defaults(run=coro_fn)."""
+    import backend.cli
+
+    return [f"backend.cli.{m.name}" for m in pkgutil.iter_modules(backend.cli.__path__) if m.name.endswith("cmds")]
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -28,7 +29,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"specdeck {version('specdeck')}")
     add_host_options(parser)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    for name in COMMAND_MODULES:
+    for name in command_modules():
         importlib.import_module(name).register(sub)
     return parser
 
@@ -64,7 +65,7 @@ def main(argv: list[str] | None = None) -> int:
     if run is None:
         if args.command:  # a group (e.g. `specdeck jobs x`) without a runnable leaf
             parser.parse_args([args.command, "--help"])
-        from backend.cli.tuicmds import open_tui
+        from backend.cli.panel import open_tui
 
         run = open_tui
     try:

@@ -1,2 +1,56 @@
+"""`specdeck sandbox up|down` and `specdeck demo`: the built-in sandbox (local host, SIMULATED SGLang, local Hub)."""
+
+from __future__ import annotations
+
+import argparse
+
+from backend.cli.common import add_json, emit_json
+from backend.cli.main import command
+
+
 def register(sub) -> None:
-    pass
+    p = command(sub, "sandbox", "Manage the built-in sandbox: a local host with the SGLang simulator and a local Hub.")
+    ssub = p.add_subparsers(dest="sandbox_command", metavar="ACTION")
+    u = command(ssub, "up", "Create or reuse the sandbox and start its local Hub; prints its config path.")
+    u.add_argument("--hub-rate", default=None, help="the local Hub's bytes/s per transfer (default 150M)")
+    add_json(u)
+    u.set_defaults(run=up)
+    d = command(ssub, "down", "Stop everything the sandbox runs (files stay).")
+    add_json(d)
+    d.set_defaults(run=down)
+    demo_p = command(sub, "demo", "Open the panel on the sandbox (SIMULATED SGLang, local Hub, fixture drafters).")
+    demo_p.set_defaults(run=demo)
+
+
+async def up(args: argparse.Namespace) -> int:
+    from backend.sandbox import environment
+
+    out = await environment.up(**({"hub_rate": args.hub_rate} if args.hub_rate else {}))
+    if args.json:
+        emit_json(out)
+    else:
+        print(f"sandbox up: host {out['host']} (local, SIMULATED SGLang), hub {out['hub']['url']}")
+        print(f"config: {out['config']}")
+        print(f"try: specdeck --config {out['config']} ping")
+    return 0
+
+
+async def down(args: argparse.Namespace) -> int:
+    from backend.sandbox import environment
+
+    out = await environment.down()
+    if args.json:
+        emit_json(out)
+    else:
+        print(f"sandbox down: stopped {len(out['stopped'])} job(s)")
+    return 0
+
+
+async def demo(args: argparse.Namespace) -> int:
+    from backend.cli.panel import open_tui
+    from backend.sandbox import environment
+
+    out = await environment.up()
+    args.config = out["config"]
+    args.host = environment.HOST_NAME
+    return await open_tui(args)

@@ -12,7 +12,7 @@ import threading
 import traceback
 from typing import Dict
 
-from . import files, jobs, probes  # noqa: F401  (importing registers their methods)
+from . import jobs
 from .protocol import PROTOCOL_VERSION, decode, encode
 from .registry import METHODS, AgentError, Context
 
@@ -95,6 +95,16 @@ def _os_message(exc: OSError, what: str) -> str:
     return "%s: %s" % (exc.filename, what) if exc.filename else str(exc)
 
 
+def load_methods() -> None:
+    """Import every module of this package: each registers its RPC methods with ``@method``."""
+    import importlib
+    import pkgutil
+
+    package = importlib.import_module(__package__)
+    for info in pkgutil.iter_modules(package.__path__):
+        importlib.import_module("%s.%s" % (__package__, info.name))
+
+
 def main(argv=None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv[:1] == ["job-run"]:
@@ -103,6 +113,7 @@ def main(argv=None) -> int:
         state_dir = argv[1]
         os.makedirs(state_dir, mode=0o700, exist_ok=True)
         os.chmod(state_dir, 0o700)
+        load_methods()
         Agent(state_dir, sys.stdout.buffer).serve(sys.stdin.buffer)
         return 0
     sys.stderr.write("usage: agent serve STATE_DIR | agent job-run JOB_DIR\n")

@@ -1,0 +1,185 @@
+"""The sandbox: a local host that tells the operator's real story without GPUs or the network.
+
+``<user state dir>/sandbox/`` holds
+  host/                         the sandbox host's workdir (agent state, jobs, drafters)
+  host/models/Kimi-K2.5/        the target's config.json (no weights: the simulator never loads any)
+  host/output_100k_sglang/4/    the team's own drafter, ``ours`` (Kimi-K2 shapes, sparse weights)
+  hub/AQ-MedAI/Kimi-K2-Instruct-eagle3/   AQ-MedAI's drafter, served by the local Hub (a detached job)
+  config.toml                   a config whose host ``sandbox`` points at all of this
+``aq-medai`` is missing on the sandbox host until you download it, exactly as on the real host.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from backend.errors import OperationFailed
+
+HOST_NAME = "sandbox"
+AQ_REPO = "AQ-MedAI/Kimi-K2-Instruct-eagle3"
+DEFAULT_HUB_RATE = "150M"  # bytes/s: a 2.22 GiB download takes ~15 s, long enough to watch
+
+
+def sandbox_dir() -> Path:
+    from platformdirs import user_state_dir
+
+    return Path(user_state_dir("specdeck")) / "sandbox"
+
+
+@dataclass(frozen=True)
+class Layout:
+    root: Path
+
+    @property
+    def workdir(self) -> Path:
+        return self.root / "host"
+
+    @property
+    def target(self) -> Path:
+        return self.workdir / "models" / "Kimi-K2.5"
+
+    @property
+    def ours(self) -> Path:
+        return self.workdir / "output_100k_sglang" / "4"
+
+    @property
+    def aq(self) -> Path:
+        return self.workdir / "aq_medai_k2"
+
+    @property
+    def hub_root(self) -> Path:
+        return self.root / "hub"
+
+    @property
+    def hub_url_file(self) -> Path:
+        return self.root / "hub.url"
+
+    @property
+    def config(self) -> Path:
+        return self.root / "config.toml"
+
+
+def write_fixtures(layout: Layout) -> None:
+    """Create what the sandbox host and hub hold (idempotent; sparse files cost no disk)."""
+    from backend.sandbox import fixtures
+
+    if not (layout.target / "config.json").exists():
+        fixtures.write_target_config(str(layout.target))
+    if not (layout.ours / "model.safetensors").exists():
+        fixtures.write_drafter(str(layout.ours), "ours")
+    repo = layout.hub_root / AQ_REPO
+    if not (repo / "model.safetensors").exists():
+        fixtures.write_drafter(str(repo), "aq_medai_k2")
+
+
+def _q(value: str) -> str:
+    return json.dumps(value)  # a JSON string is a valid TOML basic string
+
+
+def config_text(layout: Layout, hub_url: str | None) -> str:
+    hub = f"hub_endpoint = {_q(hub_url)}\n" if hub_url else ""
+    return f"""\
+# specdeck sandbox: a local host with the SGLang SIMULATOR, a local Hub and fixture drafters.
+# Written by `specdeck sandbox up`; rewritten each time it runs.
+default_host = "{HOST_NAME}"
+target = {_q(str(layout.target))}
+
+[hosts.{HOST_NAME}]
+url = "local"
+python = {_q(sys.executable)}
+workdir = {_q(str(layout.workdir))}
+launcher = "simulator"
+sandbox = true
+{hub}
+[drafters.ours]
+path = {_q(str(layout.ours))}
+
+[drafters.aq-medai]
+repo = "{AQ_REPO}"
+files = ["config.json", "model.safetensors"]
+path = {_q(str(layout.aq))}
+"""
+
+
+async def up(hub_rate: str = DEFAULT_HUB_RATE) -> dict:
+    """Create (or reuse) the sandbox and make sure its local Hub is serving; returns what `sandbox up` prints."""
+    from backend.connection import Connection
+    from backend.settings import HostConfig
+
+    layout = Layout(sandbox_dir())
+    layout.workdir.mkdir(parents=True, exist_ok=True)
+    await asyncio.to_thread(write_fixtures, layout)
+    host = HostConfig(name=HOST_NAME, url="local", python=sys.executable, workdir=str(layout.workdir), sandbox=True)
+    conn = await Connection.open(host)
+    try:
+        hub = await _ensure_hub(conn, layout, hub_rate)
+    finally:
+        await conn.close()
+    layout.config.write_text(config_text(layout, hub["url"]))
+    return {
+        "config": str(layout.config),
+        "host": HOST_NAME,
+        "workdir": str(layout.workdir),
+        "target": str(layout.target),
+        "drafters": {"ours": str(layout.ours), "aq-medai": str(layout.aq)},
+        "hub": hub,
+        "simulated": True,
+    }
+
+
+async def _ensure_hub(conn, layout: Layout, rate: str) -> dict:
+    jobs = await conn.call("jobs.list", kind="hub")
+    running = [j for j in jobs if j["state"] == "running"]
+    if running and layout.hub_url_file.exists():
+        return {"url": layout.hub_url_file.read_text().strip(), "job": running[0]["id"]}
+    for j in running:  # a hub whose URL file is gone can't be found by anyone: replace it
+        await conn.call("jobs.cancel", id=j["id"], timeout=5)
+    layout.hub_url_file.unlink(missing_ok=True)
+    argv = [
+        sys.executable,
+        "-m",
+        "backend.sandbox.hub",
+        "--root",
+        str(layout.hub_root),
+        "--rate",
+        rate,
+        "--port-file",
+        str(layout.hub_url_file),
+    ]
+    job = await conn.call("jobs.start", kind="hub", argv=argv, args={"root": str(layout.hub_root), "rate": rate})
+    deadline = time.monotonic() + 15
+    while not layout.hub_url_file.exists():
+        info = await conn.call("jobs.get", id=job["id"])
+        if info["state"] != "running":
+            raise OperationFailed(f"the sandbox hub did not start: {info.get('reason') or 'see ' + info['log_path']}")
+        if time.monotonic() > deadline:
+            raise OperationFailed(f"the sandbox hub did not start within 15 s (log: {info['log_path']})")
+        await asyncio.sleep(0.05)
+    return {"url": layout.hub_url_file.read_text().strip(), "job": job["id"]}
+
+
+async def down() -> dict:
+    """Stop every job the sandbox host runs (hub, servers, downloads); files stay for the next `up`."""
+    from backend.connection import Connection
+    from backend.settings import HostConfig
+
+    layout = Layout(sandbox_dir())
+    if not layout.workdir.exists():
+        return {"stopped": [], "note": "no sandbox here"}
+    host = HostConfig(name=HOST_NAME, url="local", python=sys.executable, workdir=str(layout.workdir), sandbox=True)
+    conn = await Connection.open(host)
+    stopped = []
+    try:
+        for job in await conn.call("jobs.list"):
+            if job["state"] == "running":
+                await conn.call("jobs.cancel", id=job["id"], timeout=10)
+                stopped.append(job["id"])
+    finally:
+        await conn.close()
+    layout.hub_url_file.unlink(missing_ok=True)
+    return {"stopped": stopped, "config": str(layout.config)}

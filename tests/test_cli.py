@@ -1,0 +1,122 @@
+"""The CLI contract: --help everywhere, --json outputs, exit codes, config validation, the sandbox."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+
+import pytest
+
+from backend import settings as settings_mod
+from backend.cli.main import build_parser
+from backend.errors import ConfigError
+
+
+def cli(*args: str, check_rc: int | None = 0) -> subprocess.CompletedProcess:
+    res = subprocess.run([sys.executable, "-m", "backend.cli.main", *args], capture_output=True, text=True)
+    if check_rc is not None:
+        assert res.returncode == check_rc, (res.stdout, res.stderr)
+    return res
+
+
+def all_command_paths(parser: argparse.ArgumentParser, prefix=()):
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for name, sub in action.choices.items():
+                yield (*prefix, name)
+                yield from all_command_paths(sub, (*prefix, name))
+
+
+def test_help_on_every_command():
+    paths = list(all_command_paths(build_parser()))
+    assert ("ping",) in paths and ("jobs", "cancel") in paths and ("sandbox", "up") in paths
+    for path in paths:
+        res = cli(*path, "--help")
+        assert "usage: specdeck" in res.stdout, path
+
+
+def test_version():
+    assert cli("--version").stdout.startswith("specdeck ")
+
+
+def test_config_show_json_defaults():
+    out = json.loads(cli("config", "show", "--json").stdout)
+    assert out["hosts"]["gpu-box"]["url"] == "ssh://root@10.1.230.174"
+    assert out["hosts"]["gpu-box"]["python"] == "/root/ml-env/bin/python3"
+    assert out["drafters"]["aq-medai"]["repo"] == "AQ-MedAI/Kimi-K2-Instruct-eagle3"
+    assert out["profiles"]["eagle3-aq"]["steps"] == 3 and out["profiles"]["eagle3-aq"]["draft_tokens"] == 4
+    assert out["reference"] == {"baseline_tok_s": 82.0, "cycle_ms": 30.0, "break_even_accept_len": 2.46}
+
+
+def test_config_init_round_trips(tmp_path):
+    path = tmp_path / "c.toml"
+    cli("config", "init", "--config", str(path))
+    assert settings_mod.load(path).profiles["eagle3-ours"].drafter == "ours"
+    res = cli("config", "init", "--config", str(path), check_rc=2)
+    assert "already exists" in res.stderr
+
+
+@pytest.mark.parametrize(
+    "text, key",
+    [
+        ("bogus = 1", "bogus"),
+        ("[profiles.x]\nsteps = 'three'", "profiles.x.steps"),
+        ("[profiles.x]\nport = 70000", "profiles.x.port"),
+        ("[profiles.x]\ndrafter = 'nobody'", "profiles.x.drafter"),
+        ("[hosts.h]\nurl = 'ftp://x'", "hosts.h.url"),
+        ("[hosts.h]\nurl = 'ssh://a@b'\nlauncher = 'simulator'", "hosts.h.launcher"),
+        ("[reference]\nbaseline_tok_s = true", "reference.baseline_tok_s"),
+        ("[drafters.d]\nrepo = 'a/b'", "drafters.d.path"),
+    ],
+)
+def test_config_errors_name_file_and_key(tmp_path, text, key):
+    path = tmp_path / "bad.toml"
+    path.write_text(text)
+    with pytest.raises(ConfigError) as err:
+        settings_mod.load(path)
+    assert str(path) in str(err.value) and key in str(err.value)
+    res = cli("config", "show", "--config", str(path), check_rc=2)
+    assert key in res.stderr and "Traceback" not in res.stderr
+
+
+def test_config_env_override(tmp_path, monkeypatch):
+    path = tmp_path / "env.toml"
+    path.write_text('default_host = "local"\n[reference]\nbaseline_tok_s = 90\n')
+    monkeypatch.setenv("SPECDECK_CONFIG", str(path))
+    out = json.loads(cli("config", "show", "--json").stdout)
+    assert out["reference"]["baseline_tok_s"] == 90 and out["default_host"] == "local"
+
+
+def test_missing_explicit_config_is_usage_error(tmp_path):
+    res = cli("config", "show", "--config", str(tmp_path / "nope.toml"), check_rc=2)
+    assert "does not exist" in res.stderr
+
+
+def test_unknown_host_is_usage_error():
+    res = cli("ping", "--host", "nowhere", check_rc=2)
+    assert "unknown host 'nowhere'" in res.stderr
+
+
+def test_ping_and_jobs_local_json():
+    out = json.loads(cli("ping", "--host", "local", "--json", "--count", "3").stdout)
+    assert out["host"] == "local" and out["rtt_ms"]["median"] > 0
+    assert json.loads(cli("jobs", "--host", "local", "--json").stdout) == []
+    res = cli("jobs", "cancel", "nope-1", "--host", "local", check_rc=2)
+    assert "no job nope-1" in res.stderr
+
+
+def test_sandbox_up_and_down():
+    out = json.loads(cli("sandbox", "up", "--json").stdout)
+    cfg = settings_mod.load(out["config"])
+    host = cfg.hosts["sandbox"]
+    assert host.sandbox and host.launcher == "simulator" and host.hub_endpoint.startswith("http://127.0.0.1:")
+    assert cfg.default_host == "sandbox"
+    assert (cfg.drafters["ours"].path + "/model.safetensors") and cfg.drafters["aq-medai"].repo
+    again = json.loads(cli("sandbox", "up", "--json").stdout)
+    assert again["hub"] == out["hub"]  # idempotent: the same hub keeps serving
+    jobs = json.loads(cli("jobs", "--config", out["config"], "--json").stdout)
+    assert [j["state"] for j in jobs if j["kind"] == "hub"] == ["running"]
+    down = json.loads(cli("sandbox", "down", "--json").stdout)
+    assert out["hub"]["job"] in down["stopped"]
