@@ -165,28 +165,46 @@ def describe(job_dir: str) -> dict:
 _reapers: Dict[int, subprocess.Popen] = {}
 
 
+def agent_path() -> str:
+    """The zipapp this agent runs from (jobs re-invoke it: ``job-run``, ``worker``)."""
+    return os.path.abspath(sys.argv[0])
+
+
+def worker_argv(module: str, *args: str) -> List[str]:
+    """argv that runs ``worker_main(args)`` of host module ``module`` with this agent's Python."""
+    return [sys.executable, agent_path(), "worker", module] + list(args)
+
+
 @method("jobs.start")
 def start(params: dict, ctx) -> dict:
     """Start ``argv`` as a detached job. ``env`` values reach the process only, never the disk."""
-    kind = params.get("kind") or "job"
-    argv = params.get("argv")
+    return start_job(
+        ctx.state_dir,
+        params.get("kind") or "job",
+        params.get("argv"),
+        params.get("args") or {},
+        params.get("env") or {},
+        params.get("cwd") or None,
+    )
+
+
+def start_job(state_dir: str, kind: str, argv: List[str], args: dict, env: dict, cwd: Optional[str] = None) -> dict:
+    """Start a detached job (see the module docstring); returns its description."""
     if not argv or not all(isinstance(a, str) for a in argv):
         raise AgentError("jobs.start needs argv, a list of strings", "invalid")
     if not all(c.isalnum() or c in "-_" for c in kind):
         raise AgentError("invalid job kind %r" % kind, "invalid")
-    env = params.get("env") or {}
-    cwd = params.get("cwd") or None
     if cwd and not os.path.isdir(cwd):
         raise AgentError("working folder %s does not exist on the host" % cwd, "not_found")
     job_id = _new_id(kind)
-    job_dir = os.path.join(jobs_root(ctx.state_dir), job_id)
+    job_dir = os.path.join(jobs_root(state_dir), job_id)
     os.mkdir(job_dir, 0o700)
     _write_json(
         os.path.join(job_dir, "spec.json"),
         {
             "kind": kind,
             "argv": argv,
-            "args": params.get("args") or {},
+            "args": args,
             "cwd": cwd,
             "started": time.time(),
             "env_keys": sorted(env),
@@ -195,10 +213,9 @@ def start(params: dict, ctx) -> dict:
     full_env = dict(os.environ)
     full_env.update({str(k): str(v) for k, v in env.items()})
     full_env["SPECDECK_JOB_DIR"] = job_dir
-    agent_path = os.path.abspath(sys.argv[0])
     with open(os.devnull, "rb") as devnull, open(os.path.join(job_dir, "runner.log"), "ab") as rlog:
         proc = subprocess.Popen(
-            [sys.executable, agent_path, "job-run", job_dir],
+            [sys.executable, agent_path(), "job-run", job_dir],
             stdin=devnull,
             stdout=rlog,
             stderr=rlog,

@@ -109,6 +109,11 @@ def main(argv=None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv[:1] == ["job-run"]:
         return jobs.run_job(argv[1])
+    if argv[:1] == ["worker"] and len(argv) >= 2:
+        # A job's body that needs host code (e.g. a download): ``agent worker MODULE ARGS...``.
+        import importlib
+
+        return importlib.import_module("%s.%s" % (__package__, argv[1])).worker_main(argv[2:])
     if argv[:1] == ["serve"] and len(argv) == 2:
         state_dir = argv[1]
         os.makedirs(state_dir, mode=0o700, exist_ok=True)
@@ -116,5 +121,5 @@ def main(argv=None) -> int:
         load_methods()
         Agent(state_dir, sys.stdout.buffer).serve(sys.stdin.buffer)
         return 0
-    sys.stderr.write("usage: agent serve STATE_DIR | agent job-run JOB_DIR\n")
+    sys.stderr.write("usage: agent serve STATE_DIR | agent job-run JOB_DIR | agent worker MODULE ARGS...\n")
     return 2
