@@ -172,7 +172,7 @@ def agent_path() -> str:
 
 def worker_argv(module: str, *args: str) -> List[str]:
     """argv that runs ``worker_main(args)`` of host module ``module`` with this agent's Python."""
-    return [sys.executable, agent_path(), "worker", module] + list(args)
+    return [sys.executable, agent_path(), "worker", module, *args]
 
 
 @method("jobs.start")
