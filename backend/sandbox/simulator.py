@@ -1,0 +1,1411 @@
+"""SIMULATED SGLang server for the specdeck sandbox: not SGLang, no GPU, no model weights read.
+
+Run as ``python -m backend.sandbox.simulator <sglang.launch_server flags>``: the sandbox host's launcher is
+this instead of ``python -m sglang.launch_server``. It parses the flags with SGLang 0.5.6's flag table
+(``backend.sglang_flags``), logs what SGLang 0.5.6 logs (rank prefixes, startup phases, ``Prefill batch`` and
+``Decode batch`` lines, failure signatures) and serves SGLang's HTTP endpoints, so the panel cannot tell it
+from the real server except where it says so: the first log line says SIMULATED, ``/get_server_info`` has
+``"simulated": true`` and ``version`` ``0.5.6-sim``. Like SGLang, the HTTP port opens only after the model
+is loaded (connections are refused while loading) and ``/health`` answers 503 until warmup is done.
+
+Timing model (the operator's measurements, FIELD-NOTES §1):
+- Without speculation one stream decodes at ``BASELINE_TOK_S`` (82 tok/s): a decode pass is 1000/82 ms.
+- With speculation a cycle costs ``VERIFY_MS`` (30) + ``DRAFT_STEP_MS`` (1) per draft step, and gives each
+  running request 1 + accepted drafts tokens, at most steps + 1.
+- Acceptance is a chain: each draft step is accepted with probability p until the first rejection, so with
+  k steps the mean accept length is L = (1 - p^(k+1)) / (1 - p). p is the drafter config.json's
+  ``"specdeck_sim": {"accept_p": p}`` when present, else ``ACCEPT_P_AQ`` for an AQ-MedAI folder (L = 3.3 at
+  3 steps, ≈ 100 tok/s) and ``ACCEPT_P_OURS`` for any other folder (L = 2.0, ≈ 60 tok/s, below baseline).
+  ``--speculative-algorithm EAGLE`` with an EAGLE-3 drafter (``LlamaForCausalLMEagle3``) loads fine and
+  accepts nothing: accept len 1.00, the silent trap of sglang PR #21272.
+- Concurrency: each extra running request adds ``BATCH_MS_BASELINE`` to a decode pass or ``BATCH_MS_SPEC``
+  to a verify cycle, so per-stream speed drops slowly while total throughput grows. Without CUDA graphs
+  (``--disable-cuda-graph``, or a batch over ``--cuda-graph-max-bs``) passes cost ``NO_CUDA_GRAPH_FACTOR``x.
+- Randomness comes from one ``random.Random(--random-seed)``: a seeded single stream is deterministic.
+- Startup takes a few seconds, multiplied by env ``SPECDECK_SIM_TIME_SCALE`` (tests use ~0.1); decode timing
+  is never scaled.
+
+Load checks: the target's config.json (``--model-path``), the drafter's config.json and safetensors headers.
+The drafter's parameters are built to the target's hidden size, so a drafter that does not fit dies while
+loading with SGLang's ``Attempted to load weight (torch.Size([...])) into parameter (torch.Size([...]))``.
+Env ``SPECDECK_SIM_FAIL=oom|cuda_graph|warmup|unbalanced`` forces the other failure signatures (FIELD-NOTES
+§5); a ``--mem-fraction-static`` too small for the weights gives SGLang's "Not enough memory" by itself.
+
+Where it differs from SGLang 0.5.6, on purpose: a crash exits with status 1 and a drained SIGTERM with 0
+(SGLang SIGKILLs its own process tree in both cases); new requests get 503 once SIGTERM arrived; one
+scheduler serves every DP rank; memory figures (a 139.8 GB GPU) and resolved defaults are invented but follow
+SGLang's arithmetic. Stdlib only, Python 3.8+.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import signal
+import socket
+import sys
+import threading
+import time
+import urllib.request
+import uuid
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any, Callable, Dict, List, Optional, Tuple
+
+from backend.agent.host.safetensors_header import CheckpointError, read_header
+from backend.sglang_flags import SGLANG_VERSION, build_parser, server_args
+
+VERSION = SGLANG_VERSION + "-sim"
+
+BASELINE_TOK_S = 82.0
+VERIFY_MS = 30.0
+DRAFT_STEP_MS = 1.0
+BATCH_MS_BASELINE = 0.25
+BATCH_MS_SPEC = 1.0
+NO_CUDA_GRAPH_FACTOR = 1.6
+PREFILL_MS = 40.0
+PREFILL_MS_PER_TOKEN = 0.02
+ACCEPT_P_NGRAM = 0.3
+
+GPU_MEM_GB = 139.8  # available per GPU before loading (an H200-class card; invented)
+GRAPH_MEM_GB = 1.2
+DRAIN_POLL_S = 5.0  # SGLang's sigterm_watchdog polls every 5 s
+UNLIMITED_MAX_RUNNING = 1024
+FAILURES = ("oom", "cuda_graph", "warmup", "unbalanced")  # SPECDECK_SIM_FAIL values
+
+# SGLang's auto_choose_speculative_params: (steps, topk, draft tokens) by target architecture.
+_SPEC_DEFAULTS_3_1_4 = {
+    "DeepseekV32ForCausalLM",
+    "DeepseekV3ForCausalLM",
+    "DeepseekV2ForCausalLM",
+    "GptOssForCausalLM",
+    "BailingMoeForCausalLM",
+    "BailingMoeV2ForCausalLM",
+}
+_MTP_ARCHS = {
+    "DeepseekV32ForCausalLM",
+    "DeepseekV3ForCausalLM",
+    "Glm4MoeForCausalLM",
+    "BailingMoeForCausalLM",
+    "BailingMoeV2ForCausalLM",
+}
+EAGLE3_ARCH = "LlamaForCausalLMEagle3"
+_SITE = "/usr/local/lib/python3.12/dist-packages/sglang"
+# The text every response is made of, one word per token (a sentence so streamed text stays readable).
+_TEXT = "The simulated server streams these words one token at a time while the panel measures speed. "
+_WORDS = _TEXT.split(" ")[:-1]
+_TOKEN_BASE_ID = 1000
+
+
+def mean_accept_length(p: float, steps: int) -> float:
+    """E[1 + accepted drafts] for a chain accepting each of ``steps`` drafts with probability ``p``."""
+    return float(steps + 1) if p >= 1.0 else (1.0 - p ** (steps + 1)) / (1.0 - p)
+
+
+def solve_accept_p(mean_len: float, steps: int) -> float:
+    """The per-step acceptance p whose chain over ``steps`` drafts has mean accept length ``mean_len``."""
+    lo, hi = 0.0, 1.0
+    for _ in range(60):
+        mid = (lo + hi) / 2
+        if mean_accept_length(mid, steps) < mean_len:
+            lo = mid
+        else:
+            hi = mid
+    return (lo + hi) / 2
+
+
+ACCEPT_P_OURS = solve_accept_p(2.0, 3)  # ≈ 0.544: the team's drafter, 2.0 at 3 steps → ≈ 60 tok/s
+ACCEPT_P_AQ = solve_accept_p(3.3, 3)  # ≈ 0.873: AQ-MedAI's drafter, 3.3 at 3 steps → ≈ 100 tok/s
+
+
+def time_scale() -> float:
+    """Startup-time multiplier from ``SPECDECK_SIM_TIME_SCALE`` (1.0: a few seconds)."""
+    return float(os.environ.get("SPECDECK_SIM_TIME_SCALE", "1.0"))
+
+
+class SimExit(Exception):
+    """Ends the simulated server with ``code`` after its last lines were logged."""
+
+    def __init__(self, code: int) -> None:
+        super().__init__(code)
+        self.code = code
+
+
+# ----------------------------------------------------------------------------------------------------------
+# Logging in SGLang's and uvicorn's formats
+
+
+class Log:
+    """SGLang's ``[YYYY-MM-DD HH:MM:SS{ranks}] message`` lines on stderr; uvicorn access lines on stdout."""
+
+    def __init__(self, level: str = "info") -> None:
+        self._lock = threading.Lock()
+        self._quiet = level.lower() in ("warning", "error", "critical")
+
+    @staticmethod
+    def stamp() -> str:
+        return time.strftime("%Y-%m-%d %H:%M:%S")
+
+    def _write(self, stream: Any, text: str) -> None:
+        with self._lock:
+            stream.write(text + "\n")
+            stream.flush()
+
+    def info(self, message: str, ranks: str = "") -> None:
+        if not self._quiet:
+            self._write(sys.stderr, "[%s%s] %s" % (self.stamp(), ranks, message))
+
+    def warning(self, message: str, ranks: str = "") -> None:
+        self._write(sys.stderr, "[%s%s] %s" % (self.stamp(), ranks, message))
+
+    error = warning
+
+    def uvicorn(self, level: str, message: str) -> None:
+        self._write(sys.stderr, "[%s] %-9s %s" % (self.stamp(), level + ":", message))
+
+    def access(self, client: str, request_line: str, status: int, phrase: str) -> None:
+        if not self._quiet:
+            line = '[%s] INFO:     %s - "%s" %d %s' % (self.stamp(), client, request_line, status, phrase)
+            self._write(sys.stdout, line)
+
+
+def rank_prefixes(dp: int, pp: int, tp: int, ep: int) -> List[str]:
+    """The log prefix of every scheduler rank, SGLang's order: `` DP0 PP0 TP0 EP0`` (each only when > 1)."""
+    out = []
+    for d in range(dp):
+        for p in range(pp):
+            for t in range(tp):
+                prefix = " DP%d" % d if dp > 1 else ""
+                prefix += " PP%d" % p if pp > 1 else ""
+                prefix += " TP%d" % t if tp > 1 else ""
+                prefix += " EP%d" % (t // max(1, tp // ep)) if ep > 1 else ""
+                out.append(prefix)
+    return out
+
+
+def traceback_text(frames: List[str], error: str) -> str:
+    """A Python traceback block; each frame is ``"path-under-sglang:line function | source"``."""
+    lines = ["Traceback (most recent call last):"]
+    for frame in frames:
+        where, source = frame.split(" | ", 1)
+        location, func = where.split(" ", 1)
+        path, line = location.rsplit(":", 1)
+        lines.append('  File "%s/%s", line %s, in %s' % (_SITE, path, line, func))
+        lines.append("    " + source)
+    lines.append(error)
+    return "\n".join(lines)
+
+
+_SCHEDULER_FRAMES = [
+    "srt/managers/scheduler.py:2654 run_scheduler_process | scheduler = Scheduler(",
+    "srt/managers/scheduler.py:312 __init__ | self.init_model_worker()",
+]
+_TARGET_FRAMES = [
+    *_SCHEDULER_FRAMES,
+    "srt/managers/scheduler.py:475 init_model_worker | self.tp_worker = TpModelWorker(",
+    "srt/managers/tp_worker.py:246 __init__ | self._model_runner = ModelRunner(",
+]
+_DRAFT_FRAMES = [
+    *_SCHEDULER_FRAMES,
+    "srt/managers/scheduler.py:497 init_model_worker | self.draft_worker = DraftWorkerClass(",
+    "srt/speculative/eagle_worker.py:148 __init__ | super().__init__(",
+    "srt/managers/tp_worker.py:246 __init__ | self._model_runner = ModelRunner(",
+]
+
+
+def _main_traceback(frames: List[str], error: str) -> str:
+    """An exception in ServerArgs.__post_init__ (the launcher process), ``frames`` from there on."""
+    head = [
+        "launch_server.py:24 <module> | server_args = prepare_server_args(sys.argv[1:])",
+        "srt/server_args.py:4371 prepare_server_args | return ServerArgs.from_cli_args(raw_args)",
+        "srt/server_args.py:3924 from_cli_args | return cls(**{attr: getattr(args, attr) for attr in attrs})",
+    ]
+    return traceback_text(head + frames, error)
+
+
+_HF_CONFIG_FRAMES = [
+    "srt/server_args.py:620 __post_init__ | self._handle_model_specific_adjustments()",
+    "srt/server_args.py:937 _handle_model_specific_adjustments | hf_config = self.get_hf_config()",
+    "srt/server_args.py:3934 get_hf_config | hf_config = get_config(",
+    "srt/utils/hf_transformers_utils.py:219 get_config | config = AutoConfig.from_pretrained(",
+]
+_SPEC_FRAME = "srt/server_args.py:645 __post_init__ | self._handle_speculative_decoding()"
+
+
+# ----------------------------------------------------------------------------------------------------------
+# Model folders
+
+
+def _hf_missing(path: str) -> str:
+    """What transformers/huggingface_hub raise for a model path that is not a local folder."""
+    if path.startswith("/") or path.count("/") > 1:
+        return (
+            "huggingface_hub.errors.HFValidationError: Repo id must be in the form 'repo_name' or "
+            "'namespace/repo_name': '%s'. Use `repo_type` argument if needed." % path
+        )
+    return (
+        "OSError: %s is not a local folder and is not a valid model identifier listed on "
+        "'https://huggingface.co/models'" % path
+    )
+
+
+def read_model_config(path: str) -> Tuple[Optional[dict], str]:
+    """(config.json of a model folder, "") or (None, the error line SGLang's loaders raise)."""
+    if not os.path.isdir(path):
+        return None, _hf_missing(path)
+    config = os.path.join(path, "config.json")
+    if not os.path.isfile(config):
+        return None, "OSError: %s does not appear to have a file named config.json." % path
+    try:
+        with open(config, encoding="utf-8") as f:
+            return json.load(f), ""
+    except ValueError as exc:
+        return None, "json.decoder.JSONDecodeError: %s" % exc
+
+
+def _text_config(config: dict) -> dict:
+    """The language model's config (multimodal wrappers such as Kimi-K2.5 nest it under text_config)."""
+    text = config.get("text_config")
+    return text if isinstance(text, dict) and "hidden_size" in text else config
+
+
+def weight_files(path: str) -> List[str]:
+    return sorted(os.path.join(path, n) for n in os.listdir(path) if n.endswith(".safetensors"))
+
+
+def _bytes_of(files: List[str]) -> int:
+    return sum(os.path.getsize(f) for f in files)
+
+
+def expected_eagle3_shapes(target: dict, drafter: dict) -> Dict[str, List[int]]:
+    """The EAGLE-3 drafter's parameter shapes when built to fit ``target`` (names without ``model.``)."""
+    tcfg, dcfg = _text_config(target), drafter
+    hidden = int(tcfg["hidden_size"])
+    heads = int(dcfg.get("num_attention_heads", 1))
+    kv_heads = int(dcfg.get("num_key_value_heads") or heads)
+    head_dim = int(dcfg.get("head_dim") or int(dcfg.get("hidden_size", hidden)) // heads)
+    inter = int(dcfg.get("intermediate_size", 4 * hidden))
+    draft_vocab = int(dcfg.get("draft_vocab_size") or dcfg.get("vocab_size", tcfg.get("vocab_size", 0)))
+    eagle = dcfg.get("eagle_config") or {}
+    n_aux = len(eagle.get("eagle_aux_hidden_state_layer_ids") or [0, 0, 0])
+    attn = "midlayer.self_attn."
+    return {
+        "fc.weight": [hidden, n_aux * hidden],
+        attn + "q_proj.weight": [heads * head_dim, 2 * hidden],
+        attn + "k_proj.weight": [kv_heads * head_dim, 2 * hidden],
+        attn + "v_proj.weight": [kv_heads * head_dim, 2 * hidden],
+        attn + "o_proj.weight": [hidden, heads * head_dim],
+        "midlayer.mlp.gate_proj.weight": [inter, hidden],
+        "midlayer.mlp.up_proj.weight": [inter, hidden],
+        "midlayer.mlp.down_proj.weight": [hidden, inter],
+        "midlayer.input_layernorm.weight": [hidden],
+        "midlayer.hidden_norm.weight": [hidden],
+        "midlayer.post_attention_layernorm.weight": [hidden],
+        "norm.weight": [hidden],
+        "lm_head.weight": [draft_vocab, hidden],
+        "embed_tokens.weight": [int(tcfg.get("vocab_size", 0)), hidden],
+    }
+
+
+def first_misfit(files: List[str], expected: Dict[str, List[int]]) -> Optional[Tuple[List[int], List[int]]]:
+    """(loaded shape, parameter shape) of the first checkpoint tensor that does not fit, in file order."""
+    for path in files:
+        for name, info in read_header(path)["tensors"].items():
+            key = name[len("model.") :] if name.startswith("model.") else name
+            want = expected.get(key)
+            if want is not None and list(info["shape"]) != want:
+                return list(info["shape"]), want
+    return None
+
+
+def _size(shape: List[int]) -> str:
+    return "torch.Size([%s])" % ", ".join(str(d) for d in shape)
+
+
+def drafter_accept_p(path: str, config: dict) -> float:
+    """Per-step acceptance for a drafter folder: its ``specdeck_sim.accept_p``, else by the folder's name."""
+    sim = config.get("specdeck_sim") or {}
+    if "accept_p" in sim:
+        return float(sim["accept_p"])
+    lowered = os.path.normpath(path).lower()
+    aq = "aq_medai" in lowered or "aq-medai" in lowered or os.path.basename(lowered).startswith("aq")
+    return ACCEPT_P_AQ if aq else ACCEPT_P_OURS
+
+
+# ----------------------------------------------------------------------------------------------------------
+# Server args as SGLang resolves them
+
+
+def resolve_args(args: Dict[str, Any], target: dict, log: Log) -> Dict[str, Any]:
+    """Fill the model-dependent defaults ServerArgs.__post_init__ fills, with SGLang's warnings.
+
+    Raises ``SimExit`` (after printing the traceback) where SGLang's checks raise in the main process.
+    """
+    model = args["model_path"]
+    tcfg = _text_config(target)
+    arch = (target.get("architectures") or ["LlamaForCausalLM"])[0]
+    args["tokenizer_path"] = args["tokenizer_path"] or model
+    args["served_model_name"] = args["served_model_name"] or model
+    args["device"] = args["device"] or "cuda"
+    if args["random_seed"] is None:
+        args["random_seed"] = random.randint(0, 1 << 30)
+    if args["context_length"] is None:
+        args["context_length"] = int(tcfg.get("max_position_embeddings", 131072))
+    if args["mem_fraction_static"] is None:
+        args["mem_fraction_static"] = 0.8
+    if args["chunked_prefill_size"] is None:
+        args["chunked_prefill_size"] = 8192
+    algo = args["speculative_algorithm"]
+    if args["speculative_draft_model_path"] is not None and args["speculative_draft_model_revision"] is None:
+        args["speculative_draft_model_revision"] = "main"
+    if algo == "NEXTN":
+        algo = args["speculative_algorithm"] = "EAGLE"
+    if algo in ("EAGLE", "EAGLE3", "STANDALONE"):
+        if args["max_running_requests"] is None:
+            args["max_running_requests"] = 48
+            log.warning(
+                "Max running requests is reset to 48 for speculative decoding. You can override this by "
+                "explicitly setting --max-running-requests."
+            )
+        args["disable_overlap_schedule"] = True
+        log.warning("Overlap scheduler is disabled because of using eagle3 or standalone speculative decoding.")
+        if arch in _MTP_ARCHS:
+            if args["speculative_draft_model_path"] is None:
+                args["speculative_draft_model_path"] = model
+                args["speculative_draft_model_revision"] = args["revision"]
+            else:
+                log.warning("DeepSeek MTP does not require setting speculative_draft_model_path.")
+        if args["speculative_num_steps"] is None:
+            if args["speculative_eagle_topk"] is not None or args["speculative_num_draft_tokens"] is not None:
+                error = _main_traceback(
+                    [_SPEC_FRAME, "srt/server_args.py:1723 _handle_speculative_decoding | assert ("],
+                    "AssertionError",
+                )
+                sys.stderr.write(error + "\n")
+                raise SimExit(1)
+            auto = (3, 1, 4) if arch in _SPEC_DEFAULTS_3_1_4 or algo == "STANDALONE" else (5, 4, 8)
+            (
+                args["speculative_num_steps"],
+                args["speculative_eagle_topk"],
+                args["speculative_num_draft_tokens"],
+            ) = auto
+        if args["speculative_eagle_topk"] is None:
+            frames = [
+                _SPEC_FRAME,
+                "srt/server_args.py:1753 _handle_speculative_decoding | self.speculative_eagle_topk > 1",
+            ]
+            error = "TypeError: '>' not supported between instances of 'NoneType' and 'int'"
+            sys.stderr.write(_main_traceback(frames, error) + "\n")
+            raise SimExit(1)
+        steps = args["speculative_num_steps"]
+        if args["speculative_eagle_topk"] == 1 and args["speculative_num_draft_tokens"] != steps + 1:
+            log.warning(
+                "speculative_num_draft_tokens is adjusted to speculative_num_steps + 1 when speculative_eagle_topk == 1"
+            )
+            args["speculative_num_draft_tokens"] = steps + 1
+    elif algo == "NGRAM":
+        if args["max_running_requests"] is None:
+            args["max_running_requests"] = 48
+        args["disable_overlap_schedule"] = True
+        args["speculative_eagle_topk"] = args["speculative_ngram_max_bfs_breadth"]
+        if args["speculative_num_draft_tokens"] is None:
+            args["speculative_num_draft_tokens"] = args["speculative_ngram_max_match_window_size"]
+    if args["cuda_graph_max_bs"] is None:
+        args["cuda_graph_max_bs"] = 48 if algo else 256
+    return args
+
+
+# ----------------------------------------------------------------------------------------------------------
+# Requests, metrics and the scheduler
+
+
+class Request:
+    """One generation request as the scheduler and the HTTP handler share it."""
+
+    def __init__(self, prompt_tokens: int, max_new_tokens: int) -> None:
+        self.rid = uuid.uuid4().hex
+        self.prompt_tokens = prompt_tokens
+        self.max_new_tokens = max_new_tokens
+        self.created = time.time()
+        self.output_ids: List[int] = []
+        self.verify_ct = 0
+        self.accepted_drafts = 0
+        self.finished = False
+        self.finished_time = 0.0
+        self.aborted = False
+        self._unsent = 0
+        self._sent = 0
+        self._cv = threading.Condition()
+
+    def push(self, token_ids: List[int], finished: bool, stream_interval: int) -> None:
+        """Append tokens; wake the handler every ``stream_interval`` tokens and at the end."""
+        with self._cv:
+            self.output_ids.extend(token_ids)
+            self._unsent += len(token_ids)
+            if finished:
+                self.finished = True
+                self.finished_time = time.time()
+            if finished or self._unsent >= stream_interval:
+                self._unsent = 0
+                self._cv.notify_all()
+
+    def updates(self) -> Any:
+        """Yield (all output ids so far, finished) each time new tokens were released, until finished."""
+        while True:
+            with self._cv:
+                while len(self.output_ids) == self._sent and not self.finished:
+                    self._cv.wait()
+                self._sent = len(self.output_ids)
+                ids, finished = list(self.output_ids), self.finished
+            yield ids, finished
+            if finished:
+                return
+
+    def result(self) -> List[int]:
+        """Wait until the request finishes; its output ids."""
+        with self._cv:
+            while not self.finished:
+                self._cv.wait()
+            return list(self.output_ids)
+
+
+class Metrics:
+    """Prometheus text in the shape SGLang's multiprocess registry exposes (no ``_created`` samples)."""
+
+    GAUGES = (
+        ("sglang:num_running_reqs", "The number of running requests."),
+        ("sglang:num_used_tokens", "The number of used tokens."),
+        ("sglang:token_usage", "The token usage."),
+        ("sglang:gen_throughput", "The generation throughput (token/s)."),
+        ("sglang:num_queue_reqs", "The number of requests in the waiting queue."),
+        ("sglang:cache_hit_rate", "The prefix cache hit rate."),
+        ("sglang:max_total_num_tokens", "Maximum total number of tokens in the KV cache pool."),
+        ("sglang:spec_accept_length", "The average acceptance length of speculative decoding."),
+        (
+            "sglang:spec_accept_rate",
+            "The average acceptance rate of speculative decoding (`accepted tokens / total draft tokens` in batch).",
+        ),
+    )
+    COUNTERS = (
+        ("sglang:prompt_tokens_total", "Number of prefill tokens processed."),
+        ("sglang:generation_tokens_total", "Number of generation tokens processed."),
+        ("sglang:num_requests_total", "Number of requests processed."),
+    )
+
+    def __init__(self, model_name: str, dp: bool) -> None:
+        self._lock = threading.Lock()
+        labels = {"engine_type": "unified", "model_name": model_name, "pp_rank": "0", "tp_rank": "0"}
+        if dp:
+            labels["dp_rank"] = "0"
+        self._gauge_labels = self._labels(labels)
+        self._counter_labels = self._labels({"model_name": model_name})
+        self.gauges: Dict[str, float] = {}
+        self.counters: Dict[str, float] = {}
+
+    @staticmethod
+    def _labels(labels: Dict[str, str]) -> str:
+        return ",".join('%s="%s"' % (k, v.replace("\\", "\\\\").replace('"', '\\"')) for k, v in sorted(labels.items()))
+
+    def set(self, values: Dict[str, float]) -> None:
+        with self._lock:
+            self.gauges.update(("sglang:" + k, float(v)) for k, v in values.items())
+
+    def count(self, prompt_tokens: int, generation_tokens: int) -> None:
+        with self._lock:
+            for key, inc in (
+                ("sglang:prompt_tokens_total", prompt_tokens),
+                ("sglang:generation_tokens_total", generation_tokens),
+                ("sglang:num_requests_total", 1),
+            ):
+                self.counters[key] = self.counters.get(key, 0.0) + inc
+
+    def render(self) -> str:
+        out = []
+        with self._lock:
+            for kind, table, values, labels in (
+                ("counter", self.COUNTERS, self.counters, self._counter_labels),
+                ("gauge", self.GAUGES, self.gauges, self._gauge_labels),
+            ):
+                for name, doc in table:
+                    if name in values:
+                        out.append("# HELP %s %s" % (name, doc))
+                        out.append("# TYPE %s %s" % (name, kind))
+                        out.append("%s{%s} %r" % (name, labels, values[name]))
+        return "\n".join(out) + "\n"
+
+
+class Engine:
+    """The scheduler: admits requests (a prefill pass each batch), runs decode passes, logs and counts."""
+
+    def __init__(self, args: Dict[str, Any], spec: Dict[str, Any], log: Log, metrics: Metrics, ranks: str) -> None:
+        self.log, self.metrics, self.ranks = log, metrics, ranks
+        self.spec = spec  # {} without speculation, else steps, draft_tokens, accept_p, draft_ms
+        self.interval = max(1, int(args["decode_log_interval"]))
+        self.stream_interval = max(1, int(args["stream_interval"]))
+        self.max_running = int(args["max_running_requests"] or UNLIMITED_MAX_RUNNING)
+        self.graph_max_bs = 0 if args["disable_cuda_graph"] else int(args["cuda_graph_max_bs"])
+        self.max_total_tokens = 1
+        self.rng = random.Random(args["random_seed"])
+        self._cv = threading.Condition()
+        self.waiting: List[Request] = []
+        self.running: List[Request] = []
+        self.forward_ct_decode = 0
+        self.generated_since_log = 0
+        self.last_decode_log = time.perf_counter()
+        self.spec_tokens = self.spec_ct = 0  # since the last decode line
+        self.spec_total_tokens = self.spec_total_ct = 0
+        self.last_gen_throughput = 0.0
+        self._clock = 0.0
+        self._word = 0
+
+    def start(self, max_total_tokens: int) -> None:
+        self.max_total_tokens = max(1, max_total_tokens)
+        threading.Thread(target=self._loop, name="scheduler", daemon=True).start()
+
+    def submit(self, prompt_tokens: int, max_new_tokens: int) -> Request:
+        req = Request(prompt_tokens, max_new_tokens)
+        with self._cv:
+            self.waiting.append(req)
+            self._cv.notify()
+        return req
+
+    def abort(self, req: Request) -> None:
+        with self._cv:
+            req.aborted = True
+            if req in self.waiting:
+                self.waiting.remove(req)
+
+    def avg_spec_accept_length(self) -> Optional[float]:
+        with self._cv:
+            return self.spec_total_tokens / self.spec_total_ct if self.spec_total_ct else None
+
+    # -- the loop ---------------------------------------------------------------------------------------
+
+    def _sleep(self, ms: float) -> None:
+        """Advance the simulated clock by ``ms`` and sleep until it (no drift across passes)."""
+        now = time.perf_counter()
+        self._clock = max(self._clock, now) + ms / 1000.0
+        time.sleep(max(0.0, self._clock - now))
+
+    def _loop(self) -> None:
+        while True:
+            with self._cv:
+                while not self.waiting and not self.running:
+                    self._cv.wait()
+                self.running = [r for r in self.running if not r.aborted]
+                room = self.max_running - len(self.running)
+                admitted, self.waiting = self.waiting[:room], self.waiting[room:]
+            if admitted:
+                self._prefill(admitted)
+            elif self.running:
+                self._decode()
+
+    def _tokens(self, n: int) -> List[int]:
+        ids = [_TOKEN_BASE_ID + (self._word + i) % len(_WORDS) for i in range(n)]
+        self._word += n
+        return ids
+
+    def _used_tokens(self) -> int:
+        return sum(r.prompt_tokens + len(r.output_ids) for r in self.running)
+
+    def _finish(self, req: Request, ids: List[int]) -> None:
+        req.push(ids, True, self.stream_interval)
+        self.metrics.count(req.prompt_tokens, len(req.output_ids))
+
+    def _prefill(self, admitted: List[Request]) -> None:
+        new_tokens = sum(r.prompt_tokens for r in admitted)
+        self._sleep(PREFILL_MS + PREFILL_MS_PER_TOKEN * new_tokens)
+        with self._cv:
+            running_bs = len(self.running)
+            for req in admitted:
+                if req.aborted:
+                    continue
+                if req.max_new_tokens <= 0:
+                    self._finish(req, [])
+                    continue
+                if req.max_new_tokens == 1:
+                    self._finish(req, self._tokens(1))
+                else:
+                    req.push(self._tokens(1), False, self.stream_interval)
+                    self.running.append(req)
+            used, queued = self._used_tokens(), len(self.waiting)
+        usage = used / self.max_total_tokens
+        self.log.info(
+            "Prefill batch, #new-seq: %d, #new-token: %d, #cached-token: 0, token usage: %.2f, "
+            "#running-req: %d, #queue-req: %d, " % (len(admitted), new_tokens, usage, running_bs, queued),
+            self.ranks,
+        )
+        self.metrics.set(
+            {
+                "num_running_reqs": running_bs,
+                "num_used_tokens": used,
+                "token_usage": usage,
+                "num_queue_reqs": queued,
+                "cache_hit_rate": 0.0,
+                "max_total_num_tokens": self.max_total_tokens,
+            }
+        )
+
+    def _decode(self) -> None:
+        with self._cv:
+            batch = list(self.running)
+        n = len(batch)
+        graph = n <= self.graph_max_bs
+        if self.spec:
+            ms = VERIFY_MS + self.spec["draft_ms"] + BATCH_MS_SPEC * (n - 1)
+        else:
+            ms = 1000.0 / BASELINE_TOK_S + BATCH_MS_BASELINE * (n - 1)
+        self._sleep(ms if graph else ms * NO_CUDA_GRAPH_FACTOR)
+        with self._cv:
+            for req in batch:
+                if req.aborted:
+                    continue
+                count = 1
+                if self.spec:
+                    accepted = 0
+                    while accepted < self.spec["steps"] and self.rng.random() < self.spec["accept_p"]:
+                        accepted += 1
+                    count += accepted
+                    req.verify_ct += 1
+                    self.spec_tokens += count
+                    self.spec_ct += 1
+                count = min(count, req.max_new_tokens - len(req.output_ids))
+                req.accepted_drafts += count - 1
+                self.generated_since_log += count
+                ids = self._tokens(count)
+                if len(req.output_ids) + count >= req.max_new_tokens:
+                    self._finish(req, ids)
+                else:
+                    req.push(ids, False, self.stream_interval)
+            self.running = [r for r in self.running if not r.finished and not r.aborted]
+            self.forward_ct_decode += 1
+            if self.forward_ct_decode % self.interval == 0:
+                self._log_decode(n, graph)
+
+    def _log_decode(self, n: int, graph: bool) -> None:
+        """SGLang 0.5.6's decode line (scheduler_metrics_mixin.log_decode_stats), called with ``_cv`` held."""
+        now = time.perf_counter()
+        self.last_gen_throughput = self.generated_since_log / max(1e-9, now - self.last_decode_log)
+        self.last_decode_log, self.generated_since_log = now, 0
+        used = self._used_tokens()
+        usage = used / self.max_total_tokens
+        msg = "Decode batch, #running-req: %d, #token: %d, token usage: %.2f, " % (n, used, usage)
+        accept_len = accept_rate = 0.0
+        if self.spec:
+            accept_len = self.spec_tokens / self.spec_ct if self.spec_ct else 0.0
+            drafted = self.spec_ct * self.spec["draft_tokens"]
+            accept_rate = self.spec_tokens / drafted if drafted else 0.0
+            self.spec_total_tokens += self.spec_tokens
+            self.spec_total_ct += self.spec_ct
+            self.spec_tokens = self.spec_ct = 0
+            msg += "accept len: %.2f, accept rate: %.2f, " % (accept_len, accept_rate)
+        msg += "cuda graph: %s, gen throughput (token/s): %.2f, #queue-req: %d, " % (
+            graph,
+            self.last_gen_throughput,
+            len(self.waiting),
+        )
+        self.log.info(msg, self.ranks)
+        self.metrics.set(
+            {
+                "num_running_reqs": n,
+                "num_used_tokens": used,
+                "token_usage": usage,
+                "gen_throughput": self.last_gen_throughput,
+                "num_queue_reqs": len(self.waiting),
+                "cache_hit_rate": 0.0,
+                "max_total_num_tokens": self.max_total_tokens,
+                "spec_accept_length": accept_len,
+                "spec_accept_rate": accept_rate,
+            }
+        )
+
+    def text(self, ids: List[int]) -> str:
+        return "".join(_WORDS[(i - _TOKEN_BASE_ID) % len(_WORDS)] + " " for i in ids)
+
+
+# ----------------------------------------------------------------------------------------------------------
+# HTTP
+
+
+def count_tokens(text: str) -> int:
+    """A tokenizer stand-in: about four characters per token."""
+    return max(1, len(text) // 4)
+
+
+class Server:
+    """Everything the HTTP handler needs: args, engine, metrics, state ("starting", "ready", "stopping")."""
+
+    def __init__(self, args: Dict[str, Any], engine: Engine, metrics: Metrics, log: Log) -> None:
+        self.args, self.engine, self.metrics, self.log = args, engine, metrics, log
+        self.state = "starting"
+        self.scheduler_info: Dict[str, Any] = {}
+        self.memory_usage: Dict[str, Any] = {}
+        self._active: Dict[str, Request] = {}  # requests whose response is still being written
+        self._lock = threading.Lock()
+
+    def admit(self, prompt_tokens: int, max_new_tokens: int) -> Optional[Request]:
+        """A new request, or None once SIGTERM arrived."""
+        with self._lock:
+            if self.state == "stopping":
+                return None
+            req = self.engine.submit(prompt_tokens, max_new_tokens)
+            self._active[req.rid] = req
+            return req
+
+    def done(self, req: Request) -> None:
+        with self._lock:
+            self._active.pop(req.rid, None)
+
+    def remaining(self) -> List[str]:
+        with self._lock:
+            return list(self._active)
+
+    def stop_accepting(self) -> None:
+        with self._lock:
+            self.state = "stopping"
+
+    def model_info(self) -> Dict[str, Any]:
+        return {
+            "model_path": self.args["model_path"],
+            "tokenizer_path": self.args["tokenizer_path"],
+            "is_generation": True,
+            "preferred_sampling_params": self.args["preferred_sampling_params"],
+            "weight_version": self.args["weight_version"],
+            "has_image_understanding": False,
+            "has_audio_understanding": False,
+        }
+
+    def server_info(self) -> Dict[str, Any]:
+        internal = dict(self.args)
+        internal["last_gen_throughput"] = self.engine.last_gen_throughput
+        internal["memory_usage"] = self.memory_usage
+        avg = self.engine.avg_spec_accept_length()
+        if avg is not None:
+            internal["avg_spec_accept_length"] = avg
+        info = dict(self.args)
+        info.update(self.scheduler_info)
+        info.update({"internal_states": [internal], "version": VERSION, "simulated": True})
+        return info
+
+    def meta_info(self, req: Request, ids: List[int], finished: bool) -> Dict[str, Any]:
+        """``meta_info`` of a /generate response after ``ids``; the spec figures come with the last one."""
+        finish = {"type": "length", "length": req.max_new_tokens} if finished else None
+        meta = {
+            "id": req.rid,
+            "finish_reason": finish,
+            "prompt_tokens": req.prompt_tokens,
+            "weight_version": self.args["weight_version"],
+            "total_retractions": 0,
+            "completion_tokens": len(ids),
+            "cached_tokens": 0,
+        }
+        if finished:
+            spec = self.engine.spec
+            if spec:
+                guesses = req.verify_ct * (spec["draft_tokens"] - 1)
+                meta["spec_accept_rate"] = req.accepted_drafts / guesses if guesses else 0.0
+                meta["spec_accept_length"] = len(ids) / req.verify_ct if req.verify_ct else 0
+                meta["spec_accept_token_num"] = req.accepted_drafts
+                meta["spec_draft_token_num"] = guesses
+                meta["spec_verify_ct"] = req.verify_ct
+            meta["e2e_latency"] = req.finished_time - req.created
+        return meta
+
+
+class Handler(BaseHTTPRequestHandler):
+    """SGLang's HTTP API over http.server: JSON bodies, SSE streams in chunked encoding."""
+
+    protocol_version = "HTTP/1.1"
+    server_version = "uvicorn"
+    sys_version = ""
+    sim: Server
+
+    # -- plumbing ---------------------------------------------------------------------------------------
+
+    def log_message(self, format: str, *args: Any) -> None:
+        """Silenced: access lines are written by ``_access`` in uvicorn's format."""
+
+    def _access(self, status: int) -> None:
+        client = "%s:%d" % self.client_address[:2]
+        self.sim.log.access(client, self.requestline, status, self.responses.get(status, ("",))[0])
+
+    def _send(self, status: int, body: bytes, content_type: str = "application/json") -> None:
+        self.send_response_only(status)
+        self.send_header("date", self.date_time_string())
+        self.send_header("server", "uvicorn")
+        self.send_header("content-length", str(len(body)))
+        self.send_header("content-type", content_type)
+        self.end_headers()
+        self.wfile.write(body)
+        self._access(status)
+
+    def _json(self, status: int, obj: Any) -> None:
+        self._send(status, json.dumps(obj).encode())
+
+    def _error(self, status: int, message: str) -> None:
+        error_type = {400: "BadRequestError", 503: "ServiceUnavailableError"}.get(status, "InternalServerError")
+        self._json(status, {"object": "error", "message": message, "type": error_type, "param": None, "code": status})
+
+    def _body(self) -> Optional[Dict[str, Any]]:
+        length = int(self.headers.get("content-length") or 0)
+        try:
+            body = json.loads(self.rfile.read(length) or b"{}")
+        except ValueError:
+            body = None
+        if not isinstance(body, dict):
+            self._error(400, "The request body is not a JSON object.")
+            return None
+        return body
+
+    def _stream(self, chunks: Any) -> None:
+        """Send ``data: ...`` events with chunked transfer encoding, as they are produced."""
+        self.send_response_only(200)
+        self.send_header("date", self.date_time_string())
+        self.send_header("server", "uvicorn")
+        self.send_header("content-type", "text/event-stream; charset=utf-8")
+        self.send_header("transfer-encoding", "chunked")
+        self.end_headers()
+        self._access(200)
+        for chunk in chunks:
+            data = ("data: %s\n\n" % chunk).encode()
+            self.wfile.write(b"%x\r\n%s\r\n" % (len(data), data))
+            self.wfile.flush()
+        self.wfile.write(b"0\r\n\r\n")
+
+    def _run(self, prompt_tokens: int, max_new_tokens: int, respond: Callable[[Request], None]) -> None:
+        """Admit a request and write its response; a client that leaves aborts it."""
+        req = self.sim.admit(prompt_tokens, max_new_tokens)
+        if req is None:
+            self._error(503, "The server is shutting down.")
+            return
+        try:
+            respond(req)
+        except (BrokenPipeError, ConnectionResetError):
+            self.sim.engine.abort(req)
+            self.close_connection = True
+        finally:
+            self.sim.done(req)
+
+    # -- routes -----------------------------------------------------------------------------------------
+
+    def do_GET(self) -> None:
+        path = self.path.split("?", 1)[0]
+        sim = self.sim
+        if path in ("/health", "/health_generate"):
+            if sim.state == "stopping":
+                sim.log.info("Health check request received during shutdown. Returning 503.")
+            self._send(200 if sim.state == "ready" else 503, b"", "text/plain")
+        elif path in ("/get_server_info", "/server_info"):
+            if path == "/get_server_info":
+                sim.log.warning(
+                    "Endpoint '/get_server_info' is deprecated and will be removed in a future version. "
+                    "Please use '/server_info' instead."
+                )
+            self._json(200, sim.server_info())
+        elif path in ("/get_model_info", "/model_info"):
+            if path == "/get_model_info":
+                sim.log.warning(
+                    "Endpoint '/get_model_info' is deprecated and will be removed in a future version. "
+                    "Please use '/model_info' instead."
+                )
+            self._json(200, sim.model_info())
+        elif path == "/metrics" and sim.args["enable_metrics"]:
+            self._send(200, sim.metrics.render().encode(), "text/plain; version=0.0.4; charset=utf-8")
+        elif path == "/v1/models":
+            name = sim.args["served_model_name"]
+            card = {"id": name, "object": "model", "created": int(time.time()), "owned_by": "sglang"}
+            card.update({"root": name, "parent": None, "max_model_len": sim.args["context_length"]})
+            self._json(200, {"object": "list", "data": [card]})
+        elif path in ("/generate", "/v1/completions", "/v1/chat/completions"):
+            self._json(405, {"detail": "Method Not Allowed"})
+        else:
+            self._json(404, {"detail": "Not Found"})
+
+    def do_POST(self) -> None:
+        path = self.path.split("?", 1)[0]
+        routes = {
+            "/generate": self._generate,
+            "/v1/completions": self._completions,
+            "/v1/chat/completions": self._chat,
+        }
+        if path not in routes:
+            self._json(404, {"detail": "Not Found"})
+            return
+        body = self._body()
+        if body is not None:
+            routes[path](body)
+
+    def _generate(self, body: Dict[str, Any]) -> None:
+        """SGLang's native ``/generate``: ``text`` or ``input_ids``, ``sampling_params``, ``stream``."""
+        prompt = body.get("text")
+        if prompt is None and body.get("input_ids") is None:
+            self._error(400, "Either text or input_ids should be provided.")
+            return
+        if isinstance(prompt, list):
+            self._error(400, "The simulator serves one prompt per /generate request.")
+            return
+        prompt_tokens = len(body["input_ids"]) if prompt is None else count_tokens(str(prompt))
+        params = body.get("sampling_params") or {}
+        engine, sim = self.sim.engine, self.sim
+
+        def out(req: Request, ids: List[int], finished: bool) -> Dict[str, Any]:
+            return {
+                "text": engine.text(ids),
+                "output_ids": ids,
+                "meta_info": sim.meta_info(req, ids, finished),
+            }
+
+        def chunks(req: Request) -> Any:
+            for ids, finished in req.updates():
+                yield json.dumps(out(req, ids, finished))
+            yield "[DONE]"
+
+        def respond(req: Request) -> None:
+            if body.get("stream"):
+                self._stream(chunks(req))
+            else:
+                self._json(200, out(req, req.result(), True))
+
+        self._run(prompt_tokens, int(params.get("max_new_tokens", 128)), respond)
+
+    def _completions(self, body: Dict[str, Any]) -> None:
+        prompt = body.get("prompt", "")
+        if isinstance(prompt, list) and not all(isinstance(token, int) for token in prompt):
+            if len(prompt) != 1:  # a batch of prompts
+                self._error(400, "The simulator serves one prompt per completion request.")
+                return
+            prompt = prompt[0]
+        prompt_tokens = len(prompt) if isinstance(prompt, list) else count_tokens(str(prompt))
+        self._openai(body, prompt_tokens, int(body.get("max_tokens") or 16), chat=False)
+
+    def _chat(self, body: Dict[str, Any]) -> None:
+        text = ""
+        for message in body.get("messages") or []:
+            content = message.get("content") if isinstance(message, dict) else ""
+            parts = content if isinstance(content, list) else [{"text": content or ""}]
+            text += " ".join(str(p.get("text", "")) for p in parts if isinstance(p, dict)) + " <|im_end|> "
+        limit = body.get("max_completion_tokens") or body.get("max_tokens") or 128
+        self._openai(body, count_tokens(text), int(limit), chat=True)
+
+    def _openai(self, body: Dict[str, Any], prompt_tokens: int, max_tokens: int, chat: bool) -> None:
+        """``/v1/completions`` and ``/v1/chat/completions`` in SGLang's OpenAI-compatible shapes."""
+        self._run(prompt_tokens, max_tokens, lambda req: self._openai_respond(req, body, prompt_tokens, chat))
+
+    def _openai_respond(self, req: Request, body: Dict[str, Any], prompt_tokens: int, chat: bool) -> None:
+        engine = self.sim.engine
+        model = body.get("model") or "default"
+        created = int(time.time())
+        obj = "chat.completion" if chat else "text_completion"
+
+        def usage(with_details: bool) -> Dict[str, Any]:
+            n = len(req.output_ids)
+            out = {"prompt_tokens": prompt_tokens, "total_tokens": prompt_tokens + n, "completion_tokens": n}
+            if with_details:
+                out["prompt_tokens_details"] = None
+            out["reasoning_tokens"] = 0
+            return out
+
+        def envelope(choices: List[Dict[str, Any]], suffix: str = "") -> Dict[str, Any]:
+            return {
+                "id": req.rid,
+                "object": obj + suffix,
+                "created": created,
+                "model": model,
+                "choices": choices,
+            }
+
+        if not body.get("stream"):
+            text = engine.text(req.result())
+            if chat:
+                message = {
+                    "role": "assistant",
+                    "content": text,
+                    "reasoning_content": None,
+                    "tool_calls": None,
+                }
+                choice = {"index": 0, "message": message, "logprobs": None}
+            else:
+                choice = {"index": 0, "text": text, "logprobs": None}
+            choice.update({"finish_reason": "length", "matched_stop": None})
+            response = envelope([choice])
+            response.update({"usage": usage(True), "metadata": {"weight_version": self.sim.args["weight_version"]}})
+            self._json(200, response)
+            return
+        include_usage = bool((body.get("stream_options") or {}).get("include_usage"))
+        self._stream(self._openai_chunks(req, chat, envelope, usage, include_usage))
+
+    def _openai_chunks(self, req: Request, chat: bool, envelope: Callable, usage: Callable, include: bool) -> Any:
+        """The SSE events of an OpenAI-style stream, produced as the scheduler releases tokens."""
+        empty_delta = {"role": None, "content": None, "reasoning_content": None, "tool_calls": None}
+        sent = 0
+        if chat:
+            first = dict(empty_delta, role="assistant", content="")
+            yield json.dumps(dict(envelope([self._choice(first, None, chat)], ".chunk"), usage=None))
+        for ids, finished in req.updates():
+            delta_text = self.sim.engine.text(ids[sent:])
+            sent = len(ids)
+            last = finished and not chat
+            delta = dict(empty_delta, content=delta_text) if chat else delta_text
+            choice = self._choice(delta, "length" if last else None, chat)
+            yield json.dumps(dict(envelope([choice], ".chunk" if chat else ""), usage=None))
+        if chat:
+            yield json.dumps(dict(envelope([self._choice(empty_delta, "length", chat)], ".chunk"), usage=None))
+        if include:
+            final = dict(envelope([], ".chunk" if chat else ""), usage=usage(chat))
+            yield json.dumps(final)
+        yield "[DONE]"
+
+    @staticmethod
+    def _choice(delta: Any, finish: Optional[str], chat: bool) -> Dict[str, Any]:
+        choice: Dict[str, Any] = {"index": 0}
+        choice.update({"delta": delta} if chat else {"text": delta})
+        choice.update({"logprobs": None, "finish_reason": finish, "matched_stop": None})
+        return choice
+
+
+# ----------------------------------------------------------------------------------------------------------
+# Startup
+
+
+class Startup:
+    """SGLang's launch sequence, phase by phase, with the checks and failures that end it."""
+
+    def __init__(self, args: Dict[str, Any], target: dict, log: Log) -> None:
+        self.args, self.target, self.log = args, target, log
+        self.scale = time_scale()
+        self.fail = os.environ.get("SPECDECK_SIM_FAIL", "")
+        self.ranks = rank_prefixes(args["dp_size"], args["pp_size"], args["tp_size"], args["ep_size"])
+        self.avail = GPU_MEM_GB
+        self.max_total_tokens = 0
+
+    def pause(self, seconds: float) -> None:
+        time.sleep(seconds * self.scale)
+
+    def all_ranks(self, message: str) -> None:
+        for ranks in self.ranks:
+            self.log.info(message, ranks)
+
+    def crash(self, frames: List[str], error: str) -> None:
+        """Every scheduler rank reports the exception, then the launcher gives up (SGLang's SIGQUIT path)."""
+        text = traceback_text(frames, error)
+        for ranks in self.ranks:
+            self.log.error("Scheduler hit an exception: %s" % text, ranks)
+        self.log.error("Received sigquit from a child process. It usually means the child failed.")
+        raise SimExit(1)
+
+    def load_model(self, kind: str, arch: str, weight_bytes: int) -> float:
+        """``Load weight begin/end``; returns the per-GPU weight memory in GB."""
+        self.all_ranks("Load weight begin. avail mem=%.2f GB" % self.avail)
+        self.pause(1.6 if kind == "target" else 0.4)
+        weights_gb = weight_bytes / float(1 << 30) / self.args["tp_size"]
+        self.avail -= weights_gb
+        dtype = str(self.target.get("torch_dtype") or "bfloat16")
+        self.all_ranks(
+            "Load weight end. type=%s, dtype=torch.%s, avail mem=%.2f GB, mem usage=%.2f GB."
+            % (arch, dtype, self.avail, weights_gb)
+        )
+        return weights_gb
+
+    def kv_cache(self, config: dict, frames: List[str], draft: bool) -> int:
+        """``KV Cache is allocated`` for the target (the static pool) or the drafter (one layer); #tokens."""
+        tcfg = _text_config(config)
+        layers = 1 if draft else int(tcfg.get("num_hidden_layers", 1))
+        if tcfg.get("kv_lora_rank") and not draft:  # MLA: one latent per token, replicated on every rank
+            per_token = (int(tcfg["kv_lora_rank"]) + int(tcfg.get("qk_rope_head_dim", 64))) * layers * 2
+        else:
+            heads = int(tcfg.get("num_attention_heads", 1))
+            kv_heads = int(tcfg.get("num_key_value_heads") or heads)
+            head_dim = int(tcfg.get("head_dim") or int(tcfg.get("hidden_size", 128)) // heads)
+            per_token = max(1, 2 * kv_heads * head_dim * layers * 2 // self.args["tp_size"])
+        if draft:
+            tokens = self.max_total_tokens
+        else:
+            static_gb = self.args["mem_fraction_static"] * GPU_MEM_GB
+            kv_gb = static_gb - (GPU_MEM_GB - self.avail)
+            tokens = int(kv_gb * (1 << 30) / per_token) if kv_gb > 0 else 0
+            if self.args["max_total_tokens"]:
+                tokens = min(tokens, int(self.args["max_total_tokens"]))
+            if tokens <= 0 or self.fail == "oom":
+                self.crash(
+                    [
+                        *frames,
+                        "srt/model_executor/model_runner.py:1749 init_memory_pool | raise RuntimeError(",
+                    ],
+                    "RuntimeError: Not enough memory. Please try to increase --mem-fraction-static. "
+                    "Current value: self.server_args.mem_fraction_static=%r" % self.args["mem_fraction_static"],
+                )
+            self.max_total_tokens = tokens
+        size_gb = tokens * per_token / float(1 << 30)
+        self.avail -= size_gb
+        if tcfg.get("kv_lora_rank") and not draft:
+            self.all_ranks("KV Cache is allocated. #tokens: %d, KV size: %.2f GB" % (tokens, size_gb))
+        else:
+            half = size_gb / 2
+            self.all_ranks(
+                "KV Cache is allocated. #tokens: %d, K size: %.2f GB, V size: %.2f GB" % (tokens, half, half)
+            )
+        self.all_ranks("Memory pool end. avail mem=%.2f GB" % self.avail)
+        self.pause(0.3 if not draft else 0.1)
+        return tokens
+
+    def capture(self, label: str, seconds: float, frames: List[str]) -> None:
+        """``Capture {label} begin/end`` (skipped with --disable-cuda-graph, as SGLang does)."""
+        if self.args["disable_cuda_graph"]:
+            return
+        tic = time.perf_counter()
+        self.all_ranks("Capture %s begin. This can take up to several minutes. avail mem=%.2f GB" % (label, self.avail))
+        if label == "cuda graph":
+            max_bs = int(self.args["cuda_graph_max_bs"])
+            sizes = [1, 2, 4, 8, *list(range(16, max_bs + 1, 8))]
+            self.log.info("Capture cuda graph bs %s" % [s for s in sizes if s <= max_bs], self.ranks[0])
+        self.pause(seconds)
+        if label == "cuda graph" and self.fail == "cuda_graph":
+            self.crash(
+                [*frames, "srt/model_executor/cuda_graph_runner.py:346 __init__ | raise Exception("],
+                "Exception: Capture cuda graph failed: CUDA out of memory. Tried to allocate 2.00 GiB. "
+                "GPU 0 has a "
+                "total capacity of %.2f GiB of which 1.06 GiB is free.\n" % GPU_MEM_GB + "Possible solutions:\n"
+                "1. set --mem-fraction-static to a smaller value (e.g., 0.8 or 0.7)\n"
+                "2. set --cuda-graph-max-bs to a smaller value (e.g., 16)\n"
+                "3. disable torch compile by not using --enable-torch-compile\n"
+                "4. disable CUDA graph by --disable-cuda-graph. (Not recommended. Huge performance loss)\n"
+                "Open an issue on GitHub https://github.com/sgl-project/sglang/issues/new/choose ",
+            )
+        used = GRAPH_MEM_GB if label == "cuda graph" else GRAPH_MEM_GB / 2
+        self.avail -= used
+        self.all_ranks(
+            "Capture %s end. Time elapsed: %.2f s. mem usage=%.2f GB. avail mem=%.2f GB."
+            % (label, time.perf_counter() - tic, used, self.avail)
+        )
+
+    def drafter(self) -> Tuple[dict, List[str]]:
+        """The drafter's config and weight files, or a crash with the error SGLang's draft worker raises."""
+        path = self.args["speculative_draft_model_path"]
+        frames = _DRAFT_FRAMES
+        if path is None or os.path.normpath(path) == os.path.normpath(self.args["model_path"]):
+            self.crash(
+                frames,
+                "ValueError: SIMULATED: the target has no MTP layers; pass --speculative-draft-model-path.",
+            )
+        config, error = read_model_config(path)
+        if config is None:
+            self.crash(frames, error)
+        files = weight_files(path)
+        if not files:
+            self.crash(frames, "RuntimeError: Cannot find any model weights with `%s`" % path)
+        return config, files
+
+    def run(self) -> Tuple[Dict[str, Any], int, Dict[str, Any]]:
+        """Init, load, KV cache, graphs (target, then drafter); returns (spec model, #tokens, memory)."""
+        args, target = self.args, self.target
+        arch = (target.get("architectures") or ["LlamaForCausalLM"])[0]
+        algo = args["speculative_algorithm"]
+        self.all_ranks("Init torch distributed begin.")
+        self.pause(0.3)
+        if self.fail == "unbalanced":
+            local = GPU_MEM_GB
+            self.crash(
+                [
+                    *_TARGET_FRAMES,
+                    "srt/model_executor/model_runner.py:720 init_torch_distributed | raise ValueError(",
+                ],
+                "ValueError: The memory capacity is unbalanced. "
+                "Some GPUs may be occupied by other processes. "
+                "min_per_gpu_memory=%r, local_gpu_memory=%r, local_gpu_memory * 0.9=%r"
+                % (local * 0.62, local, local * 0.9),
+            )
+        self.all_ranks("Init torch distributed ends. mem usage=0.00 GB")
+        model_path = args["model_path"]
+        weights_gb = self.load_model("target", arch, _bytes_of(weight_files(model_path)))
+        tokens = self.kv_cache(target, _TARGET_FRAMES, draft=False)
+        kv_gb = GPU_MEM_GB - self.avail - weights_gb
+        self.capture("cuda graph", 1.0, _TARGET_FRAMES)
+        spec: Dict[str, Any] = {}
+        if algo == "NGRAM":
+            steps = int(args["speculative_num_draft_tokens"]) - 1
+            spec = {"steps": steps, "draft_tokens": steps + 1, "accept_p": ACCEPT_P_NGRAM, "draft_ms": 0.0}
+        elif algo:
+            draft_config, draft_files = self.drafter()
+            draft_arch = (draft_config.get("architectures") or ["LlamaForCausalLM"])[0]
+            self.all_ranks("Load weight begin. avail mem=%.2f GB" % self.avail)
+            self.pause(0.4)
+            if draft_arch == EAGLE3_ARCH:
+                try:
+                    misfit = first_misfit(draft_files, expected_eagle3_shapes(target, draft_config))
+                except CheckpointError as exc:
+                    self.crash(
+                        _DRAFT_FRAMES,
+                        "safetensors_rust.SafetensorError: Error while deserializing header: %s" % exc,
+                    )
+                if misfit is not None:
+                    self.crash(
+                        [
+                            *_DRAFT_FRAMES,
+                            "srt/models/llama_eagle3.py:262 load_weights | weight_loader(param, loaded_weight)",
+                            "srt/model_loader/weight_utils.py:845 default_weight_loader | "
+                            "assert param.size() == loaded_weight.size(), (",
+                        ],
+                        "AssertionError: Attempted to load weight (%s) into parameter (%s)"
+                        % (_size(misfit[0]), _size(misfit[1])),
+                    )
+            draft_gb = _bytes_of(draft_files) / float(1 << 30) / args["tp_size"]
+            self.avail -= draft_gb
+            self.all_ranks(
+                "Load weight end. type=%s, dtype=torch.bfloat16, avail mem=%.2f GB, mem usage=%.2f GB."
+                % (draft_arch, self.avail, draft_gb)
+            )
+            self.kv_cache(draft_config, _DRAFT_FRAMES, draft=True)
+            self.capture("draft cuda graph", 0.4, _DRAFT_FRAMES)
+            self.capture("draft extend cuda graph", 0.3, _DRAFT_FRAMES)
+            steps = int(args["speculative_num_steps"])
+            # EAGLE with an EAGLE-3 drafter loads and accepts nothing (sglang PR #21272).
+            trap = algo == "EAGLE" and draft_arch == EAGLE3_ARCH
+            spec = {
+                "steps": steps,
+                "draft_tokens": int(args["speculative_num_draft_tokens"]),
+                "accept_p": 0.0 if trap else drafter_accept_p(args["speculative_draft_model_path"], draft_config),
+                "draft_ms": DRAFT_STEP_MS * steps,
+            }
+        self.log.info(
+            "max_total_num_tokens=%d, chunked_prefill_size=%d, max_prefill_tokens=%d, "
+            "max_running_requests=%d, "
+            "context_len=%d, available_gpu_mem=%.2f GB"
+            % (
+                tokens,
+                args["chunked_prefill_size"],
+                args["max_prefill_tokens"],
+                int(args["max_running_requests"] or UNLIMITED_MAX_RUNNING),
+                args["context_length"],
+                self.avail,
+            ),
+            self.ranks[0],
+        )
+        memory = {"weight": round(weights_gb, 2), "kvcache": round(kv_gb, 2), "token_capacity": tokens}
+        memory["graph"] = 0.0 if args["disable_cuda_graph"] else GRAPH_MEM_GB
+        return spec, tokens, memory
+
+
+def _bind(host: str, port: int) -> ThreadingHTTPServer:
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+
+    class _HTTPServer(ThreadingHTTPServer):
+        address_family = family
+        daemon_threads = True
+
+    return _HTTPServer((host, port), Handler)
+
+
+def _warmup(sim: Server, host: str, port: int, fail: bool) -> None:
+    """SGLang's warmup: wait for /get_model_info, then one /generate of 8 tokens through the server."""
+    if host in ("", "0.0.0.0", "::"):
+        host = "::1" if host == "::" else "127.0.0.1"
+    base = "http://%s:%d" % ("[%s]" % host if ":" in host else host, port)
+    urllib.request.urlopen(base + "/get_model_info", timeout=30).read()
+    if fail:
+        error = traceback_text(
+            [
+                "srt/entrypoints/http_server.py:1560 _execute_server_warmup | "
+                'assert res.status_code == 200, f"{res.text}"'
+            ],
+            'AssertionError: {"object":"error","message":"Internal server error",'
+            '"type":"InternalServerError",'
+            '"param":null,"code":500}',
+        )
+        sim.log.error("Initialization failed. warmup error: %s" % error)
+        raise SimExit(1)
+    body = json.dumps(
+        {"text": "The capital city of France is", "sampling_params": {"temperature": 0, "max_new_tokens": 8}}
+    )
+    request = urllib.request.Request(base + "/generate", body.encode(), {"Content-Type": "application/json"})
+    urllib.request.urlopen(request, timeout=60).read()
+
+
+def serve(argv: List[str]) -> int:
+    """Run the simulated server until SIGTERM (0) or a failure (1); bad flags exit 2 from argparse."""
+    # SGLang's own parser is a plain ArgumentParser: unique prefixes such as --tp work there too.
+    namespace = build_parser(prog="launch_server.py", allow_abbrev=True).parse_args(argv)
+    args = server_args(namespace)
+    log = Log(args["log_level"])
+    log.info(
+        "SIMULATED SGLang %s server (specdeck sandbox stand-in for python -m sglang.launch_server): "
+        "no GPU, no model, timings from the operator's measurements." % VERSION
+    )
+    if os.environ.get("SPECDECK_SIM_FAIL", "") not in ("", *FAILURES):
+        log.error("SIMULATED: SPECDECK_SIM_FAIL must be one of %s." % ", ".join(FAILURES))
+        return 2
+    target, error = read_model_config(args["model_path"])
+    if target is None:
+        sys.stderr.write(_main_traceback(_HF_CONFIG_FRAMES, error) + "\n")
+        return 1
+    args = resolve_args(args, target, log)
+    log.info("server_args=ServerArgs(%s)" % ", ".join("%s=%r" % kv for kv in args.items()))
+    startup = Startup(args, target, log)
+    spec, tokens, memory = startup.run()
+    metrics = Metrics(args["served_model_name"], args["dp_size"] > 1)
+    engine = Engine(args, spec, log, metrics, startup.ranks[0])
+    sim = Server(args, engine, metrics, log)
+    sim.memory_usage = memory
+    sim.scheduler_info = {
+        "status": "ready",
+        "max_total_num_tokens": tokens,
+        "max_req_input_len": args["context_length"] - 1,
+    }
+    engine.start(tokens)
+
+    host, port = args["host"], args["port"]
+    log.uvicorn("INFO", "Started server process [%d]" % os.getpid())
+    log.uvicorn("INFO", "Waiting for application startup.")
+    log.uvicorn("INFO", "Application startup complete.")
+    Handler.sim = sim
+    try:
+        httpd = _bind(host, port)
+    except OSError as exc:
+        log.uvicorn(
+            "ERROR",
+            "[Errno %d] error while attempting to bind on address %r: %s"
+            % (exc.errno, (host, port), exc.strerror.lower()),
+        )
+        log.uvicorn("INFO", "Waiting for application shutdown.")
+        log.uvicorn("INFO", "Application shutdown complete.")
+        return 1
+    threading.Thread(target=httpd.serve_forever, name="http", daemon=True).start()
+    log.uvicorn("INFO", "Uvicorn running on http://%s:%d (Press CTRL+C to quit)" % (host, port))
+
+    # From here SIGTERM drains instead of killing; the handler only writes to a pipe the main thread reads.
+    wake_r, wake_w = os.pipe()
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(signum, lambda *_: os.write(wake_w, b"x"))
+    if not args["skip_server_warmup"]:
+        startup.pause(0.2)
+        _warmup(sim, host, port, startup.fail == "warmup")
+    sim.state = "ready"
+    log.info("The server is fired up and ready to roll!")
+
+    os.read(wake_r, 1)
+    sim.stop_accepting()
+    log.warning("SIGTERM received. signum=None frame=None. Draining requests and shutting down...")
+    while True:
+        remaining = sim.remaining()
+        log.info(
+            "Gracefully exiting... Remaining number of requests %d. Remaining requests remaining_rids=%r."
+            % (len(remaining), remaining)
+        )
+        if not remaining:
+            break
+        time.sleep(DRAIN_POLL_S * startup.scale)
+    httpd.shutdown()
+    return 0
+
+
+def main() -> None:
+    try:
+        code = serve(sys.argv[1:])
+    except SimExit as exc:
+        code = exc.code
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)  # daemon threads (scheduler, HTTP) end with the process, as SGLang's children do
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,530 @@
+"""SGLang's launch flags and the SIMULATED SGLang server, run as a real process on loopback."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+from backend.errors import UsageError
+from backend.sandbox import fixtures
+from backend.sandbox.simulator import ACCEPT_P_AQ, ACCEPT_P_OURS, mean_accept_length
+from backend.sglang_flags import FLAGS, build_parser, parse, parse_help_flags, server_args, unknown_flags
+
+REPO = Path(__file__).resolve().parents[1]
+PY38 = Path("/root/.pyenv/versions/3.8.18/bin/python")
+
+
+def prefix(ranks: str = "") -> str:
+    """A regex for SGLang's log prefix ``[YYYY-MM-DD HH:MM:SS{ranks}] ``."""
+    return r"\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d" + ranks + r"\] "
+
+
+# FIELD-NOTES §5's EAGLE-3 launch, as `specdeck serve cmd eagle3-ours` writes it.
+EAGLE3_ARGV = [
+    "--model-path", "/data/models/Kimi-K2.5", "--tp-size", "8", "--trust-remote-code",
+    "--host", "127.0.0.1", "--port", "30000", "--enable-metrics", "--decode-log-interval", "40",
+    "--speculative-algorithm", "EAGLE3",
+    "--speculative-draft-model-path", "/data/eagle3/output_100k_sglang/4",
+    "--speculative-num-steps", "3", "--speculative-eagle-topk", "1", "--speculative-num-draft-tokens", "4",
+]  # fmt: skip
+
+
+# --- the flag table ---------------------------------------------------------------------------------------
+
+
+def test_parser_takes_the_eagle3_launch_and_means_exactly_it():
+    args = server_args(parse(EAGLE3_ARGV))
+    assert args["model_path"] == "/data/models/Kimi-K2.5"
+    assert args["tp_size"] == 8 and args["dp_size"] == 1
+    assert args["trust_remote_code"] is True and args["enable_metrics"] is True
+    assert (args["host"], args["port"], args["decode_log_interval"]) == ("127.0.0.1", 30000, 40)
+    assert args["speculative_algorithm"] == "EAGLE3"
+    assert args["speculative_draft_model_path"] == "/data/eagle3/output_100k_sglang/4"
+    steps = (
+        args["speculative_num_steps"],
+        args["speculative_eagle_topk"],
+        args["speculative_num_draft_tokens"],
+    )
+    assert steps == (3, 1, 4)
+    # Untouched flags keep SGLang 0.5.6's defaults.
+    assert args["mem_fraction_static"] is None and args["disable_cuda_graph"] is False
+    assert args["speculative_accept_threshold_single"] == 1.0 and args["watchdog_timeout"] == 300
+
+
+@pytest.mark.parametrize(
+    "extra",
+    [
+        ["--tp", "8"],  # only a prefix of --tp-size: SGLang takes it, specdeck never writes it
+        ["--speculative-algo", "EAGLE3"],
+        ["--enable-metric"],
+        ["--not-an-sglang-flag"],
+        ["--speculative-algorithm", "EAGLE4"],
+        ["--tp-size", "eight"],
+    ],
+)
+def test_parser_refuses_prefixes_unknown_flags_and_bad_values(extra):
+    with pytest.raises(UsageError, match="launch_server would refuse"):
+        parse(["--model-path", "/m", *extra])
+
+
+def test_parser_needs_model_path():
+    with pytest.raises(UsageError, match="--model-path"):
+        parse(["--tp-size", "8"])
+
+
+def test_flag_table_has_the_flags_specdeck_relies_on():
+    for name, kind, default in [
+        ("--model-path", "str", None),
+        ("--tokenizer-path", "str", None),
+        ("--host", "str", "127.0.0.1"),
+        ("--port", "int", 30000),
+        ("--tp-size", "int", 1),
+        ("--dp-size", "int", 1),
+        ("--ep-size", "int", 1),
+        ("--trust-remote-code", "switch", None),
+        ("--mem-fraction-static", "float", None),
+        ("--max-running-requests", "int", None),
+        ("--cuda-graph-max-bs", "int", None),
+        ("--disable-cuda-graph", "switch", None),
+        ("--enable-metrics", "switch", None),
+        ("--decode-log-interval", "int", 40),
+        ("--log-level", "str", "info"),
+        ("--served-model-name", "str", None),
+        ("--context-length", "int", None),
+        ("--chunked-prefill-size", "int", None),
+        ("--speculative-draft-model-path", "str", None),
+        ("--speculative-draft-model-revision", "str", None),
+        ("--speculative-num-steps", "int", None),
+        ("--speculative-eagle-topk", "int", None),
+        ("--speculative-num-draft-tokens", "int", None),
+        ("--speculative-accept-threshold-single", "float", 1.0),
+        ("--speculative-accept-threshold-acc", "float", 1.0),
+        ("--speculative-token-map", "str", None),
+        ("--random-seed", "int", None),
+        ("--watchdog-timeout", "float", 300),
+        ("--enable-torch-compile", "switch", None),
+    ]:
+        assert (FLAGS[name].type, FLAGS[name].default) == (kind, default), name
+    algorithms = set(FLAGS["--speculative-algorithm"].choices)
+    assert {"EAGLE", "EAGLE3", "NEXTN", "STANDALONE", "NGRAM"} <= algorithms
+    assert "fa3" in FLAGS["--attention-backend"].choices and "bfloat16" in FLAGS["--dtype"].choices
+    assert "fp8_e4m3" in FLAGS["--kv-cache-dtype"].choices and "fp8" in FLAGS["--quantization"].choices
+    # Aliases share one flag; the ServerArgs field is what /get_server_info calls it.
+    assert FLAGS["--tp-size"] is FLAGS["--tensor-parallel-size"] and FLAGS["--tp-size"].field == "tp_size"
+    assert FLAGS["--ep"] is FLAGS["--ep-size"] and FLAGS["--model"] is FLAGS["--model-path"]
+    assert "--tp" not in FLAGS
+
+
+def test_parse_help_flags_reads_option_lines_only():
+    assert parse_help_flags(build_parser().format_help()) == set(FLAGS) | {"-h", "--help"}
+    # Python 3.13's layout names the metavar once; flags quoted inside help prose are not options.
+    help_text = (
+        "usage: launch_server.py [-h] --model-path MODEL_PATH\n\noptions:\n"
+        "  -h, --help            show this help message and exit\n"
+        "  --model-path, --model MODEL_PATH\n"
+        "                        The path of the model weights, see --prose-flag.\n"
+        "  --tp-size TP_SIZE     The tensor parallelism size. Use --also-prose.\n"
+        "  --kv-cache-dtype {auto,fp8_e5m2}\n"
+    )
+    assert parse_help_flags(help_text) == {
+        "-h",
+        "--help",
+        "--model-path",
+        "--model",
+        "--tp-size",
+        "--kv-cache-dtype",
+    }
+    assert unknown_flags(["--model-path=/m", "--tp-size", "8", "--new-flag"], {"--model-path", "--tp-size"}) == [
+        "--new-flag"
+    ]
+
+
+def test_simulator_parser_accepts_prefixes_like_sglang():
+    ns = build_parser(allow_abbrev=True).parse_args(["--model-path", "/m", "--tp", "2"])
+    assert ns.tensor_parallel_size == 2
+
+
+def test_acceptance_constants_give_the_operators_accept_lengths():
+    assert mean_accept_length(ACCEPT_P_OURS, 3) == pytest.approx(2.0, abs=1e-9)
+    assert mean_accept_length(ACCEPT_P_AQ, 3) == pytest.approx(3.3, abs=1e-9)
+    assert 0.54 < ACCEPT_P_OURS < 0.55 and 0.87 < ACCEPT_P_AQ < 0.88
+
+
+# --- the simulator as a process ---------------------------------------------------------------------------
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Sim:
+    """One simulator process on a free loopback port, its output in a file."""
+
+    def __init__(self, tmp: Path, argv: list, env: dict | None = None, python: str = sys.executable) -> None:
+        self.port = _free_port()
+        self.base = f"http://127.0.0.1:{self.port}"
+        self.log_path = tmp / f"sim-{self.port}.log"
+        environment = dict(os.environ, SPECDECK_SIM_TIME_SCALE="0.05", **(env or {}))
+        cmd = [python, "-m", "backend.sandbox.simulator", *argv, "--host", "127.0.0.1", "--port", str(self.port)]
+        with open(self.log_path, "wb") as out:
+            self.proc = subprocess.Popen(cmd, cwd=REPO, env=environment, stdout=out, stderr=subprocess.STDOUT)
+
+    def log(self) -> str:
+        return self.log_path.read_text()
+
+    def request(self, path: str, body: dict | None = None, timeout: float = 30) -> tuple[int, bytes]:
+        data = None if body is None else json.dumps(body).encode()
+        req = urllib.request.Request(self.base + path, data, {"Content-Type": "application/json"})
+        try:
+            with urllib.request.urlopen(req, timeout=timeout) as resp:
+                return resp.status, resp.read()
+        except urllib.error.HTTPError as err:
+            return err.code, err.read()
+
+    def json(self, path: str, body: dict | None = None) -> dict:
+        status, raw = self.request(path, body)
+        assert status == 200, raw
+        return json.loads(raw)
+
+    def events(self, path: str, body: dict) -> list:
+        """(arrival time, payload) of every SSE ``data:`` event of a streaming request."""
+        req = urllib.request.Request(self.base + path, json.dumps(body).encode(), {"Content-Type": "application/json"})
+        out = []
+        with urllib.request.urlopen(req, timeout=30) as resp:
+            for line in resp:
+                if line.startswith(b"data: "):
+                    payload = line[6:].strip().decode()
+                    out.append((time.perf_counter(), payload if payload == "[DONE]" else json.loads(payload)))
+        return out
+
+    def wait_ready(self, timeout: float = 30) -> list:
+        """Poll /health until 200 (the process is another program: short sleeps); the statuses seen."""
+        seen = []
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            assert self.proc.poll() is None, self.log()
+            try:
+                status, _ = self.request("/health", timeout=2)
+            except urllib.error.URLError:
+                status = None  # not listening yet: SGLang opens the port after loading
+            if not seen or seen[-1] != status:
+                seen.append(status)
+            if status == 200:
+                return seen
+            time.sleep(0.01)
+        raise AssertionError("simulator not ready:\n" + self.log())
+
+    def wait_exit(self, timeout: float = 30) -> int:
+        return self.proc.wait(timeout)
+
+    def kill(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
+
+
+@pytest.fixture
+def sims(tmp_path):
+    started = []
+
+    def start(argv: list, env: dict | None = None, python: str = sys.executable) -> Sim:
+        sim = Sim(tmp_path, argv, env, python)
+        started.append(sim)
+        return sim
+
+    yield start
+    for sim in started:
+        sim.kill()
+
+
+@pytest.fixture(scope="module")
+def models(tmp_path_factory) -> dict:
+    """The Kimi-K2 target (config only) and sparse drafters: ours, AQ-MedAI's, and a Llama-3-8B misfit."""
+    root = tmp_path_factory.mktemp("models")
+    return {
+        "target": fixtures.write_target_config(str(root / "Kimi-K2")),
+        "ours": fixtures.write_drafter(str(root / "output_100k_sglang" / "4"), "ours"),
+        "aq": fixtures.write_drafter(str(root / "aq_medai_k2"), "aq_medai_k2"),
+        "misfit": fixtures.write_drafter(str(root / "llama3_eagle3"), "llama3_8b"),
+    }
+
+
+def launch(models: dict, drafter: str | None, *extra: str, algorithm: str = "EAGLE3") -> list:
+    argv = ["--model-path", models["target"], "--tp-size", "8", "--trust-remote-code", "--random-seed", "7"]
+    if drafter:
+        argv += ["--speculative-algorithm", algorithm, "--speculative-draft-model-path", models[drafter]]
+        argv += ["--speculative-num-steps", "3", "--speculative-eagle-topk", "1", "--speculative-num-draft-tokens", "4"]
+    return argv + list(extra)
+
+
+def decode_lines(log: str) -> list:
+    return [line for line in log.splitlines() if "Decode batch" in line]
+
+
+DECODE = re.compile(
+    prefix(" TP0")
+    + r"Decode batch, #running-req: (\d+), #token: (\d+), token usage: (\d+\.\d\d), accept len: (\d+\.\d\d), "
+    r"accept rate: (\d+\.\d\d), cuda graph: True, gen throughput \(token/s\): (\d+\.\d\d), "
+    r"#queue-req: (\d+), $"
+)
+
+
+def test_eagle3_server_end_to_end(models, sims):
+    sim = sims(launch(models, "ours", "--enable-metrics", "--decode-log-interval", "5"))
+    seen = sim.wait_ready()
+    assert seen[-2:] == [503, 200]  # 503 during warmup, after the port opened
+
+    log = sim.log()
+    assert "SIMULATED" in log.splitlines()[0]
+    phases = [
+        "Load weight begin.",
+        "Load weight end. type=DeepseekV3ForCausalLM",
+        "KV Cache is allocated. #tokens: ",
+        "Capture cuda graph begin.",
+        "Capture cuda graph end.",
+        "Load weight end. type=LlamaForCausalLMEagle3",
+        "Capture draft cuda graph begin.",
+        "Capture draft cuda graph end.",
+        "Capture draft extend cuda graph begin.",
+        "Capture draft extend cuda graph end.",
+        f"Uvicorn running on http://127.0.0.1:{sim.port}",
+        "The server is fired up and ready to roll!",
+    ]
+    positions = [log.index(phase) for phase in phases]
+    assert positions == sorted(positions)
+    assert re.search(prefix(" TP7") + "Capture cuda graph end", log)  # every rank logs its phases
+    assert re.search(prefix() + "The server is fired up", log)
+
+    out = sim.json("/generate", {"text": "Explain speculative decoding.", "sampling_params": {"max_new_tokens": 64}})
+    meta = out["meta_info"]
+    assert meta["completion_tokens"] == 64 and meta["finish_reason"] == {"type": "length", "length": 64}
+    assert 1.5 < meta["completion_tokens"] / meta["spec_verify_ct"] < 2.6  # ours: ≈ 2.0
+    assert meta["spec_accept_length"] == pytest.approx(64 / meta["spec_verify_ct"])
+    assert meta["e2e_latency"] > 0 and len(out["output_ids"]) == 64 and out["text"]
+
+    lines = decode_lines(sim.log())
+    assert lines and all(DECODE.match(line) for line in lines), lines
+    lens = [float(DECODE.match(line).group(4)) for line in lines]
+    assert 1.4 < sum(lens) / len(lens) < 2.7
+    assert all(
+        float(DECODE.match(line).group(5)) == pytest.approx(length / 4, abs=0.01)
+        for line, length in zip(lines, lens, strict=True)
+    )
+    assert re.search(prefix(" TP0") + r"Prefill batch, #new-seq: 1, #new-token: \d+, #cached-token: 0, ", sim.log())
+
+    info = sim.json("/get_server_info")
+    assert info["simulated"] is True and info["version"] == "0.5.6-sim"
+    assert (
+        info["speculative_num_steps"],
+        info["speculative_eagle_topk"],
+        info["speculative_num_draft_tokens"],
+    ) == (
+        3,
+        1,
+        4,
+    )
+    assert info["tp_size"] == 8 and info["speculative_algorithm"] == "EAGLE3" and info["max_running_requests"] == 48
+    state = info["internal_states"][0]
+    assert 1.4 < state["avg_spec_accept_length"] < 2.7 and state["last_gen_throughput"] > 0
+    assert sim.json("/server_info")["internal_states"][0]["avg_spec_accept_length"] == state["avg_spec_accept_length"]
+    assert sim.json("/get_model_info")["model_path"] == models["target"]
+
+    status, raw = sim.request("/metrics")
+    assert status == 200
+    samples = {s.name: s for family in text_string_to_metric_families(raw.decode()) for s in family.samples}
+    assert samples["sglang:generation_tokens_total"].value >= 64 + 8  # ours and the warmup's
+    last_line = decode_lines(sim.log())[-1]  # read now: the last pass logs after the response went out
+    assert samples["sglang:spec_accept_length"].value == float(last_line.split("accept len: ")[1][:4])
+    assert samples["sglang:gen_throughput"].labels["tp_rank"] == "0"
+    for name in (
+        "sglang:spec_accept_rate",
+        "sglang:num_running_reqs",
+        "sglang:num_queue_reqs",
+        "sglang:token_usage",
+    ):
+        assert samples[name].labels["model_name"] == models["target"]
+    assert "sglang:prompt_tokens_total" in samples
+
+
+def test_openai_endpoints_with_and_without_streaming(models, sims):
+    sim = sims(launch(models, None))
+    sim.wait_ready()
+    completion = sim.json("/v1/completions", {"model": "default", "prompt": "Hello", "max_tokens": 12})
+    assert completion["object"] == "text_completion" and completion["choices"][0]["finish_reason"] == "length"
+    assert completion["usage"]["completion_tokens"] == 12
+
+    events = sim.events(
+        "/v1/completions",
+        {"prompt": "Hello", "max_tokens": 12, "stream": True, "stream_options": {"include_usage": True}},
+    )
+    assert events[-1][1] == "[DONE]"
+    usage = events[-2][1]
+    assert usage["choices"] == [] and usage["usage"]["completion_tokens"] == 12
+    text = "".join(e[1]["choices"][0]["text"] for e in events[:-2])
+    assert text == completion["choices"][0]["text"] or len(text.split()) == 12
+    assert events[-3][1]["choices"][0]["finish_reason"] == "length"
+
+    chat = sim.json("/v1/chat/completions", {"messages": [{"role": "user", "content": "Hi"}], "max_tokens": 8})
+    assert chat["object"] == "chat.completion" and chat["choices"][0]["message"]["role"] == "assistant"
+    assert chat["usage"]["completion_tokens"] == 8
+
+    events = sim.events(
+        "/v1/chat/completions",
+        {"messages": [{"role": "user", "content": "Hi"}], "max_tokens": 8, "stream": True},
+    )
+    chunks = [e[1] for e in events[:-1]]
+    assert events[-1][1] == "[DONE]" and all(c["object"] == "chat.completion.chunk" for c in chunks)
+    assert chunks[0]["choices"][0]["delta"]["role"] == "assistant"
+    assert chunks[-1]["choices"][0]["finish_reason"] == "length"
+    assert len("".join(c["choices"][0]["delta"]["content"] or "" for c in chunks).split()) == 8
+
+    assert sim.request("/metrics")[0] == 404  # without --enable-metrics, as in SGLang
+
+
+def stream_speed(sim: Sim, max_tokens: int = 64) -> tuple[float, float]:
+    """(decode tok/s after the first token, accept length or 1.0) of one streamed /generate request."""
+    events = sim.events(
+        "/generate",
+        {"text": "Write a poem.", "sampling_params": {"max_new_tokens": max_tokens}, "stream": True},
+    )
+    chunks = [(t, payload["meta_info"]) for t, payload in events if payload != "[DONE]"]
+    (t0, first), (t1, last) = chunks[0], chunks[-1]
+    tok_s = (last["completion_tokens"] - first["completion_tokens"]) / (t1 - t0)
+    accept = last["completion_tokens"] / last["spec_verify_ct"] if "spec_verify_ct" in last else 1.0
+    return tok_s, accept
+
+
+def test_speeds_follow_the_operators_measurements(models, sims):
+    baseline, ours, aq = (sims(launch(models, drafter)) for drafter in (None, "ours", "aq"))
+    for sim in (baseline, ours, aq):
+        sim.wait_ready()
+    results: dict = {}
+    threads = [
+        threading.Thread(target=lambda name=name, sim=sim: results.update({name: stream_speed(sim)}))
+        for name, sim in (("baseline", baseline), ("ours", ours), ("aq", aq))
+    ]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    (base_tok_s, _), (ours_tok_s, ours_accept), (aq_tok_s, aq_accept) = (
+        results[name] for name in ("baseline", "ours", "aq")
+    )
+    assert 74 < base_tok_s < 86  # one stream, no speculation: 82 tok/s
+    assert ours_tok_s < base_tok_s and ours_accept < 2.46  # below the break-even accept length
+    assert aq_tok_s > base_tok_s and aq_accept > 2.46
+    assert 45 < ours_tok_s < 75 and 85 < aq_tok_s < 125
+
+
+def test_concurrent_streams_each_slow_down_a_little(models, sims):
+    sim = sims(launch(models, None, "--decode-log-interval", "10"))
+    sim.wait_ready()
+    speeds = []
+    threads = [threading.Thread(target=lambda: speeds.append(stream_speed(sim, 48)[0])) for _ in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    # Each stream is a little under 82 tok/s (a later admission's prefill can cost an early one more)...
+    assert len(speeds) == 4 and all(60 < s < 81.5 for s in speeds), speeds
+    # ...while the batch as a whole runs at ≈ 4 x 77 tok/s.
+    full = [line for line in decode_lines(sim.log()) if "#running-req: 4," in line]
+    assert full and max(float(line.split("(token/s): ")[1].split(",")[0]) for line in full) > 250
+
+
+def test_eagle_with_an_eagle3_drafter_accepts_nothing(models, sims):
+    sim = sims(launch(models, "aq", "--decode-log-interval", "5", algorithm="EAGLE"))
+    sim.wait_ready()
+    meta = sim.json("/generate", {"text": "Hi", "sampling_params": {"max_new_tokens": 16}})["meta_info"]
+    assert meta["spec_accept_token_num"] == 0 and meta["spec_verify_ct"] == 15  # the first token is the prefill's
+    lines = decode_lines(sim.log())
+    assert lines and all("accept len: 1.00, accept rate: 0.25, " in line for line in lines)
+
+
+def test_misfit_drafter_dies_loading_with_sglangs_message(models, sims):
+    sim = sims(launch(models, "misfit"))
+    assert sim.wait_exit() == 1
+    log = sim.log()
+    assert re.search(prefix(" TP0") + "Scheduler hit an exception: Traceback \\(most recent call last\\):", log)
+    assert (
+        "AssertionError: Attempted to load weight (torch.Size([4096, 12288])) "
+        "into parameter (torch.Size([7168, 21504]))" in log
+    )
+    assert "Received sigquit from a child process" in log and "fired up" not in log
+
+
+@pytest.mark.parametrize(
+    "failure, signature",
+    [
+        ("oom", "RuntimeError: Not enough memory. Please try to increase --mem-fraction-static."),
+        ("cuda_graph", "Exception: Capture cuda graph failed: CUDA out of memory."),
+        ("warmup", "Initialization failed. warmup error: Traceback (most recent call last):"),
+        (
+            "unbalanced",
+            "ValueError: The memory capacity is unbalanced. Some GPUs may be occupied by other processes.",
+        ),
+    ],
+)
+def test_forced_failures_die_with_their_signatures(models, sims, failure, signature):
+    sim = sims(launch(models, "ours"), env={"SPECDECK_SIM_FAIL": failure})
+    assert sim.wait_exit() == 1
+    log = sim.log()
+    assert signature in log and "fired up" not in log
+
+
+def test_missing_model_busy_port_and_unknown_flag(models, sims, tmp_path):
+    missing = sims(["--model-path", str(tmp_path / "no-such-model")])
+    assert missing.wait_exit() == 1
+    assert "HFValidationError: Repo id must be in the form" in missing.log()
+
+    with socket.socket() as holder:
+        busy = sims(launch(models, None))
+        holder.bind(("127.0.0.1", busy.port))
+        holder.listen()
+        assert busy.wait_exit() == 1
+    assert f"[Errno 98] error while attempting to bind on address ('127.0.0.1', {busy.port})" in busy.log()
+
+    unknown = sims(["--model-path", models["target"], "--not-an-sglang-flag"])
+    assert unknown.wait_exit() == 2
+    assert "unrecognized arguments: --not-an-sglang-flag" in unknown.log()
+
+
+@pytest.mark.parametrize("python", [sys.executable, str(PY38)], ids=["this-python", "python3.8"])
+def test_sigterm_drains_in_flight_requests_and_exits_0(models, sims, python):
+    if not Path(python).exists():
+        pytest.skip("no Python 3.8 interpreter on this machine")
+    sim = sims(launch(models, None), python=python)
+    sim.wait_ready()
+    events: list = []
+    stream = threading.Thread(
+        target=lambda: events.extend(
+            sim.events("/generate", {"text": "Hi", "sampling_params": {"max_new_tokens": 40}, "stream": True})
+        )
+    )
+    stream.start()
+    while "Prefill batch" not in sim.log().split("fired up")[-1]:
+        time.sleep(0.01)
+    sim.proc.send_signal(signal.SIGTERM)
+    while "SIGTERM received" not in sim.log():
+        time.sleep(0.01)
+    assert sim.request("/health")[0] == 503
+    assert sim.request("/generate", {"text": "late", "sampling_params": {"max_new_tokens": 4}})[0] == 503
+    stream.join()
+    assert sim.wait_exit() == 0
+    assert events[-1][1] == "[DONE]" and events[-2][1]["meta_info"]["completion_tokens"] == 40
+    assert "Gracefully exiting... Remaining number of requests 0." in sim.log()
