@@ -1,0 +1,466 @@
+"""Compare drafters: inspect a checkpoint (local, hub), diff two side by side, judge each against a target.
+
+Everything here works on the dict ``inspect_checkpoint`` returns (the host agent's ``checkpoint.inspect``
+gives the same), so the CLI and the TUI's Compare tab call these functions whatever the source. No weights are
+read: the verdict's checks are the ones FIELD-NOTES §2 lists as catching real failures.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import tempfile
+from typing import Any
+
+from backend.agent.host.checkpoint import CONFIG, build_result, inspect_checkpoint
+from backend.agent.host.safetensors_header import MAX_HEADER, CheckpointError, validate_header
+from backend.errors import OperationFailed, UsageError
+
+HUB_PREFIX = "hf://"
+EAGLE3_ARCH = "LlamaForCausalLMEagle3"
+GROUPS = ("attention", "mlp", "fc", "lm_head", "norms", "vocab maps", "other")
+AUX_IDS = "eagle_config.eagle_aux_hidden_state_layer_ids"
+_REPO = re.compile(r"^[\w.-]+(/[\w.-]+)?$")
+
+# --- sources ---
+
+
+def inspect_local(path: str) -> dict:
+    """``inspect_checkpoint`` for a path on this machine; any refusal is a ``UsageError`` (exit 2)."""
+    try:
+        return inspect_checkpoint(path)
+    except (CheckpointError, FileNotFoundError, PermissionError) as exc:
+        raise UsageError(str(exc)) from None
+
+
+def parse_hub_spec(spec: str) -> tuple[str, str | None]:
+    """``hf://org/name[@revision]`` → (``org/name``, revision or None)."""
+    body = spec[len(HUB_PREFIX) :] if spec.startswith(HUB_PREFIX) else ""
+    repo, at, revision = body.partition("@")
+    if not _REPO.match(repo) or (at and not revision):
+        raise UsageError(f"{spec!r} is not a hub checkpoint: write hf://org/name or hf://org/name@revision")
+    return repo, revision or None
+
+
+def inspect_hub(repo_spec: str, endpoint: str | None = None, token: str | None = None) -> dict:
+    """Inspect a hub repo from its config.json and its safetensors headers (Range requests, no weights).
+
+    Returns the ``inspect_checkpoint`` dict with ``path`` = ``repo_spec``. A missing repo, a gated one or an
+    unreachable hub is an ``OperationFailed`` (exit 1); a corrupt header a ``UsageError`` (exit 2).
+    """
+    repo, revision = parse_hub_spec(repo_spec)
+    import huggingface_hub  # lazily: importing it costs ~0.3 s and only hub sources need it
+    from huggingface_hub import errors as hub_errors
+
+    api = huggingface_hub.HfApi(endpoint=endpoint, token=token)
+    # A missing config.json is a note; older huggingface_hub versions only have the broader class.
+    no_entry = getattr(hub_errors, "RemoteEntryNotFoundError", hub_errors.EntryNotFoundError)
+    notes: list[str] = []
+    try:
+        with tempfile.TemporaryDirectory(prefix="specdeck-hub-") as tmp:
+            try:
+                local = huggingface_hub.hf_hub_download(
+                    repo, CONFIG, revision=revision, local_dir=tmp, endpoint=endpoint, token=token
+                )
+                with open(local, "rb") as f:
+                    config = _config_object(f.read(), f"{repo_spec}/{CONFIG}")
+            except no_entry:
+                config = None
+                notes.append("no config.json: shapes only, the architecture and the aux layers are unknown")
+        meta = api.get_safetensors_metadata(repo, revision=revision, token=token)
+        sizes = {
+            entry.path: entry.size
+            for entry in api.get_paths_info(repo, sorted(meta.files_metadata), revision=revision, token=token)
+        }
+    except Exception as exc:
+        raise _hub_error(exc, repo_spec, endpoint or huggingface_hub.constants.ENDPOINT) from None
+    headers = []
+    for name, file_meta in sorted(meta.files_metadata.items()):
+        where = f"{repo_spec}/{name}"
+        obj: dict[str, Any] = {"__metadata__": file_meta.metadata or None}
+        for tensor, info in file_meta.tensors.items():
+            obj[tensor] = {
+                "dtype": info.dtype,
+                "shape": list(info.shape),
+                "data_offsets": list(info.data_offsets),
+            }
+        try:
+            checked = validate_header(obj, where)
+            size = sizes.get(name, 0)
+            header_len = size - 8 - checked["data_len"]
+            if not 2 <= header_len <= MAX_HEADER:
+                raise CheckpointError(
+                    where,
+                    "file_size",
+                    f"the header describes {checked['data_len']} bytes of data in a {size}-byte file",
+                )
+        except CheckpointError as exc:
+            raise UsageError(str(exc)) from None
+        headers.append((name, size, {"metadata": checked["metadata"], "tensors": checked["tensors"]}))
+    weight_map = meta.weight_map if meta.sharded else None
+    try:
+        return build_result(repo_spec, config, headers, weight_map, notes, meta.metadata)
+    except CheckpointError as exc:
+        raise UsageError(str(exc)) from None
+
+
+def _config_object(data: bytes, where: str) -> dict:
+    try:
+        config = json.loads(data)
+    except ValueError:
+        config = None
+    if not isinstance(config, dict):
+        raise UsageError(f"{where} is not a JSON object; fix the config on the hub")
+    return config
+
+
+def _hub_error(exc: Exception, spec: str, endpoint: str) -> Exception:
+    """One sentence for each way the hub can refuse; anything unexpected is re-raised as it is."""
+    from huggingface_hub import errors as hub_errors
+
+    status = getattr(getattr(exc, "response", None), "status_code", None)
+    gated = f"{spec} is gated or private: set HF_TOKEN to a token with access to it, then retry"
+    if isinstance(exc, hub_errors.GatedRepoError) or status in (401, 403):
+        return OperationFailed(gated)
+    if isinstance(exc, hub_errors.RevisionNotFoundError):
+        return OperationFailed(f"{spec}: revision not found on {endpoint}; check the branch, tag or commit")
+    if isinstance(exc, hub_errors.RepositoryNotFoundError) or status == 404:
+        return OperationFailed(f"{spec} not found on {endpoint}; check the repo name")
+    if isinstance(exc, hub_errors.NotASafetensorsRepoError):
+        return OperationFailed(f"{spec} has no model.safetensors or model.safetensors.index.json; pick a checkpoint")
+    if isinstance(exc, hub_errors.SafetensorsParsingError):
+        return UsageError(f"{spec}: a safetensors header on the hub is corrupt ({exc}); ask the repo owner")
+    if isinstance(exc, hub_errors.HfHubHTTPError):
+        return OperationFailed(f"the hub at {endpoint} refused {spec} (HTTP {status}); retry later")
+    if isinstance(exc, OSError) or type(exc).__module__.startswith(("httpx", "httpcore", "requests", "urllib3")):
+        detail = f" ({exc})" if len(str(exc)) <= 80 else ""  # keep "timed out", drop paragraphs
+        return OperationFailed(f"cannot reach the hub at {endpoint}{detail}; check the network or HF_ENDPOINT")
+    return exc
+
+
+# --- diff ---
+
+
+def flatten_config(cfg: dict | None, prefix: str = "") -> dict:
+    """Nested keys joined by '.': ``{"eagle_config": {"x": 1}}`` → ``{"eagle_config.x": 1}``; lists stay."""
+    out: dict[str, Any] = {}
+    for key, value in (cfg or {}).items():
+        name = f"{prefix}{key}"
+        if isinstance(value, dict) and value:
+            out.update(flatten_config(value, name + "."))
+        else:
+            out[name] = value
+    return out
+
+
+def group_of(name: str) -> str:
+    """Which summary group a tensor belongs to (see ``GROUPS``)."""
+    parts = name.split(".")
+    if name in ("d2t", "t2d"):
+        return "vocab maps"
+    if parts[0] in ("fc", "lm_head"):
+        return parts[0]
+    if any(part.endswith("norm") for part in parts):
+        return "norms"
+    if any("attn" in part for part in parts):
+        return "attention"
+    if "mlp" in parts:
+        return "mlp"
+    return "other"
+
+
+def _same(x: Any, y: Any) -> bool:
+    # Through JSON so 1, 1.0 and true are three different values, as they are in config.json.
+    return json.dumps(x, sort_keys=True) == json.dumps(y, sort_keys=True)
+
+
+def _status(in_a: bool, in_b: bool, same: bool, changed: str) -> str:
+    if not in_b:
+        return "only_a"
+    if not in_a:
+        return "only_b"
+    return "same" if same else changed
+
+
+def _totals(tensors: list[dict]) -> dict:
+    return {
+        "params": sum(_numel(t["shape"]) for t in tensors),
+        "bytes": sum(t["bytes"] for t in tensors),
+        "tensors": len(tensors),
+    }
+
+
+def _numel(shape: list[int]) -> int:
+    n = 1
+    for dim in shape:
+        n *= dim
+    return n
+
+
+def diff(a: dict, b: dict, target: dict | None = None) -> dict:
+    """Config rows, tensor rows, sizes per side and per group, and both drafters' verdicts against ``target``.
+
+    ``a`` and ``b`` are inspect dicts; ``target`` is the target's config.json (or its inspect dict).
+    """
+    ca, cb = flatten_config(a.get("config")), flatten_config(b.get("config"))
+    config_rows = [
+        {
+            "key": key,
+            "a": ca.get(key),
+            "b": cb.get(key),
+            "status": _status(key in ca, key in cb, _same(ca.get(key), cb.get(key)), "changed"),
+        }
+        for key in sorted(set(ca) | set(cb))
+    ]
+    ta, tb = a["tensors"], b["tensors"]
+    tensor_rows = []
+    for name in sorted(set(ta) | set(tb)):
+        sa, sb = ta.get(name), tb.get(name)
+        status = _status(sa is not None, sb is not None, True, "")
+        if status == "same":
+            status = "shape" if sa["shape"] != sb["shape"] else "dtype" if sa["dtype"] != sb["dtype"] else "same"
+        tensor_rows.append(
+            {
+                "name": name,
+                "a": {"dtype": sa["dtype"], "shape": sa["shape"]} if sa else None,
+                "b": {"dtype": sb["dtype"], "shape": sb["shape"]} if sb else None,
+                "status": status,
+            }
+        )
+    groups = {
+        group: {
+            side: _totals([t for n, t in tensors.items() if group_of(n) == group])
+            for side, tensors in (("a", ta), ("b", tb))
+        }
+        for group in GROUPS
+    }
+    target_config = target.get("config") if target and "tensors" in target else target
+    va, vb = verdict(a, target_config), verdict(b, target_config)
+    shared = [n for n in va["notes"] if n in vb["notes"]]
+    return {
+        "paths": {"a": a.get("path"), "b": b.get("path")},
+        "config": config_rows,
+        "tensors": tensor_rows,
+        "summary": {"a": _totals(list(ta.values())), "b": _totals(list(tb.values())), "groups": groups},
+        "verdict": {
+            "compatible": va["compatible"] and vb["compatible"],
+            "a": va,
+            "b": vb,
+            "problems": [f"A: {p}" for p in va["problems"]] + [f"B: {p}" for p in vb["problems"]],
+            "notes": shared
+            + [f"A: {n}" for n in va["notes"] if n not in shared]
+            + [f"B: {n}" for n in vb["notes"] if n not in shared],
+        },
+    }
+
+
+# --- verdict ---
+
+
+def _int(cfg: dict | None, key: str) -> int | None:
+    value = (cfg or {}).get(key)
+    return value if type(value) is int else None
+
+
+def _shape(tensors: dict, name: str, dims: int) -> list[int] | None:
+    info = tensors.get(name)
+    return info["shape"] if info and len(info["shape"]) == dims else None
+
+
+def _language_config(cfg: dict | None) -> dict | None:
+    """The part of a target config that describes the language model (multimodal ones nest it)."""
+    if cfg and "hidden_size" not in cfg and isinstance(cfg.get("text_config"), dict):
+        return cfg["text_config"]
+    return cfg
+
+
+def _algorithm(cfg: dict | None) -> str | None:
+    archs = (cfg or {}).get("architectures") or []
+    names = [a for a in archs if isinstance(a, str)] if isinstance(archs, list) else []
+    if any("eagle3" in a.lower() for a in names):
+        return "EAGLE3"
+    if any("eagle" in a.lower() for a in names):
+        return "EAGLE"
+    return None
+
+
+def _trained_for(drafter: dict) -> str | None:
+    """The target model_type a drafter says it was trained for, when its config or metadata records one."""
+    cfg = drafter.get("config") or {}
+    for source in (cfg, cfg.get("eagle_config") or {}, drafter.get("metadata") or {}):
+        if isinstance(source, dict) and isinstance(source.get("target_model_type"), str):
+            return source["target_model_type"]
+    return None
+
+
+def verdict(drafter: dict, target_config: dict | None) -> dict:
+    """Judge one drafter (an inspect dict) against the target's config.json.
+
+    Returns ``{"compatible", "problems", "notes", "algorithm"}``: problems are sentences naming the tensor or
+    key and both numbers; ``algorithm`` is the ``--speculative-algorithm`` it needs (None if unknown).
+    """
+    cfg = drafter.get("config")
+    tensors = drafter.get("tensors") or {}
+    target = _language_config(target_config)
+    problems: list[str] = []
+    notes: list[str] = []
+    algorithm = _algorithm(cfg)
+
+    if cfg is None:
+        problems.append("there is no config.json: SGLang needs it to build the drafter; add the drafter's config")
+    elif algorithm != "EAGLE3":
+        problems.append(f"architectures is {cfg.get('architectures')}, not an EAGLE-3 one such as {EAGLE3_ARCH}")
+
+    hidden_d, hidden_t = _int(cfg, "hidden_size"), _int(target, "hidden_size")
+    if hidden_d and hidden_t and hidden_d != hidden_t:
+        problems.append(f"hidden_size is {hidden_d} but the target's hidden_size is {hidden_t}")
+    hidden = hidden_t or hidden_d
+    hidden_name = "the target's hidden_size" if hidden_t else "hidden_size"
+
+    eagle = (cfg or {}).get("eagle_config") if isinstance((cfg or {}).get("eagle_config"), dict) else {}
+    aux = eagle.get("eagle_aux_hidden_state_layer_ids")
+    layers = _int(target, "num_hidden_layers")
+    if aux is None:
+        n_aux = 3
+        if cfg is not None:
+            notes.append(f"no {AUX_IDS}: SGLang captures its default layers 2, L/2 and L-3 of the target")
+    elif not isinstance(aux, list) or not all(type(i) is int for i in aux):
+        problems.append(f"{AUX_IDS} is {aux!r}, not a list of layer numbers")
+        n_aux = 3
+    else:
+        n_aux = len(aux)
+        for layer in aux if layers else ():
+            # SGLang captures the input of layer id + 1 (the output of layer id): the last usable id is L - 2.
+            if not 0 <= layer <= layers - 2:
+                problems.append(
+                    f"{AUX_IDS} has {layer} but the target has {layers} layers: SGLang reads the input of "
+                    f"layer id + 1, so ids must be 0 to {layers - 2}"
+                )
+
+    fc = _shape(tensors, "fc.weight", 2)
+    if eagle.get("use_aux_hidden_state") is False:
+        notes.append("use_aux_hidden_state is false: the drafter reads only the target's last hidden state")
+    elif fc is None:
+        problems.append("fc.weight is missing: an EAGLE-3 drafter fuses the target's aux hidden states with it")
+    else:
+        if hidden and fc[1] != n_aux * hidden:
+            wanted = n_aux * hidden
+            problems.append(
+                f"fc.weight takes {fc[1]} inputs but {n_aux} aux layers × {hidden_name} {hidden} = {wanted}"
+            )
+        if hidden_d and fc[0] != hidden_d:
+            problems.append(f"fc.weight has {fc[0]} output rows but hidden_size is {hidden_d}")
+
+    for proj in ("q", "k", "v"):
+        name = f"midlayer.self_attn.{proj}_proj.weight"
+        shape = _shape(tensors, name, 2)
+        if shape is None:
+            problems.append(f"{name} is missing: the drafter's decoder layer is incomplete")
+        elif hidden and shape[1] != 2 * hidden:
+            problems.append(f"{name} takes {shape[1]} inputs but 2 × {hidden_name} {hidden} = {2 * hidden}")
+
+    draft_vocab = _int(cfg, "draft_vocab_size") or _int(cfg, "vocab_size")
+    vocab_t = _int(target, "vocab_size")
+    vocab = vocab_t or _int(cfg, "vocab_size")
+    vocab_name = "the target's vocab_size" if vocab_t else "vocab_size"
+    lm_head = _shape(tensors, "lm_head.weight", 2)
+    if lm_head is None:
+        problems.append("lm_head.weight is missing: the drafter cannot propose tokens")
+    elif draft_vocab and lm_head[0] != draft_vocab:
+        problems.append(f"lm_head.weight has {lm_head[0]} rows but draft_vocab_size is {draft_vocab}")
+    d2t = _shape(tensors, "d2t", 1)
+    if d2t is not None and draft_vocab and d2t[0] != draft_vocab:
+        problems.append(f"d2t has {d2t[0]} entries but draft_vocab_size is {draft_vocab}")
+    elif d2t is None and draft_vocab and vocab and draft_vocab != vocab:
+        problems.append(
+            f"d2t is missing but draft_vocab_size {draft_vocab} differs from {vocab_name} {vocab}: "
+            "SGLang cannot map draft tokens to target tokens"
+        )
+    t2d = _shape(tensors, "t2d", 1)
+    if t2d is not None and vocab and t2d[0] != vocab:
+        problems.append(f"t2d has {t2d[0]} entries but {vocab_name} is {vocab}")
+
+    if algorithm == "EAGLE3":
+        notes.append(
+            "launch with --speculative-algorithm EAGLE3: with EAGLE an EAGLE-3 drafter loads without error "
+            "and silently gives accept length 1.00"
+        )
+    elif algorithm == "EAGLE":
+        notes.append("an EAGLE (not EAGLE-3) drafter: launch with --speculative-algorithm EAGLE")
+    if target_config is None:
+        notes.append("no target config: checked against the drafter's own config only")
+    else:
+        trained_for = _trained_for(drafter)
+        target_types = {(target_config or {}).get("model_type"), (target or {}).get("model_type")}
+        if trained_for and trained_for not in target_types:
+            notes.append(
+                f"trained for model_type {trained_for} but the target is {target_config.get('model_type')}: "
+                "same shapes ≠ same behaviour, the target's hidden states at the aux layers may differ"
+            )
+        elif not problems:
+            notes.append("same shapes ≠ same behaviour: it will load; measure the accept length on this target")
+    return {"compatible": not problems, "problems": problems, "notes": notes, "algorithm": algorithm}
+
+
+# --- Markdown export ---
+
+
+def format_params(n: int) -> str:
+    """1191144704 → ``1.19 B``."""
+    for size, unit in ((1e9, "B"), (1e6, "M"), (1e3, "K")):
+        if n >= size:
+            return f"{n / size:.2f} {unit}"
+    return str(n)
+
+
+def format_bytes(n: int) -> str:
+    """2382317568 → ``2.22 GiB``."""
+    for size, unit in ((1 << 40, "TiB"), (1 << 30, "GiB"), (1 << 20, "MiB"), (1 << 10, "KiB")):
+        if n >= size:
+            return f"{n / size:.2f} {unit}"
+    return f"{n} B"
+
+
+def _cell(value: Any) -> str:
+    if value is None:
+        return "—"
+    text = value if isinstance(value, str) else json.dumps(value)
+    return text.replace("|", "\\|")
+
+
+def _tensor_cell(side: dict | None) -> str:
+    return "—" if side is None else f"{side['dtype']} {side['shape']}"
+
+
+def diff_to_markdown(diff: dict, a_label: str, b_label: str) -> str:
+    """The diff as a Markdown report: verdict, sizes per group, config rows and tensor rows."""
+    v = diff["verdict"]
+    lines = [f"# Drafter diff: {a_label} vs {b_label}", ""]
+    lines.append(f"**Verdict:** {'compatible' if v['compatible'] else 'incompatible'}")
+    for side, label in (("a", a_label), ("b", b_label)):
+        sv = v[side]
+        algo = f", --speculative-algorithm {sv['algorithm']}" if sv["algorithm"] else ""
+        lines.append(f"- {label}: {'compatible' if sv['compatible'] else 'incompatible'}{algo}")
+    lines.append("")
+    if v["problems"]:
+        lines += ["## Problems", ""] + [f"- {p}" for p in v["problems"]] + [""]
+    if v["notes"]:
+        lines += ["## Notes", ""] + [f"- {n}" for n in v["notes"]] + [""]
+    summary = diff["summary"]
+    lines += ["## Size", "", f"| group | {a_label} | {b_label} |", "|---|---|---|"]
+
+    def sizes(t: dict) -> str:
+        return f"{format_params(t['params'])} params, {format_bytes(t['bytes'])}, {t['tensors']} tensors"
+
+    lines.append(f"| **total** | {sizes(summary['a'])} | {sizes(summary['b'])} |")
+    for group, sides in summary["groups"].items():
+        if sides["a"]["tensors"] or sides["b"]["tensors"]:
+            lines.append(f"| {group} | {sizes(sides['a'])} | {sizes(sides['b'])} |")
+    lines += ["", "## Config", "", f"| key | {a_label} | {b_label} | status |", "|---|---|---|---|"]
+    for row in diff["config"]:
+        lines.append(f"| {_cell(row['key'])} | {_cell(row['a'])} | {_cell(row['b'])} | {row['status']} |")
+    lines += ["", "## Tensors", "", f"| tensor | {a_label} | {b_label} | status |", "|---|---|---|---|"]
+    for row in diff["tensors"]:
+        cells = (_cell(row["name"]), _tensor_cell(row["a"]), _tensor_cell(row["b"]), row["status"])
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
