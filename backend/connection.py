@@ -83,6 +83,7 @@ class Connection:
         self.agent: AgentClient | None = None
         self.state = ConnState("connecting", since=time.time())
         self.hello: dict = {}
+        self.last_error: ConnectionFailed | None = None  # the host-key error behind a "lost" state
         self._listeners: list[Callable[[ConnState], None]] = []
         self._connected = asyncio.Event()
         self._supervisor: asyncio.Task | None = None
@@ -152,6 +153,7 @@ class Connection:
                 try:
                     await self._connect_once()
                 except (HostKeyUnknown, HostKeyChanged) as exc:
+                    self.last_error = exc
                     self._set("lost", str(exc))
                     await self._wait_retry(None)
                     attempt = 0

@@ -1,0 +1,274 @@
+"""The TUI shell driven through Pilot against real hosts: `local` (an agent subprocess) and loopback sshd."""
+
+from __future__ import annotations
+
+import os
+import platform
+import signal
+import socket
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+from textual.command import CommandList, CommandPalette
+from textual.pilot import Pilot
+from textual.widgets import OptionList, Static, TabbedContent
+
+from backend.errors import OperationFailed
+from backend.settings import builtin_defaults, parse
+from tui.app import TABS, SpecdeckApp
+from tui.screens.hostkey import HostKeyScreen
+from tui.screens.hosts import HostSwitchScreen
+from tui.widgets.hostbar import HostBar, age_text, badge_text, gpu_summary
+
+SIZE = (130, 30)
+
+
+@pytest.fixture(autouse=True)
+def state_home(tmp_path, monkeypatch) -> Path:
+    """`local` keeps its workdir under the user state dir: put it in tmp_path."""
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
+    return tmp_path / "state"
+
+
+async def until(pilot: Pilot, cond: Callable[[], object], what: str, timeout: float = 15) -> None:
+    deadline = time.monotonic() + timeout
+    while not cond():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        await pilot.pause(0.02)
+
+
+def text(app: SpecdeckApp, selector: str) -> str:
+    return str(app.query_one(selector, Static).content)
+
+
+def live(app: SpecdeckApp) -> bool:
+    """Connected, with fresh info and an RTT in the header. Every test waits for it, so none ends (and
+    closes the connection) in the middle of a connect attempt."""
+    bar = app.query_one(HostBar)
+    return bar.state.status == "connected" and bar.info is not None and not bar.stale and bar.rtt_ms is not None
+
+
+async def test_mounts_connects_and_shows_the_host(state_home):
+    app = SpecdeckApp(builtin_defaults(), host="local")
+    async with app.run_test(size=SIZE) as pilot:
+        await until(pilot, lambda: live(app), "connected with info and rtt")
+        assert text(app, "#badge") == "● connected"
+        assert text(app, "#host") in ("local", f"local ({socket.gethostname()})")
+        assert text(app, "#python") == f"py {platform.python_version()}"
+        assert text(app, "#rtt").startswith("rtt ") and text(app, "#rtt").endswith(" ms")
+        assert text(app, "#sglang").startswith("sglang")
+        assert text(app, "#gpus") == gpu_summary(app.host_info["gpus"])
+        assert not app.query_one("#sandbox").display
+        assert app.connection.host.workdir.startswith(str(state_home))
+        # Every tab pane got the state through ConnectionChanged.
+        for tab, _, _ in TABS:
+            await until(pilot, lambda t=tab: text(app, f"#{t}-pane .status") == "local: connected", f"{tab} state")
+    assert app.connection.agent is None  # closed on exit
+
+
+async def test_number_keys_switch_tabs():
+    app = SpecdeckApp(builtin_defaults(), host="local")
+    async with app.run_test(size=SIZE) as pilot:
+        await until(pilot, lambda: live(app), "connected")
+        tabs = app.query_one(TabbedContent)
+        for n, (tab, _, _) in reversed(list(enumerate(TABS, 1))):
+            await pilot.press(str(n))
+            assert tabs.active == tab
+
+
+async def test_palette_lists_every_action_and_runs_them():
+    app = SpecdeckApp(builtin_defaults(), host="local")
+    async with app.run_test(size=SIZE) as pilot:
+        await until(pilot, lambda: live(app), "connected")
+        await pilot.press("ctrl+p")
+        await until(pilot, lambda: isinstance(app.screen, CommandPalette), "the palette")
+        commands = app.screen.query_one(CommandList)
+        expected = {b.tooltip for b in app.BINDINGS if b.id != "palette"}
+        assert len(expected) == len(app.BINDINGS) - 1
+        assert {"Show the Drafters tab", "Switch to another host", "Reconnect now, without waiting"} <= expected
+
+        def listed() -> set[str]:
+            return {commands.get_option_at_index(i).hit.text for i in range(commands.option_count)}
+
+        await until(pilot, lambda: listed() == expected, "every action in the palette")
+        await pilot.press(*"toggle the dark", "enter")
+        await until(pilot, lambda: app.theme == "textual-light", "the theme command")
+
+
+async def test_theme_toggles_dark_and_light():
+    app = SpecdeckApp(builtin_defaults(), host="local")
+    async with app.run_test(size=SIZE) as pilot:
+        await until(pilot, lambda: live(app), "connected")
+        assert app.theme == "textual-dark"
+        await pilot.press("t")
+        assert app.theme == "textual-light" and not app.current_theme.dark
+        await pilot.press("t")
+        assert app.theme == "textual-dark"
+
+
+async def test_help_panel_toggles():
+    app = SpecdeckApp(builtin_defaults(), host="local")
+    async with app.run_test(size=SIZE) as pilot:
+        await until(pilot, lambda: live(app), "connected")
+        await pilot.press("question_mark")
+        assert app.screen.query("HelpPanel")
+        await pilot.press("question_mark")
+        await until(pilot, lambda: not app.screen.query("HelpPanel"), "the help panel to close")
+
+
+async def test_drop_keeps_stale_data_counts_down_and_reconnects():
+    app = SpecdeckApp(builtin_defaults(), host="local")
+    async with app.run_test(size=SIZE) as pilot:
+        await until(pilot, lambda: live(app), "connected")
+        bar = app.query_one(HostBar)
+        conn = app.connection
+        old_pid, python_shown = conn.hello["pid"], text(app, "#python")
+        # Reconnect attempts fail (no interpreter there), so the countdown shows; then kill the agent.
+        host = conn.host
+        conn.host = replace(host, python="/nonexistent/python3")
+        os.kill(old_pid, signal.SIGKILL)
+
+        await until(pilot, lambda: text(app, "#badge").startswith("↻ reconnecting in"), "the reconnect countdown")
+        assert bar.stale and app.query_one("#facts").has_class("-stale")
+        assert text(app, "#stale").startswith("stale ")
+        assert text(app, "#python") == python_shown  # the last data stays on screen
+        assert "no Python at /nonexistent/python3" in text(app, "#reason")
+        assert app.query_one("#badge").has_class("-reconnecting")
+        await pilot.press("2")  # the UI still answers while the host is away
+        assert app.query_one(TabbedContent).active == "compare"
+
+        conn.host = host
+        await pilot.press("r")  # reconnect now instead of waiting out the backoff
+        await until(pilot, lambda: live(app) and conn.hello.get("pid") != old_pid, "reconnected with fresh data")
+        assert text(app, "#badge") == "● connected"
+        assert not app.query_one("#facts").has_class("-stale") and not app.query_one("#stale").display
+
+
+async def test_host_switcher_moves_the_panel_to_another_host(tmp_path):
+    settings = parse(
+        {
+            "hosts": {
+                "sandbox": {
+                    "url": "local",
+                    "sandbox": True,
+                    "python": sys.executable,
+                    "workdir": str(tmp_path),
+                }
+            }
+        },
+        "test config",
+    )
+    app = SpecdeckApp(settings, host="local")
+    async with app.run_test(size=SIZE) as pilot:
+        await until(pilot, lambda: live(app), "connected to local")
+        old = app.connection
+        await pilot.press("h")
+        await until(pilot, lambda: isinstance(app.screen, HostSwitchScreen), "the host switcher")
+        hosts = app.screen.query_one(OptionList)
+        assert [hosts.get_option_at_index(i).id for i in range(hosts.option_count)] == [
+            "gpu-box",
+            "sandbox",
+            "local",
+        ]
+        assert hosts.highlighted == 2  # the current host
+        await pilot.press("up")
+        assert hosts.get_option_at_index(hosts.highlighted).id == "sandbox"  # never the real gpu-box
+        await pilot.press("enter")
+
+        await until(pilot, lambda: app.host_config.name == "sandbox" and live(app), "connected to the sandbox")
+        assert app.connection is not old and app.connection.host.workdir == str(tmp_path)
+        await until(pilot, lambda: old.agent is None, "the old connection closed")
+        assert app.query_one("#sandbox").display
+        assert text(app, "#sglang").endswith("SIMULATED")
+        assert text(app, "#host").startswith("sandbox")
+        await until(pilot, lambda: text(app, "#serve-pane .status") == "sandbox: connected", "the panes told")
+
+
+async def test_sandbox_flag_forces_the_badge():
+    app = SpecdeckApp(builtin_defaults(), host="local", sandbox=True)
+    async with app.run_test(size=SIZE) as pilot:
+        await until(pilot, lambda: live(app), "connected")
+        assert app.query_one("#sandbox").display
+        assert text(app, "#sglang").endswith("SIMULATED")
+
+
+async def test_unknown_host_key_dialog_trusts_the_key_and_connects(sshd, tmp_path):
+    known = tmp_path / "known_hosts"
+    known.write_text("")
+    raw = {
+        "url": sshd.url,
+        "python": sys.executable,
+        "workdir": str(tmp_path / "w"),
+        "identity": sshd.identity,
+    }
+    settings = parse({"hosts": {"loop": {**raw, "known_hosts": str(known)}}}, "test config")
+    app = SpecdeckApp(settings, host="loop")
+    async with app.run_test(size=SIZE) as pilot:
+        await until(pilot, lambda: isinstance(app.screen, HostKeyScreen), "the host-key dialog")
+        shown = str(app.screen.query_one("#fingerprint", Static).content)
+        assert shown.startswith("SHA256:") and shown == app.connection.last_error.fingerprint
+        assert text(app, "#badge") == "✕ lost"
+
+        await pilot.press("n")  # refused: nothing written, the panel waits for the user
+        assert known.read_text() == "" and app.connection.state.status == "lost"
+        await pilot.press("r")  # asking again shows the dialog again
+        await until(pilot, lambda: isinstance(app.screen, HostKeyScreen), "the dialog again")
+        await pilot.press("y")
+
+        await until(pilot, lambda: live(app), "connected over ssh", timeout=30)
+        assert sshd.host_key_pub in known.read_text()
+
+
+async def test_changed_host_key_is_refused_without_a_dialog(sshd, tmp_path):
+    import asyncssh
+
+    other = asyncssh.generate_private_key("ssh-ed25519").export_public_key("openssh").decode().strip()
+    known = tmp_path / "known_hosts"
+    known.write_text(f"[127.0.0.1]:{sshd.port} {other}\n")
+    raw = {"url": sshd.url, "python": sys.executable, "workdir": str(tmp_path / "w"), "identity": sshd.identity}
+    settings = parse({"hosts": {"loop": {**raw, "known_hosts": str(known)}}}, "test config")
+    app = SpecdeckApp(settings, host="loop")
+    async with app.run_test(size=SIZE) as pilot:
+        await until(pilot, lambda: app.query_one(HostBar).state.status == "lost", "the refusal")
+        assert "CHANGED" in text(app, "#reason")
+        await until(pilot, lambda: any("CHANGED" in n.message for n in app._notifications), "a notification")
+        assert not isinstance(app.screen, HostKeyScreen)
+        assert known.read_text() == f"[127.0.0.1]:{sshd.port} {other}\n"
+
+
+async def test_worker_failures_become_notifications():
+    app = SpecdeckApp(builtin_defaults(), host="local")
+
+    async def fails_cleanly() -> None:
+        raise OperationFailed("the job failed: disk full")
+
+    async def has_a_bug() -> None:
+        raise KeyError("oops")
+
+    async with app.run_test(size=SIZE) as pilot:
+        await until(pilot, lambda: live(app), "connected")
+        app.run_worker(fails_cleanly(), exit_on_error=False)
+        # A tab's worker reaches the same funnel (worker state messages do not bubble on their own).
+        app.query_one("#live-pane").run_worker(has_a_bug(), exit_on_error=False, description="parse the log")
+        messages = lambda: [n.message for n in app._notifications]  # noqa: E731
+        await until(pilot, lambda: len(messages()) >= 2, "two notifications")
+        assert "the job failed: disk full" in messages()
+        assert any(m.startswith("parse the log failed: KeyError") for m in messages())
+        assert app.is_running
+
+
+def test_header_text_helpers():
+    from backend.connection import ConnState
+
+    assert age_text(5) == "5s" and age_text(185) == "3m05s" and age_text(7440) == "2h04m"
+    assert badge_text(ConnState("reconnecting", retry_at=102.2), now=100) == "↻ reconnecting in 3s"
+    assert badge_text(ConnState("reconnecting", retry_at=99), now=100) == "↻ reconnecting…"
+    assert badge_text(ConnState("lost", "bad key"), now=0) == "✕ lost"
+    gpus = [{"name": "H200", "memory_used_mib": 1024.0 * 10, "memory_total_mib": 1024.0 * 141}] * 8
+    assert gpu_summary(gpus) == "8x H200 80/1128 GiB"
+    assert gpu_summary([]) == "no GPUs"

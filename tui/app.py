@@ -1,0 +1,248 @@
+"""The specdeck TUI shell: header bar, the five tabs, footer, command palette, host switcher and theme.
+
+The shell owns the host connection. It never waits on it: the Connection's supervisor (re)connects in the
+background and reports each state change, which the shell turns into a coalescing ``ConnectionChanged``
+message for every tab. What a tab can count on is in ``tui.screens.pane``.
+"""
+
+from __future__ import annotations
+
+from functools import partial
+from pathlib import Path
+
+from textual import work
+from textual.app import App, ComposeResult
+from textual.binding import Binding
+from textual.timer import Timer
+from textual.widgets import Footer, TabbedContent, TabPane
+from textual.worker import Worker, WorkerState
+
+from backend.connection import Connection, ConnState, resolve_host
+from backend.errors import ConnectionFailed, HostKeyUnknown, SpecdeckError
+from backend.settings import HostConfig, Settings
+from tui.commands import ActionsProvider
+from tui.messages import ConnectionChanged
+from tui.screens.compare import ComparePane
+from tui.screens.drafters import DraftersPane
+from tui.screens.history import HistoryPane
+from tui.screens.hostkey import HostKeyScreen
+from tui.screens.hosts import HostSwitchScreen
+from tui.screens.live import LivePane
+from tui.screens.pane import ShellPane
+from tui.screens.serve import ServePane
+from tui.widgets.hostbar import HostBar
+
+# (tab id, title, pane class): the number keys follow this order.
+TABS: tuple[tuple[str, str, type[ShellPane]], ...] = (
+    ("drafters", "Drafters", DraftersPane),
+    ("compare", "Compare", ComparePane),
+    ("serve", "Serve", ServePane),
+    ("live", "Live", LivePane),
+    ("history", "History", HistoryPane),
+)
+RTT_EVERY_S = 5.0
+_TAB_KEYS = Binding.Group("tabs", compact=True)
+
+
+class SpecdeckApp(App[int]):
+    """The panel on one host at a time; ``switch_host`` moves it to another."""
+
+    # Absolute, so subclasses defined elsewhere (tests, probes, screenshot scripts) find it too.
+    CSS_PATH = Path(__file__).with_name("app.tcss")
+    TITLE = "specdeck"
+    COMMANDS = {ActionsProvider}
+    # Every binding has an id (for set_keymap) and is a palette command (tui.commands).
+    BINDINGS = [
+        *(
+            Binding(
+                str(n),
+                f"show_tab('{tab}')",
+                f"{title} tab",
+                id=f"tab.{tab}",
+                tooltip=f"Show the {title} tab",
+                group=_TAB_KEYS,
+            )
+            for n, (tab, title, _) in enumerate(TABS, 1)
+        ),
+        Binding("h", "switch_host", "Host", id="host.switch", tooltip="Switch to another host"),
+        Binding("r", "reconnect", "Reconnect", id="host.reconnect", tooltip="Reconnect now, without waiting"),
+        Binding("t", "toggle_theme", "Theme", id="theme.toggle", tooltip="Toggle the dark and light themes"),
+        Binding("question_mark", "toggle_help", "Help", id="help", tooltip="Show or hide the keys panel"),
+        Binding("ctrl+p", "command_palette", "Palette", id="palette", tooltip="Search every action"),
+        Binding("q", "quit", "Quit", id="quit", tooltip="Quit specdeck (jobs on the host keep running)"),
+    ]
+
+    def __init__(
+        self,
+        settings: Settings,
+        host: str | None,
+        overrides: dict | None = None,
+        sandbox: bool | None = None,
+    ) -> None:
+        super().__init__()
+        self.settings = settings
+        self.host_config: HostConfig = resolve_host(settings, host, **(overrides or {}))
+        # Forces the SANDBOX badge for the start-up host (demo mode); other hosts use their own config.
+        self._sandbox_override = sandbox
+        # Created now (cheap, no I/O) so tabs can always reach it; it connects once the app is mounted.
+        self.connection = Connection(self.host_config)
+        self.host_info: dict | None = None  # the host's `info`, refreshed after every (re)connect
+        self._rtt_timer: Timer | None = None
+
+    @property
+    def sandbox(self) -> bool:
+        if self._sandbox_override is not None:
+            return self._sandbox_override
+        return self.host_config.sandbox
+
+    def compose(self) -> ComposeResult:
+        yield HostBar(self.host_config, self.sandbox, id="hostbar")
+        with TabbedContent(id="tabs"):
+            for tab, title, pane in TABS:
+                with TabPane(title, id=tab):
+                    yield pane(id=f"{tab}-pane")
+        yield Footer(show_command_palette=False)  # ctrl+p is one of our own bindings
+
+    def on_mount(self) -> None:
+        # Connect once the first frame is up: start-up paints the shell first, whatever the host does.
+        self.call_after_refresh(self._attach, self.connection)
+
+    async def on_unmount(self) -> None:
+        await self.connection.close()
+
+    # --- the connection ------------------------------------------------------------------------------------
+
+    def _attach(self, conn: Connection) -> None:
+        conn.on_state(partial(self._on_state, conn))
+        conn.supervise()  # a background task: returns at once
+
+    def _on_state(self, conn: Connection, state: ConnState) -> None:
+        # Called on the event loop by the Connection; a connection we switched away from is ignored.
+        if conn is self.connection:
+            self.post_message(ConnectionChanged(state, conn.host))
+
+    def on_connection_changed(self, message: ConnectionChanged) -> None:
+        state = message.state
+        self.query_one(HostBar).show_state(state)
+        for pane in self.query(ShellPane):
+            pane.post_message(ConnectionChanged(state, message.host))
+        if state.status == "connected":
+            self._load_info()
+            self._poll_rtt()
+        elif state.status == "lost":
+            self._on_lost(state)
+
+    def _on_lost(self, state: ConnState) -> None:
+        err = self.connection.last_error
+        if isinstance(err, HostKeyUnknown) and str(err) == state.reason:
+            if not isinstance(self.screen, HostKeyScreen):
+                self.push_screen(HostKeyScreen(err), partial(self._host_key_answered, self.connection, err))
+        else:
+            self.notify(state.reason, title="connection lost", severity="error")
+
+    def _host_key_answered(self, conn: Connection, err: HostKeyUnknown, trust: bool | None) -> None:
+        if not trust or conn is not self.connection:
+            return
+        from backend.transport.ssh import trust_host_key
+
+        try:
+            trust_host_key(err.known_hosts, err.key_line)
+        except OSError as exc:
+            self.notify(f"cannot write {err.known_hosts}: {exc.strerror}", severity="error")
+            return
+        self.notify(f"trusted {err.fingerprint} in {err.known_hosts}")
+        conn.retry_now()
+
+    @work(
+        group="info",
+        exclusive=True,
+        exit_on_error=False,
+        name="host-info",
+        description="read the host's info",
+    )
+    async def _load_info(self) -> None:
+        conn = self.connection
+        info = await conn.call("info")
+        if conn is self.connection:
+            self.host_info = info
+            self.query_one(HostBar).show_info(info)
+
+    def _arm_rtt(self) -> None:
+        # A one-shot timer re-armed after each poll: polls never pile up behind a slow link.
+        if self._rtt_timer is not None:
+            self._rtt_timer.stop()
+        self._rtt_timer = self.set_timer(RTT_EVERY_S, self._poll_rtt, name="rtt")
+
+    @work(group="rtt", exclusive=True, exit_on_error=False, name="rtt", description="time an agent round trip")
+    async def _poll_rtt(self) -> None:
+        conn = self.connection
+        if not conn.connected:
+            return  # the next "connected" re-arms
+        try:
+            rtt = await conn.ping(1)
+            if conn is self.connection:
+                self.query_one(HostBar).show_rtt(rtt["median"])
+        finally:
+            if conn is self.connection and conn.connected:
+                self._arm_rtt()
+
+    @work(group="close", exit_on_error=False, name="close-connection", description="close the previous host")
+    async def _close_connection(self, conn: Connection) -> None:
+        await conn.close()
+
+    def switch_host(self, name: str | None) -> None:
+        """Move the panel to host ``name`` (configured or ``local``): close the old connection, open one."""
+        if name is None:
+            return
+        old = self.connection
+        self._sandbox_override = None
+        self.host_config = resolve_host(self.settings, name)
+        self.connection = Connection(self.host_config)
+        self.host_info = None
+        if self._rtt_timer is not None:
+            self._rtt_timer.stop()
+        self.query_one(HostBar).show_host(self.host_config, self.sandbox)
+        self._attach(self.connection)
+        self._close_connection(old)
+
+    # --- the one error funnel ------------------------------------------------------------------------------
+
+    def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
+        self.report_worker(event.worker)
+
+    def report_worker(self, worker: Worker) -> None:
+        """Turn a failed worker (the shell's or a tab's, started with exit_on_error=False) into a toast."""
+        if worker.state != WorkerState.ERROR:
+            return
+        err = worker.error
+        if isinstance(err, ConnectionFailed) and not self.connection.connected:
+            return  # the header already says the link is down
+        if isinstance(err, SpecdeckError):
+            self.notify(str(err), severity="error")
+        else:
+            self.log.error(worker, repr(err))
+            what = worker.description or worker.name
+            self.notify(f"{what} failed: {err!r}", title="internal error", severity="error")
+
+    # --- actions -------------------------------------------------------------------------------------------
+
+    def action_show_tab(self, tab: str) -> None:
+        self.query_one(TabbedContent).active = tab
+
+    def action_switch_host(self) -> None:
+        self.push_screen(HostSwitchScreen(self.settings.hosts, self.host_config.name), self.switch_host)
+
+    def action_reconnect(self) -> None:
+        if self.connection.connected:
+            self.notify(f"{self.host_config.name} is connected")
+        else:
+            self.connection.retry_now()
+
+    def action_toggle_theme(self) -> None:
+        self.theme = "textual-light" if self.current_theme.dark else "textual-dark"
+
+    def action_toggle_help(self) -> None:
+        if self.screen.query("HelpPanel"):
+            self.action_hide_help_panel()
+        else:
+            self.action_show_help_panel()

@@ -1,0 +1,30 @@
+"""Messages the shell sends to the tabs.
+
+``ConnectionChanged`` is delivered to every tab pane (``tui.screens.pane.ShellPane``) whenever the host
+connection's state changes, including right after start-up and after a host switch. It does not bubble.
+Queued copies coalesce: a pane that is busy only ever sees the newest state.
+"""
+
+from __future__ import annotations
+
+from textual.message import Message
+
+from backend.connection import ConnState
+from backend.settings import HostConfig
+
+
+class ConnectionChanged(Message, bubble=False):
+    """The connection to ``host`` is now ``state`` (connecting / connected / reconnecting / lost)."""
+
+    def __init__(self, state: ConnState, host: HostConfig) -> None:
+        super().__init__()
+        self.state = state
+        self.host = host
+
+    @property
+    def connected(self) -> bool:
+        return self.state.status == "connected"
+
+    def can_replace(self, message: Message) -> bool:
+        # Textual asks the message being handled whether a newer queued one supersedes it.
+        return isinstance(message, ConnectionChanged)

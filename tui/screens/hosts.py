@@ -1,0 +1,49 @@
+"""The host switcher: every configured host plus ``local``; picking one reconnects the panel there."""
+
+from __future__ import annotations
+
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Vertical
+from textual.content import Content
+from textual.screen import ModalScreen
+from textual.widgets import OptionList, Static
+from textual.widgets.option_list import Option
+
+from backend.settings import HostConfig
+
+
+def host_choices(hosts: dict[str, HostConfig]) -> list[tuple[str, str]]:
+    """(name, address) for every configured host, then ``local`` unless a host already has that name."""
+    rows = [(name, host.url) for name, host in sorted(hosts.items())]
+    if "local" not in hosts:
+        rows.append(("local", "this machine, no SSH"))
+    return rows
+
+
+class HostSwitchScreen(ModalScreen[str | None]):
+    """Dismisses with the chosen host's name, or None."""
+
+    BINDINGS = [Binding("escape", "dismiss(None)", "Cancel", id="hosts.cancel")]
+
+    def __init__(self, hosts: dict[str, HostConfig], current: str) -> None:
+        super().__init__()
+        self.choices = host_choices(hosts)
+        self.current = current
+
+    def compose(self) -> ComposeResult:
+        with Vertical(id="dialog"):
+            yield Static("Switch host", classes="title", markup=False)
+            options = [
+                Option(Content(f"{'●' if name == self.current else ' '} {name}  {address}"), id=name)
+                for name, address in self.choices
+            ]
+            yield OptionList(*options, id="hosts")
+
+    def on_mount(self) -> None:
+        hosts = self.query_one(OptionList)
+        names = [name for name, _ in self.choices]
+        hosts.highlighted = names.index(self.current) if self.current in names else 0
+
+    def on_option_list_option_selected(self, event: OptionList.OptionSelected) -> None:
+        self.dismiss(event.option.id)

@@ -1,0 +1,143 @@
+"""The header bar: which host, whether we are connected to it, and what it is (RTT, sglang, GPUs).
+
+The bar only draws what the app hands it. When the link drops it keeps the last data, dims it and says how
+old it is, and counts down to the next reconnect attempt; fresh ``info`` after a reconnect clears that.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+
+from textual.app import ComposeResult
+from textual.containers import Horizontal
+from textual.widgets import Static
+
+from backend.connection import ConnState
+from backend.settings import HostConfig
+
+
+def age_text(seconds: float) -> str:
+    """A short age: 9s, 3m05s, 2h04m."""
+    s = max(0, int(seconds))
+    if s < 60:
+        return f"{s}s"
+    if s < 3600:
+        return f"{s // 60}m{s % 60:02d}s"
+    return f"{s // 3600}h{s % 3600 // 60:02d}m"
+
+
+def badge_text(state: ConnState, now: float) -> str:
+    """The connection badge: connected, connecting…, reconnecting in 3s, lost."""
+    if state.status == "connected":
+        return "● connected"
+    if state.status == "connecting":
+        return "◌ connecting…"
+    if state.status == "reconnecting":
+        if state.retry_at is not None and state.retry_at > now:
+            return f"↻ reconnecting in {math.ceil(state.retry_at - now)}s"
+        return "↻ reconnecting…"
+    return "✕ lost"
+
+
+def gpu_summary(gpus: list[dict]) -> str:
+    """Count, model and memory used/total over all GPUs: ``8x H200 412/1128 GiB``."""
+    if not gpus:
+        return "no GPUs"
+    names = {g.get("name") or "GPU" for g in gpus}
+    name = names.pop() if len(names) == 1 else "GPUs"
+    used = sum(g.get("memory_used_mib") or 0 for g in gpus) / 1024
+    total = sum(g.get("memory_total_mib") or 0 for g in gpus) / 1024
+    return f"{len(gpus)}x {name} {used:.0f}/{total:.0f} GiB"
+
+
+def sglang_text(info: dict, sandbox: bool) -> str:
+    version = (info.get("versions") or {}).get("sglang")
+    if sandbox:
+        # The sandbox serves a simulator: never let a screenshot pass it off as a real SGLang.
+        return f"sglang {version or '-'} SIMULATED"
+    return f"sglang {version}" if version else "sglang not installed"
+
+
+class HostBar(Horizontal):
+    """One line at the top of the app; the app calls the ``show_*`` methods."""
+
+    def __init__(self, host: HostConfig, sandbox: bool, *, id: str | None = None) -> None:
+        super().__init__(id=id)
+        self.host = host
+        self.sandbox = sandbox
+        self.state = ConnState("connecting", since=time.time())
+        self.info: dict | None = None
+        self.rtt_ms: float | None = None
+        self.stale_since: float | None = None  # when the shown data stopped being live
+
+    @property
+    def stale(self) -> bool:
+        return self.stale_since is not None
+
+    def compose(self) -> ComposeResult:
+        yield Static("SANDBOX", id="sandbox", markup=False)
+        yield Static(id="host", markup=False)
+        yield Static(id="badge", markup=False)
+        with Horizontal(id="facts"):
+            for name in ("rtt", "python", "sglang", "gpus"):
+                yield Static(id=name, markup=False)
+        yield Static(id="stale", markup=False)
+        yield Static(id="reason", markup=False)
+
+    def on_mount(self) -> None:
+        # The countdown and the stale age move on their own; one tick a second is all they need.
+        self.set_interval(1, self._draw)
+        self._draw()
+
+    def show_host(self, host: HostConfig, sandbox: bool) -> None:
+        """A different host: forget everything we knew about the old one."""
+        self.host, self.sandbox = host, sandbox
+        self.info = self.rtt_ms = self.stale_since = None
+        self._draw()
+
+    def show_state(self, state: ConnState) -> None:
+        if state.status != "connected" and self.stale_since is None and self.info is not None:
+            self.stale_since = state.since
+        self.state = state
+        self._draw()
+
+    def show_info(self, info: dict) -> None:
+        """Fresh ``info`` from the host: the data is live again."""
+        self.info = info
+        self.stale_since = None
+        self._draw()
+
+    def show_rtt(self, ms: float) -> None:
+        self.rtt_ms = ms
+        self._draw()
+
+    def _set(self, widget_id: str, text: str) -> None:
+        widget = self.query_one(f"#{widget_id}", Static)
+        widget.display = bool(text)
+        if widget.content != text:
+            widget.update(text)
+
+    def _draw(self) -> None:
+        if not self.is_mounted:
+            return
+        now = time.time()
+        info = self.info or {}
+        self.query_one("#sandbox").display = self.sandbox
+        hostname = info.get("hostname")
+        self._set(
+            "host",
+            f"{self.host.name} ({hostname})" if hostname and hostname != self.host.name else self.host.name,
+        )
+        badge = self.query_one("#badge", Static)
+        badge.set_classes([f"-{self.state.status}"])
+        self._set("badge", badge_text(self.state, now))
+        badge.tooltip = self.state.reason or None
+        self._set("rtt", f"rtt {self.rtt_ms:.2f} ms" if self.rtt_ms is not None else "")
+        self._set("python", f"py {info['python']}" if info.get("python") else "")
+        self._set("sglang", sglang_text(info, self.sandbox) if info else "")
+        self._set("gpus", gpu_summary(info.get("gpus") or []) if info else "")
+        self.query_one("#facts").set_class(self.stale, "-stale")
+        self._set("stale", f"stale {age_text(now - self.stale_since)}" if self.stale_since is not None else "")
+        show_reason = self.state.status in ("reconnecting", "lost")
+        self._set("reason", self.state.reason if show_reason else "")
