@@ -582,9 +582,12 @@ class Engine:
     # -- the loop ---------------------------------------------------------------------------------------
 
     def _sleep(self, ms: float) -> None:
-        """Advance the simulated clock by ``ms`` and sleep until it (no drift across passes)."""
+        """Advance the simulated clock by ``ms`` and sleep until it: sleep overshoot is caught up on the next
+        pass, so rates hold; after idle (the clock far behind) the clock restarts from now."""
         now = time.perf_counter()
-        self._clock = max(self._clock, now) + ms / 1000.0
+        if self._clock < now - 0.05:
+            self._clock = now
+        self._clock += ms / 1000.0
         time.sleep(max(0.0, self._clock - now))
 
     def _loop(self) -> None:
