@@ -118,6 +118,8 @@ class Connection:
         try:
             self.hello = await agent.start()
         except BaseException:
+            # Cancelled or failed mid-start: end the agent process too, or it outlives us.
+            await asyncio.shield(agent.close())
             await transport.close()
             raise
         self.transport, self.agent = transport, agent
@@ -200,7 +202,9 @@ class Connection:
         try:
             await asyncio.wait_for(self._connected.wait(), timeout)
         except TimeoutError:
-            raise ConnectionFailed(f"{self.host.name}: not connected ({self.state.reason or self.state.status})") from None
+            raise ConnectionFailed(
+                f"{self.host.name}: not connected ({self.state.reason or self.state.status})"
+            ) from None
 
     # --- calls ---------------------------------------------------------------------------------------------
 
@@ -221,9 +225,7 @@ class Connection:
         finally:
             await s.aclose()
 
-    async def subscribe(
-        self, method: str, params: dict, resume: Callable[[dict, dict], dict]
-    ) -> AsyncIterator[dict]:
+    async def subscribe(self, method: str, params: dict, resume: Callable[[dict, dict], dict]) -> AsyncIterator[dict]:
         """A stream that survives reconnects: after a drop it waits for the supervisor, then calls the method
         again with ``resume(params, last_event)`` (e.g. the last byte offset), so nothing is lost or repeated."""
         while True:

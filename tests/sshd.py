@@ -87,7 +87,8 @@ def start_sshd(base: Path) -> Sshd:
         )
     )
     Path("/run/sshd").mkdir(exist_ok=True)
-    proc = subprocess.Popen([SSHD, "-D", "-e", "-f", str(config)], stderr=open(base / "sshd.log", "wb"))
+    with open(base / "sshd.log", "wb") as log:
+        proc = subprocess.Popen([SSHD, "-D", "-e", "-f", str(config)], stderr=log)
     deadline = time.time() + 10
     while time.time() < deadline:
         try:

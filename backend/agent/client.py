@@ -188,7 +188,7 @@ class AgentClient:
             try:
                 await asyncio.wait_for(self.pipe.wait(), 2)
             except TimeoutError:
-                pass
+                self.pipe.kill()
 
 
 async def events(stream: Stream) -> AsyncIterator[dict]:

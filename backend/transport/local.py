@@ -33,6 +33,10 @@ class LocalPipe:
         if self.proc.stdin and not self.proc.stdin.is_closing():
             self.proc.stdin.close()
 
+    def kill(self) -> None:
+        if self.proc.returncode is None:
+            self.proc.kill()
+
 
 class LocalTransport:
     label = "local"

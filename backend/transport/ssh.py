@@ -77,7 +77,11 @@ class SSHPipe:
         return result.exit_status
 
     def close(self) -> None:
-        self.proc.stdin.write_eof() if not self.proc.stdin.is_closing() else None
+        if not self.proc.stdin.is_closing():
+            self.proc.stdin.write_eof()
+
+    def kill(self) -> None:
+        self.proc.close()  # closing the channel ends the remote agent (its stdin and stdout go)
 
 
 class SSHTransport:
