@@ -1,4 +1,8 @@
-"""The command palette's provider: every key binding of the app is also a command (and only those)."""
+"""The command palette's provider: every key binding with an id is also a command.
+
+That covers the app's bindings and each tab's own (a tab's command first shows that tab, then runs the
+action on its pane), so a tab only has to declare ``Binding(..., id=..., tooltip=...)`` to be in the palette.
+"""
 
 from __future__ import annotations
 
@@ -10,14 +14,26 @@ from textual.command import DiscoveryHit, Hit, Hits, Provider
 
 
 class ActionsProvider(Provider):
-    """Lists the app's bindings that have an id: the tooltip names the command, the help line gives its key."""
+    """Lists bindings that have an id: the tooltip names the command, the help line gives its key."""
 
     def _commands(self) -> Iterator[tuple[str, str, partial]]:
+        from tui.app import TABS
+
         for binding in Binding.make_bindings(self.app.BINDINGS):
             if binding.id and binding.action != "command_palette":
-                name = binding.tooltip or binding.description
-                help_text = f"key: {self.app.get_key_display(binding)}"
-                yield name, help_text, partial(self.app.run_action, binding.action)
+                yield self._entry(binding, partial(self.app.run_action, binding.action))
+        for tab, title, pane_cls in TABS:
+            for binding in Binding.make_bindings(pane_cls.BINDINGS):
+                if binding.id:
+                    name, help_text, run = self._entry(binding, partial(self._run_on_pane, tab, binding.action))
+                    yield f"{title}: {name}", help_text, run
+
+    def _entry(self, binding: Binding, run: partial) -> tuple[str, str, partial]:
+        return binding.tooltip or binding.description, f"key: {self.app.get_key_display(binding)}", run
+
+    async def _run_on_pane(self, tab: str, action: str) -> None:
+        self.app.action_show_tab(tab)
+        await self.app.run_action(action, self.app.query_one(f"#{tab}-pane"))
 
     async def discover(self) -> Hits:
         for name, help_text, command in self._commands():
