@@ -1,0 +1,871 @@
+"""Drafter downloads on the host: preflight, the download job's worker, sha256 verification, drafter state.
+
+``download.preflight`` asks the hub (stdlib HTTP) before any byte moves: the repo, revision and files exist, we
+may read them, their sizes and sha256, free disk and write access on the target folder, and what to do with
+``*.incomplete`` files an earlier crash left behind. ``download.start`` runs the same checks, then starts a
+detached job whose body is :func:`worker_main`: the host's own ``huggingface_hub`` fetches each file into the
+folder (bytes go hub → host), progress goes to the job's ``events.jsonl`` a few times a second, and every file
+is checked against the hub's sha256 (LFS) or git blob id (small files) before it counts as downloaded.
+Verified digests go to ``<folder>/.specdeck-verified.json`` so the panel can show a drafter as verified from a
+stat, without hashing 2 GiB again. Stdlib only at import; Python 3.8+.
+"""
+
+from __future__ import annotations
+
+import errno
+import hashlib
+import json
+import os
+import re
+import shutil
+import signal
+import sys
+import threading
+import time
+from typing import Callable, Dict, List, Optional, Tuple
+from urllib import error as urlerror
+from urllib import parse as urlparse
+from urllib import request as urlrequest
+
+from . import jobs
+from .registry import AgentError, Context, method
+from .safetensors_header import CheckpointError, read_header
+
+DEFAULT_ENDPOINT = "https://huggingface.co"
+DEFAULT_FILES = ("config.json", "model.safetensors")
+SIDECAR = ".specdeck-verified.json"
+HF_DOWNLOAD_DIR = os.path.join(".cache", "huggingface", "download")
+PROGRESS_INTERVAL_S = 0.25  # a few events per second, whatever the transfer speed
+SPEED_WINDOW_S = 3.0
+HTTP_TIMEOUT_S = 30
+HASH_CHUNK = 8 << 20
+GATED = "gated or private: set HF_TOKEN on the host or pass --token-env"
+# huggingface_hub from 1.18 names partial files <hash>.<etag>.<uuid8>.incomplete and never resumes them
+# across calls; older versions resume <hash>.<etag>.incomplete on the next call.
+_RESUMABLE = re.compile(r"\.([0-9a-f]{40}|[0-9a-f]{64})\.incomplete$")
+
+
+# --- small helpers -------------------------------------------------------------------------------------------
+
+
+def human(n: float) -> str:
+    """Bytes as the operator reads them: 2.22 GiB, 512.0 MiB."""
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if abs(n) < 1024 or unit == "TiB":
+            return ("%d %s" % (n, unit)) if unit == "B" else ("%.2f %s" % (n, unit))
+        n /= 1024.0
+    return "%.2f PiB" % n  # pragma: no cover - unreachable
+
+
+def _write_json(path: str, obj: dict) -> None:
+    tmp = "%s.%d.tmp" % (path, os.getpid())
+    with open(tmp, "w") as f:
+        json.dump(obj, f, indent=1, sort_keys=True)
+    os.replace(tmp, path)
+
+
+def _library_version(name: str) -> Optional[str]:
+    try:
+        from importlib import metadata
+    except ImportError:  # pragma: no cover - Python < 3.8
+        return None
+    try:
+        return metadata.version(name)
+    except metadata.PackageNotFoundError:
+        return None
+
+
+def _version_tuple(text: str) -> Tuple[int, ...]:
+    out = []
+    for part in text.split(".")[:3]:
+        digits = re.match(r"\d+", part)
+        out.append(int(digits.group()) if digits else 0)
+    return tuple(out)
+
+
+def _folder(params: dict) -> str:
+    to = params.get("to")
+    if not isinstance(to, str) or not to:
+        raise AgentError("a target folder is required (--to DIR)", "invalid")
+    return os.path.abspath(os.path.expanduser(to))
+
+
+def _safe_relpath(path: str) -> str:
+    """A repo file path that stays inside the target folder."""
+    norm = path.strip("/")
+    if not norm or norm.startswith(".") or ".." in norm.split("/") or "\\" in norm:
+        raise AgentError("refusing repo file path %r (it would land outside the target folder)" % path, "invalid")
+    return norm
+
+
+def hf_download_dir(folder: str) -> str:
+    """Where huggingface_hub keeps a local_dir download's metadata and partial files."""
+    return os.path.join(folder, HF_DOWNLOAD_DIR)
+
+
+def incomplete_files(folder: str) -> List[str]:
+    """Every ``*.incomplete`` file huggingface_hub left under ``folder`` (partial downloads)."""
+    out = []
+    for base, _dirs, names in os.walk(hf_download_dir(folder)):
+        out.extend(os.path.join(base, n) for n in names if n.endswith(".incomplete"))
+    return sorted(out)
+
+
+def _host_token() -> Optional[str]:
+    """The host's own Hugging Face token: HF_TOKEN, else the token file huggingface_hub would read."""
+    token = os.environ.get("HF_TOKEN") or os.environ.get("HUGGING_FACE_HUB_TOKEN")
+    if token:
+        return token.strip()
+    hf_home = os.environ.get("HF_HOME") or os.path.join(
+        os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "huggingface"
+    )
+    path = os.environ.get("HF_TOKEN_PATH") or os.path.join(hf_home, "token")
+    try:
+        with open(os.path.expanduser(path)) as f:
+            return f.read().strip() or None
+    except OSError:
+        return None
+
+
+def resolve_endpoint(explicit: Optional[str]) -> str:
+    """``--endpoint``, else the host's HF_ENDPOINT, else the Hugging Face Hub."""
+    return (explicit or os.environ.get("HF_ENDPOINT") or DEFAULT_ENDPOINT).rstrip("/")
+
+
+# --- the hub over stdlib HTTP ------------------------------------------------------------------------------------
+
+
+class _NoRedirect(urlrequest.HTTPRedirectHandler):
+    """A resolve that redirects (to a CDN) already says the file exists and we may read it."""
+
+    def redirect_request(self, req, fp, code, msg, headers, newurl):
+        return None
+
+
+_OPENER = urlrequest.build_opener(_NoRedirect)
+
+
+class Hub:
+    """The few hub calls a preflight needs; errors become AgentErrors in the hub's own terms."""
+
+    def __init__(self, endpoint: str, repo: str, token: Optional[str]) -> None:
+        self.endpoint = endpoint
+        self.repo = repo
+        self.token = token
+
+    def _request(self, method_: str, path: str, data: Optional[bytes] = None, ctype: Optional[str] = None):
+        headers = {"User-Agent": "specdeck-agent"}
+        if self.token:
+            headers["Authorization"] = "Bearer " + self.token
+        if ctype:
+            headers["Content-Type"] = ctype
+        req = urlrequest.Request(self.endpoint + path, data=data, headers=headers, method=method_)
+        try:
+            with _OPENER.open(req, timeout=HTTP_TIMEOUT_S) as resp:
+                return resp.status, resp.headers, resp.read()
+        except urlerror.HTTPError as exc:
+            with exc:
+                return exc.code, exc.headers, exc.read() if method_ != "HEAD" else b""
+        except (urlerror.URLError, OSError) as exc:
+            reason = getattr(exc, "reason", None) or exc
+            raise AgentError(
+                "cannot reach the hub at %s (%s): check the endpoint and the host's network" % (self.endpoint, reason),
+                "failed",
+            ) from None
+
+    def error(self, status: int, headers, what: str, revision: str) -> AgentError:
+        """The hub's refusal of ``what`` as one sentence (X-Error-Code first, like huggingface_hub)."""
+        code = headers.get("X-Error-Code") if headers is not None else None
+        if code == "GatedRepo" or (status in (401, 403) and code not in ("RepoNotFound",)):
+            return AgentError("%s is %s" % (self.repo, GATED), "failed", status=status)
+        if code == "RepoNotFound":
+            return AgentError(
+                "repository %s not found on %s (if it is private: set HF_TOKEN on the host or pass --token-env)"
+                % (self.repo, self.endpoint),
+                "failed",
+                status=status,
+            )
+        if code == "RevisionNotFound":
+            return AgentError("revision %s not found in %s" % (revision, self.repo), "failed", status=status)
+        if status == 404:
+            return AgentError(
+                "%s not found in %s at revision %s" % (what, self.repo, revision), "failed", status=status
+            )
+        message = headers.get("X-Error-Message") if headers is not None else None
+        return AgentError(
+            "the hub at %s answered %d for %s%s" % (self.endpoint, status, what, (": " + message) if message else ""),
+            "failed",
+            status=status,
+        )
+
+    def head(self, revision: str, path: str) -> str:
+        """HEAD the file's resolve URL: checks the repo, the file and our access; returns the commit sha."""
+        url = "/%s/resolve/%s/%s" % (self.repo, urlparse.quote(revision, safe=""), urlparse.quote(path))
+        status, headers, _ = self._request("HEAD", url)
+        if status >= 400:
+            raise self.error(status, headers, path, revision)
+        return headers.get("X-Repo-Commit") or revision
+
+    def list_files(self, revision: str) -> List[str]:
+        """Every file of the repo at ``revision`` (the tree, recursively, following pagination)."""
+        path = "/api/models/%s/tree/%s?recursive=true" % (self.repo, urlparse.quote(revision, safe=""))
+        out = []
+        while path:
+            status, headers, body = self._request("GET", path)
+            if status >= 400:
+                raise self.error(status, headers, "the file list", revision)
+            out.extend(e["path"] for e in json.loads(body.decode()) if e.get("type") == "file")
+            nxt = re.search(r'<([^>]+)>;\s*rel="next"', headers.get("Link") or "")
+            path = nxt.group(1)[len(self.endpoint) :] if nxt and nxt.group(1).startswith(self.endpoint) else ""
+        return out
+
+    def paths_info(self, revision: str, paths: List[str]) -> Dict[str, dict]:
+        """``{path: {"size", "sha256" (LFS), "git_oid" (small files)}}`` for the paths that exist."""
+        body = urlparse.urlencode([("paths", p) for p in paths] + [("expand", "false")]).encode()
+        url = "/api/models/%s/paths-info/%s" % (self.repo, urlparse.quote(revision, safe=""))
+        status, headers, raw = self._request("POST", url, body, "application/x-www-form-urlencoded")
+        if status >= 400:
+            raise self.error(status, headers, "the file list", revision)
+        out = {}
+        for e in json.loads(raw.decode()):
+            if e.get("type") != "file":
+                continue
+            lfs = e.get("lfs") or None
+            out[e["path"]] = {
+                "size": int(e.get("size") or 0),
+                "sha256": (lfs.get("oid") or lfs.get("sha256")) if lfs else None,
+                "git_oid": None if lfs else e.get("oid"),
+            }
+        return out
+
+
+# --- preflight -----------------------------------------------------------------------------------------------
+
+
+def running_download(state_dir: str, folder: str) -> Optional[dict]:
+    """The running download job writing into ``folder``, if any."""
+    root = jobs.jobs_root(state_dir)
+    for name in sorted(os.listdir(root)):
+        job_dir = os.path.join(root, name)
+        if not name.startswith("download-"):
+            continue
+        info = jobs.describe(job_dir)
+        if info["state"] == "running" and (info.get("args") or {}).get("to") == folder:
+            return info
+    return None
+
+
+def preflight(params: dict, state_dir: str) -> dict:
+    """Everything that must hold before a byte moves; raises AgentError with the first thing that does not.
+
+    Returns ``{"repo", "revision", "commit", "endpoint", "to", "files": [{"path", "size", "sha256",
+    "git_oid", "local_bytes"}], "total", "needed", "free", "disk_checked", "leftovers": [{"path", "bytes",
+    "action"}], "huggingface_hub"}``.
+    """
+    repo = params.get("repo")
+    if not isinstance(repo, str) or not re.match(r"^[\w.-]+/[\w.-]+$", repo):
+        raise AgentError("repo must look like ORG/NAME, got %r" % (repo,), "invalid")
+    revision = params.get("revision") or "main"
+    endpoint = resolve_endpoint(params.get("endpoint"))
+    folder = _folder(params)
+    version = _library_version("huggingface_hub")
+    if version is None:
+        raise AgentError(
+            "huggingface_hub is not installed for %s on the host: install it there (pip install huggingface_hub)"
+            % sys.executable,
+            "failed",
+        )
+    busy = running_download(state_dir, folder)
+    if busy is not None:
+        raise AgentError(
+            "a download into %s is already running (job %s): follow it with `specdeck jobs` or cancel it"
+            % (folder, busy["id"]),
+            "busy",
+        )
+    if os.path.exists(folder) and not os.path.isdir(folder):
+        raise AgentError("%s exists on the host and is not a folder: choose another --to" % folder, "invalid")
+
+    hub = Hub(endpoint, repo, params.get("token") or _host_token())
+    wanted = hub.list_files(revision) if params.get("all") else list(params.get("files") or DEFAULT_FILES)
+    if not wanted:
+        raise AgentError("%s has no files at revision %s" % (repo, revision), "failed")
+    wanted = [_safe_relpath(p) for p in wanted]
+    commit = hub.head(revision, wanted[0])
+    info = hub.paths_info(commit, wanted)
+    missing = [p for p in wanted if p not in info]
+    if missing:
+        raise AgentError(
+            "%s not found in %s at revision %s" % (", ".join(missing), repo, revision), "failed", status=404
+        )
+
+    files = []
+    for p in wanted:
+        local = os.path.join(folder, p)
+        local_bytes = os.path.getsize(local) if os.path.isfile(local) else 0
+        files.append(dict(info[p], path=p, local_bytes=local_bytes))
+    total = sum(f["size"] for f in files)
+    # A file that is already there is replaced in place (huggingface_hub deletes the old copy first).
+    needed = sum(max(0, f["size"] - f["local_bytes"]) for f in files)
+    probe = folder
+    while not os.path.exists(probe):
+        probe = os.path.dirname(probe)
+    if not os.access(probe, os.W_OK):
+        raise AgentError(
+            "%s is not writable on the host (checked %s): choose another --to or fix its permissions" % (folder, probe),
+            "permission",
+        )
+    free = shutil.disk_usage(probe).free
+    if free < needed:
+        raise AgentError(
+            "not enough disk space on %s: the download needs %s (%d bytes) but only %s (%d bytes) is free"
+            % (probe, human(needed), needed, human(free), free),
+            "failed",
+            needed=needed,
+            free=free,
+        )
+    return {
+        "repo": repo,
+        "revision": revision,
+        "commit": commit,
+        "endpoint": endpoint,
+        "to": folder,
+        "files": files,
+        "total": total,
+        "needed": needed,
+        "free": free,
+        "disk_checked": probe,
+        "leftovers": _leftovers(folder, files, version),
+        "huggingface_hub": version,
+    }
+
+
+def _leftovers(folder: str, files: List[dict], version: str) -> List[dict]:
+    """Partial files from an earlier run, each with what the job will do: resume (only where this host's
+    huggingface_hub resumes across calls and the name is that of a file we want) or remove."""
+    resumes = _version_tuple(version) < (1, 18)
+    etags = {f["sha256"] or f["git_oid"] for f in files}
+    out = []
+    for path in incomplete_files(folder):
+        m = _RESUMABLE.search(os.path.basename(path))
+        action = "resume" if resumes and m and m.group(1) in etags else "remove"
+        out.append({"path": path, "bytes": os.path.getsize(path), "action": action})
+    return out
+
+
+@method("download.preflight")
+def preflight_method(params: dict, ctx: Context) -> dict:
+    """RPC: ``{"repo", "to", "revision"?, "files"?, "all"?, "endpoint"?, "token"?}`` → the preflight dict."""
+    return preflight(params, ctx.state_dir)
+
+
+@method("download.start")
+def start(params: dict, ctx: Context) -> dict:
+    """RPC: preflight, then start the download job. The token (``token``) reaches the job's environment
+    only: never its argv, spec or log. Returns ``{"job", "preflight"}``."""
+    plan = preflight(params, ctx.state_dir)
+    worker_plan = {
+        "repo": plan["repo"],
+        "revision": plan["commit"],
+        "endpoint": plan["endpoint"],
+        "to": plan["to"],
+        "files": [{k: f[k] for k in ("path", "size", "sha256", "git_oid")} for f in plan["files"]],
+        "remove": [x["path"] for x in plan["leftovers"] if x["action"] == "remove"],
+        "progress": params.get("progress") or "auto",
+    }
+    token = params.get("token")
+    job = jobs.start_job(
+        ctx.state_dir,
+        "download",
+        jobs.worker_argv("download", json.dumps(worker_plan, separators=(",", ":"))),
+        {
+            "repo": plan["repo"],
+            "revision": plan["revision"],
+            "files": [f["path"] for f in plan["files"]],
+            "to": plan["to"],
+            "endpoint": plan["endpoint"],
+        },
+        {"HF_TOKEN": token} if token else {},
+    )
+    return {"job": job, "preflight": plan}
+
+
+# --- hashing, verification and the sidecar -------------------------------------------------------------------
+
+
+def file_digests(
+    path: str, progress: Optional[Callable[[int], None]] = None, git: bool = False
+) -> Tuple[str, Optional[str]]:
+    """(sha256, git blob id if ``git``) of a file's bytes, reporting bytes hashed so far to ``progress``."""
+    size = os.path.getsize(path)
+    sha = hashlib.sha256()
+    blob = hashlib.sha1(("blob %d\0" % size).encode()) if git else None
+    buf = bytearray(HASH_CHUNK)
+    view = memoryview(buf)
+    done = 0
+    with open(path, "rb", buffering=0) as f:
+        while True:
+            n = f.readinto(buf)
+            if not n:
+                break
+            sha.update(view[:n])
+            if blob is not None:
+                blob.update(view[:n])
+            done += n
+            if progress is not None:
+                progress(done)
+    return sha.hexdigest(), blob.hexdigest() if blob is not None else None
+
+
+def check_file(folder: str, entry: dict, progress: Optional[Callable[[int], None]] = None) -> dict:
+    """Hash one downloaded file and compare it with the hub's digest; validate a safetensors header.
+
+    Returns ``{"path", "bytes", "sha256", "verified", "problem"}``; ``problem`` is a sentence or None.
+    """
+    local = os.path.join(folder, entry["path"])
+    size = os.path.getsize(local)
+    problem = None
+    if entry.get("size") is not None and size != entry["size"]:
+        problem = "%s is %d bytes but the hub says %d" % (entry["path"], size, entry["size"])
+    sha, git_oid = file_digests(local, progress, git=bool(entry.get("git_oid")))
+    if problem is None and entry.get("sha256") and sha != entry["sha256"]:
+        problem = "checksum mismatch for %s: sha256 %s but the hub says %s" % (entry["path"], sha, entry["sha256"])
+    if problem is None and entry.get("git_oid") and git_oid != entry["git_oid"]:
+        problem = "checksum mismatch for %s: git blob id %s but the hub says %s" % (
+            entry["path"],
+            git_oid,
+            entry["git_oid"],
+        )
+    if problem is None and local.endswith(".safetensors"):
+        try:
+            read_header(local)
+        except CheckpointError as exc:
+            problem = str(exc)
+    expected = bool(entry.get("sha256") or entry.get("git_oid"))
+    verified = expected and problem is None
+    return {"path": entry["path"], "bytes": size, "sha256": sha, "verified": verified, "problem": problem}
+
+
+def read_sidecar(folder: str) -> Dict[str, dict]:
+    try:
+        with open(os.path.join(folder, SIDECAR)) as f:
+            data = json.load(f)
+        return data.get("files") or {}
+    except (OSError, ValueError, AttributeError):
+        return {}
+
+
+def record_verified(folder: str, result: dict, repo: Optional[str], revision: Optional[str]) -> None:
+    """Remember a file's digest with the size and mtime it had, so a later change voids the record."""
+    st = os.stat(os.path.join(folder, result["path"]))
+    files = read_sidecar(folder)
+    files[result["path"]] = {
+        "bytes": st.st_size,
+        "mtime_ns": st.st_mtime_ns,
+        "sha256": result["sha256"],
+        "verified": result["verified"],
+        "repo": repo,
+        "revision": revision,
+        "checked": time.time(),
+    }
+    _write_json(os.path.join(folder, SIDECAR), {"version": 1, "files": files})
+
+
+def forget(folder: str, path: str) -> None:
+    """Drop what we and huggingface_hub remember about a file (after it was found wrong or removed)."""
+    files = read_sidecar(folder)
+    if files.pop(path, None) is not None:
+        _write_json(os.path.join(folder, SIDECAR), {"version": 1, "files": files})
+    meta = os.path.join(hf_download_dir(folder), path + ".metadata")
+    if os.path.exists(meta):
+        os.remove(meta)
+
+
+def sidecar_entry(folder: str, path: str, records: Dict[str, dict]) -> Optional[dict]:
+    """The sidecar's record of ``path`` if the file is still exactly as it was when hashed."""
+    rec = records.get(path)
+    try:
+        st = os.stat(os.path.join(folder, path))
+    except OSError:
+        return None
+    if rec and rec.get("bytes") == st.st_size and rec.get("mtime_ns") == st.st_mtime_ns:
+        return rec
+    return None
+
+
+class Rate:
+    """Bytes per second over the last few seconds, from (time, bytes) samples."""
+
+    def __init__(self) -> None:
+        self.samples = []  # type: List[Tuple[float, int]]
+
+    def add(self, now: float, n: int) -> float:
+        self.samples.append((now, n))
+        while len(self.samples) > 2 and now - self.samples[1][0] >= SPEED_WINDOW_S:
+            self.samples.pop(0)
+        t0, n0 = self.samples[0]
+        return (n - n0) / (now - t0) if now > t0 else 0.0
+
+
+class Throttle:
+    """Calls ``send(bytes, bytes_per_s)`` at most every PROGRESS_INTERVAL_S, and always for the last bytes."""
+
+    def __init__(self, send: Callable[[int, float], None], total: Optional[int]) -> None:
+        self.send = send
+        self.total = total
+        self.rate = Rate()
+        self.last_sent = -1.0
+        self.bytes = 0
+
+    def update(self, n: int, force: bool = False) -> None:
+        now = time.monotonic()
+        self.bytes = n
+        speed = self.rate.add(now, n)
+        if force or now - self.last_sent >= PROGRESS_INTERVAL_S or (self.total is not None and n >= self.total):
+            self.last_sent = now
+            self.send(n, speed)
+
+
+@method("download.verify")
+def verify_method(params: dict, ctx: Context) -> dict:
+    """RPC: hash a drafter's files and check them against the hub (when ``repo`` is given).
+
+    Params ``{"path", "files"?, "repo"?, "revision"?, "endpoint"?, "token"?}``. Streams ``{"event":
+    "verifying", "file", "bytes", "total", "bytes_per_s"}``; returns ``{"files": [{"path", "bytes",
+    "sha256", "verified", "problem"}], "ok"}``, also sent as a last ``checked`` event. A file that does not
+    match is renamed ``<name>.corrupt`` so nothing loads it by mistake; without ``repo`` files are only
+    hashed (and headers checked), never moved.
+    """
+    folder = os.path.abspath(os.path.expanduser(params.get("path") or ""))
+    names = [_safe_relpath(p) for p in (params.get("files") or DEFAULT_FILES)]
+    missing = [p for p in names if not os.path.isfile(os.path.join(folder, p))]
+    if missing:
+        raise AgentError("%s: %s missing; download the drafter first" % (folder, ", ".join(missing)), "not_found")
+    repo = params.get("repo")
+    revision = params.get("revision") or "main"
+    expected = {}  # type: Dict[str, dict]
+    if repo:
+        hub = Hub(resolve_endpoint(params.get("endpoint")), repo, params.get("token") or _host_token())
+        expected = hub.paths_info(revision, names)
+    results = []
+    for name in names:
+        if ctx.cancelled.is_set():
+            break
+        entry = dict(expected.get(name) or {}, path=name)
+        total = os.path.getsize(os.path.join(folder, name))
+
+        def send(n: int, speed: float, name: str = name, total: int = total) -> None:
+            ctx.emit({"event": "verifying", "file": name, "bytes": n, "total": total, "bytes_per_s": round(speed)})
+
+        throttle = Throttle(send, total)
+        throttle.update(0, force=True)
+        result = check_file(folder, entry, throttle.update)
+        if not result["problem"]:
+            record_verified(folder, result, repo, revision if repo else None)
+        elif repo:  # wrong against the hub: out of the way, so nothing loads it as the drafter
+            os.replace(os.path.join(folder, name), os.path.join(folder, name + ".corrupt"))
+            forget(folder, name)
+            result["problem"] += "; renamed it to %s.corrupt: download the drafter again" % name
+        results.append(result)
+    out = {"files": results, "ok": len(results) == len(names) and all(not r["problem"] for r in results)}
+    ctx.emit(dict(out, event="checked"))  # streaming callers see the result as the last event
+    return out
+
+
+# --- drafter state -------------------------------------------------------------------------------------------
+
+
+def drafter_state(drafter: dict, downloading: Optional[dict]) -> dict:
+    """One configured drafter as the Drafters tab shows it: state, size, sha256 prefix, the job if any.
+
+    States: ``downloading`` (a running job writes into its folder), ``missing`` (no file, no partial),
+    ``partial`` (some files, leftovers or a truncated safetensors file), ``verified`` (every file matched
+    the hub and is unchanged since), ``present`` (everything there, not verified).
+    """
+    folder = os.path.abspath(os.path.expanduser(drafter.get("path") or ""))
+    names = list(drafter.get("files") or DEFAULT_FILES)
+    records = read_sidecar(folder)
+    files = []
+    problem = None
+    for name in names:
+        local = os.path.join(folder, name)
+        exists = os.path.isfile(local)
+        rec = sidecar_entry(folder, name, records) if exists else None
+        if exists and rec is None and name.endswith(".safetensors") and problem is None:
+            try:
+                read_header(local)  # two small reads: catches a truncated or foreign file cheaply
+            except (CheckpointError, OSError) as exc:
+                problem = str(exc)
+        files.append(
+            {
+                "path": name,
+                "exists": exists,
+                "bytes": os.path.getsize(local) if exists else 0,
+                "sha256": rec.get("sha256") if rec else None,
+                "verified": bool(rec and rec.get("verified")),
+            }
+        )
+    leftovers = incomplete_files(folder) if os.path.isdir(folder) else []
+    present = [f for f in files if f["exists"]]
+    if downloading is not None:
+        state = "downloading"
+    elif not present and not leftovers:
+        state = "missing"
+    elif len(present) < len(files) or leftovers or problem:
+        state = "partial"
+    elif all(f["verified"] for f in files):
+        state = "verified"
+    else:
+        state = "present"
+    main = next((f for f in files if f["path"].endswith(".safetensors")), files[-1] if files else None)
+    return {
+        "name": drafter.get("name"),
+        "path": folder,
+        "repo": drafter.get("repo"),
+        "state": state,
+        "bytes": sum(f["bytes"] for f in files),
+        "sha256": main["sha256"] if main else None,
+        "files": files,
+        "leftovers": leftovers,
+        "problem": problem,
+        "job": downloading,
+    }
+
+
+@method("drafters.status")
+def drafters_status(params: dict, ctx: Context) -> List[dict]:
+    """RPC: ``{"drafters": [{"name", "path", "repo"?, "files"?}]}`` → ``drafter_state`` of each (stat and the
+    sidecar only: no hashing)."""
+    out = []
+    for d in params.get("drafters") or []:
+        job = running_download(ctx.state_dir, os.path.abspath(os.path.expanduser(d.get("path") or "")))
+        brief = None if job is None else {"id": job["id"], "progress": job.get("progress")}
+        out.append(drafter_state(d, brief))
+    return out
+
+
+# --- the worker (runs as the job's body) ---------------------------------------------------------------------
+
+
+class Cancelled(BaseException):
+    """SIGTERM from ``jobs.cancel``: unwinds huggingface_hub, whose own cleanup removes its partial file."""
+
+
+class Events:
+    """Appends JSON events to the job's ``events.jsonl`` (one write per line, so readers see whole lines)."""
+
+    def __init__(self, path: Optional[str]) -> None:
+        self.fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600) if path else None
+
+    def emit(self, event: dict) -> None:
+        event = dict(event, t=round(time.time(), 3))
+        line = (json.dumps(event, separators=(",", ":")) + "\n").encode()
+        if self.fd is None:
+            sys.stdout.write(line.decode())
+            sys.stdout.flush()
+        else:
+            os.write(self.fd, line)
+
+
+def bar_class(on_bytes: Callable[[int], None]):
+    """A ``tqdm_class`` for huggingface_hub that forwards the byte count and draws nothing.
+
+    It accepts whatever huggingface_hub passes (1.1–1.9 add ``name=`` and ``disable=None``, which would make a
+    real tqdm hide itself or fail) and ignores every other bar of the same call (Xet opens a transfer bar
+    next to its reconstruction bar): the first bar of a file is the one that counts.
+    """
+    state = {"owner": None}
+
+    class Bar:
+        def __init__(self, *args, **kwargs) -> None:
+            self.n = int(kwargs.get("initial") or 0)
+            self.total = kwargs.get("total")
+            if state["owner"] is None:
+                state["owner"] = self
+                on_bytes(self.n)
+
+        def update(self, n: int = 1) -> None:
+            self.n += n
+            if state["owner"] is self:
+                on_bytes(self.n)
+
+        def close(self) -> None:
+            pass
+
+        def __enter__(self) -> "Bar":
+            return self
+
+        def __exit__(self, *exc) -> bool:
+            return False
+
+        def __getattr__(self, name: str):  # set_description, set_postfix_str, refresh, ...: nothing to draw
+            if name.startswith("__"):
+                raise AttributeError(name)
+            return lambda *a, **k: None
+
+    return Bar
+
+
+class IncompletePoller(threading.Thread):
+    """For huggingface_hub without ``tqdm_class``: the size of the newest ``*.incomplete`` file is the
+    progress of the file being downloaded (works on every version that downloads into ``local_dir``)."""
+
+    def __init__(self, folder: str, on_bytes: Callable[[int], None]) -> None:
+        super().__init__(daemon=True)
+        self.folder = folder
+        self.on_bytes = on_bytes
+        self.stop = threading.Event()
+        self.before = set(incomplete_files(folder))
+
+    def run(self) -> None:
+        while not self.stop.wait(PROGRESS_INTERVAL_S / 2):
+            sizes = []
+            for path in incomplete_files(self.folder):
+                if path in self.before:
+                    continue
+                try:
+                    st = os.stat(path)
+                except OSError:
+                    continue  # renamed into place between the listing and the stat
+                sizes.append((st.st_mtime, st.st_size))
+            if sizes:
+                self.on_bytes(max(sizes)[1])
+
+
+def _describe_failure(exc: BaseException, plan: dict, name: str) -> str:
+    """One sentence for a failed file, by exception class name (they moved between huggingface_hub versions)."""
+    names = [c.__name__ for c in type(exc).__mro__]
+    repo, endpoint = plan["repo"], plan["endpoint"]
+    if "GatedRepoError" in names:  # a subclass of RepositoryNotFoundError: test it first
+        return "%s is %s" % (repo, GATED)
+    if "RepositoryNotFoundError" in names:
+        return "repository %s not found on %s (if it is private: set HF_TOKEN on the host or pass --token-env)" % (
+            repo,
+            endpoint,
+        )
+    if "RevisionNotFoundError" in names:
+        return "revision %s not found in %s" % (plan["revision"], repo)
+    if "LocalEntryNotFoundError" in names or "ConnectError" in names or "ConnectionError" in names:
+        return "cannot reach the hub at %s while downloading %s: check the endpoint and the host's network" % (
+            endpoint,
+            name,
+        )
+    if "EntryNotFoundError" in names:
+        return "%s not found in %s" % (name, repo)
+    if isinstance(exc, OSError) and getattr(exc, "errno", None) == errno.ENOSPC:
+        return "disk full in %s while downloading %s: free some space and download again" % (plan["to"], name)
+    if isinstance(exc, PermissionError):
+        return "cannot write %s into %s: permission denied" % (name, plan["to"])
+    detail = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    return "downloading %s failed: %s" % (name, detail)
+
+
+def worker_main(argv: List[str]) -> int:
+    """The download job's body: ``agent worker download PLAN_JSON`` (the plan ``download.start`` made).
+
+    Exits 0 when every file is there and verified, 1 on failure (after a ``failed`` event with the reason),
+    143 when cancelled (partial files removed).
+    """
+    plan = json.loads(argv[0])
+    job_dir = os.environ.get("SPECDECK_JOB_DIR")
+    events = Events(os.path.join(job_dir, "events.jsonl") if job_dir else None)
+    folder = plan["to"]
+
+    def on_term(signum, frame) -> None:
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        raise Cancelled()
+
+    signal.signal(signal.SIGTERM, on_term)
+    signal.signal(signal.SIGHUP, signal.SIG_IGN)
+    try:
+        return _download_all(plan, events)
+    except Cancelled:
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        removed = []
+        for path in incomplete_files(folder):
+            os.remove(path)
+            removed.append(path)
+        events.emit({"event": "cancelled", "removed": removed})
+        return 143
+
+
+def _download_all(plan: dict, events: Events) -> int:
+    folder = plan["to"]
+    os.makedirs(folder, exist_ok=True)
+    for path in plan.get("remove") or []:
+        if os.path.dirname(path).startswith(hf_download_dir(folder)) and os.path.exists(path):
+            os.remove(path)  # a partial file from an earlier run that this version cannot resume
+    # Read at import: set before huggingface_hub is imported. Bars would only fill the job's log.
+    os.environ["HF_HUB_DISABLE_PROGRESS_BARS"] = "1"
+    try:
+        import huggingface_hub
+        from huggingface_hub import hf_hub_download
+    except ImportError as exc:
+        events.emit({"event": "failed", "reason": "cannot import huggingface_hub on the host: %s" % exc})
+        return 1
+    import inspect
+
+    use_bar = plan.get("progress") != "poll" and "tqdm_class" in inspect.signature(hf_hub_download).parameters
+    files = plan["files"]
+    events.emit(
+        {
+            "event": "start",
+            "files": [{"path": f["path"], "total": f["size"], "sha256": f["sha256"]} for f in files],
+            "total": sum(f["size"] for f in files),
+            "huggingface_hub": huggingface_hub.__version__,
+            "progress": "tqdm_class" if use_bar else "poll",
+        }
+    )
+    done = []
+    for entry in files:
+        name, size = entry["path"], entry["size"]
+
+        def send(n: int, speed: float, name: str = name, size: int = size) -> None:
+            events.emit({"event": "progress", "file": name, "bytes": n, "total": size, "bytes_per_s": round(speed)})
+
+        throttle = Throttle(send, size)
+        throttle.update(0, force=True)
+        kwargs = {"revision": plan["revision"], "local_dir": folder, "endpoint": plan["endpoint"]}
+        poller = None
+        if use_bar:
+            kwargs["tqdm_class"] = bar_class(throttle.update)
+        else:
+            poller = IncompletePoller(folder, throttle.update)
+            poller.start()
+        t0 = time.monotonic()
+        try:
+            hf_hub_download(plan["repo"], name, **kwargs)
+        except Cancelled:
+            raise
+        except Exception as exc:  # each failure becomes the job's one-line reason
+            events.emit({"event": "failed", "reason": _describe_failure(exc, plan, name), "file": name})
+            return 1
+        finally:
+            if poller is not None:
+                poller.stop.set()
+        seconds = time.monotonic() - t0
+        if throttle.bytes != size:
+            throttle.update(size, force=True)  # a file that was already there: no bar ever moved
+        t1 = time.monotonic()
+
+        def send_verify(n: int, speed: float, name: str = name, size: int = size) -> None:
+            events.emit({"event": "verifying", "file": name, "bytes": n, "total": size, "bytes_per_s": round(speed)})
+
+        result = check_file(folder, entry, Throttle(send_verify, size).update)
+        verify_seconds = time.monotonic() - t1
+        if result["problem"]:
+            os.remove(os.path.join(folder, name))  # never left pretending to be complete
+            forget(folder, name)
+            events.emit(
+                {
+                    "event": "failed",
+                    "reason": result["problem"] + "; the file was deleted: download it again",
+                    "file": name,
+                }
+            )
+            return 1
+        record_verified(folder, result, plan["repo"], plan["revision"])
+        events.emit({"event": "verified", "file": name, "bytes": result["bytes"], "sha256": result["sha256"]})
+        done.append(dict(result, seconds=round(seconds, 3), verify_seconds=round(verify_seconds, 3)))
+        del done[-1]["problem"]
+    events.emit({"event": "done", "files": done, "to": folder})
+    return 0

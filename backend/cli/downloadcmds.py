@@ -1,0 +1,217 @@
+"""`specdeck download`: fetch a drafter onto the host as a detached job, with live progress bars or JSON lines.
+
+The bytes go hub → host; this command only starts the job and watches it. Stopping the command (Ctrl-C, a
+killed terminal, a dropped SSH link) leaves the job running: `specdeck jobs` lists it, `specdeck download
+--attach ID` watches it again and `specdeck jobs cancel ID` stops it and removes its partial files.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import math
+import os
+import shutil
+import sys
+import time
+from typing import TextIO
+
+from backend import downloads
+from backend.cli.common import add_json, connect, emit_json_line, load_settings
+from backend.cli.main import command
+from backend.connection import resolve_host
+from backend.downloads import Progress, human_bytes, human_eta, human_rate
+from backend.errors import OperationFailed, UsageError
+from backend.settings import Settings
+
+REDRAW_S = 0.1  # terminal redraws at most ten times a second
+PLAIN_EVERY_S = 2.0  # without a terminal, a progress line every two seconds
+
+
+def register(sub) -> None:
+    p = command(
+        sub,
+        "download",
+        "Download a drafter onto the host (a detached job with progress, sha256 verification and clean cancel).",
+    )
+    p.add_argument(
+        "target", nargs="?", metavar="REPO_ID|DRAFTER", help="hub repo (ORG/NAME) or a configured drafter's name"
+    )
+    p.add_argument("--to", metavar="DIR", help="folder on the host (default for a drafter: its configured path)")
+    p.add_argument("--revision", metavar="R", help="branch, tag or commit (default: main or the drafter's)")
+    p.add_argument(
+        "--file",
+        action="append",
+        metavar="F",
+        help="a file to fetch (repeatable; default config.json and model.safetensors)",
+    )
+    p.add_argument("--all", action="store_true", help="fetch every file of the repo")
+    p.add_argument(
+        "--endpoint", metavar="URL", help="hub or mirror (default: the host's configured hub, its HF_ENDPOINT, the Hub)"
+    )
+    p.add_argument(
+        "--token-env", metavar="VAR", help="send the token in this local environment variable to the job (not argv)"
+    )
+    p.add_argument("--detach", action="store_true", help="start the job, print its id and return")
+    p.add_argument("--attach", metavar="JOB_ID", help="watch a download job that is already running")
+    add_json(p)
+    p.set_defaults(run=download)
+
+
+def build_request(args: argparse.Namespace, settings: Settings) -> downloads.Request:
+    """The download the arguments ask for (usage errors before any connection is made)."""
+    if args.all and args.file:
+        raise UsageError("pass either --all or --file, not both")
+    token = None
+    if args.token_env:
+        token = os.environ.get(args.token_env)
+        if not token:
+            raise UsageError(f"--token-env {args.token_env}: that variable is not set (or empty) here")
+    host = resolve_host(settings, args.host)
+    files = tuple(args.file) if args.file else None
+    if "/" in args.target:
+        if not args.to:
+            raise UsageError("--to DIR is required when downloading a repo id (the folder on the host)")
+        return downloads.Request(
+            repo=args.target,
+            to=args.to,
+            revision=args.revision,
+            files=files or downloads.DEFAULT_FILES,
+            all_files=args.all,
+            endpoint=downloads.endpoint_for(host, args.endpoint),
+            token=token,
+        )
+    drafter = settings.drafters.get(args.target)
+    if drafter is None:
+        known = ", ".join(sorted(settings.drafters)) or "none"
+        raise UsageError(f"unknown drafter {args.target!r} (configured: {known}); or pass a repo id ORG/NAME")
+    return downloads.drafter_request(
+        drafter,
+        host,
+        to=args.to,
+        revision=args.revision,
+        files=files,
+        all_files=args.all or None,
+        endpoint=args.endpoint,
+        token=token,
+    )
+
+
+async def download(args: argparse.Namespace) -> int:
+    settings = load_settings(args)
+    if bool(args.target) == bool(args.attach):
+        raise UsageError("give a REPO_ID or DRAFTER to download, or --attach JOB_ID to watch a running download")
+    req = build_request(args, settings) if args.target else None
+    conn = await connect(args, settings)
+    try:
+        if req is None:
+            job = await conn.call("jobs.get", id=args.attach)
+            if job["kind"] != "download":
+                raise UsageError(f"job {args.attach} is a {job['kind']} job, not a download")
+        else:
+            started = await downloads.start(conn, req)
+            job = started["job"]
+            _announce(args, started["preflight"], job, conn.host.name)
+        if args.detach:
+            return 0
+        progress = Progress(job["id"])
+        view = None if args.json else Bars(sys.stdout)
+        try:
+            async for _, event in downloads.follow(conn, job["id"]):
+                progress.apply(event)
+                if view is None:
+                    emit_json_line(event)
+                else:
+                    view.draw(progress)
+        except asyncio.CancelledError:
+            print(
+                f"\nstopped watching; the download carries on on the host as job {job['id']}: "
+                f"`specdeck jobs` shows it, `specdeck download --attach {job['id']}` watches it again, "
+                f"`specdeck jobs cancel {job['id']}` stops it",
+                file=sys.stderr,
+            )
+            raise
+        progress.finish(await conn.call("jobs.wait", id=job["id"], timeout=30))
+        if view is not None:
+            view.draw(progress, final=True)
+        if progress.state != "done":
+            raise OperationFailed(f"download {progress.state}: {progress.reason or 'see `specdeck jobs`'}")
+        if view is not None:
+            view.summary(progress)
+        return 0
+    finally:
+        await conn.close()
+
+
+def _announce(args: argparse.Namespace, plan: dict, job: dict, host: str) -> None:
+    if args.json:
+        emit_json_line({"event": "job", "id": job["id"], "preflight": plan})
+        return
+    files = ", ".join(f["path"] for f in plan["files"])
+    print(
+        f"{plan['repo']}@{plan['revision']} from {plan['endpoint']}: {len(plan['files'])} files "
+        f"({human_bytes(plan['total'])}: {files})"
+    )
+    print(f"  into {plan['to']} on {host} ({human_bytes(plan['free'])} free there)")
+    for left in plan["leftovers"]:
+        verb = "resuming" if left["action"] == "resume" else "removing"
+        print(f"  {verb} a partial file from an earlier run: {left['path']} ({human_bytes(left['bytes'])})")
+    if args.detach:
+        print(f"job {job['id']} started; watch it with `specdeck download --attach {job['id']}` or `specdeck jobs`")
+    else:
+        print(f"job {job['id']} (Ctrl-C stops watching, not the download)")
+
+
+class Bars:
+    """Plain terminal rendering of a Progress: one redrawn line per file on a terminal; otherwise (a pipe, a
+    log) a line when a file changes phase, completes its transfer, or every few seconds. No Textual here."""
+
+    def __init__(self, out: TextIO) -> None:
+        self.out = out
+        self.tty = out.isatty()
+        self.drawn = 0
+        self.last = 0.0
+        self.printed: dict[str, tuple[str, int, float]] = {}  # plain mode: file → (phase, bytes, when)
+
+    def draw(self, progress: Progress, final: bool = False) -> None:
+        now = time.monotonic()
+        if self.tty:
+            if final or now - self.last >= REDRAW_S:
+                self._redraw(progress)
+                self.last = now
+            return
+        for f in progress.files.values():
+            phase, count, when = self.printed.get(f.path, ("waiting", 0, 0.0))
+            active = f.phase in ("downloading", "verifying")
+            finished_transfer = f.phase == "downloading" and f.bytes == f.total != count
+            if f.phase != phase or finished_transfer or (active and now - when >= PLAIN_EVERY_S):
+                self.out.write(line(f, 0) + "\n")
+                self.printed[f.path] = (f.phase, f.current, now)
+        self.out.flush()
+
+    def _redraw(self, progress: Progress) -> None:
+        width = shutil.get_terminal_size((100, 20)).columns
+        rows = [line(f, width) for f in progress.files.values()]
+        if self.drawn:
+            self.out.write(f"\x1b[{self.drawn}F")
+        for row in rows:
+            self.out.write("\x1b[2K" + row[: width - 1] + "\n")
+        self.drawn = len(rows)
+        self.out.flush()
+
+    def summary(self, progress: Progress) -> None:
+        for f in progress.result:
+            mark = "verified" if f.get("verified") else "not verified (the hub gives no digest)"
+            self.out.write(f"{f['path']}: {human_bytes(f['bytes'])}, sha256 {f['sha256'][:16]}…, {mark}\n")
+        self.out.flush()
+
+
+def line(f: downloads.FileProgress, width: int) -> str:
+    """``model.safetensors  [#####.....]  41.2%  0.92/2.22 GiB  148.0 MB/s  ETA 0:08  downloading``."""
+    name = f.path if len(f.path) <= 28 else "…" + f.path[-27:]
+    numbers = f"{math.floor(f.fraction * 1000) / 10:5.1f}%  {human_bytes(f.current)}/{human_bytes(f.total)}"
+    if f.phase in ("downloading", "verifying"):
+        numbers += f"  {human_rate(f.bytes_per_s)}  ETA {human_eta(f.eta_s)}"
+    bar_width = max(10, min(40, width - len(name) - len(numbers) - len(f.phase) - 10)) if width else 20
+    filled = round(f.fraction * bar_width)
+    return f"{name:<28} [{'#' * filled}{'.' * (bar_width - filled)}] {numbers}  {f.phase}"

@@ -1,0 +1,380 @@
+"""Drafter downloads against the local hub over both transports: progress, verification, survival, refusals."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from backend import downloads
+from backend.agent.host.download import SIDECAR, incomplete_files
+from backend.connection import Connection
+from backend.errors import RemoteError
+from backend.sandbox import fixtures
+from backend.sandbox.hub import CACHE_DIR_NAME, HubServer
+from backend.settings import DrafterConfig, HostConfig
+
+REPO = "org/drafter"
+MODEL_BYTES = 48 << 20  # five 10 MiB chunks: several progress events at the test rate
+RATE = 40_000_000  # bytes/s: ~1.3 s per download, long enough to see progress and to interrupt
+TOKEN = "hf_testtoken_0123456789abcdef"
+PY38 = "/root/.pyenv/versions/3.8.18/bin/python"
+
+
+def write_repo(root: Path, repo: str = REPO, model_bytes: int = MODEL_BYTES) -> Path:
+    folder = root / repo
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "config.json").write_text(json.dumps({"architectures": ["LlamaForCausalLMEagle3"]}))
+    data = model_bytes
+    for _ in range(2):  # the header's length depends on the number it holds
+        data = model_bytes - len(fixtures.header_bytes({"w": ("U8", [data])})[0])
+    fixtures.write_sparse_safetensors(str(folder / "model.safetensors"), {"w": ("U8", [data])})
+    return folder
+
+
+def sha256(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+@pytest.fixture
+def hub(tmp_path):
+    root = tmp_path / "hub"
+    write_repo(root)
+    server = HubServer(root, rate_bps=RATE)
+    server.start()
+    server.warm()
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+async def conn(host: HostConfig):
+    c = await Connection.open(host)
+    yield c
+    await c.close()
+
+
+def cli_host_args(host: HostConfig) -> list[str]:
+    args = ["--host", host.url if not host.is_local else "local", "--workdir", host.workdir]
+    if not host.is_local:
+        args += ["--identity", host.identity, "--known-hosts", host.known_hosts, "--python", host.python]
+    return args
+
+
+def cli(host: HostConfig, *args: str, env: dict | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "backend.cli.main", "download", *args, *cli_host_args(host)],
+        capture_output=True,
+        text=True,
+        env={**os.environ, **(env or {})},
+        timeout=60,
+    )
+
+
+async def run_job(conn: Connection, req: downloads.Request, progress: str = "auto") -> tuple[dict, list[dict]]:
+    started = await downloads.start(conn, req, progress)
+    events = [ev async for _, ev in downloads.follow(conn, started["job"]["id"])]
+    job = await conn.call("jobs.wait", id=started["job"]["id"], timeout=30)
+    return job, events
+
+
+def check_progress(events: list[dict], sizes: dict[str, int]) -> None:
+    """Per file: bytes never go back, the total is the file's size, the last event is complete."""
+    for name, size in sizes.items():
+        seen = [e for e in events if e["event"] == "progress" and e["file"] == name]
+        assert seen, name
+        assert all(e["total"] == size for e in seen)
+        counts = [e["bytes"] for e in seen]
+        assert counts == sorted(counts) and counts[-1] == size, counts
+
+
+async def test_download_progress_and_verified(conn, hub, tmp_path):
+    to = tmp_path / "out"
+    req = downloads.Request(repo=REPO, to=str(to), endpoint=hub.url)
+    job, events = await run_job(conn, req)
+    assert job["state"] == "done", job
+    src = hub.root / REPO
+    check_progress(events, {"config.json": (src / "config.json").stat().st_size, "model.safetensors": MODEL_BYTES})
+    middle = [e for e in events if e["event"] == "progress" and 0 < e["bytes"] < MODEL_BYTES]
+    assert middle and all(e["bytes_per_s"] > 0 for e in middle)  # live progress, with a speed
+    done = events[-1]
+    assert done["event"] == "done"
+    assert {f["path"]: (f["sha256"], f["verified"]) for f in done["files"]} == {
+        "config.json": (sha256(src / "config.json"), True),
+        "model.safetensors": (sha256(src / "model.safetensors"), True),
+    }
+    assert sha256(to / "model.safetensors") == sha256(src / "model.safetensors")
+    assert json.loads((to / SIDECAR).read_text())["files"]["model.safetensors"]["verified"] is True
+    assert incomplete_files(str(to)) == []
+    [row] = await downloads.status(conn, [DrafterConfig("d", str(to), REPO)])
+    assert (row.state, row.bytes) == ("verified", MODEL_BYTES + (src / "config.json").stat().st_size)
+    assert row.sha256_prefix == sha256(src / "model.safetensors")[:12]
+    # The progress model the CLI and TUI render ends where the events do.
+    model = downloads.Progress(job["id"])
+    for ev in events:
+        model.apply(ev)
+    assert (
+        model.state == "done" and model.bytes == model.total and {f.phase for f in model.files.values()} == {"verified"}
+    )
+
+
+async def test_cli_killed_mid_transfer_job_still_finishes(host, hub, tmp_path):
+    to = tmp_path / "out"
+    argv = [sys.executable, "-m", "backend.cli.main", "download", REPO, "--to", str(to), "--endpoint", hub.url]
+    proc = subprocess.Popen([*argv, "--json", *cli_host_args(host)], stdout=subprocess.PIPE, text=True)
+    job_id = None
+    for line in proc.stdout:
+        ev = json.loads(line)
+        job_id = ev.get("id", job_id)
+        if ev["event"] == "progress" and ev["file"] == "model.safetensors" and 0 < ev["bytes"] < ev["total"]:
+            break
+    proc.kill()  # SIGKILL: no goodbye to the agent, the SSH link just drops
+    proc.wait()
+    assert job_id
+    c = await Connection.open(host)
+    try:
+        job = await c.call("jobs.wait", id=job_id, timeout=30)
+    finally:
+        await c.close()
+    assert job["state"] == "done", job
+    assert sha256(to / "model.safetensors") == sha256(hub.root / REPO / "model.safetensors")
+
+
+async def test_cli_prints_bars_and_drafter_name_from_config(hub, tmp_path):
+    """`specdeck download DRAFTER` takes repo, files, path and the hub endpoint from the config."""
+    host = HostConfig(name="box", url="local", python=sys.executable, workdir=str(tmp_path / "work"))
+    to = tmp_path / "aq"
+    config = tmp_path / "config.toml"
+    config.write_text(
+        f'default_host = "box"\n[hosts.box]\nurl = "local"\npython = "{sys.executable}"\n'
+        f'workdir = "{host.workdir}"\nhub_endpoint = "{hub.url}"\n'
+        f'[drafters.aq]\nrepo = "{REPO}"\npath = "{to}"\n'
+    )
+    res = subprocess.run(
+        [sys.executable, "-m", "backend.cli.main", "download", "aq", "--config", str(config)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert res.returncode == 0, res.stderr
+    assert f"into {to}" in res.stdout and "ETA" in res.stdout and "MB/s" in res.stdout
+    assert "model.safetensors: 48.00 MiB, sha256" in res.stdout and "verified" in res.stdout
+    bad = subprocess.run(
+        [sys.executable, "-m", "backend.cli.main", "download", "ours", "--config", str(config)],
+        capture_output=True,
+        text=True,
+    )
+    assert bad.returncode == 2 and "has no repo" in bad.stderr
+
+
+async def test_unknown_repo_refused_at_preflight(host, hub, tmp_path):
+    res = cli(host, "org/nothing-here", "--to", str(tmp_path / "x"), "--endpoint", hub.url)
+    assert res.returncode == 1
+    assert res.stderr.count("\n") == 1 and "repository org/nothing-here not found" in res.stderr
+    res = cli(host, REPO, "--file", "nope.bin", "--to", str(tmp_path / "x"), "--endpoint", hub.url)
+    assert res.returncode == 1 and "nope.bin not found in org/drafter" in res.stderr
+    assert not (tmp_path / "x").exists()
+
+
+async def test_gated_repo_needs_token_and_token_never_leaks(host, hub, tmp_path):
+    (hub.root / REPO / ".gated").write_text(TOKEN)
+    to = tmp_path / "out"
+    res = cli(host, REPO, "--to", str(to), "--endpoint", hub.url)
+    assert res.returncode == 1
+    assert "gated or private: set HF_TOKEN on the host or pass --token-env" in res.stderr
+    res = cli(
+        host, REPO, "--to", str(to), "--endpoint", hub.url, "--json", "--token-env", "MY_HF", env={"MY_HF": TOKEN}
+    )
+    assert res.returncode == 0, res.stderr
+    job_id = json.loads(res.stdout.splitlines()[0])["id"]
+    assert TOKEN not in res.stdout
+    job_dir = Path(host.workdir) / ".specdeck" / "jobs" / job_id
+    spec = json.loads((job_dir / "spec.json").read_text())
+    assert spec["env_keys"] == ["HF_TOKEN"]
+    for path in job_dir.rglob("*"):
+        assert TOKEN.encode() not in path.read_bytes(), path
+    assert TOKEN.encode() not in (to / SIDECAR).read_bytes()
+
+
+async def test_not_enough_disk_refused_with_both_numbers(conn, hub, tmp_path):
+    to = tmp_path / "out"
+    free = shutil.disk_usage(tmp_path).free
+    size = 12 << 40  # 12 TiB: a sparse file ext4 can hold, far beyond this disk
+    if free >= size:
+        pytest.skip("this disk has more than 12 TiB free")
+    huge = hub.root / "org" / "huge"
+    huge.mkdir(parents=True)
+    fixtures.write_sparse_safetensors(str(huge / "model.safetensors"), {"w": ("U8", [size - 64])})
+    (huge / "config.json").write_text("{}")
+    # Seed the hub's digest cache: hashing 12 TiB of holes is not what this test is about.
+    st = (huge / "model.safetensors").stat()
+    sidecar = hub.root / CACHE_DIR_NAME / "org" / "huge" / "model.safetensors.json"
+    sidecar.parent.mkdir(parents=True)
+    record = {"size": st.st_size, "mtime_ns": st.st_mtime_ns, "lfs": True, "digest": "ab" * 32}
+    sidecar.write_text(json.dumps(record))
+    with pytest.raises(RemoteError) as err:
+        await downloads.preflight(conn, downloads.Request(repo="org/huge", to=str(to), endpoint=hub.url))
+    msg = str(err.value)
+    assert err.value.exit_code == 1 and "not enough disk space" in msg
+    assert f"({st.st_size + 2} bytes)" in msg and "is free" in msg
+    assert err.value.data["free"] > 0 and err.value.data["needed"] == st.st_size + 2
+
+
+async def test_unwritable_folder_refused(conn, hub, tmp_path):
+    locked = tmp_path / "locked"
+    locked.mkdir(mode=0o500)
+    if os.geteuid() == 0:  # root ignores mode bits, not the immutable flag
+        subprocess.run(["chattr", "+i", str(locked)], check=True)
+    try:
+        with pytest.raises(RemoteError) as err:
+            await downloads.preflight(conn, downloads.Request(repo=REPO, to=str(locked / "out"), endpoint=hub.url))
+    finally:
+        if os.geteuid() == 0:
+            subprocess.run(["chattr", "-i", str(locked)], check=True)
+    assert "not writable" in str(err.value) and err.value.exit_code == 2
+
+
+async def test_checksum_mismatch_caught_and_file_removed(conn, hub, tmp_path):
+    hub.corrupt.add(f"{REPO}/model.safetensors")
+    to = tmp_path / "out"
+    job, events = await run_job(conn, downloads.Request(repo=REPO, to=str(to), endpoint=hub.url))
+    assert job["state"] == "failed"
+    assert job["reason"].startswith("checksum mismatch for model.safetensors") and "deleted" in job["reason"]
+    assert events[-1]["event"] == "failed"
+    assert not (to / "model.safetensors").exists() and incomplete_files(str(to)) == []
+    [row] = await downloads.status(conn, [DrafterConfig("d", str(to), REPO)])
+    assert row.state == "partial"  # config.json alone: never shown as present
+
+
+async def test_cancel_removes_partial_files(host, conn, tmp_path):
+    root = tmp_path / "slowhub"
+    write_repo(root, model_bytes=256 << 20)
+    with HubServer(root, rate_bps=20_000_000) as slow:
+        to = tmp_path / "out"
+        started = await downloads.start(conn, downloads.Request(repo=REPO, to=str(to), endpoint=slow.url))
+        job_id = started["job"]["id"]
+        async for _, ev in downloads.follow(conn, job_id):
+            if ev["event"] == "progress" and ev["file"] == "model.safetensors" and ev["bytes"] > 0:
+                break
+        assert incomplete_files(str(to))  # a partial file exists right now
+        res = subprocess.run(
+            [sys.executable, "-m", "backend.cli.main", "jobs", "cancel", job_id, "--json", *cli_host_args(host)],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert res.returncode == 0, res.stderr
+        assert json.loads(res.stdout)["state"] == "cancelled"
+    assert incomplete_files(str(to)) == [] and not (to / "model.safetensors").exists()
+    tail = [ev async for _, ev in downloads.follow(conn, job_id)]
+    assert tail[-1]["event"] == "cancelled"
+
+
+async def test_leftover_incomplete_reported_and_removed(conn, hub, tmp_path):
+    to = tmp_path / "out"
+    sha = sha256(hub.root / REPO / "model.safetensors")
+    leftover = to / ".cache" / "huggingface" / "download" / f"Xy12.{sha}.0badf00d.incomplete"
+    leftover.parent.mkdir(parents=True)
+    leftover.write_bytes(b"\0" * 4096)
+    [row] = await downloads.status(conn, [DrafterConfig("d", str(to), REPO)])
+    assert row.state == "partial" and row.leftovers == (str(leftover),)
+    req = downloads.Request(repo=REPO, to=str(to), endpoint=hub.url)
+    plan = await downloads.preflight(conn, req)
+    # huggingface_hub 2.4 never resumes across calls: the partial file is removed, not trusted.
+    assert plan["leftovers"] == [{"path": str(leftover), "bytes": 4096, "action": "remove"}]
+    job, _ = await run_job(conn, req)
+    assert job["state"] == "done" and not leftover.exists()
+
+
+async def test_size_polling_fallback_reports_progress(hub, tmp_path):
+    """Hosts whose huggingface_hub has no tqdm_class: the size of the *.incomplete file is the progress."""
+    host = HostConfig(name="local", url="local", python=sys.executable, workdir=str(tmp_path / "work"))
+    c = await Connection.open(host)
+    try:
+        job, events = await run_job(c, downloads.Request(repo=REPO, to=str(tmp_path / "out"), endpoint=hub.url), "poll")
+    finally:
+        await c.close()
+    assert job["state"] == "done"
+    assert events[0]["event"] == "start" and events[0]["progress"] == "poll"
+    check_progress(events, {"model.safetensors": MODEL_BYTES})
+    assert [e for e in events if e["event"] == "progress" and 0 < e["bytes"] < MODEL_BYTES]
+
+
+async def test_verify_catches_a_changed_file(conn, hub, tmp_path):
+    to = tmp_path / "out"
+    job, _ = await run_job(conn, downloads.Request(repo=REPO, to=str(to), endpoint=hub.url))
+    assert job["state"] == "done"
+    with open(to / "model.safetensors", "r+b") as f:  # bit rot in the data region
+        f.seek(MODEL_BYTES - 1)
+        f.write(b"\x01")
+    drafter = DrafterConfig("d", str(to), REPO)
+    host = HostConfig(name="h", url="local", hub_endpoint=hub.url)
+    [row] = await downloads.status(conn, [drafter])
+    assert row.state == "present"  # changed since it was verified: no longer shown as verified
+    events = [ev async for ev in downloads.verify(conn, drafter, host)]
+    assert [e["file"] for e in events if e["event"] == "verifying"][-1] == "model.safetensors"
+    checked = events[-1]
+    assert checked["event"] == "checked" and not checked["ok"]
+    problem = next(f["problem"] for f in checked["files"] if f["path"] == "model.safetensors")
+    assert "checksum mismatch" in problem and "model.safetensors.corrupt" in problem
+    [row] = await downloads.status(conn, [drafter])
+    assert row.state == "partial" and (to / "model.safetensors.corrupt").exists()
+
+
+async def test_host_code_on_python38(hub, tmp_path):
+    """The agent's download methods run on the host's Python 3.8 (stdlib only); without huggingface_hub
+    there the preflight says so instead of starting a job that cannot work."""
+    if not os.path.exists(PY38):
+        pytest.skip("no Python 3.8 here")
+    host = HostConfig(name="old", url="local", python=PY38, workdir=str(tmp_path / "work"))
+    src = hub.root / REPO
+    to = tmp_path / "copy"
+    to.mkdir()
+    for name in ("config.json", "model.safetensors"):
+        shutil.copy(src / name, to / name)
+    c = await Connection.open(host)
+    try:
+        with pytest.raises(RemoteError, match=r"huggingface_hub is not installed for .*3\.8"):
+            await c.call("download.preflight", repo=REPO, to=str(tmp_path / "out"), endpoint=hub.url)
+        drafter = DrafterConfig("d", str(to), REPO)
+        events = [
+            ev async for ev in downloads.verify(c, drafter, HostConfig(name="h", url="local", hub_endpoint=hub.url))
+        ]
+        assert events[-1]["ok"], events[-1]
+        [row] = await downloads.status(c, [drafter])
+        assert row.state == "verified"
+    finally:
+        await c.close()
+
+
+def test_progress_model_and_rendering():
+    from backend.cli.downloadcmds import line
+
+    p = downloads.Progress("j")
+    p.apply({"event": "start", "files": [{"path": "model.safetensors", "total": 1000}]})
+    p.apply({"event": "progress", "file": "model.safetensors", "bytes": 250, "total": 1000, "bytes_per_s": 100})
+    f = p.files["model.safetensors"]
+    assert (f.fraction, f.eta_s) == (0.25, 7.5)
+    text = line(f, 100)
+    assert "25.0%" in text and "ETA 0:08" in text and "downloading" in text
+    p.apply({"event": "verifying", "file": "model.safetensors", "bytes": 500, "total": 1000, "bytes_per_s": 1000})
+    assert (f.phase, f.fraction, p.bytes) == ("verifying", 0.5, 1000)
+    p.apply({"event": "failed", "reason": "checksum mismatch", "file": "model.safetensors"})
+    assert (p.state, p.reason, f.phase) == ("failed", "checksum mismatch", "failed")
+    assert downloads.human_eta(3725) == "1:02:05" and downloads.human_eta(None) == "--:--"
+
+
+async def test_follow_resumes_from_offset(conn, hub, tmp_path):
+    """Reattaching from a saved offset yields exactly the events after it (what a reconnect relies on)."""
+    job, events = await run_job(conn, downloads.Request(repo=REPO, to=str(tmp_path / "out"), endpoint=hub.url))
+    pairs = [pair async for pair in downloads.follow(conn, job["id"])]
+    assert [ev for _, ev in pairs] == events
+    cut = len(pairs) // 2
+    rest = [ev async for _, ev in downloads.follow(conn, job["id"], offset=pairs[cut - 1][0])]
+    assert rest == events[cut:]
