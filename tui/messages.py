@@ -28,3 +28,13 @@ class ConnectionChanged(Message, bubble=False):
     def can_replace(self, message: Message) -> bool:
         # Textual asks the message being handled whether a newer queued one supersedes it.
         return isinstance(message, ConnectionChanged)
+
+
+class BaselineChanged(Message, bubble=False):
+    """The baseline tok/s runs are judged against changed: ``run_id`` is the History run marked as the measured
+    baseline, or None when the configured figure applies again. The History tab posts it to every tab pane."""
+
+    def __init__(self, tok_s: float, run_id: str | None) -> None:
+        super().__init__()
+        self.tok_s = tok_s
+        self.run_id = run_id

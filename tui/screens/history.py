@@ -1,9 +1,306 @@
-"""The History tab (issue 7): recorded runs side by side, the measured baseline, reports."""
+"""The History tab (issue 7): recorded server runs side by side, the measured baseline, deleting runs.
+
+The runs live in the local history database (``backend.history``). On every connect, on ``s`` and every
+``SYNC_EVERY_S`` while the tab is shown, a worker imports the host's serve and bench jobs
+(``sync_from_host``), so runs started from the CLI or another panel appear too. The table shows each run's
+means against the baseline (the measured one when a run is marked, else the configured figure) and the
+break-even; selected runs (space) are compared below it in a table and two overlaid charts with the
+baseline and break-even lines labelled. Marking a run as the baseline tells every tab (``BaselineChanged``).
+"""
 
 from __future__ import annotations
 
-from tui.screens.placeholder import PlaceholderPane
+import time
+
+from textual import work
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Horizontal, Vertical
+from textual.screen import ModalScreen
+from textual.timer import Timer
+from textual.widgets import Button, DataTable, Static
+
+from backend.errors import UsageError
+from backend.history import History, RunSummary, Yardstick, sync_from_host
+from backend.report import break_even_cell, charts, comparison_table, fmt
+from tui.messages import BaselineChanged, ConnectionChanged
+from tui.screens.pane import ShellPane
+from tui.widgets.runchart import RunChart
+
+SYNC_EVERY_S = 10.0
+COLUMNS = ("", "profile", "drafter", "started", "outcome", "samples", "tok/s", "accept", "vs baseline", "break-even")
 
 
-class HistoryPane(PlaceholderPane):
-    BLURB = "Recorded server runs and benches, compared side by side; mark a run as the measured baseline; delete runs."
+class ConfirmDelete(ModalScreen[bool]):
+    """Asks before runs are deleted; dismisses with True to delete."""
+
+    BINDINGS = [
+        Binding("y", "answer(True)", "Delete", id="history.confirm"),
+        Binding("n,escape", "answer(False)", "Keep", id="history.keep"),
+    ]
+
+    def __init__(self, question: str) -> None:
+        super().__init__()
+        self.question = question
+
+    def compose(self) -> ComposeResult:
+        with Vertical(id="dialog"):
+            yield Static("Delete from the history?", classes="title", markup=False)
+            yield Static(self.question, markup=False)
+            with Horizontal(classes="buttons"):
+                yield Button("Delete (y)", id="delete", variant="error")
+                yield Button("Keep (n)", id="keep")
+
+    def action_answer(self, delete: bool) -> None:
+        self.dismiss(delete)
+
+    def on_button_pressed(self, event: Button.Pressed) -> None:
+        self.dismiss(event.button.id == "delete")
+
+
+def _started(ts: float | None) -> str:
+    return time.strftime("%m-%d %H:%M", time.localtime(ts)) if ts else "—"
+
+
+class HistoryPane(ShellPane):
+    """The History tab body; ``selected`` holds the run ids being compared, in the order they were picked."""
+
+    DEFAULT_CSS = """
+    HistoryPane { padding: 0 1; }
+    HistoryPane #history-status { height: 1; color: $text-muted; }
+    HistoryPane #history-runs { height: auto; max-height: 12; }
+    HistoryPane #history-compare-title { height: 1; margin-top: 1; text-style: bold; color: $text-primary; }
+    HistoryPane #history-compare { height: auto; max-height: 8; }
+    HistoryPane #history-charts { height: 2fr; min-height: 12; }
+    HistoryPane RunChart { width: 1fr; height: 1fr; }
+    ConfirmDelete { align: center middle; }
+    ConfirmDelete .buttons { height: auto; margin-top: 1; }
+    ConfirmDelete Button { margin-right: 2; }
+    """
+
+    BINDINGS = [
+        Binding(
+            "space", "toggle_select", "Compare", id="history.select", tooltip="Compare the run (again to leave it out)"
+        ),
+        Binding(
+            "b",
+            "toggle_baseline",
+            "Baseline",
+            id="history.baseline",
+            tooltip="Mark the run as the measured baseline (again to unmark)",
+        ),
+        Binding(
+            "d,delete",
+            "delete_runs",
+            "Delete",
+            id="history.delete",
+            tooltip="Delete the selected runs, or the highlighted one",
+        ),
+        Binding("s", "sync", "Sync", id="history.sync", tooltip="Import the host's server runs and benches now"),
+        Binding("c", "clear_selection", "Clear", id="history.clear", tooltip="Clear the comparison"),
+    ]
+
+    def __init__(self, *, id: str | None = None) -> None:
+        super().__init__(id=id)
+        self.history: History | None = None
+        self.runs: list[RunSummary] = []
+        self.selected: list[str] = []
+        self.yardstick: Yardstick | None = None
+        self.last_sync: str = ""
+        self._sync_timer: Timer | None = None
+
+    def compose(self) -> ComposeResult:
+        yield Static(id="history-status", markup=False)
+        yield DataTable(id="history-runs", cursor_type="row", zebra_stripes=True)
+        yield Static(id="history-compare-title", markup=False)
+        yield DataTable(id="history-compare", cursor_type="none", show_cursor=False)
+        with Horizontal(id="history-charts"):
+            yield RunChart(id="history-tok")
+            yield RunChart(id="history-accept")
+
+    def on_mount(self) -> None:
+        self.history = History.open()
+        self.query_one("#history-runs", DataTable).add_columns(*COLUMNS)
+        self._sync_timer = self.set_interval(SYNC_EVERY_S, self._auto_sync, pause=True, name="history-sync")
+        self.reload()
+
+    def on_unmount(self) -> None:
+        if self.history is not None:
+            self.history.close()
+            self.history = None
+
+    def on_show(self) -> None:
+        if self._sync_timer is not None:
+            self._sync_timer.resume()
+        self.reload()
+        self.query_one("#history-runs", DataTable).focus()  # the tab's keys act on the highlighted run
+
+    def on_hide(self) -> None:
+        if self._sync_timer is not None:
+            self._sync_timer.pause()
+
+    def on_connection_changed(self, message: ConnectionChanged) -> None:
+        if message.connected:
+            self.action_sync()
+        else:
+            self._status(f"{message.host.name}: {message.state.status}")
+
+    # --- data -----------------------------------------------------------------------------------------------
+
+    def _yardstick(self) -> Yardstick:
+        ref = self.app.settings.reference
+        assert self.history is not None
+        return self.history.yardstick(ref.baseline_tok_s, ref.cycle_ms)
+
+    def reload(self) -> None:
+        """Re-read the runs from the database and redraw the table and the comparison."""
+        if self.history is None:
+            return
+        self.yardstick = y = self._yardstick()
+        self.runs = self.history.runs()
+        known = {r.id for r in self.runs}
+        self.selected = [i for i in self.selected if i in known]
+        table = self.query_one("#history-runs", DataTable)
+        current = self.current_run()
+        table.clear()
+        for r in self.runs:
+            mark = ("✓" if r.id in self.selected else " ") + ("★" if r.is_baseline else " ")
+            table.add_row(
+                mark,
+                r.profile or "—",
+                r.drafter or "—",
+                _started(r.started),
+                r.outcome or "—",
+                str(r.samples),
+                fmt(r.tok_s),
+                fmt(r.accept_len, 2),
+                fmt(r.vs_baseline_pct(y), 1, signed=True, suffix="%"),
+                break_even_cell(r, y),
+                key=r.id,
+            )
+        if current in known:
+            table.move_cursor(row=table.get_row_index(current))
+        self._status()
+        self.show_comparison()
+
+    def current_run(self) -> str | None:
+        """The highlighted run's id."""
+        table = self.query_one("#history-runs", DataTable)
+        if not table.row_count:
+            return None
+        return str(table.coordinate_to_cell_key(table.cursor_coordinate).row_key.value)
+
+    def compared(self) -> list[RunSummary]:
+        """The selected runs, or the highlighted one when none is selected."""
+        ids = self.selected or ([self.current_run()] if self.current_run() else [])
+        by_id = {r.id: r for r in self.runs}
+        return [by_id[i] for i in ids if i in by_id]
+
+    def show_comparison(self) -> None:
+        runs = self.compared()
+        y = self.yardstick or self._yardstick()
+        title = self.query_one("#history-compare-title", Static)
+        if self.selected:
+            title.update(f"Comparing {len(runs)} run(s)  (space adds or removes the highlighted run, c clears)")
+        else:
+            title.update("The highlighted run  (space selects runs to compare)")
+        table = self.query_one("#history-compare", DataTable)
+        table.clear(columns=True)
+        model = comparison_table(runs, y)
+        table.add_columns(*model.headers)
+        for row in model.rows:
+            table.add_row(*row)
+        assert self.history is not None
+        tok, accept = charts(self.history, runs, y)
+        self.query_one("#history-tok", RunChart).show_chart(tok)
+        self.query_one("#history-accept", RunChart).show_chart(accept)
+
+    def _status(self, extra: str = "") -> None:
+        y = self.yardstick
+        parts = []
+        if y is not None:
+            parts.append(
+                f"baseline {y.baseline_tok_s:.1f} tok/s ({y.source}) · break-even accept length {y.break_even:.2f}"
+            )
+        parts.append(f"{len(self.runs)} run(s)")
+        if extra or self.last_sync:
+            parts.append(extra or self.last_sync)
+        self.query_one("#history-status", Static).update(" · ".join(parts))
+
+    def on_data_table_row_highlighted(self, event: DataTable.RowHighlighted) -> None:
+        if event.data_table.id == "history-runs" and not self.selected:
+            self.show_comparison()
+
+    # --- syncing --------------------------------------------------------------------------------------------
+
+    def _auto_sync(self) -> None:
+        if self.app.connection.connected:
+            self.action_sync()
+
+    def action_sync(self) -> None:
+        self._sync()
+
+    @work(group="history-sync", exclusive=True, exit_on_error=False, description="import the host's runs")
+    async def _sync(self) -> None:
+        conn = self.app.connection
+        if self.history is None or not conn.connected:
+            return
+        self._status(f"syncing {conn.host.name}…")
+        report = await sync_from_host(self.history, conn)
+        if conn is self.app.connection:
+            self.last_sync = f"synced {report.host} at {time.strftime('%H:%M:%S')}"
+            self.reload()
+
+    # --- actions --------------------------------------------------------------------------------------------
+
+    def action_toggle_select(self) -> None:
+        run = self.current_run()
+        if run is None:
+            return
+        if run in self.selected:
+            self.selected.remove(run)
+        else:
+            self.selected.append(run)
+        self.reload()
+
+    def action_clear_selection(self) -> None:
+        self.selected = []
+        self.reload()
+
+    def action_toggle_baseline(self) -> None:
+        run = self.current_run()
+        if run is None or self.history is None:
+            return
+        current = self.history.baseline_run()
+        target = None if current is not None and current.id == run else run
+        try:
+            self.history.set_baseline(target)
+        except UsageError as exc:
+            self.app.notify(str(exc), severity="error")
+            return
+        self.reload()
+        y = self.yardstick
+        assert y is not None
+        self.app.notify(f"baseline: {y.baseline_tok_s:.1f} tok/s ({y.source})")
+        for pane in self.app.query(ShellPane):
+            pane.post_message(BaselineChanged(y.baseline_tok_s, y.baseline_run))
+
+    def action_delete_runs(self) -> None:
+        ids = list(self.selected) or ([self.current_run()] if self.current_run() else [])
+        if not ids:
+            return
+        what = ids[0] if len(ids) == 1 else f"{len(ids)} runs ({', '.join(ids[:3])}{', ...' if len(ids) > 3 else ''})"
+        question = f"{what}: its samples and benches go too. The jobs on the host stay."
+
+        def answered(delete: bool | None) -> None:
+            if delete and self.history is not None:
+                was_baseline = any(r.is_baseline for r in self.runs if r.id in ids)
+                self.history.delete(ids)
+                self.selected = [i for i in self.selected if i not in ids]
+                self.reload()
+                self.app.notify(f"deleted {len(ids)} run(s)")
+                if was_baseline and self.yardstick is not None:
+                    for pane in self.app.query(ShellPane):
+                        pane.post_message(BaselineChanged(self.yardstick.baseline_tok_s, None))
+
+        self.app.push_screen(ConfirmDelete(question), answered)

@@ -1,0 +1,844 @@
+"""Run history: every server run and bench, kept in SQLite so runs can be compared, reported and exported.
+
+One file (``history_path``: ``SPECDECK_HISTORY``, else the user data dir) in WAL mode with
+``synchronous=NORMAL``: a killed process loses nothing it committed and never corrupts the file. Tables:
+
+  runs     one per serve job (id ``<host>/<job id>``): profile, argv, resolved server info and version, the
+           drafter's identity (name, path, size, sha256 when the host verified it), start/stop, outcome, the
+           measured-baseline flag, and how far its log has been imported (byte offset + the LiveFilter's tail)
+  samples  the run's decode lines merged per whole second (≤ 1 row/s): tok/s and accept length as sums and
+           counts (so a second split across two imports merges exactly), the last accept rate, running and
+           queued requests and token usage of that second
+  benches  one per bench job: the load generator's result JSON, linked to its run when it named one
+
+Writers: ``History.import_chunk`` stores a chunk of samples together with the log offset it ends at, in one
+transaction, and only when no one imported that part yet, so imports resume exactly and never double-count.
+``LiveRecorder`` batches what a live view follows and commits at most once a second; ``sync_from_host``
+imports a host's serve and bench jobs from their logs and events, so runs are recorded even when no panel
+was open.
+"""
+
+from __future__ import annotations
+
+import ast
+import base64
+import contextlib
+import json
+import os
+import sqlite3
+import time
+from collections.abc import Iterable, Iterator
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from backend.breakeven import cycle_ms as cycle_ms_of
+from backend.breakeven import live_breakeven
+from backend.errors import RemoteError, UsageError
+from backend.metrics import LiveFilter, Sample, parse_line
+
+SCHEMA_VERSION = 1
+READ_CHUNK = 4 << 20  # bytes of a log read per agent call while importing
+COMMIT_EVERY_S = 1.0  # LiveRecorder: at most one commit a second
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS runs (
+    id TEXT PRIMARY KEY,
+    host TEXT NOT NULL,
+    job_id TEXT NOT NULL,
+    profile TEXT,
+    args TEXT NOT NULL DEFAULT '{}',
+    argv TEXT NOT NULL DEFAULT '[]',
+    server_info TEXT,
+    version TEXT,
+    drafter_name TEXT,
+    drafter_path TEXT,
+    drafter_size INTEGER,
+    drafter_sha256 TEXT,
+    drafter_checked REAL,
+    started REAL,
+    stopped REAL,
+    state TEXT,
+    outcome TEXT,
+    reason TEXT,
+    is_baseline INTEGER NOT NULL DEFAULT 0,
+    log_offset INTEGER NOT NULL DEFAULT 0,
+    filter_tail TEXT NOT NULL DEFAULT '[]',
+    updated REAL
+);
+CREATE TABLE IF NOT EXISTS samples (
+    run TEXT NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
+    t INTEGER NOT NULL,
+    tok_sum REAL NOT NULL DEFAULT 0,
+    tok_n INTEGER NOT NULL DEFAULT 0,
+    acc_sum REAL NOT NULL DEFAULT 0,
+    acc_n INTEGER NOT NULL DEFAULT 0,
+    accept_rate REAL,
+    running_req REAL,
+    queue_req REAL,
+    token_usage REAL,
+    PRIMARY KEY (run, t)
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS benches (
+    id TEXT PRIMARY KEY,
+    host TEXT NOT NULL,
+    job_id TEXT NOT NULL,
+    run TEXT REFERENCES runs(id) ON DELETE CASCADE,
+    profile TEXT,
+    started REAL,
+    ended REAL,
+    state TEXT,
+    tok_s REAL,
+    accept_len REAL,
+    cycle_ms REAL,
+    ttft_ms REAL,
+    requests INTEGER,
+    tokens INTEGER,
+    result TEXT NOT NULL DEFAULT '{}'
+);
+CREATE INDEX IF NOT EXISTS benches_run ON benches(run);
+"""
+
+# What a finished job's state means for the run (the Serve tab's words).
+_OUTCOMES = {"running": "running", "done": "stopped", "cancelled": "stopped", "failed": "crashed"}
+
+
+def history_path(explicit: str | os.PathLike | None = None) -> Path:
+    """The history database: ``explicit``, else ``SPECDECK_HISTORY``, else ``<user data dir>/history.sqlite3``."""
+    if explicit:
+        return Path(explicit).expanduser()
+    if env := os.environ.get("SPECDECK_HISTORY"):
+        return Path(env).expanduser()
+    from platformdirs import user_data_dir
+
+    return Path(user_data_dir("specdeck")) / "history.sqlite3"
+
+
+# --- values ------------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Yardstick:
+    """What runs are judged against: the baseline tok/s (measured run or configured) and the cycle time."""
+
+    baseline_tok_s: float
+    cycle_ms: float
+    baseline_run: str | None = None  # the measured baseline's run id, None for the configured figure
+
+    @property
+    def break_even(self) -> float:
+        return live_breakeven(self.cycle_ms, self.baseline_tok_s)
+
+    @property
+    def source(self) -> str:
+        return f"measured by run {self.baseline_run}" if self.baseline_run else "configured"
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "baseline_tok_s": self.baseline_tok_s,
+            "baseline_source": "measured" if self.baseline_run else "configured",
+            "baseline_run": self.baseline_run,
+            "cycle_ms": self.cycle_ms,
+            "break_even_accept_len": round(self.break_even, 4),
+        }
+
+
+@dataclass(frozen=True)
+class RunSummary:
+    """One run as the runs table shows it; the means are None until it has samples."""
+
+    id: str
+    host: str
+    job_id: str
+    profile: str | None
+    drafter: str | None
+    drafter_path: str | None
+    drafter_size: int | None
+    drafter_sha256: str | None
+    algorithm: str | None
+    started: float | None
+    stopped: float | None
+    outcome: str | None
+    reason: str | None
+    is_baseline: bool
+    version: str | None
+    argv: list[str]
+    samples: int
+    tok_s: float | None
+    accept_len: float | None
+    cycle_ms: float | None  # from the per-second means: 1000 × accept len × streams / tok/s
+    bench: dict | None = None  # the newest bench of this run (tok_s, accept_len, cycle_ms, ttft_ms, ...)
+    server_info: dict = field(default_factory=dict)
+
+    @property
+    def speculative(self) -> bool:
+        return bool(self.algorithm) or (self.accept_len is not None and self.accept_len > 1.0)
+
+    def vs_baseline_pct(self, yardstick: Yardstick) -> float | None:
+        """How much faster (+) or slower (−) than the baseline, in percent."""
+        if self.tok_s is None:
+            return None
+        return 100.0 * (self.tok_s / yardstick.baseline_tok_s - 1.0)
+
+    def break_even_met(self, yardstick: Yardstick) -> bool | None:
+        """Accept length at or over the break-even; None without speculation or samples."""
+        if not self.speculative or self.accept_len is None:
+            return None
+        return self.accept_len >= yardstick.break_even
+
+    def live_break_even(self, yardstick: Yardstick) -> float | None:
+        """The break-even for this run's own measured cycle time."""
+        return None if self.cycle_ms is None else live_breakeven(self.cycle_ms, yardstick.baseline_tok_s)
+
+    def to_json(self, yardstick: Yardstick) -> dict[str, Any]:
+        out = asdict(self)
+        pct = self.vs_baseline_pct(yardstick)
+        out["vs_baseline_pct"] = None if pct is None else round(pct, 2)
+        out["break_even_met"] = self.break_even_met(yardstick)
+        live = self.live_break_even(yardstick)
+        out["live_break_even"] = None if live is None else round(live, 4)
+        return out
+
+
+def _bucket_row() -> dict[str, Any]:
+    return {"tok_sum": 0.0, "tok_n": 0, "acc_sum": 0.0, "acc_n": 0, "accept_rate": None, "running_req": None,
+            "queue_req": None, "token_usage": None}  # fmt: skip
+
+
+def downsample(samples: Iterable[Sample]) -> dict[int, dict[str, Any]]:
+    """Decode samples merged per whole second of their log time (≤ 1 row/s); samples without a time are skipped."""
+    out: dict[int, dict[str, Any]] = {}
+    for s in samples:
+        if s.kind != "decode" or s.ts is None:
+            continue
+        row = out.setdefault(int(s.ts), _bucket_row())
+        if s.gen_tps is not None:
+            row["tok_sum"] += s.gen_tps
+            row["tok_n"] += 1
+        if s.accept_len is not None:
+            row["acc_sum"] += s.accept_len
+            row["acc_n"] += 1
+        for key in ("accept_rate", "running_req", "queue_req", "token_usage"):
+            if getattr(s, key) is not None:
+                row[key] = getattr(s, key)
+    return out
+
+
+def filter_tail(tail: list[dict], samples: Iterable[Sample]) -> list[dict]:
+    """What a LiveFilter needs to resume after ``samples``: the last decode sample and the last prefill after it.
+
+    Feeding these two to a fresh ``LiveFilter`` puts it in the state it had after the whole stream (its state
+    is the last decode time and whether a prefill came more than the idle gap after it; the latest prefill
+    has the largest gap).
+    """
+    decode, prefill = [*tail, None, None][:2]
+    for s in samples:
+        if s.ts is None:
+            continue
+        if s.kind == "decode":
+            decode, prefill = s.to_json(), None
+        elif decode is not None:
+            prefill = s.to_json()
+    return [x for x in (decode, prefill) if x is not None]
+
+
+def primed_filter(tail: list[dict]) -> LiveFilter:
+    """A LiveFilter in the state recorded by ``filter_tail``."""
+    live = LiveFilter()
+    for rec in tail:
+        live.accept(Sample(**rec))
+    return live
+
+
+def parse_server_args(line: str) -> dict[str, Any] | None:
+    """The resolved arguments in SGLang's ``server_args=ServerArgs(k=v, ...)`` start-up line, or None.
+
+    Values that are not Python literals (enums and the like) are left out.
+    """
+    start = line.find("server_args=ServerArgs(")
+    if start < 0:
+        return None
+    try:
+        call = ast.parse(line[start + len("server_args=") :].strip(), mode="eval").body
+    except (SyntaxError, ValueError):
+        return None
+    if not isinstance(call, ast.Call):
+        return None
+    out = {}
+    for kw in call.keywords:
+        with contextlib.suppress(ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
+            out[kw.arg] = ast.literal_eval(kw.value)
+    return out
+
+
+def _draft_path(argv: list[str]) -> str | None:
+    for i, arg in enumerate(argv):
+        if arg == "--speculative-draft-model-path" and i + 1 < len(argv):
+            return argv[i + 1]
+        if arg.startswith("--speculative-draft-model-path="):
+            return arg.split("=", 1)[1]
+    return None
+
+
+# --- the database ------------------------------------------------------------------------------------------
+
+
+class History:
+    """The history database. Open with ``History.open()``; every method commits what it changes."""
+
+    def __init__(self, db: sqlite3.Connection, path: Path) -> None:
+        self.db = db
+        self.path = path
+
+    @classmethod
+    def open(cls, path: str | os.PathLike | None = None) -> History:
+        """Open (creating if needed) the database at ``history_path(path)``."""
+        where = history_path(path)
+        where.parent.mkdir(parents=True, exist_ok=True)
+        # isolation_level=None: transactions are explicit (BEGIN IMMEDIATE ... COMMIT), never implicit.
+        db = sqlite3.connect(where, timeout=10, isolation_level=None, check_same_thread=False)
+        db.row_factory = sqlite3.Row
+        db.execute("PRAGMA journal_mode=WAL")
+        db.execute("PRAGMA synchronous=NORMAL")
+        db.execute("PRAGMA foreign_keys=ON")
+        version = db.execute("PRAGMA user_version").fetchone()[0]
+        if version > SCHEMA_VERSION:
+            db.close()
+            raise UsageError(f"{where} was written by a newer specdeck (schema {version}); upgrade specdeck to read it")
+        db.executescript(_SCHEMA)
+        db.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
+        return cls(db, where)
+
+    def close(self) -> None:
+        self.db.close()
+
+    def __enter__(self) -> History:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    @contextlib.contextmanager
+    def transaction(self) -> Iterator[sqlite3.Connection]:
+        """One write transaction: committed on success, rolled back on any error."""
+        self.db.execute("BEGIN IMMEDIATE")
+        try:
+            yield self.db
+        except BaseException:
+            self.db.execute("ROLLBACK")
+            raise
+        self.db.execute("COMMIT")
+
+    # --- writing runs --------------------------------------------------------------------------------------
+
+    def upsert_run(self, host: str, job: dict) -> str:
+        """Create or refresh the run of serve job ``job`` (a ``jobs.list`` entry); returns its id.
+
+        Metadata follows the job (state, end, reason); the import position, identity and baseline flag stay.
+        """
+        run_id = f"{host}/{job['id']}"
+        args = job.get("args") or {}
+        argv = job.get("argv") or []
+        state = job.get("state")
+        with self.transaction() as db:
+            db.execute(
+                """INSERT INTO runs (id, host, job_id, profile, args, argv, drafter_name, drafter_path, started,
+                       stopped, state, outcome, reason, updated)
+                   VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                   ON CONFLICT(id) DO UPDATE SET profile=excluded.profile, args=excluded.args, argv=excluded.argv,
+                       drafter_name=excluded.drafter_name, drafter_path=excluded.drafter_path,
+                       started=excluded.started, stopped=excluded.stopped, state=excluded.state,
+                       outcome=excluded.outcome, reason=excluded.reason, updated=excluded.updated""",
+                (
+                    run_id,
+                    host,
+                    job["id"],
+                    args.get("profile"),
+                    json.dumps(args),
+                    json.dumps(argv),
+                    args.get("drafter"),
+                    _draft_path(argv),
+                    job.get("started"),
+                    job.get("ended"),
+                    state,
+                    _OUTCOMES.get(state or "", state),
+                    job.get("reason") if state != "running" else None,
+                    time.time(),
+                ),
+            )
+        return run_id
+
+    def set_server_info(self, run_id: str, info: dict[str, Any], merge: bool = True) -> None:
+        """Store the server's resolved arguments (``/server_info`` or the log's ``server_args``) and version.
+
+        ``internal_states`` (a second copy of the arguments per scheduler) is left out.
+        """
+        info = {k: v for k, v in info.items() if k != "internal_states"}
+        with self.transaction() as db:
+            row = db.execute("SELECT server_info, version FROM runs WHERE id = ?", (run_id,)).fetchone()
+            if row is None:
+                return
+            current = json.loads(row["server_info"] or "{}") if merge else {}
+            current.update(info)
+            version = info.get("version") if isinstance(info.get("version"), str) else row["version"]
+            db.execute(
+                "UPDATE runs SET server_info = ?, version = ? WHERE id = ?",
+                (json.dumps(current, default=str), version, run_id),
+            )
+
+    def set_drafter_identity(self, run_id: str, size: int | None, sha256: str | None) -> None:
+        """Record the drafter's size and sha256 (None where unknown) and that they were looked up."""
+        with self.transaction() as db:
+            db.execute(
+                "UPDATE runs SET drafter_size = ?, drafter_sha256 = ?, drafter_checked = ? WHERE id = ?",
+                (size, sha256, time.time(), run_id),
+            )
+
+    def identity_checked(self, run_id: str) -> bool:
+        """Whether the run's drafter size and sha256 were looked up already."""
+        row = self.db.execute("SELECT drafter_checked FROM runs WHERE id = ?", (run_id,)).fetchone()
+        return bool(row and row["drafter_checked"])
+
+    def import_state(self, run_id: str) -> tuple[int, list[dict]]:
+        """(log bytes imported so far, the LiveFilter tail) of a run."""
+        row = self.db.execute("SELECT log_offset, filter_tail FROM runs WHERE id = ?", (run_id,)).fetchone()
+        if row is None:
+            raise UsageError(f"no run {run_id} in the history")
+        return int(row["log_offset"]), json.loads(row["filter_tail"])
+
+    def import_chunk(self, run_id: str, start: int, end: int, samples: list[Sample], tail: list[dict]) -> bool:
+        """Store the samples read from log bytes [start, end) and move the run's import position to ``end``.
+
+        Done only when nothing past ``start`` was imported yet (another writer may follow the same log);
+        returns whether it was. One transaction: a crash keeps either all of it or none.
+        """
+        rows = downsample(samples)
+        with self.transaction() as db:
+            row = db.execute("SELECT log_offset FROM runs WHERE id = ?", (run_id,)).fetchone()
+            if row is None or row["log_offset"] > start:
+                return False
+            db.executemany(
+                """INSERT INTO samples (run, t, tok_sum, tok_n, acc_sum, acc_n, accept_rate, running_req,
+                       queue_req, token_usage)
+                   VALUES (:run, :t, :tok_sum, :tok_n, :acc_sum, :acc_n, :accept_rate, :running_req, :queue_req,
+                       :token_usage)
+                   ON CONFLICT(run, t) DO UPDATE SET tok_sum = tok_sum + excluded.tok_sum,
+                       tok_n = tok_n + excluded.tok_n, acc_sum = acc_sum + excluded.acc_sum,
+                       acc_n = acc_n + excluded.acc_n,
+                       accept_rate = coalesce(excluded.accept_rate, accept_rate),
+                       running_req = coalesce(excluded.running_req, running_req),
+                       queue_req = coalesce(excluded.queue_req, queue_req),
+                       token_usage = coalesce(excluded.token_usage, token_usage)""",
+                [{"run": run_id, "t": t, **r} for t, r in rows.items()],
+            )
+            db.execute(
+                "UPDATE runs SET log_offset = ?, filter_tail = ?, updated = ? WHERE id = ?",
+                (end, json.dumps(tail), time.time(), run_id),
+            )
+        return True
+
+    def record_bench(self, host: str, job: dict, result: dict | None) -> str:
+        """Create or refresh the bench of bench job ``job``; ``result`` is its ``result`` event (None if it failed)."""
+        bench_id = f"{host}/{job['id']}"
+        args = job.get("args") or {}
+        result = result or {}
+        server_job = result.get("server_job") or args.get("server_job")
+        with self.transaction() as db:
+            run = f"{host}/{server_job}" if server_job else None
+            if run and db.execute("SELECT 1 FROM runs WHERE id = ?", (run,)).fetchone() is None:
+                run = None
+            db.execute(
+                """INSERT OR REPLACE INTO benches (id, host, job_id, run, profile, started, ended, state, tok_s,
+                       accept_len, cycle_ms, ttft_ms, requests, tokens, result)
+                   VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)""",
+                (
+                    bench_id,
+                    host,
+                    job["id"],
+                    run,
+                    result.get("profile") or args.get("profile"),
+                    result.get("started") or job.get("started"),
+                    result.get("ended") or job.get("ended"),
+                    job.get("state"),
+                    result.get("tok_s"),
+                    result.get("accept_len"),
+                    result.get("cycle_ms"),
+                    result.get("ttft_ms"),
+                    result.get("requests"),
+                    result.get("tokens"),
+                    json.dumps(result or {"reason": job.get("reason")}),
+                ),
+            )
+        return bench_id
+
+    def has_bench(self, bench_id: str) -> bool:
+        return self.db.execute("SELECT 1 FROM benches WHERE id = ?", (bench_id,)).fetchone() is not None
+
+    # --- the measured baseline ----------------------------------------------------------------------------
+
+    def set_baseline(self, run_id: str | None) -> None:
+        """Make ``run_id`` the measured baseline (None: back to the configured figure)."""
+        with self.transaction() as db:
+            if run_id is not None:
+                row = db.execute("SELECT 1 FROM runs WHERE id = ?", (run_id,)).fetchone()
+                if row is None:
+                    raise UsageError(f"no run {run_id} in the history (see `specdeck history`)")
+                tok = self._mean_tok(run_id)
+                if tok is None:
+                    raise UsageError(f"run {run_id} has no tok/s samples yet, so it cannot be the baseline")
+            db.execute("UPDATE runs SET is_baseline = 0 WHERE is_baseline")
+            if run_id is not None:
+                db.execute("UPDATE runs SET is_baseline = 1 WHERE id = ?", (run_id,))
+
+    def _mean_tok(self, run_id: str) -> float | None:
+        row = self.db.execute(
+            "SELECT sum(tok_sum) AS s, sum(tok_n) AS n FROM samples WHERE run = ?", (run_id,)
+        ).fetchone()
+        return row["s"] / row["n"] if row["n"] else None
+
+    def baseline_run(self) -> RunSummary | None:
+        """The run marked as the measured baseline, if any."""
+        row = self.db.execute("SELECT id FROM runs WHERE is_baseline").fetchone()
+        return self.run(row["id"]) if row else None
+
+    def measured_baseline(self) -> float | None:
+        """The measured baseline's mean tok/s (the Live tab's baseline line), or None when none is marked."""
+        row = self.db.execute("SELECT id FROM runs WHERE is_baseline").fetchone()
+        return self._mean_tok(row["id"]) if row else None
+
+    def yardstick(self, baseline_tok_s: float = 82.0, cycle_ms: float = 30.0) -> Yardstick:
+        """The measured baseline when one is marked, else the configured ``baseline_tok_s``."""
+        row = self.db.execute("SELECT id FROM runs WHERE is_baseline").fetchone()
+        tok = self._mean_tok(row["id"]) if row else None
+        if tok is None:
+            return Yardstick(baseline_tok_s, cycle_ms)
+        return Yardstick(tok, cycle_ms, row["id"])
+
+    # --- reading ------------------------------------------------------------------------------------------
+
+    _SUMMARY = """
+        SELECT r.*, count(s.t) AS n_samples,
+               sum(s.tok_sum) / nullif(sum(s.tok_n), 0) AS mean_tok,
+               sum(s.acc_sum) / nullif(sum(s.acc_n), 0) AS mean_acc,
+               avg(CASE WHEN s.tok_n > 0 AND s.acc_n > 0 AND s.tok_sum > 0
+                        THEN 1000.0 * (s.acc_sum / s.acc_n) * coalesce(nullif(s.running_req, 0), 1)
+                             / (s.tok_sum / s.tok_n) END) AS mean_cycle
+        FROM runs r LEFT JOIN samples s ON s.run = r.id
+    """
+
+    def _summary(self, row: sqlite3.Row) -> RunSummary:
+        args = json.loads(row["args"] or "{}")
+        bench = self.db.execute(
+            "SELECT * FROM benches WHERE run = ? AND tok_s IS NOT NULL ORDER BY ended DESC LIMIT 1", (row["id"],)
+        ).fetchone()
+        return RunSummary(
+            id=row["id"],
+            host=row["host"],
+            job_id=row["job_id"],
+            profile=row["profile"],
+            drafter=row["drafter_name"],
+            drafter_path=row["drafter_path"],
+            drafter_size=row["drafter_size"],
+            drafter_sha256=row["drafter_sha256"],
+            algorithm=args.get("algorithm"),
+            started=row["started"],
+            stopped=row["stopped"],
+            outcome=row["outcome"],
+            reason=row["reason"],
+            is_baseline=bool(row["is_baseline"]),
+            version=row["version"],
+            argv=json.loads(row["argv"] or "[]"),
+            samples=row["n_samples"],
+            tok_s=row["mean_tok"],
+            accept_len=row["mean_acc"],
+            cycle_ms=row["mean_cycle"],
+            bench=_bench_json(bench) if bench else None,
+            server_info=json.loads(row["server_info"] or "{}"),
+        )
+
+    def runs(self, host: str | None = None) -> list[RunSummary]:
+        """Every run (of ``host`` if given), newest first, with its means."""
+        where, params = ("WHERE r.host = ?", (host,)) if host else ("", ())
+        rows = self.db.execute(f"{self._SUMMARY} {where} GROUP BY r.id ORDER BY r.started DESC", params).fetchall()
+        return [self._summary(row) for row in rows]
+
+    def run(self, run_id: str) -> RunSummary:
+        row = self.db.execute(f"{self._SUMMARY} WHERE r.id = ? GROUP BY r.id", (run_id,)).fetchone()
+        if row is None:
+            raise UsageError(f"no run {run_id} in the history (see `specdeck history`)")
+        return self._summary(row)
+
+    def resolve(self, ref: str) -> str:
+        """A run id from what a user typed: the full id, the job id, or a unique prefix of either."""
+        ids = [r["id"] for r in self.db.execute("SELECT id FROM runs")]
+        for exact in (ref, *(i for i in ids if i.split("/", 1)[-1] == ref)):
+            if exact in ids:
+                return exact
+        found = [i for i in ids if i.startswith(ref) or i.split("/", 1)[-1].startswith(ref)]
+        if len(found) == 1:
+            return found[0]
+        if not found:
+            raise UsageError(f"no run matches {ref!r} (see `specdeck history` for run ids)")
+        raise UsageError(f"{ref!r} matches {len(found)} runs ({', '.join(found[:3])}, ...); give more of the id")
+
+    def samples(self, run_id: str) -> list[dict[str, Any]]:
+        """The run's per-second samples: t, tok_s, accept_len, accept_rate, cycle_ms, running/queued, usage."""
+        rows = self.db.execute("SELECT * FROM samples WHERE run = ? ORDER BY t", (run_id,)).fetchall()
+        out = []
+        for r in rows:
+            tok = r["tok_sum"] / r["tok_n"] if r["tok_n"] else None
+            acc = r["acc_sum"] / r["acc_n"] if r["acc_n"] else None
+            streams = int(r["running_req"] or 1)
+            out.append(
+                {
+                    "t": r["t"],
+                    "tok_s": tok,
+                    "accept_len": acc,
+                    "accept_rate": r["accept_rate"],
+                    "cycle_ms": cycle_ms_of(acc, tok, streams) if tok and acc else None,
+                    "running_req": r["running_req"],
+                    "queue_req": r["queue_req"],
+                    "token_usage": r["token_usage"],
+                }
+            )
+        return out
+
+    def series(self, run_id: str, key: str) -> tuple[list[float], list[float]]:
+        """(seconds since the run's first sample, values) of one sample field, for charts."""
+        rows = [r for r in self.samples(run_id) if r[key] is not None]
+        if not rows:
+            return [], []
+        t0 = rows[0]["t"]
+        return [float(r["t"] - t0) for r in rows], [float(r[key]) for r in rows]
+
+    def benches(self, run_id: str | None = None, standalone: bool = False) -> list[dict[str, Any]]:
+        """Benches of ``run_id``, or those with no run (``standalone``), or all; newest first."""
+        if run_id is not None:
+            rows = self.db.execute("SELECT * FROM benches WHERE run = ? ORDER BY ended DESC", (run_id,))
+        elif standalone:
+            rows = self.db.execute("SELECT * FROM benches WHERE run IS NULL ORDER BY ended DESC")
+        else:
+            rows = self.db.execute("SELECT * FROM benches ORDER BY ended DESC")
+        return [_bench_json(r) for r in rows]
+
+    def delete(self, run_ids: Iterable[str]) -> int:
+        """Delete runs with their samples and benches; returns how many were deleted."""
+        ids = list(run_ids)
+        with self.transaction() as db:
+            return sum(db.execute("DELETE FROM runs WHERE id = ?", (i,)).rowcount for i in ids)
+
+
+def _bench_json(row: sqlite3.Row) -> dict[str, Any]:
+    keys = ("id", "host", "job_id", "run", "profile", "started", "ended", "state", "tok_s", "accept_len",
+            "cycle_ms", "ttft_ms", "requests", "tokens")  # fmt: skip
+    out = {k: row[k] for k in keys}
+    out["result"] = json.loads(row["result"] or "{}")
+    return out
+
+
+def measured_baseline(path: str | os.PathLike | None = None) -> float | None:
+    """The measured baseline's mean tok/s from the history at ``history_path(path)``; None when none is marked."""
+    if not history_path(path).exists():
+        return None
+    with History.open(path) as history:
+        return history.measured_baseline()
+
+
+# --- the live recorder ------------------------------------------------------------------------------------
+
+
+class LiveRecorder:
+    """Records the runs a live view follows, committing at most once a second.
+
+    Feed it what ``LiveFeed.follow`` reads: ``begin(job, offset)`` when following a server from byte
+    ``offset`` of its log, ``add(sample)`` per sample, ``mark(offset)`` after each batch of lines (the log
+    has been read up to ``offset``), ``end(job)`` when the server ends. Call ``flush()`` every second or
+    so (it commits only when a second has passed) and ``flush(force=True)`` when done. A process killed
+    between commits loses at most the last second; the database is never damaged.
+    """
+
+    def __init__(self, history: History, host: str, every_s: float = COMMIT_EVERY_S) -> None:
+        self.history = history
+        self.host = host
+        self.every_s = every_s
+        self.run_id: str | None = None
+        self._start = 0  # log offset where the pending chunk starts
+        self._end = 0
+        self._pending: list[Sample] = []
+        self._tail: list[dict] = []
+        self._last_commit = time.monotonic()
+        self.commits = 0
+
+    def begin(self, job: dict, offset: int = 0) -> str:
+        """Start recording serve job ``job`` read from byte ``offset``; returns its run id."""
+        self.flush(force=True)
+        self.run_id = self.history.upsert_run(self.host, job)
+        stored, tail = self.history.import_state(self.run_id)
+        self._start = self._end = offset
+        self._tail = tail if offset == stored else []
+        return self.run_id
+
+    def add(self, sample: Sample) -> None:
+        if self.run_id is not None:
+            self._pending.append(sample)
+
+    def mark(self, offset: int) -> None:
+        """The log has been read up to ``offset``; what was added so far belongs before it."""
+        self._end = offset
+
+    def end(self, job: dict) -> None:
+        """The server ended: write what is pending and its final state."""
+        self.flush(force=True)
+        self.history.upsert_run(self.host, job)
+        self.run_id = None
+
+    def flush(self, force: bool = False) -> bool:
+        """Commit the pending chunk when a second has passed since the last commit (or ``force``)."""
+        if self.run_id is None or self._end <= self._start:
+            return False
+        if not force and time.monotonic() - self._last_commit < self.every_s:
+            return False
+        self._tail = filter_tail(self._tail, self._pending)
+        self.history.import_chunk(self.run_id, self._start, self._end, self._pending, self._tail)
+        self._start, self._pending = self._end, []
+        self._last_commit = time.monotonic()
+        self.commits += 1
+        return True
+
+
+# --- importing from the host ------------------------------------------------------------------------------
+
+
+@dataclass
+class SyncReport:
+    """What one ``sync_from_host`` did."""
+
+    host: str
+    runs: int = 0  # serve jobs seen
+    samples: int = 0  # decode samples imported
+    benches: int = 0  # bench results recorded
+    notes: list[str] = field(default_factory=list)
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+async def _read_lines(conn, path: str, offset: int) -> tuple[list[str], int]:
+    """Complete lines of host file ``path`` from byte ``offset`` (up to READ_CHUNK bytes) and the new offset."""
+    got = await conn.call("fs.read", path=path, offset=offset, length=READ_CHUNK)
+    data = base64.b64decode(got["data"])
+    end = data.rfind(b"\n") + 1
+    if end == 0 and len(data) == READ_CHUNK:
+        end = len(data)  # one line longer than a chunk: take it whole rather than stall
+    return data[:end].decode("utf-8", "replace").splitlines(), offset + end
+
+
+async def _import_log(history: History, conn, run_id: str, job: dict) -> int:
+    """Import the serve job's log from where the last import stopped; returns the decode samples imported."""
+    offset, tail = history.import_state(run_id)
+    live = primed_filter(tail)
+    imported = 0
+    while True:
+        try:
+            lines, end = await _read_lines(conn, job["log_path"], offset)
+        except RemoteError as exc:
+            if exc.kind == "not_found":
+                return imported
+            raise
+        if end == offset:
+            return imported
+        samples = []
+        for line in lines:
+            if "server_args=ServerArgs(" in line:
+                args = parse_server_args(line)
+                if args:
+                    history.set_server_info(run_id, args)
+            sample = parse_line(line)
+            if sample is not None:
+                samples.append(live.accept(sample))
+        tail = filter_tail(tail, samples)
+        if history.import_chunk(run_id, offset, end, samples, tail):
+            imported += sum(1 for s in samples if s.kind == "decode")
+        offset = end
+
+
+async def _events(conn, job: dict) -> list[dict]:
+    """The job's events.jsonl records (empty when it has none)."""
+    try:
+        got = await conn.call("fs.read", path=job["events_path"], text=True)
+    except RemoteError:
+        return []
+    out = []
+    for line in got["text"].splitlines():
+        with contextlib.suppress(ValueError):
+            ev = json.loads(line)
+            if isinstance(ev, dict):
+                out.append(ev)
+    return out
+
+
+async def _server_info(conn, job: dict) -> dict | None:
+    """``/server_info`` (``/get_server_info`` on older SGLang) of a running server, or None."""
+    port = (job.get("args") or {}).get("port")
+    if not port:
+        return None
+    for path in ("/server_info", "/get_server_info"):
+        got = await conn.call("http.request", url=f"http://127.0.0.1:{int(port)}{path}", timeout=3)
+        if got.get("status") == 200:
+            with contextlib.suppress(ValueError):
+                info = json.loads(got["text"])
+                return info if isinstance(info, dict) else None
+        if got.get("status") != 404:
+            return None
+    return None
+
+
+async def _drafter_identity(conn, run: RunSummary) -> tuple[int | None, str | None]:
+    """(size in bytes, sha256 of the weights if the host verified them) of the run's drafter folder."""
+    drafter = {"name": run.drafter or "drafter", "path": run.drafter_path}
+    try:
+        state = (await conn.call("drafters.status", drafters=[drafter]))[0]
+        return state.get("bytes") or None, state.get("sha256")
+    except RemoteError as exc:
+        if "unknown agent method" not in str(exc):
+            return None, None
+    try:  # an agent without downloads: the checkpoint's own size
+        info = await conn.call("checkpoint.inspect", path=run.drafter_path)
+        return int(sum(f["bytes"] for f in info.get("files", []))) or None, None
+    except RemoteError:
+        return None, None
+
+
+async def sync_from_host(history: History, conn) -> SyncReport:
+    """Import the host's serve jobs (runs, their logs' samples) and finished bench jobs into ``history``.
+
+    Idempotent: a log is read from where the last import stopped, so running servers are picked up again
+    next time and nothing is counted twice.
+    """
+    host = conn.host.name
+    report = SyncReport(host)
+    for job in await conn.call("jobs.list", kind="serve"):
+        run_id = history.upsert_run(host, job)
+        report.runs += 1
+        run = history.run(run_id)
+        if run.drafter_path and not history.identity_checked(run_id):
+            history.set_drafter_identity(run_id, *await _drafter_identity(conn, run))
+        for ev in await _events(conn, job):
+            if isinstance(ev.get("server_info"), dict):
+                history.set_server_info(run_id, ev["server_info"])
+        if job.get("state") == "running" and not run.version:
+            try:
+                info = await _server_info(conn, job)
+            except RemoteError:
+                info = None
+            if info:
+                history.set_server_info(run_id, info)
+        report.samples += await _import_log(history, conn, run_id, job)
+    for job in await conn.call("jobs.list", kind="bench"):
+        bench_id = f"{host}/{job['id']}"
+        if job.get("state") == "running" or history.has_bench(bench_id):
+            continue
+        result = next((ev for ev in reversed(await _events(conn, job)) if ev.get("event") == "result"), None)
+        history.record_bench(host, job, result)
+        report.benches += 1
+    return report

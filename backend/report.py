@@ -1,0 +1,474 @@
+"""Reports: recorded runs side by side, as Markdown or self-contained HTML to paste into a document.
+
+A report is a list of blocks (headings, paragraphs, bullets, tables, code, charts) built once from the
+history, then rendered by ``to_markdown`` or ``to_html``: the charts become a plotext text plot in a fenced
+block for Markdown and an inline SVG line chart (drawn here, stdlib only) for HTML, each with labelled
+reference lines at the baseline and the break-even. The drafters' diff summary comes from the host
+(``checkpoint.inspect``) when it can be reached; otherwise the report says why it is missing.
+"""
+
+from __future__ import annotations
+
+import csv
+import html
+import io
+import json
+import re
+import shlex
+import time
+from array import array
+from dataclasses import dataclass, field
+from typing import Any
+
+from backend import checkpoints
+from backend.errors import SpecdeckError
+from backend.history import History, RunSummary, Yardstick
+from backend.series import SeriesView
+
+PALETTE = ("#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#17becf", "#8c564b", "#e377c2")
+TEXT_MARKERS = ("o", "x", "+", "*", "#", "@", "%", "&")  # Markdown charts have no colour: one mark per run
+
+
+# --- blocks -----------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Heading:
+    text: str
+    level: int = 2
+
+
+@dataclass(frozen=True)
+class Para:
+    text: str
+
+
+@dataclass(frozen=True)
+class Bullets:
+    items: list[str]
+
+
+@dataclass(frozen=True)
+class Table:
+    headers: list[str]
+    rows: list[list[str]]
+
+
+@dataclass(frozen=True)
+class Code:
+    text: str
+
+
+@dataclass(frozen=True)
+class Chart:
+    """Runs overlaid on one time axis, with labelled horizontal reference lines."""
+
+    title: str
+    y_label: str
+    series: list[tuple[str, list[float], list[float]]]  # (label, seconds, values)
+    refs: list[tuple[float, str]] = field(default_factory=list)  # (y, label)
+
+
+Block = Heading | Para | Bullets | Table | Code | Chart
+
+
+# --- numbers ----------------------------------------------------------------------------------------------
+
+
+def fmt(value: float | None, digits: int = 1, signed: bool = False, suffix: str = "") -> str:
+    """A number for a table cell; an em dash when there is none."""
+    if value is None:
+        return "—"
+    return f"{value:+.{digits}f}{suffix}" if signed else f"{value:.{digits}f}{suffix}"
+
+
+def break_even_cell(run: RunSummary, yardstick: Yardstick) -> str:
+    """``met (+0.84)`` / ``not met (−0.46)`` against the break-even, ``—`` without speculation."""
+    met = run.break_even_met(yardstick)
+    if met is None or run.accept_len is None:
+        return "—"
+    return f"{'met' if met else 'not met'} ({run.accept_len - yardstick.break_even:+.2f})"
+
+
+def run_label(run: RunSummary) -> str:
+    return f"{run.profile or run.job_id}" + (f" [{run.drafter}]" if run.drafter else "")
+
+
+def _when(ts: float | None) -> str:
+    return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(ts)) if ts else "—"
+
+
+# --- building ---------------------------------------------------------------------------------------------
+
+
+def comparison_table(runs: list[RunSummary], yardstick: Yardstick) -> Table:
+    """tok/s, accept length, cycle ms, vs baseline and vs break-even, one row per run."""
+    headers = ["run", "profile", "drafter", "samples", "tok/s", "accept length", "cycle ms",
+               "vs baseline", f"vs break-even {yardstick.break_even:.2f}", "bench tok/s"]  # fmt: skip
+    rows = []
+    for run in runs:
+        bench = run.bench or {}
+        rows.append(
+            [
+                run.job_id + (" ★" if run.is_baseline else ""),
+                run.profile or "—",
+                run.drafter or "—",
+                str(run.samples),
+                fmt(run.tok_s),
+                fmt(run.accept_len, 2),
+                fmt(run.cycle_ms),
+                fmt(run.vs_baseline_pct(yardstick), 1, signed=True, suffix="%"),
+                break_even_cell(run, yardstick),
+                fmt(bench.get("tok_s")),
+            ]
+        )
+    return Table(headers, rows)
+
+
+def charts(history: History, runs: list[RunSummary], yardstick: Yardstick) -> list[Chart]:
+    """tok/s against the baseline and accept length against the break-even, every run overlaid."""
+    tok = [(run_label(r), *history.series(r.id, "tok_s")) for r in runs]
+    acc = [(run_label(r), *history.series(r.id, "accept_len")) for r in runs]
+    return [
+        Chart(
+            "Decode throughput (tok/s)",
+            "tok/s",
+            [s for s in tok if s[1]],
+            [(yardstick.baseline_tok_s, f"baseline {yardstick.baseline_tok_s:.1f} tok/s")],
+        ),
+        Chart(
+            "Accept length",
+            "accept length",
+            [s for s in acc if s[1]],
+            [(yardstick.break_even, f"break-even {yardstick.break_even:.2f}")],
+        ),
+    ]
+
+
+@dataclass
+class DrafterFacts:
+    """What the host told about the runs' drafters: inspect dicts by path, the target config, or why not."""
+
+    inspected: dict[str, dict] = field(default_factory=dict)
+    target: dict | None = None
+    note: str | None = None
+
+
+async def read_drafters(conn, runs: list[RunSummary]) -> DrafterFacts:
+    """Inspect every drafter folder of ``runs`` on the host (headers only) and read the target's config."""
+    facts = DrafterFacts()
+    problems = []
+    for path in dict.fromkeys(r.drafter_path for r in runs if r.drafter_path):
+        try:
+            facts.inspected[path] = await conn.call("checkpoint.inspect", path=path)
+        except SpecdeckError as exc:
+            problems.append(f"{path}: {exc}")
+    model = next((_flag(r.argv, "--model-path") for r in runs if _flag(r.argv, "--model-path")), None)
+    if model:
+        try:
+            got = await conn.call("fs.read", path=f"{model.rstrip('/')}/config.json", text=True)
+            facts.target = json.loads(got["text"])
+        except (SpecdeckError, ValueError) as exc:
+            problems.append(f"the target's config.json ({model}): {exc}")
+    if problems:
+        facts.note = "; ".join(problems)
+    return facts
+
+
+def _flag(argv: list[str], name: str) -> str | None:
+    for i, arg in enumerate(argv):
+        if arg == name and i + 1 < len(argv):
+            return argv[i + 1]
+    return None
+
+
+def drafter_blocks(runs: list[RunSummary], facts: DrafterFacts | None) -> list[Block]:
+    """The drafters' identity, their verdicts against the target and how the first differs from the others."""
+    drafters: dict[str, RunSummary] = {}
+    for run in runs:
+        if run.drafter_path:
+            drafters.setdefault(run.drafter_path, run)
+    blocks: list[Block] = [Heading("Drafters")]
+    if not drafters:
+        return [*blocks, Para("No drafter: these runs decode without speculation.")]
+    if facts is None:
+        blocks.append(Para("Diff summary not included: the host was not asked (--no-inspect)."))
+    elif facts.note:
+        blocks.append(Para(f"Diff summary incomplete: the host could not be read ({facts.note})."))
+    inspected = (facts.inspected if facts else {}) or {}
+    rows = []
+    for path, run in drafters.items():
+        info = inspected.get(path)
+        verdict = checkpoints.verdict(info, facts.target) if info and facts and facts.target else None
+        size = run.drafter_size or (info or {}).get("total_bytes")
+        rows.append(
+            [
+                run.drafter or "—",
+                path,
+                checkpoints.format_params(info["total_params"]) if info else "—",
+                checkpoints.format_bytes(size) if size else "—",
+                (run.drafter_sha256 or "")[:16] or "not verified",
+                "—" if verdict is None else "compatible" if verdict["compatible"] else "incompatible",
+            ]
+        )
+    blocks.append(Table(["drafter", "path", "params", "size", "sha256", "vs target"], rows))
+    paths = [p for p in drafters if p in inspected]
+    for other in paths[1:]:
+        a, b = drafters[paths[0]], drafters[other]
+        d = checkpoints.diff(inspected[paths[0]], inspected[other], facts.target if facts else None)
+        counts: dict[str, int] = {}
+        for row in d["tensors"]:
+            counts[row["status"]] = counts.get(row["status"], 0) + 1
+        changed = [r for r in d["config"] if r["status"] != "same"]
+        items = [
+            "tensors: " + ", ".join(f"{n} {status}" for status, n in sorted(counts.items())),
+            f"config: {len(changed)} of {len(d['config'])} keys differ"
+            + (": " + ", ".join(f"{r['key']} ({r['a']} → {r['b']})" for r in changed[:8]) if changed else ""),
+            "verdict: " + ("compatible" if d["verdict"]["compatible"] else "incompatible"),
+            *d["verdict"]["problems"],
+        ]
+        blocks += [Heading(f"{a.drafter or paths[0]} vs {b.drafter or other}", 3), Bullets(items)]
+    return blocks
+
+
+def build(history: History, run_ids: list[str], yardstick: Yardstick, facts: DrafterFacts | None = None) -> list[Block]:
+    """The report of ``run_ids`` (in that order) as blocks."""
+    runs = [history.run(i) for i in run_ids]
+    blocks: list[Block] = [
+        Heading("specdeck report: " + " vs ".join(run_label(r) for r in runs), 1),
+        Para(
+            f"Generated {_when(time.time())}. Baseline {yardstick.baseline_tok_s:.1f} tok/s ({yardstick.source}), "
+            f"verify cycle {yardstick.cycle_ms:g} ms, break-even accept length {yardstick.break_even:.2f} "
+            "(cycle × baseline). Means are over the runs' decode log lines, one point per second."
+        ),
+        Heading("Comparison"),
+        comparison_table(runs, yardstick),
+        Heading("Charts"),
+        *charts(history, runs, yardstick),
+        *drafter_blocks(runs, facts),
+        Heading("Launch commands"),
+    ]
+    for run in runs:
+        blocks += [Para(f"{run.job_id} ({run_label(run)}):"), Code(shlex.join(run.argv) if run.argv else "—")]
+    blocks += [Heading("Runs"), runs_table(runs)]
+    return blocks
+
+
+def runs_table(runs: list[RunSummary]) -> Table:
+    """When and how each run went, with the speculative numbers the server resolved."""
+    rows = []
+    for run in runs:
+        info = run.server_info
+        spec = "/".join(
+            str(info.get(k, "—"))
+            for k in ("speculative_num_steps", "speculative_eagle_topk", "speculative_num_draft_tokens")
+        )
+        rows.append(
+            [
+                run.id,
+                _when(run.started),
+                _when(run.stopped),
+                (run.outcome or "—") + (f": {run.reason}" if run.reason and run.outcome == "crashed" else ""),
+                run.version or "—",
+                spec if info.get("speculative_algorithm") else "—",
+            ]
+        )
+    return Table(["run", "started", "stopped", "outcome", "sglang", "steps/topk/draft tokens"], rows)
+
+
+# --- Markdown ---------------------------------------------------------------------------------------------
+
+_ANSI = re.compile(r"\x1b\[[0-9;]*m")
+
+
+def text_chart(chart: Chart, width: int = 100, height: int = 22) -> str:
+    """The chart drawn by plotext as plain text (one marker character per run, no colour)."""
+    import plotext as plt
+
+    plt.clear_figure()
+    plt.plotsize(width, height)
+    plt.theme("clear")
+    xs_all = [x for _, xs, _ in chart.series for x in xs] or [0.0, 1.0]
+    for (label, xs, ys), marker in zip(chart.series, TEXT_MARKERS * 4, strict=False):
+        xs, ys = _decimate(xs, ys, width)
+        plt.plot(xs, ys, label=f"{label} ({marker})", marker=marker)
+    for y, label in chart.refs:
+        plt.hline(y)
+        plt.text(label, x=min(xs_all), y=y, alignment="left")
+    plt.title(chart.title)
+    plt.xlabel("seconds since the run's first sample")
+    text = _ANSI.sub("", plt.build())
+    plt.clear_figure()
+    return "\n".join(line.rstrip() for line in text.splitlines())
+
+
+def _decimate(xs: list[float], ys: list[float], width: int) -> tuple[list[float], list[float]]:
+    return SeriesView(array("d", xs), array("d", ys)).decimate(width)
+
+
+def _md_cell(text: str) -> str:
+    return text.replace("|", "\\|").replace("\n", " ")
+
+
+def to_markdown(blocks: list[Block]) -> str:
+    """The report as Markdown (charts as text plots in fenced blocks)."""
+    out: list[str] = []
+    for b in blocks:
+        if isinstance(b, Heading):
+            out += ["#" * b.level + " " + b.text, ""]
+        elif isinstance(b, Para):
+            out += [b.text, ""]
+        elif isinstance(b, Bullets):
+            out += [f"- {item}" for item in b.items] + [""]
+        elif isinstance(b, Table):
+            out.append("| " + " | ".join(_md_cell(h) for h in b.headers) + " |")
+            out.append("|" + "---|" * len(b.headers))
+            out += ["| " + " | ".join(_md_cell(c) for c in row) + " |" for row in b.rows]
+            out.append("")
+        elif isinstance(b, Code):
+            out += ["```sh", b.text, "```", ""]
+        elif isinstance(b, Chart):
+            body = text_chart(b) if b.series else "(no samples recorded)"
+            out += [f"**{b.title}**", "", "```text", body, "```", ""]
+    return "\n".join(out)
+
+
+# --- HTML and SVG -----------------------------------------------------------------------------------------
+
+
+def _nice_step(span: float, ticks: int = 5) -> float:
+    """A round tick step (1, 2 or 5 × 10^n) giving about ``ticks`` ticks over ``span``."""
+    raw = span / max(ticks, 1) or 1.0
+    magnitude = 10 ** int(f"{raw:e}".split("e")[1])
+    return next(m * magnitude for m in (1, 2, 5, 10) if m * magnitude >= raw)
+
+
+def _ticks(lo: float, hi: float) -> list[float]:
+    step = _nice_step(hi - lo)
+    first = int(lo // step) * step
+    out, v = [], first
+    while v <= hi + step * 1e-9:
+        if v >= lo - step * 1e-9:
+            out.append(round(v, 10))
+        v += step
+    return out
+
+
+def svg_chart(chart: Chart, width: int = 760, height: int = 300) -> str:
+    """The chart as a self-contained SVG line chart: axes with ticks, one line per run, legend, labelled refs."""
+    left, right, top, bottom = 56, 16, 40, 44
+    pw, ph = width - left - right, height - top - bottom
+    xs_all = [x for _, xs, _ in chart.series for x in xs]
+    ys_all = [y for _, _, ys in chart.series for y in ys] + [y for y, _ in chart.refs]
+    x1 = max(xs_all, default=1.0) or 1.0
+    y1 = max(ys_all, default=1.0) * 1.1 or 1.0
+    yt = _ticks(0.0, y1)
+    y1 = max(y1, yt[-1])
+
+    def px(x: float) -> float:
+        return left + pw * x / x1
+
+    def py(y: float) -> float:
+        return top + ph * (1 - y / y1)
+
+    e = html.escape
+    parts = [
+        f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" viewBox="0 0 {width} {height}" '
+        f'role="img" aria-label="{e(chart.title)}" font-family="sans-serif" font-size="11">',
+        f"<title>{e(chart.title)}</title>",
+        f'<rect x="0" y="0" width="{width}" height="{height}" fill="#ffffff"/>',
+        f'<text x="{left}" y="16" font-size="13" font-weight="bold">{e(chart.title)}</text>',
+    ]
+    for y in yt:
+        parts.append(f'<line x1="{left}" y1="{py(y):.1f}" x2="{left + pw}" y2="{py(y):.1f}" stroke="#eeeeee"/>')
+        parts.append(f'<text x="{left - 6}" y="{py(y) + 4:.1f}" text-anchor="end">{y:g}</text>')
+    for x in _ticks(0.0, x1):
+        parts.append(f'<text x="{px(x):.1f}" y="{top + ph + 16}" text-anchor="middle">{x:g}</text>')
+    parts += [
+        f'<line x1="{left}" y1="{top}" x2="{left}" y2="{top + ph}" stroke="#333333"/>',
+        f'<line x1="{left}" y1="{top + ph}" x2="{left + pw}" y2="{top + ph}" stroke="#333333"/>',
+        f'<text x="{left + pw / 2}" y="{height - 8}" text-anchor="middle">seconds since the run\'s first sample</text>',
+        f'<text transform="translate(14 {top + ph / 2}) rotate(-90)" text-anchor="middle">{e(chart.y_label)}</text>',
+    ]
+    for y, label in chart.refs:
+        parts.append(
+            f'<line class="ref" x1="{left}" y1="{py(y):.1f}" x2="{left + pw}" y2="{py(y):.1f}" '
+            'stroke="#555555" stroke-dasharray="6 4"/>'
+        )
+        parts.append(
+            f'<text x="{left + pw - 4}" y="{py(y) - 5:.1f}" text-anchor="end" fill="#333333">{e(label)}</text>'
+        )
+    lx = left + 8
+    for (label, xs, ys), color in zip(chart.series, PALETTE * 4, strict=False):
+        xs, ys = _decimate(xs, ys, pw // 2)
+        points = " ".join(f"{px(x):.1f},{py(y):.1f}" for x, y in zip(xs, ys, strict=True))
+        parts.append(f'<polyline class="run" fill="none" stroke="{color}" stroke-width="1.6" points="{points}"/>')
+        parts.append(f'<rect x="{lx}" y="{top - 14}" width="10" height="3" fill="{color}"/>')
+        parts.append(f'<text x="{lx + 14}" y="{top - 10}">{e(label)}</text>')
+        lx += 24 + 7 * len(label)
+    if not chart.series:
+        parts.append(f'<text x="{left + pw / 2}" y="{top + ph / 2}" text-anchor="middle">no samples recorded</text>')
+    parts.append("</svg>")
+    return "\n".join(parts)
+
+
+_CSS = """
+body { font-family: -apple-system, "Segoe UI", Roboto, sans-serif; max-width: 1100px; margin: 2em auto;
+       padding: 0 1em; color: #222; }
+table { border-collapse: collapse; margin: 0.5em 0 1.5em; font-size: 0.92em; }
+th, td { border: 1px solid #ccc; padding: 0.3em 0.6em; text-align: left; }
+th { background: #f3f3f3; }
+pre { background: #f6f6f6; padding: 0.8em; white-space: pre-wrap; word-break: break-all; font-size: 0.85em; }
+figure { margin: 1em 0; }
+"""
+
+
+def to_html(blocks: list[Block]) -> str:
+    """The report as one self-contained HTML page (charts as inline SVG)."""
+    e = html.escape
+    title = next((b.text for b in blocks if isinstance(b, Heading)), "specdeck report")
+    out = [f'<!DOCTYPE html>\n<html lang="en">\n<head>\n<meta charset="utf-8">\n<title>{e(title)}</title>',
+           f"<style>{_CSS}</style>\n</head>\n<body>"]  # fmt: skip
+    for b in blocks:
+        if isinstance(b, Heading):
+            out.append(f"<h{b.level}>{e(b.text)}</h{b.level}>")
+        elif isinstance(b, Para):
+            out.append(f"<p>{e(b.text)}</p>")
+        elif isinstance(b, Bullets):
+            out.append("<ul>" + "".join(f"<li>{e(i)}</li>" for i in b.items) + "</ul>")
+        elif isinstance(b, Table):
+            head = "".join(f"<th>{e(h)}</th>" for h in b.headers)
+            body = "".join("<tr>" + "".join(f"<td>{e(c)}</td>" for c in row) + "</tr>" for row in b.rows)
+            out.append(f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>")
+        elif isinstance(b, Code):
+            out.append(f"<pre><code>{e(b.text)}</code></pre>")
+        elif isinstance(b, Chart):
+            out.append(f"<figure>{svg_chart(b)}</figure>")
+    out.append("</body>\n</html>\n")
+    return "\n".join(out)
+
+
+def render(blocks: list[Block], fmt_name: str) -> str:
+    """``md`` or ``html``."""
+    return to_html(blocks) if fmt_name == "html" else to_markdown(blocks)
+
+
+def report_format(path: str) -> str:
+    """The format an output file's name asks for: ``md`` or ``html`` (None for anything else)."""
+    lower = path.lower()
+    if lower.endswith((".html", ".htm")):
+        return "html"
+    if lower.endswith((".md", ".markdown")):
+        return "md"
+    return ""
+
+
+def samples_csv(samples: list[dict[str, Any]]) -> str:
+    """Samples as CSV (the columns of ``History.samples``)."""
+    buf = io.StringIO()
+    keys = ["t", "tok_s", "accept_len", "accept_rate", "cycle_ms", "running_req", "queue_req", "token_usage"]
+    writer = csv.DictWriter(buf, fieldnames=keys, lineterminator="\n")
+    writer.writeheader()
+    for row in samples:
+        writer.writerow({k: "" if row.get(k) is None else row[k] for k in keys})
+    return buf.getvalue()

@@ -1,0 +1,415 @@
+"""Run history: crash safety, imports from a real (simulated) server job, reports, export, CLI and the History tab."""
+
+from __future__ import annotations
+
+import asyncio
+import csv
+import io
+import json
+import os
+import signal
+import socket
+import sqlite3
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from textual.command import CommandList, CommandPalette
+from textual.pilot import Pilot
+from textual.widgets import DataTable
+
+from backend.connection import Connection
+from backend.history import History, LiveRecorder, filter_tail, parse_server_args, primed_filter, sync_from_host
+from backend.metrics import Sample, live_samples, parse_lines
+from backend.report import Chart, svg_chart, text_chart
+from backend.sandbox import fixtures
+from backend.settings import HostConfig, builtin_defaults
+from tui.app import SpecdeckApp
+from tui.screens.history import ConfirmDelete, HistoryPane
+from tui.widgets.runchart import RunChart
+
+REPO = Path(__file__).resolve().parents[1]
+T0 = 1_800_000_000.0
+
+
+def cli(*args: str, rc: int = 0) -> subprocess.CompletedProcess:
+    res = subprocess.run([sys.executable, "-m", "backend.cli.main", *args], capture_output=True, text=True, cwd=REPO)
+    assert res.returncode == rc, (res.stdout, res.stderr)
+    return res
+
+
+@pytest.fixture(scope="module")
+def models(tmp_path_factory) -> dict:
+    root = tmp_path_factory.mktemp("models")
+    return {
+        "target": fixtures.write_target_config(str(root / "Kimi-K2")),
+        "ours": fixtures.write_drafter(str(root / "output_100k_sglang" / "4"), "ours"),
+        "aq-medai": fixtures.write_drafter(str(root / "aq_medai_k2"), "aq_medai_k2"),
+    }
+
+
+def add_run(history: History, models: dict, job_id: str, drafter: str | None, tok: float, acc: float | None) -> str:
+    """A finished run of 30 one-second decode samples averaging ``tok`` tok/s and ``acc`` accept length."""
+    argv = ["python3", "-m", "sglang.launch_server", "--model-path", models["target"], "--tp-size", "8"]
+    if drafter:
+        argv += ["--speculative-algorithm", "EAGLE3", "--speculative-draft-model-path", models[drafter]]
+    profile = {None: "baseline", "ours": "eagle3-ours", "aq-medai": "eagle3-aq"}[drafter]
+    job = {
+        "id": job_id,
+        "state": "cancelled",
+        "started": T0,
+        "ended": T0 + 40,
+        "args": {"profile": profile, "drafter": drafter, "algorithm": "EAGLE3" if drafter else None, "port": 30000},
+        "argv": argv,
+    }
+    run = history.upsert_run("local", job)
+    samples = [
+        Sample(ts=T0 + 5 + i, kind="decode", gen_tps=tok + (i % 3 - 1), accept_len=acc, running_req=1)
+        for i in range(30)
+    ]
+    assert history.import_chunk(run, 0, 1000, samples, filter_tail([], samples))
+    return run
+
+
+@pytest.fixture
+def three_runs(models) -> dict[str, str]:
+    with History.open() as history:
+        return {
+            "baseline": add_run(history, models, "serve-1-base", None, 82.0, None),
+            "ours": add_run(history, models, "serve-2-ours", "ours", 60.6, 2.0),
+            "aq": add_run(history, models, "serve-3-aq", "aq-medai", 100.0, 3.3),
+        }
+
+
+# --- storage ----------------------------------------------------------------------------------------------
+
+WRITER = """
+import sys, time
+from backend.history import History, LiveRecorder
+from backend.metrics import Sample
+history = History.open(sys.argv[1])
+rec = LiveRecorder(history, "local")
+rec.begin({"id": "serve-kill", "state": "running", "started": 0, "args": {"profile": "p"}, "argv": []})
+i = 0
+while True:
+    for _ in range(50):  # distinct seconds, so every sample is its own row
+        rec.add(Sample(ts=1e9 + i, kind="decode", gen_tps=float(i), accept_len=2.0))
+        i += 1
+    rec.mark(i)
+    print("added", i, time.monotonic(), flush=True)
+    if rec.flush():
+        print("committed", i, time.monotonic(), flush=True)
+    time.sleep(0.01)
+"""
+
+
+def test_kill_9_mid_write_loses_at_most_the_last_second(tmp_path):
+    db = tmp_path / "h.sqlite3"
+    proc = subprocess.Popen(
+        [sys.executable, "-c", WRITER, str(db)], cwd=REPO, stdout=subprocess.PIPE, text=True, bufsize=1
+    )
+    commits = 0
+    assert proc.stdout is not None
+    for line in proc.stdout:  # another process: read its progress as it goes
+        if line.startswith("committed"):
+            commits += 1
+            if commits == 3:
+                time.sleep(0.6)  # land the kill between commits, with a batch pending
+                break
+    os.kill(proc.pid, signal.SIGKILL)
+    rest = proc.stdout.read()
+    proc.wait()
+    added = [line.split() for line in rest.splitlines() if line.startswith("added")]
+    last_added, killed_at = int(added[-1][1]), float(added[-1][2])
+    times = {int(n): float(t) for _, n, t in added}
+
+    check = sqlite3.connect(db)
+    assert check.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+    check.close()
+    with History.open(db) as history:
+        kept = history.samples("local/serve-kill")
+        assert len(kept) >= 150  # three commits of at least 50
+        # Every sample added more than a second (plus a commit's time) before the kill is there, in order.
+        assert [s["t"] for s in kept] == [int(1e9) + i for i in range(len(kept))]
+        lost = [n for n, t in times.items() if n > len(kept)]
+        assert all(killed_at - times[n] <= 1.25 for n in lost), (len(kept), last_added)
+        assert history.import_state("local/serve-kill")[0] == len(kept)  # the offset moved with the samples
+        history.delete(["local/serve-kill"])  # and the file takes writes again
+        assert history.runs() == []
+
+
+def test_downsampling_merges_a_second_split_across_imports(tmp_path):
+    with History.open(tmp_path / "h.sqlite3") as history:
+        run = history.upsert_run("h", {"id": "serve-x", "state": "running", "started": T0, "args": {}})
+        first = [Sample(ts=T0, kind="decode", gen_tps=60.0, accept_len=2.0)]
+        second = [Sample(ts=T0 + 0.5, kind="decode", gen_tps=62.0, accept_len=2.2)]
+        assert history.import_chunk(run, 0, 10, first, [])
+        assert not history.import_chunk(run, 0, 10, first, [])  # already imported: not counted twice
+        assert history.import_chunk(run, 10, 20, second, [])
+        [row] = history.samples(run)
+        assert row["tok_s"] == pytest.approx(61.0) and row["accept_len"] == pytest.approx(2.1)
+        assert row["cycle_ms"] == pytest.approx(1000 * 2.1 / 61.0)
+
+
+def test_filter_tail_resumes_the_live_filter_exactly():
+    lines = [
+        "[2025-01-01 00:00:00] Prefill batch, #new-seq: 1, #new-token: 9, #cached-token: 0, token usage: 0.00, ",
+        "[2025-01-01 00:00:01] Decode batch, #running-req: 1, accept len: 2.00, gen throughput (token/s): 5.00, ",
+        "[2025-01-01 00:00:02] Decode batch, #running-req: 1, accept len: 2.00, gen throughput (token/s): 60.0, ",
+        "[2025-01-01 00:00:09] Prefill batch, #new-seq: 1, #new-token: 9, #cached-token: 0, token usage: 0.00, ",
+        "[2025-01-01 00:00:10] Decode batch, #running-req: 1, accept len: 2.00, gen throughput (token/s): 7.00, ",
+        "[2025-01-01 00:00:11] Decode batch, #running-req: 1, accept len: 2.00, gen throughput (token/s): 61.0, ",
+    ]
+    whole = [s.gen_tps for s in live_samples(lines)]
+    assert whole == [None, None, 60.0, None, None, 61.0]
+    for cut in range(len(lines) + 1):
+        head = list(live_samples(lines[:cut]))
+        live = primed_filter(filter_tail([], head))
+        rest = [live.accept(s).gen_tps for s in parse_lines(lines[cut:])]
+        assert [s.gen_tps for s in head] + rest == whole, cut
+
+
+def test_parse_server_args_reads_literals_and_skips_the_rest():
+    line = "[2025-01-01 00:00:00] server_args=ServerArgs(model_path='/m', tp_size=8, x=<Enum.A: 1>)"
+    assert parse_server_args(line) is None  # not Python syntax at all: nothing rather than a guess
+    line = "[2025-01-01 00:00:00] server_args=ServerArgs(model_path='/m', tp_size=8, fn=print, ids=[2, 30])"
+    assert parse_server_args(line) == {"model_path": "/m", "tp_size": 8, "ids": [2, 30]}
+    assert parse_server_args("Decode batch, accept len: 2.0") is None
+
+
+def test_baseline_and_yardstick(three_runs):
+    with History.open() as history:
+        assert history.measured_baseline() is None
+        assert history.yardstick().break_even == pytest.approx(2.46)
+        history.set_baseline(three_runs["baseline"])
+        assert history.measured_baseline() == pytest.approx(82.0)
+        y = history.yardstick(82.0, 30.0)
+        assert y.baseline_run == three_runs["baseline"] and y.break_even == pytest.approx(2.46)
+        runs = {r.id: r for r in history.runs()}
+        ours, aq, base = runs[three_runs["ours"]], runs[three_runs["aq"]], runs[three_runs["baseline"]]
+        assert ours.vs_baseline_pct(y) == pytest.approx(100 * (60.6 / 82 - 1))
+        assert ours.break_even_met(y) is False and aq.break_even_met(y) is True and base.break_even_met(y) is None
+        history.delete([three_runs["baseline"]])
+        assert history.measured_baseline() is None  # back to the configured figure
+        with pytest.raises(Exception, match="no run"):
+            history.set_baseline("local/nope")
+
+
+# --- sync from a real host job ----------------------------------------------------------------------------
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+async def test_sync_from_host_imports_a_simulator_run_and_its_bench(tmp_path, models):
+    host = HostConfig(name="local", url="local", python=sys.executable, workdir=str(tmp_path / "hostwork"))
+    conn = await Connection.open(host)
+    port = free_port()
+    argv = [sys.executable, "-m", "backend.sandbox.simulator", "--model-path", models["target"], "--tp-size", "8",
+            "--host", "127.0.0.1", "--port", str(port), "--enable-metrics", "--decode-log-interval", "5",
+            "--random-seed", "7", "--speculative-algorithm", "EAGLE3",
+            "--speculative-draft-model-path", models["aq-medai"], "--speculative-num-steps", "3",
+            "--speculative-eagle-topk", "1", "--speculative-num-draft-tokens", "4"]  # fmt: skip
+    args = {"profile": "eagle3-aq", "port": port, "drafter": "aq-medai", "algorithm": "EAGLE3", "steps": 3}
+    job = await conn.call(
+        "jobs.start", kind="serve", argv=argv, args=args, env={"SPECDECK_SIM_TIME_SCALE": "0.05"}, cwd=str(REPO)
+    )
+    history = History.open()
+    try:
+        for _ in range(600):  # another process: poll with short waits
+            if (await conn.call("http.request", url=f"http://127.0.0.1:{port}/health")).get("status") == 200:
+                break
+            await asyncio.sleep(0.02)
+        bench = await conn.call(
+            "bench.start", port=port, requests=2, max_tokens=160, concurrency=1, profile="eagle3-aq",
+            server_job=job["id"],
+        )  # fmt: skip
+        syncs = 0
+        while (await conn.call("jobs.get", id=bench["id"]))["state"] == "running":
+            await sync_from_host(history, conn)  # mid-run imports: each resumes where the last stopped
+            syncs += 1
+            await asyncio.sleep(0.15)
+        await conn.call("jobs.cancel", id=job["id"])
+        final = await sync_from_host(history, conn)
+        again = await sync_from_host(history, conn)
+        assert syncs >= 3 and final.benches == 1 and again.samples == 0 and again.benches == 0
+
+        run_id = f"local/{job['id']}"
+        run = history.run(run_id)
+        assert run.profile == "eagle3-aq" and run.drafter == "aq-medai" and run.drafter_path == models["aq-medai"]
+        assert run.outcome == "stopped" and run.argv == argv and run.version == "0.5.6-sim"
+        assert run.server_info["speculative_num_steps"] == 3 and run.server_info["tp_size"] == 8
+        assert run.drafter_size == os.path.getsize(Path(models["aq-medai"]) / "model.safetensors") + os.path.getsize(
+            Path(models["aq-medai"]) / "config.json"
+        )
+        assert run.tok_s > 82 and run.accept_len > 2.46  # aq-medai beats the baseline in the simulator
+        assert run.bench is not None and run.bench["tok_s"] > 82 and run.bench["run"] == run_id
+
+        # The incremental imports add up to one import of the whole log, idle-time throughput left out.
+        log = Path((await conn.call("jobs.get", id=job["id"]))["log_path"]).read_text().splitlines()
+        expected = [s for s in live_samples(log) if s.kind == "decode"]
+        row = history.db.execute(
+            "SELECT sum(tok_n), sum(acc_n), sum(tok_sum) FROM samples WHERE run = ?", (run_id,)
+        ).fetchone()
+        assert row[0] == sum(1 for s in expected if s.gen_tps is not None)
+        assert row[1] == len(expected)
+        assert row[2] == pytest.approx(sum(s.gen_tps for s in expected if s.gen_tps is not None))
+    finally:
+        history.close()
+        await conn.close()
+
+
+def test_live_recorder_commits_at_most_once_a_second(tmp_path):
+    with History.open(tmp_path / "h.sqlite3") as history:
+        rec = LiveRecorder(history, "h")
+        run = rec.begin({"id": "serve-live", "state": "running", "started": T0, "args": {}})
+        t_end = time.monotonic() + 1.5
+        i = 0
+        while time.monotonic() < t_end:
+            rec.add(Sample(ts=T0 + i / 10, kind="decode", gen_tps=80.0, accept_len=1.0))
+            i += 1
+            rec.mark(i)
+            rec.flush()
+            time.sleep(0.005)
+        assert 1 <= rec.commits <= 2
+        rec.end({"id": "serve-live", "state": "done", "started": T0, "ended": T0 + 9, "args": {}})
+        assert history.import_state(run)[0] == i
+        summary = history.run(run)
+        assert summary.outcome == "stopped" and summary.samples == len({int(i / 10) for i in range(i)})
+
+
+# --- reports, export, CLI ---------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("suffix", ["md", "html"])
+def test_report_holds_the_numbers_of_its_runs(three_runs, tmp_path, suffix):
+    out = tmp_path / f"report.{suffix}"
+    cli("report", "serve-1", "serve-2", "serve-3", "--out", str(out), "--host", "local")
+    text = out.read_text()
+    for tok, acc in (("82.0", None), ("60.6", "2.00"), ("100.0", "3.30")):
+        assert f"{tok}" in text
+        if acc:
+            assert acc in text
+    assert "−26.1%" in text or "-26.1%" in text  # ours vs the 82 tok/s baseline
+    assert "+22.0%" in text and "not met (-0.46)" in text and "met (+0.84)" in text
+    assert "cycle ms" in text and "33.0" in text  # 1000 × 2.0 / 60.6
+    assert "break-even 2.46" in text and "baseline 82.0 tok/s" in text  # labelled reference lines
+    assert "--speculative-draft-model-path" in text  # the exact launch commands
+    assert "ours vs aq-medai" in text and "compatible" in text and "1.19 B" in text  # the drafter diff
+    if suffix == "html":
+        assert text.count("<svg") == 2 and text.count('class="ref"') == 2 and text.count('class="run"') >= 4
+    else:
+        assert text.count("```text") == 2
+
+
+def test_report_without_the_host_says_so(three_runs, tmp_path):
+    out = tmp_path / "r.md"
+    cli("report", "serve-2", "--out", str(out), "--no-inspect")
+    assert "the host was not asked" in out.read_text()
+    res = cli("report", "serve-2", "--out", str(tmp_path / "r.pdf"), rc=2)
+    assert ".md" in res.stderr and ".html" in res.stderr
+    res = cli("report", "serve-", "--out", str(out), rc=2)
+    assert "matches 3 runs" in res.stderr
+
+
+def test_export_csv_and_json(three_runs, tmp_path):
+    rows = list(csv.DictReader(io.StringIO(cli("export", "serve-3-aq", "--csv").stdout)))
+    assert len(rows) == 30 and float(rows[1]["tok_s"]) == 100.0 and float(rows[0]["accept_len"]) == 3.3
+    assert float(rows[0]["cycle_ms"]) == pytest.approx(1000 * 3.3 / 99.0)
+    out = tmp_path / "x.json"
+    cli("export", "local/serve-2-ours", "--json", "--out", str(out))
+    doc = json.loads(out.read_text())
+    assert doc["run"]["profile"] == "eagle3-ours" and doc["run"]["break_even_met"] is False
+    assert len(doc["samples"]) == 30 and doc["benches"] == []
+    assert cli("export", "nope", "--csv", rc=2).stderr.startswith("specdeck: no run matches")
+
+
+def test_history_cli_lists_marks_and_deletes(three_runs):
+    doc = json.loads(cli("history", "--json").stdout)
+    assert doc["yardstick"]["baseline_source"] == "configured" and doc["yardstick"]["break_even_accept_len"] == 2.46
+    by_profile = {r["profile"]: r for r in doc["runs"]}
+    assert by_profile["eagle3-aq"]["vs_baseline_pct"] == pytest.approx(21.95, abs=0.01)
+    assert by_profile["eagle3-ours"]["break_even_met"] is False and by_profile["baseline"]["break_even_met"] is None
+    text = cli("history").stdout
+    assert "baseline 82.0 tok/s (configured)" in text and "met (+0.84)" in text
+    assert "measured by run local/serve-1-base" in cli("history", "baseline", "serve-1").stdout
+    assert json.loads(cli("history", "baseline", "--clear", "--json").stdout)["baseline_source"] == "configured"
+    assert cli("history", "baseline", rc=2).stderr.strip().endswith("or --clear")
+    assert "deleted 1 run(s)" in cli("history", "delete", "serve-2").stdout
+    assert len(json.loads(cli("history", "--json").stdout)["runs"]) == 2
+
+
+def test_charts_render_as_text_and_svg():
+    chart = Chart("tok/s", "tok/s", [("a", [0.0, 1.0, 2.0], [60.0, 61.0, 59.0]), ("b", [0.0, 1.0], [99.0, 101.0])],
+                  [(82.0, "baseline 82.0 tok/s")])  # fmt: skip
+    text = text_chart(chart, width=60, height=12)
+    assert "baseline 82.0 tok/s" in text and "a (o)" in text and "b (x)" in text and "\x1b" not in text
+    svg = svg_chart(chart)
+    assert svg.startswith("<svg") and svg.count("<polyline") == 2 and "baseline 82.0 tok/s" in svg
+    assert "no samples recorded" in svg_chart(Chart("x", "y", []))
+
+
+# --- the History tab --------------------------------------------------------------------------------------
+
+
+async def until(pilot: Pilot, cond: Callable[[], object], what: str, timeout: float = 15) -> None:
+    deadline = time.monotonic() + timeout
+    while not cond():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        await pilot.pause(0.02)
+
+
+async def test_history_tab_compares_marks_and_deletes(three_runs, tmp_path, monkeypatch):
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
+    app = SpecdeckApp(builtin_defaults(), host="local")
+    async with app.run_test(size=(160, 48)) as pilot:
+        await pilot.press("5")
+        pane = app.query_one(HistoryPane)
+        table = pane.query_one("#history-runs", DataTable)
+        await until(pilot, lambda: table.row_count == 3 and "synced local" in pane.last_sync, "runs and a sync")
+        assert app.focused is table
+
+        # Select two runs: the comparison shows both, with the labelled reference lines.
+        ids = [str(k.value) for k in table.rows]
+        await pilot.press("space", "down", "space")
+        assert pane.selected == ids[:2]
+        tok = pane.query_one("#history-tok", RunChart).chart
+        accept = pane.query_one("#history-accept", RunChart).chart
+        assert tok is not None and accept is not None
+        assert len(tok.series) == 2 and tok.refs == [(82.0, "baseline 82.0 tok/s")]
+        assert accept.refs[0][1] == "break-even 2.46"
+        assert pane.query_one("#history-compare", DataTable).row_count == 2
+
+        # Mark the highlighted run as the baseline: the yardstick follows it.
+        await pilot.press("b")
+        highlighted = pane.current_run()
+        with History.open() as history:
+            assert history.baseline_run().id == highlighted
+        assert pane.yardstick.baseline_run == highlighted
+        await pilot.press("b")
+        assert pane.yardstick.baseline_run is None
+
+        # Delete asks first; "n" keeps, "y" deletes both selected runs.
+        await pilot.press("d")
+        await until(pilot, lambda: isinstance(app.screen, ConfirmDelete), "the confirm dialog")
+        await pilot.press("n")
+        assert table.row_count == 3
+        await pilot.press("d")
+        await until(pilot, lambda: isinstance(app.screen, ConfirmDelete), "the confirm dialog")
+        await pilot.press("y")
+        await until(pilot, lambda: table.row_count == 1, "two runs deleted")
+        assert pane.selected == []
+
+        # Every tab key is a palette command too.
+        await pilot.press("ctrl+p")
+        await until(pilot, lambda: isinstance(app.screen, CommandPalette), "the palette")
+        await pilot.press(*"History: ")
+        commands = app.screen.query_one(CommandList)
+        await until(pilot, lambda: commands.option_count >= 5, "History commands")

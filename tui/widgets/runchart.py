@@ -1,0 +1,46 @@
+"""Recorded runs overlaid on one chart: the History tab's comparison, drawn from a ``backend.report.Chart``.
+
+The same chart model the reports draw (as text and SVG) is drawn here by plotext: one coloured line per run
+on a shared "seconds since the run's first sample" axis, decimated to the widget's width, and the reference
+lines (baseline, break-even) re-added with their labels on every redraw, since ``clear_data`` drops them.
+"""
+
+from __future__ import annotations
+
+from array import array
+
+from textual_plotext import PlotextPlot
+
+from backend.report import Chart
+from backend.series import SeriesView
+
+RUN_COLORS = ("cyan", "magenta", "green", "orange", "blue", "red", "yellow", "white")
+REF_COLOR = "gray"
+AXIS_COLUMNS = 10  # what the y tick labels and the frame take from the widget's width
+
+
+class RunChart(PlotextPlot):
+    """Draws a ``Chart``; ``chart`` is what the last redraw showed."""
+
+    def __init__(self, *, id: str | None = None) -> None:
+        super().__init__(id=id)
+        self.chart: Chart | None = None
+
+    def show_chart(self, chart: Chart) -> None:
+        """Redraw with ``chart``; repaints on the next frame."""
+        self.chart = chart
+        plt = self.plt
+        plt.clear_data()
+        plt.title(chart.title if chart.series else f"{chart.title}: no samples recorded")
+        plt.xlabel("seconds since the run's first sample")
+        columns = max(10, self.size.width - AXIS_COLUMNS)
+        for (label, xs, ys), color in zip(chart.series, RUN_COLORS * 4, strict=False):
+            dx, dy = SeriesView(array("d", xs), array("d", ys)).decimate(columns)
+            plt.plot(dx, dy, label=label, marker="hd", color=color)
+        left = min((xs[0] for _, xs, _ in chart.series if xs), default=0.0)
+        if not chart.series:
+            plt.xlim(0.0, 60.0)
+        for y, label in chart.refs:
+            plt.hline(y, REF_COLOR)
+            plt.text(label, left, y, color=REF_COLOR, alignment="left")
+        self.refresh()
