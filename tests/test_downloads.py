@@ -8,6 +8,7 @@ import os
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -378,3 +379,120 @@ async def test_follow_resumes_from_offset(conn, hub, tmp_path):
     cut = len(pairs) // 2
     rest = [ev async for _, ev in downloads.follow(conn, job["id"], offset=pairs[cut - 1][0])]
     assert rest == events[cut:]
+
+
+# --- the Drafters tab (Pilot) on a sandbox-like set-up: a local host, the local hub, one fixture drafter ---
+
+
+def sandbox_settings(tmp_path: Path, hub_url: str):
+    from backend.settings import parse
+
+    ours = tmp_path / "ours"
+    write_repo(ours.parent / "ours-src", repo="x/ours", model_bytes=1 << 20)
+    shutil.copytree(ours.parent / "ours-src" / "x" / "ours", ours)
+    raw = {
+        "default_host": "sandbox",
+        "hosts": {
+            "sandbox": {
+                "url": "local",
+                "python": sys.executable,
+                "workdir": str(tmp_path / "work"),
+                "sandbox": True,
+                "hub_endpoint": hub_url,
+            }
+        },
+        "drafters": {"ours": {"path": str(ours)}, "aq-medai": {"repo": REPO, "path": str(tmp_path / "aq")}},
+    }
+    return parse(raw, "test sandbox config")
+
+
+async def until(pilot, cond, what: str, timeout: float = 20) -> None:
+    deadline = time.monotonic() + timeout
+    while not cond():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        await pilot.pause(0.02)
+
+
+def cell(app, row: str, column: str) -> str:
+    from textual.widgets import DataTable
+
+    return str(app.query_one("#drafters-table", DataTable).get_cell(row, column))
+
+
+def notes(app) -> list[str]:
+    return [n.message for n in app._notifications]
+
+
+async def select(pilot, app, name: str) -> None:
+    from textual.widgets import DataTable
+
+    table = app.query_one("#drafters-table", DataTable)
+    table.focus()
+    table.move_cursor(row=table.get_row_index(name))
+    await pilot.pause()
+
+
+async def test_drafters_tab_download_verify_compare(hub, tmp_path):
+    from textual.widgets import TabbedContent
+
+    from tui.app import SpecdeckApp
+    from tui.messages import OpenInCompare
+    from tui.widgets.download_progress import DownloadView
+
+    settings = sandbox_settings(tmp_path, hub.url)
+    seen: list = []
+    app = SpecdeckApp(settings, host="sandbox")
+    async with app.run_test(size=(140, 40), message_hook=seen.append) as pilot:
+        await until(pilot, lambda: cell(app, "aq-medai", "state") == "missing", "aq-medai missing")
+        assert cell(app, "ours", "state") == "present" and cell(app, "ours", "size") == "1.00 MiB"
+        assert cell(app, "aq-medai", "path") == str(tmp_path / "aq")
+        await select(pilot, app, "aq-medai")
+        await pilot.press("d")
+        pane = app.query_one("#drafters-pane")
+        moving = lambda: any(  # noqa: E731
+            f.phase == "downloading" and 0 < f.bytes < f.total for p in pane.progress.values() for f in p.files.values()
+        )
+        await until(pilot, moving, "per-file progress")
+        await pilot.pause(0.1)
+        view = app.query_one(DownloadView)
+        details = [str(s.content) for s in view.query(".detail")]
+        assert any("MB/s" in d and "ETA" in d and "downloading" in d for d in details), details
+        assert cell(app, "aq-medai", "state").startswith("downloading")
+        await until(pilot, lambda: any("downloaded and verified" in n for n in notes(app)), "the finished notice")
+        await until(pilot, lambda: cell(app, "aq-medai", "state") == "verified", "verified in the table")
+        assert cell(app, "aq-medai", "sha256") == sha256(hub.root / REPO / "model.safetensors")[:12]
+
+        await pilot.press("v")
+        await until(pilot, lambda: any("matches the hub" in n for n in notes(app)), "the verify notice")
+
+        await pilot.press("o")
+        await until(pilot, lambda: app.query_one(TabbedContent).active == "compare", "the Compare tab")
+        assert [m.drafter for m in seen if isinstance(m, OpenInCompare)] == ["aq-medai"]
+
+
+async def test_drafters_tab_reattaches_and_cancels(tmp_path):
+    from tui.app import SpecdeckApp
+    from tui.widgets.download_progress import DownloadView
+
+    root = tmp_path / "slowhub"
+    write_repo(root, model_bytes=256 << 20)
+    with HubServer(root, rate_bps=20_000_000) as slow:
+        settings = sandbox_settings(tmp_path, slow.url)
+        host = settings.hosts["sandbox"]
+        conn = await Connection.open(host)
+        try:  # a download started elsewhere (the CLI) before the panel opens
+            started = await downloads.start(conn, downloads.drafter_request(settings.drafters["aq-medai"], host))
+        finally:
+            await conn.close()
+        app = SpecdeckApp(settings, host="sandbox")
+        async with app.run_test(size=(140, 40)) as pilot:
+            await until(pilot, lambda: app.query(DownloadView), "the running download, reattached")
+            pane = app.query_one("#drafters-pane")
+            assert pane.progress["aq-medai"].job_id == started["job"]["id"]
+            await until(pilot, lambda: cell(app, "aq-medai", "state").startswith("downloading"), "downloading")
+            await select(pilot, app, "aq-medai")
+            await pilot.press("c")
+            await until(pilot, lambda: any("download cancelled" in n for n in notes(app)), "the cancel notice")
+            await until(pilot, lambda: cell(app, "aq-medai", "state") in ("partial", "missing"), "no longer there")
+    assert not (tmp_path / "aq" / "model.safetensors").exists() and incomplete_files(str(tmp_path / "aq")) == []

@@ -30,6 +30,15 @@ class ConnectionChanged(Message, bubble=False):
         return isinstance(message, ConnectionChanged)
 
 
+class OpenInCompare(Message, bubble=False):
+    """Show drafter ``drafter`` (a configured drafter's name) in the Compare tab: the Drafters tab posts it to
+    the Compare pane and switches to that tab."""
+
+    def __init__(self, drafter: str) -> None:
+        super().__init__()
+        self.drafter = drafter
+
+
 class BaselineChanged(Message, bubble=False):
     """The baseline tok/s runs are judged against changed: ``run_id`` is the History run marked as the measured
     baseline, or None when the configured figure applies again. The History tab posts it to every tab pane."""

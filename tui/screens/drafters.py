@@ -1,12 +1,335 @@
-"""The Drafters tab (issue 4): the configured drafters on the host, their downloads and verification."""
+"""The Drafters tab (issue 4): the configured drafters on the host, their downloads and verification.
+
+A table of drafters (name, repo, host path, state, size, sha256 prefix) read from the host with a stat and the
+verified-digest sidecar, refreshed every few seconds while connected. Download, cancel, verify and open in
+Compare act on the selected row. Download jobs run on the host; the tab follows their events (resuming from
+the last offset after a reconnect, and picking up jobs that were already running when it connected) and draws
+per-file bars from a ``backend.downloads.Progress``; a download that ends notifies.
+"""
 
 from __future__ import annotations
 
-from tui.screens.placeholder import PlaceholderPane
+from rich.text import Text
+from textual import work
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import VerticalScroll
+from textual.message import Message
+from textual.timer import Timer
+from textual.widgets import DataTable, Static
+from textual.worker import Worker
+
+from backend import downloads
+from backend.connection import Connection
+from backend.downloads import DrafterStatus, Progress, human_bytes
+from backend.settings import DrafterConfig
+from tui.messages import ConnectionChanged, OpenInCompare
+from tui.screens.pane import ShellPane
+from tui.widgets.download_progress import DownloadView
+
+REFRESH_S = 5.0
+COLUMNS = (
+    ("name", "Name"),
+    ("repo", "Repo"),
+    ("path", "Host path"),
+    ("state", "State"),
+    ("size", "Size"),
+    ("sha256", "sha256"),
+)
+STATE_STYLES = {
+    "missing": "red",
+    "partial": "yellow",
+    "downloading": "bold cyan",
+    "present": "",
+    "verified": "bold green",
+}
 
 
-class DraftersPane(PlaceholderPane):
-    BLURB = (
-        "The configured drafters and their state on the host (missing / partial / downloading / present / "
-        "verified), size and sha256; download, cancel, verify, open in Compare."
-    )
+def state_cell(state: str, progress: Progress | None = None) -> Text:
+    """The State column: the state, with the percentage while a download runs."""
+    label = state
+    if state == "downloading" and progress is not None and progress.total:
+        label = f"downloading {progress.bytes * 100 // progress.total}%"
+    return Text(label, style=STATE_STYLES.get(state, ""))
+
+
+class DraftersPane(ShellPane):
+    """The table of configured drafters, the download/verify progress below it."""
+
+    BINDINGS = [
+        Binding("d", "download", "Download", id="drafters.download", tooltip="Download the selected drafter"),
+        Binding(
+            "c",
+            "cancel",
+            "Cancel",
+            id="drafters.cancel",
+            tooltip="Cancel the selected drafter's download (removes partial files)",
+        ),
+        Binding("v", "verify", "Verify", id="drafters.verify", tooltip="Verify the selected drafter's sha256"),
+        Binding("o", "open_compare", "Compare", id="drafters.compare", tooltip="Open the selected drafter in Compare"),
+        Binding("f5", "refresh", "Refresh", id="drafters.refresh", tooltip="Re-read the drafters' state on the host"),
+    ]
+
+    DEFAULT_CSS = """
+    DraftersPane { padding: 0 1; }
+    DraftersPane .status { height: 1; color: $text-secondary; }
+    DraftersPane #drafters-table { height: auto; max-height: 12; margin-top: 1; }
+    DraftersPane #drafters-table.-stale { opacity: 60%; }
+    DraftersPane #drafters-detail { height: auto; margin: 1 0; color: $text-muted; }
+    DraftersPane #drafters-downloads { height: 1fr; }
+    """
+
+    class Updated(Message, bubble=False):
+        """The progress of drafter (or job) ``key`` changed; queued copies for the same key coalesce."""
+
+        def __init__(self, key: str) -> None:
+            super().__init__()
+            self.key = key
+
+        def can_replace(self, message: Message) -> bool:
+            return isinstance(message, DraftersPane.Updated) and message.key == self.key
+
+    def __init__(self, **kwargs) -> None:
+        super().__init__(**kwargs)
+        self.rows: dict[str, DrafterStatus] = {}
+        self.progress: dict[str, Progress] = {}  # by drafter name (or job id for other downloads)
+        self.follows: dict[str, Worker] = {}  # job id → the worker following its events
+        self._host: str | None = None
+        self._timer: Timer | None = None
+
+    def compose(self) -> ComposeResult:
+        yield Static(classes="status", markup=False)
+        yield DataTable(id="drafters-table", cursor_type="row", zebra_stripes=True)
+        yield Static(id="drafters-detail", markup=False)
+        yield VerticalScroll(id="drafters-downloads", can_focus=False)
+
+    def on_mount(self) -> None:
+        table = self.query_one(DataTable)
+        for key, label in COLUMNS:
+            table.add_column(label, key=key)
+        for d in self.drafters():
+            table.add_row(d.name, d.repo or "-", d.path, Text("…", style="dim"), "", "", key=d.name)
+        table.focus()  # the first tab: its keys work from the start
+
+    # --- what the tab shows --------------------------------------------------------------------------------
+
+    def drafters(self) -> list[DrafterConfig]:
+        return list(self.app.settings.drafters.values())
+
+    def selected(self) -> DrafterConfig | None:
+        table = self.query_one(DataTable)
+        if not table.row_count:
+            return None
+        key = table.coordinate_to_cell_key(table.cursor_coordinate).row_key.value
+        return self.app.settings.drafters.get(key)
+
+    def _key_for(self, to: str | None, job_id: str) -> str:
+        """The drafter a download job writes into (by folder), else the job itself."""
+        for d in self.drafters():
+            row = self.rows.get(d.name)
+            if to and to in (d.path, row.path if row else None):
+                return d.name
+        return job_id
+
+    def _show_rows(self, rows: list[DrafterStatus]) -> None:
+        table = self.query_one(DataTable)
+        for r in rows:
+            self.rows[r.name] = r
+            table.update_cell(r.name, "state", state_cell(r.state, self.progress.get(r.name)))
+            table.update_cell(r.name, "size", human_bytes(r.bytes) if r.bytes else "-")
+            table.update_cell(r.name, "sha256", r.sha256_prefix or "-")
+        self._show_detail()
+
+    def _show_detail(self) -> None:
+        d = self.selected()
+        row = self.rows.get(d.name) if d else None
+        if d is None or row is None:
+            self.query_one("#drafters-detail", Static).update("")
+            return
+        lines = [f"{d.name}: {row.state} at {row.path}" + (f" from {d.repo}" if d.repo else " (no repo: local only)")]
+        if row.sha256:
+            lines.append(f"sha256 {row.sha256}")
+        if row.problem:
+            lines.append(f"problem: {row.problem}")
+        if row.leftovers:
+            lines.append(f"{len(row.leftovers)} partial file(s) from an earlier run: the next download removes them")
+        self.query_one("#drafters-detail", Static).update("\n".join(lines))
+
+    def on_data_table_row_highlighted(self, event: DataTable.RowHighlighted) -> None:
+        self._show_detail()
+
+    def on_drafters_pane_updated(self, message: Updated) -> None:
+        progress = self.progress.get(message.key)
+        if progress is None:
+            return
+        box = self.query_one("#drafters-downloads", VerticalScroll)
+        view_id = "dl-" + "".join(c if c.isalnum() else "-" for c in message.key)
+        found = box.query(f"#{view_id}")
+        if found:
+            found.first(DownloadView).show(progress)
+        else:
+            box.mount(DownloadView(self._title(message.key), progress, id=view_id), before=0)
+        if message.key in self.rows and progress.job_id != "verify":
+            state = "downloading" if progress.state == "running" else self.rows[message.key].state
+            self.query_one(DataTable).update_cell(message.key, "state", state_cell(state, progress))
+
+    def _title(self, key: str) -> str:
+        d = self.app.settings.drafters.get(key)
+        return f"{d.name} ← {d.repo}" if d and d.repo else key
+
+    # --- the connection ------------------------------------------------------------------------------------
+
+    def on_connection_changed(self, message: ConnectionChanged) -> None:
+        self.query_one(".status", Static).update(f"{message.host.name}: {message.state.status}")
+        self.query_one(DataTable).set_class(not message.connected, "-stale")
+        if message.host.name != self._host:
+            self._switch_host(message.host.name)
+        if message.connected:
+            self.refresh_status()
+            self.reattach()
+
+    def _switch_host(self, name: str) -> None:
+        """Another host: its jobs and files are another story."""
+        self._host = name
+        for worker in self.follows.values():
+            worker.cancel()
+        self.follows.clear()
+        self.progress.clear()
+        self.rows.clear()
+        self.query_one("#drafters-downloads", VerticalScroll).remove_children()
+
+    def _arm_refresh(self) -> None:
+        if self._timer is not None:
+            self._timer.stop()
+        self._timer = self.set_timer(REFRESH_S, self.refresh_status, name="drafters-refresh")
+
+    @work(group="drafters-status", exclusive=True, exit_on_error=False, description="read the drafters' state")
+    async def refresh_status(self) -> None:
+        conn = self.app.connection
+        if not conn.connected:
+            return  # the next "connected" refreshes
+        try:
+            rows = await downloads.status(conn, self.drafters())
+            if conn is self.app.connection:
+                self._show_rows(rows)
+        finally:
+            if conn is self.app.connection and conn.connected:
+                self._arm_refresh()  # re-armed after each read: reads never pile up on a slow link
+
+    @work(group="drafters-reattach", exclusive=True, exit_on_error=False, description="find running downloads")
+    async def reattach(self) -> None:
+        """Follow every download job running on the host (started here, by the CLI, or before a restart)."""
+        conn = self.app.connection
+        for job in await downloads.running_jobs(conn):
+            self.follow(conn, job["id"], (job.get("args") or {}).get("to"))
+
+    def follow(self, conn: Connection, job_id: str, to: str | None) -> None:
+        if job_id in self.follows:
+            return
+        key = self._key_for(to, job_id)
+        self.progress[key] = Progress(job_id)
+        self.follows[job_id] = self.run_worker(
+            self._follow(conn, job_id, key),
+            group=f"follow-{job_id}",
+            exit_on_error=False,
+            description=f"follow download {job_id}",
+        )
+
+    async def _follow(self, conn: Connection, job_id: str, key: str) -> None:
+        progress = self.progress[key]
+        try:
+            async for _, event in downloads.follow(conn, job_id):
+                progress.apply(event)
+                self.post_message(self.Updated(key))
+            progress.finish(await conn.call("jobs.wait", id=job_id, timeout=30))
+        finally:
+            self.follows.pop(job_id, None)
+        self.post_message(self.Updated(key))
+        self._notify_end(key, progress)
+        self.refresh_status()
+
+    def _notify_end(self, key: str, progress: Progress) -> None:
+        size = human_bytes(progress.total)
+        if progress.state == "done":
+            self.notify(f"{key}: downloaded and verified ({size})", title="download finished")
+        elif progress.state == "cancelled":
+            self.notify(f"{key}: download cancelled, partial files removed", severity="warning")
+        else:
+            self.notify(f"{key}: {progress.reason}", title="download failed", severity="error")
+
+    # --- actions -------------------------------------------------------------------------------------------
+
+    def _require_selected(self) -> DrafterConfig | None:
+        d = self.selected()
+        if d is None:
+            self.notify("no drafter selected", severity="warning")
+        return d
+
+    def action_download(self) -> None:
+        d = self._require_selected()
+        if d is not None:
+            self._download(d)
+
+    @work(group="drafters-action", exit_on_error=False, description="start a download")
+    async def _download(self, drafter: DrafterConfig) -> None:
+        conn = self.app.connection
+        req = downloads.drafter_request(drafter, self.app.host_config)
+        started = await downloads.start(conn, req)
+        plan = started["preflight"]
+        self.notify(f"{drafter.name}: downloading {human_bytes(plan['total'])} into {plan['to']}")
+        self.follow(conn, started["job"]["id"], plan["to"])
+        self.refresh_status()
+
+    def action_cancel(self) -> None:
+        d = self._require_selected()
+        if d is None:
+            return
+        progress = self.progress.get(d.name)
+        job_id = (progress.job_id if progress and progress.state == "running" else None) or (
+            self.rows[d.name].job_id if d.name in self.rows else None
+        )
+        if job_id is None or job_id == "verify":
+            self.notify(f"{d.name}: no download running", severity="warning")
+            return
+        self._cancel(job_id)
+
+    @work(group="drafters-action", exit_on_error=False, description="cancel a download")
+    async def _cancel(self, job_id: str) -> None:
+        await downloads.cancel(self.app.connection, job_id)
+
+    def action_verify(self) -> None:
+        d = self._require_selected()
+        if d is not None:
+            self._verify(d)
+
+    @work(group="drafters-verify", exclusive=True, exit_on_error=False, description="verify a drafter")
+    async def _verify(self, drafter: DrafterConfig) -> None:
+        conn = self.app.connection
+        progress = self.progress[drafter.name] = Progress("verify")
+        result: dict = {}
+        async for event in downloads.verify(conn, drafter, self.app.host_config):
+            if event.get("event") == "checked":
+                result = event
+            else:
+                progress.apply(event)
+            self.post_message(self.Updated(drafter.name))
+        progress.state = "done" if result.get("ok") else "failed"
+        problems = [f["problem"] for f in result.get("files", []) if f.get("problem")]
+        progress.reason = "; ".join(problems) or None
+        self.post_message(self.Updated(drafter.name))
+        if problems:
+            self.notify(f"{drafter.name}: {progress.reason}", title="verification failed", severity="error")
+        elif drafter.repo:
+            self.notify(f"{drafter.name}: every file matches the hub's sha256", title="verified")
+        else:
+            self.notify(f"{drafter.name}: hashed (no repo, so nothing to compare against)", title="hashed")
+        self.refresh_status()
+
+    def action_open_compare(self) -> None:
+        d = self._require_selected()
+        if d is not None:
+            self.app.query_one("#compare-pane").post_message(OpenInCompare(d.name))
+            self.app.action_show_tab("compare")
+
+    def action_refresh(self) -> None:
+        self.refresh_status()
