@@ -228,6 +228,17 @@ class SpecdeckApp(App[int]):
 
     def action_show_tab(self, tab: str) -> None:
         self.query_one(TabbedContent).active = tab
+        # Keys should act on the tab just shown: focus its first focusable widget (if any) once it is visible.
+        self.call_after_refresh(self._focus_pane, tab)
+
+    def _focus_pane(self, tab: str) -> None:
+        if self.query_one(TabbedContent).active != tab:
+            return  # another tab was chosen meanwhile
+        pane = self.query_one(f"#{tab}-pane")
+        for widget in self.screen.focus_chain:
+            if pane in widget.ancestors:
+                widget.focus()
+                return
 
     def action_switch_host(self) -> None:
         self.push_screen(HostSwitchScreen(self.settings.hosts, self.host_config.name), self.switch_host)
