@@ -698,7 +698,8 @@ def bar_class(on_bytes: Callable[[int], None]):
             return False
 
         def __getattr__(self, name: str):  # set_description, set_postfix_str, refresh, ...: nothing to draw
-            if name.startswith("__"):
+            # update_transfer would make huggingface_hub treat this bar as an aggregating one.
+            if name.startswith("__") or name == "update_transfer":
                 raise AttributeError(name)
             return lambda *a, **k: None
 
