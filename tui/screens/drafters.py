@@ -28,13 +28,14 @@ from tui.screens.pane import ShellPane
 from tui.widgets.download_progress import DownloadView
 
 REFRESH_S = 5.0
+# (key, label, width): widths fit the longest value each column takes (None: the content's own).
 COLUMNS = (
-    ("name", "Name"),
-    ("repo", "Repo"),
-    ("path", "Host path"),
-    ("state", "State"),
-    ("size", "Size"),
-    ("sha256", "sha256"),
+    ("name", "Name", None),
+    ("repo", "Repo", None),
+    ("path", "Host path", None),
+    ("state", "State", len("downloading 100%")),
+    ("size", "Size", len("1023.99 MiB")),
+    ("sha256", "sha256", 12),
 )
 STATE_STYLES = {
     "missing": "red",
@@ -105,8 +106,8 @@ class DraftersPane(ShellPane):
 
     def on_mount(self) -> None:
         table = self.query_one(DataTable)
-        for key, label in COLUMNS:
-            table.add_column(label, key=key)
+        for key, label, width in COLUMNS:
+            table.add_column(label, key=key, width=width)
         for d in self.drafters():
             table.add_row(d.name, d.repo or "-", d.path, Text("…", style="dim"), "", "", key=d.name)
         table.focus()  # the first tab: its keys work from the start
