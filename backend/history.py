@@ -340,6 +340,10 @@ class History:
         args = job.get("args") or {}
         argv = job.get("argv") or []
         state = job.get("state")
+        drafter = args.get("drafter")  # Serve records the folder here and the configured name in drafter_name
+        is_path = isinstance(drafter, str) and "/" in drafter
+        name = args.get("drafter_name") or (None if is_path else drafter)
+        path = _draft_path(argv) or (drafter if is_path else None)
         with self.transaction() as db:
             db.execute(
                 """INSERT INTO runs (id, host, job_id, profile, args, argv, drafter_name, drafter_path, started,
@@ -356,8 +360,8 @@ class History:
                     args.get("profile"),
                     json.dumps(args),
                     json.dumps(argv),
-                    args.get("drafter"),
-                    _draft_path(argv),
+                    name,
+                    path,
                     job.get("started"),
                     job.get("ended"),
                     state,

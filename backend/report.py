@@ -65,7 +65,12 @@ class Chart:
 
     title: str
     y_label: str
-    series: list[tuple[str, list[float], list[float]]]  # (label, seconds, values)
+    series: list[tuple[str, list[float], list[float]]]  # (label, seconds, values); empty keeps a run's colour
+
+    @property
+    def empty(self) -> bool:
+        return not any(xs for _, xs, _ in self.series)
+
     refs: list[tuple[float, str]] = field(default_factory=list)  # (y, label)
 
 
@@ -133,13 +138,13 @@ def charts(history: History, runs: list[RunSummary], yardstick: Yardstick) -> li
         Chart(
             "Decode throughput (tok/s)",
             "tok/s",
-            [s for s in tok if s[1]],
+            tok,
             [(yardstick.baseline_tok_s, f"baseline {yardstick.baseline_tok_s:.1f} tok/s")],
         ),
         Chart(
             "Accept length",
             "accept length",
-            [s for s in acc if s[1]],
+            acc,
             [(yardstick.break_even, f"break-even {yardstick.break_even:.2f}")],
         ),
     ]
@@ -290,6 +295,8 @@ def text_chart(chart: Chart, width: int = 100, height: int = 22) -> str:
     plt.theme("clear")
     xs_all = [x for _, xs, _ in chart.series for x in xs] or [0.0, 1.0]
     for (label, xs, ys), marker in zip(chart.series, TEXT_MARKERS * 4, strict=False):
+        if not xs:
+            continue
         xs, ys = _decimate(xs, ys, width)
         plt.plot(xs, ys, label=f"{label} ({marker})", marker=marker)
     for y, label in chart.refs:
@@ -328,7 +335,7 @@ def to_markdown(blocks: list[Block]) -> str:
         elif isinstance(b, Code):
             out += ["```sh", b.text, "```", ""]
         elif isinstance(b, Chart):
-            body = text_chart(b) if b.series else "(no samples recorded)"
+            body = "(no samples recorded)" if b.empty else text_chart(b)
             out += [f"**{b.title}**", "", "```text", body, "```", ""]
     return "\n".join(out)
 
@@ -400,13 +407,15 @@ def svg_chart(chart: Chart, width: int = 760, height: int = 300) -> str:
         )
     lx = left + 8
     for (label, xs, ys), color in zip(chart.series, PALETTE * 4, strict=False):
+        if not xs:
+            continue
         xs, ys = _decimate(xs, ys, pw // 2)
         points = " ".join(f"{px(x):.1f},{py(y):.1f}" for x, y in zip(xs, ys, strict=True))
         parts.append(f'<polyline class="run" fill="none" stroke="{color}" stroke-width="1.6" points="{points}"/>')
         parts.append(f'<rect x="{lx}" y="{top - 14}" width="10" height="3" fill="{color}"/>')
         parts.append(f'<text x="{lx + 14}" y="{top - 10}">{e(label)}</text>')
         lx += 24 + 7 * len(label)
-    if not chart.series:
+    if chart.empty:
         parts.append(f'<text x="{left + pw / 2}" y="{top + ph / 2}" text-anchor="middle">no samples recorded</text>')
     parts.append("</svg>")
     return "\n".join(parts)

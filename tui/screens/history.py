@@ -207,7 +207,8 @@ class HistoryPane(ShellPane):
         table = self.query_one("#history-compare", DataTable)
         table.clear(columns=True)
         model = comparison_table(runs, y)
-        table.add_columns(*model.headers)
+        for i, header in enumerate(model.headers):  # widths up front: rows added after a clear keep them
+            table.add_column(header, width=max([len(header), *(len(row[i]) for row in model.rows)]))
         for row in model.rows:
             table.add_row(*row)
         assert self.history is not None

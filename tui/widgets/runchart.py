@@ -31,14 +31,16 @@ class RunChart(PlotextPlot):
         self.chart = chart
         plt = self.plt
         plt.clear_data()
-        plt.title(chart.title if chart.series else f"{chart.title}: no samples recorded")
+        plt.title(f"{chart.title}: no samples recorded" if chart.empty else chart.title)
         plt.xlabel("seconds since the run's first sample")
         columns = max(10, self.size.width - AXIS_COLUMNS)
         for (label, xs, ys), color in zip(chart.series, RUN_COLORS * 4, strict=False):
+            if not xs:
+                continue  # a run without this series keeps its colour slot, so colours match across charts
             dx, dy = SeriesView(array("d", xs), array("d", ys)).decimate(columns)
             plt.plot(dx, dy, label=label, marker="hd", color=color)
         left = min((xs[0] for _, xs, _ in chart.series if xs), default=0.0)
-        if not chart.series:
+        if chart.empty:
             plt.xlim(0.0, 60.0)
         for y, label in chart.refs:
             plt.hline(y, REF_COLOR)

@@ -1,0 +1,275 @@
+"""`make screenshots`: an SVG of every tab, driven headless in a fresh sandbox with real data from the simulator.
+
+The story the shots tell, in order: AQ-MedAI's drafter downloading from the sandbox hub (Drafters) while the
+baseline and the team's drafter are served and benched; the two drafters side by side once the download is
+done (Compare); AQ-MedAI's drafter served and ready (Serve), its live charts against the baseline and the
+break-even (Live), and the three runs compared (History). Everything runs in a throwaway user environment
+(config, state, data) so neither the user's sandbox nor their history is touched.
+
+Each tab's shot is one small function; ``--only`` picks some (the story still runs, so the data is there).
+Run with ``python -m tui.screenshots [--out DIR] [--only TAB ...] [--quick]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import html
+import os
+import re
+import sys
+import tempfile
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+SIZE = (160, 48)
+OUT = Path(__file__).resolve().parents[1] / "screenshots"
+TABS = ("drafters", "compare", "serve", "live", "history")
+PROFILES = ("baseline", "eagle3-ours", "eagle3-aq")
+
+
+@dataclass
+class Story:
+    """What the shots share: the app under Pilot, a connection of our own for setting the scene, the jobs."""
+
+    app: object
+    pilot: object
+    conn: object
+    settings: object
+    out: Path
+    quick: bool
+    download: dict | None = None
+    servers: dict[str, dict] = field(default_factory=dict)
+    saved: list[Path] = field(default_factory=list)
+
+    @property
+    def max_tokens(self) -> int:
+        return 96 if self.quick else 480
+
+
+def screen_text(app) -> str:
+    """The text on the screen now (from the SVG export), to wait for what a tab shows."""
+    svg = app.export_screenshot()
+    return html.unescape(" ".join(re.findall(r"<text[^>]*>(.*?)</text>", svg))).replace("\xa0", " ")
+
+
+async def until(story: Story, cond: Callable[[], Awaitable[bool] | bool], what: str, timeout: float = 60) -> None:
+    deadline = time.monotonic() + timeout
+    while True:
+        got = cond()
+        if asyncio.iscoroutine(got):
+            got = await got
+        if got:
+            return
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"timed out waiting for {what}")
+        await story.pilot.pause(0.1)
+
+
+async def show(story: Story, tab: str, *texts: str, timeout: float = 30) -> None:
+    """Show ``tab`` and wait until the screen shows every one of ``texts``."""
+    story.app.action_show_tab(tab)
+    await until(story, lambda: all(t in screen_text(story.app) for t in texts), f"{tab} to show {texts}", timeout)
+    await story.pilot.pause(0.5)  # one more frame for whatever else was in flight
+
+
+def save(story: Story, tab: str) -> None:
+    path = story.out / f"{tab}.svg"
+    story.app.save_screenshot(filename=path.name, path=str(story.out))
+    story.saved.append(path)
+    print(f"saved {path}", flush=True)
+
+
+# --- setting the scene ------------------------------------------------------------------------------------
+
+
+async def start_download(story: Story) -> None:
+    """Download AQ-MedAI's drafter from the sandbox hub the way a person would: Drafters tab, its row, ``d``."""
+    await show(story, "drafters", "aq-medai")
+    table = story.app.query_one("#drafters-pane DataTable")
+    table.focus()
+    table.move_cursor(row=1)
+    await story.pilot.press("d")
+
+    async def started() -> bool:
+        running = [j for j in await story.conn.call("jobs.list", kind="download") if j["state"] == "running"]
+        story.download = running[0] if running else None
+        return bool(running)
+
+    await until(story, started, "the download to start")
+
+
+async def download_done(story: Story) -> None:
+    if story.download is not None:
+        job = await story.conn.call("jobs.wait", id=story.download["id"], timeout=300)
+        if job["state"] != "done":
+            raise RuntimeError(f"the aq-medai download ended {job['state']}: {job.get('reason')}")
+
+
+async def measured_run(story: Story, profile: str, keep: bool = False) -> dict:
+    """Serve ``profile``, bench it until its result is in, and stop it unless ``keep``; returns the serve job."""
+    from backend import bench, serving
+
+    status = await serving.start(story.conn, story.settings, serving.get_profile(story.settings, profile))
+    job_id = status["job"]
+    ready = await serving.wait(story.conn, job_id, until=("ready", "crashed", "stopped"), within=120)
+    if ready.get("state") != "ready":
+        raise RuntimeError(f"{profile} did not get ready: {ready.get('error') or ready.get('state')}")
+    job = await story.conn.call("jobs.get", id=job_id)
+    story.servers[profile] = job
+    plan = bench.BenchPlan(requests=2, max_tokens=story.max_tokens)
+    started = await bench.start_bench(story.conn, job, plan)
+    await bench.wait_result(story.conn, started["id"])
+    if not keep:
+        await serving.stop(story.conn, job=job_id)
+    return job
+
+
+# --- the shots --------------------------------------------------------------------------------------------
+
+
+async def shot_drafters(story: Story) -> None:
+    """AQ-MedAI's drafter downloading (a fifth to four fifths done)."""
+
+    async def midway() -> bool:
+        job = await story.conn.call("jobs.get", id=story.download["id"])
+        progress = job.get("progress") or {}
+        done, total = progress.get("bytes") or 0, progress.get("total") or 0
+        return job["state"] != "running" or (progress.get("file", "").endswith(".safetensors") and done > total / 5)
+
+    await until(story, midway, "the download to be under way")
+    await show(story, "drafters", "aq-medai: ")
+    save(story, "drafters")
+
+
+async def shot_compare(story: Story) -> None:
+    """Ours vs AQ-MedAI's drafter, side by side."""
+    pane = story.app.query_one("#compare-pane")
+    if hasattr(pane, "compare_sources"):
+        pane.compare_sources("ours", "aq-medai")
+    await show(story, "compare", "aq-medai")
+    save(story, "compare")
+
+
+async def shot_serve(story: Story) -> None:
+    """AQ-MedAI's drafter served and ready, its profile highlighted."""
+    from textual.widgets import OptionList
+
+    for profiles in story.app.query("#serve-pane OptionList").results(OptionList):
+        with contextlib.suppress(Exception):  # the profile list's option ids are the profile names
+            profiles.highlighted = profiles.get_option_index("eagle3-aq")
+    await show(story, "serve", "ready")
+    save(story, "serve")
+
+
+async def shot_live(story: Story) -> None:
+    """Live charts of the AQ-MedAI server under a bench, with the baseline and break-even lines."""
+    from backend import bench
+
+    job = story.servers["eagle3-aq"]
+    started = await bench.start_bench(story.conn, job, bench.BenchPlan(requests=1, max_tokens=story.max_tokens))
+    await show(story, "live", "break-even", "baseline")
+    await bench.wait_result(story.conn, started["id"])
+    await story.pilot.pause(1.5)  # the charts redraw twice a second
+    save(story, "live")
+
+
+async def shot_history(story: Story) -> None:
+    """The three runs compared: table and overlaid charts against the baseline and break-even."""
+    from tui.screens.history import HistoryPane
+
+    pane = story.app.query_one(HistoryPane)
+    story.app.action_show_tab("history")
+    pane.action_sync()
+    want = {f"{story.conn.host.name}/{story.servers[p]['id']}" for p in PROFILES if p in story.servers}
+    await until(story, lambda: want <= {r.id for r in pane.runs}, "the runs in the History tab")
+    pane.selected = [f"{story.conn.host.name}/{story.servers[p]['id']}" for p in PROFILES if p in story.servers]
+    pane.reload()
+    await show(story, "history", "Comparing", "break-even 2.46")
+    save(story, "history")
+
+
+SHOTS: dict[str, Callable[[Story], Awaitable[None]]] = {
+    "drafters": shot_drafters,
+    "compare": shot_compare,
+    "serve": shot_serve,
+    "live": shot_live,
+    "history": shot_history,
+}
+
+
+async def tell(story: Story, only: set[str]) -> None:
+    """Set the scene step by step, taking each wanted shot when its data is there."""
+
+    async def take(tab: str) -> None:
+        if tab in only:
+            await SHOTS[tab](story)
+
+    await start_download(story)
+    await take("drafters")
+    for profile in PROFILES[:2]:
+        await measured_run(story, profile)
+    await download_done(story)
+    await take("compare")
+    await measured_run(story, "eagle3-aq", keep=True)
+    await take("serve")
+    await take("live")
+    await take("history")
+
+
+async def run(out: Path, only: set[str], quick: bool = False) -> list[Path]:
+    """Take the shots in a fresh sandbox; returns the files written."""
+    from backend import settings as settings_mod
+    from backend.connection import Connection
+    from backend.sandbox import environment
+    from tui.app import SpecdeckApp
+
+    out.mkdir(parents=True, exist_ok=True)
+    box = await environment.up(hub_rate="600M" if quick else environment.DEFAULT_HUB_RATE)
+    settings = settings_mod.load(box["config"])
+    conn = await Connection.open(settings.host(environment.HOST_NAME))
+    app = SpecdeckApp(settings, host=environment.HOST_NAME)
+    story = None
+    try:
+        async with app.run_test(size=SIZE) as pilot:
+            story = Story(app, pilot, conn, settings, out, quick)
+            await until(story, lambda: app.connection.connected, "the panel to connect")
+            await tell(story, only)
+    finally:
+        for job in await conn.call("jobs.list"):
+            if job["state"] == "running":
+                await conn.call("jobs.cancel", id=job["id"], timeout=10)
+        await conn.close()
+    return story.saved if story else []
+
+
+def isolate() -> tempfile.TemporaryDirectory:
+    """A throwaway user environment (config, state, data, caches) and fast simulated start-ups."""
+    home = tempfile.TemporaryDirectory(prefix="sd-")
+    for var, sub in (("XDG_CONFIG_HOME", "config"), ("XDG_STATE_HOME", "state"), ("XDG_DATA_HOME", "data"),
+                     ("XDG_CACHE_HOME", "cache"), ("HF_HOME", "hf")):  # fmt: skip
+        os.environ[var] = os.path.join(home.name, sub)
+    os.environ.pop("SPECDECK_CONFIG", None)
+    os.environ.pop("SPECDECK_HISTORY", None)
+    os.environ.setdefault("SPECDECK_SIM_TIME_SCALE", "0.1")
+    os.environ["HF_HUB_DISABLE_TELEMETRY"] = "1"
+    return home
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m tui.screenshots", description=__doc__.splitlines()[0])
+    parser.add_argument("--out", type=Path, default=OUT, help=f"folder for the SVGs (default {OUT})")
+    parser.add_argument("--only", nargs="+", choices=TABS, help="shoot only these tabs")
+    parser.add_argument("--quick", action="store_true", help="short benches and a fast hub (for tests)")
+    args = parser.parse_args(argv)
+    with isolate():
+        saved = asyncio.run(run(args.out, set(args.only or TABS), args.quick))
+    print(f"{len(saved)} screenshot(s) in {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
