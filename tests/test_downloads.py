@@ -241,6 +241,23 @@ async def test_unwritable_folder_refused(conn, hub, tmp_path):
     assert "not writable" in str(err.value) and err.value.exit_code == 2
 
 
+async def test_hub_unreachable_refused_at_preflight(conn, tmp_path):
+    from tests.sshd import free_port
+
+    req = downloads.Request(repo=REPO, to=str(tmp_path / "out"), endpoint=f"http://127.0.0.1:{free_port()}")
+    with pytest.raises(RemoteError, match=r"cannot reach the hub at http://127\.0\.0\.1:") as err:
+        await downloads.preflight(conn, req)
+    assert err.value.exit_code == 1
+
+
+async def test_dropped_transfer_resumes_and_verifies(conn, hub, tmp_path):
+    """A connection cut mid-body: huggingface_hub resumes with Range inside the call; the result is verified."""
+    hub.drop(f"{REPO}/model.safetensors", after_bytes=12 << 20)
+    job, events = await run_job(conn, downloads.Request(repo=REPO, to=str(tmp_path / "out"), endpoint=hub.url))
+    assert job["state"] == "done" and events[-1]["files"][1]["verified"]
+    assert any(r.range for r in hub.requests if r.path.endswith("model.safetensors") and r.method == "GET")
+
+
 async def test_checksum_mismatch_caught_and_file_removed(conn, hub, tmp_path):
     hub.corrupt.add(f"{REPO}/model.safetensors")
     to = tmp_path / "out"
