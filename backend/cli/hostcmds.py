@@ -68,6 +68,15 @@ def _age(ts: float | None) -> str:
     return f"{s // 3600}h{s % 3600 // 60:02d}m ago" if s >= 3600 else f"{s // 60}m{s % 60:02d}s ago"
 
 
+def _progress(job: dict) -> str:
+    """The last progress event of a running job, e.g. `  model.safetensors 1.2/2.2 GiB`."""
+    ev = job.get("progress") or {}
+    if job["state"] != "running" or not ev.get("total"):
+        return ""
+    gib = 1 << 30
+    return f"  {ev.get('file', '')} {ev['bytes'] / gib:.2f}/{ev['total'] / gib:.2f} GiB"
+
+
 def job_json(job: dict) -> dict:
     keep = (
         "id",
@@ -100,7 +109,7 @@ async def list_jobs(args: argparse.Namespace) -> int:
     for j in jobs:
         args_text = " ".join(f"{k}={v}" for k, v in (j.get("args") or {}).items())
         reason = f"  ({j['reason']})" if j.get("reason") and j["state"] != "done" else ""
-        print(f"{j['id']:<36} {j['state']:<10} {_age(j.get('started')):<12} {args_text}{reason}")
+        print(f"{j['id']:<36} {j['state']:<10} {_age(j.get('started')):<12} {args_text}{reason}{_progress(j)}")
     return 0
 
 
