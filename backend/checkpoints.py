@@ -50,23 +50,13 @@ def inspect_hub(repo_spec: str, endpoint: str | None = None, token: str | None =
     """
     repo, revision = parse_hub_spec(repo_spec)
     import huggingface_hub  # lazily: importing it costs ~0.3 s and only hub sources need it
-    from huggingface_hub import errors as hub_errors
 
     api = huggingface_hub.HfApi(endpoint=endpoint, token=token)
-    # A missing config.json is a note; older huggingface_hub versions only have the broader class.
-    no_entry = getattr(hub_errors, "RemoteEntryNotFoundError", hub_errors.EntryNotFoundError)
     notes: list[str] = []
     try:
-        with tempfile.TemporaryDirectory(prefix="specdeck-hub-") as tmp:
-            try:
-                local = huggingface_hub.hf_hub_download(
-                    repo, CONFIG, revision=revision, local_dir=tmp, endpoint=endpoint, token=token
-                )
-                with open(local, "rb") as f:
-                    config = _config_object(f.read(), f"{repo_spec}/{CONFIG}")
-            except no_entry:
-                config = None
-                notes.append("no config.json: shapes only, the architecture and the aux layers are unknown")
+        config = _hub_config(api, repo_spec, endpoint, token)
+        if config is None:
+            notes.append("no config.json: shapes only, the architecture and the aux layers are unknown")
         meta = api.get_safetensors_metadata(repo, revision=revision, token=token)
         sizes = {
             entry.path: entry.size
@@ -102,6 +92,39 @@ def inspect_hub(repo_spec: str, endpoint: str | None = None, token: str | None =
         return build_result(repo_spec, config, headers, weight_map, notes, meta.metadata)
     except CheckpointError as exc:
         raise UsageError(str(exc)) from None
+
+
+def hub_config(repo_spec: str, endpoint: str | None = None, token: str | None = None) -> dict:
+    """The config.json of a hub repo (a target model's, say); errors as ``inspect_hub``'s."""
+    import huggingface_hub
+
+    api = huggingface_hub.HfApi(endpoint=endpoint, token=token)
+    try:
+        config = _hub_config(api, repo_spec, endpoint, token)
+    except Exception as exc:
+        raise _hub_error(exc, repo_spec, endpoint or huggingface_hub.constants.ENDPOINT) from None
+    if config is None:
+        raise UsageError(f"{repo_spec} has no config.json; point at the model's repo")
+    return config
+
+
+def _hub_config(api: Any, repo_spec: str, endpoint: str | None, token: str | None) -> dict | None:
+    """config.json of ``repo_spec``, None when the repo has none.
+
+    It first asks paths-info, which huggingface_hub does not retry: a missing repo or an unreachable hub fails
+    in one round trip instead of after the download's backoff (~23 s).
+    """
+    import huggingface_hub
+
+    repo, revision = parse_hub_spec(repo_spec)
+    if not api.get_paths_info(repo, [CONFIG], revision=revision, token=token):
+        return None
+    with tempfile.TemporaryDirectory(prefix="specdeck-hub-") as tmp:
+        local = huggingface_hub.hf_hub_download(
+            repo, CONFIG, revision=revision, local_dir=tmp, endpoint=endpoint, token=token
+        )
+        with open(local, "rb") as f:
+            return _config_object(f.read(), f"{repo_spec}/{CONFIG}")
 
 
 def _config_object(data: bytes, where: str) -> dict:

@@ -1,0 +1,256 @@
+"""`specdeck inspect` and `specdeck diff`: a checkpoint from its headers, two drafters side by side, the verdict."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Any
+
+from backend import checkpoints as ck
+from backend.checkpoint_sources import (
+    HOST,
+    HUB,
+    Source,
+    Sources,
+    check_weights_sources,
+    hub_endpoint,
+    parse_source,
+    read_diff,
+    target_source,
+)
+from backend.cli.common import add_json, connect, emit_json, emit_json_line, load_settings
+from backend.cli.main import command
+from backend.connection import resolve_host
+from backend.errors import UsageError
+
+SOURCE_HELP = "a configured drafter name, a path on the host, file://PATH on this machine, or hf://org/name[@revision]"
+DIFF_EPILOG = """\
+The verdict judges A and B against the target's config.json (--target: a model folder or config.json on the
+host, file://PATH, hf://org/name; default the configured target). It is data, not an error: the exit code is 0
+whether the drafters are compatible or not, unless --fail-incompatible is given (then 1 when either is not).
+Exit 2: a checkpoint is missing, unreadable or corrupt, or the target cannot be read. Exit 1: the hub refused or
+could not be reached, or --weights could not run on the host. Exit 3: the host could not be reached.
+
+With --weights and --json, stdout is JSON lines: one {"event": "tensor", ...} per compared tensor as it is
+done, then the diff (with a "weights" key) as the last line.
+"""
+SHOW_ALL_TENSORS = 30  # up to this many tensor rows are listed in full; more, and only differences
+
+
+def register(sub) -> None:
+    p = command(sub, "inspect", "Read a checkpoint's config.json and safetensors headers (never the weights).")
+    p.add_argument("checkpoint", metavar="CHECKPOINT", help=SOURCE_HELP)
+    _add_endpoint(p)
+    add_json(p)
+    p.set_defaults(run=inspect_cmd)
+
+    p = command(
+        sub,
+        "diff",
+        "Compare two drafters' configs and tensor shapes side by side and judge both against the target.",
+        epilog=DIFF_EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("a", metavar="A", help="the drafter you have: " + SOURCE_HELP)
+    p.add_argument("b", metavar="B", help="the drafter to compare with it (same forms as A)")
+    p.add_argument("--target", metavar="T", help="the target model: folder or config.json on the host, file://, hf://")
+    p.add_argument(
+        "--weights",
+        action="store_true",
+        help="also compare the weights on the host (relative L2, cosine per tensor; needs numpy there)",
+    )
+    p.add_argument("--all", action="store_true", help="list every config key and tensor, not only the differences")
+    p.add_argument("--fail-incompatible", action="store_true", help="exit 1 when the verdict is incompatible")
+    _add_endpoint(p)
+    add_json(p)
+    p.set_defaults(run=diff_cmd)
+
+
+def _add_endpoint(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--endpoint",
+        metavar="URL",
+        help="hub for hf:// sources (default: the host's hub_endpoint, HF_ENDPOINT, or huggingface.co)",
+    )
+
+
+def _sources(args: argparse.Namespace) -> tuple[Sources, Any, Any]:
+    settings = load_settings(args)
+    overrides = {k: getattr(args, k) for k in ("identity", "known_hosts", "python", "workdir")}
+    host = resolve_host(settings, args.host, **overrides)
+    return Sources(host, lambda: connect(args, settings), hub_endpoint(host, args.endpoint)), settings, host
+
+
+# --- inspect ---
+
+
+async def inspect_cmd(args: argparse.Namespace) -> int:
+    sources, settings, host = _sources(args)
+    source = parse_source(args.checkpoint, settings, host)
+    try:
+        info = await sources.inspect(source)
+    finally:
+        await sources.aclose()
+    if args.json:
+        emit_json(info)
+    else:
+        print("\n".join(render_inspect(info, _where(source, host.name))))
+    return 0
+
+
+def _where(source: Source, host: str) -> str:
+    return {HOST: f"on {host}", HUB: "on the hub"}.get(source.kind, "on this machine")
+
+
+def _config_line(cfg: dict | None) -> str:
+    if cfg is None:
+        return "config: none (no config.json)"
+    parts = [", ".join(a for a in cfg.get("architectures") or [] if isinstance(a, str)) or "no architectures"]
+    for key, label in (("hidden_size", "hidden"), ("num_hidden_layers", "layers"), ("vocab_size", "vocab")):
+        if key in cfg:
+            parts.append(f"{label} {cfg[key]}")
+    if "draft_vocab_size" in cfg:
+        parts.append(f"draft vocab {cfg['draft_vocab_size']}")
+    aux = (cfg.get("eagle_config") or {}).get("eagle_aux_hidden_state_layer_ids")
+    if aux is not None:
+        parts.append(f"aux layers {aux}")
+    return "config: " + ", ".join(parts)
+
+
+def render_inspect(info: dict, where: str) -> list[str]:
+    """``specdeck inspect`` without --json: config line, files, metadata, the tensor table, notes."""
+    lines = [f"{info['path']}  ({where})", _config_line(info["config"])]
+    for f in info["files"]:
+        lines.append(f"file: {f['name']}  {ck.format_bytes(f['bytes'])}, {f['tensors']} tensors")
+    if info["metadata"]:
+        lines.append("metadata: " + ", ".join(f"{k}={v}" for k, v in sorted(info["metadata"].items())))
+    tensors = info["tensors"]
+    params, size = ck.format_params(info["total_params"]), ck.format_bytes(info["total_bytes"])
+    lines.append(f"{len(tensors)} tensors, {params} params, {size}")
+    rows = [("tensor", "dtype", "shape", "size")]
+    rows += [(n, t["dtype"], str(t["shape"]), ck.format_bytes(t["bytes"])) for n, t in tensors.items()]
+    lines += _table(rows)
+    lines += [f"note: {n}" for n in info.get("notes") or []]
+    return lines
+
+
+def _table(rows: list[tuple[str, ...]], indent: str = "  ") -> list[str]:
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    return [(indent + "  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True))).rstrip() for r in rows]
+
+
+# --- diff ---
+
+
+async def diff_cmd(args: argparse.Namespace) -> int:
+    sources, settings, host = _sources(args)
+    a = parse_source(args.a, settings, host)
+    b = parse_source(args.b, settings, host)
+    target = target_source(args.target, settings, host)
+    if args.weights:
+        check_weights_sources(a, b)
+    try:
+        result, _, _ = await read_diff(sources, a, b, target, target_required=args.target is not None)
+        if args.weights:
+            if not any(row["status"] == "same" for row in result["tensors"]):
+                raise UsageError("A and B share no tensor of the same shape and dtype: there are no weights to compare")
+            on_tensor = emit_json_line if args.json else _progress
+            try:
+                result["weights"] = await sources.compare_weights(a, b, on_tensor)
+            finally:
+                _progress(None)
+    finally:
+        await sources.aclose()
+    if args.json:
+        (emit_json_line if args.weights else emit_json)(result)
+    else:
+        print("\n".join(render_diff(result, a, b, show_all=args.all)))
+    return 1 if args.fail_incompatible and not result["verdict"]["compatible"] else 0
+
+
+def _progress(event: dict | None) -> None:
+    """One self-overwriting stderr line while the host compares weights (only on a terminal)."""
+    if not sys.stderr.isatty():
+        return
+    text = "" if event is None else f"weights: {event['done']}/{event['total']} {event['name']}"
+    sys.stderr.write("\r\x1b[K" + text)
+    sys.stderr.flush()
+
+
+def _value(v: Any) -> str:
+    return "—" if v is None else v if isinstance(v, str) else json.dumps(v)
+
+
+def _side(t: dict | None) -> str:
+    return "—" if t is None else f"{t['dtype']} {t['shape']}"
+
+
+def _sizes(t: dict) -> str:
+    return f"{ck.format_params(t['params'])} params, {ck.format_bytes(t['bytes'])}, {t['tensors']} tensors"
+
+
+def render_diff(d: dict, a: Source, b: Source, show_all: bool = False) -> list[str]:
+    """``specdeck diff`` without --json: sources, config and tensor rows side by side, sizes, verdict."""
+    lines = _table(
+        [
+            ("A", a.label, d["paths"]["a"] or ""),
+            ("B", b.label, d["paths"]["b"] or ""),
+            ("target", "", d["paths"].get("target") or "none"),
+        ],
+        indent="",
+    )
+    config_diff = [r for r in d["config"] if r["status"] != "same"]
+    lines += ["", f"config: {len(d['config'])} keys, {len(config_diff)} differ"]
+    shown = d["config"] if show_all else config_diff
+    if shown:
+        lines += _table(
+            [("key", "A", "B", "")] + [(r["key"], _value(r["a"]), _value(r["b"]), r["status"]) for r in shown]
+        )
+    hidden = len(d["config"]) - len(shown)
+    if hidden and config_diff:
+        lines.append(f"  ({hidden} same keys not shown; --all lists them)")
+
+    tensor_diff = [r for r in d["tensors"] if r["status"] != "same"]
+    summary = d["summary"]
+    lines += [
+        "",
+        f"tensors: {summary['a']['tensors']} in A, {summary['b']['tensors']} in B, {len(tensor_diff)} differ",
+    ]
+    everything = show_all or len(d["tensors"]) <= SHOW_ALL_TENSORS
+    shown = d["tensors"] if everything else tensor_diff
+    if shown:
+        lines += _table(
+            [("tensor", "A", "B", "")] + [(r["name"], _side(r["a"]), _side(r["b"]), r["status"]) for r in shown]
+        )
+    if not everything and len(shown) < len(d["tensors"]):
+        lines.append(f"  ({len(d['tensors']) - len(shown)} same tensors not shown; --all lists them)")
+
+    lines += ["", f"size: A {_sizes(summary['a'])}; B {_sizes(summary['b'])}"]
+    for group, sides in summary["groups"].items():
+        if sides["a"] != sides["b"]:
+            lines.append(f"  {group}: A {_sizes(sides['a'])}; B {_sizes(sides['b'])}")
+
+    if "weights" in d:
+        lines += ["", *render_weights(d["weights"])]
+
+    v = d["verdict"]
+    algos = ", ".join(f"{s.upper()} needs {v[s]['algorithm'] or 'an unknown algorithm'}" for s in ("a", "b"))
+    lines += ["", f"verdict: {'COMPATIBLE' if v['compatible'] else 'INCOMPATIBLE'} ({algos})"]
+    lines += [f"  problem: {p}" for p in v["problems"]]
+    lines += [f"  note: {n}" for n in v["notes"]]
+    return lines
+
+
+def render_weights(w: dict) -> list[str]:
+    """The --weights table: relative L2 distance ‖B−A‖/‖A‖ and cosine per tensor, then what was skipped."""
+
+    def num(x: float | None, fmt: str) -> str:
+        return "—" if x is None else format(x, fmt)
+
+    lines = [f"weights: {w['compared']} of {w['total']} tensors compared" + (" (cancelled)" if w["cancelled"] else "")]
+    rows = [("tensor", "rel L2", "cosine")]
+    rows += [(r["name"], num(r["rel_l2"], ".4g"), num(r["cosine"], ".6f")) for r in w["tensors"]]
+    lines += _table(rows)
+    lines += [f"  skipped {s['name']}: {s['reason']}" for s in w["skipped"]]
+    return lines

@@ -1,0 +1,479 @@
+"""`specdeck inspect` / `specdeck diff` end to end: on this machine (file://), through the agent locally and over
+the real sshd, and from the local hub (hf://) — the same answer every way; bad input; --weights."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from backend.cli.main import main
+from backend.sandbox import fixtures as fx
+from backend.sandbox.hub import HubServer
+from tests.sshd import Sshd
+from tests.test_checkpoints import write_real
+
+AQ_REPO = "AQ-MedAI/Kimi-K2-Instruct-eagle3"
+CHANGED_REPO = "org/aq-one-tensor-changed"
+TARGET_REPO = "moonshotai/Kimi-K2-Instruct"
+GATED_REPO = "org/gated-target"
+BARE_REPO = "org/weights-without-config"
+CHANGED = "midlayer.hidden_norm.weight"
+
+
+@pytest.fixture(scope="module")
+def hub_root(request, tmp_path_factory) -> Path:
+    """Checkpoints under a hub root: the same folders are read as local paths, host paths and hub repos.
+
+    Kept in pytest's cache (keyed by the fixtures' content): the hub's digest sidecars live there too, so the
+    sha256 of two 2.2 GiB files is computed on the first run only.
+    """
+    layout = [fx.DRAFTERS["aq_medai_k2"], CHANGED, fx.KIMI_K2_TARGET_CONFIG]
+    key = hashlib.sha1(json.dumps(layout, sort_keys=True).encode()).hexdigest()[:12]
+    cache = getattr(request.config, "cache", None)
+    root = cache.mkdir(f"specdeck-compare-hub-{key}") if cache else tmp_path_factory.mktemp("hubroot")
+    if not (root / TARGET_REPO / "config.json").exists():  # written last: its presence means complete
+        fx.write_drafter(str(root / AQ_REPO), "aq_medai_k2")
+        fx.write_drafter(str(root / CHANGED_REPO), "aq_medai_k2", tensors={CHANGED: ("F32", [7168])})
+        fx.write_target_config(str(root / TARGET_REPO))
+    (root / BARE_REPO).mkdir(parents=True, exist_ok=True)
+    fx.write_sparse_safetensors(str(root / BARE_REPO / "model.safetensors"), {"w": ("F32", [4, 4])})
+    gated = fx.write_target_config(str(root / GATED_REPO))
+    Path(gated, ".gated").write_text("hf_secret\n")
+    return root
+
+
+@pytest.fixture(scope="module")
+def hub(hub_root: Path):
+    with HubServer(hub_root) as server:
+        server.warm()  # sha256 of two 2.2 GiB (sparse) files, unless a previous run left the sidecars
+        yield server
+
+
+@pytest.fixture
+def llama(tmp_path) -> str:
+    return fx.write_drafter(str(tmp_path / "llama"), "llama3_8b")
+
+
+def ssh_flags(sshd: Sshd, tmp_path: Path) -> list[str]:
+    return [
+        "--host",
+        sshd.url,
+        "--identity",
+        sshd.identity,
+        "--known-hosts",
+        sshd.known_hosts,
+        "--python",
+        sys.executable,
+        "--workdir",
+        str(tmp_path / "sshwork"),
+    ]
+
+
+def run(capsys, *args: str) -> tuple[int, str, str]:
+    """The CLI in this process: (exit code, stdout, stderr)."""
+    capsys.readouterr()
+    code = main(list(args))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def run_json(capsys, *args: str):
+    code, out, err = run(capsys, *args, "--json")
+    assert code == 0, err
+    return json.loads(out)
+
+
+def one_line_error(err: str) -> str:
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("specdeck: "), err
+    assert "Traceback" not in err and "internal error" not in err
+    return lines[0]
+
+
+def without_paths(d: dict) -> dict:
+    return {k: v for k, v in d.items() if k != "paths"}
+
+
+# --- the same answer every way ---
+
+
+def test_same_diff_locally_over_ssh_and_from_the_hub(capsys, tmp_path, hub_root, hub, sshd):
+    aq, changed, target = (str(hub_root / r) for r in (AQ_REPO, CHANGED_REPO, TARGET_REPO))
+    local = run_json(
+        capsys, "--host", "local", "diff", f"file://{aq}", f"file://{changed}", "--target", f"file://{target}"
+    )
+    agent = run_json(capsys, "--host", "local", "diff", aq, changed, "--target", target)
+    ssh = run_json(capsys, *ssh_flags(sshd, tmp_path), "diff", aq, changed, "--target", target)
+    from_hub = run_json(
+        capsys,
+        "--host",
+        "local",
+        "diff",
+        f"hf://{AQ_REPO}",
+        f"hf://{CHANGED_REPO}@main",
+        "--target",
+        f"hf://{TARGET_REPO}",
+        "--endpoint",
+        hub.url,
+    )
+    assert without_paths(local) == without_paths(agent) == without_paths(ssh) == without_paths(from_hub)
+    assert local["paths"] == {"a": aq, "b": changed, "target": target}
+    assert from_hub["paths"] == {
+        "a": f"hf://{AQ_REPO}",
+        "b": f"hf://{CHANGED_REPO}@main",
+        "target": f"hf://{TARGET_REPO}",
+    }
+
+    # The issue's shape, and what it says about a Kimi-K2 drafter against itself with one tensor changed.
+    assert {"config", "tensors", "summary", "verdict"} <= set(local)
+    assert all(row["status"] == "same" for row in local["config"])
+    assert [row for row in local["tensors"] if row["status"] != "same"] == [
+        {
+            "name": CHANGED,
+            "a": {"dtype": "BF16", "shape": [7168]},
+            "b": {"dtype": "F32", "shape": [7168]},
+            "status": "dtype",
+        }
+    ]
+    assert len(local["tensors"]) == 15
+    assert local["summary"]["a"] == {
+        "params": fx.KIMI_K2_DRAFTER_PARAMS,
+        "bytes": fx.KIMI_K2_DRAFTER_BYTES,
+        "tensors": 15,
+    }
+    assert local["summary"]["b"]["bytes"] == fx.KIMI_K2_DRAFTER_BYTES + 7168 * 2
+    assert local["verdict"]["compatible"] is True and local["verdict"]["problems"] == []
+    assert any("--speculative-algorithm EAGLE3" in n for n in local["verdict"]["notes"])
+    # The hub was read with Range requests: nothing near a weight file's size crossed the wire.
+    assert max(r.body_bytes for r in hub.requests) <= 100_001
+
+
+def test_same_inspect_locally_over_ssh_and_from_the_hub(capsys, tmp_path, hub_root, hub, sshd):
+    aq = str(hub_root / AQ_REPO)
+    local = run_json(capsys, "--host", "local", "inspect", f"file://{aq}")
+    ssh = run_json(capsys, *ssh_flags(sshd, tmp_path), "inspect", aq)
+    from_hub = run_json(capsys, "--host", "local", "inspect", f"hf://{AQ_REPO}", "--endpoint", hub.url)
+    assert set(local) == {"path", "config", "files", "metadata", "tensors", "total_params", "total_bytes", "notes"}
+    assert local == ssh
+    assert {**from_hub, "path": aq} == local and from_hub["path"] == f"hf://{AQ_REPO}"
+    assert local["tensors"]["fc.weight"] == {
+        "dtype": "BF16",
+        "shape": [7168, 21504],
+        "bytes": 7168 * 21504 * 2,
+        "file": "model.safetensors",
+    }
+    assert local["total_params"] == fx.KIMI_K2_DRAFTER_PARAMS
+
+    code, out, _ = run(capsys, "--host", "local", "inspect", aq)
+    assert code == 0
+    assert out.splitlines()[:2] == [
+        f"{aq}  (on local)",
+        "config: LlamaForCausalLMEagle3, hidden 7168, layers 1, vocab 163840, draft vocab 32000, "
+        "aux layers [2, 30, 58]",
+    ]
+    assert "15 tensors, 1.19 B params, 2.22 GiB" in out
+    assert any(line.split() == ["fc.weight", "BF16", "[7168,", "21504]", "294.00", "MiB"] for line in out.splitlines())
+
+
+def test_diff_text_is_side_by_side(capsys, hub_root):
+    aq, changed, target = (str(hub_root / r) for r in (AQ_REPO, CHANGED_REPO, TARGET_REPO))
+    code, out, err = run(
+        capsys, "--host", "local", "diff", f"file://{aq}", f"file://{changed}", "--target", f"file://{target}"
+    )
+    assert code == 0 and err == ""
+    lines = out.splitlines()
+    assert "config: 20 keys, 0 differ" in lines
+    assert "tensors: 15 in A, 15 in B, 1 differ" in lines
+    row = next(line for line in lines if line.strip().startswith(CHANGED))
+    assert row.split() == [CHANGED, "BF16", "[7168]", "F32", "[7168]", "dtype"]
+    assert "  norms: A 28.67 K params, 56.00 KiB, 4 tensors; B 28.67 K params, 70.00 KiB, 4 tensors" in lines
+    assert "verdict: COMPATIBLE (A needs EAGLE3, B needs EAGLE3)" in lines
+
+
+def test_hub_sources_never_open_the_host(capsys, hub):
+    """Only host paths need the host: a diff of hub repos works with an unreachable --host."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        dead = f"ssh://nobody@127.0.0.1:{s.getsockname()[1]}"  # bound, never listening
+        d = run_json(
+            capsys,
+            "--host",
+            dead,
+            "diff",
+            f"hf://{AQ_REPO}",
+            f"hf://{AQ_REPO}",
+            "--target",
+            f"hf://{TARGET_REPO}",
+            "--endpoint",
+            hub.url,
+        )
+    assert all(row["status"] == "same" for row in d["tensors"])
+
+
+# --- the verdict ---
+
+
+def test_llama8b_drafter_on_a_kimi_target_is_incompatible(capsys, tmp_path, hub_root, llama):
+    aq, target = str(hub_root / AQ_REPO), str(hub_root / TARGET_REPO)
+    d = run_json(capsys, "--host", "local", "diff", aq, llama, "--target", target)
+    v = d["verdict"]
+    assert v["compatible"] is False and v["a"]["compatible"] is True
+    assert "B: hidden_size is 4096 but the target's hidden_size is 7168" in v["problems"]
+    assert "B: fc.weight takes 12288 inputs but 3 aux layers × the target's hidden_size 7168 = 21504" in v["problems"]
+    assert "B: t2d has 128256 entries but the target's vocab_size is 163840" in v["problems"]
+    shapes = {row["name"]: row["status"] for row in d["tensors"]}
+    assert shapes["fc.weight"] == "shape" and shapes["d2t"] == "same"
+    config = {row["key"]: row for row in d["config"]}
+    assert config["hidden_size"] == {"key": "hidden_size", "a": 7168, "b": 4096, "status": "changed"}
+
+    # The verdict is data (exit 0) unless the script asks for a failure.
+    code, out, _ = run(capsys, "--host", "local", "diff", aq, llama, "--target", target)
+    assert code == 0
+    assert "verdict: INCOMPATIBLE (A needs EAGLE3, B needs EAGLE3)" in out
+    assert "  problem: B: hidden_size is 4096 but the target's hidden_size is 7168" in out.splitlines()
+    assert run(capsys, "--host", "local", "diff", aq, llama, "--target", target, "--fail-incompatible")[0] == 1
+    assert run(capsys, "--host", "local", "diff", aq, aq, "--target", target, "--fail-incompatible")[0] == 0
+
+
+def write_config(path: Path, target: str, drafters: dict[str, dict]) -> str:
+    lines = ['default_host = "local"', f"target = {json.dumps(target)}"]
+    for name, fields in drafters.items():
+        lines.append(f"[drafters.{name}]")
+        lines += [f"{k} = {json.dumps(v)}" for k, v in fields.items()]
+    path.write_text("\n".join(lines) + "\n")
+    return str(path)
+
+
+def test_configured_drafters_and_target(capsys, tmp_path, hub_root):
+    """Names resolve to the configured host paths; the configured target is the default."""
+    config = write_config(
+        tmp_path / "config.toml",
+        str(hub_root / TARGET_REPO),
+        {
+            "ours": {"path": str(hub_root / CHANGED_REPO)},
+            "aq-medai": {"path": str(tmp_path / "not-yet"), "repo": AQ_REPO},
+        },
+    )
+    d = run_json(capsys, "--config", config, "--host", "local", "diff", str(hub_root / AQ_REPO), "ours")
+    assert d["paths"] == {
+        "a": str(hub_root / AQ_REPO),
+        "b": str(hub_root / CHANGED_REPO),
+        "target": str(hub_root / TARGET_REPO),
+    }
+    assert d["verdict"]["compatible"] is True
+
+    # A configured drafter not downloaded yet: say so, and how to get it or read the hub's copy.
+    code, _, err = run(capsys, "--config", config, "--host", "local", "diff", "ours", "aq-medai")
+    assert code == 2
+    assert one_line_error(err) == (
+        f"specdeck: aq-medai is not on local yet ({tmp_path / 'not-yet'} does not exist): run "
+        f"`specdeck download aq-medai`, or compare the hub copy with hf://{AQ_REPO}"
+    )
+
+    # The default target missing on the host is a note; a --target that is missing is an error.
+    missing = write_config(tmp_path / "missing.toml", str(tmp_path / "no-target"), {})
+    d = run_json(
+        capsys, "--config", missing, "--host", "local", "diff", str(hub_root / AQ_REPO), str(hub_root / AQ_REPO)
+    )
+    assert d["paths"]["target"] is None
+    assert d["verdict"]["notes"][0].startswith("the configured target could not be read: ")
+    assert "no target config: checked against the drafter's own config only" in d["verdict"]["notes"]
+    code, _, err = run(
+        capsys, "--config", config, "--host", "local", "diff", "ours", "ours", "--target", str(tmp_path / "nowhere")
+    )
+    assert code == 2
+    assert one_line_error(err) == (
+        f"specdeck: {tmp_path / 'nowhere'}/config.json does not exist on local; pass --target a model folder, "
+        "a config.json or hf://org/name"
+    )
+
+
+# --- bad input ---
+
+
+def test_corrupt_files_exit_2_with_one_line(capsys, tmp_path, sshd):
+    corpus = fx.write_corrupt_corpus(str(tmp_path / "corpus"))
+    for path, rule in corpus.items():
+        code, out, err = run(capsys, "--host", "local", "inspect", f"file://{path}")
+        assert code == 2 and out == "", rule
+        assert one_line_error(err).startswith(f"specdeck: {path}: "), rule
+    # The same through the agent, locally and over SSH, in a folder as a drafter would be.
+    folder = tmp_path / "drafter"
+    fx.write_drafter(str(folder), "ours")
+    data, _ = fx.CORRUPT_FILES["overlapping_offsets.safetensors"]
+    (folder / "model.safetensors").write_bytes(data)
+    for flags in (["--host", "local"], ssh_flags(sshd, tmp_path)):
+        code, _, err = run(capsys, *flags, "diff", str(folder), str(folder), "--target", str(folder))
+        assert code == 2
+        assert one_line_error(err).startswith(f"specdeck: {folder / 'model.safetensors'}: ")
+    (tmp_path / "bad-target").mkdir()
+    (tmp_path / "bad-target" / "config.json").write_text("[1, 2]")
+    code, _, err = run(
+        capsys,
+        "--host",
+        "local",
+        "diff",
+        f"file://{folder}",
+        f"file://{folder}",
+        "--target",
+        f"file://{tmp_path / 'bad-target'}",
+    )
+    assert code == 2 and "is not a JSON object" in one_line_error(err)
+
+
+def test_missing_paths_exit_2(capsys, tmp_path, sshd):
+    nope = str(tmp_path / "nope")
+    for flags in (["--host", "local"], ssh_flags(sshd, tmp_path)):
+        code, out, err = run(capsys, *flags, "inspect", nope)
+        assert (code, out) == (2, "")
+        assert one_line_error(err) == f"specdeck: {nope} does not exist; check the path"
+    code, _, err = run(capsys, "--host", "local", "diff", f"file://{nope}", f"file://{nope}")
+    assert code == 2 and one_line_error(err) == f"specdeck: {nope} does not exist; check the path"
+    for bad in ("hf://", "hf://org/name@", "file://", ""):
+        code, _, err = run(capsys, "--host", "local", "inspect", bad)
+        assert code == 2, bad
+        one_line_error(err)
+
+
+def test_the_real_process_exits_2_without_a_traceback(tmp_path):
+    corrupt = tmp_path / "model.safetensors"
+    corrupt.write_bytes(fx.CORRUPT_FILES["header_longer_than_file.safetensors"][0])
+    proc = subprocess.run(
+        [sys.executable, "-m", "backend.cli.main", "--host", "local", "inspect", f"file://{corrupt}"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert proc.returncode == 2 and proc.stdout == ""
+    assert one_line_error(proc.stderr).startswith(f"specdeck: {corrupt}: ")
+
+
+def test_hub_repo_without_config(capsys, hub):
+    info = run_json(capsys, "--host", "local", "inspect", f"hf://{BARE_REPO}", "--endpoint", hub.url)
+    assert info["config"] is None and list(info["tensors"]) == ["w"]
+    assert info["notes"] == ["no config.json: shapes only, the architecture and the aux layers are unknown"]
+    bare = f"hf://{BARE_REPO}"
+    code, _, err = run(capsys, "--host", "local", "diff", bare, bare, "--target", bare, "--endpoint", hub.url)
+    assert code == 2
+    assert one_line_error(err) == f"specdeck: {bare} has no config.json; point at the model's repo"
+
+
+def test_hub_failures_exit_1(capsys, hub):
+    code, _, err = run(capsys, "--host", "local", "inspect", "hf://org/does-not-exist", "--endpoint", hub.url)
+    assert code == 1
+    assert one_line_error(err) == f"specdeck: hf://org/does-not-exist not found on {hub.url}; check the repo name"
+    code, _, err = run(capsys, "--host", "local", "inspect", f"hf://{AQ_REPO}@v9", "--endpoint", hub.url)
+    assert code == 1 and "revision not found" in one_line_error(err)
+    code, _, err = run(
+        capsys,
+        "--host",
+        "local",
+        "diff",
+        f"hf://{AQ_REPO}",
+        f"hf://{AQ_REPO}",
+        "--target",
+        "hf://org/gone",
+        "--endpoint",
+        hub.url,
+    )
+    assert code == 1 and "hf://org/gone not found" in one_line_error(err)
+    code, _, err = run(
+        capsys,
+        "--host",
+        "local",
+        "diff",
+        f"hf://{AQ_REPO}",
+        f"hf://{AQ_REPO}",
+        "--target",
+        f"hf://{GATED_REPO}",
+        "--endpoint",
+        hub.url,
+    )
+    assert code == 1
+    assert one_line_error(err) == (
+        f"specdeck: hf://{GATED_REPO} is gated or private: set HF_TOKEN to a token with access to it, then retry"
+    )
+    # An unreachable hub fails at once (no retry backoff) with one sentence.
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        dead = f"http://127.0.0.1:{s.getsockname()[1]}"
+        started = time.monotonic()
+        code, _, err = run(capsys, "--host", "local", "inspect", f"hf://{AQ_REPO}", "--endpoint", dead)
+        assert time.monotonic() - started < 5  # huggingface_hub's download backoff alone is ~23 s
+    assert code == 1 and one_line_error(err).startswith(f"specdeck: cannot reach the hub at {dead}")
+
+
+# --- weights ---
+
+
+@pytest.fixture
+def small_real(tmp_path) -> tuple[Path, Path]:
+    rng = np.random.default_rng(3)
+    f32 = rng.standard_normal((16, 24)).astype(np.float32)
+    bf = rng.standard_normal((8, 8)).astype(np.float32)
+    write_real(tmp_path / "a", f32, bf, {"only.a": np.ones(3, np.float32)})
+    write_real(tmp_path / "b", f32 * 2, bf, {})
+    return tmp_path / "a", tmp_path / "b"
+
+
+def test_weights_over_both_transports(capsys, host, small_real):
+    a, b = small_real
+    flags = ["--host", "local"] if host.is_local else [
+        "--host", host.url, "--identity", host.identity, "--known-hosts", host.known_hosts,
+        "--python", host.python, "--workdir", host.workdir,
+    ]  # fmt: skip
+    code, out, err = run(capsys, *flags, "diff", str(a), str(b), "--target", str(a), "--weights", "--json")
+    assert code == 0, err
+    *events, last = (json.loads(line) for line in out.splitlines())
+    assert [(e["event"], e["name"], e["done"], e["total"]) for e in events] == [
+        ("tensor", name, i, 4) for i, name in enumerate(["ids", "mask", "w.bf16", "w.f32"], 1)
+    ]
+    weights = last["weights"]
+    rows = {r["name"]: r for r in weights["tensors"]}
+    assert rows["w.f32"]["rel_l2"] == pytest.approx(1.0) and rows["w.f32"]["cosine"] == pytest.approx(1.0)
+    assert rows["w.bf16"]["rel_l2"] == 0.0
+    assert weights["skipped"] == [{"name": "only.a", "reason": "only in A"}]
+    assert {row["name"]: row["status"] for row in last["tensors"]}["only.a"] == "only_a"
+
+    code, out, err = run(capsys, *flags, "diff", str(a), str(b), "--target", str(a), "--weights")
+    assert code == 0 and err == ""  # no progress line when stderr is not a terminal
+    lines = out.splitlines()
+    assert "weights: 4 of 4 tensors compared" in lines
+    table = lines[lines.index("weights: 4 of 4 tensors compared") :]
+    assert next(line for line in table if line.strip().startswith("w.f32")).split() == ["w.f32", "1", "1.000000"]
+    assert "  skipped only.a: only in A" in lines
+
+
+def test_weights_refusals(capsys, hub, small_real, llama):
+    a, _ = small_real
+    code, _, err = run(
+        capsys,
+        "--host",
+        "local",
+        "diff",
+        str(a),
+        f"hf://{AQ_REPO}",
+        "--target",
+        str(a),
+        "--weights",
+        "--endpoint",
+        hub.url,
+    )
+    assert code == 2
+    assert one_line_error(err) == (
+        f"specdeck: --weights reads the weights where they are, on the host: B (hf://{AQ_REPO}) is a hub repo; "
+        "download it to the host first"
+    )
+    code, _, err = run(capsys, "--host", "local", "diff", llama, str(a), "--target", str(a), "--weights")
+    assert code == 2
+    assert one_line_error(err) == (
+        "specdeck: A and B share no tensor of the same shape and dtype: there are no weights to compare"
+    )
