@@ -30,6 +30,14 @@ class ConnectionChanged(Message, bubble=False):
         return isinstance(message, ConnectionChanged)
 
 
+class LiveFeedUpdated(Message, bubble=False):
+    """The Live tab's feed has news (samples, a poll, a new or ended server); queued copies coalesce, since
+    the pane redraws from the series on its own timer rather than from the message."""
+
+    def can_replace(self, message: Message) -> bool:
+        return isinstance(message, LiveFeedUpdated)
+
+
 class OpenInCompare(Message, bubble=False):
     """Show drafter ``drafter`` (a configured drafter's name) in the Compare tab: the Drafters tab posts it to
     the Compare pane and switches to that tab."""

@@ -1,12 +1,331 @@
-"""The Live tab (issue 6): tok/s and accept-length charts, the break-even calculator, the bench."""
+"""The Live tab (issue 6): tok/s and accept-length charts against the baseline and the break-even, the numbers
+of the window, the break-even calculator and the built-in bench.
+
+Data flows one way: a ``backend.livefeed.LiveFeed`` worker follows the host's running server into a
+``LiveSeries`` and posts a coalescing ``LiveFeedUpdated``; the pane only marks itself dirty then. A timer
+(paused while the tab is hidden) redraws the charts from the series, each at most twice a second and never
+both in one frame; once a second the window's stats are computed in a thread from a snapshot. Pausing
+stops drawing, never recording.
+"""
 
 from __future__ import annotations
 
-from tui.screens.placeholder import PlaceholderPane
+import asyncio
+import time
+
+from textual import work
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Horizontal, Vertical
+from textual.markup import escape
+from textual.timer import Timer
+from textual.widgets import Static
+
+from backend.bench import BenchPlan, start_bench, stop_bench, summary_line, wait_result
+from backend.connection import Connection
+from backend.errors import OperationFailed
+from backend.livefeed import LiveFeed, describe_server, profile_steps
+from backend.series import LiveSeries
+from tui.messages import ConnectionChanged, LiveFeedUpdated
+from tui.screens.pane import ShellPane
+from tui.widgets.breakeven_panel import BreakevenPanel
+from tui.widgets.chart import RefLine, SeriesChart
+from tui.widgets.numbers import LiveNumbers, NumbersPanel, window_stats
+
+WINDOWS: tuple[tuple[str, float | None], ...] = (("1 m", 60.0), ("5 m", 300.0), ("30 m", 1800.0), ("all", None))
+DEFAULT_WINDOW = 1  # 5 m
+TICK_S = 0.25  # the two charts take turns: each redraws at most twice a second, never both in one frame
+STATS_EVERY = 4  # ticks between stats: once a second
+CHARTS = ("tok", "accept")
+TARGETS = (150.0, 200.0)
 
 
-class LivePane(PlaceholderPane):
-    BLURB = (
-        "tok/s and accept-length charts against the baseline and the break-even line, the break-even "
-        "calculator and the built-in bench."
-    )
+class LivePane(ShellPane):
+    """The Live tab body; ``series`` is what the charts draw, ``feed`` what fills it."""
+
+    DEFAULT_CSS = """
+    LivePane { padding: 0 1; }
+    LivePane .status { color: $text-muted; height: 1; }
+    LivePane #live-server { height: auto; color: $text-secondary; }
+    LivePane #live-body { height: 1fr; }
+    LivePane #live-charts { width: 1fr; }
+    LivePane SeriesChart { height: 1fr; }
+    LivePane #live-side { width: 46; padding-left: 1; }
+    LivePane #live-numbers { height: auto; margin-bottom: 1; }
+    LivePane #live-calculator { height: auto; border-top: solid $primary; }
+    LivePane #live-calculator .title { text-style: bold; color: $text-primary; }
+    LivePane #live-calculator .field { height: 1; }
+    LivePane #live-calculator .field Label { width: 16; }
+    LivePane #live-calculator .field Input { width: 1fr; }
+    LivePane #calc-result { margin-top: 1; }
+    LivePane.-paused #live-server { color: $text-warning; }
+    """
+
+    can_focus = True
+
+    BINDINGS = [
+        Binding(
+            "p", "toggle_pause", "Pause", id="live.pause", tooltip="Pause or resume the live charts (recording goes on)"
+        ),
+        Binding("w", "next_window", "Window", id="live.window", tooltip="Cycle the time window: 1 m, 5 m, 30 m, all"),
+        Binding("b", "toggle_bench", "Bench", id="live.bench", tooltip="Start or stop a bench on the running server"),
+        Binding("x", "reset", "Reset", id="live.reset", tooltip="Clear the live charts and numbers"),
+        Binding(
+            "c", "use_live_cycle", "Use cycle", id="live.cycle", tooltip="Put the live cycle time in the calculator"
+        ),
+    ]
+
+    def __init__(self, *, id: str | None = None) -> None:
+        super().__init__(id=id)
+        self.series = LiveSeries()
+        self.feed: LiveFeed | None = None
+        self.paused = False
+        self.window_index = DEFAULT_WINDOW
+        self.numbers = LiveNumbers()
+        self.redraws = 0  # chart redraws so far (tests and the bench count them)
+        self.shown = False  # is the tab on screen (between Show and Hide)
+        self.bench_plan = BenchPlan()  # what the bench key sends
+        self._feed_conn: Connection | None = None
+        self._dirty = set(CHARTS)  # the charts that need a redraw
+        self._stale = True  # the numbers need recomputing
+        self._ticks = 0
+        self._paused_at = (0.0, 0)  # (time, feed.samples) when paused
+        self._timer: Timer | None = None
+        self.bench_job: dict | None = None  # the bench this tab started, while it runs
+        self._bench_stopping = False
+        self._bench_text = ""
+
+    # --- layout and lifecycle ------------------------------------------------------------------------------
+
+    def compose(self) -> ComposeResult:
+        settings = self.app.settings
+        self.series.baseline = settings.reference.baseline_tok_s
+        yield Static(classes="status", markup=False)
+        yield Static(id="live-server")
+        with Horizontal(id="live-body"):
+            with Vertical(id="live-charts"):
+                yield SeriesChart("decode tok/s", "cyan", id="tok-chart")
+                yield SeriesChart("accept length", "cyan", id="accept-chart")
+            with Vertical(id="live-side"):
+                yield NumbersPanel(id="live-numbers")
+                yield BreakevenPanel(
+                    settings.reference.cycle_ms,
+                    settings.reference.baseline_tok_s,
+                    profile_steps(settings),
+                    TARGETS,
+                    id="live-calculator",
+                )
+
+    def on_mount(self) -> None:
+        self._timer = self.set_interval(TICK_S, self._tick, pause=True, name="live-redraw")
+        self._show_server()
+
+    def on_show(self) -> None:
+        self.shown = True
+        self._dirty, self._stale = set(CHARTS), True
+        if self._timer is not None:
+            self._timer.resume()
+        self.call_after_refresh(self.redraw)  # draw at once at the right size, not a tick later
+        self.call_after_refresh(self._claim_focus)
+
+    def _claim_focus(self) -> None:
+        # The tab's keys work as soon as it shows (after the switch has settled, so nothing hidden keeps it).
+        focused = self.app.focused
+        if self.shown and (focused is None or self not in focused.ancestors_with_self):
+            self.focus()
+
+    def on_hide(self) -> None:
+        self.shown = False
+        if self._timer is not None:
+            self._timer.pause()
+
+    @property
+    def baseline(self) -> float:
+        """The tok/s line: the configured reference (a measured baseline run once history exists)."""
+        return self.app.settings.reference.baseline_tok_s
+
+    @property
+    def window(self) -> tuple[str, float | None]:
+        return WINDOWS[self.window_index]
+
+    # --- the feed ------------------------------------------------------------------------------------------
+
+    def on_connection_changed(self, message: ConnectionChanged) -> None:
+        self.query_one(".status", Static).update(f"{message.host.name}: {message.state.status}")
+        conn = self.app.connection
+        if message.connected and conn is not self._feed_conn:
+            # A new host (or the first connect): a new feed into empty series. The same connection
+            # reconnecting needs nothing: the feed's subscription resumes by itself.
+            self._feed_conn = conn
+            self.series.reset()
+            self._follow(conn)
+
+    @work(exclusive=True, group="live-feed", exit_on_error=False, name="live-feed", description="follow the server")
+    async def _follow(self, conn: Connection) -> None:
+        self.feed = LiveFeed(conn, self.series, lambda change: self.post_message(LiveFeedUpdated()))
+        await self.feed.run()
+
+    def on_live_feed_updated(self, message: LiveFeedUpdated) -> None:
+        self._dirty, self._stale = set(CHARTS), True
+        self._show_server()
+
+    def _show_server(self) -> None:
+        feed = self.feed
+        server = feed.server if feed is not None else None
+        if server is None:
+            text = "no SGLang server is running on this host (start one on the Serve tab)"
+        else:
+            state = server.get("state", "running")
+            text = f"{describe_server(server)}: {state}"
+            info = feed.info
+            if info.get("version"):
+                text += f" · sglang {info['version']}"
+            if info.get("speculative_num_steps"):
+                spec = (
+                    info["speculative_num_steps"],
+                    info["speculative_eagle_topk"],
+                    info["speculative_num_draft_tokens"],
+                )
+                text += " · steps/topk/draft {}/{}/{}".format(*spec)
+            if info.get("avg_spec_accept_length") is not None:
+                text += f" · lifetime accept {info['avg_spec_accept_length']:.2f}"
+            if feed.reachable is False:
+                text += " · HTTP not answering"
+        label, _ = self.window
+        text = escape(text) + f"\nwindow {label}"
+        if self.paused:
+            new = (feed.samples if feed is not None else 0) - self._paused_at[1]
+            since = time.strftime("%H:%M:%S", time.localtime(self._paused_at[0]))
+            text += f" · [b]PAUSED since {since}[/], {new} new samples recorded"
+        if self._bench_text:
+            text += " · " + escape(self._bench_text)
+        self.query_one("#live-server", Static).update(text)
+
+    # --- drawing -------------------------------------------------------------------------------------------
+
+    def _tick(self) -> None:
+        if self.paused or not self.shown:
+            return
+        self._ticks += 1
+        chart = CHARTS[self._ticks % len(CHARTS)]
+        if chart in self._dirty:
+            self.redraw(chart)
+        if self._stale and self._ticks % STATS_EVERY == 1:
+            self._stale = False
+            self._compute_numbers()
+
+    def reference_lines(self) -> tuple[list[RefLine], list[RefLine]]:
+        """(tok/s chart lines, accept-length chart lines) for the current numbers."""
+        base = self.baseline
+        ref = self.app.settings.reference
+        tok = [RefLine(base, f"baseline {base:g} tok/s", "green")]
+        accept = [
+            RefLine(ref.break_even_accept_len, f"break-even {ref.break_even_accept_len:.2f} (configured)", "orange")
+        ]
+        live = self.numbers.breakeven.mean
+        if live is None and self.series.breakeven.last is not None:
+            live = self.series.breakeven.last[1]
+        if live is not None:
+            accept.append(RefLine(live, f"live break-even {live:.2f}", "red"))
+        return tok, accept
+
+    def redraw(self, *charts: str) -> None:
+        """Redraw ``charts`` ("tok", "accept"; default both) from the series (the caller keeps this ≤ 2/s)."""
+        _, seconds = self.window
+        tok_refs, accept_refs = self.reference_lines()
+        for chart in charts or CHARTS:
+            self._dirty.discard(chart)
+            if chart == "tok":
+                self.query_one("#tok-chart", SeriesChart).redraw(self.series.tok_s, seconds, tok_refs)
+            else:
+                self.query_one("#accept-chart", SeriesChart).redraw(self.series.accept_len, seconds, accept_refs)
+        self.redraws += 1
+
+    @work(exclusive=True, group="live-stats", exit_on_error=False, description="compute the live numbers")
+    async def _compute_numbers(self) -> None:
+        label, seconds = self.window
+        series = self.series
+        # Snapshots on the loop (cheap copies), the sorting for p50/p95 in a thread.
+        views = [s.window(seconds) for s in (series.tok_s, series.accept_len, series.cycle_ms, series.breakeven)]
+        tok, accept, cycle, breakeven = await asyncio.to_thread(lambda: [window_stats(v) for v in views])
+        ref = self.app.settings.reference
+        before = self.numbers.breakeven.mean
+        self.numbers = LiveNumbers(tok, accept, cycle, breakeven, self.baseline, ref.break_even_accept_len, label)
+        self.query_one(NumbersPanel).show(self.numbers)
+        if breakeven.mean != before:
+            self._dirty.add("accept")  # the live break-even line moves with the window's mean
+
+    # --- actions -------------------------------------------------------------------------------------------
+
+    def action_toggle_pause(self) -> None:
+        self.paused = not self.paused
+        self.set_class(self.paused, "-paused")
+        if self.paused:
+            self._paused_at = (time.time(), self.feed.samples if self.feed is not None else 0)
+        else:
+            self.redraw()
+        self._show_server()
+
+    def action_next_window(self) -> None:
+        self.set_window((self.window_index + 1) % len(WINDOWS))
+
+    def set_window(self, index: int) -> None:
+        """Show window ``index`` of ``WINDOWS`` (drawn at once, even while paused)."""
+        self.window_index = index
+        self.redraw()
+        self._compute_numbers()
+        self._show_server()
+
+    def action_reset(self) -> None:
+        if self.feed is not None:
+            self.feed.reset()
+        else:
+            self.series.reset()
+        self.numbers = LiveNumbers(baseline=self.baseline, window=self.window[0])
+        self.query_one(NumbersPanel).show(self.numbers)
+        self.redraw()
+
+    def action_use_live_cycle(self) -> None:
+        cycle = self.numbers.cycle_ms.mean
+        if cycle is None:
+            self.notify("no live cycle time yet: it needs decode samples with an accept length", severity="warning")
+            return
+        self.query_one(BreakevenPanel).set_cycle(cycle)
+
+    def action_toggle_bench(self) -> None:
+        if self.bench_job is not None:
+            self._stop_bench(self.bench_job)
+            return
+        server = self.feed.server if self.feed is not None else None
+        if server is None or server.get("state") != "running":
+            self.notify("no server is running to bench; start one on the Serve tab", severity="warning")
+            return
+        self._run_bench(server)
+
+    @work(exclusive=True, group="live-bench", exit_on_error=False, description="run the bench")
+    async def _run_bench(self, server: dict) -> None:
+        conn = self.app.connection
+        self._set_bench("bench: starting")
+        try:
+            self.bench_job = await start_bench(conn, server, self.bench_plan)
+            result = await wait_result(conn, self.bench_job["id"], self._bench_progress)
+            self._set_bench("bench: " + summary_line(result, self.baseline))
+        except OperationFailed:
+            if not self._bench_stopping:
+                self._set_bench("bench: failed")
+                raise
+            self._set_bench("bench: stopped")
+        finally:
+            self.bench_job, self._bench_stopping = None, False
+
+    def _bench_progress(self, event: dict) -> None:
+        self._set_bench(f"bench: {event.get('done')}/{event.get('total')} requests")
+
+    def _set_bench(self, text: str) -> None:
+        self._bench_text = text
+        self._show_server()
+
+    @work(group="live-bench-stop", exit_on_error=False, description="stop the bench")
+    async def _stop_bench(self, job: dict) -> None:
+        self._bench_stopping = True
+        await stop_bench(self.app.connection, job["id"])

@@ -1,0 +1,292 @@
+"""The bench's load generator: streaming requests to the SGLang server on the host's loopback, timed as a client.
+
+``bench.start`` runs it as a detached job of kind ``bench`` (``agent worker loadgen INPUT``), so a bench
+outlives the connection like a server does. Each request is a streaming ``/generate`` with ``ignore_eos``;
+from its chunks come the time to the first token, the decode rate after it (the single-stream number the
+82 tok/s baseline is), and the accept length ``completion_tokens / spec_verify_ct`` (1.0 without
+speculation) — the quantities of SGLang's own ``sglang.test.send_one``, so the two can be cross-checked.
+
+The job's ``events.jsonl`` gets a ``progress`` event per finished request and ends with one
+``{"event": "result", ...}`` holding the summary, which history (issue 7) reads back later. Stdlib only,
+Python 3.8+.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import string
+import threading
+import time
+from typing import Any, Callable, Dict, List, Optional
+from urllib import error as urlerror
+from urllib import request as urlrequest
+
+from .jobs import start_job, worker_argv
+from .registry import AgentError, method
+
+# A small built-in prompt set: varied enough that a drafter's acceptance is not judged on one kind of text.
+PROMPTS = [
+    "Human: Give me a fully functional FastAPI server. Show the python code.\n\nAssistant:",
+    "Explain how speculative decoding speeds up large language model inference, step by step.",
+    "Write a short story about a lighthouse keeper who discovers a message in a bottle.",
+    "Summarise the causes and consequences of the 1929 stock market crash in five paragraphs.",
+    "Translate into French and explain the grammar: 'The children who were playing outside came home late.'",
+    "List ten practical tips for reducing GPU memory use when serving a mixture-of-experts model.",
+    "Write a Python function that merges overlapping intervals, with tests and a complexity analysis.",
+    "Describe the water cycle to a ten-year-old, then again to a university hydrology student.",
+]
+REQUEST_TIMEOUT_S = 300.0  # per socket read: a stream that goes silent this long has failed
+INPUTS = "bench-inputs"
+
+
+class BenchError(Exception):
+    """The bench cannot run or no request succeeded; the message says why."""
+
+
+def _base_url(port: int) -> str:
+    return "http://127.0.0.1:%d" % port
+
+
+def health(port: int, timeout: float = 5.0) -> Optional[int]:
+    """The server's /health status, or None when nothing answers on the port."""
+    try:
+        with urlrequest.urlopen(_base_url(port) + "/health", timeout=timeout) as resp:
+            return resp.status
+    except urlerror.HTTPError as exc:
+        return exc.code
+    except (urlerror.URLError, OSError):
+        return None
+
+
+def one_request(port: int, prompt: str, max_tokens: int, timeout: float = REQUEST_TIMEOUT_S) -> Dict[str, Any]:
+    """Stream one ``/generate`` and time it; ``{"error": ...}`` instead of the figures when it fails."""
+    body = {
+        "text": prompt,
+        "sampling_params": {"max_new_tokens": max_tokens, "temperature": 0.0, "ignore_eos": True},
+        "stream": True,
+    }
+    req = urlrequest.Request(
+        _base_url(port) + "/generate", json.dumps(body).encode(), {"Content-Type": "application/json"}
+    )
+    t0 = time.perf_counter()
+    first = last = None  # (time, completion tokens so far)
+    meta: Dict[str, Any] = {}
+    try:
+        with urlrequest.urlopen(req, timeout=timeout) as resp:
+            for raw in resp:
+                line = raw.strip()
+                if not line.startswith(b"data:"):
+                    continue
+                payload = line[5:].strip()
+                if payload == b"[DONE]":
+                    break
+                now = time.perf_counter()
+                chunk = json.loads(payload.decode("utf-8", "replace"))
+                if "error" in chunk:
+                    return {"error": "the server answered with an error: %s" % chunk["error"]}
+                meta = chunk.get("meta_info") or {}
+                tokens = meta.get("completion_tokens")
+                if tokens is None:
+                    tokens = len(chunk.get("output_ids") or [])
+                if tokens and first is None:
+                    first = (now, tokens)
+                last = (now, tokens)
+    except urlerror.HTTPError as exc:
+        detail = exc.read().decode("utf-8", "replace")[:200]
+        return {"error": "HTTP %d from /generate: %s" % (exc.code, detail)}
+    except (urlerror.URLError, OSError, ValueError) as exc:
+        return {"error": "/generate failed: %s" % getattr(exc, "reason", exc)}
+    if first is None or last is None:
+        return {"error": "/generate streamed no tokens"}
+    latency = last[0] - t0
+    decode_s = last[0] - first[0]
+    verify_ct = meta.get("spec_verify_ct")
+    tokens = last[1]
+    return {
+        "tokens": tokens,
+        "ttft_ms": (first[0] - t0) * 1000.0,
+        # Tokens after the first over the time after it: prefill and queueing stay out of the decode rate.
+        "decode_tok_s": (tokens - first[1]) / decode_s if tokens > first[1] and decode_s > 0 else None,
+        "e2e_tok_s": tokens / latency if latency > 0 else None,  # send_one's "speed"
+        "latency_s": latency,
+        "spec_verify_ct": verify_ct,
+        "accept_len": tokens / verify_ct if verify_ct else 1.0,  # send_one's rule: 1.0 without speculation
+    }
+
+
+def _mean(values: List[float]) -> Optional[float]:
+    return sum(values) / len(values) if values else None
+
+
+def summarize(results: List[Dict[str, Any]], wall_s: float) -> Dict[str, Any]:
+    """The bench's figures over the requests that succeeded (BenchError when none did)."""
+    ok = [r for r in results if "error" not in r]
+    if not ok:
+        reason = results[0]["error"] if results else "no requests were sent"
+        raise BenchError("no request succeeded: %s" % reason)
+    tokens = sum(r["tokens"] for r in ok)
+    speculative = [r for r in ok if r["spec_verify_ct"]]
+    accept = (
+        sum(r["tokens"] for r in speculative) / sum(r["spec_verify_ct"] for r in speculative) if speculative else 1.0
+    )
+    tok_s = _mean([r["decode_tok_s"] for r in ok if r["decode_tok_s"] is not None])
+    return {
+        "tok_s": tok_s,
+        "accept_len": accept,
+        "cycle_ms": 1000.0 * accept / tok_s if tok_s else None,
+        "ttft_ms": _mean([r["ttft_ms"] for r in ok]),
+        "requests": len(ok),
+        "failed": len(results) - len(ok),
+        "tokens": tokens,
+        "total_tok_s": tokens / wall_s if wall_s > 0 else None,
+        "e2e_tok_s": _mean([r["e2e_tok_s"] for r in ok if r["e2e_tok_s"] is not None]),
+        "speculative": bool(speculative),
+        "duration_s": wall_s,
+        "per_request": results,
+    }
+
+
+def run(
+    port: int,
+    prompts: List[str],
+    requests: int,
+    max_tokens: int,
+    concurrency: int,
+    on_request: Optional[Callable[[int, Dict[str, Any]], None]] = None,
+) -> Dict[str, Any]:
+    """Send ``requests`` streaming requests, ``concurrency`` at a time, cycling through ``prompts``."""
+    status = health(port)
+    if status != 200:
+        what = "nothing answers" if status is None else "/health answers %d" % status
+        raise BenchError("the server on port %d is not ready (%s); wait until it is, then bench again" % (port, what))
+    results: List[Optional[Dict[str, Any]]] = [None] * requests
+    lock = threading.Lock()
+    todo = list(range(requests))
+
+    def worker() -> None:
+        while True:
+            with lock:
+                if not todo:
+                    return
+                i = todo.pop(0)
+            result = one_request(port, prompts[i % len(prompts)], max_tokens)
+            result["index"] = i
+            with lock:
+                results[i] = result
+                if on_request is not None:
+                    on_request(i, result)
+
+    t0 = time.perf_counter()
+    threads = [threading.Thread(target=worker, daemon=True) for _ in range(max(1, min(concurrency, requests)))]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    return summarize([r for r in results if r is not None], time.perf_counter() - t0)
+
+
+# --- the job --------------------------------------------------------------------------------------------
+
+
+def _check(params: dict) -> dict:
+    """Validated bench parameters (AgentError on bad input)."""
+    out = {}
+    for key, low in (("port", 1), ("requests", 1), ("max_tokens", 1), ("concurrency", 1)):
+        value = params.get(key)
+        if isinstance(value, bool) or not isinstance(value, int) or value < low:
+            raise AgentError("bench %s must be a whole number of at least %d, got %r" % (key, low, value), "invalid")
+        out[key] = value
+    prompts = params.get("prompts") or PROMPTS
+    if not isinstance(prompts, list) or not all(isinstance(p, str) and p for p in prompts):
+        raise AgentError("bench prompts must be a list of non-empty strings", "invalid")
+    out["prompts"] = prompts
+    out["profile"] = params.get("profile")
+    out["server_job"] = params.get("server_job")
+    return out
+
+
+@method("bench.start")
+def start(params: dict, ctx) -> dict:
+    """Start a bench job against the server on ``port``; returns the job's description."""
+    checked = _check(params)
+    # The input (prompts may be long) goes through a file: argv has a per-argument size limit.
+    folder = os.path.join(ctx.state_dir, INPUTS)
+    os.makedirs(folder, mode=0o700, exist_ok=True)
+    token = "".join(random.choice(string.ascii_lowercase + string.digits) for _ in range(12))
+    path = os.path.join(folder, token + ".json")
+    with open(path, "w") as f:
+        json.dump(checked, f)
+    args = {k: checked[k] for k in ("port", "profile", "server_job", "requests", "max_tokens", "concurrency")}
+    args["prompts"] = "built-in" if checked["prompts"] is PROMPTS else "%d custom" % len(checked["prompts"])
+    return start_job(ctx.state_dir, "bench", worker_argv("loadgen", path), args, {})
+
+
+class _Events:
+    """Appends events to the job's events.jsonl, one JSON object per line."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+
+    def write(self, event: dict, durable: bool = False) -> None:
+        with open(self.path, "a") as f:
+            f.write(json.dumps(event) + "\n")
+            f.flush()
+            if durable:
+                os.fsync(f.fileno())
+
+
+def worker_main(argv: List[str]) -> int:
+    """The job's body: read the input, run the bench, record progress and the result."""
+    job_dir = os.environ["SPECDECK_JOB_DIR"]
+    path = os.path.join(job_dir, "input.json")
+    os.replace(argv[0], path)  # the input stays with the job it describes
+    with open(path) as f:
+        params = json.load(f)
+    events = _Events(os.path.join(job_dir, "events.jsonl"))
+    total = params["requests"]
+    finished = [0]
+
+    def on_request(i: int, result: Dict[str, Any]) -> None:
+        finished[0] += 1
+        if "error" in result:
+            print("request %d/%d failed: %s" % (i + 1, total, result["error"]), flush=True)
+        else:
+            decode = result["decode_tok_s"]
+            print(
+                "request %d/%d: %d tokens, ttft %.0f ms, decode %s tok/s, accept length %.2f"
+                % (
+                    i + 1,
+                    total,
+                    result["tokens"],
+                    result["ttft_ms"],
+                    "-" if decode is None else "%.1f" % decode,
+                    result["accept_len"],
+                ),
+                flush=True,
+            )
+        events.write({"event": "progress", "done": finished[0], "total": total, "t": time.time()})
+
+    started = time.time()
+    print(
+        "bench: %d requests of %d tokens, %d at a time, against 127.0.0.1:%d"
+        % (total, params["max_tokens"], params["concurrency"], params["port"]),
+        flush=True,
+    )
+    try:
+        result = run(params["port"], params["prompts"], total, params["max_tokens"], params["concurrency"], on_request)
+    except BenchError as exc:
+        print("bench failed: %s" % exc, flush=True)
+        events.write({"event": "failed", "reason": str(exc), "t": time.time()}, durable=True)
+        return 1
+    record = {"event": "result", "started": started, "ended": time.time()}
+    record.update({k: params.get(k) for k in ("port", "profile", "server_job", "max_tokens", "concurrency")})
+    record.update(result)
+    events.write(record, durable=True)
+    print(
+        "bench done: %s tok/s per stream, accept length %.2f, ttft %.0f ms"
+        % ("-" if result["tok_s"] is None else "%.1f" % result["tok_s"], result["accept_len"], result["ttft_ms"]),
+        flush=True,
+    )
+    return 0

@@ -1,0 +1,166 @@
+"""specdeck's own bench: what a client of the running server sees, measured from the host.
+
+The requests are sent by the host agent's load generator (``backend/agent/host/loadgen.py``), run as a
+detached job of kind ``bench`` so a bench outlives the connection, never crosses the network and ends with a
+``{"event": "result", ...}`` record in the job's events for history to read. This module starts, follows,
+stops and summarises those jobs for the CLI and the Live tab.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from backend.connection import Connection
+from backend.errors import OperationFailed, UsageError
+from backend.livefeed import describe_server, server_port
+
+DEFAULT_REQUESTS = 4
+DEFAULT_MAX_TOKENS = 256
+DEFAULT_CONCURRENCY = 1
+RESULT_KEYS = ("tok_s", "accept_len", "cycle_ms", "ttft_ms", "requests", "tokens", "per_request")
+MAX_PROMPTS_BYTES = 16 << 20
+
+
+@dataclass(frozen=True)
+class BenchPlan:
+    """What to send: ``requests`` streams of ``max_tokens`` tokens, ``concurrency`` at a time."""
+
+    requests: int = DEFAULT_REQUESTS
+    max_tokens: int = DEFAULT_MAX_TOKENS
+    concurrency: int = DEFAULT_CONCURRENCY
+    prompts: tuple[str, ...] | None = None  # None: the load generator's built-in set
+
+    def __post_init__(self) -> None:
+        for name in ("requests", "max_tokens", "concurrency"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                flag = name.replace("_", "-")
+                raise UsageError(f"--{flag} must be a whole number of at least 1, got {value!r}.")
+        if self.prompts is not None and not self.prompts:
+            raise UsageError("the prompts file holds no prompts; give one prompt per line or a JSON list.")
+
+
+def read_prompts(path: str | Path) -> tuple[str, ...]:
+    """Prompts from a local file: a JSON list of strings, or one prompt per non-empty line."""
+    file = Path(path).expanduser()
+    try:
+        if file.stat().st_size > MAX_PROMPTS_BYTES:
+            raise UsageError(f"{file} is over 16 MiB; a bench needs a few prompts, not a data set.")
+        text = file.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise UsageError(f"prompts file {file} does not exist.") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise UsageError(f"cannot read prompts file {file}: {exc}.") from None
+    if text.lstrip().startswith("["):
+        try:
+            prompts = json.loads(text)
+        except ValueError as exc:
+            raise UsageError(f"{file} starts like JSON but is not valid JSON: {exc}.") from None
+        if not isinstance(prompts, list) or not all(isinstance(p, str) and p.strip() for p in prompts):
+            raise UsageError(f"{file}: a JSON prompts file must be a list of non-empty strings.")
+        return tuple(prompts)
+    return tuple(line for line in text.splitlines() if line.strip())
+
+
+async def start_bench(conn: Connection, server: dict, plan: BenchPlan) -> dict:
+    """Start a bench job against ``server`` (a running serve job); returns the bench job's description."""
+    port = server_port(server)
+    health = await conn.call("http.request", url=f"http://127.0.0.1:{port}/health")
+    if health.get("status") != 200:
+        state = "is not answering" if health.get("status") is None else "is still starting"
+        raise OperationFailed(
+            f"the server ({describe_server(server)}) {state}; wait until `specdeck serve status` says ready."
+        )
+    params: dict[str, Any] = {
+        "port": port,
+        "requests": plan.requests,
+        "max_tokens": plan.max_tokens,
+        "concurrency": plan.concurrency,
+        "profile": (server.get("args") or {}).get("profile"),
+        "server_job": server.get("id"),
+    }
+    if plan.prompts is not None:
+        params["prompts"] = list(plan.prompts)
+    return await conn.call("bench.start", **params)
+
+
+async def bench_events(conn: Connection, job_id: str) -> AsyncIterator[dict]:
+    """The bench job's events (progress, then result or failed) as they are written; ends with the job."""
+    params = {"id": job_id, "stream": "events", "offset": 0}
+    async for event in conn.subscribe("jobs.follow", params, lambda p, ev: {**p, "offset": ev["offset"]}):
+        for line in event["lines"]:
+            try:
+                record = json.loads(line)
+            except ValueError:
+                continue
+            if isinstance(record, dict):
+                yield record
+
+
+async def wait_result(conn: Connection, job_id: str, on_progress: Callable[[dict], None] | None = None) -> dict:
+    """Follow a bench job to its end; its result record, or OperationFailed saying why there is none."""
+    result = failed = None
+    async for record in bench_events(conn, job_id):
+        kind = record.get("event")
+        if kind == "progress" and on_progress is not None:
+            on_progress(record)
+        elif kind == "result":
+            result = record
+        elif kind == "failed":
+            failed = record
+    if result is not None:
+        return result
+    job = await conn.call("jobs.get", id=job_id)
+    reason = (failed or {}).get("reason") or job.get("reason") or job.get("state")
+    raise OperationFailed(f"the bench did not finish: {reason}.")
+
+
+async def running_bench(conn: Connection) -> dict | None:
+    """The newest running bench job on the host, if any."""
+    jobs = [j for j in await conn.call("jobs.list", kind="bench") if j.get("state") == "running"]
+    return max(jobs, key=lambda j: j.get("started") or 0) if jobs else None
+
+
+async def stop_bench(conn: Connection, job_id: str) -> dict:
+    """Cancel a bench job (its process group); returns its final description."""
+    return await conn.call("jobs.cancel", id=job_id)
+
+
+async def run_bench(
+    conn: Connection, server: dict, plan: BenchPlan, on_progress: Callable[[dict], None] | None = None
+) -> dict:
+    """Start a bench and wait for its result; the job is cancelled if the caller gives up (Ctrl-C)."""
+    job = await start_bench(conn, server, plan)
+    finished = False
+    try:
+        result = await wait_result(conn, job["id"], on_progress)
+        finished = True
+        return {"job": job["id"], **result}
+    finally:
+        if not finished and conn.connected:
+            await stop_bench(conn, job["id"])
+
+
+def public_result(record: dict) -> dict:
+    """A result record as `specdeck bench --json` prints it: the contract's keys first, then the rest."""
+    out = {key: record.get(key) for key in RESULT_KEYS}
+    out.update({k: v for k, v in record.items() if k not in out and k != "event"})
+    return out
+
+
+def summary_line(result: dict, baseline: float) -> str:
+    """One line: per-stream tok/s against the baseline, accept length against its break-even, TTFT."""
+
+    def num(value: float | None, fmt: str) -> str:
+        return "-" if value is None else format(value, fmt)
+
+    tok_s, accept, cycle = result.get("tok_s"), result.get("accept_len"), result.get("cycle_ms")
+    vs = f" ({(tok_s / baseline - 1) * 100:+.0f}% vs {baseline:g} baseline)" if tok_s else ""
+    line = f"{num(tok_s, '.1f')} tok/s per stream{vs}, accept length {num(accept, '.2f')}"
+    if cycle and result.get("speculative"):
+        line += f" (break-even {cycle * baseline / 1000:.2f} at {cycle:.1f} ms cycles)"
+    return line + f", TTFT {num(result.get('ttft_ms'), '.0f')} ms"

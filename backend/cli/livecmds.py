@@ -1,0 +1,237 @@
+"""`specdeck parse-log`, `breakeven`, `watch` and `bench`: the numbers a tuning session is judged by."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from collections.abc import Iterable
+
+from backend import bench as bench_mod
+from backend.breakeven import breakeven
+from backend.cli.common import add_json, connect, emit_json, emit_json_line, load_settings
+from backend.cli.main import command
+from backend.errors import UsageError
+from backend.livefeed import profile_steps
+from backend.metrics import Sample, parse_lines
+from backend.series import LiveSeries
+
+DEFAULT_TARGETS = (150.0, 200.0)  # the operator's goals (FIELD-NOTES §1)
+
+
+def register(sub) -> None:
+    p = command(sub, "parse-log", "Read the decode and prefill samples in a saved SGLang log (any version).")
+    p.add_argument("file", help="a server log on this machine")
+    add_json(p)
+    p.set_defaults(run=parse_log)
+
+    p = command(
+        sub,
+        "breakeven",
+        "The accept length that beats the baseline, and what target speeds demand (limit and finite steps).",
+    )
+    p.add_argument("--cycle-ms", type=float, help="verify cycle time in ms (default: the configured reference)")
+    p.add_argument("--baseline", type=float, help="baseline tok/s (default: the configured reference)")
+    p.add_argument(
+        "--target",
+        type=float,
+        action="append",
+        metavar="T",
+        help="a target tok/s; repeat for several (default: 150 and 200)",
+    )
+    p.add_argument("--steps", type=int, help="draft steps (default: the profile's speculative steps)")
+    p.add_argument("--profile", help="profile whose steps to use (default: the first with speculation)")
+    add_json(p)
+    p.set_defaults(run=breakeven_cmd)
+
+    p = command(sub, "watch", "Stream live samples from the server running on the host (Ctrl-C to stop).")
+    p.add_argument("--port", type=int, help="the server's port, when several run")
+    p.add_argument("--from-start", action="store_true", help="replay the server's log from its first line")
+    add_json(p)
+    p.set_defaults(run=watch)
+
+    p = command(sub, "bench", "Time streaming requests against the running server, from the host.")
+    for flag, default, meta, what in (
+        ("--requests", bench_mod.DEFAULT_REQUESTS, "N", "requests to send"),
+        ("--max-tokens", bench_mod.DEFAULT_MAX_TOKENS, "M", "tokens per request"),
+        ("--concurrency", bench_mod.DEFAULT_CONCURRENCY, "C", "requests at a time"),
+    ):
+        p.add_argument(flag, type=int, default=default, metavar=meta, help=f"{what} (default {default})")
+    p.add_argument("--prompts", metavar="FILE", help="prompts: a JSON list or one per line (default: built-in)")
+    p.add_argument("--port", type=int, help="the server's port, when several run")
+    add_json(p)
+    p.set_defaults(run=bench)
+
+
+def _num(value: float | int | None, fmt: str = ".2f") -> str:
+    return "-" if value is None else format(value, fmt)
+
+
+def _clock(ts: float | None) -> str:
+    return "-" if ts is None else time.strftime("%H:%M:%S", time.localtime(ts))
+
+
+# --- parse-log ------------------------------------------------------------------------------------------
+
+
+def _read_log(path: str) -> list[Sample]:
+    try:
+        with open(path, encoding="utf-8", errors="replace") as f:
+            return list(parse_lines(f))
+    except FileNotFoundError:
+        raise UsageError(f"log file {path} does not exist.") from None
+    except IsADirectoryError:
+        raise UsageError(f"{path} is a folder; pass a log file.") from None
+    except OSError as exc:
+        raise UsageError(f"cannot read {path}: {exc.strerror}.") from None
+
+
+def _averages(samples: Iterable[Sample], baseline: float) -> LiveSeries:
+    """The samples as the live series sees them (throughput after idle spells dropped)."""
+    samples = list(samples)
+    series = LiveSeries(baseline, capacity=max(1, len(samples)))
+    for sample in samples:
+        series.feed(sample, now=0.0)
+    return series
+
+
+async def parse_log(args: argparse.Namespace) -> int:
+    samples = _read_log(args.file)
+    if args.json:
+        emit_json([s.to_json() for s in samples])
+        return 0
+    if not samples:
+        print(f"{args.file}: no Decode batch or Prefill batch lines")
+        return 0
+    print(f"{'time':<8}  {'kind':<7} {'tok/s':>8} {'accept':>6} {'rate':>5} {'run':>4} {'queue':>5} ", end="")
+    print(f"{'usage':>5}  graph")
+    for s in samples:
+        graph = "-" if s.cuda_graph is None else ("yes" if s.cuda_graph else "no")
+        print(
+            f"{_clock(s.ts):<8}  {s.kind:<7} {_num(s.gen_tps):>8} {_num(s.accept_len):>6} {_num(s.accept_rate):>5} "
+            f"{_num(s.running_req, 'd'):>4} {_num(s.queue_req, 'd'):>5} {_num(s.token_usage):>5}  {graph}"
+        )
+    baseline = load_settings(args).reference.baseline_tok_s
+    series = _averages(samples, baseline)
+    decode = sum(1 for s in samples if s.kind == "decode")
+    print(f"\n{decode} decode and {len(samples) - decode} prefill samples")
+    tok, accept, cycle = series.tok_s.stats(), series.accept_len.stats(), series.cycle_ms.stats()
+    if tok.count:
+        dropped = sum(1 for s in samples if s.kind == "decode" and s.gen_tps is not None) - tok.count
+        print(
+            f"gen throughput: mean {tok.mean:.1f} tok/s, p50 {tok.p50:.1f}, p95 {tok.p95:.1f} "
+            f"({(tok.mean / baseline - 1) * 100:+.0f}% vs {baseline:g} baseline; "
+            f"{dropped} first-after-idle samples left out)"
+        )
+    if accept.count:
+        print(f"accept length: mean {accept.mean:.2f}, p50 {accept.p50:.2f}, p95 {accept.p95:.2f}")
+    if cycle.count:
+        print(f"cycle time: mean {cycle.mean:.1f} ms; break-even accept length {cycle.mean * baseline / 1000:.2f}")
+    return 0
+
+
+# --- breakeven ------------------------------------------------------------------------------------------
+
+
+async def breakeven_cmd(args: argparse.Namespace) -> int:
+    settings = load_settings(args)
+    cycle = settings.reference.cycle_ms if args.cycle_ms is None else args.cycle_ms
+    base = settings.reference.baseline_tok_s if args.baseline is None else args.baseline
+    steps = args.steps if args.steps is not None else profile_steps(settings, args.profile)
+    result = breakeven(cycle, base, args.target or DEFAULT_TARGETS, steps)
+    if args.json:
+        emit_json(result)
+        return 0
+    print(
+        f"break-even accept length: {result['break_even_accept_len']:.2f} ({cycle:g} ms cycles against {base:g} tok/s)"
+    )
+    if steps is not None:
+        print(f"ceiling with {steps} steps: {result['max_tok_s']:.1f} tok/s (accept length at most {steps + 1})")
+    head = f"{'target':>8}  {'accept len':>10}  {'p (unbounded)':>13}"
+    print(head + (f"  {f'p ({steps} steps)':>13}  reachable" if steps is not None else ""))
+    for t in result["targets"]:
+        line = f"{t['tok_s']:>8g}  {t['accept_len']:>10.2f}  {t['p_limit'] * 100:>12.1f}%"
+        if steps is not None:
+            p_steps = "-" if t["p_steps"] is None else f"{t['p_steps'] * 100:.1f}%"
+            verdict = "yes" if t["reachable"] else f"no: out of reach with {steps} steps"
+            line += f"  {p_steps:>13}  {verdict}"
+        print(line)
+    return 0
+
+
+# --- watch ----------------------------------------------------------------------------------------------
+
+
+def _watch_line(sample: Sample, baseline: float) -> str:
+    if sample.kind == "prefill":
+        return f"{_clock(sample.ts)}  prefill  #running-req {_num(sample.running_req, 'd')}"
+    parts = [f"{_clock(sample.ts)}  decode "]
+    if sample.gen_tps is None:
+        parts.append("     - tok/s (first after idle: left out)")
+    else:
+        parts.append(f"{sample.gen_tps:6.1f} tok/s ({(sample.gen_tps / baseline - 1) * 100:+4.0f}% vs {baseline:g})")
+    if sample.accept_len is not None:
+        parts.append(f"accept {sample.accept_len:.2f}")
+        if sample.gen_tps:
+            cycle = 1000 * sample.accept_len * (sample.running_req or 1) / sample.gen_tps
+            parts.append(f"cycle {cycle:.1f} ms, break-even {cycle * baseline / 1000:.2f}")
+    parts.append(f"#running-req {_num(sample.running_req, 'd')}")
+    return "  ".join(parts)
+
+
+async def watch(args: argparse.Namespace) -> int:
+    from backend.livefeed import LiveFeed, describe_server, log_end, require_server
+
+    settings = load_settings(args)
+    baseline = settings.reference.baseline_tok_s
+    conn = await connect(args, settings)
+    try:
+        server = await require_server(conn, args.port)
+        offset = 0 if args.from_start else await log_end(conn, server)
+        print(f"watching {describe_server(server)} on {conn.host.name} (Ctrl-C to stop)", file=sys.stderr, flush=True)
+        feed = LiveFeed(conn, LiveSeries(baseline))
+        async for sample in feed.follow(server, offset):
+            if args.json:
+                emit_json_line(sample.to_json())
+            else:
+                print(_watch_line(sample, baseline), flush=True)
+        state = (feed.server or {}).get("state", "ended")
+        print(f"the server stopped ({state})", file=sys.stderr)
+    finally:
+        await conn.close()
+    return 0
+
+
+# --- bench ----------------------------------------------------------------------------------------------
+
+
+async def bench(args: argparse.Namespace) -> int:
+    from backend.livefeed import describe_server, require_server
+
+    prompts = bench_mod.read_prompts(args.prompts) if args.prompts else None
+    plan = bench_mod.BenchPlan(args.requests, args.max_tokens, args.concurrency, prompts)
+    settings = load_settings(args)
+    conn = await connect(args, settings)
+    try:
+        server = await require_server(conn, args.port)
+        print(
+            f"bench on {describe_server(server)}: {plan.requests} requests of {plan.max_tokens} tokens, "
+            f"{plan.concurrency} at a time",
+            file=sys.stderr,
+            flush=True,
+        )
+
+        def progress(event: dict) -> None:
+            print(f"  {event.get('done')}/{event.get('total')} requests done", file=sys.stderr, flush=True)
+
+        result = await bench_mod.run_bench(conn, server, plan, progress)
+    finally:
+        await conn.close()
+    if result.get("failed"):
+        print(f"specdeck: {result['failed']} of {plan.requests} requests failed", file=sys.stderr)
+    if args.json:
+        emit_json(bench_mod.public_result(result))
+    else:
+        print(bench_mod.summary_line(result, settings.reference.baseline_tok_s))
+        print(f"{result['requests']} requests, {result['tokens']} tokens, bench job {result['job']}")
+    return 0

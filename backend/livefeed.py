@@ -1,0 +1,242 @@
+"""The live data source behind `specdeck watch` and the Live tab: the running server, followed as it works.
+
+A running server is a detached job of kind ``serve`` whose log is the job's log and whose HTTP port is
+``args["port"]`` on the host's loopback. ``LiveFeed.follow`` streams that log through ``jobs.follow``
+(``Connection.subscribe`` resumes at the byte offset after a reconnect, so no line is lost or read twice),
+parses each line, feeds a ``LiveSeries`` and yields the samples as the live view should see them (the first
+throughput after an idle spell dropped). While following it polls ``/server_info`` (``/get_server_info`` on
+older SGLang) and ``/metrics`` through the agent's ``http.request``, each poll scheduled when the previous one
+finished, so slow answers never pile up. Nothing here blocks: parsing yields to the event loop every few
+hundred lines, and a listener hears what changed once per batch instead of once per line.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import time
+from collections.abc import AsyncIterator, Callable
+from typing import Any
+
+from backend.connection import Connection
+from backend.errors import ConnectionFailed, OperationFailed, RemoteError, UsageError
+from backend.metrics import LiveFilter, Sample, parse_line, parse_metrics, server_info_numbers
+from backend.series import LiveSeries
+from backend.settings import Settings
+
+POLL_S = 2.0  # /server_info and /metrics: SGLang's gauges only move when a decode line is logged
+FIND_S = 2.0  # how often to look again when no server runs
+# ``timeout`` is the RPC's own deadline (Connection.call takes it); http.request waits 5 s for the server.
+RPC_TIMEOUT_S = 8.0
+YIELD_EVERY = 500  # lines parsed between yields to the event loop (~5 ms), so a backlog never stalls a UI
+
+# What a listener is told: a new server (or none), new samples, fresh poll figures, the server ended.
+Change = str  # "server" | "samples" | "poll" | "ended"
+
+
+def server_port(job: dict) -> int:
+    """The HTTP port of a serve job."""
+    return int((job.get("args") or {}).get("port"))
+
+
+async def running_servers(conn: Connection) -> list[dict]:
+    """The host's running serve jobs, newest first."""
+    jobs = await conn.call("jobs.list", kind="serve")
+    running = [j for j in jobs if j.get("state") == "running" and (j.get("args") or {}).get("port")]
+    return sorted(running, key=lambda j: j.get("started") or 0, reverse=True)
+
+
+async def find_server(conn: Connection, port: int | None = None) -> dict | None:
+    """The running serve job on ``port``, or the newest one without a port; None when there is none."""
+    for job in await running_servers(conn):
+        if port is None or server_port(job) == port:
+            return job
+    return None
+
+
+async def require_server(conn: Connection, port: int | None = None) -> dict:
+    """Like ``find_server`` for commands: a sentence saying what to do when no (or no single) server fits."""
+    servers = await running_servers(conn)
+    if port is not None:
+        servers = [j for j in servers if server_port(j) == port]
+    if not servers:
+        where = f" on port {port}" if port is not None else ""
+        raise OperationFailed(
+            f"no SGLang server is running{where} on {conn.host.name}; start one with `specdeck serve start PROFILE`."
+        )
+    if len(servers) > 1:
+        ports = ", ".join(str(server_port(j)) for j in servers)
+        raise UsageError(f"{len(servers)} servers are running on {conn.host.name} (ports {ports}); pass --port.")
+    return servers[0]
+
+
+def describe_server(job: dict) -> str:
+    """``profile on port P`` for messages."""
+    args = job.get("args") or {}
+    return f"{args.get('profile') or job.get('id')} on port {server_port(job)}"
+
+
+def profile_steps(settings: Settings, profile: str | None = None) -> int | None:
+    """The draft steps live numbers are judged with: ``profile``'s, else the first speculating profile's."""
+    if profile is not None:
+        if profile not in settings.profiles:
+            known = ", ".join(sorted(settings.profiles))
+            raise UsageError(f"unknown profile {profile!r} (configured: {known}).")
+        steps = settings.profiles[profile].steps
+        if steps is None:
+            raise UsageError(f"profile {profile!r} does not speculate; pass --steps.")
+        return steps
+    return next((p.steps for p in settings.profiles.values() if p.steps is not None), None)
+
+
+def _resume(params: dict, event: dict) -> dict:
+    return {**params, "offset": event["offset"]}
+
+
+class LiveFeed:
+    """Follows one host's running server into a ``LiveSeries``; ``info`` and ``metrics`` hold the last polls.
+
+    ``listener(change)`` is called on the event loop after each batch of log lines ("samples"), each poll
+    ("poll"), when the followed server changes ("server") and when it ends ("ended").
+    """
+
+    def __init__(
+        self,
+        conn: Connection,
+        series: LiveSeries,
+        listener: Callable[[Change], None] | None = None,
+        poll_s: float = POLL_S,
+        find_s: float = FIND_S,
+    ) -> None:
+        self.conn = conn
+        self.series = series
+        self.listener = listener
+        self.poll_s = poll_s
+        self.find_s = find_s
+        self.server: dict | None = None  # the serve job being followed (its last known description)
+        self.info: dict[str, Any] = {}  # server_info_numbers() of the last /server_info answer
+        self.metrics: dict[str, float | None] = {}  # parse_metrics() of the last /metrics answer
+        self.reachable: bool | None = None  # did the last poll get an answer
+        self.offset = 0  # bytes of the server's log read so far
+        self.lines = 0  # log lines read for this server
+        self.samples = 0  # decode and prefill samples among them
+        self.polls = 0
+        self.filter = LiveFilter()
+
+    def _tell(self, change: Change) -> None:
+        if self.listener is not None:
+            self.listener(change)
+
+    def reset(self) -> None:
+        """Empty the series and forget the idle history; following carries on from where it is."""
+        self.series.reset()
+        self.filter.reset()
+
+    def _start(self, job: dict, offset: int) -> None:
+        """Take on ``job``: a different server than before starts a new run (empty series, fresh polls)."""
+        if self.server is None or self.server.get("id") != job.get("id"):
+            self.reset()
+            self.info, self.metrics, self.reachable = {}, {}, None
+            self.lines = self.samples = self.polls = 0
+        self.server, self.offset = job, offset
+        self._tell("server")
+
+    async def follow(self, job: dict, offset: int = 0) -> AsyncIterator[Sample]:
+        """The samples of ``job``'s log from byte ``offset`` as the live view sees them; ends when the job does.
+
+        Every sample (prefill too) is fed to the series; the yielded ones have ``gen_tps`` None where it
+        counted idle time. Polls the server's HTTP endpoints while following.
+        """
+        self._start(job, offset)
+        poller = asyncio.create_task(self._poll(job), name=f"poll {job.get('id')}")
+        params = {"id": job["id"], "stream": "log", "offset": offset}
+        try:
+            async with contextlib.aclosing(self.conn.subscribe("jobs.follow", params, _resume)) as events:
+                async for event in events:
+                    self.offset = event["offset"]
+                    for n, line in enumerate(event["lines"], 1):
+                        if n % YIELD_EVERY == 0:
+                            await asyncio.sleep(0)
+                        sample = parse_line(line)
+                        if sample is None:
+                            continue
+                        now = time.time()
+                        self.samples += 1
+                        self.series.feed(sample, now)
+                        yield self.filter.accept(sample, now)
+                    self.lines += len(event["lines"])
+                    self._tell("samples")
+        finally:
+            poller.cancel()
+        try:
+            self.server = await self.conn.call("jobs.get", id=job["id"])
+        except ConnectionFailed:
+            pass
+        self._tell("ended")
+
+    async def run(self, port: int | None = None) -> None:
+        """Forever: follow the running server from the start of its log, or wait for one (the Live tab's worker).
+
+        Rides out disconnects when the connection is supervised.
+        """
+        while True:
+            try:
+                job = await find_server(self.conn, port)
+            except ConnectionFailed:
+                await self.conn.wait_connected()
+                continue
+            if job is None:
+                if self.server is not None and self.server.get("state") == "running":
+                    self.server = {**self.server, "state": "gone"}
+                    self._tell("ended")
+                await asyncio.sleep(self.find_s)
+                continue
+            same = self.server is not None and self.server.get("id") == job.get("id")
+            try:
+                async for _ in self.follow(job, self.offset if same else 0):
+                    pass
+            except ConnectionFailed:
+                await self.conn.wait_connected()
+            if self.server is not None and self.server.get("state") == "running":
+                await asyncio.sleep(self.find_s)  # the follow ended early (e.g. a reconnect without resume)
+
+    # --- polling ------------------------------------------------------------------------------------------
+
+    async def _get(self, port: int, path: str) -> dict | None:
+        """``http.request`` to the server; None when the host cannot be asked right now."""
+        try:
+            return await self.conn.call("http.request", timeout=RPC_TIMEOUT_S, url=f"http://127.0.0.1:{port}{path}")
+        except (ConnectionFailed, RemoteError):
+            return None
+
+    async def _poll(self, job: dict) -> None:
+        """Poll /server_info and /metrics until cancelled; the next round starts once this one has finished."""
+        port = server_port(job)
+        info_path, metrics_on = "/server_info", True
+        while True:
+            info = await self._get(port, info_path)
+            if info is not None and info.get("status") == 404 and info_path == "/server_info":
+                info_path = "/get_server_info"  # SGLang before /server_info existed
+                info = await self._get(port, info_path)
+            answered = info is not None and info.get("status") == 200
+            if answered:
+                try:
+                    self.info = server_info_numbers(json.loads(info["text"]))
+                except ValueError:
+                    pass
+            if metrics_on:
+                page = await self._get(port, "/metrics")
+                if page is not None and page.get("status") == 200:
+                    self.metrics = parse_metrics(page["text"])
+                elif page is not None and page.get("status") == 404:
+                    metrics_on = False  # launched without --enable-metrics
+            self.reachable = answered
+            self.polls += 1
+            self._tell("poll")
+            await asyncio.sleep(self.poll_s)
+
+
+async def log_end(conn: Connection, job: dict) -> int:
+    """The byte offset just past the last complete line of ``job``'s log (where `watch` starts)."""
+    return int((await conn.call("jobs.tail", id=job["id"], lines=1))["offset"])

@@ -1,0 +1,470 @@
+"""Issue 6 end to end: parse-log and breakeven from the CLI, and bench, watch and the live feed on the SGLang
+simulator over both transports (the host agent runs the load generator and follows the server's log)."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import signal
+import subprocess
+import sys
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+
+from backend.bench import BenchPlan, run_bench
+from backend.connection import Connection
+from backend.livefeed import LiveFeed
+from backend.sandbox import fixtures
+from backend.series import LiveSeries
+from backend.settings import HostConfig
+from tests.sshd import free_port
+from tests.test_metrics import GENERATIONS
+
+REPO = Path(__file__).resolve().parents[1]
+SAMPLE_KEYS = {
+    "ts",
+    "kind",
+    "gen_tps",
+    "accept_len",
+    "accept_rate",
+    "running_req",
+    "queue_req",
+    "token_usage",
+    "cuda_graph",
+    "ranks",
+}
+
+
+def cli(*args: str, rc: int | None = 0) -> subprocess.CompletedProcess:
+    res = subprocess.run([sys.executable, "-m", "backend.cli.main", *args], capture_output=True, text=True)
+    if rc is not None:
+        assert res.returncode == rc, (res.stdout, res.stderr)
+    return res
+
+
+# --- parse-log ------------------------------------------------------------------------------------------
+
+PREFILLS = [
+    "Prefill batch. #new-seq: 1, #new-token: 512, #cached-token: 0, token usage: 0.01, #running-req: 0, #queue-req: 0",
+    "Prefill batch. #new-seq: 1, #new-token: 512, #cached-token: 128, cache hit rate: 20.00%, token usage: 0.01, "
+    "#running-req: 1, #queue-req: 0, ",
+    "Prefill batch, #new-seq: 2, #new-token: 64, #cached-token: 0, token usage: 0.02, #running-req: 0, "
+    "#queue-req: 0, input throughput (token/s): 1234.50, cuda graph: False",
+]
+NOISE = [
+    "",
+    'INFO:     127.0.0.1:51234 - "POST /generate HTTP/1.1" 200 OK',
+    "[2025-01-05 10:00:01] The server is fired up and ready to roll!",
+    "[2025-01-05 10:00:01 TP0] Load weight end. type=DeepseekV3ForCausalLM, avail mem=60.1 GB",
+    "Traceback (most recent call last):",
+    "Decode batch",
+    "Decode batch. ",
+    "Decode batchy, #running-req: 1",
+    "[2025-13-45 10:00:01 TP0] Decode batch, #running-req: 1, gen throughput (token/s): 50.00",
+    "[2025-01-05 10:00:01 tp0] Decode batch, #running-req: 1, gen throughput (token/s): 50.00",
+    "Decode batch, gen throughput (token/s): nan, accept len: inf",
+    "\x00\xff garbage \ufffd",
+]
+
+
+def saved_log() -> tuple[str, int, int]:
+    """A log mixing every decode generation (three rank prefixes), prefill formats, a hybrid model, a run
+    without speculation, an idle spell and noise; with its decode and prefill counts."""
+    lines = list(NOISE)
+    prefixes = ["", "[2025-01-05 10:00:07 TP0] ", "[2025-01-05 10:00:07 DP0 TP0] "]
+    for i, line in enumerate(GENERATIONS.values()):
+        lines.append(prefixes[i % 3] + line)
+    lines += [f"[2025-01-05 10:00:08 TP0] {p}" for p in PREFILLS]
+    lines.append(
+        "[2025-01-05 10:00:09 TP0] Decode batch, #running-req: 1, #full token: 100, full token usage: 0.30, "
+        "#swa token: 80, swa token usage: 0.40, accept len: 3.30, accept rate: 0.82, cuda graph: True, "
+        "gen throughput (token/s): 99.00, #queue-req: 0, "
+    )
+    lines.append(
+        "[2025-01-05 10:00:10 TP0] Decode batch, #running-req: 1, #token: 900, token usage: 0.01, "
+        "cuda graph: True, gen throughput (token/s): 82.10, #queue-req: 0, "
+    )
+    # An idle minute, then a new request: the next decode line's throughput counts the idle time.
+    lines.append(PREFILLS[2].join(["[2025-01-05 10:01:10 TP0] ", ""]))
+    lines.append(
+        "[2025-01-05 10:01:11 TP0] Decode batch, #running-req: 1, #token: 40, token usage: 0.00, "
+        "accept len: 2.00, accept rate: 0.50, cuda graph: True, gen throughput (token/s): 1.50, #queue-req: 0, "
+    )
+    lines += NOISE[:3]
+    decode = len(GENERATIONS) + 3
+    return "\n".join(lines) + "\n", decode, len(PREFILLS) + 1
+
+
+def test_parse_log_json_reads_every_format_and_nothing_else(tmp_path):
+    text, decode, prefill = saved_log()
+    log = tmp_path / "server.log"
+    log.write_text(text)
+    samples = json.loads(cli("parse-log", str(log), "--json", "--host", "local").stdout)
+    assert all(set(s) == SAMPLE_KEYS for s in samples)
+    assert [s["kind"] for s in samples].count("decode") == decode
+    assert [s["kind"] for s in samples].count("prefill") == prefill
+    generations = samples[: len(GENERATIONS)]
+    assert all(s["gen_tps"] == 61.23 and s["accept_len"] == 2.05 and s["running_req"] == 1 for s in generations)
+    assert [s["ranks"] for s in generations[:3]] == [None, "TP0", "DP0 TP0"]
+    assert generations[0]["ts"] is None and generations[1]["ts"] is not None
+    assert generations[0]["accept_rate"] is None and generations[3]["accept_rate"] == 0.51  # 0.5.3.post3+
+    assert generations[0]["cuda_graph"] is None and generations[1]["cuda_graph"] is False
+    hybrid, plain = (s for s in samples if s["gen_tps"] in (99.0, 82.1))
+    assert hybrid["token_usage"] == 0.4 and hybrid["accept_len"] == 3.3
+    assert plain["accept_len"] is None  # no speculation, no accept len
+    # parse-log reports every line as it is: the post-idle throughput is kept here.
+    assert samples[-1]["gen_tps"] == 1.5 and samples[-1]["accept_len"] == 2.0
+
+
+def test_parse_log_table_and_averages_leave_out_post_idle_throughput(tmp_path):
+    text, decode, prefill = saved_log()
+    log = tmp_path / "server.log"
+    log.write_text(text)
+    out = cli("parse-log", str(log), "--host", "local").stdout
+    assert out.splitlines()[0].split() == ["time", "kind", "tok/s", "accept", "rate", "run", "queue", "usage", "graph"]
+    assert f"{decode} decode and {prefill} prefill samples" in out
+    # Left out: the first decode line seen and the one after the idle minute (1.5 tok/s).
+    assert "2 first-after-idle samples left out" in out
+    mean = float(out.split("gen throughput: mean ")[1].split()[0])
+    assert mean > 60  # the 1.5 tok/s line would drag it down
+    assert "vs 82 baseline" in out and "break-even accept length" in out
+
+
+def test_parse_log_missing_or_empty_file(tmp_path):
+    res = cli("parse-log", str(tmp_path / "nope.log"), "--host", "local", rc=2)
+    assert "does not exist" in res.stderr
+    empty = tmp_path / "empty.log"
+    empty.write_text("\n".join(NOISE))
+    assert json.loads(cli("parse-log", str(empty), "--json", "--host", "local").stdout) == []
+    assert "no Decode batch or Prefill batch lines" in cli("parse-log", str(empty), "--host", "local").stdout
+
+
+# --- breakeven ------------------------------------------------------------------------------------------
+
+
+def test_breakeven_json_has_the_operators_figures():
+    out = json.loads(
+        cli(
+            "breakeven", "--cycle-ms", "30", "--baseline", "82", "--target", "150", "--target", "200",
+            "--steps", "3", "--json", "--host", "local",
+        ).stdout
+    )  # fmt: skip
+    assert set(out) >= {"break_even_accept_len", "max_tok_s", "targets"}
+    assert out["break_even_accept_len"] == pytest.approx(2.46)
+    assert out["max_tok_s"] == pytest.approx(133.33, abs=0.01)
+    t150, t200 = out["targets"]
+    assert set(t150) == {"tok_s", "accept_len", "p_limit", "p_steps", "reachable"}
+    assert (t150["tok_s"], t150["accept_len"]) == (150, 4.5) and t200["accept_len"] == 6.0
+    assert round(t150["p_limit"], 2) == 0.78 and round(t200["p_limit"], 2) == 0.83
+    assert t150["reachable"] is False and t150["p_steps"] is None and t200["reachable"] is False
+
+
+def test_breakeven_defaults_come_from_the_settings(tmp_path):
+    out = json.loads(cli("breakeven", "--json", "--host", "local").stdout)
+    assert (out["cycle_ms"], out["baseline"], out["steps"]) == (30, 82, 3)  # reference + eagle3 profiles' steps
+    assert [t["tok_s"] for t in out["targets"]] == [150, 200]
+    config = tmp_path / "c.toml"
+    config.write_text(
+        "[reference]\nbaseline_tok_s = 90.0\ncycle_ms = 25.0\n"
+        '[profiles.deep]\ndrafter = "ours"\nalgorithm = "EAGLE3"\nsteps = 7\ntopk = 1\ndraft_tokens = 8\n'
+    )
+    out = json.loads(cli("breakeven", "--json", "--profile", "deep", "--target", "150", "--config", str(config)).stdout)
+    assert out["break_even_accept_len"] == 2.25 and out["steps"] == 7
+    assert out["max_tok_s"] == 320 and out["targets"][0]["reachable"] is True
+    # Finitely many steps need a higher acceptance than the unbounded limit promises.
+    assert out["targets"][0]["p_limit"] < out["targets"][0]["p_steps"] < 0.8
+
+
+def test_breakeven_text_shows_limit_and_finite_steps_truth():
+    out = cli("breakeven", "--steps", "3", "--target", "150", "--target", "120", "--host", "local").stdout
+    assert "break-even accept length: 2.46" in out
+    assert "ceiling with 3 steps: 133.3 tok/s" in out
+    row150 = next(line for line in out.splitlines() if line.split()[0] == "150")
+    assert "77.8%" in row150 and "out of reach with 3 steps" in row150
+    row120 = next(line for line in out.splitlines() if line.split()[0] == "120")
+    assert "72.2%" in row120 and "93.0%" in row120 and row120.rstrip().endswith("yes")
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--cycle-ms", "0"], "positive"),
+        (["--steps", "0"], "at least 1"),
+        (["--target", "-5"], "positive"),
+        (["--profile", "baseline"], "does not speculate"),
+        (["--profile", "nobody"], "unknown profile"),
+    ],
+)
+def test_breakeven_bad_input_is_exit_2(args, message):
+    assert message in cli("breakeven", *args, "--host", "local", rc=2).stderr
+
+
+# --- the simulator as the host's running server ---------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def models(tmp_path_factory) -> dict:
+    root = tmp_path_factory.mktemp("models")
+    return {
+        "target": fixtures.write_target_config(str(root / "Kimi-K2")),
+        "ours": fixtures.write_drafter(str(root / "output_100k_sglang" / "4"), "ours"),
+        "aq": fixtures.write_drafter(str(root / "aq_medai_k2"), "aq_medai_k2"),
+    }
+
+
+PROFILES = {"baseline": None, "eagle3-ours": "ours", "eagle3-aq": "aq"}
+
+
+def server_argv(models: dict, profile: str, port: int) -> list[str]:
+    """The simulator with a profile's flags (as `specdeck serve` would launch SGLang)."""
+    argv = [sys.executable, "-m", "backend.sandbox.simulator", "--model-path", models["target"], "--tp-size", "8"]
+    argv += ["--host", "127.0.0.1", "--port", str(port), "--enable-metrics", "--decode-log-interval", "5"]
+    argv += ["--random-seed", "7"]
+    drafter = PROFILES[profile]
+    if drafter:
+        argv += ["--speculative-algorithm", "EAGLE3", "--speculative-draft-model-path", models[drafter]]
+        argv += ["--speculative-num-steps", "3", "--speculative-eagle-topk", "1"]
+        argv += ["--speculative-num-draft-tokens", "4"]
+    return argv
+
+
+async def start_server(conn: Connection, models: dict, profile: str) -> dict:
+    """A serve job running the simulator on a free port, once /health answers 200."""
+    port = free_port()
+    job = await conn.call(
+        "jobs.start",
+        kind="serve",
+        argv=server_argv(models, profile, port),
+        args={"profile": profile, "port": port, "drafter": PROFILES[profile]},
+        env={"SPECDECK_SIM_TIME_SCALE": "0.05"},
+        cwd=str(REPO),
+    )
+    for _ in range(600):  # another process: poll with short waits
+        if (await conn.call("http.request", url=f"http://127.0.0.1:{port}/health")).get("status") == 200:
+            return job
+        assert (await conn.call("jobs.get", id=job["id"]))["state"] == "running", job
+        await asyncio.sleep(0.02)
+    raise AssertionError(f"{profile} server not ready")
+
+
+@contextlib.asynccontextmanager
+async def servers(host: HostConfig, models: dict, *profiles: str) -> AsyncIterator[tuple[Connection, dict]]:
+    """A connection to ``host`` with one simulated server per profile; every server is stopped after."""
+    conn = await Connection.open(host)
+    jobs: dict[str, dict] = {}
+    try:
+        started = await asyncio.gather(*(start_server(conn, models, p) for p in profiles))
+        jobs = dict(zip(profiles, started, strict=True))
+        yield conn, jobs
+    finally:
+        for job in jobs.values():
+            await conn.call("jobs.cancel", id=job["id"])
+        await conn.close()
+
+
+def host_args(host: HostConfig) -> list[str]:
+    """CLI options that reach ``host`` (never the configured default host)."""
+    args = ["--host", "local" if host.is_local else host.url, "--workdir", host.workdir, "--python", host.python]
+    if not host.is_local:
+        args += ["--identity", host.identity, "--known-hosts", host.known_hosts]
+    return args
+
+
+async def acli(*args: str) -> tuple[int, str, str]:
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "backend.cli.main", *args, stdout=subprocess.PIPE, stderr=subprocess.PIPE
+    )
+    out, err = await proc.communicate()
+    return proc.returncode, out.decode(), err.decode()
+
+
+async def test_bench_baseline_ours_and_aq_against_the_break_even(host: HostConfig, models):
+    async with servers(host, models, *PROFILES) as (conn, jobs):
+        runs = await asyncio.gather(
+            *(
+                acli("bench", "--json", "--requests", "2", "--max-tokens", "64", "--port", str(job["args"]["port"]),
+                     *host_args(host))
+                for job in jobs.values()
+            )
+        )  # fmt: skip
+        results = {}
+        for profile, (rc, out, err) in zip(jobs, runs, strict=True):
+            assert rc == 0, err
+            results[profile] = json.loads(out)
+        base, ours, aq = results["baseline"], results["eagle3-ours"], results["eagle3-aq"]
+        for r in results.values():
+            assert list(r)[:7] == ["tok_s", "accept_len", "cycle_ms", "ttft_ms", "requests", "tokens", "per_request"]
+            assert r["requests"] == 2 and r["tokens"] == 128 and len(r["per_request"]) == 2
+            assert 0 < r["ttft_ms"] < 1000
+            assert r["cycle_ms"] == pytest.approx(1000 * r["accept_len"] / r["tok_s"])
+        assert 74 < base["tok_s"] < 90 and base["accept_len"] == 1.0 and not base["speculative"]
+        assert ours["tok_s"] < 82 and ours["accept_len"] < 2.46  # below baseline and below the break-even
+        assert aq["tok_s"] > 82 and aq["accept_len"] > 2.46
+        assert 28 < ours["cycle_ms"] < 40 and 28 < aq["cycle_ms"] < 40  # 30 ms verify + 3 draft steps
+
+        # The result stays with the bench job for history: the last line of its events.
+        bench_jobs = {j["args"]["profile"]: j for j in await conn.call("jobs.list", kind="bench")}
+        assert set(bench_jobs) == set(PROFILES) and all(j["state"] == "done" for j in bench_jobs.values())
+        job = bench_jobs["eagle3-aq"]
+        last = json.loads(Path(job["events_path"]).read_text().splitlines()[-1])
+        assert last["event"] == "result" and last["tok_s"] == aq["tok_s"] and last["profile"] == "eagle3-aq"
+        assert last["server_job"] == jobs["eagle3-aq"]["id"] and last["port"] == jobs["eagle3-aq"]["args"]["port"]
+        assert job["args"]["requests"] == 2 and job["args"]["prompts"] == "built-in"
+
+        # Several servers and no --port: which one is a question for the user.
+        rc, _, err = await acli("bench", *host_args(host))
+        assert rc == 2 and "3 servers are running" in err and "--port" in err
+
+
+async def test_bench_prompts_file_and_bad_input(host: HostConfig, models, tmp_path):
+    prompts = tmp_path / "prompts.json"
+    prompts.write_text(json.dumps(["Say hello.", "Count to ten.", "Name three colours."]))
+    async with servers(host, models, "baseline") as (conn, _):
+        rc, out, err = await acli(
+            "bench", "--json", "--requests", "3", "--max-tokens", "8", "--concurrency", "3", "--prompts",
+            str(prompts), *host_args(host),
+        )  # fmt: skip
+        assert rc == 0, err
+        result = json.loads(out)
+        assert result["requests"] == 3 and result["concurrency"] == 3 and result["tokens"] == 24
+        assert result["total_tok_s"] > result["tok_s"]  # three streams at once
+        (job,) = await conn.call("jobs.list", kind="bench")
+        assert job["args"]["prompts"] == "3 custom"
+        assert json.loads(Path(job["dir"], "input.json").read_text())["prompts"][1] == "Count to ten."
+    rc, _, err = await acli("bench", "--requests", "0", *host_args(host))
+    assert rc == 2 and "--requests must be a whole number" in err
+    rc, _, err = await acli("bench", "--prompts", str(tmp_path / "none.txt"), *host_args(host))
+    assert rc == 2 and "does not exist" in err
+
+
+async def test_watch_streams_live_samples_and_says_when_no_server_runs(host: HostConfig, models):
+    rc, out, err = await acli("watch", *host_args(host))
+    assert rc == 1 and out == "" and "no SGLang server is running" in err and "specdeck serve start" in err
+    rc, _, err = await acli("bench", *host_args(host))
+    assert rc == 1 and "no SGLang server is running" in err
+
+    async with servers(host, models, "eagle3-ours") as (_, jobs):
+        watch = await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "backend.cli.main", "watch", "--json", *host_args(host),
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        )  # fmt: skip
+        try:
+            assert "watching eagle3-ours on port" in (await asyncio.wait_for(watch.stderr.readline(), 30)).decode()
+            port = str(jobs["eagle3-ours"]["args"]["port"])
+            rc, _, err = await acli("bench", "--requests", "1", "--max-tokens", "96", "--port", port, *host_args(host))
+            assert rc == 0, err
+            samples = []
+            while sum(1 for s in samples if s["gen_tps"] is not None) < 3:
+                samples.append(json.loads(await asyncio.wait_for(watch.stdout.readline(), 30)))
+        finally:
+            watch.send_signal(signal.SIGINT)
+            await asyncio.wait_for(watch.wait(), 30)
+    assert all(set(s) == SAMPLE_KEYS for s in samples)
+    decode = [s for s in samples if s["kind"] == "decode"]
+    assert decode[0]["gen_tps"] is None  # the first decode line after idle counts the idle time: dropped
+    assert all(1 <= s["accept_len"] <= 4 and s["ranks"] == "TP0" for s in decode)
+    assert all(20 < s["gen_tps"] < 140 for s in decode[1:])
+
+
+async def test_live_feed_follows_polls_and_resets_for_a_new_server(host: HostConfig, models):
+    changes: list[str] = []
+    async with servers(host, models, "eagle3-aq") as (conn, jobs):
+        series = LiveSeries(82.0)
+        feed = LiveFeed(conn, series, changes.append, poll_s=0.1, find_s=0.05)
+        task = asyncio.create_task(feed.run())
+        try:
+            port = str(jobs["eagle3-aq"]["args"]["port"])
+            rc, _, err = await acli("bench", "--requests", "1", "--max-tokens", "96", "--port", port, *host_args(host))
+            assert rc == 0, err
+            for _ in range(500):
+                if len(series.accept_len) >= 4 and feed.metrics.get("spec_accept_length"):
+                    break
+                await asyncio.sleep(0.02)
+            assert feed.server["id"] == jobs["eagle3-aq"]["id"] and "server" in changes and "samples" in changes
+            assert feed.info["version"] == "0.5.6-sim" and feed.info["speculative_num_steps"] == 3
+            assert feed.reachable is True and feed.metrics["spec_accept_length"] > 1
+            assert series.accept_len.stats().mean > 2.46 and len(series.tok_s) >= 3
+            assert series.breakeven.last[1] == pytest.approx(series.cycle_ms.last[1] * 82 / 1000)
+            log_lines = Path(feed.server["log_path"]).read_text().splitlines()
+            assert 0 < feed.lines <= len(log_lines)
+
+            # A new server is a new run: the series start empty.
+            await conn.call("jobs.cancel", id=jobs["eagle3-aq"]["id"])
+            for _ in range(500):
+                if "ended" in changes:
+                    break
+                await asyncio.sleep(0.02)
+            assert feed.server["state"] == "cancelled" and feed.lines == len(log_lines_of(feed.server))
+            second = await start_server(conn, models, "baseline")
+            jobs["baseline"] = second
+            for _ in range(500):
+                if feed.server["id"] == second["id"]:
+                    break
+                await asyncio.sleep(0.02)
+            assert len(series.accept_len) == 0 and len(series.tok_s) == 0
+        finally:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+
+
+def log_lines_of(job: dict) -> list[str]:
+    return Path(job["log_path"]).read_text().splitlines()
+
+
+async def test_live_feed_loses_no_line_across_a_dropped_ssh_link(sshd, models, tmp_path):
+    workdir = str(tmp_path / "work")
+    # The server and the bench go through `local` (same workdir, same jobs): only the feed rides on SSH.
+    local = HostConfig(name="local", url="local", python=sys.executable, workdir=workdir)
+    ssh = HostConfig(
+        name="loopback-ssh",
+        url=sshd.url,
+        python=sys.executable,
+        workdir=workdir,
+        identity=sshd.identity,
+        known_hosts=sshd.known_hosts,
+    )
+    async with servers(local, models, "eagle3-ours") as (setup, jobs):
+        job = jobs["eagle3-ours"]
+        port = str(job["args"]["port"])
+
+        async def bench_then_stop() -> None:
+            rc, _, err = await acli("bench", "--requests", "2", "--max-tokens", "96", "--port", port, *host_args(local))
+            assert rc == 0, err
+            await setup.call("jobs.cancel", id=job["id"])
+
+        conn = Connection(ssh)
+        conn.supervise()
+        await conn.wait_connected(20)
+        feed = LiveFeed(conn, LiveSeries(82.0), poll_s=0.2)
+        try:
+            stopper = asyncio.create_task(bench_then_stop())
+            seen = 0
+            async for _ in feed.follow(job):
+                seen += 1
+                if seen == 5:
+                    sshd.drop_connections()  # mid-follow: the supervisor reconnects, the follow resumes
+            await stopper
+            assert conn.generation >= 2  # it did reconnect
+            lines = log_lines_of(job)
+            assert feed.lines == len(lines) and feed.offset == Path(job["log_path"]).stat().st_size
+            assert seen == sum(1 for line in lines if " batch" in line) > 10
+        finally:
+            await conn.close()
+
+
+PY38 = Path.home() / ".pyenv/versions/3.8.18/bin/python"
+
+
+@pytest.mark.skipif(not PY38.exists(), reason="no Python 3.8 on this machine")
+async def test_load_generator_runs_on_the_hosts_python38(models, tmp_path):
+    host = HostConfig(name="local", url="local", python=str(PY38), workdir=str(tmp_path / "work"))
+    async with servers(host, models, "eagle3-ours") as (conn, jobs):
+        assert conn.hello["python"].startswith("3.8.")
+        result = await run_bench(conn, jobs["eagle3-ours"], BenchPlan(requests=1, max_tokens=32))
+        assert result["requests"] == 1 and result["tokens"] == 32 and result["accept_len"] < 2.46
+        job = await conn.call("jobs.get", id=result["job"])
+        assert job["argv"][0] == str(PY38) and job["state"] == "done"

@@ -1,0 +1,239 @@
+"""The Live tab through Pilot: reference lines in the plots, pause, time windows, the calculator, the bench key,
+and the whole tab following a simulated server on the `local` host."""
+
+from __future__ import annotations
+
+import sys
+import time
+from collections.abc import Callable
+
+from textual.content import Content
+from textual.pilot import Pilot
+from textual.widgets import Input, Static
+
+from backend.bench import BenchPlan, run_bench
+from backend.connection import local_workdir
+from backend.livefeed import find_server
+from backend.metrics import Sample
+from backend.settings import HostConfig, builtin_defaults
+from tests.test_live import models, servers  # noqa: F401  (models is a fixture)
+from tui.app import SpecdeckApp
+from tui.messages import LiveFeedUpdated
+from tui.screens.live import WINDOWS, LivePane
+from tui.widgets.breakeven_panel import BreakevenPanel
+from tui.widgets.chart import SeriesChart
+
+SIZE = (160, 45)
+
+
+async def until(pilot: Pilot, cond: Callable[[], object], what: str, timeout: float = 20) -> None:
+    deadline = time.monotonic() + timeout
+    while not cond():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        await pilot.pause(0.02)
+
+
+async def open_live(pilot: Pilot) -> LivePane:
+    app = pilot.app
+    await until(pilot, lambda: app.connection.connected, "connected")
+    await pilot.press("4")
+    pane = app.query_one(LivePane)
+    await until(pilot, lambda: pane.redraws > 0 and pane.feed is not None, "the first redraw")
+    await until(pilot, lambda: app.focused is pane, "the tab focused: its keys work at once")
+    return pane
+
+
+def drawn(chart: SeriesChart) -> tuple[list[float], list[str]]:
+    """The horizontal lines and text labels really in the plotext plot (not just what we asked for)."""
+    monitor = chart.plt.monitor
+    return [y for side in monitor.hcoord for y in side], list(monitor.text)
+
+
+def plain(app: SpecdeckApp, selector: str) -> str:
+    """What a markup Static shows, without the markup."""
+    return Content.from_markup(str(app.query_one(selector, Static).content)).plain
+
+
+def server_text(app: SpecdeckApp) -> str:
+    return plain(app, "#live-server")
+
+
+def feed_synthetic(
+    pane: LivePane, seconds: int, accept: float = 2.0, tok_s: float = 60.0, end: float | None = None
+) -> None:
+    """``seconds`` of decode samples at 1 Hz ending now, as a log would give them (the live series drops the
+    very first throughput: it would count the idle time before it)."""
+    end = time.time() if end is None else end
+    for i in range(seconds):
+        ts = end - seconds + i
+        pane.series.feed(Sample(ts, "decode", gen_tps=tok_s + i % 7, accept_len=accept, running_req=1), ts)
+    pane.post_message(LiveFeedUpdated())
+
+
+async def test_reference_lines_are_in_both_plots_before_any_sample():
+    app = SpecdeckApp(builtin_defaults(), host="local")
+    async with app.run_test(size=SIZE) as pilot:
+        pane = await open_live(pilot)
+        tok, accept = app.query_one("#tok-chart", SeriesChart), app.query_one("#accept-chart", SeriesChart)
+        assert drawn(tok) == ([82.0], ["baseline 82 tok/s"])
+        assert drawn(accept) == ([2.46], ["break-even 2.46 (configured)"])
+        assert "no SGLang server is running" in server_text(app)
+        # Redrawn again (clear_data drops hlines and text): still there, and the live break-even joins them.
+        feed_synthetic(pane, 30, accept=2.2, tok_s=66.0)
+        await until(pilot, lambda: tok.points == 29 and pane.numbers.breakeven.count == 29, "a redraw with data")
+        # The live break-even is the window's mean, drawn once the numbers know it.
+        await until(pilot, lambda: drawn(accept)[0] == [2.46, pane.numbers.breakeven.mean], "the live line")
+        ys, labels = drawn(accept)
+        assert 2.5 < ys[1] < 2.7  # 1000 * 2.2 / (66..72 tok/s) ms cycles x 82 tok/s
+        assert labels[1].startswith("live break-even ")
+        assert drawn(tok) == ([82.0], ["baseline 82 tok/s"])
+        assert "baseline 82 tok/s" in tok.plt.build()  # and they reach the screen
+
+
+async def test_pause_keeps_recording_and_windows_switch():
+    app = SpecdeckApp(builtin_defaults(), host="local")
+    async with app.run_test(size=SIZE) as pilot:
+        pane = await open_live(pilot)
+        tok = app.query_one("#tok-chart", SeriesChart)
+        now = time.time()
+        feed_synthetic(pane, 2 * 3600, end=now - 10)  # two hours at 1 Hz
+        await until(pilot, lambda: pane.numbers.tok_s.count > 0, "numbers")
+        assert pane.window[0] == "5 m" and pane.numbers.tok_s.count == 301
+        assert tok.points <= 2 * tok.columns  # decimated to the width
+        assert "minutes" in tok.plt.monitor.xlabel[0]
+
+        await pilot.press("p")
+        assert pane.paused and "PAUSED" in server_text(app)
+        redraws, before = pane.redraws, len(pane.series.tok_s)
+        feed_synthetic(pane, 10, end=now)
+        await pilot.pause(1.2)  # two redraw periods
+        assert len(pane.series.tok_s) == before + 10  # recorded...
+        assert pane.redraws == redraws  # ...not drawn
+        await pilot.press("p")
+        assert not pane.paused and pane.redraws > redraws
+
+        seen = []
+        for _ in WINDOWS:
+            await pilot.press("w")
+            await until(pilot, lambda: pane.numbers.window == pane.window[0], "the window's numbers")
+            seen.append((pane.window[0], pane.numbers.tok_s.count, tok.points, tok.plt.monitor.xlabel[0]))
+        (w30, n30, _, x30), (wall, nall, pall, xall), (w1, n1, p1, x1), (w5, n5, _, _) = seen
+        assert (w30, wall, w1, w5) == ("30 m", "all", "1 m", "5 m")
+        assert n1 == 61 and n5 == 301 and n30 == 1801 and nall == 2 * 3600 - 1 + 10
+        assert p1 == 61 and pall <= 2 * tok.columns  # a minute is drawn whole, two hours decimated
+        assert "seconds" in x1 and "minutes" in x30 and "minutes" in xall
+
+        await pilot.press("x")
+        await until(pilot, lambda: tok.points == 0, "reset")
+        assert len(pane.series.tok_s) == 0 and pane.numbers.tok_s.count == 0
+
+
+async def test_hidden_tab_does_not_redraw():
+    app = SpecdeckApp(builtin_defaults(), host="local")
+    async with app.run_test(size=SIZE) as pilot:
+        pane = await open_live(pilot)
+        await pilot.press("1")
+        await until(pilot, lambda: not pane.shown, "the tab hidden")
+        redraws = pane.redraws
+        feed_synthetic(pane, 20)
+        await pilot.pause(1.2)
+        assert pane.redraws == redraws
+        await pilot.press("4")
+        await until(pilot, lambda: pane.redraws > redraws, "a redraw once shown")
+        assert app.query_one("#tok-chart", SeriesChart).points == 19
+
+
+async def test_calculator_shows_limit_and_finite_steps_truth():
+    app = SpecdeckApp(builtin_defaults(), host="local")
+    async with app.run_test(size=SIZE) as pilot:
+        await open_live(pilot)
+        calc = app.query_one(BreakevenPanel)
+        result = plain(app, "#calc-result")
+        assert calc.result["break_even_accept_len"] == 2.46 and calc.result["steps"] == 3
+        assert "ceiling 133.3 tok/s" in result
+        row150 = next(line for line in result.splitlines() if line.startswith("   150"))
+        assert "77.8%" in row150 and "out of reach" in row150  # the limit figure AND the truth
+
+        steps = app.query_one("#calc-steps", Input)
+        steps.focus()
+        await pilot.press("end", "backspace", "7")
+        await until(pilot, lambda: calc.result["steps"] == 7, "7 steps")
+        assert all(t["reachable"] for t in calc.result["targets"])
+        assert "out of reach" not in plain(app, "#calc-result")
+
+        targets = app.query_one("#calc-targets", Input)
+        targets.value = "150, fast"
+        await until(pilot, lambda: calc.error is not None, "an input error")
+        assert "targets must be numbers" in plain(app, "#calc-result")
+        targets.value = "120"
+        await until(pilot, lambda: calc.error is None, "fixed")
+        assert [t["tok_s"] for t in calc.result["targets"]] == [120]
+
+        app.query_one("#calc-cycle", Input).value = "0"
+        await until(pilot, lambda: calc.error is not None, "a zero cycle refused")
+        assert "positive" in calc.error
+
+
+async def test_live_tab_follows_a_server_and_runs_the_bench(models):  # noqa: F811
+    # The app's `local` host: the same workdir, so the tab sees the server this test starts.
+    host = HostConfig(name="local", url="local", python=sys.executable, workdir=local_workdir())
+    async with servers(host, models, "eagle3-aq") as (conn, jobs):
+        job = jobs["eagle3-aq"]
+        app = SpecdeckApp(builtin_defaults(), host="local")
+        async with app.run_test(size=SIZE) as pilot:
+            pane = await open_live(pilot)
+            await until(pilot, lambda: pane.feed.server and pane.feed.server["id"] == job["id"], "the server")
+            await until(pilot, lambda: "steps/topk/draft 3/1/4" in server_text(app), "the server's info")
+            assert "eagle3-aq on port" in server_text(app) and "sglang 0.5.6-sim" in server_text(app)
+
+            pane.bench_plan = BenchPlan(requests=1, max_tokens=128)
+            await pilot.press("b")
+            await until(pilot, lambda: "tok/s per stream" in server_text(app), "the bench result", timeout=30)
+            accept = app.query_one("#accept-chart", SeriesChart)
+            await until(pilot, lambda: pane.numbers.accept_len.count >= 3 and len(accept.refs) == 2, "live numbers")
+            assert pane.numbers.accept_len.mean > 2.46 and pane.numbers.tok_s.mean > 82
+            assert "beats baseline" in plain(app, "#live-numbers")
+            assert [r.label.split(" ")[0] for r in accept.refs] == ["break-even", "live"]
+
+            await pilot.press("c")  # the measured cycle goes into the calculator
+            cycle = app.query_one("#calc-cycle", Input).value
+            assert cycle == f"{pane.numbers.cycle_ms.mean:.1f}" and 28 < float(cycle) < 40
+
+            # Start, then stop a long bench: the job is cancelled and the tab says so.
+            pane.bench_plan = BenchPlan(requests=4, max_tokens=2000)
+            await pilot.press("b")
+            await until(pilot, lambda: pane.bench_job is not None, "the bench job")
+            await pilot.press("b")
+            await until(pilot, lambda: "bench: stopped" in server_text(app), "the bench stopped")
+            states = {j["state"] for j in await conn.call("jobs.list", kind="bench")}
+            assert states == {"done", "cancelled"}
+
+            # Paused: a bench's samples are recorded but not drawn.
+            await pilot.press("p")
+            redraws, samples = pane.redraws, pane.feed.samples
+            await run_bench(conn, await find_server(conn), BenchPlan(requests=1, max_tokens=64))
+            await until(pilot, lambda: pane.feed.samples > samples, "samples while paused")
+            assert pane.redraws == redraws and "new samples recorded" in server_text(app)
+            await pilot.press("p")
+            await until(pilot, lambda: pane.redraws > redraws, "drawing again")
+
+            # The server stops: the tab says so and keeps the run on screen.
+            await conn.call("jobs.cancel", id=job["id"])
+            await until(pilot, lambda: pane.feed.server["state"] == "cancelled", "the server's end")
+            assert ": cancelled" in server_text(app) and len(pane.series.accept_len) > 0
+
+
+async def test_bench_key_without_a_server_warns():
+    app = SpecdeckApp(builtin_defaults(), host="local")
+
+    def toasted(text: str) -> bool:
+        return any(text in n.message for n in app._notifications)
+
+    async with app.run_test(size=SIZE) as pilot:
+        pane = await open_live(pilot)
+        await pilot.press("b")
+        await until(pilot, lambda: toasted("no server is running to bench"), "the bench warning")
+        await pilot.press("c")
+        await until(pilot, lambda: toasted("no live cycle time yet"), "the cycle warning")
+        assert pane.bench_job is None

@@ -1,0 +1,126 @@
+"""A time-series chart: a window of a ``RingSeries`` decimated to the widget's width, with labelled reference lines.
+
+The chart never holds the data: ``redraw`` reads the series (min/max decimation, ~2 points per column, so a
+day of samples costs what a minute does) and rebuilds the plot. plotext's ``clear_data`` also clears
+horizontal lines and text, so the reference lines and their labels are added again on every redraw; they
+take part in autoscaling, so they stay in view. The caller decides when to redraw (at most twice a second,
+only while visible); plotext renders on the next frame.
+
+Rendering reads plotext's character matrix straight into a Rich ``Text`` instead of going through an ANSI
+string and ``Text.from_ansi`` (textual-plotext's way), which was over half of a redraw's time.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from plotext._utility import colors_to_ansi
+from rich.ansi import AnsiDecoder
+from rich.style import Style
+from rich.text import Text
+from textual.app import RenderResult
+from textual_plotext import PlotextPlot
+
+from backend.series import RingSeries
+
+AXIS_COLUMNS = 10  # what plotext's y tick labels and frame take from the widget's width
+MIN_COLUMNS = 10
+MARKER = "dot"  # cheaper for plotext to build than "hd" (2x2 blocks) or braille
+
+
+@dataclass(frozen=True)
+class RefLine:
+    """A horizontal reference line, labelled at the left edge of the plot."""
+
+    y: float
+    label: str
+    color: str  # a plotext colour name
+
+
+def x_unit(seconds: float | None, span: float) -> tuple[float, str]:
+    """(divisor, axis label) for a window: seconds up to 2 minutes, minutes up to 2 hours, then hours."""
+    width = span if seconds is None else seconds
+    if width <= 120:
+        return 1.0, "seconds before the last sample"
+    if width <= 7200:
+        return 60.0, "minutes before the last sample"
+    return 3600.0, "hours before the last sample"
+
+
+_STYLES: dict[tuple, Style] = {}
+
+
+def _style(fullground: object, style: object, background: object) -> Style:
+    """The Rich style of one plotext colour triple (a handful per plot, so cached)."""
+    key = (fullground, style, background)
+    found = _STYLES.get(key)
+    if found is None:
+        text = next(AnsiDecoder().decode(colors_to_ansi(fullground, style, background) + "x"))
+        found = _STYLES[key] = text.spans[0].style if text.spans else Style.null()
+    return found
+
+
+def matrix_text(matrix) -> Text:
+    """A built plotext matrix as Rich text: one span per run of equally coloured cells."""
+    text = Text(no_wrap=True, end="")
+    markers, fulls, styles, backs = matrix.marker, matrix.fullground, matrix.style, matrix.background
+    for row in reversed(range(matrix.rows)):
+        marker, full, style, back = markers[row], fulls[row], styles[row], backs[row]
+        start = 0
+        for col in range(1, matrix.cols + 1):
+            if col == matrix.cols or full[col] != full[start] or back[col] != back[start] or style[col] != style[start]:
+                text.append("".join(marker[start:col]), _style(full[start], style[start], back[start]))
+                start = col
+        if row:
+            text.append("\n")
+    return text
+
+
+class SeriesChart(PlotextPlot):
+    """One live series and its reference lines; ``points`` and ``refs`` say what the last redraw drew."""
+
+    def __init__(self, title: str, color: str, *, id: str | None = None) -> None:
+        super().__init__(id=id)
+        self.title = title
+        self.color = color
+        self.points = 0  # points handed to plotext by the last redraw
+        self.refs: tuple[RefLine, ...] = ()
+
+    def render(self) -> RenderResult:
+        """The plot at the widget's size (what ``PlotextPlot.render`` draws, without the ANSI round trip)."""
+        plt = self.plt
+        width, height = self.size
+        plt.plotsize(width, height)
+        plt._set_size(width, height)  # as PlotextPlot.render does: resizing misbehaves without it
+        plt.theme(self._get_plotext_theme_name(self.app.theme))
+        plt._set_sizes()
+        plt._build_matrix()
+        return matrix_text(plt.monitor.matrix)
+
+    @property
+    def columns(self) -> int:
+        """Plot columns the data gets: the decimation width."""
+        return max(MIN_COLUMNS, self.size.width - AXIS_COLUMNS)
+
+    def redraw(self, series: RingSeries, seconds: float | None, refs: Sequence[RefLine] = ()) -> None:
+        """Rebuild the plot from ``series.window(seconds)`` and the reference lines; repaints on the next frame."""
+        xs, ys = series.decimate(self.columns, seconds)
+        plt = self.plt
+        plt.clear_data()
+        plt.title(self.title if ys else f"{self.title} (no samples yet)")
+        span = xs[-1] - xs[0] if xs else 0.0
+        divisor, label = x_unit(seconds, span)
+        plt.xlabel(label)
+        if xs:
+            end = xs[-1]
+            plt.plot([(x - end) / divisor for x in xs], ys, marker=MARKER, color=self.color)
+            left = (xs[0] - end) / divisor
+        else:
+            left = -(seconds or 60.0) / divisor
+            plt.xlim(left, 0.0)
+        for ref in refs:
+            plt.hline(ref.y, ref.color)
+            plt.text(ref.label, left, ref.y, color=ref.color, alignment="left")
+        self.points, self.refs = len(xs), tuple(refs)
+        self.refresh()
