@@ -208,11 +208,18 @@ class Connection:
 
     # --- calls ---------------------------------------------------------------------------------------------
 
-    async def call(self, method: str, timeout: float | None = 60, **params: Any) -> Any:
-        """One RPC. Fails fast (ConnectionFailed) while disconnected, so a UI never waits on a dead link."""
+    async def call(self, method: str, deadline: float | None = None, **params: Any) -> Any:
+        """One RPC. Fails fast (ConnectionFailed) while disconnected, so a UI never waits on a dead link.
+
+        ``deadline`` bounds the wait for the answer (default 60 s, or a method's own ``timeout`` param + 30 s,
+        which the host method receives as usual).
+        """
         if self.agent is None or not self.connected:
             raise ConnectionFailed(f"{self.host.name}: not connected ({self.state.status})")
-        return await self.agent.call(method, timeout=timeout, **params)
+        if deadline is None:
+            own = params.get("timeout")
+            deadline = max(60.0, float(own) + 30) if isinstance(own, int | float) else 60.0
+        return await self.agent.call(method, deadline=deadline, **params)
 
     async def stream(self, method: str, **params: Any) -> AsyncIterator[dict]:
         """A streaming RPC on the current connection; ends (raising ConnectionFailed) if the link drops."""
@@ -245,7 +252,7 @@ class Connection:
         times = []
         for _ in range(count):
             t0 = time.perf_counter()
-            await self.call("ping", timeout=10)
+            await self.call("ping", deadline=10)
             times.append((time.perf_counter() - t0) * 1000)
         times.sort()
         p95 = times[min(len(times) - 1, max(0, round(0.95 * len(times)) - 1))]

@@ -158,16 +158,16 @@ class AgentClient:
             except (ConnectionError, OSError, BrokenPipeError) as exc:
                 raise ConnectionFailed(f"{self.transport.label}: connection lost: {exc}") from None
 
-    async def call(self, method: str, timeout: float | None = None, **params: Any) -> Any:
+    async def call(self, method: str, deadline: float | None = None, **params: Any) -> Any:
         rid = next(self.ids)
         fut = asyncio.get_running_loop().create_future()
         self.pending[rid] = fut
         await self._send({"id": rid, "method": method, "params": params})
         try:
-            return await asyncio.wait_for(fut, timeout)
+            return await asyncio.wait_for(fut, deadline)
         except TimeoutError:
             self.pending.pop(rid, None)
-            raise ConnectionFailed(f"{self.transport.label}: {method} got no answer in {timeout} s") from None
+            raise ConnectionFailed(f"{self.transport.label}: {method} got no answer in {deadline} s") from None
 
     async def stream(self, method: str, **params: Any) -> Stream:
         rid = next(self.ids)

@@ -116,7 +116,7 @@ async def list_jobs(args: argparse.Namespace) -> int:
 async def cancel_job(args: argparse.Namespace) -> int:
     conn = await connect(args)
     try:
-        job = await conn.call("jobs.cancel", id=args.id, timeout=args.timeout, **{})
+        job = await conn.call("jobs.cancel", id=args.id, timeout=args.timeout)
     finally:
         await conn.close()
     if args.json:
