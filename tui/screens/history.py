@@ -133,7 +133,6 @@ class HistoryPane(ShellPane):
         if self._sync_timer is not None:
             self._sync_timer.resume()
         self.reload()
-        self.query_one("#history-runs", DataTable).focus()  # the tab's keys act on the highlighted run
 
     def on_hide(self) -> None:
         if self._sync_timer is not None:
