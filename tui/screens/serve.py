@@ -1,12 +1,501 @@
-"""The Serve tab (issue 5): start and stop SGLang with a profile, readiness, logs, failures explained."""
+"""The Serve tab: pick a profile, adjust its numbers, start / stop / restart / switch SGLang with one key each,
+and watch it come up (phase timeline, GPU memory, the log following its tail) or read why it died.
+
+Everything shown comes from the host: the server's status is pushed by the agent (``serving.watch``) and the
+log is followed by byte offset (``serving.follow``); both resume by themselves after a reconnect, so the tab
+reattaches to a server that kept running while the panel was away. Edits to a profile's numbers live for the
+session (the command preview shows what will run); the config file is never rewritten.
+"""
 
 from __future__ import annotations
 
-from tui.screens.placeholder import PlaceholderPane
+import shlex
+import time
+from dataclasses import replace
+from typing import Any
+
+from textual import work
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Grid, Horizontal, Vertical, VerticalScroll
+from textual.events import DescendantFocus
+from textual.markup import escape
+from textual.timer import Timer
+from textual.widgets import Input, Label, OptionList, Static, TabPane
+from textual.widgets.option_list import Option
+from textual.worker import Worker
+
+from backend import serving
+from backend.errors import SpecdeckError, UsageError
+from backend.settings import ProfileConfig
+from tui.messages import ConnectionChanged, OpenInCompare
+from tui.screens.pane import ShellPane
+from tui.widgets.logview import LogView
+
+TAIL_LINES = 500
+GPU_EVERY_S = 5.0
+# (ProfileConfig field, label) of the numbers the editor offers; extra flags have their own line.
+FIELDS = (("steps", "steps"), ("topk", "topk"), ("draft_tokens", "draft tok"), ("tp", "tp"), ("port", "port"))
+STATE_MARKS = {
+    "none": ("○", "$text-muted"),
+    "starting": ("◌", "$warning"),
+    "ready": ("●", "$success"),
+    "stopping": ("◌", "$warning"),
+    "stopped": ("○", "$text-muted"),
+    "crashed": ("✕", "$error"),
+}
+ROW_MARKS = {
+    "done": ("✓", "$success"),
+    "current": ("●", "$warning"),
+    "failed": ("✕", "$error"),
+    "pending": ("·", "$text-muted"),
+}
+CHECK_MARKS = {
+    "ok": ("✓", "$success"),
+    "warn": ("!", "$warning"),
+    "fail": ("✗", "$error"),
+    "skip": ("-", "$text-muted"),
+}
 
 
-class ServePane(PlaceholderPane):
-    BLURB = (
-        "Launch profiles; start, stop and restart SGLang; the readiness phase, the server log and, when it "
-        "crashes, why."
-    )
+def _bar(used: float, total: float, width: int = 10) -> str:
+    filled = round(width * used / total) if total else 0
+    return "█" * filled + "░" * (width - filled)
+
+
+class ServePane(ShellPane):
+    """The Serve tab body (see the module docstring)."""
+
+    DEFAULT_CSS = """
+    ServePane #serve-body { height: 1fr; }
+    ServePane #serve-left { width: 50; padding: 0 1; border-right: vkey $panel; }
+    ServePane .title { text-style: bold; color: $text-primary; }
+    ServePane #profiles { height: auto; max-height: 8; margin-bottom: 1; }
+    ServePane #editor { grid-size: 4; grid-columns: 10 1fr 10 1fr; grid-rows: 1; height: auto; grid-gutter: 0 1; }
+    ServePane #editor Label { color: $text-muted; }
+    ServePane #extra-label { color: $text-muted; margin-top: 1; }
+    ServePane #preview { margin-top: 1; color: $text-secondary; }
+    ServePane #preview.-invalid { color: $text-error; }
+    ServePane #checks { margin-top: 1; }
+    ServePane #serve-right { width: 1fr; padding: 0 1; }
+    ServePane #serve-top { height: auto; max-height: 14; }
+    ServePane #server-state { width: 1fr; }
+    ServePane #gpu-list { width: 36; color: $text-secondary; }
+    ServePane #log-bar { height: 1; margin-top: 1; }
+    ServePane #log-filter { width: 1fr; }
+    ServePane #log-badge { width: auto; padding: 0 1; }
+    ServePane #log-badge.-frozen { background: $warning-muted; color: $text-warning; }
+    ServePane #log-row { height: 1fr; }
+    ServePane #log { width: 1fr; border: none; }
+    ServePane #hint { width: 40; display: none; padding: 0 1; border-left: vkey $error; color: $text; }
+    ServePane #hint.-shown { display: block; }
+    """
+
+    BINDINGS = [
+        Binding("s", "start", "Start", id="serve.start", tooltip="Start the selected profile's server"),
+        Binding(
+            "S",
+            "start(True)",
+            "Start anyway",
+            id="serve.start_force",
+            tooltip="Start the selected profile even if Compare finds its drafter incompatible (--force)",
+        ),
+        Binding("x", "stop", "Stop", id="serve.stop", tooltip="Stop the server (SIGTERM, SIGKILL after 30 s)"),
+        Binding("R", "restart", "Restart", id="serve.restart", tooltip="Restart the running server's profile"),
+        Binding(
+            "w",
+            "switch",
+            "Switch",
+            id="serve.switch",
+            tooltip="Switch profiles: stop the server, start the selected one",
+        ),
+        Binding("p", "preflight", "Check", id="serve.preflight", tooltip="Run the selected profile's preflight checks"),
+        Binding("f", "follow", "Follow", id="serve.follow", tooltip="Follow the server log's tail again"),
+        Binding("e", "errors_only", "Errors", id="serve.errors", tooltip="Show only the log's error lines (toggle)"),
+        Binding("slash", "filter", "Filter", id="serve.filter", tooltip="Filter the server log"),
+        Binding(
+            "o", "open_compare", "Compare", id="serve.compare", tooltip="Compare the server's drafter with the target"
+        ),
+    ]
+
+    def __init__(self, id: str | None = None) -> None:
+        super().__init__(id=id)
+        self.status: dict | None = None  # the host's last word on the server
+        self.gpus: dict | None = None
+        self.checks: list[dict] | None = None
+        self.edits: dict[str, ProfileConfig] = {}
+        self.selected: str | None = None
+        self.busy: str | None = None  # the action in flight (one at a time)
+        self._conn: Any = None  # the connection the watchers run on
+        self._log_job: str | None = None
+        self._gpu_timer: Timer | None = None
+        self._watcher: Worker | None = None
+
+    def compose(self) -> ComposeResult:
+        with Horizontal(id="serve-body"):
+            with VerticalScroll(id="serve-left"):
+                yield Static("Profiles", classes="title")
+                yield OptionList(id="profiles", compact=True)
+                with Grid(id="editor"):
+                    for key, label in FIELDS:
+                        yield Label(label)
+                        yield Input(id=f"edit-{key}", type="integer", compact=True, select_on_focus=False)
+                yield Label("extra flags", id="extra-label")
+                yield Input(id="edit-extra", placeholder="--mem-fraction-static 0.85", compact=True)
+                yield Static(id="preview", markup=False)
+                yield Static(id="checks")
+            with Vertical(id="serve-right"):
+                with Horizontal(id="serve-top"):
+                    yield Static(id="server-state")
+                    yield Static(id="gpu-list")
+                with Horizontal(id="log-bar"):
+                    yield Input(id="log-filter", placeholder="filter the log (/), e: errors only", compact=True)
+                    yield Static(id="log-badge")
+                with Horizontal(id="log-row"):
+                    yield LogView(classify=serving.line_level, id="log")
+                    yield Static(id="hint")
+
+    def on_mount(self) -> None:
+        names = list(self.app.settings.profiles)
+        self.selected = names[0] if names else None
+        self._fill_profiles()
+        if self.selected:
+            self.query_one("#profiles", OptionList).highlighted = 0
+            self._fill_editor()
+        log = self.query_one(LogView)
+        self.watch(log, "pending", self._show_badge)
+        self.watch(log, "following", self._show_badge)
+        self.set_interval(1.0, self._render_state, name="serve-clock")  # elapsed times tick
+        self._render_state()
+
+    def _tab_shown(self) -> bool:
+        return not isinstance(self.parent, TabPane) or self.parent.display
+
+    def on_show(self) -> None:
+        # The tab was switched to: take the focus, so this tab's keys work at once; fresh GPU figures.
+        focused = self.app.focused
+        if focused is None or self not in focused.ancestors:
+            self.query_one("#profiles", OptionList).focus()
+        self._poll_gpus()
+
+    def on_descendant_focus(self, event: DescendantFocus) -> None:
+        # Textual hands the focus of a widget hidden with its tab to a visible sibling, and a focused
+        # descendant makes the tab active again: switching away from Serve would bounce back here.
+        if not self._tab_shown():
+            event.stop()
+            self.app.set_focus(None)
+
+    # --- the connection and the feeds -------------------------------------------------------------------------
+
+    def on_connection_changed(self, message: ConnectionChanged) -> None:
+        conn = self.app.connection
+        if message.connected and (conn is not self._conn or self._watcher is None or not self._watcher.is_running):
+            # A new connection (start-up or host switch), or a watch that failed: watch the host's server.
+            # A reconnect of the same connection needs nothing: both feeds resume by themselves.
+            self._conn, self._log_job, self.status, self.gpus = conn, None, None, None
+            self.query_one(LogView).reset()
+            self._watcher = self._watch_status(conn)
+            self._poll_gpus()
+        self._fill_preview()
+        self._render_state()
+
+    @work(group="serve-watch", exclusive=True, exit_on_error=False, description="follow the server's status")
+    async def _watch_status(self, conn: Any) -> None:
+        async for status in serving.watch(conn):
+            if conn is not self.app.connection:
+                return
+            self.status = status
+            if status.get("job") != self._log_job:
+                self._log_job = status.get("job")
+                self._follow_log(conn, self._log_job)
+            self._fill_profiles()
+            self._render_state()
+
+    @work(group="serve-log", exclusive=True, exit_on_error=False, description="follow the server log")
+    async def _follow_log(self, conn: Any, job: str | None) -> None:
+        log = self.query_one(LogView)
+        if job is None:
+            log.reset()
+            return
+        tail = await serving.tail(conn, job, TAIL_LINES)
+        log.reset(tail["lines"])
+        async for lines in serving.follow(conn, job, tail["offset"]):
+            if conn is not self.app.connection:
+                return
+            log.append(lines)
+
+    @work(group="serve-gpus", exclusive=True, exit_on_error=False, description="read the GPUs")
+    async def _poll_gpus(self) -> None:
+        # A one-shot timer re-armed after each poll: polls never pile up behind a slow link.
+        conn = self.app.connection
+        try:
+            if conn.connected and self._tab_shown():  # nvidia-smi costs the host a little: only when seen
+                self.gpus = await conn.call("serve.gpus")
+                self._render_gpus()
+        finally:
+            if self._gpu_timer is not None:
+                self._gpu_timer.stop()
+            if self.is_mounted:
+                self._gpu_timer = self.set_timer(GPU_EVERY_S, self._poll_gpus, name="serve-gpus")
+
+    # --- profiles and the editor ------------------------------------------------------------------------------
+
+    def _profile(self, name: str | None) -> ProfileConfig | None:
+        if name is None:
+            return None
+        return self.edits.get(name) or self.app.settings.profiles.get(name)
+
+    def _fill_profiles(self) -> None:
+        options = self.query_one("#profiles", OptionList)
+        running = self.status.get("profile") if self.status and self.status["state"] in serving.RUNNING_STATES else None
+        for name in self.app.settings.profiles:
+            p = self._profile(name)
+            spec = f"{p.algorithm} {p.steps}/{p.topk}/{p.draft_tokens}" if p.algorithm else "no speculation"
+            mark = "[$success]●[/]" if name == running else " "
+            edited = "*" if name in self.edits and self.edits[name] != self.app.settings.profiles[name] else ""
+            text = f"{mark} [b]{escape(name)}{edited}[/b]  {escape(spec)} · tp {p.tp} · :{p.port}"
+            if options.option_count < len(self.app.settings.profiles):
+                options.add_option(Option(text, id=name))
+            else:
+                options.replace_option_prompt(name, text)
+
+    def on_option_list_option_highlighted(self, event: OptionList.OptionHighlighted) -> None:
+        if event.option_list.id == "profiles" and event.option.id != self.selected:
+            self.selected = event.option.id
+            self.checks = None
+            self._fill_editor()
+
+    def _fill_editor(self) -> None:
+        profile = self._profile(self.selected)
+        if profile is None:
+            return
+        with self.prevent(Input.Changed):
+            for key, _ in FIELDS:
+                value = getattr(profile, key)
+                self.query_one(f"#edit-{key}", Input).value = "" if value is None else str(value)
+            self.query_one("#edit-extra", Input).value = shlex.join(profile.extra_args)
+        self._fill_preview()
+
+    def on_input_changed(self, event: Input.Changed) -> None:
+        if event.input.id == "log-filter":
+            self.query_one(LogView).set_filter(event.value)
+        elif (event.input.id or "").startswith("edit-") and self.selected:
+            try:
+                self.edits[self.selected] = self._read_editor()
+            except UsageError as exc:
+                self._show_preview(str(exc), invalid=True)
+                return
+            self.checks = None
+            self._fill_profiles()
+            self._fill_preview()
+
+    def _read_editor(self) -> ProfileConfig:
+        """The selected profile with the editor's values; raises UsageError on a value SGLang can't take."""
+        base = self.app.settings.profiles[self.selected]
+        values: dict[str, Any] = {}
+        for key, label in FIELDS:
+            text = self.query_one(f"#edit-{key}", Input).value.strip()
+            if not text and key in ("steps", "topk", "draft_tokens"):
+                values[key] = None
+                continue
+            try:
+                values[key] = int(text)
+            except ValueError:
+                raise UsageError(f"{label} must be a whole number") from None
+            low = 0 if key == "steps" else 1
+            if values[key] < low or (key == "port" and values[key] > 65535):
+                raise UsageError(f"{label} {values[key]} is out of range")
+        try:
+            extra = shlex.split(self.query_one("#edit-extra", Input).value)
+        except ValueError as exc:
+            raise UsageError(f"extra flags: {exc}") from None
+        return replace(base, extra_args=tuple(extra), **values)
+
+    def _fill_preview(self) -> None:
+        profile = self._profile(self.selected)
+        if profile is None:
+            self._show_preview("no profiles configured")
+            return
+        try:
+            cmd = serving.profile_command(self.app.settings, self.app.host_config, profile)
+        except SpecdeckError as exc:
+            self._show_preview(str(exc), invalid=True)
+            return
+        self._show_preview(serving.shell_line(cmd["argv"], cmd["env"]))
+        if self.checks is None:
+            self._render_checks([c.to_json() for c in serving.profile_checks(self.app.settings, profile)])
+
+    def _show_preview(self, text: str, invalid: bool = False) -> None:
+        preview = self.query_one("#preview", Static)
+        preview.update(text)
+        preview.set_class(invalid, "-invalid")
+
+    def _render_checks(self, checks: list[dict]) -> None:
+        lines = []
+        for check in checks:
+            mark, color = CHECK_MARKS[check["status"]]
+            lines.append(f"[{color}]{mark}[/] {escape(check['name'])}: {escape(check['message'])}")
+        self.query_one("#checks", Static).update("\n".join(lines))
+
+    # --- actions ----------------------------------------------------------------------------------------------
+
+    def action_start(self, force: bool = False) -> None:
+        self._act("start", force)
+
+    def action_stop(self) -> None:
+        self._act("stop")
+
+    def action_restart(self) -> None:
+        self._act("restart")
+
+    def action_switch(self) -> None:
+        self._act("switch")
+
+    def action_preflight(self) -> None:
+        self._act("preflight")
+
+    def action_follow(self) -> None:
+        self.query_one(LogView).follow()
+
+    def action_errors_only(self) -> None:
+        log = self.query_one(LogView)
+        log.set_filter(errors_only=not log.errors_only)
+        self._show_badge()
+
+    def action_filter(self) -> None:
+        self.query_one("#log-filter", Input).focus()
+
+    def action_open_compare(self) -> None:
+        """Compare the drafter that failed (or the selected profile's) against the target."""
+        st = self.status or {}
+        drafter = (st.get("args") or {}).get("drafter") if st.get("hint_action") == "compare" else None
+        profile = self._profile(self.selected)
+        drafter = drafter or (profile.drafter if profile else None)
+        if drafter:
+            self.app.query_one("#compare-pane").post_message(OpenInCompare(drafter))
+        self.app.action_show_tab("compare")
+
+    def _act(self, what: str, force: bool = False) -> None:
+        if self.busy:
+            self.notify(f"{self.busy} is still running", severity="warning")
+            return
+        if not self.app.connection.connected:
+            self.notify(f"{self.app.host_config.name} is not connected", severity="error")
+            return
+        self.busy = what
+        self._render_state()
+        self._run_action(what, force)
+
+    @work(group="serve-action", exit_on_error=False, description="serve action")
+    async def _run_action(self, what: str, force: bool) -> None:
+        conn, settings = self.app.connection, self.app.settings
+        try:
+            if what == "stop":
+                out = await serving.stop(conn)
+                if out["was_running"]:
+                    self.notify(f"stopped {out['profile']}")
+                else:
+                    self.notify("no server is running")
+                return
+            if what == "restart":
+                current = self.status.get("profile") if self.status else None
+                name = current if current in settings.profiles else self.selected
+            else:
+                name = self.selected
+            profile = self._profile(name)
+            if profile is None:
+                raise UsageError("no profile selected")
+            if what == "preflight":
+                result = await serving.preflight(conn, settings, profile, force=force)
+                self._show_checks(result.to_json()["checks"])
+                return
+            launch = serving.start if what == "start" else serving.restart
+            try:
+                out = await launch(conn, settings, profile, force=force)
+            except serving.PreflightFailed as exc:
+                self._show_checks(exc.preflight.to_json()["checks"])
+                raise
+            self._show_checks(out["preflight"]["checks"])
+            self.notify(f"starting {profile.name} on port {profile.port}")
+        finally:
+            self.busy = None
+            self._render_state()
+
+    def _show_checks(self, checks: list[dict]) -> None:
+        self.checks = checks
+        self._render_checks(checks)
+
+    # --- the server's state -----------------------------------------------------------------------------------
+
+    def _render_state(self) -> None:
+        st = self.status
+        conn = self.app.connection
+        lines = []
+        if st is None:
+            lines.append("[$text-muted]waiting for the host…[/]")
+        else:
+            lines += self._state_lines(st, time.time())
+        if not conn.connected and st is not None:
+            lines.append(f"[$warning]{conn.state.status}: showing the last known state[/]")
+        if self.busy:
+            lines.append(f"[$warning]{self.busy}…[/]")
+        self.query_one("#server-state", Static).update("\n".join(lines))
+        self._render_hint(st)
+
+    def _state_lines(self, st: dict, now: float) -> list[str]:
+        mark, color = STATE_MARKS[st["state"]]
+        if st["state"] == "none":
+            return [
+                f"[{color}]{mark} no server[/] on {escape(self.app.host_config.name)}: s starts the selected profile"
+            ]
+        head = f"[{color}]{mark} {st['state']}[/]  [b]{escape(st['profile'] or '?')}[/b] · port {st['port']}"
+        head += f" · pid {st['pid']}" if st.get("pid") and st["state"] in serving.RUNNING_STATES else ""
+        lines = [f"{head} · {serving.since_text(st, now)}"]
+        summary = serving.speculative_summary(st.get("server_info"))
+        if summary:
+            lines.append(escape(summary))
+        lines += [f"[$warning]! {escape(w)}[/]" for w in st.get("warnings") or []]
+        for row in serving.timeline(st, now):
+            mark, color = ROW_MARKS[row["state"]]
+            took = serving.duration(row["seconds"]) if row["seconds"] is not None else ""
+            lines.append(f"[{color}]{mark}[/] {row['phase']:<24} {took}")
+        return lines
+
+    def _render_hint(self, st: dict | None) -> None:
+        hint = self.query_one("#hint", Static)
+        if not st or not st.get("hint"):
+            hint.set_class(False, "-shown")
+            return
+        title = "Why it crashed" if st["state"] == "crashed" else "Something is off"
+        parts = [f"[b $error]{title}[/]"]
+        if st.get("error"):
+            parts.append(escape(st["error"]))
+        parts.append(escape(st["hint"]))
+        if st.get("hint_action") == "compare":
+            parts.append("[$text-muted]o: open Compare[/]")
+        hint.update("\n\n".join(parts))
+        hint.set_class(True, "-shown")
+
+    def _render_gpus(self) -> None:
+        gpus = self.gpus or {}
+        if not gpus.get("nvidia_smi"):
+            self.query_one("#gpu-list", Static).update("[$text-muted]no GPUs (nvidia-smi not found)[/]")
+            return
+        lines = []
+        for g in gpus["gpus"]:
+            used, total = (g.get("memory_used_mib") or 0) / 1024, (g.get("memory_total_mib") or 0) / 1024
+            lines.append(f"GPU{g['index']} {_bar(used, total)} {used:.1f}/{total:.0f} GiB")
+            for p in g.get("processes", []):
+                if not p.get("job"):
+                    lines.append(f"  [$warning]pid {p['pid']} {escape(p.get('name') or '?')} (not ours)[/]")
+        self.query_one("#gpu-list", Static).update("\n".join(lines))
+
+    def _show_badge(self, *_: object) -> None:
+        log = self.query_one(LogView)
+        badge = self.query_one("#log-badge", Static)
+        frozen = not log.following
+        text = f"↓ {log.pending} new lines (f)" if frozen else "following"
+        if log.errors_only:
+            text += " · errors only"
+        badge.update(text)
+        badge.set_class(frozen, "-frozen")

@@ -1,0 +1,699 @@
+"""The SGLang server on the host: its status, start, stop and wait, the launcher's --help, who holds the GPUs.
+
+A server is a detached job of kind ``serve`` (``jobs.py``) whose args name the profile and the port. Its
+status is derived from what is on the host: the job folder, the log and one ``/health`` probe. Nothing lives
+only in a client's memory, so a reconnect, a second panel or a new agent all report the same thing. The log
+is scanned incrementally (a cache per job in this agent process; a new agent rescans once).
+
+States: ``none`` (no server job), ``starting``, ``ready`` (the log said "fired up" and /health answered 200),
+``stopping`` (we asked it to stop, or it got SIGTERM), ``stopped`` (it ended because it was asked to, or
+exited 0), ``crashed`` (it ended any other way: the status then carries the error lines and a hint).
+Real SGLang ends with a SIGKILL of its own tree even on a clean stop: after our SIGTERM that is ``stopped``.
+
+Stdlib only, Python 3.8+.
+"""
+
+from __future__ import annotations
+
+import collections
+import fcntl
+import json
+import os
+import re
+import socket
+import subprocess
+import threading
+import time
+from typing import Dict, List, Optional, Tuple
+
+from . import jobs
+from .probes import gpus, http_request
+from .registry import AgentError, method
+
+KIND = "serve"
+STATES = ("none", "starting", "ready", "stopping", "stopped", "crashed")  # see the module docstring
+READY_LINE = "The server is fired up and ready to roll!"
+SIGTERM_LINE = "SIGTERM received"
+HEALTH_RECHECK_S = 30.0  # once ready, /health is probed at most this often (each probe is an access-log line)
+WAIT_POLL_S = 0.1
+GPU_FREE_WAIT_S = 15.0
+HELP_TIMEOUT_S = 300.0  # importing sglang (and torch) for --help can take a while on a cold disk
+ERROR_CONTEXT_LINES = 14
+STUCK_DECODE_LINES = 3  # this many decode lines in a row at accept len 1.00 means nothing is accepted
+
+# Startup phases in order, named from SGLang's info lines (rank 0's): the draft ones happen only with a
+# drafter, which loads after the target's CUDA graphs. A server that got SIGTERM is "draining".
+PHASES = (
+    "launching",
+    "loading weights",
+    "allocating KV cache",
+    "capturing CUDA graphs",
+    "loading draft weights",
+    "capturing draft graphs",
+    "warming up",
+    "ready",
+)
+DRAFT_PHASES = ("loading draft weights", "capturing draft graphs")
+
+# Failure signatures (FIELD-NOTES §5), most specific first: (key, text in the log, hint, action).
+SIGNATURES = (
+    (
+        "shape_mismatch",
+        "Attempted to load weight (",
+        "The drafter's weights do not fit this target (it was trained for another model's shapes): open "
+        "Compare to see which tensor differs, and use a drafter built for this target.",
+        "compare",
+    ),
+    (
+        "oom",
+        "Not enough memory. Please try to increase --mem-fraction-static",
+        "The KV cache did not fit: raise --mem-fraction-static (e.g. 0.9) in the profile's extra flags, or "
+        "lower --context-length / --max-running-requests; check no other process holds GPU memory.",
+        None,
+    ),
+    (
+        "cuda_graph",
+        "Capture cuda graph failed",
+        "CUDA graph capture ran out of memory: add --cuda-graph-max-bs 16 or a lower --mem-fraction-static "
+        "(e.g. 0.8) to the profile's extra flags (--disable-cuda-graph works but is much slower).",
+        None,
+    ),
+    (
+        "unbalanced",
+        "The memory capacity is unbalanced",
+        "Another process holds memory on some GPUs: see the GPU list (nvidia-smi) and stop it, or pick other "
+        "GPUs with --base-gpu-id.",
+        None,
+    ),
+    (
+        "warmup",
+        "Initialization failed. warmup error",
+        "The server loaded but its warmup request failed: read the traceback above; --skip-server-warmup "
+        "gets it up for a request by hand.",
+        None,
+    ),
+    (
+        "port",
+        "error while attempting to bind on address",
+        "Another program listens on the server's port: stop it, or give the profile another port.",
+        None,
+    ),
+    (
+        "model_missing",
+        "HFValidationError",
+        "The model path is neither a folder on the host nor a Hub repo id: check the config's target (or the "
+        "profile's model).",
+        None,
+    ),
+    (
+        "cuda_oom",
+        "CUDA out of memory",
+        "A GPU ran out of memory: lower --mem-fraction-static or --cuda-graph-max-bs, and check nvidia-smi "
+        "for other processes.",
+        None,
+    ),
+    (
+        "flags",
+        "launch_server.py: error: ",
+        "SGLang refused its command line: the host's sglang does not know a flag or value; compare the "
+        "profile's extra flags with `python -m sglang.launch_server --help` on the host.",
+        None,
+    ),
+    (
+        "import",
+        "ModuleNotFoundError",
+        "The host's Python cannot import something SGLang needs: check the host's python in the config and "
+        "the sglang install there.",
+        None,
+    ),
+    (
+        "scheduler",
+        "Scheduler hit an exception",
+        "A scheduler process failed: the last error line says what; the traceback is in the log.",
+        None,
+    ),
+)
+KILLED_HINT = (
+    "The server was killed with SIGKILL by something other than specdeck: often the kernel's OOM killer "
+    "(check `dmesg | tail` on the host) or another user."
+)
+ACCEPT_STUCK_HINT = (
+    "Accept length is stuck at 1.00: every draft token is rejected. Check --speculative-algorithm EAGLE3 for "
+    "an EAGLE-3 drafter (EAGLE loads it silently and accepts nothing), its aux layer ids and its vocab map "
+    "(d2t/t2d): open Compare."
+)
+
+_PREFIX = re.compile(r"^\[(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d)([^\]]*)\] ?")
+_OTHER_RANK = re.compile(r"(?:DP|PP|TP)[1-9]")
+_ACCEPT = re.compile(r"accept len: (\d+(?:\.\d+)?)")
+_EXCEPTION = re.compile(r"^(?:[\w.]+\.)?\w*(?:Error|Exception|Interrupt)\b")
+
+
+def _timestamp(text: str) -> Optional[float]:
+    try:
+        return time.mktime(time.strptime(text, "%Y-%m-%d %H:%M:%S"))
+    except ValueError:
+        return None
+
+
+class LogScan(object):
+    """What the server's log has said so far, read incrementally from ``offset``."""
+
+    def __init__(self) -> None:
+        self.offset = 0
+        self.phases: List[dict] = []
+        self.target_loaded = False
+        self.ready_at: Optional[float] = None
+        self.sigterm_at: Optional[float] = None
+        self.found: Dict[str, str] = {}
+        self.accept: collections.deque = collections.deque(maxlen=STUCK_DECODE_LINES)
+        self.last_ts: Optional[float] = None
+        self.health: Optional[int] = None
+        self.health_at = 0.0
+        self.server_info: Optional[dict] = None
+
+    @property
+    def phase(self) -> str:
+        return self.phases[-1]["phase"] if self.phases else "launching"
+
+    def _enter(self, phase: str, ts: Optional[float]) -> None:
+        if phase != self.phase or not self.phases:
+            self.phases.append({"phase": phase, "start": ts})
+
+    def update(self, path: str) -> None:
+        try:
+            with open(path, "rb") as f:
+                f.seek(self.offset)
+                while True:
+                    data = f.read(1 << 20)
+                    end = data.rfind(b"\n")
+                    if end < 0:
+                        return
+                    self.offset += end + 1
+                    for line in data[: end + 1].decode("utf-8", "replace").splitlines():
+                        self.feed(line)
+                    f.seek(self.offset)
+        except FileNotFoundError:
+            return
+
+    def feed(self, line: str) -> None:
+        match = _PREFIX.match(line)
+        ts = None
+        other_rank = False
+        if match:
+            ts = _timestamp(match.group(1))
+            self.last_ts = ts or self.last_ts
+            other_rank = bool(_OTHER_RANK.search(match.group(2)))
+            message = line[match.end() :]
+        else:
+            message = line
+        for key, text, _, _ in SIGNATURES:
+            if key not in self.found and text in message:
+                self.found[key] = message.strip()
+        if other_rank:
+            return  # every rank logs its phases; rank 0 speaks for them
+        if "accept len: " in message and "Decode batch" in message:
+            accept = _ACCEPT.search(message)
+            if accept:
+                self.accept.append(float(accept.group(1)))
+            return
+        ts = ts or self.last_ts
+        if "Load weight begin" in message:
+            self._enter("loading draft weights" if self.target_loaded else "loading weights", ts)
+        elif "Load weight end" in message:
+            if not self.target_loaded:
+                self.target_loaded = True
+                self._enter("allocating KV cache", ts)
+        elif "Capture cuda graph begin" in message:
+            self._enter("capturing CUDA graphs", ts)
+        elif "Capture draft cuda graph begin" in message or "Capture draft extend cuda graph begin" in message:
+            self._enter("capturing draft graphs", ts)
+        elif "Uvicorn running on" in message:
+            self._enter("warming up", ts)
+        elif READY_LINE in message:
+            self.ready_at = ts
+            self._enter("ready", ts)
+        elif SIGTERM_LINE in message:
+            self.sigterm_at = ts
+            self._enter("draining", ts)
+
+    def failure(self) -> Tuple[Optional[str], Optional[str], Optional[str], Optional[str]]:
+        """(key, the error line, hint, action) of the most specific signature the log showed."""
+        for key, _, hint, action in SIGNATURES:
+            if key in self.found:
+                return key, self.found[key], hint, action
+        return None, None, None, None
+
+    def accept_stuck(self) -> bool:
+        return len(self.accept) == STUCK_DECODE_LINES and all(a <= 1.0 for a in self.accept)
+
+
+_SCANS: Dict[str, LogScan] = {}
+_SCANS_LOCK = threading.Lock()  # each request runs on its own thread
+
+
+def _scan(job: dict) -> LogScan:
+    with _SCANS_LOCK:
+        scan = _SCANS.get(job["dir"])
+        if scan is None:
+            scan = _SCANS[job["dir"]] = LogScan()
+        scan.update(job["log_path"])
+    return scan
+
+
+# --- finding the server ---------------------------------------------------------------------------------
+
+
+def serve_jobs(state_dir: str) -> List[dict]:
+    """Every serve job on this host, oldest first."""
+    root = jobs.jobs_root(state_dir)
+    out = []
+    for name in sorted(os.listdir(root)):
+        spec = os.path.join(root, name, "spec.json")
+        try:
+            with open(spec) as f:
+                if json.load(f).get("kind") != KIND:
+                    continue
+        except (OSError, ValueError):
+            continue
+        out.append(jobs.describe(os.path.join(root, name)))
+    out.sort(key=lambda j: j.get("started") or 0)
+    return out
+
+
+def _port_of(job: dict) -> Optional[int]:
+    try:
+        return int((job.get("args") or {}).get("port"))
+    except (TypeError, ValueError):
+        return None
+
+
+def pick(state_dir: str, job_id: Optional[str] = None, port: Optional[int] = None) -> Optional[dict]:
+    """The server a status is about: ``job_id``; else the newest running one (on ``port``); else the newest."""
+    candidates = serve_jobs(state_dir)
+    if job_id:
+        for job in candidates:
+            if job["id"] == job_id:
+                return job
+        raise AgentError("no server job %s on this host (see `specdeck jobs --kind serve`)" % job_id, "not_found")
+    if port is not None:
+        candidates = [j for j in candidates if _port_of(j) == int(port)]
+    running = [j for j in candidates if j["state"] == "running"]
+    if running:
+        return running[-1]
+    return candidates[-1] if candidates else None
+
+
+def holder(state_dir: str, port: int) -> Optional[dict]:
+    """The running server job that holds ``port``, if any."""
+    for job in serve_jobs(state_dir):
+        if job["state"] == "running" and _port_of(job) == port:
+            return job
+    return None
+
+
+# --- status -----------------------------------------------------------------------------------------------
+
+NONE_STATUS = {
+    "state": "none",
+    "profile": None,
+    "pid": None,
+    "port": None,
+    "since": None,
+    "phase": None,
+    "log_path": None,
+    "error": None,
+    "hint": None,
+}
+
+
+def _probe(url: str) -> Tuple[Optional[int], Optional[str]]:
+    out = http_request({"url": url, "timeout": 2}, None)
+    return out.get("status"), out.get("text")
+
+
+def _health(scan: LogScan, port: int) -> Optional[int]:
+    now = time.time()
+    if scan.health != 200 or now - scan.health_at >= HEALTH_RECHECK_S:
+        scan.health, _ = _probe("http://127.0.0.1:%d/health" % port)
+        scan.health_at = now
+    return scan.health
+
+
+_INFO_KEYS = (
+    "version",
+    "simulated",
+    "speculative_algorithm",
+    "speculative_num_steps",
+    "speculative_eagle_topk",
+    "speculative_num_draft_tokens",
+    "speculative_draft_model_path",
+    "tp_size",
+    "model_path",
+    "max_running_requests",
+)
+# profile arg → the resolved server arg it must match.
+_CHECKED = (
+    ("algorithm", "speculative_algorithm"),
+    ("steps", "speculative_num_steps"),
+    ("topk", "speculative_eagle_topk"),
+    ("draft_tokens", "speculative_num_draft_tokens"),
+    ("tp", "tp_size"),
+)
+
+
+def _server_info(scan: LogScan, port: int) -> Optional[dict]:
+    """The resolved server args that matter here, read once per job (/server_info, else the older /get_server_info)."""
+    if scan.server_info is None:
+        for path in ("/server_info", "/get_server_info"):
+            status, text = _probe("http://127.0.0.1:%d%s" % (port, path))
+            if status == 200 and text:
+                try:
+                    info = json.loads(text)
+                except ValueError:
+                    continue
+                scan.server_info = {k: info.get(k) for k in _INFO_KEYS if k in info}
+                break
+    return scan.server_info
+
+
+def _mismatches(args: dict, info: Optional[dict]) -> List[str]:
+    if not info:
+        return []
+    out = []
+    for arg, key in _CHECKED:
+        want, got = args.get(arg), info.get(key)
+        if want is not None and key in info and got != want:
+            out.append("SGLang resolved %s to %s but the profile says %s" % (key, got, want))
+    return out
+
+
+def _tail(path: str) -> List[str]:
+    lines, _ = jobs.tail_file(path, ERROR_CONTEXT_LINES)
+    return [line for line in lines if line.strip()]
+
+
+def status_of(job: Optional[dict]) -> dict:
+    """The server status of a serve job (``describe`` dict), or ``none``."""
+    if job is None:
+        return dict(NONE_STATUS, phases=[], warnings=[])
+    scan = _scan(job)
+    args = job.get("args") or {}
+    port = _port_of(job)
+    cancel_requested = os.path.exists(os.path.join(job["dir"], "cancel.json"))
+    out = dict(NONE_STATUS)
+    out.update(
+        {
+            "profile": args.get("profile"),
+            "pid": job.get("child_pid"),
+            "pgid": job.get("pid"),
+            "port": port,
+            "phase": scan.phase,
+            "log_path": job["log_path"],
+            "job": job["id"],
+            "job_state": job["state"],
+            "exit_code": job.get("exit_code"),
+            "reason": job.get("reason"),
+            "started": job.get("started"),
+            "ended": job.get("ended"),
+            "args": args,
+            "argv": job.get("argv"),
+            "ready_at": scan.ready_at,
+            "health": None,
+            "server_info": scan.server_info,
+            "warnings": [],
+            "error_lines": [],
+            "hint_action": None,
+            "accept_len": scan.accept[-1] if scan.accept else None,
+            "log_size": scan.offset,
+        }
+    )
+    if job["state"] == "running":
+        if cancel_requested or scan.sigterm_at is not None:
+            out["state"] = "stopping"
+            out["since"] = scan.sigterm_at or _mtime(os.path.join(job["dir"], "cancel.json"))
+        elif scan.ready_at is not None and port is not None and _health(scan, port) == 200:
+            out["state"] = "ready"
+            out["since"] = scan.ready_at
+            out["health"] = 200
+            out["server_info"] = _server_info(scan, port)
+            out["warnings"] = _mismatches(args, out["server_info"])
+            if args.get("algorithm") and scan.accept_stuck():
+                out["hint"], out["hint_action"] = ACCEPT_STUCK_HINT, "compare"
+        else:
+            out["state"] = "starting"
+            out["since"] = job.get("started")
+            if scan.ready_at is not None:
+                out["health"] = scan.health
+                out["error"] = "the log says ready but /health answers %s" % (scan.health or "nothing")
+    elif job["state"] in ("cancelled", "done"):
+        out["state"], out["since"] = "stopped", job.get("ended")
+    else:
+        out["state"], out["since"] = "crashed", job.get("ended")
+        key, line, hint, action = scan.failure()
+        out["error_lines"] = _tail(job["log_path"])
+        if key is None and (job.get("reason") or "").startswith("killed by SIGKILL"):
+            out["error"], out["hint"] = job["reason"], KILLED_HINT
+        else:
+            out["error"] = _error_line(line, out["error_lines"]) or job.get("reason")
+            out["hint"], out["hint_action"] = hint, action
+    out["phases"] = _timeline(scan, out)
+    return out
+
+
+def _error_line(found: Optional[str], tail: List[str]) -> Optional[str]:
+    """The line that says what failed: the signature's own, or else the last exception line of the log."""
+    if found and _EXCEPTION.match(found):
+        return found
+    for line in reversed(tail):
+        text = _PREFIX.sub("", line).strip()
+        if _EXCEPTION.match(text):
+            return text
+    return found
+
+
+def _timeline(scan: LogScan, status: dict) -> List[dict]:
+    """Each phase with its start and end (None while it lasts), from the job's start."""
+    entries = [{"phase": "launching", "start": status.get("started")}, *scan.phases]
+    out = []
+    for i, entry in enumerate(entries):
+        nxt = entries[i + 1]["start"] if i + 1 < len(entries) else None
+        out.append({"phase": entry["phase"], "start": entry["start"], "end": nxt})
+    if out and status["state"] in ("stopped", "crashed"):
+        out[-1]["end"] = status.get("ended")
+    return out
+
+
+def _mtime(path: str) -> Optional[float]:
+    try:
+        return os.path.getmtime(path)
+    except OSError:
+        return None
+
+
+# --- RPC methods ------------------------------------------------------------------------------------------
+
+
+def _port_param(params: dict) -> Optional[int]:
+    port = params.get("port")
+    return None if port is None else int(port)
+
+
+@method("serve.status")
+def status(params: dict, ctx) -> dict:
+    """``{job?, port?}`` → the status of that server, else the newest running one, else the newest."""
+    return status_of(pick(ctx.state_dir, params.get("job"), _port_param(params)))
+
+
+@method("serve.start")
+def start(params: dict, ctx) -> dict:
+    """Start a server job ``{argv, args, env, cwd}``; refused while another server holds ``args.port``."""
+    args = params.get("args") or {}
+    port = _port_of({"args": args})
+    if port is None:
+        raise AgentError("serve.start needs args.port", "invalid")
+    lock_path = os.path.join(ctx.state_dir, "serve.lock")
+    with open(lock_path, "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # one start at a time per host, across agents
+        held = holder(ctx.state_dir, port)
+        if held is not None:
+            profile = (held.get("args") or {}).get("profile") or "?"
+            raise AgentError(
+                "port %d is held by profile %s (job %s); stop it first with `specdeck serve stop`"
+                % (port, profile, held["id"]),
+                "busy",
+                job=held["id"],
+                profile=profile,
+            )
+        job = jobs.start_job(
+            ctx.state_dir, KIND, params.get("argv"), args, params.get("env") or {}, params.get("cwd") or None
+        )
+    return status_of(job)
+
+
+@method("serve.wait")
+def wait(params: dict, ctx) -> dict:
+    """Stream the server's status whenever it changes, until its state is in ``until`` (empty: until cancelled)
+    or ``within`` seconds pass; returns the last status. ``job`` pins one server, else the current one."""
+    until = set(params.get("until") or ())
+    within = params.get("within")
+    deadline = None if within is None else time.time() + float(within)
+    interval = float(params.get("interval") or WAIT_POLL_S)
+    last_key = None
+    current = None
+    while True:
+        current = status_of(pick(ctx.state_dir, params.get("job"), _port_param(params)))
+        key = json.dumps(
+            [current.get(k) for k in ("job", "state", "phase", "hint", "warnings", "error", "health")],
+            default=str,
+        )
+        if key != last_key:
+            ctx.emit(current)
+            last_key = key
+        if current["state"] in until or ctx.cancelled.is_set():
+            return current
+        if deadline is not None and time.time() >= deadline:
+            return current
+        ctx.cancelled.wait(interval)
+
+
+@method("serve.stop")
+def stop(params: dict, ctx) -> dict:
+    """SIGTERM the server's group, SIGKILL it after ``grace`` s, then confirm no process of it is left and
+    its GPU memory is freed (``gpus_freed`` is None without nvidia-smi)."""
+    job = pick(ctx.state_dir, params.get("job"), _port_param(params))
+    if job is None or job["state"] != "running":
+        out = status_of(job)
+        out.update({"left": [], "gpus_freed": None, "was_running": False})
+        return out
+    pids = jobs.group_members(job["pid"])
+    info = jobs.cancel({"id": job["id"], "timeout": float(params.get("grace") or 30)}, ctx)
+    out = status_of(jobs.describe(job["dir"]))
+    out.update({"left": info.get("left", []), "gpus_freed": _wait_gpus_free(pids), "was_running": True})
+    return out
+
+
+def _wait_gpus_free(pids: List[int]) -> Optional[bool]:
+    deadline = time.time() + GPU_FREE_WAIT_S
+    while True:
+        listed = gpus()
+        if not listed:
+            return None
+        holding = [p["pid"] for g in listed for p in g.get("processes", []) if p["pid"] in pids]
+        if not holding:
+            return True
+        if time.time() >= deadline:
+            return False
+        time.sleep(0.2)
+
+
+@method("serve.port")
+def port_state(params: dict, ctx) -> dict:
+    """``{port}`` → whether a server could listen there: ``held_by`` a server job of ours, ``free`` to bind.
+
+    Binds with SO_REUSEADDR as SGLang's (uvicorn's) server does, so a port left in TIME_WAIT by the server
+    that just stopped counts as free.
+    """
+    port = int(params.get("port") or 0)
+    held = holder(ctx.state_dir, port)
+    sock = socket.socket()
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind(("127.0.0.1", port))
+        free = True
+    except OSError:
+        free = False
+    finally:
+        sock.close()
+    held_by = None
+    if held is not None:
+        held_by = {"job": held["id"], "profile": (held.get("args") or {}).get("profile"), "state": held["state"]}
+    return {"port": port, "free": free and held is None, "held_by": held_by}
+
+
+@method("serve.gpus")
+def gpu_users(params: dict, ctx) -> dict:
+    """Per-GPU memory with each process named and marked ``ours`` (a server job's) or not."""
+    listed = gpus()
+    ours = {}
+    for job in serve_jobs(ctx.state_dir):
+        if job["state"] == "running" and job.get("pid"):
+            for pid in jobs.group_members(job["pid"]):
+                ours[pid] = job["id"]
+    for gpu in listed:
+        for proc in gpu.get("processes", []):
+            proc["name"] = _process_name(proc["pid"])
+            proc["job"] = ours.get(proc["pid"])
+    return {"gpus": listed, "nvidia_smi": bool(listed)}
+
+
+def _process_name(pid: int) -> Optional[str]:
+    try:
+        with open("/proc/%d/comm" % pid) as f:
+            return f.read().strip()
+    except OSError:
+        return None
+
+
+_SAFE = re.compile(r"[^\w.-]+")
+
+
+@method("serve.help")
+def launcher_help(params: dict, ctx) -> dict:
+    """``{argv, version?, cwd?, env?}`` → the launcher's ``--help`` text, cached per launcher and version.
+
+    ``version`` defaults to the sglang the launcher's Python has installed; the help text says which flags
+    that version knows. Refuses (``unsupported``) when sglang is not installed or ``--help`` fails.
+    """
+    argv = params.get("argv")
+    if not argv or not all(isinstance(a, str) for a in argv):
+        raise AgentError("serve.help needs argv, a list of strings", "invalid")
+    cwd = params.get("cwd") or None
+    env = dict(os.environ)
+    env.update({str(k): str(v) for k, v in (params.get("env") or {}).items()})
+    version = params.get("version") or _sglang_version(argv[0], cwd, env)
+    name = argv[2] if len(argv) > 2 and argv[1] == "-m" else os.path.basename(argv[-1])
+    cache_dir = os.path.join(ctx.state_dir, "launcher-help")
+    os.makedirs(cache_dir, mode=0o700, exist_ok=True)
+    cache = os.path.join(cache_dir, _SAFE.sub("_", "%s-%s" % (name, version)) + ".json")
+    try:
+        with open(cache) as f:
+            cached = json.load(f)
+        if cached.get("argv") == argv:
+            return {"version": version, "help": cached["help"], "cached": True}
+    except (OSError, ValueError, KeyError):
+        pass
+    try:
+        proc = subprocess.run(
+            [*argv, "--help"],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            cwd=cwd,
+            env=env,
+            timeout=HELP_TIMEOUT_S,
+        )
+    except (OSError, subprocess.SubprocessError) as exc:
+        raise AgentError("cannot run %s --help on the host: %s" % (" ".join(argv), exc), "unsupported") from None
+    text = proc.stdout.decode("utf-8", "replace")
+    if proc.returncode != 0 or "--model-path" not in text:
+        err = proc.stderr.decode("utf-8", "replace").strip().splitlines()
+        detail = err[-1] if err else "exit %d" % proc.returncode
+        raise AgentError("`%s --help` failed on the host: %s" % (" ".join(argv), detail), "unsupported")
+    jobs._write_json(cache, {"argv": argv, "version": version, "help": text})
+    return {"version": version, "help": text, "cached": False}
+
+
+def _sglang_version(python: str, cwd: Optional[str], env: dict) -> str:
+    code = "import importlib.metadata as m; print(m.version('sglang'))"
+    try:
+        proc = subprocess.run(
+            [python, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=cwd, env=env, timeout=60
+        )
+    except (OSError, subprocess.SubprocessError) as exc:
+        raise AgentError("cannot run %s on the host: %s" % (python, exc), "unsupported") from None
+    if proc.returncode != 0:
+        raise AgentError(
+            "sglang is not installed for %s on the host (pip install sglang there, or set the host's python)" % python,
+            "unsupported",
+        )
+    return proc.stdout.decode().strip()

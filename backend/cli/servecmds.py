@@ -1,0 +1,231 @@
+"""`specdeck serve cmd|preflight|start|stop|restart|status|logs`: SGLang on the host, one profile at a time."""
+
+from __future__ import annotations
+
+import argparse
+import time
+
+from backend import serving
+from backend.cli.common import add_json, connect, emit_json, load_settings
+from backend.cli.main import command
+from backend.connection import resolve_host
+from backend.errors import OperationFailed, UsageError
+
+CHECK_MARKS = {"ok": "✓", "warn": "!", "fail": "✗", "skip": "-"}
+WAIT_READY_S = 3600.0  # Kimi-K2 on 8 GPUs takes minutes; an hour means something is wrong
+
+
+def register(sub) -> None:
+    p = command(sub, "serve", "Start, stop and watch the SGLang server (profiles from the config).")
+    ssub = p.add_subparsers(dest="serve_command", metavar="ACTION")
+
+    c = command(ssub, "cmd", "Print the exact launch command of a profile (nothing runs).")
+    c.add_argument("profile", help="profile name (see `specdeck config show`)")
+    add_json(c)
+    c.set_defaults(run=cmd)
+
+    c = command(ssub, "preflight", "Run the checks `serve start` runs, without starting anything.")
+    c.add_argument("profile", help="profile name")
+    c.add_argument("--force", action="store_true", help="let an incompatible drafter verdict through")
+    add_json(c)
+    c.set_defaults(run=preflight)
+
+    for name, text in (
+        ("start", "Check and start a profile's server as a detached job on the host."),
+        ("restart", "Stop the current server (if any), then start a profile (also: switch profiles)."),
+    ):
+        c = command(ssub, name, text)
+        c.add_argument("profile", help="profile name")
+        c.add_argument("--wait-ready", action="store_true", help="wait until ready (or crashed), showing phases")
+        c.add_argument("--timeout", type=float, default=WAIT_READY_S, help="seconds --wait-ready waits (default 3600)")
+        c.add_argument("--force", action="store_true", help="start even if Compare finds the drafter incompatible")
+        add_json(c)
+        c.set_defaults(run=start if name == "start" else restart)
+
+    c = command(
+        ssub, "stop", "Stop the server: SIGTERM its process group, SIGKILL after --timeout, confirm it is gone."
+    )
+    c.add_argument("--timeout", type=float, default=serving.STOP_GRACE_S, help="seconds before SIGKILL (default 30)")
+    c.add_argument("--port", type=int, help="the server on this port (default: the current one)")
+    add_json(c)
+    c.set_defaults(run=stop)
+
+    c = command(ssub, "status", "Show the server's state, phase, and (when it crashed) the error and a hint.")
+    c.add_argument("--port", type=int, help="the server on this port (default: the current one)")
+    add_json(c)
+    c.set_defaults(run=status)
+
+    c = command(ssub, "logs", "Print the server's log (the current or last server).")
+    c.add_argument("-f", "--follow", action="store_true", help="keep printing new lines until the server ends")
+    c.add_argument("--lines", type=int, default=50, help="lines from the end to start with (default 50)")
+    c.add_argument("--port", type=int, help="the server on this port (default: the current one)")
+    c.set_defaults(run=logs)
+
+
+async def cmd(args: argparse.Namespace) -> int:
+    settings = load_settings(args)
+    host = resolve_host(settings, args.host, python=args.python, workdir=args.workdir)
+    out = serving.profile_command(settings, host, serving.get_profile(settings, args.profile))
+    if args.json:
+        emit_json(out)
+    else:
+        print(serving.shell_line(out["argv"], out["env"]))
+    return 0
+
+
+def _print_checks(checks: list[dict]) -> None:
+    for c in checks:
+        print(f"  {CHECK_MARKS[c['status']]} {c['name']}: {c['message']}")
+
+
+async def preflight(args: argparse.Namespace) -> int:
+    settings = load_settings(args)
+    profile = serving.get_profile(settings, args.profile)
+    conn = await connect(args, settings)
+    try:
+        result = await serving.preflight(conn, settings, profile, force=args.force)
+    finally:
+        await conn.close()
+    if args.json:
+        emit_json(result.to_json())
+    else:
+        print(f"{profile.name}: " + ("ready to start" if result.ok else "would not start"))
+        _print_checks(result.to_json()["checks"])
+    return 0 if result.ok else 2
+
+
+async def start(args: argparse.Namespace) -> int:
+    return await _launch(args, restart=False)
+
+
+async def restart(args: argparse.Namespace) -> int:
+    return await _launch(args, restart=True)
+
+
+async def _launch(args: argparse.Namespace, restart: bool) -> int:
+    settings = load_settings(args)
+    profile = serving.get_profile(settings, args.profile)
+    conn = await connect(args, settings)
+    try:
+        launch = serving.restart if restart else serving.start
+        try:
+            out = await launch(conn, settings, profile, force=args.force)
+        except serving.PreflightFailed as exc:
+            if args.json:
+                emit_json(exc.preflight.to_json())
+            else:
+                _print_checks([c.to_json() for c in exc.preflight.failures])
+            raise
+        if not args.json:
+            _print_checks([c for c in out["preflight"]["checks"] if c["status"] == "warn"])
+            print(f"{profile.name}: started (job {out['job']}) on port {out['port']}, log {out['log_path']}")
+        if args.wait_ready:
+            out = await serving.wait(
+                conn, out["job"], within=args.timeout, on_status=None if args.json else _print_progress()
+            )
+    finally:
+        await conn.close()
+    if args.json:
+        emit_json(out)
+    elif args.wait_ready:
+        _print_status(out)
+    if args.wait_ready:
+        _raise_unless_ready(out, args.timeout)
+    return 0
+
+
+def _print_progress():
+    seen: set[str] = set()
+
+    def show(st: dict) -> None:
+        if st["state"] == "starting" and st["phase"] not in seen:
+            seen.add(st["phase"])
+            print(f"  {st['phase']}…", flush=True)
+
+    return show
+
+
+def _raise_unless_ready(st: dict, timeout: float) -> None:
+    if st["state"] == "ready":
+        return
+    if st["state"] == "crashed":
+        hint = f" {st['hint']}" if st.get("hint") else ""
+        raise OperationFailed(f"{st['profile']} crashed while {st['phase']}: {st['error']}.{hint}")
+    if st["state"] == "starting":
+        raise OperationFailed(
+            f"{st['profile']} is not ready after {timeout:g} s (still {st['phase']}); it keeps starting: "
+            "`specdeck serve status`"
+        )
+    raise OperationFailed(f"{st['profile']} ended ({st['state']}) before it was ready: `specdeck serve logs`")
+
+
+async def stop(args: argparse.Namespace) -> int:
+    conn = await connect(args)
+    try:
+        out = await serving.stop(conn, port=args.port, grace=args.timeout)
+    finally:
+        await conn.close()
+    if args.json:
+        emit_json(out)
+    elif not out["was_running"]:
+        print("no server is running" + (f" (last: {out['profile']}, {out['state']})" if out["profile"] else ""))
+    else:
+        freed = {True: "GPU memory freed", False: "GPU memory still held", None: "no nvidia-smi to check GPUs"}
+        how = f" ({out['reason']})" if out.get("reason") not in (None, "cancelled") else ""
+        print(f"{out['profile']}: stopped{how}; no process left, {freed[out['gpus_freed']]}")
+    return 0
+
+
+async def status(args: argparse.Namespace) -> int:
+    conn = await connect(args)
+    try:
+        out = await serving.status(conn, port=args.port)
+    finally:
+        await conn.close()
+    if args.json:
+        emit_json(out)
+    else:
+        _print_status(out)
+    return 0
+
+
+def _print_status(st: dict) -> None:
+    if st["state"] == "none":
+        print("no server has run on this host (start one with `specdeck serve start PROFILE`)")
+        return
+    running = st["state"] in serving.RUNNING_STATES
+    where = f"on port {st['port']} (pid {st['pid']})" if running else f"on port {st['port']}"
+    print(f"{st['profile']}: {st['state']} {where} {serving.since_text(st, time.time())}")
+    if st["state"] in ("starting", "crashed"):
+        print(f"  phase: {st['phase']}")
+    summary = serving.speculative_summary(st.get("server_info"))
+    if summary:
+        print(f"  {summary}")
+    for warning in st.get("warnings") or []:
+        print(f"  ! {warning}")
+    if st.get("error"):
+        print(f"  error: {st['error']}")
+    if st.get("hint"):
+        print(f"  hint: {st['hint']}")
+    print(f"  log: {st['log_path']}")
+
+
+async def logs(args: argparse.Namespace) -> int:
+    if args.lines < 0:
+        raise UsageError("--lines must be 0 or more")
+    conn = await connect(args)
+    try:
+        st = await serving.status(conn, port=args.port)
+        if st["state"] == "none":
+            raise UsageError("no server has run on this host, so there is no log")
+        # jobs.tail reads 0 as its default; with --lines 0 start at the end of the log.
+        out = await serving.tail(conn, st["job"], args.lines) if args.lines else {"lines": [], "offset": st["log_size"]}
+        for line in out["lines"]:
+            print(line)
+        if args.follow:
+            async for lines in serving.follow(conn, st["job"], out["offset"]):
+                for line in lines:
+                    print(line, flush=True)
+    finally:
+        await conn.close()
+    return 0

@@ -1,0 +1,634 @@
+"""Serving: a profile → the exact SGLang command line, the checks before starting it, and the server's lifecycle.
+
+Each operation is one call the CLI (`specdeck serve ...`) and the TUI's Serve tab share:
+
+- ``profile_command(settings, host, profile)`` → ``{"argv", "env", "cwd"}``: ``python -m sglang.launch_server``
+  with full flag names only, parsable by SGLang's own parser and meaning exactly the profile.
+- ``preflight(conn, settings, profile)`` → ``Preflight``: a list of checks, each ok / warn / fail / skip with
+  one sentence; ``start`` refuses on any failure (``force`` lets a drafter verdict through).
+- ``start`` / ``wait`` / ``status`` / ``stop`` / ``restart`` / ``tail`` / ``follow``: the server is a detached
+  job of kind ``serve`` on the host (args: profile, port, drafter, model, algorithm, steps, topk,
+  draft_tokens, tp), so it survives the panel and SSH; its status is computed on the host
+  (``backend.agent.host.serve``) from the job folder, the log and /health, so any later client reattaches.
+
+The simulator: a host whose launcher is ``simulator`` runs ``python -m backend.sandbox.simulator`` instead of
+SGLang. Config files allow that only on the local sandbox host (``settings.parse``), and ``launcher_argv``
+refuses it on any host that is not a sandbox host on this machine (``local``, or SSH to a loopback address).
+Tests that drive the simulator through the real sshd build such a ``HostConfig`` in code (``sandbox=True``,
+``launcher="simulator"``, an ``ssh://…@127.0.0.1`` url): nothing outside a sandbox can pick it by accident.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+import shlex
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+from backend import checkpoints, sglang_flags
+from backend.agent.host.serve import DRAFT_PHASES, PHASES
+from backend.agent.host.serve import STATES as STATES  # computed on the host; re-exported for CLI and TUI
+from backend.errors import OperationFailed, RemoteError, UsageError
+from backend.settings import HostConfig, ProfileConfig, Settings
+
+RUNNING_STATES = ("starting", "ready", "stopping")
+ENDED_STATES = ("ready", "crashed", "stopped", "none")  # what `start --wait-ready` waits for
+SGLANG_MODULE = "sglang.launch_server"
+SIMULATOR_MODULE = "backend.sandbox.simulator"
+SERVER_HOST = "127.0.0.1"  # the server listens on the host's loopback; the agent (or a forward) reaches it
+DECODE_LOG_INTERVAL = 40  # SGLang's default, written out so Live knows the interval
+STOP_GRACE_S = 30.0
+NEEDS_DRAFTER = ("EAGLE", "EAGLE3", "STANDALONE")
+_LOOPBACK = ("localhost", "::1")
+# Flags the profile itself sets (by argparse dest, so aliases count): extra_args must not repeat them.
+_MANAGED = {
+    sglang_flags.FLAGS[name].dest
+    for name in (
+        "--model-path",
+        "--tp-size",
+        "--host",
+        "--port",
+        "--speculative-algorithm",
+        "--speculative-draft-model-path",
+        "--speculative-num-steps",
+        "--speculative-eagle-topk",
+        "--speculative-num-draft-tokens",
+    )
+}
+_DEFAULTED = ("--decode-log-interval",)  # written by us unless the profile's extra flags set it
+
+
+# --- profiles → command lines -----------------------------------------------------------------------------
+
+
+def get_profile(settings: Settings, name: str) -> ProfileConfig:
+    try:
+        return settings.profiles[name]
+    except KeyError:
+        known = ", ".join(sorted(settings.profiles)) or "none"
+        raise UsageError(f"no profile named {name!r} (configured: {known})") from None
+
+
+def target_path(settings: Settings, profile: ProfileConfig) -> str:
+    return profile.model or settings.target
+
+
+def drafter_path(settings: Settings, profile: ProfileConfig) -> str | None:
+    if profile.drafter is None:
+        return None
+    try:
+        return settings.drafters[profile.drafter].path
+    except KeyError:
+        raise UsageError(f"profile {profile.name} names drafter {profile.drafter!r}, which is not configured") from None
+
+
+def on_this_machine(host: HostConfig) -> bool:
+    if host.is_local:
+        return True
+    name = urlsplit(host.url).hostname or ""
+    return name.startswith("127.") or name in _LOOPBACK
+
+
+def launcher_argv(host: HostConfig) -> list[str]:
+    """``[python, -m, sglang.launch_server]``, or the simulator on a sandbox host of this machine."""
+    if host.launcher == "simulator":
+        if not (host.sandbox and on_this_machine(host)):
+            raise UsageError(
+                f"host {host.name} asks for the SGLang simulator, which only runs on a sandbox host on this "
+                'machine; set its launcher = "sglang"'
+            )
+        return [host.python, "-m", SIMULATOR_MODULE]
+    if host.launcher != "sglang":
+        raise UsageError(f"host {host.name} has launcher {host.launcher!r}; use sglang")
+    return [host.python, "-m", SGLANG_MODULE]
+
+
+def _extra_dests(profile: ProfileConfig) -> set[str]:
+    names = {arg.split("=", 1)[0] for arg in profile.extra_args if arg.startswith("--")}
+    return {sglang_flags.FLAGS[n].dest for n in names if n in sglang_flags.FLAGS}
+
+
+def profile_argv(settings: Settings, profile: ProfileConfig) -> list[str]:
+    """The launch flags of ``profile`` (without the launcher): full names, the profile's extra flags last."""
+    argv = ["--model-path", target_path(settings, profile), "--tp-size", str(profile.tp), "--trust-remote-code"]
+    argv += ["--host", SERVER_HOST, "--port", str(profile.port), "--enable-metrics"]
+    extra = _extra_dests(profile)
+    if sglang_flags.FLAGS["--decode-log-interval"].dest not in extra:
+        argv += ["--decode-log-interval", str(DECODE_LOG_INTERVAL)]
+    if profile.algorithm:
+        argv += ["--speculative-algorithm", profile.algorithm]
+        drafter = drafter_path(settings, profile)
+        if drafter:
+            argv += ["--speculative-draft-model-path", drafter]
+        for flag, value in (
+            ("--speculative-num-steps", profile.steps),
+            ("--speculative-eagle-topk", profile.topk),
+            ("--speculative-num-draft-tokens", profile.draft_tokens),
+        ):
+            if value is not None:
+                argv += [flag, str(value)]
+    return argv + list(profile.extra_args)
+
+
+def profile_command(settings: Settings, host: HostConfig, profile: ProfileConfig | str) -> dict:
+    """``{"argv", "env", "cwd"}`` that starts ``profile``'s server on ``host``."""
+    if isinstance(profile, str):
+        profile = get_profile(settings, profile)
+    launcher = launcher_argv(host)
+    # The simulator is this checkout's code: run it from here so `-m backend...` imports on any interpreter.
+    cwd = str(Path(__file__).resolve().parents[1]) if host.launcher == "simulator" else host.workdir
+    return {
+        "argv": launcher + profile_argv(settings, profile),
+        "env": {"PYTHONUNBUFFERED": "1", **profile.env},
+        "cwd": cwd,
+    }
+
+
+def job_args(settings: Settings, profile: ProfileConfig) -> dict:
+    """What a serve job records about its profile (Live reads ``port``; History the drafter's name and numbers)."""
+    return {
+        "profile": profile.name,
+        "port": profile.port,
+        "drafter": profile.drafter,
+        "drafter_path": drafter_path(settings, profile),
+        "model": target_path(settings, profile),
+        "algorithm": profile.algorithm,
+        "steps": profile.steps,
+        "topk": profile.topk,
+        "draft_tokens": profile.draft_tokens,
+        "tp": profile.tp,
+    }
+
+
+def shell_line(argv: list[str], env: dict[str, str] | None = None) -> str:
+    """The command as one line a person can paste into a shell on the host."""
+    prefix = [f"{k}={shlex.quote(v)}" for k, v in (env or {}).items() if k != "PYTHONUNBUFFERED"]
+    return " ".join([*prefix, shlex.join(argv)])
+
+
+# --- preflight --------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Check:
+    """One preflight check: ``status`` is ok, warn, fail or skip; ``message`` one sentence."""
+
+    name: str
+    status: str
+    message: str
+
+    def to_json(self) -> dict:
+        return {"name": self.name, "status": self.status, "message": self.message}
+
+
+@dataclass(frozen=True)
+class Preflight:
+    profile: str
+    checks: tuple[Check, ...] = field(default_factory=tuple)
+
+    @property
+    def failures(self) -> list[Check]:
+        return [c for c in self.checks if c.status == "fail"]
+
+    @property
+    def warnings(self) -> list[Check]:
+        return [c for c in self.checks if c.status == "warn"]
+
+    @property
+    def ok(self) -> bool:
+        return not self.failures
+
+    def to_json(self) -> dict:
+        return {"profile": self.profile, "ok": self.ok, "checks": [c.to_json() for c in self.checks]}
+
+
+class PreflightFailed(UsageError):
+    """``start`` refused: the failed checks' sentences, one after the other."""
+
+    def __init__(self, preflight: Preflight) -> None:
+        self.preflight = preflight
+        reasons = " ".join(_sentence(c.message) for c in preflight.failures)
+        super().__init__(f"not starting {preflight.profile}: {reasons}")
+
+
+def _sentence(text: str) -> str:
+    return text if text.endswith(".") else text + "."
+
+
+def profile_checks(settings: Settings, profile: ProfileConfig) -> list[Check]:
+    """The checks that need no host: the speculative numbers, the algorithm, the command line itself."""
+    numbers = {"steps": profile.steps, "topk": profile.topk, "draft tokens": profile.draft_tokens}
+    given = [k for k, v in numbers.items() if v is not None]
+    checks = []
+
+    def add(name: str, status: str, message: str) -> None:
+        checks.append(Check(name, status, message))
+
+    if not profile.algorithm:
+        if profile.drafter:
+            add("algorithm", "fail", f'drafter {profile.drafter} is set but no algorithm: set algorithm = "EAGLE3"')
+        elif given:
+            add(
+                "speculative numbers",
+                "fail",
+                f"{', '.join(given)} set without a speculative algorithm: set algorithm or clear them",
+            )
+        else:
+            add("speculative numbers", "ok", "no speculation (baseline)")
+    else:
+        if profile.algorithm in NEEDS_DRAFTER and not profile.drafter:
+            add("algorithm", "fail", f"{profile.algorithm} needs a drafter: set the profile's drafter")
+        if not given:
+            add("speculative numbers", "ok", "none set: SGLang chooses steps, topk and draft tokens")
+        elif len(given) < len(numbers):
+            missing = ", ".join(k for k, v in numbers.items() if v is None)
+            add(
+                "speculative numbers",
+                "fail",
+                f"set all three of steps, topk and draft tokens or none ({missing} "
+                "missing): SGLang refuses a partial set",
+            )
+        else:
+            add(
+                "speculative numbers",
+                "ok",
+                f"steps {profile.steps}, topk {profile.topk}, draft tokens {profile.draft_tokens}",
+            )
+            if profile.topk == 1 and profile.draft_tokens != profile.steps + 1:
+                add(
+                    "topk 1",
+                    "fail",
+                    f"with topk 1 draft tokens must be steps + 1 = {profile.steps + 1}, not "
+                    f"{profile.draft_tokens} (SGLang would change it)",
+                )
+    checks.append(_command_check(settings, profile))
+    return checks
+
+
+def _command_check(settings: Settings, profile: ProfileConfig) -> Check:
+    repeated = sorted(
+        arg.split("=", 1)[0]
+        for arg in profile.extra_args
+        if arg.startswith("--")
+        and sglang_flags.FLAGS.get(arg.split("=", 1)[0]) is not None
+        and sglang_flags.FLAGS[arg.split("=", 1)[0]].dest in _MANAGED
+    )
+    if repeated:
+        return Check(
+            "flags",
+            "fail",
+            f"extra flags repeat what the profile sets ({', '.join(repeated)}): set those in the profile instead",
+        )
+    try:
+        sglang_flags.parse(profile_argv(settings, profile))
+    except UsageError as exc:
+        return Check("flags", "fail", str(exc))
+    return Check(
+        "flags", "ok", f"the command parses with SGLang {sglang_flags.SGLANG_VERSION}'s flags, full names only"
+    )
+
+
+def _looks_like_path(path: str) -> bool:
+    return path.startswith(("/", "~", "."))
+
+
+async def _quiet(call: Any) -> Any:
+    """An RPC's result, or the RemoteError it raised (checks turn it into a sentence)."""
+    try:
+        return await call
+    except RemoteError as exc:
+        return exc
+
+
+async def _target_config(conn: Any, path: str) -> dict | RemoteError | None:
+    if not _looks_like_path(path):
+        return None
+    out = await _quiet(conn.call("fs.read", path=f"{path.rstrip('/')}/config.json", text=True))
+    if isinstance(out, RemoteError):
+        return out
+    try:
+        config = json.loads(out["text"])
+    except ValueError:
+        return RemoteError(f"{path}/config.json on the host is not valid JSON", "checkpoint")
+    return config if isinstance(config, dict) else RemoteError(f"{path}/config.json is not a JSON object", "checkpoint")
+
+
+async def preflight(conn: Any, settings: Settings, profile: ProfileConfig, *, force: bool = False) -> Preflight:
+    """Every check before starting ``profile`` on ``conn``'s host; the host's answers are fetched together."""
+    host = conn.host
+    checks = profile_checks(settings, profile)
+    cmd = profile_command(settings, host, profile)
+    target = target_path(settings, profile)
+    drafter = drafter_path(settings, profile)
+    version = None
+    if host.launcher == "simulator":
+        from backend.sandbox.simulator import VERSION as version
+    target_cfg, inspected, helped, port, gpus = await asyncio.gather(
+        _target_config(conn, target),
+        _quiet(conn.call("checkpoint.inspect", path=drafter)) if drafter else asyncio.sleep(0),
+        _quiet(
+            conn.call("serve.help", argv=cmd["argv"][:3], version=version, cwd=cmd["cwd"], env=cmd["env"], timeout=400)
+        ),
+        conn.call("serve.port", port=profile.port),
+        conn.call("serve.gpus"),
+    )
+    checks += _target_checks(target, target_cfg)
+    checks += _drafter_checks(profile, drafter, inspected, target_cfg, force)
+    checks = _sglang_checks(checks, profile, helped, settings)
+    checks.append(_port_check(port))
+    checks.append(_gpu_check(gpus))
+    return Preflight(profile.name, tuple(checks))
+
+
+def _target_checks(target: str, config: dict | RemoteError | None) -> list[Check]:
+    if config is None:
+        return [Check("target", "skip", f"{target} is not a path: SGLang fetches it from the Hub")]
+    if isinstance(config, RemoteError):
+        if config.kind == "not_found":
+            return [
+                Check(
+                    "target", "fail", f"the target {target} has no config.json on the host: check target in the config"
+                )
+            ]
+        return [Check("target", "fail", str(config))]
+    arch = (config.get("architectures") or ["?"])[0]
+    return [Check("target", "ok", f"{target}: {arch}, {config.get('num_hidden_layers', '?')} layers")]
+
+
+def _drafter_checks(profile: ProfileConfig, path: str | None, inspected: Any, target: Any, force: bool) -> list[Check]:
+    if path is None:
+        return []
+    if isinstance(inspected, RemoteError):
+        if inspected.kind == "not_found":
+            message = (
+                f"drafter folder {path} does not exist on the host: download it (Drafters tab) or fix "
+                f"drafters.{profile.drafter}.path"
+            )
+        else:
+            message = f"drafter {profile.drafter} at {path} cannot be read: {inspected}"
+        return [Check("drafter", "fail", message)]
+    judged = checkpoints.verdict(inspected, target if isinstance(target, dict) else None)
+    override = "warn" if force else "fail"
+    out = []
+    if judged["compatible"]:
+        out.append(Check("drafter", "ok", f"{profile.drafter} fits the target (Compare's verdict)"))
+    else:
+        more = f" (and {len(judged['problems']) - 1} more)" if len(judged["problems"]) > 1 else ""
+        tail = "; starting anyway (--force)" if force else "; see Compare, or --force to start anyway"
+        out.append(
+            Check(
+                "drafter",
+                override,
+                f"Compare finds {profile.drafter} incompatible with the target: {judged['problems'][0]}{more}{tail}",
+            )
+        )
+    needed = judged["algorithm"]
+    if needed and profile.algorithm and needed != profile.algorithm:
+        if needed == "EAGLE3":
+            message = (
+                f"{profile.drafter} is an EAGLE-3 drafter ({checkpoints.EAGLE3_ARCH}): use algorithm EAGLE3; "
+                f"with {profile.algorithm} it loads and silently accepts nothing (accept length 1.00)"
+            )
+        else:
+            message = f"{profile.drafter} is an {needed} drafter: use algorithm {needed}, not {profile.algorithm}"
+        out.append(Check("algorithm", override, message + ("; starting anyway (--force)" if force else "")))
+    elif needed:
+        out.append(Check("algorithm", "ok", f"{profile.algorithm} matches the drafter"))
+    return out
+
+
+def _sglang_checks(checks: list[Check], profile: ProfileConfig, helped: Any, settings: Settings) -> list[Check]:
+    """The host's launcher runs and knows every flag; its --help is the truth where our table differs."""
+    if isinstance(helped, RemoteError):
+        return [*checks, Check("sglang", "fail", str(helped))]
+    known = sglang_flags.parse_help_flags(helped["help"])
+    unknown = sglang_flags.unknown_flags(profile_argv(settings, profile), known)
+    version = helped["version"]
+    if unknown:
+        return [
+            *checks,
+            Check(
+                "sglang",
+                "fail",
+                f"sglang {version} on the host does not know {', '.join(unknown)}: drop them from the profile or "
+                "upgrade sglang there",
+            ),
+        ]
+    if not version.startswith(sglang_flags.SGLANG_VERSION):
+        # Our table is 0.5.6's; another version may accept what the table refuses.
+        checks = [
+            Check(c.name, "warn", f"{c.message} (the host runs sglang {version} and knows every flag)")
+            if c.name == "flags" and c.status == "fail" and "refuse" in c.message
+            else c
+            for c in checks
+        ]
+    return [*checks, Check("sglang", "ok", f"sglang {version} on the host knows every flag")]
+
+
+def _port_check(port: dict) -> Check:
+    held = port["held_by"]
+    if held:
+        return Check(
+            "port",
+            "fail",
+            f"port {port['port']} is held by profile {held['profile']} (job {held['job']}): stop it first "
+            "or use another port",
+        )
+    if not port["free"]:
+        return Check(
+            "port",
+            "fail",
+            f"port {port['port']} on the host is taken by another program: give the profile another port",
+        )
+    return Check("port", "ok", f"port {port['port']} is free")
+
+
+def _gpu_check(gpus: dict) -> Check:
+    if not gpus["nvidia_smi"]:
+        return Check("gpus", "skip", "no nvidia-smi on the host: GPU use not checked")
+    others = [
+        f"GPU{g['index']} pid {p['pid']} ({p.get('name') or '?'}, {p.get('used_mib') or 0:.0f} MiB)"
+        for g in gpus["gpus"]
+        for p in g.get("processes", [])
+        if not p.get("job")
+    ]
+    if others:
+        return Check("gpus", "warn", f"GPUs busy with other processes: {', '.join(others)}")
+    return Check("gpus", "ok", f"{len(gpus['gpus'])} GPUs, none used by other processes")
+
+
+# --- lifecycle --------------------------------------------------------------------------------------------
+
+
+async def start(conn: Any, settings: Settings, profile: ProfileConfig, *, force: bool = False) -> dict:
+    """Preflight, then start ``profile``'s server as a detached job; returns its first status (+ preflight).
+
+    Raises ``PreflightFailed`` (exit 2) listing the failed checks, or the host's refusal when another server
+    holds the port (exit 1)."""
+    checks = await preflight(conn, settings, profile, force=force)
+    if not checks.ok:
+        raise PreflightFailed(checks)
+    cmd = profile_command(settings, conn.host, profile)
+    status = await conn.call(
+        "serve.start", argv=cmd["argv"], env=cmd["env"], cwd=cmd["cwd"], args=job_args(settings, profile)
+    )
+    status["preflight"] = checks.to_json()
+    return status
+
+
+async def wait(
+    conn: Any,
+    job: str | None = None,
+    *,
+    until: tuple[str, ...] = ENDED_STATES,
+    within: float | None = None,
+    on_status: Callable[[dict], None] | None = None,
+) -> dict:
+    """Follow the server's status (pushed by the host on every change) until its state is in ``until`` or
+    ``within`` seconds pass; ``on_status`` sees each change. Returns the last status."""
+    last: dict = {}
+    async for status in conn.stream("serve.wait", job=job, until=list(until), within=within):
+        last = status
+        if on_status is not None:
+            on_status(status)
+    return last
+
+
+async def status(conn: Any, *, job: str | None = None, port: int | None = None) -> dict:
+    """The server's status: ``job``, else the newest running server (on ``port``), else the newest."""
+    return await conn.call("serve.status", job=job, port=port)
+
+
+async def stop(conn: Any, *, job: str | None = None, port: int | None = None, grace: float = STOP_GRACE_S) -> dict:
+    """SIGTERM the server's group, SIGKILL after ``grace`` s, then confirm nothing of it is left and its GPU
+    memory is free. Raises ``OperationFailed`` if a process survived or the GPUs stay held."""
+    out = await conn.call("serve.stop", timeout=grace + 60, job=job, port=port, grace=grace)
+    if out["left"]:
+        raise OperationFailed(f"processes {out['left']} of the server survived SIGKILL; check them on the host")
+    if out["gpus_freed"] is False:
+        raise OperationFailed(
+            "the server's processes are gone but nvidia-smi still lists them on a GPU; check nvidia-smi on the host"
+        )
+    return out
+
+
+async def restart(
+    conn: Any, settings: Settings, profile: ProfileConfig, *, force: bool = False, grace: float = STOP_GRACE_S
+) -> dict:
+    """Stop the current server (if one runs), then start ``profile``: also how the panel switches profiles."""
+    current = await status(conn)
+    if current["state"] in RUNNING_STATES:
+        await stop(conn, job=current["job"], grace=grace)
+    return await start(conn, settings, profile, force=force)
+
+
+async def tail(conn: Any, job: str, lines: int = 50) -> dict:
+    """``{"lines", "offset"}``: the log's last ``lines`` lines and the offset to follow from."""
+    return await conn.call("jobs.tail", id=job, lines=lines)
+
+
+async def follow(conn: Any, job: str, offset: int) -> AsyncIterator[list[str]]:
+    """The log's new lines from byte ``offset`` until the server ends; survives reconnects without losing or
+    repeating a line (the stream resumes at the last offset)."""
+
+    def resume(params: dict, event: dict) -> dict:
+        return {**params, "offset": event["offset"]}
+
+    params = {"id": job, "offset": offset, "stream": "log"}
+    async for event in conn.subscribe("jobs.follow", params, resume):
+        yield event["lines"]
+
+
+async def watch(conn: Any, *, interval: float = 0.5) -> AsyncIterator[dict]:
+    """The current server's status on every change, until cancelled; survives reconnects (the TUI's feed)."""
+    async for event in conn.subscribe("serve.wait", {"until": [], "interval": interval}, lambda params, _: params):
+        yield event
+
+
+# --- presentation helpers shared by the CLI and the TUI ---------------------------------------------------
+
+_ERROR_LINE = re.compile(
+    r"Traceback \(most recent|^\s+File \"|(?:Error|Exception)\b|\bERROR\b|hit an exception|sigquit|[Ff]ailed\b"
+)
+_WARNING_LINE = re.compile(r"\bWARNING\b|\bwarning\b|deprecated|SIGTERM received")
+
+
+def line_level(line: str) -> str | None:
+    """``error``, ``warning`` or None for one server log line (what the log pane highlights)."""
+    if _ERROR_LINE.search(line):
+        return "error"
+    if _WARNING_LINE.search(line):
+        return "warning"
+    return None
+
+
+def expected_phases(args: dict | None) -> tuple[str, ...]:
+    """The startup phases a server with these job args goes through (no draft phases without a drafter)."""
+    if args and args.get("drafter"):
+        return PHASES
+    return tuple(p for p in PHASES if p not in DRAFT_PHASES)
+
+
+def timeline(status: dict, now: float) -> list[dict]:
+    """Rows for a phase timeline: every phase this server goes through, each ``done``, ``current``,
+    ``failed`` (where it crashed) or ``pending``, with its duration in seconds (so far, for the current one)."""
+    seen = {entry["phase"]: entry for entry in status.get("phases") or []}
+    names = list(expected_phases(status.get("args")))
+    names += [name for name in seen if name not in names]
+    last = (status.get("phases") or [{}])[-1].get("phase")
+    rows = []
+    for name in names:
+        entry = seen.get(name)
+        if entry is None:
+            rows.append({"phase": name, "state": "pending", "seconds": None})
+            continue
+        start, end = entry["start"], entry["end"]
+        if name == last and status["state"] == "crashed":
+            state = "failed"
+        elif end is None and status["state"] in RUNNING_STATES and name != "ready":
+            state = "current"
+        else:
+            state = "done"
+        seconds = None if start is None else max(0.0, (end if end is not None else now) - start)
+        rows.append({"phase": name, "state": state, "seconds": seconds})
+    return rows
+
+
+def since_text(status: dict, now: float) -> str:
+    """How long the server has been in its state: ``for 3m05s`` while it runs, ``12s ago`` once it ended."""
+    if not status.get("since"):
+        return ""
+    age = duration(now - status["since"])
+    return f"for {age}" if status["state"] in RUNNING_STATES else f"{age} ago"
+
+
+def duration(seconds: float | None) -> str:
+    """A short duration: 9s, 3m05s, 2h04m."""
+    if seconds is None:
+        return "-"
+    s = max(0, int(seconds))
+    if s < 60:
+        return f"{s}s"
+    if s < 3600:
+        return f"{s // 60}m{s % 60:02d}s"
+    return f"{s // 3600}h{s % 3600 // 60:02d}m"
+
+
+def speculative_summary(info: dict | None) -> str | None:
+    """``sglang 0.5.6: EAGLE3 steps 3, topk 1, draft tokens 4`` from the server's resolved args."""
+    if not info:
+        return None
+    text = f"sglang {info.get('version', '?')}" + (" (SIMULATED)" if info.get("simulated") else "")
+    if info.get("speculative_algorithm"):
+        text += (
+            f": {info['speculative_algorithm']} steps {info.get('speculative_num_steps')}, "
+            f"topk {info.get('speculative_eagle_topk')}, draft tokens {info.get('speculative_num_draft_tokens')}"
+        )
+    else:
+        text += ": no speculation"
+    return text

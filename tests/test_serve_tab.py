@@ -1,0 +1,256 @@
+"""The Serve tab driven through Pilot against the SIMULATED SGLang on `local`: edit, start, watch, crash, stop,
+reattach after a reconnect; and the log view's follow mode on its own."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from textual.app import App, ComposeResult
+from textual.pilot import Pilot
+from textual.widgets import Input, Static, TabbedContent
+
+from backend import serving
+from backend.connection import Connection
+from backend.sandbox import fixtures
+from backend.settings import Settings, parse
+from tests.sshd import free_port
+from tests.test_serving import fake_nvidia_smi
+from tui.app import SpecdeckApp
+from tui.screens.serve import ServePane
+from tui.widgets.logview import LogView
+
+SIZE = (150, 44)
+SCALE = {"SPECDECK_SIM_TIME_SCALE": "0.02"}
+
+
+@pytest.fixture
+def settings(tmp_path) -> Settings:
+    models = tmp_path / "models"
+    eagle = {"algorithm": "EAGLE3", "steps": 3, "topk": 1, "draft_tokens": 4}
+    port = free_port()
+    data = {
+        "default_host": "sim",
+        "target": fixtures.write_target_config(str(models / "Kimi-K2.5")),
+        "hosts": {
+            "sim": {
+                "url": "local",
+                "python": sys.executable,
+                "workdir": str(tmp_path / "host"),
+                "launcher": "simulator",
+                "sandbox": True,
+            }
+        },
+        "drafters": {"ours": {"path": fixtures.write_drafter(str(models / "ours"), "ours")}},
+        "profiles": {
+            "baseline": {"port": port, "env": SCALE},
+            "eagle3-ours": {"drafter": "ours", **eagle, "port": port, "env": SCALE},
+            "eagle3-aq": {"drafter": "ours", **eagle, "port": free_port(), "env": SCALE},
+            "oom": {"drafter": "ours", **eagle, "port": free_port(), "env": {**SCALE, "SPECDECK_SIM_FAIL": "oom"}},
+        },
+    }
+    return parse(data, "test")
+
+
+@pytest.fixture
+async def cleanup(settings):
+    """Stops whatever server a test left running."""
+    yield
+    conn = await Connection.open(settings.hosts["sim"])
+    try:
+        for job in await conn.call("jobs.list", kind="serve"):
+            if job["state"] == "running":
+                await conn.call("serve.stop", job=job["id"], grace=5, timeout=60)
+    finally:
+        await conn.close()
+
+
+@pytest.fixture
+def gpu_box(tmp_path, monkeypatch):
+    """A fake nvidia-smi on the agent's PATH: the simulator on GPU0, someone else's `sleep` on GPU1."""
+    other = subprocess.Popen(["sleep", "120"])
+    (tmp_path / "other.pid").write_text(str(other.pid))
+    fake_nvidia_smi(tmp_path / "bin", tmp_path / "other.pid")
+    monkeypatch.setenv("PATH", f"{tmp_path / 'bin'}:{os.environ['PATH']}")
+    yield other.pid
+    other.kill()
+    other.wait()
+
+
+async def until(pilot: Pilot, cond: Callable[[], object], what: str, timeout: float = 20) -> None:
+    deadline = time.monotonic() + timeout
+    while not cond():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        await pilot.pause(0.02)
+
+
+def text(app: App, selector: str) -> str:
+    """A Static's text, looked up inside the Serve tab when there is one (other tabs reuse some ids)."""
+    root = app.query_one(ServePane) if app.query(ServePane) else app
+    return str(root.query_one(selector, Static).render())
+
+
+def state(app: SpecdeckApp) -> str | None:
+    status = app.query_one(ServePane).status
+    return status["state"] if status else None
+
+
+async def open_serve_tab(app: SpecdeckApp, pilot: Pilot) -> ServePane:
+    await until(pilot, lambda: app.connection.connected, "connected")
+    await pilot.press("3")
+    pane = app.query_one(ServePane)
+    await until(pilot, lambda: pane.status is not None, "the server's status")
+    return pane
+
+
+async def select(pilot: Pilot, pane: ServePane, name: str) -> None:
+    pane.query_one("#profiles").focus()
+    names = list(pane.app.settings.profiles)
+    pane.query_one("#profiles").highlighted = names.index(name)
+    await until(pilot, lambda: pane.selected == name, f"profile {name} selected")
+
+
+async def test_edit_start_watch_and_stop(settings, cleanup, gpu_box):
+    app = SpecdeckApp(settings, host="sim")
+    async with app.run_test(size=SIZE) as pilot:
+        pane = await open_serve_tab(app, pilot)
+        assert state(app) == "none" and "no server" in text(app, "#server-state")
+        await select(pilot, pane, "eagle3-ours")
+        assert "--speculative-num-steps 3 --speculative-eagle-topk 1 --speculative-num-draft-tokens 4" in text(
+            app, "#preview"
+        )
+        # Edit the numbers: a topk-1 mismatch shows at once, the fix updates the command preview.
+        pane.query_one("#edit-steps", Input).value = "4"
+        await until(pilot, lambda: "✗ topk 1" in text(app, "#checks"), "the topk 1 check")
+        pane.query_one("#edit-draft_tokens", Input).value = "5"
+        await until(pilot, lambda: "--speculative-num-draft-tokens 5" in text(app, "#preview"), "the preview")
+        assert "--speculative-num-steps 4" in text(app, "#preview") and "✗" not in text(app, "#checks")
+        assert "eagle3-ours*" in str(pane.query_one("#profiles").get_option("eagle3-ours").prompt)
+        assert settings.profiles["eagle3-ours"].steps == 3  # the config is never rewritten
+
+        pane.query_one("#profiles").focus()
+        await pilot.press("s")
+        await until(pilot, lambda: state(app) == "ready", "ready")
+        status_text = text(app, "#server-state")
+        assert "● ready" in status_text and "eagle3-ours" in status_text
+        assert "EAGLE3 steps 4, topk 1, draft tokens 5" in status_text
+        for phase in ("loading weights", "capturing CUDA graphs", "capturing draft graphs", "warming up"):
+            assert f"✓ {phase}" in status_text
+        assert "✓ sglang: sglang 0.5.6-sim on the host knows every flag" in text(app, "#checks")
+        log = pane.query_one(LogView)
+        await until(pilot, lambda: any("fired up" in line for line in log.lines_kept), "the log")
+        await until(pilot, lambda: "GPU1" in text(app, "#gpu-list"), "the GPUs")
+        assert "GPU0 █████░░░░░ 69.3/140 GiB" in text(app, "#gpu-list")
+        assert f"pid {gpu_box} sleep (not ours)" in text(app, "#gpu-list")
+        assert "GPUs busy with other processes" in text(app, "#checks")
+
+        await pilot.press("x")
+        await until(pilot, lambda: state(app) == "stopped", "stopped")
+        await until(pilot, lambda: any("SIGTERM received" in line for line in log.lines_kept), "the drain lines")
+        assert "○ stopped" in text(app, "#server-state")
+
+
+async def test_crash_shows_the_hint_beside_the_log_and_switch_recovers(settings, cleanup):
+    app = SpecdeckApp(settings, host="sim")
+    async with app.run_test(size=SIZE) as pilot:
+        pane = await open_serve_tab(app, pilot)
+        await select(pilot, pane, "oom")
+        await pilot.press("s")
+        await until(pilot, lambda: state(app) == "crashed", "crashed")
+        hint = pane.query_one("#hint", Static)
+        await until(pilot, lambda: hint.has_class("-shown"), "the hint")
+        assert "Why it crashed" in text(app, "#hint") and "raise --mem-fraction-static" in text(app, "#hint")
+        assert "✕ allocating KV cache" in text(app, "#server-state")
+        log = pane.query_one(LogView)
+        await until(pilot, lambda: any("Not enough memory" in line for line in log.lines_kept), "the error line")
+        await pilot.press("e")  # errors only
+        assert log.lines_shown and all(serving.line_level(line) == "error" for line in log.lines_shown)
+        assert "errors only" in text(app, "#log-badge")
+        await pilot.press("e")
+        await pilot.press("o")  # the Compare tab, for the drafter of the profile that failed
+        assert app.query_one(TabbedContent).active == "compare"
+        await pilot.press("3")
+
+        await select(pilot, pane, "baseline")
+        await pilot.press("w")  # switch: stop whatever runs (nothing), start the selected profile
+        await until(pilot, lambda: state(app) == "ready", "ready after the switch")
+        assert not hint.has_class("-shown") and "baseline" in text(app, "#server-state")
+        first = pane.status["job"]
+        await pilot.press("R")  # restart the running profile: a new server job, the same profile
+        await until(pilot, lambda: pane.status["job"] != first and state(app) == "ready", "ready after the restart")
+        assert pane.status["profile"] == "baseline"
+
+
+async def test_reattaches_to_a_running_server_after_a_reconnect(settings, cleanup):
+    conn = await Connection.open(settings.hosts["sim"])
+    try:
+        started = await serving.start(conn, settings, settings.profiles["baseline"])
+        await serving.wait(conn, started["job"], within=30)
+    finally:
+        await conn.close()
+    app = SpecdeckApp(settings, host="sim")
+    async with app.run_test(size=SIZE) as pilot:
+        pane = await open_serve_tab(app, pilot)
+        await until(pilot, lambda: state(app) == "ready", "the running server")
+        log = pane.query_one(LogView)
+        await until(pilot, lambda: any("fired up" in line for line in log.lines_kept), "its log tail")
+        assert "●" in str(pane.query_one("#profiles").get_option("baseline").prompt)
+
+        generation = app.connection.generation
+        app.connection.agent.pipe.kill()  # the agent dies: the shell reconnects by itself
+        await until(pilot, lambda: app.connection.generation > generation and app.connection.connected, "reconnect")
+        await pilot.press("x")
+        await until(pilot, lambda: state(app) == "stopped", "stopped after the reconnect")
+        await until(pilot, lambda: any("Gracefully exiting" in line for line in log.lines_kept), "new lines")
+        kept = log.lines_kept
+        log_file = Path(pane.status["log_path"]).read_text().splitlines()
+        assert kept == log_file[-len(kept) :]  # resumed at the offset: nothing lost or repeated
+
+
+def test_every_serve_key_has_an_id_and_a_tooltip():
+    ids = [b.id for b in ServePane.BINDINGS]
+    assert all(i and i.startswith("serve.") for i in ids) and len(set(ids)) == len(ids)
+    assert all(b.tooltip for b in ServePane.BINDINGS)
+
+
+# --- the log view on its own ------------------------------------------------------------------------------------
+
+
+class LogApp(App):
+    def compose(self) -> ComposeResult:
+        yield LogView(classify=serving.line_level, max_lines=200)
+
+
+async def test_log_view_follows_freezes_counts_and_filters():
+    app = LogApp()
+    async with app.run_test(size=(80, 12)) as pilot:
+        log = app.query_one(LogView)
+        log.append([f"[2026-01-01 00:00:00] line {i}" for i in range(100)])
+        await pilot.pause()
+        assert log.following and log.is_vertical_scroll_end
+        log.scroll_home(animate=False)
+        await until(pilot, lambda: not log.following, "frozen")
+        log.append(["[2026-01-01 00:00:01] Scheduler hit an exception: Traceback (most recent call last):"])
+        log.append(["one more", "and another"])
+        await pilot.pause()
+        assert log.pending == 3 and log.scroll_y == 0  # the view stays where the reader is
+        log.follow()
+        await until(pilot, lambda: log.is_vertical_scroll_end and log.pending == 0, "following again")
+        assert log.following
+
+        log.set_filter("line 9")
+        assert log.lines_shown == [f"[2026-01-01 00:00:00] line {i}" for i in (9, *range(90, 100))]
+        log.set_filter("", errors_only=True)
+        assert len(log.lines_shown) == 1 and "hit an exception" in log.lines_shown[0]
+        log.set_filter(errors_only=False)
+
+        log.append([f"x{i}" for i in range(300)])  # bounded: only the newest max_lines are kept
+        assert len(log.lines_kept) == 200 and log.lines_kept[-1] == "x299"
+        await asyncio.sleep(0)
