@@ -22,6 +22,8 @@ demo: setup
 test: setup
 	@test -x /usr/sbin/sshd || { echo "installing openssh-server (for the real-sshd tests)"; \
 	  $(SUDO) apt-get update -qq && $(SUDO) DEBIAN_FRONTEND=noninteractive apt-get install -y -qq openssh-server >/dev/null; }
+	@test -x /usr/bin/chromium || { echo "installing chromium (for the web demo test)"; \
+	  $(SUDO) apt-get update -qq && $(SUDO) DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; }
 	@scripts/netns-run $(PY) -m pytest $(PYTEST_ARGS)
 
 bench: setup
