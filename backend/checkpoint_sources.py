@@ -64,6 +64,12 @@ def parse_source(text: str, settings: Settings, host: HostConfig) -> Source:
     return Source(HOST, path, text)
 
 
+def hub_copy(drafter: DrafterConfig) -> Source:
+    """The hub repo a configured drafter is downloaded from, as a Source (the drafter must have a repo)."""
+    spec = checkpoints.HUB_PREFIX + str(drafter.repo) + (f"@{drafter.revision}" if drafter.revision else "")
+    return Source(HUB, spec, spec, drafter)
+
+
 def target_source(text: str | None, settings: Settings, host: HostConfig) -> Source:
     """``--target`` → a Source; without one, the configured target folder on the host."""
     if text is None:
@@ -87,9 +93,15 @@ class Sources:
     TUI hands its own (and never calls ``aclose``).
     """
 
-    def __init__(self, host: HostConfig, connect: Connector, endpoint: str | None = None) -> None:
+    def __init__(
+        self, host: HostConfig, connect: Connector, endpoint: str | None = None, hub_fallback: bool = False
+    ) -> None:
         self.host = host
         self.endpoint = endpoint
+        # A configured drafter not on the host yet is read from its hub repo instead (the TUI's choice; the
+        # CLI says so and stops). Which were: ``fallbacks`` maps the label to the hub Source read.
+        self.hub_fallback = hub_fallback
+        self.fallbacks: dict[str, Source] = {}
         self._connect = connect
         self._opening: asyncio.Future | None = None
 
@@ -121,18 +133,17 @@ class Sources:
         try:
             return await conn.call("checkpoint.inspect", path=source.location)
         except RemoteError as exc:
-            raise self._missing_drafter(source, exc) from None
-
-    def _missing_drafter(self, source: Source, exc: RemoteError) -> Exception:
-        """A configured drafter that is not on the host yet: say so, and how to get it or read the hub copy."""
-        drafter = source.drafter
-        if exc.kind != "not_found" or drafter is None or drafter.repo is None:
-            return exc
-        hub = checkpoints.HUB_PREFIX + drafter.repo + (f"@{drafter.revision}" if drafter.revision else "")
-        return UsageError(
-            f"{drafter.name} is not on {self.host.name} yet ({drafter.path} does not exist): run "
-            f"`specdeck download {drafter.name}`, or compare the hub copy with {hub}"
-        )
+            drafter = source.drafter
+            if exc.kind != "not_found" or drafter is None or drafter.repo is None:
+                raise
+            hub = hub_copy(drafter)
+            if not self.hub_fallback:
+                raise UsageError(
+                    f"{drafter.name} is not on {self.host.name} yet ({drafter.path} does not exist): run "
+                    f"`specdeck download {drafter.name}`, or compare the hub copy with {hub.location}"
+                ) from None
+        self.fallbacks[source.label] = hub
+        return await self.inspect(hub)
 
     # --- the target ---
 

@@ -477,3 +477,124 @@ def test_weights_refusals(capsys, hub, small_real, llama):
     assert one_line_error(err) == (
         "specdeck: A and B share no tensor of the same shape and dtype: there are no weights to compare"
     )
+
+
+# --- the Compare tab ---
+
+
+@pytest.fixture
+def sandbox_like(tmp_path, hub_root, hub) -> tuple:
+    """The sandbox's story: our drafter on the host (one tensor changed here), AQ-MedAI's only on the hub."""
+    from backend.settings import parse
+
+    ours = fx.write_drafter(str(tmp_path / "host" / "ours"), "ours", tensors={CHANGED: ("F32", [7168])})
+    target = fx.write_target_config(str(tmp_path / "host" / "models" / "Kimi-K2.5"))
+    data = {
+        "default_host": "sandbox",
+        "target": target,
+        "hosts": {
+            "sandbox": {
+                "url": "local",
+                "python": sys.executable,
+                "workdir": str(tmp_path / "host"),
+                "sandbox": True,
+                "hub_endpoint": hub.url,
+            }
+        },
+        "drafters": {
+            "ours": {"path": ours},
+            "aq-medai": {"path": str(tmp_path / "host" / "aq_medai_k2"), "repo": AQ_REPO},
+        },
+    }
+    return parse(data, "test"), ours
+
+
+async def test_compare_tab(sandbox_like, tmp_path, llama, monkeypatch):
+    from textual.command import CommandPalette
+    from textual.widgets import Input, Static
+
+    from tests.test_tui_shell import until
+    from tui.app import SpecdeckApp
+    from tui.messages import OpenInCompare
+    from tui.screens.compare import ComparePane, PromptScreen
+    from tui.widgets.diff_table import DiffTable
+
+    settings, ours = sandbox_like
+    monkeypatch.chdir(tmp_path)
+    app = SpecdeckApp(settings, host="sandbox")
+    async with app.run_test(size=(130, 40)) as pilot:
+        await until(pilot, lambda: app.connection.connected, "connected")
+        await pilot.press("2")
+        pane = app.query_one(ComparePane)
+        tensors = pane.query_one("#compare-tensors", DiffTable)
+        config = pane.query_one("#compare-config", DiffTable)
+        await until(pilot, lambda: isinstance(app.focused, DiffTable), "a table focused, so the keys work")
+        assert pane.picks == {"a": "ours", "b": "aq-medai", "target": ""}
+
+        def text(selector: str) -> str:
+            return str(pane.query_one(selector, Static).content)
+
+        await pilot.press("c")
+        await until(pilot, lambda: pane.diff is not None, "the diff")
+        # aq-medai is not on the host yet: read from the hub, and said so.
+        assert text("#compare-status") == (
+            f"A ours → {ours} · B aq-medai (not on sandbox yet: the hub copy) → hf://{AQ_REPO} · "
+            f"target → {settings.target}"
+        )
+        assert text("#compare-badge") == "✔ COMPATIBLE"
+        assert pane.query_one("#compare-badge").has_class("-compatible")
+        assert text("#compare-summary").startswith("A 1.19 B params · 2.22 GiB · 15 tensors")
+        assert "--speculative-algorithm EAGLE3" in text("#compare-notes")
+        assert tensors.row_count == 15 and config.row_count == 20
+        assert text("#compare-tensors-title") == "tensors: 15 in A, 15 in B, 1 differ"
+
+        await pilot.press("x")  # differences only
+        assert tensors.row_count == 1 and config.row_count == 0
+        assert [str(c) for c in tensors.get_row_at(0)] == [CHANGED, "F32 [7168]", "BF16 [7168]", "dtype"]
+        assert text("#compare-tensors-title").endswith("differences only (x)")
+        # Every key is a palette command too.
+        await pilot.press("ctrl+p")
+        await until(pilot, lambda: isinstance(app.screen, CommandPalette), "the palette")
+        await pilot.press(*"only the rows that differ", "enter")
+        await until(pilot, lambda: tensors.row_count == 15, "differences only off, from the palette")
+        assert not pane.differences_only
+
+        # Markdown export, to the path typed in the dialog.
+        await pilot.press("m")
+        await until(pilot, lambda: isinstance(app.screen, PromptScreen), "the export dialog")
+        field = app.screen.query_one(Input)
+        assert field.value == "diff-ours-vs-aq-medai.md"
+        field.value = "out/../diff.md"
+        await pilot.press("enter")
+        written = tmp_path / "diff.md"
+        await until(pilot, lambda: any(str(written) in n.message for n in app._notifications), "the notice")
+        md = written.read_text()
+        assert md.startswith("# Drafter diff: A (ours) vs B (aq-medai)\n") and "**Verdict:** compatible" in md
+        assert f"| {CHANGED} | F32 [7168] | BF16 [7168] | dtype |" in md
+
+        # A Llama-8B drafter as B: incompatible, the problems listed with both numbers.
+        await pilot.press("b")
+        await until(pilot, lambda: isinstance(app.screen, PromptScreen), "the picker")
+        assert app.focused.value == "aq-medai"
+        app.focused.value = llama
+        await pilot.press("enter")
+        await until(pilot, lambda: pane.diff["paths"]["b"] == llama, "the Llama diff")
+        assert text("#compare-badge").startswith("✕ INCOMPATIBLE · ")
+        assert pane.query_one("#compare-badge").has_class("-incompatible")
+        assert "✕ B: hidden_size is 4096 but the target's hidden_size is 7168" in text("#compare-problems")
+        assert text("#compare-picks").startswith(f"A (a): ours   B (b): {llama}   target (g): ")
+
+        # Another tab opens a drafter here: it becomes B and the compare runs.
+        pane.post_message(OpenInCompare("aq-medai"))
+        await until(pilot, lambda: pane.diff["paths"]["b"] == f"hf://{AQ_REPO}", "the opened drafter")
+        assert pane.picks["a"] == "ours"
+        await pilot.press("s")  # swap
+        await until(pilot, lambda: pane.diff["paths"]["a"] == f"hf://{AQ_REPO}", "the swapped diff")
+        assert pane.picks == {"a": "aq-medai", "b": "ours", "target": ""}
+
+        # A bad source is one notification, not a traceback.
+        await pilot.press("b")
+        await until(pilot, lambda: isinstance(app.screen, PromptScreen), "the picker")
+        app.focused.value = "hf://"
+        await pilot.press("enter")
+        await until(pilot, lambda: any("is not a hub checkpoint" in n.message for n in app._notifications), "error")

@@ -192,14 +192,9 @@ def _sizes(t: dict) -> str:
 
 def render_diff(d: dict, a: Source, b: Source, show_all: bool = False) -> list[str]:
     """``specdeck diff`` without --json: sources, config and tensor rows side by side, sizes, verdict."""
-    lines = _table(
-        [
-            ("A", a.label, d["paths"]["a"] or ""),
-            ("B", b.label, d["paths"]["b"] or ""),
-            ("target", "", d["paths"].get("target") or "none"),
-        ],
-        indent="",
-    )
+    sides = [(side, source.label, d["paths"][side.lower()]) for side, source in (("A", a), ("B", b))]
+    rows = [(side, label, "" if path == label else path) for side, label, path in sides]
+    lines = _table([*rows, ("target", "", d["paths"].get("target") or "none")], indent="")
     config_diff = [r for r in d["config"] if r["status"] != "same"]
     lines += ["", f"config: {len(d['config'])} keys, {len(config_diff)} differ"]
     shown = d["config"] if show_all else config_diff
