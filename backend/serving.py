@@ -332,7 +332,7 @@ async def preflight(conn: Any, settings: Settings, profile: ProfileConfig, *, fo
         _target_config(conn, target),
         _quiet(conn.call("checkpoint.inspect", path=drafter)) if drafter else asyncio.sleep(0),
         _quiet(
-            conn.call("serve.help", argv=cmd["argv"][:3], version=version, cwd=cmd["cwd"], env=cmd["env"], timeout=400)
+            conn.call("serve.help", argv=cmd["argv"][:3], version=version, cwd=cmd["cwd"], env=cmd["env"], deadline=400)
         ),
         conn.call("serve.port", port=profile.port),
         conn.call("serve.gpus"),
@@ -492,7 +492,7 @@ async def wait(
     """Follow the server's status (pushed by the host on every change) until its state is in ``until`` or
     ``within`` seconds pass; ``on_status`` sees each change. Returns the last status."""
     last: dict = {}
-    async for status in conn.stream("serve.wait", job=job, until=list(until), within=within):
+    async for status in conn.stream("serve.wait", job=job, until=list(until), timeout=within):
         last = status
         if on_status is not None:
             on_status(status)
@@ -507,7 +507,7 @@ async def status(conn: Any, *, job: str | None = None, port: int | None = None) 
 async def stop(conn: Any, *, job: str | None = None, port: int | None = None, grace: float = STOP_GRACE_S) -> dict:
     """SIGTERM the server's group, SIGKILL after ``grace`` s, then confirm nothing of it is left and its GPU
     memory is free. Raises ``OperationFailed`` if a process survived or the GPUs stay held."""
-    out = await conn.call("serve.stop", timeout=grace + 60, job=job, port=port, grace=grace)
+    out = await conn.call("serve.stop", job=job, port=port, timeout=grace)
     if out["left"]:
         raise OperationFailed(f"processes {out['left']} of the server survived SIGKILL; check them on the host")
     if out["gpus_freed"] is False:

@@ -66,7 +66,7 @@ async def cleanup(settings):
     try:
         for job in await conn.call("jobs.list", kind="serve"):
             if job["state"] == "running":
-                await conn.call("serve.stop", job=job["id"], grace=5, timeout=60)
+                await conn.call("serve.stop", job=job["id"], timeout=5)
     finally:
         await conn.close()
 

@@ -70,7 +70,7 @@ async def conn(sim_host: HostConfig):
     yield c
     for job in await c.call("jobs.list", kind="serve"):
         if job["state"] == "running":
-            await c.call("serve.stop", job=job["id"], grace=5, timeout=60)
+            await c.call("serve.stop", job=job["id"], timeout=5)
     await c.close()
 
 

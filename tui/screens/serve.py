@@ -133,7 +133,7 @@ class ServePane(ShellPane):
 
     def compose(self) -> ComposeResult:
         with Horizontal(id="serve-body"):
-            with VerticalScroll(id="serve-left"):
+            with VerticalScroll(id="serve-left", can_focus=False):
                 yield Static("Profiles", classes="title")
                 yield OptionList(id="profiles", compact=True)
                 with Grid(id="editor"):
@@ -172,11 +172,7 @@ class ServePane(ShellPane):
         return not isinstance(self.parent, TabPane) or self.parent.display
 
     def on_show(self) -> None:
-        # The tab was switched to: take the focus, so this tab's keys work at once; fresh GPU figures.
-        focused = self.app.focused
-        if focused is None or self not in focused.ancestors:
-            self.query_one("#profiles", OptionList).focus()
-        self._poll_gpus()
+        self._poll_gpus()  # fresh figures as soon as the tab is seen (the shell focuses the profiles list)
 
     def on_descendant_focus(self, event: DescendantFocus) -> None:
         # Textual hands the focus of a widget hidden with its tab to a visible sibling, and a focused

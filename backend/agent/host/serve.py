@@ -534,10 +534,10 @@ def start(params: dict, ctx) -> dict:
 @method("serve.wait")
 def wait(params: dict, ctx) -> dict:
     """Stream the server's status whenever it changes, until its state is in ``until`` (empty: until cancelled)
-    or ``within`` seconds pass; returns the last status. ``job`` pins one server, else the current one."""
+    or ``timeout`` seconds pass; returns the last status. ``job`` pins one server, else the current one."""
     until = set(params.get("until") or ())
-    within = params.get("within")
-    deadline = None if within is None else time.time() + float(within)
+    timeout = params.get("timeout")
+    deadline = None if timeout is None else time.time() + float(timeout)
     interval = float(params.get("interval") or WAIT_POLL_S)
     last_key = None
     current = None
@@ -559,7 +559,7 @@ def wait(params: dict, ctx) -> dict:
 
 @method("serve.stop")
 def stop(params: dict, ctx) -> dict:
-    """SIGTERM the server's group, SIGKILL it after ``grace`` s, then confirm no process of it is left and
+    """SIGTERM the server's group, SIGKILL it after ``timeout`` s, then confirm no process of it is left and
     its GPU memory is freed (``gpus_freed`` is None without nvidia-smi)."""
     job = pick(ctx.state_dir, params.get("job"), _port_param(params))
     if job is None or job["state"] != "running":
@@ -567,7 +567,7 @@ def stop(params: dict, ctx) -> dict:
         out.update({"left": [], "gpus_freed": None, "was_running": False})
         return out
     pids = jobs.group_members(job["pid"])
-    info = jobs.cancel({"id": job["id"], "timeout": float(params.get("grace") or 30)}, ctx)
+    info = jobs.cancel({"id": job["id"], "timeout": float(params.get("timeout") or 30)}, ctx)
     out = status_of(jobs.describe(job["dir"]))
     out.update({"left": info.get("left", []), "gpus_freed": _wait_gpus_free(pids), "was_running": True})
     return out
