@@ -444,15 +444,26 @@ def format_bytes(n: int) -> str:
     return f"{n} B"
 
 
-def _cell(value: Any) -> str:
+def format_value(value: Any) -> str:
+    """A config value as diffs show it: strings bare, absent as a dash, anything else as JSON."""
     if value is None:
         return "—"
-    text = value if isinstance(value, str) else json.dumps(value)
-    return text.replace("|", "\\|")
+    return value if isinstance(value, str) else json.dumps(value)
 
 
-def _tensor_cell(side: dict | None) -> str:
+def format_tensor(side: dict | None) -> str:
+    """One side of a tensor row: ``BF16 [7168, 21504]``, or a dash when that side lacks the tensor."""
     return "—" if side is None else f"{side['dtype']} {side['shape']}"
+
+
+def format_totals(totals: dict, sep: str = ", ") -> str:
+    """A summary entry (``{"params", "bytes", "tensors"}``): ``1.19 B params, 2.22 GiB, 15 tensors``."""
+    parts = (f"{format_params(totals['params'])} params", format_bytes(totals["bytes"]), f"{totals['tensors']} tensors")
+    return sep.join(parts)
+
+
+def _cell(value: Any) -> str:
+    return format_value(value).replace("|", "\\|")
 
 
 def diff_to_markdown(diff: dict, a_label: str, b_label: str) -> str:
@@ -472,18 +483,15 @@ def diff_to_markdown(diff: dict, a_label: str, b_label: str) -> str:
     summary = diff["summary"]
     lines += ["## Size", "", f"| group | {a_label} | {b_label} |", "|---|---|---|"]
 
-    def sizes(t: dict) -> str:
-        return f"{format_params(t['params'])} params, {format_bytes(t['bytes'])}, {t['tensors']} tensors"
-
-    lines.append(f"| **total** | {sizes(summary['a'])} | {sizes(summary['b'])} |")
+    lines.append(f"| **total** | {format_totals(summary['a'])} | {format_totals(summary['b'])} |")
     for group, sides in summary["groups"].items():
         if sides["a"]["tensors"] or sides["b"]["tensors"]:
-            lines.append(f"| {group} | {sizes(sides['a'])} | {sizes(sides['b'])} |")
+            lines.append(f"| {group} | {format_totals(sides['a'])} | {format_totals(sides['b'])} |")
     lines += ["", "## Config", "", f"| key | {a_label} | {b_label} | status |", "|---|---|---|---|"]
     for row in diff["config"]:
         lines.append(f"| {_cell(row['key'])} | {_cell(row['a'])} | {_cell(row['b'])} | {row['status']} |")
     lines += ["", "## Tensors", "", f"| tensor | {a_label} | {b_label} | status |", "|---|---|---|---|"]
     for row in diff["tensors"]:
-        cells = (_cell(row["name"]), _tensor_cell(row["a"]), _tensor_cell(row["b"]), row["status"])
+        cells = (_cell(row["name"]), format_tensor(row["a"]), format_tensor(row["b"]), row["status"])
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"

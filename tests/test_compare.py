@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
+import pty
 import socket
 import subprocess
 import sys
@@ -450,6 +452,40 @@ def test_weights_over_both_transports(capsys, host, small_real):
     table = lines[lines.index("weights: 4 of 4 tensors compared") :]
     assert next(line for line in table if line.strip().startswith("w.f32")).split() == ["w.f32", "1", "1.000000"]
     assert "  skipped only.a: only in A" in lines
+
+
+def test_weights_progress_on_a_terminal(small_real):
+    """On a terminal, stderr carries one self-overwriting progress line, cleared at the end."""
+    a, b = small_real
+    argv = [sys.executable, "-m", "backend.cli.main", "--host", "local", "diff", str(a), str(b), "--weights"]
+    leader, follower = pty.openpty()
+    try:
+        proc = subprocess.run(
+            [*argv, "--target", str(a)],
+            stdout=subprocess.PIPE,
+            stderr=follower,
+            check=False,
+            timeout=60,
+        )
+        os.close(follower)
+        follower = -1
+        err = b""
+        while True:
+            try:
+                chunk = os.read(leader, 4096)
+            except OSError:  # EIO: the terminal's other end is closed and drained
+                break
+            if not chunk:
+                break
+            err += chunk
+    finally:
+        os.close(leader)
+        if follower >= 0:
+            os.close(follower)
+    assert proc.returncode == 0
+    shown = err.decode().split("\r\x1b[K")
+    assert shown == ["", "weights: 1/4 ids", "weights: 2/4 mask", "weights: 3/4 w.bf16", "weights: 4/4 w.f32", ""]
+    assert b"weights: 4 of 4 tensors compared" in proc.stdout
 
 
 def test_weights_refusals(capsys, hub, small_real, llama):

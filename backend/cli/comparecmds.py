@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 import argparse
-import json
 import sys
-from typing import Any
 
 from backend import checkpoints as ck
 from backend.checkpoint_sources import (
@@ -23,14 +21,16 @@ from backend.cli.common import add_json, connect, emit_json, emit_json_line, loa
 from backend.cli.main import command
 from backend.connection import resolve_host
 from backend.errors import UsageError
+from backend.settings import HostConfig, Settings
 
 SOURCE_HELP = "a configured drafter name, a path on the host, file://PATH on this machine, or hf://org/name[@revision]"
 DIFF_EPILOG = """\
 The verdict judges A and B against the target's config.json (--target: a model folder or config.json on the
 host, file://PATH, hf://org/name; default the configured target). It is data, not an error: the exit code is 0
 whether the drafters are compatible or not, unless --fail-incompatible is given (then 1 when either is not).
-Exit 2: a checkpoint is missing, unreadable or corrupt, or the target cannot be read. Exit 1: the hub refused or
-could not be reached, or --weights could not run on the host. Exit 3: the host could not be reached.
+Exit 2: a checkpoint is missing, unreadable or corrupt, or the --target given cannot be read (when the default
+target is not on the host yet, the verdict says so in a note). Exit 1: the hub refused or could not be reached,
+or --weights could not run on the host. Exit 3: the host could not be reached.
 
 With --weights and --json, stdout is JSON lines: one {"event": "tensor", ...} per compared tensor as it is
 done, then the diff (with a "weights" key) as the last line.
@@ -75,7 +75,8 @@ def _add_endpoint(p: argparse.ArgumentParser) -> None:
     )
 
 
-def _sources(args: argparse.Namespace) -> tuple[Sources, Any, Any]:
+def _sources(args: argparse.Namespace) -> tuple[Sources, Settings, HostConfig]:
+    """The sources reader for this command: the host resolved now, connected only if a source needs it."""
     settings = load_settings(args)
     overrides = {k: getattr(args, k) for k in ("identity", "known_hosts", "python", "workdir")}
     host = resolve_host(settings, args.host, **overrides)
@@ -178,18 +179,6 @@ def _progress(event: dict | None) -> None:
     sys.stderr.flush()
 
 
-def _value(v: Any) -> str:
-    return "—" if v is None else v if isinstance(v, str) else json.dumps(v)
-
-
-def _side(t: dict | None) -> str:
-    return "—" if t is None else f"{t['dtype']} {t['shape']}"
-
-
-def _sizes(t: dict) -> str:
-    return f"{ck.format_params(t['params'])} params, {ck.format_bytes(t['bytes'])}, {t['tensors']} tensors"
-
-
 def render_diff(d: dict, a: Source, b: Source, show_all: bool = False) -> list[str]:
     """``specdeck diff`` without --json: sources, config and tensor rows side by side, sizes, verdict."""
     sides = [(side, source.label, d["paths"][side.lower()]) for side, source in (("A", a), ("B", b))]
@@ -200,7 +189,8 @@ def render_diff(d: dict, a: Source, b: Source, show_all: bool = False) -> list[s
     shown = d["config"] if show_all else config_diff
     if shown:
         lines += _table(
-            [("key", "A", "B", "")] + [(r["key"], _value(r["a"]), _value(r["b"]), r["status"]) for r in shown]
+            [("key", "A", "B", "")]
+            + [(r["key"], ck.format_value(r["a"]), ck.format_value(r["b"]), r["status"]) for r in shown]
         )
     hidden = len(d["config"]) - len(shown)
     if hidden and config_diff:
@@ -216,15 +206,16 @@ def render_diff(d: dict, a: Source, b: Source, show_all: bool = False) -> list[s
     shown = d["tensors"] if everything else tensor_diff
     if shown:
         lines += _table(
-            [("tensor", "A", "B", "")] + [(r["name"], _side(r["a"]), _side(r["b"]), r["status"]) for r in shown]
+            [("tensor", "A", "B", "")]
+            + [(r["name"], ck.format_tensor(r["a"]), ck.format_tensor(r["b"]), r["status"]) for r in shown]
         )
     if not everything and len(shown) < len(d["tensors"]):
         lines.append(f"  ({len(d['tensors']) - len(shown)} same tensors not shown; --all lists them)")
 
-    lines += ["", f"size: A {_sizes(summary['a'])}; B {_sizes(summary['b'])}"]
+    lines += ["", f"size: A {ck.format_totals(summary['a'])}; B {ck.format_totals(summary['b'])}"]
     for group, sides in summary["groups"].items():
         if sides["a"] != sides["b"]:
-            lines.append(f"  {group}: A {_sizes(sides['a'])}; B {_sizes(sides['b'])}")
+            lines.append(f"  {group}: A {ck.format_totals(sides['a'])}; B {ck.format_totals(sides['b'])}")
 
     if "weights" in d:
         lines += ["", *render_weights(d["weights"])]

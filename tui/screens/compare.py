@@ -227,7 +227,9 @@ class ComparePane(ShellPane):
         badge.set_class(v["compatible"], "-compatible")
         badge.set_class(not v["compatible"], "-incompatible")
         summary = d["summary"]
-        self.query_one("#compare-summary", Static).update(f"A {_sizes(summary['a'])}   B {_sizes(summary['b'])}")
+        self.query_one("#compare-summary", Static).update(
+            f"A {ck.format_totals(summary['a'], ' · ')}   B {ck.format_totals(summary['b'], ' · ')}"
+        )
         self.query_one("#compare-problems", Static).update("\n".join(f"✕ {p}" for p in v["problems"]))
         self.query_one("#compare-notes", Static).update("\n".join(f"· {n}" for n in v["notes"]))
         self.query_one("#compare-config", DiffTable).show(config_rows(d))
@@ -286,7 +288,3 @@ def _write(path: str, text: str) -> None:
 def _slug(label: str) -> str:
     """A file-name-safe version of a source label: ``hf://AQ-MedAI/x@main`` → ``AQ-MedAI-x-main``."""
     return re.sub(r"[^A-Za-z0-9._-]+", "-", label.removeprefix("hf://").removeprefix("file://")).strip("-") or "x"
-
-
-def _sizes(t: dict) -> str:
-    return f"{ck.format_params(t['params'])} params · {ck.format_bytes(t['bytes'])} · {t['tensors']} tensors"

@@ -6,13 +6,14 @@ status colours come from the theme's variables, so both the dark and the light t
 
 from __future__ import annotations
 
-import json
 from typing import Any, NamedTuple
 
 from rich.style import Style
 from rich.text import Text
 from textual.color import Color
 from textual.widgets import DataTable
+
+from backend.checkpoints import format_tensor, format_value
 
 # Status → the theme variable its A, B and status cells are drawn in; the rows that differ are bold as well.
 STATUS_COLOURS = {
@@ -34,23 +35,12 @@ class DiffRow(NamedTuple):
     status: str
 
 
-def value_text(value: Any) -> str:
-    """A config value as the diff shows it: strings bare, absent as a dash, the rest as JSON."""
-    if value is None:
-        return "—"
-    return value if isinstance(value, str) else json.dumps(value)
-
-
-def tensor_text(side: dict | None) -> str:
-    return "—" if side is None else f"{side['dtype']} {side['shape']}"
-
-
 def config_rows(diff: dict) -> list[DiffRow]:
-    return [DiffRow(r["key"], value_text(r["a"]), value_text(r["b"]), r["status"]) for r in diff["config"]]
+    return [DiffRow(r["key"], format_value(r["a"]), format_value(r["b"]), r["status"]) for r in diff["config"]]
 
 
 def tensor_rows(diff: dict) -> list[DiffRow]:
-    return [DiffRow(r["name"], tensor_text(r["a"]), tensor_text(r["b"]), r["status"]) for r in diff["tensors"]]
+    return [DiffRow(r["name"], format_tensor(r["a"]), format_tensor(r["b"]), r["status"]) for r in diff["tensors"]]
 
 
 def theme_styles(variables: dict[str, str]) -> dict[str, tuple[Style, Style]]:
