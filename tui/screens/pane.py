@@ -16,6 +16,8 @@ no arguments except ``id``. From it:
 from __future__ import annotations
 
 from textual.containers import Vertical
+from textual.events import DescendantFocus
+from textual.widgets import TabPane
 from textual.worker import Worker
 
 
@@ -25,3 +27,10 @@ class ShellPane(Vertical):
     def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
         # Worker state messages do not bubble: hand failures to the app's funnel.
         self.app.report_worker(event.worker)
+
+    def on_descendant_focus(self, event: DescendantFocus) -> None:
+        # Textual hands the focus of a widget hidden with its tab to a visible sibling, and a focused
+        # descendant makes its tab active again: switching away would bounce back here.
+        if isinstance(self.parent, TabPane) and not self.parent.display:
+            event.stop()
+            self.app.set_focus(None)

@@ -18,10 +18,9 @@ from textual import work
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Grid, Horizontal, Vertical, VerticalScroll
-from textual.events import DescendantFocus
 from textual.markup import escape
 from textual.timer import Timer
-from textual.widgets import Input, Label, OptionList, Static, TabPane
+from textual.widgets import Input, Label, OptionList, Static
 from textual.widgets.option_list import Option
 from textual.worker import Worker
 
@@ -168,18 +167,8 @@ class ServePane(ShellPane):
         self.set_interval(1.0, self._render_state, name="serve-clock")  # elapsed times tick
         self._render_state()
 
-    def _tab_shown(self) -> bool:
-        return not isinstance(self.parent, TabPane) or self.parent.display
-
     def on_show(self) -> None:
         self._poll_gpus()  # fresh figures as soon as the tab is seen (the shell focuses the profiles list)
-
-    def on_descendant_focus(self, event: DescendantFocus) -> None:
-        # Textual hands the focus of a widget hidden with its tab to a visible sibling, and a focused
-        # descendant makes the tab active again: switching away from Serve would bounce back here.
-        if not self._tab_shown():
-            event.stop()
-            self.app.set_focus(None)
 
     # --- the connection and the feeds -------------------------------------------------------------------------
 
@@ -225,7 +214,7 @@ class ServePane(ShellPane):
         # A one-shot timer re-armed after each poll: polls never pile up behind a slow link.
         conn = self.app.connection
         try:
-            if conn.connected and self._tab_shown():  # nvidia-smi costs the host a little: only when seen
+            if conn.connected and self.parent.display:  # nvidia-smi costs the host a little: only when seen
                 self.gpus = await conn.call("serve.gpus")
                 self._render_gpus()
         finally:

@@ -310,14 +310,16 @@ def tail_file(path: str, n: int):
     except FileNotFoundError:
         return [], 0
     end = data.rfind(b"\n") + 1
-    return data[:end].decode("utf-8", "replace").splitlines()[-n:], size - back + end
+    lines = data[:end].decode("utf-8", "replace").splitlines()
+    return (lines[-n:] if n else []), size - back + end
 
 
 @method("jobs.tail")
 def tail(params: dict, ctx) -> dict:
     """The last ``lines`` lines of the job's log and the offset to follow from."""
     job_dir = _job_dir(ctx.state_dir, params.get("id", ""))
-    lines, offset = tail_file(os.path.join(job_dir, "log"), int(params.get("lines") or 50))
+    n = params.get("lines")
+    lines, offset = tail_file(os.path.join(job_dir, "log"), 50 if n is None else max(0, int(n)))
     return {"lines": lines, "offset": offset}
 
 

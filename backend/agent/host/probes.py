@@ -129,17 +129,3 @@ def http_request(params: dict, ctx) -> dict:
         reason = getattr(exc, "reason", exc)
         return {"status": None, "error": str(reason), "elapsed": time.time() - t0}
     return {"status": status, "text": text, "elapsed": time.time() - t0}
-
-
-@method("net.port_free")
-def port_free(params: dict, ctx) -> dict:
-    """Whether a TCP port on the host's loopback is free to listen on."""
-    port = int(params.get("port") or 0)
-    sock = socket.socket()
-    try:
-        sock.bind(("127.0.0.1", port))
-        return {"port": port, "free": True}
-    except OSError:
-        return {"port": port, "free": False}
-    finally:
-        sock.close()
