@@ -16,7 +16,21 @@ def command_modules() -> list[str]:
     """Every ``backend/cli/*cmds.py``: each has register(subparsers), whose parsers set_defaults(run=coro_fn)."""
     import backend.cli
 
-    return [f"backend.cli.{m.name}" for m in pkgutil.iter_modules(backend.cli.__path__) if m.name.endswith("cmds")]
+    names = [m.name for m in pkgutil.iter_modules(backend.cli.__path__) if m.name.endswith("cmds")]
+    # `--help` lists commands in the order an operator meets them; modules not named here come last.
+    order = (
+        "sandboxcmds",
+        "hostcmds",
+        "configcmds",
+        "downloadcmds",
+        "comparecmds",
+        "servecmds",
+        "livecmds",
+        "historycmds",
+        "webcmds",
+    )
+    names.sort(key=lambda n: (order.index(n) if n in order else len(order), n))
+    return [f"backend.cli.{n}" for n in names]
 
 
 def build_parser() -> argparse.ArgumentParser:
