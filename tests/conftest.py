@@ -56,4 +56,5 @@ def host(request, tmp_path) -> HostConfig:
 
 
 def pytest_report_header(config):
-    return f"sshd: {'present' if Path('/usr/sbin/sshd').exists() else 'MISSING'}; netns: {os.environ.get('SPECDECK_NETNS', 'no')}"
+    sshd = "present" if Path("/usr/sbin/sshd").exists() else "MISSING"
+    return f"sshd: {sshd}; netns: {os.environ.get('SPECDECK_NETNS', 'no')}"
