@@ -50,9 +50,7 @@ class Transfer:
         return self.bytes / self.seconds / 1e6
 
 
-def plain_download(
-    endpoint: str, repo_id: str, filename: str, workdir: Path, python: str = sys.executable
-) -> Transfer:
+def plain_download(endpoint: str, repo_id: str, filename: str, workdir: Path, python: str = sys.executable) -> Transfer:
     """Time a bare ``hf_hub_download`` of one file in a child ``python`` (plain HTTP, no progress bars).
 
     Downloads into a fresh folder under ``workdir`` and removes it afterwards; the time covers the HEAD and

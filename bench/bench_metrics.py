@@ -42,9 +42,7 @@ def _log(n: int) -> list[str]:
                 f"token usage: {rng.random():.2f}, #running-req: 0, #queue-req: 0, "
             )
         else:
-            out.append(
-                f'{stamp}INFO:     127.0.0.1:{rng.randint(1024, 65535)} - "POST /generate HTTP/1.1" 200 OK'
-            )
+            out.append(f'{stamp}INFO:     127.0.0.1:{rng.randint(1024, 65535)} - "POST /generate HTTP/1.1" 200 OK')
     return out
 
 

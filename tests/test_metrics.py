@@ -249,9 +249,7 @@ def test_parse_lines_reports_every_sample_as_logged() -> None:
 
 
 def _at(ts: float, kind: str = "decode", tps: float | None = 80.0) -> Sample:
-    return Sample(
-        ts, kind, gen_tps=tps if kind == "decode" else None, accept_len=2.0 if kind == "decode" else None
-    )
+    return Sample(ts, kind, gen_tps=tps if kind == "decode" else None, accept_len=2.0 if kind == "decode" else None)
 
 
 def test_first_decode_and_first_after_idle_prefill_lose_throughput() -> None:
@@ -319,9 +317,7 @@ def test_live_samples_over_log_lines() -> None:
 
 # --- properties --------------------------------------------------------------------------------------
 
-_REAL_START = re.compile(
-    r"\s*(\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d( [A-Z]+\d+)*\] )?(Decode|Prefill) batch( \[\d+\])?[.,]"
-)
+_REAL_START = re.compile(r"\s*(\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d( [A-Z]+\d+)*\] )?(Decode|Prefill) batch( \[\d+\])?[.,]")
 
 _prefixes = st.sampled_from(["", P, "[2025-01-05 10:00:07 DP0 TP0] ", "[x] ", "[2025-01-05 10:00:07", "] "])
 _markers = st.sampled_from(

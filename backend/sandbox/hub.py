@@ -318,9 +318,7 @@ class HubServer:
         for org in sorted(self.root.iterdir()) if self.root.is_dir() else []:
             if org.is_dir() and not org.name.startswith("."):
                 out.extend(
-                    f"{org.name}/{d.name}"
-                    for d in sorted(org.iterdir())
-                    if d.is_dir() and not d.name.startswith(".")
+                    f"{org.name}/{d.name}" for d in sorted(org.iterdir()) if d.is_dir() and not d.name.startswith(".")
                 )
         return out
 
@@ -675,9 +673,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--port", type=int, default=0, help="0 picks a free port")
     ap.add_argument("--rate", type=_rate, default=None, help="bytes/s per transfer, e.g. 40M")
     ap.add_argument("--port-file", type=Path, help="write the URL here once listening")
-    ap.add_argument(
-        "--corrupt", action="append", default=[], metavar="ORG/NAME/PATH", help="serve wrong bytes"
-    )
+    ap.add_argument("--corrupt", action="append", default=[], metavar="ORG/NAME/PATH", help="serve wrong bytes")
     args = ap.parse_args(argv)
     if not args.root.is_dir():
         ap.error(f"--root {args.root} is not a folder")
