@@ -14,6 +14,7 @@ from typing import Any
 
 from backend.agent.host.checkpoint import CONFIG, build_result, inspect_checkpoint
 from backend.agent.host.safetensors_header import MAX_HEADER, CheckpointError, validate_header
+from backend.agent.host.units import human_bytes
 from backend.errors import OperationFailed, UsageError
 
 HUB_PREFIX = "hf://"
@@ -436,14 +437,6 @@ def format_params(n: int) -> str:
     return str(n)
 
 
-def format_bytes(n: int) -> str:
-    """2382317568 → ``2.22 GiB``."""
-    for size, unit in ((1 << 40, "TiB"), (1 << 30, "GiB"), (1 << 20, "MiB"), (1 << 10, "KiB")):
-        if n >= size:
-            return f"{n / size:.2f} {unit}"
-    return f"{n} B"
-
-
 def format_value(value: Any) -> str:
     """A config value as diffs show it: strings bare, absent as a dash, anything else as JSON."""
     if value is None:
@@ -458,7 +451,7 @@ def format_tensor(side: dict | None) -> str:
 
 def format_totals(totals: dict, sep: str = ", ") -> str:
     """A summary entry (``{"params", "bytes", "tensors"}``): ``1.19 B params, 2.22 GiB, 15 tensors``."""
-    parts = (f"{format_params(totals['params'])} params", format_bytes(totals["bytes"]), f"{totals['tensors']} tensors")
+    parts = (f"{format_params(totals['params'])} params", human_bytes(totals["bytes"]), f"{totals['tensors']} tensors")
     return sep.join(parts)
 
 

@@ -13,7 +13,6 @@ from collections.abc import AsyncIterator, Iterable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from backend.agent.host.download import human
 from backend.connection import Connection
 from backend.errors import UsageError
 from backend.settings import DrafterConfig, HostConfig
@@ -246,11 +245,6 @@ class Progress:
     @property
     def total(self) -> int:
         return sum(f.total for f in self.files.values())
-
-
-def human_bytes(n: float) -> str:
-    """2.22 GiB, 512.00 MiB, 8 B (the host's own formatter, so messages and panel agree)."""
-    return human(n)
 
 
 def human_rate(bps: float) -> str:

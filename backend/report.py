@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from backend import checkpoints
+from backend.agent.host.units import human_bytes
 from backend.errors import SpecdeckError
 from backend.history import History, RunSummary, Yardstick
 from backend.series import SeriesView
@@ -211,7 +212,7 @@ def drafter_blocks(runs: list[RunSummary], facts: DrafterFacts | None) -> list[B
                 run.drafter or "—",
                 path,
                 checkpoints.format_params(info["total_params"]) if info else "—",
-                checkpoints.format_bytes(size) if size else "—",
+                human_bytes(size) if size else "—",
                 (run.drafter_sha256 or "")[:16] or "not verified",
                 "—" if verdict is None else "compatible" if verdict["compatible"] else "incompatible",
             ]

@@ -33,6 +33,7 @@ from urllib.parse import urlsplit
 from backend import checkpoints, sglang_flags
 from backend.agent.host.serve import DRAFT_PHASES, PHASES
 from backend.agent.host.serve import STATES as STATES  # computed on the host; re-exported for CLI and TUI
+from backend.agent.host.units import duration
 from backend.errors import OperationFailed, RemoteError, UsageError
 from backend.settings import HostConfig, ProfileConfig, Settings
 
@@ -605,18 +606,6 @@ def since_text(status: dict, now: float) -> str:
         return ""
     age = duration(now - status["since"])
     return f"for {age}" if status["state"] in RUNNING_STATES else f"{age} ago"
-
-
-def duration(seconds: float | None) -> str:
-    """A short duration: 9s, 3m05s, 2h04m."""
-    if seconds is None:
-        return "-"
-    s = max(0, int(seconds))
-    if s < 60:
-        return f"{s}s"
-    if s < 3600:
-        return f"{s // 60}m{s % 60:02d}s"
-    return f"{s // 3600}h{s % 3600 // 60:02d}m"
 
 
 def speculative_summary(info: dict | None) -> str | None:

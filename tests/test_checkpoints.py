@@ -20,6 +20,7 @@ from backend.agent.bundle import agent_zip
 from backend.agent.host import checkpoint as host_ck
 from backend.agent.host.registry import METHODS, AgentError, Context
 from backend.agent.host.safetensors_header import CheckpointError
+from backend.agent.host.units import human_bytes
 from backend.connection import Connection
 from backend.errors import RemoteError, UsageError
 from backend.sandbox import fixtures as fx
@@ -68,7 +69,7 @@ def test_inspect_kimi_k2_drafter_folder(tmp_path):
     assert info["metadata"] == {"format": "pt"}
     assert info["notes"] == []
     assert ck.format_params(info["total_params"]) == "1.19 B"
-    assert ck.format_bytes(info["total_bytes"]) == "2.22 GiB"
+    assert human_bytes(info["total_bytes"]) == "2.22 GiB"
 
 
 def test_inspect_single_file_and_missing_config(tmp_path):

@@ -18,12 +18,13 @@ from textual.command import CommandList, CommandPalette
 from textual.pilot import Pilot
 from textual.widgets import OptionList, Static, TabbedContent
 
+from backend.agent.host.units import duration
 from backend.errors import OperationFailed
 from backend.settings import builtin_defaults, parse
 from tui.app import TABS, SpecdeckApp
 from tui.screens.hostkey import HostKeyScreen
 from tui.screens.hosts import HostSwitchScreen
-from tui.widgets.hostbar import HostBar, age_text, badge_text, gpu_summary
+from tui.widgets.hostbar import HostBar, badge_text, gpu_summary
 
 SIZE = (130, 30)
 
@@ -271,7 +272,7 @@ async def test_worker_failures_become_notifications():
 def test_header_text_helpers():
     from backend.connection import ConnState
 
-    assert age_text(5) == "5s" and age_text(185) == "3m05s" and age_text(7440) == "2h04m"
+    assert duration(5) == "5s" and duration(185) == "3m05s" and duration(7440) == "2h04m"
     assert badge_text(ConnState("reconnecting", retry_at=102.2), now=100) == "↻ reconnecting in 3s"
     assert badge_text(ConnState("reconnecting", retry_at=99), now=100) == "↻ reconnecting…"
     assert badge_text(ConnState("lost", "bad key"), now=0) == "✕ lost"

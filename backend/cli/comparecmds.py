@@ -6,6 +6,7 @@ import argparse
 import sys
 
 from backend import checkpoints as ck
+from backend.agent.host.units import human_bytes
 from backend.checkpoint_sources import (
     HOST,
     HUB,
@@ -123,14 +124,14 @@ def render_inspect(info: dict, where: str) -> list[str]:
     """``specdeck inspect`` without --json: config line, files, metadata, the tensor table, notes."""
     lines = [f"{info['path']}  ({where})", _config_line(info["config"])]
     for f in info["files"]:
-        lines.append(f"file: {f['name']}  {ck.format_bytes(f['bytes'])}, {f['tensors']} tensors")
+        lines.append(f"file: {f['name']}  {human_bytes(f['bytes'])}, {f['tensors']} tensors")
     if info["metadata"]:
         lines.append("metadata: " + ", ".join(f"{k}={v}" for k, v in sorted(info["metadata"].items())))
     tensors = info["tensors"]
-    params, size = ck.format_params(info["total_params"]), ck.format_bytes(info["total_bytes"])
+    params, size = ck.format_params(info["total_params"]), human_bytes(info["total_bytes"])
     lines.append(f"{len(tensors)} tensors, {params} params, {size}")
     rows = [("tensor", "dtype", "shape", "size")]
-    rows += [(n, t["dtype"], str(t["shape"]), ck.format_bytes(t["bytes"])) for n, t in tensors.items()]
+    rows += [(n, t["dtype"], str(t["shape"]), human_bytes(t["bytes"])) for n, t in tensors.items()]
     lines += _table(rows)
     lines += [f"note: {n}" for n in info.get("notes") or []]
     return lines

@@ -17,10 +17,11 @@ import time
 from typing import TextIO
 
 from backend import downloads
+from backend.agent.host.units import human_bytes
 from backend.cli.common import add_json, connect, emit_json_line, load_settings
 from backend.cli.main import command
 from backend.connection import resolve_host
-from backend.downloads import Progress, human_bytes, human_eta, human_rate
+from backend.downloads import Progress, human_eta, human_rate
 from backend.errors import OperationFailed, UsageError
 from backend.settings import Settings
 

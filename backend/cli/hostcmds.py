@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import time
 
+from backend.agent.host.units import duration
 from backend.cli.common import add_json, connect, emit_json
 from backend.cli.main import command
 from backend.errors import UsageError
@@ -61,13 +62,6 @@ async def ping(args: argparse.Namespace) -> int:
     return 0
 
 
-def _age(ts: float | None) -> str:
-    if not ts:
-        return "-"
-    s = int(time.time() - ts)
-    return f"{s // 3600}h{s % 3600 // 60:02d}m ago" if s >= 3600 else f"{s // 60}m{s % 60:02d}s ago"
-
-
 def _progress(job: dict) -> str:
     """The last progress event of a running job, e.g. `  model.safetensors 1.2/2.2 GiB`."""
     ev = job.get("progress") or {}
@@ -109,7 +103,8 @@ async def list_jobs(args: argparse.Namespace) -> int:
     for j in jobs:
         args_text = " ".join(f"{k}={v}" for k, v in (j.get("args") or {}).items())
         reason = f"  ({j['reason']})" if j.get("reason") and j["state"] != "done" else ""
-        print(f"{j['id']:<36} {j['state']:<10} {_age(j.get('started')):<12} {args_text}{reason}{_progress(j)}")
+        age = f"{duration(time.time() - j['started'])} ago" if j.get("started") else "-"
+        print(f"{j['id']:<36} {j['state']:<10} {age:<12} {args_text}{reason}{_progress(j)}")
     return 0
 
 

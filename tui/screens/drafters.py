@@ -20,8 +20,9 @@ from textual.widgets import DataTable, Static
 from textual.worker import Worker
 
 from backend import downloads
+from backend.agent.host.units import human_bytes
 from backend.connection import Connection
-from backend.downloads import DrafterStatus, Progress, human_bytes
+from backend.downloads import DrafterStatus, Progress
 from backend.settings import DrafterConfig
 from tui.messages import ConnectionChanged, OpenInCompare
 from tui.screens.pane import ShellPane

@@ -25,6 +25,7 @@ from textual.widgets.option_list import Option
 from textual.worker import Worker
 
 from backend import serving
+from backend.agent.host.units import duration
 from backend.errors import SpecdeckError, UsageError
 from backend.settings import ProfileConfig
 from tui.messages import ConnectionChanged, OpenInCompare
@@ -442,7 +443,7 @@ class ServePane(ShellPane):
         lines += [f"[$warning]! {escape(w)}[/]" for w in st.get("warnings") or []]
         for row in serving.timeline(st, now):
             mark, color = ROW_MARKS[row["state"]]
-            took = serving.duration(row["seconds"]) if row["seconds"] is not None else ""
+            took = duration(row["seconds"]) if row["seconds"] is not None else ""
             lines.append(f"[{color}]{mark}[/] {row['phase']:<24} {took}")
         return lines
 

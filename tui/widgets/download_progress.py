@@ -11,7 +11,8 @@ from textual.app import ComposeResult
 from textual.containers import Horizontal, Vertical
 from textual.widgets import ProgressBar, Static
 
-from backend.downloads import FileProgress, Progress, human_bytes, human_eta, human_rate
+from backend.agent.host.units import human_bytes
+from backend.downloads import FileProgress, Progress, human_eta, human_rate
 
 STATE_STYLES = {"running": "bold", "done": "bold green", "failed": "bold red", "cancelled": "bold yellow"}
 

@@ -13,18 +13,9 @@ from textual.app import ComposeResult
 from textual.containers import Horizontal
 from textual.widgets import Static
 
+from backend.agent.host.units import duration
 from backend.connection import ConnState
 from backend.settings import HostConfig
-
-
-def age_text(seconds: float) -> str:
-    """A short age: 9s, 3m05s, 2h04m."""
-    s = max(0, int(seconds))
-    if s < 60:
-        return f"{s}s"
-    if s < 3600:
-        return f"{s // 60}m{s % 60:02d}s"
-    return f"{s // 3600}h{s % 3600 // 60:02d}m"
 
 
 def badge_text(state: ConnState, now: float) -> str:
@@ -138,6 +129,6 @@ class HostBar(Horizontal):
         self._set("sglang", sglang_text(info, self.sandbox) if info else "")
         self._set("gpus", gpu_summary(info.get("gpus") or []) if info else "")
         self.query_one("#facts").set_class(self.stale, "-stale")
-        self._set("stale", f"stale {age_text(now - self.stale_since)}" if self.stale_since is not None else "")
+        self._set("stale", f"stale {duration(now - self.stale_since)}" if self.stale_since is not None else "")
         show_reason = self.state.status in ("reconnecting", "lost")
         self._set("reason", self.state.reason if show_reason else "")

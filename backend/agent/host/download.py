@@ -30,6 +30,7 @@ from urllib import request as urlrequest
 from . import jobs
 from .registry import AgentError, Context, method
 from .safetensors_header import CheckpointError, read_header
+from .units import human_bytes
 
 DEFAULT_ENDPOINT = "https://huggingface.co"
 DEFAULT_FILES = ("config.json", "model.safetensors")
@@ -46,15 +47,6 @@ _RESUMABLE = re.compile(r"\.([0-9a-f]{40}|[0-9a-f]{64})\.incomplete$")
 
 
 # --- small helpers -------------------------------------------------------------------------------------------
-
-
-def human(n: float) -> str:
-    """Bytes as the operator reads them: 2.22 GiB, 512.0 MiB."""
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
-        if abs(n) < 1024 or unit == "TiB":
-            return ("%d %s" % (n, unit)) if unit == "B" else ("%.2f %s" % (n, unit))
-        n /= 1024.0
-    return "%.2f PiB" % n  # pragma: no cover - unreachable
 
 
 def _write_json(path: str, obj: dict) -> None:
@@ -318,7 +310,7 @@ def preflight(params: dict, state_dir: str) -> dict:
     if free < needed:
         raise AgentError(
             "not enough disk space on %s: the download needs %s (%d bytes) but only %s (%d bytes) is free"
-            % (probe, human(needed), needed, human(free), free),
+            % (probe, human_bytes(needed), needed, human_bytes(free), free),
             "failed",
             needed=needed,
             free=free,

@@ -1,0 +1,26 @@
+"""How specdeck writes sizes and durations for people: one formatter for the host, the CLI and the panel."""
+
+from __future__ import annotations
+
+from typing import Optional
+
+
+def human_bytes(n: float) -> str:
+    """Bytes as the operator reads them: 2.22 GiB, 512.00 MiB, 8 B."""
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if abs(n) < 1024 or unit == "TiB":
+            return ("%d %s" % (n, unit)) if unit == "B" else ("%.2f %s" % (n, unit))
+        n /= 1024.0
+    return "%.2f TiB" % n  # pragma: no cover - the loop returns at TiB
+
+
+def duration(seconds: Optional[float]) -> str:
+    """A short duration: 9s, 3m05s, 2h04m; a dash when unknown."""
+    if seconds is None:
+        return "-"
+    s = max(0, int(seconds))
+    if s < 60:
+        return "%ds" % s
+    if s < 3600:
+        return "%dm%02ds" % (s // 60, s % 60)
+    return "%dh%02dm" % (s // 3600, s % 3600 // 60)
