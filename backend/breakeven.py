@@ -50,7 +50,7 @@ def _within_ceiling(length: float, steps: int) -> bool:
     return length <= (steps + 1) * (1 + 1e-12)
 
 
-def _p_for_steps(length: float, steps: int) -> float | None:
+def p_for_steps(length: float, steps: int) -> float | None:
     """The p in [0, 1] with accept_len_for(p, steps) == length; None beyond the K + 1 ceiling."""
     if length <= 1:
         return 0.0
@@ -96,7 +96,7 @@ def breakeven(
     for target in targets:
         tok_s = _positive(target, "a target", "pass targets in tok/s, e.g. 150")
         length = tok_s * cycle / 1000.0
-        p_steps = None if steps is None else _p_for_steps(length, steps)
+        p_steps = None if steps is None else p_for_steps(length, steps)
         rows.append(
             {
                 "tok_s": tok_s,

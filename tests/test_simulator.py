@@ -18,9 +18,10 @@ from pathlib import Path
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
+from backend.breakeven import accept_len_for
 from backend.errors import UsageError
 from backend.sandbox import fixtures
-from backend.sandbox.simulator import ACCEPT_P_AQ, ACCEPT_P_OURS, mean_accept_length
+from backend.sandbox.simulator import ACCEPT_P_AQ, ACCEPT_P_OURS
 from backend.sglang_flags import FLAGS, build_parser, parse, parse_help_flags, server_args, unknown_flags
 
 REPO = Path(__file__).resolve().parents[1]
@@ -158,8 +159,8 @@ def test_simulator_parser_accepts_prefixes_like_sglang():
 
 
 def test_acceptance_constants_give_the_operators_accept_lengths():
-    assert mean_accept_length(ACCEPT_P_OURS, 3) == pytest.approx(2.0, abs=1e-9)
-    assert mean_accept_length(ACCEPT_P_AQ, 3) == pytest.approx(3.3, abs=1e-9)
+    assert accept_len_for(ACCEPT_P_OURS, 3) == pytest.approx(2.0, abs=1e-9)
+    assert accept_len_for(ACCEPT_P_AQ, 3) == pytest.approx(3.3, abs=1e-9)
     assert 0.54 < ACCEPT_P_OURS < 0.55 and 0.87 < ACCEPT_P_AQ < 0.88
 
 

@@ -53,6 +53,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from backend.agent.host.safetensors_header import CheckpointError, read_header
+from backend.breakeven import p_for_steps
 from backend.sglang_flags import SGLANG_VERSION, build_parser, server_args
 
 VERSION = SGLANG_VERSION + "-sim"
@@ -97,25 +98,8 @@ _WORDS = _TEXT.split(" ")[:-1]
 _TOKEN_BASE_ID = 1000
 
 
-def mean_accept_length(p: float, steps: int) -> float:
-    """E[1 + accepted drafts] for a chain accepting each of ``steps`` drafts with probability ``p``."""
-    return float(steps + 1) if p >= 1.0 else (1.0 - p ** (steps + 1)) / (1.0 - p)
-
-
-def solve_accept_p(mean_len: float, steps: int) -> float:
-    """The per-step acceptance p whose chain over ``steps`` drafts has mean accept length ``mean_len``."""
-    lo, hi = 0.0, 1.0
-    for _ in range(60):
-        mid = (lo + hi) / 2
-        if mean_accept_length(mid, steps) < mean_len:
-            lo = mid
-        else:
-            hi = mid
-    return (lo + hi) / 2
-
-
-ACCEPT_P_OURS = solve_accept_p(2.0, 3)  # ≈ 0.544: the team's drafter, 2.0 at 3 steps → ≈ 60 tok/s
-ACCEPT_P_AQ = solve_accept_p(3.3, 3)  # ≈ 0.873: AQ-MedAI's drafter, 3.3 at 3 steps → ≈ 100 tok/s
+ACCEPT_P_OURS = p_for_steps(2.0, 3)  # ≈ 0.544: the team's drafter, 2.0 at 3 steps → ≈ 60 tok/s
+ACCEPT_P_AQ = p_for_steps(3.3, 3)  # ≈ 0.873: AQ-MedAI's drafter, 3.3 at 3 steps → ≈ 100 tok/s
 
 
 def time_scale() -> float:
