@@ -46,7 +46,9 @@ def sglang_text(info: dict, sandbox: bool) -> str:
     version = (info.get("versions") or {}).get("sglang")
     if sandbox:
         # The sandbox serves a simulator: never let a screenshot pass it off as a real SGLang.
-        return f"sglang {version or '-'} SIMULATED"
+        from backend.sglang_flags import SGLANG_VERSION
+
+        return f"sglang {SGLANG_VERSION}-sim SIMULATED"
     return f"sglang {version}" if version else "sglang not installed"
 
 
