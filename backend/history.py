@@ -13,28 +13,31 @@ One file (``history_path``: ``SPECDECK_HISTORY``, else the user data dir) in WAL
 
 Writers: ``History.import_chunk`` stores a chunk of samples together with the log offset it ends at, in one
 transaction, and only when no one imported that part yet, so imports resume exactly and never double-count.
-``LiveRecorder`` batches what a live view follows and commits at most once a second; ``sync_from_host``
-imports a host's serve and bench jobs from their logs and events, so runs are recorded even when no panel
-was open.
+``LiveRecorder`` batches what a live view follows and commits at most once a second (``HistoryThread`` runs
+it, and any reads, off an event loop); ``sync_from_host`` imports a host's serve and bench jobs from their
+logs and events, so runs are recorded even when no panel was open. Neither ever stores past a gap: an import
+that finds another writer ahead goes on from where it stopped, and runs a live view records are left to it.
 """
 
 from __future__ import annotations
 
 import ast
+import asyncio
 import base64
 import contextlib
 import json
 import os
 import sqlite3
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from backend.breakeven import cycle_ms as cycle_ms_of
 from backend.breakeven import live_breakeven
-from backend.errors import RemoteError, UsageError
+from backend.errors import OperationFailed, RemoteError, SpecdeckError, UsageError
 from backend.metrics import LiveFilter, Sample, parse_line
 
 SCHEMA_VERSION = 1
@@ -101,6 +104,11 @@ CREATE INDEX IF NOT EXISTS benches_run ON benches(run);
 
 # What a finished job's state means for the run (the Serve tab's words).
 _OUTCOMES = {"running": "running", "done": "stopped", "cancelled": "stopped", "failed": "crashed"}
+
+
+def run_id_of(host: str, job_id: str) -> str:
+    """The run id of serve job ``job_id`` on ``host``."""
+    return f"{host}/{job_id}"
 
 
 def history_path(explicit: str | os.PathLike | None = None) -> Path:
@@ -336,7 +344,7 @@ class History:
 
         Metadata follows the job (state, end, reason); the import position, identity and baseline flag stay.
         """
-        run_id = f"{host}/{job['id']}"
+        run_id = run_id_of(host, job["id"])
         args = job.get("args") or {}
         argv = job.get("argv") or []
         state = job.get("state")
@@ -409,6 +417,11 @@ class History:
         if row is None:
             raise UsageError(f"no run {run_id} in the history")
         return int(row["log_offset"]), json.loads(row["filter_tail"])
+
+    def imported(self, run_id: str) -> int:
+        """Log bytes of a run imported so far; 0 for a run the history does not hold."""
+        row = self.db.execute("SELECT log_offset FROM runs WHERE id = ?", (run_id,)).fetchone()
+        return 0 if row is None else int(row["log_offset"])
 
     def import_chunk(self, run_id: str, start: int, end: int, samples: list[Sample], tail: list[dict]) -> bool:
         """Store the samples read from log bytes [start, end) and move the run's import position to ``end``.
@@ -572,6 +585,16 @@ class History:
             raise UsageError(f"no run {run_id} in the history (see `specdeck history`)")
         return self._summary(row)
 
+    def last_runs(self, host: str | None = None, exclude: Iterable[str] = ()) -> list[RunSummary]:
+        """The newest run with tok/s samples of each profile (of ``host`` if given), leaving out ``exclude``;
+        ordered by profile."""
+        skip, seen = set(exclude), {}
+        for run in self.runs(host):
+            key = run.profile or run.id
+            if run.id not in skip and run.tok_s is not None and key not in seen:
+                seen[key] = run
+        return [seen[key] for key in sorted(seen)]
+
     def resolve(self, ref: str) -> str:
         """A run id from what a user typed: the full id, the job id, or a unique prefix of either."""
         ids = [r["id"] for r in self.db.execute("SELECT id FROM runs")]
@@ -638,6 +661,14 @@ def _bench_json(row: sqlite3.Row) -> dict[str, Any]:
     out = {k: row[k] for k in keys}
     out["result"] = json.loads(row["result"] or "{}")
     return out
+
+
+def load_yardstick(baseline_tok_s: float, cycle_ms: float, path: str | os.PathLike | None = None) -> Yardstick:
+    """``History.yardstick`` of the history at ``history_path(path)``; the configured figures when there is none."""
+    if not history_path(path).exists():
+        return Yardstick(baseline_tok_s, cycle_ms)
+    with History.open(path) as history:
+        return history.yardstick(baseline_tok_s, cycle_ms)
 
 
 def measured_baseline(path: str | os.PathLike | None = None) -> float | None:
@@ -710,6 +741,163 @@ class LiveRecorder:
         return True
 
 
+# --- the history on a thread of its own --------------------------------------------------------------------
+
+T = TypeVar("T")
+# The runs HistoryThreads of this process are recording as a live view follows them (``sync_from_host`` leaves
+# their logs alone). Changed on the event loop only, where the imports check it just before they write.
+RECORDING: set[str] = set()
+
+
+class HistoryThread:
+    """The history for an event loop: one connection, used on one thread of its own, so SQLite never runs on
+    the loop.
+
+    It records what a ``backend.livefeed.LiveFeed`` follows (it is the feed's ``recorder``): ``record(host)``
+    names the host whose runs are recorded, then ``begin``/``add``/``mark``/``end`` (``LiveRecorder``'s
+    contract) only queue the call, which costs a list append. ``flush()`` hands the queue to the thread, where
+    a ``LiveRecorder`` replays it in order and commits at most once every ``every_s``; call it about once a
+    second and ``close()`` when done. Only calls up to the last ``mark`` are handed over, so a stored chunk never holds
+    samples from past the offset stored with it. ``query(fn)`` runs ``fn(history)`` on the thread after the
+    writes queued before it. ``failure`` is the last error the thread met, as a ``SpecdeckError`` (None while
+    all went well); ``query`` raises it too.
+
+    ``recorded(job)`` (what the feed asks before following a job) also claims the run in ``RECORDING`` until
+    ``end``, another claim, ``record`` or ``close``: the last chunk written after that is the run's last, so an
+    import meeting it never leaves a gap.
+    """
+
+    def __init__(self, path: str | os.PathLike | None = None, every_s: float = COMMIT_EVERY_S) -> None:
+        self.path = history_path(path)
+        self.every_s = every_s
+        self.host: str | None = None
+        self.failure: SpecdeckError | None = None
+        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="specdeck-history")
+        self._ops: list[tuple[str, tuple]] = []
+        self._ready = 0  # the calls before this index may be handed over (the last of them is no add)
+        self._handover: Future | None = None
+        self._closed = False
+        self._claimed: str | None = None  # the run this thread has in RECORDING
+        self._history: History | None = None  # opened, used and closed on the thread only
+        self._recorder: LiveRecorder | None = None  # likewise
+
+    # --- on the loop: queue and hand over
+
+    def record(self, host: str) -> None:
+        """Record ``host``'s runs from now on (what was queued for the previous host is written first)."""
+        self.host = host
+        self._claim(None)
+        self._boundary("host", host)
+
+    def begin(self, job: dict, offset: int = 0) -> None:
+        self._boundary("begin", job, offset)
+
+    def add(self, sample: Sample) -> None:
+        self._ops.append(("add", (sample,)))
+
+    def mark(self, offset: int) -> None:
+        self._ops.append(("mark", (offset,)))
+        self._ready = len(self._ops)
+
+    def end(self, job: dict) -> None:
+        self._claim(None)
+        self._boundary("end", job)
+
+    def _claim(self, run_id: str | None) -> None:
+        RECORDING.discard(self._claimed)
+        if run_id is not None:
+            RECORDING.add(run_id)
+        self._claimed = run_id
+
+    def _boundary(self, name: str, *args: Any) -> None:
+        del self._ops[self._ready :]  # samples of a batch cut short: its offset never came, so they are not stored
+        self._ops.append((name, args))
+        self._ready = len(self._ops)
+
+    def _take(self) -> list[tuple[str, tuple]]:
+        ops, self._ops = self._ops[: self._ready], self._ops[self._ready :]
+        self._ready = 0
+        return ops
+
+    def flush(self, force: bool = False) -> Future | None:
+        """Hand the queued calls to the thread; the recorder commits when a second has passed since it last did
+        (or ``force``). None while the previous hand-over is still being written (the calls wait for the next)
+        and once closed."""
+        if self._closed or (not force and self._handover is not None and not self._handover.done()):
+            return None
+        self._handover = self._executor.submit(self._replay, self._take(), force)
+        return self._handover
+
+    async def query(self, fn: Callable[[History], T]) -> T:
+        """``fn(history)``, run on the thread once the calls queued so far are written."""
+        if self._closed:
+            raise UsageError("the run history was closed")
+        return await asyncio.wrap_future(self._executor.submit(self._query, self._take(), fn))
+
+    async def recorded(self, job: dict) -> int:
+        """Bytes of serve job ``job``'s log the history holds already (0 when it cannot say; see ``failure``);
+        the run is claimed for recording from here on."""
+        run_id = run_id_of(self.host or "", job["id"])
+        self._claim(run_id)
+        try:
+            return await self.query(lambda history: history.imported(run_id))
+        except SpecdeckError:
+            return 0
+
+    def close(self) -> None:
+        """Write what is queued (up to the last mark), close the database and end the thread, waiting for it."""
+        if self._closed:
+            return
+        self._closed = True
+        self._claim(None)
+        self._executor.submit(self._close, self._take())
+        self._executor.shutdown(wait=True)
+
+    # --- on the thread
+
+    @contextlib.contextmanager
+    def _failures(self) -> Iterator[None]:
+        """Keep what goes wrong in ``failure``, as a sentence for the user."""
+        try:
+            yield
+        except SpecdeckError as exc:
+            self.failure = exc
+            raise
+        except Exception as exc:
+            self.failure = OperationFailed(
+                f"the run history {self.path} cannot be used ({exc}); check the disk and the file's permissions"
+            )
+            raise self.failure from exc
+
+    def _replay(self, ops: list[tuple[str, tuple]], force: bool) -> None:
+        with self._failures():
+            if self._history is None:
+                self._history = History.open(self.path)
+            for name, args in ops:
+                if name == "host":
+                    if self._recorder is not None:
+                        self._recorder.flush(force=True)
+                    self._recorder = LiveRecorder(self._history, args[0], self.every_s)
+                elif self._recorder is not None:
+                    getattr(self._recorder, name)(*args)
+            if self._recorder is not None:
+                self._recorder.flush(force)
+
+    def _query(self, ops: list[tuple[str, tuple]], fn: Callable[[History], T]) -> T:
+        self._replay(ops, False)
+        assert self._history is not None
+        with self._failures():
+            return fn(self._history)
+
+    def _close(self, ops: list[tuple[str, tuple]]) -> None:
+        try:
+            self._replay(ops, True)
+        finally:
+            if self._history is not None:
+                self._history.close()
+                self._history = self._recorder = None
+
+
 # --- importing from the host ------------------------------------------------------------------------------
 
 
@@ -727,24 +915,30 @@ class SyncReport:
         return asdict(self)
 
 
-async def _read_lines(conn, path: str, offset: int) -> tuple[list[str], int]:
-    """Complete lines of host file ``path`` from byte ``offset`` (up to READ_CHUNK bytes) and the new offset."""
-    got = await conn.call("fs.read", path=path, offset=offset, length=READ_CHUNK)
+async def read_lines(conn, path: str, offset: int, length: int = READ_CHUNK) -> tuple[list[str], int]:
+    """Complete lines of host file ``path`` from byte ``offset`` (up to ``length`` bytes) and the new offset."""
+    got = await conn.call("fs.read", path=path, offset=offset, length=length)
     data = base64.b64decode(got["data"])
     end = data.rfind(b"\n") + 1
-    if end == 0 and len(data) == READ_CHUNK:
+    if end == 0 and len(data) == length:
         end = len(data)  # one line longer than a chunk: take it whole rather than stall
     return data[:end].decode("utf-8", "replace").splitlines(), offset + end
 
 
 async def _import_log(history: History, conn, run_id: str, job: dict) -> int:
-    """Import the serve job's log from where the last import stopped; returns the decode samples imported."""
+    """Import the serve job's log from where the last import stopped; returns the decode samples imported.
+
+    A run a ``HistoryThread`` of this process is recording (``RECORDING``) is left to it, so two writers never
+    store the same log cut at different places.
+    """
+    if run_id in RECORDING:
+        return 0
     offset, tail = history.import_state(run_id)
     live = primed_filter(tail)
     imported = 0
     while True:
         try:
-            lines, end = await _read_lines(conn, job["log_path"], offset)
+            lines, end = await read_lines(conn, job["log_path"], offset)
         except RemoteError as exc:
             if exc.kind == "not_found":
                 return imported
@@ -761,9 +955,14 @@ async def _import_log(history: History, conn, run_id: str, job: dict) -> int:
             if sample is not None:
                 samples.append(live.accept(sample))
         tail = filter_tail(tail, samples)
+        if run_id in RECORDING:
+            return imported  # checked just before writing: a live view records it from here on
         if history.import_chunk(run_id, offset, end, samples, tail):
             imported += sum(1 for s in samples if s.kind == "decode")
-        offset = end
+            offset = end
+        else:  # another writer got further meanwhile: go on from where it stopped, never leaving a gap
+            offset, tail = history.import_state(run_id)
+            live = primed_filter(tail)
 
 
 async def _events(conn, job: dict) -> list[dict]:

@@ -8,6 +8,10 @@ throughput after an idle spell dropped). While following it polls ``/server_info
 older SGLang) and ``/metrics`` through the agent's ``http.request``, each poll scheduled when the previous one
 finished, so slow answers never pile up. Nothing here blocks: parsing yields to the event loop every few
 hundred lines, and a listener hears what changed once per batch instead of once per line.
+
+A ``Recorder`` (``backend.history.HistoryThread``) keeps what the feed follows in the run history. Log bytes
+the history holds already are read for the series only (so the charts show the whole run); recording starts
+at the first byte it lacks, so nothing is stored twice and no stored offset falls inside a batch.
 """
 
 from __future__ import annotations
@@ -17,10 +21,11 @@ import contextlib
 import json
 import time
 from collections.abc import AsyncIterator, Callable
-from typing import Any
+from typing import Any, Protocol
 
 from backend.connection import Connection
 from backend.errors import ConnectionFailed, OperationFailed, RemoteError, UsageError
+from backend.history import read_lines
 from backend.metrics import LiveFilter, Sample, parse_line, parse_metrics, server_info_numbers
 from backend.series import LiveSeries
 from backend.settings import Settings
@@ -30,6 +35,7 @@ FIND_S = 2.0  # how often to look again when no server runs
 # ``timeout`` is the RPC's own deadline (Connection.call takes it); http.request waits 5 s for the server.
 RPC_TIMEOUT_S = 8.0
 YIELD_EVERY = 500  # lines parsed between yields to the event loop (~5 ms), so a backlog never stalls a UI
+READ_CHUNK = 1 << 20  # bytes per read of the part of a log the history holds already (jobs.follow's chunk)
 
 # What a listener is told: a new server (or none), new samples, fresh poll figures, the server ended.
 Change = str  # "server" | "samples" | "poll" | "ended"
@@ -94,11 +100,30 @@ def _resume(params: dict, event: dict) -> dict:
     return {**params, "offset": event["offset"]}
 
 
+class Recorder(Protocol):
+    """Where a feed records the runs it follows (``backend.history.HistoryThread``, ``LiveRecorder``'s contract):
+    ``begin`` when following a server from a byte offset, ``add`` per sample (post-idle throughput dropped),
+    ``mark`` after each batch with the offset read up to, ``end`` with the job once the server has ended."""
+
+    async def recorded(self, job: dict) -> int:
+        """Bytes of the job's log recorded already."""
+        ...
+
+    def begin(self, job: dict, offset: int) -> None: ...
+
+    def add(self, sample: Sample) -> None: ...
+
+    def mark(self, offset: int) -> None: ...
+
+    def end(self, job: dict) -> None: ...
+
+
 class LiveFeed:
     """Follows one host's running server into a ``LiveSeries``; ``info`` and ``metrics`` hold the last polls.
 
     ``listener(change)`` is called on the event loop after each batch of log lines ("samples"), each poll
-    ("poll"), when the followed server changes ("server") and when it ends ("ended").
+    ("poll"), when the followed server changes ("server") and when it ends ("ended"). A ``recorder`` gets
+    what is followed (see ``Recorder``).
     """
 
     def __init__(
@@ -108,10 +133,12 @@ class LiveFeed:
         listener: Callable[[Change], None] | None = None,
         poll_s: float = POLL_S,
         find_s: float = FIND_S,
+        recorder: Recorder | None = None,
     ) -> None:
         self.conn = conn
         self.series = series
         self.listener = listener
+        self.recorder = recorder
         self.poll_s = poll_s
         self.find_s = find_s
         self.server: dict | None = None  # the serve job being followed (its last known description)
@@ -129,14 +156,14 @@ class LiveFeed:
             self.listener(change)
 
     def reset(self) -> None:
-        """Empty the series and forget the idle history; following carries on from where it is."""
+        """Empty the series (and their idle history); following and recording carry on from where they are."""
         self.series.reset()
-        self.filter.reset()
 
     def _start(self, job: dict, offset: int) -> None:
         """Take on ``job``: a different server than before starts a new run (empty series, fresh polls)."""
         if self.server is None or self.server.get("id") != job.get("id"):
             self.reset()
+            self.filter.reset()
             self.info, self.metrics, self.reachable = {}, {}, None
             self.lines = self.samples = self.polls = 0
         self.server, self.offset = job, offset
@@ -150,10 +177,10 @@ class LiveFeed:
         """
         self._start(job, offset)
         poller = asyncio.create_task(self._poll(job), name=f"poll {job.get('id')}")
-        params = {"id": job["id"], "stream": "log", "offset": offset}
+        recorder = self.recorder
         try:
-            async with contextlib.aclosing(self.conn.subscribe("jobs.follow", params, _resume)) as events:
-                async for event in events:
+            async with contextlib.aclosing(self._batches(job, offset)) as batches:
+                async for event, recording in batches:
                     self.offset = event["offset"]
                     for n, line in enumerate(event["lines"], 1):
                         if n % YIELD_EVERY == 0:
@@ -164,8 +191,13 @@ class LiveFeed:
                         now = time.time()
                         self.samples += 1
                         self.series.feed(sample, now)
-                        yield self.filter.accept(sample, now)
+                        sample = self.filter.accept(sample, now)
+                        if recording:
+                            recorder.add(sample)
+                        yield sample
                     self.lines += len(event["lines"])
+                    if recording:
+                        recorder.mark(self.offset)
                     self._tell("samples")
         finally:
             poller.cancel()
@@ -173,7 +205,30 @@ class LiveFeed:
             self.server = await self.conn.call("jobs.get", id=job["id"])
         except ConnectionFailed:
             pass
+        if recorder is not None:
+            recorder.end(self.server)
         self._tell("ended")
+
+    async def _batches(self, job: dict, offset: int) -> AsyncIterator[tuple[dict, bool]]:
+        """(``jobs.follow`` event, to be recorded?) from byte ``offset`` on: the part of the log the recorder
+        holds already is read for the series only, the rest is followed and recorded."""
+        start = offset
+        if self.recorder is not None:
+            start = max(offset, await self.recorder.recorded(job))
+            self.recorder.begin(job, start)
+        while offset < start:
+            try:
+                lines, end = await read_lines(self.conn, job["log_path"], offset, min(READ_CHUNK, start - offset))
+            except RemoteError:
+                break  # the log is gone or unreadable: the follow below says what there is
+            if end == offset:
+                break
+            offset = end
+            yield {"offset": end, "lines": lines}, False
+        params = {"id": job["id"], "stream": "log", "offset": start}
+        async with contextlib.aclosing(self.conn.subscribe("jobs.follow", params, _resume)) as events:
+            async for event in events:
+                yield event, self.recorder is not None
 
     async def run(self, port: int | None = None) -> None:
         """Forever: follow the running server from the start of its log, or wait for one (the Live tab's worker).

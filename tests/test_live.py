@@ -1,5 +1,6 @@
 """Issue 6 end to end: parse-log and breakeven from the CLI, and bench, watch and the live feed on the SGLang
-simulator over both transports (the host agent runs the load generator and follows the server's log)."""
+simulator over both transports (the host agent runs the load generator and follows the server's log), and
+the feed recording what it follows into the run history."""
 
 from __future__ import annotations
 
@@ -16,7 +17,10 @@ import pytest
 
 from backend.bench import BenchPlan, run_bench
 from backend.connection import Connection
+from backend.errors import OperationFailed, UsageError
+from backend.history import History, HistoryThread, filter_tail, run_id_of, sync_from_host
 from backend.livefeed import LiveFeed
+from backend.metrics import Sample, live_samples
 from backend.sandbox import fixtures
 from backend.series import LiveSeries
 from backend.settings import HostConfig
@@ -186,6 +190,22 @@ def test_breakeven_text_shows_limit_and_finite_steps_truth():
     assert "77.8%" in row150 and "out of reach with 3 steps" in row150
     row120 = next(line for line in out.splitlines() if line.split()[0] == "120")
     assert "72.2%" in row120 and "93.0%" in row120 and row120.rstrip().endswith("yes")
+
+
+def test_breakeven_defaults_to_the_measured_baseline_when_one_is_marked():
+    assert json.loads(cli("breakeven", "--json", "--host", "local").stdout)["baseline_source"] == "configured"
+    with History.open() as history:
+        run = history.upsert_run("local", {"id": "serve-base", "state": "done", "started": 1e9, "args": {}})
+        samples = [Sample(ts=1e9 + i, kind="decode", gen_tps=80.0 + i % 2, running_req=1) for i in range(10)]
+        assert history.import_chunk(run, 0, 100, samples, filter_tail([], samples))
+        history.set_baseline(run)
+    out = json.loads(cli("breakeven", "--json", "--host", "local").stdout)
+    assert out["baseline"] == 80.5 and out["baseline_source"] == "measured" and out["baseline_run"] == run
+    assert out["break_even_accept_len"] == pytest.approx(30 * 80.5 / 1000)
+    assert "against 80.5 tok/s measured by run local/serve-base" in cli("breakeven", "--host", "local").stdout
+    given = json.loads(cli("breakeven", "--json", "--baseline", "82", "--host", "local").stdout)
+    assert given["baseline"] == 82 and given["baseline_source"] == "given" and given["baseline_run"] is None
+    assert "the measured baseline run" in " ".join(cli("breakeven", "--help").stdout.split())
 
 
 @pytest.mark.parametrize(
@@ -411,8 +431,91 @@ async def test_live_feed_follows_polls_and_resets_for_a_new_server(host: HostCon
                 await task
 
 
+async def test_history_thread_says_once_what_failed_and_never_raises_into_the_feed(tmp_path):
+    (tmp_path / "file").write_text("not a folder")
+    recorder = HistoryThread(tmp_path / "file" / "history.sqlite3")
+    recorder.record("local")
+    job = {"id": "serve-x", "state": "running", "args": {}}
+    assert await recorder.recorded(job) == 0  # the feed follows from where it was asked to
+    recorder.begin(job, 0)
+    recorder.add(Sample(ts=1e9, kind="decode", gen_tps=80.0))
+    recorder.mark(100)
+    with pytest.raises(OperationFailed, match="cannot be used"):
+        recorder.flush().result(10)
+    assert "check the disk" in str(recorder.failure)
+    recorder.close()
+    with pytest.raises(UsageError, match="closed"):
+        await recorder.query(lambda history: history.runs())
+    assert recorder.flush() is None
+
+
 def log_lines_of(job: dict) -> list[str]:
     return Path(job["log_path"]).read_text().splitlines()
+
+
+def recorded_totals(run_id: str) -> tuple[int, int, float]:
+    """(tok/s samples, accept samples, tok/s sum) the history holds for a run."""
+    with History.open() as history:
+        row = history.db.execute(
+            "SELECT coalesce(sum(tok_n), 0), coalesce(sum(acc_n), 0), coalesce(sum(tok_sum), 0) FROM samples "
+            "WHERE run = ?",
+            (run_id,),
+        ).fetchone()
+    return row[0], row[1], row[2]
+
+
+def log_totals(job: dict) -> tuple[int, int, float]:
+    """The same totals for the whole log, read at once (post-idle throughput left out)."""
+    decode = [s for s in live_samples(log_lines_of(job)) if s.kind == "decode"]
+    tok = [s.gen_tps for s in decode if s.gen_tps is not None]
+    return len(tok), len(decode), sum(tok)
+
+
+async def test_live_feed_records_what_it_follows_from_where_the_history_stopped(models, tmp_path):
+    host = HostConfig(name="local", url="local", python=sys.executable, workdir=str(tmp_path / "work"))
+    async with servers(host, models, "eagle3-ours") as (conn, jobs):
+        job = jobs["eagle3-ours"]
+        port = str(job["args"]["port"])
+        run_id = run_id_of("local", job["id"])
+        # Part of the log is in the history already (imported while no panel followed it).
+        rc, _, err = await acli("bench", "--requests", "1", "--max-tokens", "64", "--port", port, *host_args(host))
+        assert rc == 0, err
+        with History.open() as history:
+            assert (await sync_from_host(history, conn)).samples > 0
+            imported = history.imported(run_id)
+        before = recorded_totals(run_id)
+
+        recorder = HistoryThread()
+        recorder.record("local")
+        feed = LiveFeed(conn, LiveSeries(82.0), poll_s=0.2, recorder=recorder)
+
+        async def bench_then_stop() -> None:
+            rc, _, err = await acli("bench", "--requests", "1", "--max-tokens", "96", "--port", port, *host_args(host))
+            assert rc == 0, err
+            await conn.call("jobs.cancel", id=job["id"])
+
+        try:
+            stopper = asyncio.create_task(bench_then_stop())
+            async for _ in feed.follow(job):
+                recorder.flush()
+            await stopper
+            # The charts got the whole run, the history only what it lacked: every line once, none twice.
+            assert len(feed.series.accept_len) == log_totals(job)[1] and feed.offset > imported
+            recorder.flush(force=True).result(10)
+            tok_n, acc_n, tok_sum = recorded_totals(run_id)
+            assert acc_n > before[1]
+            expected = log_totals(job)
+            assert (tok_n, acc_n) == expected[:2] and tok_sum == pytest.approx(expected[2])
+            with History.open() as history:
+                assert history.run(run_id).outcome == "stopped" and history.imported(run_id) == feed.offset
+
+            # Following the ended run again (a new panel): read for the charts, nothing recorded twice.
+            again = LiveFeed(conn, LiveSeries(82.0), recorder=recorder)
+            assert len([s async for s in again.follow(job)]) > 0 and again.offset == feed.offset
+            recorder.flush(force=True).result(10)
+            assert recorded_totals(run_id) == (tok_n, acc_n, tok_sum)
+        finally:
+            recorder.close()
 
 
 async def test_live_feed_loses_no_line_across_a_dropped_ssh_link(sshd, models, tmp_path):

@@ -1,5 +1,6 @@
 """The Live tab through Pilot: reference lines in the plots, pause, time windows, the calculator, the bench key,
-and the whole tab following a simulated server on the `local` host."""
+the whole tab following a simulated server on the `local` host (and recording it in the run history), the
+measured baseline and the overlay of earlier runs."""
 
 from __future__ import annotations
 
@@ -7,18 +8,22 @@ import sys
 import time
 from collections.abc import Callable
 
+import pytest
+from textual.command import CommandList, CommandPalette
 from textual.content import Content
 from textual.pilot import Pilot
-from textual.widgets import Input, Static
+from textual.widgets import DataTable, Input, Static
 
 from backend.bench import BenchPlan, run_bench
 from backend.connection import local_workdir
+from backend.history import History, filter_tail
 from backend.livefeed import find_server
 from backend.metrics import Sample
 from backend.settings import HostConfig, builtin_defaults
-from tests.test_live import models, servers  # noqa: F401  (models is a fixture)
+from tests.test_live import log_totals, models, recorded_totals, servers  # noqa: F401  (models is a fixture)
 from tui.app import SpecdeckApp
-from tui.messages import LiveFeedUpdated
+from tui.messages import BaselineChanged, LiveFeedUpdated
+from tui.screens.history import HistoryPane
 from tui.screens.live import WINDOWS, LivePane
 from tui.widgets.breakeven_panel import BreakevenPanel
 from tui.widgets.chart import SeriesChart
@@ -59,6 +64,29 @@ def server_text(app: SpecdeckApp) -> str:
     return plain(app, "#live-server")
 
 
+def record_run(
+    job_id: str, profile: str, tok_s: float, accept: float | None, baseline: bool = False, started: float = 0.0
+) -> str:
+    """A finished run of `local` in the history: 30 one-second samples averaging ``tok_s`` and ``accept``."""
+    t0 = 1_800_000_000.0 + started
+    job = {"id": job_id, "state": "done", "started": t0, "ended": t0 + 40, "args": {"profile": profile}}
+    samples = [
+        Sample(ts=t0 + i, kind="decode", gen_tps=tok_s + (i % 3 - 1), accept_len=accept, running_req=1)
+        for i in range(30)
+    ]
+    with History.open() as history:
+        run = history.upsert_run("local", job)
+        assert history.import_chunk(run, 0, 1000, samples, filter_tail([], samples))
+        if baseline:
+            history.set_baseline(run)
+    return run
+
+
+def run_outcome(run_id: str) -> str | None:
+    with History.open() as history:
+        return history.run(run_id).outcome
+
+
 def feed_synthetic(
     pane: LivePane, seconds: int, accept: float = 2.0, tok_s: float = 60.0, end: float | None = None
 ) -> None:
@@ -76,7 +104,7 @@ async def test_reference_lines_are_in_both_plots_before_any_sample():
     async with app.run_test(size=SIZE) as pilot:
         pane = await open_live(pilot)
         tok, accept = app.query_one("#tok-chart", SeriesChart), app.query_one("#accept-chart", SeriesChart)
-        assert drawn(tok) == ([82.0], ["baseline 82 tok/s"])
+        assert drawn(tok) == ([82.0], ["baseline 82 tok/s (configured)"])
         assert drawn(accept) == ([2.46], ["break-even 2.46 (configured)"])
         assert "no SGLang server is running" in server_text(app)
         # Redrawn again (clear_data drops hlines and text): still there, and the live break-even joins them.
@@ -87,7 +115,7 @@ async def test_reference_lines_are_in_both_plots_before_any_sample():
         ys, labels = drawn(accept)
         assert 2.5 < ys[1] < 2.7  # 1000 * 2.2 / (66..72 tok/s) ms cycles x 82 tok/s
         assert labels[1].startswith("live break-even ")
-        assert drawn(tok) == ([82.0], ["baseline 82 tok/s"])
+        assert drawn(tok) == ([82.0], ["baseline 82 tok/s (configured)"])
         assert "baseline 82 tok/s" in tok.plt.build()  # and they reach the screen
 
 
@@ -218,10 +246,107 @@ async def test_live_tab_follows_a_server_and_runs_the_bench(models):  # noqa: F8
             await pilot.press("p")
             await until(pilot, lambda: pane.redraws > redraws, "drawing again")
 
+            # Recorded while it runs: the samples are in the history already.
+            run_id = f"local/{job['id']}"
+            await until(pilot, lambda: recorded_totals(run_id)[1] > 0, "samples in the history", timeout=5)
+
             # The server stops: the tab says so and keeps the run on screen.
             await conn.call("jobs.cancel", id=job["id"])
             await until(pilot, lambda: pane.feed.server["state"] == "cancelled", "the server's end")
             assert ": cancelled" in server_text(app) and len(pane.series.accept_len) > 0
+
+            # The whole run is recorded, every line once (post-idle throughput left out), and its end.
+            await until(pilot, lambda: run_outcome(run_id) == "stopped", "the run's end recorded")
+            assert recorded_totals(run_id) == pytest.approx(log_totals(job))
+            # The run on screen is not an earlier run: nothing to overlay yet.
+            await pilot.press("o")
+            await until(pilot, lambda: pane.overlay == [], "an empty overlay")
+
+
+async def test_a_measured_baseline_moves_the_line_its_label_and_the_live_break_even():
+    run = record_run("serve-base", "baseline", 78.0, None, baseline=True)
+    app = SpecdeckApp(builtin_defaults(), host="local")
+    async with app.run_test(size=SIZE) as pilot:
+        pane = await open_live(pilot)
+        tok, accept = app.query_one("#tok-chart", SeriesChart), app.query_one("#accept-chart", SeriesChart)
+        label = f"baseline 78.0 tok/s (measured: {run})"
+        await until(pilot, lambda: drawn(tok) == ([78.0], [label]), "the measured baseline line")
+        assert "vs 78.0" in plain(app, "#live-numbers") and label in plain(app, "#live-numbers")
+        assert app.query_one("#calc-baseline", Input).value == "78.0"  # the calculator follows it
+
+        # The live break-even is the window's cycle time x the measured baseline, not the configured one.
+        feed_synthetic(pane, 30, accept=2.2, tok_s=66.0)
+        await until(pilot, lambda: pane.numbers.cycle_ms.count == 29, "the live numbers")
+        cycle = pane.numbers.cycle_ms.mean
+        await until(pilot, lambda: drawn(accept)[0][1:] == [pane.numbers.breakeven.mean], "the live break-even line")
+        assert drawn(accept)[0][1] == pytest.approx(cycle * 78.0 / 1000)
+        assert pane.numbers.breakeven.mean == pytest.approx(cycle * 78.0 / 1000)
+
+        # BaselineChanged (what the History tab posts) redraws at once, even while paused.
+        await pilot.press("p")
+        redraws = pane.redraws
+        pane.post_message(BaselineChanged(90.0, "local/serve-other"))
+        await until(pilot, lambda: pane.redraws > redraws, "a redraw")
+        assert drawn(tok) == ([90.0], ["baseline 90.0 tok/s (measured: local/serve-other)"])
+        assert drawn(accept)[0][1] == pytest.approx(cycle * 90.0 / 1000)
+        assert "vs 90.0" in plain(app, "#live-numbers")
+        pane.post_message(BaselineChanged(82.0, None))
+        await until(pilot, lambda: drawn(tok)[1] == ["baseline 82 tok/s (configured)"], "the configured line")
+        # A baseline typed into the calculator stays the operator's.
+        app.query_one("#calc-baseline", Input).value = "85"
+        pane.post_message(BaselineChanged(78.0, run))
+        await until(pilot, lambda: drawn(tok)[0] == [78.0], "measured again")
+        assert app.query_one("#calc-baseline", Input).value == "85"
+
+
+async def test_marking_a_run_in_the_history_tab_moves_the_live_line():
+    run = record_run("serve-fast", "eagle3-aq", 100.0, 3.3)
+    app = SpecdeckApp(builtin_defaults(), host="local")
+    async with app.run_test(size=SIZE) as pilot:
+        pane = await open_live(pilot)
+        tok = app.query_one("#tok-chart", SeriesChart)
+        await pilot.press("5")
+        table = app.query_one(HistoryPane).query_one("#history-runs", DataTable)
+        await until(pilot, lambda: table.row_count == 1 and app.focused is table, "the History tab")
+        await pilot.press("b")
+        await until(pilot, lambda: pane.baseline_run == run, "BaselineChanged")
+        await pilot.press("4")
+        await until(pilot, lambda: drawn(tok)[0] == [100.0], "the line moved")
+        assert drawn(tok)[1] == [f"baseline 100.0 tok/s (measured: {run})"]
+
+
+async def test_overlay_shows_the_last_run_of_each_profile():
+    record_run("serve-1-base", "baseline", 82.5, None, started=0)
+    record_run("serve-2-ours", "eagle3-ours", 50.0, 1.8, started=100)
+    record_run("serve-3-ours", "eagle3-ours", 60.6, 2.0, started=200)  # the last eagle3-ours run
+    record_run("serve-4-aq", "eagle3-aq", 100.0, 3.3, started=300)
+    app = SpecdeckApp(builtin_defaults(), host="local")
+    async with app.run_test(size=SIZE) as pilot:
+        pane = await open_live(pilot)
+        tok, accept = app.query_one("#tok-chart", SeriesChart), app.query_one("#accept-chart", SeriesChart)
+        feed_synthetic(pane, 60, accept=2.2, tok_s=66.0)
+        await pilot.press("o")
+        await until(pilot, lambda: pane.overlay is not None, "the overlay")
+        assert [r.profile for r in pane.overlay] == ["baseline", "eagle3-aq", "eagle3-ours"]
+        assert "dashed: last run of baseline, eagle3-aq, eagle3-ours" in server_text(app)
+        assert [r.label for r in tok.refs if r.dashed] == ["baseline 82.5", "eagle3-aq 100.0", "eagle3-ours 60.6"]
+        assert [r.label for r in accept.refs if r.dashed] == ["eagle3-aq 3.30", "eagle3-ours 2.00"]
+        _, labels = drawn(tok)
+        assert {"baseline 82.5", "eagle3-aq 100.0", "eagle3-ours 60.6"} <= set(labels)
+        assert "eagle3-ours 60.6" in tok.plt.build() and "eagle3-aq 3.30" in accept.plt.build()
+        assert "baseline 82 tok/s (configured)" in labels  # the reference lines stay
+
+        await pilot.press("o")
+        await until(pilot, lambda: not any(r.dashed for r in tok.refs), "the overlay hidden")
+        assert pane.overlay is None and "dashed" not in server_text(app)
+        assert drawn(accept)[1][0] == "break-even 2.46 (configured)"
+
+        # The key is a palette command too.
+        await pilot.press("ctrl+p")
+        await until(pilot, lambda: isinstance(app.screen, CommandPalette), "the palette")
+        await pilot.press(*"Live: Overlay")
+        commands = app.screen.query_one(CommandList)
+        await until(pilot, lambda: commands.option_count >= 1, "the overlay command")
 
 
 async def test_bench_key_without_a_server_warns():

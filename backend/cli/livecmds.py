@@ -12,6 +12,7 @@ from backend.breakeven import breakeven
 from backend.cli.common import add_json, connect, emit_json, emit_json_line, load_settings
 from backend.cli.main import command
 from backend.errors import UsageError
+from backend.history import load_yardstick
 from backend.livefeed import profile_steps
 from backend.metrics import Sample, parse_lines
 from backend.series import LiveSeries
@@ -31,7 +32,12 @@ def register(sub) -> None:
         "The accept length that beats the baseline, and what target speeds demand (limit and finite steps).",
     )
     p.add_argument("--cycle-ms", type=float, help="verify cycle time in ms (default: the configured reference)")
-    p.add_argument("--baseline", type=float, help="baseline tok/s (default: the configured reference)")
+    p.add_argument(
+        "--baseline",
+        type=float,
+        help="baseline tok/s (default: the measured baseline run when one is marked in the history, "
+        "else the configured reference)",
+    )
     p.add_argument(
         "--target",
         type=float,
@@ -136,15 +142,20 @@ async def parse_log(args: argparse.Namespace) -> int:
 async def breakeven_cmd(args: argparse.Namespace) -> int:
     settings = load_settings(args)
     cycle = settings.reference.cycle_ms if args.cycle_ms is None else args.cycle_ms
-    base = settings.reference.baseline_tok_s if args.baseline is None else args.baseline
+    if args.baseline is None:
+        yardstick = load_yardstick(settings.reference.baseline_tok_s, cycle)
+        base, run = yardstick.baseline_tok_s, yardstick.baseline_run
+        source = "measured" if run else "configured"
+    else:
+        base, run, source = args.baseline, None, "given"
     steps = args.steps if args.steps is not None else profile_steps(settings, args.profile)
     result = breakeven(cycle, base, args.target or DEFAULT_TARGETS, steps)
+    result.update(baseline_source=source, baseline_run=run)
     if args.json:
         emit_json(result)
         return 0
-    print(
-        f"break-even accept length: {result['break_even_accept_len']:.2f} ({cycle:g} ms cycles against {base:g} tok/s)"
-    )
+    against = f"{base:.1f} tok/s measured by run {run}" if run else f"{base:g} tok/s"
+    print(f"break-even accept length: {result['break_even_accept_len']:.2f} ({cycle:g} ms cycles against {against})")
     if steps is not None:
         print(f"ceiling with {steps} steps: {result['max_tok_s']:.1f} tok/s (accept length at most {steps + 1})")
     head = f"{'target':>8}  {'accept len':>10}  {'p (unbounded)':>13}"

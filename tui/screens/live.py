@@ -6,12 +6,19 @@ Data flows one way: a ``backend.livefeed.LiveFeed`` worker follows the host's ru
 (paused while the tab is hidden) redraws the charts from the series, each at most twice a second and never
 both in one frame; once a second the window's stats are computed in a thread from a snapshot. Pausing
 stops drawing, never recording.
+
+The run history (``backend.history.HistoryThread``, SQLite on a thread of its own) is the feed's recorder:
+what the tab follows is kept there, handed over once a second and written in full when the tab goes. From
+it come the measured baseline (the History run marked as such; ``BaselineChanged`` says when that changes)
+and, on request, the last run of each profile drawn as dashed lines over the charts.
 """
 
 from __future__ import annotations
 
 import asyncio
 import time
+from dataclasses import replace
+from itertools import cycle
 
 from textual import work
 from textual.app import ComposeResult
@@ -23,14 +30,15 @@ from textual.widgets import Static
 
 from backend.bench import BenchPlan, start_bench, stop_bench, summary_line, wait_result
 from backend.connection import Connection
-from backend.errors import OperationFailed
+from backend.errors import OperationFailed, SpecdeckError
+from backend.history import HistoryThread, RunSummary, run_id_of
 from backend.livefeed import LiveFeed, describe_server, profile_steps
 from backend.series import LiveSeries
-from tui.messages import ConnectionChanged, LiveFeedUpdated
+from tui.messages import BaselineChanged, ConnectionChanged, LiveFeedUpdated
 from tui.screens.pane import ShellPane
 from tui.widgets.breakeven_panel import BreakevenPanel
 from tui.widgets.chart import RefLine, SeriesChart
-from tui.widgets.numbers import LiveNumbers, NumbersPanel, window_stats
+from tui.widgets.numbers import LiveNumbers, NumbersPanel, baseline_label, baseline_number, window_stats
 
 WINDOWS: tuple[tuple[str, float | None], ...] = (("1 m", 60.0), ("5 m", 300.0), ("30 m", 1800.0), ("all", None))
 DEFAULT_WINDOW = 1  # 5 m
@@ -38,6 +46,13 @@ TICK_S = 0.25  # the two charts take turns: each redraws at most twice a second,
 STATS_EVERY = 4  # ticks between stats: once a second
 CHARTS = ("tok", "accept")
 TARGETS = (150.0, 200.0)
+RECORD_EVERY_S = 1.0  # hand what was followed to the history thread, which commits it
+# The recorder's pace, a little under the hand-overs': the last commit's own time would otherwise make every
+# other hand-over too early to commit, leaving two seconds to lose instead of one.
+COMMIT_EVERY_S = 0.9 * RECORD_EVERY_S
+# Earlier runs: gold, violet, sky, grey (RGB, since plotext's few names are taken by the live data and the
+# reference lines, and its magenta reads as red in Textual's themes); legible on dark and light themes.
+OVERLAY_COLORS = ((215, 165, 0), (160, 110, 245), (60, 150, 240), (140, 140, 140))
 
 
 class LivePane(ShellPane):
@@ -73,6 +88,13 @@ class LivePane(ShellPane):
         Binding(
             "c", "use_live_cycle", "Use cycle", id="live.cycle", tooltip="Put the live cycle time in the calculator"
         ),
+        Binding(
+            "o",
+            "toggle_overlay",
+            "Overlay",
+            id="live.overlay",
+            tooltip="Overlay the last run of each profile from the history (again to hide)",
+        ),
     ]
 
     def __init__(self, *, id: str | None = None) -> None:
@@ -94,12 +116,20 @@ class LivePane(ShellPane):
         self.bench_job: dict | None = None  # the bench this tab started, while it runs
         self._bench_stopping = False
         self._bench_text = ""
+        # Records what the feed follows; the measured baseline and the overlay come from it too.
+        self.history = HistoryThread(every_s=COMMIT_EVERY_S)
+        self._history_error = ""  # the last history failure reported
+        self.baseline_tok_s = 82.0  # the tok/s line, set from the settings in compose
+        self.baseline_run: str | None = None  # the History run that measured it; None for the configured figure
+        self.overlay: list[RunSummary] | None = None  # earlier runs drawn over the charts; None while off
+        self._overlay_for: tuple[str, str | None] | None = None  # (host, followed run) the overlay was read for
 
     # --- layout and lifecycle ------------------------------------------------------------------------------
 
     def compose(self) -> ComposeResult:
         settings = self.app.settings
-        self.series.baseline = settings.reference.baseline_tok_s
+        self.series.baseline = self.baseline_tok_s = settings.reference.baseline_tok_s
+        self.numbers = LiveNumbers(baseline=self.baseline_tok_s, window=self.window[0])
         yield Static(classes="status", markup=False)
         yield Static(id="live-server")
         with Horizontal(id="live-body"):
@@ -118,7 +148,12 @@ class LivePane(ShellPane):
 
     def on_mount(self) -> None:
         self._timer = self.set_interval(TICK_S, self._tick, pause=True, name="live-redraw")
+        self.set_interval(RECORD_EVERY_S, self._flush_history, name="live-history")
+        self._load_baseline()
         self._show_server()
+
+    def on_unmount(self) -> None:
+        self.history.close()  # writes the last second followed (a few ms)
 
     def on_show(self) -> None:
         self.shown = True
@@ -129,9 +164,9 @@ class LivePane(ShellPane):
         self.call_after_refresh(self._claim_focus)
 
     def _claim_focus(self) -> None:
-        # The tab's keys work as soon as it shows (after the switch has settled, so nothing hidden keeps it).
-        focused = self.app.focused
-        if self.shown and (focused is None or self not in focused.ancestors_with_self):
+        # The tab's keys work as soon as it shows (after the switch has settled, so nothing hidden keeps it),
+        # also when the shell has just focused the calculator's first field, where they would be typed.
+        if self.shown and self.app.focused is not self:
             self.focus()
 
     def on_hide(self) -> None:
@@ -141,8 +176,8 @@ class LivePane(ShellPane):
 
     @property
     def baseline(self) -> float:
-        """The tok/s line: the configured reference (a measured baseline run once history exists)."""
-        return self.app.settings.reference.baseline_tok_s
+        """The tok/s line: the measured baseline run's mean when one is marked, else the configured reference."""
+        return self.baseline_tok_s
 
     @property
     def window(self) -> tuple[str, float | None]:
@@ -162,12 +197,82 @@ class LivePane(ShellPane):
 
     @work(exclusive=True, group="live-feed", exit_on_error=False, name="live-feed", description="follow the server")
     async def _follow(self, conn: Connection) -> None:
-        self.feed = LiveFeed(conn, self.series, lambda change: self.post_message(LiveFeedUpdated()))
+        self.history.record(conn.host.name)
+        self.feed = LiveFeed(
+            conn, self.series, lambda change: self.post_message(LiveFeedUpdated()), recorder=self.history
+        )
+        self._reload_overlay()
         await self.feed.run()
 
     def on_live_feed_updated(self, message: LiveFeedUpdated) -> None:
         self._dirty, self._stale = set(CHARTS), True
+        self._reload_overlay()
         self._show_server()
+
+    # --- the history: recording, the measured baseline, earlier runs ---------------------------------------
+
+    def _flush_history(self) -> None:
+        self.history.flush()
+        self._report_history()
+
+    def _report_history(self) -> None:
+        failure = self.history.failure
+        if failure is not None and str(failure) != self._history_error:
+            self._history_error = str(failure)
+            self.notify(str(failure), title="run history", severity="error")
+
+    @work(exclusive=True, group="live-baseline", exit_on_error=False, description="read the measured baseline")
+    async def _load_baseline(self) -> None:
+        ref = self.app.settings.reference
+        try:
+            yardstick = await self.history.query(lambda history: history.yardstick(ref.baseline_tok_s, ref.cycle_ms))
+        except SpecdeckError:
+            self._report_history()  # the history's own failure, said once
+            return
+        self.set_baseline(yardstick.baseline_tok_s, yardstick.baseline_run)
+
+    def on_baseline_changed(self, message: BaselineChanged) -> None:
+        self.set_baseline(message.tok_s, message.run_id)
+
+    def set_baseline(self, tok_s: float, run_id: str | None) -> None:
+        """Judge the live numbers against ``tok_s`` tok/s (measured by History run ``run_id``, None: configured)."""
+        self.baseline_tok_s, self.baseline_run = tok_s, run_id
+        self.series.baseline = tok_s
+        self.numbers = replace(self.numbers, baseline=tok_s, baseline_run=run_id)
+        self.query_one(NumbersPanel).show(self.numbers)
+        self.query_one(BreakevenPanel).follow_baseline(baseline_number(tok_s, run_id))
+        self._dirty = set(CHARTS)
+        if self.shown:
+            self.redraw()  # at once, paused or not: the baseline is the operator's own change
+
+    def _followed(self) -> tuple[str, str | None]:
+        """(host, run id of the server on screen or None)."""
+        host = self.app.connection.host.name
+        server = self.feed.server if self.feed is not None else None
+        return host, run_id_of(host, server["id"]) if server else None
+
+    def _reload_overlay(self) -> None:
+        if self.overlay is not None and self._overlay_for != self._followed():
+            self._load_overlay()
+
+    @work(exclusive=True, group="live-overlay", exit_on_error=False, description="read earlier runs")
+    async def _load_overlay(self, announce: bool = False) -> None:
+        host, live = self._followed()
+        try:
+            runs = await self.history.query(lambda history: history.last_runs(host, exclude=[live] if live else []))
+        except SpecdeckError:
+            self._report_history()
+            return
+        if announce and not runs:
+            self.notify(f"the history holds no earlier runs of {host} with samples yet", severity="warning")
+        self._show_overlay(runs, (host, live))
+
+    def _show_overlay(self, runs: list[RunSummary] | None, read_for: tuple[str, str | None] | None) -> None:
+        self.overlay, self._overlay_for = runs, read_for
+        self._dirty = set(CHARTS)
+        self._show_server()
+        if self.shown:
+            self.redraw()
 
     def _show_server(self) -> None:
         feed = self.feed
@@ -199,6 +304,8 @@ class LivePane(ShellPane):
             text += f" · [b]PAUSED since {since}[/], {new} new samples recorded"
         if self._bench_text:
             text += " · " + escape(self._bench_text)
+        if self.overlay:
+            text += " · dashed: last run of " + escape(", ".join(r.profile or r.id for r in self.overlay))
         self.query_one("#live-server", Static).update(text)
 
     # --- drawing -------------------------------------------------------------------------------------------
@@ -215,18 +322,24 @@ class LivePane(ShellPane):
             self._compute_numbers()
 
     def reference_lines(self) -> tuple[list[RefLine], list[RefLine]]:
-        """(tok/s chart lines, accept-length chart lines) for the current numbers."""
+        """(tok/s chart lines, accept-length chart lines) for the current numbers and overlay."""
         base = self.baseline
         ref = self.app.settings.reference
-        tok = [RefLine(base, f"baseline {base:g} tok/s", "green")]
+        tok = [RefLine(base, baseline_label(base, self.baseline_run), "green")]
         accept = [
             RefLine(ref.break_even_accept_len, f"break-even {ref.break_even_accept_len:.2f} (configured)", "orange")
         ]
         live = self.numbers.breakeven.mean
-        if live is None and self.series.breakeven.last is not None:
-            live = self.series.breakeven.last[1]
+        if live is None and self.series.cycle_ms.last is not None:
+            live = self.series.cycle_ms.last[1] * base / 1000.0
         if live is not None:
             accept.append(RefLine(live, f"live break-even {live:.2f}", "red"))
+        for run, color in zip(self.overlay or (), cycle(OVERLAY_COLORS)):
+            name = run.profile or run.id
+            if run.id != self.baseline_run:  # the measured baseline is the solid line already
+                tok.append(RefLine(run.tok_s, f"{name} {run.tok_s:.1f}", color, dashed=True))
+            if run.speculative and run.accept_len is not None:
+                accept.append(RefLine(run.accept_len, f"{name} {run.accept_len:.2f}", color, dashed=True))
         return tok, accept
 
     def redraw(self, *charts: str) -> None:
@@ -246,13 +359,15 @@ class LivePane(ShellPane):
         label, seconds = self.window
         series = self.series
         # Snapshots on the loop (cheap copies), the sorting for p50/p95 in a thread.
-        views = [s.window(seconds) for s in (series.tok_s, series.accept_len, series.cycle_ms, series.breakeven)]
-        tok, accept, cycle, breakeven = await asyncio.to_thread(lambda: [window_stats(v) for v in views])
+        views = [s.window(seconds) for s in (series.tok_s, series.accept_len, series.cycle_ms)]
+        tok, accept, cycle_ms = await asyncio.to_thread(lambda: [window_stats(v) for v in views])
         ref = self.app.settings.reference
         before = self.numbers.breakeven.mean
-        self.numbers = LiveNumbers(tok, accept, cycle, breakeven, self.baseline, ref.break_even_accept_len, label)
+        self.numbers = LiveNumbers(
+            tok, accept, cycle_ms, self.baseline, ref.break_even_accept_len, label, self.baseline_run
+        )
         self.query_one(NumbersPanel).show(self.numbers)
-        if breakeven.mean != before:
+        if self.numbers.breakeven.mean != before:
             self._dirty.add("accept")  # the live break-even line moves with the window's mean
 
     # --- actions -------------------------------------------------------------------------------------------
@@ -281,9 +396,16 @@ class LivePane(ShellPane):
             self.feed.reset()
         else:
             self.series.reset()
-        self.numbers = LiveNumbers(baseline=self.baseline, window=self.window[0])
+        self.numbers = LiveNumbers(baseline=self.baseline, window=self.window[0], baseline_run=self.baseline_run)
         self.query_one(NumbersPanel).show(self.numbers)
         self.redraw()
+
+    def action_toggle_overlay(self) -> None:
+        if self.overlay is None:
+            self._load_overlay(announce=True)
+            return
+        self.workers.cancel_group(self, "live-overlay")
+        self._show_overlay(None, None)
 
     def action_use_live_cycle(self) -> None:
         cycle = self.numbers.cycle_ms.mean

@@ -65,6 +65,7 @@ class BreakevenPanel(Vertical):
             "calc-steps": "" if steps is None else str(steps),
             "calc-targets": ", ".join(f"{t:g}" for t in targets),
         }
+        self._baseline = self._initial["calc-baseline"]  # the baseline last put in (not typed)
         self.result: dict[str, Any] | None = None
         self.error: str | None = None
 
@@ -94,6 +95,13 @@ class BreakevenPanel(Vertical):
     def set_cycle(self, cycle_ms: float) -> None:
         """Put a measured cycle time in (the figures follow)."""
         self.query_one("#calc-cycle", Input).value = f"{cycle_ms:.1f}"
+
+    def follow_baseline(self, text: str) -> None:
+        """The baseline changed to ``text`` tok/s: put it in, unless the field holds a figure someone typed."""
+        field = self.query_one("#calc-baseline", Input)
+        if field.value.strip() == self._baseline:
+            field.value = text
+        self._baseline = text
 
     def recompute(self) -> None:
         out = self.query_one("#calc-result", Static)

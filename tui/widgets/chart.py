@@ -3,8 +3,10 @@
 The chart never holds the data: ``redraw`` reads the series (min/max decimation, ~2 points per column, so a
 day of samples costs what a minute does) and rebuilds the plot. plotext's ``clear_data`` also clears
 horizontal lines and text, so the reference lines and their labels are added again on every redraw; they
-take part in autoscaling, so they stay in view. The caller decides when to redraw (at most twice a second,
-only while visible); plotext renders on the next frame.
+take part in autoscaling, so they stay in view. Solid lines (plotext hlines, labelled at the left) are the
+figures judged against; dashed ones (a two-point series of dash marks under the live data, labelled at the
+right) are earlier runs. The caller decides when to redraw (at most twice a second, only while visible);
+plotext renders on the next frame.
 
 Rendering reads plotext's character matrix straight into a Rich ``Text`` instead of going through an ANSI
 string and ``Text.from_ansi`` (textual-plotext's way), which was over half of a redraw's time.
@@ -26,16 +28,19 @@ from backend.series import RingSeries
 
 AXIS_COLUMNS = 10  # what plotext's y tick labels and frame take from the widget's width
 MIN_COLUMNS = 10
+CHROME_ROWS = 5  # what the title, frame, x ticks and x label take from the widget's height
 MARKER = "dot"  # cheaper for plotext to build than "hd" (2x2 blocks) or braille
+DASH = "╌"  # the mark dashed lines are drawn with
 
 
 @dataclass(frozen=True)
 class RefLine:
-    """A horizontal reference line, labelled at the left edge of the plot."""
+    """A horizontal line: solid and labelled at the left edge, or dashed and labelled at the right edge."""
 
     y: float
     label: str
-    color: str  # a plotext colour name
+    color: str | tuple[int, int, int]  # a plotext colour: a name or (r, g, b)
+    dashed: bool = False
 
 
 def x_unit(seconds: float | None, span: float) -> tuple[float, str]:
@@ -114,13 +119,36 @@ class SeriesChart(PlotextPlot):
         plt.xlabel(label)
         if xs:
             end = xs[-1]
-            plt.plot([(x - end) / divisor for x in xs], ys, marker=MARKER, color=self.color)
             left = (xs[0] - end) / divisor
         else:
             left = -(seconds or 60.0) / divisor
             plt.xlim(left, 0.0)
-        for ref in refs:
+        solid = [ref for ref in refs if not ref.dashed]
+        dashed = [ref for ref in refs if ref.dashed]
+        row = self._row_height([*ys, *(ref.y for ref in refs)])
+        for ref in dashed:  # first, so the live data is drawn over them
+            if all(abs(ref.y - line.y) > row for line in solid):  # a solid line on the same row hides it
+                plt.plot([left, 0.0], [ref.y, ref.y], marker=DASH, color=ref.color)
+        if xs:
+            plt.plot([(x - end) / divisor for x in xs], ys, marker=MARKER, color=self.color)
+        for ref in solid:
             plt.hline(ref.y, ref.color)
             plt.text(ref.label, left, ref.y, color=ref.color, alignment="left")
+        # Dashed labels end at the right edge; ones sharing a row go side by side, right to left.
+        column = -left / self.columns
+        ends: list[tuple[float, int]] = []  # (y, columns taken from the right) per labelled row
+        for ref in dashed:
+            i = next((i for i, (y, _) in enumerate(ends) if abs(y - ref.y) <= row), len(ends))
+            if i == len(ends):
+                ends.append((ref.y, 0))
+            y, taken = ends[i]
+            plt.text(ref.label, -taken * column, ref.y, color=ref.color, alignment="right")
+            ends[i] = (y, taken + len(ref.label) + 1)
         self.points, self.refs = len(xs), tuple(refs)
         self.refresh()
+
+    def _row_height(self, values: list[float]) -> float:
+        """Roughly the value span of one text row once plotext scales ``values`` to the plot's height."""
+        if not values:
+            return 0.0
+        return (max(values) - min(values)) / max(1, self.size.height - CHROME_ROWS)

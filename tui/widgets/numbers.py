@@ -1,15 +1,36 @@
-"""The Live tab's numbers panel: current, mean, p50/p95 of the window, against the baseline and the break-even."""
+"""The Live tab's numbers panel: current, mean, p50/p95 of the window, against the baseline and the break-even.
+
+The baseline is the measured one (a History run marked as such) or the configured figure; the live
+break-even is the window's cycle time × that baseline, so it follows the baseline the moment it changes.
+"""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
+from textual.markup import escape
 from textual.widgets import Static
 
 from backend.series import SeriesView, Stats
 
 EMPTY = Stats(0, None, None, None, None, None, None)
 STATS_POINTS = 20_000  # beyond this, a window's stats come from an even sample of its points
+
+
+def baseline_number(tok_s: float, run_id: str | None) -> str:
+    """The baseline as the Live tab writes it: a measured mean to one decimal, a configured figure as typed."""
+    return f"{tok_s:.1f}" if run_id else f"{tok_s:g}"
+
+
+def baseline_label(tok_s: float, run_id: str | None) -> str:
+    """``baseline 82 tok/s (configured)`` or ``baseline 81.6 tok/s (measured: <run>)``."""
+    return f"baseline {baseline_number(tok_s, run_id)} tok/s ({f'measured: {run_id}' if run_id else 'configured'})"
+
+
+def scaled(stats: Stats, factor: float) -> Stats:
+    """``stats`` of a series multiplied by ``factor`` (≥ 0: the order, and so p50/p95, stay)."""
+    values = (stats.current, stats.mean, stats.p50, stats.p95, stats.min, stats.max)
+    return Stats(stats.count, *(None if v is None else v * factor for v in values))
 
 
 def window_stats(view: SeriesView, limit: int = STATS_POINTS) -> Stats:
@@ -33,10 +54,15 @@ class LiveNumbers:
     tok_s: Stats = EMPTY
     accept_len: Stats = EMPTY
     cycle_ms: Stats = EMPTY
-    breakeven: Stats = EMPTY
     baseline: float = 82.0
     configured_breakeven: float = 2.46
     window: str = "5 m"
+    baseline_run: str | None = None  # the History run measuring ``baseline``; None for the configured figure
+
+    @property
+    def breakeven(self) -> Stats:
+        """The live break-even of the window: cycle ms × baseline / 1000, sample by sample."""
+        return scaled(self.cycle_ms, self.baseline / 1000.0)
 
 
 def _cell(value: float | None, fmt: str) -> str:
@@ -76,11 +102,11 @@ def render_numbers(numbers: LiveNumbers) -> str:
         _row("tok/s", numbers.tok_s, ".1f"),
         _row("accept len", numbers.accept_len, ".2f"),
         _row("cycle ms", numbers.cycle_ms, ".1f"),
-        f"{'vs ' + format(numbers.baseline, 'g'):<11}"
+        f"{'vs ' + baseline_number(numbers.baseline, numbers.baseline_run):<11}"
         + _vs(numbers.tok_s.current, numbers.baseline)
         + " "
         + _vs(numbers.tok_s.mean, numbers.baseline),
-        "",
+        f"[$text-muted]{escape(baseline_label(numbers.baseline, numbers.baseline_run))}[/]",
         f"break-even {numbers.configured_breakeven:.2f} configured"
         + (f", {numbers.breakeven.mean:.2f} live" if numbers.breakeven.mean is not None else ""),
         verdict(numbers),
