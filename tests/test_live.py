@@ -370,6 +370,8 @@ async def test_watch_streams_live_samples_and_says_when_no_server_runs(host: Hos
         watch = await asyncio.create_subprocess_exec(
             sys.executable, "-m", "backend.cli.main", "watch", "--json", *host_args(host),
             stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+            # Ctrl-C as in a terminal, even when this run inherited an ignored SIGINT (a background CI job).
+            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
         )  # fmt: skip
         try:
             assert "watching eagle3-ours on port" in (await asyncio.wait_for(watch.stderr.readline(), 30)).decode()
