@@ -55,6 +55,20 @@ def host(request, tmp_path) -> HostConfig:
     )
 
 
+@pytest.fixture(scope="module")
+def models(tmp_path_factory) -> dict:
+    """The Kimi-K2.5 target (config only) and sparse drafters by configured name, plus a Llama-3-8B misfit."""
+    from backend.sandbox import fixtures
+
+    root = tmp_path_factory.mktemp("models")
+    return {
+        "target": fixtures.write_target_config(str(root / "Kimi-K2.5")),
+        "ours": fixtures.write_drafter(str(root / "output_100k_sglang" / "4"), "ours"),
+        "aq-medai": fixtures.write_drafter(str(root / "aq_medai_k2"), "aq_medai_k2"),
+        "misfit": fixtures.write_drafter(str(root / "llama3_eagle3"), "llama3_8b"),
+    }
+
+
 def pytest_report_header(config):
     sshd = "present" if Path("/usr/sbin/sshd").exists() else "MISSING"
     return f"sshd: {sshd}; netns: {os.environ.get('SPECDECK_NETNS', 'no')}"

@@ -26,7 +26,6 @@ from backend.connection import Connection
 from backend.history import History, LiveRecorder, filter_tail, parse_server_args, primed_filter, sync_from_host
 from backend.metrics import Sample, live_samples, parse_lines
 from backend.report import Chart, svg_chart, text_chart
-from backend.sandbox import fixtures
 from backend.settings import HostConfig, builtin_defaults
 from tui.app import SpecdeckApp
 from tui.screens.history import ConfirmDelete, HistoryPane
@@ -40,16 +39,6 @@ def cli(*args: str, rc: int = 0) -> subprocess.CompletedProcess:
     res = subprocess.run([sys.executable, "-m", "backend.cli.main", *args], capture_output=True, text=True, cwd=REPO)
     assert res.returncode == rc, (res.stdout, res.stderr)
     return res
-
-
-@pytest.fixture(scope="module")
-def models(tmp_path_factory) -> dict:
-    root = tmp_path_factory.mktemp("models")
-    return {
-        "target": fixtures.write_target_config(str(root / "Kimi-K2")),
-        "ours": fixtures.write_drafter(str(root / "output_100k_sglang" / "4"), "ours"),
-        "aq-medai": fixtures.write_drafter(str(root / "aq_medai_k2"), "aq_medai_k2"),
-    }
 
 
 def add_run(history: History, models: dict, job_id: str, drafter: str | None, tok: float, acc: float | None) -> str:

@@ -21,7 +21,6 @@ from backend.errors import OperationFailed, UsageError
 from backend.history import History, HistoryThread, filter_tail, run_id_of, sync_from_host
 from backend.livefeed import LiveFeed
 from backend.metrics import Sample, live_samples
-from backend.sandbox import fixtures
 from backend.series import LiveSeries
 from backend.settings import HostConfig
 from tests.sshd import free_port
@@ -225,17 +224,7 @@ def test_breakeven_bad_input_is_exit_2(args, message):
 # --- the simulator as the host's running server ---------------------------------------------------------
 
 
-@pytest.fixture(scope="module")
-def models(tmp_path_factory) -> dict:
-    root = tmp_path_factory.mktemp("models")
-    return {
-        "target": fixtures.write_target_config(str(root / "Kimi-K2")),
-        "ours": fixtures.write_drafter(str(root / "output_100k_sglang" / "4"), "ours"),
-        "aq": fixtures.write_drafter(str(root / "aq_medai_k2"), "aq_medai_k2"),
-    }
-
-
-PROFILES = {"baseline": None, "eagle3-ours": "ours", "eagle3-aq": "aq"}
+PROFILES = {"baseline": None, "eagle3-ours": "ours", "eagle3-aq": "aq-medai"}
 
 
 def server_argv(models: dict, profile: str, port: int) -> list[str]:

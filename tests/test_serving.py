@@ -24,7 +24,7 @@ import pytest
 from backend import serving
 from backend.connection import Connection
 from backend.errors import RemoteError, UsageError
-from backend.sandbox import environment, fixtures
+from backend.sandbox import environment
 from backend.settings import HostConfig, ProfileConfig, builtin_defaults, parse
 from backend.sglang_flags import FLAGS, server_args
 from backend.sglang_flags import parse as parse_flags
@@ -32,17 +32,6 @@ from tests.sshd import free_port
 
 TIME_SCALE = "0.02"  # the simulator's startup in ~0.1 s instead of ~5 s
 EAGLE = {"algorithm": "EAGLE3", "steps": 3, "topk": 1, "draft_tokens": 4}
-
-
-@pytest.fixture(scope="module")
-def models(tmp_path_factory) -> dict:
-    root = tmp_path_factory.mktemp("models")
-    return {
-        "target": fixtures.write_target_config(str(root / "Kimi-K2.5")),
-        "ours": fixtures.write_drafter(str(root / "output_100k_sglang" / "4"), "ours"),
-        "aq-medai": fixtures.write_drafter(str(root / "aq_medai_k2"), "aq_medai_k2"),
-        "misfit": fixtures.write_drafter(str(root / "llama3_eagle3"), "llama3_8b"),
-    }
 
 
 def make_settings(models: dict, **profiles: dict):

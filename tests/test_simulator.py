@@ -20,7 +20,6 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from backend.breakeven import accept_len_for
 from backend.errors import UsageError
-from backend.sandbox import fixtures
 from backend.sandbox.simulator import ACCEPT_P_AQ, ACCEPT_P_OURS
 from backend.sglang_flags import FLAGS, build_parser, parse, parse_help_flags, server_args, unknown_flags
 
@@ -253,18 +252,6 @@ def sims(tmp_path):
         sim.kill()
 
 
-@pytest.fixture(scope="module")
-def models(tmp_path_factory) -> dict:
-    """The Kimi-K2 target (config only) and sparse drafters: ours, AQ-MedAI's, and a Llama-3-8B misfit."""
-    root = tmp_path_factory.mktemp("models")
-    return {
-        "target": fixtures.write_target_config(str(root / "Kimi-K2")),
-        "ours": fixtures.write_drafter(str(root / "output_100k_sglang" / "4"), "ours"),
-        "aq": fixtures.write_drafter(str(root / "aq_medai_k2"), "aq_medai_k2"),
-        "misfit": fixtures.write_drafter(str(root / "llama3_eagle3"), "llama3_8b"),
-    }
-
-
 def launch(models: dict, drafter: str | None, *extra: str, algorithm: str = "EAGLE3") -> list:
     argv = ["--model-path", models["target"], "--tp-size", "8", "--trust-remote-code", "--random-seed", "7"]
     if drafter:
@@ -411,7 +398,7 @@ def stream_speed(sim: Sim, max_tokens: int = 64) -> tuple[float, float]:
 
 
 def test_speeds_follow_the_operators_measurements(models, sims):
-    baseline, ours, aq = (sims(launch(models, drafter)) for drafter in (None, "ours", "aq"))
+    baseline, ours, aq = (sims(launch(models, drafter)) for drafter in (None, "ours", "aq-medai"))
     for sim in (baseline, ours, aq):
         sim.wait_ready()
     results: dict = {}
@@ -449,7 +436,7 @@ def test_concurrent_streams_each_slow_down_a_little(models, sims):
 
 
 def test_eagle_with_an_eagle3_drafter_accepts_nothing(models, sims):
-    sim = sims(launch(models, "aq", "--decode-log-interval", "5", algorithm="EAGLE"))
+    sim = sims(launch(models, "aq-medai", "--decode-log-interval", "5", algorithm="EAGLE"))
     sim.wait_ready()
     meta = sim.json("/generate", {"text": "Hi", "sampling_params": {"max_new_tokens": 16}})["meta_info"]
     assert meta["spec_accept_token_num"] == 0 and meta["spec_verify_ct"] == 15  # the first token is the prefill's
