@@ -32,19 +32,7 @@ async def _agent_and_channel(host) -> tuple[float, float]:
 
 
 def _ssh_process(sshd, n: int = 20) -> float:
-    argv = [
-        "ssh",
-        "-i",
-        sshd.identity,
-        "-o",
-        f"UserKnownHostsFile={sshd.known_hosts}",
-        "-o",
-        "BatchMode=yes",
-        "-p",
-        str(sshd.port),
-        "root@127.0.0.1",
-        "true",
-    ]
+    argv = sshd.ssh_argv("true")
     times = []
     for _ in range(n):
         t0 = time.perf_counter()

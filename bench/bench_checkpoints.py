@@ -146,27 +146,12 @@ async def _warm(host, huge: str, a_dir: str, b_dir: str, target: str) -> tuple[l
     return inspect_s, diff_s
 
 
-def _ssh_argv(sshd: Sshd) -> list[str]:
-    return [
-        "ssh",
-        "-i",
-        sshd.identity,
-        "-o",
-        f"UserKnownHostsFile={sshd.known_hosts}",
-        "-o",
-        "BatchMode=yes",
-        "-p",
-        str(sshd.port),
-        sshd.url.removeprefix("ssh://").rsplit(":", 1)[0],
-    ]
-
-
 _CONFIG_SCRIPT = "import json, sys; print(json.load(open(sys.argv[1])))"
 
 
 def _operator(sshd: Sshd, a_dir: str, b_dir: str, target: str) -> None:
     """The operator's way: one ssh + python -c per file and question, each answer printed for the eye."""
-    ssh = _ssh_argv(sshd)
+    ssh = sshd.ssh_argv()
     for folder in (a_dir, b_dir, target):
         script = f'"{_CONFIG_SCRIPT}" {folder}/config.json'
         subprocess.run([*ssh, f"{sys.executable} -c {script}"], check=True, capture_output=True)
@@ -204,7 +189,7 @@ def _ssh_rows(sshd: Sshd, workdir: str, huge: str, a_dir: str, b_dir: str, targe
         inspect_process_s += timeit(lambda: _specdeck(flags, "inspect", huge), repeat=1)
         operator_huge_s += timeit(
             lambda: subprocess.run(
-                [*_ssh_argv(sshd), f'{sys.executable} -c "{_SCRIPT}" {huge}/model.safetensors'],
+                [*sshd.ssh_argv(), f'{sys.executable} -c "{_SCRIPT}" {huge}/model.safetensors'],
                 check=True,
                 capture_output=True,
             ),

@@ -7,6 +7,7 @@ import shutil
 import signal
 import socket
 import subprocess
+import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -36,6 +37,18 @@ class Sshd:
     @property
     def url(self) -> str:
         return f"ssh://{os.environ.get('USER') or 'root'}@127.0.0.1:{self.port}"
+
+    def ssh_argv(self, *command: str) -> list[str]:
+        """OpenSSH's own client reaching this server (host key checked): the operator's way, for comparisons."""
+        user = self.url.removeprefix("ssh://").split("@")[0]
+        known = f"UserKnownHostsFile={self.known_hosts}"
+        return ["ssh", "-i", self.identity, "-o", known, "-o", "BatchMode=yes", "-p", str(self.port),
+                f"{user}@127.0.0.1", *command]  # fmt: skip
+
+    def cli_args(self, workdir: str, identity: str | None = None, known_hosts: str | None = None) -> list[str]:
+        """specdeck options that reach this server with this machine's Python as the host's."""
+        return ["--host", self.url, "--identity", identity or self.identity, "--known-hosts",
+                known_hosts or self.known_hosts, "--python", sys.executable, "--workdir", workdir]  # fmt: skip
 
     def session_pids(self) -> list[int]:
         """The per-connection sshd processes (children of the listener): kill them to drop connections."""

@@ -19,7 +19,6 @@ import pytest
 from backend.cli.main import main
 from backend.sandbox import fixtures as fx
 from backend.sandbox.hub import HubServer
-from tests.sshd import Sshd
 from tests.test_checkpoints import write_real
 
 AQ_REPO = "AQ-MedAI/Kimi-K2-Instruct-eagle3"
@@ -64,21 +63,6 @@ def llama(tmp_path) -> str:
     return fx.write_drafter(str(tmp_path / "llama"), "llama3_8b")
 
 
-def ssh_flags(sshd: Sshd, tmp_path: Path) -> list[str]:
-    return [
-        "--host",
-        sshd.url,
-        "--identity",
-        sshd.identity,
-        "--known-hosts",
-        sshd.known_hosts,
-        "--python",
-        sys.executable,
-        "--workdir",
-        str(tmp_path / "sshwork"),
-    ]
-
-
 def run(capsys, *args: str) -> tuple[int, str, str]:
     """The CLI in this process: (exit code, stdout, stderr)."""
     capsys.readouterr()
@@ -113,7 +97,7 @@ def test_same_diff_locally_over_ssh_and_from_the_hub(capsys, tmp_path, hub_root,
         capsys, "--host", "local", "diff", f"file://{aq}", f"file://{changed}", "--target", f"file://{target}"
     )
     agent = run_json(capsys, "--host", "local", "diff", aq, changed, "--target", target)
-    ssh = run_json(capsys, *ssh_flags(sshd, tmp_path), "diff", aq, changed, "--target", target)
+    ssh = run_json(capsys, *sshd.cli_args(str(tmp_path / "sshwork")), "diff", aq, changed, "--target", target)
     from_hub = run_json(
         capsys,
         "--host",
@@ -161,7 +145,7 @@ def test_same_diff_locally_over_ssh_and_from_the_hub(capsys, tmp_path, hub_root,
 def test_same_inspect_locally_over_ssh_and_from_the_hub(capsys, tmp_path, hub_root, hub, sshd):
     aq = str(hub_root / AQ_REPO)
     local = run_json(capsys, "--host", "local", "inspect", f"file://{aq}")
-    ssh = run_json(capsys, *ssh_flags(sshd, tmp_path), "inspect", aq)
+    ssh = run_json(capsys, *sshd.cli_args(str(tmp_path / "sshwork")), "inspect", aq)
     from_hub = run_json(capsys, "--host", "local", "inspect", f"hf://{AQ_REPO}", "--endpoint", hub.url)
     assert set(local) == {"path", "config", "files", "metadata", "tensors", "total_params", "total_bytes", "notes"}
     assert local == ssh
@@ -312,7 +296,7 @@ def test_corrupt_files_exit_2_with_one_line(capsys, tmp_path, sshd):
     fx.write_drafter(str(folder), "ours")
     data, _ = fx.CORRUPT_FILES["overlapping_offsets.safetensors"]
     (folder / "model.safetensors").write_bytes(data)
-    for flags in (["--host", "local"], ssh_flags(sshd, tmp_path)):
+    for flags in (["--host", "local"], sshd.cli_args(str(tmp_path / "sshwork"))):
         code, _, err = run(capsys, *flags, "diff", str(folder), str(folder), "--target", str(folder))
         assert code == 2
         assert one_line_error(err).startswith(f"specdeck: {folder / 'model.safetensors'}: ")
@@ -333,7 +317,7 @@ def test_corrupt_files_exit_2_with_one_line(capsys, tmp_path, sshd):
 
 def test_missing_paths_exit_2(capsys, tmp_path, sshd):
     nope = str(tmp_path / "nope")
-    for flags in (["--host", "local"], ssh_flags(sshd, tmp_path)):
+    for flags in (["--host", "local"], sshd.cli_args(str(tmp_path / "sshwork"))):
         code, out, err = run(capsys, *flags, "inspect", nope)
         assert (code, out) == (2, "")
         assert one_line_error(err) == f"specdeck: {nope} does not exist; check the path"
@@ -549,7 +533,7 @@ async def test_compare_tab(sandbox_like, tmp_path, llama, monkeypatch):
     from textual.command import CommandPalette
     from textual.widgets import Input, Static
 
-    from tests.test_tui_shell import until
+    from tests.helpers import until
     from tui.app import SpecdeckApp
     from tui.messages import OpenInCompare
     from tui.screens.compare import ComparePane, PromptScreen

@@ -8,7 +8,6 @@ import os
 import shutil
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -20,6 +19,7 @@ from backend.errors import RemoteError
 from backend.sandbox import fixtures
 from backend.sandbox.hub import CACHE_DIR_NAME, HubServer
 from backend.settings import DrafterConfig, HostConfig
+from tests.helpers import host_args, until
 
 REPO = "org/drafter"
 MODEL_BYTES = 48 << 20  # five 10 MiB chunks: several progress events at the test rate
@@ -61,16 +61,9 @@ async def conn(host: HostConfig):
     await c.close()
 
 
-def cli_host_args(host: HostConfig) -> list[str]:
-    args = ["--host", host.url if not host.is_local else "local", "--workdir", host.workdir]
-    if not host.is_local:
-        args += ["--identity", host.identity, "--known-hosts", host.known_hosts, "--python", host.python]
-    return args
-
-
 def cli(host: HostConfig, *args: str, env: dict | None = None) -> subprocess.CompletedProcess:
     return subprocess.run(
-        [sys.executable, "-m", "backend.cli.main", "download", *args, *cli_host_args(host)],
+        [sys.executable, "-m", "backend.cli.main", "download", *args, *host_args(host)],
         capture_output=True,
         text=True,
         env={**os.environ, **(env or {})},
@@ -128,7 +121,7 @@ async def test_download_progress_and_verified(conn, hub, tmp_path):
 async def test_cli_killed_mid_transfer_job_still_finishes(host, hub, tmp_path):
     to = tmp_path / "out"
     argv = [sys.executable, "-m", "backend.cli.main", "download", REPO, "--to", str(to), "--endpoint", hub.url]
-    proc = subprocess.Popen([*argv, "--json", *cli_host_args(host)], stdout=subprocess.PIPE, text=True)
+    proc = subprocess.Popen([*argv, "--json", *host_args(host)], stdout=subprocess.PIPE, text=True)
     job_id = None
     for line in proc.stdout:
         ev = json.loads(line)
@@ -282,7 +275,7 @@ async def test_cancel_removes_partial_files(host, conn, tmp_path):
                 break
         assert incomplete_files(str(to))  # a partial file exists right now
         res = subprocess.run(
-            [sys.executable, "-m", "backend.cli.main", "jobs", "cancel", job_id, "--json", *cli_host_args(host)],
+            [sys.executable, "-m", "backend.cli.main", "jobs", "cancel", job_id, "--json", *host_args(host)],
             capture_output=True,
             text=True,
             timeout=60,
@@ -421,14 +414,6 @@ def sandbox_settings(tmp_path: Path, hub_url: str):
         "drafters": {"ours": {"path": str(ours)}, "aq-medai": {"repo": REPO, "path": str(tmp_path / "aq")}},
     }
     return parse(raw, "test sandbox config")
-
-
-async def until(pilot, cond, what: str, timeout: float = 20) -> None:
-    deadline = time.monotonic() + timeout
-    while not cond():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        await pilot.pause(0.02)
 
 
 def cell(app, row: str, column: str) -> str:

@@ -14,12 +14,10 @@ import sqlite3
 import subprocess
 import sys
 import time
-from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 from textual.command import CommandList, CommandPalette
-from textual.pilot import Pilot
 from textual.widgets import DataTable
 
 from backend.connection import Connection
@@ -27,6 +25,7 @@ from backend.history import History, LiveRecorder, filter_tail, parse_server_arg
 from backend.metrics import Sample, live_samples, parse_lines
 from backend.report import Chart, svg_chart, text_chart
 from backend.settings import HostConfig, builtin_defaults
+from tests.helpers import until
 from tui.app import SpecdeckApp
 from tui.screens.history import ConfirmDelete, HistoryPane
 from tui.widgets.runchart import RunChart
@@ -361,14 +360,6 @@ def test_charts_render_as_text_and_svg():
 
 
 # --- the History tab --------------------------------------------------------------------------------------
-
-
-async def until(pilot: Pilot, cond: Callable[[], object], what: str, timeout: float = 15) -> None:
-    deadline = time.monotonic() + timeout
-    while not cond():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        await pilot.pause(0.02)
 
 
 async def test_history_tab_compares_marks_and_deletes(three_runs, tmp_path, monkeypatch):

@@ -23,6 +23,7 @@ from backend.livefeed import LiveFeed
 from backend.metrics import Sample, live_samples
 from backend.series import LiveSeries
 from backend.settings import HostConfig
+from tests.helpers import host_args
 from tests.sshd import free_port
 from tests.test_metrics import GENERATIONS
 
@@ -272,14 +273,6 @@ async def servers(host: HostConfig, models: dict, *profiles: str) -> AsyncIterat
         for job in jobs.values():
             await conn.call("jobs.cancel", id=job["id"])
         await conn.close()
-
-
-def host_args(host: HostConfig) -> list[str]:
-    """CLI options that reach ``host`` (never the configured default host)."""
-    args = ["--host", "local" if host.is_local else host.url, "--workdir", host.workdir, "--python", host.python]
-    if not host.is_local:
-        args += ["--identity", host.identity, "--known-hosts", host.known_hosts]
-    return args
 
 
 async def acli(*args: str) -> tuple[int, str, str]:

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import sys
 import time
-from collections.abc import Callable
 
 import pytest
 from textual.command import CommandList, CommandPalette
@@ -20,7 +19,8 @@ from backend.history import History, filter_tail
 from backend.livefeed import find_server
 from backend.metrics import Sample
 from backend.settings import HostConfig, builtin_defaults
-from tests.test_live import log_totals, models, recorded_totals, servers  # noqa: F401  (models is a fixture)
+from tests.helpers import until
+from tests.test_live import log_totals, recorded_totals, servers
 from tui.app import SpecdeckApp
 from tui.messages import BaselineChanged, LiveFeedUpdated
 from tui.screens.history import HistoryPane
@@ -29,14 +29,6 @@ from tui.widgets.breakeven_panel import BreakevenPanel
 from tui.widgets.chart import SeriesChart
 
 SIZE = (160, 45)
-
-
-async def until(pilot: Pilot, cond: Callable[[], object], what: str, timeout: float = 20) -> None:
-    deadline = time.monotonic() + timeout
-    while not cond():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        await pilot.pause(0.02)
 
 
 async def open_live(pilot: Pilot) -> LivePane:
@@ -203,7 +195,7 @@ async def test_calculator_shows_limit_and_finite_steps_truth():
         assert "positive" in calc.error
 
 
-async def test_live_tab_follows_a_server_and_runs_the_bench(models):  # noqa: F811
+async def test_live_tab_follows_a_server_and_runs_the_bench(models):
     # The app's `local` host: the same workdir, so the tab sees the server this test starts.
     host = HostConfig(name="local", url="local", python=sys.executable, workdir=local_workdir())
     async with servers(host, models, "eagle3-aq") as (conn, jobs):

@@ -7,8 +7,6 @@ import asyncio
 import os
 import subprocess
 import sys
-import time
-from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -20,6 +18,7 @@ from backend import serving
 from backend.connection import Connection
 from backend.sandbox import fixtures
 from backend.settings import Settings, parse
+from tests.helpers import until
 from tests.sshd import free_port
 from tests.test_serving import fake_nvidia_smi
 from tui.app import SpecdeckApp
@@ -81,14 +80,6 @@ def gpu_box(tmp_path, monkeypatch):
     yield other.pid
     other.kill()
     other.wait()
-
-
-async def until(pilot: Pilot, cond: Callable[[], object], what: str, timeout: float = 20) -> None:
-    deadline = time.monotonic() + timeout
-    while not cond():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        await pilot.pause(0.02)
 
 
 def text(app: App, selector: str) -> str:

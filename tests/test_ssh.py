@@ -68,16 +68,7 @@ def test_cli_unknown_key_exit_3_with_fingerprint(sshd: Sshd, tmp_path):
     known.write_text("")
     res = run_cli(
         "ping",
-        "--host",
-        sshd.url,
-        "--identity",
-        sshd.identity,
-        "--known-hosts",
-        str(known),
-        "--python",
-        sys.executable,
-        "--workdir",
-        str(tmp_path),
+        *sshd.cli_args(str(tmp_path), known_hosts=str(known)),
     )
     assert res.returncode == 3
     assert fingerprint(str(sshd.dir / "host_key.pub")) in res.stderr
@@ -90,16 +81,7 @@ def test_cli_ping_over_ssh_json(sshd: Sshd, tmp_path):
         "--json",
         "--count",
         "3",
-        "--host",
-        sshd.url,
-        "--identity",
-        sshd.identity,
-        "--known-hosts",
-        sshd.known_hosts,
-        "--python",
-        sys.executable,
-        "--workdir",
-        str(tmp_path),
+        *sshd.cli_args(str(tmp_path)),
     )
     assert res.returncode == 0, res.stderr
     out = json.loads(res.stdout)
@@ -112,16 +94,7 @@ def test_cli_refused_key_exit_3(sshd: Sshd, tmp_path):
     subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(stranger)], check=True)
     res = run_cli(
         "ping",
-        "--host",
-        sshd.url,
-        "--identity",
-        str(stranger),
-        "--known-hosts",
-        sshd.known_hosts,
-        "--python",
-        sys.executable,
-        "--workdir",
-        str(tmp_path),
+        *sshd.cli_args(str(tmp_path), identity=str(stranger)),
         env_extra={"SSH_AUTH_SOCK": ""},
     )
     assert res.returncode == 3

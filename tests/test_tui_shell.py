@@ -7,20 +7,18 @@ import platform
 import signal
 import socket
 import sys
-import time
-from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 
 import pytest
 from textual.binding import Binding
 from textual.command import CommandList, CommandPalette
-from textual.pilot import Pilot
 from textual.widgets import OptionList, Static, TabbedContent
 
 from backend.agent.host.units import duration
 from backend.errors import OperationFailed
 from backend.settings import builtin_defaults, parse
+from tests.helpers import until
 from tui.app import TABS, SpecdeckApp
 from tui.screens.hostkey import HostKeyScreen
 from tui.screens.hosts import HostSwitchScreen
@@ -34,14 +32,6 @@ def state_home(tmp_path, monkeypatch) -> Path:
     """`local` keeps its workdir under the user state dir: put it in tmp_path."""
     monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
     return tmp_path / "state"
-
-
-async def until(pilot: Pilot, cond: Callable[[], object], what: str, timeout: float = 15) -> None:
-    deadline = time.monotonic() + timeout
-    while not cond():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        await pilot.pause(0.02)
 
 
 def text(app: SpecdeckApp, selector: str) -> str:
