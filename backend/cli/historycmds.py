@@ -92,17 +92,29 @@ def print_runs(runs: list[RunSummary], yardstick: Yardstick) -> None:
     if not runs:
         print("no runs recorded yet (`specdeck history --sync` imports the host's servers)")
         return
-    width = max(len(r.id) for r in runs) + 4
     head = ("RUN", "PROFILE", "DRAFTER", "OUTCOME", "SAMPLES", "TOK/S", "ACCEPT", "VS BASE", "BREAK-EVEN")
-    print(f"{head[0]:<{width}}{head[1]:<14}{head[2]:<10}{head[3]:<9}{head[4]:>8}{head[5]:>8}{head[6]:>8}"
-          f"{head[7]:>9}  {head[8]}")  # fmt: skip
-    for r in runs:
-        name = r.id + (" ★" if r.is_baseline else "")
-        pct = fmt(r.vs_baseline_pct(yardstick), 1, signed=True, suffix="%")
-        print(
-            f"{name:<{width}}{r.profile or '—':<14}{r.drafter or '—':<10}{r.outcome or '—':<9}{r.samples:>8}"
-            f"{fmt(r.tok_s):>8}{fmt(r.accept_len, 2):>8}{pct:>9}  {break_even_cell(r, yardstick)}"
+    rows = [head] + [
+        (
+            r.id + (" ★" if r.is_baseline else ""),
+            r.profile or "—",
+            r.drafter or "—",
+            r.outcome or "—",
+            str(r.samples),
+            fmt(r.tok_s),
+            fmt(r.accept_len, 2),
+            fmt(r.vs_baseline_pct(yardstick), 1, signed=True, suffix="%"),
+            break_even_cell(r, yardstick),
         )
+        for r in runs
+    ]
+    # Columns as wide as their widest cell; numbers right-aligned, the last column left as is.
+    widths = [max(len(row[i]) for row in rows) for i in range(len(head))]
+    for row in rows:
+        cells = [
+            cell.rjust(widths[i]) if 4 <= i <= 7 else cell if i == len(head) - 1 else cell.ljust(widths[i])
+            for i, cell in enumerate(row)
+        ]
+        print("  ".join(cells).rstrip())
 
 
 async def baseline(args: argparse.Namespace) -> int:
