@@ -96,6 +96,21 @@ def break_even_cell(run: RunSummary, yardstick: Yardstick) -> str:
     return f"{'met' if met else 'not met'} ({run.accept_len - yardstick.break_even:+.2f})"
 
 
+def run_cells(run: RunSummary, yardstick: Yardstick) -> dict[str, str]:
+    """A run's table cells as every table shows them (CLI, History tab, reports)."""
+    return {
+        "profile": run.profile or "—",
+        "drafter": run.drafter or "—",
+        "outcome": run.outcome or "—",
+        "samples": str(run.samples),
+        "tok_s": fmt(run.tok_s),
+        "accept": fmt(run.accept_len, 2),
+        "cycle_ms": fmt(run.cycle_ms),
+        "vs_baseline": fmt(run.vs_baseline_pct(yardstick), 1, signed=True, suffix="%"),
+        "break_even": break_even_cell(run, yardstick),
+    }
+
+
 def run_label(run: RunSummary) -> str:
     return f"{run.profile or run.job_id}" + (f" [{run.drafter}]" if run.drafter else "")
 
@@ -112,22 +127,11 @@ def comparison_table(runs: list[RunSummary], yardstick: Yardstick) -> Table:
     headers = ["run", "profile", "drafter", "samples", "tok/s", "accept length", "cycle ms",
                "vs baseline", f"vs break-even {yardstick.break_even:.2f}", "bench tok/s"]  # fmt: skip
     rows = []
+    columns = ("profile", "drafter", "samples", "tok_s", "accept", "cycle_ms", "vs_baseline", "break_even")
     for run in runs:
-        bench = run.bench or {}
-        rows.append(
-            [
-                run.job_id + (" ★" if run.is_baseline else ""),
-                run.profile or "—",
-                run.drafter or "—",
-                str(run.samples),
-                fmt(run.tok_s),
-                fmt(run.accept_len, 2),
-                fmt(run.cycle_ms),
-                fmt(run.vs_baseline_pct(yardstick), 1, signed=True, suffix="%"),
-                break_even_cell(run, yardstick),
-                fmt(bench.get("tok_s")),
-            ]
-        )
+        cells = run_cells(run, yardstick)
+        name = run.job_id + (" ★" if run.is_baseline else "")
+        rows.append([name, *(cells[c] for c in columns), fmt((run.bench or {}).get("tok_s"))])
     return Table(headers, rows)
 
 

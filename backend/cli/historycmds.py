@@ -11,7 +11,7 @@ from backend.cli.common import add_json, connect, emit_json, load_settings
 from backend.cli.main import command
 from backend.errors import SpecdeckError, UsageError
 from backend.history import History, RunSummary, Yardstick, sync_from_host
-from backend.report import DrafterFacts, break_even_cell, fmt, read_drafters, report_format, samples_csv
+from backend.report import DrafterFacts, fmt, read_drafters, report_format, run_cells, samples_csv
 
 
 def register(sub) -> None:
@@ -93,20 +93,11 @@ def print_runs(runs: list[RunSummary], yardstick: Yardstick) -> None:
         print("no runs recorded yet (`specdeck history --sync` imports the host's servers)")
         return
     head = ("RUN", "PROFILE", "DRAFTER", "OUTCOME", "SAMPLES", "TOK/S", "ACCEPT", "VS BASE", "BREAK-EVEN")
-    rows = [head] + [
-        (
-            r.id + (" ★" if r.is_baseline else ""),
-            r.profile or "—",
-            r.drafter or "—",
-            r.outcome or "—",
-            str(r.samples),
-            fmt(r.tok_s),
-            fmt(r.accept_len, 2),
-            fmt(r.vs_baseline_pct(yardstick), 1, signed=True, suffix="%"),
-            break_even_cell(r, yardstick),
-        )
-        for r in runs
-    ]
+    columns = ("profile", "drafter", "outcome", "samples", "tok_s", "accept", "vs_baseline", "break_even")
+    rows = [head]
+    for r in runs:
+        cells = run_cells(r, yardstick)
+        rows.append((r.id + (" ★" if r.is_baseline else ""), *(cells[c] for c in columns)))
     # Columns as wide as their widest cell; numbers right-aligned, the last column left as is.
     widths = [max(len(row[i]) for row in rows) for i in range(len(head))]
     for row in rows:

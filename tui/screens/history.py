@@ -22,7 +22,7 @@ from textual.widgets import Button, DataTable, Static
 
 from backend.errors import UsageError
 from backend.history import History, RunSummary, Yardstick, sync_from_host
-from backend.report import break_even_cell, charts, comparison_table, fmt
+from backend.report import charts, comparison_table, run_cells
 from tui.messages import BaselineChanged, ConnectionChanged
 from tui.screens.pane import ShellPane
 from tui.widgets.runchart import RunChart
@@ -164,19 +164,11 @@ class HistoryPane(ShellPane):
         table.clear()
         for r in self.runs:
             mark = ("✓" if r.id in self.selected else " ") + ("★" if r.is_baseline else " ")
+            c = run_cells(r, y)
             table.add_row(
-                mark,
-                r.profile or "—",
-                r.drafter or "—",
-                _started(r.started),
-                r.outcome or "—",
-                str(r.samples),
-                fmt(r.tok_s),
-                fmt(r.accept_len, 2),
-                fmt(r.vs_baseline_pct(y), 1, signed=True, suffix="%"),
-                break_even_cell(r, y),
-                key=r.id,
-            )
+                mark, c["profile"], c["drafter"], _started(r.started), c["outcome"], c["samples"], c["tok_s"],
+                c["accept"], c["vs_baseline"], c["break_even"], key=r.id,
+            )  # fmt: skip
         if current in known:
             table.move_cursor(row=table.get_row_index(current))
         self._status()
