@@ -15,7 +15,6 @@ hub repos never opens an SSH connection at all.
 from __future__ import annotations
 
 import asyncio
-import json
 import os
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -162,7 +161,7 @@ class Sources:
                 ) from None
             except OSError as exc:
                 raise UsageError(f"{path}: cannot read it ({exc.strerror}); check the path") from None
-            return _target_json(data.decode("utf-8", "replace"), path)
+            return _target_config(data.decode("utf-8", "replace"), path)
         conn = await self.connection()
         try:
             reply = await conn.call("fs.read", path=path, text=True)
@@ -173,7 +172,7 @@ class Sources:
                     "or hf://org/name"
                 ) from None
             raise
-        return _target_json(reply["text"], path)
+        return _target_config(reply["text"], path)
 
     # --- weights ---
 
@@ -207,14 +206,8 @@ def check_weights_sources(a: Source, b: Source) -> None:
             )
 
 
-def _target_json(text: str, where: str) -> dict:
-    try:
-        config = json.loads(text)
-    except ValueError:
-        config = None
-    if not isinstance(config, dict):
-        raise UsageError(f"{where} is not a JSON object; point --target at the model's config.json")
-    return config
+def _target_config(text: str, where: str) -> dict:
+    return checkpoints.config_object(text, where, "point --target at the model's config.json")
 
 
 async def read_diff(

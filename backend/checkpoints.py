@@ -125,16 +125,17 @@ def _hub_config(api: Any, repo_spec: str, endpoint: str | None, token: str | Non
             repo, CONFIG, revision=revision, local_dir=tmp, endpoint=endpoint, token=token
         )
         with open(local, "rb") as f:
-            return _config_object(f.read(), f"{repo_spec}/{CONFIG}")
+            return config_object(f.read(), f"{repo_spec}/{CONFIG}")
 
 
-def _config_object(data: bytes, where: str) -> dict:
+def config_object(data: bytes | str, where: str, fix: str = "fix the config on the hub") -> dict:
+    """A config.json's content as a dict, or a UsageError naming ``where`` and what to do."""
     try:
         config = json.loads(data)
     except ValueError:
         config = None
     if not isinstance(config, dict):
-        raise UsageError(f"{where} is not a JSON object; fix the config on the hub")
+        raise UsageError(f"{where} is not a JSON object; {fix}")
     return config
 
 
