@@ -18,9 +18,13 @@ Timing model (the operator's measurements, FIELD-NOTES §1):
   3 steps, ≈ 100 tok/s) and ``ACCEPT_P_OURS`` for any other folder (L = 2.0, ≈ 60 tok/s, below baseline).
   ``--speculative-algorithm EAGLE`` with an EAGLE-3 drafter (``LlamaForCausalLMEagle3``) loads fine and
   accepts nothing: accept len 1.00, the silent trap of sglang PR #21272.
-- Concurrency: each extra running request adds ``BATCH_MS_BASELINE`` to a decode pass or ``BATCH_MS_SPEC``
-  to a verify cycle, so per-stream speed drops slowly while total throughput grows. Without CUDA graphs
-  (``--disable-cuda-graph``, or a batch over ``--cuda-graph-max-bs``) passes cost ``NO_CUDA_GRAPH_FACTOR``x.
+- Concurrency (``pass_ms``, the one place the cost model lives): each extra running request adds
+  ``BATCH_MS_BASELINE`` to a decode pass, so aggregate baseline throughput grows sublinearly with the batch;
+  a verify cycle pushes every request's draft tokens through the target, so each extra request adds
+  ``VERIFY_MS_PER_TOKEN`` per draft token. Verify cost grows faster than a plain pass, so speculation's gain
+  shrinks with load: the AQ drafter (3.3 at 3 steps) beats the baseline per stream up to 5 running requests
+  and falls below it from 6 (``crossover_batch``). Without CUDA graphs (``--disable-cuda-graph``, or a batch
+  over ``--cuda-graph-max-bs``) passes cost ``NO_CUDA_GRAPH_FACTOR``x.
 - Randomness comes from one ``random.Random(--random-seed)``: a seeded single stream is deterministic.
 - Startup takes a few seconds, multiplied by env ``SPECDECK_SIM_TIME_SCALE`` (tests use ~0.1); decode timing
   is never scaled.
@@ -61,8 +65,8 @@ VERSION = SGLANG_VERSION + "-sim"
 BASELINE_TOK_S = 82.0
 VERIFY_MS = 30.0
 DRAFT_STEP_MS = 1.0
-BATCH_MS_BASELINE = 0.25
-BATCH_MS_SPEC = 1.0
+BATCH_MS_BASELINE = 0.5  # per extra running request in a decode pass
+VERIFY_MS_PER_TOKEN = 0.8  # per extra running request's draft token in a verify cycle
 NO_CUDA_GRAPH_FACTOR = 1.6
 PREFILL_MS = 40.0
 PREFILL_MS_PER_TOKEN = 0.02
@@ -100,6 +104,26 @@ _TOKEN_BASE_ID = 1000
 
 ACCEPT_P_OURS = p_for_steps(2.0, 3)  # ≈ 0.544: the team's drafter, 2.0 at 3 steps → ≈ 60 tok/s
 ACCEPT_P_AQ = p_for_steps(3.3, 3)  # ≈ 0.873: AQ-MedAI's drafter, 3.3 at 3 steps → ≈ 100 tok/s
+
+
+def pass_ms(batch: int, spec: Dict[str, Any], graph: bool = True) -> float:
+    """What one decode pass of ``batch`` running requests costs in ms: a verify cycle (with the draft steps)
+    when ``spec`` holds the speculative settings, else a plain decode pass."""
+    extra = max(0, batch - 1)
+    if spec:
+        ms = VERIFY_MS + spec["draft_ms"] + VERIFY_MS_PER_TOKEN * extra * spec["draft_tokens"]
+    else:
+        ms = 1000.0 / BASELINE_TOK_S + BATCH_MS_BASELINE * extra
+    return ms if graph else ms * NO_CUDA_GRAPH_FACTOR
+
+
+def crossover_batch(spec: Dict[str, Any], accept_len: float, up_to: int = 1024) -> Optional[int]:
+    """The smallest batch at which speculation with mean ``accept_len`` decodes slower per stream than the
+    baseline under ``pass_ms``; None when it stays ahead up to ``up_to``."""
+    for batch in range(1, up_to + 1):
+        if accept_len / pass_ms(batch, spec) < 1.0 / pass_ms(batch, {}):
+            return batch
+    return None
 
 
 def time_scale() -> float:
@@ -638,11 +662,7 @@ class Engine:
             batch = list(self.running)
         n = len(batch)
         graph = n <= self.graph_max_bs
-        if self.spec:
-            ms = VERIFY_MS + self.spec["draft_ms"] + BATCH_MS_SPEC * (n - 1)
-        else:
-            ms = 1000.0 / BASELINE_TOK_S + BATCH_MS_BASELINE * (n - 1)
-        self._sleep(ms if graph else ms * NO_CUDA_GRAPH_FACTOR)
+        self._sleep(pass_ms(n, self.spec, graph))
         with self._cv:
             for req in batch:
                 if req.aborted:
