@@ -9,7 +9,7 @@ never exceeds K + 1. Both figures are reported, since the limit alone promises t
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Sequence
 from numbers import Real
 from typing import Any
 
@@ -50,8 +50,24 @@ def _within_ceiling(length: float, steps: int) -> bool:
     return length <= (steps + 1) * (1 + 1e-12)
 
 
-def p_for_steps(length: float, steps: int) -> float | None:
-    """The p in [0, 1] with accept_len_for(p, steps) == length; None beyond the K + 1 ceiling."""
+def chain_accept_len(rates: Sequence[float]) -> float:
+    """Accept length of a chain with conditional acceptance ``rates[i-1]`` at draft position i:
+    1 + Σ_i Π_{j≤i} a_j (a constant p gives ``accept_len_for(p, len(rates))``)."""
+    total, reach = 1.0, 1.0
+    for rate in rates:
+        reach *= rate
+        total += reach
+    return total
+
+
+def decayed_rates(first: float, decay: float, steps: int) -> list[float]:
+    """Per-position acceptance falling geometrically: a_i = first · decay^(i−1), capped at 1."""
+    return [min(1.0, first * decay**i) for i in range(steps)]
+
+
+def _solve(length: float, steps: int, length_at: Callable[[float], float]) -> float | None:
+    """The x in [0, 1] with length_at(x) == length, for a length_at rising from 1 to steps + 1; None beyond
+    the K + 1 ceiling."""
     if length <= 1:
         return 0.0
     if not _within_ceiling(length, steps):
@@ -61,11 +77,21 @@ def p_for_steps(length: float, steps: int) -> float | None:
     lo, hi = 0.0, 1.0
     for _ in range(60):  # the polynomial rises on [0, 1]; 60 halvings reach double precision
         mid = (lo + hi) / 2
-        if accept_len_for(mid, steps) < length:
+        if length_at(mid) < length:
             lo = mid
         else:
             hi = mid
     return (lo + hi) / 2
+
+
+def p_for_steps(length: float, steps: int) -> float | None:
+    """The p in [0, 1] with accept_len_for(p, steps) == length; None beyond the K + 1 ceiling."""
+    return _solve(length, steps, lambda p: accept_len_for(p, steps))
+
+
+def first_rate_for(length: float, steps: int, decay: float) -> float | None:
+    """The a_1 whose ``decayed_rates(a_1, decay, steps)`` chain has accept length ``length`` (decay ≤ 1)."""
+    return _solve(length, steps, lambda a: chain_accept_len(decayed_rates(a, decay, steps)))
 
 
 def _check_steps(steps: object) -> None:

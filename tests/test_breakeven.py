@@ -6,7 +6,15 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from backend.breakeven import accept_len_for, breakeven, cycle_ms, live_breakeven
+from backend.breakeven import (
+    accept_len_for,
+    breakeven,
+    chain_accept_len,
+    cycle_ms,
+    decayed_rates,
+    first_rate_for,
+    live_breakeven,
+)
 from backend.errors import UsageError
 
 
@@ -92,3 +100,12 @@ def test_bad_inputs_are_usage_errors(kwargs: dict, words: str) -> None:
         breakeven(**kwargs)
     assert err.value.exit_code == 2
     assert str(err.value).endswith(".")
+
+
+def test_chain_accept_len_per_position() -> None:
+    assert chain_accept_len([0.5, 0.5, 0.5]) == accept_len_for(0.5, 3) == 1.875
+    assert decayed_rates(0.8, 0.5, 3) == [0.8, 0.4, 0.2]
+    assert chain_accept_len([0.8, 0.4, 0.2]) == pytest.approx(1 + 0.8 + 0.32 + 0.064)
+    assert first_rate_for(2.184, 3, 0.5) == pytest.approx(0.8)
+    assert decayed_rates(0.9, 1.2, 3) == [0.9, 1.0, 1.0]  # capped at 1
+    assert first_rate_for(5.0, 3, 0.9) is None  # beyond the K + 1 ceiling

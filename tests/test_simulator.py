@@ -19,9 +19,9 @@ from pathlib import Path
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from backend.breakeven import accept_len_for
+from backend.breakeven import chain_accept_len
 from backend.errors import UsageError
-from backend.sandbox.simulator import ACCEPT_P_AQ, ACCEPT_P_OURS, crossover_batch, pass_ms
+from backend.sandbox.simulator import crossover_batch, drafter_rates, pass_ms, spec_meta_info
 from backend.sglang_flags import FLAGS, build_parser, parse, parse_help_flags, server_args, unknown_flags
 
 REPO = Path(__file__).resolve().parents[1]
@@ -159,13 +159,44 @@ def test_simulator_parser_accepts_prefixes_like_sglang():
 
 
 def test_acceptance_constants_give_the_operators_accept_lengths():
-    assert accept_len_for(ACCEPT_P_OURS, 3) == pytest.approx(2.0, abs=1e-9)
-    assert accept_len_for(ACCEPT_P_AQ, 3) == pytest.approx(3.3, abs=1e-9)
-    assert 0.54 < ACCEPT_P_OURS < 0.55 and 0.87 < ACCEPT_P_AQ < 0.88
+    ours = drafter_rates("/data/eagle3/output_100k_sglang/4", {}, 3)
+    aq = drafter_rates("/data/eagle3/aq_medai_k2", {}, 3)
+    assert chain_accept_len(ours) == pytest.approx(2.0, abs=1e-9)
+    assert chain_accept_len(aq) == pytest.approx(3.3, abs=1e-9)
+    for rates in (ours, aq):
+        assert rates == sorted(rates, reverse=True) and rates[0] > rates[-1]  # falls with position
+    assert drafter_rates("/x", {"specdeck_sim": {"accept_p": 0.5}}, 2) == [0.5, 0.5]
+    assert drafter_rates("/x", {"specdeck_sim": {"accept": [0.9, 0.5]}}, 3) == [0.9, 0.5, 0.5]
+
+
+def _predicted_tok_s(rates_of, steps: int) -> float:
+    spec = {"steps": steps, "draft_tokens": steps + 1, "draft_steps": steps}
+    return 1000.0 * chain_accept_len(rates_of(steps)) / pass_ms(1, spec)
+
+
+def test_best_step_count_for_aq_medai_lies_inside_one_to_seven():
+    speeds = {k: _predicted_tok_s(lambda n: drafter_rates("/d/aq_medai_k2", {}, n), k) for k in range(1, 8)}
+    best = max(speeds, key=speeds.get)
+    assert 1 < best < 7, speeds
+    assert speeds[3] == pytest.approx(100.0, abs=0.5)  # the operator's 3 steps: 3.3 per 33 ms cycle
+    ours = {k: _predicted_tok_s(lambda n: drafter_rates("/d/ours", {}, n), k) for k in range(1, 8)}
+    assert ours[3] == pytest.approx(60.6, abs=0.5) and max(ours.values()) < 82  # never beats the baseline
+
+
+def test_spec_meta_info_by_version():
+    from backend.sandbox.simulator import Request
+
+    req = Request(4, 16, steps=3)
+    req.verify_ct, req.accepted_drafts, req.histogram = 5, 6, [1, 2, 1, 1]
+    new = spec_meta_info("0.5.23", req, 12, 4)
+    assert new["spec_correct_drafts_histogram"] == [1, 2, 1, 1] and new["spec_num_proposed_drafts"] == 15
+    assert new["spec_num_correct_drafts"] == 6 and new["spec_accept_length"] == pytest.approx(12 / 5)
+    old = spec_meta_info("0.5.6", req, 12, 4)
+    assert "spec_correct_drafts_histogram" not in old and old["spec_accept_token_num"] == 6
 
 
 def test_batch_cost_model_has_a_crossover():
-    spec = {"steps": 3, "draft_tokens": 4, "draft_ms": 3.0}
+    spec = {"steps": 3, "draft_tokens": 4, "draft_steps": 3}
     aggregate = [n * 1000 / pass_ms(n, {}) for n in (1, 2, 4, 8)]
     # Aggregate baseline throughput grows with the batch, but less than in proportion.
     assert aggregate[0] == pytest.approx(82.0) and all(a < b < 2 * a for a, b in itertools.pairwise(aggregate))
@@ -316,6 +347,9 @@ def test_eagle3_server_end_to_end(models, sims):
     assert meta["completion_tokens"] == 64 and meta["finish_reason"] == {"type": "length", "length": 64}
     assert 1.5 < meta["completion_tokens"] / meta["spec_verify_ct"] < 2.6  # ours: ≈ 2.0
     assert meta["spec_accept_length"] == pytest.approx(64 / meta["spec_verify_ct"])
+    histogram = meta["spec_correct_drafts_histogram"]
+    assert len(histogram) == 4 and sum(histogram) == meta["spec_verify_ct"]  # bins 0..3 drafts, one per verify
+    assert sum(k * h for k, h in enumerate(histogram)) == meta["spec_num_correct_drafts"] == 64 - 1 - sum(histogram)
     assert meta["e2e_latency"] > 0 and len(out["output_ids"]) == 64 and out["text"]
 
     lines = decode_lines(sim.log())
@@ -452,7 +486,8 @@ def test_eagle_with_an_eagle3_drafter_accepts_nothing(models, sims):
     sim = sims(launch(models, "aq-medai", "--decode-log-interval", "5", algorithm="EAGLE"))
     sim.wait_ready()
     meta = sim.json("/generate", {"text": "Hi", "sampling_params": {"max_new_tokens": 16}})["meta_info"]
-    assert meta["spec_accept_token_num"] == 0 and meta["spec_verify_ct"] == 15  # the first token is the prefill's
+    assert meta["spec_num_correct_drafts"] == 0 and meta["spec_verify_ct"] == 15  # the first token is the prefill's
+    assert meta["spec_correct_drafts_histogram"] == [15, 0, 0, 0]
     lines = decode_lines(sim.log())
     assert lines and all("accept len: 1.00, accept rate: 0.25, " in line for line in lines)
 

@@ -10,14 +10,24 @@ is loaded (connections are refused while loading) and ``/health`` answers 503 un
 
 Timing model (the operator's measurements, FIELD-NOTES §1):
 - Without speculation one stream decodes at ``BASELINE_TOK_S`` (82 tok/s): a decode pass is 1000/82 ms.
-- With speculation a cycle costs ``VERIFY_MS`` (30) + ``DRAFT_STEP_MS`` (1) per draft step, and gives each
-  running request 1 + accepted drafts tokens, at most steps + 1.
-- Acceptance is a chain: each draft step is accepted with probability p until the first rejection, so with
-  k steps the mean accept length is L = (1 - p^(k+1)) / (1 - p). p is the drafter config.json's
-  ``"specdeck_sim": {"accept_p": p}`` when present, else ``ACCEPT_P_AQ`` for an AQ-MedAI folder (L = 3.3 at
-  3 steps, ≈ 100 tok/s) and ``ACCEPT_P_OURS`` for any other folder (L = 2.0, ≈ 60 tok/s, below baseline).
+- With speculation a cycle (``pass_ms``, the one cost function) costs ``VERIFY_BASE_MS`` + ``VERIFY_TOKEN_MS``
+  per draft token verified + ``DRAFT_STEP_MS`` per draft step: one stream's cycle is 24 + 3k ms for k steps
+  at topk 1, 33 ms at the operator's 3 steps. It gives each running request 1 + accepted drafts tokens, at
+  most steps + 1.
+- Acceptance is a chain with a conditional rate per position that falls as the drafter guesses further:
+  a_i = a_1 · decay^(i−1), drafts accepted in order until the first rejection, so k steps give
+  L(k) = 1 + Σ_{i≤k} Π_{j≤i} a_j. A drafter config.json's ``"specdeck_sim": {"accept": [a_1, ...]}`` or
+  ``{"accept_p": p}`` (the same rate at every position) sets the rates; else an AQ-MedAI folder gets decay
+  ``DECAY_AQ`` and L = 3.3 at 3 steps (≈ 100 tok/s; best at 4 steps, ≈ 103) and any other folder decay
+  ``DECAY_OURS`` and L = 2.0 (≈ 60 tok/s, below baseline). Each request draws its own difficulty (its
+  rates scaled by a factor around 1, ``REQUEST_SPREAD``), the sampling noise a bench sees between prompts.
+  topk > 1 gives each position more candidates: its miss chance becomes (1 − a)^√topk (invented).
   ``--speculative-algorithm EAGLE`` with an EAGLE-3 drafter (``LlamaForCausalLMEagle3``) loads fine and
   accepts nothing: accept len 1.00, the silent trap of sglang PR #21272.
+- Per request, ``meta_info`` carries SGLang 0.5.23's ``spec_verify_ct``, ``spec_accept_length``,
+  ``spec_accept_rate``, ``spec_num_correct_drafts``, ``spec_num_proposed_drafts`` and
+  ``spec_correct_drafts_histogram`` (bin k: verifies that accepted exactly k drafts), or 0.5.6's
+  ``spec_accept_token_num`` / ``spec_draft_token_num`` for a 0.5.6 server (``spec_meta_info``).
 - Concurrency (``pass_ms``, the one place the cost model lives): each extra running request adds
   ``BATCH_MS_BASELINE`` to a decode pass, so aggregate baseline throughput grows sublinearly with the batch;
   a verify cycle pushes every request's draft tokens through the target, so each extra request adds
@@ -57,14 +67,16 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from backend.agent.host.safetensors_header import CheckpointError, read_header
-from backend.breakeven import p_for_steps
+from backend.breakeven import decayed_rates, first_rate_for
 from backend.sglang_flags import SGLANG_VERSION, build_parser, server_args
 
 VERSION = SGLANG_VERSION + "-sim"
 
 BASELINE_TOK_S = 82.0
-VERIFY_MS = 30.0
-DRAFT_STEP_MS = 1.0
+VERIFY_BASE_MS = 22.5
+VERIFY_TOKEN_MS = 1.5  # per draft token verified, one stream
+DRAFT_STEP_MS = 1.5
+REQUEST_SPREAD = 0.05  # standard deviation of a request's acceptance factor
 BATCH_MS_BASELINE = 0.5  # per extra running request in a decode pass
 VERIFY_MS_PER_TOKEN = 0.8  # per extra running request's draft token in a verify cycle
 NO_CUDA_GRAPH_FACTOR = 1.6
@@ -102,8 +114,11 @@ _WORDS = _TEXT.split(" ")[:-1]
 _TOKEN_BASE_ID = 1000
 
 
-ACCEPT_P_OURS = p_for_steps(2.0, 3)  # ≈ 0.544: the team's drafter, 2.0 at 3 steps → ≈ 60 tok/s
-ACCEPT_P_AQ = p_for_steps(3.3, 3)  # ≈ 0.873: AQ-MedAI's drafter, 3.3 at 3 steps → ≈ 100 tok/s
+DECAY_OURS = 0.85
+DECAY_AQ = 0.9
+FIRST_OURS = first_rate_for(2.0, 3, DECAY_OURS)  # ≈ 0.585: the team's drafter, 2.0 at 3 steps → ≈ 60 tok/s
+FIRST_AQ = first_rate_for(3.3, 3, DECAY_AQ)  # ≈ 0.931: AQ-MedAI's drafter, 3.3 at 3 steps → ≈ 100 tok/s
+META_VERSION = "0.5.23"  # the SGLang whose per-request meta_info the simulator writes
 
 
 def pass_ms(batch: int, spec: Dict[str, Any], graph: bool = True) -> float:
@@ -111,7 +126,8 @@ def pass_ms(batch: int, spec: Dict[str, Any], graph: bool = True) -> float:
     when ``spec`` holds the speculative settings, else a plain decode pass."""
     extra = max(0, batch - 1)
     if spec:
-        ms = VERIFY_MS + spec["draft_ms"] + VERIFY_MS_PER_TOKEN * extra * spec["draft_tokens"]
+        ms = VERIFY_BASE_MS + VERIFY_TOKEN_MS * spec["draft_tokens"] + DRAFT_STEP_MS * spec["draft_steps"]
+        ms += VERIFY_MS_PER_TOKEN * extra * spec["draft_tokens"]
     else:
         ms = 1000.0 / BASELINE_TOK_S + BATCH_MS_BASELINE * extra
     return ms if graph else ms * NO_CUDA_GRAPH_FACTOR
@@ -330,14 +346,46 @@ def _size(shape: List[int]) -> str:
     return "torch.Size([%s])" % ", ".join(str(d) for d in shape)
 
 
-def drafter_accept_p(path: str, config: dict) -> float:
-    """Per-step acceptance for a drafter folder: its ``specdeck_sim.accept_p``, else by the folder's name."""
+def drafter_rates(path: str, config: dict, steps: int) -> List[float]:
+    """A drafter folder's conditional acceptance at positions 1..steps: its ``specdeck_sim`` rates (the last
+    one repeated past the list), else by the folder's name (see the module docstring)."""
     sim = config.get("specdeck_sim") or {}
+    if "accept" in sim:
+        given = [float(a) for a in sim["accept"]] or [0.0]
+        return [given[min(i, len(given) - 1)] for i in range(steps)]
     if "accept_p" in sim:
-        return float(sim["accept_p"])
+        return [float(sim["accept_p"])] * steps
     lowered = os.path.normpath(path).lower()
     aq = "aq_medai" in lowered or "aq-medai" in lowered or os.path.basename(lowered).startswith("aq")
-    return ACCEPT_P_AQ if aq else ACCEPT_P_OURS
+    first, decay = (FIRST_AQ, DECAY_AQ) if aq else (FIRST_OURS, DECAY_OURS)
+    return decayed_rates(first, decay, steps)
+
+
+def widened(rates: List[float], topk: int) -> List[float]:
+    """Rates with ``topk`` candidates per position: the miss chance (1 − a) shrinks to (1 − a)^√topk."""
+    return [1.0 - (1.0 - a) ** (max(1, topk) ** 0.5) for a in rates]
+
+
+def _version_tuple(version: str) -> Tuple[int, ...]:
+    return tuple(int(part) for part in version.split(".")[:3] if part.isdigit())
+
+
+def spec_meta_info(version: str, req: "Request", completion: int, draft_tokens: int) -> Dict[str, Any]:
+    """The speculative figures of a finished request's ``meta_info`` as SGLang ``version`` writes them."""
+    proposed = req.verify_ct * (draft_tokens - 1)
+    meta: Dict[str, Any] = {
+        "spec_verify_ct": req.verify_ct,
+        "spec_accept_length": completion / req.verify_ct if req.verify_ct else 0,
+        "spec_accept_rate": req.accepted_drafts / proposed if proposed else 0.0,
+    }
+    if _version_tuple(version) >= (0, 5, 23):
+        meta["spec_num_correct_drafts"] = req.accepted_drafts
+        meta["spec_num_proposed_drafts"] = proposed
+        meta["spec_correct_drafts_histogram"] = list(req.histogram)
+    else:
+        meta["spec_accept_token_num"] = req.accepted_drafts
+        meta["spec_draft_token_num"] = proposed
+    return meta
 
 
 # ----------------------------------------------------------------------------------------------------------
@@ -430,8 +478,10 @@ def resolve_args(args: Dict[str, Any], target: dict, log: Log) -> Dict[str, Any]
 class Request:
     """One generation request as the scheduler and the HTTP handler share it."""
 
-    def __init__(self, prompt_tokens: int, max_new_tokens: int) -> None:
+    def __init__(self, prompt_tokens: int, max_new_tokens: int, steps: int = 0, ease: float = 1.0) -> None:
         self.rid = uuid.uuid4().hex
+        self.ease = ease  # this request's acceptance factor (how predictable its text is)
+        self.histogram = [0] * (steps + 1)  # verifies that accepted exactly k drafts
         self.prompt_tokens = prompt_tokens
         self.max_new_tokens = max_new_tokens
         self.created = time.time()
@@ -547,7 +597,7 @@ class Engine:
 
     def __init__(self, args: Dict[str, Any], spec: Dict[str, Any], log: Log, metrics: Metrics, ranks: str) -> None:
         self.log, self.metrics, self.ranks = log, metrics, ranks
-        self.spec = spec  # {} without speculation, else steps, draft_tokens, accept_p, draft_ms
+        self.spec = spec  # {} without speculation, else steps, draft_tokens, rates (per position), draft_steps
         self.interval = max(1, int(args["decode_log_interval"]))
         self.stream_interval = max(1, int(args["stream_interval"]))
         self.max_running = int(args["max_running_requests"] or UNLIMITED_MAX_RUNNING)
@@ -571,8 +621,9 @@ class Engine:
         threading.Thread(target=self._loop, name="scheduler", daemon=True).start()
 
     def submit(self, prompt_tokens: int, max_new_tokens: int) -> Request:
-        req = Request(prompt_tokens, max_new_tokens)
         with self._cv:
+            ease = min(1.2, max(0.8, self.rng.gauss(1.0, REQUEST_SPREAD)))
+            req = Request(prompt_tokens, max_new_tokens, self.spec.get("steps", 0), ease)
             self.waiting.append(req)
             self._cv.notify()
         return req
@@ -669,8 +720,9 @@ class Engine:
                     continue
                 count = 1
                 if self.spec:
+                    rates = self.spec["rates"]
                     accepted = 0
-                    while accepted < self.spec["steps"] and self.rng.random() < self.spec["accept_p"]:
+                    while accepted < len(rates) and self.rng.random() < rates[accepted] * req.ease:
                         accepted += 1
                     count += accepted
                     req.verify_ct += 1
@@ -678,6 +730,8 @@ class Engine:
                     self.spec_ct += 1
                 count = min(count, req.max_new_tokens - len(req.output_ids))
                 req.accepted_drafts += count - 1
+                if self.spec:
+                    req.histogram[count - 1] += 1
                 self.generated_since_log += count
                 ids = self._tokens(count)
                 if len(req.output_ids) + count >= req.max_new_tokens:
@@ -808,13 +862,8 @@ class Server:
         }
         if finished:
             spec = self.engine.spec
-            if spec:
-                guesses = req.verify_ct * (spec["draft_tokens"] - 1)
-                meta["spec_accept_rate"] = req.accepted_drafts / guesses if guesses else 0.0
-                meta["spec_accept_length"] = len(ids) / req.verify_ct if req.verify_ct else 0
-                meta["spec_accept_token_num"] = req.accepted_drafts
-                meta["spec_draft_token_num"] = guesses
-                meta["spec_verify_ct"] = req.verify_ct
+            if spec and req.verify_ct:
+                meta.update(spec_meta_info(META_VERSION, req, len(ids), spec["draft_tokens"]))
             meta["e2e_latency"] = req.finished_time - req.created
         return meta
 
@@ -1230,7 +1279,7 @@ class Startup:
         spec: Dict[str, Any] = {}
         if algo == "NGRAM":
             steps = int(args["speculative_num_draft_tokens"]) - 1
-            spec = {"steps": steps, "draft_tokens": steps + 1, "accept_p": ACCEPT_P_NGRAM, "draft_ms": 0.0}
+            spec = {"steps": steps, "draft_tokens": steps + 1, "rates": [ACCEPT_P_NGRAM] * steps, "draft_steps": 0}
         elif algo:
             draft_config, draft_files = self.drafter()
             draft_arch = (draft_config.get("architectures") or ["LlamaForCausalLM"])[0]
@@ -1265,13 +1314,15 @@ class Startup:
             self.capture("draft cuda graph", 0.4, _DRAFT_FRAMES)
             self.capture("draft extend cuda graph", 0.3, _DRAFT_FRAMES)
             steps = int(args["speculative_num_steps"])
+            rates = drafter_rates(args["speculative_draft_model_path"], draft_config, steps)
             # EAGLE with an EAGLE-3 drafter loads and accepts nothing (sglang PR #21272).
-            trap = algo == "EAGLE" and draft_arch == EAGLE3_ARCH
+            if algo == "EAGLE" and draft_arch == EAGLE3_ARCH:
+                rates = [0.0] * steps
             spec = {
                 "steps": steps,
                 "draft_tokens": int(args["speculative_num_draft_tokens"]),
-                "accept_p": 0.0 if trap else drafter_accept_p(args["speculative_draft_model_path"], draft_config),
-                "draft_ms": DRAFT_STEP_MS * steps,
+                "rates": widened(rates, int(args["speculative_eagle_topk"] or 1)),
+                "draft_steps": steps,
             }
         self.log.info(
             "max_total_num_tokens=%d, chunked_prefill_size=%d, max_prefill_tokens=%d, "
