@@ -21,7 +21,7 @@ from backend.livefeed import describe_server, server_port
 DEFAULT_REQUESTS = 4
 DEFAULT_MAX_TOKENS = 256
 DEFAULT_CONCURRENCY = 1
-RESULT_KEYS = ("tok_s", "accept_len", "cycle_ms", "ttft_ms", "requests", "tokens", "per_request")
+RESULT_KEYS = ("tok_s", "accept_len", "cycle_ms", "ttft_ms", "requests", "tokens", "acceptance", "per_request")
 MAX_PROMPTS_BYTES = 16 << 20
 
 

@@ -660,6 +660,7 @@ def _bench_json(row: sqlite3.Row) -> dict[str, Any]:
             "cycle_ms", "ttft_ms", "requests", "tokens")  # fmt: skip
     out = {k: row[k] for k in keys}
     out["result"] = json.loads(row["result"] or "{}")
+    out["acceptance"] = out["result"].get("acceptance")  # per-position acceptance, None for older benches
     return out
 
 

@@ -253,6 +253,8 @@ async def test_sync_from_host_imports_a_simulator_run_and_its_bench(tmp_path, mo
         assert run.tok_s > 82 and run.accept_len > 2.46  # aq-medai beats the baseline in the simulator
         if load is None:
             assert run.bench is not None and run.bench["tok_s"] > 82 and run.bench["run"] == run_id
+            acceptance = run.bench["acceptance"]  # the per-position acceptance is kept with the bench
+            assert len(acceptance["histogram"]) == 4 and len(acceptance["per_position"]) == 3
             assert len(history.benches(run_id)) == 1 and history.benches(standalone=True) == []
 
         # The incremental imports add up to one import of the whole log, idle-time throughput left out.

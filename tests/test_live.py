@@ -298,7 +298,8 @@ async def test_bench_baseline_ours_and_aq_against_the_break_even(host: HostConfi
             results[profile] = json.loads(out)
         base, ours, aq = results["baseline"], results["eagle3-ours"], results["eagle3-aq"]
         for r in results.values():
-            assert list(r)[:7] == ["tok_s", "accept_len", "cycle_ms", "ttft_ms", "requests", "tokens", "per_request"]
+            keys = ["tok_s", "accept_len", "cycle_ms", "ttft_ms", "requests", "tokens", "acceptance", "per_request"]
+            assert list(r)[:8] == keys
             assert r["requests"] == 2 and r["tokens"] == 128 and len(r["per_request"]) == 2
             assert 0 < r["ttft_ms"] < 1000
             assert r["cycle_ms"] == pytest.approx(1000 * r["accept_len"] / r["tok_s"])
@@ -306,6 +307,18 @@ async def test_bench_baseline_ours_and_aq_against_the_break_even(host: HostConfi
         assert ours["tok_s"] < 82 and ours["accept_len"] < 2.46  # below baseline and below the break-even
         assert aq["tok_s"] > 82 and aq["accept_len"] > 2.46
         assert 28 < ours["cycle_ms"] < 40 and 28 < aq["cycle_ms"] < 40  # 30 ms verify + 3 draft steps
+
+        # Per-position acceptance from the summed histograms, consistent with the accept length.
+        assert base["acceptance"]["histogram"] is None and "without speculation" in base["acceptance"]["reason"]
+        for r in (ours, aq):
+            acc = r["acceptance"]
+            hist, n = acc["histogram"], acc["verify_ct"]
+            assert len(hist) == 4 and sum(hist) == n and acc["reason"] is None and "2 requests" in acc["source"]
+            assert acc["accept_len"] == pytest.approx(1 + sum(k * h for k, h in enumerate(hist)) / n)
+            # The bench's accept length also counts each request's first token (the prefill's, no verify).
+            assert r["accept_len"] == pytest.approx(acc["accept_len"] + r["requests"] / n)
+            reach = [sum(hist[i:]) / n for i in range(4)]
+            assert acc["per_position"] == pytest.approx([reach[i] / reach[i - 1] for i in (1, 2, 3)])
 
         # The result stays with the bench job for history: the last line of its events.
         bench_jobs = {j["args"]["profile"]: j for j in await conn.call("jobs.list", kind="bench")}

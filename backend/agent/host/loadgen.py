@@ -5,6 +5,8 @@ outlives the connection like a server does. Each request is a streaming ``/gener
 from its chunks come the time to the first token, the decode rate after it (the single-stream number the
 82 tok/s baseline is), and the accept length ``completion_tokens / spec_verify_ct`` (1.0 without
 speculation) — the quantities of SGLang's own ``sglang.test.send_one``, so the two can be cross-checked.
+Where the server returns ``spec_correct_drafts_histogram`` (SGLang 0.5.23+) the result also carries the
+per-position acceptance summed over the requests (``acceptance.py``).
 
 The job's ``events.jsonl`` gets a ``progress`` event per finished request and ends with one
 ``{"event": "result", ...}`` holding the summary, which history (issue 7) reads back later. Stdlib only,
@@ -23,6 +25,7 @@ from typing import Any, Callable, Dict, List, Optional
 from urllib import error as urlerror
 from urllib import request as urlrequest
 
+from . import acceptance
 from .jobs import start_job, worker_argv
 from .registry import AgentError, method
 
@@ -113,6 +116,7 @@ def one_request(port: int, prompt: str, max_tokens: int, timeout: float = REQUES
         "latency_s": latency,
         "spec_verify_ct": verify_ct,
         "accept_len": tokens / verify_ct if verify_ct else 1.0,  # send_one's rule: 1.0 without speculation
+        "spec_histogram": meta.get("spec_correct_drafts_histogram"),  # SGLang 0.5.23+
     }
 
 
@@ -143,6 +147,12 @@ def summarize(results: List[Dict[str, Any]], wall_s: float) -> Dict[str, Any]:
         "total_tok_s": tokens / wall_s if wall_s > 0 else None,
         "e2e_tok_s": _mean([r["e2e_tok_s"] for r in ok if r["e2e_tok_s"] is not None]),
         "speculative": bool(speculative),
+        "acceptance": acceptance.summarize(
+            [
+                {"spec_verify_ct": r["spec_verify_ct"], "spec_correct_drafts_histogram": r.get("spec_histogram")}
+                for r in ok
+            ]
+        ),
         "duration_s": wall_s,
         "per_request": results,
     }
