@@ -86,6 +86,7 @@ class Connection:
         self.last_error: ConnectionFailed | None = None  # the host-key error behind a "lost" state
         self._listeners: list[Callable[[ConnState], None]] = []
         self._connected = asyncio.Event()
+        self._changed = asyncio.Event()  # set and replaced on every state change
         self._supervisor: asyncio.Task | None = None
         self._wake = asyncio.Event()
         self.generation = 0  # bumps on every (re)connect, so subscribers know to resume
@@ -102,6 +103,8 @@ class Connection:
             self._connected.set()
         else:
             self._connected.clear()
+        changed, self._changed = self._changed, asyncio.Event()
+        changed.set()
         for fn in list(self._listeners):
             fn(self.state)
 
@@ -160,17 +163,22 @@ class Connection:
                     await self._wait_retry(None)
                     attempt = 0
                     continue
-                except ConnectionFailed as exc:
+                except Exception as exc:
+                    # Anything else (a bad known_hosts line, an encrypted key, a bug) is shown and retried too:
+                    # the supervisor must outlive every error, or the panel stays "connecting" for good.
                     delay = BACKOFF_S[min(attempt, len(BACKOFF_S) - 1)]
                     attempt += 1
-                    self._set("reconnecting", str(exc), retry_at=time.time() + delay, attempt=attempt)
+                    status = "reconnecting" if isinstance(exc, ConnectionFailed) else "lost"
+                    reason = str(exc) if isinstance(exc, ConnectionFailed) else f"{type(exc).__name__}: {exc}"
+                    self._set(status, reason, retry_at=time.time() + delay, attempt=attempt)
                     await self._wait_retry(delay)
                     continue
                 attempt = 0
                 self._set("connected")
             reason = await self.agent.closed
-            await self._drop()
+            # Not connected from here on, before the (slow) close, so no one uses the dead agent meanwhile.
             self._set("reconnecting", reason, retry_at=time.time(), attempt=1)
+            await self._drop()
             attempt = 1
 
     async def _wait_retry(self, delay: float | None) -> None:
@@ -233,10 +241,12 @@ class Connection:
             await s.aclose()
 
     async def subscribe(self, method: str, params: dict, resume: Callable[[dict, dict], dict]) -> AsyncIterator[dict]:
-        """A stream that survives reconnects: after a drop it waits for the supervisor, then calls the method
-        again with ``resume(params, last_event)`` (e.g. the last byte offset), so nothing is lost or repeated."""
+        """A stream that survives reconnects: after a drop it waits for the supervisor's next connection, then
+        calls the method again with ``resume(params, last_event)`` (e.g. the last byte offset), so nothing is
+        lost or repeated."""
         while True:
             await self._connected.wait()
+            generation = self.generation
             try:
                 async for ev in self.stream(method, **params):
                     params = resume(params, ev)
@@ -245,7 +255,12 @@ class Connection:
             except ConnectionFailed:
                 if self._supervisor is None:
                     raise
-                await asyncio.sleep(0)  # let the supervisor notice the drop before we wait again
+                await self._next_connection(generation)
+
+    async def _next_connection(self, generation: int) -> None:
+        """Wait until the supervisor has connected again after connection ``generation`` (no polling)."""
+        while not (self.connected and self.generation != generation):
+            await self._changed.wait()
 
     async def ping(self, count: int = 5) -> dict:
         """Round trips over the persistent agent, in ms."""

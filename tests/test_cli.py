@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
+import signal
 import subprocess
 import sys
 
@@ -120,3 +122,22 @@ def test_sandbox_up_and_down():
     assert [j["state"] for j in jobs if j["kind"] == "hub"] == ["running"]
     down = json.loads(cli("sandbox", "down", "--json").stdout)
     assert out["hub"]["job"] in down["stopped"]
+
+
+def test_closed_stdout_pipe_exits_quietly(tmp_path):
+    """`specdeck serve status --json | head` with the reader already gone: no "internal error", no traceback,
+    the exit status of a process killed by SIGPIPE."""
+    read_end, write_end = os.pipe()
+    os.close(read_end)  # the reader is gone before specdeck writes a byte
+    try:
+        argv = ["serve", "status", "--json", "--host", "local", "--workdir", str(tmp_path)]
+        res = subprocess.run(
+            [sys.executable, "-m", "backend.cli.main", *argv],
+            stdout=write_end,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+    finally:
+        os.close(write_end)
+    assert res.stderr == ""
+    assert res.returncode == 128 + signal.SIGPIPE

@@ -88,6 +88,7 @@ class SpecdeckApp(App[int]):
         self.connection = Connection(self.host_config)
         self.host_info: dict | None = None  # the host's `info`, refreshed after every (re)connect
         self._rtt_timer: Timer | None = None
+        self._lost_reason = ""  # the last "connection lost" notified
 
     @property
     def sandbox(self) -> bool:
@@ -137,8 +138,9 @@ class SpecdeckApp(App[int]):
         if isinstance(err, HostKeyUnknown) and str(err) == state.reason:
             if not isinstance(self.screen, HostKeyScreen):
                 self.push_screen(HostKeyScreen(err), partial(self._host_key_answered, self.connection, err))
-        else:
+        elif state.attempt <= 1 or state.reason != self._lost_reason:  # not again on every retry
             self.notify(state.reason, title="connection lost", severity="error")
+        self._lost_reason = state.reason
 
     def _host_key_answered(self, conn: Connection, err: HostKeyUnknown, trust: bool | None) -> None:
         if not trust or conn is not self.connection:

@@ -4,17 +4,24 @@ from __future__ import annotations
 
 import asyncio
 import itertools
-import json
 from collections.abc import AsyncIterator
 from typing import Any
 
 from backend.agent.bundle import agent_zip
+from backend.agent.host.protocol import decode, encode
 from backend.errors import ConnectionFailed, RemoteError
 from backend.transport.base import Pipe, Transport
 
-# Exit codes of the start script below, so the client can tell "needs upload" from "no Python".
+HELLO_TIMEOUT_S = 30.0  # from opening the channel to the agent's hello, uploading included
+
+# Exit codes of the start script below, so the client can tell "needs upload" from "no Python". It marks
+# each step on stdout, so a start that hangs can say where.
 _MISSING = 97
-_START = 'test -f "$1" || exit 97; exec "$2" "$1" serve "$3"'
+_START = 'echo specdeck-step:workdir; test -f "$1" || exit 97; echo specdeck-step:python; exec "$2" "$1" serve "$3"'
+_STEPS = {
+    "specdeck-step:workdir": "checking for the agent in {state_dir} (a stuck filesystem?)",
+    "specdeck-step:python": "starting the agent with {python}",
+}
 _UPLOAD = 'mkdir -p "$1" && chmod 700 "$1" && cat > "$2.$$" && mv "$2.$$" "$2"'
 
 
@@ -66,22 +73,46 @@ class AgentClient:
         self.ids = itertools.count(1)
         self.pending: dict[int, asyncio.Future | Stream] = {}
         self.hello: dict = {}
+        self.step = ""  # what start() is doing, for the message when it hangs
         self.closed: asyncio.Future = asyncio.get_running_loop().create_future()
         self._reader: asyncio.Task | None = None
         self._write_lock = asyncio.Lock()
 
-    async def start(self) -> dict:
-        """Start the agent (uploading it first if this version is not on the host) and read its hello."""
+    async def start(self, deadline: float | None = None) -> dict:
+        """Start the agent (uploading it first if this version is not on the host) and read its hello.
+
+        The whole start is bounded by ``deadline`` seconds; when it runs out, the error names the step that hung.
+        Lines a login shell prints before the agent (a motd, rc output) are skipped.
+        """
+        deadline = HELLO_TIMEOUT_S if deadline is None else deadline
         name, data = agent_zip()
         path = f"{self.state_dir}/{name}"
+        self.step = "opening a channel to the host"
+        try:
+            async with asyncio.timeout(deadline):
+                self.hello = await self._start(path, data)
+        except TimeoutError:
+            if self.pipe is not None:
+                self.pipe.kill()
+            raise ConnectionFailed(
+                f"{self.transport.label}: no answer from the agent in {deadline:g} s while {self.step}; "
+                "press r to retry"
+            ) from None
+        self._reader = asyncio.create_task(self._read_loop(), name="agent-reader")
+        return self.hello
+
+    async def _start(self, path: str, data: bytes) -> dict:
         for attempt in range(2):
+            self.step = "opening a channel to the host"
             self.pipe = await self.transport.start(["sh", "-c", _START, "sh", path, self.python, self.state_dir])
-            first = await self.pipe.readline()
-            if first:
-                break
+            self.step = "waiting for the login shell (a hung rc file?)"
+            hello, noise = await self._read_hello()
+            if hello is not None:
+                return hello
             code = await self.pipe.wait()
             err = (await self.pipe.read_stderr()).decode(errors="replace").strip()
             if code == _MISSING and attempt == 0:
+                self.step = f"installing the agent in {self.state_dir}"
                 res = await self.transport.run(["sh", "-c", _UPLOAD, "sh", self.state_dir, path], input=data)
                 if res.code != 0:
                     detail = res.stderr.decode(errors="replace").strip()
@@ -94,13 +125,27 @@ class AgentClient:
                     f"{self.transport.label}: no Python at {self.python}; set the host's python in the config "
                     "or pass --python"
                 )
-            raise ConnectionFailed(f"{self.transport.label}: the agent did not start: {err or f'exit {code}'}")
-        try:
-            self.hello = json.loads(first).get("hello", {})
-        except ValueError:
-            raise ConnectionFailed(f"{self.transport.label}: unexpected agent output: {first[:200]!r}") from None
-        self._reader = asyncio.create_task(self._read_loop(), name="agent-reader")
-        return self.hello
+            detail = err or (f"unexpected agent output: {noise[-1][:200]!r}" if noise else f"exit {code}")
+            raise ConnectionFailed(f"{self.transport.label}: the agent did not start: {detail}")
+        raise ConnectionFailed(f"{self.transport.label}: the agent is still missing after installing it")
+
+    async def _read_hello(self) -> tuple[dict | None, list[bytes]]:
+        """The agent's hello, or None at end of output; other lines (shell noise, our step marks) are skipped."""
+        assert self.pipe is not None
+        noise: list[bytes] = []
+        while line := await self.pipe.readline():
+            mark = line.strip().decode(errors="replace")
+            if mark in _STEPS:
+                self.step = _STEPS[mark].format(state_dir=self.state_dir, python=self.python)
+                continue
+            try:
+                msg = decode(line)
+            except ValueError:
+                noise.append(line.strip())
+                continue
+            if isinstance(msg.get("hello"), dict):
+                return msg["hello"], noise
+        return None, noise
 
     async def _read_loop(self) -> None:
         assert self.pipe is not None
@@ -111,7 +156,7 @@ class AgentClient:
                 if not line:
                     break
                 try:
-                    msg = json.loads(line)
+                    msg = decode(line)
                 except ValueError:
                     continue
                 self._dispatch(msg)
@@ -151,7 +196,7 @@ class AgentClient:
     async def _send(self, obj: dict) -> None:
         if self.pipe is None or self.closed.done():
             raise ConnectionFailed(f"{self.transport.label}: not connected")
-        data = (json.dumps(obj, separators=(",", ":")) + "\n").encode()
+        data = encode(obj)
         async with self._write_lock:
             try:
                 await self.pipe.write(data)

@@ -5,7 +5,10 @@ from __future__ import annotations
 import argparse
 import asyncio
 import importlib
+import os
 import pkgutil
+import select
+import signal
 import sys
 from importlib.metadata import version
 
@@ -92,11 +95,30 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         return 130
     except Exception as exc:
+        if isinstance(exc, BrokenPipeError) and _stdout_closed():
+            return 128 + signal.SIGPIPE  # the reader went away (`| head`): stop quietly, as Unix tools do
         if args.debug:
             raise
         print(f"specdeck: internal error: {exc!r} (run with --debug for the traceback)", file=sys.stderr)
         return 1
     return code or 0
+
+
+def _stdout_closed() -> bool:
+    """Whether stdout's reader is gone (a pipe with no reader polls as an error); if so, stdout points at
+    /dev/null from now on, so the flush at exit cannot complain about the same broken pipe."""
+    try:
+        fd = sys.stdout.fileno()
+        poll = select.poll()
+        poll.register(fd, select.POLLOUT)
+        if not any(ev & select.POLLERR for _, ev in poll.poll(0)):
+            return False
+    except (OSError, ValueError):
+        return False
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, fd)
+    os.close(devnull)
+    return True
 
 
 if __name__ == "__main__":

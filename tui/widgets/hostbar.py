@@ -19,7 +19,7 @@ from backend.settings import HostConfig
 
 
 def badge_text(state: ConnState, now: float) -> str:
-    """The connection badge: connected, connecting…, reconnecting in 3s, lost."""
+    """The connection badge: connected, connecting…, reconnecting in 3s, lost (retry in 3s)."""
     if state.status == "connected":
         return "● connected"
     if state.status == "connecting":
@@ -28,6 +28,8 @@ def badge_text(state: ConnState, now: float) -> str:
         if state.retry_at is not None and state.retry_at > now:
             return f"↻ reconnecting in {math.ceil(state.retry_at - now)}s"
         return "↻ reconnecting…"
+    if state.retry_at is not None and state.retry_at > now:
+        return f"✕ lost, retry in {math.ceil(state.retry_at - now)}s"
     return "✕ lost"
 
 

@@ -1,0 +1,148 @@
+"""Faults on the connection, injected the way real hosts produce them, over the real sshd and the real agent.
+
+Each test says what must hold afterwards: a start that hangs fails within its deadline naming the step and
+leaves no process behind; shell noise never breaks a start; the supervisor outlives any error and keeps
+retrying; a subscriber waits for the reconnect instead of spinning; a cut connection loses and repeats no line.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import subprocess
+import sys
+import time
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from backend.agent import client
+from backend.connection import Connection
+from backend.errors import ConnectionFailed
+from backend.settings import HostConfig
+from tests.sshd import Sshd
+
+
+def ssh_host(sshd: Sshd, tmp_path: Path, **kw) -> HostConfig:
+    host = HostConfig(
+        name="loopback-ssh",
+        url=sshd.url,
+        python=sys.executable,
+        workdir=str(tmp_path / "work"),
+        identity=sshd.identity,
+        known_hosts=sshd.known_hosts,
+    )
+    return replace(host, **kw)
+
+
+def script(path: Path, body: str) -> str:
+    path.write_text("#!/bin/sh\n" + body + "\n")
+    path.chmod(0o755)
+    return str(path)
+
+
+async def until(cond, what: str, timeout: float = 20) -> None:
+    deadline = time.monotonic() + timeout
+    while not cond():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        await asyncio.sleep(0.02)
+
+
+def running(pattern: str) -> bool:
+    return subprocess.run(["pgrep", "-f", pattern], capture_output=True).returncode == 0
+
+
+async def test_hung_interpreter_fails_in_time_naming_the_step(sshd: Sshd, tmp_path, monkeypatch):
+    """An interpreter that prints a banner and then never answers: the connect fails within the deadline,
+    says it was starting the agent with that interpreter, and the stuck process is gone afterwards."""
+    monkeypatch.setattr(client, "HELLO_TIMEOUT_S", 3.0)
+    hang = script(tmp_path / "hung-python", "echo 'Welcome to the GPU host'; read line")
+    t0 = time.monotonic()
+    with pytest.raises(ConnectionFailed) as err:
+        await Connection.open(ssh_host(sshd, tmp_path, python=hang))
+    assert time.monotonic() - t0 < 3.0 + 10  # the deadline, plus SSH setup on a loaded machine
+    assert f"while starting the agent with {hang}" in str(err.value)
+    assert "in 3 s" in str(err.value)
+    await until(lambda: not running(hang), "the hung interpreter to go with its channel")
+
+
+async def test_login_noise_before_the_agent_is_skipped(sshd: Sshd, tmp_path):
+    """A motd, rc output and a stray JSON line ahead of the hello: the connect works and calls are answered."""
+    noisy = script(
+        tmp_path / "noisy-python",
+        f'echo "Last login: yesterday"; echo \'{{"not": "the hello"}}\'; echo "[rc] conda activated"; '
+        f'exec {sys.executable} "$@"',
+    )
+    conn = await Connection.open(ssh_host(sshd, tmp_path, python=noisy))
+    try:
+        assert conn.hello["protocol"] >= 1
+        assert (await conn.ping(3))["samples"] == 3
+    finally:
+        await conn.close()
+
+
+async def test_supervisor_outlives_an_unexpected_error(sshd: Sshd, tmp_path):
+    """A malformed known_hosts line raises ValueError inside asyncssh: the panel shows "lost" with the reason,
+    the supervisor keeps retrying with backoff, and connects once the file is fixed."""
+    known = tmp_path / "known_hosts"
+    known.write_text("garbage\n")
+    conn = Connection(ssh_host(sshd, tmp_path, known_hosts=str(known)))
+    states = []
+    conn.on_state(states.append)
+    conn.supervise()
+    try:
+        await until(lambda: conn.state.status == "lost", "lost")
+        assert "Invalid known hosts entry" in conn.state.reason
+        assert conn.state.retry_at is not None
+        await until(lambda: conn.state.attempt >= 2, "a second attempt")  # still retrying
+        assert not conn._supervisor.done()
+        known.write_text(Path(sshd.known_hosts).read_text())
+        conn.retry_now()
+        await conn.wait_connected(20)
+        assert (await conn.ping(1))["samples"] == 1
+    finally:
+        await conn.close()
+
+
+async def test_subscriber_waits_for_the_reconnect_without_spinning(sshd: Sshd, tmp_path):
+    """While reconnects fail, a subscribed stream is not retried at all (it waits for the state change); once
+    the host is back it resumes at its offset with no line lost or repeated."""
+    gate = tmp_path / "gate"
+    conn = Connection(ssh_host(sshd, tmp_path))
+    conn.supervise()
+    await conn.wait_connected(20)
+    try:
+        body = f"echo one; while [ ! -e {gate} ]; do sleep 0.02; done; echo two"
+        job = await conn.call("jobs.start", kind="test", argv=["sh", "-c", body])
+        starts = 0
+        stream = conn.stream
+
+        def counted(method, **params):
+            nonlocal starts
+            starts += 1
+            return stream(method, **params)
+
+        conn.stream = counted
+        good = conn.host
+        lines: list[str] = []
+
+        async def follow() -> None:
+            params = {"id": job["id"], "stream": "log", "offset": 0}
+            async for ev in conn.subscribe("jobs.follow", params, lambda p, ev: {**p, "offset": ev["offset"]}):
+                lines.extend(ev["lines"])
+
+        follower = asyncio.create_task(follow())
+        await until(lambda: lines == ["one"], "the first line")
+        conn.host = replace(good, python="/no/python")  # every reconnect fails from now on
+        sshd.drop_connections()
+        await until(lambda: conn.state.attempt >= 3, "two failed reconnects")
+        assert starts == 1, f"the stream was restarted {starts - 1} times while disconnected"
+        conn.host = good
+        gate.touch()
+        conn.retry_now()
+        await asyncio.wait_for(follower, 30)
+        assert lines == ["one", "two"]
+        assert starts == 2
+    finally:
+        await conn.close()
