@@ -456,10 +456,11 @@ async def test_drafters_tab_download_verify_compare(hub, tmp_path):
             f.phase == "downloading" and 0 < f.bytes < f.total for p in pane.progress.values() for f in p.files.values()
         )
         await until(pilot, moving, "per-file progress")
-        await pilot.pause(0.1)
         view = app.query_one(DownloadView)
-        details = [str(s.content) for s in view.query(".detail")]
-        assert any("MB/s" in d and "ETA" in d and "downloading" in d for d in details), details
+        labelled = lambda: any(  # noqa: E731
+            "MB/s" in d and "ETA" in d and "downloading" in d for d in (str(s.content) for s in view.query(".detail"))
+        )
+        await until(pilot, labelled, "progress detail labels with speed and ETA")
         assert cell(app, "aq-medai", "state").startswith("downloading")
         await until(pilot, lambda: any("downloaded and verified" in n for n in notes(app)), "the finished notice")
         await until(pilot, lambda: cell(app, "aq-medai", "state") == "verified", "verified in the table")

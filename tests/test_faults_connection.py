@@ -8,6 +8,7 @@ retrying; a subscriber waits for the reconnect instead of spinning; a cut connec
 from __future__ import annotations
 
 import asyncio
+import json
 import subprocess
 import sys
 import time
@@ -16,9 +17,11 @@ from pathlib import Path
 
 import pytest
 
+from backend import downloads, serving
 from backend.agent import client
 from backend.connection import Connection
 from backend.errors import ConnectionFailed
+from backend.sandbox.hub import HubServer
 from backend.settings import HostConfig
 from tests.sshd import Sshd
 
@@ -146,3 +149,76 @@ async def test_subscriber_waits_for_the_reconnect_without_spinning(sshd: Sshd, t
         assert starts == 2
     finally:
         await conn.close()
+
+
+async def test_server_log_follow_loses_and_repeats_nothing_across_cut_connections(sshd: Sshd, tmp_path):
+    """A log written at a steady rate, followed while the SSH connection is cut twice (the sshd session
+    process killed): the follower's lines equal the file's lines, in content and count."""
+    conn = Connection(ssh_host(sshd, tmp_path))
+    generations = []
+    conn.on_state(lambda s: generations.append(conn.generation) if s.status == "connected" else None)
+    conn.supervise()
+    await conn.wait_connected(20)
+    try:
+        n = 6000
+        writer = (
+            "import sys, time\n"
+            f"for i in range({n}):\n"
+            "    print(f'[2026-01-01 00:00:00] decode batch line {i} ' + 'x' * (i % 97), flush=True)\n"
+            "    if i % 200 == 0: time.sleep(0.05)\n"
+        )
+        job = await conn.call("jobs.start", kind="test", argv=[sys.executable, "-c", writer])
+        lines: list[str] = []
+        cuts = [n // 4, n // 2]
+        async for batch in serving.follow(conn, job["id"], 0):
+            lines += batch
+            if cuts and len(lines) >= cuts[0]:
+                cuts.pop(0)
+                sshd.drop_connections()
+        assert not cuts, "the log ended before both cuts"
+        assert generations == [1, 2, 3]  # the follow really went through two reconnects
+        done = await conn.call("jobs.wait", id=job["id"], timeout=30)
+        with open(done["log_path"], encoding="utf-8") as f:
+            want = f.read().splitlines()
+        assert len(want) == n
+        assert len(lines) == len(want) and lines == want
+    finally:
+        await conn.close()
+
+
+async def test_download_follow_loses_and_repeats_no_event_across_a_cut_connection(sshd: Sshd, tmp_path):
+    """A download followed while the SSH connection is cut: the job goes on on the host, the follower's events
+    equal the events file's records exactly, and progress carries on to done."""
+    from tests.test_downloads import MODEL_BYTES, REPO, write_repo
+
+    root = tmp_path / "hub"
+    write_repo(root)
+    hub = HubServer(root, rate_bps=20_000_000)  # ~2.5 s: time to cut and reconnect mid-transfer
+    hub.start()
+    hub.warm()
+    conn = Connection(ssh_host(sshd, tmp_path))
+    conn.supervise()
+    await conn.wait_connected(20)
+    try:
+        started = await downloads.start(conn, downloads.Request(repo=REPO, to=str(tmp_path / "out"), endpoint=hub.url))
+        job_id = started["job"]["id"]
+        events: list[dict] = []
+        cut = False
+        async for _, ev in downloads.follow(conn, job_id):
+            events.append(ev)
+            if not cut and ev["event"] == "progress" and 0 < ev["bytes"] < ev["total"]:
+                cut = True
+                sshd.drop_connections()
+        assert cut, "the download ended before the cut"
+        assert conn.generation == 2  # one reconnect happened mid-transfer
+        job = await conn.call("jobs.wait", id=job_id, timeout=30)
+        assert job["state"] == "done", job
+        with open(job["events_path"], encoding="utf-8") as f:
+            want = [json.loads(line) for line in f]
+        assert events == want
+        assert events[-1]["event"] == "done"
+        model = [e["bytes"] for e in events if e["event"] == "progress" and e["file"] == "model.safetensors"]
+        assert model == sorted(model) and model[-1] == MODEL_BYTES
+    finally:
+        await conn.close()
+        hub.stop()
