@@ -37,8 +37,10 @@ from backend.agent.host.units import duration
 from backend.errors import OperationFailed, RemoteError, UsageError
 from backend.settings import HostConfig, ProfileConfig, Settings
 
-RUNNING_STATES = ("starting", "ready", "stopping")
-ENDED_STATES = ("ready", "crashed", "stopped", "none")  # what `start --wait-ready` waits for
+RUNNING_STATES = ("starting", "ready", "orphaned", "stopping")
+ENDED_STATES = ("ready", "orphaned", "crashed", "stopped", "none")  # what `start --wait-ready` waits for
+# How a state reads where one is shown (the CLI and the Serve tab); the others read as they are named.
+STATE_LABELS = {"orphaned": "running, orphaned"}
 SGLANG_MODULE = "sglang.launch_server"
 SIMULATOR_MODULE = "backend.sandbox.simulator"
 SERVER_HOST = "127.0.0.1"  # the server listens on the host's loopback; the agent (or a forward) reaches it
@@ -598,6 +600,11 @@ def timeline(status: dict, now: float) -> list[dict]:
         seconds = None if start is None else max(0.0, (end if end is not None else now) - start)
         rows.append({"phase": name, "state": state, "seconds": seconds})
     return rows
+
+
+def state_label(status: dict) -> str:
+    """The words for the server's state: ``ready``, ``running, orphaned``, ..."""
+    return STATE_LABELS.get(status["state"], status["state"])
 
 
 def since_text(status: dict, now: float) -> str:

@@ -270,7 +270,7 @@ async def test_start_phases_ready_status_busy_port_stop(conn, models):
 
     status = await serving.status(conn)
     assert {"state", "profile", "pid", "port", "since", "phase", "log_path", "error", "hint"} <= set(status)
-    assert serving.STATES == ("none", "starting", "ready", "stopping", "stopped", "crashed")
+    assert serving.STATES == ("none", "starting", "ready", "orphaned", "stopping", "stopped", "crashed")
     assert (status["state"], status["port"], status["phase"], status["error"]) == ("ready", profile.port, "ready", None)
     assert status["args"]["port"] == profile.port and status["args"]["drafter_path"] == models["ours"]
     pid = status["pid"]

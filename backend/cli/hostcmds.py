@@ -115,7 +115,7 @@ async def cancel_job(args: argparse.Namespace) -> int:
     finally:
         await conn.close()
     if args.json:
-        emit_json(job_json(job))
+        emit_json({**job_json(job), "stopped": job["stopped"], "left": job["left"]})
     else:
         print(f"{job['id']}: {job['state']}" + (f" ({job['reason']})" if job.get("reason") else ""))
     return 0

@@ -156,6 +156,8 @@ def _raise_unless_ready(st: dict, timeout: float) -> None:
             f"{st['profile']} is not ready after {timeout:g} s (still {st['phase']}); it keeps starting: "
             "`specdeck serve status`"
         )
+    if st["state"] == "orphaned":
+        raise OperationFailed(f"{st['profile']} lost its job runner while {st['phase']}: {st['hint']}")
     raise OperationFailed(f"{st['profile']} ended ({st['state']}) before it was ready: `specdeck serve logs`")
 
 
@@ -195,7 +197,7 @@ def _print_status(st: dict) -> None:
         return
     running = st["state"] in serving.RUNNING_STATES
     where = f"on port {st['port']} (pid {st['pid']})" if running else f"on port {st['port']}"
-    print(f"{st['profile']}: {st['state']} {where} {serving.since_text(st, time.time())}")
+    print(f"{st['profile']}: {serving.state_label(st)} {where} {serving.since_text(st, time.time())}")
     if st["state"] in ("starting", "crashed"):
         print(f"  phase: {st['phase']}")
     summary = serving.speculative_summary(st.get("server_info"))

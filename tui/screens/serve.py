@@ -40,6 +40,7 @@ STATE_MARKS = {
     "none": ("○", "$text-muted"),
     "starting": ("◌", "$warning"),
     "ready": ("●", "$success"),
+    "orphaned": ("◍", "$error"),
     "stopping": ("◌", "$warning"),
     "stopped": ("○", "$text-muted"),
     "crashed": ("✕", "$error"),
@@ -434,7 +435,8 @@ class ServePane(ShellPane):
             return [
                 f"[{color}]{mark} no server[/] on {escape(self.app.host_config.name)}: s starts the selected profile"
             ]
-        head = f"[{color}]{mark} {st['state']}[/]  [b]{escape(st['profile'] or '?')}[/b] · port {st['port']}"
+        label = serving.state_label(st)
+        head = f"[{color}]{mark} {label}[/]  [b]{escape(st['profile'] or '?')}[/b] · port {st['port']}"
         head += f" · pid {st['pid']}" if st.get("pid") and st["state"] in serving.RUNNING_STATES else ""
         lines = [f"{head} · {serving.since_text(st, now)}"]
         summary = serving.speculative_summary(st.get("server_info"))

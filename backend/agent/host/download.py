@@ -49,13 +49,6 @@ _RESUMABLE = re.compile(r"\.([0-9a-f]{40}|[0-9a-f]{64})\.incomplete$")
 # --- small helpers -------------------------------------------------------------------------------------------
 
 
-def _write_json(path: str, obj: dict) -> None:
-    tmp = "%s.%d.tmp" % (path, os.getpid())
-    with open(tmp, "w") as f:
-        json.dump(obj, f, indent=1, sort_keys=True)
-    os.replace(tmp, path)
-
-
 def _library_version(name: str) -> Optional[str]:
     try:
         from importlib import metadata
@@ -242,7 +235,7 @@ def running_download(state_dir: str, folder: str) -> Optional[dict]:
         if not name.startswith("download-"):
             continue
         info = jobs.describe(job_dir)
-        if info["state"] == "running" and (info.get("args") or {}).get("to") == folder:
+        if info["state"] in jobs.ACTIVE and (info.get("args") or {}).get("to") == folder:
             return info
     return None
 
@@ -459,14 +452,14 @@ def record_verified(folder: str, result: dict, repo: Optional[str], revision: Op
         "revision": revision,
         "checked": time.time(),
     }
-    _write_json(os.path.join(folder, SIDECAR), {"version": 1, "files": files})
+    jobs.write_json(os.path.join(folder, SIDECAR), {"version": 1, "files": files})
 
 
 def forget(folder: str, path: str) -> None:
     """Drop what we and huggingface_hub remember about a file (after it was found wrong or removed)."""
     files = read_sidecar(folder)
     if files.pop(path, None) is not None:
-        _write_json(os.path.join(folder, SIDECAR), {"version": 1, "files": files})
+        jobs.write_json(os.path.join(folder, SIDECAR), {"version": 1, "files": files})
     meta = os.path.join(hf_download_dir(folder), path + ".metadata")
     if os.path.exists(meta):
         os.remove(meta)

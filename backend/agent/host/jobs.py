@@ -5,9 +5,13 @@ A job is a folder ``<state>/jobs/<id>/`` (mode 0700):
   pid.json     the runner's pid + process start time (the group we may signal is that pid's)
   log          the command's stdout and stderr
   events.jsonl structured events the command writes itself (progress, done, failed), one JSON per line
-  exit.json    how it ended: state, code, reason, ended
+  exit.json    how it ended: state, code, reason, ended (created once: the first writer wins)
 The runner (``agent job-run DIR``) is a session leader; the command is its child in the same process group,
 so one ``killpg`` reaches both. State is read from the folder, so any later agent can report and reattach.
+
+If the runner dies (kill -9, the OOM killer) while the command runs on, the job is ``orphaned``: its group's
+remaining members are still ours (same process group and session, started after the runner) and
+``jobs.cancel`` stops them.
 """
 
 from __future__ import annotations
@@ -15,17 +19,23 @@ from __future__ import annotations
 import json
 import os
 import random
+import shutil
 import signal
 import string
 import subprocess
 import sys
+import tempfile
 import threading
 import time
-from typing import Dict, List, Optional
+from typing import Dict, List, Optional, Tuple
 
 from .registry import AgentError, method
 
-STATES = ("running", "done", "failed", "cancelled")
+STATES = ("running", "orphaned", "done", "failed", "cancelled")
+ACTIVE = ("running", "orphaned")  # something of the job still runs
+NEW_PREFIX = ".new-"  # a job folder being created (see start_job)
+GONE_PREFIX = ".gone-"  # a job folder being removed
+NO_PID_FAILED_S = 30.0  # a job folder without pid.json this long after its spec: it never started
 FOLLOW_POLL_S = 0.1
 
 
@@ -35,14 +45,36 @@ def jobs_root(state_dir: str) -> str:
     return root
 
 
-def _write_json(path: str, obj: dict) -> None:
-    tmp = path + ".tmp"
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w") as f:
-        json.dump(obj, f)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
+def _write_tmp(path: str, obj: dict) -> str:
+    """``obj`` as JSON in a new file next to ``path`` with a name no other writer uses; returns its path."""
+    fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path), prefix=os.path.basename(path) + ".", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w") as f:
+            json.dump(obj, f)
+            f.flush()
+            os.fsync(f.fileno())
+    except BaseException:
+        os.unlink(tmp)
+        raise
+    return tmp
+
+
+def write_json(path: str, obj: dict) -> None:
+    """Replace ``path`` atomically (concurrent writers each use their own temp file)."""
+    os.replace(_write_tmp(path, obj), path)
+
+
+def _create_json(path: str, obj: dict) -> bool:
+    """Create ``path`` atomically unless it exists (link fails with EEXIST like O_EXCL, but readers never see
+    a half-written file); True if this call created it."""
+    tmp = _write_tmp(path, obj)
+    try:
+        os.link(tmp, path)
+        return True
+    except FileExistsError:
+        return False
+    finally:
+        os.unlink(tmp)
 
 
 def _read_json(path: str) -> Optional[dict]:
@@ -53,8 +85,8 @@ def _read_json(path: str) -> Optional[dict]:
         return None
 
 
-def proc_start_time(pid: int) -> Optional[int]:
-    """The process's start time in clock ticks since boot (``/proc/PID/stat`` field 22), None if gone/zombie."""
+def proc_ids(pid: int) -> Optional[Tuple[int, int, int]]:
+    """(process group, session, start time in clock ticks since boot) of a live process, None if gone/zombie."""
     try:
         with open("/proc/%d/stat" % pid, "rb") as f:
             data = f.read().decode(errors="replace")
@@ -64,24 +96,39 @@ def proc_start_time(pid: int) -> Optional[int]:
     rest = data[data.rindex(")") + 2 :].split()
     if rest[0] in ("Z", "X"):
         return None
-    return int(rest[19])
+    return int(rest[2]), int(rest[3]), int(rest[19])
+
+
+def proc_start_time(pid: int) -> Optional[int]:
+    """The process's start time in clock ticks since boot (``/proc/PID/stat`` field 22), None if gone/zombie."""
+    ids = proc_ids(pid)
+    return None if ids is None else ids[2]
+
+
+def _live_pids():
+    for name in os.listdir("/proc"):
+        if name.isdigit():
+            ids = proc_ids(int(name))
+            if ids is not None:
+                yield int(name), ids
 
 
 def group_members(pgid: int) -> List[int]:
     """Pids whose process group is ``pgid`` (zombies excluded)."""
-    out = []
-    for name in os.listdir("/proc"):
-        if not name.isdigit():
-            continue
-        try:
-            with open("/proc/%s/stat" % name, "rb") as f:
-                data = f.read().decode(errors="replace")
-        except OSError:
-            continue
-        rest = data[data.rindex(")") + 2 :].split()
-        if rest[0] not in ("Z", "X") and int(rest[2]) == pgid:
-            out.append(int(name))
-    return out
+    return [pid for pid, ids in _live_pids() if ids[0] == pgid]
+
+
+def orphans(pid_info: dict) -> List[int]:
+    """The job's processes that still run after its runner died: members of the runner's process group and
+    session that started after it. The kernel does not reuse a number as a pid while a group or session of
+    that id exists, so a live process with that pid and another start time means every member is gone."""
+    pgid, start = pid_info.get("pgid"), pid_info.get("start")
+    if not pgid or start is None:
+        return []
+    leader = proc_ids(pgid)
+    if leader is not None and leader[2] != start:
+        return []
+    return [pid for pid, ids in _live_pids() if ids[0] == pgid and ids[1] == pgid and ids[2] >= start]
 
 
 def _new_id(kind: str) -> str:
@@ -126,19 +173,45 @@ def _last_event(job_dir: str, kinds=("progress",)) -> Optional[dict]:
     return None
 
 
+def _orphan_reason(left: List[int]) -> str:
+    many = len(left) > 1
+    return "its runner died (kill -9 or the OOM killer?) but process%s %s of it still run%s: cancel it to stop %s" % (
+        "es" if many else "",
+        ", ".join(map(str, left)),
+        "" if many else "s",
+        "them" if many else "it",
+    )
+
+
 def describe(job_dir: str) -> dict:
     spec = _read_json(os.path.join(job_dir, "spec.json")) or {}
     exit_info = _read_json(os.path.join(job_dir, "exit.json"))
     pid = _read_json(os.path.join(job_dir, "pid.json")) or {}
+    left: List[int] = []
     if exit_info:
         state = exit_info.get("state", "failed")
     elif _alive(job_dir):
         state = "running"
-    elif not pid:
-        state = "running"  # between spec.json and pid.json: the agent is starting it right now
+    elif not pid and time.time() - (spec.get("started") or 0) < NO_PID_FAILED_S:
+        state = "running"  # a folder from before atomic creation: its agent may be starting it right now
+    elif pid and (left := orphans(pid)):
+        state = "orphaned"
+        exit_info = {"reason": _orphan_reason(left)}
     else:
         state = "failed"
-        exit_info = {"reason": "the job's process disappeared without recording an exit status"}
+        exit_info = {
+            "state": state,
+            "code": None,
+            "reason": "the job's process disappeared without recording an exit status"
+            if pid
+            else "the job never started (no pid.json %d s after it was created)" % NO_PID_FAILED_S,
+            "ended": time.time(),
+        }
+        # Final: nothing of it runs and nothing will write again, so later reads skip the /proc scan.
+        try:
+            _create_json(os.path.join(job_dir, "exit.json"), exit_info)
+        except OSError:
+            pass  # removed meanwhile, or a read-only folder: the answer stands
     exit_info = exit_info or {}
     return {
         "id": os.path.basename(job_dir),
@@ -151,6 +224,7 @@ def describe(job_dir: str) -> dict:
         "cwd": spec.get("cwd"),
         "pid": pid.get("pid"),
         "child_pid": (_read_json(os.path.join(job_dir, "child.json")) or {}).get("pid"),
+        "orphans": left,
         "exit_code": exit_info.get("code"),
         "reason": exit_info.get("reason"),
         "progress": _last_event(job_dir),
@@ -189,7 +263,11 @@ def start(params: dict, ctx) -> dict:
 
 
 def start_job(state_dir: str, kind: str, argv: List[str], args: dict, env: dict, cwd: Optional[str] = None) -> dict:
-    """Start a detached job (see the module docstring); returns its description."""
+    """Start a detached job (see the module docstring); returns its description.
+
+    The folder is built under a hidden temp name and renamed once ``pid.json`` is in it, so a job folder is
+    never half-written; the runner waits for our "go" on its stdin, so it never runs a job whose folder did
+    not make it (it reads EOF if this agent dies first)."""
     if not argv or not all(isinstance(a, str) for a in argv):
         raise AgentError("jobs.start needs argv, a list of strings", "invalid")
     if not all(c.isalnum() or c in "-_" for c in kind):
@@ -197,48 +275,78 @@ def start_job(state_dir: str, kind: str, argv: List[str], args: dict, env: dict,
     if cwd and not os.path.isdir(cwd):
         raise AgentError("working folder %s does not exist on the host" % cwd, "not_found")
     job_id = _new_id(kind)
-    job_dir = os.path.join(jobs_root(state_dir), job_id)
-    os.mkdir(job_dir, 0o700)
-    _write_json(
-        os.path.join(job_dir, "spec.json"),
-        {
-            "kind": kind,
-            "argv": argv,
-            "args": args,
-            "cwd": cwd,
-            "started": time.time(),
-            "env_keys": sorted(env),
-        },
-    )
+    root = jobs_root(state_dir)
+    job_dir = os.path.join(root, job_id)
+    tmp_dir = os.path.join(root, NEW_PREFIX + job_id)
     full_env = dict(os.environ)
     full_env.update({str(k): str(v) for k, v in env.items()})
     full_env["SPECDECK_JOB_DIR"] = job_dir
-    with open(os.devnull, "rb") as devnull, open(os.path.join(job_dir, "runner.log"), "ab") as rlog:
-        proc = subprocess.Popen(
-            [sys.executable, agent_path(), "job-run", job_dir],
-            stdin=devnull,
-            stdout=rlog,
-            stderr=rlog,
-            env=full_env,
-            start_new_session=True,
-            close_fds=True,
-        )
-    start_time = None
-    for _ in range(100):  # /proc entry appears at once; loop guards a slow fork
-        start_time = proc_start_time(proc.pid)
-        if start_time is not None:
-            break
-        time.sleep(0.001)
-    _write_json(os.path.join(job_dir, "pid.json"), {"pid": proc.pid, "pgid": proc.pid, "start": start_time})
+    os.mkdir(tmp_dir, 0o700)
+    proc = None
+    try:
+        spec = {"kind": kind, "argv": argv, "args": args, "cwd": cwd, "started": time.time(), "env_keys": sorted(env)}
+        write_json(os.path.join(tmp_dir, "spec.json"), spec)
+        with open(os.path.join(tmp_dir, "runner.log"), "ab") as rlog:
+            proc = subprocess.Popen(
+                [sys.executable, agent_path(), "job-run", job_dir],
+                stdin=subprocess.PIPE,
+                stdout=rlog,
+                stderr=rlog,
+                env=full_env,
+                start_new_session=True,
+                close_fds=True,
+            )
+        start_time = None
+        for _ in range(100):  # /proc entry appears at once; loop guards a slow fork
+            start_time = proc_start_time(proc.pid)
+            if start_time is not None:
+                break
+            time.sleep(0.001)
+        write_json(os.path.join(tmp_dir, "pid.json"), {"pid": proc.pid, "pgid": proc.pid, "start": start_time})
+        os.rename(tmp_dir, job_dir)
+    except BaseException as exc:
+        if proc is not None:  # still waiting for "go": it never ran anything
+            proc.kill()
+            proc.wait()
+        shutil.rmtree(tmp_dir, ignore_errors=True)
+        if isinstance(exc, (OSError, ValueError)):  # ENOMEM, EAGAIN, ENOSPC; a NUL in an env value or argument
+            detail = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+            raise AgentError(
+                "cannot start the %s job on the host: %s (nothing was left behind)" % (kind, detail), "failed"
+            ) from None
+        raise
+    try:
+        proc.stdin.write(b"go\n")
+        proc.stdin.close()
+    except OSError:
+        pass  # the runner died already: the job reads failed
     _reapers[proc.pid] = proc
     threading.Thread(target=lambda: (proc.wait(), _reapers.pop(proc.pid, None)), daemon=True).start()
     return describe(job_dir)
 
 
+def _sweep_new(root: str) -> None:
+    """Remove temp folders of job starts that died before the rename (their runner read EOF and exited) and
+    of removals that died half-way."""
+    for name in os.listdir(root):
+        path = os.path.join(root, name)
+        stale = name.startswith(NEW_PREFIX) and time.time() - _mtime(path) > NO_PID_FAILED_S
+        if stale or name.startswith(GONE_PREFIX):
+            shutil.rmtree(path, ignore_errors=True)
+
+
+def _mtime(path: str) -> float:
+    try:
+        return os.path.getmtime(path)
+    except OSError:
+        return time.time()
+
+
 @method("jobs.list")
 def list_jobs(params: dict, ctx) -> List[dict]:
     root = jobs_root(ctx.state_dir)
-    out = [describe(os.path.join(root, n)) for n in sorted(os.listdir(root))]
+    _sweep_new(root)
+    out = [describe(os.path.join(root, n)) for n in sorted(os.listdir(root)) if not n.startswith(".")]
     kind = params.get("kind")
     return [j for j in out if not kind or j["kind"] == kind]
 
@@ -349,14 +457,18 @@ def send_signal(params: dict, ctx) -> dict:
 
 @method("jobs.cancel")
 def cancel(params: dict, ctx) -> dict:
-    """SIGTERM the job's group, SIGKILL it after ``timeout``, and confirm nothing of it is left."""
+    """SIGTERM the job's group, SIGKILL it after ``timeout``, and confirm nothing of it is left. An orphaned
+    job (its runner gone) has the rest of its group stopped the same way. ``stopped`` lists the pids that
+    were running when we signalled, ``left`` those still there at the end."""
     job_dir = _job_dir(ctx.state_dir, params.get("id", ""))
     timeout = float(params.get("timeout", 10))
-    pid = _alive(job_dir)
-    if pid is None:
-        return describe(job_dir)
-    _write_json(os.path.join(job_dir, "cancel.json"), {"requested": time.time()})
+    runner = _alive(job_dir)
+    pid = runner or _read_json(os.path.join(job_dir, "pid.json")) or {}
+    stopped = group_members(pid["pgid"]) if runner else orphans(pid)
+    if not stopped:
+        return dict(describe(job_dir), stopped=[], left=[])
     pgid = pid["pgid"]
+    write_json(os.path.join(job_dir, "cancel.json"), {"requested": time.time()})
     _killpg(pgid, signal.SIGTERM)
     deadline = time.time() + timeout
     while time.time() < deadline and group_members(pgid):
@@ -366,15 +478,17 @@ def cancel(params: dict, ctx) -> dict:
         _killpg(pgid, signal.SIGKILL)
         while group_members(pgid) and time.time() < deadline + 5:
             time.sleep(0.02)
-    if not os.path.exists(os.path.join(job_dir, "exit.json")):
-        reason = "killed after %.0f s without exiting" % timeout if killed else "cancelled"
-        _write_json(
-            os.path.join(job_dir, "exit.json"),
-            {"state": "cancelled", "code": None, "reason": reason, "ended": time.time()},
-        )
-    info = describe(job_dir)
-    info["left"] = group_members(pgid)
-    return info
+    if runner is None:
+        reason = "its runner had died; stopped the processes left of it (%s)" % ", ".join(map(str, stopped))
+    else:
+        reason = "cancelled"
+    if killed:
+        reason += ", killed after %.0f s without exiting" % timeout
+    # The runner records its own exit when it outlives its command; whoever writes first wins.
+    _create_json(
+        os.path.join(job_dir, "exit.json"), {"state": "cancelled", "code": None, "reason": reason, "ended": time.time()}
+    )
+    return dict(describe(job_dir), stopped=stopped, left=group_members(pgid))
 
 
 def _killpg(pgid: int, sig: int) -> None:
@@ -393,21 +507,65 @@ def _signal(name) -> int:
 
 @method("jobs.remove")
 def remove(params: dict, ctx) -> dict:
-    """Forget a finished job (its folder goes)."""
-    import shutil
-
+    """Forget an ended job (its folder goes); refuses one that still runs."""
     job_dir = _job_dir(ctx.state_dir, params.get("id", ""))
-    if describe(job_dir)["state"] == "running":
-        raise AgentError("job %s is still running; cancel it first" % os.path.basename(job_dir), "busy")
-    shutil.rmtree(job_dir)
-    return {"removed": os.path.basename(job_dir)}
+    info = describe(job_dir)
+    if info["state"] in ACTIVE:
+        job_id = info["id"]
+        raise AgentError(
+            "job %s is %s; stop it first with `specdeck jobs cancel %s`"
+            % (job_id, "still running" if info["state"] == "running" else "orphaned (its processes still run)", job_id),
+            "busy",
+        )
+    _remove_dir(job_dir)
+    return {"removed": [info["id"]]}
+
+
+@method("jobs.prune")
+def prune(params: dict, ctx) -> dict:
+    """Remove every ended job that ended more than ``older_than`` seconds ago (of ``kind`` if given).
+
+    Returns ``{"removed": [ids], "running": n}`` (jobs that still run are never touched)."""
+    older_than = float(params.get("older_than") or 0)
+    if older_than < 0:
+        raise AgentError("older_than must be 0 or more seconds", "invalid")
+    cutoff = time.time() - older_than
+    root = jobs_root(ctx.state_dir)
+    _sweep_new(root)
+    removed, running = [], 0
+    for name in sorted(os.listdir(root)):
+        if name.startswith("."):
+            continue
+        info = describe(os.path.join(root, name))
+        if params.get("kind") and info["kind"] != params["kind"]:
+            continue
+        if info["state"] in ACTIVE:
+            running += 1
+        elif (info.get("ended") or info.get("started") or 0) <= cutoff:
+            _remove_dir(info["dir"])
+            removed.append(info["id"])
+    return {"removed": removed, "running": running}
+
+
+def _remove_dir(job_dir: str) -> None:
+    """Rename out of sight first, so no reader ever sees a half-deleted job."""
+    gone = os.path.join(os.path.dirname(job_dir), GONE_PREFIX + os.path.basename(job_dir))
+    os.rename(job_dir, gone)
+    shutil.rmtree(gone, ignore_errors=True)
 
 
 # --- the runner -------------------------------------------------------------------------------------------
 
 
 def run_job(job_dir: str) -> int:
-    """Run the job's command as our child, then record how it ended. Runs detached (own session)."""
+    """Run the job's command as our child, then record how it ended. Runs detached (own session).
+
+    Waits first for the agent's "go" on stdin: EOF means the job's folder never made it, so nothing runs."""
+    if sys.stdin.buffer.readline() != b"go\n":
+        return 1
+    devnull = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(devnull, 0)  # let go of the agent's pipe
+    os.close(devnull)
     spec = _read_json(os.path.join(job_dir, "spec.json")) or {}
     stop = {"requested": False}
 
@@ -422,7 +580,7 @@ def run_job(job_dir: str) -> int:
             spec["argv"], stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, cwd=spec.get("cwd")
         )
     except OSError as exc:
-        _write_json(
+        _create_json(
             os.path.join(job_dir, "exit.json"),
             {
                 "state": "failed",
@@ -432,7 +590,7 @@ def run_job(job_dir: str) -> int:
             },
         )
         return 1
-    _write_json(os.path.join(job_dir, "child.json"), {"pid": child.pid, "start": proc_start_time(child.pid)})
+    write_json(os.path.join(job_dir, "child.json"), {"pid": child.pid, "start": proc_start_time(child.pid)})
     while True:
         try:
             code = child.wait()
@@ -448,7 +606,7 @@ def run_job(job_dir: str) -> int:
     else:
         state = "failed"
         reason = (failed_event or {}).get("reason") or _exit_reason(code, job_dir)
-    _write_json(
+    _create_json(
         os.path.join(job_dir, "exit.json"),
         {"state": state, "code": code, "reason": reason, "ended": time.time()},
     )

@@ -6,6 +6,7 @@ only in a client's memory, so a reconnect, a second panel or a new agent all rep
 is scanned incrementally (a cache per job in this agent process; a new agent rescans once).
 
 States: ``none`` (no server job), ``starting``, ``ready`` (the log said "fired up" and /health answered 200),
+``orphaned`` (still running, but its job runner died: ``serve stop`` stops what is left of it),
 ``stopping`` (we asked it to stop, or it got SIGTERM), ``stopped`` (it ended because it was asked to, or
 exited 0), ``crashed`` (it ended any other way: the status then carries the error lines and a hint).
 Real SGLang ends with a SIGKILL of its own tree even on a clean stop: after our SIGTERM that is ``stopped``.
@@ -31,7 +32,7 @@ from .probes import gpus, http_request
 from .registry import AgentError, method
 
 KIND = "serve"
-STATES = ("none", "starting", "ready", "stopping", "stopped", "crashed")  # see the module docstring
+STATES = ("none", "starting", "ready", "orphaned", "stopping", "stopped", "crashed")  # see the module docstring
 READY_LINE = "The server is fired up and ready to roll!"
 SIGTERM_LINE = "SIGTERM received"
 HEALTH_RECHECK_S = 30.0  # once ready, /health is probed at most this often (each probe is an access-log line)
@@ -136,6 +137,10 @@ SIGNATURES = (
 KILLED_HINT = (
     "The server was killed with SIGKILL by something other than specdeck: often the kernel's OOM killer "
     "(check `dmesg | tail` on the host) or another user."
+)
+ORPHANED_HINT = (
+    "The server runs on without its job runner (killed by kill -9 or the OOM killer): specdeck can no longer "
+    "record how it ends, but `specdeck serve stop` (x in the Serve tab) still stops it."
 )
 ACCEPT_STUCK_HINT = (
     "Accept length is stuck at 1.00: every draft token is rejected. Check --speculative-algorithm EAGLE3 for "
@@ -269,6 +274,8 @@ def serve_jobs(state_dir: str) -> List[dict]:
     root = jobs.jobs_root(state_dir)
     out = []
     for name in sorted(os.listdir(root)):
+        if name.startswith("."):
+            continue  # being created or removed
         spec = os.path.join(root, name, "spec.json")
         try:
             with open(spec) as f:
@@ -298,7 +305,7 @@ def pick(state_dir: str, job_id: Optional[str] = None, port: Optional[int] = Non
         raise AgentError("no server job %s on this host (see `specdeck jobs --kind serve`)" % job_id, "not_found")
     if port is not None:
         candidates = [j for j in candidates if _port_of(j) == int(port)]
-    running = [j for j in candidates if j["state"] == "running"]
+    running = [j for j in candidates if j["state"] in jobs.ACTIVE]
     if running:
         return running[-1]
     return candidates[-1] if candidates else None
@@ -307,7 +314,7 @@ def pick(state_dir: str, job_id: Optional[str] = None, port: Optional[int] = Non
 def holder(state_dir: str, port: int) -> Optional[dict]:
     """The running server job that holds ``port``, if any."""
     for job in serve_jobs(state_dir):
-        if job["state"] == "running" and _port_of(job) == port:
+        if job["state"] in jobs.ACTIVE and _port_of(job) == port:
             return job
     return None
 
@@ -446,6 +453,12 @@ def status_of(job: Optional[dict]) -> dict:
             if scan.ready_at is not None:
                 out["health"] = scan.health
                 out["error"] = "the log says ready but /health answers %s" % (scan.health or "nothing")
+    elif job["state"] == "orphaned":
+        out["state"], out["since"] = "orphaned", job.get("started")
+        out["pid"] = out["pid"] if out["pid"] in job["orphans"] else job["orphans"][0]
+        if scan.ready_at is not None and port is not None:
+            out["health"] = _health(scan, port)
+        out["error"], out["hint"] = job.get("reason"), ORPHANED_HINT
     elif job["state"] in ("cancelled", "done"):
         out["state"], out["since"] = "stopped", job.get("ended")
     else:
@@ -562,14 +575,21 @@ def stop(params: dict, ctx) -> dict:
     """SIGTERM the server's group, SIGKILL it after ``timeout`` s, then confirm no process of it is left and
     its GPU memory is freed (``gpus_freed`` is None without nvidia-smi)."""
     job = pick(ctx.state_dir, params.get("job"), _port_param(params))
-    if job is None or job["state"] != "running":
+    if job is None or job["state"] not in jobs.ACTIVE:
         out = status_of(job)
-        out.update({"left": [], "gpus_freed": None, "was_running": False})
+        out.update({"left": [], "stopped": [], "gpus_freed": None, "was_running": False, "was_orphaned": False})
         return out
-    pids = jobs.group_members(job["pid"])
     info = jobs.cancel({"id": job["id"], "timeout": float(params.get("timeout") or 30)}, ctx)
     out = status_of(jobs.describe(job["dir"]))
-    out.update({"left": info.get("left", []), "gpus_freed": _wait_gpus_free(pids), "was_running": True})
+    out.update(
+        {
+            "left": info["left"],
+            "stopped": info["stopped"],
+            "gpus_freed": _wait_gpus_free(info["stopped"]),
+            "was_running": True,
+            "was_orphaned": job["state"] == "orphaned",
+        }
+    )
     return out
 
 
@@ -617,7 +637,7 @@ def gpu_users(params: dict, ctx) -> dict:
     listed = gpus()
     ours = {}
     for job in serve_jobs(ctx.state_dir):
-        if job["state"] == "running" and job.get("pid"):
+        if job["state"] in jobs.ACTIVE and job.get("pid"):
             for pid in jobs.group_members(job["pid"]):
                 ours[pid] = job["id"]
     for gpu in listed:
@@ -679,7 +699,7 @@ def launcher_help(params: dict, ctx) -> dict:
         err = proc.stderr.decode("utf-8", "replace").strip().splitlines()
         detail = err[-1] if err else "exit %d" % proc.returncode
         raise AgentError("`%s --help` failed on the host: %s" % (" ".join(argv), detail), "unsupported")
-    jobs._write_json(cache, {"argv": argv, "version": version, "help": text})
+    jobs.write_json(cache, {"argv": argv, "version": version, "help": text})
     return {"version": version, "help": text, "cached": False}
 
 

@@ -1,0 +1,147 @@
+"""Faults injected into detached jobs on the host, driving the real agent over `local` and the real sshd.
+
+Each test breaks something the way real hosts do (kill -9 of a job's runner, a spawn that fails, a folder an
+agent died in the middle of writing, two cancels at once) and states what must hold afterwards. SGLang is the
+SIMULATED one (backend/sandbox/simulator.py).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import time
+from dataclasses import replace
+
+import pytest
+
+from backend import serving
+from backend.connection import Connection
+from backend.errors import RemoteError
+from backend.settings import HostConfig
+from tests.test_serving import make_settings, process_gone, until_gone
+
+
+@pytest.fixture
+async def conn(host: HostConfig):
+    """A connection to a sandbox host (the simulator may run); every job still running at the end is stopped."""
+    c = await Connection.open(replace(host, launcher="simulator", sandbox=True))
+    yield c
+    for job in await c.call("jobs.list"):
+        if job["state"] in ("running", "orphaned"):
+            await c.call("jobs.cancel", id=job["id"], timeout=5)
+    await c.close()
+
+
+def group_of(pgid: int) -> list[int]:
+    """Live pids of process group ``pgid``, seen from the test (not through the agent)."""
+    out = []
+    for name in os.listdir("/proc"):
+        if name.isdigit():
+            try:
+                stat = open(f"/proc/{name}/stat").read()
+            except OSError:
+                continue
+            fields = stat[stat.rindex(")") + 2 :].split()
+            if fields[0] not in "ZX" and int(fields[2]) == pgid:
+                out.append(int(name))
+    return out
+
+
+async def test_killed_runner_orphans_the_server_status_says_so_and_stop_leaves_no_process(conn, models):
+    """kill -9 of a serve job's runner: `serve status` says orphaned (still running), `serve stop` stops what
+    is left after checking it is ours, reports it, and no process of the group survives."""
+    settings = make_settings(models, baseline={})
+    started = await serving.start(conn, settings, settings.profiles["baseline"])
+    ready = await serving.wait(conn, started["job"], within=30)
+    assert ready["state"] == "ready", ready
+    runner, server = ready["pgid"], ready["pid"]
+    os.kill(runner, signal.SIGKILL)
+    await until_gone(runner)
+
+    status = await serving.status(conn)
+    assert status["state"] == "orphaned" and status["job"] == started["job"], status
+    assert serving.state_label(status) == "running, orphaned" and status["state"] in serving.RUNNING_STATES
+    assert status["pid"] == server and str(server) in status["error"] and "serve stop" in status["hint"]
+    assert not process_gone(server)
+    jobs = {j["id"]: j for j in await conn.call("jobs.list")}
+    assert jobs[started["job"]]["state"] == "orphaned" and server in jobs[started["job"]]["orphans"]
+    # Still the port's holder: nothing else may start on it.
+    assert (await conn.call("serve.port", port=ready["port"]))["held_by"]["job"] == started["job"]
+
+    members = group_of(runner)
+    stopped = await serving.stop(conn, grace=10)
+    assert stopped["was_running"] and stopped["was_orphaned"] and stopped["left"] == []
+    assert set(stopped["stopped"]) == set(members) and server in stopped["stopped"]
+    assert stopped["state"] == "stopped" and str(server) in stopped["reason"]
+    for pid in members:
+        assert process_gone(pid), pid
+    assert group_of(runner) == []
+    assert (await serving.status(conn))["state"] == "stopped"
+
+
+async def test_killed_runner_of_a_plain_job_cancel_stops_the_rest_and_says_what(conn):
+    """The same through `jobs cancel`: the shell and its two children outlive the runner; cancel stops them."""
+    job = await conn.call("jobs.start", kind="test", argv=["sh", "-c", "sleep 300 & echo up; sleep 300; wait"])
+    async for ev in conn.stream("jobs.follow", id=job["id"], stream="log", offset=0, until_end=False):
+        assert ev["lines"] == ["up"]
+        break
+    members: list[int] = []
+    deadline = asyncio.get_running_loop().time() + 10
+    while len(members) < 3:  # sh and its two sleeps
+        assert asyncio.get_running_loop().time() < deadline, members
+        await asyncio.sleep(0.02)
+        members = [p for p in group_of(job["pid"]) if p != job["pid"]]
+    os.kill(job["pid"], signal.SIGKILL)
+    await until_gone(job["pid"])
+    info = await conn.call("jobs.get", id=job["id"])
+    assert info["state"] == "orphaned" and sorted(info["orphans"]) == sorted(members)
+    out = await conn.call("jobs.cancel", id=job["id"], timeout=5)
+    assert out["state"] == "cancelled" and out["left"] == [] and sorted(out["stopped"]) == sorted(members)
+    assert "runner had died" in out["reason"]
+    assert all(process_gone(p) for p in members) and group_of(job["pid"]) == []
+
+
+@pytest.mark.parametrize("host", ["local"], indirect=True)
+async def test_concurrent_cancels_all_succeed_and_agree(conn):
+    """Two cancels of one job at once, 8 times: both answer cancelled with the same exit record."""
+    for _ in range(8):
+        job = await conn.call("jobs.start", kind="test", argv=["sleep", "300"])
+        a, b = await asyncio.gather(
+            conn.call("jobs.cancel", id=job["id"], timeout=5), conn.call("jobs.cancel", id=job["id"], timeout=5)
+        )
+        assert a["state"] == b["state"] == "cancelled", (a, b)
+        assert (a["reason"], a["ended"]) == (b["reason"], b["ended"])
+        assert a["left"] == b["left"] == []
+        assert not [n for n in os.listdir(job["dir"]) if n.endswith(".tmp")]
+
+
+async def test_a_spawn_that_fails_leaves_no_folder_and_says_why(conn):
+    """A NUL in an env value makes the spawn fail: one sentence, and no job folder (temp or final) stays."""
+    root = os.path.join((await conn.call("info"))["state_dir"], "jobs")
+    before = set(os.listdir(root)) if os.path.isdir(root) else set()
+    with pytest.raises(RemoteError) as err:
+        await conn.call("jobs.start", kind="test", argv=["true"], env={"BAD": "a\0b"})
+    assert "cannot start the test job on the host" in str(err.value) and "\n" not in str(err.value)
+    assert set(os.listdir(root)) == before
+    assert [j for j in await conn.call("jobs.list") if j["kind"] == "test"] == []
+
+
+async def test_a_folder_without_pid_is_failed_after_a_while_and_removable(conn):
+    """A job folder an older agent left with spec.json only (it died before pid.json) reads failed once it is
+    old enough, not running forever; it can be removed, and a stale half-created temp folder is swept."""
+    root = os.path.join((await conn.call("info"))["state_dir"], "jobs")
+    os.makedirs(root, exist_ok=True)
+    legacy = os.path.join(root, "test-20200101-000000-abcd")
+    os.mkdir(legacy, 0o700)
+    with open(os.path.join(legacy, "spec.json"), "w") as f:
+        json.dump({"kind": "test", "argv": ["true"], "started": time.time() - 120}, f)
+    stale = os.path.join(root, ".new-test-20200101-000000-efgh")
+    os.mkdir(stale, 0o700)
+    os.utime(stale, (time.time() - 120, time.time() - 120))
+    [job] = [j for j in await conn.call("jobs.list") if j["id"] == os.path.basename(legacy)]
+    assert job["state"] == "failed" and "never started" in job["reason"]
+    assert not os.path.exists(stale)
+    assert (await conn.call("jobs.remove", id=job["id"]))["removed"] == [job["id"]]
+    assert not os.path.exists(legacy)
