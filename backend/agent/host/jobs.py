@@ -198,18 +198,19 @@ def describe(job_dir: str) -> dict:
         state = "orphaned"
         exit_info = {"reason": _orphan_reason(left)}
     else:
-        state = "failed"
-        exit_info = {
-            "state": state,
-            "code": None,
-            "reason": "the job's process disappeared without recording an exit status"
-            if pid
-            else "the job never started (no pid.json %d s after it was created)" % NO_PID_FAILED_S,
-            "ended": time.time(),
-        }
-        # Final: nothing of it runs and nothing will write again, so later reads skip the /proc scan.
+        if os.path.exists(os.path.join(job_dir, "cancel.json")):  # it went because we stopped it
+            state, reason = "cancelled", "cancelled"
+        elif pid:
+            state, reason = "failed", "the job's process disappeared without recording an exit status"
+        else:
+            state, reason = "failed", "the job never started (no pid.json %d s after it was created)" % NO_PID_FAILED_S
+        exit_info = {"state": state, "code": None, "reason": reason, "ended": time.time()}
+        # Final: nothing of it runs and nothing will write again, so later reads skip the /proc scan. The
+        # first record wins (a cancel may be writing its own right now).
         try:
-            _create_json(os.path.join(job_dir, "exit.json"), exit_info)
+            if not _create_json(os.path.join(job_dir, "exit.json"), exit_info):
+                exit_info = _read_json(os.path.join(job_dir, "exit.json")) or exit_info
+                state = exit_info.get("state", state)
         except OSError:
             pass  # removed meanwhile, or a read-only folder: the answer stands
     exit_info = exit_info or {}
