@@ -9,10 +9,11 @@ never exceeds K + 1. Both figures are reported, since the limit alone promises t
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable
 from numbers import Real
 from typing import Any
 
+from backend.agent.host.advice import chain as chain_accept_len  # one implementation, host-side too
 from backend.errors import UsageError
 
 _DIGITS = 6  # results are rounded for display; the inputs are rarely better than 3 figures
@@ -48,16 +49,6 @@ def accept_len_for(p: float, steps: int | None = None) -> float:
 def _within_ceiling(length: float, steps: int) -> bool:
     """L <= K + 1, forgiving the last bit of rounding (a target of exactly max_tok_s is reachable)."""
     return length <= (steps + 1) * (1 + 1e-12)
-
-
-def chain_accept_len(rates: Sequence[float]) -> float:
-    """Accept length of a chain with conditional acceptance ``rates[i-1]`` at draft position i:
-    1 + Σ_i Π_{j≤i} a_j (a constant p gives ``accept_len_for(p, len(rates))``)."""
-    total, reach = 1.0, 1.0
-    for rate in rates:
-        reach *= rate
-        total += reach
-    return total
 
 
 def decayed_rates(first: float, decay: float, steps: int) -> list[float]:

@@ -30,6 +30,7 @@ def command_modules() -> list[str]:
         "servecmds",
         "livecmds",
         "historycmds",
+        "tunecmds",
         "webcmds",
     )
     names.sort(key=lambda n: (order.index(n) if n in order else len(order), n))

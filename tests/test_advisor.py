@@ -1,0 +1,83 @@
+"""The advisor over a history: inputs picked from runs, the cost model fitted, `specdeck advise` output."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from backend import advisor
+from backend.errors import UsageError
+from backend.history import History, Yardstick
+
+REPO = Path(__file__).resolve().parents[1]
+AQ = "/data/eagle3/aq_medai_k2"
+
+
+def add_run(history: History, n: int, steps: int, cycle: float, tok_s: float, histogram: list | None) -> str:
+    argv = ["python", "-m", "sglang.launch_server", "--speculative-draft-model-path", AQ]
+    argv += ["--speculative-num-steps", str(steps), "--speculative-eagle-topk", "1"]
+    job = {"id": f"serve-{n}", "args": {"profile": "eagle3-aq", "drafter": "aq-medai", "algorithm": "EAGLE3"},
+           "argv": argv, "state": "done", "started": 1000.0 + n}  # fmt: skip
+    run_id = history.upsert_run("box", job)
+    acceptance = {"histogram": histogram, "verify_ct": sum(histogram)} if histogram else None
+    result = {"tok_s": tok_s, "accept_len": 2.0, "cycle_ms": cycle, "server_job": job["id"], "acceptance": acceptance}
+    history.record_bench("box", {"id": f"bench-{n}", "args": {}, "state": "done", "ended": 2000.0 + n}, result)
+    return run_id
+
+
+@pytest.fixture
+def history(tmp_path):
+    with History.open(tmp_path / "h.sqlite3") as h:
+        yield h
+
+
+def test_advice_fits_cost_from_runs_and_predicts(history):
+    add_run(history, 1, 1, 27.0, 70.0, None)
+    three = add_run(history, 2, 2, 30.0, 70.0, [20, 48, 32])  # a_1 = 0.8, a_2 = 0.4
+    add_run(history, 3, 5, 39.0, 50.0, None)
+    advice = advisor.advise(history.runs(), Yardstick(82.0, 30.0), max_steps=3)
+    assert advice.run.id == three  # the newest run with a histogram
+    assert advice.cost.source == "fitted" and advice.cost(3) == pytest.approx(33.0)
+    assert [r["tok_s"] for r in advice.rows] == pytest.approx([1800 / 27, 2120 / 30, 2184 / 33], abs=0.01)
+    assert advice.measured() == {1: 70.0, 2: 70.0}
+    assert advice.best["steps"] == 2
+    needs = advice.targets["targets"]
+    assert advice.targets["steps"] == 2 and advice.targets["max_tok_s"] == pytest.approx(100.0)  # 3 / 30 ms
+    assert needs[0]["tok_s"] == 150 and needs[0]["reachable"] is False  # 4.5 > 3: out of reach at 2 steps
+    text = "\n".join(advisor.advice_lines(advice))
+    assert "cost model (fitted)" in text and "best: 2 steps" in text and "out of reach" in text
+
+
+def test_advice_per_step_cost_and_bad_input(history):
+    only = add_run(history, 1, 3, 33.0, 100.0, [5, 10, 20, 65])
+    advice = advisor.advise(history.runs(), Yardstick(82.0, 30.0), only)
+    assert advice.cost.source == "per-step" and advice.cost(4) == pytest.approx(36.0)  # 33 ms + 3 ms per step
+    assert len(advice.rows) == advisor.DEFAULT_MAX_STEPS and advice.rows[3]["extrapolated"]
+    with pytest.raises(UsageError, match="at least 1"):
+        advisor.advise(history.runs(), Yardstick(82.0, 30.0), max_steps=0)
+    plain = add_run(history, 2, 3, 33.0, 100.0, None)
+    with pytest.raises(UsageError, match="no per-position acceptance"):
+        advisor.advise(history.runs(), Yardstick(82.0, 30.0), plain)
+
+
+def test_advise_cli_json_and_no_data(tmp_path):
+    path = tmp_path / "cli.sqlite3"
+    env = dict(os.environ, SPECDECK_HISTORY=str(path))
+    cmd = [sys.executable, "-m", "backend.cli.main", "advise"]
+    with History.open(path) as h:
+        add_run(h, 1, 3, 33.0, 100.0, None)
+    out = subprocess.run(cmd, env=env, cwd=REPO, capture_output=True, text=True)
+    assert out.returncode == 2 and "no run in the history has a per-position acceptance" in out.stderr
+    with History.open(path) as h:
+        add_run(h, 2, 3, 33.0, 100.0, [5, 10, 20, 65])
+    out = subprocess.run([*cmd, "serve-2", "--json", "--max-steps", "5"], env=env, cwd=REPO, capture_output=True)
+    assert out.returncode == 0, out.stderr
+    doc = json.loads(out.stdout)
+    assert doc["run"] == "box/serve-2" and len(doc["rows"]) == 5 and doc["cost_model"]["source"] == "per-step"
+    assert doc["acceptance"]["per_position"] == pytest.approx([0.95, 85 / 95, 65 / 85], abs=1e-4)
+    assert doc["best"]["steps"] in range(1, 6) and doc["rows"][2]["measured_tok_s"] == 100.0
