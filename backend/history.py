@@ -6,9 +6,10 @@ One file (``history_path``: ``SPECDECK_HISTORY``, else the user data dir) in WAL
   runs     one per serve job (id ``<host>/<job id>``): profile, argv, resolved server info and version, the
            drafter's identity (name, path, size, sha256 when the host verified it), start/stop, outcome, the
            measured-baseline flag, and how far its log has been imported (byte offset + the LiveFilter's tail)
-  samples  the run's decode lines merged per whole second (≤ 1 row/s): tok/s and accept length as sums and
+  samples  the run's decode lines merged per whole second (≤ 1 row/s): aggregate tok/s (SGLang's gen
+           throughput), per-stream tok/s (gen throughput / running requests) and accept length as sums and
            counts (so a second split across two imports merges exactly), the last accept rate, running and
-           queued requests and token usage of that second
+           queued requests and token usage of that second; lines while idle (0 running) add no throughput
   benches  one per bench job: the load generator's result JSON, linked to its run when it named one
 
 Writers: ``History.import_chunk`` stores a chunk of samples together with the log offset it ends at, in one
@@ -40,7 +41,7 @@ from backend.breakeven import live_breakeven
 from backend.errors import OperationFailed, RemoteError, SpecdeckError, UsageError
 from backend.metrics import LiveFilter, Sample, parse_line
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 READ_CHUNK = 4 << 20  # bytes of a log read per agent call while importing
 COMMIT_EVERY_S = 1.0  # LiveRecorder: at most one commit a second
 
@@ -74,6 +75,8 @@ CREATE TABLE IF NOT EXISTS samples (
     t INTEGER NOT NULL,
     tok_sum REAL NOT NULL DEFAULT 0,
     tok_n INTEGER NOT NULL DEFAULT 0,
+    ps_sum REAL NOT NULL DEFAULT 0,
+    ps_n INTEGER NOT NULL DEFAULT 0,
     acc_sum REAL NOT NULL DEFAULT 0,
     acc_n INTEGER NOT NULL DEFAULT 0,
     accept_rate REAL,
@@ -102,6 +105,17 @@ CREATE TABLE IF NOT EXISTS benches (
 CREATE INDEX IF NOT EXISTS benches_run ON benches(run);
 """
 
+# Schema version -> what turns the version before it into it (a fresh database gets _SCHEMA whole).
+_MIGRATIONS = {
+    # Per-stream tok/s: older rows knew only the second's last running count, the best split there is.
+    2: """
+    ALTER TABLE samples ADD COLUMN ps_sum REAL NOT NULL DEFAULT 0;
+    ALTER TABLE samples ADD COLUMN ps_n INTEGER NOT NULL DEFAULT 0;
+    UPDATE samples SET tok_sum = 0, tok_n = 0 WHERE running_req = 0;
+    UPDATE samples SET ps_sum = tok_sum / coalesce(running_req, 1), ps_n = tok_n WHERE coalesce(running_req, 1) > 0;
+    """,
+}
+
 # What a finished job's state means for the run (the Serve tab's words).
 _OUTCOMES = {"running": "running", "done": "stopped", "cancelled": "stopped", "failed": "crashed"}
 
@@ -126,29 +140,86 @@ def history_path(explicit: str | os.PathLike | None = None) -> Path:
 
 
 @dataclass(frozen=True)
+class Level:
+    """What a run did at one concurrency: seconds of samples with ``streams`` running requests, and the means."""
+
+    streams: int
+    seconds: int
+    tok_s: float  # per stream
+    total_tok_s: float  # aggregate (SGLang's gen throughput)
+
+
+@dataclass(frozen=True)
+class Versus:
+    """A run against the baseline, like with like: at its own concurrency when the baseline was measured
+    there, else per stream against the single-stream baseline."""
+
+    pct: float
+    streams: int | None  # the concurrency both were measured at; None: per stream vs the single-stream figure
+    basis: str  # what was compared, in words
+
+    def cell(self) -> str:
+        """``+1.2% @2`` (same concurrency) or ``-4.0% /stream`` (per stream vs single-stream)."""
+        return f"{self.pct:+.1f}% " + (f"@{self.streams}" if self.streams else "/stream")
+
+
+@dataclass(frozen=True)
 class Yardstick:
-    """What runs are judged against: the baseline tok/s (measured run or configured) and the cycle time."""
+    """What runs are judged against: the single-stream baseline tok/s (measured run or configured), the
+    per-stream tok/s the measured baseline run saw at each concurrency, and the cycle time."""
 
     baseline_tok_s: float
     cycle_ms: float
     baseline_run: str | None = None  # the measured baseline's run id, None for the configured figure
+    by_streams: dict[int, float] = field(default_factory=dict)  # running requests -> measured per-stream tok/s
 
     @property
     def break_even(self) -> float:
         return live_breakeven(self.cycle_ms, self.baseline_tok_s)
 
     @property
+    def measured(self) -> bool:
+        """Whether the single-stream figure was measured (the baseline run decoded one stream at a time)."""
+        return self.baseline_run is not None and 1 in self.by_streams
+
+    @property
     def source(self) -> str:
-        return f"measured by run {self.baseline_run}" if self.baseline_run else "configured"
+        if self.measured:
+            return f"measured by run {self.baseline_run}"
+        if self.baseline_run:
+            return f"configured; run {self.baseline_run} measured {_levels_text(self.by_streams)} streams only"
+        return "configured"
+
+    def at(self, streams: int | None) -> float:
+        """Per-stream baseline tok/s at ``streams`` running requests: measured there, else the single-stream figure."""
+        return self.by_streams.get(streams or 1, self.baseline_tok_s)
+
+    def versus(self, run: RunSummary) -> Versus | None:
+        """``run`` against the baseline at the same concurrency when measured, else per stream vs single-stream."""
+        streams = run.streams
+        level = next((lv for lv in run.levels if lv.streams == streams), None)
+        if level is not None and streams in self.by_streams:
+            pct = 100.0 * (level.tok_s / self.by_streams[streams] - 1.0)
+            return Versus(pct, streams, f"at {streams} stream(s) vs the baseline measured at {streams}")
+        if run.tok_s is None:
+            return None
+        where = "measured" if self.measured else "configured"
+        pct = 100.0 * (run.tok_s / self.baseline_tok_s - 1.0)
+        return Versus(pct, None, f"per stream vs the single-stream baseline ({where})")
 
     def to_json(self) -> dict[str, Any]:
         return {
             "baseline_tok_s": self.baseline_tok_s,
-            "baseline_source": "measured" if self.baseline_run else "configured",
+            "baseline_source": "measured" if self.measured else "configured",
             "baseline_run": self.baseline_run,
+            "baseline_by_streams": {str(k): round(v, 4) for k, v in sorted(self.by_streams.items())},
             "cycle_ms": self.cycle_ms,
             "break_even_accept_len": round(self.break_even, 4),
         }
+
+
+def _levels_text(levels: Iterable[int]) -> str:
+    return "/".join(str(n) for n in sorted(levels))
 
 
 @dataclass(frozen=True)
@@ -172,9 +243,11 @@ class RunSummary:
     version: str | None
     argv: list[str]
     samples: int
-    tok_s: float | None
+    tok_s: float | None  # per stream: gen throughput / running requests, averaged over busy seconds
     accept_len: float | None
-    cycle_ms: float | None  # from the per-second means: 1000 × accept len × streams / tok/s
+    cycle_ms: float | None  # from the per-second means: 1000 × accept len / per-stream tok/s
+    total_tok_s: float | None = None  # aggregate: SGLang's gen throughput, averaged over busy seconds
+    levels: tuple[Level, ...] = ()  # the concurrency the run saw, most seconds first
     bench: dict | None = None  # the newest bench of this run (tok_s, accept_len, cycle_ms, ttft_ms, ...)
     server_info: dict = field(default_factory=dict)
 
@@ -182,11 +255,22 @@ class RunSummary:
     def speculative(self) -> bool:
         return bool(self.algorithm) or (self.accept_len is not None and self.accept_len > 1.0)
 
+    @property
+    def streams(self) -> int | None:
+        """The concurrency the run spent most seconds at (None without samples)."""
+        return self.levels[0].streams if self.levels else None
+
+    def concurrency_text(self) -> str:
+        """The concurrency seen: ``1`` for one level, ``2 (80%) 1 (20%)`` for several."""
+        total = sum(lv.seconds for lv in self.levels)
+        if len(self.levels) <= 1:
+            return str(self.streams) if self.levels else "—"
+        return " ".join(f"{lv.streams} ({100 * lv.seconds / total:.0f}%)" for lv in self.levels[:3])
+
     def vs_baseline_pct(self, yardstick: Yardstick) -> float | None:
-        """How much faster (+) or slower (−) than the baseline, in percent."""
-        if self.tok_s is None:
-            return None
-        return 100.0 * (self.tok_s / yardstick.baseline_tok_s - 1.0)
+        """How much faster (+) or slower (−) than the baseline, in percent (see ``Yardstick.versus``)."""
+        versus = yardstick.versus(self)
+        return None if versus is None else versus.pct
 
     def break_even_met(self, yardstick: Yardstick) -> bool | None:
         """Accept length at or over the break-even; None without speculation or samples."""
@@ -195,13 +279,16 @@ class RunSummary:
         return self.accept_len >= yardstick.break_even
 
     def live_break_even(self, yardstick: Yardstick) -> float | None:
-        """The break-even for this run's own measured cycle time."""
-        return None if self.cycle_ms is None else live_breakeven(self.cycle_ms, yardstick.baseline_tok_s)
+        """The break-even for this run's own measured cycle time and the baseline at its concurrency."""
+        return None if self.cycle_ms is None else live_breakeven(self.cycle_ms, yardstick.at(self.streams))
 
     def to_json(self, yardstick: Yardstick) -> dict[str, Any]:
         out = asdict(self)
-        pct = self.vs_baseline_pct(yardstick)
-        out["vs_baseline_pct"] = None if pct is None else round(pct, 2)
+        out["streams"] = self.streams
+        versus = yardstick.versus(self)
+        out["vs_baseline_pct"] = None if versus is None else round(versus.pct, 2)
+        out["vs_baseline_streams"] = None if versus is None else versus.streams
+        out["vs_baseline_basis"] = None if versus is None else versus.basis
         out["break_even_met"] = self.break_even_met(yardstick)
         live = self.live_break_even(yardstick)
         out["live_break_even"] = None if live is None else round(live, 4)
@@ -209,20 +296,27 @@ class RunSummary:
 
 
 def _bucket_row() -> dict[str, Any]:
-    return {"tok_sum": 0.0, "tok_n": 0, "acc_sum": 0.0, "acc_n": 0, "accept_rate": None, "running_req": None,
-            "queue_req": None, "token_usage": None}  # fmt: skip
+    return {"tok_sum": 0.0, "tok_n": 0, "ps_sum": 0.0, "ps_n": 0, "acc_sum": 0.0, "acc_n": 0, "accept_rate": None,
+            "running_req": None, "queue_req": None, "token_usage": None}  # fmt: skip
 
 
 def downsample(samples: Iterable[Sample]) -> dict[int, dict[str, Any]]:
-    """Decode samples merged per whole second of their log time (≤ 1 row/s); samples without a time are skipped."""
+    """Decode samples merged per whole second of their log time (≤ 1 row/s); samples without a time are skipped.
+
+    Throughput counts only while requests run (``Sample.stream_tps``); the LiveFilter already dropped the
+    first line after idle.
+    """
     out: dict[int, dict[str, Any]] = {}
     for s in samples:
         if s.kind != "decode" or s.ts is None:
             continue
         row = out.setdefault(int(s.ts), _bucket_row())
-        if s.gen_tps is not None:
+        per_stream = s.stream_tps
+        if per_stream is not None:
             row["tok_sum"] += s.gen_tps
             row["tok_n"] += 1
+            row["ps_sum"] += per_stream
+            row["ps_n"] += 1
         if s.accept_len is not None:
             row["acc_sum"] += s.accept_len
             row["acc_n"] += 1
@@ -314,8 +408,23 @@ class History:
             db.close()
             raise UsageError(f"{where} was written by a newer specdeck (schema {version}); upgrade specdeck to read it")
         db.executescript(_SCHEMA)
+        history = cls(db, where)
+        if version:
+            history._migrate()
         db.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
-        return cls(db, where)
+        return history
+
+    def _migrate(self) -> None:
+        """Bring a database of an older schema up to date, one version per transaction (another process
+        opening it at the same time finds the work done)."""
+        for target in range(2, SCHEMA_VERSION + 1):
+            with self.transaction() as db:
+                if db.execute("PRAGMA user_version").fetchone()[0] >= target:
+                    continue
+                for statement in _MIGRATIONS[target].split(";"):
+                    if statement.strip():
+                        db.execute(statement)
+                db.execute(f"PRAGMA user_version={target}")
 
     def close(self) -> None:
         self.db.close()
@@ -435,12 +544,13 @@ class History:
             if row is None or row["log_offset"] > start:
                 return False
             db.executemany(
-                """INSERT INTO samples (run, t, tok_sum, tok_n, acc_sum, acc_n, accept_rate, running_req,
-                       queue_req, token_usage)
-                   VALUES (:run, :t, :tok_sum, :tok_n, :acc_sum, :acc_n, :accept_rate, :running_req, :queue_req,
-                       :token_usage)
+                """INSERT INTO samples (run, t, tok_sum, tok_n, ps_sum, ps_n, acc_sum, acc_n, accept_rate,
+                       running_req, queue_req, token_usage)
+                   VALUES (:run, :t, :tok_sum, :tok_n, :ps_sum, :ps_n, :acc_sum, :acc_n, :accept_rate, :running_req,
+                       :queue_req, :token_usage)
                    ON CONFLICT(run, t) DO UPDATE SET tok_sum = tok_sum + excluded.tok_sum,
-                       tok_n = tok_n + excluded.tok_n, acc_sum = acc_sum + excluded.acc_sum,
+                       tok_n = tok_n + excluded.tok_n, ps_sum = ps_sum + excluded.ps_sum,
+                       ps_n = ps_n + excluded.ps_n, acc_sum = acc_sum + excluded.acc_sum,
                        acc_n = acc_n + excluded.acc_n,
                        accept_rate = coalesce(excluded.accept_rate, accept_rate),
                        running_req = coalesce(excluded.running_req, running_req),
@@ -500,18 +610,21 @@ class History:
                 row = db.execute("SELECT 1 FROM runs WHERE id = ?", (run_id,)).fetchone()
                 if row is None:
                     raise UsageError(f"no run {run_id} in the history (see `specdeck history`)")
-                tok = self._mean_tok(run_id)
-                if tok is None:
+                if not self._levels(run_id):
                     raise UsageError(f"run {run_id} has no tok/s samples yet, so it cannot be the baseline")
             db.execute("UPDATE runs SET is_baseline = 0 WHERE is_baseline")
             if run_id is not None:
                 db.execute("UPDATE runs SET is_baseline = 1 WHERE id = ?", (run_id,))
 
-    def _mean_tok(self, run_id: str) -> float | None:
-        row = self.db.execute(
-            "SELECT sum(tok_sum) AS s, sum(tok_n) AS n FROM samples WHERE run = ?", (run_id,)
-        ).fetchone()
-        return row["s"] / row["n"] if row["n"] else None
+    def _levels(self, run_id: str) -> tuple[Level, ...]:
+        """The concurrency levels of a run's busy seconds with their means, most seconds first."""
+        rows = self.db.execute(
+            """SELECT coalesce(running_req, 1) AS streams, count(*) AS seconds, sum(ps_sum) / sum(ps_n) AS tok,
+                   sum(tok_sum) / sum(tok_n) AS total
+               FROM samples WHERE run = ? AND ps_n > 0 GROUP BY streams ORDER BY seconds DESC, streams""",
+            (run_id,),
+        ).fetchall()
+        return tuple(Level(int(r["streams"]), r["seconds"], r["tok"], r["total"]) for r in rows)
 
     def baseline_run(self) -> RunSummary | None:
         """The run marked as the measured baseline, if any."""
@@ -519,27 +632,30 @@ class History:
         return self.run(row["id"]) if row else None
 
     def measured_baseline(self) -> float | None:
-        """The measured baseline's mean tok/s (the Live tab's baseline line), or None when none is marked."""
+        """The measured baseline's single-stream tok/s (the Live tab's baseline line); None when no run is
+        marked or it never decoded one stream at a time."""
         row = self.db.execute("SELECT id FROM runs WHERE is_baseline").fetchone()
-        return self._mean_tok(row["id"]) if row else None
+        levels = {lv.streams: lv.tok_s for lv in self._levels(row["id"])} if row else {}
+        return levels.get(1)
 
     def yardstick(self, baseline_tok_s: float = 82.0, cycle_ms: float = 30.0) -> Yardstick:
-        """The measured baseline when one is marked, else the configured ``baseline_tok_s``."""
+        """The measured baseline when one is marked (its per-stream tok/s at each concurrency it saw; the
+        single-stream figure from it when it ran one stream), else the configured ``baseline_tok_s``."""
         row = self.db.execute("SELECT id FROM runs WHERE is_baseline").fetchone()
-        tok = self._mean_tok(row["id"]) if row else None
-        if tok is None:
+        levels = {lv.streams: lv.tok_s for lv in self._levels(row["id"])} if row else {}
+        if not levels:
             return Yardstick(baseline_tok_s, cycle_ms)
-        return Yardstick(tok, cycle_ms, row["id"])
+        return Yardstick(levels.get(1, baseline_tok_s), cycle_ms, row["id"], levels)
 
     # --- reading ------------------------------------------------------------------------------------------
 
     _SUMMARY = """
         SELECT r.*, count(s.t) AS n_samples,
-               sum(s.tok_sum) / nullif(sum(s.tok_n), 0) AS mean_tok,
+               sum(s.ps_sum) / nullif(sum(s.ps_n), 0) AS mean_tok,
+               sum(s.tok_sum) / nullif(sum(s.tok_n), 0) AS mean_total,
                sum(s.acc_sum) / nullif(sum(s.acc_n), 0) AS mean_acc,
-               avg(CASE WHEN s.tok_n > 0 AND s.acc_n > 0 AND s.tok_sum > 0
-                        THEN 1000.0 * (s.acc_sum / s.acc_n) * coalesce(nullif(s.running_req, 0), 1)
-                             / (s.tok_sum / s.tok_n) END) AS mean_cycle
+               avg(CASE WHEN s.ps_n > 0 AND s.acc_n > 0 AND s.ps_sum > 0
+                        THEN 1000.0 * (s.acc_sum / s.acc_n) / (s.ps_sum / s.ps_n) END) AS mean_cycle
         FROM runs r LEFT JOIN samples s ON s.run = r.id
     """
 
@@ -569,6 +685,8 @@ class History:
             tok_s=row["mean_tok"],
             accept_len=row["mean_acc"],
             cycle_ms=row["mean_cycle"],
+            total_tok_s=row["mean_total"],
+            levels=self._levels(row["id"]),
             bench=_bench_json(bench) if bench else None,
             server_info=json.loads(row["server_info"] or "{}"),
         )
@@ -609,20 +727,21 @@ class History:
         raise UsageError(f"{ref!r} matches {len(found)} runs ({', '.join(found[:3])}, ...); give more of the id")
 
     def samples(self, run_id: str) -> list[dict[str, Any]]:
-        """The run's per-second samples: t, tok_s, accept_len, accept_rate, cycle_ms, running/queued, usage."""
+        """The run's per-second samples: t, tok_s (per stream), total_tok_s (aggregate), accept_len, accept_rate,
+        cycle_ms, running/queued, usage."""
         rows = self.db.execute("SELECT * FROM samples WHERE run = ? ORDER BY t", (run_id,)).fetchall()
         out = []
         for r in rows:
-            tok = r["tok_sum"] / r["tok_n"] if r["tok_n"] else None
+            tok = r["ps_sum"] / r["ps_n"] if r["ps_n"] else None
             acc = r["acc_sum"] / r["acc_n"] if r["acc_n"] else None
-            streams = int(r["running_req"] or 1)
             out.append(
                 {
                     "t": r["t"],
                     "tok_s": tok,
+                    "total_tok_s": r["tok_sum"] / r["tok_n"] if r["tok_n"] else None,
                     "accept_len": acc,
                     "accept_rate": r["accept_rate"],
-                    "cycle_ms": cycle_ms_of(acc, tok, streams) if tok and acc else None,
+                    "cycle_ms": cycle_ms_of(acc, tok) if tok and acc else None,
                     "running_req": r["running_req"],
                     "queue_req": r["queue_req"],
                     "token_usage": r["token_usage"],
@@ -661,6 +780,7 @@ def _bench_json(row: sqlite3.Row) -> dict[str, Any]:
     out = {k: row[k] for k in keys}
     out["result"] = json.loads(row["result"] or "{}")
     out["acceptance"] = out["result"].get("acceptance")  # per-position acceptance, None for older benches
+    out["concurrency"] = out["result"].get("concurrency")
     return out
 
 

@@ -48,6 +48,16 @@ class Sample:
     cache_hit_pct: float | None = None
     input_tps: float | None = None
 
+    @property
+    def stream_tps(self) -> float | None:
+        """Per-stream decode tok/s: gen throughput (the sum over running requests) / running requests.
+
+        None without throughput or while idle (0 running); a line that does not say how many run counts as one.
+        """
+        if self.gen_tps is None or self.running_req == 0:
+            return None
+        return self.gen_tps / (self.running_req or 1)
+
     def to_json(self) -> dict[str, Any]:
         """The `parse-log --json` record: exactly the contract's ten keys."""
         return {

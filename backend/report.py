@@ -97,18 +97,32 @@ def break_even_cell(run: RunSummary, yardstick: Yardstick) -> str:
 
 
 def run_cells(run: RunSummary, yardstick: Yardstick) -> dict[str, str]:
-    """A run's table cells as every table shows them (CLI, History tab, reports)."""
+    """A run's table cells as every table shows them (CLI, History tab, reports).
+
+    ``tok_s`` is per stream, ``total_tok_s`` the aggregate, ``streams`` the concurrency seen; ``vs_baseline``
+    says what it compared: ``@N`` against the baseline measured at N streams, ``/stream`` per stream against
+    the single-stream baseline.
+    """
+    versus = yardstick.versus(run)
     return {
         "profile": run.profile or "—",
         "drafter": run.drafter or "—",
         "outcome": run.outcome or "—",
         "samples": str(run.samples),
+        "streams": run.concurrency_text(),
         "tok_s": fmt(run.tok_s),
+        "total_tok_s": fmt(run.total_tok_s),
         "accept": fmt(run.accept_len, 2),
         "cycle_ms": fmt(run.cycle_ms),
-        "vs_baseline": fmt(run.vs_baseline_pct(yardstick), 1, signed=True, suffix="%"),
+        "vs_baseline": "—" if versus is None else versus.cell(),
         "break_even": break_even_cell(run, yardstick),
     }
+
+
+VS_LEGEND = (
+    "vs baseline: @N compares per-stream tok/s at N running requests with the baseline measured at N; "
+    "/stream compares per-stream tok/s with the single-stream baseline (no baseline measured at that concurrency)."
+)
 
 
 def run_label(run: RunSummary) -> str:
@@ -123,11 +137,14 @@ def _when(ts: float | None) -> str:
 
 
 def comparison_table(runs: list[RunSummary], yardstick: Yardstick) -> Table:
-    """tok/s, accept length, cycle ms, vs baseline and vs break-even, one row per run."""
-    headers = ["run", "profile", "drafter", "samples", "tok/s", "accept length", "cycle ms",
-               "vs baseline", f"vs break-even {yardstick.break_even:.2f}", "bench tok/s"]  # fmt: skip
+    """Concurrency, per-stream and aggregate tok/s, accept length, cycle ms, vs baseline and vs break-even, one row
+    per run."""
+    headers = ["run", "profile", "drafter", "samples", "streams", "tok/s per stream", "total tok/s",
+               "accept length", "cycle ms", "vs baseline", f"vs break-even {yardstick.break_even:.2f}",
+               "bench tok/s per stream"]  # fmt: skip
     rows = []
-    columns = ("profile", "drafter", "samples", "tok_s", "accept", "cycle_ms", "vs_baseline", "break_even")
+    columns = ("profile", "drafter", "samples", "streams", "tok_s", "total_tok_s", "accept", "cycle_ms", "vs_baseline",
+               "break_even")  # fmt: skip
     for run in runs:
         cells = run_cells(run, yardstick)
         name = run.job_id + (" ★" if run.is_baseline else "")
@@ -141,8 +158,8 @@ def charts(history: History, runs: list[RunSummary], yardstick: Yardstick) -> li
     acc = [(run_label(r), *history.series(r.id, "accept_len")) for r in runs]
     return [
         Chart(
-            "Decode throughput (tok/s)",
-            "tok/s",
+            "Decode throughput per stream (tok/s)",
+            "tok/s per stream",
             tok,
             [(yardstick.baseline_tok_s, f"baseline {yardstick.baseline_tok_s:.1f} tok/s")],
         ),
@@ -249,10 +266,12 @@ def build(history: History, run_ids: list[str], yardstick: Yardstick, facts: Dra
         Para(
             f"Generated {_when(time.time())}. Baseline {yardstick.baseline_tok_s:.1f} tok/s ({yardstick.source}), "
             f"verify cycle {yardstick.cycle_ms:g} ms, break-even accept length {yardstick.break_even:.2f} "
-            "(cycle × baseline). Means are over the runs' decode log lines, one point per second."
+            "(cycle × baseline). Means are over the runs' decode log lines while requests ran, one point per "
+            "second; per stream is SGLang's gen throughput divided by the running requests."
         ),
         Heading("Comparison"),
         comparison_table(runs, yardstick),
+        Para(VS_LEGEND),
         Heading("Charts"),
         *charts(history, runs, yardstick),
         *drafter_blocks(runs, facts),
@@ -480,7 +499,17 @@ def report_format(path: str) -> str:
 def samples_csv(samples: list[dict[str, Any]]) -> str:
     """Samples as CSV (the columns of ``History.samples``)."""
     buf = io.StringIO()
-    keys = ["t", "tok_s", "accept_len", "accept_rate", "cycle_ms", "running_req", "queue_req", "token_usage"]
+    keys = [
+        "t",
+        "tok_s",
+        "total_tok_s",
+        "accept_len",
+        "accept_rate",
+        "cycle_ms",
+        "running_req",
+        "queue_req",
+        "token_usage",
+    ]
     writer = csv.DictWriter(buf, fieldnames=keys, lineterminator="\n")
     writer.writeheader()
     for row in samples:

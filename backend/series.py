@@ -186,10 +186,14 @@ class RingSeries:
 
 
 class LiveSeries:
-    """The Live tab's series, fed by log samples: tok/s, accept length, cycle ms and live break-even.
+    """The Live tab's series, fed by log samples: per-stream and aggregate tok/s, running requests, accept length,
+    cycle ms and live break-even.
 
-    Decode samples pass through a ``LiveFilter`` first (feed prefill samples too, so it sees idle spells).
-    Cycle time and break-even are derived when a sample has both throughput and accept length.
+    ``tok_s`` is per stream (gen throughput / running requests: what the single-stream baseline compares with),
+    ``total_tok_s`` the aggregate SGLang logs and ``streams`` the running requests of each such sample. Decode
+    samples pass through a ``LiveFilter`` first (feed prefill samples too, so it sees idle spells): the first
+    line after idle and lines with 0 running requests add no throughput. Cycle time and break-even are derived
+    when a sample has both throughput and accept length.
     """
 
     def __init__(
@@ -200,6 +204,8 @@ class LiveSeries:
     ) -> None:
         self.baseline = baseline
         self.tok_s = RingSeries(capacity)
+        self.total_tok_s = RingSeries(capacity)
+        self.streams = RingSeries(capacity)
         self.accept_len = RingSeries(capacity)
         self.cycle_ms = RingSeries(capacity)
         self.breakeven = RingSeries(capacity)
@@ -207,7 +213,7 @@ class LiveSeries:
 
     def reset(self) -> None:
         """Empty every series and forget the idle history."""
-        for series in (self.tok_s, self.accept_len, self.cycle_ms, self.breakeven):
+        for series in (self.tok_s, self.total_tok_s, self.streams, self.accept_len, self.cycle_ms, self.breakeven):
             series.clear()
         self.filter.reset()
 
@@ -217,12 +223,14 @@ class LiveSeries:
         sample = self.filter.accept(sample, t)
         if sample.kind != "decode":
             return
-        tps, accept = sample.gen_tps, sample.accept_len
-        if tps is not None:
-            self.tok_s.append(t, tps)
+        per_stream, accept = sample.stream_tps, sample.accept_len
+        if per_stream is not None:
+            self.tok_s.append(t, per_stream)
+            self.total_tok_s.append(t, sample.gen_tps)
+            self.streams.append(t, sample.running_req or 1)
         if accept is not None:
             self.accept_len.append(t, accept)
-        if tps is not None and accept is not None and tps > 0:
-            cycle = cycle_ms(accept, tps, sample.running_req or 1)
+        if per_stream is not None and accept is not None and per_stream > 0:
+            cycle = cycle_ms(accept, per_stream)
             self.cycle_ms.append(t, cycle)
             self.breakeven.append(t, live_breakeven(cycle, self.baseline))

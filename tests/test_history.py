@@ -40,8 +40,11 @@ def cli(*args: str, rc: int = 0) -> subprocess.CompletedProcess:
     return res
 
 
-def add_run(history: History, models: dict, job_id: str, drafter: str | None, tok: float, acc: float | None) -> str:
-    """A finished run of 30 one-second decode samples averaging ``tok`` tok/s and ``acc`` accept length."""
+def add_run(
+    history: History, models: dict, job_id: str, drafter: str | None, tok: float, acc: float | None, streams: int = 1
+) -> str:
+    """A finished run of 30 one-second decode samples at ``streams`` running requests averaging ``tok`` tok/s per
+    stream (SGLang logs ``streams`` times that) and ``acc`` accept length."""
     argv = ["python3", "-m", "sglang.launch_server", "--model-path", models["target"], "--tp-size", "8"]
     if drafter:
         argv += ["--speculative-algorithm", "EAGLE3", "--speculative-draft-model-path", models[drafter]]
@@ -56,7 +59,7 @@ def add_run(history: History, models: dict, job_id: str, drafter: str | None, to
     }
     run = history.upsert_run("local", job)
     samples = [
-        Sample(ts=T0 + 5 + i, kind="decode", gen_tps=tok + (i % 3 - 1), accept_len=acc, running_req=1)
+        Sample(ts=T0 + 5 + i, kind="decode", gen_tps=(tok + (i % 3 - 1)) * streams, accept_len=acc, running_req=streams)
         for i in range(30)
     ]
     assert history.import_chunk(run, 0, 1000, samples, filter_tail([], samples))
@@ -187,6 +190,68 @@ def test_baseline_and_yardstick(three_runs):
             history.set_baseline("local/nope")
 
 
+def test_a_baseline_at_concurrency_2_is_judged_per_stream_not_as_a_doubling(models, tmp_path):
+    with History.open(tmp_path / "h.sqlite3") as history:
+        run_id = add_run(history, models, "serve-c2", None, 80.25, None, streams=2)  # SGLang logs ≈ 160.5 tok/s
+        run = history.run(run_id)
+        assert run.total_tok_s == pytest.approx(160.5) and run.tok_s == pytest.approx(80.25)
+        assert run.streams == 2 and run.concurrency_text() == "2"
+        versus = history.yardstick(82.0, 30.0).versus(run)
+        assert versus.streams is None and "single-stream baseline (configured)" in versus.basis
+        assert versus.pct == pytest.approx(-2.1, abs=0.1) and versus.cell() == "-2.1% /stream"  # not +95.7%
+
+
+def test_a_measured_baseline_is_the_yardstick_at_its_own_concurrency(models, tmp_path):
+    with History.open(tmp_path / "h.sqlite3") as history:
+        base = history.upsert_run("local", {"id": "serve-base", "state": "done", "started": T0, "args": {}})
+        # One stream for 10 s, then two streams for 10 s, an idle line and a second merging both.
+        samples = [Sample(T0 + i, "decode", gen_tps=82.0, running_req=1) for i in range(10)]
+        samples += [Sample(T0 + 10 + i, "decode", gen_tps=157.0, running_req=2) for i in range(10)]
+        samples += [Sample(T0 + 20, "decode", gen_tps=0.5, running_req=0)]
+        assert history.import_chunk(base, 0, 10, samples, [])
+        history.set_baseline(base)
+        y = history.yardstick(85.0, 30.0)
+        assert y.measured and y.baseline_tok_s == pytest.approx(82.0)
+        assert y.by_streams == pytest.approx({1: 82.0, 2: 78.5}) and y.at(2) == pytest.approx(78.5) and y.at(4) == 82
+        assert [lv.streams for lv in history.run(base).levels] == [1, 2]  # the idle second is no level
+        aq = history.run(add_run(history, models, "serve-aq2", "aq-medai", 91.0, 3.3, streams=2))
+        versus = y.versus(aq)
+        assert versus.streams == 2 and versus.pct == pytest.approx(100 * (91 / 78.5 - 1))
+        assert versus.cell().endswith("@2") and aq.live_break_even(y) == pytest.approx(aq.cycle_ms * 78.5 / 1000)
+        four = history.run(add_run(history, models, "serve-aq4", "aq-medai", 77.5, 3.3, streams=4))
+        assert y.versus(four).streams is None and y.versus(four).pct == pytest.approx(100 * (77.5 / 82 - 1))
+        doc = y.to_json()
+        assert doc["baseline_by_streams"] == {"1": 82.0, "2": 78.5} and doc["baseline_source"] == "measured"
+
+
+def test_a_schema_1_database_is_migrated_in_place(tmp_path):
+    db_path = tmp_path / "old.sqlite3"
+    old = sqlite3.connect(db_path)
+    old.executescript(
+        """CREATE TABLE runs (id TEXT PRIMARY KEY, host TEXT NOT NULL, job_id TEXT NOT NULL, profile TEXT,
+               args TEXT NOT NULL DEFAULT '{}', argv TEXT NOT NULL DEFAULT '[]', server_info TEXT, version TEXT,
+               drafter_name TEXT, drafter_path TEXT, drafter_size INTEGER, drafter_sha256 TEXT, drafter_checked REAL,
+               started REAL, stopped REAL, state TEXT, outcome TEXT, reason TEXT,
+               is_baseline INTEGER NOT NULL DEFAULT 0, log_offset INTEGER NOT NULL DEFAULT 0,
+               filter_tail TEXT NOT NULL DEFAULT '[]', updated REAL);
+           CREATE TABLE samples (run TEXT NOT NULL REFERENCES runs(id) ON DELETE CASCADE, t INTEGER NOT NULL,
+               tok_sum REAL NOT NULL DEFAULT 0, tok_n INTEGER NOT NULL DEFAULT 0, acc_sum REAL NOT NULL DEFAULT 0,
+               acc_n INTEGER NOT NULL DEFAULT 0, accept_rate REAL, running_req REAL, queue_req REAL,
+               token_usage REAL, PRIMARY KEY (run, t)) WITHOUT ROWID;
+           INSERT INTO runs (id, host, job_id) VALUES ('h/serve-1', 'h', 'serve-1');
+           INSERT INTO samples (run, t, tok_sum, tok_n, running_req) VALUES ('h/serve-1', 1, 320.0, 2, 2),
+               ('h/serve-1', 2, 1.0, 1, 0);
+           PRAGMA user_version=1;"""
+    )
+    old.close()
+    with History.open(db_path) as history:
+        run = history.run("h/serve-1")
+        assert run.tok_s == pytest.approx(80.0) and run.total_tok_s == pytest.approx(160.0) and run.streams == 2
+    with History.open(db_path) as again:  # opening a migrated database changes nothing
+        assert again.run("h/serve-1").tok_s == pytest.approx(80.0)
+        assert again.db.execute("PRAGMA user_version").fetchone()[0] >= 2
+
+
 # --- sync from a real host job ----------------------------------------------------------------------------
 
 
@@ -293,6 +358,19 @@ def test_live_recorder_commits_at_most_once_a_second(tmp_path):
 # --- reports, export, CLI ---------------------------------------------------------------------------------
 
 
+def test_a_report_mixing_concurrency_labels_each_run(models, tmp_path):
+    with History.open() as history:
+        history.set_baseline(add_run(history, models, "serve-b1", None, 82.0, None))
+        add_run(history, models, "serve-aq1", "aq-medai", 100.0, 3.3)
+        add_run(history, models, "serve-aq4", "aq-medai", 77.5, 3.3, streams=4)
+    out = tmp_path / "mixed.md"
+    cli("report", "serve-b1", "serve-aq1", "serve-aq4", "--out", str(out), "--no-inspect")
+    rows = {line.split(" | ")[0].strip("| ★"): line.split(" | ") for line in out.read_text().splitlines()}
+    assert rows["serve-aq1"][4] == "1" and rows["serve-aq1"][9] == "+22.0% @1"  # measured at 1 stream
+    assert rows["serve-aq4"][4] == "4" and rows["serve-aq4"][9] == "-5.5% /stream"  # no baseline measured at 4
+    assert rows["serve-aq4"][6] == "310.0"  # the aggregate, labelled as such, never compared with 82
+
+
 @pytest.mark.parametrize("suffix", ["md", "html"])
 def test_report_holds_the_numbers_of_its_runs(three_runs, tmp_path, suffix):
     out = tmp_path / f"report.{suffix}"
@@ -303,7 +381,8 @@ def test_report_holds_the_numbers_of_its_runs(three_runs, tmp_path, suffix):
         if acc:
             assert acc in text
     assert "−26.1%" in text or "-26.1%" in text  # ours vs the 82 tok/s baseline
-    assert "+22.0%" in text and "not met (-0.46)" in text and "met (+0.84)" in text
+    assert "+22.0% /stream" in text and "not met (-0.46)" in text and "met (+0.84)" in text
+    assert "tok/s per stream" in text and "@N compares" in text
     assert "cycle ms" in text and "33.0" in text  # 1000 × 2.0 / 60.6
     assert "break-even 2.46" in text and "baseline 82.0 tok/s" in text  # labelled reference lines
     assert "--speculative-draft-model-path" in text  # the exact launch commands
@@ -341,6 +420,9 @@ def test_history_cli_lists_marks_and_deletes(three_runs):
     assert doc["yardstick"]["baseline_source"] == "configured" and doc["yardstick"]["break_even_accept_len"] == 2.46
     by_profile = {r["profile"]: r for r in doc["runs"]}
     assert by_profile["eagle3-aq"]["vs_baseline_pct"] == pytest.approx(21.95, abs=0.01)
+    assert by_profile["eagle3-aq"]["vs_baseline_streams"] is None and by_profile["eagle3-aq"]["streams"] == 1
+    assert "per stream" in by_profile["eagle3-aq"]["vs_baseline_basis"]
+    assert by_profile["eagle3-aq"]["levels"] == [{"streams": 1, "seconds": 30, "tok_s": 100.0, "total_tok_s": 100.0}]
     assert by_profile["eagle3-ours"]["break_even_met"] is False and by_profile["baseline"]["break_even_met"] is None
     text = cli("history").stdout
     assert "baseline 82.0 tok/s (configured)" in text and "met (+0.84)" in text

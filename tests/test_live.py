@@ -131,10 +131,11 @@ def test_parse_log_table_and_averages_leave_out_post_idle_throughput(tmp_path):
     assert out.splitlines()[0].split() == ["time", "kind", "tok/s", "accept", "rate", "run", "queue", "usage", "graph"]
     assert f"{decode} decode and {prefill} prefill samples" in out
     # Left out: the first decode line seen and the one after the idle minute (1.5 tok/s).
-    assert "2 first-after-idle samples left out" in out
-    mean = float(out.split("gen throughput: mean ")[1].split()[0])
+    assert "2 idle or first-after-idle samples left out" in out
+    mean = float(out.split("per-stream tok/s: mean ")[1].split(",")[0])
     assert mean > 60  # the 1.5 tok/s line would drag it down
-    assert "vs 82 baseline" in out and "break-even accept length" in out
+    assert "vs the 82 single-stream baseline" in out and "break-even accept length" in out
+    assert "aggregate gen throughput: mean" in out and "running requests" in out
 
 
 def test_parse_log_missing_or_empty_file(tmp_path):

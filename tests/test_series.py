@@ -145,8 +145,11 @@ def test_live_series_derives_cycle_and_breakeven() -> None:
     live.feed(_decode(2.0, 60.6, 2.0))
     live.feed(_decode(3.0, 82.0))  # no speculation: throughput only
     live.feed(_decode(4.0, 120.0, 2.0, running=2))  # two streams at 60 tok/s each
-    assert list(live.tok_s.window().ys) == [60.6, 82.0, 120.0]
-    assert list(live.accept_len.window().ys) == [2.0, 2.0, 2.0]
+    live.feed(_decode(5.0, 0.0, 2.0, running=0))  # idle: no throughput, no cycle
+    assert list(live.tok_s.window().ys) == [60.6, 82.0, 60.0]  # per stream
+    assert list(live.total_tok_s.window().ys) == [60.6, 82.0, 120.0]  # what SGLang logs
+    assert list(live.streams.window().ys) == [1.0, 1.0, 2.0]
+    assert list(live.accept_len.window().ys) == [2.0, 2.0, 2.0, 2.0]
     cycles = list(live.cycle_ms.window().ys)
     assert cycles == pytest.approx([33.0033, 33.3333], abs=1e-4)
     assert list(live.breakeven.window().ys) == pytest.approx([c * 82 / 1000 for c in cycles])
@@ -159,6 +162,6 @@ def test_live_series_reset_and_arrival_times() -> None:
     live.feed(_decode(None, 60.0, 2.0), now=101.0)
     assert list(live.tok_s.window().xs) == [101.0]
     live.reset()
-    assert all(len(s) == 0 for s in (live.tok_s, live.accept_len, live.cycle_ms, live.breakeven))
+    assert all(len(s) == 0 for s in (live.tok_s, live.total_tok_s, live.streams, live.accept_len, live.cycle_ms))
     live.feed(_decode(None, 70.0, 2.0), now=102.0)
     assert len(live.tok_s) == 0  # after a reset the next decode line is the first again

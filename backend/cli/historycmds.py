@@ -11,7 +11,7 @@ from backend.cli.common import add_json, connect, emit_json, load_settings
 from backend.cli.main import command
 from backend.errors import SpecdeckError, UsageError
 from backend.history import History, RunSummary, Yardstick, sync_from_host
-from backend.report import DrafterFacts, fmt, read_drafters, report_format, run_cells, samples_csv
+from backend.report import VS_LEGEND, DrafterFacts, fmt, read_drafters, report_format, run_cells, samples_csv
 
 
 def register(sub) -> None:
@@ -80,7 +80,10 @@ async def list_runs(args: argparse.Namespace) -> int:
         if standalone:
             print(f"\n{len(standalone)} bench(es) without a recorded run:")
             for bench in standalone:
-                print(f"  {bench['id']}: {fmt(bench['tok_s'])} tok/s, accept length {fmt(bench['accept_len'], 2)}")
+                print(
+                    f"  {bench['id']}: {fmt(bench['tok_s'])} tok/s per stream at concurrency "
+                    f"{bench['concurrency'] or '—'}, accept length {fmt(bench['accept_len'], 2)}"
+                )
     return 0
 
 
@@ -92,20 +95,25 @@ def print_runs(runs: list[RunSummary], yardstick: Yardstick) -> None:
     if not runs:
         print("no runs recorded yet (`specdeck history --sync` imports the host's servers)")
         return
-    head = ("RUN", "PROFILE", "DRAFTER", "OUTCOME", "SAMPLES", "TOK/S", "ACCEPT", "VS BASE", "BREAK-EVEN")
-    columns = ("profile", "drafter", "outcome", "samples", "tok_s", "accept", "vs_baseline", "break_even")
+    head = ("RUN", "PROFILE", "DRAFTER", "OUTCOME", "SAMPLES", "STREAMS", "TOK/S/STREAM", "TOTAL", "ACCEPT",
+            "VS BASE", "BREAK-EVEN")  # fmt: skip
+    columns = ("profile", "drafter", "outcome", "samples", "streams", "tok_s", "total_tok_s", "accept", "vs_baseline",
+               "break_even")  # fmt: skip
     rows = [head]
     for r in runs:
         cells = run_cells(r, yardstick)
         rows.append((r.id + (" ★" if r.is_baseline else ""), *(cells[c] for c in columns)))
     # Columns as wide as their widest cell; numbers right-aligned, the last column left as is.
     widths = [max(len(row[i]) for row in rows) for i in range(len(head))]
+    numbers = range(4, len(head) - 1)
     for row in rows:
         cells = [
-            cell.rjust(widths[i]) if 4 <= i <= 7 else cell if i == len(head) - 1 else cell.ljust(widths[i])
+            cell.rjust(widths[i]) if i in numbers else cell if i == len(head) - 1 else cell.ljust(widths[i])
             for i, cell in enumerate(row)
         ]
         print("  ".join(cells).rstrip())
+    if runs:
+        print(VS_LEGEND)
 
 
 async def baseline(args: argparse.Namespace) -> int:

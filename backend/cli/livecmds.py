@@ -124,10 +124,15 @@ async def parse_log(args: argparse.Namespace) -> int:
     tok, accept, cycle = series.tok_s.stats(), series.accept_len.stats(), series.cycle_ms.stats()
     if tok.count:
         dropped = sum(1 for s in samples if s.kind == "decode" and s.gen_tps is not None) - tok.count
+        total, streams = series.total_tok_s.stats(), series.streams.stats()
         print(
-            f"gen throughput: mean {tok.mean:.1f} tok/s, p50 {tok.p50:.1f}, p95 {tok.p95:.1f} "
-            f"({(tok.mean / baseline - 1) * 100:+.0f}% vs {baseline:g} baseline; "
-            f"{dropped} first-after-idle samples left out)"
+            f"per-stream tok/s: mean {tok.mean:.1f}, p50 {tok.p50:.1f}, p95 {tok.p95:.1f} "
+            f"({(tok.mean / baseline - 1) * 100:+.0f}% vs the {baseline:g} single-stream baseline; "
+            f"{dropped} idle or first-after-idle samples left out)"
+        )
+        print(
+            f"aggregate gen throughput: mean {total.mean:.1f} tok/s over {streams.mean:.1f} running requests "
+            f"on average ({streams.min:g}–{streams.max:g})"
         )
     if accept.count:
         print(f"accept length: mean {accept.mean:.2f}, p50 {accept.p50:.2f}, p95 {accept.p95:.2f}")

@@ -28,7 +28,8 @@ from tui.screens.pane import ShellPane
 from tui.widgets.runchart import RunChart
 
 SYNC_EVERY_S = 10.0
-COLUMNS = ("", "profile", "drafter", "started", "outcome", "samples", "tok/s", "accept", "vs baseline", "break-even")
+COLUMNS = ("", "profile", "drafter", "started", "outcome", "samples", "streams", "tok/s/stream", "total", "accept",
+           "vs baseline", "break-even")  # fmt: skip
 
 
 class ConfirmDelete(ModalScreen[bool]):
@@ -166,8 +167,8 @@ class HistoryPane(ShellPane):
             mark = ("✓" if r.id in self.selected else " ") + ("★" if r.is_baseline else " ")
             c = run_cells(r, y)
             table.add_row(
-                mark, c["profile"], c["drafter"], _started(r.started), c["outcome"], c["samples"], c["tok_s"],
-                c["accept"], c["vs_baseline"], c["break_even"], key=r.id,
+                mark, c["profile"], c["drafter"], _started(r.started), c["outcome"], c["samples"], c["streams"],
+                c["tok_s"], c["total_tok_s"], c["accept"], c["vs_baseline"], c["break_even"], key=r.id,
             )  # fmt: skip
         if current in known:
             table.move_cursor(row=table.get_row_index(current))
