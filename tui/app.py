@@ -229,18 +229,18 @@ class SpecdeckApp(App[int]):
     # --- actions -------------------------------------------------------------------------------------------
 
     def action_show_tab(self, tab: str) -> None:
-        self.query_one(TabbedContent).active = tab
-        # Keys should act on the tab just shown: focus its first focusable widget (if any) once it is visible.
-        self.call_after_refresh(self._focus_pane, tab)
+        tabs = self.query_one(TabbedContent)
+        if tabs.active == tab:
+            self._focus_tab(tab)  # already shown: its keys should still act
+        tabs.active = tab  # a TabActivated follows, as for a click on the tab
 
-    def _focus_pane(self, tab: str) -> None:
-        if self.query_one(TabbedContent).active != tab:
-            return  # another tab was chosen meanwhile
-        pane = self.query_one(f"#{tab}-pane")
-        for widget in self.screen.focus_chain:
-            if pane in widget.ancestors:
-                widget.focus()
-                return
+    def on_tabbed_content_tab_activated(self, event: TabbedContent.TabActivated) -> None:
+        # However the tab was reached, its keys act at once: focus their owner once the tab is visible.
+        self.call_after_refresh(self._focus_tab, event.pane.id)
+
+    def _focus_tab(self, tab: str | None) -> None:
+        if tab is not None and self.query_one(TabbedContent).active == tab:  # not if another was chosen meanwhile
+            self.query_one(f"#{tab}-pane", ShellPane).focus_keys()
 
     def action_switch_host(self) -> None:
         self.push_screen(HostSwitchScreen(self.settings.hosts, self.host_config.name), self.switch_host)

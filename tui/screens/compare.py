@@ -63,6 +63,8 @@ class PromptScreen(ModalScreen[str | None]):
 class ComparePane(ShellPane):
     """The picks line; status, verdict badge, summary, problems and notes; the config and tensor tables."""
 
+    KEYS_WIDGET = "#compare-config"
+
     BINDINGS = [
         Binding("c", "compare", "Compare", id="compare.run", tooltip="Compare A and B against the target"),
         Binding("a", "pick('a')", "A", id="compare.pick_a", tooltip="Pick drafter A (" + SOURCE_HINT + ")"),

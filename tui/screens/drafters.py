@@ -58,6 +58,8 @@ def state_cell(state: str, progress: Progress | None = None) -> Text:
 class DraftersPane(ShellPane):
     """The table of configured drafters, the download/verify progress below it."""
 
+    KEYS_WIDGET = "#drafters-table"
+
     BINDINGS = [
         Binding("d", "download", "Download", id="drafters.download", tooltip="Download the selected drafter"),
         Binding(
@@ -111,7 +113,6 @@ class DraftersPane(ShellPane):
             table.add_column(label, key=key, width=width)
         for d in self.drafters():
             table.add_row(d.name, d.repo or "-", d.path, Text("…", style="dim"), "", "", key=d.name)
-        table.focus()  # the first tab: its keys work from the start
 
     # --- what the tab shows --------------------------------------------------------------------------------
 

@@ -66,6 +66,8 @@ def _started(ts: float | None) -> str:
 class HistoryPane(ShellPane):
     """The History tab body; ``selected`` holds the run ids being compared, in the order they were picked."""
 
+    KEYS_WIDGET = "#history-runs"
+
     DEFAULT_CSS = """
     HistoryPane { padding: 0 1; }
     HistoryPane #history-status { height: 1; color: $text-muted; }

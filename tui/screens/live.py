@@ -76,7 +76,7 @@ class LivePane(ShellPane):
     LivePane.-paused #live-server { color: $text-warning; }
     """
 
-    can_focus = True
+    can_focus = True  # the tab's keys are the pane's own, not the calculator's inputs
 
     BINDINGS = [
         Binding(
@@ -161,13 +161,6 @@ class LivePane(ShellPane):
         if self._timer is not None:
             self._timer.resume()
         self.call_after_refresh(self.redraw)  # draw at once at the right size, not a tick later
-        self.call_after_refresh(self._claim_focus)
-
-    def _claim_focus(self) -> None:
-        # The tab's keys work as soon as it shows (after the switch has settled, so nothing hidden keeps it),
-        # also when the shell has just focused the calculator's first field, where they would be typed.
-        if self.shown and self.app.focused is not self:
-            self.focus()
 
     def on_hide(self) -> None:
         self.shown = False

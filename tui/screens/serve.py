@@ -67,6 +67,8 @@ def _bar(used: float, total: float, width: int = 10) -> str:
 class ServePane(ShellPane):
     """The Serve tab body (see the module docstring)."""
 
+    KEYS_WIDGET = "#profiles"
+
     DEFAULT_CSS = """
     ServePane #serve-body { height: 1fr; }
     ServePane #serve-left { width: 50; padding: 0 1; border-right: vkey $panel; }
