@@ -11,6 +11,8 @@ import asyncio
 import json
 import os
 import signal
+import subprocess
+import sys
 import time
 from dataclasses import replace
 
@@ -20,6 +22,7 @@ from backend import serving
 from backend.connection import Connection
 from backend.errors import RemoteError
 from backend.settings import HostConfig
+from tests.helpers import host_args
 from tests.test_serving import make_settings, process_gone, until_gone
 
 
@@ -145,3 +148,65 @@ async def test_a_folder_without_pid_is_failed_after_a_while_and_removable(conn):
     assert not os.path.exists(stale)
     assert (await conn.call("jobs.remove", id=job["id"]))["removed"] == [job["id"]]
     assert not os.path.exists(legacy)
+
+
+def specdeck_cli(host: HostConfig, *args: str, rc: int = 0) -> subprocess.CompletedProcess:
+    res = subprocess.run(
+        [sys.executable, "-m", "backend.cli.main", *args, *host_args(host)], capture_output=True, text=True, timeout=120
+    )
+    assert res.returncode == rc, (res.stdout, res.stderr)
+    return res
+
+
+async def test_jobs_rm_and_prune_remove_only_ended_jobs(conn, host):
+    """`jobs rm` refuses a running job in one sentence and removes an ended one; `jobs prune --older-than`
+    removes ended jobs older than that and keeps running ones and recent ones."""
+    running = await conn.call("jobs.start", kind="test", argv=["sleep", "300"])
+    old = await conn.call("jobs.start", kind="test", argv=["true"])
+    recent = await conn.call("jobs.start", kind="test", argv=["true"])
+    for job in (old, recent):
+        assert (await conn.call("jobs.wait", id=job["id"], timeout=30))["state"] == "done"
+    with open(os.path.join(old["dir"], "exit.json")) as f:
+        record = json.load(f)
+    os.remove(os.path.join(old["dir"], "exit.json"))
+    with open(os.path.join(old["dir"], "exit.json"), "w") as f:
+        json.dump(dict(record, ended=time.time() - 3 * 86400), f)
+
+    refused = specdeck_cli(host, "jobs", "rm", running["id"], rc=1)
+    assert f"job {running['id']} is still running; stop it first" in refused.stderr
+    assert refused.stderr.count("\n") == 1 and os.path.isdir(running["dir"])
+    bad = specdeck_cli(host, "jobs", "prune", "--older-than", "soon", rc=2)
+    assert "a duration looks like" in bad.stderr
+
+    pruned = json.loads(specdeck_cli(host, "jobs", "prune", "--older-than", "2d", "--json").stdout)
+    assert pruned == {"removed": [old["id"]], "running": 1}
+    assert not os.path.exists(old["dir"]) and os.path.isdir(recent["dir"])
+    assert specdeck_cli(host, "jobs", "rm", recent["id"]).stdout == f"removed {recent['id']}\n"
+    assert not os.path.exists(recent["dir"])
+    await conn.call("jobs.cancel", id=running["id"], timeout=5)
+    assert "removed 1 ended job(s) older than 0s" in specdeck_cli(host, "jobs", "prune", "--older-than", "0s").stdout
+    assert not os.path.exists(running["dir"])
+
+
+async def test_the_panel_prunes_ended_jobs_with_a_key(tmp_path, monkeypatch):
+    """J (footer and palette) removes the host's ended jobs older than a week and says how many."""
+    from backend.settings import builtin_defaults
+    from tests.helpers import until
+    from tui.app import SpecdeckApp
+
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
+    app = SpecdeckApp(builtin_defaults(), host="local")
+    async with app.run_test(size=(130, 30)) as pilot:
+        await until(pilot, lambda: app.connection.connected, "connected")
+        job = await app.connection.call("jobs.start", kind="test", argv=["true"])
+        await app.connection.call("jobs.wait", id=job["id"], timeout=30)
+        exit_path = os.path.join(job["dir"], "exit.json")
+        with open(exit_path) as f:
+            record = json.load(f)
+        os.remove(exit_path)
+        with open(exit_path, "w") as f:
+            json.dump(dict(record, ended=time.time() - 8 * 86400), f)
+        assert "jobs.prune" in {b.id for b in app.BINDINGS}
+        await pilot.press("J")
+        await until(pilot, lambda: not os.path.exists(job["dir"]), "the job's folder to go")
+        await until(pilot, lambda: any("removed 1 ended job(s)" in n.message for n in app._notifications), "a toast")

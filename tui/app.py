@@ -17,6 +17,7 @@ from textual.timer import Timer
 from textual.widgets import Footer, TabbedContent, TabPane
 from textual.worker import Worker, WorkerState
 
+from backend import jobs
 from backend.connection import Connection, ConnState, resolve_host
 from backend.errors import ConnectionFailed, HostKeyUnknown, SpecdeckError
 from backend.settings import HostConfig, Settings
@@ -66,6 +67,13 @@ class SpecdeckApp(App[int]):
         ),
         Binding("h", "switch_host", "Host", id="host.switch", tooltip="Switch to another host"),
         Binding("r", "reconnect", "Reconnect", id="host.reconnect", tooltip="Reconnect now, without waiting"),
+        Binding(
+            "J",
+            "prune_jobs",
+            "Prune jobs",
+            id="jobs.prune",
+            tooltip=f"Remove the host's ended jobs older than {jobs.PRUNE_DEFAULT} (running jobs stay)",
+        ),
         Binding("t", "toggle_theme", "Theme", id="theme.toggle", tooltip="Toggle the dark and light themes"),
         Binding("question_mark", "toggle_help", "Help", id="help", tooltip="Show or hide the keys panel"),
         Binding("ctrl+p", "command_palette", "Palette", id="palette", tooltip="Search every action"),
@@ -250,6 +258,19 @@ class SpecdeckApp(App[int]):
             self.notify(f"{self.host_config.name} is connected")
         else:
             self.connection.retry_now()
+
+    @work(group="jobs", exclusive=True, exit_on_error=False, name="prune-jobs", description="prune ended jobs")
+    async def action_prune_jobs(self) -> None:
+        conn = self.connection
+        if not conn.connected:
+            self.notify(f"{self.host_config.name} is not connected: press r to reconnect first", severity="warning")
+            return
+        out = await jobs.prune(conn, jobs.parse_duration(jobs.PRUNE_DEFAULT))
+        running = f"; {out['running']} still running, kept" if out["running"] else ""
+        self.notify(
+            f"removed {len(out['removed'])} ended job(s) older than {jobs.PRUNE_DEFAULT} from "
+            f"{self.host_config.name}{running}"
+        )
 
     def action_toggle_theme(self) -> None:
         self.theme = "textual-light" if self.current_theme.dark else "textual-dark"

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import time
 
+from backend import jobs as jobs_mod
 from backend.agent.host.units import duration
 from backend.cli.common import add_json, connect, emit_json
 from backend.cli.main import command
@@ -27,6 +28,20 @@ def register(sub) -> None:
     c.add_argument("--timeout", type=float, default=10, help="seconds before SIGKILL (default 10)")
     add_json(c)
     c.set_defaults(run=cancel_job)
+    c = command(jsub, "rm", "Remove an ended job's folder from the host (refused while it runs).")
+    c.add_argument("id", help="job id (from `specdeck jobs`)")
+    add_json(c)
+    c.set_defaults(run=remove_job)
+    c = command(jsub, "prune", "Remove every ended job older than --older-than from the host; running jobs stay.")
+    c.add_argument(
+        "--older-than",
+        required=True,
+        metavar="DURATION",
+        help="how long ago the job ended: 30m, 12h, 7d, 1h30m (0s removes every ended job)",
+    )
+    c.add_argument("--kind", help="only jobs of this kind (download, serve, bench, ...)")
+    add_json(c)
+    c.set_defaults(run=prune_jobs)
 
 
 async def ping(args: argparse.Namespace) -> int:
@@ -118,4 +133,32 @@ async def cancel_job(args: argparse.Namespace) -> int:
         emit_json({**job_json(job), "stopped": job["stopped"], "left": job["left"]})
     else:
         print(f"{job['id']}: {job['state']}" + (f" ({job['reason']})" if job.get("reason") else ""))
+    return 0
+
+
+async def remove_job(args: argparse.Namespace) -> int:
+    conn = await connect(args)
+    try:
+        removed = await jobs_mod.remove(conn, args.id)
+    finally:
+        await conn.close()
+    if args.json:
+        emit_json({"removed": removed})
+    else:
+        print(f"removed {removed[0]}")
+    return 0
+
+
+async def prune_jobs(args: argparse.Namespace) -> int:
+    older_than = jobs_mod.parse_duration(args.older_than)
+    conn = await connect(args)
+    try:
+        out = await jobs_mod.prune(conn, older_than, args.kind)
+    finally:
+        await conn.close()
+    if args.json:
+        emit_json(out)
+    else:
+        running = f"; {out['running']} still running, kept" if out["running"] else ""
+        print(f"removed {len(out['removed'])} ended job(s) older than {args.older_than}{running}")
     return 0
