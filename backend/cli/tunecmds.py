@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 import argparse
+import sys
 
 from backend import advisor
-from backend.cli.common import add_json, emit_json, load_settings
+from backend import sweep as sweep_mod
+from backend.bench import DEFAULT_MAX_TOKENS, DEFAULT_REQUESTS
+from backend.cli.common import add_json, connect, emit_json, load_settings
 from backend.cli.main import command
-from backend.history import History
+from backend.errors import UsageError
+from backend.history import History, measured_baseline
 
 
 def register(sub) -> None:
@@ -28,6 +32,31 @@ def register(sub) -> None:
     add_json(p)
     p.set_defaults(run=advise)
 
+    p = command(
+        sub,
+        "sweep",
+        "Restart the server at each speculative config, bench it and find the fastest (runs on the host).",
+    )
+    p.add_argument("profile", metavar="PROFILE", help="the speculative profile to vary")
+    p.add_argument("--steps", metavar="LIST", help="draft step counts, e.g. 1,2,4 (with --resume: the earlier grid)")
+    p.add_argument("--topk", type=int, default=1, help="speculative topk (default 1)")
+    p.add_argument(
+        "--draft-tokens", default="auto", metavar="auto|LIST", help="draft tokens: auto (steps + 1, topk 1) or 8,16"
+    )
+    p.add_argument("--requests", type=int, default=DEFAULT_REQUESTS, metavar="N", help="bench requests per point")
+    p.add_argument("--max-tokens", type=int, default=DEFAULT_MAX_TOKENS, metavar="M", help="tokens per request")
+    p.add_argument(
+        "--ready-timeout", type=float, default=sweep_mod.READY_TIMEOUT_S, metavar="S", help="seconds to wait for ready"
+    )
+    p.add_argument(
+        "--smart", action="store_true", help="profile's point first, then as the advisor ranks, until none can win"
+    )
+    p.add_argument("--detach", action="store_true", help="start it and return (follow with `specdeck jobs tail`)")
+    p.add_argument("--resume", metavar="ID", help="an earlier sweep job: take over its measured points")
+    p.add_argument("--force", action="store_true", help="start despite a failed drafter verdict")
+    add_json(p)
+    p.set_defaults(run=sweep)
+
 
 async def advise(args: argparse.Namespace) -> int:
     ref = load_settings(args).reference
@@ -40,4 +69,76 @@ async def advise(args: argparse.Namespace) -> int:
         emit_json(advice.to_json())
     else:
         print("\n".join(advisor.advice_lines(advice)))
+    return 0
+
+
+async def _plan(conn, args: argparse.Namespace) -> sweep_mod.SweepPlan:
+    """The plan from the flags; with --resume and no --steps, the earlier sweep's grid."""
+    smart = args.smart
+    if args.steps:
+        steps = sweep_mod.parse_ints(args.steps, "--steps")
+        tokens = None if args.draft_tokens == "auto" else sweep_mod.parse_ints(args.draft_tokens, "--draft-tokens")
+        topk = args.topk
+    elif args.resume:
+        old = (await conn.call("jobs.get", id=args.resume)).get("args") or {}
+        grid = old.get("grid") or []
+        if not grid:
+            raise UsageError(f"job {args.resume} is not a sweep; give --steps.")
+        steps = tuple(dict.fromkeys(g[0] for g in grid))
+        topk = grid[0][1] or 1
+        auto = all(g[2] in (None, g[0] + 1) for g in grid)
+        tokens = None if auto else tuple(dict.fromkeys(g[2] for g in grid))
+        smart = smart or bool(old.get("smart"))
+    else:
+        raise UsageError("give --steps, e.g. --steps 1,2,4 (or --resume ID to go on with a sweep).")
+    return sweep_mod.SweepPlan(
+        steps, topk, tokens, args.requests, args.max_tokens, smart=smart, ready_timeout=args.ready_timeout
+    )
+
+
+async def sweep(args: argparse.Namespace) -> int:
+    settings = load_settings(args)
+    baseline = measured_baseline() or settings.reference.baseline_tok_s
+    conn = await connect(args, settings)
+    try:
+        plan = await _plan(conn, args)
+        job = await sweep_mod.start(
+            conn, settings, args.profile, plan, baseline_tok_s=baseline, resume=args.resume, force=args.force
+        )
+        print(f"sweep {job['id']}: {len(plan.grid())} points of {args.profile}", file=sys.stderr, flush=True)
+        if args.detach:
+            if args.json:
+                emit_json(job)
+            else:
+                print(job["id"])
+            return 0
+        finished = False
+
+        def progress(event: dict) -> None:
+            kind = event.get("event")
+            if kind == "phase":
+                extra = f" ({event['server_phase']})" if event.get("server_phase") else ""
+                print(f"  point {event.get('index', '-')}: {event.get('phase')}{extra}", file=sys.stderr, flush=True)
+            elif kind == "point":
+                print("  " + sweep_mod.point_line(event), file=sys.stderr, flush=True)
+            elif kind == "plan" and event.get("skipped"):
+                print(f"  taking over points {event['skipped']} from {args.resume}", file=sys.stderr, flush=True)
+
+        try:
+            done = await sweep_mod.follow(conn, job["id"], progress)
+            finished = True
+        finally:
+            if not finished and conn.connected:
+                await sweep_mod.cancel(conn, job["id"])
+    finally:
+        await conn.close()
+    if args.json:
+        emit_json(sweep_mod.public_done(done))
+        return 0
+    for point in done["points"]:
+        print(sweep_mod.point_line(point))
+    best = done.get("best")
+    print(f"best: {sweep_mod.point_line(best)}" if best else "best: none (no point was measured)")
+    if plan.smart:
+        print(f"{done['restarts']} restarts for a grid of {done['grid']}: {done['saved']} saved")
     return 0

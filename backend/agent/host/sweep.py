@@ -1,0 +1,323 @@
+"""Sweeps: restart the server at each speculative config, bench it, and find the fastest; a detached job.
+
+``sweep.start`` runs ``agent worker sweep INPUT`` as a job of kind ``sweep``, so a sweep survives the panel
+and the connection like a server does. For each point (steps, topk, draft tokens) it stops the server, starts
+the point's command (built by the client from the profile) as an ordinary serve job tagged with the sweep,
+waits until it is ready (the profile's timeout), sends one short warm-up request, runs an ordinary bench job
+against it and records the result; so every point is a run and a bench in history. A point that crashes or
+never gets ready is recorded with its reason and the sweep goes on. At the end the server is left as found:
+the one that was running is started again (its command came with the input), or none. SIGTERM (``jobs.cancel``)
+stops the server the sweep started and ends the sweep.
+
+``smart``: the profile's own point first, then the rest in the order the advisor (``advice.py``) ranks them
+from what was measured so far, until the measured best beats the upper end of every remaining prediction.
+
+Events (``events.jsonl``): ``{"event": "phase", "index", "phase", ...}`` as a point moves through stopping,
+starting (with SGLang's startup phase), warming up and benching; ``point`` when one is measured (or
+``"failed": reason``); ``plan`` with the order (smart sweeps re-plan after each point); then ``{"event":
+"done", "sweep", "points": [{"steps", "topk", "draft_tokens", "tok_s", "accept_len", "cycle_ms", "run"}],
+"best", "restarts", "grid", "saved"}`` or ``cancelled``. ``resume`` names an earlier sweep whose measured
+points are taken over instead of run again. The profile's env reaches the job through its environment only
+(``SPECDECK_SWEEP_ENV``), never the disk. Stdlib only, Python 3.8+.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import time
+from typing import Dict, List, Optional
+
+from . import jobs, loadgen, serve
+from .advice import Acceptance, CostModel, predict
+from .registry import AgentError, Context, method
+
+KIND = "sweep"
+ENV_KEY = "SPECDECK_SWEEP_ENV"
+POLL_S = 0.2
+WARMUP_TOKENS = 16
+STOP_TIMEOUT_S = 30.0
+INPUTS = "sweep-inputs"
+
+
+class Cancelled(BaseException):
+    """SIGTERM from ``jobs.cancel``."""
+
+
+def _check(params: dict) -> dict:
+    points = params.get("points")
+    if not isinstance(points, list) or not points:
+        raise AgentError("a sweep needs at least one point", "invalid")
+    for p in points:
+        if not isinstance(p, dict) or not isinstance(p.get("argv"), list) or not isinstance(p.get("args"), dict):
+            raise AgentError("each sweep point needs argv and args", "invalid")
+    for key, low in (("requests", 1), ("max_tokens", 1)):
+        value = params.get(key)
+        if isinstance(value, bool) or not isinstance(value, int) or value < low:
+            raise AgentError("sweep %s must be a whole number of at least %d, got %r" % (key, low, value), "invalid")
+    return params
+
+
+def _events_of(state_dir: str, job_id: str) -> List[dict]:
+    path = os.path.join(jobs.jobs_root(state_dir), job_id, "events.jsonl")
+    out = []
+    try:
+        with open(path) as f:
+            for line in f:
+                try:
+                    ev = json.loads(line)
+                except ValueError:
+                    continue
+                if isinstance(ev, dict):
+                    out.append(ev)
+    except OSError:
+        pass
+    return out
+
+
+@method("sweep.start")
+def start(params: dict, ctx) -> dict:
+    """Start a sweep job; ``resume`` (an earlier sweep's id) takes over its measured points."""
+    checked = _check(params)
+    resume = params.get("resume")
+    if resume:
+        old = jobs.describe(os.path.join(jobs.jobs_root(ctx.state_dir), resume)) if resume else None
+        if old is None or old.get("kind") != KIND:
+            raise AgentError("no sweep %s on this host (see `specdeck jobs --kind sweep`)" % resume, "not_found")
+        if old["state"] in jobs.ACTIVE:
+            raise AgentError("sweep %s is still running; cancel it first or let it finish" % resume, "busy")
+    env = checked.pop("env", None) or {}
+    folder = os.path.join(ctx.state_dir, INPUTS)
+    os.makedirs(folder, mode=0o700, exist_ok=True)
+    path = os.path.join(folder, "%d-%d.json" % (os.getpid(), int(time.time() * 1000)))
+    with open(path, "w") as f:
+        json.dump(checked, f)
+    first = checked["points"][0]["args"]
+    args = {
+        "profile": first.get("profile"),
+        "port": first.get("port"),
+        "points": len(checked["points"]),
+        "smart": bool(checked.get("smart")),
+        "resume": resume,
+        "grid": [
+            [p["args"].get("steps"), p["args"].get("topk"), p["args"].get("draft_tokens")] for p in checked["points"]
+        ],
+    }
+    return jobs.start_job(ctx.state_dir, KIND, jobs.worker_argv("sweep", path), args, {ENV_KEY: json.dumps(env)})
+
+
+def _job_dir(state_dir: str, job_id: str) -> str:
+    return os.path.join(jobs.jobs_root(state_dir), job_id)
+
+
+class Sweep:
+    """One sweep's run: the points, what was found, what it started, and its events."""
+
+    def __init__(self, params: dict, state_dir: str, job_dir: str, env: Dict[str, Dict[str, str]]) -> None:
+        self.params, self.state_dir, self.job_dir, self.env = params, state_dir, job_dir, env
+        self.id = os.path.basename(job_dir)
+        self.events = loadgen._Events(os.path.join(job_dir, "events.jsonl"))
+        self.ctx = Context(state_dir, lambda event: None)
+        self.points: List[dict] = params["points"]
+        self.results: Dict[int, dict] = {}
+        self.started_job: Optional[str] = None  # the serve job of the current point
+        self.bench_job: Optional[str] = None
+        self.restarts = 0
+
+    def emit(self, event: dict) -> None:
+        self.events.write(dict(event, t=round(time.time(), 3)), durable=event.get("event") in ("point", "done"))
+
+    # --- the server ---
+
+    def running_server(self) -> Optional[dict]:
+        """The newest running server job on this host (a GPU host runs one at a time)."""
+        running = [j for j in serve.serve_jobs(self.state_dir) if j["state"] in jobs.ACTIVE]
+        return running[-1] if running else None
+
+    def stop(self, job_id: str) -> None:
+        serve.stop({"job": job_id, "timeout": STOP_TIMEOUT_S}, self.ctx)
+
+    def start_server(self, argv: List[str], args: dict, env: Dict[str, str], cwd: Optional[str]) -> dict:
+        return serve.start({"argv": argv, "args": args, "env": env, "cwd": cwd}, self.ctx)
+
+    def wait_ready(self, index: int, job_id: str, timeout: float) -> dict:
+        deadline = time.time() + timeout
+        last_phase = None
+        while True:
+            status = serve.status_of(jobs.describe(_job_dir(self.state_dir, job_id)))
+            if status.get("phase") != last_phase and status["state"] == "starting":
+                last_phase = status.get("phase")
+                self.emit({"event": "phase", "index": index, "phase": "starting", "server_phase": last_phase})
+            if status["state"] not in ("starting",) or time.time() >= deadline:
+                return status
+            time.sleep(POLL_S)
+
+    # --- one point ---
+
+    def measure(self, index: int) -> dict:
+        point = self.points[index]
+        args = dict(point["args"], sweep=self.id, point=index)
+        t0 = time.time()
+        self.emit({"event": "phase", "index": index, "phase": "stopping"})
+        current = self.running_server()
+        if current is not None:
+            self.stop(current["id"])
+        self.emit({"event": "phase", "index": index, "phase": "starting"})
+        started = self.start_server(point["argv"], args, self.env.get("points") or {}, point.get("cwd"))
+        self.started_job = started["job"]
+        self.restarts += 1
+        status = self.wait_ready(index, started["job"], float(self.params.get("ready_timeout") or 1800))
+        record = {k: point["args"].get(k) for k in ("steps", "topk", "draft_tokens")}
+        record.update({"index": index, "run": started["job"], "startup_s": round(time.time() - t0, 2)})
+        if status["state"] != "ready":
+            reason = (
+                status.get("error") or status.get("reason") or "not ready after %s s" % self.params.get("ready_timeout")
+            )
+            if status["state"] == "starting":
+                self.stop(started["job"])
+            return dict(record, failed="the server %s: %s" % (status["state"], reason))
+        port = int(point["args"]["port"])
+        self.emit({"event": "phase", "index": index, "phase": "warming up"})
+        warm = loadgen.one_request(port, loadgen.PROMPTS[0], WARMUP_TOKENS)
+        if "error" in warm:
+            return dict(record, failed="warm-up failed: %s" % warm["error"])
+        self.emit({"event": "phase", "index": index, "phase": "benching"})
+        bench = loadgen.start(
+            {
+                "port": port,
+                "requests": self.params["requests"],
+                "max_tokens": self.params["max_tokens"],
+                "concurrency": 1,
+                "profile": point["args"].get("profile"),
+                "server_job": started["job"],
+            },
+            self.ctx,
+        )
+        self.bench_job = bench["id"]
+        bench_dir = _job_dir(self.state_dir, bench["id"])
+        while jobs.describe(bench_dir)["state"] in jobs.ACTIVE:
+            time.sleep(POLL_S)
+        result = jobs._last_event(bench_dir, kinds=("result", "failed")) or {}
+        record.update({"bench": bench["id"], "elapsed_s": round(time.time() - t0, 2)})
+        if result.get("event") != "result":
+            return dict(
+                record, failed="bench failed: %s" % (result.get("reason") or jobs.describe(bench_dir)["reason"])
+            )
+        record.update({k: result.get(k) for k in ("tok_s", "accept_len", "cycle_ms")})
+        record["acceptance"] = result.get("acceptance")
+        return record
+
+    # --- ordering ---
+
+    def measured(self) -> List[dict]:
+        return [r for r in self.results.values() if r.get("tok_s") is not None]
+
+    def ranked(self, todo: List[int]) -> List[dict]:
+        """Predictions for the points in ``todo`` from what was measured (None when nothing to predict from)."""
+        done = self.measured()
+        with_hist = [r for r in done if (r.get("acceptance") or {}).get("histogram")]
+        if not with_hist:
+            return []
+        source = max(with_hist, key=lambda r: (len(r["acceptance"]["histogram"]), r["acceptance"]["verify_ct"]))
+        acceptance = Acceptance(source["acceptance"]["histogram"])
+        cost = CostModel.from_points(
+            [(r["steps"], r["cycle_ms"]) for r in done if r.get("cycle_ms")],
+            (source["steps"], source["cycle_ms"]),
+        )
+        top = max(int(self.points[i]["args"]["steps"]) for i in todo)
+        rows = {r["steps"]: r for r in predict(acceptance, cost, float(self.params.get("baseline_tok_s") or 82), top)}
+        out = [dict(rows[int(self.points[i]["args"]["steps"])], index=i) for i in todo]
+        return sorted(out, key=lambda r: -(r["tok_s"] or 0))
+
+    # --- the whole sweep ---
+
+    def run(self, finished: Dict[int, dict]) -> int:
+        found = self.running_server()
+        self.results.update(finished)
+        todo = [i for i in range(len(self.points)) if i not in finished]
+        if self.params.get("smart") and todo:
+            first = self.params.get("first")
+            todo.sort(key=lambda i: 0 if i == first else 1)
+        self.emit({"event": "plan", "order": todo, "found": found and found["id"], "skipped": sorted(finished)})
+        stopped_early = None
+        while todo:
+            if self.params.get("smart") and self.measured():
+                ranked = self.ranked(todo)
+                if ranked:
+                    best = max(r["tok_s"] for r in self.measured())
+                    if all(best > (r["tok_s_high"] or 0) for r in ranked):
+                        stopped_early = {"best_tok_s": best, "remaining": [r["index"] for r in ranked]}
+                        break
+                    todo = [r["index"] for r in ranked]
+                    self.emit({"event": "plan", "order": todo, "predicted": ranked})
+            index = todo.pop(0)
+            record = self.measure(index)
+            self.results[index] = record
+            self.emit(dict(record, event="point"))
+        self.leave_as_found(found)
+        points = [self.results[i] for i in sorted(self.results)]
+        measured = self.measured()
+        best = max(measured, key=lambda r: r["tok_s"]) if measured else None
+        grid = len(self.points)
+        self.emit(
+            {
+                "event": "done",
+                "sweep": self.id,
+                "points": points,
+                "best": best,
+                "restarts": self.restarts,
+                "grid": grid,
+                "saved": grid - len(finished) - self.restarts,
+                "stopped_early": stopped_early,
+            }
+        )
+        return 0
+
+    def leave_as_found(self, found: Optional[dict]) -> None:
+        """Stop the last point's server; start the one that was running before, if any."""
+        current = self.running_server()
+        if current is not None and current["id"] != (found or {}).get("id"):
+            self.stop(current["id"])
+        restore = self.params.get("restore")
+        if found is not None and restore and self.running_server() is None:
+            self.emit({"event": "phase", "phase": "restoring", "profile": restore["args"].get("profile")})
+            status = self.start_server(
+                restore["argv"], restore["args"], self.env.get("restore") or {}, restore.get("cwd")
+            )
+            self.emit({"event": "restored", "job": status["job"], "profile": restore["args"].get("profile")})
+
+
+def worker_main(argv: List[str]) -> int:
+    """The job's body: read the input, take over a resumed sweep's points, run the rest."""
+    job_dir = os.environ["SPECDECK_JOB_DIR"]
+    state_dir = os.path.dirname(os.path.dirname(job_dir))
+    path = os.path.join(job_dir, "input.json")
+    os.replace(argv[0], path)
+    with open(path) as f:
+        params = json.load(f)
+    env = json.loads(os.environ.pop(ENV_KEY, "") or "{}")
+    sweep = Sweep(params, state_dir, job_dir, env)
+    finished: Dict[int, dict] = {}
+    if params.get("resume"):
+        for ev in _events_of(state_dir, params["resume"]):
+            if ev.get("event") == "point" and "index" in ev:
+                finished[int(ev["index"])] = {k: v for k, v in ev.items() if k not in ("event", "t")}
+
+    def on_term(signum, frame) -> None:
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        raise Cancelled()
+
+    signal.signal(signal.SIGTERM, on_term)
+    signal.signal(signal.SIGHUP, signal.SIG_IGN)
+    try:
+        return sweep.run(finished)
+    except Cancelled:
+        # SIGTERM what we started without waiting: the cancel's own deadline leaves no time for a drain.
+        for job_id in (sweep.bench_job, sweep.started_job):
+            job = jobs.describe(_job_dir(state_dir, job_id)) if job_id else {}
+            if job.get("state") in jobs.ACTIVE and job.get("pid"):
+                jobs.write_json(os.path.join(job["dir"], "cancel.json"), {"requested": time.time()})
+                jobs._killpg(job["pid"], signal.SIGTERM)
+        sweep.emit({"event": "cancelled", "sweep": sweep.id, "stopped": sweep.started_job})
+        return 143

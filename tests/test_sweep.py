@@ -1,0 +1,127 @@
+"""Sweeps on the SIMULATED SGLang through the real host agent: every point restarted, benched and recorded,
+the server left as found, crashes recorded, cancel, resume, and the smart order that saves restarts."""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+from dataclasses import replace
+
+import pytest
+
+from backend import serving
+from backend import sweep as sweep_mod
+from backend.connection import Connection
+from backend.errors import OperationFailed, RemoteError, UsageError
+from backend.history import History, sync_from_host
+from backend.settings import HostConfig
+from tests.test_serving import EAGLE, make_settings
+
+SMALL = {"requests": 2, "max_tokens": 48}
+
+
+@pytest.fixture
+async def conn(tmp_path):
+    host = HostConfig(
+        name="local", url="local", python=sys.executable, workdir=str(tmp_path / "host"), launcher="simulator",
+        sandbox=True,
+    )  # fmt: skip
+    c = await Connection.open(host)
+    yield c
+    for kind in ("sweep", "bench", "serve"):
+        for job in await c.call("jobs.list", kind=kind):
+            if job["state"] == "running":
+                await c.call("jobs.cancel", id=job["id"], timeout=10)
+    await c.close()
+
+
+def test_plan_grid_and_bad_input():
+    assert sweep_mod.SweepPlan((1, 2, 4)).grid() == [(1, 1, 2), (2, 1, 3), (4, 1, 5)]
+    assert sweep_mod.SweepPlan((2,), topk=4, draft_tokens=(8, 16)).grid() == [(2, 4, 8), (2, 4, 16)]
+    assert sweep_mod.parse_ints("1, 2,2,4", "--steps") == (1, 2, 4)
+    for bad in ("", "1,x", "0,2"):
+        with pytest.raises(UsageError, match="--steps"):
+            sweep_mod.parse_ints(bad, "--steps")
+    with pytest.raises(UsageError, match="needs --topk 1"):
+        sweep_mod.SweepPlan((2,), topk=4)
+    with pytest.raises(UsageError, match="--smart"):
+        sweep_mod.SweepPlan((2,), topk=2, draft_tokens=(6,), smart=True)
+
+
+async def test_sweep_restarts_benches_records_and_leaves_the_server_as_found(conn, models, tmp_path):
+    settings = make_settings(models, aq={"drafter": "aq-medai", **EAGLE}, base={})
+    settings = replace(settings, profiles={**settings.profiles, "base": replace(settings.profiles["base"],
+                       port=settings.profiles["aq"].port)})  # fmt: skip
+    found = await serving.start(conn, settings, settings.profiles["base"])
+    assert (await serving.wait(conn, found["job"], within=30))["state"] == "ready"
+
+    plan = sweep_mod.SweepPlan((1, 3), **SMALL)
+    job = await sweep_mod.start(conn, settings, "aq", plan, baseline_tok_s=82.0)
+    seen: list[dict] = []
+    done = await asyncio.wait_for(sweep_mod.follow(conn, job["id"], seen.append), 120)
+
+    phases = [e["phase"] for e in seen if e.get("event") == "phase" and e.get("index") == 0]
+    assert phases[:2] == ["stopping", "starting"] and phases[-2:] == ["warming up", "benching"]
+    assert [(p["steps"], p["draft_tokens"]) for p in done["points"]] == [(1, 2), (3, 4)]
+    for point in done["points"]:
+        assert point["tok_s"] > 0 and point["cycle_ms"] > 0 and point["accept_len"] > 1 and "failed" not in point
+        assert len(point["acceptance"]["histogram"]) == point["steps"] + 1
+    assert done["best"]["steps"] == 3  # 3.3 per 33 ms beats 1.9 per 27 ms
+    assert done["restarts"] == 2 and done["grid"] == 2 and done["sweep"] == job["id"]
+
+    # Left as found: the baseline server runs again; each point's server was a serve job tagged with the sweep.
+    status = await serving.wait(conn, until=("ready",), within=30)
+    assert status["state"] == "ready" and status["profile"] == "base" and status["job"] != found["job"]
+    tagged = [j for j in await conn.call("jobs.list", kind="serve") if j["args"].get("sweep") == job["id"]]
+    assert sorted(j["args"]["point"] for j in tagged) == [0, 1] and all(j["state"] != "running" for j in tagged)
+    with History.open(tmp_path / "h.sqlite3") as history:
+        await sync_from_host(history, conn)
+        runs = {r.job_id: r for r in history.runs()}
+        for point in done["points"]:
+            assert runs[point["run"]].bench["acceptance"]["histogram"]  # each point a run with its bench
+
+    text = sweep_mod.public_done(done)
+    assert list(text["points"][0])[:7] == ["steps", "topk", "draft_tokens", "tok_s", "accept_len", "cycle_ms", "run"]
+
+
+async def test_a_crashing_point_is_recorded_and_the_sweep_goes_on(conn, models):
+    settings = make_settings(models, aq={"drafter": "aq-medai", **EAGLE, "env": {"SPECDECK_SIM_FAIL": "oom"}})
+    job = await sweep_mod.start(conn, settings, "aq", sweep_mod.SweepPlan((1, 2), **SMALL), baseline_tok_s=82.0)
+    done = await asyncio.wait_for(sweep_mod.follow(conn, job["id"]), 120)
+    assert len(done["points"]) == 2 and done["best"] is None
+    assert all("crashed" in p["failed"] and "Not enough memory" in p["failed"] for p in done["points"])
+    assert (await serving.status(conn))["state"] not in serving.RUNNING_STATES  # none was running: none is
+
+
+async def test_cancel_stops_the_server_and_resume_skips_finished_points(conn, models):
+    settings = make_settings(models, aq={"drafter": "aq-medai", **EAGLE})
+    plan = sweep_mod.SweepPlan((1, 2, 3), **SMALL)
+    job = await sweep_mod.start(conn, settings, "aq", plan, baseline_tok_s=82.0)
+    async for event in sweep_mod.events(conn, job["id"]):
+        if event.get("event") == "phase" and event.get("index") == 1 and event["phase"] == "benching":
+            break
+    await sweep_mod.cancel(conn, job["id"])
+    with pytest.raises(OperationFailed, match="cancelled"):
+        await sweep_mod.follow(conn, job["id"])
+    status = await serving.wait(conn, until=("stopped", "crashed"), within=30)
+    assert status["state"] == "stopped" and status["args"]["sweep"] == job["id"]
+
+    again = await sweep_mod.start(conn, settings, "aq", plan, baseline_tok_s=82.0, resume=job["id"])
+    done = await asyncio.wait_for(sweep_mod.follow(conn, again["id"]), 120)
+    assert [p["steps"] for p in done["points"]] == [1, 2, 3]
+    assert done["restarts"] == 2  # point 0 was taken over; 1 (cancelled mid-bench) and 2 ran again
+    with pytest.raises(RemoteError, match="no sweep serve-nope"):
+        await sweep_mod.start(conn, settings, "aq", plan, baseline_tok_s=82.0, resume="serve-nope")
+
+
+async def test_smart_sweep_measures_the_profile_first_and_saves_restarts(conn, models):
+    settings = make_settings(models, aq={"drafter": "aq-medai", **EAGLE})
+    plan = sweep_mod.SweepPlan((1, 2, 3, 4), requests=2, max_tokens=160, smart=True)
+    job = await sweep_mod.start(conn, settings, "aq", plan, baseline_tok_s=82.0)
+    seen: list[dict] = []
+    done = await asyncio.wait_for(sweep_mod.follow(conn, job["id"], seen.append), 180)
+    order = [e["steps"] for e in seen if e.get("event") == "point"]
+    assert order[0] == 3  # the profile's own point first
+    assert done["restarts"] < done["grid"] and done["saved"] == done["grid"] - done["restarts"]
+    assert done["stopped_early"] is not None and done["best"]["steps"] in (3, 4)
+    assert 1 not in order  # 1 step (≈ 71 tok/s predicted) never had a chance
