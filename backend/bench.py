@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import AsyncIterator, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -130,19 +130,59 @@ async def stop_bench(conn: Connection, job_id: str) -> dict:
     return await conn.call("jobs.cancel", id=job_id)
 
 
-async def run_bench(
-    conn: Connection, server: dict, plan: BenchPlan, on_progress: Callable[[dict], None] | None = None
-) -> dict:
-    """Start a bench and wait for its result; the job is cancelled if the caller gives up (Ctrl-C)."""
+async def _bench_job(
+    conn: Connection, server: dict, plan: BenchPlan, on_progress: Callable[[dict], None] | None
+) -> tuple[dict, dict]:
+    """(job, result) of one bench; the job is cancelled if the caller gives up (Ctrl-C)."""
     job = await start_bench(conn, server, plan)
     finished = False
     try:
         result = await wait_result(conn, job["id"], on_progress)
         finished = True
-        return {"job": job["id"], **result}
+        return job, {"job": job["id"], **result}
     finally:
         if not finished and conn.connected:
             await stop_bench(conn, job["id"])
+
+
+async def run_bench(
+    conn: Connection, server: dict, plan: BenchPlan, on_progress: Callable[[dict], None] | None = None
+) -> dict:
+    """Start a bench and wait for its result; the job is cancelled if the caller gives up (Ctrl-C)."""
+    return (await _bench_job(conn, server, plan, on_progress))[1]
+
+
+def parse_levels(text: str) -> tuple[int, ...]:
+    """``--concurrency`` as typed: one level (``2``) or several for a sweep (``1,2,4,8``), ascending, no repeats."""
+    try:
+        levels = [int(part) for part in text.split(",")]
+    except ValueError:
+        levels = []
+    if not levels or any(level < 1 for level in levels):
+        raise UsageError(f"--concurrency takes whole numbers of at least 1, comma-separated (1,2,4,8), got {text!r}.")
+    return tuple(sorted(set(levels)))
+
+
+async def run_sweep(
+    conn: Connection,
+    server: dict,
+    plan: BenchPlan,
+    levels: tuple[int, ...],
+    on_level: Callable[[int, dict], None] | None = None,
+    on_progress: Callable[[dict], None] | None = None,
+) -> list[tuple[dict, dict]]:
+    """The same bench at each concurrency in ``levels``, one bench job after another: [(job, result)].
+
+    Each level sends at least as many requests as it runs at once, so every stream is busy for the whole level.
+    """
+    out = []
+    for level in levels:
+        step = replace(plan, concurrency=level, requests=max(plan.requests, level))
+        job, result = await _bench_job(conn, server, step, on_progress)
+        out.append((job, result))
+        if on_level is not None:
+            on_level(level, result)
+    return out
 
 
 def public_result(record: dict) -> dict:
@@ -152,15 +192,20 @@ def public_result(record: dict) -> dict:
     return out
 
 
-def summary_line(result: dict, baseline: float) -> str:
-    """One line: per-stream tok/s against the baseline, accept length against its break-even, TTFT."""
+def summary_line(result: dict, baseline: float, basis: str = "single-stream baseline") -> str:
+    """One line: per-stream tok/s at the bench's concurrency against ``baseline`` (per stream, described by
+    ``basis``), the aggregate, accept length against its break-even, TTFT."""
 
     def num(value: float | None, fmt: str) -> str:
         return "-" if value is None else format(value, fmt)
 
     tok_s, accept, cycle = result.get("tok_s"), result.get("accept_len"), result.get("cycle_ms")
-    vs = f" ({(tok_s / baseline - 1) * 100:+.0f}% vs {baseline:g} baseline)" if tok_s else ""
-    line = f"{num(tok_s, '.1f')} tok/s per stream{vs}, accept length {num(accept, '.2f')}"
+    streams = result.get("concurrency") or 1
+    vs = f" ({(tok_s / baseline - 1) * 100:+.0f}% vs {baseline:.1f} {basis})" if tok_s else ""
+    line = f"{num(tok_s, '.1f')} tok/s per stream at {streams} stream(s){vs}"
+    if streams > 1:
+        line += f", {num(result.get('total_tok_s'), '.1f')} tok/s in all"
+    line += f", accept length {num(accept, '.2f')}"
     if cycle and result.get("speculative"):
         line += f" (break-even {cycle * baseline / 1000:.2f} at {cycle:.1f} ms cycles)"
     return line + f", TTFT {num(result.get('ttft_ms'), '.0f')} ms"

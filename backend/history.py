@@ -150,6 +150,18 @@ class Level:
 
 
 @dataclass(frozen=True)
+class BenchLevel:
+    """A run's newest bench at one concurrency: one point of its tok/s-against-concurrency curve."""
+
+    streams: int
+    tok_s: float  # per stream: the load generator's decode rate per request
+    total_tok_s: float | None  # all streams together: tokens / wall time
+    accept_len: float | None
+    cycle_ms: float | None
+    bench: str  # the bench id
+
+
+@dataclass(frozen=True)
 class Versus:
     """A run against the baseline, like with like: at its own concurrency when the baseline was measured
     there, else per stream against the single-stream baseline."""
@@ -172,6 +184,7 @@ class Yardstick:
     cycle_ms: float
     baseline_run: str | None = None  # the measured baseline's run id, None for the configured figure
     by_streams: dict[int, float] = field(default_factory=dict)  # running requests -> measured per-stream tok/s
+    bench_by_streams: dict[int, float] = field(default_factory=dict)  # concurrency -> the baseline's bench tok/s
 
     @property
     def break_even(self) -> float:
@@ -207,15 +220,32 @@ class Yardstick:
         pct = 100.0 * (run.tok_s / self.baseline_tok_s - 1.0)
         return Versus(pct, None, f"per stream vs the single-stream baseline ({where})")
 
+    def bench_versus(self, streams: int, tok_s: float) -> Versus:
+        """A bench's per-stream tok/s at ``streams`` against the baseline's bench at the same concurrency when
+        one was measured, else per stream against the single-stream baseline."""
+        if streams in self.bench_by_streams:
+            pct = 100.0 * (tok_s / self.bench_by_streams[streams] - 1.0)
+            return Versus(pct, streams, f"vs the baseline's bench at {streams} stream(s)")
+        where = "measured" if self.measured else "configured"
+        pct = 100.0 * (tok_s / self.baseline_tok_s - 1.0)
+        return Versus(pct, None, f"per stream vs the single-stream baseline ({where})")
+
     def to_json(self) -> dict[str, Any]:
         return {
             "baseline_tok_s": self.baseline_tok_s,
             "baseline_source": "measured" if self.measured else "configured",
             "baseline_run": self.baseline_run,
             "baseline_by_streams": {str(k): round(v, 4) for k, v in sorted(self.by_streams.items())},
+            "baseline_bench_by_streams": {str(k): round(v, 4) for k, v in sorted(self.bench_by_streams.items())},
             "cycle_ms": self.cycle_ms,
             "break_even_accept_len": round(self.break_even, 4),
         }
+
+
+def crossover(baseline: dict[int, float], drafter: dict[int, float]) -> int | None:
+    """The lowest concurrency measured for both at which the drafter's per-stream tok/s is below the
+    baseline's (None when it stays ahead at every shared level)."""
+    return next((c for c in sorted(baseline.keys() & drafter.keys()) if drafter[c] < baseline[c]), None)
 
 
 def _levels_text(levels: Iterable[int]) -> str:
@@ -248,6 +278,7 @@ class RunSummary:
     cycle_ms: float | None  # from the per-second means: 1000 × accept len / per-stream tok/s
     total_tok_s: float | None = None  # aggregate: SGLang's gen throughput, averaged over busy seconds
     levels: tuple[Level, ...] = ()  # the concurrency the run saw, most seconds first
+    curve: tuple[BenchLevel, ...] = ()  # its newest bench at each concurrency, by concurrency
     bench: dict | None = None  # the newest bench of this run (tok_s, accept_len, cycle_ms, ttft_ms, ...)
     server_info: dict = field(default_factory=dict)
 
@@ -282,6 +313,13 @@ class RunSummary:
         """The break-even for this run's own measured cycle time and the baseline at its concurrency."""
         return None if self.cycle_ms is None else live_breakeven(self.cycle_ms, yardstick.at(self.streams))
 
+    def falls_below_baseline_at(self, yardstick: Yardstick) -> int | None:
+        """The lowest benched concurrency at which this speculative run is slower per stream than the baseline's
+        bench at the same concurrency (None without speculation, a baseline curve, or a crossing)."""
+        if not self.speculative:
+            return None
+        return crossover(yardstick.bench_by_streams, {point.streams: point.tok_s for point in self.curve})
+
     def to_json(self, yardstick: Yardstick) -> dict[str, Any]:
         out = asdict(self)
         out["streams"] = self.streams
@@ -290,6 +328,7 @@ class RunSummary:
         out["vs_baseline_streams"] = None if versus is None else versus.streams
         out["vs_baseline_basis"] = None if versus is None else versus.basis
         out["break_even_met"] = self.break_even_met(yardstick)
+        out["falls_below_baseline_at"] = self.falls_below_baseline_at(yardstick)
         live = self.live_break_even(yardstick)
         out["live_break_even"] = None if live is None else round(live, 4)
         return out
@@ -610,8 +649,8 @@ class History:
                 row = db.execute("SELECT 1 FROM runs WHERE id = ?", (run_id,)).fetchone()
                 if row is None:
                     raise UsageError(f"no run {run_id} in the history (see `specdeck history`)")
-                if not self._levels(run_id):
-                    raise UsageError(f"run {run_id} has no tok/s samples yet, so it cannot be the baseline")
+                if not self._levels(run_id) and not self.bench_curve(run_id):
+                    raise UsageError(f"run {run_id} has no tok/s samples or benches yet, so it cannot be the baseline")
             db.execute("UPDATE runs SET is_baseline = 0 WHERE is_baseline")
             if run_id is not None:
                 db.execute("UPDATE runs SET is_baseline = 1 WHERE id = ?", (run_id,))
@@ -642,10 +681,27 @@ class History:
         """The measured baseline when one is marked (its per-stream tok/s at each concurrency it saw; the
         single-stream figure from it when it ran one stream), else the configured ``baseline_tok_s``."""
         row = self.db.execute("SELECT id FROM runs WHERE is_baseline").fetchone()
-        levels = {lv.streams: lv.tok_s for lv in self._levels(row["id"])} if row else {}
-        if not levels:
+        if row is None:
             return Yardstick(baseline_tok_s, cycle_ms)
-        return Yardstick(levels.get(1, baseline_tok_s), cycle_ms, row["id"], levels)
+        levels = {lv.streams: lv.tok_s for lv in self._levels(row["id"])}
+        benches = {point.streams: point.tok_s for point in self.bench_curve(row["id"])}
+        if not levels and not benches:
+            return Yardstick(baseline_tok_s, cycle_ms)
+        return Yardstick(levels.get(1, baseline_tok_s), cycle_ms, row["id"], levels, benches)
+
+    def bench_curve(self, run_id: str) -> tuple[BenchLevel, ...]:
+        """The run's newest bench at each concurrency it was benched at, by concurrency."""
+        rows = self.db.execute(
+            "SELECT * FROM benches WHERE run = ? AND tok_s IS NOT NULL ORDER BY ended, id", (run_id,)
+        ).fetchall()
+        newest = {}
+        for row in rows:
+            bench = _bench_json(row)
+            newest[int(bench["concurrency"] or 1)] = bench
+        return tuple(
+            BenchLevel(c, b["tok_s"], b["result"].get("total_tok_s"), b["accept_len"], b["cycle_ms"], b["id"])
+            for c, b in sorted(newest.items())
+        )
 
     # --- reading ------------------------------------------------------------------------------------------
 
@@ -687,6 +743,7 @@ class History:
             cycle_ms=row["mean_cycle"],
             total_tok_s=row["mean_total"],
             levels=self._levels(row["id"]),
+            curve=self.bench_curve(row["id"]),
             bench=_bench_json(bench) if bench else None,
             server_info=json.loads(row["server_info"] or "{}"),
         )
@@ -1084,6 +1141,13 @@ async def _import_log(history: History, conn, run_id: str, job: dict) -> int:
         else:  # another writer got further meanwhile: go on from where it stopped, never leaving a gap
             offset, tail = history.import_state(run_id)
             live = primed_filter(tail)
+
+
+async def record_run(history: History, conn, job: dict) -> str:
+    """Record serve job ``job`` of ``conn``'s host with the samples its log holds so far; returns its run id."""
+    run_id = history.upsert_run(conn.host.name, job)
+    await _import_log(history, conn, run_id, job)
+    return run_id
 
 
 async def _events(conn, job: dict) -> list[dict]:

@@ -21,6 +21,7 @@ from backend.errors import OperationFailed, UsageError
 from backend.history import History, HistoryThread, filter_tail, run_id_of, sync_from_host
 from backend.livefeed import LiveFeed
 from backend.metrics import Sample, live_samples
+from backend.sandbox.simulator import crossover_batch
 from backend.series import LiveSeries
 from backend.settings import HostConfig
 from tests.helpers import host_args
@@ -333,6 +334,42 @@ async def test_bench_baseline_ours_and_aq_against_the_break_even(host: HostConfi
         # Several servers and no --port: which one is a question for the user.
         rc, _, err = await acli("bench", *host_args(host))
         assert rc == 2 and "3 servers are running" in err and "--port" in err
+
+
+async def test_concurrency_sweep_finds_the_simulators_crossover_within_one_level(host: HostConfig, models):
+    levels = (1, 2, 4, 8)
+    spec = {"draft_tokens": 4, "draft_steps": 3}
+    expected = crossover_batch(spec, 3.3)  # where AQ-MedAI's drafter stops paying in the simulator: 6
+    async with servers(host, models, "baseline", "eagle3-aq") as (_, jobs):
+        sweeps = await asyncio.gather(
+            *(
+                acli("bench", "--json", "--concurrency", "1,2,4,8", "--requests", "1", "--max-tokens", "160",
+                     "--port", str(job["args"]["port"]), *host_args(host))
+                for job in jobs.values()
+            )
+        )  # fmt: skip
+    docs = {}
+    for profile, (rc, out, err) in zip(jobs, sweeps, strict=True):
+        assert rc == 0, err
+        docs[profile] = json.loads(out)
+    base, aq = docs["baseline"], docs["eagle3-aq"]
+    for doc in docs.values():
+        assert [row["concurrency"] for row in doc["levels"]] == list(levels)
+        assert all(row["requests"] == max(1, row["concurrency"]) for row in doc["levels"])
+        totals = [row["total_tok_s"] for row in doc["levels"]]
+        assert totals == sorted(totals)  # more streams, more tokens in all...
+    per_stream = [row["tok_s"] for row in base["levels"]]
+    assert per_stream[0] > per_stream[-1]  # ...and each stream a little slower
+    assert all(row["vs_baseline_streams"] is None for row in aq["levels"])  # no baseline curve yet: per stream
+    cli("history", "baseline", base["run"])
+    doc = json.loads(cli("history", "--json").stdout)
+    assert set(doc["yardstick"]["baseline_bench_by_streams"]) == {"1", "2", "4", "8"}
+    runs = {run["id"]: run for run in doc["runs"]}
+    assert [point["streams"] for point in runs[aq["run"]]["curve"]] == list(levels)
+    found = runs[aq["run"]]["falls_below_baseline_at"]
+    # The sweep's first level below the baseline is the level at or just before the true crossover.
+    assert found in {max(c for c in levels if c < expected), min(c for c in levels if c >= expected)}, found
+    assert runs[base["run"]]["falls_below_baseline_at"] is None
 
 
 async def test_bench_prompts_file_and_bad_input(host: HostConfig, models, tmp_path):

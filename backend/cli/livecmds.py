@@ -60,9 +60,15 @@ def register(sub) -> None:
     for flag, default, meta, what in (
         ("--requests", bench_mod.DEFAULT_REQUESTS, "N", "requests to send"),
         ("--max-tokens", bench_mod.DEFAULT_MAX_TOKENS, "M", "tokens per request"),
-        ("--concurrency", bench_mod.DEFAULT_CONCURRENCY, "C", "requests at a time"),
     ):
         p.add_argument(flag, type=int, default=default, metavar=meta, help=f"{what} (default {default})")
+    p.add_argument(
+        "--concurrency",
+        default=str(bench_mod.DEFAULT_CONCURRENCY),
+        metavar="C[,C...]",
+        help="requests at a time; several (1,2,4,8) run the same bench at each level and record the curve "
+        f"in the history (default {bench_mod.DEFAULT_CONCURRENCY})",
+    )
     p.add_argument("--prompts", metavar="FILE", help="prompts: a JSON list or one per line (default: built-in)")
     p.add_argument("--port", type=int, help="the server's port, when several run")
     add_json(p)
@@ -225,22 +231,21 @@ async def bench(args: argparse.Namespace) -> int:
     from backend.livefeed import describe_server, require_server
 
     prompts = bench_mod.read_prompts(args.prompts) if args.prompts else None
-    plan = bench_mod.BenchPlan(args.requests, args.max_tokens, args.concurrency, prompts)
+    levels = bench_mod.parse_levels(args.concurrency)
+    plan = bench_mod.BenchPlan(args.requests, args.max_tokens, levels[0], prompts)
     settings = load_settings(args)
     conn = await connect(args, settings)
     try:
         server = await require_server(conn, args.port)
+        if len(levels) > 1:
+            return await _sweep(args, settings, conn, server, plan, levels)
         print(
             f"bench on {describe_server(server)}: {plan.requests} requests of {plan.max_tokens} tokens, "
             f"{plan.concurrency} at a time",
             file=sys.stderr,
             flush=True,
         )
-
-        def progress(event: dict) -> None:
-            print(f"  {event.get('done')}/{event.get('total')} requests done", file=sys.stderr, flush=True)
-
-        result = await bench_mod.run_bench(conn, server, plan, progress)
+        result = await bench_mod.run_bench(conn, server, plan, _progress)
     finally:
         await conn.close()
     if result.get("failed"):
@@ -250,4 +255,73 @@ async def bench(args: argparse.Namespace) -> int:
     else:
         print(bench_mod.summary_line(result, settings.reference.baseline_tok_s))
         print(f"{result['requests']} requests, {result['tokens']} tokens, bench job {result['job']}")
+    return 0
+
+
+def _progress(event: dict) -> None:
+    print(f"  {event.get('done')}/{event.get('total')} requests done", file=sys.stderr, flush=True)
+
+
+async def _sweep(args, settings, conn, server: dict, plan: bench_mod.BenchPlan, levels: tuple[int, ...]) -> int:
+    """``bench --concurrency 1,2,4,8``: the bench at each level, recorded in the history with the server's run,
+    judged per level against the baseline's bench at the same concurrency (else the single-stream figure)."""
+    from backend.history import History, record_run
+    from backend.livefeed import describe_server
+
+    print(
+        f"bench sweep on {describe_server(server)}: concurrency {','.join(map(str, levels))}, "
+        f"at least {plan.requests} requests of {plan.max_tokens} tokens per level",
+        file=sys.stderr,
+        flush=True,
+    )
+
+    def on_level(level: int, result: dict) -> None:
+        print(
+            f"  concurrency {level}: {_num(result.get('tok_s'), '.1f')} tok/s per stream, "
+            f"{_num(result.get('total_tok_s'), '.1f')} in all, accept length {_num(result.get('accept_len'))}",
+            file=sys.stderr,
+            flush=True,
+        )
+
+    done = await bench_mod.run_sweep(conn, server, plan, levels, on_level, _progress)
+    ref = settings.reference
+    with History.open() as history:
+        run_id = await record_run(history, conn, server)
+        for job, result in done:
+            history.record_bench(conn.host.name, {**job, "state": "done"}, result)
+        yardstick = history.yardstick(ref.baseline_tok_s, ref.cycle_ms)
+        run = history.run(run_id)
+    rows = []
+    for (_, result), level in zip(done, levels, strict=True):
+        versus = yardstick.bench_versus(level, result["tok_s"]) if result.get("tok_s") else None
+        row = bench_mod.public_result(result)
+        row.update(
+            concurrency=level,
+            vs_baseline_pct=None if versus is None else round(versus.pct, 2),
+            vs_baseline_streams=None if versus is None else versus.streams,
+            vs_baseline_basis=None if versus is None else versus.basis,
+        )
+        rows.append(row)
+    falls = run.falls_below_baseline_at(yardstick)
+    if args.json:
+        emit_json({"run": run_id, "levels": rows, "yardstick": yardstick.to_json(), "falls_below_baseline_at": falls})
+        return 0
+    print(f"{'STREAMS':>7}  {'TOK/S/STREAM':>12}  {'TOTAL':>7}  {'ACCEPT':>6}  {'CYCLE MS':>8}  VS BASELINE")
+    for row in rows:
+        vs = "—" if row["vs_baseline_pct"] is None else f"{row['vs_baseline_pct']:+.1f}%"
+        vs += f" @{row['vs_baseline_streams']}" if row["vs_baseline_streams"] else " /stream"
+        print(
+            f"{row['concurrency']:>7}  {_num(row['tok_s'], '.1f'):>12}  {_num(row.get('total_tok_s'), '.1f'):>7}  "
+            f"{_num(row['accept_len']):>6}  {_num(row['cycle_ms'], '.1f'):>8}  {vs}"
+        )
+    print(f"recorded with run {run_id}; @N: against the baseline's bench at N streams, /stream: per stream vs the "
+          f"single-stream baseline {yardstick.baseline_tok_s:.1f} tok/s")  # fmt: skip
+    if not run.speculative:
+        print(f"no speculation here: `specdeck history baseline {run_id}` makes these the yardstick per concurrency")
+    elif not yardstick.bench_by_streams:
+        print("no baseline bench per concurrency yet: sweep a server without speculation and mark its run")
+    elif falls is None:
+        print("speculation stays ahead of the baseline at every concurrency measured")
+    else:
+        print(f"speculation falls below the baseline at {falls} concurrent streams")
     return 0
