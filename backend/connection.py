@@ -18,7 +18,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from backend.agent.client import AgentClient
-from backend.errors import ConnectionFailed, HostKeyChanged, HostKeyUnknown, UsageError
+from backend.errors import ConnectionBlocked, ConnectionFailed, UsageError
 from backend.settings import HostConfig, Settings
 
 BACKOFF_S = (1, 2, 4, 8, 15, 30)
@@ -157,7 +157,7 @@ class Connection:
                 self._set("connecting" if attempt == 0 else "reconnecting", self.state.reason, attempt=attempt)
                 try:
                     await self._connect_once()
-                except (HostKeyUnknown, HostKeyChanged) as exc:
+                except ConnectionBlocked as exc:
                     self.last_error = exc
                     self._set("lost", str(exc))
                     await self._wait_retry(None)

@@ -31,20 +31,23 @@ class ConnectionFailed(SpecdeckError):
     exit_code = 3
 
 
-class HostKeyUnknown(ConnectionFailed):
-    """The host's key is not in known_hosts: show its fingerprint and how to trust it."""
+class ConnectionBlocked(ConnectionFailed):
+    """Retrying cannot help until the user changes something (a key, a file): the panel stops and waits."""
 
-    def __init__(self, host: str, port: int, fingerprint: str, known_hosts: str, key_line: str) -> None:
-        self.host, self.port, self.fingerprint = host, port, fingerprint
+
+class HostKeyUnknown(ConnectionBlocked):
+    """The host's key is not in known_hosts: show its fingerprint and the line that would trust it."""
+
+    def __init__(self, name: str, fingerprint: str, known_hosts: str, key_line: str) -> None:
+        self.name, self.fingerprint = name, fingerprint
         self.known_hosts, self.key_line = known_hosts, key_line
-        target = host if port == 22 else f"[{host}]:{port}"
         super().__init__(
-            f"unknown host key for {target}: {fingerprint}. If that is the host's key, trust it with "
-            f"`ssh-keyscan -p {port} {host} >> {known_hosts}` (or accept it in the TUI), then retry."
+            f"unknown host key for {name}: {fingerprint}. If that is the host's key, accept it in the panel "
+            f"or append this line to {known_hosts}, then retry: {key_line}"
         )
 
 
-class HostKeyChanged(ConnectionFailed):
+class HostKeyChanged(ConnectionBlocked):
     """The host presented a key different from the one in known_hosts: always refused."""
 
 

@@ -70,13 +70,16 @@ class Sshd:
             self.proc.kill()
 
 
-def start_sshd(base: Path) -> Sshd:
+def start_sshd(base: Path, client_key: str | None = None) -> Sshd:
+    """A server with a fresh host key that lets in a fresh client key, or ``client_key`` when given."""
     if not Path(SSHD).exists():
         raise RuntimeError("sshd is missing: `make test` installs openssh-server")
     base.mkdir(parents=True, exist_ok=True)
-    host_key, client_key = base / "host_key", base / "client_key"
+    host_key = base / "host_key"
     _keygen(host_key)
-    _keygen(client_key)
+    if client_key is None:
+        client_key = str(base / "client_key")
+        _keygen(Path(client_key))
     shutil.copy(f"{client_key}.pub", base / "authorized_keys")
     port = free_port()
     config = base / "sshd_config"
@@ -115,4 +118,4 @@ def start_sshd(base: Path) -> Sshd:
     host_key_pub = f"{pub[0]} {pub[1]}"
     known = base / "known_hosts"
     known.write_text(f"[127.0.0.1]:{port} {host_key_pub}\n")
-    return Sshd(base, port, proc, str(client_key), str(known), host_key_pub)
+    return Sshd(base, port, proc, client_key, str(known), host_key_pub)

@@ -13,7 +13,7 @@ import pytest
 from backend.connection import Connection
 from backend.errors import HostKeyChanged, HostKeyUnknown
 from backend.settings import HostConfig
-from backend.transport.ssh import trust_host_key
+from backend.transport.hostkeys import trust_host_key
 from tests.sshd import Sshd
 
 

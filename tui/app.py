@@ -153,7 +153,7 @@ class SpecdeckApp(App[int]):
     def _host_key_answered(self, conn: Connection, err: HostKeyUnknown, trust: bool | None) -> None:
         if not trust or conn is not self.connection:
             return
-        from backend.transport.ssh import trust_host_key
+        from backend.transport.hostkeys import trust_host_key
 
         try:
             trust_host_key(err.known_hosts, err.key_line)

@@ -1,18 +1,26 @@
-"""SSH to a host through asyncssh: ~/.ssh/config and the agent honoured, host keys verified, keepalives on."""
+"""SSH to a host through asyncssh: ssh_config and the agent honoured, host keys verified as OpenSSH does.
+
+known_hosts is always passed explicitly, so nothing in ssh_config (``UserKnownHostsFile none``,
+``StrictHostKeyChecking no``) can switch verification off; each hop of a ProxyJump is verified the same way.
+"""
 
 from __future__ import annotations
 
 import asyncio
+import ipaddress
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlsplit
 
 import asyncssh
+from asyncssh.config import ConfigParseError
 
-from backend.errors import ConnectionFailed, HostKeyChanged, HostKeyUnknown, UsageError
+from backend.errors import ConnectionBlocked, ConnectionFailed, HostKeyChanged, HostKeyUnknown, UsageError
 from backend.transport.base import RunResult, shell_command
+from backend.transport.hostkeys import KnownHosts, Verdict, decide, key_line
+from backend.transport.sshconfig import MAX_HOPS, Destination, config_paths, jump_hops, resolve
 
 CONNECT_TIMEOUT_S = 10
 KEEPALIVE_S = 5
@@ -47,6 +55,13 @@ class SSHTarget:
 
 def default_known_hosts() -> str:
     return str(Path("~/.ssh/known_hosts").expanduser())
+
+
+def _is_loopback(addr: str) -> bool:
+    try:
+        return ipaddress.ip_address(addr).is_loopback
+    except ValueError:
+        return False
 
 
 class SSHPipe:
@@ -84,6 +99,36 @@ class SSHPipe:
         self.proc.close()  # closing the channel ends the remote agent (its stdin and stdout go)
 
 
+class _HostKeyCheck(asyncssh.SSHClient):
+    """Sees every host key that known_hosts does not already trust, during the handshake that presents it."""
+
+    def __init__(self, judge: Callable[[str, asyncssh.SSHKey], bool]) -> None:
+        self.judge = judge
+
+    def validate_host_public_key(self, host: str, addr: str, port: int, key: asyncssh.SSHKey) -> bool:
+        return self.judge(addr, key)
+
+
+def _identity_keys(identity: str | None) -> list[str]:
+    """``--identity`` as client keys, or a one-line reason it cannot be used."""
+    if not identity:
+        return []
+    path = os.path.expanduser(identity)
+    try:
+        asyncssh.read_private_key(path)
+    except OSError as exc:
+        raise ConnectionBlocked(f"cannot read the identity {identity}: {exc.strerror or exc}") from None
+    except asyncssh.KeyImportError as exc:
+        if "assphrase" not in str(exc):
+            raise ConnectionBlocked(f"{identity} is not a private key ({exc})") from None
+        if not os.environ.get("SSH_AUTH_SOCK"):
+            raise ConnectionBlocked(
+                f"{identity} is passphrase-protected and no ssh agent is running; start one and `ssh-add {identity}`"
+            ) from None
+        # Encrypted with an agent running: asyncssh skips the file and the agent signs (ignore_encrypted).
+    return [path]
+
+
 class SSHTransport:
     def __init__(self, url: str, identity: str | None = None, known_hosts: str | None = None) -> None:
         self.target = SSHTarget.parse(url)
@@ -91,60 +136,120 @@ class SSHTransport:
         self.identity = identity
         self.known_hosts = known_hosts
         self.conn: asyncssh.SSHClientConnection | None = None
+        self.jumps: list[asyncssh.SSHClientConnection] = []
         self.channels = asyncio.Semaphore(MAX_CHANNELS)
 
-    def _options(self) -> dict:
-        opts: dict = {
+    def _known_hosts_files(self, dest: Destination) -> tuple[str, list[str]]:
+        """(the file trusted keys are written to, every file read): ``--known-hosts``, else the config's
+        UserKnownHostsFile unless it switches checking off, else ~/.ssh/known_hosts; plus the global files."""
+        if self.known_hosts:
+            user = [os.path.expanduser(self.known_hosts)]
+        else:
+            user = list(dest.known_hosts_files) or [default_known_hosts(), default_known_hosts() + "2"]
+        return user[0], user + list(dest.global_known_hosts)
+
+    async def connect(self) -> None:
+        keys = _identity_keys(self.identity)
+        paths = config_paths()
+        try:
+            dest = resolve(self.target.host, self.target.port, self.target.user, paths)
+            self.conn = await self._open(dest, keys, paths, None, 0)
+        except BaseException:
+            await self.close()
+            raise
+
+    async def _open(
+        self,
+        dest: Destination,
+        keys: list[str],
+        paths: list[str],
+        tunnel: asyncssh.SSHClientConnection | None,
+        depth: int,
+    ) -> asyncssh.SSHClientConnection:
+        """Connect to ``dest`` through its ProxyJump hops (each resolved and verified alike) unless tunnelled."""
+        if depth > MAX_HOPS:
+            raise ConnectionBlocked(f"ProxyJump from {self.label} goes more than {MAX_HOPS} hops deep; is it a loop?")
+        if tunnel is None and dest.proxy_jump:
+            for hop in jump_hops(dest.proxy_jump):
+                jump = resolve(hop.name, hop.port, hop.user, paths)
+                # A hop uses its own IdentityFile when the config names one, as `ssh -J` does.
+                tunnel = await self._open(jump, [] if jump.identity_files else keys, paths, tunnel, depth + 1)
+                self.jumps.append(tunnel)
+        return await self._handshake(dest, keys, paths, tunnel)
+
+    async def _handshake(
+        self, dest: Destination, keys: list[str], paths: list[str], tunnel: asyncssh.SSHClientConnection | None
+    ) -> asyncssh.SSHClientConnection:
+        write_to, read = self._known_hosts_files(dest)
+        known = KnownHosts.read(read)
+        found = known.find(dest.key_name)
+        proxied = tunnel is not None or dest.proxy_command
+        verdicts: list[tuple[Verdict, asyncssh.SSHKey]] = []
+
+        def judge(addr: str, key: asyncssh.SSHKey) -> bool:
+            # ssh compares the address only with CheckHostIP, and never for loopback or through a proxy.
+            check_ip = dest.check_host_ip and not proxied and addr != dest.hostname and not _is_loopback(addr)
+            verdict = decide(known, key, hostname=dest.hostname, port=dest.port, alias=dest.host_key_alias,
+                             address=addr if check_ip else None)  # fmt: skip
+            verdicts.append((verdict, key))
+            return verdict.trusted
+
+        options: dict = {
+            "port": dest.port,
+            "username": dest.user,
+            "config": paths,
+            "tunnel": tunnel or (),
+            "known_hosts": (list(found.trusted), list(found.ca), list(found.revoked)),
+            "host_key_alias": dest.host_key_alias,
+            "client_factory": lambda: _HostKeyCheck(judge),
+            "ignore_encrypted": True,
             "connect_timeout": CONNECT_TIMEOUT_S,
             "keepalive_interval": KEEPALIVE_S,
             "keepalive_count_max": KEEPALIVE_MAX,
         }
-        if self.target.port:
-            opts["port"] = self.target.port
-        if self.target.user:
-            opts["username"] = self.target.user
-        if self.identity:
-            opts["client_keys"] = [os.path.expanduser(self.identity)]
-        if self.known_hosts:
-            opts["known_hosts"] = os.path.expanduser(self.known_hosts)
-        return opts
-
-    async def connect(self) -> None:
+        if keys:
+            options["client_keys"] = keys
         try:
-            self.conn = await asyncssh.connect(self.target.host, **self._options())
-        except asyncssh.HostKeyNotVerifiable:
-            raise await self._host_key_problem() from None
+            conn = await asyncssh.connect(dest.name, **options)
+        except asyncssh.HostKeyNotVerifiable as exc:
+            raise self._refusal(dest, verdicts[-1] if verdicts else None, write_to, exc.reason) from None
         except asyncssh.PermissionDenied:
             raise ConnectionFailed(
-                f"{self.label} refused our SSH key; check the user, --identity or your ssh agent"
+                f"{dest.label} refused our SSH key; check the user, --identity or your ssh agent"
             ) from None
         except TimeoutError:
-            raise ConnectionFailed(f"{self.label}: connection timed out after {CONNECT_TIMEOUT_S} s") from None
+            raise ConnectionFailed(f"{dest.label}: connection timed out after {CONNECT_TIMEOUT_S} s") from None
         except asyncssh.Error as exc:
-            raise ConnectionFailed(f"{self.label}: SSH failed: {exc.reason}") from None
+            raise ConnectionFailed(f"{dest.label}: SSH failed: {exc.reason}") from None
+        except (asyncssh.KeyImportError, ConfigParseError) as exc:
+            raise ConnectionBlocked(f"{dest.label}: {exc}") from None
         except OSError as exc:
-            raise ConnectionFailed(f"cannot reach {self.label}: {exc.strerror or exc}") from None
+            raise ConnectionFailed(f"cannot reach {dest.label}: {exc.strerror or exc}") from None
+        key = conn.get_server_host_key()
+        if key is not None and not verdicts:  # known_hosts trusted it outright: the address may still object
+            peer = conn.get_extra_info("peername")
+            if not judge(peer[0] if peer else "", key):
+                conn.close()
+                raise self._refusal(dest, verdicts[-1], write_to, "")
+        return conn
 
-    async def _host_key_problem(self) -> ConnectionFailed:
-        """Tell an unknown key (show its fingerprint) from a changed one (always refuse)."""
-        path = os.path.expanduser(self.known_hosts) if self.known_hosts else default_known_hosts()
-        port = self.target.port or 22
-        if os.path.exists(path):
-            trusted = asyncssh.read_known_hosts(path).match(self.target.host, "", self.target.port)[0]
-            if trusted:
-                return HostKeyChanged(
-                    f"the host key of {self.label} has CHANGED since it was trusted in {path}; refusing to "
-                    "connect. If the host was reinstalled, remove its old line from that file yourself."
-                )
-        try:
-            key = await asyncssh.get_server_host_key(self.target.host, port)
-        except (asyncssh.Error, OSError) as exc:
-            return ConnectionFailed(f"{self.label}: host key not verifiable and not fetchable: {exc}")
-        if key is None:
-            return ConnectionFailed(f"{self.label}: the host offered no host key")
-        name = self.target.host if port == 22 else f"[{self.target.host}]:{port}"
-        line = f"{name} {key.export_public_key('openssh').decode().strip()}"
-        return HostKeyUnknown(self.target.host, port, key.get_fingerprint("sha256"), path, line)
+    @staticmethod
+    def _refusal(
+        dest: Destination, seen: tuple[Verdict, asyncssh.SSHKey] | None, write_to: str, reason: str
+    ) -> ConnectionBlocked:
+        if seen is None or seen[0].trusted:  # a certificate or revoked key asyncssh refused without asking us
+            return HostKeyChanged(f"{dest.label}: host key refused: {reason}; refusing to connect")
+        verdict, key = seen
+        if verdict.status == "unknown":
+            line = key_line(dest.key_name, key, dest.hash_known_hosts)
+            return HostKeyUnknown(dest.key_name, key.get_fingerprint("sha256"), write_to, line)
+        if verdict.status == "revoked":
+            return HostKeyChanged(f"the host key of {dest.label} is marked @revoked in known_hosts; refusing")
+        whose = f"the address of {dest.key_name}" if verdict.by_address else verdict.name
+        return HostKeyChanged(
+            f"the host key of {dest.label} has CHANGED: {verdict.offending} holds a different key for {whose}; "
+            "refusing to connect. If the host was reinstalled, check the new key and remove that line yourself."
+        )
 
     async def start(self, argv: Sequence[str]) -> SSHPipe:
         assert self.conn is not None
@@ -166,18 +271,11 @@ class SSHTransport:
         return RunResult(res.exit_status, res.stdout or b"", res.stderr or b"")
 
     async def close(self) -> None:
-        if self.conn is not None:
-            self.conn.close()
-            try:
-                await asyncio.wait_for(self.conn.wait_closed(), 2)
-            except (TimeoutError, asyncssh.Error, OSError):
-                pass
-            self.conn = None
-
-
-def trust_host_key(known_hosts: str, key_line: str) -> None:
-    """Append an accepted host key to known_hosts (creating ~/.ssh 0700 if needed)."""
-    path = Path(known_hosts).expanduser()
-    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-    with path.open("a") as f:
-        f.write(key_line.rstrip("\n") + "\n")
+        for conn in [self.conn, *reversed(self.jumps)]:
+            if conn is not None:
+                conn.close()
+                try:
+                    await asyncio.wait_for(conn.wait_closed(), 2)
+                except (TimeoutError, asyncssh.Error, OSError):
+                    pass
+        self.conn, self.jumps = None, []

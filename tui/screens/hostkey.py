@@ -12,7 +12,7 @@ from backend.errors import HostKeyUnknown
 
 
 class HostKeyScreen(ModalScreen[bool]):
-    """Dismisses with True when the user trusts the key (the app then appends it to known_hosts)."""
+    """Dismisses with True when the user trusts the key (the app then appends ``error.key_line`` to known_hosts)."""
 
     BINDINGS = [
         Binding("y", "answer(True)", "Trust", id="hostkey.trust"),
@@ -25,10 +25,9 @@ class HostKeyScreen(ModalScreen[bool]):
 
     def compose(self) -> ComposeResult:
         err = self.error
-        target = err.host if err.port == 22 else f"[{err.host}]:{err.port}"
         with Vertical(id="dialog"):
             yield Static("Unknown host key", classes="title", markup=False)
-            yield Static(f"{target} presented a key that is not in {err.known_hosts}.", markup=False)
+            yield Static(f"{err.name} presented a key that is not in {err.known_hosts}.", markup=False)
             yield Static(err.fingerprint, id="fingerprint", markup=False)
             yield Static(
                 "Trust it only if this fingerprint matches the host's own "

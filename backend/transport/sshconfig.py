@@ -1,0 +1,117 @@
+"""ssh_config resolved once per hop, by asyncssh's own parser: where to connect, as whom, and how to check the key.
+
+asyncssh's parser skips the options it has no use for; this one also keeps the host-key options that decide
+how specdeck reads and writes known_hosts (``HashKnownHosts``, ``CheckHostIP``).
+"""
+
+from __future__ import annotations
+
+import getpass
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from urllib.parse import urlsplit
+
+from asyncssh.config import ConfigParseError, SSHClientConfig, SSHConfig
+
+from backend.errors import ConnectionBlocked
+from backend.transport.hostkeys import DEFAULT_PORT, host_port
+
+MAX_HOPS = 8  # a ProxyJump chain longer than this is taken for a loop
+# Files that mean "no known_hosts": specdeck always verifies, so these fall back to the default file.
+_NO_FILE = {"none", "/dev/null"}
+GLOBAL_KNOWN_HOSTS = ("/etc/ssh/ssh_known_hosts", "/etc/ssh/ssh_known_hosts2")
+
+
+class _Config(SSHClientConfig):
+    _handlers = {
+        **SSHClientConfig._handlers,
+        "hashknownhosts": ("HashKnownHosts", SSHConfig._set_bool),
+        "checkhostip": ("CheckHostIP", SSHConfig._set_bool),
+    }
+
+
+def config_paths() -> list[str]:
+    """The user's ssh_config, as asyncssh and ssh find it (``~/.ssh/config``), when there is one."""
+    path = Path("~/.ssh/config").expanduser()
+    return [str(path)] if os.access(path, os.R_OK) else []
+
+
+@dataclass(frozen=True)
+class Destination:
+    """One SSH hop after ssh_config: ``name`` as written (an alias or an address), the rest as resolved."""
+
+    name: str
+    hostname: str
+    port: int
+    user: str
+    host_key_alias: str | None
+    proxy_jump: str | None
+    proxy_command: bool
+    identity_files: tuple[str, ...]
+    hash_known_hosts: bool
+    check_host_ip: bool
+    known_hosts_files: tuple[str, ...]  # UserKnownHostsFile, without none and /dev/null
+    global_known_hosts: tuple[str, ...]
+
+    @property
+    def key_name(self) -> str:
+        """The one name known_hosts is consulted (and written) under."""
+        return self.host_key_alias or host_port(self.hostname, self.port)
+
+    @property
+    def label(self) -> str:
+        return f"{self.user}@{self.name}" + (f":{self.port}" if self.port != DEFAULT_PORT else "")
+
+
+def resolve(name: str, port: int | None = None, user: str | None = None, paths: list[str] | None = None) -> Destination:
+    """Apply ssh_config to ``name`` the way ``ssh`` does; an explicit ``port``/``user`` wins over the file."""
+    paths = config_paths() if paths is None else paths
+    local_user = getpass.getuser()
+    try:
+        cfg = _Config.load(None, paths, False, False, False, local_user, user or (), name, port or ())
+    except ConfigParseError as exc:
+        raise ConnectionBlocked(f"ssh_config: {exc}; fix that line") from None
+    except OSError as exc:
+        raise ConnectionBlocked(f"cannot read ssh_config: {exc}") from None
+    known = [os.path.expanduser(p) for p in cfg.get("UserKnownHostsFile", None) or ()]
+    global_known = cfg.get("GlobalKnownHostsFile", None)
+    command = cfg.get("ProxyCommand", None)
+    return Destination(
+        name=name,
+        # ssh looks hosts up in lower case
+        hostname=str(cfg.get("Hostname", name)).lower(),
+        port=int(cfg.get("Port", DEFAULT_PORT)),
+        user=str(cfg.get("User", local_user)),
+        host_key_alias=cfg.get("HostKeyAlias", None),
+        proxy_jump=cfg.get("ProxyJump", None),
+        proxy_command=bool(command and command != ["none"]),
+        identity_files=tuple(os.path.expanduser(p) for p in cfg.get("IdentityFile", None) or ()),
+        hash_known_hosts=bool(cfg.get("HashKnownHosts", False)),
+        check_host_ip=bool(cfg.get("CheckHostIP", False)),
+        known_hosts_files=tuple(p for p in known if p.lower() not in _NO_FILE),
+        global_known_hosts=GLOBAL_KNOWN_HOSTS if global_known is None else tuple(global_known),
+    )
+
+
+@dataclass(frozen=True)
+class Hop:
+    name: str
+    port: int | None
+    user: str | None
+
+
+def jump_hops(value: str) -> list[Hop]:
+    """A ProxyJump value: comma-separated ``[user@]host[:port]`` or ``ssh://[user@]host[:port]``."""
+    hops = []
+    for part in value.split(","):
+        part = part.strip()
+        parts = urlsplit(part if part.startswith("ssh://") else f"ssh://{part}")
+        try:
+            hop = Hop(parts.hostname or "", parts.port, parts.username)
+        except ValueError:
+            hop = Hop("", None, None)
+        if not hop.name:
+            raise ConnectionBlocked(f"ssh_config: ProxyJump {part!r} is not [user@]host[:port]")
+        hops.append(hop)
+    return hops

@@ -1,0 +1,205 @@
+"""Host-key decisions against OpenSSH itself: every known_hosts state × ssh_config shape gives the decision
+`ssh -o BatchMode=yes` gives on the same files, and the line specdeck's trust writes is one `ssh` accepts."""
+
+from __future__ import annotations
+
+import getpass
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from backend.errors import ConnectionBlocked, HostKeyChanged, HostKeyUnknown
+from backend.transport.hostkeys import hashed_name, trust_host_key
+from backend.transport.ssh import SSHTransport
+from tests.sshd import Sshd, start_sshd
+
+USER = getpass.getuser()
+NAME = "localhost"  # the target by name; 127.0.0.1 is its address
+SHAPES = ("plain", "alias", "hostkeyalias", "proxyjump", "ukh-none", "strict-no", "hashknownhosts")
+STATES = (
+    "absent", "unrelated",
+    "trusted-name", "trusted-address", "trusted-alias", "trusted-portless", "trusted-hashed",
+    "changed-name", "changed-address", "changed-alias", "changed-portless", "changed-hashed",
+)  # fmt: skip
+SWITCHED = ("absent", "trusted-name", "trusted-hashed", "changed-name", "changed-hashed")
+
+
+@pytest.fixture(scope="module")
+def servers(tmp_path_factory) -> dict:
+    """The target and a jump host (both let in one client key), and a key neither of them has."""
+    base = tmp_path_factory.mktemp("hostkeys")
+    client = base / "client_key"
+    other = base / "other_key"
+    for key in (client, other):
+        subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(key)], check=True)
+    target = start_sshd(base / "target", str(client))
+    jump = start_sshd(base / "jump", str(client))
+    kind, blob = (base / "other_key.pub").read_text().split()[:2]
+    yield {"target": target, "jump": jump, "client": str(client), "other": f"{kind} {blob}"}
+    target.stop()
+    jump.stop()
+
+
+def ssh_config(shape: str, target: Sshd, jump: Sshd, client: str) -> str:
+    """The user's ssh_config for ``shape``; the destination is ``gpu`` except in ``plain``."""
+    lines = []
+    if shape != "plain":
+        lines += ["Host gpu", f"  HostName {NAME}", f"  Port {target.port}", f"  User {USER}"]
+        lines += {
+            "hostkeyalias": ["  HostKeyAlias gpu-key"],
+            "proxyjump": ["  ProxyJump jump"],
+            "ukh-none": ["  UserKnownHostsFile none"],
+            "strict-no": ["  StrictHostKeyChecking no"],
+            "hashknownhosts": ["  HashKnownHosts yes"],
+        }.get(shape, [])
+    lines += ["Host jump", "  HostName 127.0.0.1", f"  Port {jump.port}", f"  User {USER}"]
+    lines += ["Host *", f"  IdentityFile {client}", "  IdentitiesOnly yes", "  GlobalKnownHostsFile /dev/null"]
+    return "\n".join(lines) + "\n"
+
+
+def oracle_config(config: str, known_hosts: Path) -> str:
+    """The same file as ssh must see it to decide as specdeck does: verification forced on, the same
+    known_hosts (ssh expands ~ from the password database, not $HOME), never a prompt."""
+    kept = [
+        ln for ln in config.splitlines() if ln.split()[:1] not in (["UserKnownHostsFile"], ["StrictHostKeyChecking"])
+    ]
+    kept += [f"  UserKnownHostsFile {known_hosts}", "  StrictHostKeyChecking yes", "  BatchMode yes"]
+    return "\n".join(kept) + "\n"
+
+
+def write_state(state: str, known: Path, shape: str, servers: dict) -> None:
+    target, jump = servers["target"], servers["jump"]
+    lines = [f"[127.0.0.1]:{jump.port} {jump.host_key_pub}"] if shape == "proxyjump" else []
+    if state == "absent" and not lines:
+        return
+    good, bad = target.host_key_pub, servers["other"]
+    port = target.port
+    alias = "gpu-key" if shape == "hostkeyalias" else "gpu"
+    names = {"name": f"[{NAME}]:{port}", "address": f"[127.0.0.1]:{port}", "alias": alias, "portless": NAME,
+             "hashed": f"[{NAME}]:{port}"}  # fmt: skip
+    if state == "unrelated":
+        lines.append(f"elsewhere.example {bad}")
+    elif state != "absent":
+        verdict, where = state.split("-")
+        lines.append(f"{names[where]} {good if verdict == 'trusted' else bad}")
+    known.write_text("".join(f"{ln}\n" for ln in lines))
+    if state.endswith("-hashed"):  # OpenSSH's own hashing, so the test does not check ours against itself
+        subprocess.run(["ssh-keygen", "-q", "-H", "-f", str(known)], check=True, capture_output=True)
+
+
+def openssh_decides(config: Path, destination: str) -> str:
+    res = subprocess.run(["ssh", "-F", str(config), destination, "true"], capture_output=True, text=True, timeout=60)
+    if res.returncode == 0:
+        return "trusted"
+    if "IDENTIFICATION HAS CHANGED" in res.stderr or "DNS SPOOFING" in res.stderr:
+        return "changed"
+    if "host key is known" in res.stderr or "Host key verification failed" in res.stderr:
+        return "unknown"
+    raise AssertionError(f"ssh failed for another reason: {res.stderr}")
+
+
+async def specdeck_decides(url: str) -> tuple[str, Exception | None]:
+    transport = SSHTransport(url)
+    try:
+        await transport.connect()
+    except HostKeyUnknown as exc:
+        return "unknown", exc
+    except HostKeyChanged as exc:
+        return "changed", exc
+    await transport.close()
+    return "trusted", None
+
+
+@pytest.fixture
+def home(tmp_path, monkeypatch) -> Path:
+    """A HOME of the test's own: ~/.ssh/config and ~/.ssh/known_hosts are the test's files."""
+    monkeypatch.setenv("HOME", str(tmp_path))
+    monkeypatch.delenv("SSH_AUTH_SOCK", raising=False)
+    (tmp_path / ".ssh").mkdir(mode=0o700)
+    return tmp_path
+
+
+# The shapes that differ from "alias" by one switch-off line need only the states that line could change.
+CASES = [(shape, state) for shape in SHAPES for state in STATES if shape in SHAPES[:4] or state in SWITCHED]
+
+
+@pytest.mark.parametrize(("shape", "state"), CASES)
+async def test_decision_matches_openssh_and_trusting_satisfies_it(shape, state, servers, home):
+    target, jump = servers["target"], servers["jump"]
+    config = ssh_config(shape, target, jump, servers["client"])
+    (home / ".ssh" / "config").write_text(config)
+    known = home / ".ssh" / "known_hosts"
+    write_state(state, known, shape, servers)
+    oracle = home / "oracle_config"
+    oracle.write_text(oracle_config(config, known))
+    destination, url = ("gpu", "ssh://gpu") if shape != "plain" else (
+        f"{USER}@{NAME}", f"ssh://{USER}@{NAME}:{target.port}")  # fmt: skip
+    if shape == "plain":
+        oracle.write_text(oracle.read_text() + f"Host {NAME}\n  Port {target.port}\n")
+
+    ours, err = await specdeck_decides(url)
+    assert ours == openssh_decides(oracle, destination), err
+    if ours != "unknown":
+        return
+    # What the panel's trust dialog does on "y": append the offered line. ssh then accepts the key too.
+    assert isinstance(err, HostKeyUnknown) and err.known_hosts == str(known)
+    before = known.read_text() if known.exists() else ""
+    trust_host_key(err.known_hosts, err.key_line)
+    assert known.read_text() == before + err.key_line + "\n"
+    assert err.key_line.startswith("|1|") == (shape == "hashknownhosts")
+    assert (await specdeck_decides(url))[0] == "trusted"
+    assert openssh_decides(oracle, destination) == "trusted"
+
+
+def test_hashed_name_is_what_ssh_keygen_finds(tmp_path):
+    known = tmp_path / "known_hosts"
+    known.write_text(f"{hashed_name('[gpu.example]:2222')} ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIDummy\n")
+    found = subprocess.run(["ssh-keygen", "-F", "[gpu.example]:2222", "-f", str(known)], capture_output=True)
+    assert found.returncode == 0 and b"|1|" in found.stdout
+    assert subprocess.run(["ssh-keygen", "-F", "gpu.example", "-f", str(known)], capture_output=True).returncode
+
+
+def test_trust_write_starts_a_new_line_and_keeps_the_file_private(tmp_path):
+    known = tmp_path / "new" / "known_hosts"
+    trust_host_key(str(known), "a ssh-ed25519 AAAA")
+    assert known.read_text() == "a ssh-ed25519 AAAA\n" and known.stat().st_mode & 0o777 == 0o600
+    assert known.parent.stat().st_mode & 0o777 == 0o700
+    known.write_text("b ssh-ed25519 BBBB")  # a last line without its newline (hand-edited)
+    trust_host_key(str(known), "c ssh-ed25519 CCCC\n")
+    assert known.read_text() == "b ssh-ed25519 BBBB\nc ssh-ed25519 CCCC\n"
+    with pytest.raises(ValueError):
+        trust_host_key(str(known), "d ssh-ed25519 DDDD\ne ssh-ed25519 EEEE")
+
+
+async def test_malformed_known_hosts_line_is_a_one_line_refusal(servers, home):
+    target = servers["target"]
+    known = home / ".ssh" / "known_hosts"
+    known.write_text(f"[127.0.0.1]:{target.port} {target.host_key_pub}\njunk\n")
+    with pytest.raises(ConnectionBlocked, match=r"known_hosts line 2 is not a known_hosts entry") as err:
+        await SSHTransport(target.url, identity=target.identity).connect()
+    assert "\n" not in str(err.value)
+
+
+async def test_encrypted_identity_without_agent_is_a_one_line_refusal(servers, home, tmp_path):
+    key = tmp_path / "locked"
+    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "secret", "-f", str(key)], check=True)
+    with pytest.raises(ConnectionBlocked, match="passphrase-protected and no ssh agent"):
+        await SSHTransport(servers["target"].url, identity=str(key)).connect()
+
+
+def test_cli_exits_3_on_a_malformed_known_hosts_and_an_encrypted_identity(servers, home, tmp_path):
+    import sys
+
+    target = servers["target"]
+    bad = home / "bad_known_hosts"
+    bad.write_text("junk\n")
+    key = tmp_path / "locked"
+    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "secret", "-f", str(key)], check=True)
+    env = {**os.environ}
+    for args in (target.cli_args(str(tmp_path), known_hosts=str(bad)), target.cli_args(str(tmp_path), str(key))):
+        res = subprocess.run([sys.executable, "-m", "backend.cli.main", "ping", *args], capture_output=True,
+                             text=True, env=env, timeout=60)  # fmt: skip
+        assert res.returncode == 3, res.stderr
+        assert len(res.stderr.strip().splitlines()) == 1 and "internal error" not in res.stderr
