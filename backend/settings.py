@@ -163,6 +163,58 @@ def load(explicit: str | os.PathLike | None = None) -> Settings:
     return parse(data, str(path))
 
 
+# --- writing profiles back ---------------------------------------------------------------------------------
+
+_SAVED = ("drafter", "algorithm", "steps", "topk", "draft_tokens", "tp", "port", "model", "extra_args")
+
+
+def save_profile(settings: Settings, profile: ProfileConfig) -> tuple[Settings, Path]:
+    """Write ``profile`` into the config file ``settings`` came from (the default file, created from the init
+    template, when they are the built-in defaults), keeping the file's comments and layout; returns the
+    settings with the profile in them and the file written. Only keys that change are written (keys set to None
+    are removed); env is left alone.
+
+    Raises ConfigError when the file cannot be read or written, or the result would not validate."""
+    import tomlkit
+
+    if settings.source == "built-in defaults":
+        path = default_config_path()
+    elif Path(settings.source).is_file():
+        path = Path(settings.source)
+    else:
+        raise ConfigError(f"these settings were not read from a config file ({settings.source}): nothing to save to")
+    try:
+        text = path.read_text() if path.exists() else INIT_TEMPLATE
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot read it: {exc.strerror}") from None
+    doc = tomlkit.parse(text)
+    profiles = doc.setdefault("profiles", tomlkit.table(is_super_table=True))
+    if profile.name not in profiles:
+        profiles[profile.name] = tomlkit.table()
+    table = profiles[profile.name]
+    before = settings.profiles.get(profile.name) or ProfileConfig(name=profile.name)
+    for key in _SAVED:
+        value = getattr(profile, key)
+        if key not in table and value == getattr(before, key):
+            continue  # what the file leaves to the defaults stays left to them
+        if key == "extra_args":
+            value = list(value) or None
+        if value is None:
+            table.pop(key, None)
+        elif table.get(key) != value:
+            table[key] = value
+    new_text = tomlkit.dumps(doc)
+    saved = parse(tomllib.loads(new_text), str(path))  # never write a file that would not load
+    tmp = path.with_name(path.name + ".tmp")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp.write_text(new_text)
+        os.replace(tmp, path)
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot write it: {exc.strerror}") from None
+    return replace(settings, profiles={**settings.profiles, profile.name: saved.profiles[profile.name]}), path
+
+
 # --- validation -------------------------------------------------------------------------------------------
 
 

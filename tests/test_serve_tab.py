@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import tomlkit
 from textual.app import App, ComposeResult
 from textual.pilot import Pilot
 from textual.widgets import Input, Static, TabbedContent
@@ -17,7 +18,7 @@ from textual.widgets import Input, Static, TabbedContent
 from backend import serving
 from backend.connection import Connection
 from backend.sandbox import fixtures
-from backend.settings import Settings, parse
+from backend.settings import Settings, load
 from tests.helpers import until
 from tests.sshd import free_port
 from tests.test_serving import fake_nvidia_smi
@@ -54,7 +55,9 @@ def settings(tmp_path) -> Settings:
             "oom": {"drafter": "ours", **eagle, "port": free_port(), "env": {**SCALE, "SPECDECK_SIM_FAIL": "oom"}},
         },
     }
-    return parse(data, "test")
+    path = tmp_path / "config.toml"
+    path.write_text(tomlkit.dumps(data))
+    return load(str(path))
 
 
 @pytest.fixture
@@ -124,7 +127,10 @@ async def test_edit_start_watch_and_stop(settings, cleanup, gpu_box):
         await until(pilot, lambda: "--speculative-num-draft-tokens 5" in text(app, "#preview"), "the preview")
         assert "--speculative-num-steps 4" in text(app, "#preview") and "✗" not in text(app, "#checks")
         assert "eagle3-ours*" in str(pane.query_one("#profiles").get_option("eagle3-ours").prompt)
-        assert settings.profiles["eagle3-ours"].steps == 3  # the config is never rewritten
+        # The edit reaches the config file once typing pauses, the file's other keys untouched.
+        await until(pilot, lambda: "steps = 4" in Path(settings.source).read_text(), "the saved edit")
+        assert load(settings.source).profiles["eagle3-ours"].draft_tokens == 5
+        await until(pilot, lambda: app.settings.profiles["eagle3-ours"].steps == 4, "the saved settings")
 
         pane.query_one("#profiles").focus()
         await pilot.press("s")

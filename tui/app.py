@@ -20,7 +20,7 @@ from textual.worker import Worker, WorkerState
 from backend import jobs
 from backend.connection import Connection, ConnState, resolve_host
 from backend.errors import ConnectionFailed, HostKeyUnknown, SpecdeckError
-from backend.settings import HostConfig, Settings
+from backend.settings import HostConfig, ProfileConfig, Settings, save_profile
 from tui.commands import ActionsProvider
 from tui.messages import ConnectionChanged
 from tui.screens.compare import ComparePane
@@ -271,6 +271,16 @@ class SpecdeckApp(App[int]):
             f"removed {len(out['removed'])} ended job(s) older than {jobs.PRUNE_DEFAULT} from "
             f"{self.host_config.name}{running}"
         )
+
+    @work(group="save-profile", exit_on_error=False, thread=True, description="save the profile to the config file")
+    def save_profile(self, profile: ProfileConfig) -> None:
+        """Write ``profile`` into the config file (comments and layout kept) and use the settings it gives."""
+        settings, path = save_profile(self.settings, profile)
+        self.call_from_thread(self._profile_saved, settings, profile.name, path)
+
+    def _profile_saved(self, settings: Settings, name: str, path: Path) -> None:
+        self.settings = settings
+        self.notify(f"profile {name} saved to {path}")
 
     def action_toggle_theme(self) -> None:
         self.theme = "textual-light" if self.current_theme.dark else "textual-dark"

@@ -34,6 +34,7 @@ from tui.widgets.logview import LogView
 
 TAIL_LINES = 500
 GPU_EVERY_S = 5.0
+SAVE_AFTER_S = 1.0  # edits reach the config file once typing pauses this long
 # (ProfileConfig field, label) of the numbers the editor offers; extra flags have their own line.
 FIELDS = (("steps", "steps"), ("topk", "topk"), ("draft_tokens", "draft tok"), ("tp", "tp"), ("port", "port"))
 STATE_MARKS = {
@@ -132,6 +133,7 @@ class ServePane(ShellPane):
         self._conn: Any = None  # the connection the watchers run on
         self._log_job: str | None = None
         self._gpu_timer: Timer | None = None
+        self._save_timer: Timer | None = None
         self._watcher: Worker | None = None
 
     def compose(self) -> ComposeResult:
@@ -274,9 +276,21 @@ class ServePane(ShellPane):
             except UsageError as exc:
                 self._show_preview(str(exc), invalid=True)
                 return
+            self._save_soon()
             self.checks = None
             self._fill_profiles()
             self._fill_preview()
+
+    def _save_soon(self) -> None:
+        """Write the edited profile to the config file once typing pauses."""
+        if self._save_timer is not None:
+            self._save_timer.stop()
+        self._save_timer = self.set_timer(SAVE_AFTER_S, self._save, name="serve-save")
+
+    def _save(self) -> None:
+        profile = self._profile(self.selected)
+        if profile is not None and profile != self.app.settings.profiles.get(profile.name):
+            self.app.save_profile(profile)
 
     def _read_editor(self) -> ProfileConfig:
         """The selected profile with the editor's values; raises UsageError on a value SGLang can't take."""
