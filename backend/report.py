@@ -23,7 +23,7 @@ from typing import Any
 from backend import checkpoints
 from backend.agent.host.units import human_bytes
 from backend.errors import SpecdeckError
-from backend.history import History, RunSummary, Yardstick
+from backend.history import History, RunSummary, Yardstick, crossover
 from backend.series import SeriesView
 
 PALETTE = ("#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#17becf", "#8c564b", "#e377c2")
@@ -73,6 +73,7 @@ class Chart:
         return not any(xs for _, xs, _ in self.series)
 
     refs: list[tuple[float, str]] = field(default_factory=list)  # (y, label)
+    x_label: str = "seconds since the run's first sample"
 
 
 Block = Heading | Para | Bullets | Table | Code | Chart
@@ -125,6 +126,14 @@ VS_LEGEND = (
 )
 
 
+def bench_cell(run: RunSummary) -> str:
+    """The run's bench per-stream tok/s with its concurrency: the whole curve when benched at several levels."""
+    if len(run.curve) > 1:
+        return " ".join(f"{p.tok_s:.0f}@{p.streams}" for p in run.curve)
+    bench = run.bench or {}
+    return fmt(bench.get("tok_s")) + (f"@{bench['concurrency']}" if bench.get("concurrency") else "")
+
+
 def run_label(run: RunSummary) -> str:
     return f"{run.profile or run.job_id}" + (f" [{run.drafter}]" if run.drafter else "")
 
@@ -141,14 +150,14 @@ def comparison_table(runs: list[RunSummary], yardstick: Yardstick) -> Table:
     per run."""
     headers = ["run", "profile", "drafter", "samples", "streams", "tok/s per stream", "total tok/s",
                "accept length", "cycle ms", "vs baseline", f"vs break-even {yardstick.break_even:.2f}",
-               "bench tok/s per stream"]  # fmt: skip
+               "bench tok/s per stream @streams"]  # fmt: skip
     rows = []
     columns = ("profile", "drafter", "samples", "streams", "tok_s", "total_tok_s", "accept", "cycle_ms", "vs_baseline",
                "break_even")  # fmt: skip
     for run in runs:
         cells = run_cells(run, yardstick)
         name = run.job_id + (" ★" if run.is_baseline else "")
-        rows.append([name, *(cells[c] for c in columns), fmt((run.bench or {}).get("tok_s"))])
+        rows.append([name, *(cells[c] for c in columns), bench_cell(run)])
     return Table(headers, rows)
 
 
@@ -170,6 +179,75 @@ def charts(history: History, runs: list[RunSummary], yardstick: Yardstick) -> li
             [(yardstick.break_even, f"break-even {yardstick.break_even:.2f}")],
         ),
     ]
+
+
+def baseline_curve(runs: list[RunSummary], yardstick: Yardstick) -> tuple[dict[int, float], str]:
+    """(per-stream bench tok/s by concurrency, where it comes from) of the baseline: the marked baseline run's
+    benches, else those of a run without speculation among ``runs``; empty when neither was benched."""
+    if yardstick.bench_by_streams:
+        return dict(yardstick.bench_by_streams), f"measured by run {yardstick.baseline_run}"
+    for run in runs:
+        if not run.speculative and run.curve:
+            return {p.streams: p.tok_s for p in run.curve}, f"run {run.job_id}, no speculation"
+    return {}, ""
+
+
+def crossover_text(run: RunSummary, base: dict[int, float], source: str) -> str:
+    """Where ``run`` falls below the baseline curve, in one sentence."""
+    ours = {p.streams: p.tok_s for p in run.curve}
+    shared = sorted(base.keys() & ours.keys())
+    if not shared:
+        return f"{run_label(run)}: no baseline bench at its levels; sweep a server without speculation too."
+    falls = crossover(base, ours)
+    if falls is None:
+        return (
+            f"{run_label(run)} stays ahead of the baseline ({source}) at every concurrency measured (to {shared[-1]})."
+        )
+    ahead = [c for c in shared if c < falls]
+    return f"{run_label(run)} falls below the baseline ({source}) at {falls} concurrent stream(s)" + (
+        f"; ahead at {ahead[-1]}." if ahead else ", already at the lowest level measured."
+    )
+
+
+def _curve_series(run: RunSummary, key: str) -> tuple[str, list[float], list[float]]:
+    points = [p for p in run.curve if getattr(p, key) is not None]
+    return run_label(run), [float(p.streams) for p in points], [getattr(p, key) for p in points]
+
+
+def concurrency_blocks(runs: list[RunSummary], yardstick: Yardstick) -> list[Block]:
+    """The bench curves (per-stream and aggregate tok/s against concurrency) and where speculation stops paying."""
+    curved = [r for r in runs if len(r.curve) > 1]
+    if not curved:
+        return []
+    base, source = baseline_curve(runs, yardstick)
+    levels = sorted({p.streams for r in curved for p in r.curve} | base.keys())
+    rows = []
+    for run in curved:
+        at = {p.streams: p for p in run.curve}
+        cells = [f"{fmt(at[c].tok_s)} / {fmt(at[c].total_tok_s, 0)}" if c in at else "—" for c in levels]
+        falls = crossover(base, {c: p.tok_s for c, p in at.items()}) if run.speculative else None
+        rows.append([run.job_id + (" ★" if run.is_baseline else ""), run.profile or "—", *cells, fmt(falls, 0)])
+    table = Table(["run", "profile", *(f"{c} stream(s)" for c in levels), "below baseline from"], rows)
+    per_stream = [_curve_series(r, "tok_s") for r in curved]
+    total = [_curve_series(r, "total_tok_s") for r in curved]
+    if base and not any(r.is_baseline for r in curved) and yardstick.bench_by_streams:
+        per_stream.append((f"baseline ({source})", [float(c) for c in sorted(base)], [base[c] for c in sorted(base)]))
+    blocks: list[Block] = [
+        Heading("Throughput against concurrency"),
+        Para(
+            "Benches at several concurrency levels (`specdeck bench --concurrency 1,2,4,8`), newest per level: "
+            "tok/s per stream / in all. Speculation pays while a drafter's per-stream tok/s stays over the "
+            "baseline's at the same concurrency; verify cost grows with the batch, so the gain shrinks with load."
+        ),
+        table,
+        Chart("Decode throughput per stream against concurrency", "tok/s per stream", per_stream,
+              x_label="concurrent streams"),
+        Chart("Decode throughput in all against concurrency", "tok/s in all", total, x_label="concurrent streams"),
+    ]  # fmt: skip
+    speculative = [r for r in curved if r.speculative]
+    if speculative:
+        blocks.append(Bullets([crossover_text(r, base, source) for r in speculative]))
+    return blocks
 
 
 @dataclass
@@ -274,6 +352,7 @@ def build(history: History, run_ids: list[str], yardstick: Yardstick, facts: Dra
         Para(VS_LEGEND),
         Heading("Charts"),
         *charts(history, runs, yardstick),
+        *concurrency_blocks(runs, yardstick),
         *drafter_blocks(runs, facts),
         Heading("Launch commands"),
     ]
@@ -327,7 +406,7 @@ def text_chart(chart: Chart, width: int = 100, height: int = 22) -> str:
         plt.hline(y)
         plt.text(label, x=min(xs_all), y=y, alignment="left")
     plt.title(chart.title)
-    plt.xlabel("seconds since the run's first sample")
+    plt.xlabel(chart.x_label)
     text = _ANSI.sub("", plt.build())
     plt.clear_figure()
     return "\n".join(line.rstrip() for line in text.splitlines())
@@ -418,7 +497,7 @@ def svg_chart(chart: Chart, width: int = 760, height: int = 300) -> str:
     parts += [
         f'<line x1="{left}" y1="{top}" x2="{left}" y2="{top + ph}" stroke="#333333"/>',
         f'<line x1="{left}" y1="{top + ph}" x2="{left + pw}" y2="{top + ph}" stroke="#333333"/>',
-        f'<text x="{left + pw / 2}" y="{height - 8}" text-anchor="middle">seconds since the run\'s first sample</text>',
+        f'<text x="{left + pw / 2}" y="{height - 8}" text-anchor="middle">{e(chart.x_label)}</text>',
         f'<text transform="translate(14 {top + ph / 2}) rotate(-90)" text-anchor="middle">{e(chart.y_label)}</text>',
     ]
     for y, label in chart.refs:

@@ -336,7 +336,7 @@ async def test_bench_baseline_ours_and_aq_against_the_break_even(host: HostConfi
         assert rc == 2 and "3 servers are running" in err and "--port" in err
 
 
-async def test_concurrency_sweep_finds_the_simulators_crossover_within_one_level(host: HostConfig, models):
+async def test_concurrency_sweep_finds_the_simulators_crossover_within_one_level(host: HostConfig, models, tmp_path):
     levels = (1, 2, 4, 8)
     spec = {"draft_tokens": 4, "draft_steps": 3}
     expected = crossover_batch(spec, 3.3)  # where AQ-MedAI's drafter stops paying in the simulator: 6
@@ -370,6 +370,13 @@ async def test_concurrency_sweep_finds_the_simulators_crossover_within_one_level
     # The sweep's first level below the baseline is the level at or just before the true crossover.
     assert found in {max(c for c in levels if c < expected), min(c for c in levels if c >= expected)}, found
     assert runs[base["run"]]["falls_below_baseline_at"] is None
+    # History and the report show both curves and where the drafter stops paying.
+    text = cli("history").stdout
+    assert "by concurrency" in text and f"at {found} concurrent stream(s)" in text
+    cli("report", base["run"], aq["run"], "--out", str(tmp_path / "r.html"), "--no-inspect")
+    html = (tmp_path / "r.html").read_text()
+    assert "Throughput against concurrency" in html and "concurrent streams" in html
+    assert html.count("<svg") == 4 and f"falls below the baseline (measured by run {base['run']})" in html
 
 
 async def test_bench_prompts_file_and_bad_input(host: HostConfig, models, tmp_path):

@@ -11,7 +11,19 @@ from backend.cli.common import add_json, connect, emit_json, load_settings
 from backend.cli.main import command
 from backend.errors import SpecdeckError, UsageError
 from backend.history import History, RunSummary, Yardstick, sync_from_host
-from backend.report import VS_LEGEND, DrafterFacts, fmt, read_drafters, report_format, run_cells, samples_csv
+from backend.report import (
+    VS_LEGEND,
+    Bullets,
+    DrafterFacts,
+    Table,
+    concurrency_blocks,
+    fmt,
+    read_drafters,
+    report_format,
+    run_cells,
+    samples_csv,
+    to_markdown,
+)
 
 
 def register(sub) -> None:
@@ -114,6 +126,9 @@ def print_runs(runs: list[RunSummary], yardstick: Yardstick) -> None:
         print("  ".join(cells).rstrip())
     if runs:
         print(VS_LEGEND)
+    curves = [b for b in concurrency_blocks(runs, yardstick) if isinstance(b, Table | Bullets)]
+    if curves:
+        print("\nbench tok/s per stream / in all, by concurrency:\n" + to_markdown(curves).rstrip())
 
 
 async def baseline(args: argparse.Namespace) -> int:
