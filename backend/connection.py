@@ -164,7 +164,7 @@ class Connection:
                     attempt = 0
                     continue
                 except Exception as exc:
-                    # Anything else (a bad known_hosts line, an encrypted key, a bug) is shown and retried too:
+                    # Anything else (a network error, a bug) is shown and retried with backoff:
                     # the supervisor must outlive every error, or the panel stays "connecting" for good.
                     delay = BACKOFF_S[min(attempt, len(BACKOFF_S) - 1)]
                     attempt += 1

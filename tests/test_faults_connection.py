@@ -85,12 +85,20 @@ async def test_login_noise_before_the_agent_is_skipped(sshd: Sshd, tmp_path):
         await conn.close()
 
 
-async def test_supervisor_outlives_an_unexpected_error(sshd: Sshd, tmp_path):
-    """A malformed known_hosts line raises ValueError inside asyncssh: the panel shows "lost" with the reason,
-    the supervisor keeps retrying with backoff, and connects once the file is fixed."""
-    known = tmp_path / "known_hosts"
-    known.write_text("garbage\n")
-    conn = Connection(ssh_host(sshd, tmp_path, known_hosts=str(known)))
+async def test_supervisor_outlives_an_unexpected_error(sshd: Sshd, tmp_path, monkeypatch):
+    """A bug inside connect (a ValueError here): the panel shows "lost" with the reason, the supervisor keeps
+    retrying with backoff, and connects once the cause is gone."""
+    from backend.transport.ssh import SSHTransport
+
+    real, broken = SSHTransport.connect, [True]
+
+    async def connect(self: SSHTransport) -> None:
+        if broken[0]:
+            raise ValueError("Invalid known hosts entry: garbage")
+        await real(self)
+
+    monkeypatch.setattr(SSHTransport, "connect", connect)
+    conn = Connection(ssh_host(sshd, tmp_path))
     states = []
     conn.on_state(states.append)
     conn.supervise()
@@ -100,7 +108,7 @@ async def test_supervisor_outlives_an_unexpected_error(sshd: Sshd, tmp_path):
         assert conn.state.retry_at is not None
         await until(lambda: conn.state.attempt >= 2, "a second attempt")  # still retrying
         assert not conn._supervisor.done()
-        known.write_text(Path(sshd.known_hosts).read_text())
+        broken[0] = False
         conn.retry_now()
         await conn.wait_connected(20)
         assert (await conn.ping(1))["samples"] == 1

@@ -3,9 +3,11 @@
 
 from __future__ import annotations
 
+import asyncio
 import getpass
 import os
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -190,8 +192,6 @@ async def test_encrypted_identity_without_agent_is_a_one_line_refusal(servers, h
 
 
 def test_cli_exits_3_on_a_malformed_known_hosts_and_an_encrypted_identity(servers, home, tmp_path):
-    import sys
-
     target = servers["target"]
     bad = home / "bad_known_hosts"
     bad.write_text("junk\n")
@@ -203,3 +203,27 @@ def test_cli_exits_3_on_a_malformed_known_hosts_and_an_encrypted_identity(server
                              text=True, env=env, timeout=60)  # fmt: skip
         assert res.returncode == 3, res.stderr
         assert len(res.stderr.strip().splitlines()) == 1 and "internal error" not in res.stderr
+
+
+async def test_panel_waits_on_a_malformed_known_hosts_then_connects_once_fixed(servers, home):
+    """No reconnect loop against a file only the user can fix: "lost" with the reason, then "r" (retry_now)."""
+    from backend.connection import Connection
+    from backend.settings import HostConfig
+
+    target = servers["target"]
+    known = home / "known_hosts"
+    known.write_text("junk\n")
+    host = HostConfig(name="t", url=target.url, python=sys.executable, workdir=str(home / "w"),
+                      identity=target.identity, known_hosts=str(known))  # fmt: skip
+    conn = Connection(host)
+    lost = asyncio.Event()
+    conn.on_state(lambda s: lost.set() if s.status == "lost" else None)
+    conn.supervise()
+    try:
+        await asyncio.wait_for(lost.wait(), 30)
+        assert "line 1 is not a known_hosts entry" in conn.state.reason and conn.state.retry_at is None
+        known.write_text(f"[127.0.0.1]:{target.port} {target.host_key_pub}\n")
+        conn.retry_now()
+        await conn.wait_connected(30)
+    finally:
+        await conn.close()

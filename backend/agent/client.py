@@ -9,7 +9,7 @@ from typing import Any
 
 from backend.agent.bundle import agent_zip
 from backend.agent.host.protocol import decode, encode
-from backend.errors import ConnectionFailed, RemoteError
+from backend.errors import ConnectionBlocked, ConnectionFailed, RemoteError
 from backend.transport.base import Pipe, Transport
 
 HELLO_TIMEOUT_S = 30.0  # from opening the channel to the agent's hello, uploading included
@@ -17,12 +17,27 @@ HELLO_TIMEOUT_S = 30.0  # from opening the channel to the agent's hello, uploadi
 # Exit codes of the start script below, so the client can tell "needs upload" from "no Python". It marks
 # each step on stdout, so a start that hangs can say where.
 _MISSING = 97
-_START = 'echo specdeck-step:workdir; test -f "$1" || exit 97; echo specdeck-step:python; exec "$2" "$1" serve "$3"'
+_REFUSED = 96
+# The state dir holds the code we run: refuse one someone else could have planted (a symlink, another's dir).
+_GUARD = (
+    'if [ -L "$D" ]; then echo "it is a symbolic link" >&2; exit 96; fi; '
+    'if [ -e "$D" ] && ! { [ -d "$D" ] && [ -O "$D" ]; }; then '
+    'echo "it is not a directory owned by $(id -un)" >&2; exit 96; fi; '
+)
+_START = (
+    "echo specdeck-step:workdir; D=$3; " + _GUARD + 'test -f "$1" || exit 97; '
+    'if [ -L "$1" ] || [ ! -O "$1" ]; then echo "${1##*/} in it is not a file owned by $(id -un)" >&2; exit 96; fi; '
+    'echo specdeck-step:python; exec "$2" "$1" serve "$3"'
+)
 _STEPS = {
     "specdeck-step:workdir": "checking for the agent in {state_dir} (a stuck filesystem?)",
     "specdeck-step:python": "starting the agent with {python}",
 }
-_UPLOAD = 'mkdir -p "$1" && chmod 700 "$1" && cat > "$2.$$" && mv "$2.$$" "$2"'
+_UPLOAD = (
+    'D=$1; mkdir -p "$(dirname "$D")" && { [ -e "$D" ] || [ -L "$D" ] || mkdir -m 700 "$D"; }; '
+    + _GUARD
+    + 'chmod 700 "$D" && cat > "$2.$$" && mv "$2.$$" "$2"'
+)
 
 
 def state_dir(workdir: str) -> str:
@@ -114,12 +129,16 @@ class AgentClient:
             if code == _MISSING and attempt == 0:
                 self.step = f"installing the agent in {self.state_dir}"
                 res = await self.transport.run(["sh", "-c", _UPLOAD, "sh", self.state_dir, path], input=data)
+                if res.code == _REFUSED:
+                    raise self._refused(res.stderr.decode(errors="replace").strip())
                 if res.code != 0:
                     detail = res.stderr.decode(errors="replace").strip()
                     raise ConnectionFailed(
                         f"{self.transport.label}: cannot install the agent in {self.state_dir}: {detail}"
                     )
                 continue
+            if code == _REFUSED:
+                raise self._refused(err)
             if code == 127:
                 raise ConnectionFailed(
                     f"{self.transport.label}: no Python at {self.python}; set the host's python in the config "
@@ -128,6 +147,12 @@ class AgentClient:
             detail = err or (f"unexpected agent output: {noise[-1][:200]!r}" if noise else f"exit {code}")
             raise ConnectionFailed(f"{self.transport.label}: the agent did not start: {detail}")
         raise ConnectionFailed(f"{self.transport.label}: the agent is still missing after installing it")
+
+    def _refused(self, reason: str) -> ConnectionBlocked:
+        return ConnectionBlocked(
+            f"{self.transport.label}: refusing the agent state dir {self.state_dir}: {reason}; "
+            "remove it (or make it this user's own directory) and retry"
+        )
 
     async def _read_hello(self) -> tuple[dict | None, list[bytes]]:
         """The agent's hello, or None at end of output; other lines (shell noise, our step marks) are skipped."""

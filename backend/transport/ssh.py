@@ -67,6 +67,7 @@ def _is_loopback(addr: str) -> bool:
 class SSHPipe:
     def __init__(self, proc: asyncssh.SSHClientProcess) -> None:
         self.proc = proc
+        self.stderr: bytes | None = None  # what wait() collected: asyncssh's wait() drains stderr
 
     async def write(self, data: bytes) -> None:
         self.proc.stdin.write(data)
@@ -79,6 +80,8 @@ class SSHPipe:
             return b""
 
     async def read_stderr(self) -> bytes:
+        if self.stderr is not None:
+            return self.stderr
         try:
             return await asyncio.wait_for(self.proc.stderr.read(), 5)
         except (asyncssh.Error, OSError, TimeoutError):
@@ -89,6 +92,7 @@ class SSHPipe:
             result = await self.proc.wait()
         except (asyncssh.Error, OSError):
             return None
+        self.stderr = result.stderr or b""
         return result.exit_status
 
     def close(self) -> None:
