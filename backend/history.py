@@ -28,11 +28,13 @@ import base64
 import contextlib
 import json
 import os
+import re
 import sqlite3
 import time
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -42,8 +44,9 @@ from backend.errors import OperationFailed, RemoteError, SpecdeckError, UsageErr
 from backend.metrics import LiveFilter, Sample, parse_line
 
 SCHEMA_VERSION = 2
-READ_CHUNK = 4 << 20  # bytes of a log read per agent call while importing
+READ_CHUNK = 1 << 20  # bytes of a log read per agent call while importing (its JSON is parsed on the loop)
 COMMIT_EVERY_S = 1.0  # LiveRecorder: at most one commit a second
+LOCK_TIMEOUT_S = 10.0  # how long an open or a write waits for another process's lock
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS runs (
@@ -116,6 +119,9 @@ _MIGRATIONS = {
     """,
 }
 
+T = TypeVar("T")
+_SCHEMA_NAMES = set(re.findall(r"CREATE (?:TABLE|INDEX) IF NOT EXISTS (\w+)", _SCHEMA))
+
 # What a finished job's state means for the run (the Serve tab's words).
 _OUTCOMES = {"running": "running", "done": "stopped", "cancelled": "stopped", "failed": "crashed"}
 
@@ -123,6 +129,28 @@ _OUTCOMES = {"running": "running", "done": "stopped", "cancelled": "stopped", "f
 def run_id_of(host: str, job_id: str) -> str:
     """The run id of serve job ``job_id`` on ``host``."""
     return f"{host}/{job_id}"
+
+
+class HistoryUnavailable(OperationFailed):
+    """The history database cannot be used (damaged, locked, from a newer specdeck, unreadable); the message
+    names the file."""
+
+
+def unusable(path: Path, exc: BaseException) -> HistoryUnavailable:
+    """One sentence for a history database that cannot be used: what is wrong and where the file is."""
+    if isinstance(exc, HistoryUnavailable):
+        return exc
+    text = str(exc)
+    if isinstance(exc, sqlite3.OperationalError) and ("locked" in text or "busy" in text):
+        why = "it is locked by another process (a specdeck writing to it?); try again once that is done"
+    elif isinstance(exc, sqlite3.DatabaseError) and ("not a database" in text or "malformed" in text):
+        why = f"it is damaged ({text}); move it aside and specdeck starts a new one"
+    elif isinstance(exc, OSError):
+        where = f" ({exc.filename})" if exc.filename and str(exc.filename) != str(path) else ""
+        why = f"{exc.strerror or exc}{where}; check the disk and the folder's permissions"
+    else:
+        why = f"{text}; check the disk and the file's permissions"
+    return HistoryUnavailable(f"the run history {path} cannot be used: {why}")
 
 
 def history_path(explicit: str | os.PathLike | None = None) -> Path:
@@ -433,25 +461,42 @@ class History:
 
     @classmethod
     def open(cls, path: str | os.PathLike | None = None) -> History:
-        """Open (creating if needed) the database at ``history_path(path)``."""
+        """Open (creating if needed) the database at ``history_path(path)``; HistoryUnavailable says why not.
+
+        Nothing is written to a database that is refused (damaged, locked, from a newer specdeck), nor to one
+        whose schema is in place, so commands that only read never need the write lock.
+        """
         where = history_path(path)
-        where.parent.mkdir(parents=True, exist_ok=True)
-        # isolation_level=None: transactions are explicit (BEGIN IMMEDIATE ... COMMIT), never implicit.
-        db = sqlite3.connect(where, timeout=10, isolation_level=None, check_same_thread=False)
-        db.row_factory = sqlite3.Row
-        db.execute("PRAGMA journal_mode=WAL")
-        db.execute("PRAGMA synchronous=NORMAL")
-        db.execute("PRAGMA foreign_keys=ON")
-        version = db.execute("PRAGMA user_version").fetchone()[0]
-        if version > SCHEMA_VERSION:
+        try:
+            where.parent.mkdir(parents=True, exist_ok=True)
+            # isolation_level=None: transactions are explicit (BEGIN IMMEDIATE ... COMMIT), never implicit.
+            db = sqlite3.connect(where, timeout=LOCK_TIMEOUT_S, isolation_level=None, check_same_thread=False)
+        except (OSError, sqlite3.Error) as exc:
+            raise unusable(where, exc) from None
+        try:
+            db.row_factory = sqlite3.Row
+            db.execute("PRAGMA synchronous=NORMAL")
+            db.execute("PRAGMA foreign_keys=ON")
+            version = db.execute("PRAGMA user_version").fetchone()[0]
+            if version > SCHEMA_VERSION:
+                raise HistoryUnavailable(
+                    f"the run history {where} was written by a newer specdeck (schema {version}); upgrade "
+                    "specdeck to read it"
+                )
+            have = {row[0] for row in db.execute("SELECT name FROM sqlite_master")}
+            if version < SCHEMA_VERSION or not have >= _SCHEMA_NAMES:
+                if db.execute("PRAGMA journal_mode").fetchone()[0] != "wal":
+                    db.execute("PRAGMA journal_mode=WAL")
+                db.executescript(_SCHEMA)
+                if version:
+                    cls(db, where)._migrate()
+                db.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
+        except BaseException as exc:
             db.close()
-            raise UsageError(f"{where} was written by a newer specdeck (schema {version}); upgrade specdeck to read it")
-        db.executescript(_SCHEMA)
-        history = cls(db, where)
-        if version:
-            history._migrate()
-        db.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
-        return history
+            if isinstance(exc, sqlite3.Error):
+                raise unusable(where, exc) from None
+            raise
+        return cls(db, where)
 
     def _migrate(self) -> None:
         """Bring a database of an older schema up to date, one version per transaction (another process
@@ -467,6 +512,11 @@ class History:
 
     def close(self) -> None:
         self.db.close()
+
+    async def query(self, fn: Callable[[History], T]) -> T:
+        """``fn(self)`` here and now: the face ``HistoryThread.query`` shows, for one-shot commands that may
+        block (the CLI), so ``sync_from_host`` takes either."""
+        return fn(self)
 
     def __enter__(self) -> History:
         return self
@@ -921,7 +971,6 @@ class LiveRecorder:
 
 # --- the history on a thread of its own --------------------------------------------------------------------
 
-T = TypeVar("T")
 # The runs HistoryThreads of this process are recording as a live view follows them (``sync_from_host`` leaves
 # their logs alone). Changed on the event loop only, where the imports check it just before they write.
 RECORDING: set[str] = set()
@@ -1042,9 +1091,7 @@ class HistoryThread:
             self.failure = exc
             raise
         except Exception as exc:
-            self.failure = OperationFailed(
-                f"the run history {self.path} cannot be used ({exc}); check the disk and the file's permissions"
-            )
+            self.failure = unusable(self.path, exc)
             raise self.failure from exc
 
     def _replay(self, ops: list[tuple[str, tuple]], force: bool) -> None:
@@ -1096,51 +1143,70 @@ class SyncReport:
 async def read_lines(conn, path: str, offset: int, length: int = READ_CHUNK) -> tuple[list[str], int]:
     """Complete lines of host file ``path`` from byte ``offset`` (up to ``length`` bytes) and the new offset."""
     got = await conn.call("fs.read", path=path, offset=offset, length=length)
-    data = base64.b64decode(got["data"])
+    return whole_lines(got["data"], offset, length)
+
+
+def whole_lines(data_b64: str, offset: int, length: int) -> tuple[list[str], int]:
+    """The complete lines of an ``fs.read`` answer read at ``offset`` and the offset just past them."""
+    data = base64.b64decode(data_b64)
     end = data.rfind(b"\n") + 1
     if end == 0 and len(data) == length:
         end = len(data)  # one line longer than a chunk: take it whole rather than stall
     return data[:end].decode("utf-8", "replace").splitlines(), offset + end
 
 
-async def _import_log(history: History, conn, run_id: str, job: dict) -> int:
+async def _import_log(store: History | HistoryThread, conn, run_id: str, job: dict) -> int:
     """Import the serve job's log from where the last import stopped; returns the decode samples imported.
 
-    A run a ``HistoryThread`` of this process is recording (``RECORDING``) is left to it, so two writers never
-    store the same log cut at different places.
+    Reading is the only part on the caller's loop: each chunk is decoded, parsed and stored by ``store`` (on
+    the history's thread when it is a ``HistoryThread``). A run a ``HistoryThread`` of this process is
+    recording (``RECORDING``) is left to it, so two writers never store the same log cut at different places.
     """
     if run_id in RECORDING:
         return 0
-    offset, tail = history.import_state(run_id)
-    live = primed_filter(tail)
+    offset = await store.query(lambda history: history.import_state(run_id)[0])
     imported = 0
     while True:
         try:
-            lines, end = await read_lines(conn, job["log_path"], offset)
+            got = await conn.call("fs.read", path=job["log_path"], offset=offset, length=READ_CHUNK)
         except RemoteError as exc:
             if exc.kind == "not_found":
                 return imported
             raise
+        if run_id in RECORDING:
+            return imported  # checked just before handing the chunk over: a live view records it from here on
+        end, stored = await store.query(partial(_store_chunk, run_id=run_id, offset=offset, data_b64=got["data"]))
         if end == offset:
             return imported
-        samples = []
-        for line in lines:
-            if "server_args=ServerArgs(" in line:
-                args = parse_server_args(line)
-                if args:
-                    history.set_server_info(run_id, args)
-            sample = parse_line(line)
-            if sample is not None:
-                samples.append(live.accept(sample))
-        tail = filter_tail(tail, samples)
-        if run_id in RECORDING:
-            return imported  # checked just before writing: a live view records it from here on
-        if history.import_chunk(run_id, offset, end, samples, tail):
-            imported += sum(1 for s in samples if s.kind == "decode")
+        if stored is None:  # another writer got further meanwhile: go on from where it stopped, never leaving a gap
+            offset = await store.query(lambda history: history.import_state(run_id)[0])
+        else:
+            imported += stored
             offset = end
-        else:  # another writer got further meanwhile: go on from where it stopped, never leaving a gap
-            offset, tail = history.import_state(run_id)
-            live = primed_filter(tail)
+
+
+def _store_chunk(history: History, run_id: str, offset: int, data_b64: str) -> tuple[int, int | None]:
+    """Parse one chunk of a run's log read at ``offset`` and store its samples: (the offset past its whole
+    lines, the decode samples stored — None when another writer imported past ``offset`` meanwhile)."""
+    lines, end = whole_lines(data_b64, offset, READ_CHUNK)
+    if end == offset:
+        return end, 0
+    start, tail = history.import_state(run_id)
+    if start != offset:
+        return end, None
+    live = primed_filter(tail)
+    samples = []
+    for line in lines:
+        if "server_args=ServerArgs(" in line:
+            args = parse_server_args(line)
+            if args:
+                history.set_server_info(run_id, args)
+        sample = parse_line(line)
+        if sample is not None:
+            samples.append(live.accept(sample))
+    if not history.import_chunk(run_id, offset, end, samples, filter_tail(tail, samples)):
+        return end, None
+    return end, sum(1 for s in samples if s.kind == "decode")
 
 
 async def record_run(history: History, conn, job: dict) -> str:
@@ -1197,36 +1263,48 @@ async def _drafter_identity(conn, run: RunSummary) -> tuple[int | None, str | No
         return None, None
 
 
-async def sync_from_host(history: History, conn) -> SyncReport:
-    """Import the host's serve jobs (runs, their logs' samples) and finished bench jobs into ``history``.
+async def sync_from_host(store: History | HistoryThread, conn) -> SyncReport:
+    """Import the host's serve jobs (runs, their logs' samples) and finished bench jobs into the history.
 
-    Idempotent: a log is read from where the last import stopped, so running servers are picked up again
-    next time and nothing is counted twice.
+    ``store`` is the database itself (a CLI command) or a ``HistoryThread`` (the panel: every query and all
+    parsing then run on its thread, never on the loop). Idempotent: a log is read from where the last import
+    stopped, so running servers are picked up again next time and nothing is counted twice.
     """
     host = conn.host.name
     report = SyncReport(host)
     for job in await conn.call("jobs.list", kind="serve"):
-        run_id = history.upsert_run(host, job)
+        run, checked = await store.query(partial(_upsert, host=host, job=job))
         report.runs += 1
-        run = history.run(run_id)
-        if run.drafter_path and not history.identity_checked(run_id):
-            history.set_drafter_identity(run_id, *await _drafter_identity(conn, run))
-        for ev in await _events(conn, job):
-            if isinstance(ev.get("server_info"), dict):
-                history.set_server_info(run_id, ev["server_info"])
+        if run.drafter_path and not checked:
+            size, sha = await _drafter_identity(conn, run)
+            await store.query(partial(History.set_drafter_identity, run_id=run.id, size=size, sha256=sha))
+        infos = [ev["server_info"] for ev in await _events(conn, job) if isinstance(ev.get("server_info"), dict)]
         if job.get("state") == "running" and not run.version:
             try:
                 info = await _server_info(conn, job)
             except RemoteError:
                 info = None
             if info:
-                history.set_server_info(run_id, info)
-        report.samples += await _import_log(history, conn, run_id, job)
+                infos.append(info)
+        if infos:
+            await store.query(partial(_set_server_infos, run_id=run.id, infos=infos))
+        report.samples += await _import_log(store, conn, run.id, job)
     for job in await conn.call("jobs.list", kind="bench"):
         bench_id = f"{host}/{job['id']}"
-        if job.get("state") == "running" or history.has_bench(bench_id):
+        if job.get("state") == "running" or await store.query(partial(History.has_bench, bench_id=bench_id)):
             continue
         result = next((ev for ev in reversed(await _events(conn, job)) if ev.get("event") == "result"), None)
-        history.record_bench(host, job, result)
+        await store.query(partial(History.record_bench, host=host, job=job, result=result))
         report.benches += 1
     return report
+
+
+def _set_server_infos(history: History, run_id: str, infos: list[dict]) -> None:
+    for info in infos:
+        history.set_server_info(run_id, info)
+
+
+def _upsert(history: History, host: str, job: dict) -> tuple[RunSummary, bool]:
+    """The run of serve job ``job`` after refreshing it, and whether its drafter's identity was checked."""
+    run_id = history.upsert_run(host, job)
+    return history.run(run_id), history.identity_checked(run_id)

@@ -460,7 +460,9 @@ async def test_history_tab_compares_marks_and_deletes(three_runs, tmp_path, monk
         ids = [str(k.value) for k in table.rows]
         await pilot.press("space", "down", "space")
         assert pane.selected == ids[:2]
-        tok = pane.query_one("#history-tok", RunChart).chart
+        tok_chart = pane.query_one("#history-tok", RunChart)
+        await until(pilot, lambda: tok_chart.chart is not None and len(tok_chart.chart.series) == 2, "two runs charted")
+        tok = tok_chart.chart
         accept = pane.query_one("#history-accept", RunChart).chart
         assert tok is not None and accept is not None
         assert len(tok.series) == 2 and tok.refs == [(82.0, "baseline 82.0 tok/s")]
@@ -470,11 +472,11 @@ async def test_history_tab_compares_marks_and_deletes(three_runs, tmp_path, monk
         # Mark the highlighted run as the baseline: the yardstick follows it.
         await pilot.press("b")
         highlighted = pane.current_run()
+        await until(pilot, lambda: pane.yardstick.baseline_run == highlighted, "the run marked as the baseline")
         with History.open() as history:
             assert history.baseline_run().id == highlighted
-        assert pane.yardstick.baseline_run == highlighted
         await pilot.press("b")
-        assert pane.yardstick.baseline_run is None
+        await until(pilot, lambda: pane.yardstick.baseline_run is None, "the baseline unmarked")
 
         # Delete asks first; "n" keeps, "y" deletes both selected runs.
         await pilot.press("d")

@@ -20,6 +20,7 @@ from textual.worker import Worker, WorkerState
 from backend import jobs
 from backend.connection import Connection, ConnState, resolve_host
 from backend.errors import ConnectionFailed, HostKeyUnknown, SpecdeckError
+from backend.history import HistoryThread
 from backend.settings import HostConfig, ProfileConfig, Settings, save_profile
 from tui.commands import ActionsProvider
 from tui.messages import ConnectionChanged
@@ -28,7 +29,7 @@ from tui.screens.drafters import DraftersPane
 from tui.screens.history import HistoryPane
 from tui.screens.hostkey import HostKeyScreen
 from tui.screens.hosts import HostSwitchScreen
-from tui.screens.live import LivePane
+from tui.screens.live import COMMIT_EVERY_S, LivePane
 from tui.screens.pane import ShellPane
 from tui.screens.serve import ServePane
 from tui.widgets.hostbar import HostBar
@@ -94,6 +95,8 @@ class SpecdeckApp(App[int]):
         self._sandbox_override = sandbox
         # Created now (cheap, no I/O) so tabs can always reach it; it connects once the app is mounted.
         self.connection = Connection(self.host_config)
+        # The run history, on a thread of its own: every tab asks it and records through it, never SQLite here.
+        self.history = HistoryThread(every_s=COMMIT_EVERY_S)
         self.host_info: dict | None = None  # the host's `info`, refreshed after every (re)connect
         self._rtt_timer: Timer | None = None
         self._lost_reason = ""  # the last "connection lost" notified
@@ -118,6 +121,7 @@ class SpecdeckApp(App[int]):
 
     async def on_unmount(self) -> None:
         await self.connection.close()
+        self.history.close()  # writes the last second the Live tab followed (a few ms)
 
     # --- the connection ------------------------------------------------------------------------------------
 

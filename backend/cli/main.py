@@ -9,6 +9,7 @@ import os
 import pkgutil
 import select
 import signal
+import sqlite3
 import sys
 from importlib.metadata import version
 
@@ -87,7 +88,12 @@ def main(argv: list[str] | None = None) -> int:
 
         run = open_tui
     try:
-        code = asyncio.run(run(args))
+        try:
+            code = asyncio.run(run(args))
+        except sqlite3.Error as exc:  # met past the open (a page damaged later): the run history is our one database
+            from backend.history import history_path, unusable
+
+            raise unusable(history_path(), exc) from exc
     except SpecdeckError as exc:
         if args.debug:
             raise

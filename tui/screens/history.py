@@ -6,11 +6,17 @@ The runs live in the local history database (``backend.history``). On every conn
 means against the baseline (the measured one when a run is marked, else the configured figure) and the
 break-even; selected runs (space) are compared below it in a table and two overlaid charts with the
 baseline and break-even lines labelled. Marking a run as the baseline tells every tab (``BaselineChanged``).
+
+Every query, the sync's parsing and the charts' series run on the App's history thread (``app.history``, a
+``HistoryThread``): the pane asks it from workers and draws what comes back. A database that cannot be used
+(damaged, locked, from a newer specdeck) is said in the tab's status line; the rest of the panel works on.
 """
 
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
+from typing import TypeVar
 
 from textual import work
 from textual.app import ComposeResult
@@ -20,13 +26,14 @@ from textual.screen import ModalScreen
 from textual.timer import Timer
 from textual.widgets import Button, DataTable, Static
 
-from backend.errors import UsageError
-from backend.history import History, RunSummary, Yardstick, sync_from_host
+from backend.errors import SpecdeckError
+from backend.history import History, HistoryThread, HistoryUnavailable, RunSummary, Yardstick, sync_from_host
 from backend.report import charts, comparison_table, run_cells
 from tui.messages import BaselineChanged, ConnectionChanged
 from tui.screens.pane import ShellPane
 from tui.widgets.runchart import RunChart
 
+T = TypeVar("T")
 SYNC_EVERY_S = 10.0
 COLUMNS = ("", "profile", "drafter", "started", "outcome", "samples", "streams", "tok/s/stream", "total", "accept",
            "vs baseline", "break-even")  # fmt: skip
@@ -70,7 +77,8 @@ class HistoryPane(ShellPane):
 
     DEFAULT_CSS = """
     HistoryPane { padding: 0 1; }
-    HistoryPane #history-status { height: 1; color: $text-muted; }
+    HistoryPane #history-status { height: auto; max-height: 3; color: $text-muted; }
+    HistoryPane #history-status.-error { color: $error; }
     HistoryPane #history-runs { height: auto; max-height: 12; }
     HistoryPane #history-compare-title { height: 1; margin-top: 1; text-style: bold; color: $text-primary; }
     HistoryPane #history-compare { height: auto; max-height: 8; }
@@ -105,12 +113,17 @@ class HistoryPane(ShellPane):
 
     def __init__(self, *, id: str | None = None) -> None:
         super().__init__(id=id)
-        self.history: History | None = None
         self.runs: list[RunSummary] = []
         self.selected: list[str] = []
         self.yardstick: Yardstick | None = None
         self.last_sync: str = ""
+        self.error: str = ""  # why the history cannot be read, while it cannot
         self._sync_timer: Timer | None = None
+
+    @property
+    def history(self) -> HistoryThread:
+        """The App's history service (its own thread)."""
+        return self.app.history
 
     def compose(self) -> ComposeResult:
         yield Static(id="history-status", markup=False)
@@ -122,15 +135,9 @@ class HistoryPane(ShellPane):
             yield RunChart(id="history-accept")
 
     def on_mount(self) -> None:
-        self.history = History.open()
         self.query_one("#history-runs", DataTable).add_columns(*COLUMNS)
         self._sync_timer = self.set_interval(SYNC_EVERY_S, self._auto_sync, pause=True, name="history-sync")
         self.reload()
-
-    def on_unmount(self) -> None:
-        if self.history is not None:
-            self.history.close()
-            self.history = None
 
     def on_show(self) -> None:
         if self._sync_timer is not None:
@@ -149,25 +156,42 @@ class HistoryPane(ShellPane):
 
     # --- data -----------------------------------------------------------------------------------------------
 
-    def _yardstick(self) -> Yardstick:
+    def _read(self, history: History) -> tuple[Yardstick, list[RunSummary]]:
+        """On the history thread: the yardstick and the runs."""
         ref = self.app.settings.reference
-        assert self.history is not None
-        return self.history.yardstick(ref.baseline_tok_s, ref.cycle_ms)
+        return history.yardstick(ref.baseline_tok_s, ref.cycle_ms), history.runs()
+
+    async def _ask(self, fn: Callable[[History], T]) -> T | None:
+        """``fn(history)`` on the history thread; None (and the reason in the status line) when it cannot be used."""
+        try:
+            return await self.history.query(fn)
+        except SpecdeckError as exc:
+            self.error = str(exc)
+            self._status()
+            return None
 
     def reload(self) -> None:
-        """Re-read the runs from the database and redraw the table and the comparison."""
-        if self.history is None:
-            return
-        self.yardstick = y = self._yardstick()
-        self.runs = self.history.runs()
-        known = {r.id for r in self.runs}
+        """Re-read the runs (on the history thread), then redraw the table and the comparison."""
+        self._reload()
+
+    @work(group="history-read", exclusive=True, exit_on_error=False, description="read the run history")
+    async def _reload(self) -> None:
+        got = await self._ask(self._read)
+        if got is not None:
+            self.error = ""
+            self.show_runs(*got)
+
+    def show_runs(self, yardstick: Yardstick, runs: list[RunSummary]) -> None:
+        """Draw ``runs`` judged by ``yardstick`` in the table, keeping the highlighted run, then the comparison."""
+        self.yardstick, self.runs = yardstick, runs
+        known = {r.id for r in runs}
         self.selected = [i for i in self.selected if i in known]
         table = self.query_one("#history-runs", DataTable)
         current = self.current_run()
         table.clear()
-        for r in self.runs:
+        for r in runs:
             mark = ("✓" if r.id in self.selected else " ") + ("★" if r.is_baseline else " ")
-            c = run_cells(r, y)
+            c = run_cells(r, yardstick)
             table.add_row(
                 mark, c["profile"], c["drafter"], _started(r.started), c["outcome"], c["samples"], c["streams"],
                 c["tok_s"], c["total_tok_s"], c["accept"], c["vs_baseline"], c["break_even"], key=r.id,
@@ -191,8 +215,11 @@ class HistoryPane(ShellPane):
         return [by_id[i] for i in ids if i in by_id]
 
     def show_comparison(self) -> None:
+        """The compared runs' table now; their charts once the history thread has read the series."""
         runs = self.compared()
-        y = self.yardstick or self._yardstick()
+        y = self.yardstick
+        if y is None:
+            return
         title = self.query_one("#history-compare-title", Static)
         if self.selected:
             title.update(f"Comparing {len(runs)} run(s)  (space adds or removes the highlighted run, c clears)")
@@ -205,12 +232,22 @@ class HistoryPane(ShellPane):
             table.add_column(header, width=max([len(header), *(len(row[i]) for row in model.rows)]))
         for row in model.rows:
             table.add_row(*row)
-        assert self.history is not None
-        tok, accept = charts(self.history, runs, y)
-        self.query_one("#history-tok", RunChart).show_chart(tok)
-        self.query_one("#history-accept", RunChart).show_chart(accept)
+        self._load_charts(runs, y)
+
+    @work(group="history-charts", exclusive=True, exit_on_error=False, description="read the runs' series")
+    async def _load_charts(self, runs: list[RunSummary], yardstick: Yardstick) -> None:
+        got = await self._ask(lambda history: charts(history, runs, yardstick))
+        if got is not None:
+            tok, accept = got
+            self.query_one("#history-tok", RunChart).show_chart(tok)
+            self.query_one("#history-accept", RunChart).show_chart(accept)
 
     def _status(self, extra: str = "") -> None:
+        status = self.query_one("#history-status", Static)
+        status.set_class(bool(self.error), "-error")
+        if self.error:
+            status.update(self.error)
+            return
         y = self.yardstick
         parts = []
         if y is not None:
@@ -220,7 +257,7 @@ class HistoryPane(ShellPane):
         parts.append(f"{len(self.runs)} run(s)")
         if extra or self.last_sync:
             parts.append(extra or self.last_sync)
-        self.query_one("#history-status", Static).update(" · ".join(parts))
+        status.update(" · ".join(parts))
 
     def on_data_table_row_highlighted(self, event: DataTable.RowHighlighted) -> None:
         if event.data_table.id == "history-runs" and not self.selected:
@@ -238,10 +275,15 @@ class HistoryPane(ShellPane):
     @work(group="history-sync", exclusive=True, exit_on_error=False, description="import the host's runs")
     async def _sync(self) -> None:
         conn = self.app.connection
-        if self.history is None or not conn.connected:
+        if not conn.connected:
             return
         self._status(f"syncing {conn.host.name}…")
-        report = await sync_from_host(self.history, conn)
+        try:
+            report = await sync_from_host(self.history, conn)
+        except HistoryUnavailable as exc:  # the host's errors go to the App's error funnel
+            self.error = str(exc)
+            self._status()
+            return
         if conn is self.app.connection:
             self.last_sync = f"synced {report.host} at {time.strftime('%H:%M:%S')}"
             self.reload()
@@ -250,32 +292,38 @@ class HistoryPane(ShellPane):
 
     def action_toggle_select(self) -> None:
         run = self.current_run()
-        if run is None:
+        if run is None or self.yardstick is None:
             return
         if run in self.selected:
             self.selected.remove(run)
         else:
             self.selected.append(run)
-        self.reload()
+        self.show_runs(self.yardstick, self.runs)
 
     def action_clear_selection(self) -> None:
         self.selected = []
-        self.reload()
+        if self.yardstick is not None:
+            self.show_runs(self.yardstick, self.runs)
 
     def action_toggle_baseline(self) -> None:
         run = self.current_run()
-        if run is None or self.history is None:
-            return
-        current = self.history.baseline_run()
-        target = None if current is not None and current.id == run else run
+        if run is not None:
+            self._toggle_baseline(run)
+
+    @work(group="history-write", exit_on_error=False, description="mark the measured baseline")
+    async def _toggle_baseline(self, run: str) -> None:
+        def toggle(history: History) -> tuple[Yardstick, list[RunSummary]]:
+            current = history.baseline_run()
+            history.set_baseline(None if current is not None and current.id == run else run)
+            return self._read(history)
+
         try:
-            self.history.set_baseline(target)
-        except UsageError as exc:
+            got = await self.history.query(toggle)
+        except SpecdeckError as exc:
             self.app.notify(str(exc), severity="error")
             return
-        self.reload()
-        y = self.yardstick
-        assert y is not None
+        self.show_runs(*got)
+        y = got[0]
         self.app.notify(f"baseline: {y.baseline_tok_s:.1f} tok/s ({y.source})")
         for pane in self.app.query(ShellPane):
             pane.post_message(BaselineChanged(y.baseline_tok_s, y.baseline_run))
@@ -288,14 +336,27 @@ class HistoryPane(ShellPane):
         question = f"{what}: its samples and benches go too. The jobs on the host stay."
 
         def answered(delete: bool | None) -> None:
-            if delete and self.history is not None:
-                was_baseline = any(r.is_baseline for r in self.runs if r.id in ids)
-                self.history.delete(ids)
-                self.selected = [i for i in self.selected if i not in ids]
-                self.reload()
-                self.app.notify(f"deleted {len(ids)} run(s)")
-                if was_baseline and self.yardstick is not None:
-                    for pane in self.app.query(ShellPane):
-                        pane.post_message(BaselineChanged(self.yardstick.baseline_tok_s, None))
+            if delete:
+                self._delete(ids)
 
         self.app.push_screen(ConfirmDelete(question), answered)
+
+    @work(group="history-write", exit_on_error=False, description="delete runs")
+    async def _delete(self, ids: list[str]) -> None:
+        was_baseline = any(r.is_baseline for r in self.runs if r.id in ids)
+
+        def delete(history: History) -> tuple[Yardstick, list[RunSummary]]:
+            history.delete(ids)
+            return self._read(history)
+
+        try:
+            got = await self.history.query(delete)
+        except SpecdeckError as exc:
+            self.app.notify(str(exc), severity="error")
+            return
+        self.selected = [i for i in self.selected if i not in ids]
+        self.show_runs(*got)
+        self.app.notify(f"deleted {len(ids)} run(s)")
+        if was_baseline:
+            for pane in self.app.query(ShellPane):
+                pane.post_message(BaselineChanged(got[0].baseline_tok_s, None))

@@ -116,8 +116,6 @@ class LivePane(ShellPane):
         self.bench_job: dict | None = None  # the bench this tab started, while it runs
         self._bench_stopping = False
         self._bench_text = ""
-        # Records what the feed follows; the measured baseline and the overlay come from it too.
-        self.history = HistoryThread(every_s=COMMIT_EVERY_S)
         self._history_error = ""  # the last history failure reported
         self.baseline_tok_s = 82.0  # the tok/s line, set from the settings in compose
         self.baseline_run: str | None = None  # the History run that measured it; None for the configured figure
@@ -152,8 +150,11 @@ class LivePane(ShellPane):
         self._load_baseline()
         self._show_server()
 
-    def on_unmount(self) -> None:
-        self.history.close()  # writes the last second followed (a few ms)
+    @property
+    def history(self) -> HistoryThread:
+        """The App's history service: records what the feed follows; the measured baseline and the overlay
+        come from it too."""
+        return self.app.history
 
     def on_show(self) -> None:
         self.shown = True
