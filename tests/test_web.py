@@ -83,110 +83,212 @@ def test_bad_port_is_a_usage_error():
     assert res.returncode == 2 and "--port must be a TCP port" in res.stderr
 
 
-async def browse(url: str, user_dir: Path, want: tuple[str, ...], timeout: float = 60) -> dict:
-    """Open ``url`` in headless Chromium (DevTools protocol) until the terminal's websocket has streamed every
-    string in ``want``; returns the page's body classes, the streamed text and a screenshot."""
-    import aiohttp
+class Chromium:
+    """Headless Chromium driven over the DevTools protocol; it records the frames every page's websockets get."""
 
-    proc = await asyncio.create_subprocess_exec(
-        str(CHROMIUM), *CHROMIUM_FLAGS, f"--user-data-dir={user_dir}", "--remote-debugging-port=0", "about:blank",
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-    )  # fmt: skip
-    try:
-        port_file = user_dir / "DevToolsActivePort"
+    def __init__(self, user_dir: Path) -> None:
+        self.user_dir = user_dir
+        self.frames: list[bytes] = []
+        self.sockets: list[str] = []  # the URL of every websocket a page opened
+        self.ids = iter(range(1, 1 << 30))
+
+    async def __aenter__(self) -> Chromium:
+        import aiohttp
+
+        self.proc = await asyncio.create_subprocess_exec(
+            str(CHROMIUM), *CHROMIUM_FLAGS, f"--user-data-dir={self.user_dir}", "--remote-debugging-port=0",
+            "about:blank", stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        )  # fmt: skip
+        port_file = self.user_dir / "DevToolsActivePort"
         deadline = time.monotonic() + 30
         while not (port_file.exists() and port_file.read_text().strip()):  # another process: short polls
             assert time.monotonic() < deadline, "Chromium did not open its DevTools port"
             await asyncio.sleep(0.05)
         devtools = int(port_file.read_text().split()[0])
-        async with aiohttp.ClientSession() as http:
-            targets = await (await http.get(f"http://127.0.0.1:{devtools}/json/list")).json()
-            page = next(t for t in targets if t["type"] == "page")
-            async with http.ws_connect(page["webSocketDebuggerUrl"], max_msg_size=0) as ws:
-                frames: list[bytes] = []
-                next_id = iter(range(1, 1 << 30))
+        self.http = aiohttp.ClientSession()
+        targets = await (await self.http.get(f"http://127.0.0.1:{devtools}/json/list")).json()
+        page = next(t for t in targets if t["type"] == "page")
+        self.ws = await self.http.ws_connect(page["webSocketDebuggerUrl"], max_msg_size=0)
+        await self.call("Network.enable")
+        return self
 
-                def on_event(msg: dict) -> None:
-                    if msg.get("method") == "Network.webSocketFrameReceived":
-                        r = msg["params"]["response"]
-                        frames.append(base64.b64decode(r["payloadData"]) if r["opcode"] == 2 else b"")
+    async def __aexit__(self, *exc) -> None:
+        await self.ws.close()
+        await self.http.close()
+        if self.proc.returncode is None:
+            self.proc.terminate()
+            await self.proc.wait()
 
-                async def call(method: str, **params) -> dict:
-                    i = next(next_id)
-                    await ws.send_json({"id": i, "method": method, "params": params})
-                    while True:
-                        msg = json.loads((await ws.receive()).data)
-                        if msg.get("id") == i:
-                            return msg.get("result", {})
-                        on_event(msg)
+    def _event(self, msg: dict) -> None:
+        if msg.get("method") == "Network.webSocketFrameReceived":
+            r = msg["params"]["response"]
+            self.frames.append(base64.b64decode(r["payloadData"]) if r["opcode"] == 2 else b"")
+        elif msg.get("method") == "Network.webSocketCreated":
+            self.sockets.append(msg["params"]["url"])
 
-                await call("Network.enable")
-                await call("Page.navigate", url=url)
-                deadline = time.monotonic() + timeout
-                text = ""
-                while not all(w in text for w in want):
-                    assert time.monotonic() < deadline, f"the page never showed {want}: {text[-2000:]!r}"
-                    try:
-                        on_event(json.loads((await asyncio.wait_for(ws.receive(), 0.5)).data))
-                    except TimeoutError:
-                        pass
-                    text = _ESCAPES.sub("", b"".join(frames).decode("utf-8", "replace"))
-                body = await call("Runtime.evaluate", expression="document.body.className")
-                title = await call("Runtime.evaluate", expression="document.querySelector('.intro').textContent.trim()")
-                shot = await call("Page.captureScreenshot", format="png")
-                return {
-                    "classes": body["result"]["value"].split(),
-                    "intro": title["result"]["value"],
-                    "text": text,
-                    "png": base64.b64decode(shot["data"]),
-                }
+    async def call(self, method: str, **params) -> dict:
+        i = next(self.ids)
+        await self.ws.send_json({"id": i, "method": method, "params": params})
+        while True:
+            msg = json.loads((await self.ws.receive()).data)
+            if msg.get("id") == i:
+                return msg.get("result", {})
+            self._event(msg)
+
+    async def evaluate(self, expression: str):
+        return (await self.call("Runtime.evaluate", expression=expression, awaitPromise=True))["result"].get("value")
+
+    async def until(self, cond, what: str, timeout: float = 60) -> None:
+        """Pump DevTools events until ``cond()`` holds."""
+        deadline = time.monotonic() + timeout
+        while not cond():
+            assert time.monotonic() < deadline, f"the browser never showed {what}"
+            try:
+                self._event(json.loads((await asyncio.wait_for(self.ws.receive(), 0.5)).data))
+            except TimeoutError:
+                pass
+
+    def text(self) -> str:
+        return _ESCAPES.sub("", b"".join(self.frames).decode("utf-8", "replace"))
+
+
+async def start_web(*args: str, env: dict | None = None) -> tuple[subprocess.Popen, str, str]:
+    """`specdeck web ARGS` on a free port; returns the process, the URL it printed and what came before."""
+    port = free_port()
+    server = subprocess.Popen(
+        [sys.executable, "-m", "backend.cli.main", "web", "--port", str(port), *args],
+        cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True,
+        env={**os.environ, **(env or {})},
+    )  # fmt: skip
+    deadline, before = time.monotonic() + 60, ""
+    while True:  # another process: read its lines until it prints the URL
+        assert time.monotonic() < deadline, "specdeck web did not print its URL"
+        line = await asyncio.to_thread(server.stdout.readline)
+        assert line or server.poll() is None, f"specdeck web exited: {before}"
+        if line.startswith("serving specdeck"):
+            return server, line.split(" on ", 1)[1].split()[0], before
+        before += line
+
+
+def stop_web(server: subprocess.Popen) -> None:
+    server.send_signal(signal.SIGTERM)
+    try:
+        assert server.wait(timeout=20) == 0
     finally:
-        if proc.returncode is None:
-            proc.terminate()
-            await proc.wait()
+        if server.poll() is None:
+            os.killpg(server.pid, signal.SIGKILL)
+
+
+async def other_site(ws_url: str) -> tuple[object, str]:
+    """A page on another origin (another loopback port) whose script opens ``ws_url`` and writes how it went
+    into its title: what a malicious page open in the owner's browser would try."""
+    from aiohttp import web as aioweb
+
+    page = f"""<html><head><title>pending</title></head><body><script>
+      const s = new WebSocket({json.dumps(ws_url)});
+      s.onopen = () => {{ document.title = "opened"; }};
+      s.onerror = () => {{ document.title = "refused"; }};
+    </script></body></html>"""
+
+    async def serve(request: aioweb.Request) -> aioweb.Response:
+        return aioweb.Response(text=page, content_type="text/html")
+
+    app = aioweb.Application()
+    app.router.add_get("/", serve)
+    runner = aioweb.AppRunner(app)
+    await runner.setup()
+    port = free_port()
+    await aioweb.TCPSite(runner, "127.0.0.1", port).start()
+    return runner, f"http://127.0.0.1:{port}/"
 
 
 @pytest.mark.skipif(not CHROMIUM.exists(), reason="needs Debian's chromium (apt-get install -y chromium)")
-async def test_web_demo_serves_the_panel_to_headless_chromium(tmp_path):
+async def test_web_demo_serves_the_panel_only_to_its_owner(tmp_path):
+    """With the printed URL the panel renders; without its token nothing does; another site's page cannot
+    open the websocket even when it knows the token."""
     from backend.sandbox import environment
 
-    port = free_port()
-    server = subprocess.Popen(
-        [sys.executable, "-m", "backend.cli.main", "web", "--demo", "--port", str(port)],
-        cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True,
-    )  # fmt: skip
+    server, url, _ = await start_web("--demo")
+    runner = None
     try:
-        deadline = time.monotonic() + 60
-        while True:  # another process: poll its port with short waits
-            assert server.poll() is None, server.stdout.read()
-            with socket.socket() as s:
-                if s.connect_ex(("127.0.0.1", port)) == 0:
-                    break
-            assert time.monotonic() < deadline, "specdeck web did not listen"
-            await asyncio.sleep(0.05)
-        page = urllib.request.urlopen(f"http://127.0.0.1:{port}/", timeout=10).read().decode()
-        assert "specdeck: sandbox" in page and f"ws://127.0.0.1:{port}/ws" in page
+        base, token = url.split("/?token=")
+        page = urllib.request.urlopen(url, timeout=10).read().decode()
+        ws_url = f"{base.replace('http:', 'ws:')}/ws/{token}"
+        assert "specdeck: sandbox" in page and ws_url in page
 
-        shown = await browse(f"http://127.0.0.1:{port}/", tmp_path / "chromium", ("SANDBOX", "History", "connected"))
-        assert "-first-byte" in shown["classes"] and "-closed" not in shown["classes"]
-        assert shown["intro"].startswith("specdeck: sandbox")
-        for tab in ("Drafters", "Compare", "Serve", "Live", "History"):
-            assert tab in shown["text"]
-        assert shown["png"].startswith(b"\x89PNG") and len(shown["png"]) > 20_000
-        (tmp_path / "web.png").write_bytes(shown["png"])
+        async with Chromium(tmp_path / "chromium") as browser:
+            await browser.call("Page.navigate", url=f"{base}/")  # no token: a refusal, no panel
+            deadline = time.monotonic() + 30
+            while "forbidden" not in (await browser.evaluate("document.body ? document.body.innerText : ''") or ""):
+                assert time.monotonic() < deadline, "the page without a token was not refused"
+                await asyncio.sleep(0.05)
+            assert browser.sockets == [] and browser.frames == []
+
+            runner, evil = await other_site(ws_url)
+            await browser.call("Page.navigate", url=evil)
+            deadline = time.monotonic() + 30
+            while (title := await browser.evaluate("document.title")) not in ("opened", "refused"):
+                assert time.monotonic() < deadline, "the other site's socket neither opened nor failed"
+                await asyncio.sleep(0.05)
+            assert title == "refused" and browser.frames == []
+
+            await browser.call("Page.navigate", url=url)
+            await browser.until(lambda: all(w in browser.text() for w in ("SANDBOX", "History", "connected")),
+                                "the panel")  # fmt: skip
+            classes = (await browser.evaluate("document.body.className")).split()
+            assert "-first-byte" in classes and "-closed" not in classes
+            intro = await browser.evaluate("document.querySelector('.intro').textContent.trim()")
+            assert intro.startswith("specdeck: sandbox")
+            for tab in ("Drafters", "Compare", "Serve", "Live", "History"):
+                assert tab in browser.text()
+            shot = base64.b64decode((await browser.call("Page.captureScreenshot", format="png"))["data"])
+            assert shot.startswith(b"\x89PNG") and len(shot) > 20_000
+            (tmp_path / "web.png").write_bytes(shot)
 
         # The panel textual-serve started is `specdeck` on the sandbox config and host.
         panels = [p for p in descendants(server.pid) if "--host sandbox" in cmdline(p) and "--config" in cmdline(p)]
         assert panels, [cmdline(p) for p in descendants(server.pid)]
     finally:
-        server.send_signal(signal.SIGTERM)
-        try:
-            assert server.wait(timeout=20) == 0
-        finally:
-            if server.poll() is None:
-                os.killpg(server.pid, signal.SIGKILL)
-            await environment.down()
+        if runner is not None:
+            await runner.cleanup()
+        stop_web(server)
+        await environment.down()
     deadline = time.monotonic() + 10
     while any(Path(f"/proc/{p}").exists() and "--host sandbox" in cmdline(p) for p in panels):
         assert time.monotonic() < deadline, "a browser session's panel outlived the web server"
         await asyncio.sleep(0.05)
+
+
+async def test_page_and_socket_refuse_requests_without_the_token_or_from_another_origin(tmp_path):
+    import aiohttp
+
+    token_file = tmp_path / "token"
+    token_file.write_text("a-fixed-token-for-this-test\n")
+    server, url, before = await start_web("--host", "local", "--bind", "0.0.0.0", "--token-file", str(token_file))
+    assert "WARNING: serving on 0.0.0.0" in before
+    try:
+        port = int(url.split(":")[2].split("/")[0])
+        local = f"http://127.0.0.1:{port}"
+        assert url.endswith("/?token=a-fixed-token-for-this-test")
+        async with aiohttp.ClientSession() as http:
+            for path in ("/", "/?token=wrong", "/?token=a-fixed-token-for-this-tes", "/download/x"):
+                assert (await http.get(local + path)).status == 403, path
+            assert (await http.get(local + "/?token=a-fixed-token-for-this-test")).status == 200
+            for path, origin in (
+                ("/ws", local),
+                ("/ws/wrong", local),
+                ("/ws/a-fixed-token-for-this-test", "http://evil.example"),
+            ):
+                with pytest.raises(aiohttp.WSServerHandshakeError) as err:
+                    await http.ws_connect(f"ws://127.0.0.1:{port}{path}", headers={"Origin": origin})
+                assert err.value.status == 403, path
+    finally:
+        stop_web(server)
+
+
+def test_a_short_fixed_token_is_refused(tmp_path):
+    res = subprocess.run(
+        [sys.executable, "-m", "backend.cli.main", "web", "--host", "local", "--port", str(free_port())],
+        capture_output=True, text=True, cwd=REPO, env={**os.environ, "SPECDECK_WEB_TOKEN": "short"},
+    )  # fmt: skip
+    assert res.returncode == 2 and "at least 16 characters" in res.stderr
