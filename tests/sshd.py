@@ -38,10 +38,10 @@ class Sshd:
     def url(self) -> str:
         return f"ssh://{os.environ.get('USER') or 'root'}@127.0.0.1:{self.port}"
 
-    def ssh_argv(self, *command: str) -> list[str]:
+    def ssh_argv(self, *command: str, known_hosts: str | None = None) -> list[str]:
         """OpenSSH's own client reaching this server (host key checked): the operator's way, for comparisons."""
         user = self.url.removeprefix("ssh://").split("@")[0]
-        known = f"UserKnownHostsFile={self.known_hosts}"
+        known = f"UserKnownHostsFile={known_hosts or self.known_hosts}"
         return ["ssh", "-i", self.identity, "-o", known, "-o", "BatchMode=yes", "-p", str(self.port),
                 f"{user}@127.0.0.1", *command]  # fmt: skip
 

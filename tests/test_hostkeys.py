@@ -227,3 +227,23 @@ async def test_panel_waits_on_a_malformed_known_hosts_then_connects_once_fixed(s
         await conn.wait_connected(30)
     finally:
         await conn.close()
+
+
+async def test_the_agent_runs_through_a_proxyjump(servers, home):
+    """Not only the handshake: the panel's whole connection (agent upload, calls) goes through the jump host."""
+    from backend.connection import Connection
+    from backend.settings import HostConfig
+
+    target, jump = servers["target"], servers["jump"]
+    (home / ".ssh" / "config").write_text(ssh_config("proxyjump", target, jump, servers["client"]))
+    (home / ".ssh" / "known_hosts").write_text(
+        f"[127.0.0.1]:{jump.port} {jump.host_key_pub}\n[{NAME}]:{target.port} {target.host_key_pub}\n"
+    )
+    host = HostConfig(name="gpu", url="ssh://gpu", python=sys.executable, workdir=str(home / "w"))
+    conn = await Connection.open(host)
+    try:
+        assert (await conn.ping(1))["samples"] == 1
+        # The target saw the connection come from the jump host's forwarding, not straight from us.
+        assert jump.session_pids()
+    finally:
+        await conn.close()

@@ -6,6 +6,7 @@ import os
 import platform
 import signal
 import socket
+import subprocess
 import sys
 from dataclasses import replace
 from pathlib import Path
@@ -219,6 +220,9 @@ async def test_unknown_host_key_dialog_trusts_the_key_and_connects(sshd, tmp_pat
 
         await until(pilot, lambda: live(app), "connected over ssh", timeout=30)
         assert sshd.host_key_pub in known.read_text()
+    # The line the dialog wrote is one OpenSSH accepts too.
+    ssh = subprocess.run(sshd.ssh_argv("true", known_hosts=str(known)), capture_output=True, text=True, timeout=60)
+    assert ssh.returncode == 0, ssh.stderr
 
 
 async def test_changed_host_key_is_refused_without_a_dialog(sshd, tmp_path):

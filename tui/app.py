@@ -151,7 +151,7 @@ class SpecdeckApp(App[int]):
             if not isinstance(self.screen, HostKeyScreen):
                 self.push_screen(HostKeyScreen(err), partial(self._host_key_answered, self.connection, err))
         elif state.attempt <= 1 or state.reason != self._lost_reason:  # not again on every retry
-            self.notify(state.reason, title="connection lost", severity="error")
+            self.notify(state.reason, title="connection lost", severity="error", markup=False)
         self._lost_reason = state.reason
 
     def _host_key_answered(self, conn: Connection, err: HostKeyUnknown, trust: bool | None) -> None:
@@ -162,9 +162,9 @@ class SpecdeckApp(App[int]):
         try:
             trust_host_key(err.known_hosts, err.key_line)
         except OSError as exc:
-            self.notify(f"cannot write {err.known_hosts}: {exc.strerror}", severity="error")
+            self.notify(f"cannot write {err.known_hosts}: {exc.strerror}", severity="error", markup=False)
             return
-        self.notify(f"trusted {err.fingerprint} in {err.known_hosts}")
+        self.notify(f"trusted {err.fingerprint} in {err.known_hosts}", markup=False)
         conn.retry_now()
 
     @work(
@@ -232,11 +232,11 @@ class SpecdeckApp(App[int]):
         if isinstance(err, ConnectionFailed) and not self.connection.connected:
             return  # the header already says the link is down
         if isinstance(err, SpecdeckError):
-            self.notify(str(err), severity="error")
+            self.notify(str(err), severity="error", markup=False)  # messages quote [host]:port, paths
         else:
             self.log.error(worker, repr(err))
             what = worker.description or worker.name
-            self.notify(f"{what} failed: {err!r}", title="internal error", severity="error")
+            self.notify(f"{what} failed: {err!r}", title="internal error", severity="error", markup=False)
 
     # --- actions -------------------------------------------------------------------------------------------
 
