@@ -32,6 +32,7 @@ from tui.screens.hosts import HostSwitchScreen
 from tui.screens.live import COMMIT_EVERY_S, LivePane
 from tui.screens.pane import ShellPane
 from tui.screens.serve import ServePane
+from tui.screens.tune import TunePane
 from tui.widgets.hostbar import HostBar
 
 # (tab id, title, pane class): the number keys follow this order.
@@ -41,6 +42,7 @@ TABS: tuple[tuple[str, str, type[ShellPane]], ...] = (
     ("serve", "Serve", ServePane),
     ("live", "Live", LivePane),
     ("history", "History", HistoryPane),
+    ("tune", "Tune", TunePane),
 )
 RTT_EVERY_S = 5.0
 _TAB_KEYS = Binding.Group("tabs", compact=True)

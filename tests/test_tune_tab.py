@@ -1,0 +1,102 @@
+"""The Tune tab through Pilot: the advisor for a recorded run, its keys, a smart sweep on the SIMULATED SGLang
+(`local`), apply best into the config file, and the key list."""
+
+from __future__ import annotations
+
+import sys
+
+import pytest
+import tomlkit
+from textual.widgets import DataTable, Input, Label, Static
+
+from backend.history import History
+from backend.sandbox import fixtures
+from backend.settings import load
+from tests.helpers import until
+from tests.sshd import free_port
+from tests.test_advisor import add_run
+from tui.app import SpecdeckApp
+from tui.screens.tune import TunePane, eta_text
+from tui.widgets.tunecharts import HistogramChart, PositionChart, StepsChart
+
+SCALE = {"SPECDECK_SIM_TIME_SCALE": "0.02"}
+
+
+@pytest.fixture
+def settings(tmp_path, monkeypatch):
+    monkeypatch.setenv("SPECDECK_HISTORY", str(tmp_path / "history.sqlite3"))
+    models = tmp_path / "models"
+    eagle = {"algorithm": "EAGLE3", "steps": 3, "topk": 1, "draft_tokens": 4}
+    data = {
+        "default_host": "sim",
+        "target": fixtures.write_target_config(str(models / "Kimi-K2.5")),
+        "hosts": {"sim": {"url": "local", "python": sys.executable, "workdir": str(tmp_path / "host"),
+                          "launcher": "simulator", "sandbox": True}},
+        "drafters": {"aq-medai": {"path": fixtures.write_drafter(str(models / "aq_medai_k2"), "aq_medai_k2")}},
+        "profiles": {
+            "eagle3-aq": {"drafter": "aq-medai", **eagle, "port": free_port(), "env": SCALE},
+            "eagle3-aq2": {"drafter": "aq-medai", **eagle, "port": free_port(), "env": SCALE},
+        },
+    }  # fmt: skip
+    path = tmp_path / "config.toml"
+    path.write_text("# the operator's own comment\n" + tomlkit.dumps(data))
+    with History.open(tmp_path / "history.sqlite3") as history:
+        add_run(history, 1, 3, 33.0, 100.0, [40, 60, 90, 310])
+    return load(str(path))
+
+
+def cells(table: DataTable) -> list[list[str]]:
+    return [[str(c) for c in table.get_row_at(i)] for i in range(table.row_count)]
+
+
+async def test_tune_tab_advice_keys_sweep_and_apply(settings):
+    app = SpecdeckApp(settings, host="sim")
+    async with app.run_test(size=(160, 45)) as pilot:
+        await until(pilot, lambda: app.connection.connected, "connected")
+        await pilot.press("6")
+        pane = app.query_one(TunePane)
+        await until(pilot, lambda: app.focused is pane.query_one("#tune-runs"), "the runs table focused")
+        await until(pilot, lambda: pane.advice is not None, "the advice")
+        rows = cells(pane.query_one("#tune-advice", DataTable))
+        assert len(rows) == 7 and rows[2][6].startswith("100.0")  # measured at 3 steps
+        assert "cost per-step" in str(pane.query_one("#tune-status", Static).render())
+        assert pane.query_one(HistogramChart).bars == [40, 60, 90, 310]
+        assert len(pane.query_one(PositionChart).points) == 3 and pane.query_one(StepsChart).measured == [(3, 100.0)]
+
+        await pilot.press("m")
+        assert not pane.smart and "full grid" in str(pane.query_one("#tune-sweep-mode", Label).render())
+        await pilot.press("m", "p")
+        assert pane.smart and pane.profile == "eagle3-aq2"
+        await pilot.press("p", "p")  # eagle3-ours (a built-in profile), then round to eagle3-aq
+        assert pane.profile == "eagle3-aq"
+        await pilot.press("x")  # nothing to cancel: a warning, nothing else
+        await pilot.press("e")
+        steps = pane.query_one("#tune-steps", Input)
+        assert app.focused is steps
+        steps.value = "2,x"
+        await pilot.press("enter", "s")
+        await until(pilot, lambda: any("whole numbers" in n.message for n in app._notifications), "the bad grid")
+        steps.value = "2,3,4"
+        pane.requests, pane.max_tokens = 2, 48
+        await pilot.press("e", "enter", "s")
+        await until(pilot, lambda: pane.sweep_job is not None, "the sweep started", timeout=30)
+        await until(pilot, lambda: "ETA" in str(pane.query_one("#tune-progress", Static).render()), "an ETA", 60)
+        await until(pilot, lambda: pane.sweep_job is None and pane.sweep_best is not None, "the sweep done", 120)
+        assert pane.sweep_points[0]["steps"] == 3  # smart: the profile's own point first
+        best = pane.sweep_best["steps"]
+
+        await pilot.press("a")
+        await until(pilot, lambda: app.settings.profiles["eagle3-aq"].steps == best, "the profile saved", 20)
+        text = open(settings.source).read()
+        assert (
+            text.startswith("# the operator's own comment")
+            and load(settings.source).profiles["eagle3-aq"].draft_tokens == best + 1
+        )
+
+
+def test_eta_from_earlier_points_and_every_key_in_the_palette():
+    assert eta_text([], 3, None, 100.0) == ""
+    assert eta_text([{"elapsed_s": 10.0}, {"elapsed_s": 20.0}], 2, 95.0, 100.0) == "ETA 25 s"
+    ids = {b.id for b in TunePane.BINDINGS}
+    assert {"tune.sweep", "tune.cancel", "tune.apply", "tune.profile", "tune.grid", "tune.smart"} <= ids
+    assert all(b.tooltip for b in TunePane.BINDINGS)

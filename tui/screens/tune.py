@@ -1,0 +1,382 @@
+"""The Tune tab: which draft step count pays, predicted from a run's per-position acceptance and confirmed by a
+sweep on the host.
+
+The runs with an acceptance histogram (benches on SGLang 0.5.23+) are listed; the highlighted one's histogram,
+per-position acceptance and the advisor's table (``backend.advisor``: predicted accept length, cycle, tok/s with
+interval, against the baseline, measured where a run exists) are shown beside the predicted tok/s curve with
+the measured points. A sweep (``backend.sweep``) runs on the host as a job: the grid is typed in, ``s`` starts
+it, its events show each point's phase, elapsed time and an ETA from the restarts so far, and ``x`` cancels it
+(the server it started is stopped). ``a`` writes the best step count (measured by the sweep, else predicted)
+into the sweep's profile and the config file. The history is read on a thread; the host's runs are imported on
+connect, on ``r`` and when a sweep ends.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import replace
+
+from textual import work
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Horizontal
+from textual.widgets import DataTable, Input, Label, Static
+
+from backend import advisor
+from backend import sweep as sweep_mod
+from backend.bench import DEFAULT_MAX_TOKENS, DEFAULT_REQUESTS
+from backend.errors import SpecdeckError, UsageError
+from backend.history import History, RunSummary, Yardstick, sync_from_host
+from tui.messages import BaselineChanged, ConnectionChanged
+from tui.screens.pane import ShellPane
+from tui.widgets.tunecharts import HistogramChart, PositionChart, StepsChart
+
+DEFAULT_GRID = "1,2,3,4,5"
+RUN_COLUMNS = ("run", "drafter", "steps", "tok/s", "accept", "verifies")
+ADVICE_COLUMNS = ("steps", "accept len", "cycle ms", "tok/s", "interval", "vs base", "measured")
+
+
+def eta_text(points_done: list[dict], remaining: int, current_started: float | None, now: float) -> str:
+    """Time left from the mean of the finished points' durations (the restarts so far); '' before the first."""
+    durations = [p["elapsed_s"] for p in points_done if p.get("elapsed_s")]
+    if not durations:
+        return ""
+    mean = sum(durations) / len(durations)
+    left = mean * remaining - ((now - current_started) if current_started else 0.0)
+    return f"ETA {max(0.0, left):.0f} s"
+
+
+class TunePane(ShellPane):
+    """The Tune tab body; ``advice`` is the highlighted run's, ``sweep`` the sweep being followed."""
+
+    KEYS_WIDGET = "#tune-runs"
+
+    DEFAULT_CSS = """
+    TunePane { padding: 0 1; }
+    TunePane #tune-status { height: 1; color: $text-muted; }
+    TunePane #tune-tables { height: 11; }
+    TunePane #tune-runs { width: 1fr; }
+    TunePane #tune-advice { width: 1fr; }
+    TunePane #tune-charts { height: 1fr; min-height: 10; }
+    TunePane #tune-charts > * { width: 1fr; }
+    TunePane #tune-sweep { height: 1; }
+    TunePane #tune-sweep Label { padding: 0 1 0 0; }
+    TunePane #tune-steps { width: 18; height: 1; border: none; padding: 0; }
+    TunePane #tune-progress { height: auto; max-height: 6; color: $text-secondary; }
+    """
+
+    BINDINGS = [
+        Binding("s", "start_sweep", "Sweep", id="tune.sweep", tooltip="Start a sweep of the profile over the grid"),
+        Binding("x", "cancel_sweep", "Cancel", id="tune.cancel", tooltip="Cancel the sweep (stops its server)"),
+        Binding("a", "apply_best", "Apply best", id="tune.apply", tooltip="Write the best step count into the profile"),
+        Binding("p", "next_profile", "Profile", id="tune.profile", tooltip="Sweep the next speculative profile"),
+        Binding("e", "edit_grid", "Grid", id="tune.grid", tooltip="Edit the sweep's step counts"),
+        Binding("m", "toggle_smart", "Smart", id="tune.smart", tooltip="Smart sweep: stop once no point can win"),
+        Binding("r", "refresh", "Refresh", id="tune.refresh", tooltip="Import the host's runs and re-read them"),
+    ]
+
+    def __init__(self, *, id: str | None = None) -> None:
+        super().__init__(id=id)
+        self.runs: list[RunSummary] = []
+        self.yardstick: Yardstick | None = None
+        self.advice: advisor.Advice | None = None
+        self.profile: str | None = None
+        self._profile_picked = False  # until p is pressed, the sweep's profile follows the advised run's
+        self.smart = True
+        self.requests, self.max_tokens = DEFAULT_REQUESTS, DEFAULT_MAX_TOKENS  # each point's bench
+        self.sweep_job: str | None = None
+        self.sweep_points: list[dict] = []
+        self.sweep_best: dict | None = None
+        self.sweep_phase: dict | None = None
+        self.sweep_total = 0
+
+    def compose(self) -> ComposeResult:
+        yield Static(id="tune-status", markup=False)
+        with Horizontal(id="tune-tables"):
+            yield DataTable(id="tune-runs", cursor_type="row", zebra_stripes=True)
+            yield DataTable(id="tune-advice", cursor_type="none", show_cursor=False)
+        with Horizontal(id="tune-charts"):
+            yield HistogramChart(id="tune-histogram")
+            yield PositionChart(id="tune-positions")
+            yield StepsChart(id="tune-steps-chart")
+        with Horizontal(id="tune-sweep"):
+            yield Label("", id="tune-sweep-label")
+            yield Input(DEFAULT_GRID, id="tune-steps", placeholder="1,2,3,4")
+            yield Label("", id="tune-sweep-mode")
+        yield Static(id="tune-progress", markup=False)
+
+    def on_mount(self) -> None:
+        self.query_one("#tune-runs", DataTable).add_columns(*RUN_COLUMNS)
+        self.query_one("#tune-advice", DataTable).add_columns(*ADVICE_COLUMNS)
+        speculative = [n for n, p in self.app.settings.profiles.items() if p.algorithm]
+        self.profile = speculative[0] if speculative else None
+        self._show_sweep_form()
+        self._load()
+
+    def on_show(self) -> None:
+        self._load()
+
+    def on_connection_changed(self, message: ConnectionChanged) -> None:
+        if message.connected:
+            self._sync()
+            self._reattach()
+
+    def on_baseline_changed(self, message: BaselineChanged) -> None:
+        self._load()
+
+    # --- data -------------------------------------------------------------------------------------------------
+
+    @work(group="tune-load", exclusive=True, thread=True, exit_on_error=False, description="read the run history")
+    def _load(self) -> None:
+        ref = self.app.settings.reference
+        with History.open() as history:
+            runs = history.runs()
+            yardstick = history.yardstick(ref.baseline_tok_s, ref.cycle_ms)
+        self.app.call_from_thread(self._loaded, runs, yardstick)
+
+    def _loaded(self, runs: list[RunSummary], yardstick: Yardstick) -> None:
+        self.runs, self.yardstick = runs, yardstick
+        table = self.query_one("#tune-runs", DataTable)
+        current = self.current_run()
+        table.clear()
+        for run in runs:
+            histogram = advisor.histogram_of(run)
+            if histogram is None:
+                continue
+            bench = run.bench or {}
+            table.add_row(
+                run.job_id.removeprefix("serve-"), run.drafter or "—", str(advisor.run_steps(run) or "—"),
+                _num(bench.get("tok_s"), 1), _num(bench.get("accept_len"), 2), str(sum(histogram)), key=run.id,
+            )  # fmt: skip
+        if current is not None and current in {r.id for r in runs} and table.row_count:
+            try:
+                table.move_cursor(row=table.get_row_index(current))
+            except Exception:  # the run lost its histogram: stay where the cursor is
+                pass
+        self.show_advice()
+
+    def current_run(self) -> str | None:
+        table = self.query_one("#tune-runs", DataTable)
+        if not table.row_count:
+            return None
+        return str(table.coordinate_to_cell_key(table.cursor_coordinate).row_key.value)
+
+    def on_data_table_row_highlighted(self, event: DataTable.RowHighlighted) -> None:
+        if event.data_table.id == "tune-runs":
+            self.show_advice()
+
+    def show_advice(self) -> None:
+        """The advisor's view of the highlighted run: the table, the three charts, the status line."""
+        run_id = self.current_run()
+        self.advice = None
+        status = "no run with a per-position acceptance yet: bench a speculative server (SGLang 0.5.23+), or sweep"
+        if run_id is not None and self.yardstick is not None:
+            try:
+                self.advice = advisor.advise(self.runs, self.yardstick, run_id)
+            except UsageError as exc:
+                status = str(exc)
+        table = self.query_one("#tune-advice", DataTable)
+        table.clear()
+        advice = self.advice
+        if advice is not None:
+            for r in advice.rows:
+                star = "*" if r["extrapolated"] else ""
+                best = "◀ best" if advice.best and r["steps"] == advice.best["steps"] else ""
+                table.add_row(
+                    str(r["steps"]), f"{r['accept_len']:.2f}{star}", f"{r['cycle_ms']:.1f}", f"{r['tok_s']:.1f}",
+                    f"{r['tok_s_low']:.0f}–{r['tok_s_high']:.0f}", f"{r['vs_baseline_pct']:+.0f}%",
+                    _num(r["measured_tok_s"], 1) + (f" {best}" if best else ""),
+                )  # fmt: skip
+            cost = advice.cost
+            status = (
+                f"{advice.run.drafter or advice.run.drafter_path}: cost {cost.source} "
+                f"(c(k) = {cost.intercept:.1f} + {cost.per_step:.1f}·k ms) · baseline "
+                f"{advice.yardstick.baseline_tok_s:g} tok/s ({advice.yardstick.source}) · * extrapolated"
+            )
+        self.query_one("#tune-status", Static).update(status)
+        if advice is not None and not self._profile_picked and advice.run.profile in self.app.settings.profiles:
+            self.profile = advice.run.profile
+            self._show_sweep_form()
+        self.query_one(HistogramChart).show(advice)
+        self.query_one(PositionChart).show(advice, advisor.DEFAULT_MAX_STEPS)
+        self.query_one(StepsChart).show(advice, self._sweep_points_of(advice))
+
+    def _sweep_points_of(self, advice: advisor.Advice | None) -> list[dict]:
+        """The last sweep's points when they measured the advised run's drafter (others would mislead)."""
+        profile = self.app.settings.profiles.get(self.profile or "")
+        if advice is None or profile is None or profile.drafter != advice.run.drafter:
+            return []
+        return self.sweep_points
+
+    @work(group="tune-sync", exclusive=True, exit_on_error=False, description="import the host's runs")
+    async def _sync(self) -> None:
+        conn = self.app.connection
+        if not conn.connected:
+            return
+        with History.open() as history:
+            await sync_from_host(history, conn)
+        self._load()
+
+    # --- the sweep ----------------------------------------------------------------------------------------------
+
+    def _show_sweep_form(self) -> None:
+        self.query_one("#tune-sweep-label", Label).update(f"Sweep {self.profile or '(no speculative profile)'} steps")
+        mode = "smart (stops when no point can win)" if self.smart else "full grid"
+        self.query_one("#tune-sweep-mode", Label).update(f"  {mode} · s start · x cancel · a apply best")
+
+    def action_next_profile(self) -> None:
+        names = [n for n, p in self.app.settings.profiles.items() if p.algorithm]
+        if not names:
+            self.app.notify("no speculative profile is configured", severity="warning")
+            return
+        self._profile_picked = True
+        i = names.index(self.profile) if self.profile in names else -1
+        self.profile = names[(i + 1) % len(names)]
+        self._show_sweep_form()
+
+    def action_toggle_smart(self) -> None:
+        self.smart = not self.smart
+        self._show_sweep_form()
+
+    def action_edit_grid(self) -> None:
+        self.query_one("#tune-steps", Input).focus()
+
+    def on_input_submitted(self, event: Input.Submitted) -> None:
+        if event.input.id == "tune-steps":
+            self.focus_keys()
+
+    def action_start_sweep(self) -> None:
+        if self.sweep_job is not None:
+            self.app.notify(f"sweep {self.sweep_job} is running: x cancels it", severity="warning")
+            return
+        if not self.app.connection.connected:
+            self.app.notify(f"{self.app.host_config.name} is not connected", severity="error")
+            return
+        if self.profile is None:
+            self.app.notify("no speculative profile to sweep", severity="error")
+            return
+        try:
+            steps = sweep_mod.parse_ints(self.query_one("#tune-steps", Input).value, "the grid's steps")
+            plan = sweep_mod.SweepPlan(steps, requests=self.requests, max_tokens=self.max_tokens, smart=self.smart)
+        except UsageError as exc:
+            self.app.notify(str(exc), severity="error")
+            return
+        self._start(plan)
+
+    @work(group="tune-sweep", exclusive=True, exit_on_error=False, description="start the sweep")
+    async def _start(self, plan: sweep_mod.SweepPlan) -> None:
+        assert self.profile is not None and self.yardstick is not None
+        conn = self.app.connection
+        self._progress(f"checking {self.profile} and starting the sweep…")
+        try:
+            job = await sweep_mod.start(
+                conn, self.app.settings, self.profile, plan, baseline_tok_s=self.yardstick.baseline_tok_s
+            )
+        except SpecdeckError as exc:
+            self._progress(f"sweep not started: {exc}")
+            raise
+        self.app.notify(f"sweep {job['id']} started: {len(plan.grid())} points of {self.profile}")
+        self._follow(job["id"], len(plan.grid()))
+
+    @work(group="tune-reattach", exclusive=True, exit_on_error=False, description="find a running sweep")
+    async def _reattach(self) -> None:
+        job = await sweep_mod.running(self.app.connection)
+        if job is not None and self.sweep_job is None:
+            self._follow(job["id"], int((job.get("args") or {}).get("points") or 0))
+
+    @work(group="tune-follow", exclusive=True, exit_on_error=False, description="follow the sweep")
+    async def _follow(self, job_id: str, total: int) -> None:
+        self.sweep_job, self.sweep_points, self.sweep_best, self.sweep_phase = job_id, [], None, None
+        self.sweep_total = total
+        conn = self.app.connection
+        try:
+            async for event in sweep_mod.events(conn, job_id):
+                kind = event.get("event")
+                if kind == "phase":
+                    same = self.sweep_phase is not None and self.sweep_phase.get("index") == event.get("index")
+                    started = self.sweep_phase["t0"] if same else event.get("t")  # type: ignore[index]
+                    self.sweep_phase = {**event, "t0": started}
+                elif kind == "point":
+                    self.sweep_points.append(event)
+                    self.query_one(StepsChart).show(self.advice, self._sweep_points_of(self.advice))
+                elif kind == "done":
+                    self.sweep_best = event.get("best")
+                    saved = f", {event['saved']} restarts saved" if event.get("saved") else ""
+                    self.app.notify(
+                        "sweep done: best "
+                        + (sweep_mod.point_line(self.sweep_best) if self.sweep_best else "none")
+                        + saved
+                    )
+                elif kind == "cancelled":
+                    self.app.notify(f"sweep {job_id} cancelled; the server it started was stopped")
+                self._show_progress(kind or "")
+        finally:
+            self.sweep_job = None
+            self._show_progress("ended")
+            self._sync()
+
+    def _show_progress(self, last: str) -> None:
+        now = time.time()
+        lines = []
+        for p in self.sweep_points:
+            lines.append("✓ " + sweep_mod.point_line(p) if not p.get("failed") else "✗ " + sweep_mod.point_line(p))
+        phase = self.sweep_phase
+        if self.sweep_job is not None and phase is not None:
+            t0 = phase.get("t0") or now
+            server = f" ({phase['server_phase']})" if phase.get("server_phase") else ""
+            remaining = max(0, self.sweep_total - len(self.sweep_points))
+            eta = eta_text(self.sweep_points, remaining, t0, now)
+            lines.append(
+                f"▶ point {phase.get('index', '-')}: {phase.get('phase')}{server}, {now - t0:.0f} s"
+                + (f" · {eta}" if eta else "")
+            )
+        head = f"sweep {self.sweep_job}" if self.sweep_job else "last sweep"
+        self._progress(f"{head}: {len(self.sweep_points)}/{self.sweep_total or '?'} points\n" + "\n".join(lines[-5:]))
+
+    def _progress(self, text: str) -> None:
+        self.query_one("#tune-progress", Static).update(text)
+
+    def action_cancel_sweep(self) -> None:
+        if self.sweep_job is None:
+            self.app.notify("no sweep is running", severity="warning")
+            return
+        self._cancel(self.sweep_job)
+
+    @work(group="tune-cancel", exclusive=True, exit_on_error=False, description="cancel the sweep")
+    async def _cancel(self, job_id: str) -> None:
+        await sweep_mod.cancel(self.app.connection, job_id)
+
+    # --- applying ---------------------------------------------------------------------------------------------
+
+    def best_steps(self) -> tuple[int, str] | None:
+        """(steps, where the figure comes from): the sweep's measured best, else the advisor's prediction."""
+        if self.sweep_best and self.sweep_best.get("steps"):
+            return int(self.sweep_best["steps"]), f"measured {self.sweep_best['tok_s']:.1f} tok/s"
+        if self.advice is not None and self.advice.best is not None:
+            return int(self.advice.best["steps"]), f"predicted {self.advice.best['tok_s']:.1f} tok/s"
+        return None
+
+    def action_apply_best(self) -> None:
+        best = self.best_steps()
+        name = self.profile
+        if best is None or name is None:
+            self.app.notify("nothing to apply yet: pick a run with a histogram or run a sweep", severity="warning")
+            return
+        steps, why = best
+        profile = self.app.settings.profiles[name]
+        updated = replace(profile, steps=steps, topk=1, draft_tokens=steps + 1)
+        if updated == profile:
+            self.app.notify(f"{name} already runs {steps} steps")
+            return
+        self.app.notify(f"{name}: steps {steps}, topk 1, draft tokens {steps + 1} ({why})")
+        self.app.save_profile(updated)
+
+    def action_refresh(self) -> None:
+        if self.app.connection.connected:
+            self._sync()
+        else:
+            self._load()
+
+
+def _num(value: float | None, digits: int) -> str:
+    return "—" if value is None else f"{value:.{digits}f}"

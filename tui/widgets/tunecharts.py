@@ -1,0 +1,104 @@
+"""The Tune tab's charts: a run's acceptance histogram (bars), its per-position acceptance with the interval, and
+predicted tok/s against draft steps with the interval, the measured points and the labelled baseline.
+
+Each draws what it is given (``backend.advisor.Advice`` or a sweep's points) and repaints on the next frame;
+they hold no data of their own beyond what the last draw showed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from textual_plotext import PlotextPlot
+
+from backend.advisor import Advice
+
+MEASURED = (215, 165, 0)  # gold: the measured points stand out from the predicted lines
+PREDICTED = "cyan"
+BOUND = "gray"
+
+
+class HistogramChart(PlotextPlot):
+    """Verifies that accepted exactly k drafts, k = 0..steps."""
+
+    def __init__(self, *, id: str | None = None) -> None:
+        super().__init__(id=id)
+        self.bars: list[int] = []
+
+    def show(self, advice: Advice | None) -> None:
+        plt = self.plt
+        plt.clear_data()
+        self.bars = list(advice.acceptance.histogram) if advice else []
+        if not self.bars:
+            plt.title("acceptance histogram: no run with one")
+        else:
+            run = advice.run  # type: ignore[union-attr]
+            plt.title(f"drafts accepted per verify: {run.drafter or run.drafter_path} ({sum(self.bars)} verifies)")
+            plt.bar([str(k) for k in range(len(self.bars))], self.bars, color=PREDICTED)
+            plt.xlabel("drafts accepted")
+        self.refresh()
+
+
+class PositionChart(PlotextPlot):
+    """Conditional acceptance a_i per draft position, measured, with its 95 % interval and the extrapolation."""
+
+    def __init__(self, *, id: str | None = None) -> None:
+        super().__init__(id=id)
+        self.points: list[float] = []
+
+    def show(self, advice: Advice | None, max_steps: int) -> None:
+        plt = self.plt
+        plt.clear_data()
+        plt.ylim(0.0, 1.0)
+        self.points = list(advice.acceptance.rates) if advice else []
+        if not self.points:
+            plt.title("per-position acceptance: no run with a histogram")
+            self.refresh()
+            return
+        acc = advice.acceptance  # type: ignore[union-attr]
+        run = advice.run  # type: ignore[union-attr]
+        xs = list(range(1, len(acc.rates) + 1))
+        plt.title(f"a_i per position: {run.drafter or run.drafter_path} (gold measured, grey 95%, cyan extrapolated)")
+        plt.plot(xs, acc.low, color=BOUND, marker="dot")
+        plt.plot(xs, acc.high, color=BOUND, marker="dot")
+        plt.plot(xs, acc.rates, color=MEASURED, marker="hd")
+        last = acc.rates[-1] if acc.rates else 0.0
+        ext = [min(1.0, last * acc.decay ** (j - len(xs))) for j in range(len(xs), max_steps + 1)]
+        if len(ext) > 1:
+            plt.plot(list(range(len(xs), max_steps + 1)), ext, color=PREDICTED, marker="dot")
+        plt.xlabel("draft position")
+        self.refresh()
+
+
+class StepsChart(PlotextPlot):
+    """Predicted tok/s per step count (line, interval in grey), measured points, the labelled baseline."""
+
+    def __init__(self, *, id: str | None = None) -> None:
+        super().__init__(id=id)
+        self.measured: list[tuple[int, float]] = []
+
+    def show(self, advice: Advice | None, sweep_points: Sequence[dict] = ()) -> None:
+        plt = self.plt
+        plt.clear_data()
+        if advice is None:
+            plt.title("tok/s by draft steps: no advice yet")
+            self.measured = [(p["steps"], p["tok_s"]) for p in sweep_points if p.get("tok_s") is not None]
+        else:
+            rows = advice.rows
+            ks = [r["steps"] for r in rows]
+            best = advice.best
+            head = f"best {best['steps']}: {best['tok_s']:.0f} tok/s" if best else "no best"
+            plt.title(f"tok/s by steps, {head} (cyan predicted, grey 95%, gold measured)")
+            plt.plot(ks, [r["tok_s_low"] for r in rows], color=BOUND, marker="dot")
+            plt.plot(ks, [r["tok_s_high"] for r in rows], color=BOUND, marker="dot")
+            plt.plot(ks, [r["tok_s"] for r in rows], color=PREDICTED, marker="hd")
+            measured = dict(advice.measured())
+            measured.update({p["steps"]: p["tok_s"] for p in sweep_points if p.get("tok_s") is not None})
+            self.measured = sorted(measured.items())
+            baseline = advice.yardstick.baseline_tok_s
+            plt.hline(baseline, BOUND)
+            plt.text(f"baseline {baseline:g}", ks[0], baseline, color=BOUND, alignment="left")
+        if self.measured:
+            plt.scatter([k for k, _ in self.measured], [v for _, v in self.measured], color=MEASURED, marker="●")
+        plt.xlabel("draft steps")
+        self.refresh()
