@@ -495,3 +495,28 @@ async def test_history_tab_compares_marks_and_deletes(three_runs, tmp_path, monk
         await pilot.press(*"History: ")
         commands = app.screen.query_one(CommandList)
         await until(pilot, lambda: commands.option_count >= 5, "History commands")
+
+
+def test_cli_work_is_in_the_history_without_a_sync(models, tmp_path):
+    """`serve start`, `bench`, `serve stop` from the CLI, then `specdeck history`: the run is there, stopped, with
+    its samples and its bench, and the run id `bench` printed is what `report` takes."""
+    from tests.test_serving import free_port, specdeck, write_config
+
+    config = write_config(tmp_path / "config.toml", models, tmp_path / "host", {"a": free_port(), "b": free_port()})
+    try:
+        specdeck(config, "serve", "start", "eagle3-ours", "--wait-ready")
+        bench = specdeck(config, "bench", "--requests", "2", "--max-tokens", "64").stdout
+        [line] = [line for line in bench.splitlines() if line.startswith("recorded with run ")]
+        run_id = line.removeprefix("recorded with run ").split(":")[0]
+        specdeck(config, "serve", "stop")
+    finally:
+        specdeck(config, "serve", "stop", rc=None)
+    doc = json.loads(specdeck(config, "history", "--json").stdout)
+    [run] = [r for r in doc["runs"] if r["id"] == run_id]
+    assert run["profile"] == "eagle3-ours" and run["outcome"] == "stopped" and run["samples"] > 0
+    with History.open() as history:
+        [bench_row] = history.benches(run_id)
+    assert bench_row["tok_s"] > 0
+    out = tmp_path / "r.md"
+    specdeck(config, "report", run_id, "--out", str(out), "--no-inspect")
+    assert run_id in out.read_text()

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from collections.abc import Sequence
 from typing import Any
 
 from backend import settings as settings_mod
@@ -28,6 +29,23 @@ async def connect(args: argparse.Namespace, settings: Settings | None = None):
         python=args.python,
         workdir=args.workdir,
     )
+
+
+async def keep_in_history(conn, server: dict, benches: Sequence[tuple[dict, dict]] = ()) -> str | None:
+    """Keep CLI work in the run history: serve job ``server``'s run with the samples its log holds so far, and
+    ``benches`` ((bench job, result) pairs) with it, so `specdeck history` and `report` show it. Returns the run
+    id; None, said on stderr, when the history cannot be used (the command's own work stands)."""
+    from backend.history import History, HistoryUnavailable, record_run
+
+    try:
+        with History.open() as history:
+            run_id = await record_run(history, conn, server)
+            for job, result in benches:
+                history.record_bench(conn.host.name, {**job, "state": "done"}, result)
+    except HistoryUnavailable as exc:
+        print(f"specdeck: not kept in the run history: {exc}", file=sys.stderr)
+        return None
+    return run_id
 
 
 def emit_json(data: Any) -> None:

@@ -9,7 +9,7 @@ from collections.abc import Iterable
 
 from backend import bench as bench_mod
 from backend.breakeven import breakeven
-from backend.cli.common import add_json, connect, emit_json, emit_json_line, load_settings
+from backend.cli.common import add_json, connect, emit_json, emit_json_line, keep_in_history, load_settings
 from backend.cli.main import command
 from backend.errors import UsageError
 from backend.history import load_yardstick
@@ -246,15 +246,19 @@ async def bench(args: argparse.Namespace) -> int:
             flush=True,
         )
         result = await bench_mod.run_bench(conn, server, plan, _progress)
+        job = await conn.call("jobs.get", id=result["job"])
+        run_id = await keep_in_history(conn, server, [(job, result)])
     finally:
         await conn.close()
     if result.get("failed"):
         print(f"specdeck: {result['failed']} of {plan.requests} requests failed", file=sys.stderr)
     if args.json:
-        emit_json(bench_mod.public_result(result))
+        emit_json({**bench_mod.public_result(result), "run": run_id})
     else:
         print(bench_mod.summary_line(result, settings.reference.baseline_tok_s))
         print(f"{result['requests']} requests, {result['tokens']} tokens, bench job {result['job']}")
+        if run_id:
+            print(f"recorded with run {run_id}: `specdeck report {run_id} --out report.md`")
     return 0
 
 

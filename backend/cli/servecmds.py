@@ -6,7 +6,7 @@ import argparse
 import time
 
 from backend import serving
-from backend.cli.common import add_json, connect, emit_json, load_settings
+from backend.cli.common import add_json, connect, emit_json, keep_in_history, load_settings
 from backend.cli.main import command
 from backend.connection import resolve_host
 from backend.errors import OperationFailed, UsageError
@@ -107,6 +107,7 @@ async def _launch(args: argparse.Namespace, restart: bool) -> int:
     profile = serving.get_profile(settings, args.profile)
     conn = await connect(args, settings)
     try:
+        before = (await serving.status(conn)).get("job") if restart else None
         launch = serving.restart if restart else serving.start
         try:
             out = await launch(conn, settings, profile, force=args.force)
@@ -123,6 +124,8 @@ async def _launch(args: argparse.Namespace, restart: bool) -> int:
             out = await serving.wait(
                 conn, out["job"], within=args.timeout, on_status=None if args.json else _print_progress()
             )
+        for job in dict.fromkeys(j for j in (before, out["job"]) if j):  # a restart ended the one before
+            await keep_in_history(conn, await conn.call("jobs.get", id=job))
     finally:
         await conn.close()
     if args.json:
@@ -165,6 +168,8 @@ async def stop(args: argparse.Namespace) -> int:
     conn = await connect(args)
     try:
         out = await serving.stop(conn, port=args.port, grace=args.timeout)
+        if out["was_running"]:
+            await keep_in_history(conn, await conn.call("jobs.get", id=out["job"]))
     finally:
         await conn.close()
     if args.json:
