@@ -13,8 +13,9 @@ from pathlib import Path
 import pytest
 
 from backend.errors import ConnectionBlocked, HostKeyChanged, HostKeyUnknown
-from backend.transport.hostkeys import hashed_name, trust_host_key
+from backend.transport.hostkeys import KnownHosts, decide, hashed_name, trust_host_key
 from backend.transport.ssh import SSHTransport
+from backend.transport.sshconfig import Hop, jump_hops
 from tests.sshd import Sshd, start_sshd
 
 USER = getpass.getuser()
@@ -91,15 +92,19 @@ def write_state(state: str, known: Path, shape: str, servers: dict) -> None:
         subprocess.run(["ssh-keygen", "-q", "-H", "-f", str(known)], check=True, capture_output=True)
 
 
-def openssh_decides(config: Path, destination: str) -> str:
-    res = subprocess.run(["ssh", "-F", str(config), destination, "true"], capture_output=True, text=True, timeout=60)
-    if res.returncode == 0:
+async def openssh_decides(config: Path, destination: str) -> str:
+    proc = await asyncio.create_subprocess_exec(
+        "ssh", "-F", str(config), destination, "true",
+        stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+    )  # fmt: skip
+    stderr = (await asyncio.wait_for(proc.communicate(), 60))[1].decode(errors="replace")
+    if proc.returncode == 0:
         return "trusted"
-    if "IDENTIFICATION HAS CHANGED" in res.stderr or "DNS SPOOFING" in res.stderr:
+    if "IDENTIFICATION HAS CHANGED" in stderr or "DNS SPOOFING" in stderr:
         return "changed"
-    if "host key is known" in res.stderr or "Host key verification failed" in res.stderr:
+    if "host key is known" in stderr or "Host key verification failed" in stderr:
         return "unknown"
-    raise AssertionError(f"ssh failed for another reason: {res.stderr}")
+    raise AssertionError(f"ssh failed for another reason: {stderr}")
 
 
 async def specdeck_decides(url: str) -> tuple[str, Exception | None]:
@@ -141,8 +146,8 @@ async def test_decision_matches_openssh_and_trusting_satisfies_it(shape, state, 
     if shape == "plain":
         oracle.write_text(oracle.read_text() + f"Host {NAME}\n  Port {target.port}\n")
 
-    ours, err = await specdeck_decides(url)
-    assert ours == openssh_decides(oracle, destination), err
+    (ours, err), theirs = await asyncio.gather(specdeck_decides(url), openssh_decides(oracle, destination))
+    assert ours == theirs, err
     if ours != "unknown":
         return
     # What the panel's trust dialog does on "y": append the offered line. ssh then accepts the key too.
@@ -151,8 +156,8 @@ async def test_decision_matches_openssh_and_trusting_satisfies_it(shape, state, 
     trust_host_key(err.known_hosts, err.key_line)
     assert known.read_text() == before + err.key_line + "\n"
     assert err.key_line.startswith("|1|") == (shape == "hashknownhosts")
-    assert (await specdeck_decides(url))[0] == "trusted"
-    assert openssh_decides(oracle, destination) == "trusted"
+    (ours, _), theirs = await asyncio.gather(specdeck_decides(url), openssh_decides(oracle, destination))
+    assert ours == theirs == "trusted"
 
 
 def test_hashed_name_is_what_ssh_keygen_finds(tmp_path):
@@ -247,3 +252,29 @@ async def test_the_agent_runs_through_a_proxyjump(servers, home):
         assert jump.session_pids()
     finally:
         await conn.close()
+
+
+def test_check_host_ip_makes_a_differing_address_key_a_changed_key(tmp_path, servers):
+    """Only reachable off loopback, so judged without a server: with CheckHostIP, a key that differs from the
+    one filed for the address is refused as changed, even when the name is unknown or trusts it."""
+    import asyncssh
+
+    good = asyncssh.import_public_key(servers["target"].host_key_pub)
+    known = tmp_path / "known_hosts"
+    known.write_text(f"10.1.2.3 {servers['other']}\n")
+    hosts = KnownHosts.read([str(known)])
+    judged = decide(hosts, good, hostname="gpu.example", port=22, alias=None, address="10.1.2.3")
+    assert judged.status == "changed" and judged.by_address and judged.offending == f"{known}:1"
+    assert decide(hosts, good, hostname="gpu.example", port=22, alias=None, address=None).status == "unknown"
+    known.write_text(f"gpu.example {servers['target'].host_key_pub}\n10.1.2.3 {servers['other']}\n")
+    hosts = KnownHosts.read([str(known)])
+    assert decide(hosts, good, hostname="gpu.example", port=22, alias=None, address="10.1.2.3").status == "changed"
+    assert decide(hosts, good, hostname="gpu.example", port=22, alias=None, address=None).trusted
+
+
+def test_proxyjump_values():
+    assert jump_hops("bastion, ops@jump:2222,ssh://me@[::1]:22") == [
+        Hop("bastion", None, None), Hop("jump", 2222, "ops"), Hop("::1", 22, "me"),
+    ]  # fmt: skip
+    with pytest.raises(ConnectionBlocked, match="not \\[user@\\]host"):
+        jump_hops("ops@:22")

@@ -51,9 +51,18 @@ class KnownHosts:
 
     def __init__(self, entries: Sequence[Entry]) -> None:
         self.entries = tuple(entries)
+        self._found: dict[str, Found] = {}  # hashed lines cost an HMAC per line and lookup: look up once
 
     @classmethod
-    def read(cls, paths: Sequence[str]) -> KnownHosts:
+    def read(cls, paths: Sequence[str], names: Sequence[str] = ()) -> KnownHosts:
+        """Parse ``paths`` and look ``names`` up ahead (this is the slow part: run it off the event loop)."""
+        known = cls._parse(paths)
+        for name in names:
+            known.find(name)
+        return known
+
+    @classmethod
+    def _parse(cls, paths: Sequence[str]) -> KnownHosts:
         entries = []
         for path in paths:
             try:
@@ -76,6 +85,8 @@ class KnownHosts:
 
     def find(self, name: str) -> Found:
         """The keys filed under exactly ``name`` (no port fallback: the caller decides that, as OpenSSH does)."""
+        if name in self._found:
+            return self._found[name]
         trusted, ca, revoked, where = [], [], [], []
         for entry in self.entries:
             keys, cas, revokes = entry.line.match(name, "", None)[:3]
@@ -83,7 +94,8 @@ class KnownHosts:
             where += [entry.where] * len(keys)
             ca += cas
             revoked += revokes
-        return Found(tuple(trusted), tuple(ca), tuple(revoked), tuple(where))
+        self._found[name] = Found(tuple(trusted), tuple(ca), tuple(revoked), tuple(where))
+        return self._found[name]
 
 
 @dataclass(frozen=True)

@@ -156,7 +156,7 @@ class SSHTransport:
         keys = _identity_keys(self.identity)
         paths = config_paths()
         try:
-            dest = resolve(self.target.host, self.target.port, self.target.user, paths)
+            dest = await asyncio.to_thread(resolve, self.target.host, self.target.port, self.target.user, paths)
             self.conn = await self._open(dest, keys, paths, None, 0)
         except BaseException:
             await self.close()
@@ -175,7 +175,7 @@ class SSHTransport:
             raise ConnectionBlocked(f"ProxyJump from {self.label} goes more than {MAX_HOPS} hops deep; is it a loop?")
         if tunnel is None and dest.proxy_jump:
             for hop in jump_hops(dest.proxy_jump):
-                jump = resolve(hop.name, hop.port, hop.user, paths)
+                jump = await asyncio.to_thread(resolve, hop.name, hop.port, hop.user, paths)
                 # A hop uses its own IdentityFile when the config names one, as `ssh -J` does.
                 tunnel = await self._open(jump, [] if jump.identity_files else keys, paths, tunnel, depth + 1)
                 self.jumps.append(tunnel)
@@ -185,7 +185,7 @@ class SSHTransport:
         self, dest: Destination, keys: list[str], paths: list[str], tunnel: asyncssh.SSHClientConnection | None
     ) -> asyncssh.SSHClientConnection:
         write_to, read = self._known_hosts_files(dest)
-        known = KnownHosts.read(read)
+        known = await asyncio.to_thread(KnownHosts.read, read, (dest.key_name, dest.hostname))
         found = known.find(dest.key_name)
         proxied = tunnel is not None or dest.proxy_command
         verdicts: list[tuple[Verdict, asyncssh.SSHKey]] = []
