@@ -8,6 +8,7 @@ import os
 import signal
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -141,3 +142,29 @@ def test_closed_stdout_pipe_exits_quietly(tmp_path):
         os.close(write_end)
     assert res.stderr == ""
     assert res.returncode == 128 + signal.SIGPIPE
+
+
+def test_sandbox_up_replaces_a_hung_or_lost_hub():
+    """A hub whose job still reads "running" but answers nothing (stopped), or whose URL went stale: `sandbox up`
+    checks it, says so, and starts one that serves; the hung one is gone, one hub job runs."""
+    out = json.loads(cli("sandbox", "up", "--json").stdout)
+    config = out["config"]
+    hub_root = str(Path(config).parent / "hub")
+    try:
+        [pid] = [int(p) for p in subprocess.run(["pgrep", "-f", f"sandbox.hub --root {hub_root}"], capture_output=True,
+                                                 text=True).stdout.split()]  # fmt: skip
+        os.kill(pid, signal.SIGSTOP)
+        hung = json.loads(cli("sandbox", "up", "--json").stdout)
+        assert hung["hub"]["job"] != out["hub"]["job"] and "did not answer" in hung["hub"]["replaced"]
+        assert not Path(f"/proc/{pid}").exists() or Path(f"/proc/{pid}/stat").read_text().split()[2] == "Z"
+
+        url_file = Path(config).parent / "hub.url"
+        url_file.write_text("http://127.0.0.1:9\n")  # nothing listens there
+        text = cli("sandbox", "up").stdout
+        assert "did not answer" in text and "http://127.0.0.1:9 " in text
+        again = json.loads(cli("sandbox", "up", "--json").stdout)
+        assert "replaced" not in again["hub"]  # the new one serves: reused as it is
+        jobs = json.loads(cli("jobs", "--config", config, "--json").stdout)
+        assert [j["id"] for j in jobs if j["kind"] == "hub" and j["state"] == "running"] == [again["hub"]["job"]]
+    finally:
+        cli("sandbox", "down", check_rc=None)

@@ -29,6 +29,8 @@ async def up(args: argparse.Namespace) -> int:
     if args.json:
         emit_json(out)
     else:
+        if out["hub"].get("replaced"):
+            print(f"sandbox: {out['hub']['replaced']}")
         print(f"sandbox up: host {out['host']} (local, SIMULATED SGLang), hub {out['hub']['url']}")
         print(f"config: {out['config']}")
         print(f"try: specdeck --config {out['config']} ping")

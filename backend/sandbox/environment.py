@@ -23,6 +23,7 @@ from backend.errors import OperationFailed
 HOST_NAME = "sandbox"
 AQ_REPO = "AQ-MedAI/Kimi-K2-Instruct-eagle3"
 DEFAULT_HUB_RATE = "150M"  # bytes/s: a 2.22 GiB download takes ~15 s, long enough to watch
+HUB_CHECK_S = 3.0  # a hub that takes longer to list a repo is hung
 
 
 def sandbox_dir() -> Path:
@@ -107,7 +108,10 @@ path = {_q(str(layout.aq))}
 
 
 async def up(hub_rate: str = DEFAULT_HUB_RATE) -> dict:
-    """Create (or reuse) the sandbox and make sure its local Hub is serving; returns what `sandbox up` prints."""
+    """Create (or reuse) the sandbox and make sure its local Hub is serving; returns what `sandbox up` prints.
+
+    Reuse is checked: the host's agent must answer and the hub must serve the sandbox's repo, else a hub that
+    is dead, hung or lost is replaced (``hub["replaced"]`` says why)."""
     from backend.connection import Connection
     from backend.settings import HostConfig
 
@@ -132,12 +136,26 @@ async def up(hub_rate: str = DEFAULT_HUB_RATE) -> dict:
     }
 
 
+async def hub_answers(conn, url: str) -> str | None:
+    """None when the hub at ``url`` serves the sandbox's repo, else why not (asked from the host, as a download
+    would)."""
+    got = await conn.call("http.request", url=f"{url}/api/models/{AQ_REPO}", timeout=HUB_CHECK_S)
+    if got.get("status") == 200:
+        return None
+    return got.get("error") or f"HTTP {got.get('status')}"
+
+
 async def _ensure_hub(conn, layout: Layout, rate: str) -> dict:
     jobs = await conn.call("jobs.list", kind="hub")
     running = [j for j in jobs if j["state"] == "running"]
+    replaced = None
     if running and layout.hub_url_file.exists():
-        return {"url": layout.hub_url_file.read_text().strip(), "job": running[0]["id"]}
-    for j in running:  # a hub whose URL file is gone can't be found by anyone: replace it
+        url = layout.hub_url_file.read_text().strip()
+        why = await hub_answers(conn, url)
+        if why is None:
+            return {"url": url, "job": running[0]["id"]}
+        replaced = f"the hub at {url} did not answer ({why}); started a new one"
+    for j in running:  # a hub that is hung, or whose URL file is gone, can't serve anyone: replace it
         await conn.call("jobs.cancel", id=j["id"], timeout=5)
     layout.hub_url_file.unlink(missing_ok=True)
     argv = [
@@ -160,7 +178,11 @@ async def _ensure_hub(conn, layout: Layout, rate: str) -> dict:
         if time.monotonic() > deadline:
             raise OperationFailed(f"the sandbox hub did not start within 15 s (log: {info['log_path']})")
         await asyncio.sleep(0.05)
-    return {"url": layout.hub_url_file.read_text().strip(), "job": job["id"]}
+    url = layout.hub_url_file.read_text().strip()
+    why = await hub_answers(conn, url)
+    if why is not None:
+        raise OperationFailed(f"the sandbox hub started but does not answer at {url} ({why}; log: {job['log_path']})")
+    return {"url": url, "job": job["id"], **({"replaced": replaced} if replaced else {})}
 
 
 async def down() -> dict:
