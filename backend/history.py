@@ -810,6 +810,18 @@ class History:
             raise UsageError(f"no run {run_id} in the history (see `specdeck history`)")
         return self._summary(row)
 
+    def sweep_runs(self, sweep: str) -> list[RunSummary]:
+        """The runs a sweep started (tagged ``sweep`` in their job args; a unique prefix of its id will do),
+        oldest first; UsageError when none is."""
+        rows = self.db.execute(
+            f"{self._SUMMARY} WHERE json_extract(r.args, '$.sweep') LIKE ? || '%' GROUP BY r.id ORDER BY r.started",
+            (sweep,),
+        ).fetchall()
+        runs = [self._summary(row) for row in rows]
+        if not runs:
+            raise UsageError(f"no run of sweep {sweep!r} in the history (`specdeck history --sync` imports them)")
+        return runs
+
     def last_runs(self, host: str | None = None, exclude: Iterable[str] = ()) -> list[RunSummary]:
         """The newest run with tok/s samples of each profile (of ``host`` if given), leaving out ``exclude``;
         ordered by profile."""

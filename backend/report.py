@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from backend import checkpoints
+from backend.agent.host.acceptance import per_position
 from backend.agent.host.units import human_bytes
 from backend.errors import SpecdeckError
 from backend.history import History, RunSummary, Yardstick, crossover
@@ -336,8 +337,14 @@ def drafter_blocks(runs: list[RunSummary], facts: DrafterFacts | None) -> list[B
     return blocks
 
 
-def build(history: History, run_ids: list[str], yardstick: Yardstick, facts: DrafterFacts | None = None) -> list[Block]:
-    """The report of ``run_ids`` (in that order) as blocks."""
+def build(
+    history: History,
+    run_ids: list[str],
+    yardstick: Yardstick,
+    facts: DrafterFacts | None = None,
+    sweep: str | None = None,
+) -> list[Block]:
+    """The report of ``run_ids`` (in that order) as blocks, with sweep ``sweep``'s table and charts first."""
     runs = [history.run(i) for i in run_ids]
     blocks: list[Block] = [
         Heading("specdeck report: " + " vs ".join(run_label(r) for r in runs), 1),
@@ -347,18 +354,99 @@ def build(history: History, run_ids: list[str], yardstick: Yardstick, facts: Dra
             "(cycle × baseline). Means are over the runs' decode log lines while requests ran, one point per "
             "second; per stream is SGLang's gen throughput divided by the running requests."
         ),
+        *(sweep_blocks(history.sweep_runs(sweep), yardstick, sweep) if sweep else []),
         Heading("Comparison"),
         comparison_table(runs, yardstick),
         Para(VS_LEGEND),
         Heading("Charts"),
         *charts(history, runs, yardstick),
         *concurrency_blocks(runs, yardstick),
+        *acceptance_blocks(runs),
         *drafter_blocks(runs, facts),
         Heading("Launch commands"),
     ]
     for run in runs:
         blocks += [Para(f"{run.job_id} ({run_label(run)}):"), Code(shlex.join(run.argv) if run.argv else "—")]
     blocks += [Heading("Runs"), runs_table(runs)]
+    return blocks
+
+
+def acceptance_blocks(runs: list[RunSummary]) -> list[Block]:
+    """Each run's acceptance histogram (bars) and per-position acceptance, from its newest bench."""
+    from backend.advisor import histogram_of
+
+    blocks: list[Block] = []
+    for run in runs:
+        histogram = histogram_of(run)
+        if histogram is None:
+            continue
+        n = sum(histogram)
+        top = max(histogram)
+        rates = per_position(histogram)
+        blocks += [
+            Heading(f"Acceptance per position: {run.drafter or run.drafter_path} ({run.job_id})", 3),
+            Table(
+                ["drafts accepted", "verifies", "share", ""],
+                [[str(k), str(h), f"{h / n:.0%}", "█" * round(30 * h / top)] for k, h in enumerate(histogram)],
+            ),
+            Table(
+                ["position", "a_i (accepted given the one before was)"],
+                [[str(i), fmt(a, 3)] for i, a in enumerate(rates, 1)],
+            ),
+        ]
+    return [Heading("Acceptance"), *blocks] if blocks else []
+
+
+SWEEP_COLUMNS = ["steps", "topk", "draft tokens", "tok/s", "accept length", "cycle ms", "vs baseline", "outcome", "run"]
+
+
+def sweep_blocks(runs: list[RunSummary], yardstick: Yardstick, sweep: str) -> list[Block]:
+    """A sweep's points (one run each) as a table, and tok/s and accept length against draft steps: measured
+    points, the advisor's predicted curve with its interval, the baseline and the break-even lines."""
+    from backend import advisor
+
+    points = sorted(((advisor.run_steps(r) or 0, r) for r in runs), key=lambda p: p[0])
+    rows = []
+    for steps, run in points:
+        bench = run.bench or {}
+        tok_s = bench.get("tok_s")
+        vs = None if tok_s is None else 100.0 * (tok_s / yardstick.baseline_tok_s - 1)
+        tokens = _flag(run.argv, "--speculative-num-draft-tokens") or "—"
+        rows.append([str(steps), str(advisor.run_topk(run)), tokens, fmt(tok_s), fmt(bench.get("accept_len"), 2),
+                     fmt(bench.get("cycle_ms")), fmt(vs, 0, True, "%"), run.outcome or "—", run.job_id])  # fmt: skip
+    blocks: list[Block] = [
+        Heading(f"Sweep {sweep}"),
+        Table(SWEEP_COLUMNS, rows),
+    ]
+    with_hist = [r for _, r in points if advisor.histogram_of(r) is not None]
+    measured_tok = [(float(k), r.bench["tok_s"]) for k, r in points if (r.bench or {}).get("tok_s")]
+    measured_acc = [(float(k), r.bench["accept_len"]) for k, r in points if (r.bench or {}).get("accept_len")]
+    series_tok = [("measured", [x for x, _ in measured_tok], [y for _, y in measured_tok])]
+    series_acc = [("measured", [x for x, _ in measured_acc], [y for _, y in measured_acc])]
+    if with_hist:
+        source = max(with_hist, key=lambda r: (advisor.run_steps(r) or 0, sum(advisor.histogram_of(r) or [])))
+        advice = advisor.advise(runs, yardstick, source.id)
+        ks = [float(r["steps"]) for r in advice.rows]
+        series_tok += [(name, ks, [r[key] for r in advice.rows]) for name, key in (
+            ("predicted", "tok_s"), ("predicted low", "tok_s_low"), ("predicted high", "tok_s_high"))]  # fmt: skip
+        series_acc += [
+            ("predicted", ks, [r["accept_len"] for r in advice.rows]),
+            ("break-even", ks, [r["cycle_ms"] * yardstick.baseline_tok_s / 1000.0 for r in advice.rows]),
+        ]
+        blocks.append(
+            Para(
+                f"Predicted from {source.job_id}'s per-position acceptance ({advice.acceptance.steps} steps measured; "
+                f"past them a_j falls by {advice.acceptance.decay:.3f} per position); cost model {advice.cost.source}: "
+                f"{advice.cost.detail}. Interval: 95% binomial per position. Break-even: the accept length that "
+                "matches the baseline at each step count's cycle time."
+            )
+        )
+    blocks += [
+        Chart("tok/s by draft steps", "tok/s per stream", series_tok,
+              [(yardstick.baseline_tok_s, f"baseline {yardstick.baseline_tok_s:g} tok/s ({yardstick.source})")],
+              x_label="draft steps"),
+        Chart("accept length by draft steps", "accept length", series_acc, x_label="draft steps"),
+    ]  # fmt: skip
     return blocks
 
 

@@ -18,11 +18,13 @@ REPO = Path(__file__).resolve().parents[1]
 AQ = "/data/eagle3/aq_medai_k2"
 
 
-def add_run(history: History, n: int, steps: int, cycle: float, tok_s: float, histogram: list | None) -> str:
+def add_run(
+    history: History, n: int, steps: int, cycle: float, tok_s: float, histogram: list | None, sweep: str | None = None
+) -> str:
     argv = ["python", "-m", "sglang.launch_server", "--speculative-draft-model-path", AQ]
     argv += ["--speculative-num-steps", str(steps), "--speculative-eagle-topk", "1"]
-    job = {"id": f"serve-{n}", "args": {"profile": "eagle3-aq", "drafter": "aq-medai", "algorithm": "EAGLE3"},
-           "argv": argv, "state": "done", "started": 1000.0 + n}  # fmt: skip
+    args = {"profile": "eagle3-aq", "drafter": "aq-medai", "algorithm": "EAGLE3", "sweep": sweep, "point": n}
+    job = {"id": f"serve-{n}", "args": args, "argv": argv, "state": "done", "started": 1000.0 + n}
     run_id = history.upsert_run("box", job)
     acceptance = {"histogram": histogram, "verify_ct": sum(histogram)} if histogram else None
     result = {"tok_s": tok_s, "accept_len": 2.0, "cycle_ms": cycle, "server_job": job["id"], "acceptance": acceptance}
@@ -81,3 +83,23 @@ def test_advise_cli_json_and_no_data(tmp_path):
     assert doc["run"] == "box/serve-2" and len(doc["rows"]) == 5 and doc["cost_model"]["source"] == "per-step"
     assert doc["acceptance"]["per_position"] == pytest.approx([0.95, 85 / 95, 65 / 85], abs=1e-4)
     assert doc["best"]["steps"] in range(1, 6) and doc["rows"][2]["measured_tok_s"] == 100.0
+
+
+def test_report_of_a_sweep_and_the_acceptance_of_its_runs(history, tmp_path):
+    from backend import report
+
+    add_run(history, 1, 2, 30.0, 90.0, [20, 48, 32], sweep="sweep-abc")
+    add_run(history, 2, 3, 33.0, 100.0, [5, 10, 20, 65], sweep="sweep-abc")
+    add_run(history, 3, 3, 33.0, 100.0, None)  # not the sweep's
+    runs = history.sweep_runs("sweep-a")  # a unique prefix will do
+    assert [r.job_id for r in runs] == ["serve-1", "serve-2"]
+    with pytest.raises(UsageError, match="no run of sweep"):
+        history.sweep_runs("sweep-zzz")
+    blocks = report.build(history, [r.id for r in runs], Yardstick(82.0, 30.0), None, "sweep-abc")
+    text = report.to_markdown(blocks)
+    assert "## Sweep sweep-abc" in text and "| 3 | 1 | — | 100.0 | 2.00 | 33.0 | +22% |" in text
+    assert "tok/s by draft steps" in text and "baseline 82 tok/s" in text and "break-even (+)" in text
+    assert "Acceptance per position: aq-medai (serve-2)" in text and "| 3 | 65 | 65% |" in text
+    assert "| 1 | 0.950 |" in text  # a_1 = 95/100
+    page = report.to_html(blocks)
+    assert page.count("<svg") >= 4 and "draft steps" in page

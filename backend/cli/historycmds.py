@@ -43,7 +43,8 @@ def register(sub) -> None:
     d.set_defaults(run=delete)
 
     r = command(sub, "report", "Write a report comparing runs (tables, charts, drafter diff, launch commands).")
-    r.add_argument("refs", nargs="+", metavar="RUN", help="run ids, job ids or unique prefixes, in table order")
+    r.add_argument("refs", nargs="*", metavar="RUN", help="run ids, job ids or unique prefixes, in table order")
+    r.add_argument("--sweep", metavar="ID", help="a sweep's table and charts (its runs are compared when no RUN)")
     r.add_argument("--out", required=True, metavar="FILE", help="FILE.md (Markdown) or FILE.html (one page)")
     r.add_argument("--no-inspect", action="store_true", help="leave out the drafter diff (do not ask the host)")
     r.set_defaults(run=report)
@@ -192,9 +193,13 @@ async def report(args: argparse.Namespace) -> int:
         raise UsageError(f"--out {args.out}: name the file .md (Markdown) or .html (one page)")
     with History.open() as history:
         ids = list(dict.fromkeys(history.resolve(ref) for ref in args.refs))
+        if args.sweep and not ids:
+            ids = [r.id for r in history.sweep_runs(args.sweep)]
+        if not ids:
+            raise UsageError("name the runs to report (see `specdeck history`) or a sweep with --sweep ID")
         yardstick = _yardstick(history, args)
         facts = await _drafter_facts(args, [history.run(i) for i in ids])
-        text = report_mod.render(report_mod.build(history, ids, yardstick, facts), kind)
+        text = report_mod.render(report_mod.build(history, ids, yardstick, facts, args.sweep), kind)
     Path(args.out).write_text(text)
     print(f"wrote {args.out} ({len(ids)} run(s))")
     return 0
