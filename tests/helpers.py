@@ -1,4 +1,5 @@
-"""Small things many test modules need: waiting on a Pilot-driven app, and CLI options that reach a host."""
+"""Small things many test modules need: waiting on a Pilot-driven app, CLI options that reach a host, a run in
+the history."""
 
 from __future__ import annotations
 
@@ -7,6 +8,8 @@ from collections.abc import Callable
 
 from textual.pilot import Pilot
 
+from backend.history import History, filter_tail
+from backend.metrics import Sample
 from backend.settings import HostConfig
 
 
@@ -15,7 +18,8 @@ async def until(pilot: Pilot, cond: Callable[[], object], what: str, timeout: fl
     deadline = time.monotonic() + timeout
     while not cond():
         if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
+            notes = [n.message for n in pilot.app._notifications]
+            raise AssertionError(f"timed out waiting for {what} (notifications: {notes})")
         await pilot.pause(0.02)
 
 
@@ -25,3 +29,27 @@ def host_args(host: HostConfig) -> list[str]:
     if not host.is_local:
         args += ["--identity", host.identity, "--known-hosts", host.known_hosts]
     return args
+
+
+def record_run(
+    job_id: str,
+    profile: str,
+    tok_s: float,
+    accept: float | None,
+    baseline: bool = False,
+    started: float = 0.0,
+    host: str = "local",
+) -> str:
+    """A finished run of ``host`` in the history: 30 one-second samples averaging ``tok_s`` and ``accept``."""
+    t0 = 1_800_000_000.0 + started
+    job = {"id": job_id, "state": "done", "started": t0, "ended": t0 + 40, "args": {"profile": profile}}
+    samples = [
+        Sample(ts=t0 + i, kind="decode", gen_tps=tok_s + (i % 3 - 1), accept_len=accept, running_req=1)
+        for i in range(30)
+    ]
+    with History.open() as history:
+        run = history.upsert_run(host, job)
+        assert history.import_chunk(run, 0, 1000, samples, filter_tail([], samples))
+        if baseline:
+            history.set_baseline(run)
+    return run

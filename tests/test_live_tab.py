@@ -15,11 +15,11 @@ from textual.widgets import DataTable, Input, Static
 
 from backend.bench import BenchPlan, run_bench
 from backend.connection import local_workdir
-from backend.history import History, filter_tail
+from backend.history import History
 from backend.livefeed import find_server
 from backend.metrics import Sample
 from backend.settings import HostConfig, builtin_defaults
-from tests.helpers import until
+from tests.helpers import record_run, until
 from tests.test_live import log_totals, recorded_totals, servers
 from tui.app import SpecdeckApp
 from tui.messages import BaselineChanged, LiveFeedUpdated
@@ -54,24 +54,6 @@ def plain(app: SpecdeckApp, selector: str) -> str:
 
 def server_text(app: SpecdeckApp) -> str:
     return plain(app, "#live-server")
-
-
-def record_run(
-    job_id: str, profile: str, tok_s: float, accept: float | None, baseline: bool = False, started: float = 0.0
-) -> str:
-    """A finished run of `local` in the history: 30 one-second samples averaging ``tok_s`` and ``accept``."""
-    t0 = 1_800_000_000.0 + started
-    job = {"id": job_id, "state": "done", "started": t0, "ended": t0 + 40, "args": {"profile": profile}}
-    samples = [
-        Sample(ts=t0 + i, kind="decode", gen_tps=tok_s + (i % 3 - 1), accept_len=accept, running_req=1)
-        for i in range(30)
-    ]
-    with History.open() as history:
-        run = history.upsert_run("local", job)
-        assert history.import_chunk(run, 0, 1000, samples, filter_tail([], samples))
-        if baseline:
-            history.set_baseline(run)
-    return run
 
 
 def run_outcome(run_id: str) -> str | None:

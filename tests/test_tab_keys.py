@@ -1,0 +1,272 @@
+"""Each tab as a user meets it in the sandbox (`specdeck demo`): its number key focuses the widget that owns its
+keys, the footer lists them, and every key the footer shows does what it says. A key added to a tab needs a
+step here: each test fails while the footer shows a key it did not press."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+from textual.binding import Binding
+from textual.content import Content
+from textual.pilot import Pilot
+from textual.widgets import DataTable, Input, Static, TabbedContent
+from textual.widgets._footer import FooterKey
+
+from backend import serving
+from backend.connection import Connection
+from backend.history import History
+from backend.sandbox import environment
+from backend.settings import Settings, load
+from tests.helpers import record_run, until
+from tui.app import TABS, SpecdeckApp
+from tui.screens.compare import ComparePane, PromptScreen
+from tui.screens.history import ConfirmDelete
+from tui.screens.pane import ShellPane
+from tui.widgets.breakeven_panel import BreakevenPanel
+from tui.widgets.logview import LogView
+
+SIZE = (160, 45)
+
+
+@pytest.fixture
+async def sandbox(monkeypatch) -> Settings:
+    """The demo's sandbox (hub, fixture drafters, SIMULATED SGLang starting fast), stopped afterwards."""
+    monkeypatch.setenv("SPECDECK_SIM_TIME_SCALE", "0.05")
+    out = await environment.up()  # aq-medai's 2.22 GiB take ~15 s from its hub: time to cancel
+    yield load(out["config"])
+    await environment.down()
+
+
+class FooterKeys:
+    """The tab's own keys as the footer shows them (by action), pressed as a user would; remembers which."""
+
+    def __init__(self, pilot: Pilot, shown: dict[str, str]) -> None:
+        self.pilot, self.shown, self.pressed = pilot, shown, set()
+
+    async def press(self, action: str) -> None:
+        assert action in self.shown, f"the footer does not show {action!r}: {self.shown}"
+        self.pressed.add(action)
+        await self.pilot.press(self.shown[action])
+
+    def assert_all_pressed(self) -> None:
+        assert self.pressed == set(self.shown), f"keys in the footer this test never pressed: {self.shown}"
+
+
+def footer_keys(app: SpecdeckApp) -> dict[str, str]:
+    """action → key, for the keys the footer shows that are not the shell's own."""
+    shell = {b.action for b in Binding.make_bindings(app.BINDINGS)}
+    return {k.action: k.key for k in app.screen.query(FooterKey) if k.action not in shell}
+
+
+async def open_tab(pilot: Pilot, n: int) -> tuple[ShellPane, FooterKeys]:
+    """Press the tab's number; wait until the widget owning its keys has focus and the footer shows them."""
+    app = pilot.app
+    await until(pilot, lambda: app.connection.connected, "connected", timeout=60)
+    await pilot.press(str(n))
+    tab, _, pane_cls = TABS[n - 1]
+    pane = app.query_one(pane_cls)
+    await until(pilot, lambda: app.focused is pane.key_widget(), f"{tab}: the widget owning its keys focused")
+    own = {b.action for b in Binding.make_bindings(pane_cls.BINDINGS) if b.show}
+    await until(pilot, lambda: set(footer_keys(app)) == own, f"{tab}: its keys in the footer")
+    return pane, FooterKeys(pilot, footer_keys(app))
+
+
+def plain(widget: Static) -> str:
+    return Content.from_markup(str(widget.content)).plain
+
+
+async def test_drafters_keys(sandbox):
+    app = SpecdeckApp(sandbox, host="sandbox")
+    async with app.run_test(size=SIZE) as pilot:
+        pane, keys = await open_tab(pilot, 1)
+        table = pane.query_one(DataTable)
+        await until(pilot, lambda: {"ours", "aq-medai"} <= set(pane.rows), "the drafters' state read")
+        assert pane.rows["aq-medai"].state == "missing"
+
+        def state(name: str) -> str:
+            return str(table.get_cell(name, "state"))
+
+        await pilot.press("down")
+        await keys.press("download")
+        await until(pilot, lambda: state("aq-medai").startswith("downloading"), "aq-medai downloading", timeout=60)
+        await keys.press("cancel")
+        await until(pilot, lambda: pane.progress["aq-medai"].state == "cancelled", "the download cancelled", 60)
+
+        # Something appears on the host behind the panel's back: refresh reads it now.
+        aq = Path(sandbox.drafters["aq-medai"].path)
+        aq.mkdir(parents=True, exist_ok=True)
+        shutil.copy(Path(sandbox.drafters["ours"].path) / "config.json", aq / "config.json")
+        await keys.press("refresh")
+        await until(pilot, lambda: pane.rows["aq-medai"].state == "partial", "the refreshed state")
+
+        await pilot.press("up")
+        await keys.press("verify")
+        await until(pilot, lambda: pane.rows["ours"].sha256_prefix, "ours hashed", timeout=120)
+
+        await keys.press("open_compare")
+        await until(pilot, lambda: app.query_one(TabbedContent).active == "compare", "the Compare tab")
+        assert app.query_one(ComparePane).picks["b"] == "ours"
+        keys.assert_all_pressed()
+
+
+async def test_compare_keys(sandbox, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    app = SpecdeckApp(sandbox, host="sandbox")
+    async with app.run_test(size=SIZE) as pilot:
+        pane, keys = await open_tab(pilot, 2)
+        assert pane.picks == {"a": "ours", "b": "aq-medai", "target": ""}
+        await keys.press("compare")
+        await until(pilot, lambda: pane.diff is not None, "the diff (aq-medai read from the hub)", timeout=60)
+
+        await keys.press("differences_only")
+        assert pane.differences_only
+        await keys.press("swap")
+        assert (pane.picks["a"], pane.picks["b"]) == ("aq-medai", "ours")
+
+        for action, pick in (("pick('a')", "a"), ("pick('b')", "b"), ("pick('target')", "target")):
+            await keys.press(action)
+            await until(pilot, lambda: isinstance(app.screen, PromptScreen), f"the prompt for {pick}")
+            assert app.screen.query_one(Input).value == pane.picks[pick]
+            if pick == "a":
+                await pilot.press("ctrl+u", *"ours", "enter")  # a new pick compares at once
+                await until(pilot, lambda: pane.picks["a"] == "ours", "A picked")
+            else:
+                await pilot.press("escape")  # cancelled: nothing changes
+            await until(pilot, lambda: not isinstance(app.screen, PromptScreen), "the prompt closed")
+        await until(pilot, lambda: pane.diff is not None and pane.labels[0] == "ours", "ours vs ours")
+
+        await keys.press("export")
+        await until(pilot, lambda: isinstance(app.screen, PromptScreen), "the export prompt")
+        await pilot.press("enter")
+        await until(pilot, lambda: list(tmp_path.glob("diff-*.md")), "the Markdown file written")
+        keys.assert_all_pressed()
+
+
+async def test_serve_keys(sandbox):
+    app = SpecdeckApp(sandbox, host="sandbox")
+    async with app.run_test(size=SIZE) as pilot:
+        pane, keys = await open_tab(pilot, 3)
+        assert pane.selected == "baseline"
+
+        def state() -> tuple[str | None, str | None]:
+            st = pane.status or {}
+            return st.get("state"), st.get("profile")
+
+        assert pane.checks is None  # the profile's own checks so far, not the host's
+        await keys.press("preflight")
+        await until(pilot, lambda: pane.checks is not None and not pane.busy, "the host's preflight checks", 60)
+
+        await keys.press("start")
+        await until(pilot, lambda: state() == ("ready", "baseline"), "baseline ready", timeout=60)
+        job = pane.status["job"]
+        await keys.press("restart")
+        await until(pilot, lambda: state() == ("ready", "baseline") and pane.status["job"] != job, "restarted", 60)
+
+        await pilot.press("down")  # eagle3-ours
+        await keys.press("switch")
+        await until(pilot, lambda: state() == ("ready", "eagle3-ours"), "switched to eagle3-ours", timeout=60)
+        await keys.press("stop")
+        await until(pilot, lambda: state()[0] == "stopped", "stopped", timeout=60)
+        await keys.press("start(True)")
+        await until(pilot, lambda: state() == ("ready", "eagle3-ours"), "started anyway", timeout=60)
+
+        log = pane.query_one(LogView)
+        await keys.press("errors_only")
+        assert log.errors_only
+        await keys.press("errors_only")  # the toggle back is the same key
+        await until(pilot, lambda: len(log.lines_kept) > 10, "log lines")
+        await pilot.click(LogView)
+        await pilot.press("home")  # scrolled away from the tail: the log freezes
+        await until(pilot, lambda: not log.following, "the log frozen")
+        await keys.press("follow")
+        assert log.following
+
+        await keys.press("filter")
+        await until(pilot, lambda: app.focused is pane.query_one("#log-filter"), "the filter focused")
+        await pilot.press(*"ready", "escape")  # Escape leaves the input; the filter stays
+        await until(pilot, lambda: app.focused is pane.key_widget(), "back on the profiles")
+        assert log.lines_shown and all("ready" in line.lower() for line in log.lines_shown)
+
+        await keys.press("open_compare")
+        await until(pilot, lambda: app.query_one(TabbedContent).active == "compare", "the Compare tab")
+        assert app.query_one(ComparePane).picks["b"] == "ours"
+        keys.assert_all_pressed()
+        await serving.stop(app.connection)
+
+
+async def test_live_keys(sandbox):
+    conn = await Connection.open(sandbox.hosts["sandbox"])
+    try:
+        await serving.start(conn, sandbox, sandbox.profiles["eagle3-ours"])
+    finally:
+        await conn.close()
+    record_run("serve-earlier", "baseline", 82.0, None, host="sandbox")  # something for the overlay
+    app = SpecdeckApp(sandbox, host="sandbox")
+    async with app.run_test(size=SIZE) as pilot:
+        pane, keys = await open_tab(pilot, 4)
+        server = pane.query_one("#live-server", Static)
+        await until(pilot, lambda: pane.feed and pane.feed.server and pane.feed.server["state"] == "running", "server")
+
+        await keys.press("toggle_bench")
+        await until(pilot, lambda: "bench:" in plain(server), "the bench running", timeout=60)
+        await until(pilot, lambda: pane.numbers.cycle_ms.mean is not None, "a live cycle time", timeout=60)
+        await until(pilot, lambda: len(pane.series.tok_s) >= 3, "a few samples")
+        await keys.press("use_live_cycle")
+        calc = pane.query_one(BreakevenPanel).query_one("#calc-cycle", Input)
+        assert calc.value == f"{pane.numbers.cycle_ms.mean:.1f}"
+
+        await keys.press("toggle_pause")
+        await until(pilot, lambda: "PAUSED since" in plain(server), "paused")
+        await keys.press("toggle_pause")
+        await until(pilot, lambda: "PAUSED" not in plain(server), "resumed")
+        await keys.press("next_window")
+        await until(pilot, lambda: "window 30 m" in plain(server), "the next window")
+        await keys.press("toggle_overlay")
+        await until(pilot, lambda: "dashed: last run of baseline" in plain(server), "the overlay")
+        before = len(pane.series.tok_s)
+        await keys.press("reset")
+        assert len(pane.series.tok_s) < before
+
+        # Tab reaches the calculator; number keys type there, Escape gives the keys back to the tab.
+        await pilot.press("tab")
+        await until(pilot, lambda: isinstance(app.focused, Input), "a calculator field")
+        await pilot.press("escape")
+        await until(pilot, lambda: app.focused is pane, "the tab's keys back")
+        keys.assert_all_pressed()
+        await serving.stop(app.connection)
+
+
+async def test_history_keys(sandbox):
+    seeds = (("baseline", 82.0, None), ("eagle3-ours", 60.6, 2.0), ("eagle3-aq", 100.0, 3.3))
+    runs = [
+        record_run(f"serve-{i}", profile, tok, acc, started=i * 100, host="sandbox")
+        for i, (profile, tok, acc) in enumerate(seeds)
+    ]
+    app = SpecdeckApp(sandbox, host="sandbox")
+    async with app.run_test(size=SIZE) as pilot:
+        pane, keys = await open_tab(pilot, 5)
+        table = pane.query_one("#history-runs", DataTable)
+        await until(pilot, lambda: table.row_count == 3, "three runs")
+
+        def marks() -> dict[str, str]:
+            return {str(row.value): str(table.get_cell(row, table.ordered_columns[0].key)) for row in table.rows}
+
+        highlighted = pane.current_run()
+        await keys.press("toggle_select")
+        await until(pilot, lambda: marks()[highlighted].startswith("✓"), "the run selected")
+        await keys.press("clear_selection")
+        await until(pilot, lambda: "✓" not in "".join(marks().values()), "the selection cleared")
+        await keys.press("toggle_baseline")
+        await until(pilot, lambda: marks()[highlighted].endswith("★"), "the measured baseline")
+        await keys.press("sync")
+        await until(pilot, lambda: "synced sandbox" in plain(pane.query_one("#history-status", Static)), "synced")
+
+        await keys.press("delete_runs")
+        await until(pilot, lambda: isinstance(app.screen, ConfirmDelete), "the confirmation")
+        await pilot.press("y")
+        await until(pilot, lambda: table.row_count == 2 and highlighted not in marks(), "the run deleted")
+        with History.open() as history:
+            assert {r.id for r in history.runs()} == set(runs) - {highlighted}
+        keys.assert_all_pressed()
