@@ -154,6 +154,21 @@ def advise(
     return Advice(run, acceptance, cost, yardstick, rows, top, needs)
 
 
+def acceptance_lines(acceptance: dict | None, drafter: str | None, width: int = 16) -> list[str]:
+    """A bench's acceptance as text: one bar per histogram bin, then the per-position curve; or why it is absent."""
+    if not acceptance:
+        return []
+    histogram = acceptance.get("histogram")
+    if not histogram:
+        return [f"acceptance per position: {acceptance.get('reason') or 'not measured'}"]
+    n, top = sum(histogram), max(histogram) or 1
+    out = [f"acceptance: {drafter or 'drafter'}, {n} verifies"]
+    out += [f"{k} {'█' * round(width * h / top):<{width}} {h / n:4.0%}" for k, h in enumerate(histogram)]
+    rates = acceptance.get("per_position") or []
+    out.append("a_i " + " → ".join("—" if a is None else f"{a:.2f}" for a in rates))
+    return out
+
+
 def _pct(value: float | None) -> str:
     return "-" if value is None else f"{value:.0%}"
 

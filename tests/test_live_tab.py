@@ -192,6 +192,8 @@ async def test_live_tab_follows_a_server_and_runs_the_bench(models):
             pane.bench_plan = BenchPlan(requests=1, max_tokens=128)
             await pilot.press("b")
             await until(pilot, lambda: "tok/s per stream" in server_text(app), "the bench result", timeout=30)
+            acceptance = plain(app, "#live-acceptance")  # the histogram as bars and a_i per position
+            assert "acceptance: aq-medai" in acceptance and "█" in acceptance and acceptance.count(" → ") == 2
             accept = app.query_one("#accept-chart", SeriesChart)
             await until(pilot, lambda: pane.numbers.accept_len.count >= 3 and len(accept.refs) == 2, "live numbers")
             assert pane.numbers.accept_len.mean > 2.46 and pane.numbers.tok_s.mean > 82

@@ -28,6 +28,7 @@ from textual.markup import escape
 from textual.timer import Timer
 from textual.widgets import Static
 
+from backend.advisor import acceptance_lines
 from backend.bench import BenchPlan, start_bench, stop_bench, summary_line, wait_result
 from backend.connection import Connection
 from backend.errors import OperationFailed, SpecdeckError
@@ -67,6 +68,7 @@ class LivePane(ShellPane):
     LivePane SeriesChart { height: 1fr; }
     LivePane #live-side { width: 46; padding-left: 1; }
     LivePane #live-numbers { height: auto; margin-bottom: 1; }
+    LivePane #live-acceptance { height: auto; margin-bottom: 1; }
     LivePane #live-calculator { height: auto; border-top: solid $primary; }
     LivePane #live-calculator .title { text-style: bold; color: $text-primary; }
     LivePane #live-calculator .field { height: 1; }
@@ -136,6 +138,7 @@ class LivePane(ShellPane):
                 yield SeriesChart("accept length", "cyan", id="accept-chart")
             with Vertical(id="live-side"):
                 yield NumbersPanel(id="live-numbers")
+                yield Static(id="live-acceptance", markup=False)
                 yield BreakevenPanel(
                     settings.reference.cycle_ms,
                     settings.reference.baseline_tok_s,
@@ -426,6 +429,9 @@ class LivePane(ShellPane):
             self.bench_job = await start_bench(conn, server, self.bench_plan)
             result = await wait_result(conn, self.bench_job["id"], self._bench_progress)
             self._set_bench("bench: " + summary_line(result, self.baseline))
+            drafter = (server.get("args") or {}).get("drafter")
+            lines = acceptance_lines(result.get("acceptance"), drafter)
+            self.query_one("#live-acceptance", Static).update("\n".join(lines))
         except OperationFailed:
             if not self._bench_stopping:
                 self._set_bench("bench: failed")

@@ -7,8 +7,8 @@ interval, against the baseline, measured where a run exists) are shown beside th
 the measured points. A sweep (``backend.sweep``) runs on the host as a job: the grid is typed in, ``s`` starts
 it, its events show each point's phase, elapsed time and an ETA from the restarts so far, and ``x`` cancels it
 (the server it started is stopped). ``a`` writes the best step count (measured by the sweep, else predicted)
-into the sweep's profile and the config file. The history is read on a thread; the host's runs are imported on
-connect, on ``r`` and when a sweep ends.
+into the sweep's profile and the config file. The host's runs are imported on
+connect, on ``r`` and when a sweep ends; every query runs on the App's history thread.
 """
 
 from __future__ import annotations
@@ -126,13 +126,14 @@ class TunePane(ShellPane):
 
     # --- data -------------------------------------------------------------------------------------------------
 
-    @work(group="tune-load", exclusive=True, thread=True, exit_on_error=False, description="read the run history")
-    def _load(self) -> None:
+    @work(group="tune-load", exclusive=True, exit_on_error=False, description="read the run history")
+    async def _load(self) -> None:
         ref = self.app.settings.reference
-        with History.open() as history:
-            runs = history.runs()
-            yardstick = history.yardstick(ref.baseline_tok_s, ref.cycle_ms)
-        self.app.call_from_thread(self._loaded, runs, yardstick)
+
+        def read(history: History) -> tuple[list[RunSummary], Yardstick]:
+            return history.runs(), history.yardstick(ref.baseline_tok_s, ref.cycle_ms)
+
+        self._loaded(*await self.app.history.query(read))
 
     def _loaded(self, runs: list[RunSummary], yardstick: Yardstick) -> None:
         self.runs, self.yardstick = runs, yardstick
@@ -213,8 +214,7 @@ class TunePane(ShellPane):
         conn = self.app.connection
         if not conn.connected:
             return
-        with History.open() as history:
-            await sync_from_host(history, conn)
+        await sync_from_host(self.app.history, conn)
         self._load()
 
     # --- the sweep ----------------------------------------------------------------------------------------------
