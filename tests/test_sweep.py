@@ -4,6 +4,7 @@ the server left as found, crashes recorded, cancel, resume, and the smart order 
 from __future__ import annotations
 
 import asyncio
+import json
 import sys
 from dataclasses import replace
 
@@ -15,7 +16,8 @@ from backend.connection import Connection
 from backend.errors import OperationFailed, RemoteError, UsageError
 from backend.history import History, sync_from_host
 from backend.settings import HostConfig
-from tests.test_serving import EAGLE, make_settings
+from tests.sshd import free_port
+from tests.test_serving import EAGLE, PY38, make_settings, specdeck, write_config
 
 SMALL = {"requests": 2, "max_tokens": 48}
 
@@ -125,3 +127,37 @@ async def test_smart_sweep_measures_the_profile_first_and_saves_restarts(conn, m
     assert done["restarts"] < done["grid"] and done["saved"] == done["grid"] - done["restarts"]
     assert done["stopped_early"] is not None and done["best"]["steps"] in (3, 4)
     assert 1 not in order  # 1 step (≈ 71 tok/s predicted) never had a chance
+
+
+def test_cli_sweep_json_detach_and_bad_input(models, tmp_path):
+    config = write_config(tmp_path / "config.toml", models, tmp_path / "host", {"a": free_port(), "b": free_port()})
+    res = specdeck(config, "sweep", "eagle3-ours", "--steps", "1,2", "--requests", "1", "--max-tokens", "16", "--json")
+    done = json.loads(res.stdout)
+    assert [p["steps"] for p in done["points"]] == [1, 2] and done["best"]["steps"] in (1, 2)
+    assert "point 0: benching" in res.stderr  # progress goes to stderr, the result to stdout
+    assert done["restarts"] == 2
+
+    detached = specdeck(config, "sweep", "eagle3-ours", "--steps", "1", "--requests", "1", "--max-tokens", "8",
+                        "--detach").stdout.strip()  # fmt: skip
+    assert detached.startswith("sweep-")
+    specdeck(config, "jobs", "cancel", detached)
+    assert "give --steps" in specdeck(config, "sweep", "eagle3-ours", rc=2).stderr
+    assert "whole numbers" in specdeck(config, "sweep", "eagle3-ours", "--steps", "1,x", rc=2).stderr
+    assert "without speculation" in specdeck(config, "sweep", "baseline", "--steps", "1", rc=2).stderr
+
+
+@pytest.mark.skipif(not PY38.exists(), reason="no Python 3.8 interpreter on this machine")
+async def test_the_sweep_job_runs_on_python_3_8(models, tmp_path):
+    host = HostConfig(
+        name="py38", url="local", python=str(PY38), workdir=str(tmp_path / "host"), launcher="simulator", sandbox=True
+    )
+    settings = make_settings(models, aq={"drafter": "aq-medai", **EAGLE})
+    conn = await Connection.open(host)
+    try:
+        assert conn.hello["python"].startswith("3.8.")
+        plan = sweep_mod.SweepPlan((1, 2, 3), requests=1, max_tokens=48, smart=True)
+        job = await sweep_mod.start(conn, settings, "aq", plan, baseline_tok_s=82.0)
+        done = await asyncio.wait_for(sweep_mod.follow(conn, job["id"]), 120)
+        assert done["points"] and all("failed" not in p for p in done["points"]) and done["best"] is not None
+    finally:
+        await conn.close()
