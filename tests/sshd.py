@@ -70,8 +70,9 @@ class Sshd:
             self.proc.kill()
 
 
-def start_sshd(base: Path, client_key: str | None = None) -> Sshd:
-    """A server with a fresh host key that lets in a fresh client key, or ``client_key`` when given."""
+def start_sshd(base: Path, client_key: str | None = None, host_ca: str | None = None) -> Sshd:
+    """A server with a fresh host key that lets in a fresh client key, or ``client_key`` when given; with
+    ``host_ca`` (a private key) it also presents a host certificate that CA signed for localhost."""
     if not Path(SSHD).exists():
         raise RuntimeError("sshd is missing: `make test` installs openssh-server")
     base.mkdir(parents=True, exist_ok=True)
@@ -83,12 +84,18 @@ def start_sshd(base: Path, client_key: str | None = None) -> Sshd:
     shutil.copy(f"{client_key}.pub", base / "authorized_keys")
     port = free_port()
     config = base / "sshd_config"
+    cert = []
+    if host_ca:
+        sign = ["ssh-keygen", "-q", "-s", host_ca, "-I", "specdeck-test", "-h", "-n", "localhost,127.0.0.1"]
+        subprocess.run([*sign, f"{host_key}.pub"], check=True)
+        cert = [f"HostCertificate {host_key}-cert.pub"]
     config.write_text(
         "\n".join(
             [
                 f"Port {port}",
                 "ListenAddress 127.0.0.1",
                 f"HostKey {host_key}",
+                *cert,
                 f"AuthorizedKeysFile {base / 'authorized_keys'}",
                 f"PidFile {base / 'sshd.pid'}",
                 "UsePAM no",

@@ -37,12 +37,17 @@ def servers(tmp_path_factory) -> dict:
     other = base / "other_key"
     for key in (client, other):
         subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(key)], check=True)
+    ca = base / "host_ca"
+    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(ca)], check=True)
     target = start_sshd(base / "target", str(client))
     jump = start_sshd(base / "jump", str(client))
+    certified = start_sshd(base / "certified", str(client), host_ca=str(ca))
     kind, blob = (base / "other_key.pub").read_text().split()[:2]
-    yield {"target": target, "jump": jump, "client": str(client), "other": f"{kind} {blob}"}
-    target.stop()
-    jump.stop()
+    ca_kind, ca_blob = (base / "host_ca.pub").read_text().split()[:2]
+    yield {"target": target, "jump": jump, "certified": certified, "client": str(client),
+           "other": f"{kind} {blob}", "ca": f"{ca_kind} {ca_blob}"}  # fmt: skip
+    for server in (target, jump, certified):
+        server.stop()
 
 
 def ssh_config(shape: str, target: Sshd, jump: Sshd, client: str) -> str:
@@ -278,3 +283,28 @@ def test_proxyjump_values():
     ]  # fmt: skip
     with pytest.raises(ConnectionBlocked, match="not \\[user@\\]host"):
         jump_hops("ops@:22")
+
+
+@pytest.mark.parametrize("state", ["no-ca", "ca", "other-ca", "other-ca-trusted-key"])
+async def test_host_certificates_as_openssh_judges_them(state, servers, home):
+    """A host that presents a certificate: trusted through a @cert-authority line; with no CA, or another CA,
+    judged by its plain key (unknown unless that key is recorded), as ssh does."""
+    server = servers["certified"]
+    config = ssh_config("plain", server, servers["jump"], servers["client"])
+    (home / ".ssh" / "config").write_text(config)
+    known = home / ".ssh" / "known_hosts"
+    ca = {"ca": servers["ca"], "other-ca": servers["other"], "other-ca-trusted-key": servers["other"]}.get(state)
+    lines = [f"@cert-authority * {ca}"] if ca else []
+    if state == "other-ca-trusted-key":
+        lines.append(f"[{NAME}]:{server.port} {server.host_key_pub}")
+    known.write_text("".join(f"{ln}\n" for ln in lines))
+    oracle = home / "oracle_config"
+    oracle.write_text(oracle_config(config, known) + f"Host {NAME}\n  Port {server.port}\n")
+    url, destination = f"ssh://{USER}@{NAME}:{server.port}", f"{USER}@{NAME}"
+
+    (ours, err), theirs = await asyncio.gather(specdeck_decides(url), openssh_decides(oracle, destination))
+    assert ours == theirs == ("trusted" if state in ("ca", "other-ca-trusted-key") else "unknown"), err
+    if ours == "unknown":
+        trust_host_key(err.known_hosts, err.key_line)
+        (ours, _), theirs = await asyncio.gather(specdeck_decides(url), openssh_decides(oracle, destination))
+        assert ours == theirs == "trusted"

@@ -16,6 +16,7 @@ from urllib.parse import urlsplit
 
 import asyncssh
 from asyncssh.config import ConfigParseError
+from asyncssh.public_key import get_default_public_key_algs
 
 from backend.errors import ConnectionBlocked, ConnectionFailed, HostKeyChanged, HostKeyUnknown, UsageError
 from backend.transport.base import RunResult, shell_command
@@ -27,6 +28,7 @@ KEEPALIVE_S = 5
 KEEPALIVE_MAX = 3  # ⇒ a dead network is noticed within ~15 s, instead of hanging reads forever
 # sshd's default MaxSessions is 10; the agent holds one channel, so keep short commands well under.
 MAX_CHANNELS = 6
+_PLAIN_ALGS = [alg.decode() for alg in get_default_public_key_algs()]
 
 
 @dataclass(frozen=True)
@@ -213,10 +215,20 @@ class SSHTransport:
         }
         if keys:
             options["client_keys"] = keys
+        # Ask for a plain key of the kinds known_hosts holds first, as ssh does; a host certificate only when a
+        # CA is recorded for this name, and when that CA does not sign it, the plain key again (ssh's retry).
+        known_algs = [alg.decode() for key in found.trusted for alg in key.sig_algorithms]
+        plain = {"server_host_key_algs": list(dict.fromkeys(known_algs + _PLAIN_ALGS))}
+        tries = [options, {**options, **plain}] if found.ca else [{**options, **plain}]
         try:
-            conn = await asyncssh.connect(dest.name, **options)
-        except asyncssh.HostKeyNotVerifiable as exc:
-            raise self._refusal(dest, verdicts[-1] if verdicts else None, write_to, exc.reason) from None
+            for i, opts in enumerate(tries):
+                try:
+                    conn = await asyncssh.connect(dest.name, **opts)
+                    break
+                except asyncssh.HostKeyNotVerifiable as exc:
+                    if i + 1 < len(tries) and not verdicts:
+                        continue
+                    raise self._refusal(dest, verdicts[-1] if verdicts else None, write_to, exc.reason) from None
         except asyncssh.PermissionDenied:
             raise ConnectionFailed(
                 f"{dest.label} refused our SSH key; check the user, --identity or your ssh agent"
@@ -229,12 +241,11 @@ class SSHTransport:
             raise ConnectionBlocked(f"{dest.label}: {exc}") from None
         except OSError as exc:
             raise ConnectionFailed(f"cannot reach {dest.label}: {exc.strerror or exc}") from None
-        key = conn.get_server_host_key()
-        if key is not None and not verdicts:  # known_hosts trusted it outright: the address may still object
-            peer = conn.get_extra_info("peername")
-            if not judge(peer[0] if peer else "", key):
-                conn.close()
-                raise self._refusal(dest, verdicts[-1], write_to, "")
+        key, peer = conn.get_server_host_key(), conn.get_extra_info("peername")
+        if not verdicts and dest.check_host_ip and key in found.trusted and peer and not judge(peer[0], key):
+            # asyncssh trusted the key by name without asking us; with CheckHostIP the address may still object.
+            conn.close()
+            raise self._refusal(dest, verdicts[-1], write_to, "")
         return conn
 
     @staticmethod
