@@ -308,3 +308,16 @@ async def test_host_certificates_as_openssh_judges_them(state, servers, home):
         trust_host_key(err.known_hosts, err.key_line)
         (ours, _), theirs = await asyncio.gather(specdeck_decides(url), openssh_decides(oracle, destination))
         assert ours == theirs == "trusted"
+
+
+def test_host_switcher_shows_where_an_alias_leads(servers, home):
+    from backend.settings import HostConfig
+    from tui.screens.hosts import host_choices
+
+    target = servers["target"]
+    (home / ".ssh" / "config").write_text(ssh_config("proxyjump", target, servers["jump"], servers["client"]))
+    hosts = {n: HostConfig(name=n, url=u, python="python3", workdir=".") for n, u in
+             (("gpu", "ssh://gpu"), ("plain", "ssh://root@10.9.9.9"))}  # fmt: skip
+    assert host_choices(hosts)[:2] == [
+        ("gpu", f"ssh://gpu → {USER}@{NAME}:{target.port} via jump"), ("plain", "ssh://root@10.9.9.9"),
+    ]  # fmt: skip

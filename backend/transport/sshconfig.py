@@ -115,3 +115,17 @@ def jump_hops(value: str) -> list[Hop]:
             raise ConnectionBlocked(f"ssh_config: ProxyJump {part!r} is not [user@]host[:port]")
         hops.append(hop)
     return hops
+
+
+def where(url: str) -> str:
+    """Where ssh_config sends an ``ssh://`` address, for showing next to it: ``"user@host:port via jump"``,
+    or "" when it goes where it says (or the config cannot be read: connecting will say why)."""
+    parts = urlsplit(url)
+    try:
+        dest = resolve(parts.hostname or "", parts.port, parts.username)
+    except (ConnectionBlocked, ValueError):
+        return ""
+    if dest.hostname == dest.name.lower() and not dest.proxy_jump and dest.port == (parts.port or DEFAULT_PORT):
+        return ""
+    port = f":{dest.port}" if dest.port != DEFAULT_PORT else ""
+    return f"{dest.user}@{dest.hostname}{port}" + (f" via {dest.proxy_jump}" if dest.proxy_jump else "")
