@@ -133,13 +133,18 @@ def _parse_head(head: str) -> tuple[float, str | None] | None:
         ts = datetime(*(int(f) for f in fields)).timestamp()
     except (ValueError, OverflowError, OSError):
         return None
+    if tags[:1] == ".":  # SGLANG_LOG_MS=1: ``.%(msecs)03d`` after the seconds
+        millis = tags[1:4]
+        if len(millis) != 3 or not (millis.isascii() and millis.isdigit()):
+            return None
+        ts, tags = ts + int(millis) / 1000, tags[4:]
     if not tags:
         return ts, None
     if tags[0] != " ":
         return None
     names = tags[1:].split(" ")
     for name in names:
-        letters = name.rstrip("0123456789")
+        letters = name.rstrip("0123456789").replace("_", "")  # DP PP ATTN_CP MOE_DP TP EP
         if not (letters.isascii() and letters.isalpha() and letters.isupper() and len(letters) < len(name)):
             return None
     return ts, " ".join(names)

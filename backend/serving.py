@@ -36,6 +36,7 @@ from backend.agent.host.serve import STATES as STATES  # computed on the host; r
 from backend.agent.host.units import duration
 from backend.errors import OperationFailed, RemoteError, UsageError
 from backend.settings import HostConfig, ProfileConfig, Settings
+from backend.sglang_versions import DEFAULT_SIM_VERSION, SIM_SUFFIX, SIM_VERSION_ENV
 
 RUNNING_STATES = ("starting", "ready", "orphaned", "stopping")
 ENDED_STATES = ("ready", "orphaned", "crashed", "stopped", "none")  # what `start --wait-ready` waits for
@@ -145,11 +146,23 @@ def profile_command(settings: Settings, host: HostConfig, profile: ProfileConfig
     launcher = launcher_argv(host)
     # The simulator is this checkout's code: run it from here so `-m backend...` imports on any interpreter.
     cwd = str(Path(__file__).resolve().parents[1]) if host.launcher == "simulator" else host.workdir
-    return {
-        "argv": launcher + profile_argv(settings, profile),
-        "env": {"PYTHONUNBUFFERED": "1", **profile.env},
-        "cwd": cwd,
-    }
+    env = {"PYTHONUNBUFFERED": "1", **launch_env(host), **profile.env}
+    return {"argv": launcher + profile_argv(settings, profile), "env": env, "cwd": cwd}
+
+
+def launch_env(host: HostConfig) -> dict[str, str]:
+    """What specdeck adds to every server's environment on ``host``: millisecond log stamps (every release
+    since 0.5.6 reads ``SGLANG_LOG_MS``; samples within one second no longer stack), and for the simulator
+    the SGLang release it speaks."""
+    env = {"SGLANG_LOG_MS": "1"}
+    if host.launcher == "simulator":
+        env[SIM_VERSION_ENV] = sim_version(host)
+    return env
+
+
+def sim_version(host: HostConfig) -> str:
+    """The SGLang release a sandbox host's simulator speaks (its ``sglang_version``, else the default)."""
+    return host.sglang_version or DEFAULT_SIM_VERSION
 
 
 def job_args(settings: Settings, profile: ProfileConfig) -> dict:
@@ -328,9 +341,7 @@ async def preflight(conn: Any, settings: Settings, profile: ProfileConfig, *, fo
     cmd = profile_command(settings, host, profile)
     target = target_path(settings, profile)
     drafter = drafter_path(settings, profile)
-    version = None
-    if host.launcher == "simulator":
-        from backend.sandbox.simulator import VERSION as version
+    version = sim_version(host) + SIM_SUFFIX if host.launcher == "simulator" else None
     target_cfg, inspected, helped, port, gpus = await asyncio.gather(
         _target_config(conn, target),
         _quiet(conn.call("checkpoint.inspect", path=drafter)) if drafter else asyncio.sleep(0),
@@ -598,6 +609,8 @@ def timeline(status: dict, now: float) -> list[dict]:
         else:
             state = "done"
         seconds = None if start is None else max(0.0, (end if end is not None else now) - start)
+        if state == "done" and entry.get("measured") is not None:
+            seconds = entry["measured"]  # what SGLang itself timed (load, graph capture): finer than log stamps
         rows.append({"phase": name, "state": state, "seconds": seconds})
     return rows
 

@@ -33,6 +33,9 @@ class HostConfig:
     sandbox: bool = False
     # Local Hub-compatible endpoint the sandbox serves; real hosts use huggingface.co or HF_ENDPOINT.
     hub_endpoint: str | None = None
+    # The SGLang release the sandbox's simulator speaks (backend.sglang_versions.SIM_VERSIONS); real hosts
+    # are asked for theirs.
+    sglang_version: str | None = None
 
     @property
     def is_local(self) -> bool:
@@ -256,7 +259,7 @@ def _kind_name(kind: type | tuple[type, ...]) -> str:
 
 
 _TOP = {"default_host", "target", "hosts", "drafters", "profiles", "reference"}
-_HOST = {"url", "python", "workdir", "identity", "known_hosts", "launcher", "sandbox", "hub_endpoint"}
+_HOST = {"url", "python", "workdir", "identity", "known_hosts", "launcher", "sandbox", "hub_endpoint", "sglang_version"}
 _DRAFTER = {"path", "repo", "revision", "files"}
 _PROFILE = {
     "drafter",
@@ -302,9 +305,24 @@ def parse(data: dict, source: str) -> Settings:
         fields = {k: c.get(raw, k, str, f"{key}.{k}") for k in ("python", "workdir", "identity", "known_hosts")}
         fields = {k: v for k, v in fields.items() if v is not None}
         hub = c.get(raw, "hub_endpoint", str, f"{key}.hub_endpoint")
+        sim_version = c.get(raw, "sglang_version", str, f"{key}.sglang_version")
+        if sim_version is not None:
+            from backend.sglang_versions import SIM_VERSIONS
+
+            if launcher != "simulator":
+                raise c.fail(f"{key}.sglang_version", "only the simulator takes a version; SGLang hosts are asked")
+            if sim_version not in SIM_VERSIONS:
+                raise c.fail(f"{key}.sglang_version", f"must be one of {', '.join(SIM_VERSIONS)}, got {sim_version!r}")
         template = prev or HostConfig(name=name, url=url)
         hosts[name] = replace(
-            template, name=name, url=url, launcher=launcher, sandbox=sandbox, hub_endpoint=hub, **fields
+            template,
+            name=name,
+            url=url,
+            launcher=launcher,
+            sandbox=sandbox,
+            hub_endpoint=hub,
+            sglang_version=sim_version,
+            **fields,
         )
 
     drafters = dict(base.drafters)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -41,8 +42,24 @@ def sshd(tmp_path_factory) -> Sshd:
 @pytest.fixture(params=["local", "ssh"])
 def host(request, tmp_path) -> HostConfig:
     """The same host (this machine) reached directly and through the real sshd."""
+    return _host(request, request.param, tmp_path)
+
+
+# Each SGLang release the simulator speaks, over one transport each: every lifecycle and Live test runs
+# against both releases and both transports without running four times.
+SIM_HOSTS = [("local", "0.5.23"), ("ssh", "0.5.6")]
+
+
+@pytest.fixture(params=SIM_HOSTS, ids=[f"{t}-{v}" for t, v in SIM_HOSTS])
+def sim_host(request, tmp_path) -> HostConfig:
+    """A sandbox host running the SGLang simulator of one release (``sglang_version``), local or over sshd."""
+    transport, version = request.param
+    return replace(_host(request, transport, tmp_path), launcher="simulator", sandbox=True, sglang_version=version)
+
+
+def _host(request, transport: str, tmp_path: Path) -> HostConfig:
     workdir = str(tmp_path / "hostwork")
-    if request.param == "local":
+    if transport == "local":
         return HostConfig(name="local", url="local", python=sys.executable, workdir=workdir)
     server: Sshd = request.getfixturevalue("sshd")
     return HostConfig(

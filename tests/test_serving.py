@@ -48,11 +48,6 @@ def make_settings(models: dict, **profiles: dict):
 
 
 @pytest.fixture
-def sim_host(host: HostConfig) -> HostConfig:
-    return replace(host, launcher="simulator", sandbox=True)
-
-
-@pytest.fixture
 async def conn(sim_host: HostConfig):
     """A connection to the simulator host; every server still running at the end is stopped."""
     c = await Connection.open(sim_host)
@@ -88,7 +83,7 @@ def test_builtin_profiles_argv_parse_strictly_and_mean_exactly_the_profile():
         cmd = serving.profile_command(settings, host, profile.name)
         argv = cmd["argv"]
         assert argv[:3] == ["/root/ml-env/bin/python3", "-m", "sglang.launch_server"]
-        assert cmd["cwd"] == "/data/eagle3" and cmd["env"] == {"PYTHONUNBUFFERED": "1"}
+        assert cmd["cwd"] == "/data/eagle3" and cmd["env"] == {"PYTHONUNBUFFERED": "1", "SGLANG_LOG_MS": "1"}
         # Full names only: every flag is one SGLang registers, and the strict parser takes the line.
         assert all(a in FLAGS for a in argv[3:] if a.startswith("--"))
         args = server_args(parse_flags(argv[3:]))
@@ -127,7 +122,9 @@ def test_extra_flags_and_env_come_last_and_mean_what_they_say():
     assert (args["mem_fraction_static"], args["decode_log_interval"], args["cuda_graph_max_bs"]) == (0.85, 10, 16)
     assert args["port"] == 30001 and args["speculative_draft_model_path"] == "/data/eagle3/aq_medai_k2"
     assert cmd["env"]["SGLANG_ENABLE_SPEC_V2"] == "1"
-    assert serving.shell_line(cmd["argv"], cmd["env"]).startswith("SGLANG_ENABLE_SPEC_V2=1 /root/ml-env/bin/python3")
+    assert serving.shell_line(cmd["argv"], cmd["env"]).startswith(
+        "SGLANG_LOG_MS=1 SGLANG_ENABLE_SPEC_V2=1 /root/ml-env/bin/python3"
+    )
     assert serving.job_args(settings, profile) == {
         "profile": "tuned",
         "port": 30001,
@@ -208,7 +205,7 @@ async def test_preflight_on_the_host(conn, models, tmp_path):
     assert {n: c.status for n, c in checks.items() if n != "gpus"} == dict.fromkeys(
         ("speculative numbers", "flags", "target", "drafter", "algorithm", "sglang", "port"), "ok"
     )
-    assert checks["sglang"].message == "sglang 0.5.6-sim on the host knows every flag"
+    assert checks["sglang"].message == f"sglang {conn.host.sglang_version}-sim on the host knows every flag"
     assert checks["gpus"].status in ("ok", "skip", "warn")
 
     misfit = by_name(await serving.preflight(conn, settings, settings.profiles["misfit"]))
@@ -264,7 +261,15 @@ async def test_start_phases_ready_status_busy_port_stop(conn, models):
     assert seen[0] == "starting" and seen[-1] == "ready"
     assert [p["phase"] for p in ready["phases"]] == list(serving.PHASES)
     assert all(p["end"] is not None for p in ready["phases"][:-1])
-    assert ready["server_info"]["version"] == "0.5.6-sim" and ready["server_info"]["simulated"] is True
+    assert ready["server_info"]["version"] == f"{conn.host.sglang_version}-sim" and ready["server_info"]["simulated"]
+    # Each phase took what SGLang itself timed where its log says so (load, graph capture), else the stamps'
+    # difference: millisecond stamps (SGLANG_LOG_MS=1, set by specdeck) make every phase's time real.
+    rows = {row["phase"]: row for row in serving.timeline(ready, time.time())}
+    assert all(rows[p]["state"] == "done" and rows[p]["seconds"] > 0 for p in serving.PHASES[1:-1])
+    current = conn.host.sglang_version == "0.5.23"  # 0.5.6 times graph captures only, 0.5.23 weight loads too
+    timed = ("capturing", "loading") if current else ("capturing",)
+    assert all(p["measured"] > 0 for p in ready["phases"] if p["phase"].startswith(timed))
+    assert (ready["startup_timings"] is not None) == current
     numbers = ("speculative_num_steps", "speculative_eagle_topk", "speculative_num_draft_tokens")
     assert [ready["server_info"][k] for k in numbers] == [3, 1, 4] and ready["warnings"] == []
 
@@ -367,7 +372,7 @@ async def test_broken_drafter_crashes_with_the_shape_mismatch_hint(conn, models)
     assert {r["phase"]: r["state"] for r in rows}["loading draft weights"] == "failed"
 
 
-@pytest.mark.parametrize("host", ["local"], indirect=True)
+@pytest.mark.parametrize("sim_host", [("local", "0.5.23")], indirect=True)
 @pytest.mark.parametrize(
     "failure, words",
     [
@@ -384,7 +389,7 @@ async def test_failure_signatures_get_their_hints(conn, models, failure, words):
     assert crashed["state"] == "crashed" and words in crashed["hint"], crashed
 
 
-@pytest.mark.parametrize("host", ["local"], indirect=True)
+@pytest.mark.parametrize("sim_host", [("local", "0.5.23")], indirect=True)
 async def test_a_port_taken_after_preflight_is_a_crash_with_a_hint(conn, models):
     settings = make_settings(models, p={})
     profile = settings.profiles["p"]
@@ -400,7 +405,7 @@ async def test_a_port_taken_after_preflight_is_a_crash_with_a_hint(conn, models)
     assert "Another program listens on the server's port" in crashed["hint"]
 
 
-@pytest.mark.parametrize("host", ["local"], indirect=True)
+@pytest.mark.parametrize("sim_host", [("local", "0.5.23")], indirect=True)
 async def test_accept_length_stuck_at_1_gets_the_eagle_hint(conn, models):
     trap = {"drafter": "aq-medai", **EAGLE, "algorithm": "EAGLE", "extra_args": ["--decode-log-interval", "2"]}
     settings = make_settings(models, trap=trap)
@@ -418,7 +423,7 @@ async def test_accept_length_stuck_at_1_gets_the_eagle_hint(conn, models):
     assert "Accept length is stuck at 1.00" in status["hint"] and "EAGLE3" in status["hint"]
 
 
-@pytest.mark.parametrize("host", ["local"], indirect=True)
+@pytest.mark.parametrize("sim_host", [("local", "0.5.23")], indirect=True)
 async def test_resolved_numbers_that_differ_from_the_profile_are_warned(conn, models):
     settings = make_settings(models, p={"drafter": "ours", **EAGLE, "draft_tokens": 5})
     profile = settings.profiles["p"]
@@ -432,7 +437,7 @@ async def test_resolved_numbers_that_differ_from_the_profile_are_warned(conn, mo
     assert ready["warnings"] == ["SGLang resolved speculative_num_draft_tokens to 4 but the profile says 5"]
 
 
-@pytest.mark.parametrize("host", ["local"], indirect=True)
+@pytest.mark.parametrize("sim_host", [("local", "0.5.23")], indirect=True)
 async def test_a_server_that_sigkills_itself_on_sigterm_counts_as_stopped(conn, tmp_path):
     # Real SGLang ends a graceful stop by SIGKILLing its own process tree: status -9 after our SIGTERM.
     script = (
@@ -481,7 +486,7 @@ def gpus(tmp_path, monkeypatch):
     other.wait()
 
 
-@pytest.mark.parametrize("host", ["local"], indirect=True)
+@pytest.mark.parametrize("sim_host", [("local", "0.5.23")], indirect=True)
 async def test_gpus_name_other_processes_and_stop_waits_for_ours_to_free(gpus, conn, models):
     settings = make_settings(models, p={})
     checks = by_name(await serving.preflight(conn, settings, settings.profiles["p"]))
@@ -570,7 +575,8 @@ def test_cli_contract(models, tmp_path):
         cmd = json.loads(specdeck(config, "serve", "cmd", "eagle3-ours", "--json").stdout)
         assert set(cmd) == {"argv", "env", "cwd"} and cmd["argv"][1:3] == ["-m", "backend.sandbox.simulator"]
         text = specdeck(config, "serve", "cmd", "eagle3-ours").stdout
-        assert text.startswith(f"SPECDECK_SIM_TIME_SCALE={TIME_SCALE} ") and "--speculative-num-steps 3" in text
+        assert text.startswith("SGLANG_LOG_MS=1 SPECDECK_SIM_SGLANG_VERSION=0.5.23 ")  # ms stamps; the release
+        assert f" SPECDECK_SIM_TIME_SCALE={TIME_SCALE} " in text and "--speculative-num-steps 3" in text
 
         assert json.loads(specdeck(config, "serve", "status", "--json").stdout)["state"] == "none"
         ready = json.loads(specdeck(config, "serve", "start", "eagle3-ours", "--wait-ready", "--json").stdout)

@@ -29,8 +29,8 @@ PY38 = Path("/root/.pyenv/versions/3.8.18/bin/python")
 
 
 def prefix(ranks: str = "") -> str:
-    """A regex for SGLang's log prefix ``[YYYY-MM-DD HH:MM:SS{ranks}] ``."""
-    return r"\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d" + ranks + r"\] "
+    """A regex for SGLang's log prefix ``[YYYY-MM-DD HH:MM:SS{.ms}{ranks}] ``."""
+    return r"\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?:\.\d{3})?" + ranks + r"\] "
 
 
 # FIELD-NOTES §5's EAGLE-3 launch, as `specdeck serve cmd eagle3-ours` writes it.
@@ -309,21 +309,13 @@ def decode_lines(log: str) -> list:
 
 
 DECODE = re.compile(
-    prefix(" TP0")
-    + r"Decode batch, #running-req: (\d+), #token: (\d+), token usage: (\d+\.\d\d), accept len: (\d+\.\d\d), "
-    r"accept rate: (\d+\.\d\d), cuda graph: True, gen throughput \(token/s\): (\d+\.\d\d), "
-    r"#queue-req: (\d+), $"
+    prefix(" TP0") + r"Decode batch(?: \[\d+\])?, #running-req: (\d+), #token: (\d+), token usage: (\d+\.\d\d), "
+    r"accept len: (\d+\.\d\d), accept rate: (\d+\.\d\d), cuda graph: True, gen throughput \(token/s\): (\d+\.\d\d), "
+    r"#queue-req: (\d+)(, )?$"
 )
-
-
-def test_eagle3_server_end_to_end(models, sims):
-    sim = sims(launch(models, "ours", "--enable-metrics", "--decode-log-interval", "5"))
-    seen = sim.wait_ready()
-    assert seen[-2:] == [503, 200]  # 503 during warmup, after the port opened
-
-    log = sim.log()
-    assert "SIMULATED" in log.splitlines()[0]
-    phases = [
+# What each release logs while it starts, in order (0.5.23 names the target's graph and times each phase).
+STARTUP = {
+    "0.5.6": [
         "Load weight begin.",
         "Load weight end. type=DeepseekV3ForCausalLM",
         "KV Cache is allocated. #tokens: ",
@@ -334,41 +326,83 @@ def test_eagle3_server_end_to_end(models, sims):
         "Capture draft cuda graph end.",
         "Capture draft extend cuda graph begin.",
         "Capture draft extend cuda graph end.",
+    ],
+    "0.5.23": [
+        "Load weight begin.",
+        "Load weight end. elapsed=",
+        "KV Cache is allocated. dtype: torch.bfloat16, #tokens: ",
+        "Capture target verify CUDA graph begin. backend=full, num_tokens_per_req=4",
+        "Capture target verify CUDA graph end. bs=[1, 2, 4, 8, 16, 24, 32, 40, 48], elapsed=",
+        "s, type=LlamaForCausalLMEagle3, avail mem=",
+        "Capture draft decode CUDA graph begin.",
+        "Capture draft decode CUDA graph end. elapsed=",
+        "Capture draft extend CUDA graph begin.",
+        "Capture draft extend CUDA graph end. elapsed=",
+        "Engine startup timings (s): load_weight=",
+    ],
+}
+# 0.5.23 runs with millisecond stamps and forward-iteration tags, 0.5.6 with neither.
+VERSION_ENV = {
+    "0.5.6": {"SPECDECK_SIM_SGLANG_VERSION": "0.5.6"},
+    "0.5.23": {"SPECDECK_SIM_SGLANG_VERSION": "0.5.23", "SGLANG_LOG_MS": "1", "SGLANG_LOG_FORWARD_ITERS": "1"},
+}
+
+
+@pytest.mark.parametrize("version", ["0.5.6", "0.5.23"])
+def test_eagle3_server_end_to_end(models, sims, version):
+    sim = sims(launch(models, "ours", "--enable-metrics", "--decode-log-interval", "5"), VERSION_ENV[version])
+    seen = sim.wait_ready()
+    assert seen[-2:] == [503, 200]  # 503 during warmup, after the port opened
+    current = version == "0.5.23"
+
+    log = sim.log()
+    assert "SIMULATED" in log.splitlines()[0] and f"{version}-sim" in log.splitlines()[0]
+    phases = [
+        *STARTUP[version],
         f"Uvicorn running on http://127.0.0.1:{sim.port}",
         "The server is fired up and ready to roll!",
     ]
     positions = [log.index(phase) for phase in phases]
     assert positions == sorted(positions)
-    assert re.search(prefix(" TP7") + "Capture cuda graph end", log)  # every rank logs its phases
+    graph_end = "Capture target verify CUDA graph end" if current else "Capture cuda graph end"
+    assert re.search(prefix(" TP7") + graph_end, log)  # every rank logs its phases
     assert re.search(prefix() + "The server is fired up", log)
+    assert bool(re.search(r"^\[[^\]]* \d\d:\d\d:\d\d\.\d{3} TP0\] ", log, re.M)) == current  # SGLANG_LOG_MS
 
     out = sim.json("/generate", {"text": "Explain speculative decoding.", "sampling_params": {"max_new_tokens": 64}})
     meta = out["meta_info"]
     assert meta["completion_tokens"] == 64 and meta["finish_reason"] == {"type": "length", "length": 64}
     assert 1.5 < meta["completion_tokens"] / meta["spec_verify_ct"] < 2.6  # ours: ≈ 2.0
     assert meta["spec_accept_length"] == pytest.approx(64 / meta["spec_verify_ct"])
-    histogram = meta["spec_correct_drafts_histogram"]
-    assert len(histogram) == 4 and sum(histogram) == meta["spec_verify_ct"]  # bins 0..3 drafts, one per verify
-    assert sum(k * h for k, h in enumerate(histogram)) == meta["spec_num_correct_drafts"] == 64 - 1 - sum(histogram)
+    if current:
+        histogram = meta["spec_correct_drafts_histogram"]
+        assert len(histogram) == 4 and sum(histogram) == meta["spec_verify_ct"]  # bins 0..3 drafts, one per verify
+        assert sum(k * h for k, h in enumerate(histogram)) == meta["spec_num_correct_drafts"] == 64 - 1 - sum(histogram)
+        assert meta["spec_num_proposed_drafts"] == 3 * meta["spec_verify_ct"]
+    else:
+        assert meta["spec_accept_token_num"] == 64 - 1 - meta["spec_verify_ct"]
+        assert "spec_correct_drafts_histogram" not in meta
     assert meta["e2e_latency"] > 0 and len(out["output_ids"]) == 64 and out["text"]
 
     lines = decode_lines(sim.log())
     assert lines and all(DECODE.match(line) for line in lines), lines
+    assert all(bool(DECODE.match(line).group(8)) != current for line in lines)  # 0.5.6's trailing comma
+    assert all(("Decode batch [" in line) == current for line in lines)  # SGLANG_LOG_FORWARD_ITERS
     lens = [float(DECODE.match(line).group(4)) for line in lines]
     assert 1.4 < sum(lens) / len(lens) < 2.7
+    # accept rate: 0.5.6 counts the bonus token, (L) / 4 draft tokens; 0.5.23 drafts only, (L - 1) / 3.
+    rate = (lambda length: (length - 1) / 3) if current else (lambda length: length / 4)
     assert all(
-        float(DECODE.match(line).group(5)) == pytest.approx(length / 4, abs=0.01)
+        float(DECODE.match(line).group(5)) == pytest.approx(rate(length), abs=0.01)
         for line, length in zip(lines, lens, strict=True)
     )
-    assert re.search(prefix(" TP0") + r"Prefill batch, #new-seq: 1, #new-token: \d+, #cached-token: 0, ", sim.log())
+    prefill = prefix(" TP0") + r"Prefill batch(?: \[\d+\])?, #new-seq: 1, #new-token: \d+, #cached-token: 0, "
+    assert re.search(prefill, sim.log())
+    assert ("#pending-token: 0, cuda graph: False, input throughput (token/s): " in sim.log()) == current
 
     info = sim.json("/get_server_info")
-    assert info["simulated"] is True and info["version"] == "0.5.6-sim"
-    assert (
-        info["speculative_num_steps"],
-        info["speculative_eagle_topk"],
-        info["speculative_num_draft_tokens"],
-    ) == (
+    assert info["simulated"] is True and info["version"] == f"{version}-sim"
+    assert (info["speculative_num_steps"], info["speculative_eagle_topk"], info["speculative_num_draft_tokens"]) == (
         3,
         1,
         4,
@@ -376,12 +410,14 @@ def test_eagle3_server_end_to_end(models, sims):
     assert info["tp_size"] == 8 and info["speculative_algorithm"] == "EAGLE3" and info["max_running_requests"] == 48
     state = info["internal_states"][0]
     assert 1.4 < state["avg_spec_accept_length"] < 2.7 and state["last_gen_throughput"] > 0
+    assert ("startup_time" in state) == current
     assert sim.json("/server_info")["internal_states"][0]["avg_spec_accept_length"] == state["avg_spec_accept_length"]
     assert sim.json("/get_model_info")["model_path"] == models["target"]
 
     status, raw = sim.request("/metrics")
     assert status == 200
-    samples = {s.name: s for family in text_string_to_metric_families(raw.decode()) for s in family.samples}
+    families = list(text_string_to_metric_families(raw.decode()))
+    samples = {s.name: s for family in families for s in family.samples}
     assert samples["sglang:generation_tokens_total"].value >= 64 + 8  # ours and the warmup's
     last_line = decode_lines(sim.log())[-1]  # read now: the last pass logs after the response went out
     assert samples["sglang:spec_accept_length"].value == float(last_line.split("accept len: ")[1][:4])
@@ -394,6 +430,22 @@ def test_eagle3_server_end_to_end(models, sims):
     ):
         assert samples[name].labels["model_name"] == models["target"]
     assert "sglang:prompt_tokens_total" in samples
+    if current:
+        assert samples["sglang:spec_num_steps"].value == 3 and samples["sglang:spec_num_draft_tokens"].value == 4
+        assert samples["sglang:spec_verify_calls_total"].value >= meta["spec_verify_ct"]
+        phases = {
+            s.labels["phase"]: s.value for f in families if f.name == "sglang:startup_time_seconds" for s in f.samples
+        }
+        assert set(phases) == {"load_weight", "kv_cache_allocation", "scheduler_e2e", "tokenizer_e2e"}
+        graphs = {
+            s.labels["phase"]: s.value
+            for f in families
+            if f.name == "sglang:startup_cuda_graph_time_seconds"
+            for s in f.samples
+        }
+        assert graphs["target_verify"] > 0 and graphs["draft_decode"] > 0 and graphs["draft_extend"] > 0
+    else:
+        assert not {"sglang:spec_num_steps", "sglang:spec_verify_calls_total"} & set(samples)
 
 
 def test_openai_endpoints_with_and_without_streaming(models, sims):
@@ -489,7 +541,7 @@ def test_eagle_with_an_eagle3_drafter_accepts_nothing(models, sims):
     assert meta["spec_num_correct_drafts"] == 0 and meta["spec_verify_ct"] == 15  # the first token is the prefill's
     assert meta["spec_correct_drafts_histogram"] == [15, 0, 0, 0]
     lines = decode_lines(sim.log())
-    assert lines and all("accept len: 1.00, accept rate: 0.25, " in line for line in lines)
+    assert lines and all("accept len: 1.00, accept rate: 0.00, " in line for line in lines)  # drafts only
 
 
 def test_misfit_drafter_dies_loading_with_sglangs_message(models, sims):

@@ -13,25 +13,41 @@ def register(sub) -> None:
     ssub = p.add_subparsers(dest="sandbox_command", metavar="ACTION")
     u = command(ssub, "up", "Create or reuse the sandbox and start its local Hub; prints its config path.")
     u.add_argument("--hub-rate", default=None, help="the local Hub's bytes/s per transfer (default 150M)")
+    _add_version(u)
     add_json(u)
     u.set_defaults(run=up)
     d = command(ssub, "down", "Stop everything the sandbox runs (files stay).")
     add_json(d)
     d.set_defaults(run=down)
     demo_p = command(sub, "demo", "Open the panel on the sandbox (SIMULATED SGLang, local Hub, fixture drafters).")
+    _add_version(demo_p)
     demo_p.set_defaults(run=demo)
+
+
+def _add_version(p: argparse.ArgumentParser) -> None:
+    from backend.sglang_versions import SIM_VERSIONS
+
+    p.add_argument(
+        "--sglang-version",
+        choices=SIM_VERSIONS,
+        default=None,
+        help="the SGLang release the simulator speaks (default: the sandbox's last, else the newest)",
+    )
 
 
 async def up(args: argparse.Namespace) -> int:
     from backend.sandbox import environment
 
-    out = await environment.up(**({"hub_rate": args.hub_rate} if args.hub_rate else {}))
+    out = await environment.up(
+        **({"hub_rate": args.hub_rate} if args.hub_rate else {}), sglang_version=args.sglang_version
+    )
     if args.json:
         emit_json(out)
     else:
         if out["hub"].get("replaced"):
             print(f"sandbox: {out['hub']['replaced']}")
-        print(f"sandbox up: host {out['host']} (local, SIMULATED SGLang), hub {out['hub']['url']}")
+        simulated = f"SIMULATED SGLang {out['sglang_version']}"
+        print(f"sandbox up: host {out['host']} (local, {simulated}), hub {out['hub']['url']}")
         print(f"config: {out['config']}")
         print(f"try: specdeck --config {out['config']} ping")
     return 0
@@ -52,7 +68,7 @@ async def demo(args: argparse.Namespace) -> int:
     from backend.cli.panel import open_tui
     from backend.sandbox import environment
 
-    out = await environment.up()
+    out = await environment.up(sglang_version=args.sglang_version)
     args.config = out["config"]
     args.host = environment.HOST_NAME
     return await open_tui(args)

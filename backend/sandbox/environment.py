@@ -15,10 +15,12 @@ import asyncio
 import json
 import sys
 import time
+import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 
-from backend.errors import OperationFailed
+from backend.errors import OperationFailed, UsageError
+from backend.sglang_versions import DEFAULT_SIM_VERSION, SIM_VERSIONS
 
 HOST_NAME = "sandbox"
 AQ_REPO = "AQ-MedAI/Kimi-K2-Instruct-eagle3"
@@ -82,7 +84,7 @@ def _q(value: str) -> str:
     return json.dumps(value)  # a JSON string is a valid TOML basic string
 
 
-def config_text(layout: Layout, hub_url: str | None) -> str:
+def config_text(layout: Layout, hub_url: str | None, sglang_version: str = DEFAULT_SIM_VERSION) -> str:
     hub = f"hub_endpoint = {_q(hub_url)}\n" if hub_url else ""
     return f"""\
 # specdeck sandbox: a local host with the SGLang SIMULATOR, a local Hub and fixture drafters.
@@ -96,6 +98,7 @@ python = {_q(sys.executable)}
 workdir = {_q(str(layout.workdir))}
 launcher = "simulator"
 sandbox = true
+sglang_version = {_q(sglang_version)}  # the SGLang release the simulator speaks: {" or ".join(SIM_VERSIONS)}
 {hub}
 [drafters.ours]
 path = {_q(str(layout.ours))}
@@ -107,15 +110,29 @@ path = {_q(str(layout.aq))}
 """
 
 
-async def up(hub_rate: str = DEFAULT_HUB_RATE) -> dict:
+def configured_version(layout: Layout) -> str:
+    """The SGLang release the sandbox's simulator was last set to speak (the default without a config)."""
+    try:
+        host = tomllib.loads(layout.config.read_text())["hosts"][HOST_NAME]
+    except (OSError, ValueError, KeyError, TypeError):
+        return DEFAULT_SIM_VERSION
+    version = host.get("sglang_version") if isinstance(host, dict) else None
+    return version if version in SIM_VERSIONS else DEFAULT_SIM_VERSION
+
+
+async def up(hub_rate: str = DEFAULT_HUB_RATE, sglang_version: str | None = None) -> dict:
     """Create (or reuse) the sandbox and make sure its local Hub is serving; returns what `sandbox up` prints.
 
     Reuse is checked: the host's agent must answer and the hub must serve the sandbox's repo, else a hub that
-    is dead, hung or lost is replaced (``hub["replaced"]`` says why)."""
+    is dead, hung or lost is replaced (``hub["replaced"]`` says why). ``sglang_version`` picks the release the
+    simulator speaks; None keeps the one the sandbox had."""
     from backend.connection import Connection
     from backend.settings import HostConfig
 
     layout = Layout(sandbox_dir())
+    if sglang_version is not None and sglang_version not in SIM_VERSIONS:
+        raise UsageError(f"the simulator speaks SGLang {' or '.join(SIM_VERSIONS)}, not {sglang_version}")
+    version = sglang_version or configured_version(layout)
     layout.workdir.mkdir(parents=True, exist_ok=True)
     await asyncio.to_thread(write_fixtures, layout)
     host = HostConfig(name=HOST_NAME, url="local", python=sys.executable, workdir=str(layout.workdir), sandbox=True)
@@ -124,10 +141,11 @@ async def up(hub_rate: str = DEFAULT_HUB_RATE) -> dict:
         hub = await _ensure_hub(conn, layout, hub_rate)
     finally:
         await conn.close()
-    layout.config.write_text(config_text(layout, hub["url"]))
+    layout.config.write_text(config_text(layout, hub["url"], version))
     return {
         "config": str(layout.config),
         "host": HOST_NAME,
+        "sglang_version": version,
         "workdir": str(layout.workdir),
         "target": str(layout.target),
         "drafters": {"ours": str(layout.ours), "aq-medai": str(layout.aq)},

@@ -68,9 +68,16 @@ from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from backend.agent.host.safetensors_header import CheckpointError, read_header
 from backend.breakeven import decayed_rates, first_rate_for
-from backend.sglang_flags import SGLANG_VERSION, build_parser, server_args
-
-VERSION = SGLANG_VERSION + "-sim"
+from backend.sglang_flags import build_parser, server_args
+from backend.sglang_versions import (
+    DEFAULT_SIM_VERSION,
+    DRAFTS_ONLY,
+    SIM_SUFFIX,
+    SIM_VERSION_ENV,
+    SIM_VERSIONS,
+    accept_rate_definition,
+    parse,
+)
 
 BASELINE_TOK_S = 82.0
 VERIFY_BASE_MS = 22.5
@@ -118,7 +125,6 @@ DECAY_OURS = 0.85
 DECAY_AQ = 0.9
 FIRST_OURS = first_rate_for(2.0, 3, DECAY_OURS)  # ≈ 0.585: the team's drafter, 2.0 at 3 steps → ≈ 60 tok/s
 FIRST_AQ = first_rate_for(3.3, 3, DECAY_AQ)  # ≈ 0.931: AQ-MedAI's drafter, 3.3 at 3 steps → ≈ 100 tok/s
-META_VERSION = "0.5.23"  # the SGLang whose per-request meta_info the simulator writes
 
 
 def pass_ms(batch: int, spec: Dict[str, Any], graph: bool = True) -> float:
@@ -140,6 +146,31 @@ def crossover_batch(spec: Dict[str, Any], accept_len: float, up_to: int = 1024) 
         if accept_len / pass_ms(batch, spec) < 1.0 / pass_ms(batch, {}):
             return batch
     return None
+
+
+class Dialect(object):
+    """What differs between the SGLang releases the simulator speaks (FIELD-NOTES §5b)."""
+
+    def __init__(self, version: str) -> None:
+        self.version = version
+        self.label = version + SIM_SUFFIX  # what /server_info's ``version`` says
+        # 0.5.23's log lines, startup milestones, Prometheus names and per-request meta_info.
+        self.current = parse(version) >= (0, 5, 23)  # type: ignore[operator]
+        # The decode line's and gauge's accept rate: drafts only, or (0.5.6) the bonus token counted too.
+        self.drafts_only = accept_rate_definition(version) == DRAFTS_ONLY
+
+
+def dialect_from_env() -> Dialect:
+    """The release named by ``SPECDECK_SIM_SGLANG_VERSION`` (default 0.5.23); ValueError for another one."""
+    version = os.environ.get(SIM_VERSION_ENV) or DEFAULT_SIM_VERSION
+    if version not in SIM_VERSIONS:
+        raise ValueError(version)
+    return Dialect(version)
+
+
+def env_flag(name: str) -> bool:
+    """An SGLang boolean environment variable (``envs.X.get()``): 1/true/yes/on."""
+    return os.environ.get(name, "").strip().lower() in ("1", "true", "yes", "on")
 
 
 def time_scale() -> float:
@@ -165,10 +196,12 @@ class Log:
     def __init__(self, level: str = "info") -> None:
         self._lock = threading.Lock()
         self._quiet = level.lower() in ("warning", "error", "critical")
+        self._ms = env_flag("SGLANG_LOG_MS")  # `[2026-10-14 09:16:13.517 TP0]`, as configure_logger writes it
 
-    @staticmethod
-    def stamp() -> str:
-        return time.strftime("%Y-%m-%d %H:%M:%S")
+    def stamp(self, ms: bool = True) -> str:
+        now = time.time()
+        text = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(now))
+        return text + ".%03d" % (int(now * 1000) % 1000) if ms and self._ms else text
 
     def _write(self, stream: Any, text: str) -> None:
         with self._lock:
@@ -185,11 +218,11 @@ class Log:
     error = warning
 
     def uvicorn(self, level: str, message: str) -> None:
-        self._write(sys.stderr, "[%s] %-9s %s" % (self.stamp(), level + ":", message))
+        self._write(sys.stderr, "[%s] %-9s %s" % (self.stamp(ms=False), level + ":", message))
 
     def access(self, client: str, request_line: str, status: int, phrase: str) -> None:
         if not self._quiet:
-            line = '[%s] INFO:     %s - "%s" %d %s' % (self.stamp(), client, request_line, status, phrase)
+            line = '[%s] INFO:     %s - "%s" %d %s' % (self.stamp(ms=False), client, request_line, status, phrase)
             self._write(sys.stdout, line)
 
 
@@ -366,10 +399,6 @@ def widened(rates: List[float], topk: int) -> List[float]:
     return [1.0 - (1.0 - a) ** (max(1, topk) ** 0.5) for a in rates]
 
 
-def _version_tuple(version: str) -> Tuple[int, ...]:
-    return tuple(int(part) for part in version.split(".")[:3] if part.isdigit())
-
-
 def spec_meta_info(version: str, req: "Request", completion: int, draft_tokens: int) -> Dict[str, Any]:
     """The speculative figures of a finished request's ``meta_info`` as SGLang ``version`` writes them."""
     proposed = req.verify_ct * (draft_tokens - 1)
@@ -378,7 +407,7 @@ def spec_meta_info(version: str, req: "Request", completion: int, draft_tokens: 
         "spec_accept_length": completion / req.verify_ct if req.verify_ct else 0,
         "spec_accept_rate": req.accepted_drafts / proposed if proposed else 0.0,
     }
-    if _version_tuple(version) >= (0, 5, 23):
+    if parse(version) >= (0, 5, 23):  # type: ignore[operator]
         meta["spec_num_correct_drafts"] = req.accepted_drafts
         meta["spec_num_proposed_drafts"] = proposed
         meta["spec_correct_drafts_histogram"] = list(req.histogram)
@@ -539,9 +568,16 @@ class Metrics:
         ("sglang:cache_hit_rate", "The prefix cache hit rate."),
         ("sglang:max_total_num_tokens", "Maximum total number of tokens in the KV cache pool."),
         ("sglang:spec_accept_length", "The average acceptance length of speculative decoding."),
+    )
+    ACCEPT_RATE_DOC = {
+        False: "The average acceptance rate of speculative decoding (`accepted tokens / total draft tokens` in batch).",
+        True: "Speculative acceptance rate (`accepted drafts / proposed drafts` in batch).",
+    }
+    CURRENT_GAUGES = (  # 0.5.23: the live speculative numbers (they move under --speculative-adaptive)
+        ("sglang:spec_num_steps", "Currently active speculative_num_steps."),
         (
-            "sglang:spec_accept_rate",
-            "The average acceptance rate of speculative decoding (`accepted tokens / total draft tokens` in batch).",
+            "sglang:spec_num_draft_tokens",
+            "Currently active speculative_num_draft_tokens (decouples from steps under topk>1).",
         ),
     )
     COUNTERS = (
@@ -549,16 +585,27 @@ class Metrics:
         ("sglang:generation_tokens_total", "Number of generation tokens processed."),
         ("sglang:num_requests_total", "Number of requests processed."),
     )
+    CURRENT_COUNTERS = (("sglang:spec_verify_calls_total", "Number of speculative decoding verification calls."),)
+    PHASE_GAUGES = (  # 0.5.23: startup durations, one sample per phase label
+        ("sglang:startup_time_seconds", "Engine startup duration by phase in seconds."),
+        ("sglang:startup_cuda_graph_time_seconds", "CUDA graph capture duration by phase in seconds."),
+    )
 
-    def __init__(self, model_name: str, dp: bool) -> None:
+    def __init__(self, model_name: str, dp: bool, dialect: Dialect) -> None:
         self._lock = threading.Lock()
         labels = {"engine_type": "unified", "model_name": model_name, "pp_rank": "0", "tp_rank": "0"}
         if dp:
             labels["dp_rank"] = "0"
+        self._labels_dict = labels
         self._gauge_labels = self._labels(labels)
         self._counter_labels = self._labels({"model_name": model_name})
+        accept_rate = (("sglang:spec_accept_rate", self.ACCEPT_RATE_DOC[dialect.drafts_only]),)
+        self.gauge_table = self.GAUGES + accept_rate + (self.CURRENT_GAUGES if dialect.current else ())
+        self.counter_table = self.COUNTERS + (self.CURRENT_COUNTERS if dialect.current else ())
+        self.phase_table = self.PHASE_GAUGES if dialect.current else ()
         self.gauges: Dict[str, float] = {}
         self.counters: Dict[str, float] = {}
+        self.phases: Dict[str, Dict[str, float]] = {}
 
     @staticmethod
     def _labels(labels: Dict[str, str]) -> str:
@@ -568,12 +615,18 @@ class Metrics:
         with self._lock:
             self.gauges.update(("sglang:" + k, float(v)) for k, v in values.items())
 
-    def count(self, prompt_tokens: int, generation_tokens: int) -> None:
+    def set_phases(self, name: str, seconds: Dict[str, float]) -> None:
+        """A phase-labelled gauge (``startup_time_seconds``): one value per phase."""
+        with self._lock:
+            self.phases["sglang:" + name] = dict(seconds)
+
+    def count(self, prompt_tokens: int, generation_tokens: int, verify_ct: int = 0) -> None:
         with self._lock:
             for key, inc in (
                 ("sglang:prompt_tokens_total", prompt_tokens),
                 ("sglang:generation_tokens_total", generation_tokens),
                 ("sglang:num_requests_total", 1),
+                ("sglang:spec_verify_calls_total", verify_ct),
             ):
                 self.counters[key] = self.counters.get(key, 0.0) + inc
 
@@ -581,22 +634,32 @@ class Metrics:
         out = []
         with self._lock:
             for kind, table, values, labels in (
-                ("counter", self.COUNTERS, self.counters, self._counter_labels),
-                ("gauge", self.GAUGES, self.gauges, self._gauge_labels),
+                ("counter", self.counter_table, self.counters, self._counter_labels),
+                ("gauge", self.gauge_table, self.gauges, self._gauge_labels),
             ):
                 for name, doc in table:
                     if name in values:
                         out.append("# HELP %s %s" % (name, doc))
                         out.append("# TYPE %s %s" % (name, kind))
                         out.append("%s{%s} %r" % (name, labels, values[name]))
+            for name, doc in self.phase_table:
+                if name in self.phases:
+                    out.append("# HELP %s %s" % (name, doc))
+                    out.append("# TYPE %s gauge" % name)
+                    for phase, value in self.phases[name].items():
+                        labels = self._labels(dict(self._labels_dict, phase=phase))
+                        out.append("%s{%s} %r" % (name, labels, value))
         return "\n".join(out) + "\n"
 
 
 class Engine:
     """The scheduler: admits requests (a prefill pass each batch), runs decode passes, logs and counts."""
 
-    def __init__(self, args: Dict[str, Any], spec: Dict[str, Any], log: Log, metrics: Metrics, ranks: str) -> None:
-        self.log, self.metrics, self.ranks = log, metrics, ranks
+    def __init__(
+        self, args: Dict[str, Any], spec: Dict[str, Any], log: Log, metrics: Metrics, ranks: str, dialect: Dialect
+    ) -> None:
+        self.log, self.metrics, self.ranks, self.dialect = log, metrics, ranks, dialect
+        self.forward_iters = env_flag("SGLANG_LOG_FORWARD_ITERS")  # `Decode batch [5521], …`
         self.spec = spec  # {} without speculation, else steps, draft_tokens, rates (per position), draft_steps
         self.interval = max(1, int(args["decode_log_interval"]))
         self.stream_interval = max(1, int(args["stream_interval"]))
@@ -607,10 +670,10 @@ class Engine:
         self._cv = threading.Condition()
         self.waiting: List[Request] = []
         self.running: List[Request] = []
-        self.forward_ct_decode = 0
+        self.forward_ct = self.forward_ct_decode = 0
         self.generated_since_log = 0
         self.last_decode_log = time.perf_counter()
-        self.spec_tokens = self.spec_ct = 0  # since the last decode line
+        self.spec_tokens = self.spec_ct = self.spec_correct = 0  # since the last decode line
         self.spec_total_tokens = self.spec_total_ct = 0
         self.last_gen_throughput = 0.0
         self._clock = 0.0
@@ -672,11 +735,17 @@ class Engine:
 
     def _finish(self, req: Request, ids: List[int]) -> None:
         req.push(ids, True, self.stream_interval)
-        self.metrics.count(req.prompt_tokens, len(req.output_ids))
+        self.metrics.count(req.prompt_tokens, len(req.output_ids), req.verify_ct)
+
+    def _batch(self, kind: str) -> str:
+        """``Decode batch,`` or, with SGLANG_LOG_FORWARD_ITERS, ``Decode batch [iteration],``."""
+        return "%s batch%s, " % (kind, " [%d]" % self.forward_ct if self.forward_iters else "")
 
     def _prefill(self, admitted: List[Request]) -> None:
         new_tokens = sum(r.prompt_tokens for r in admitted)
-        self._sleep(PREFILL_MS + PREFILL_MS_PER_TOKEN * new_tokens)
+        ms = PREFILL_MS + PREFILL_MS_PER_TOKEN * new_tokens
+        self._sleep(ms)
+        self.forward_ct += 1
         with self._cv:
             running_bs = len(self.running)
             for req in admitted:
@@ -692,11 +761,17 @@ class Engine:
                     self.running.append(req)
             used, queued = self._used_tokens(), len(self.waiting)
         usage = used / self.max_total_tokens
-        self.log.info(
-            "Prefill batch, #new-seq: %d, #new-token: %d, #cached-token: 0, token usage: %.2f, "
-            "#running-req: %d, #queue-req: %d, " % (len(admitted), new_tokens, usage, running_bs, queued),
-            self.ranks,
+        msg = self._batch("Prefill") + "#new-seq: %d, #new-token: %d, #cached-token: 0, token usage: %.2f, " % (
+            len(admitted),
+            new_tokens,
+            usage,
         )
+        msg += "#running-req: %d, #queue-req: %d, " % (running_bs, queued)
+        if self.dialect.current:
+            msg += "#pending-token: 0, cuda graph: False, input throughput (token/s): %.2f" % (
+                new_tokens / (ms / 1000.0)
+            )
+        self.log.info(msg, self.ranks)
         self.metrics.set(
             {
                 "num_running_reqs": running_bs,
@@ -727,6 +802,7 @@ class Engine:
                     count += accepted
                     req.verify_ct += 1
                     self.spec_tokens += count
+                    self.spec_correct += accepted
                     self.spec_ct += 1
                 count = min(count, req.max_new_tokens - len(req.output_ids))
                 req.accepted_drafts += count - 1
@@ -739,35 +815,46 @@ class Engine:
                 else:
                     req.push(ids, False, self.stream_interval)
             self.running = [r for r in self.running if not r.finished and not r.aborted]
+            self.forward_ct += 1
             self.forward_ct_decode += 1
             if self.forward_ct_decode % self.interval == 0:
                 self._log_decode(n, graph)
 
     def _log_decode(self, n: int, graph: bool) -> None:
-        """SGLang 0.5.6's decode line (scheduler_metrics_mixin.log_decode_stats), called with ``_cv`` held."""
+        """The decode line (0.5.6: scheduler_metrics_mixin.log_decode_stats; 0.5.23:
+        metrics_reporter.report_decode_stats), called with ``_cv`` held."""
         now = time.perf_counter()
         self.last_gen_throughput = self.generated_since_log / max(1e-9, now - self.last_decode_log)
         self.last_decode_log, self.generated_since_log = now, 0
         used = self._used_tokens()
         usage = used / self.max_total_tokens
-        msg = "Decode batch, #running-req: %d, #token: %d, token usage: %.2f, " % (n, used, usage)
+        msg = self._batch("Decode") + "#running-req: %d, #token: %d, token usage: %.2f, " % (n, used, usage)
         accept_len = accept_rate = 0.0
+        spec: Dict[str, float] = {"spec_accept_length": 0.0, "spec_accept_rate": 0.0}
         if self.spec:
             accept_len = self.spec_tokens / self.spec_ct if self.spec_ct else 0.0
-            drafted = self.spec_ct * self.spec["draft_tokens"]
-            accept_rate = self.spec_tokens / drafted if drafted else 0.0
+            if self.dialect.drafts_only:  # correct drafts / proposed drafts
+                drafted = self.spec_ct * (self.spec["draft_tokens"] - 1)
+                accept_rate = self.spec_correct / drafted if drafted else 0.0
+            else:  # (correct drafts + bonus tokens) / (verifies x draft tokens)
+                drafted = self.spec_ct * self.spec["draft_tokens"]
+                accept_rate = self.spec_tokens / drafted if drafted else 0.0
             self.spec_total_tokens += self.spec_tokens
             self.spec_total_ct += self.spec_ct
-            self.spec_tokens = self.spec_ct = 0
+            self.spec_tokens = self.spec_ct = self.spec_correct = 0
             msg += "accept len: %.2f, accept rate: %.2f, " % (accept_len, accept_rate)
-        msg += "cuda graph: %s, gen throughput (token/s): %.2f, #queue-req: %d, " % (
+            spec = {"spec_accept_length": accept_len, "spec_accept_rate": accept_rate}
+            if self.dialect.current:
+                spec.update(spec_num_steps=self.spec["steps"], spec_num_draft_tokens=self.spec["draft_tokens"])
+        msg += "cuda graph: %s, gen throughput (token/s): %.2f, #queue-req: %d" % (
             graph,
             self.last_gen_throughput,
             len(self.waiting),
         )
-        self.log.info(msg, self.ranks)
+        self.log.info(msg if self.dialect.current else msg + ", ", self.ranks)
         self.metrics.set(
             {
+                **spec,
                 "num_running_reqs": n,
                 "num_used_tokens": used,
                 "token_usage": usage,
@@ -775,8 +862,6 @@ class Engine:
                 "num_queue_reqs": len(self.waiting),
                 "cache_hit_rate": 0.0,
                 "max_total_num_tokens": self.max_total_tokens,
-                "spec_accept_length": accept_len,
-                "spec_accept_rate": accept_rate,
             }
         )
 
@@ -796,8 +881,9 @@ def count_tokens(text: str) -> int:
 class Server:
     """Everything the HTTP handler needs: args, engine, metrics, state ("starting", "ready", "stopping")."""
 
-    def __init__(self, args: Dict[str, Any], engine: Engine, metrics: Metrics, log: Log) -> None:
-        self.args, self.engine, self.metrics, self.log = args, engine, metrics, log
+    def __init__(self, args: Dict[str, Any], engine: Engine, metrics: Metrics, log: Log, dialect: Dialect) -> None:
+        self.args, self.engine, self.metrics, self.log, self.dialect = args, engine, metrics, log, dialect
+        self.startup_time: Dict[str, Any] = {}
         self.state = "starting"
         self.scheduler_info: Dict[str, Any] = {}
         self.memory_usage: Dict[str, Any] = {}
@@ -837,15 +923,19 @@ class Server:
         }
 
     def server_info(self) -> Dict[str, Any]:
+        """``/server_info``: the resolved args, and ``internal_states`` with one entry per DP rank."""
         internal = dict(self.args)
         internal["last_gen_throughput"] = self.engine.last_gen_throughput
         internal["memory_usage"] = self.memory_usage
+        if self.dialect.current:
+            internal["startup_time"] = self.startup_time
         avg = self.engine.avg_spec_accept_length()
         if avg is not None:
             internal["avg_spec_accept_length"] = avg
+        states = [dict(internal, dp_rank=rank) for rank in range(max(1, int(self.args["dp_size"])))]
         info = dict(self.args)
         info.update(self.scheduler_info)
-        info.update({"internal_states": [internal], "version": VERSION, "simulated": True})
+        info.update({"internal_states": states, "version": self.dialect.label, "simulated": True})
         return info
 
     def meta_info(self, req: Request, ids: List[int], finished: bool) -> Dict[str, Any]:
@@ -863,7 +953,7 @@ class Server:
         if finished:
             spec = self.engine.spec
             if spec and req.verify_ct:
-                meta.update(spec_meta_info(META_VERSION, req, len(ids), spec["draft_tokens"]))
+                meta.update(spec_meta_info(self.dialect.version, req, len(ids), spec["draft_tokens"]))
             meta["e2e_latency"] = req.finished_time - req.created
         return meta
 
@@ -1126,13 +1216,16 @@ class Handler(BaseHTTPRequestHandler):
 class Startup:
     """SGLang's launch sequence, phase by phase, with the checks and failures that end it."""
 
-    def __init__(self, args: Dict[str, Any], target: dict, log: Log) -> None:
-        self.args, self.target, self.log = args, target, log
+    def __init__(self, args: Dict[str, Any], target: dict, log: Log, dialect: Dialect) -> None:
+        self.args, self.target, self.log, self.dialect = args, target, log, dialect
         self.scale = time_scale()
         self.fail = os.environ.get("SPECDECK_SIM_FAIL", "")
         self.ranks = rank_prefixes(args["dp_size"], args["pp_size"], args["tp_size"], args["ep_size"])
         self.avail = GPU_MEM_GB
         self.max_total_tokens = 0
+        self.began = time.perf_counter()
+        # 0.5.23's startup_time (engine.py, ``Engine startup timings``): seconds per phase and per graph.
+        self.timings: Dict[str, Any] = {"load_weight": 0.0, "kv_cache_allocation": 0.0, "cuda_graph": {}}
 
     def pause(self, seconds: float) -> None:
         time.sleep(seconds * self.scale)
@@ -1151,19 +1244,33 @@ class Startup:
 
     def load_model(self, kind: str, arch: str, weight_bytes: int) -> float:
         """``Load weight begin/end``; returns the per-GPU weight memory in GB."""
+        tic = time.perf_counter()
         self.all_ranks("Load weight begin. avail mem=%.2f GB" % self.avail)
         self.pause(1.6 if kind == "target" else 0.4)
         weights_gb = weight_bytes / float(1 << 30) / self.args["tp_size"]
+        self.weights_loaded(arch, tic, weights_gb)
+        return weights_gb
+
+    def weights_loaded(self, arch: str, tic: float, weights_gb: float) -> None:
+        """``Load weight end`` in the release's words (0.5.23 adds ``elapsed=``, drops ``dtype=``)."""
         self.avail -= weights_gb
+        elapsed = time.perf_counter() - tic
+        self.timings["load_weight"] += elapsed
+        if self.dialect.current:
+            self.all_ranks(
+                "Load weight end. elapsed=%.2f s, type=%s, avail mem=%.2f GB, mem usage=%.2f GB."
+                % (elapsed, arch, self.avail, weights_gb)
+            )
+            return
         dtype = str(self.target.get("torch_dtype") or "bfloat16")
         self.all_ranks(
             "Load weight end. type=%s, dtype=torch.%s, avail mem=%.2f GB, mem usage=%.2f GB."
             % (arch, dtype, self.avail, weights_gb)
         )
-        return weights_gb
 
     def kv_cache(self, config: dict, frames: List[str], draft: bool) -> int:
         """``KV Cache is allocated`` for the target (the static pool) or the drafter (one layer); #tokens."""
+        tic = time.perf_counter()
         tcfg = _text_config(config)
         layers = 1 if draft else int(tcfg.get("num_hidden_layers", 1))
         if tcfg.get("kv_lora_rank") and not draft:  # MLA: one latent per token, replicated on every rank
@@ -1193,29 +1300,50 @@ class Startup:
             self.max_total_tokens = tokens
         size_gb = tokens * per_token / float(1 << 30)
         self.avail -= size_gb
+        head = "KV Cache is allocated. " + ("dtype: torch.bfloat16, " if self.dialect.current else "")
         if tcfg.get("kv_lora_rank") and not draft:
-            self.all_ranks("KV Cache is allocated. #tokens: %d, KV size: %.2f GB" % (tokens, size_gb))
+            self.all_ranks(head + "#tokens: %d, KV size: %.2f GB" % (tokens, size_gb))
         else:
             half = size_gb / 2
-            self.all_ranks(
-                "KV Cache is allocated. #tokens: %d, K size: %.2f GB, V size: %.2f GB" % (tokens, half, half)
-            )
+            self.all_ranks(head + "#tokens: %d, K size: %.2f GB, V size: %.2f GB" % (tokens, half, half))
         self.all_ranks("Memory pool end. avail mem=%.2f GB" % self.avail)
         self.pause(0.3 if not draft else 0.1)
+        self.timings["kv_cache_allocation"] += time.perf_counter() - tic
         return tokens
 
-    def capture(self, label: str, seconds: float, frames: List[str]) -> None:
-        """``Capture {label} begin/end`` (skipped with --disable-cuda-graph, as SGLang does)."""
+    # The graphs captured, as each release names them in its log: (0.5.6 label, 0.5.23 label, timing key).
+    GRAPHS = {
+        "target": ("cuda graph", "target verify CUDA graph", "target_verify"),
+        "baseline": ("cuda graph", "target decode CUDA graph", "decode"),
+        "draft": ("draft cuda graph", "draft decode CUDA graph", "draft_decode"),
+        "draft_extend": ("draft extend cuda graph", "draft extend CUDA graph", "draft_extend"),
+    }
+
+    def capture(self, graph: str, seconds: float, frames: List[str]) -> None:
+        """``Capture … begin/end`` for one of ``GRAPHS`` (skipped with --disable-cuda-graph, as SGLang does)."""
         if self.args["disable_cuda_graph"]:
             return
+        old_label, new_label, key = self.GRAPHS[graph]
         tic = time.perf_counter()
-        self.all_ranks("Capture %s begin. This can take up to several minutes. avail mem=%.2f GB" % (label, self.avail))
-        if label == "cuda graph":
-            max_bs = int(self.args["cuda_graph_max_bs"])
-            sizes = [1, 2, 4, 8, *list(range(16, max_bs + 1, 8))]
-            self.log.info("Capture cuda graph bs %s" % [s for s in sizes if s <= max_bs], self.ranks[0])
+        target = graph in ("target", "baseline")
+        max_bs = int(self.args["cuda_graph_max_bs"])
+        sizes = [s for s in [1, 2, 4, 8, *list(range(16, max_bs + 1, 8))] if s <= max_bs]
+        if self.dialect.current:
+            per_req = 1 if graph == "baseline" else self.args["speculative_num_draft_tokens"]
+            if graph == "draft":
+                per_req = self.args["speculative_eagle_topk"]
+            self.all_ranks(
+                "Capture %s begin. backend=full, num_tokens_per_req=%s, avail mem=%.2f GB"
+                % (new_label, per_req, self.avail)
+            )
+        else:
+            self.all_ranks(
+                "Capture %s begin. This can take up to several minutes. avail mem=%.2f GB" % (old_label, self.avail)
+            )
+            if target:
+                self.log.info("Capture cuda graph bs %s" % sizes, self.ranks[0])
         self.pause(seconds)
-        if label == "cuda graph" and self.fail == "cuda_graph":
+        if target and self.fail == "cuda_graph":
             self.crash(
                 [*frames, "srt/model_executor/cuda_graph_runner.py:346 __init__ | raise Exception("],
                 "Exception: Capture cuda graph failed: CUDA out of memory. Tried to allocate 2.00 GiB. "
@@ -1227,12 +1355,29 @@ class Startup:
                 "4. disable CUDA graph by --disable-cuda-graph. (Not recommended. Huge performance loss)\n"
                 "Open an issue on GitHub https://github.com/sgl-project/sglang/issues/new/choose ",
             )
-        used = GRAPH_MEM_GB if label == "cuda graph" else GRAPH_MEM_GB / 2
+        used = GRAPH_MEM_GB if target else GRAPH_MEM_GB / 2
         self.avail -= used
-        self.all_ranks(
-            "Capture %s end. Time elapsed: %.2f s. mem usage=%.2f GB. avail mem=%.2f GB."
-            % (label, time.perf_counter() - tic, used, self.avail)
-        )
+        elapsed = time.perf_counter() - tic
+        self.timings["cuda_graph"][key] = elapsed
+        if self.dialect.current:
+            self.all_ranks(
+                "Capture %s end. %selapsed=%.2f s, mem usage=%.2f GB, avail mem=%.2f GB."
+                % (new_label, "bs=%s, " % sizes if target else "", elapsed, used, self.avail)
+            )
+        else:
+            self.all_ranks(
+                "Capture %s end. Time elapsed: %.2f s. mem usage=%.2f GB. avail mem=%.2f GB."
+                % (old_label, elapsed, used, self.avail)
+            )
+
+    def startup_time(self) -> Dict[str, Any]:
+        """0.5.23's ``startup_time`` (``/server_info`` internal state, Prometheus) once the engine is up."""
+        graphs = {
+            key: 0.0 for key in ("prefill", "decode", "target_verify", "draft_prefill", "draft_decode", "draft_extend")
+        }
+        graphs.update(self.timings["cuda_graph"])
+        total = time.perf_counter() - self.began
+        return dict(self.timings, cuda_graph=graphs, scheduler_e2e=total, tokenizer_e2e=total)
 
     def drafter(self) -> Tuple[dict, List[str]]:
         """The drafter's config and weight files, or a crash with the error SGLang's draft worker raises."""
@@ -1275,7 +1420,7 @@ class Startup:
         weights_gb = self.load_model("target", arch, _bytes_of(weight_files(model_path)))
         tokens = self.kv_cache(target, _TARGET_FRAMES, draft=False)
         kv_gb = GPU_MEM_GB - self.avail - weights_gb
-        self.capture("cuda graph", 1.0, _TARGET_FRAMES)
+        self.capture("target" if algo else "baseline", 1.0, _TARGET_FRAMES)
         spec: Dict[str, Any] = {}
         if algo == "NGRAM":
             steps = int(args["speculative_num_draft_tokens"]) - 1
@@ -1283,6 +1428,7 @@ class Startup:
         elif algo:
             draft_config, draft_files = self.drafter()
             draft_arch = (draft_config.get("architectures") or ["LlamaForCausalLM"])[0]
+            tic = time.perf_counter()
             self.all_ranks("Load weight begin. avail mem=%.2f GB" % self.avail)
             self.pause(0.4)
             if draft_arch == EAGLE3_ARCH:
@@ -1304,15 +1450,11 @@ class Startup:
                         "AssertionError: Attempted to load weight (%s) into parameter (%s)"
                         % (_size(misfit[0]), _size(misfit[1])),
                     )
-            draft_gb = _bytes_of(draft_files) / float(1 << 30) / args["tp_size"]
-            self.avail -= draft_gb
-            self.all_ranks(
-                "Load weight end. type=%s, dtype=torch.bfloat16, avail mem=%.2f GB, mem usage=%.2f GB."
-                % (draft_arch, self.avail, draft_gb)
-            )
+            self.weights_loaded(draft_arch, tic, _bytes_of(draft_files) / float(1 << 30) / args["tp_size"])
             self.kv_cache(draft_config, _DRAFT_FRAMES, draft=True)
-            self.capture("draft cuda graph", 0.4, _DRAFT_FRAMES)
-            self.capture("draft extend cuda graph", 0.3, _DRAFT_FRAMES)
+            if not self.dialect.current or int(args["speculative_num_steps"]) > 1:  # 0.5.23: steps > 1 only
+                self.capture("draft", 0.4, _DRAFT_FRAMES)
+            self.capture("draft_extend", 0.3, _DRAFT_FRAMES)
             steps = int(args["speculative_num_steps"])
             rates = drafter_rates(args["speculative_draft_model_path"], draft_config, steps)
             # EAGLE with an EAGLE-3 drafter loads and accepts nothing (sglang PR #21272).
@@ -1381,12 +1523,20 @@ def _warmup(sim: Server, host: str, port: int, fail: bool) -> None:
 def serve(argv: List[str]) -> int:
     """Run the simulated server until SIGTERM (0) or a failure (1); bad flags exit 2 from argparse."""
     # SGLang's own parser is a plain ArgumentParser: unique prefixes such as --tp work there too.
+    try:
+        dialect = dialect_from_env()
+    except ValueError as exc:
+        sys.stderr.write(
+            "SIMULATED: %s=%s is not a release the simulator speaks (%s).\n"
+            % (SIM_VERSION_ENV, exc, ", ".join(SIM_VERSIONS))
+        )
+        return 2
     namespace = build_parser(prog="launch_server.py", allow_abbrev=True).parse_args(argv)
     args = server_args(namespace)
     log = Log(args["log_level"])
     log.info(
         "SIMULATED SGLang %s server (specdeck sandbox stand-in for python -m sglang.launch_server): "
-        "no GPU, no model, timings from the operator's measurements." % VERSION
+        "no GPU, no model, timings from the operator's measurements." % dialect.label
     )
     if os.environ.get("SPECDECK_SIM_FAIL", "") not in ("", *FAILURES):
         log.error("SIMULATED: SPECDECK_SIM_FAIL must be one of %s." % ", ".join(FAILURES))
@@ -1397,12 +1547,27 @@ def serve(argv: List[str]) -> int:
         return 1
     args = resolve_args(args, target, log)
     log.info("server_args=ServerArgs(%s)" % ", ".join("%s=%r" % kv for kv in args.items()))
-    startup = Startup(args, target, log)
+    startup = Startup(args, target, log, dialect)
     spec, tokens, memory = startup.run()
-    metrics = Metrics(args["served_model_name"], args["dp_size"] > 1)
-    engine = Engine(args, spec, log, metrics, startup.ranks[0])
-    sim = Server(args, engine, metrics, log)
+    metrics = Metrics(args["served_model_name"], args["dp_size"] > 1, dialect)
+    engine = Engine(args, spec, log, metrics, startup.ranks[0], dialect)
+    sim = Server(args, engine, metrics, log, dialect)
     sim.memory_usage = memory
+    if dialect.current:
+        sim.startup_time = timings = startup.startup_time()
+        log.info(
+            "Engine startup timings (s): load_weight=%.2f, kv_cache_allocation=%.2f, scheduler_e2e=%.2f, "
+            "cuda_graph={%s}, tokenizer_e2e=%.2f"
+            % (
+                timings["load_weight"],
+                timings["kv_cache_allocation"],
+                timings["scheduler_e2e"],
+                ", ".join("%s=%.2f" % kv for kv in timings["cuda_graph"].items()),
+                timings["tokenizer_e2e"],
+            )
+        )
+        metrics.set_phases("startup_time_seconds", {k: v for k, v in timings.items() if k != "cuda_graph"})
+        metrics.set_phases("startup_cuda_graph_time_seconds", timings["cuda_graph"])
     sim.scheduler_info = {
         "status": "ready",
         "max_total_num_tokens": tokens,

@@ -16,6 +16,7 @@ from textual.widgets import Static
 from backend.agent.host.units import duration
 from backend.connection import ConnState
 from backend.settings import HostConfig
+from backend.sglang_versions import DEFAULT_SIM_VERSION, version_text
 
 
 def badge_text(state: ConnState, now: float) -> str:
@@ -44,14 +45,12 @@ def gpu_summary(gpus: list[dict]) -> str:
     return f"{len(gpus)}x {name} {used:.0f}/{total:.0f} GiB"
 
 
-def sglang_text(info: dict, sandbox: bool) -> str:
-    version = (info.get("versions") or {}).get("sglang")
+def sglang_text(info: dict, host: HostConfig, sandbox: bool) -> str:
+    """``sglang 0.5.23``, ``sglang 0.5.24 (untested version)``, or the simulator's ``sglang 0.5.23-sim SIMULATED``."""
     if sandbox:
         # The sandbox serves a simulator: never let a screenshot pass it off as a real SGLang.
-        from backend.sglang_flags import SGLANG_VERSION
-
-        return f"sglang {SGLANG_VERSION}-sim SIMULATED"
-    return f"sglang {version}" if version else "sglang not installed"
+        return version_text(host.sglang_version or DEFAULT_SIM_VERSION, simulated=True)
+    return version_text((info.get("versions") or {}).get("sglang"))
 
 
 class HostBar(Horizontal):
@@ -130,7 +129,7 @@ class HostBar(Horizontal):
         badge.tooltip = self.state.reason or None
         self._set("rtt", f"rtt {self.rtt_ms:.2f} ms" if self.rtt_ms is not None else "")
         self._set("python", f"py {info['python']}" if info.get("python") else "")
-        self._set("sglang", sglang_text(info, self.sandbox) if info else "")
+        self._set("sglang", sglang_text(info, self.host, self.sandbox) if info else "")
         self._set("gpus", gpu_summary(info.get("gpus") or []) if info else "")
         self.query_one("#facts").set_class(self.stale, "-stale")
         self._set("stale", f"stale {duration(now - self.stale_since)}" if self.stale_since is not None else "")

@@ -148,17 +148,28 @@ ACCEPT_STUCK_HINT = (
     "(d2t/t2d): open Compare."
 )
 
-_PREFIX = re.compile(r"^\[(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d)([^\]]*)\] ?")
+_PREFIX = re.compile(r"^\[(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d)(\.\d{3})?([^\]]*)\] ?")  # .ms: SGLANG_LOG_MS=1
 _OTHER_RANK = re.compile(r"(?:DP|PP|TP)[1-9]")
 _ACCEPT = re.compile(r"accept len: (\d+(?:\.\d+)?)")
 _EXCEPTION = re.compile(r"^(?:[\w.]+\.)?\w*(?:Error|Exception|Interrupt)\b")
 
 
-def _timestamp(text: str) -> Optional[float]:
+# Startup milestones, matched in lower case (0.5.6 writes "cuda graph", 0.5.23 "CUDA graph"): the graph
+# captures of the target (0.5.6 "Capture cuda graph", 0.5.23 "Capture target verify|decode CUDA graph") and
+# of the drafter (0.5.6 "Capture draft [extend ]cuda graph", 0.5.23 "Capture draft decode|extend CUDA graph").
+_TARGET_GRAPH = re.compile(r"capture (?:target \w+ )?cuda graph begin")
+_DRAFT_GRAPH = re.compile(r"capture draft (?:\w+ )?cuda graph begin")
+# How long a step took, as the line ending it says: 0.5.23 "elapsed=1.23 s", 0.5.6 "Time elapsed: 1.23 s".
+_ELAPSED = re.compile(r"elapsed(?:=|: )(\d+(?:\.\d+)?) s")
+_TIMINGS = re.compile(r"(\w+)=(\d+(?:\.\d+)?)")
+
+
+def _timestamp(text: str, millis: Optional[str] = None) -> Optional[float]:
     try:
-        return time.mktime(time.strptime(text, "%Y-%m-%d %H:%M:%S"))
+        ts = time.mktime(time.strptime(text, "%Y-%m-%d %H:%M:%S"))
     except ValueError:
         return None
+    return ts + int(millis[1:]) / 1000.0 if millis else ts
 
 
 class LogScan(object):
@@ -176,6 +187,8 @@ class LogScan(object):
         self.health: Optional[int] = None
         self.health_at = 0.0
         self.server_info: Optional[dict] = None
+        self.elapsed: Dict[str, float] = {}  # phase -> seconds the log itself measured (load, capture)
+        self.startup_timings: Optional[dict] = None  # 0.5.23's "Engine startup timings (s): …"
 
     @property
     def phase(self) -> str:
@@ -206,9 +219,9 @@ class LogScan(object):
         ts = None
         other_rank = False
         if match:
-            ts = _timestamp(match.group(1))
+            ts = _timestamp(match.group(1), match.group(2))
             self.last_ts = ts or self.last_ts
-            other_rank = bool(_OTHER_RANK.search(match.group(2)))
+            other_rank = bool(_OTHER_RANK.search(match.group(3)))
             message = line[match.end() :]
         else:
             message = line
@@ -223,16 +236,22 @@ class LogScan(object):
                 self.accept.append(float(accept.group(1)))
             return
         ts = ts or self.last_ts
-        if "Load weight begin" in message:
+        lowered = message.lower()
+        if "load weight begin" in lowered:
             self._enter("loading draft weights" if self.target_loaded else "loading weights", ts)
-        elif "Load weight end" in message:
+        elif "load weight end" in lowered:
+            self._measured(lowered)
             if not self.target_loaded:
                 self.target_loaded = True
                 self._enter("allocating KV cache", ts)
-        elif "Capture cuda graph begin" in message:
+        elif _TARGET_GRAPH.search(lowered):
             self._enter("capturing CUDA graphs", ts)
-        elif "Capture draft cuda graph begin" in message or "Capture draft extend cuda graph begin" in message:
+        elif _DRAFT_GRAPH.search(lowered):
             self._enter("capturing draft graphs", ts)
+        elif "cuda graph end" in lowered:
+            self._measured(lowered)
+        elif message.startswith("Engine startup timings (s): "):
+            self.startup_timings = _startup_timings(message)
         elif "Uvicorn running on" in message:
             self._enter("warming up", ts)
         elif READY_LINE in message:
@@ -241,6 +260,12 @@ class LogScan(object):
         elif SIGTERM_LINE in message:
             self.sigterm_at = ts
             self._enter("draining", ts)
+
+    def _measured(self, lowered: str) -> None:
+        """Add the seconds a ``… end. elapsed=…`` line states to the current phase's measured time."""
+        found = _ELAPSED.search(lowered)
+        if found:
+            self.elapsed[self.phase] = self.elapsed.get(self.phase, 0.0) + float(found.group(1))
 
     def failure(self) -> Tuple[Optional[str], Optional[str], Optional[str], Optional[str]]:
         """(key, the error line, hint, action) of the most specific signature the log showed."""
@@ -251,6 +276,18 @@ class LogScan(object):
 
     def accept_stuck(self) -> bool:
         return len(self.accept) == STUCK_DECODE_LINES and all(a <= 1.0 for a in self.accept)
+
+
+def _startup_timings(message: str) -> dict:
+    """``Engine startup timings (s): load_weight=F, …, cuda_graph={target_verify=F, …}, tokenizer_e2e=F``
+    → ``{"load_weight": F, …, "cuda_graph": {"target_verify": F, …}}`` (fields it lacks are left out)."""
+    text = message.split(": ", 1)[1]
+    head, _, rest = text.partition("cuda_graph={")
+    graphs, _, tail = rest.partition("}")
+    out: dict = {k: float(v) for k, v in _TIMINGS.findall(head + tail)}
+    if rest:
+        out["cuda_graph"] = {k: float(v) for k, v in _TIMINGS.findall(graphs)}
+    return out
 
 
 _SCANS: Dict[str, LogScan] = {}
@@ -428,6 +465,7 @@ def status_of(job: Optional[dict]) -> dict:
             "ready_at": scan.ready_at,
             "health": None,
             "server_info": scan.server_info,
+            "startup_timings": scan.startup_timings,
             "warnings": [],
             "error_lines": [],
             "hint_action": None,
@@ -492,6 +530,8 @@ def _timeline(scan: LogScan, status: dict) -> List[dict]:
     for i, entry in enumerate(entries):
         nxt = entries[i + 1]["start"] if i + 1 < len(entries) else None
         out.append({"phase": entry["phase"], "start": entry["start"], "end": nxt})
+        if entry["phase"] in scan.elapsed:
+            out[-1]["measured"] = scan.elapsed[entry["phase"]]
     if out and status["state"] in ("stopped", "crashed"):
         out[-1]["end"] = status.get("ended")
     return out
