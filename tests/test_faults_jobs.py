@@ -210,3 +210,61 @@ async def test_the_panel_prunes_ended_jobs_with_a_key(tmp_path, monkeypatch):
         await pilot.press("J")
         await until(pilot, lambda: not os.path.exists(job["dir"]), "the job's folder to go")
         await until(pilot, lambda: any("removed 1 ended job(s)" in n.message for n in app._notifications), "a toast")
+
+
+async def next_event(events, timeout: float = 20) -> dict:
+    return await asyncio.wait_for(anext(events), timeout)
+
+
+async def test_a_truncated_or_rotated_log_restarts_its_followers_from_the_top(conn):
+    """A log cut to zero, then one replaced by a new file (rotation): the follower is told ("log truncated")
+    and gets every line of the new content, instead of waiting past the end forever."""
+    job = await conn.call("jobs.start", kind="test", argv=["sleep", "300"])
+    log = os.path.join(job["dir"], "log")
+
+    def append(*lines: str) -> None:
+        with open(log, "a") as f:
+            f.write("".join(line + "\n" for line in lines))
+
+    append("one", "two")
+    events = conn.stream("jobs.follow", id=job["id"], stream="log", offset=0, until_end=False).__aiter__()
+    try:
+        assert (await next_event(events))["lines"] == ["one", "two"]
+        os.truncate(log, 0)
+        append("three")
+        got = await next_event(events)
+        assert got == {"offset": 0, "lines": [], "truncated": "log truncated"}
+        assert (await next_event(events))["lines"] == ["three"]
+
+        os.rename(log, log + ".1")
+        append("four", "five", "six")  # a new file, longer than where the follower was
+        got = await next_event(events)
+        assert got["truncated"] == "log truncated" and got["offset"] == 0
+        assert (await next_event(events))["lines"] == ["four", "five", "six"]
+    finally:
+        await events.aclose()
+    status = await conn.call("jobs.tail", id=job["id"], lines=5)
+    assert status["lines"] == ["four", "five", "six"]
+
+
+@pytest.mark.parametrize(
+    "block",
+    [
+        b"one\ntwo\n",
+        b"\n",
+        b"a\n\nb\n",
+        b'GET "/health" 200\n',
+        b"back\\slash\n",
+        b"tab\there\r\n",
+        b"caf\xc3\xa9 \xe2\x80\xa8 split\n",
+        b"bad utf8 \xff\n",
+        b"esc \x1b[31mred\x1b[0m\x7f\n",
+        b"no newline at the end",
+    ],
+)
+def test_lines_json_is_exactly_what_json_dumps_writes(block: bytes):
+    """The followers' fast encoding equals the plain one for every kind of line (escapes, odd breaks)."""
+    from backend.agent.host.protocol import lines_json
+
+    plain = json.dumps(block.decode("utf-8", "replace").splitlines(), separators=(",", ":")).encode()
+    assert lines_json(block) == plain

@@ -29,14 +29,18 @@ import threading
 import time
 from typing import Dict, List, Optional, Tuple
 
+from .protocol import lines_json
 from .registry import AgentError, method
+from .watch import Watch
 
 STATES = ("running", "orphaned", "done", "failed", "cancelled")
 ACTIVE = ("running", "orphaned")  # something of the job still runs
 NEW_PREFIX = ".new-"  # a job folder being created (see start_job)
 GONE_PREFIX = ".gone-"  # a job folder being removed
 NO_PID_FAILED_S = 30.0  # a job folder without pid.json this long after its spec: it never started
-FOLLOW_POLL_S = 0.1
+FOLLOW_POLL_S = 0.1  # how often a follower looks where inotify is missing
+LIVENESS_S = 1.0  # how often a follower checks that the job's processes still run (death writes nothing)
+BATCH_S = 0.1  # a follower of a busy file reads at most this often (the old polling pace)
 
 
 def jobs_root(state_dir: str) -> str:
@@ -362,49 +366,87 @@ def follow(params: dict, ctx) -> dict:
     """Stream complete lines of the job's ``log`` or ``events`` from byte ``offset`` until the job ends.
 
     Each event is ``{"offset": END, "lines": [...]}`` where END is the offset just past the last line, so a
-    client that reconnects resumes exactly there: no lost or repeated lines.
+    client that reconnects resumes exactly there: no lost or repeated lines. If the file shrinks below the
+    offset or is replaced (rotated), one ``{"offset": 0, "lines": [], "truncated": "log truncated"}`` event
+    says so and the stream starts again from the new file's first line.
+    Waits on inotify between reads (see ``watch.py``), not on a timer.
     """
     job_dir = _job_dir(ctx.state_dir, params.get("id", ""))
-    name = {"log": "log", "events": "events.jsonl"}.get(params.get("stream", "log"))
+    stream = params.get("stream", "log")
+    name = {"log": "log", "events": "events.jsonl"}.get(stream)
     if name is None:
         raise AgentError("stream must be log or events", "invalid")
-    path = os.path.join(job_dir, name)
-    offset = int(params.get("offset") or 0)
+    reader = LineReader(os.path.join(job_dir, name), int(params.get("offset") or 0), stream)
     until_end = params.get("until_end", True)
-    while not ctx.cancelled.is_set():
-        finished = "exit.json" in os.listdir(job_dir) or (
-            not _alive(job_dir) and _read_json(os.path.join(job_dir, "pid.json"))
-        )
-        offset = _emit_lines(path, offset, ctx)
-        if finished and until_end:
-            # The job has ended; one last read catches what it wrote before exit.json appeared.
-            offset = _emit_lines(path, offset, ctx)
-            break
-        ctx.cancelled.wait(FOLLOW_POLL_S)
-    return {"offset": offset, "job": describe(job_dir)}
-
-
-def _emit_lines(path: str, offset: int, ctx, chunk: int = 1 << 20) -> int:
+    watch = Watch(FOLLOW_POLL_S, LIVENESS_S)
+    watch.add(job_dir)
+    checked = 0.0
     try:
-        with open(path, "rb") as f:
-            f.seek(offset)
+        while not ctx.cancelled.is_set():
+            finished = os.path.exists(os.path.join(job_dir, "exit.json"))
+            if not finished and (not watch.active or time.monotonic() - checked >= LIVENESS_S):
+                checked = time.monotonic()
+                finished = _gone(job_dir)
+            emitted = reader.emit(ctx)
+            if finished and until_end:
+                # The job has ended; one last read catches what it wrote before exit.json appeared.
+                reader.emit(ctx)
+                break
+            if emitted and watch.active:
+                ctx.cancelled.wait(BATCH_S)  # a busy file: gather a batch rather than wake on every write
+            watch.wait(ctx)
+    finally:
+        watch.close()
+    return {"offset": reader.offset, "job": describe(job_dir)}
+
+
+def _gone(job_dir: str) -> bool:
+    """Nothing of the job runs any more (its runner is gone and left no orphans)."""
+    pid = _read_json(os.path.join(job_dir, "pid.json"))
+    return bool(pid) and proc_start_time(pid["pid"]) != pid["start"] and not orphans(pid)
+
+
+class LineReader(object):
+    """Complete lines of a growing file from a byte offset; notices when the file is truncated or replaced."""
+
+    def __init__(self, path: str, offset: int, what: str) -> None:
+        self.path = path
+        self.offset = offset
+        self.what = what
+        self.inode: Optional[Tuple[int, int]] = None
+
+    def emit(self, ctx, chunk: int = 1 << 20) -> bool:
+        """Send the complete lines past ``offset`` as events; True if there were any."""
+        try:
+            f = open(self.path, "rb")
+        except FileNotFoundError:
+            return False
+        sent = False
+        with f:
+            st = os.fstat(f.fileno())
+            inode = (st.st_dev, st.st_ino)
+            replaced = self.inode is not None and inode != self.inode
+            self.inode = inode
+            if replaced or st.st_size < self.offset:
+                self.offset = 0
+                ctx.emit({"offset": 0, "lines": [], "truncated": "%s truncated" % self.what})
+                sent = True
+            f.seek(self.offset)
             while True:
                 data = f.read(chunk)
                 if not data:
-                    return offset
+                    return sent
                 end = data.rfind(b"\n")
                 if end < 0:
                     if len(data) == chunk:  # a single line longer than a chunk: pass it on whole
                         end = len(data) - 1
                     else:
-                        return offset
+                        return sent
                 block = data[: end + 1]
-                offset += len(block)
-                lines = block.decode("utf-8", "replace").splitlines()
-                ctx.emit({"offset": offset, "lines": lines})
-                f.seek(offset)
-    except FileNotFoundError:
-        return offset
+                self.offset += len(block)
+                ctx.emit_json(b'{"offset":%d,"lines":%s}' % (self.offset, lines_json(block)))
+                sent = True
+                f.seek(self.offset)
 
 
 def tail_file(path: str, n: int):
@@ -437,11 +479,18 @@ def wait(params: dict, ctx) -> dict:
     """Wait until the job ends (or ``timeout`` seconds); returns its description."""
     job_dir = _job_dir(ctx.state_dir, params.get("id", ""))
     deadline = time.time() + float(params.get("timeout") or 3600)
-    while time.time() < deadline and not ctx.cancelled.is_set():
-        info = describe(job_dir)
-        if info["state"] != "running":
-            return info
-        ctx.cancelled.wait(FOLLOW_POLL_S)
+    watch = Watch(FOLLOW_POLL_S, LIVENESS_S)
+    watch.add(job_dir)
+    try:
+        while time.time() < deadline and not ctx.cancelled.is_set():
+            info = describe(job_dir)
+            if info["state"] not in ACTIVE:
+                return info
+            watch.wait(ctx)
+            if watch.active:
+                ctx.cancelled.wait(BATCH_S)  # its log may be busy: look at most this often
+    finally:
+        watch.close()
     return describe(job_dir)
 
 

@@ -6,6 +6,7 @@ serialises writes to stdout.
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 import threading
@@ -25,7 +26,9 @@ class Agent:
         self.running: Dict[int, Context] = {}
 
     def send(self, obj: dict) -> None:
-        data = encode(obj)
+        self.send_bytes(encode(obj))
+
+    def send_bytes(self, data: bytes) -> None:
         with self.lock:
             self.out.write(data)
             self.out.flush()
@@ -36,13 +39,18 @@ class Agent:
         if name == "cancel":
             ctx = self.running.get((req.get("params") or {}).get("id"))
             if ctx is not None:
-                ctx.cancelled.set()
+                ctx.cancel()
             return
         fn = METHODS.get(name)
         if fn is None:
             self.send({"id": rid, "error": {"message": "unknown agent method " + repr(name), "kind": "invalid"}})
             return
-        ctx = Context(self.state_dir, lambda event: self.send({"id": rid, "event": event}))
+        head = b'{"id":' + json.dumps(rid).encode() + b',"event":'
+        ctx = Context(
+            self.state_dir,
+            lambda event: self.send({"id": rid, "event": event}),
+            lambda raw: self.send_bytes(head + raw + b"}\n"),
+        )
         self.running[rid] = ctx
         threading.Thread(target=self._run, args=(rid, fn, req.get("params") or {}, ctx), daemon=True).start()
 
@@ -70,6 +78,7 @@ class Agent:
             }
         finally:
             self.running.pop(rid, None)
+            ctx.close()
         try:
             self.send(reply)
         except (BrokenPipeError, ValueError, OSError):
@@ -88,7 +97,7 @@ class Agent:
             self.handle(req)
         # stdin closed: the client (or the SSH channel) is gone. Jobs are detached and carry on.
         for ctx in list(self.running.values()):
-            ctx.cancelled.set()
+            ctx.cancel()
 
 
 def _os_message(exc: OSError, what: str) -> str:

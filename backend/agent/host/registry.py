@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import json
+import os
+import select
 import threading
-from typing import Any, Callable, Dict
+from typing import Any, Callable, Dict, Optional, Tuple
 
 METHODS: Dict[str, Callable[[dict, "Context"], Any]] = {}
 
@@ -24,10 +27,40 @@ class AgentError(Exception):
 class Context:
     """What a method gets besides its params: the agent's state folder, a way to push events, a stop flag."""
 
-    def __init__(self, state_dir: str, emit: Callable[[dict], None]) -> None:
+    def __init__(
+        self, state_dir: str, emit: Callable[[dict], None], emit_json: Optional[Callable[[bytes], None]] = None
+    ) -> None:
         self.state_dir = state_dir
         self.emit = emit
+        # An event already encoded as JSON (a follower's lines: see protocol.lines_json).
+        self.emit_json = emit_json or (lambda raw: emit(json.loads(raw)))
         self.cancelled = threading.Event()
+        self._wake: Optional[Tuple[int, int]] = None  # a pipe, made by the first wait on a file descriptor
+        self._lock = threading.Lock()
+
+    def cancel(self) -> None:
+        """Stop the request: sets ``cancelled`` and wakes a ``wait_readable`` in progress."""
+        with self._lock:
+            self.cancelled.set()
+            if self._wake is not None:
+                os.write(self._wake[1], b"x")
+
+    def wait_readable(self, fd: int, timeout: float) -> bool:
+        """Block until ``fd`` is readable (True), ``timeout`` passes or the request is cancelled (False)."""
+        with self._lock:
+            if self._wake is None:
+                self._wake = os.pipe()
+            if self.cancelled.is_set():
+                return False
+        ready, _, _ = select.select([fd, self._wake[0]], [], [], timeout)
+        return fd in ready
+
+    def close(self) -> None:
+        with self._lock:
+            if self._wake is not None:
+                for end in self._wake:
+                    os.close(end)
+                self._wake = None
 
 
 def method(name: str) -> Callable[[Callable[[dict, Context], Any]], Callable[[dict, Context], Any]]:

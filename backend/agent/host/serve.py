@@ -30,6 +30,7 @@ from typing import Dict, List, Optional, Tuple
 from . import jobs
 from .probes import gpus, http_request
 from .registry import AgentError, method
+from .watch import Watch
 
 KIND = "serve"
 STATES = ("none", "starting", "ready", "orphaned", "stopping", "stopped", "crashed")  # see the module docstring
@@ -177,6 +178,7 @@ class LogScan(object):
 
     def __init__(self) -> None:
         self.offset = 0
+        self.inode: Optional[Tuple[int, int]] = None
         self.phases: List[dict] = []
         self.target_loaded = False
         self.ready_at: Optional[float] = None
@@ -201,6 +203,11 @@ class LogScan(object):
     def update(self, path: str) -> None:
         try:
             with open(path, "rb") as f:
+                st = os.fstat(f.fileno())
+                inode = (st.st_dev, st.st_ino)
+                if st.st_size < self.offset or (self.inode is not None and inode != self.inode):
+                    self.__init__()  # truncated or replaced: what it said before no longer stands
+                self.inode = inode
                 f.seek(self.offset)
                 while True:
                     data = f.read(1 << 20)
@@ -587,27 +594,39 @@ def start(params: dict, ctx) -> dict:
 @method("serve.wait")
 def wait(params: dict, ctx) -> dict:
     """Stream the server's status whenever it changes, until its state is in ``until`` (empty: until cancelled)
-    or ``timeout`` seconds pass; returns the last status. ``job`` pins one server, else the current one."""
+    or ``timeout`` seconds pass; returns the last status. ``job`` pins one server, else the current one.
+
+    Looks again when a job folder or the server's log changes (inotify), at least every ``jobs.LIVENESS_S``
+    (a dying process or a /health recheck writes nothing), and at most every ``interval`` seconds."""
     until = set(params.get("until") or ())
     timeout = params.get("timeout")
     deadline = None if timeout is None else time.time() + float(timeout)
     interval = float(params.get("interval") or WAIT_POLL_S)
+    watch = Watch(interval, jobs.LIVENESS_S)
+    watch.add(jobs.jobs_root(ctx.state_dir))
     last_key = None
-    current = None
-    while True:
-        current = status_of(pick(ctx.state_dir, params.get("job"), _port_param(params)))
-        key = json.dumps(
-            [current.get(k) for k in ("job", "state", "phase", "hint", "warnings", "error", "health")],
-            default=str,
-        )
-        if key != last_key:
-            ctx.emit(current)
-            last_key = key
-        if current["state"] in until or ctx.cancelled.is_set():
-            return current
-        if deadline is not None and time.time() >= deadline:
-            return current
-        ctx.cancelled.wait(interval)
+    try:
+        while True:
+            looked = time.monotonic()
+            current = status_of(pick(ctx.state_dir, params.get("job"), _port_param(params)))
+            if current.get("log_path"):
+                watch.add(os.path.dirname(current["log_path"]))
+            key = json.dumps(
+                [current.get(k) for k in ("job", "state", "phase", "hint", "warnings", "error", "health")],
+                default=str,
+            )
+            if key != last_key:
+                ctx.emit(current)
+                last_key = key
+            if current["state"] in until or ctx.cancelled.is_set():
+                return current
+            if deadline is not None and time.time() >= deadline:
+                return current
+            if watch.active:
+                ctx.cancelled.wait(max(0.0, looked + interval - time.monotonic()))
+            watch.wait(ctx)
+    finally:
+        watch.close()
 
 
 @method("serve.stop")
