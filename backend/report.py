@@ -376,10 +376,13 @@ def acceptance_blocks(runs: list[RunSummary]) -> list[Block]:
     from backend.advisor import histogram_of
 
     blocks: list[Block] = []
+    curves: list[tuple[str, list[float], list[float]]] = []
     for run in runs:
         histogram = histogram_of(run)
         if histogram is None:
             continue
+        measured = [(float(i), a) for i, a in enumerate(per_position(histogram), 1) if a is not None]
+        curves.append((run_label(run), [x for x, _ in measured], [a for _, a in measured]))
         n = sum(histogram)
         top = max(histogram)
         rates = per_position(histogram)
@@ -394,7 +397,10 @@ def acceptance_blocks(runs: list[RunSummary]) -> list[Block]:
                 [[str(i), fmt(a, 3)] for i, a in enumerate(rates, 1)],
             ),
         ]
-    return [Heading("Acceptance"), *blocks] if blocks else []
+    if not blocks:
+        return []
+    chart = Chart("acceptance per draft position", "a_i", curves, x_label="draft position")
+    return [Heading("Acceptance"), chart, *blocks]
 
 
 SWEEP_COLUMNS = ["steps", "topk", "draft tokens", "tok/s", "accept length", "cycle ms", "vs baseline", "outcome", "run"]

@@ -114,6 +114,14 @@ async def test_cancel_stops_the_server_and_resume_skips_finished_points(conn, mo
     assert done["restarts"] == 2  # point 0 was taken over; 1 (cancelled mid-bench) and 2 ran again
     with pytest.raises(RemoteError, match="no sweep serve-nope"):
         await sweep_mod.start(conn, settings, "aq", plan, baseline_tok_s=82.0, resume="serve-nope")
+    with pytest.raises(RemoteError, match=r"no sweep \.\./jobs"):
+        await sweep_mod.start(conn, settings, "aq", plan, baseline_tok_s=82.0, resume="../jobs")
+
+    # One sweep at a time: a second is refused while the first runs.
+    first = await sweep_mod.start(conn, settings, "aq", plan, baseline_tok_s=82.0)
+    with pytest.raises(RemoteError, match=f"sweep {first['id']} is running"):
+        await sweep_mod.start(conn, settings, "aq", plan, baseline_tok_s=82.0)
+    await sweep_mod.cancel(conn, first["id"])
 
 
 async def test_smart_sweep_measures_the_profile_first_and_saves_restarts(conn, models):
@@ -132,9 +140,13 @@ async def test_smart_sweep_measures_the_profile_first_and_saves_restarts(conn, m
 def test_cli_sweep_json_detach_and_bad_input(models, tmp_path):
     config = write_config(tmp_path / "config.toml", models, tmp_path / "host", {"a": free_port(), "b": free_port()})
     res = specdeck(config, "sweep", "eagle3-ours", "--steps", "1,2", "--requests", "1", "--max-tokens", "16", "--json")
-    done = json.loads(res.stdout)
+    lines = [json.loads(line) for line in res.stdout.splitlines()]  # JSON lines: progress, then done
+    done = lines[-1]
+    assert done["event"] == "done" and all(e["event"] != "done" for e in lines[:-1])
+    assert {"event": "phase", "index": 0, "phase": "benching"}.items() <= next(
+        e for e in lines if e.get("phase") == "benching"
+    ).items()
     assert [p["steps"] for p in done["points"]] == [1, 2] and done["best"]["steps"] in (1, 2)
-    assert "point 0: benching" in res.stderr  # progress goes to stderr, the result to stdout
     assert done["restarts"] == 2
 
     detached = specdeck(config, "sweep", "eagle3-ours", "--steps", "1", "--requests", "1", "--max-tokens", "8",

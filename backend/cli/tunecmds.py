@@ -8,7 +8,7 @@ import sys
 from backend import advisor
 from backend import sweep as sweep_mod
 from backend.bench import DEFAULT_MAX_TOKENS, DEFAULT_REQUESTS
-from backend.cli.common import add_json, connect, emit_json, load_settings
+from backend.cli.common import add_json, connect, emit_json, emit_json_line, load_settings
 from backend.cli.main import command
 from backend.errors import UsageError
 from backend.history import History, measured_baseline
@@ -116,7 +116,10 @@ async def sweep(args: argparse.Namespace) -> int:
 
         def progress(event: dict) -> None:
             kind = event.get("event")
-            if kind == "phase":
+            if args.json:
+                if kind not in sweep_mod.TERMINAL:  # the done event is printed last, in its public shape
+                    emit_json_line({k: v for k, v in event.items() if k != "acceptance"})
+            elif kind == "phase":
                 extra = f" ({event['server_phase']})" if event.get("server_phase") else ""
                 print(f"  point {event.get('index', '-')}: {event.get('phase')}{extra}", file=sys.stderr, flush=True)
             elif kind == "point":
@@ -133,7 +136,7 @@ async def sweep(args: argparse.Namespace) -> int:
     finally:
         await conn.close()
     if args.json:
-        emit_json(sweep_mod.public_done(done))
+        emit_json_line(sweep_mod.public_done(done))
         return 0
     for point in done["points"]:
         print(sweep_mod.point_line(point))

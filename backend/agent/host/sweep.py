@@ -80,10 +80,17 @@ def _events_of(state_dir: str, job_id: str) -> List[dict]:
 def start(params: dict, ctx) -> dict:
     """Start a sweep job; ``resume`` (an earlier sweep's id) takes over its measured points."""
     checked = _check(params)
+    root = jobs.jobs_root(ctx.state_dir)
+    for name in sorted(os.listdir(root)):
+        if name.startswith(KIND + "-"):
+            job = jobs.describe(os.path.join(root, name))
+            if job.get("kind") == KIND and job["state"] in jobs.ACTIVE:
+                raise AgentError("sweep %s is running on this host; cancel it or let it finish first" % name, "busy")
     resume = params.get("resume")
     if resume:
-        old = jobs.describe(os.path.join(jobs.jobs_root(ctx.state_dir), resume)) if resume else None
-        if old is None or old.get("kind") != KIND:
+        folder = os.path.join(root, str(resume))
+        old = jobs.describe(folder) if "/" not in str(resume) and os.path.isdir(folder) else {}
+        if old.get("kind") != KIND:
             raise AgentError("no sweep %s on this host (see `specdeck jobs --kind sweep`)" % resume, "not_found")
         if old["state"] in jobs.ACTIVE:
             raise AgentError("sweep %s is still running; cancel it first or let it finish" % resume, "busy")
