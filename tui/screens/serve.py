@@ -239,12 +239,15 @@ class ServePane(ShellPane):
     def _fill_profiles(self) -> None:
         options = self.query_one("#profiles", OptionList)
         running = self.status.get("profile") if self.status and self.status["state"] in serving.RUNNING_STATES else None
+        # Names in a column (padded inside the bold, so no viewer can run a name into its description).
+        width = max(map(len, self.app.settings.profiles), default=0) + 1
         for name in self.app.settings.profiles:
             p = self._profile(name)
             spec = f"{p.algorithm} {p.steps}/{p.topk}/{p.draft_tokens}" if p.algorithm else "no speculation"
             mark = "[$success]●[/]" if name == running else " "
             edited = "*" if name in self.edits and self.edits[name] != self.app.settings.profiles[name] else ""
-            text = f"{mark} [b]{escape(name)}{edited}[/b]  {escape(spec)} · tp {p.tp} · :{p.port}"
+            label = escape(f"{name}{edited}".ljust(width))
+            text = f"{mark} [b]{label}[/b] {escape(spec)} · tp {p.tp} · :{p.port}"
             if options.option_count < len(self.app.settings.profiles):
                 options.add_option(Option(text, id=name))
             else:
