@@ -103,7 +103,7 @@ async def test_pause_keeps_recording_and_windows_switch():
         await until(pilot, lambda: pane.numbers.tok_s.count > 0, "numbers")
         assert pane.window[0] == "5 m" and pane.numbers.tok_s.count == 301
         assert tok.points <= 2 * tok.columns  # decimated to the width
-        assert "minutes" in tok.plt.monitor.xlabel[0]
+        assert tok.tick_labels == ["-5:00", "-4:00", "-3:00", "-2:00", "-1:00", "now"]  # round, readable
 
         await pilot.press("p")
         assert pane.paused and "PAUSED" in server_text(app)
@@ -119,12 +119,14 @@ async def test_pause_keeps_recording_and_windows_switch():
         for _ in WINDOWS:
             await pilot.press("w")
             await until(pilot, lambda: pane.numbers.window == pane.window[0], "the window's numbers")
-            seen.append((pane.window[0], pane.numbers.tok_s.count, tok.points, tok.plt.monitor.xlabel[0]))
+            seen.append((pane.window[0], pane.numbers.tok_s.count, tok.points, tok.tick_labels))
         (w30, n30, _, x30), (wall, nall, pall, xall), (w1, n1, p1, x1), (w5, n5, _, _) = seen
         assert (w30, wall, w1, w5) == ("30 m", "all", "1 m", "5 m")
         assert n1 == 61 and n5 == 301 and n30 == 1801 and nall == 2 * 3600 - 1 + 10
         assert p1 == 61 and pall <= 2 * tok.columns  # a minute is drawn whole, two hours decimated
-        assert "seconds" in x1 and "minutes" in x30 and "minutes" in xall
+        assert x1 == ["-1:00", "-45s", "-30s", "-15s", "now"]
+        assert x30 == ["-25:00", "-20:00", "-15:00", "-10:00", "-5:00", "now"]  # the window's first sample: -29:59
+        assert xall == ["-1h30", "-1h00", "-30:00", "now"]  # two hours back to the first sample: -1h59
 
         await pilot.press("x")
         await until(pilot, lambda: tok.points == 0, "reset")

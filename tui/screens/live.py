@@ -343,13 +343,21 @@ class LivePane(ShellPane):
         """Redraw ``charts`` ("tok", "accept"; default both) from the series (the caller keeps this ≤ 2/s)."""
         _, seconds = self.window
         tok_refs, accept_refs = self.reference_lines()
+        empty = self.empty_hint()
         for chart in charts or CHARTS:
             self._dirty.discard(chart)
             if chart == "tok":
-                self.query_one("#tok-chart", SeriesChart).redraw(self.series.tok_s, seconds, tok_refs)
+                self.query_one("#tok-chart", SeriesChart).redraw(self.series.tok_s, seconds, tok_refs, empty)
             else:
-                self.query_one("#accept-chart", SeriesChart).redraw(self.series.accept_len, seconds, accept_refs)
+                self.query_one("#accept-chart", SeriesChart).redraw(self.series.accept_len, seconds, accept_refs, empty)
         self.redraws += 1
+
+    def empty_hint(self) -> str:
+        """What an empty chart says to do: samples come from traffic on a running server."""
+        server = self.feed.server if self.feed is not None else None
+        if server is None or server.get("state") != "running":
+            return "no samples: start a server on the Serve tab (3), then press b here to bench it"
+        return "no samples yet: press b to bench the server, or send it traffic"
 
     @work(exclusive=True, group="live-stats", exit_on_error=False, description="compute the live numbers")
     async def _compute_numbers(self) -> None:

@@ -43,14 +43,30 @@ class RefLine:
     dashed: bool = False
 
 
-def x_unit(seconds: float | None, span: float) -> tuple[float, str]:
-    """(divisor, axis label) for a window: seconds up to 2 minutes, minutes up to 2 hours, then hours."""
-    width = span if seconds is None else seconds
-    if width <= 120:
-        return 1.0, "seconds before the last sample"
-    if width <= 7200:
-        return 60.0, "minutes before the last sample"
-    return 3600.0, "hours before the last sample"
+# Tick steps in seconds, each a round figure on a clock: the first giving at most MAX_TICKS ticks wins.
+TICK_STEPS = (1, 2, 5, 10, 15, 30, 60, 120, 300, 600, 900, 1800, 3600, 7200, 10800, 21600, 43200, 86400)
+MAX_TICKS = 6
+X_LABEL = "time before the last sample"
+
+
+def ago(seconds: float) -> str:
+    """A tick label: ``now``, ``-45s``, ``-2:30`` (minutes), ``-1h05`` (hours)."""
+    s = round(abs(seconds))
+    if s == 0:
+        return "now"
+    if s < 60:
+        return f"-{s}s"
+    if s < 3600:
+        return f"-{s // 60}:{s % 60:02d}"
+    return f"-{s // 3600}h{s % 3600 // 60:02d}"
+
+
+def time_ticks(left: float) -> tuple[list[float], list[str]]:
+    """Round ticks from ``left`` (seconds, negative) up to 0, with their labels."""
+    width = max(-left, 1.0)
+    step = next((t for t in TICK_STEPS if width // t < MAX_TICKS), TICK_STEPS[-1])
+    ticks = [-step * i for i in range(int(width // step) + 1)][::-1]
+    return ticks, [ago(t) for t in ticks]
 
 
 _STYLES: dict[tuple, Style] = {}
@@ -83,7 +99,8 @@ def matrix_text(matrix) -> Text:
 
 
 class SeriesChart(PlotextPlot):
-    """One live series and its reference lines; ``points`` and ``refs`` say what the last redraw drew."""
+    """One live series and its reference lines; ``points``, ``refs`` and ``tick_labels`` say what the last redraw
+    drew."""
 
     def __init__(self, title: str, color: str, *, id: str | None = None) -> None:
         super().__init__(id=id)
@@ -91,6 +108,7 @@ class SeriesChart(PlotextPlot):
         self.color = color
         self.points = 0  # points handed to plotext by the last redraw
         self.refs: tuple[RefLine, ...] = ()
+        self.tick_labels: list[str] = []
 
     def render(self) -> RenderResult:
         """The plot at the widget's size (what ``PlotextPlot.render`` draws, without the ANSI round trip)."""
@@ -108,21 +126,24 @@ class SeriesChart(PlotextPlot):
         """Plot columns the data gets: the decimation width."""
         return max(MIN_COLUMNS, self.size.width - AXIS_COLUMNS)
 
-    def redraw(self, series: RingSeries, seconds: float | None, refs: Sequence[RefLine] = ()) -> None:
-        """Rebuild the plot from ``series.window(seconds)`` and the reference lines; repaints on the next frame."""
+    def redraw(
+        self, series: RingSeries, seconds: float | None, refs: Sequence[RefLine] = (), empty: str = "no samples yet"
+    ) -> None:
+        """Rebuild the plot from ``series.window(seconds)`` and the reference lines; repaints on the next frame.
+        ``empty`` follows the title while the window holds no sample: what to do to get some."""
         xs, ys = series.decimate(self.columns, seconds)
         plt = self.plt
         plt.clear_data()
-        plt.title(self.title if ys else f"{self.title} (no samples yet)")
-        span = xs[-1] - xs[0] if xs else 0.0
-        divisor, label = x_unit(seconds, span)
-        plt.xlabel(label)
+        plt.title(self.title if ys else f"{self.title} ({empty})")
+        plt.xlabel(X_LABEL)
         if xs:
             end = xs[-1]
-            left = (xs[0] - end) / divisor
+            left = xs[0] - end
         else:
-            left = -(seconds or 60.0) / divisor
+            left = -(seconds or 60.0)
             plt.xlim(left, 0.0)
+        ticks, self.tick_labels = time_ticks(left)
+        plt.xticks(ticks, self.tick_labels)
         solid = [ref for ref in refs if not ref.dashed]
         dashed = [ref for ref in refs if ref.dashed]
         row = self._row_height([*ys, *(ref.y for ref in refs)])
@@ -130,7 +151,7 @@ class SeriesChart(PlotextPlot):
             if all(abs(ref.y - line.y) > row for line in solid):  # a solid line on the same row hides it
                 plt.plot([left, 0.0], [ref.y, ref.y], marker=DASH, color=ref.color)
         if xs:
-            plt.plot([(x - end) / divisor for x in xs], ys, marker=MARKER, color=self.color)
+            plt.plot([x - end for x in xs], ys, marker=MARKER, color=self.color)
         for ref in solid:
             plt.hline(ref.y, ref.color)
             plt.text(ref.label, left, ref.y, color=ref.color, alignment="left")
