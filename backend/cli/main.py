@@ -59,7 +59,10 @@ def add_host_options(parser: argparse.ArgumentParser) -> None:
     g.add_argument("--host", default=argparse.SUPPRESS, help="configured host name, local, or ssh://user@addr[:port]")
     g.add_argument("--identity", metavar="FILE", default=argparse.SUPPRESS, help="SSH private key to use")
     g.add_argument(
-        "--known-hosts", metavar="FILE", default=argparse.SUPPRESS, help="known_hosts file to verify against"
+        "--known-hosts",
+        metavar="FILE",
+        default=argparse.SUPPRESS,
+        help="known_hosts to verify against and trust into (default: ssh_config's, else ~/.ssh/known_hosts)",
     )
     g.add_argument("--python", metavar="PATH", default=argparse.SUPPRESS, help="the host's Python interpreter")
     g.add_argument("--workdir", metavar="DIR", default=argparse.SUPPRESS, help="the host's work folder")
