@@ -43,7 +43,7 @@ class HostKeyUnknown(ConnectionBlocked):
         self.known_hosts, self.key_line = known_hosts, key_line
         super().__init__(
             f"unknown host key for {name}: {fingerprint}. If that is the host's key, accept it in the panel "
-            f"or append this line to {known_hosts}, then retry: {key_line}"
+            f"or run `specdeck trust {fingerprint}` (with the same --host), then retry."
         )
 
 

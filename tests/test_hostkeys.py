@@ -321,3 +321,36 @@ def test_host_switcher_shows_where_an_alias_leads(servers, home):
     assert host_choices(hosts)[:2] == [
         ("gpu", f"ssh://gpu → {USER}@{NAME}:{target.port} via jump"), ("plain", "ssh://root@10.9.9.9"),
     ]  # fmt: skip
+
+
+def fingerprint_of(pub: str) -> str:
+    out = subprocess.run(["ssh-keygen", "-l", "-E", "sha256", "-f", "-"], input=pub, capture_output=True, text=True)
+    return out.stdout.split()[1]
+
+
+def test_cli_trust_records_only_the_fingerprint_the_operator_checked(servers, home):
+    """`specdeck trust` shows the key of each unknown hop, and records one only for its exact fingerprint."""
+    target, jump = servers["target"], servers["jump"]
+    (home / ".ssh" / "config").write_text(ssh_config("proxyjump", target, jump, servers["client"]))
+    known = home / ".ssh" / "known_hosts"
+    known.write_text("")
+    jump_fp, target_fp = fingerprint_of(jump.host_key_pub), fingerprint_of(target.host_key_pub)
+
+    def cli(*args: str) -> subprocess.CompletedProcess:
+        argv = [sys.executable, "-m", "backend.cli.main", *args, "--host", "ssh://gpu", "--python", sys.executable]
+        return subprocess.run(argv, capture_output=True, text=True, env={**os.environ, "HOME": str(home)}, timeout=60)
+
+    res = cli("ping")  # what an operator meets first: the key, and the command that trusts it
+    assert res.returncode == 3 and f"`specdeck trust {jump_fp}`" in res.stderr, res.stderr
+    for wrong in ([], [target_fp]):  # no fingerprint, or another host's: shown, nothing written
+        res = cli("trust", *wrong)
+        assert res.returncode == 3 and jump_fp in res.stderr and len(res.stderr.strip().splitlines()) == 1
+        assert known.read_text() == ""
+    res = cli("trust", jump_fp)  # the jump host's key recorded; the target's is next, shown but not taken
+    assert res.returncode == 3 and f"trusted {jump_fp}" in res.stdout and target_fp in res.stderr
+    res = cli("trust", target_fp)
+    assert res.returncode == 0, res.stderr
+    assert cli("ping").returncode == 0
+    oracle = home / "oracle_config"
+    oracle.write_text(oracle_config((home / ".ssh" / "config").read_text(), known))
+    assert asyncio.run(openssh_decides(oracle, "gpu")) == "trusted"
