@@ -35,7 +35,7 @@ from .registry import AgentError, Context, method
 
 KIND = "sweep"
 ENV_KEY = "SPECDECK_SWEEP_ENV"
-POLL_S = 0.2
+BENCH_TIMEOUT_S = 6 * 3600.0  # a bench that hangs this long is given up on (its requests time out sooner)
 WARMUP_TOKENS = 16
 STOP_TIMEOUT_S = 30.0
 INPUTS = "sweep-inputs"
@@ -149,16 +149,17 @@ class Sweep:
         return serve.start({"argv": argv, "args": args, "env": env, "cwd": cwd}, self.ctx)
 
     def wait_ready(self, index: int, job_id: str, timeout: float) -> dict:
-        deadline = time.time() + timeout
-        last_phase = None
-        while True:
-            status = serve.status_of(jobs.describe(_job_dir(self.state_dir, job_id)))
-            if status.get("phase") != last_phase and status["state"] == "starting":
-                last_phase = status.get("phase")
-                self.emit({"event": "phase", "index": index, "phase": "starting", "server_phase": last_phase})
-            if status["state"] not in ("starting",) or time.time() >= deadline:
-                return status
-            time.sleep(POLL_S)
+        """The server's status once it is no longer starting (or ``timeout`` passed); each startup phase it
+        enters becomes a phase event. Waits on the host's file events (``serve.wait``), not a timer."""
+        phases: List[Optional[str]] = []
+
+        def on_status(status: dict) -> None:
+            if status["state"] == "starting" and status.get("phase") not in phases:
+                phases.append(status.get("phase"))
+                self.emit({"event": "phase", "index": index, "phase": "starting", "server_phase": phases[-1]})
+
+        until = [state for state in serve.STATES if state != "starting"]
+        return serve.wait({"job": job_id, "until": until, "timeout": timeout}, Context(self.state_dir, on_status))
 
     # --- one point ---
 
@@ -203,8 +204,7 @@ class Sweep:
         )
         self.bench_job = bench["id"]
         bench_dir = _job_dir(self.state_dir, bench["id"])
-        while jobs.describe(bench_dir)["state"] in jobs.ACTIVE:
-            time.sleep(POLL_S)
+        jobs.wait({"id": bench["id"], "timeout": BENCH_TIMEOUT_S}, self.ctx)
         result = jobs._last_event(bench_dir, kinds=("result", "failed")) or {}
         record.update({"bench": bench["id"], "elapsed_s": round(time.time() - t0, 2)})
         if result.get("event") != "result":
