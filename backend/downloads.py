@@ -129,7 +129,10 @@ class DrafterStatus:
 
 async def status(conn: Connection, drafters: Iterable[DrafterConfig]) -> list[DrafterStatus]:
     """Each drafter's state from a stat and the verified-digest sidecar on the host (no hashing)."""
-    payload = [{"name": d.name, "path": d.path, "repo": d.repo, "files": list(d.files)} for d in drafters]
+    payload = [
+        {"name": d.name, "path": d.path, "repo": d.repo, "revision": d.revision, "files": list(d.files)}
+        for d in drafters
+    ]
     rows = await conn.call("drafters.status", drafters=payload)
     return [
         DrafterStatus(

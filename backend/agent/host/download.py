@@ -35,6 +35,7 @@ from .units import human_bytes
 DEFAULT_ENDPOINT = "https://huggingface.co"
 DEFAULT_FILES = ("config.json", "model.safetensors")
 SIDECAR = ".specdeck-verified.json"
+SIDECAR_VERSION = 2  # records carry ctime, inode and device: version 1 ones no longer count
 HF_DOWNLOAD_DIR = os.path.join(".cache", "huggingface", "download")
 PROGRESS_INTERVAL_S = 0.25  # a few events per second, whatever the transfer speed
 SPEED_WINDOW_S = 3.0
@@ -351,6 +352,7 @@ def start(params: dict, ctx: Context) -> dict:
     worker_plan = {
         "repo": plan["repo"],
         "revision": plan["commit"],
+        "ref": plan["revision"],
         "endpoint": plan["endpoint"],
         "to": plan["to"],
         "files": [{k: f[k] for k in ("path", "size", "sha256", "git_oid")} for f in plan["files"]],
@@ -439,42 +441,63 @@ def read_sidecar(folder: str) -> Dict[str, dict]:
         return {}
 
 
-def record_verified(folder: str, result: dict, repo: Optional[str], revision: Optional[str]) -> None:
-    """Remember a file's digest with the size and mtime it had, so a later change voids the record."""
+def record_verified(
+    folder: str, result: dict, repo: Optional[str], revision: Optional[str], commit: Optional[str] = None
+) -> None:
+    """Remember a file's digest with the identity it had (size, mtime, ctime, inode, device) and where it was
+    checked against (repo, revision as asked, commit), so any later change voids the record: a same-size
+    replacement with its mtime kept (``cp -p``, ``rsync -a``) still gets a new ctime or inode."""
     st = os.stat(os.path.join(folder, result["path"]))
     files = read_sidecar(folder)
-    files[result["path"]] = {
+    files[result["path"]] = dict(
+        _identity(st),
+        sha256=result["sha256"],
+        verified=result["verified"],
+        repo=repo,
+        revision=revision,
+        commit=commit,
+        checked=time.time(),
+    )
+    jobs.write_json(os.path.join(folder, SIDECAR), {"version": SIDECAR_VERSION, "files": files})
+
+
+def _identity(st: os.stat_result) -> dict:
+    return {
         "bytes": st.st_size,
         "mtime_ns": st.st_mtime_ns,
-        "sha256": result["sha256"],
-        "verified": result["verified"],
-        "repo": repo,
-        "revision": revision,
-        "checked": time.time(),
+        "ctime_ns": st.st_ctime_ns,
+        "inode": st.st_ino,
+        "device": st.st_dev,
     }
-    jobs.write_json(os.path.join(folder, SIDECAR), {"version": 1, "files": files})
 
 
 def forget(folder: str, path: str) -> None:
     """Drop what we and huggingface_hub remember about a file (after it was found wrong or removed)."""
     files = read_sidecar(folder)
     if files.pop(path, None) is not None:
-        jobs.write_json(os.path.join(folder, SIDECAR), {"version": 1, "files": files})
+        jobs.write_json(os.path.join(folder, SIDECAR), {"version": SIDECAR_VERSION, "files": files})
     meta = os.path.join(hf_download_dir(folder), path + ".metadata")
     if os.path.exists(meta):
         os.remove(meta)
 
 
-def sidecar_entry(folder: str, path: str, records: Dict[str, dict]) -> Optional[dict]:
-    """The sidecar's record of ``path`` if the file is still exactly as it was when hashed."""
+def sidecar_entry(
+    folder: str, path: str, records: Dict[str, dict], repo: Optional[str] = None, revision: Optional[str] = None
+) -> Optional[dict]:
+    """The sidecar's record of ``path`` if the file is still exactly the one that was hashed, and was checked
+    against ``repo`` at ``revision`` (each when given)."""
     rec = records.get(path)
     try:
         st = os.stat(os.path.join(folder, path))
     except OSError:
         return None
-    if rec and rec.get("bytes") == st.st_size and rec.get("mtime_ns") == st.st_mtime_ns:
-        return rec
-    return None
+    if not rec or any(rec.get(k) != v for k, v in _identity(st).items()):
+        return None
+    if repo and rec.get("repo") != repo:
+        return None
+    if revision and revision not in (rec.get("revision"), rec.get("commit")):
+        return None
+    return rec
 
 
 class Rate:
@@ -574,7 +597,7 @@ def drafter_state(drafter: dict, downloading: Optional[dict]) -> dict:
     for name in names:
         local = os.path.join(folder, name)
         exists = os.path.isfile(local)
-        rec = sidecar_entry(folder, name, records) if exists else None
+        rec = sidecar_entry(folder, name, records, drafter.get("repo"), drafter.get("revision")) if exists else None
         if exists and rec is None and name.endswith(".safetensors") and problem is None:
             try:
                 read_header(local)  # two small reads: catches a truncated or foreign file cheaply
@@ -721,6 +744,13 @@ def _describe_failure(exc: BaseException, plan: dict, name: str) -> str:
     """One sentence for a failed file, by exception class name (they moved between huggingface_hub versions)."""
     names = [c.__name__ for c in type(exc).__mro__]
     repo, endpoint = plan["repo"], plan["endpoint"]
+    if _disk_full(exc):
+        needed, free = _space(plan, name)
+        return (
+            "disk full in %s while downloading %s: the download still needs %s (%d bytes) but only %s (%d bytes) "
+            "is free; free some space and download again"
+            % (plan["to"], name, human_bytes(needed), needed, human_bytes(free), free)
+        )
     if "GatedRepoError" in names:  # a subclass of RepositoryNotFoundError: test it first
         return "%s is %s" % (repo, GATED)
     if "RepositoryNotFoundError" in names:
@@ -737,12 +767,31 @@ def _describe_failure(exc: BaseException, plan: dict, name: str) -> str:
         )
     if "EntryNotFoundError" in names:
         return "%s not found in %s" % (name, repo)
-    if isinstance(exc, OSError) and getattr(exc, "errno", None) == errno.ENOSPC:
-        return "disk full in %s while downloading %s: free some space and download again" % (plan["to"], name)
     if isinstance(exc, PermissionError):
         return "cannot write %s into %s: permission denied" % (name, plan["to"])
     detail = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
     return "downloading %s failed: %s" % (name, detail)
+
+
+def _disk_full(exc: BaseException) -> bool:
+    """ENOSPC or EDQUOT, also when a library wrapped the OSError in its own exception."""
+    for _ in range(8):  # a short chain: exceptions may (rarely) refer back to each other
+        if exc is None:
+            return False
+        if isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EDQUOT):
+            return True
+        exc = exc.__cause__ or exc.__context__
+    return False
+
+
+def _space(plan: dict, name: str) -> Tuple[int, int]:
+    """(bytes the download still needs from file ``name`` on, bytes free now in its folder)."""
+    names = [f["path"] for f in plan["files"]]
+    needed = sum(f["size"] for f in plan["files"][names.index(name) :])
+    probe = plan["to"]
+    while not os.path.exists(probe):
+        probe = os.path.dirname(probe)
+    return needed, shutil.disk_usage(probe).free
 
 
 def worker_main(argv: List[str]) -> int:
@@ -823,7 +872,10 @@ def _download_all(plan: dict, events: Events) -> int:
         except Cancelled:
             raise
         except Exception as exc:  # each failure becomes the job's one-line reason
-            events.emit({"event": "failed", "reason": _describe_failure(exc, plan, name), "file": name})
+            failed = {"event": "failed", "reason": _describe_failure(exc, plan, name), "file": name}
+            if _disk_full(exc):
+                failed["needed"], failed["free"] = _space(plan, name)
+            events.emit(failed)
             return 1
         finally:
             if poller is not None:
@@ -849,7 +901,7 @@ def _download_all(plan: dict, events: Events) -> int:
                 }
             )
             return 1
-        record_verified(folder, result, plan["repo"], plan["revision"])
+        record_verified(folder, result, plan["repo"], plan.get("ref"), plan["revision"])
         events.emit({"event": "verified", "file": name, "bytes": result["bytes"], "sha256": result["sha256"]})
         done.append(dict(result, seconds=round(seconds, 3), verify_seconds=round(verify_seconds, 3)))
         del done[-1]["problem"]

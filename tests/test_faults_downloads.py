@@ -1,0 +1,152 @@
+"""Faults injected into drafter downloads on the host, driving the real agent over `local` and the real sshd.
+
+A file replaced behind the sidecar's back, and a disk that fills in the middle of a transfer: each test
+states what must hold afterwards (no stale "verified", a failure with both numbers, nothing left pretending
+to be complete, a clean next download).
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import shutil
+import subprocess
+import sys
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from backend import downloads
+from backend.connection import Connection
+from backend.sandbox.hub import HubServer
+from backend.settings import DrafterConfig, HostConfig
+from tests.test_downloads import MODEL_BYTES, RATE, REPO, run_job, write_repo
+
+TMPFS_BYTES = 64 << 20  # room for the 48 MiB model, so preflight lets it start
+
+
+@pytest.fixture
+def fast_hub(tmp_path):
+    root = tmp_path / "hub"
+    write_repo(root)
+    with HubServer(root) as server:
+        server.warm()
+        yield server
+
+
+@pytest.fixture
+async def conn(host: HostConfig):
+    c = await Connection.open(host)
+    yield c
+    await c.close()
+
+
+async def state_of(conn: Connection, to: Path, repo: str = REPO) -> str:
+    [row] = await downloads.status(conn, [DrafterConfig("d", str(to), repo)])
+    return row.state
+
+
+async def test_a_replaced_file_with_size_and_mtime_kept_is_no_longer_verified(conn, fast_hub, tmp_path):
+    """Same size and mtime, other bytes (written in place, then the mtime put back as `cp -p` does), or the
+    same bytes in a new file (`rsync -a`): neither is "verified" until hashed again; nor is a record made
+    against another repo."""
+    to = tmp_path / "out"
+    job, _ = await run_job(conn, downloads.Request(repo=REPO, to=str(to), endpoint=fast_hub.url))
+    assert job["state"] == "done", job
+    model = to / "model.safetensors"
+    assert await state_of(conn, to) == "verified"
+    assert await state_of(conn, to, repo="other/drafter") == "present"
+
+    original = tmp_path / "original.safetensors"
+    shutil.copy2(model, original)
+    before = os.stat(model)
+    with open(model, "r+b") as f:
+        f.seek(before.st_size - 8)
+        f.write(b"\x01" * 8)
+    os.utime(model, ns=(before.st_atime_ns, before.st_mtime_ns))
+    after = os.stat(model)
+    assert (after.st_size, after.st_mtime_ns, after.st_ino) == (before.st_size, before.st_mtime_ns, before.st_ino)
+    assert await state_of(conn, to) == "present"
+
+    copy = to / "model.safetensors.copy"
+    shutil.copy2(original, copy)  # the original bytes, size and mtime, as a new file
+    os.replace(copy, model)
+    assert os.stat(model).st_mtime_ns == before.st_mtime_ns
+    assert await state_of(conn, to) == "present"
+    checked = await conn.call("download.verify", path=str(to), repo=REPO, endpoint=fast_hub.url)
+    assert checked["ok"]
+    assert await state_of(conn, to) == "verified"
+
+
+TMPFS_PYTHON = """#!/bin/sh
+# The host's Python inside a private mount namespace with a small tmpfs on {mnt}: the agent, its jobs and
+# their workers see a disk of {size} bytes there; nothing outside this namespace does.
+exec unshare -m --propagation private sh -c 'mount -t tmpfs -o size={size} specdeck-test "$0" && exec "$@"' \\
+  {mnt} {python} "$@"
+"""
+
+
+@pytest.fixture
+def tmpfs_host(host: HostConfig, tmp_path) -> tuple[HostConfig, Path]:
+    """``host`` whose Python runs in its own mount namespace with a small tmpfs (skips where mounting is
+    impossible: it needs root or CAP_SYS_ADMIN)."""
+    mnt = tmp_path / "small-disk"
+    mnt.mkdir()
+    wrapper = tmp_path / "python-small-disk"
+    wrapper.write_text(TMPFS_PYTHON.format(mnt=mnt, size=TMPFS_BYTES, python=sys.executable))
+    wrapper.chmod(0o755)
+    probe = subprocess.run([str(wrapper), "-c", "pass"], capture_output=True, text=True)
+    if probe.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs in a private mount namespace here: {probe.stderr.strip()}")
+    return replace(host, python=str(wrapper)), mnt
+
+
+def fill(path: str) -> None:
+    """Write zeros to ``path`` until the disk is full."""
+    with open(path, "wb", buffering=0) as f:
+        block = b"\0" * (1 << 20)
+        try:
+            while True:
+                f.write(block)
+        except OSError as exc:
+            assert exc.errno == errno.ENOSPC
+
+
+async def test_disk_full_mid_download_fails_with_both_numbers_and_the_next_download_is_clean(tmpfs_host, tmp_path):
+    host, mnt = tmpfs_host
+    root = tmp_path / "hub"
+    write_repo(root)
+    with HubServer(root, rate_bps=RATE) as hub:
+        hub.warm()
+        conn = await Connection.open(host)
+        try:
+            agent = (await conn.call("info"))["pid"]
+            inside = f"/proc/{agent}/root{mnt}"  # the tmpfs as the agent sees it
+            assert (await conn.call("fs.disk", path=str(mnt)))["total"] == TMPFS_BYTES
+            to = mnt / "drafter"
+            started = await downloads.start(conn, downloads.Request(repo=REPO, to=str(to), endpoint=hub.url))
+            failed = None
+            async for _, event in downloads.follow(conn, started["job"]["id"]):
+                moving = event.get("file") == "model.safetensors" and event["event"] == "progress" and event["bytes"]
+                if moving and not os.path.exists(f"{inside}/filler"):
+                    fill(f"{inside}/filler")  # the disk fills while the model is on its way
+                if event["event"] == "failed":
+                    failed = event
+            job = await conn.call("jobs.wait", id=started["job"]["id"], timeout=30)
+            assert job["state"] == "failed", job
+            assert failed is not None and failed["file"] == "model.safetensors"
+            assert failed["needed"] == MODEL_BYTES and 0 <= failed["free"] < failed["needed"]
+            assert job["reason"].startswith(f"disk full in {to} while downloading model.safetensors")
+            assert f"({MODEL_BYTES} bytes)" in job["reason"] and f"({failed['free']} bytes) is free" in job["reason"]
+            # Nothing pretends to be the complete file.
+            assert not os.path.exists(f"{inside}/drafter/model.safetensors")
+            assert await state_of(conn, to) in ("partial", "missing")
+
+            os.remove(f"{inside}/filler")
+            again, _ = await run_job(conn, downloads.Request(repo=REPO, to=str(to), endpoint=hub.url))
+            assert again["state"] == "done", again
+            assert await state_of(conn, to) == "verified"
+            assert os.path.getsize(f"{inside}/drafter/model.safetensors") == MODEL_BYTES
+        finally:
+            await conn.close()
