@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from backend import checkpoints
-from backend.agent.host.checkpoint import CONFIG
+from backend.agent.host.checkpoint_scan import CONFIG
 from backend.errors import OperationFailed, RemoteError, UsageError
 from backend.settings import DrafterConfig, HostConfig, Settings
 

@@ -12,7 +12,7 @@ import re
 import tempfile
 from typing import Any
 
-from backend.agent.host.checkpoint import CONFIG, build_result, inspect_checkpoint
+from backend.agent.host.checkpoint_scan import CONFIG, build_result, inspect_checkpoint
 from backend.agent.host.safetensors_header import MAX_HEADER, CheckpointError, validate_header
 from backend.agent.host.units import human_bytes
 from backend.errors import OperationFailed, UsageError

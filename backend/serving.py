@@ -31,8 +31,8 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from backend import checkpoints, sglang_flags
-from backend.agent.host.serve import DRAFT_PHASES, PHASES
-from backend.agent.host.serve import STATES as STATES  # computed on the host; re-exported for CLI and TUI
+from backend.agent.host.server_states import DRAFT_PHASES, PHASES
+from backend.agent.host.server_states import STATES as STATES  # computed on the host; re-exported for CLI and TUI
 from backend.agent.host.units import duration
 from backend.errors import OperationFailed, RemoteError, UsageError
 from backend.settings import HostConfig, ProfileConfig, Settings

@@ -20,7 +20,7 @@ from pathlib import Path
 
 from safetensors import safe_open
 
-from backend.agent.host.checkpoint import inspect_checkpoint
+from backend.agent.host.checkpoint_scan import inspect_checkpoint
 from backend.checkpoint_sources import HOST, Source, Sources, read_diff
 from backend.checkpoints import diff
 from backend.sandbox.fixtures import (

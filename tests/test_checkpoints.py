@@ -17,7 +17,8 @@ from safetensors import TensorSpec
 
 from backend import checkpoints as ck
 from backend.agent.bundle import agent_zip
-from backend.agent.host import checkpoint as host_ck
+from backend.agent.host import checkpoint as host_methods  # registers checkpoint.inspect / compare_weights
+from backend.agent.host import checkpoint_scan as host_ck
 from backend.agent.host.registry import METHODS, AgentError, Context
 from backend.agent.host.safetensors_header import CheckpointError
 from backend.agent.host.units import human_bytes
@@ -438,7 +439,7 @@ def two_real_drafters(tmp_path):
 
 def test_compare_weights(tmp_path, two_real_drafters, monkeypatch):
     a, b, _, (bf, bf_b) = two_real_drafters
-    monkeypatch.setattr(host_ck, "CHUNK_ELEMENTS", 100)  # many chunks per tensor
+    monkeypatch.setattr(host_methods, "CHUNK_ELEMENTS", 100)  # many chunks per tensor
     events: list[dict] = []
     result = METHODS["checkpoint.compare_weights"]({"a": str(a), "b": str(b)}, ctx(tmp_path, events))
     assert [e["name"] for e in events] == ["ids", "mask", "w.bf16", "w.f32"]

@@ -33,7 +33,6 @@ from .registry import AgentError, method
 from .watch import Watch
 
 KIND = "serve"
-STATES = ("none", "starting", "ready", "orphaned", "stopping", "stopped", "crashed")  # see the module docstring
 READY_LINE = "The server is fired up and ready to roll!"
 SIGTERM_LINE = "SIGTERM received"
 HEALTH_RECHECK_S = 30.0  # once ready, /health is probed at most this often (each probe is an access-log line)
@@ -42,20 +41,6 @@ GPU_FREE_WAIT_S = 15.0
 HELP_TIMEOUT_S = 300.0  # importing sglang (and torch) for --help can take a while on a cold disk
 ERROR_CONTEXT_LINES = 14
 STUCK_DECODE_LINES = 3  # this many decode lines in a row at accept len 1.00 means nothing is accepted
-
-# Startup phases in order, named from SGLang's info lines (rank 0's): the draft ones happen only with a
-# drafter, which loads after the target's CUDA graphs. A server that got SIGTERM is "draining".
-PHASES = (
-    "launching",
-    "loading weights",
-    "allocating KV cache",
-    "capturing CUDA graphs",
-    "loading draft weights",
-    "capturing draft graphs",
-    "warming up",
-    "ready",
-)
-DRAFT_PHASES = ("loading draft weights", "capturing draft graphs")
 
 # Failure signatures (FIELD-NOTES §5), most specific first: (key, text in the log, hint, action).
 SIGNATURES = (
