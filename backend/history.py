@@ -727,7 +727,7 @@ class History:
         levels = {lv.streams: lv.tok_s for lv in self._levels(row["id"])} if row else {}
         return levels.get(1)
 
-    def yardstick(self, baseline_tok_s: float = 82.0, cycle_ms: float = 30.0) -> Yardstick:
+    def yardstick(self, baseline_tok_s: float, cycle_ms: float) -> Yardstick:
         """The measured baseline when one is marked (its per-stream tok/s at each concurrency it saw; the
         single-stream figure from it when it ran one stream), else the configured ``baseline_tok_s``."""
         row = self.db.execute("SELECT id FROM runs WHERE is_baseline").fetchone()

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 from backend.breakeven import cycle_ms, live_breakeven
 from backend.metrics import DEFAULT_IDLE_GAP_S, LiveFilter, Sample
+from backend.settings import Reference
 
 DAY_AT_1HZ = 86_400
 
@@ -198,7 +199,7 @@ class LiveSeries:
 
     def __init__(
         self,
-        baseline: float = 82.0,
+        baseline: float = Reference.baseline_tok_s,
         capacity: int = DAY_AT_1HZ,
         idle_gap_s: float = DEFAULT_IDLE_GAP_S,
     ) -> None:

@@ -376,9 +376,12 @@ def parse(data: dict, source: str) -> Settings:
             )
 
     ref_raw = c.table(data, "reference", _REFERENCE)
+    number = (int, float)
     reference = Reference(
-        baseline_tok_s=float(c.get(ref_raw, "baseline_tok_s", (int, float), "reference.baseline_tok_s", 82.0)),
-        cycle_ms=float(c.get(ref_raw, "cycle_ms", (int, float), "reference.cycle_ms", 30.0)),
+        baseline_tok_s=float(
+            c.get(ref_raw, "baseline_tok_s", number, "reference.baseline_tok_s", Reference.baseline_tok_s)
+        ),
+        cycle_ms=float(c.get(ref_raw, "cycle_ms", number, "reference.cycle_ms", Reference.cycle_ms)),
     )
     if reference.baseline_tok_s <= 0 or reference.cycle_ms <= 0:
         raise c.fail("reference", "baseline_tok_s and cycle_ms must be positive")

@@ -175,7 +175,7 @@ def test_parse_server_args_reads_literals_and_skips_the_rest():
 def test_baseline_and_yardstick(three_runs):
     with History.open() as history:
         assert history.measured_baseline() is None
-        assert history.yardstick().break_even == pytest.approx(2.46)
+        assert history.yardstick(82.0, 30.0).break_even == pytest.approx(2.46)
         history.set_baseline(three_runs["baseline"])
         assert history.measured_baseline() == pytest.approx(82.0)
         y = history.yardstick(82.0, 30.0)

@@ -35,6 +35,7 @@ from backend.errors import OperationFailed, SpecdeckError
 from backend.history import HistoryThread, RunSummary, run_id_of
 from backend.livefeed import LiveFeed, describe_server, profile_steps
 from backend.series import LiveSeries
+from backend.settings import Reference
 from tui.messages import BaselineChanged, ConnectionChanged, LiveFeedUpdated
 from tui.screens.pane import ShellPane
 from tui.widgets.breakeven_panel import BreakevenPanel
@@ -119,7 +120,7 @@ class LivePane(ShellPane):
         self._bench_stopping = False
         self._bench_text = ""
         self._history_error = ""  # the last history failure reported
-        self.baseline_tok_s = 82.0  # the tok/s line, set from the settings in compose
+        self.baseline_tok_s = Reference.baseline_tok_s  # the tok/s line, set from the settings in compose
         self.baseline_run: str | None = None  # the History run that measured it; None for the configured figure
         self.overlay: list[RunSummary] | None = None  # earlier runs drawn over the charts; None while off
         self._overlay_for: tuple[str, str | None] | None = None  # (host, followed run) the overlay was read for

@@ -12,6 +12,7 @@ from textual.markup import escape
 from textual.widgets import Static
 
 from backend.series import SeriesView, Stats
+from backend.settings import Reference
 
 EMPTY = Stats(0, None, None, None, None, None, None)
 STATS_POINTS = 20_000  # beyond this, a window's stats come from an even sample of its points
@@ -54,8 +55,8 @@ class LiveNumbers:
     tok_s: Stats = EMPTY
     accept_len: Stats = EMPTY
     cycle_ms: Stats = EMPTY
-    baseline: float = 82.0
-    configured_breakeven: float = 2.46
+    baseline: float = Reference.baseline_tok_s
+    configured_breakeven: float = Reference().break_even_accept_len
     window: str = "5 m"
     baseline_run: str | None = None  # the History run measuring ``baseline``; None for the configured figure
 

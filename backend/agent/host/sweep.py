@@ -233,7 +233,7 @@ class Sweep:
             (source["steps"], source["cycle_ms"]),
         )
         top = max(int(self.points[i]["args"]["steps"]) for i in todo)
-        rows = {r["steps"]: r for r in predict(acceptance, cost, float(self.params.get("baseline_tok_s") or 82), top)}
+        rows = {r["steps"]: r for r in predict(acceptance, cost, float(self.params["baseline_tok_s"]), top)}
         out = [dict(rows[int(self.points[i]["args"]["steps"])], index=i) for i in todo]
         return sorted(out, key=lambda r: -(r["tok_s"] or 0))
 
