@@ -29,9 +29,11 @@ class HostKeyScreen(ModalScreen[bool]):
             yield Static("Unknown host key", classes="title", markup=False)
             yield Static(f"{err.name} presented a key that is not in {err.known_hosts}.", markup=False)
             yield Static(err.fingerprint, id="fingerprint", markup=False)
+            hashed = ", hashed as HashKnownHosts asks" if err.key_line.startswith("|1|") else ""
             yield Static(
                 "Trust it only if this fingerprint matches the host's own "
-                "(ssh-keygen -lf /etc/ssh/ssh_host_ed25519_key.pub on the host).",
+                f"(ssh-keygen -lf /etc/ssh/ssh_host_ed25519_key.pub on the host): one line for {err.name} is "
+                f"appended{hashed}.",
                 markup=False,
             )
             with Horizontal(classes="buttons"):
