@@ -273,7 +273,8 @@ async def test_page_and_socket_refuse_requests_without_the_token_or_from_another
         async with aiohttp.ClientSession() as http:
             for path in ("/", "/?token=wrong", "/?token=a-fixed-token-for-this-tes", "/download/x"):
                 assert (await http.get(local + path)).status == 403, path
-            assert (await http.get(local + "/?token=a-fixed-token-for-this-test")).status == 200
+            page = await http.get(local + "/?token=a-fixed-token-for-this-test")
+            assert page.status == 200 and page.headers["Referrer-Policy"] == "no-referrer"
             for path, origin in (
                 ("/ws", local),
                 ("/ws/wrong", local),

@@ -107,7 +107,11 @@ def make_server(command: str, bind: str, port: int, title: str, public_url: str,
             return await handler(request)
         if not hmac.compare_digest(request.query.get("token", "").encode(), token.encode()):
             raise aioweb.HTTPForbidden(text="forbidden: open the URL `specdeck web` printed, with its ?token=\n")
-        return await handler(request)
+        response = await handler(request)
+        # The token is in this page's URL: never sent on as a Referer (the page loads a web font), never cached.
+        response.headers["Referrer-Policy"] = "no-referrer"
+        response.headers["Cache-Control"] = "no-store"
+        return response
 
     return GuardedServer(command, host=bind, port=port, title=title, public_url=public_url)
 
