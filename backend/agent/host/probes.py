@@ -1,14 +1,22 @@
-"""What the host is: hostname, Python, platform, the ML libraries it can import, its GPUs; HTTP to local servers."""
+"""What the host is: hostname, Python, platform, the ML libraries it can import, its GPUs; HTTP to local servers.
+
+GPUs are read through NVML (the driver's ``libnvidia-ml.so.1``, via ctypes: what nvidia-smi and nvitop use
+underneath; loaded once per agent, well under a millisecond per sample) and, where that library is missing
+or refuses, from ``nvidia-smi`` (two forks of a heavy tool per sample: tens of ms). Both give the same shape.
+"""
 
 from __future__ import annotations
 
+import ctypes
 import json
 import os
 import platform
 import socket
 import subprocess
 import sys
+import threading
 import time
+from typing import List, Optional
 from urllib import error as urlerror
 from urllib import parse as urlparse
 from urllib import request as urlrequest
@@ -35,7 +43,19 @@ def library_versions() -> dict:
 
 
 def gpus(timeout: float = 5.0) -> list:
-    """Per-GPU memory and utilisation plus the pids using it; [] when there is no nvidia-smi."""
+    """Per-GPU memory (MiB) and utilisation (%) plus the pids using it; [] when there is neither NVML nor
+    nvidia-smi. ``[{"index", "name", "memory_used_mib", "memory_total_mib", "utilization",
+    "processes": [{"pid", "used_mib"}]}]``."""
+    lib = _nvml()
+    if lib is not None:
+        listed = nvml_gpus(lib)
+        if listed is not None:
+            return listed
+    return smi_gpus(timeout)
+
+
+def smi_gpus(timeout: float = 5.0) -> list:
+    """``gpus()`` from nvidia-smi; [] without it."""
     query = "index,uuid,name,memory.used,memory.total,utilization.gpu"
     try:
         out = subprocess.run(
@@ -74,6 +94,145 @@ def gpus(timeout: float = 5.0) -> list:
             }
         )
     return result
+
+
+# --- NVML through ctypes ---------------------------------------------------------------------------------
+
+NVML_LIBRARY = "libnvidia-ml.so.1"
+_NVML_INSUFFICIENT_SIZE = 7
+_NVML_NOT_AVAILABLE = (1 << 64) - 1  # usedGpuMemory when the driver cannot say (e.g. without privileges)
+_MIB = 1 << 20
+_NVML = None  # the loaded and initialised library; False once it proved unavailable
+_NVML_LOCK = threading.Lock()
+
+
+class _Memory(ctypes.Structure):
+    _fields_ = [("total", ctypes.c_ulonglong), ("free", ctypes.c_ulonglong), ("used", ctypes.c_ulonglong)]
+
+
+class _MemoryV2(ctypes.Structure):  # used without the driver's reserved memory, as nvidia-smi shows it
+    _fields_ = [
+        ("version", ctypes.c_uint),
+        ("total", ctypes.c_ulonglong),
+        ("reserved", ctypes.c_ulonglong),
+        ("free", ctypes.c_ulonglong),
+        ("used", ctypes.c_ulonglong),
+    ]
+
+
+class _Utilization(ctypes.Structure):
+    _fields_ = [("gpu", ctypes.c_uint), ("memory", ctypes.c_uint)]
+
+
+class _Process(ctypes.Structure):  # nvmlProcessInfo_t of the _v2/_v3 calls
+    _fields_ = [
+        ("pid", ctypes.c_uint),
+        ("used", ctypes.c_ulonglong),
+        ("gpu_instance", ctypes.c_uint),
+        ("compute_instance", ctypes.c_uint),
+    ]
+
+
+class _ProcessV1(ctypes.Structure):
+    _fields_ = [("pid", ctypes.c_uint), ("used", ctypes.c_ulonglong)]
+
+
+def _nvml():
+    """The NVML library, loaded and initialised once per agent; None where there is none."""
+    global _NVML
+    with _NVML_LOCK:
+        if _NVML is None:
+            try:
+                lib = ctypes.CDLL(NVML_LIBRARY)
+                init = getattr(lib, "nvmlInit_v2", None) or lib.nvmlInit
+                _NVML = lib if init() == 0 else False
+            except (OSError, AttributeError):
+                _NVML = False
+        return _NVML or None
+
+
+def _call(lib, *names: str):
+    """The first of ``names`` the library exports (newest first)."""
+    for name in names:
+        fn = getattr(lib, name, None)
+        if fn is not None:
+            return fn
+    raise AttributeError(names[-1])
+
+
+def nvml_gpus(lib) -> Optional[list]:
+    """``gpus()`` read through NVML; None if the library fails (the caller falls back to nvidia-smi)."""
+    try:
+        count = ctypes.c_uint()
+        if _call(lib, "nvmlDeviceGetCount_v2", "nvmlDeviceGetCount")(ctypes.byref(count)) != 0:
+            return None
+        out = []
+        for index in range(count.value):
+            handle = ctypes.c_void_p()
+            get = _call(lib, "nvmlDeviceGetHandleByIndex_v2", "nvmlDeviceGetHandleByIndex")
+            if get(ctypes.c_uint(index), ctypes.byref(handle)) != 0:
+                return None
+            name = ctypes.create_string_buffer(96)
+            if lib.nvmlDeviceGetName(handle, name, ctypes.c_uint(len(name))) != 0:
+                return None
+            used, total = _nvml_memory(lib, handle)
+            util = _Utilization()
+            busy = lib.nvmlDeviceGetUtilizationRates(handle, ctypes.byref(util)) == 0
+            out.append(
+                {
+                    "index": index,
+                    "name": name.value.decode("utf-8", "replace"),
+                    "memory_used_mib": used,
+                    "memory_total_mib": total,
+                    "utilization": float(util.gpu) if busy else None,
+                    "processes": _nvml_processes(lib, handle),
+                }
+            )
+        return out
+    except AttributeError:  # a library without the calls we need
+        return None
+
+
+def _nvml_memory(lib, handle):
+    """(used, total) in whole MiB, as nvidia-smi prints them."""
+    fn = getattr(lib, "nvmlDeviceGetMemoryInfo_v2", None)
+    if fn is not None:
+        mem = _MemoryV2(version=ctypes.sizeof(_MemoryV2) | (2 << 24))
+        if fn(handle, ctypes.byref(mem)) == 0:
+            return float(mem.used // _MIB), float(mem.total // _MIB)
+    mem1 = _Memory()
+    if lib.nvmlDeviceGetMemoryInfo(handle, ctypes.byref(mem1)) != 0:
+        return None, None
+    return float(mem1.used // _MIB), float(mem1.total // _MIB)
+
+
+def _nvml_processes(lib, handle) -> List[dict]:
+    for name, struct in (
+        ("nvmlDeviceGetComputeRunningProcesses_v3", _Process),
+        ("nvmlDeviceGetComputeRunningProcesses_v2", _Process),
+        ("nvmlDeviceGetComputeRunningProcesses", _ProcessV1),
+    ):
+        fn = getattr(lib, name, None)
+        if fn is None:
+            continue
+        size = 16
+        for _ in range(4):  # processes may come and go between the calls
+            count = ctypes.c_uint(size)
+            infos = (struct * size)()
+            rc = fn(handle, ctypes.byref(count), infos)
+            if rc == 0:
+                return [
+                    {
+                        "pid": int(p.pid),
+                        "used_mib": None if p.used == _NVML_NOT_AVAILABLE else float(p.used // _MIB),
+                    }
+                    for p in infos[: count.value]
+                ]
+            if rc != _NVML_INSUFFICIENT_SIZE:
+                break
+            size = count.value + 8
+        return []
+    return []
 
 
 def _num(text: str):
