@@ -2,7 +2,8 @@
 
 NVML runs against a stub ``libnvidia-ml.so.1`` compiled here with gcc (skipped, saying so, without a C
 compiler); nvidia-smi is a stub script printing the same two GPUs. Both must give the same readings. The
-real library was compared with nvidia-smi on an H200 (see the notes of this change); this machine has none.
+real library was compared with nvidia-smi on an H200 (same readings; 0.02 ms against 54 ms a sample): this
+machine has no GPU.
 """
 
 from __future__ import annotations
@@ -40,7 +41,8 @@ int nvmlDeviceGetName(void *h, char *buf, unsigned int len) {
 int nvmlDeviceGetMemoryInfo_v2(void *h, memv2 *m) {
   if ((m->version >> 24) != 2 || (m->version & 0xffffff) != sizeof(memv2)) return 3;
   m->total = 143771 * MIB; m->reserved = 512 * MIB;
-  m->used = (idx(h) == 0 ? 71000 : 69000) * MIB + MIB / 2; m->free = m->total - m->used - m->reserved;
+  m->used = (idx(h) == 0 ? 71000 : 69000) * MIB - MIB / 4;  /* nvidia-smi rounds to whole MiB */
+  m->free = m->total - m->used - m->reserved;
   return 0;
 }
 int nvmlDeviceGetUtilizationRates(void *h, util *u) { u->gpu = idx(h) == 0 ? 35 : 0; u->memory = 0; return 0; }

@@ -194,16 +194,20 @@ def nvml_gpus(lib) -> Optional[list]:
 
 
 def _nvml_memory(lib, handle):
-    """(used, total) in whole MiB, as nvidia-smi prints them."""
+    """(used, total) in whole MiB, as nvidia-smi prints them (used without the driver's reserved memory)."""
     fn = getattr(lib, "nvmlDeviceGetMemoryInfo_v2", None)
     if fn is not None:
         mem = _MemoryV2(version=ctypes.sizeof(_MemoryV2) | (2 << 24))
         if fn(handle, ctypes.byref(mem)) == 0:
-            return float(mem.used // _MIB), float(mem.total // _MIB)
+            return _mib(mem.used), _mib(mem.total)
     mem1 = _Memory()
     if lib.nvmlDeviceGetMemoryInfo(handle, ctypes.byref(mem1)) != 0:
         return None, None
-    return float(mem1.used // _MIB), float(mem1.total // _MIB)
+    return _mib(mem1.used), _mib(mem1.total)
+
+
+def _mib(n: int) -> float:
+    return float(round(n / _MIB))  # nvidia-smi rounds to the nearest MiB
 
 
 def _nvml_processes(lib, handle) -> List[dict]:
@@ -224,7 +228,7 @@ def _nvml_processes(lib, handle) -> List[dict]:
                 return [
                     {
                         "pid": int(p.pid),
-                        "used_mib": None if p.used == _NVML_NOT_AVAILABLE else float(p.used // _MIB),
+                        "used_mib": None if p.used == _NVML_NOT_AVAILABLE else _mib(p.used),
                     }
                     for p in infos[: count.value]
                 ]
