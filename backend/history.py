@@ -42,6 +42,7 @@ from backend.breakeven import cycle_ms as cycle_ms_of
 from backend.breakeven import live_breakeven
 from backend.errors import OperationFailed, RemoteError, SpecdeckError, UsageError
 from backend.metrics import LiveFilter, Sample, parse_line
+from backend.sglang_versions import accept_rate_definition
 
 SCHEMA_VERSION = 2
 READ_CHUNK = 1 << 20  # bytes of a log read per agent call while importing (its JSON is parsed on the loop)
@@ -846,9 +847,12 @@ class History:
         raise UsageError(f"{ref!r} matches {len(found)} runs ({', '.join(found[:3])}, ...); give more of the id")
 
     def samples(self, run_id: str) -> list[dict[str, Any]]:
-        """The run's per-second samples: t, tok_s (per stream), total_tok_s (aggregate), accept_len, accept_rate,
-        cycle_ms, running/queued, usage."""
+        """The run's per-second samples: t, tok_s (per stream), total_tok_s (aggregate), accept_len, accept_rate
+        and what it counts (``accept_rate_definition``, from the run's SGLang version), cycle_ms, running/queued,
+        usage."""
         rows = self.db.execute("SELECT * FROM samples WHERE run = ? ORDER BY t", (run_id,)).fetchall()
+        run = self.db.execute("SELECT version FROM runs WHERE id = ?", (run_id,)).fetchone()
+        definition = accept_rate_definition(run["version"] if run else None)
         out = []
         for r in rows:
             tok = r["ps_sum"] / r["ps_n"] if r["ps_n"] else None
@@ -860,6 +864,7 @@ class History:
                     "total_tok_s": r["tok_sum"] / r["tok_n"] if r["tok_n"] else None,
                     "accept_len": acc,
                     "accept_rate": r["accept_rate"],
+                    "accept_rate_definition": definition if r["accept_rate"] is not None else None,
                     "cycle_ms": cycle_ms_of(acc, tok) if tok and acc else None,
                     "running_req": r["running_req"],
                     "queue_req": r["queue_req"],

@@ -1,8 +1,10 @@
 """SGLang numbers: decode/prefill log lines, Prometheus `/metrics` text and `/get_server_info` JSON.
 
-Log lines are parsed field by field so every format generation from 0.4.1.post7 to today reads the same
-(FIELD-NOTES §5): an optional ``[YYYY-MM-DD HH:MM:SS{ranks}] `` prefix, ``Decode batch.``/``,``/`` [N],``,
-``key: value`` fields separated by commas in any order, unknown fields ignored, trailing commas tolerated.
+Log lines are parsed field by field so every format generation from 0.4.1.post7 to 0.5.23 reads the same
+(FIELD-NOTES §5, §5b): an optional ``[YYYY-MM-DD HH:MM:SS{.ms}{ranks}] `` prefix (``.ms`` with SGLANG_LOG_MS=1;
+ranks DP, PP, ATTN_CP, MOE_DP, TP, EP), ``Decode batch.``/``,``/`` [N],`` (SGLANG_LOG_FORWARD_ITERS),
+``key: value`` fields separated by commas in any order, unknown fields ignored (a newer release's too),
+trailing commas tolerated. What ``accept rate`` counts depends on the release (``backend.sglang_versions``).
 Anything that is not a decode or prefill line gives no sample; nothing here raises on bad input.
 """
 
@@ -15,6 +17,8 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Literal
+
+from backend.sglang_versions import accept_rate_definition
 
 Kind = Literal["decode", "prefill"]
 
@@ -47,6 +51,7 @@ class Sample:
     cached_token: int | None = None
     cache_hit_pct: float | None = None
     input_tps: float | None = None
+    pending_token: int | None = None  # 0.5.23's prefill ``#pending-token``
 
     @property
     def stream_tps(self) -> float | None:
@@ -88,12 +93,14 @@ def _percent(raw: str) -> float:
 
 
 # A line is gathered into a list in Sample's field order, plus two scratch slots for hybrid usage.
-_SLOTS = [f.name for f in dataclasses.fields(Sample)] + ["full", "swa"]
+_SLOTS = [f.name for f in dataclasses.fields(Sample)] + ["full", "swa", "device"]
 _FULL = _SLOTS.index("full")
 _TOKEN_USAGE, _RANKS = _SLOTS.index("token_usage"), _SLOTS.index("ranks")
 
-# Log key -> (slot, converter). Hybrid models print full/swa usage instead of `token usage`; those are
-# folded into token_usage the way SGLang's own gauge does (their max).
+# Log key -> (slot, converter). Hybrid models print pool usages instead of `token usage` (0.5.23's
+# pool_stats_observer: full/swa for sliding-window models, full + mamba for SSM hybrids, gpu/cpu for
+# hierarchical sparse attention); the token pools are folded into token_usage as their max, the way SGLang's
+# own gauge does. Mamba state slots and the host-side (cpu) pool are not KV tokens on the GPU: left out.
 _FIELDS: dict[str, tuple[int, Callable[[str], Any]]] = {
     key: (_SLOTS.index(name), convert)
     for key, (name, convert) in {
@@ -105,14 +112,17 @@ _FIELDS: dict[str, tuple[int, Callable[[str], Any]]] = {
         "token usage": ("token_usage", float),
         "full token usage": ("full", float),
         "swa token usage": ("swa", float),
+        "gpu token usage": ("device", float),
         "cuda graph": ("cuda_graph", _flag),
         "npu graph": ("cuda_graph", _flag),
         "cpu graph": ("cuda_graph", _flag),
+        "musa graph": ("cuda_graph", _flag),
         "#new-seq": ("new_seq", int),
         "#new-token": ("new_token", int),
         "#cached-token": ("cached_token", int),
         "cache hit rate": ("cache_hit_pct", _percent),
         "input throughput (token/s)": ("input_tps", float),
+        "#pending-token": ("pending_token", int),
     }.items()
 }
 
@@ -265,7 +275,8 @@ def live_samples(lines: Iterable[str], idle_gap_s: float = DEFAULT_IDLE_GAP_S) -
         yield live.accept(sample)
 
 
-# Prometheus sample name (counters keep their _total suffix) -> key in parse_metrics' result.
+# Prometheus sample name (counters keep their _total suffix) -> key in parse_metrics' result. 0.5.23 adds the
+# live speculative numbers (they move under --speculative-adaptive) and the verify-call counter.
 _PROMETHEUS = {
     "sglang:gen_throughput": "gen_throughput",
     "sglang:spec_accept_length": "spec_accept_length",
@@ -275,7 +286,25 @@ _PROMETHEUS = {
     "sglang:token_usage": "token_usage",
     "sglang:generation_tokens_total": "generation_tokens_total",
     "sglang:prompt_tokens_total": "prompt_tokens_total",
+    "sglang:spec_num_steps": "spec_num_steps",
+    "sglang:spec_num_draft_tokens": "spec_num_draft_tokens",
+    "sglang:spec_verify_calls_total": "spec_verify_calls_total",
 }
+# 0.5.23's startup durations, one sample per ``phase`` label -> key in startup_seconds' result.
+_STARTUP = {
+    "sglang:startup_time_seconds": "phases",
+    "sglang:startup_cuda_graph_time_seconds": "cuda_graph",
+}
+
+
+def _families(text: str) -> Iterator[Any]:
+    """The exposition's metric families; text that stops being valid ends the iteration quietly."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    try:
+        yield from text_string_to_metric_families(text)
+    except (ValueError, TypeError, IndexError, KeyError):
+        return
 
 
 def parse_metrics(text: str) -> dict[str, float | None]:
@@ -284,21 +313,29 @@ def parse_metrics(text: str) -> dict[str, float | None]:
     With several label sets (ranks), the one with ``tp_rank="0"`` wins, else the first. Text that stops
     being valid exposition format keeps what was read before the bad line.
     """
-    from prometheus_client.parser import text_string_to_metric_families
-
     found: dict[str, tuple[bool, float]] = {}  # key -> (is tp_rank 0, value)
-    try:
-        for family in text_string_to_metric_families(text):
-            for sample in family.samples:
-                key = _PROMETHEUS.get(sample.name)
-                if key is None or not math.isfinite(sample.value):
-                    continue
-                rank0 = sample.labels.get("tp_rank") == "0"
-                if key not in found or (rank0 and not found[key][0]):
-                    found[key] = (rank0, float(sample.value))
-    except (ValueError, TypeError, IndexError, KeyError):
-        pass
+    for family in _families(text):
+        for sample in family.samples:
+            key = _PROMETHEUS.get(sample.name)
+            if key is None or not math.isfinite(sample.value):
+                continue
+            rank0 = sample.labels.get("tp_rank") == "0"
+            if key not in found or (rank0 and not found[key][0]):
+                found[key] = (rank0, float(sample.value))
     return {key: found[key][1] if key in found else None for key in _PROMETHEUS.values()}
+
+
+def startup_seconds(text: str) -> dict[str, dict[str, float]]:
+    """0.5.23's ``sglang:startup_time_seconds{phase}`` and ``startup_cuda_graph_time_seconds{phase}`` as
+    ``{"phases": {phase: s}, "cuda_graph": {phase: s}}`` (empty where the server has none: 0.5.6)."""
+    out: dict[str, dict[str, float]] = {key: {} for key in _STARTUP.values()}
+    for family in _families(text):
+        for sample in family.samples:
+            key = _STARTUP.get(sample.name)
+            phase = sample.labels.get("phase")
+            if key is not None and phase and math.isfinite(sample.value):
+                out[key].setdefault(phase, float(sample.value))  # several ranks: the first
+    return out
 
 
 def _number(value: object, kind: type) -> float | int | None:
@@ -309,26 +346,40 @@ def _number(value: object, kind: type) -> float | int | None:
     return kind(value)
 
 
-def server_info_numbers(info: dict[str, Any]) -> dict[str, Any]:
-    """The numbers specdeck uses from `/get_server_info`; None where this SGLang version lacks them.
+_PER_RANK = ("avg_spec_accept_length", "last_gen_throughput")
 
-    ``avg_spec_accept_length`` and ``last_gen_throughput`` live in ``internal_states[0]`` on newer
-    versions and at the top level on older ones.
+
+def server_info_numbers(info: dict[str, Any]) -> dict[str, Any]:
+    """The numbers specdeck uses from `/server_info` (`/get_server_info`); None where this version lacks them.
+
+    ``internal_states`` holds one entry per DP rank on newer versions (older ones keep the figures at the top
+    level): ``avg_spec_accept_length`` is the mean over the ranks that have one (absent before the first
+    verify), ``last_gen_throughput`` the sum over ranks (each rank decodes its own batch), and ``dp_ranks``
+    keeps each rank's own pair. ``accept_rate_definition`` says what this version's accept rate counts.
     """
     if not isinstance(info, dict):
         info = {}
-    states = info.get("internal_states")
-    state = states[0] if isinstance(states, list) and states and isinstance(states[0], dict) else {}
-
-    def pick(key: str) -> object:
-        return state.get(key, info.get(key))
-
+    raw = info.get("internal_states")
+    states = [s for s in raw if isinstance(s, dict)] if isinstance(raw, list) else []
+    if not states:
+        states = [info]
+    ranks = [
+        {
+            key: _number(state.get(key, info.get(key)), float)
+            for key in ("avg_spec_accept_length", "last_gen_throughput")
+        }
+        for state in states
+    ]
+    accepts = [r["avg_spec_accept_length"] for r in ranks if r["avg_spec_accept_length"] is not None]
+    throughputs = [r["last_gen_throughput"] for r in ranks if r["last_gen_throughput"] is not None]
     algorithm = info.get("speculative_algorithm")
-    version = info.get("version")
+    version = info.get("version") if isinstance(info.get("version"), str) else None
     return {
-        "version": version if isinstance(version, str) else None,
-        "avg_spec_accept_length": _number(pick("avg_spec_accept_length"), float),
-        "last_gen_throughput": _number(pick("last_gen_throughput"), float),
+        "version": version,
+        "accept_rate_definition": accept_rate_definition(version),
+        "avg_spec_accept_length": sum(accepts) / len(accepts) if accepts else None,
+        "last_gen_throughput": sum(throughputs) if throughputs else None,
+        "dp_ranks": ranks,
         "speculative_algorithm": algorithm if isinstance(algorithm, str) else None,
         "speculative_num_steps": _number(info.get("speculative_num_steps"), int),
         "speculative_eagle_topk": _number(info.get("speculative_eagle_topk"), int),

@@ -678,6 +678,7 @@ def samples_csv(samples: list[dict[str, Any]]) -> str:
         "total_tok_s",
         "accept_len",
         "accept_rate",
+        "accept_rate_definition",
         "cycle_ms",
         "running_req",
         "queue_req",

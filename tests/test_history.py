@@ -310,8 +310,10 @@ async def test_sync_from_host_imports_a_simulator_run_and_its_bench(tmp_path, mo
         run_id = f"local/{job['id']}"
         run = history.run(run_id)
         assert run.profile == "eagle3-aq" and run.drafter == "aq-medai" and run.drafter_path == models["aq-medai"]
-        assert run.outcome == "stopped" and run.argv == argv and run.version == "0.5.6-sim"
+        assert run.outcome == "stopped" and run.argv == argv and run.version == "0.5.23-sim"
         assert run.server_info["speculative_num_steps"] == 3 and run.server_info["tp_size"] == 8
+        rated = [row for row in history.samples(run_id) if row["accept_rate"] is not None]
+        assert rated and {row["accept_rate_definition"] for row in rated} == {"drafts"}  # 0.5.23's rate
         assert run.drafter_size == os.path.getsize(Path(models["aq-medai"]) / "model.safetensors") + os.path.getsize(
             Path(models["aq-medai"]) / "config.json"
         )

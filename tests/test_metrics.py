@@ -436,6 +436,9 @@ def test_parse_metrics_reads_sglang_gauges_and_counters() -> None:
         "token_usage": 0.01,
         "generation_tokens_total": 654321.0,
         "prompt_tokens_total": 123456.0,
+        "spec_num_steps": None,  # 0.5.23's live speculative numbers and verify counter
+        "spec_num_draft_tokens": None,
+        "spec_verify_calls_total": None,
     }
 
 
@@ -460,8 +463,10 @@ def test_server_info_numbers_new_and_old_layouts() -> None:
     }
     assert server_info_numbers(new) == {
         "version": "0.5.6",
+        "accept_rate_definition": "bonus",
         "avg_spec_accept_length": 3.31,
         "last_gen_throughput": 131.5,
+        "dp_ranks": [{"avg_spec_accept_length": 3.31, "last_gen_throughput": 131.5}],
         "speculative_algorithm": "EAGLE3",
         "speculative_num_steps": 3,
         "speculative_eagle_topk": 1,
@@ -477,5 +482,6 @@ def test_server_info_numbers_before_the_first_spec_step_and_with_junk() -> None:
     starting = {"version": "0.5.6", "speculative_algorithm": None, "internal_states": [{}]}
     assert server_info_numbers(starting)["avg_spec_accept_length"] is None
     junk = {"version": 5, "speculative_num_steps": "3", "internal_states": "x", "last_gen_throughput": True}
-    assert set(server_info_numbers(junk).values()) == {None}
-    assert set(server_info_numbers([]).values()) == {None}  # type: ignore[arg-type]
+    for numbers in (server_info_numbers(junk), server_info_numbers([])):  # type: ignore[arg-type]
+        ranks = numbers.pop("dp_ranks")
+        assert set(numbers.values()) == {None} and ranks == [dict.fromkeys(ranks[0])]

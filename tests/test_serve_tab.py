@@ -140,7 +140,7 @@ async def test_edit_start_watch_and_stop(settings, cleanup, gpu_box):
         assert "EAGLE3 steps 4, topk 1, draft tokens 5" in status_text
         for phase in ("loading weights", "capturing CUDA graphs", "capturing draft graphs", "warming up"):
             assert f"✓ {phase}" in status_text
-        assert "✓ sglang: sglang 0.5.6-sim on the host knows every flag" in text(app, "#checks")
+        assert "✓ sglang: sglang 0.5.23-sim on the host knows every flag" in text(app, "#checks")
         log = pane.query_one(LogView)
         await until(pilot, lambda: any("fired up" in line for line in log.lines_kept), "the log")
         await until(pilot, lambda: "GPU1" in text(app, "#gpu-list"), "the GPUs")

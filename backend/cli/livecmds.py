@@ -16,6 +16,7 @@ from backend.history import load_yardstick
 from backend.livefeed import profile_steps
 from backend.metrics import Sample, parse_lines
 from backend.series import LiveSeries
+from backend.sglang_versions import accept_rate_definition, accept_rate_label
 
 DEFAULT_TARGETS = (150.0, 200.0)  # the operator's goals (FIELD-NOTES §1)
 
@@ -23,6 +24,11 @@ DEFAULT_TARGETS = (150.0, 200.0)  # the operator's goals (FIELD-NOTES §1)
 def register(sub) -> None:
     p = command(sub, "parse-log", "Read the decode and prefill samples in a saved SGLang log (any version).")
     p.add_argument("file", help="a server log on this machine")
+    p.add_argument(
+        "--sglang-version",
+        metavar="V",
+        help="the SGLang that wrote the log, which decides what its accept rate counts (logs do not say)",
+    )
     add_json(p)
     p.set_defaults(run=parse_log)
 
@@ -144,7 +150,20 @@ async def parse_log(args: argparse.Namespace) -> int:
         print(f"accept length: mean {accept.mean:.2f}, p50 {accept.p50:.2f}, p95 {accept.p95:.2f}")
     if cycle.count:
         print(f"cycle time: mean {cycle.mean:.1f} ms; break-even accept length {cycle.mean * baseline / 1000:.2f}")
+    if any(s.accept_rate is not None for s in samples):
+        print(_rate_note(args.sglang_version))
     return 0
+
+
+def _rate_note(version: str | None) -> str:
+    """What the log's ``rate`` column counts: one definition per SGLang release, never left unsaid."""
+    definition = accept_rate_definition(version)
+    if definition is None:
+        return (
+            "rate: the log's accept rate, definition unknown: SGLang 0.5.11 and newer count drafts only, older "
+            "releases count the bonus token too; pass --sglang-version to name it"
+        )
+    return f"rate: {accept_rate_label(version)}, as SGLang {version} writes it"
 
 
 # --- breakeven ------------------------------------------------------------------------------------------

@@ -36,6 +36,7 @@ from backend.history import HistoryThread, RunSummary, run_id_of
 from backend.livefeed import LiveFeed, describe_server, profile_steps
 from backend.series import LiveSeries
 from backend.settings import Reference
+from backend.sglang_versions import accept_rate_label, version_text
 from tui.messages import BaselineChanged, ConnectionChanged, LiveFeedUpdated
 from tui.screens.pane import ShellPane
 from tui.widgets.breakeven_panel import BreakevenPanel
@@ -280,9 +281,9 @@ class LivePane(ShellPane):
         else:
             state = server.get("state", "running")
             text = f"{describe_server(server)}: {state}"
-            info = feed.info
+            info, metrics = feed.info, feed.metrics
             if info.get("version"):
-                text += f" · sglang {info['version']}"
+                text += f" · {version_text(info['version'])}"
             if info.get("speculative_num_steps"):
                 spec = (
                     info["speculative_num_steps"],
@@ -290,8 +291,17 @@ class LivePane(ShellPane):
                     info["speculative_num_draft_tokens"],
                 )
                 text += " · steps/topk/draft {}/{}/{}".format(*spec)
+            live = (metrics.get("spec_num_steps"), metrics.get("spec_num_draft_tokens"))
+            if None not in live and live != (
+                info.get("speculative_num_steps"),
+                info.get("speculative_num_draft_tokens"),
+            ):
+                # 0.5.23 reports the numbers in use; under --speculative-adaptive they move away from the launch's.
+                text += " · now steps/draft {:.0f}/{:.0f}".format(*live)
             if info.get("avg_spec_accept_length") is not None:
                 text += f" · lifetime accept {info['avg_spec_accept_length']:.2f}"
+            if metrics.get("spec_accept_rate") is not None and info.get("version"):
+                text += f" · {accept_rate_label(info['version'])} {metrics['spec_accept_rate']:.2f}"
             if feed.reachable is False:
                 text += " · HTTP not answering"
         label, _ = self.window
