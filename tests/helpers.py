@@ -39,12 +39,14 @@ def record_run(
     baseline: bool = False,
     started: float = 0.0,
     host: str = "local",
+    streams: int = 1,
 ) -> str:
-    """A finished run of ``host`` in the history: 30 one-second samples averaging ``tok_s`` and ``accept``."""
+    """A finished run of ``host`` in the history: 30 one-second samples at ``streams`` running requests averaging
+    ``tok_s`` per stream and ``accept``."""
     t0 = 1_800_000_000.0 + started
     job = {"id": job_id, "state": "done", "started": t0, "ended": t0 + 40, "args": {"profile": profile}}
     samples = [
-        Sample(ts=t0 + i, kind="decode", gen_tps=tok_s + (i % 3 - 1), accept_len=accept, running_req=1)
+        Sample(t0 + i, "decode", gen_tps=(tok_s + (i % 3 - 1)) * streams, accept_len=accept, running_req=streams)
         for i in range(30)
     ]
     with History.open() as history:

@@ -232,8 +232,8 @@ async def test_live_tab_follows_a_server_and_runs_the_bench(models):
 
             # The server stops: the tab says so and keeps the run on screen.
             await conn.call("jobs.cancel", id=job["id"])
-            await until(pilot, lambda: pane.feed.server["state"] == "cancelled", "the server's end")
-            assert ": cancelled" in server_text(app) and len(pane.series.accept_len) > 0
+            await until(pilot, lambda: ": cancelled" in server_text(app), "the server's end on screen")
+            assert pane.feed.server["state"] == "cancelled" and len(pane.series.accept_len) > 0
 
             # The whole run is recorded, every line once (post-idle throughput left out), and its end.
             await until(pilot, lambda: run_outcome(run_id) == "stopped", "the run's end recorded")
@@ -241,6 +241,37 @@ async def test_live_tab_follows_a_server_and_runs_the_bench(models):
             # The run on screen is not an earlier run: nothing to overlay yet.
             await pilot.press("o")
             await until(pilot, lambda: pane.overlay == [], "an empty overlay")
+
+
+async def test_tok_chart_is_per_stream_and_a_key_switches_to_aggregate_judged_like_with_like():
+    app = SpecdeckApp(builtin_defaults(), host="local")
+    async with app.run_test(size=SIZE) as pilot:
+        pane = await open_live(pilot)
+        tok = app.query_one("#tok-chart", SeriesChart)
+        end = time.time()
+        for i in range(30):  # two streams: SGLang logs ≈ 160 tok/s, each stream decodes ≈ 80
+            ts = end - 30 + i
+            pane.series.feed(Sample(ts, "decode", gen_tps=160.0 + i % 3, accept_len=2.0, running_req=2), ts)
+        pane.post_message(LiveFeedUpdated())
+        await until(pilot, lambda: tok.points == 29 and pane.numbers.streams.count == 29, "per-stream points")
+        assert max(pane.series.tok_s.window().ys) < 82 and drawn(tok) == ([82.0], ["baseline 82 tok/s (configured)"])
+        assert tok.title == "decode tok/s per stream" and "tok/s all" in plain(app, "#live-numbers")
+
+        await pilot.press("a")  # in all: no baseline was measured at 2 streams, so no line (never 82)
+        assert tok.title == "decode tok/s in all, 2 stream(s): no baseline measured at 2"
+        assert drawn(tok) == ([], []) and min(pane.series.total_tok_s.window().ys) >= 160
+        assert any("no baseline was measured at 2 streams" in n.message for n in app._notifications)
+
+        run = record_run("serve-base2", "baseline", 78.5, None, baseline=True, streams=2)
+        pane.post_message(BaselineChanged(82.0, run))  # what History posts when a run is marked
+        label = "baseline at 2 streams 157.0 tok/s (measured)"
+        await until(pilot, lambda: drawn(tok) == ([pytest.approx(157.0)], [label]), "the measured aggregate line")
+        assert tok.title == "decode tok/s in all, 2 stream(s)"
+        await pilot.press("a")  # back to per stream: the single-stream line and the one measured at 2 streams
+        assert tok.title == "decode tok/s per stream" and drawn(tok)[0] == [82.0, pytest.approx(78.5)]
+        assert drawn(tok)[1][1] == f"baseline at 2 streams 78.5 tok/s (measured: {run})"
+        await until(pilot, lambda: pane.numbers.baseline_streams == 2, "the numbers judged at 2 streams")
+        assert pane.numbers.baseline == pytest.approx(78.5) and "vs 78.5" in plain(app, "#live-numbers")
 
 
 async def test_a_measured_baseline_moves_the_line_its_label_and_the_live_break_even():

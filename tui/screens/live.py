@@ -32,7 +32,7 @@ from backend.advisor import acceptance_lines
 from backend.bench import BenchPlan, start_bench, stop_bench, summary_line, wait_result
 from backend.connection import Connection
 from backend.errors import OperationFailed, SpecdeckError
-from backend.history import HistoryThread, RunSummary, run_id_of
+from backend.history import HistoryThread, RunSummary, Yardstick, run_id_of
 from backend.livefeed import LiveFeed, describe_server, profile_steps
 from backend.series import LiveSeries
 from backend.settings import Reference
@@ -48,6 +48,7 @@ DEFAULT_WINDOW = 1  # 5 m
 TICK_S = 0.25  # the two charts take turns: each redraws at most twice a second, never both in one frame
 STATS_EVERY = 4  # ticks between stats: once a second
 CHARTS = ("tok", "accept")
+TOK_TITLES = {False: "decode tok/s per stream", True: "decode tok/s in all"}
 TARGETS = (150.0, 200.0)
 RECORD_EVERY_S = 1.0  # hand what was followed to the history thread, which commits it
 # The recorder's pace, a little under the hand-overs': the last commit's own time would otherwise make every
@@ -93,6 +94,14 @@ class LivePane(ShellPane):
             "c", "use_live_cycle", "Use cycle", id="live.cycle", tooltip="Put the live cycle time in the calculator"
         ),
         Binding(
+            "a",
+            "toggle_aggregate",
+            "Per stream/all",
+            id="live.aggregate",
+            tooltip="Plot tok/s per stream (against the single-stream baseline) or in all (against a baseline "
+            "measured at the same concurrency)",
+        ),
+        Binding(
             "o",
             "toggle_overlay",
             "Overlay",
@@ -123,6 +132,8 @@ class LivePane(ShellPane):
         self._history_error = ""  # the last history failure reported
         self.baseline_tok_s = Reference.baseline_tok_s  # the tok/s line, set from the settings in compose
         self.baseline_run: str | None = None  # the History run that measured it; None for the configured figure
+        self.yardstick: Yardstick | None = None  # the baseline per concurrency, for the aggregate chart
+        self.aggregate = False  # the tok/s chart shows all streams together instead of one stream
         self.overlay: list[RunSummary] | None = None  # earlier runs drawn over the charts; None while off
         self._overlay_for: tuple[str, str | None] | None = None  # (host, followed run) the overlay was read for
 
@@ -136,7 +147,7 @@ class LivePane(ShellPane):
         yield Static(id="live-server")
         with Horizontal(id="live-body"):
             with Vertical(id="live-charts"):
-                yield SeriesChart("decode tok/s", "cyan", id="tok-chart")
+                yield SeriesChart(TOK_TITLES[False], "cyan", id="tok-chart")
                 yield SeriesChart("accept length", "cyan", id="accept-chart")
             with Vertical(id="live-side"):
                 yield NumbersPanel(id="live-numbers")
@@ -221,23 +232,30 @@ class LivePane(ShellPane):
             self.notify(str(failure), title="run history", severity="error")
 
     @work(exclusive=True, group="live-baseline", exit_on_error=False, description="read the measured baseline")
-    async def _load_baseline(self) -> None:
+    async def _load_baseline(self, apply: bool = True) -> None:
+        """Read the yardstick (the baseline per concurrency); ``apply`` also makes its baseline the line."""
         ref = self.app.settings.reference
         try:
             yardstick = await self.history.query(lambda history: history.yardstick(ref.baseline_tok_s, ref.cycle_ms))
         except SpecdeckError:
             self._report_history()  # the history's own failure, said once
             return
-        self.set_baseline(yardstick.baseline_tok_s, yardstick.baseline_run)
+        self.yardstick = yardstick
+        self._stale = True  # the numbers may now be judged at the current concurrency
+        if apply:
+            self.set_baseline(yardstick.baseline_tok_s, yardstick.baseline_run)
+        elif self.shown:
+            self.redraw("tok")
 
     def on_baseline_changed(self, message: BaselineChanged) -> None:
         self.set_baseline(message.tok_s, message.run_id)
+        self._load_baseline(apply=False)  # what the new baseline run measured at each concurrency
 
     def set_baseline(self, tok_s: float, run_id: str | None) -> None:
         """Judge the live numbers against ``tok_s`` tok/s (measured by History run ``run_id``, None: configured)."""
         self.baseline_tok_s, self.baseline_run = tok_s, run_id
         self.series.baseline = tok_s
-        self.numbers = replace(self.numbers, baseline=tok_s, baseline_run=run_id)
+        self.numbers = replace(self.numbers, baseline=tok_s, baseline_run=run_id, baseline_streams=None)
         self.query_one(NumbersPanel).show(self.numbers)
         self.query_one(BreakevenPanel).follow_baseline(baseline_number(tok_s, run_id))
         self._dirty = set(CHARTS)
@@ -329,17 +347,71 @@ class LivePane(ShellPane):
             self._stale = False
             self._compute_numbers()
 
+    @property
+    def streams(self) -> int | None:
+        """The running requests of the newest decode sample (None before the first)."""
+        last = self.series.streams.last
+        return None if last is None else int(last[1])
+
+    def measured_at(self) -> float | None:
+        """The per-stream baseline measured at the current concurrency (the baseline run's bench there, a
+        controlled measurement, else its samples); None when it was not measured there."""
+        streams, y = self.streams, self.yardstick
+        if streams is None or y is None or y.baseline_run != self.baseline_run or self.baseline_run is None:
+            return None
+        return y.bench_by_streams.get(streams) or y.by_streams.get(streams)
+
+    def stream_baseline(self) -> tuple[float, int | None]:
+        """(per-stream baseline the live numbers are judged by, the concurrency it was measured at): measured at
+        the current concurrency when it was, else the single-stream figure (None)."""
+        measured, streams = self.measured_at(), self.streams
+        if measured is None or streams == 1:
+            return self.baseline, None
+        return measured, streams
+
+    def aggregate_baseline(self) -> float | None:
+        """The baseline tok/s in all at the current concurrency: measured there times the streams; None when no
+        baseline run measured that concurrency (82 is one stream's figure)."""
+        measured = self.measured_at()
+        return None if measured is None else measured * (self.streams or 1)
+
+    def tok_title(self) -> str:
+        """The tok/s chart's title: per stream, or in all at the current concurrency and what it is judged by."""
+        if not self.aggregate:
+            return TOK_TITLES[False]
+        streams = self.streams
+        if streams is None:
+            return TOK_TITLES[True]
+        if self.aggregate_baseline() is None:
+            return f"{TOK_TITLES[True]}, {streams} stream(s): no baseline measured at {streams}"
+        return f"{TOK_TITLES[True]}, {streams} stream(s)"
+
+    def _aggregate_lines(self) -> list[RefLine]:
+        """The aggregate chart's lines: the measured baseline and earlier runs at the same concurrency only."""
+        streams, total = self.streams, self.aggregate_baseline()
+        lines = []
+        if total is not None:
+            lines.append(RefLine(total, f"baseline at {streams} streams {total:.1f} tok/s (measured)", "green"))
+        for run, color in zip(self.overlay or (), cycle(OVERLAY_COLORS)):
+            if run.streams == streams and run.total_tok_s is not None and run.id != self.baseline_run:
+                name = run.profile or run.id
+                lines.append(RefLine(run.total_tok_s, f"{name} {run.total_tok_s:.1f}", color, dashed=True))
+        return lines
+
     def reference_lines(self) -> tuple[list[RefLine], list[RefLine]]:
         """(tok/s chart lines, accept-length chart lines) for the current numbers and overlay."""
         base = self.baseline
         ref = self.app.settings.reference
         tok = [RefLine(base, baseline_label(base, self.baseline_run), "green")]
+        same, streams = self.stream_baseline()
+        if streams is not None:  # judged at the same concurrency: that line too
+            tok.append(RefLine(same, baseline_label(same, self.baseline_run, streams), "green"))
         accept = [
             RefLine(ref.break_even_accept_len, f"break-even {ref.break_even_accept_len:.2f} (configured)", "orange")
         ]
         live = self.numbers.breakeven.mean
         if live is None and self.series.cycle_ms.last is not None:
-            live = self.series.cycle_ms.last[1] * base / 1000.0
+            live = self.series.cycle_ms.last[1] * same / 1000.0
         if live is not None:
             accept.append(RefLine(live, f"live break-even {live:.2f}", "red"))
         for run, color in zip(self.overlay or (), cycle(OVERLAY_COLORS)):
@@ -348,7 +420,7 @@ class LivePane(ShellPane):
                 tok.append(RefLine(run.tok_s, f"{name} {run.tok_s:.1f}", color, dashed=True))
             if run.speculative and run.accept_len is not None:
                 accept.append(RefLine(run.accept_len, f"{name} {run.accept_len:.2f}", color, dashed=True))
-        return tok, accept
+        return (self._aggregate_lines() if self.aggregate else tok), accept
 
     def redraw(self, *charts: str) -> None:
         """Redraw ``charts`` ("tok", "accept"; default both) from the series (the caller keeps this ≤ 2/s)."""
@@ -358,7 +430,10 @@ class LivePane(ShellPane):
         for chart in charts or CHARTS:
             self._dirty.discard(chart)
             if chart == "tok":
-                self.query_one("#tok-chart", SeriesChart).redraw(self.series.tok_s, seconds, tok_refs, empty)
+                tok = self.query_one("#tok-chart", SeriesChart)
+                tok.title = self.tok_title()
+                series = self.series.total_tok_s if self.aggregate else self.series.tok_s
+                tok.redraw(series, seconds, tok_refs, empty)
             else:
                 self.query_one("#accept-chart", SeriesChart).redraw(self.series.accept_len, seconds, accept_refs, empty)
         self.redraws += 1
@@ -375,12 +450,14 @@ class LivePane(ShellPane):
         label, seconds = self.window
         series = self.series
         # Snapshots on the loop (cheap copies), the sorting for p50/p95 in a thread.
-        views = [s.window(seconds) for s in (series.tok_s, series.accept_len, series.cycle_ms)]
-        tok, accept, cycle_ms = await asyncio.to_thread(lambda: [window_stats(v) for v in views])
+        parts = (series.tok_s, series.accept_len, series.cycle_ms, series.total_tok_s, series.streams)
+        views = [s.window(seconds) for s in parts]
+        tok, accept, cycle_ms, total, streams = await asyncio.to_thread(lambda: [window_stats(v) for v in views])
         ref = self.app.settings.reference
         before = self.numbers.breakeven.mean
+        baseline, at = self.stream_baseline()
         self.numbers = LiveNumbers(
-            tok, accept, cycle_ms, self.baseline, ref.break_even_accept_len, label, self.baseline_run
+            tok, accept, cycle_ms, baseline, ref.break_even_accept_len, label, self.baseline_run, total, streams, at
         )
         self.query_one(NumbersPanel).show(self.numbers)
         if self.numbers.breakeven.mean != before:
@@ -415,6 +492,16 @@ class LivePane(ShellPane):
         self.numbers = LiveNumbers(baseline=self.baseline, window=self.window[0], baseline_run=self.baseline_run)
         self.query_one(NumbersPanel).show(self.numbers)
         self.redraw()
+
+    def action_toggle_aggregate(self) -> None:
+        self.aggregate = not self.aggregate
+        self.redraw("tok")
+        if self.aggregate and self.streams is not None and self.aggregate_baseline() is None:
+            self.notify(
+                f"no baseline was measured at {self.streams} streams: the aggregate has no line to beat "
+                "(bench the baseline with --concurrency and mark its run in History)",
+                severity="warning",
+            )
 
     def action_toggle_overlay(self) -> None:
         if self.overlay is None:

@@ -23,9 +23,11 @@ def baseline_number(tok_s: float, run_id: str | None) -> str:
     return f"{tok_s:.1f}" if run_id else f"{tok_s:g}"
 
 
-def baseline_label(tok_s: float, run_id: str | None) -> str:
-    """``baseline 82 tok/s (configured)`` or ``baseline 81.6 tok/s (measured: <run>)``."""
-    return f"baseline {baseline_number(tok_s, run_id)} tok/s ({f'measured: {run_id}' if run_id else 'configured'})"
+def baseline_label(tok_s: float, run_id: str | None, streams: int | None = None) -> str:
+    """``baseline 82 tok/s (configured)``, ``baseline 81.6 tok/s (measured: <run>)``, or with ``streams`` the
+    per-stream baseline measured at that concurrency: ``baseline at 4 streams 73.0 tok/s (measured: <run>)``."""
+    at = f" at {streams} streams" if streams else ""
+    return f"baseline{at} {baseline_number(tok_s, run_id)} tok/s ({f'measured: {run_id}' if run_id else 'configured'})"
 
 
 def scaled(stats: Stats, factor: float) -> Stats:
@@ -59,6 +61,9 @@ class LiveNumbers:
     configured_breakeven: float = Reference().break_even_accept_len
     window: str = "5 m"
     baseline_run: str | None = None  # the History run measuring ``baseline``; None for the configured figure
+    total_tok_s: Stats = EMPTY  # all streams together (SGLang's gen throughput)
+    streams: Stats = EMPTY  # running requests
+    baseline_streams: int | None = None  # the concurrency ``baseline`` was measured at; None: single-stream figure
 
     @property
     def breakeven(self) -> Stats:
@@ -100,14 +105,16 @@ def render_numbers(numbers: LiveNumbers) -> str:
     """The panel's text (Textual markup with theme variables)."""
     lines = [
         f"[b]{numbers.window:<11}{'current':>7} {'mean':>7} {'p50':>7} {'p95':>7}[/]",
-        _row("tok/s", numbers.tok_s, ".1f"),
+        _row("tok/s/strm", numbers.tok_s, ".1f"),
+        _row("tok/s all", numbers.total_tok_s, ".1f"),
+        _row("streams", numbers.streams, ".0f"),
         _row("accept len", numbers.accept_len, ".2f"),
         _row("cycle ms", numbers.cycle_ms, ".1f"),
         f"{'vs ' + baseline_number(numbers.baseline, numbers.baseline_run):<11}"
         + _vs(numbers.tok_s.current, numbers.baseline)
         + " "
         + _vs(numbers.tok_s.mean, numbers.baseline),
-        f"[$text-muted]{escape(baseline_label(numbers.baseline, numbers.baseline_run))}[/]",
+        f"[$text-muted]{escape(baseline_label(numbers.baseline, numbers.baseline_run, numbers.baseline_streams))}[/]",
         f"break-even {numbers.configured_breakeven:.2f} configured"
         + (f", {numbers.breakeven.mean:.2f} live" if numbers.breakeven.mean is not None else ""),
         verdict(numbers),
