@@ -1,4 +1,4 @@
-"""Start-up budgets (issue 2): TUI first paint ≤ 1 s, `specdeck ping` ≤ 1 s, nothing heavy imported.
+"""Start-up budgets: TUI first paint ≤ 1 s, `specdeck ping` ≤ 1 s, nothing heavy imported.
 
 Every measurement is a fresh process on `--host local`, with config and state in a temporary folder so the
 user's own files are neither read nor written.

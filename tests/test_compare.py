@@ -536,7 +536,8 @@ async def test_compare_tab(sandbox_like, tmp_path, llama, monkeypatch):
     from tests.helpers import until
     from tui.app import SpecdeckApp
     from tui.messages import OpenInCompare
-    from tui.screens.compare import ComparePane, PromptScreen
+    from tui.screens.compare import ComparePane
+    from tui.screens.prompt import PromptScreen
     from tui.widgets.diff_table import DiffTable
 
     settings, ours = sandbox_like

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import csv
-import importlib.util
 import io
 import json
 import os
@@ -27,7 +26,8 @@ from backend.report import Chart, svg_chart, text_chart
 from backend.settings import HostConfig, builtin_defaults
 from tests.helpers import until
 from tui.app import SpecdeckApp
-from tui.screens.history import ConfirmDelete, HistoryPane
+from tui.screens.confirm import ConfirmScreen
+from tui.screens.history import HistoryPane
 from tui.widgets.runchart import RunChart
 
 REPO = Path(__file__).resolve().parents[1]
@@ -280,21 +280,12 @@ async def test_sync_from_host_imports_a_simulator_run_and_its_bench(tmp_path, mo
             if (await conn.call("http.request", url=f"http://127.0.0.1:{port}/health")).get("status") == 200:
                 break
             await asyncio.sleep(0.02)
-        # The bench's load generator (issue 6) when this tree has it, else one plain /generate request.
-        if importlib.util.find_spec("backend.agent.host.loadgen"):
-            bench = await conn.call(
-                "bench.start", port=port, requests=2, max_tokens=160, concurrency=1, profile="eagle3-aq",
-                server_job=job["id"],
-            )  # fmt: skip
-            load = None
-        else:
-            body = {"text": "hi", "sampling_params": {"max_new_tokens": 240, "ignore_eos": True}}
-            url = f"http://127.0.0.1:{port}/generate"
-            load = asyncio.create_task(conn.call("http.request", url=url, json=body, timeout=30))
+        bench = await conn.call(
+            "bench.start", port=port, requests=2, max_tokens=160, concurrency=1, profile="eagle3-aq",
+            server_job=job["id"],
+        )  # fmt: skip
 
         async def busy() -> bool:
-            if load is not None:
-                return not load.done()
             return (await conn.call("jobs.get", id=bench["id"]))["state"] == "running"
 
         syncs = 0
@@ -318,11 +309,10 @@ async def test_sync_from_host_imports_a_simulator_run_and_its_bench(tmp_path, mo
             Path(models["aq-medai"]) / "config.json"
         )
         assert run.tok_s > 82 and run.accept_len > 2.46  # aq-medai beats the baseline in the simulator
-        if load is None:
-            assert run.bench is not None and run.bench["tok_s"] > 82 and run.bench["run"] == run_id
-            acceptance = run.bench["acceptance"]  # the per-position acceptance is kept with the bench
-            assert len(acceptance["histogram"]) == 4 and len(acceptance["per_position"]) == 3
-            assert len(history.benches(run_id)) == 1 and history.benches(standalone=True) == []
+        assert run.bench is not None and run.bench["tok_s"] > 82 and run.bench["run"] == run_id
+        acceptance = run.bench["acceptance"]  # the per-position acceptance is kept with the bench
+        assert len(acceptance["histogram"]) == 4 and len(acceptance["per_position"]) == 3
+        assert len(history.benches(run_id)) == 1 and history.benches(standalone=True) == []
 
         # The incremental imports add up to one import of the whole log, idle-time throughput left out.
         log = Path((await conn.call("jobs.get", id=job["id"]))["log_path"]).read_text().splitlines()
@@ -482,11 +472,11 @@ async def test_history_tab_compares_marks_and_deletes(three_runs, tmp_path, monk
 
         # Delete asks first; "n" keeps, "y" deletes both selected runs.
         await pilot.press("d")
-        await until(pilot, lambda: isinstance(app.screen, ConfirmDelete), "the confirm dialog")
+        await until(pilot, lambda: isinstance(app.screen, ConfirmScreen), "the confirm dialog")
         await pilot.press("n")
         assert table.row_count == 3
         await pilot.press("d")
-        await until(pilot, lambda: isinstance(app.screen, ConfirmDelete), "the confirm dialog")
+        await until(pilot, lambda: isinstance(app.screen, ConfirmScreen), "the confirm dialog")
         await pilot.press("y")
         await until(pilot, lambda: table.row_count == 1, "two runs deleted")
         assert pane.selected == []

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib.util
 import subprocess
 import sys
 from pathlib import Path
@@ -10,13 +9,8 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
-# The story serves and benches through the Serve and Live backends (issues 5 and 6).
-NEEDS = ("backend.serving", "backend.bench")
 
 
-@pytest.mark.skipif(
-    not all(importlib.util.find_spec(m) for m in NEEDS), reason="the Serve and Live backends are not in this tree"
-)
 @pytest.mark.timeout(300)
 def test_screenshot_script_writes_svgs(tmp_path):
     res = subprocess.run(

@@ -21,9 +21,10 @@ from backend.sandbox import environment
 from backend.settings import Settings, load
 from tests.helpers import record_run, until
 from tui.app import TABS, SpecdeckApp
-from tui.screens.compare import ComparePane, PromptScreen
-from tui.screens.history import ConfirmDelete
+from tui.screens.compare import ComparePane
+from tui.screens.confirm import ConfirmScreen
 from tui.screens.pane import ShellPane
+from tui.screens.prompt import PromptScreen
 from tui.widgets.breakeven_panel import BreakevenPanel
 from tui.widgets.logview import LogView
 
@@ -264,7 +265,7 @@ async def test_history_keys(sandbox):
         await until(pilot, lambda: "synced sandbox" in plain(pane.query_one("#history-status", Static)), "synced")
 
         await keys.press("delete_runs")
-        await until(pilot, lambda: isinstance(app.screen, ConfirmDelete), "the confirmation")
+        await until(pilot, lambda: isinstance(app.screen, ConfirmScreen), "the confirmation")
         await pilot.press("y")
         await until(pilot, lambda: table.row_count == 2 and highlighted not in marks(), "the run deleted")
         with History.open() as history:

@@ -1,4 +1,4 @@
-"""The Compare tab (issue 3): two drafters side by side against the target, and whether B can drop in for A.
+"""The Compare tab: two drafters side by side against the target, and whether B can drop in for A.
 
 Pick A, B and the target: a configured drafter name, a host path, ``file://PATH`` or ``hf://org/name``; an
 empty target means the configured one. The diff is read in a worker (headers only: through the agent on the
@@ -13,51 +13,21 @@ import asyncio
 import os
 import re
 
-from textual import on, work
+from textual import work
 from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.containers import Horizontal, Vertical
-from textual.screen import ModalScreen
-from textual.suggester import SuggestFromList
-from textual.widgets import Input, Static
+from textual.containers import Horizontal
+from textual.widgets import Static
 
 from backend import checkpoints as ck
 from backend.checkpoint_sources import HOST, Source, Sources, hub_endpoint, parse_source, read_diff, target_source
 from backend.errors import SpecdeckError, UsageError
 from tui.messages import ConnectionChanged, OpenInCompare
 from tui.screens.pane import ShellPane
+from tui.screens.prompt import PromptScreen
 from tui.widgets.diff_table import DiffTable, config_rows, tensor_rows
 
 SOURCE_HINT = "drafter name, host path, file://PATH or hf://org/name"
-
-
-class PromptScreen(ModalScreen[str | None]):
-    """Ask for one line (a source to compare, a file to export to): Enter answers, Escape cancels (None)."""
-
-    BINDINGS = [Binding("escape", "dismiss(None)", "Cancel", id="compare.prompt.cancel", tooltip="Cancel")]
-    DEFAULT_CSS = """
-    PromptScreen { align: center middle; }
-    PromptScreen #prompt-dialog {
-        width: 90; max-width: 90%; height: auto; padding: 1 2; border: thick $primary; background: $surface;
-    }
-    PromptScreen .title { text-style: bold; color: $text-primary; margin-bottom: 1; }
-    PromptScreen .hint { color: $text-muted; margin-top: 1; }
-    """
-
-    def __init__(self, title: str, value: str, hint: str, suggestions: list[str] | None = None) -> None:
-        super().__init__()
-        self.title_text, self.value, self.hint = title, value, hint
-        self.suggester = SuggestFromList(suggestions) if suggestions else None
-
-    def compose(self) -> ComposeResult:
-        with Vertical(id="prompt-dialog"):
-            yield Static(self.title_text, classes="title", markup=False)
-            yield Input(self.value, id="prompt-input", placeholder=self.hint, suggester=self.suggester)
-            yield Static(f"{self.hint} · Enter to accept · Escape to cancel", classes="hint", markup=False)
-
-    @on(Input.Submitted, "#prompt-input")
-    def _submitted(self, event: Input.Submitted) -> None:
-        self.dismiss(event.value.strip())
 
 
 class ComparePane(ShellPane):

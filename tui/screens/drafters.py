@@ -1,4 +1,4 @@
-"""The Drafters tab (issue 4): the configured drafters on the host, their downloads and verification.
+"""The Drafters tab: the configured drafters on the host, their downloads and verification.
 
 A table of drafters (name, repo, host path, state, size, sha256 prefix) read from the host with a stat and the
 verified-digest sidecar, refreshed every few seconds while connected. Download, cancel, verify and open in

@@ -1,4 +1,4 @@
-"""The History tab (issue 7): recorded server runs side by side, the measured baseline, deleting runs.
+"""The History tab: recorded server runs side by side, the measured baseline, deleting runs.
 
 The runs live in the local history database (``backend.history``). On every connect, on ``s`` and every
 ``SYNC_EVERY_S`` while the tab is shown, a worker imports the host's serve and bench jobs
@@ -21,15 +21,15 @@ from typing import TypeVar
 from textual import work
 from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.containers import Horizontal, Vertical
-from textual.screen import ModalScreen
+from textual.containers import Horizontal
 from textual.timer import Timer
-from textual.widgets import Button, DataTable, Static
+from textual.widgets import DataTable, Static
 
 from backend.errors import SpecdeckError
 from backend.history import History, HistoryThread, HistoryUnavailable, RunSummary, Yardstick, sync_from_host
 from backend.report import charts, comparison_table, run_cells
 from tui.messages import BaselineChanged, ConnectionChanged
+from tui.screens.confirm import ConfirmScreen
 from tui.screens.pane import ShellPane
 from tui.widgets.runchart import RunChart
 
@@ -37,33 +37,6 @@ T = TypeVar("T")
 SYNC_EVERY_S = 10.0
 COLUMNS = ("", "profile", "drafter", "started", "outcome", "samples", "streams", "tok/s/stream", "total", "accept",
            "vs baseline", "break-even")  # fmt: skip
-
-
-class ConfirmDelete(ModalScreen[bool]):
-    """Asks before runs are deleted; dismisses with True to delete."""
-
-    BINDINGS = [
-        Binding("y", "answer(True)", "Delete", id="history.confirm"),
-        Binding("n,escape", "answer(False)", "Keep", id="history.keep"),
-    ]
-
-    def __init__(self, question: str) -> None:
-        super().__init__()
-        self.question = question
-
-    def compose(self) -> ComposeResult:
-        with Vertical(id="dialog"):
-            yield Static("Delete from the history?", classes="title", markup=False)
-            yield Static(self.question, markup=False)
-            with Horizontal(classes="buttons"):
-                yield Button("Delete (y)", id="delete", variant="error")
-                yield Button("Keep (n)", id="keep")
-
-    def action_answer(self, delete: bool) -> None:
-        self.dismiss(delete)
-
-    def on_button_pressed(self, event: Button.Pressed) -> None:
-        self.dismiss(event.button.id == "delete")
 
 
 def _started(ts: float | None) -> str:
@@ -84,9 +57,6 @@ class HistoryPane(ShellPane):
     HistoryPane #history-compare { height: auto; max-height: 8; }
     HistoryPane #history-charts { height: 2fr; min-height: 12; }
     HistoryPane RunChart { width: 1fr; height: 1fr; }
-    ConfirmDelete { align: center middle; }
-    ConfirmDelete .buttons { height: auto; margin-top: 1; }
-    ConfirmDelete Button { margin-right: 2; }
     """
 
     BINDINGS = [
@@ -339,7 +309,7 @@ class HistoryPane(ShellPane):
             if delete:
                 self._delete(ids)
 
-        self.app.push_screen(ConfirmDelete(question), answered)
+        self.app.push_screen(ConfirmScreen("Delete from the history?", question, "Delete", "Keep"), answered)
 
     @work(group="history-write", exit_on_error=False, description="delete runs")
     async def _delete(self, ids: list[str]) -> None:

@@ -1,4 +1,4 @@
-"""The Live tab (issue 6): tok/s and accept-length charts against the baseline and the break-even, the numbers
+"""The Live tab: tok/s and accept-length charts against the baseline and the break-even, the numbers
 of the window, the break-even calculator and the built-in bench.
 
 Data flows one way: a ``backend.livefeed.LiveFeed`` worker follows the host's running server into a

@@ -9,7 +9,7 @@ Where the server returns ``spec_correct_drafts_histogram`` (SGLang 0.5.23+) the 
 per-position acceptance summed over the requests (``acceptance.py``).
 
 The job's ``events.jsonl`` gets a ``progress`` event per finished request and ends with one
-``{"event": "result", ...}`` holding the summary, which history (issue 7) reads back later. Stdlib only,
+``{"event": "result", ...}`` holding the summary, which the run history reads back later. Stdlib only,
 Python 3.8+.
 """
 
