@@ -232,16 +232,24 @@ class Yardstick:
             return f"configured; run {self.baseline_run} measured {_levels_text(self.by_streams)} streams only"
         return "configured"
 
+    def measured_at(self, streams: int | None) -> float | None:
+        """The per-stream tok/s the baseline run measured at ``streams`` running requests: its bench there (a
+        controlled measurement), else its log samples there; None when it never ran at that concurrency."""
+        streams = streams or 1
+        return self.bench_by_streams.get(streams) or self.by_streams.get(streams)
+
     def at(self, streams: int | None) -> float:
         """Per-stream baseline tok/s at ``streams`` running requests: measured there, else the single-stream figure."""
-        return self.by_streams.get(streams or 1, self.baseline_tok_s)
+        measured = self.measured_at(streams) if (streams or 1) > 1 else None
+        return self.baseline_tok_s if measured is None else measured
 
     def versus(self, run: RunSummary) -> Versus | None:
         """``run`` against the baseline at the same concurrency when measured, else per stream vs single-stream."""
         streams = run.streams
         level = next((lv for lv in run.levels if lv.streams == streams), None)
-        if level is not None and streams in self.by_streams:
-            pct = 100.0 * (level.tok_s / self.by_streams[streams] - 1.0)
+        measured = self.measured_at(streams) if level is not None else None
+        if measured is not None:
+            pct = 100.0 * (level.tok_s / measured - 1.0)
             return Versus(pct, streams, f"at {streams} stream(s) vs the baseline measured at {streams}")
         if run.tok_s is None:
             return None

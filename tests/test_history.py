@@ -222,6 +222,12 @@ def test_a_measured_baseline_is_the_yardstick_at_its_own_concurrency(models, tmp
         assert y.versus(four).streams is None and y.versus(four).pct == pytest.approx(100 * (77.5 / 82 - 1))
         doc = y.to_json()
         assert doc["baseline_by_streams"] == {"1": 82.0, "2": 78.5} and doc["baseline_source"] == "measured"
+        # A bench of the baseline at 2 streams (a controlled measurement) is preferred to its log there.
+        result = {"server_job": "serve-base", "tok_s": 80.0, "concurrency": 2, "ended": T0 + 60}
+        history.record_bench("local", {"id": "bench-base2", "state": "done"}, result)
+        y = history.yardstick(85.0, 30.0)
+        assert y.bench_by_streams == {2: 80.0} and y.measured_at(2) == 80.0 and y.at(2) == 80.0
+        assert y.versus(aq).pct == pytest.approx(100 * (91 / 80 - 1))
 
 
 def test_a_schema_1_database_is_migrated_in_place(tmp_path):

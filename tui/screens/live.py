@@ -359,7 +359,7 @@ class LivePane(ShellPane):
         streams, y = self.streams, self.yardstick
         if streams is None or y is None or y.baseline_run != self.baseline_run or self.baseline_run is None:
             return None
-        return y.bench_by_streams.get(streams) or y.by_streams.get(streams)
+        return y.measured_at(streams)
 
     def stream_baseline(self) -> tuple[float, int | None]:
         """(per-stream baseline the live numbers are judged by, the concurrency it was measured at): measured at
