@@ -1,9 +1,10 @@
-"""Issue 4's budget: a download through specdeck (a detached job on the host reporting progress) reaches
-≥ 95% of a plain ``hf_hub_download`` of the same file from the same local hub, in the same run.
+"""Issue 4's budget (made strict by issue 11): a download through specdeck (a detached job on the host
+reporting progress) reaches ≥ 95% of a plain ``hf_hub_download`` of the same file from the same local hub, in
+the same run, as the median of back-to-back pairs.
 
 Both sides time the same thing, the ``hf_hub_download`` call (HEAD and transfer, not interpreter start-up):
 the plain one in a fresh child, specdeck's from the job's own ``done`` event. They run in back-to-back pairs
-in alternating order, so load on a shared machine hits both alike, and each side's best run is its speed.
+in alternating order, so load on a shared machine hits both alike; the median pair ratio is the budget.
 The job's end-to-end time (RPC to ``done``) and the sha256 verification, which the plain download does not
 do, are reported beside it.
 """
@@ -90,20 +91,20 @@ def run() -> list[Row]:
     finally:
         os.environ.clear()
         os.environ.update(saved)
-    # Other work on a shared machine only ever adds time, so the fastest of each side is its own speed
-    # (as timeit reasons); the pairs' medians are shown beside it.
+    # Pairs run back to back in alternating order, so load on a shared machine hits both sides alike: the
+    # median of the pairs' ratios is the budget; each side's best run is shown beside it.
     plain, job = SIZE / min(times["plain"]) / 1e6, SIZE / min(times["job"]) / 1e6
-    ratio = job / plain
-    median_ratio = statistics.median(p / j for p, j in zip(times["plain"], times["job"], strict=True))
+    ratios = sorted(p / j for p, j in zip(times["plain"], times["job"], strict=True))
+    median_ratio = statistics.median(ratios)
     verify = statistics.median(times["verify"])
     wall = statistics.median(times["wall"])
     return [
         Row(
             issue=4,
-            budget=f"download via specdeck job ≥ {BUDGET:.0%} of plain hf_hub_download ({SIZE >> 20} MiB)",
-            measured=f"{job:,.0f} MB/s ({ratio:.0%})",
-            alternative=f"plain: {plain:,.0f} MB/s (best of {REPEAT}; median pair ratio {median_ratio:.0%})",
-            ok=ratio >= BUDGET,
+            budget=f"download via specdeck job, median pair ≥ {BUDGET:.0%} of plain hf_hub_download ({SIZE >> 20} MiB)",
+            measured=f"{median_ratio:.0%} (pairs {ratios[0]:.0%}–{ratios[-1]:.0%})",
+            alternative=f"best of {REPEAT}: job {job:,.0f} MB/s, plain {plain:,.0f} MB/s",
+            ok=median_ratio >= BUDGET,
         ),
         Row(
             issue=4,
