@@ -288,7 +288,7 @@ def _progress(event: dict) -> None:
 async def _sweep(args, settings, conn, server: dict, plan: bench_mod.BenchPlan, levels: tuple[int, ...]) -> int:
     """``bench --concurrency 1,2,4,8``: the bench at each level, recorded in the history with the server's run,
     judged per level against the baseline's bench at the same concurrency (else the single-stream figure)."""
-    from backend.history import History, record_run
+    from backend.history import History, HistoryUnavailable, Yardstick
     from backend.livefeed import describe_server
 
     print(
@@ -308,12 +308,14 @@ async def _sweep(args, settings, conn, server: dict, plan: bench_mod.BenchPlan, 
 
     done = await bench_mod.run_sweep(conn, server, plan, levels, on_level, _progress)
     ref = settings.reference
-    with History.open() as history:
-        run_id = await record_run(history, conn, server)
-        for job, result in done:
-            history.record_bench(conn.host.name, {**job, "state": "done"}, result)
-        yardstick = history.yardstick(ref.baseline_tok_s, ref.cycle_ms)
-        run = history.run(run_id)
+    run_id = await keep_in_history(conn, server, done)
+    yardstick, run = Yardstick(ref.baseline_tok_s, ref.cycle_ms), None
+    if run_id is not None:
+        try:
+            with History.open() as history:
+                yardstick, run = history.yardstick(ref.baseline_tok_s, ref.cycle_ms), history.run(run_id)
+        except HistoryUnavailable as exc:
+            print(f"specdeck: the run history cannot be read: {exc}", file=sys.stderr)
     rows = []
     for (_, result), level in zip(done, levels, strict=True):
         versus = yardstick.bench_versus(level, result["tok_s"]) if result.get("tok_s") else None
@@ -325,7 +327,7 @@ async def _sweep(args, settings, conn, server: dict, plan: bench_mod.BenchPlan, 
             vs_baseline_basis=None if versus is None else versus.basis,
         )
         rows.append(row)
-    falls = run.falls_below_baseline_at(yardstick)
+    falls = None if run is None else run.falls_below_baseline_at(yardstick)
     if args.json:
         emit_json({"run": run_id, "levels": rows, "yardstick": yardstick.to_json(), "falls_below_baseline_at": falls})
         return 0
@@ -337,8 +339,11 @@ async def _sweep(args, settings, conn, server: dict, plan: bench_mod.BenchPlan, 
             f"{row['concurrency']:>7}  {_num(row['tok_s'], '.1f'):>12}  {_num(row.get('total_tok_s'), '.1f'):>7}  "
             f"{_num(row['accept_len']):>6}  {_num(row['cycle_ms'], '.1f'):>8}  {vs}"
         )
-    print(f"recorded with run {run_id}; @N: against the baseline's bench at N streams, /stream: per stream vs the "
-          f"single-stream baseline {yardstick.baseline_tok_s:.1f} tok/s")  # fmt: skip
+    print(f"@N: against the baseline's bench at N streams, /stream: per stream vs the single-stream baseline "
+          f"{yardstick.baseline_tok_s:.1f} tok/s")  # fmt: skip
+    if run is None:
+        return 0
+    print(f"recorded with run {run_id}: `specdeck report {run_id} --out report.md` draws the curve")
     if not run.speculative:
         print(f"no speculation here: `specdeck history baseline {run_id}` makes these the yardstick per concurrency")
     elif not yardstick.bench_by_streams:
