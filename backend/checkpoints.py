@@ -292,7 +292,7 @@ def _shape(tensors: dict, name: str, dims: int) -> list[int] | None:
     return info["shape"] if info and len(info["shape"]) == dims else None
 
 
-def _language_config(cfg: dict | None) -> dict | None:
+def language_config(cfg: dict | None) -> dict | None:
     """The part of a target config that describes the language model (multimodal ones nest it)."""
     if cfg and "hidden_size" not in cfg and isinstance(cfg.get("text_config"), dict):
         return cfg["text_config"]
@@ -326,7 +326,7 @@ def verdict(drafter: dict, target_config: dict | None) -> dict:
     """
     cfg = drafter.get("config")
     tensors = drafter.get("tensors") or {}
-    target = _language_config(target_config)
+    target = language_config(target_config)
     problems: list[str] = []
     notes: list[str] = []
     algorithm = _algorithm(cfg)

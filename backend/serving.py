@@ -353,10 +353,69 @@ async def preflight(conn: Any, settings: Settings, profile: ProfileConfig, *, fo
     )
     checks += _target_checks(target, target_cfg)
     checks += _drafter_checks(profile, drafter, inspected, target_cfg, force)
+    checks += _window_checks(profile, inspected, target_cfg)
     checks = _sglang_checks(checks, profile, helped, settings)
     checks.append(_port_check(port))
+    checks.append(_tp_check(profile, gpus))
     checks.append(_gpu_check(gpus))
     return Preflight(profile.name, tuple(checks))
+
+
+def _extra_value(profile: ProfileConfig, flag: str) -> str | None:
+    """The value the profile's extra flags give ``flag`` (``--flag V`` or ``--flag=V``), the last one wins."""
+    value = None
+    args = list(profile.extra_args)
+    for i, arg in enumerate(args):
+        if arg == flag and i + 1 < len(args):
+            value = args[i + 1]
+        elif arg.startswith(flag + "="):
+            value = arg.split("=", 1)[1]
+    return value
+
+
+def _tp_check(profile: ProfileConfig, gpus: dict) -> Check:
+    """``--tp-size`` against the host's GPU count: SGLang itself only fails once it tries to use them."""
+    if not gpus["nvidia_smi"]:
+        return Check("tp", "skip", f"no nvidia-smi on the host: --tp-size {profile.tp} not checked against its GPUs")
+    count = len(gpus["gpus"])
+    if profile.tp > count:
+        return Check(
+            "tp",
+            "fail",
+            f"the profile asks for --tp-size {profile.tp} but the host has {count} GPU{'s' if count != 1 else ''}: "
+            f"set the profile's tp to {count} or less",
+        )
+    return Check("tp", "ok", f"--tp-size {profile.tp} fits the host's {count} GPUs")
+
+
+def _window_checks(profile: ProfileConfig, inspected: Any, target_cfg: Any) -> list[Check]:
+    """The drafter's trained window (max_position_embeddings) against the context the profile allows: past
+    it EAGLE-3's acceptance collapses and the server runs below the baseline (sglang issue #6783)."""
+    if not profile.drafter or not isinstance(inspected, dict) or not isinstance(inspected.get("config"), dict):
+        return []
+    window = inspected["config"].get("max_position_embeddings")
+    if not isinstance(window, int) or window <= 0:
+        return []
+    given = _extra_value(profile, "--context-length")
+    target = checkpoints.language_config(target_cfg if isinstance(target_cfg, dict) else None) or {}
+    try:
+        context = int(given) if given is not None else target.get("max_position_embeddings")
+    except ValueError:
+        return []  # the flags check says what is wrong with it
+    if not isinstance(context, int):
+        return [Check("window", "skip", f"the target's context is unknown: the drafter's window is {window}")]
+    where = "--context-length" if given is not None else "the target's max_position_embeddings"
+    if context > window:
+        return [
+            Check(
+                "window",
+                "warn",
+                f"{profile.drafter} was trained on {window} positions (max_position_embeddings) but the profile "
+                f"allows {context} ({where}): past {window} tokens EAGLE-3 falls below the baseline; add "
+                f"--context-length {window} to the profile's extra flags to cap it",
+            )
+        ]
+    return [Check("window", "ok", f"{profile.drafter}'s window of {window} covers the {context} allowed ({where})")]
 
 
 def _target_checks(target: str, config: dict | RemoteError | None) -> list[Check]:

@@ -50,7 +50,7 @@ def settings(tmp_path) -> Settings:
         "drafters": {"ours": {"path": fixtures.write_drafter(str(models / "ours"), "ours")}},
         "profiles": {
             "baseline": {"port": port, "env": SCALE},
-            "eagle3-ours": {"drafter": "ours", **eagle, "port": port, "env": SCALE},
+            "eagle3-ours": {"drafter": "ours", **eagle, "tp": 2, "port": port, "env": SCALE},  # gpu_box's 2 GPUs
             "eagle3-aq": {"drafter": "ours", **eagle, "port": free_port(), "env": SCALE},
             "oom": {"drafter": "ours", **eagle, "port": free_port(), "env": {**SCALE, "SPECDECK_SIM_FAIL": "oom"}},
         },

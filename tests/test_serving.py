@@ -202,8 +202,8 @@ async def test_preflight_on_the_host(conn, models, tmp_path):
     good = await serving.preflight(conn, settings, settings.profiles["good"])
     assert good.ok, good.failures
     checks = by_name(good)
-    assert {n: c.status for n, c in checks.items() if n != "gpus"} == dict.fromkeys(
-        ("speculative numbers", "flags", "target", "drafter", "algorithm", "sglang", "port"), "ok"
+    assert {n: c.status for n, c in checks.items() if n not in ("gpus", "tp")} == dict.fromkeys(
+        ("speculative numbers", "flags", "target", "drafter", "algorithm", "window", "sglang", "port"), "ok"
     )
     assert checks["sglang"].message == f"sglang {conn.host.sglang_version}-sim on the host knows every flag"
     assert checks["gpus"].status in ("ok", "skip", "warn")
@@ -219,6 +219,13 @@ async def test_preflight_on_the_host(conn, models, tmp_path):
     future = by_name(await serving.preflight(conn, settings, settings.profiles["future"]))
     assert future["flags"].status == "fail"
     assert future["sglang"].status == "fail" and "does not know --some-future-flag" in future["sglang"].message
+
+    # The drafter's trained window against the context the profile allows (ours: 131072 positions).
+    long = make_settings(models, p={"drafter": "ours", **EAGLE, "extra_args": ["--context-length", "200000"]})
+    window = by_name(await serving.preflight(conn, long, long.profiles["p"]))["window"]
+    assert window.status == "warn" and "trained on 131072 positions" in window.message
+    assert "--context-length 131072" in window.message and by_name(good)["window"].status == "ok"
+    assert by_name(good)["tp"].status == "skip"  # no nvidia-smi here: nothing to count
 
     missing = make_settings({**models, "ours": str(tmp_path / "nowhere")}, p={"drafter": "ours", **EAGLE})
     gone = by_name(await serving.preflight(conn, missing, missing.profiles["p"]))
@@ -488,9 +495,12 @@ def gpus(tmp_path, monkeypatch):
 
 @pytest.mark.parametrize("sim_host", [("local", "0.5.23")], indirect=True)
 async def test_gpus_name_other_processes_and_stop_waits_for_ours_to_free(gpus, conn, models):
-    settings = make_settings(models, p={})
+    settings = make_settings(models, p={"tp": 2}, wide={"tp": 8})
     checks = by_name(await serving.preflight(conn, settings, settings.profiles["p"]))
-    assert checks["gpus"].status == "warn"
+    assert checks["gpus"].status == "warn" and checks["tp"].status == "ok"
+    # More tensor-parallel ranks than GPUs: refused before SGLang gets to crash on it, with both numbers.
+    with pytest.raises(serving.PreflightFailed, match=r"--tp-size 8 but the host has 2 GPUs"):
+        await serving.start(conn, settings, settings.profiles["wide"])
     assert f"GPU1 pid {gpus.pid} (sleep, 69000 MiB)" in checks["gpus"].message
     started = await serving.start(conn, settings, settings.profiles["p"])
     ready = await serving.wait(conn, started["job"], within=30)
