@@ -17,6 +17,7 @@ import pytest
 
 from backend import serving
 from backend.bench import BenchPlan, run_bench
+from backend.cli.livecmds import _watch_line
 from backend.connection import Connection
 from backend.errors import OperationFailed, UsageError
 from backend.history import History, HistoryThread, filter_tail, run_id_of, sync_from_host
@@ -138,6 +139,13 @@ def test_parse_log_table_and_averages_leave_out_post_idle_throughput(tmp_path):
     assert mean > 60  # the 1.5 tok/s line would drag it down
     assert "vs the 82 single-stream baseline" in out and "break-even accept length" in out
     assert "aggregate gen throughput: mean" in out and "running requests" in out
+
+
+def test_watch_lines_judge_per_stream_throughput():
+    line = _watch_line(Sample(None, "decode", gen_tps=160.0, accept_len=2.0, running_req=2), 82.0)
+    assert "80.0 tok/s per stream (  -2% vs 82), 160.0 in all" in line and "cycle 25.0 ms" in line
+    idle = _watch_line(Sample(None, "decode", gen_tps=0.4, running_req=0), 82.0)
+    assert "left out" in idle
 
 
 def test_parse_log_missing_or_empty_file(tmp_path):

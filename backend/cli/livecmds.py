@@ -8,7 +8,7 @@ import time
 from collections.abc import Iterable
 
 from backend import bench as bench_mod
-from backend.breakeven import breakeven
+from backend.breakeven import breakeven, cycle_ms
 from backend.cli.common import add_json, connect, emit_json, emit_json_line, keep_in_history, load_settings
 from backend.cli.main import command
 from backend.errors import UsageError
@@ -207,14 +207,18 @@ def _watch_line(sample: Sample, baseline: float) -> str:
     if sample.kind == "prefill":
         return f"{_clock(sample.ts)}  prefill  #running-req {_num(sample.running_req, 'd')}"
     parts = [f"{_clock(sample.ts)}  decode "]
-    if sample.gen_tps is None:
-        parts.append("     - tok/s (first after idle: left out)")
+    per_stream = sample.stream_tps
+    if per_stream is None:
+        parts.append("     - tok/s (idle or first after idle: left out)")
     else:
-        parts.append(f"{sample.gen_tps:6.1f} tok/s ({(sample.gen_tps / baseline - 1) * 100:+4.0f}% vs {baseline:g})")
+        parts.append(
+            f"{per_stream:6.1f} tok/s per stream ({(per_stream / baseline - 1) * 100:+4.0f}% vs {baseline:g}), "
+            f"{sample.gen_tps:.1f} in all"
+        )
     if sample.accept_len is not None:
         parts.append(f"accept {sample.accept_len:.2f}")
-        if sample.gen_tps:
-            cycle = 1000 * sample.accept_len * (sample.running_req or 1) / sample.gen_tps
+        if per_stream:
+            cycle = cycle_ms(sample.accept_len, per_stream)
             parts.append(f"cycle {cycle:.1f} ms, break-even {cycle * baseline / 1000:.2f}")
     parts.append(f"#running-req {_num(sample.running_req, 'd')}")
     return "  ".join(parts)
