@@ -33,9 +33,18 @@ def host_port(host: str, port: int) -> str:
 
 
 @dataclass(frozen=True)
-class Entry:
-    where: str  # "path:line", for messages
-    line: SSHKnownHosts  # that one line, parsed
+class KnownHostsFile:
+    path: str
+    lines: tuple[str, ...]
+    parsed: SSHKnownHosts  # the whole file, parsed once
+
+    def where(self, name: str) -> str:
+        """ "path:line" of the first line that files a key under ``name`` (for messages: rare, so re-parsed)."""
+        for number, line in enumerate(self.lines, 1):
+            line = line.strip()
+            if line and not line.startswith("#") and SSHKnownHosts(line).match(name, "", None)[0]:
+                return f"{self.path}:{number}"
+        return self.path
 
 
 @dataclass(frozen=True)
@@ -43,59 +52,58 @@ class Found:
     trusted: tuple[SSHKey, ...]
     ca: tuple[SSHKey, ...]
     revoked: tuple[SSHKey, ...]
-    where: tuple[str, ...]  # the line of each trusted key
+    files: tuple[KnownHostsFile, ...]  # those that file a key under the name
 
 
 class KnownHosts:
-    """Every entry of a set of known_hosts files; a missing file is an empty one, a malformed line an error."""
+    """A set of known_hosts files; a missing file is an empty one, a malformed line an error naming it."""
 
-    def __init__(self, entries: Sequence[Entry]) -> None:
-        self.entries = tuple(entries)
+    def __init__(self, files: Sequence[KnownHostsFile]) -> None:
+        self.files = tuple(files)
         self._found: dict[str, Found] = {}  # hashed lines cost an HMAC per line and lookup: look up once
 
     @classmethod
     def read(cls, paths: Sequence[str], names: Sequence[str] = ()) -> KnownHosts:
-        """Parse ``paths`` and look ``names`` up ahead (this is the slow part: run it off the event loop)."""
-        known = cls._parse(paths)
+        """Parse ``paths`` and look ``names`` up ahead (the slow part: run it off the event loop)."""
+        known = cls([f for f in map(_read_file, paths) if f is not None])
         for name in names:
             known.find(name)
         return known
 
-    @classmethod
-    def _parse(cls, paths: Sequence[str]) -> KnownHosts:
-        entries = []
-        for path in paths:
-            try:
-                text = Path(path).read_text(errors="replace")
-            except FileNotFoundError:
-                continue
-            except OSError as exc:
-                raise ConnectionBlocked(f"cannot read {path}: {exc.strerror or exc}") from None
-            for number, raw in enumerate(text.splitlines(), 1):
-                line = raw.strip()
-                if not line or line.startswith("#"):
-                    continue
-                try:
-                    entries.append(Entry(f"{path}:{number}", SSHKnownHosts(line)))
-                except ValueError as exc:
-                    raise ConnectionBlocked(
-                        f"{path} line {number} is not a known_hosts entry ({exc}); fix or delete that line"
-                    ) from None
-        return cls(entries)
-
     def find(self, name: str) -> Found:
         """The keys filed under exactly ``name`` (no port fallback: the caller decides that, as OpenSSH does)."""
-        if name in self._found:
-            return self._found[name]
-        trusted, ca, revoked, where = [], [], [], []
-        for entry in self.entries:
-            keys, cas, revokes = entry.line.match(name, "", None)[:3]
-            trusted += keys
-            where += [entry.where] * len(keys)
-            ca += cas
-            revoked += revokes
-        self._found[name] = Found(tuple(trusted), tuple(ca), tuple(revoked), tuple(where))
+        if name not in self._found:
+            trusted, ca, revoked, files = [], [], [], []
+            for f in self.files:
+                keys, cas, revokes = f.parsed.match(name, "", None)[:3]
+                trusted += keys
+                ca += cas
+                revoked += revokes
+                files += [f] if keys else []
+            self._found[name] = Found(tuple(trusted), tuple(ca), tuple(revoked), tuple(files))
         return self._found[name]
+
+
+def _read_file(path: str) -> KnownHostsFile | None:
+    try:
+        text = Path(path).read_text(errors="replace")
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        raise ConnectionBlocked(f"cannot read {path}: {exc.strerror or exc}") from None
+    lines = tuple(text.splitlines())
+    try:
+        return KnownHostsFile(path, lines, SSHKnownHosts(text))
+    except ValueError:
+        pass
+    for number, line in enumerate(lines, 1):  # name the bad line
+        try:
+            SSHKnownHosts(line)
+        except ValueError as exc:
+            raise ConnectionBlocked(
+                f"{path} line {number} is not a known_hosts entry ({exc}); fix or delete that line"
+            ) from None
+    raise ConnectionBlocked(f"{path} is not a known_hosts file; fix or move it")
 
 
 @dataclass(frozen=True)
@@ -110,13 +118,13 @@ class Verdict:
         return self.status == "trusted"
 
 
-def _status(found: Found, key: SSHKey) -> tuple[Status, str]:
+def _status(found: Found, key: SSHKey, name: str) -> tuple[Status, str]:
     if key in found.revoked:
         return "revoked", ""
     if key in found.trusted:
         return "trusted", ""
     if found.trusted:
-        return "changed", found.where[0]
+        return "changed", found.files[0].where(name)
     return "unknown", ""
 
 
@@ -125,12 +133,13 @@ def decide(
 ) -> Verdict:
     """OpenSSH's decision for ``key`` from ``hostname:port``; ``address`` is given only when CheckHostIP applies."""
     name = alias or host_port(hostname, port)
-    status, where = _status(known.find(name), key)
+    status, where = _status(known.find(name), key, name)
     portless = status == "unknown" and alias is None and port != DEFAULT_PORT
-    if portless and _status(known.find(hostname), key)[0] == "trusted":
+    if portless and _status(known.find(hostname), key, hostname)[0] == "trusted":
         status = "trusted"
     if address is not None and status in ("trusted", "unknown"):
-        by_ip, ip_where = _status(known.find(host_port(address, port)), key)
+        ip = host_port(address, port)
+        by_ip, ip_where = _status(known.find(ip), key, ip)
         if by_ip in ("changed", "revoked"):
             return Verdict("changed", name, ip_where, by_address=True)
     return Verdict(status, name, where)

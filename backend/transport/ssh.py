@@ -20,7 +20,7 @@ from asyncssh.public_key import get_default_public_key_algs
 
 from backend.errors import ConnectionBlocked, ConnectionFailed, HostKeyChanged, HostKeyUnknown, UsageError
 from backend.transport.base import RunResult, shell_command
-from backend.transport.hostkeys import KnownHosts, Verdict, decide, key_line
+from backend.transport.hostkeys import DEFAULT_PORT, KnownHosts, Verdict, decide, key_line
 from backend.transport.sshconfig import MAX_HOPS, Destination, config_paths, jump_hops, resolve
 
 CONNECT_TIMEOUT_S = 10
@@ -187,7 +187,8 @@ class SSHTransport:
         self, dest: Destination, keys: list[str], paths: list[str], tunnel: asyncssh.SSHClientConnection | None
     ) -> asyncssh.SSHClientConnection:
         write_to, read = self._known_hosts_files(dest)
-        known = await asyncio.to_thread(KnownHosts.read, read, (dest.key_name, dest.hostname))
+        portless = () if dest.host_key_alias or dest.port == DEFAULT_PORT else (dest.hostname,)  # ssh's fallback
+        known = await asyncio.to_thread(KnownHosts.read, read, (dest.key_name, *portless))
         found = known.find(dest.key_name)
         proxied = tunnel is not None or dest.proxy_command
         verdicts: list[tuple[Verdict, asyncssh.SSHKey]] = []
