@@ -32,6 +32,7 @@ from typing import Dict, List, Optional
 from . import jobs, loadgen, serve
 from .advice import Acceptance, CostModel, predict
 from .registry import AgentError, Context, method
+from .server_states import STATES as SERVER_STATES
 
 KIND = "sweep"
 ENV_KEY = "SPECDECK_SWEEP_ENV"
@@ -158,7 +159,7 @@ class Sweep:
                 phases.append(status.get("phase"))
                 self.emit({"event": "phase", "index": index, "phase": "starting", "server_phase": phases[-1]})
 
-        until = [state for state in serve.STATES if state != "starting"]
+        until = [state for state in SERVER_STATES if state != "starting"]
         return serve.wait({"job": job_id, "until": until, "timeout": timeout}, Context(self.state_dir, on_status))
 
     # --- one point ---
