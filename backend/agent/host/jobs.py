@@ -77,6 +77,14 @@ def _create_json(path: str, obj: dict) -> bool:
         return True
     except FileExistsError:
         return False
+    except OSError:  # a filesystem without hard links: O_EXCL, written in one call
+        try:
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        except FileExistsError:
+            return False
+        with os.fdopen(fd, "w") as f:
+            f.write(json.dumps(obj))
+        return True
     finally:
         os.unlink(tmp)
 
