@@ -41,7 +41,9 @@ async def test_state_dir_of_another_user_is_refused(host: HostConfig, tmp_path):
 
 
 async def test_own_state_dir_is_used_and_kept_private(host: HostConfig):
-    conn = await Connection.open(host)
-    await conn.close()
     state = Path(host.workdir) / ".specdeck"
-    assert state.is_dir() and not state.is_symlink() and state.stat().st_mode & 0o777 == 0o700
+    for _ in range(2):  # installed private; opened up by hand since, made private again at the next start
+        conn = await Connection.open(host)
+        await conn.close()
+        assert state.is_dir() and not state.is_symlink() and state.stat().st_mode & 0o777 == 0o700
+        state.chmod(0o777)

@@ -25,7 +25,7 @@ _GUARD = (
     'echo "it is not a directory owned by $(id -un)" >&2; exit 96; fi; '
 )
 _START = (
-    "echo specdeck-step:workdir; D=$3; " + _GUARD + 'test -f "$1" || exit 97; '
+    "echo specdeck-step:workdir; D=$3; " + _GUARD + 'test -f "$1" || exit 97; chmod 700 "$D"; '
     'if [ -L "$1" ] || [ ! -O "$1" ]; then echo "${1##*/} in it is not a file owned by $(id -un)" >&2; exit 96; fi; '
     'echo specdeck-step:python; exec "$2" "$1" serve "$3"'
 )
