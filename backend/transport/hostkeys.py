@@ -39,7 +39,7 @@ class KnownHostsFile:
     parsed: SSHKnownHosts  # the whole file, parsed once
 
     def where(self, name: str) -> str:
-        """ "path:line" of the first line that files a key under ``name`` (for messages: rare, so re-parsed)."""
+        """``path:line`` of the first line that files a key under ``name`` (for messages: rare, so re-parsed)."""
         for number, line in enumerate(self.lines, 1):
             line = line.strip()
             if line and not line.startswith("#") and SSHKnownHosts(line).match(name, "", None)[0]:
