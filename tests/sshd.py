@@ -70,7 +70,7 @@ class Sshd:
             self.proc.kill()
 
 
-def start_sshd(base: Path, client_key: str | None = None, host_ca: str | None = None) -> Sshd:
+def start_sshd(base: Path, client_key: str | None = None, host_ca: str | None = None, port: int = 0) -> Sshd:
     """A server with a fresh host key that lets in a fresh client key, or ``client_key`` when given; with
     ``host_ca`` (a private key) it also presents a host certificate that CA signed for localhost."""
     if not Path(SSHD).exists():
@@ -82,7 +82,7 @@ def start_sshd(base: Path, client_key: str | None = None, host_ca: str | None = 
         client_key = str(base / "client_key")
         _keygen(Path(client_key))
     shutil.copy(f"{client_key}.pub", base / "authorized_keys")
-    port = free_port()
+    port = port or free_port()
     config = base / "sshd_config"
     cert = []
     if host_ca:

@@ -354,3 +354,31 @@ def test_cli_trust_records_only_the_fingerprint_the_operator_checked(servers, ho
     oracle = home / "oracle_config"
     oracle.write_text(oracle_config((home / ".ssh" / "config").read_text(), known))
     assert asyncio.run(openssh_decides(oracle, "gpu")) == "trusted"
+
+
+@pytest.fixture(scope="module")
+def on_port_22(servers, tmp_path_factory):
+    """An sshd on port 22, where ssh files keys under the bare name: only in the loopback-only namespace."""
+    if os.environ.get("SPECDECK_NETNS") != "loopback-only" or os.geteuid() != 0:
+        pytest.skip("port 22 needs root in scripts/netns-run's own network namespace")
+    server = start_sshd(tmp_path_factory.mktemp("port22"), servers["client"], port=22)
+    yield server
+    server.stop()
+
+
+@pytest.mark.parametrize("state", ["absent", "trusted-plain", "changed-plain", "trusted-bracketed"])
+async def test_port_22_is_filed_under_the_bare_name(state, on_port_22, servers, home):
+    config = ssh_config("plain", on_port_22, servers["jump"], servers["client"])
+    (home / ".ssh" / "config").write_text(config)
+    known = home / ".ssh" / "known_hosts"
+    key = servers["other"] if state == "changed-plain" else on_port_22.host_key_pub
+    name = f"[{NAME}]:22" if state == "trusted-bracketed" else NAME
+    known.write_text("" if state == "absent" else f"{name} {key}\n")
+    oracle = home / "oracle_config"
+    oracle.write_text(oracle_config(config, known))
+    url, destination = f"ssh://{USER}@{NAME}", f"{USER}@{NAME}"
+
+    (ours, err), theirs = await asyncio.gather(specdeck_decides(url), openssh_decides(oracle, destination))
+    assert ours == theirs == {"trusted-plain": "trusted", "changed-plain": "changed"}.get(state, "unknown"), err
+    if ours == "unknown":
+        assert err.key_line.startswith(f"{NAME} ssh-ed25519 ")
