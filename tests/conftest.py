@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import subprocess
 import sys
 from dataclasses import replace
 from pathlib import Path
@@ -70,6 +71,31 @@ def _host(request, transport: str, tmp_path: Path) -> HostConfig:
         identity=server.identity,
         known_hosts=server.known_hosts,
     )
+
+
+TMPFS_BYTES = 64 << 20  # a small disk: room for a 48 MiB test model, little more
+TMPFS_PYTHON = """#!/bin/sh
+# The host's Python inside a private mount namespace with a small tmpfs on {mnt}: the agent, its jobs and
+# their workers see a disk of {size} bytes there; nothing outside this namespace does.
+exec unshare -m --propagation private sh -c 'mount -t tmpfs -o size={size} specdeck-test "$0" && exec "$@"' \\
+  {mnt} {python} "$@"
+"""
+
+
+@pytest.fixture
+def tmpfs_host(host: HostConfig, tmp_path) -> tuple[HostConfig, Path]:
+    """``host`` whose Python runs in its own mount namespace with a small tmpfs on the returned folder (the
+    test reaches it through ``/proc/<agent pid>/root``). Skips where mounting is impossible: it needs root or
+    CAP_SYS_ADMIN."""
+    mnt = tmp_path / "small-disk"
+    mnt.mkdir()
+    wrapper = tmp_path / "python-small-disk"
+    wrapper.write_text(TMPFS_PYTHON.format(mnt=mnt, size=TMPFS_BYTES, python=sys.executable))
+    wrapper.chmod(0o755)
+    probe = subprocess.run([str(wrapper), "-c", "pass"], capture_output=True, text=True)
+    if probe.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs in a private mount namespace here: {probe.stderr.strip()}")
+    return replace(host, python=str(wrapper)), mnt
 
 
 @pytest.fixture(scope="module")

@@ -3,6 +3,7 @@ the history."""
 
 from __future__ import annotations
 
+import errno
 import time
 from collections.abc import Callable
 
@@ -55,3 +56,14 @@ def record_run(
         if baseline:
             history.set_baseline(run)
     return run
+
+
+def fill(path: str) -> None:
+    """Write zeros to ``path`` until its disk is full."""
+    with open(path, "wb", buffering=0) as f:
+        block = b"\0" * (1 << 20)
+        try:
+            while True:
+                f.write(block)
+        except OSError as exc:
+            assert exc.errno == errno.ENOSPC, exc

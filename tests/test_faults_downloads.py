@@ -7,12 +7,8 @@ to be complete, a clean next download).
 
 from __future__ import annotations
 
-import errno
 import os
 import shutil
-import subprocess
-import sys
-from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -21,9 +17,9 @@ from backend import downloads
 from backend.connection import Connection
 from backend.sandbox.hub import HubServer
 from backend.settings import DrafterConfig, HostConfig
+from tests.conftest import TMPFS_BYTES
+from tests.helpers import fill
 from tests.test_downloads import MODEL_BYTES, RATE, REPO, run_job, write_repo
-
-TMPFS_BYTES = 64 << 20  # room for the 48 MiB model, so preflight lets it start
 
 
 @pytest.fixture
@@ -77,40 +73,6 @@ async def test_a_replaced_file_with_size_and_mtime_kept_is_no_longer_verified(co
     checked = await conn.call("download.verify", path=str(to), repo=REPO, endpoint=fast_hub.url)
     assert checked["ok"]
     assert await state_of(conn, to) == "verified"
-
-
-TMPFS_PYTHON = """#!/bin/sh
-# The host's Python inside a private mount namespace with a small tmpfs on {mnt}: the agent, its jobs and
-# their workers see a disk of {size} bytes there; nothing outside this namespace does.
-exec unshare -m --propagation private sh -c 'mount -t tmpfs -o size={size} specdeck-test "$0" && exec "$@"' \\
-  {mnt} {python} "$@"
-"""
-
-
-@pytest.fixture
-def tmpfs_host(host: HostConfig, tmp_path) -> tuple[HostConfig, Path]:
-    """``host`` whose Python runs in its own mount namespace with a small tmpfs (skips where mounting is
-    impossible: it needs root or CAP_SYS_ADMIN)."""
-    mnt = tmp_path / "small-disk"
-    mnt.mkdir()
-    wrapper = tmp_path / "python-small-disk"
-    wrapper.write_text(TMPFS_PYTHON.format(mnt=mnt, size=TMPFS_BYTES, python=sys.executable))
-    wrapper.chmod(0o755)
-    probe = subprocess.run([str(wrapper), "-c", "pass"], capture_output=True, text=True)
-    if probe.returncode != 0:
-        pytest.skip(f"cannot mount a tmpfs in a private mount namespace here: {probe.stderr.strip()}")
-    return replace(host, python=str(wrapper)), mnt
-
-
-def fill(path: str) -> None:
-    """Write zeros to ``path`` until the disk is full."""
-    with open(path, "wb", buffering=0) as f:
-        block = b"\0" * (1 << 20)
-        try:
-            while True:
-                f.write(block)
-        except OSError as exc:
-            assert exc.errno == errno.ENOSPC
 
 
 async def test_disk_full_mid_download_fails_with_both_numbers_and_the_next_download_is_clean(tmpfs_host, tmp_path):

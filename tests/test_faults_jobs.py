@@ -22,7 +22,7 @@ from backend import serving
 from backend.connection import Connection
 from backend.errors import RemoteError
 from backend.settings import HostConfig
-from tests.helpers import host_args
+from tests.helpers import fill, host_args
 from tests.test_serving import make_settings, process_gone, until_gone
 
 
@@ -268,3 +268,31 @@ def test_lines_json_is_exactly_what_json_dumps_writes(block: bytes):
 
     plain = json.dumps(block.decode("utf-8", "replace").splitlines(), separators=(",", ":")).encode()
     assert lines_json(block) == plain
+
+
+async def test_a_full_disk_before_pid_json_leaves_no_folder_and_the_next_start_works(tmpfs_host):
+    """The host's state folder on a disk that fills up: starting a job fails in one sentence with nothing
+    half-written left; once there is room again, jobs start as before."""
+    host, mnt = tmpfs_host
+    workdir = mnt.parent / "work"
+    (workdir / ".specdeck").mkdir(parents=True, mode=0o700)
+    (workdir / ".specdeck" / "jobs").symlink_to(mnt)  # the jobs on the small disk, the agent itself not
+    conn = await Connection.open(replace(host, workdir=str(workdir)))
+    try:
+        agent = (await conn.call("info"))["pid"]
+        inside = f"/proc/{agent}/root{mnt}"  # the tmpfs as the agent sees it
+        first = await conn.call("jobs.start", kind="test", argv=["true"])
+        assert (await conn.call("jobs.wait", id=first["id"], timeout=30))["state"] == "done"
+        root = inside
+        fill(f"{inside}/filler")
+        before = set(os.listdir(root))
+        with pytest.raises(RemoteError) as err:
+            await conn.call("jobs.start", kind="test", argv=["true"])
+        assert str(err.value).startswith("cannot start the test job on the host: No space left on device")
+        assert "\n" not in str(err.value) and set(os.listdir(root)) == before
+        assert [j["id"] for j in await conn.call("jobs.list")] == [first["id"]]
+        os.remove(f"{inside}/filler")
+        again = await conn.call("jobs.start", kind="test", argv=["true"])
+        assert (await conn.call("jobs.wait", id=again["id"], timeout=30))["state"] == "done"
+    finally:
+        await conn.close()

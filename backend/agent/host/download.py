@@ -230,10 +230,8 @@ class Hub:
 
 def running_download(state_dir: str, folder: str) -> Optional[dict]:
     """The running download job writing into ``folder``, if any."""
-    root = jobs.jobs_root(state_dir)
-    for name in sorted(os.listdir(root)):
-        job_dir = os.path.join(root, name)
-        if not name.startswith("download-"):
+    for job_dir in jobs.job_dirs(jobs.jobs_root(state_dir)):
+        if not os.path.basename(job_dir).startswith("download-"):
             continue
         info = jobs.describe(job_dir)
         if info["state"] in jobs.ACTIVE and (info.get("args") or {}).get("to") == folder:

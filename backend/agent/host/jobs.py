@@ -294,9 +294,9 @@ def start_job(state_dir: str, kind: str, argv: List[str], args: dict, env: dict,
     full_env = dict(os.environ)
     full_env.update({str(k): str(v) for k, v in env.items()})
     full_env["SPECDECK_JOB_DIR"] = job_dir
-    os.mkdir(tmp_dir, 0o700)
     proc = None
     try:
+        os.mkdir(tmp_dir, 0o700)
         spec = {"kind": kind, "argv": argv, "args": args, "cwd": cwd, "started": time.time(), "env_keys": sorted(env)}
         write_json(os.path.join(tmp_dir, "spec.json"), spec)
         with open(os.path.join(tmp_dir, "runner.log"), "ab") as rlog:
@@ -338,6 +338,12 @@ def start_job(state_dir: str, kind: str, argv: List[str], args: dict, env: dict,
     return describe(job_dir)
 
 
+def job_dirs(root: str) -> List[str]:
+    """The job folders under ``root``, oldest id first (not those being created or removed, nor stray files)."""
+    paths = [os.path.join(root, n) for n in sorted(os.listdir(root)) if not n.startswith(".")]
+    return [p for p in paths if os.path.isdir(p)]
+
+
 def _sweep_new(root: str) -> None:
     """Remove temp folders of job starts that died before the rename (their runner read EOF and exited) and
     of removals that died half-way."""
@@ -359,7 +365,7 @@ def _mtime(path: str) -> float:
 def list_jobs(params: dict, ctx) -> List[dict]:
     root = jobs_root(ctx.state_dir)
     _sweep_new(root)
-    out = [describe(os.path.join(root, n)) for n in sorted(os.listdir(root)) if not n.startswith(".")]
+    out = [describe(path) for path in job_dirs(root)]
     kind = params.get("kind")
     return [j for j in out if not kind or j["kind"] == kind]
 
@@ -591,10 +597,8 @@ def prune(params: dict, ctx) -> dict:
     root = jobs_root(ctx.state_dir)
     _sweep_new(root)
     removed, running = [], 0
-    for name in sorted(os.listdir(root)):
-        if name.startswith("."):
-            continue
-        info = describe(os.path.join(root, name))
+    for path in job_dirs(root):
+        info = describe(path)
         if params.get("kind") and info["kind"] != params["kind"]:
             continue
         if info["state"] in ACTIVE:

@@ -300,19 +300,15 @@ def _scan(job: dict) -> LogScan:
 
 def serve_jobs(state_dir: str) -> List[dict]:
     """Every serve job on this host, oldest first."""
-    root = jobs.jobs_root(state_dir)
     out = []
-    for name in sorted(os.listdir(root)):
-        if name.startswith("."):
-            continue  # being created or removed
-        spec = os.path.join(root, name, "spec.json")
+    for job_dir in jobs.job_dirs(jobs.jobs_root(state_dir)):
         try:
-            with open(spec) as f:
+            with open(os.path.join(job_dir, "spec.json")) as f:
                 if json.load(f).get("kind") != KIND:
                     continue
         except (OSError, ValueError):
             continue
-        out.append(jobs.describe(os.path.join(root, name)))
+        out.append(jobs.describe(job_dir))
     out.sort(key=lambda j: j.get("started") or 0)
     return out
 
