@@ -27,7 +27,7 @@ from pathlib import Path
 
 SIZE = (160, 48)
 OUT = Path(__file__).resolve().parents[1] / "screenshots"
-TABS = ("drafters", "compare", "serve", "live", "history")
+TABS = ("drafters", "compare", "serve", "live", "history", "tune")
 PROFILES = ("baseline", "eagle3-ours", "eagle3-aq")
 
 
@@ -192,12 +192,30 @@ async def shot_history(story: Story) -> None:
     save(story, "history")
 
 
+async def shot_tune(story: Story) -> None:
+    """The advisor on AQ-MedAI's run: its acceptance per position and the predicted tok/s by draft steps."""
+    from textual.widgets import DataTable
+
+    from tui.screens.tune import TunePane
+
+    pane = story.app.query_one(TunePane)
+    story.app.action_show_tab("tune")
+    pane.action_refresh()  # its benches too: the History tab's sync may still be importing them
+    run_id = f"{story.conn.host.name}/{story.servers['eagle3-aq']['id']}"
+    table = pane.query_one("#tune-runs", DataTable)
+    await until(story, lambda: run_id in table.rows, "the AQ-MedAI run in the Tune tab")
+    table.move_cursor(row=table.get_row_index(run_id))
+    await show(story, "tune", "◀ best", "baseline")
+    save(story, "tune")
+
+
 SHOTS: dict[str, Callable[[Story], Awaitable[None]]] = {
     "drafters": shot_drafters,
     "compare": shot_compare,
     "serve": shot_serve,
     "live": shot_live,
     "history": shot_history,
+    "tune": shot_tune,
 }
 
 
@@ -218,6 +236,7 @@ async def tell(story: Story, only: set[str]) -> None:
     await take("serve")
     await take("live")
     await take("history")
+    await take("tune")
 
 
 async def run(out: Path, only: set[str], quick: bool = False) -> list[Path]:
