@@ -102,7 +102,8 @@ class Advice:
 
 
 def pick_run(runs: Sequence[RunSummary], run_id: str | None) -> RunSummary:
-    """The run whose acceptance to read: ``run_id``, else the newest run with a per-position histogram."""
+    """The run whose acceptance to read: ``run_id``, else, of the drafter of the newest run with a per-position
+    histogram, the run that measured the most draft positions."""
     if run_id is not None:
         run = next((r for r in runs if r.id == run_id), None)
         if run is None:
@@ -113,9 +114,11 @@ def pick_run(runs: Sequence[RunSummary], run_id: str | None) -> RunSummary:
                 "(`specdeck bench`), then `specdeck history --sync`"
             )
         return run
-    for run in runs:  # newest first
-        if histogram_of(run) is not None:
-            return run
+    newest = next((r for r in runs if histogram_of(r) is not None), None)  # runs come newest first
+    if newest is not None:
+        # The same drafter's run that measured the most positions (then the most verifies): the least extrapolated.
+        peers = [r for r in runs if r.drafter_path == newest.drafter_path and histogram_of(r) is not None]
+        return max(peers, key=lambda r: (len(histogram_of(r) or []), sum(histogram_of(r) or [])))
     raise UsageError(
         "no run in the history has a per-position acceptance yet: serve a speculative profile, run "
         "`specdeck bench` (SGLang 0.5.23 or later), then `specdeck history --sync`"
@@ -131,7 +134,7 @@ def advise(
     targets: Iterable[float] = (150.0, 200.0),
     reference_steps: int = DEFAULT_STEPS,
 ) -> Advice:
-    """The advice for ``run_id`` (else the newest run with a histogram) over ``runs`` (newest first)."""
+    """The advice for ``run_id`` (else see ``pick_run``) over ``runs`` (newest first)."""
     if max_steps < 1:
         raise UsageError(f"--max-steps must be at least 1, got {max_steps}.")
     run = pick_run(runs, run_id)

@@ -62,6 +62,9 @@ def test_advice_per_step_cost_and_bad_input(history):
     assert len(advice.rows) == advisor.DEFAULT_MAX_STEPS and advice.rows[3]["extrapolated"]
     with pytest.raises(UsageError, match="at least 1"):
         advisor.advise(history.runs(), Yardstick(82.0, 30.0), max_steps=0)
+    longer = add_run(history, 3, 5, 39.0, 100.0, [5, 10, 20, 30, 20, 15])
+    add_run(history, 4, 1, 27.0, 70.0, [40, 60])  # newest, but 1 position measured: the 5-step run is read
+    assert advisor.advise(history.runs(), Yardstick(82.0, 30.0)).run.id == longer
     plain = add_run(history, 2, 3, 33.0, 100.0, None)
     with pytest.raises(UsageError, match="no per-position acceptance"):
         advisor.advise(history.runs(), Yardstick(82.0, 30.0), plain)

@@ -21,7 +21,10 @@ def register(sub) -> None:
         "Predict accept length and tok/s for every draft step count from a run's per-position acceptance.",
     )
     p.add_argument(
-        "ref", nargs="?", metavar="RUN", help="run id, job id or unique prefix (default: the newest with a histogram)"
+        "ref",
+        nargs="?",
+        metavar="RUN",
+        help="run id, job id or unique prefix (default: the newest drafter's run with the most steps measured)",
     )
     p.add_argument(
         "--max-steps", type=int, default=advisor.DEFAULT_MAX_STEPS, metavar="K", help="predict steps 1..K (default 7)"
