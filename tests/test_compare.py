@@ -535,7 +535,6 @@ async def test_compare_tab(sandbox_like, tmp_path, llama, monkeypatch):
 
     from tests.helpers import until
     from tui.app import SpecdeckApp
-    from tui.messages import OpenInCompare
     from tui.screens.compare import ComparePane
     from tui.screens.prompt import PromptScreen
     from tui.widgets.diff_table import DiffTable
@@ -606,7 +605,7 @@ async def test_compare_tab(sandbox_like, tmp_path, llama, monkeypatch):
         assert text("#compare-picks").startswith(f"A (a): ours   B (b): {llama}   target (g): ")
 
         # Another tab opens a drafter here: it becomes B and the compare runs.
-        pane.post_message(OpenInCompare("aq-medai"))
+        pane.open_drafter("aq-medai")  # what the App does with another tab's OpenInCompare
         await until(pilot, lambda: pane.diff["paths"]["b"] == f"hf://{AQ_REPO}", "the opened drafter")
         assert pane.picks["a"] == "ours"
         await pilot.press("s")  # swap

@@ -22,9 +22,10 @@ from backend.settings import HostConfig, builtin_defaults
 from tests.helpers import record_run, until
 from tests.test_live import log_totals, recorded_totals, servers
 from tui.app import SpecdeckApp
-from tui.messages import BaselineChanged, LiveFeedUpdated
+from tui.messages import LiveFeedUpdated
 from tui.screens.history import HistoryPane
 from tui.screens.live import WINDOWS, LivePane
+from tui.state import Baseline
 from tui.widgets.breakeven_panel import BreakevenPanel
 from tui.widgets.chart import SeriesChart
 
@@ -263,7 +264,7 @@ async def test_tok_chart_is_per_stream_and_a_key_switches_to_aggregate_judged_li
         assert any("no baseline was measured at 2 streams" in n.message for n in app._notifications)
 
         run = record_run("serve-base2", "baseline", 78.5, None, baseline=True, streams=2)
-        pane.post_message(BaselineChanged(82.0, run))  # what History posts when a run is marked
+        app.baseline = Baseline(82.0, run)  # what History sets when a run is marked
         label = "baseline at 2 streams 157.0 tok/s (measured)"
         await until(pilot, lambda: drawn(tok) == ([pytest.approx(157.0)], [label]), "the measured aggregate line")
         assert tok.title == "decode tok/s in all, 2 stream(s)"
@@ -293,19 +294,19 @@ async def test_a_measured_baseline_moves_the_line_its_label_and_the_live_break_e
         assert drawn(accept)[0][1] == pytest.approx(cycle * 78.0 / 1000)
         assert pane.numbers.breakeven.mean == pytest.approx(cycle * 78.0 / 1000)
 
-        # BaselineChanged (what the History tab posts) redraws at once, even while paused.
+        # A new App baseline (what the History tab sets) redraws at once, even while paused.
         await pilot.press("p")
         redraws = pane.redraws
-        pane.post_message(BaselineChanged(90.0, "local/serve-other"))
+        app.baseline = Baseline(90.0, "local/serve-other")
         await until(pilot, lambda: pane.redraws > redraws, "a redraw")
         assert drawn(tok) == ([90.0], ["baseline 90.0 tok/s (measured: local/serve-other)"])
         assert drawn(accept)[0][1] == pytest.approx(cycle * 90.0 / 1000)
         assert "vs 90.0" in plain(app, "#live-numbers")
-        pane.post_message(BaselineChanged(82.0, None))
+        app.baseline = Baseline(82.0, None)
         await until(pilot, lambda: drawn(tok)[1] == ["baseline 82 tok/s (configured)"], "the configured line")
         # A baseline typed into the calculator stays the operator's.
         app.query_one("#calc-baseline", Input).value = "85"
-        pane.post_message(BaselineChanged(78.0, run))
+        app.baseline = Baseline(78.0, run)
         await until(pilot, lambda: drawn(tok)[0] == [78.0], "measured again")
         assert app.query_one("#calc-baseline", Input).value == "85"
 
@@ -320,7 +321,7 @@ async def test_marking_a_run_in_the_history_tab_moves_the_live_line():
         table = app.query_one(HistoryPane).query_one("#history-runs", DataTable)
         await until(pilot, lambda: table.row_count == 1 and app.focused is table, "the History tab")
         await pilot.press("b")
-        await until(pilot, lambda: pane.baseline_run == run, "BaselineChanged")
+        await until(pilot, lambda: pane.baseline_run == run, "the marked baseline")
         await pilot.press("4")
         await until(pilot, lambda: drawn(tok)[0] == [100.0], "the line moved")
         assert drawn(tok)[1] == [f"baseline 100.0 tok/s (measured: {run})"]

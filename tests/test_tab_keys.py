@@ -26,6 +26,7 @@ from tui.screens.confirm import ConfirmScreen
 from tui.screens.pane import ShellPane
 from tui.screens.prompt import PromptScreen
 from tui.widgets.breakeven_panel import BreakevenPanel
+from tui.widgets.chart import SeriesChart
 from tui.widgets.logview import LogView
 
 SIZE = (160, 45)
@@ -214,16 +215,20 @@ async def test_live_keys(sandbox):
         await until(pilot, lambda: "bench:" in plain(server), "the bench running", timeout=60)
         await until(pilot, lambda: pane.numbers.cycle_ms.mean is not None, "a live cycle time", timeout=60)
         await until(pilot, lambda: len(pane.series.tok_s) >= 3, "a few samples")
+        await keys.press("toggle_pause")  # the numbers hold still while paused
+        await until(pilot, lambda: "PAUSED since" in plain(server), "paused")
         await keys.press("use_live_cycle")
         calc = pane.query_one(BreakevenPanel).query_one("#calc-cycle", Input)
         assert calc.value == f"{pane.numbers.cycle_ms.mean:.1f}"
-
-        await keys.press("toggle_pause")
-        await until(pilot, lambda: "PAUSED since" in plain(server), "paused")
         await keys.press("toggle_pause")
         await until(pilot, lambda: "PAUSED" not in plain(server), "resumed")
         await keys.press("next_window")
         await until(pilot, lambda: "window 30 m" in plain(server), "the next window")
+        tok = pane.query_one("#tok-chart", SeriesChart)
+        await keys.press("toggle_aggregate")
+        await until(pilot, lambda: tok.title.startswith("decode tok/s in all"), "the aggregate")
+        await keys.press("toggle_aggregate")
+        await until(pilot, lambda: tok.title == "decode tok/s per stream", "per stream again")
         await keys.press("toggle_overlay")
         await until(pilot, lambda: "dashed: last run of baseline" in plain(server), "the overlay")
         before = len(pane.series.tok_s)

@@ -13,6 +13,7 @@ from pathlib import Path
 from textual import work
 from textual.app import App, ComposeResult
 from textual.binding import Binding
+from textual.reactive import reactive
 from textual.timer import Timer
 from textual.widgets import Footer, TabbedContent, TabPane
 from textual.worker import Worker, WorkerState
@@ -23,7 +24,7 @@ from backend.errors import ConnectionFailed, HostKeyUnknown, SpecdeckError
 from backend.history import HistoryThread
 from backend.settings import HostConfig, ProfileConfig, Settings, save_profile
 from tui.commands import ActionsProvider
-from tui.messages import ConnectionChanged
+from tui.messages import ConnectionChanged, OpenInCompare
 from tui.screens.compare import ComparePane
 from tui.screens.drafters import DraftersPane
 from tui.screens.history import HistoryPane
@@ -33,6 +34,7 @@ from tui.screens.live import COMMIT_EVERY_S, LivePane
 from tui.screens.pane import ShellPane
 from tui.screens.serve import ServePane
 from tui.screens.tune import TunePane
+from tui.state import Baseline
 from tui.widgets.hostbar import HostBar
 
 # (tab id, title, pane class): the number keys follow this order.
@@ -83,6 +85,10 @@ class SpecdeckApp(App[int]):
         Binding("q", "quit", "Quit", id="quit", tooltip="Quit specdeck (jobs on the host keep running)"),
     ]
 
+    # The tok/s every tab judges against: the configured figure until the history has a measured baseline run.
+    # The Live tab reads it at start-up, the History tab sets it when a run is marked; tabs watch it.
+    baseline: reactive[Baseline] = reactive(Baseline(0.0), init=False)
+
     def __init__(
         self,
         settings: Settings,
@@ -92,6 +98,7 @@ class SpecdeckApp(App[int]):
     ) -> None:
         super().__init__()
         self.settings = settings
+        self.set_reactive(SpecdeckApp.baseline, Baseline(settings.reference.baseline_tok_s))
         self.host_config: HostConfig = resolve_host(settings, host, **(overrides or {}))
         # Forces the SANDBOX badge for the start-up host (demo mode); other hosts use their own config.
         self._sandbox_override = sandbox
@@ -220,6 +227,10 @@ class SpecdeckApp(App[int]):
         self.query_one(HostBar).show_host(self.host_config, self.sandbox)
         self._attach(self.connection)
         self._close_connection(old)
+
+    def on_open_in_compare(self, message: OpenInCompare) -> None:
+        self.query_one(ComparePane).open_drafter(message.drafter)
+        self.action_show_tab("compare")
 
     # --- the one error funnel ------------------------------------------------------------------------------
 

@@ -38,20 +38,10 @@ class LiveFeedUpdated(Message, bubble=False):
         return isinstance(message, LiveFeedUpdated)
 
 
-class OpenInCompare(Message, bubble=False):
-    """Show drafter ``drafter`` (a configured drafter's name) in the Compare tab: the Drafters tab posts it to
-    the Compare pane and switches to that tab."""
+class OpenInCompare(Message):
+    """A tab asks to see drafter ``drafter`` (a configured drafter's name) in the Compare tab: it bubbles up to
+    the App, which hands it to the Compare pane and shows that tab."""
 
     def __init__(self, drafter: str) -> None:
         super().__init__()
         self.drafter = drafter
-
-
-class BaselineChanged(Message, bubble=False):
-    """The baseline tok/s runs are judged against changed: ``run_id`` is the History run marked as the measured
-    baseline, or None when the configured figure applies again. The History tab posts it to every tab pane."""
-
-    def __init__(self, tok_s: float, run_id: str | None) -> None:
-        super().__init__()
-        self.tok_s = tok_s
-        self.run_id = run_id

@@ -22,7 +22,7 @@ from textual.widgets import Static
 from backend import checkpoints as ck
 from backend.checkpoint_sources import HOST, Source, Sources, hub_endpoint, parse_source, read_diff, target_source
 from backend.errors import SpecdeckError, UsageError
-from tui.messages import ConnectionChanged, OpenInCompare
+from tui.messages import ConnectionChanged
 from tui.screens.pane import ShellPane
 from tui.screens.prompt import PromptScreen
 from tui.widgets.diff_table import DiffTable, config_rows, tensor_rows
@@ -127,12 +127,12 @@ class ComparePane(ShellPane):
     def action_swap(self) -> None:
         self.compare_sources(self.picks["b"], self.picks["a"])
 
-    def on_open_in_compare(self, message: OpenInCompare) -> None:
-        """Another tab asks to see this drafter: it becomes B, against A (another drafter if A was it)."""
+    def open_drafter(self, drafter: str) -> None:
+        """Another tab asks to see ``drafter``: it becomes B, against A (another drafter if A was it)."""
         a = self.picks["a"]
-        if a in ("", message.drafter):
-            a = next((n for n in self.app.settings.drafters if n != message.drafter), "")
-        self.compare_sources(a, message.drafter)
+        if a in ("", drafter):
+            a = next((n for n in self.app.settings.drafters if n != drafter), "")
+        self.compare_sources(a, drafter)
 
     # --- comparing -------------------------------------------------------------------------------------------
 

@@ -331,8 +331,7 @@ class DraftersPane(ShellPane):
     def action_open_compare(self) -> None:
         d = self._require_selected()
         if d is not None:
-            self.app.query_one("#compare-pane").post_message(OpenInCompare(d.name))
-            self.app.action_show_tab("compare")
+            self.post_message(OpenInCompare(d.name))
 
     def action_refresh(self) -> None:
         self.refresh_status()

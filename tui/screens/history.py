@@ -5,7 +5,8 @@ The runs live in the local history database (``backend.history``). On every conn
 (``sync_from_host``), so runs started from the CLI or another panel appear too. The table shows each run's
 means against the baseline (the measured one when a run is marked, else the configured figure) and the
 break-even; selected runs (space) are compared below it in a table and two overlaid charts with the
-baseline and break-even lines labelled. Marking a run as the baseline tells every tab (``BaselineChanged``).
+baseline and break-even lines labelled. Marking a run as the baseline sets the App's ``baseline``, which
+every tab watches.
 
 Every query, the sync's parsing and the charts' series run on the App's history thread (``app.history``, a
 ``HistoryThread``): the pane asks it from workers and draws what comes back. A database that cannot be used
@@ -28,9 +29,10 @@ from textual.widgets import DataTable, Static
 from backend.errors import SpecdeckError
 from backend.history import History, HistoryThread, HistoryUnavailable, RunSummary, Yardstick, sync_from_host
 from backend.report import charts, comparison_table, run_cells
-from tui.messages import BaselineChanged, ConnectionChanged
+from tui.messages import ConnectionChanged
 from tui.screens.confirm import ConfirmScreen
 from tui.screens.pane import ShellPane
+from tui.state import Baseline
 from tui.widgets.runchart import RunChart
 
 T = TypeVar("T")
@@ -295,8 +297,7 @@ class HistoryPane(ShellPane):
         self.show_runs(*got)
         y = got[0]
         self.app.notify(f"baseline: {y.baseline_tok_s:.1f} tok/s ({y.source})")
-        for pane in self.app.query(ShellPane):
-            pane.post_message(BaselineChanged(y.baseline_tok_s, y.baseline_run))
+        self.app.baseline = Baseline(y.baseline_tok_s, y.baseline_run)
 
     def action_delete_runs(self) -> None:
         ids = list(self.selected) or ([self.current_run()] if self.current_run() else [])
@@ -328,5 +329,4 @@ class HistoryPane(ShellPane):
         self.show_runs(*got)
         self.app.notify(f"deleted {len(ids)} run(s)")
         if was_baseline:
-            for pane in self.app.query(ShellPane):
-                pane.post_message(BaselineChanged(got[0].baseline_tok_s, None))
+            self.app.baseline = Baseline(got[0].baseline_tok_s, got[0].baseline_run)

@@ -9,7 +9,7 @@ stops drawing, never recording.
 
 The run history (``backend.history.HistoryThread``, SQLite on a thread of its own) is the feed's recorder:
 what the tab follows is kept there, handed over once a second and written in full when the tab goes. From
-it come the measured baseline (the History run marked as such; ``BaselineChanged`` says when that changes)
+it come the measured baseline (the History run marked as such, kept as the App's ``baseline``)
 and, on request, the last run of each profile drawn as dashed lines over the charts.
 """
 
@@ -37,8 +37,9 @@ from backend.livefeed import LiveFeed, describe_server, profile_steps
 from backend.series import LiveSeries
 from backend.settings import Reference
 from backend.sglang_versions import accept_rate_label, version_text
-from tui.messages import BaselineChanged, ConnectionChanged, LiveFeedUpdated
+from tui.messages import ConnectionChanged, LiveFeedUpdated
 from tui.screens.pane import ShellPane
+from tui.state import Baseline
 from tui.widgets.breakeven_panel import BreakevenPanel
 from tui.widgets.chart import RefLine, SeriesChart
 from tui.widgets.numbers import LiveNumbers, NumbersPanel, baseline_label, baseline_number, window_stats
@@ -141,7 +142,8 @@ class LivePane(ShellPane):
 
     def compose(self) -> ComposeResult:
         settings = self.app.settings
-        self.series.baseline = self.baseline_tok_s = settings.reference.baseline_tok_s
+        self.series.baseline = self.baseline_tok_s = self.app.baseline.tok_s
+        self.baseline_run = self.app.baseline.run_id
         self.numbers = LiveNumbers(baseline=self.baseline_tok_s, window=self.window[0])
         yield Static(classes="status", markup=False)
         yield Static(id="live-server")
@@ -163,6 +165,7 @@ class LivePane(ShellPane):
     def on_mount(self) -> None:
         self._timer = self.set_interval(TICK_S, self._tick, pause=True, name="live-redraw")
         self.set_interval(RECORD_EVERY_S, self._flush_history, name="live-history")
+        self.watch(self.app, "baseline", self._baseline_changed, init=False)
         self._load_baseline()
         self._show_server()
 
@@ -243,12 +246,12 @@ class LivePane(ShellPane):
         self.yardstick = yardstick
         self._stale = True  # the numbers may now be judged at the current concurrency
         if apply:
-            self.set_baseline(yardstick.baseline_tok_s, yardstick.baseline_run)
-        elif self.shown:
+            self.app.baseline = Baseline(yardstick.baseline_tok_s, yardstick.baseline_run)  # every tab's, ours too
+        if self.shown:
             self.redraw("tok")
 
-    def on_baseline_changed(self, message: BaselineChanged) -> None:
-        self.set_baseline(message.tok_s, message.run_id)
+    def _baseline_changed(self, baseline: Baseline) -> None:
+        self.set_baseline(baseline.tok_s, baseline.run_id)
         self._load_baseline(apply=False)  # what the new baseline run measured at each concurrency
 
     def set_baseline(self, tok_s: float, run_id: str | None) -> None:

@@ -378,8 +378,9 @@ class ServePane(ShellPane):
         profile = self._profile(self.selected)
         drafter = drafter or (profile.drafter if profile else None)
         if drafter:
-            self.app.query_one("#compare-pane").post_message(OpenInCompare(drafter))
-        self.app.action_show_tab("compare")
+            self.post_message(OpenInCompare(drafter))
+        else:
+            self.app.action_show_tab("compare")
 
     def _act(self, what: str, force: bool = False) -> None:
         if self.busy:

@@ -27,8 +27,9 @@ from backend import sweep as sweep_mod
 from backend.bench import DEFAULT_MAX_TOKENS, DEFAULT_REQUESTS
 from backend.errors import SpecdeckError, UsageError
 from backend.history import History, RunSummary, Yardstick, sync_from_host
-from tui.messages import BaselineChanged, ConnectionChanged
+from tui.messages import ConnectionChanged
 from tui.screens.pane import ShellPane
+from tui.state import Baseline
 from tui.widgets.tunecharts import HistogramChart, PositionChart, StepsChart
 
 DEFAULT_GRID = "1,2,3,4,5"
@@ -112,6 +113,7 @@ class TunePane(ShellPane):
         self.profile = speculative[0] if speculative else None
         self._show_sweep_form()
         self._load()
+        self.watch(self.app, "baseline", self._baseline_changed, init=False)
 
     def on_show(self) -> None:
         self._load()
@@ -121,7 +123,7 @@ class TunePane(ShellPane):
             self._sync()
             self._reattach()
 
-    def on_baseline_changed(self, message: BaselineChanged) -> None:
+    def _baseline_changed(self, baseline: Baseline) -> None:
         self._load()
 
     # --- data -------------------------------------------------------------------------------------------------
