@@ -8,6 +8,7 @@ import time
 from collections.abc import Iterable
 
 from backend import bench as bench_mod
+from backend.advisor import acceptance_lines
 from backend.breakeven import breakeven, cycle_ms
 from backend.cli.common import add_json, connect, emit_json, emit_json_line, keep_in_history, load_settings
 from backend.cli.main import command
@@ -279,6 +280,8 @@ async def bench(args: argparse.Namespace) -> int:
         emit_json({**bench_mod.public_result(result), "run": run_id})
     else:
         print(bench_mod.summary_line(result, settings.reference.baseline_tok_s))
+        for line in acceptance_lines(result.get("acceptance"), (server.get("args") or {}).get("drafter")):
+            print(line)
         print(f"{result['requests']} requests, {result['tokens']} tokens, bench job {result['job']}")
         if run_id:
             print(f"recorded with run {run_id}: `specdeck report {run_id} --out report.md`")
