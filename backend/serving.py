@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from backend import checkpoints, sglang_flags
+from backend import checkpoints, sglang_flags, sglang_versions
 from backend.agent.host.server_states import DRAFT_PHASES, PHASES
 from backend.agent.host.server_states import STATES as STATES  # computed on the host; re-exported for CLI and TUI
 from backend.agent.host.units import duration
@@ -49,9 +49,9 @@ DECODE_LOG_INTERVAL = 40  # SGLang's default, written out so Live knows the inte
 STOP_GRACE_S = 30.0
 NEEDS_DRAFTER = ("EAGLE", "EAGLE3", "STANDALONE")
 _LOOPBACK = ("localhost", "::1")
-# Flags the profile itself sets (by argparse dest, so aliases count): extra_args must not repeat them.
+# Flags the profile itself sets (by ServerArgs field, so aliases count): extra_args must not repeat them.
 _MANAGED = {
-    sglang_flags.FLAGS[name].dest
+    sglang_flags.FLAGS[name].field
     for name in (
         "--model-path",
         "--tp-size",
@@ -114,7 +114,7 @@ def launcher_argv(host: HostConfig) -> list[str]:
 
 def _extra_dests(profile: ProfileConfig) -> set[str]:
     names = {arg.split("=", 1)[0] for arg in profile.extra_args if arg.startswith("--")}
-    return {sglang_flags.FLAGS[n].dest for n in names if n in sglang_flags.FLAGS}
+    return {sglang_flags.FLAGS[n].field for n in names if n in sglang_flags.FLAGS}
 
 
 def profile_argv(settings: Settings, profile: ProfileConfig) -> list[str]:
@@ -122,7 +122,7 @@ def profile_argv(settings: Settings, profile: ProfileConfig) -> list[str]:
     argv = ["--model-path", target_path(settings, profile), "--tp-size", str(profile.tp), "--trust-remote-code"]
     argv += ["--host", SERVER_HOST, "--port", str(profile.port), "--enable-metrics"]
     extra = _extra_dests(profile)
-    if sglang_flags.FLAGS["--decode-log-interval"].dest not in extra:
+    if sglang_flags.FLAGS["--decode-log-interval"].field not in extra:
         argv += ["--decode-log-interval", str(DECODE_LOG_INTERVAL)]
     if profile.algorithm:
         argv += ["--speculative-algorithm", profile.algorithm]
@@ -158,6 +158,15 @@ def launch_env(host: HostConfig) -> dict[str, str]:
     if host.launcher == "simulator":
         env[SIM_VERSION_ENV] = sim_version(host)
     return env
+
+
+def host_sglang_version(host: HostConfig, info: dict | None) -> str | None:
+    """The SGLang release ``host`` runs as far as this client knows: the simulator's, else the version the
+    host's ``info`` found installed (None before the first answer)."""
+    if host.launcher == "simulator":
+        return sim_version(host)
+    version = ((info or {}).get("versions") or {}).get("sglang")
+    return version if isinstance(version, str) else None
 
 
 def sim_version(host: HostConfig) -> str:
@@ -236,8 +245,9 @@ def _sentence(text: str) -> str:
     return text if text.endswith(".") else text + "."
 
 
-def profile_checks(settings: Settings, profile: ProfileConfig) -> list[Check]:
-    """The checks that need no host: the speculative numbers, the algorithm, the command line itself."""
+def profile_checks(settings: Settings, profile: ProfileConfig, version: str | None = None) -> list[Check]:
+    """The checks that need no host: the speculative numbers, the algorithm, the command line itself (parsed
+    with the flag table of SGLang ``version``, the host's when known, else the newest known release)."""
     numbers = {"steps": profile.steps, "topk": profile.topk, "draft tokens": profile.draft_tokens}
     given = [k for k, v in numbers.items() if v is not None]
     checks = []
@@ -282,17 +292,29 @@ def profile_checks(settings: Settings, profile: ProfileConfig) -> list[Check]:
                     f"with topk 1 draft tokens must be steps + 1 = {profile.steps + 1}, not "
                     f"{profile.draft_tokens} (SGLang would change it)",
                 )
-    checks.append(_command_check(settings, profile))
+    checks.append(_command_check(settings, profile, version))
+    checks += _env_checks(profile, version)
     return checks
 
 
-def _command_check(settings: Settings, profile: ProfileConfig) -> Check:
+def _env_checks(profile: ProfileConfig, version: str | None) -> list[Check]:
+    """Environment variables of the profile that the host's release dropped (a release that ignores one says
+    nothing, so the profile must)."""
+    table = sglang_flags.table(version)
+    return [
+        Check("env", "warn", sglang_flags.removed_env_message(name, version or table.version))
+        for name in profile.env
+        if name in sglang_flags.REMOVED_ENV and table.version != sglang_flags.REMOVED_ENV[name][0]
+    ]
+
+
+def _command_check(settings: Settings, profile: ProfileConfig, version: str | None = None) -> Check:
     repeated = sorted(
         arg.split("=", 1)[0]
         for arg in profile.extra_args
         if arg.startswith("--")
         and sglang_flags.FLAGS.get(arg.split("=", 1)[0]) is not None
-        and sglang_flags.FLAGS[arg.split("=", 1)[0]].dest in _MANAGED
+        and sglang_flags.FLAGS[arg.split("=", 1)[0]].field in _MANAGED
     )
     if repeated:
         return Check(
@@ -300,13 +322,12 @@ def _command_check(settings: Settings, profile: ProfileConfig) -> Check:
             "fail",
             f"extra flags repeat what the profile sets ({', '.join(repeated)}): set those in the profile instead",
         )
+    table = sglang_flags.table(version)
     try:
-        sglang_flags.parse(profile_argv(settings, profile))
+        table.parse(profile_argv(settings, profile))
     except UsageError as exc:
         return Check("flags", "fail", str(exc))
-    return Check(
-        "flags", "ok", f"the command parses with SGLang {sglang_flags.SGLANG_VERSION}'s flags, full names only"
-    )
+    return Check("flags", "ok", f"the command parses with SGLang {table.version}'s flags, full names only")
 
 
 def _looks_like_path(path: str) -> bool:
@@ -337,7 +358,6 @@ async def _target_config(conn: Any, path: str) -> dict | RemoteError | None:
 async def preflight(conn: Any, settings: Settings, profile: ProfileConfig, *, force: bool = False) -> Preflight:
     """Every check before starting ``profile`` on ``conn``'s host; the host's answers are fetched together."""
     host = conn.host
-    checks = profile_checks(settings, profile)
     cmd = profile_command(settings, host, profile)
     target = target_path(settings, profile)
     drafter = drafter_path(settings, profile)
@@ -351,6 +371,7 @@ async def preflight(conn: Any, settings: Settings, profile: ProfileConfig, *, fo
         conn.call("serve.port", port=profile.port),
         conn.call("serve.gpus"),
     )
+    checks = profile_checks(settings, profile, helped["version"] if isinstance(helped, dict) else version)
     checks += _target_checks(target, target_cfg)
     checks += _drafter_checks(profile, drafter, inspected, target_cfg, force)
     checks += _window_checks(profile, inspected, target_cfg)
@@ -482,6 +503,10 @@ def _sglang_checks(checks: list[Check], profile: ProfileConfig, helped: Any, set
     known = sglang_flags.parse_help_flags(helped["help"])
     unknown = sglang_flags.unknown_flags(profile_argv(settings, profile), known)
     version = helped["version"]
+    removed = [name for name in unknown if name in sglang_flags.REMOVED_FLAGS]
+    if removed:
+        message = " ".join(_sentence(sglang_flags.removed_flag_message(name, version)) for name in removed)
+        return [*checks, Check("sglang", "fail", message.rstrip("."))]
     if unknown:
         return [
             *checks,
@@ -492,8 +517,8 @@ def _sglang_checks(checks: list[Check], profile: ProfileConfig, helped: Any, set
                 "upgrade sglang there",
             ),
         ]
-    if not version.startswith(sglang_flags.SGLANG_VERSION):
-        # Our table is 0.5.6's; another version may accept what the table refuses.
+    if sglang_versions.support(version) != "known":
+        # Our table is the nearest known release's; this one may accept what the table refuses.
         checks = [
             Check(c.name, "warn", f"{c.message} (the host runs sglang {version} and knows every flag)")
             if c.name == "flags" and c.status == "fail" and "refuse" in c.message

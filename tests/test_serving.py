@@ -118,7 +118,7 @@ def test_extra_flags_and_env_come_last_and_mean_what_they_say():
     )
     cmd = serving.profile_command(settings, settings.hosts["gpu-box"], profile)
     assert cmd["argv"].count("--decode-log-interval") == 1  # the profile's own interval replaces ours
-    args = server_args(parse_flags(cmd["argv"][3:]))
+    args = server_args(parse_flags(cmd["argv"][3:], "0.5.6"), "0.5.6")  # 0.5.23 has no --cuda-graph-max-bs
     assert (args["mem_fraction_static"], args["decode_log_interval"], args["cuda_graph_max_bs"]) == (0.85, 10, 16)
     assert args["port"] == 30001 and args["speculative_draft_model_path"] == "/data/eagle3/aq_medai_k2"
     assert cmd["env"]["SGLANG_ENABLE_SPEC_V2"] == "1"
@@ -219,6 +219,20 @@ async def test_preflight_on_the_host(conn, models, tmp_path):
     future = by_name(await serving.preflight(conn, settings, settings.profiles["future"]))
     assert future["flags"].status == "fail"
     assert future["sglang"].status == "fail" and "does not know --some-future-flag" in future["sglang"].message
+
+    # What one release dropped is named with the release and its replacement; the other release takes it.
+    legacy = make_settings(
+        models, p={"extra_args": ["--cuda-graph-max-bs", "16"], "env": {"SGLANG_ENABLE_SPEC_V2": "1"}}
+    )
+    old = by_name(await serving.preflight(conn, legacy, legacy.profiles["p"]))
+    if conn.host.sglang_version == "0.5.23":
+        assert old["flags"].status == "fail" and "use --cuda-graph-max-bs-decode" in old["flags"].message
+        assert "--cuda-graph-max-bs was removed after SGLang 0.5.6" in old["sglang"].message
+        assert old["env"].status == "warn" and "SGLANG_ENABLE_SPEC_V2 was removed after SGLang 0.5.6" in (
+            old["env"].message
+        )
+    else:
+        assert old["flags"].status == "ok" and old["sglang"].status == "ok" and "env" not in old
 
     # The drafter's trained window against the context the profile allows (ours: 131072 positions).
     long = make_settings(models, p={"drafter": "ours", **EAGLE, "extra_args": ["--context-length", "200000"]})

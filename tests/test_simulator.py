@@ -22,7 +22,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from backend.breakeven import chain_accept_len
 from backend.errors import UsageError
 from backend.sandbox.simulator import crossover_batch, drafter_rates, pass_ms, spec_meta_info
-from backend.sglang_flags import FLAGS, build_parser, parse, parse_help_flags, server_args, unknown_flags
+from backend.sglang_flags import parse_help_flags, table, unknown_flags
 
 REPO = Path(__file__).resolve().parents[1]
 PY38 = Path("/root/.pyenv/versions/3.8.18/bin/python")
@@ -46,8 +46,13 @@ EAGLE3_ARGV = [
 # --- the flag table ---------------------------------------------------------------------------------------
 
 
-def test_parser_takes_the_eagle3_launch_and_means_exactly_it():
-    args = server_args(parse(EAGLE3_ARGV))
+VERSIONS = ("0.5.6", "0.5.23")
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_parser_takes_the_eagle3_launch_and_means_exactly_it(version):
+    flags = table(version)
+    args = flags.server_args(flags.parse(EAGLE3_ARGV))
     assert args["model_path"] == "/data/models/Kimi-K2.5"
     assert args["tp_size"] == 8 and args["dp_size"] == 1
     assert args["trust_remote_code"] is True and args["enable_metrics"] is True
@@ -60,11 +65,12 @@ def test_parser_takes_the_eagle3_launch_and_means_exactly_it():
         args["speculative_num_draft_tokens"],
     )
     assert steps == (3, 1, 4)
-    # Untouched flags keep SGLang 0.5.6's defaults.
+    # Untouched flags keep the release's defaults.
     assert args["mem_fraction_static"] is None and args["disable_cuda_graph"] is False
     assert args["speculative_accept_threshold_single"] == 1.0 and args["watchdog_timeout"] == 300
 
 
+@pytest.mark.parametrize("version", VERSIONS)
 @pytest.mark.parametrize(
     "extra",
     [
@@ -72,21 +78,52 @@ def test_parser_takes_the_eagle3_launch_and_means_exactly_it():
         ["--speculative-algo", "EAGLE3"],
         ["--enable-metric"],
         ["--not-an-sglang-flag"],
-        ["--speculative-algorithm", "EAGLE4"],
         ["--tp-size", "eight"],
     ],
 )
-def test_parser_refuses_prefixes_unknown_flags_and_bad_values(extra):
-    with pytest.raises(UsageError, match="launch_server would refuse"):
-        parse(["--model-path", "/m", *extra])
+def test_parser_refuses_prefixes_unknown_flags_and_bad_values(extra, version):
+    with pytest.raises(UsageError, match=f"SGLang {version}'s launch_server would refuse"):
+        table(version).parse(["--model-path", "/m", *extra])
 
 
-def test_parser_needs_model_path():
+def test_each_release_has_its_own_flags():
+    old, new = table("0.5.6"), table("0.5.23")
+    # 0.5.6 lists the algorithms; from 0.5.23 the algorithm is a free string (registered plugins).
+    with pytest.raises(UsageError, match="invalid choice: 'EAGLE4'"):
+        old.parse(["--model-path", "/m", "--speculative-algorithm", "EAGLE4"])
+    assert new.server_args(new.parse(["--model-path", "/m", "--speculative-algorithm", "DFLASH"]))
+    assert {"--speculative-adaptive", "--speculative-use-rejection-sampling", "--cuda-graph-max-bs-decode"} <= set(
+        new.flags
+    ) - set(old.flags)
+    # A flag 0.5.23 dropped is named with the release and what replaces it.
+    for name, instead in (
+        ("--cuda-graph-max-bs", "--cuda-graph-max-bs-decode"),
+        ("--speculative-ngram-branch-length", "--speculative-ngram-max-trie-depth"),
+        ("--speculative-ngram-min-match-window-size", "--speculative-ngram-max-trie-depth"),
+    ):
+        assert name in old.flags and name not in new.flags
+        with pytest.raises(UsageError, match=f"{name} was removed after SGLang 0.5.6 .*{instead}"):
+            new.parse(["--model-path", "/m", name, "16"])
+    # Each flag says where in the wheel it was registered.
+    assert old.flags["--tp-size"].source == "sglang/srt/server_args.py:add_cli_args"
+    assert new.flags["--speculative-num-steps"].source == (
+        "sglang/srt/arg_groups/fields/spec.py:Spec.speculative_num_steps"
+    )
+    assert all(spec.source for spec in (*old.specs, *new.specs))
+    # A host's version picks the nearest known release at or below it; an unknown newer one the newest.
+    assert table("0.5.10").version == "0.5.6" and table("0.5.30").version == "0.5.23" and table(None) is new
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_parser_needs_model_path(version):
     with pytest.raises(UsageError, match="--model-path"):
-        parse(["--tp-size", "8"])
+        table(version).parse(["--tp-size", "8"])
 
 
-def test_flag_table_has_the_flags_specdeck_relies_on():
+@pytest.mark.parametrize("version", VERSIONS)
+def test_flag_table_has_the_flags_specdeck_relies_on(version):
+    flags = table(version).flags
+    graph_bs = "--cuda-graph-max-bs" if version == "0.5.6" else "--cuda-graph-max-bs-decode"
     for name, kind, default in [
         ("--model-path", "str", None),
         ("--tokenizer-path", "str", None),
@@ -95,16 +132,15 @@ def test_flag_table_has_the_flags_specdeck_relies_on():
         ("--tp-size", "int", 1),
         ("--dp-size", "int", 1),
         ("--ep-size", "int", 1),
-        ("--trust-remote-code", "switch", None),
+        ("--trust-remote-code", "switch", False),
         ("--mem-fraction-static", "float", None),
         ("--max-running-requests", "int", None),
-        ("--cuda-graph-max-bs", "int", None),
-        ("--disable-cuda-graph", "switch", None),
-        ("--enable-metrics", "switch", None),
+        (graph_bs, "int", None),
+        ("--enable-metrics", "switch", False),
         ("--decode-log-interval", "int", 40),
         ("--log-level", "str", "info"),
         ("--served-model-name", "str", None),
-        ("--context-length", "int", None),
+        ("--context-length", "int" if version == "0.5.6" else "human_readable_int", None),
         ("--chunked-prefill-size", "int", None),
         ("--speculative-draft-model-path", "str", None),
         ("--speculative-draft-model-revision", "str", None),
@@ -116,21 +152,24 @@ def test_flag_table_has_the_flags_specdeck_relies_on():
         ("--speculative-token-map", "str", None),
         ("--random-seed", "int", None),
         ("--watchdog-timeout", "float", 300),
-        ("--enable-torch-compile", "switch", None),
+        ("--enable-torch-compile", "switch", False),
     ]:
-        assert (FLAGS[name].type, FLAGS[name].default) == (kind, default), name
-    algorithms = set(FLAGS["--speculative-algorithm"].choices)
-    assert {"EAGLE", "EAGLE3", "NEXTN", "STANDALONE", "NGRAM"} <= algorithms
-    assert "fa3" in FLAGS["--attention-backend"].choices and "bfloat16" in FLAGS["--dtype"].choices
-    assert "fp8_e4m3" in FLAGS["--kv-cache-dtype"].choices and "fp8" in FLAGS["--quantization"].choices
-    # Aliases share one flag; the ServerArgs field is what /get_server_info calls it.
-    assert FLAGS["--tp-size"] is FLAGS["--tensor-parallel-size"] and FLAGS["--tp-size"].field == "tp_size"
-    assert FLAGS["--ep"] is FLAGS["--ep-size"] and FLAGS["--model"] is FLAGS["--model-path"]
-    assert "--tp" not in FLAGS
+        assert (flags[name].type, flags[name].default) == (kind, default), name
+    assert flags["--disable-cuda-graph"].default is False  # deprecated in 0.5.23, still taken
+    if version == "0.5.6":
+        assert {"EAGLE", "EAGLE3", "NEXTN", "STANDALONE", "NGRAM"} <= set(flags["--speculative-algorithm"].choices)
+    assert "fa3" in flags["--attention-backend"].choices and "bfloat16" in flags["--dtype"].choices
+    assert "fp8_e4m3" in flags["--kv-cache-dtype"].choices and "fp8" in flags["--quantization"].choices
+    # Aliases share one flag; the ServerArgs field is what /server_info calls it.
+    assert flags["--tp-size"] is flags["--tensor-parallel-size"] and flags["--tp-size"].field == "tp_size"
+    assert flags["--ep"] is flags["--ep-size"] and flags["--model"] is flags["--model-path"]
+    assert "--tp" not in flags
 
 
-def test_parse_help_flags_reads_option_lines_only():
-    assert parse_help_flags(build_parser().format_help()) == set(FLAGS) | {"-h", "--help"}
+@pytest.mark.parametrize("version", VERSIONS)
+def test_parse_help_flags_reads_option_lines_only(version):
+    flags = table(version)
+    assert parse_help_flags(flags.build_parser().format_help()) == set(flags.flags) | {"-h", "--help"}
     # Python 3.13's layout names the metavar once; flags quoted inside help prose are not options.
     help_text = (
         "usage: launch_server.py [-h] --model-path MODEL_PATH\n\noptions:\n"
@@ -153,9 +192,11 @@ def test_parse_help_flags_reads_option_lines_only():
     ]
 
 
-def test_simulator_parser_accepts_prefixes_like_sglang():
-    ns = build_parser(allow_abbrev=True).parse_args(["--model-path", "/m", "--tp", "2"])
-    assert ns.tensor_parallel_size == 2
+@pytest.mark.parametrize("version", VERSIONS)
+def test_simulator_parser_accepts_prefixes_like_sglang(version):
+    flags = table(version)
+    ns = flags.build_parser(allow_abbrev=True).parse_args(["--model-path", "/m", "--tp", "2"])
+    assert flags.server_args(ns)["tp_size"] == 2
 
 
 def test_acceptance_constants_give_the_operators_accept_lengths():

@@ -1,12 +1,15 @@
 """SIMULATED SGLang server for the specdeck sandbox: not SGLang, no GPU, no model weights read.
 
 Run as ``python -m backend.sandbox.simulator <sglang.launch_server flags>``: the sandbox host's launcher is
-this instead of ``python -m sglang.launch_server``. It parses the flags with SGLang 0.5.6's flag table
-(``backend.sglang_flags``), logs what SGLang 0.5.6 logs (rank prefixes, startup phases, ``Prefill batch`` and
-``Decode batch`` lines, failure signatures) and serves SGLang's HTTP endpoints, so the panel cannot tell it
-from the real server except where it says so: the first log line says SIMULATED, ``/get_server_info`` has
-``"simulated": true`` and ``version`` ``0.5.6-sim``. Like SGLang, the HTTP port opens only after the model
-is loaded (connections are refused while loading) and ``/health`` answers 503 until warmup is done.
+this instead of ``python -m sglang.launch_server``. It speaks one SGLang release, 0.5.23 (the default) or
+0.5.6, named by env ``SPECDECK_SIM_SGLANG_VERSION`` (the sandbox host's ``sglang_version``): it parses the
+flags with that release's flag table (``backend.sglang_flags``), logs what that release logs (rank prefixes,
+startup milestones, ``Prefill batch`` and ``Decode batch`` lines and what their accept rate counts, failure
+signatures; ``SGLANG_LOG_MS`` and ``SGLANG_LOG_FORWARD_ITERS`` honoured), and serves its HTTP endpoints,
+Prometheus names and per-request ``meta_info``, so the panel cannot tell it from the real server except where
+it says so: the first log line says SIMULATED, ``/server_info`` has ``"simulated": true`` and ``version``
+``0.5.23-sim``. Like SGLang, the HTTP port opens only after the model is loaded (connections are refused
+while loading) and ``/health`` answers 503 until warmup is done.
 
 Timing model (the operator's measurements, FIELD-NOTES §1):
 - Without speculation one stream decodes at ``BASELINE_TOK_S`` (82 tok/s): a decode pass is 1000/82 ms.
@@ -68,7 +71,7 @@ from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from backend.agent.host.safetensors_header import CheckpointError, read_header
 from backend.breakeven import decayed_rates, first_rate_for
-from backend.sglang_flags import build_parser, server_args
+from backend.sglang_flags import table
 from backend.sglang_versions import (
     DEFAULT_SIM_VERSION,
     DRAFTS_ONLY,
@@ -494,9 +497,10 @@ def resolve_args(args: Dict[str, Any], target: dict, log: Log) -> Dict[str, Any]
         args["disable_overlap_schedule"] = True
         args["speculative_eagle_topk"] = args["speculative_ngram_max_bfs_breadth"]
         if args["speculative_num_draft_tokens"] is None:
-            args["speculative_num_draft_tokens"] = args["speculative_ngram_max_match_window_size"]
-    if args["cuda_graph_max_bs"] is None:
-        args["cuda_graph_max_bs"] = 48 if algo else 256
+            args["speculative_num_draft_tokens"] = args.get("speculative_ngram_max_match_window_size") or 12
+    # 0.5.23 names it per phase (--cuda-graph-max-bs-decode); the decode graph is the one the simulator has.
+    max_bs = args.get("cuda_graph_max_bs", args.get("cuda_graph_max_bs_decode"))
+    args["cuda_graph_max_bs"] = (48 if algo else 256) if max_bs is None else max_bs
     return args
 
 
@@ -1531,8 +1535,8 @@ def serve(argv: List[str]) -> int:
             % (SIM_VERSION_ENV, exc, ", ".join(SIM_VERSIONS))
         )
         return 2
-    namespace = build_parser(prog="launch_server.py", allow_abbrev=True).parse_args(argv)
-    args = server_args(namespace)
+    flags = table(dialect.version)  # the release's own flags: 0.5.23 refuses 0.5.6's --cuda-graph-max-bs
+    args = flags.server_args(flags.build_parser(prog="launch_server.py", allow_abbrev=True).parse_args(argv))
     log = Log(args["log_level"])
     log.info(
         "SIMULATED SGLang %s server (specdeck sandbox stand-in for python -m sglang.launch_server): "

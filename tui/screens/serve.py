@@ -329,7 +329,8 @@ class ServePane(ShellPane):
             return
         self._show_preview(serving.shell_line(cmd["argv"], cmd["env"]))
         if self.checks is None:
-            self._render_checks([c.to_json() for c in serving.profile_checks(self.app.settings, profile)])
+            version = serving.host_sglang_version(self.app.host_config, self.app.host_info)
+            self._render_checks([c.to_json() for c in serving.profile_checks(self.app.settings, profile, version)])
 
     def _show_preview(self, text: str, invalid: bool = False) -> None:
         preview = self.query_one("#preview", Static)

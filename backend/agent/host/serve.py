@@ -61,8 +61,9 @@ SIGNATURES = (
     (
         "cuda_graph",
         "Capture cuda graph failed",
-        "CUDA graph capture ran out of memory: add --cuda-graph-max-bs 16 or a lower --mem-fraction-static "
-        "(e.g. 0.8) to the profile's extra flags (--disable-cuda-graph works but is much slower).",
+        "CUDA graph capture ran out of memory: add --cuda-graph-max-bs 16 (SGLang 0.5.23: "
+        "--cuda-graph-max-bs-decode 16) or a lower --mem-fraction-static (e.g. 0.8) to the profile's extra flags "
+        "(--disable-cuda-graph works but is much slower).",
         None,
     ),
     (
@@ -95,7 +96,8 @@ SIGNATURES = (
     (
         "cuda_oom",
         "CUDA out of memory",
-        "A GPU ran out of memory: lower --mem-fraction-static or --cuda-graph-max-bs, and check nvidia-smi "
+        "A GPU ran out of memory: lower --mem-fraction-static or the CUDA graphs' batch size (--cuda-graph-max-bs, "
+        "0.5.23: --cuda-graph-max-bs-decode), and check nvidia-smi "
         "for other processes.",
         None,
     ),
