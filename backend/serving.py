@@ -34,6 +34,7 @@ from backend import checkpoints, sglang_flags, sglang_versions
 from backend.agent.host.server_states import DRAFT_PHASES, PHASES
 from backend.agent.host.server_states import STATES as STATES  # computed on the host; re-exported for CLI and TUI
 from backend.agent.host.units import duration
+from backend.connection import Connection
 from backend.errors import OperationFailed, RemoteError, UsageError
 from backend.settings import HostConfig, ProfileConfig, Settings
 from backend.sglang_versions import DEFAULT_SIM_VERSION, SIM_SUFFIX, SIM_VERSION_ENV
@@ -342,7 +343,7 @@ async def _quiet(call: Any) -> Any:
         return exc
 
 
-async def _target_config(conn: Any, path: str) -> dict | RemoteError | None:
+async def _target_config(conn: Connection, path: str) -> dict | RemoteError | None:
     if not _looks_like_path(path):
         return None
     out = await _quiet(conn.call("fs.read", path=f"{path.rstrip('/')}/config.json", text=True))
@@ -355,7 +356,7 @@ async def _target_config(conn: Any, path: str) -> dict | RemoteError | None:
     return config if isinstance(config, dict) else RemoteError(f"{path}/config.json is not a JSON object", "checkpoint")
 
 
-async def preflight(conn: Any, settings: Settings, profile: ProfileConfig, *, force: bool = False) -> Preflight:
+async def preflight(conn: Connection, settings: Settings, profile: ProfileConfig, *, force: bool = False) -> Preflight:
     """Every check before starting ``profile`` on ``conn``'s host; the host's answers are fetched together."""
     host = conn.host
     cmd = profile_command(settings, host, profile)
@@ -563,7 +564,7 @@ def _gpu_check(gpus: dict) -> Check:
 # --- lifecycle --------------------------------------------------------------------------------------------
 
 
-async def start(conn: Any, settings: Settings, profile: ProfileConfig, *, force: bool = False) -> dict:
+async def start(conn: Connection, settings: Settings, profile: ProfileConfig, *, force: bool = False) -> dict:
     """Preflight, then start ``profile``'s server as a detached job; returns its first status (+ preflight).
 
     Raises ``PreflightFailed`` (exit 2) listing the failed checks, or the host's refusal when another server
@@ -580,7 +581,7 @@ async def start(conn: Any, settings: Settings, profile: ProfileConfig, *, force:
 
 
 async def wait(
-    conn: Any,
+    conn: Connection,
     job: str | None = None,
     *,
     until: tuple[str, ...] = ENDED_STATES,
@@ -597,12 +598,14 @@ async def wait(
     return last
 
 
-async def status(conn: Any, *, job: str | None = None, port: int | None = None) -> dict:
+async def status(conn: Connection, *, job: str | None = None, port: int | None = None) -> dict:
     """The server's status: ``job``, else the newest running server (on ``port``), else the newest."""
     return await conn.call("serve.status", job=job, port=port)
 
 
-async def stop(conn: Any, *, job: str | None = None, port: int | None = None, grace: float = STOP_GRACE_S) -> dict:
+async def stop(
+    conn: Connection, *, job: str | None = None, port: int | None = None, grace: float = STOP_GRACE_S
+) -> dict:
     """SIGTERM the server's group, SIGKILL after ``grace`` s, then confirm nothing of it is left and its GPU
     memory is free. Raises ``OperationFailed`` if a process survived or the GPUs stay held."""
     out = await conn.call("serve.stop", job=job, port=port, timeout=grace)
@@ -616,7 +619,7 @@ async def stop(conn: Any, *, job: str | None = None, port: int | None = None, gr
 
 
 async def restart(
-    conn: Any, settings: Settings, profile: ProfileConfig, *, force: bool = False, grace: float = STOP_GRACE_S
+    conn: Connection, settings: Settings, profile: ProfileConfig, *, force: bool = False, grace: float = STOP_GRACE_S
 ) -> dict:
     """Stop the current server (if one runs), then start ``profile``: also how the panel switches profiles."""
     current = await status(conn)
@@ -625,12 +628,12 @@ async def restart(
     return await start(conn, settings, profile, force=force)
 
 
-async def tail(conn: Any, job: str, lines: int = 50) -> dict:
+async def tail(conn: Connection, job: str, lines: int = 50) -> dict:
     """``{"lines", "offset"}``: the log's last ``lines`` lines and the offset to follow from."""
     return await conn.call("jobs.tail", id=job, lines=lines)
 
 
-async def follow(conn: Any, job: str, offset: int) -> AsyncIterator[list[str]]:
+async def follow(conn: Connection, job: str, offset: int) -> AsyncIterator[list[str]]:
     """The log's new lines from byte ``offset`` until the server ends; survives reconnects without losing or
     repeating a line (the stream resumes at the last offset)."""
 
@@ -642,7 +645,7 @@ async def follow(conn: Any, job: str, offset: int) -> AsyncIterator[list[str]]:
         yield event["lines"]
 
 
-async def watch(conn: Any, *, interval: float = 0.5) -> AsyncIterator[dict]:
+async def watch(conn: Connection, *, interval: float = 0.5) -> AsyncIterator[dict]:
     """The current server's status on every change, until cancelled; survives reconnects (the TUI's feed)."""
     async for event in conn.subscribe("serve.wait", {"until": [], "interval": interval}, lambda params, _: params):
         yield event

@@ -26,6 +26,7 @@ from textual.worker import Worker
 
 from backend import serving
 from backend.agent.host.units import duration
+from backend.connection import Connection
 from backend.errors import SpecdeckError, UsageError
 from backend.settings import ProfileConfig
 from tui.messages import ConnectionChanged, OpenInCompare
@@ -130,7 +131,7 @@ class ServePane(ShellPane):
         self.edits: dict[str, ProfileConfig] = {}
         self.selected: str | None = None
         self.busy: str | None = None  # the action in flight (one at a time)
-        self._conn: Any = None  # the connection the watchers run on
+        self._conn: Connection | None = None  # the connection the watchers run on
         self._log_job: str | None = None
         self._gpu_timer: Timer | None = None
         self._save_timer: Timer | None = None
@@ -191,7 +192,7 @@ class ServePane(ShellPane):
         self._render_state()
 
     @work(group="serve-watch", exclusive=True, exit_on_error=False, description="follow the server's status")
-    async def _watch_status(self, conn: Any) -> None:
+    async def _watch_status(self, conn: Connection) -> None:
         async for status in serving.watch(conn):
             if conn is not self.app.connection:
                 return
@@ -203,7 +204,7 @@ class ServePane(ShellPane):
             self._render_state()
 
     @work(group="serve-log", exclusive=True, exit_on_error=False, description="follow the server log")
-    async def _follow_log(self, conn: Any, job: str | None) -> None:
+    async def _follow_log(self, conn: Connection, job: str | None) -> None:
         log = self.query_one(LogView)
         if job is None:
             log.reset()
