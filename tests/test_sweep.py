@@ -127,6 +127,28 @@ async def test_cancel_stops_the_server_and_resume_skips_finished_points(conn, mo
     await sweep_mod.cancel(conn, first["id"])
 
 
+async def test_resume_after_the_sweep_job_was_killed(conn, models):
+    settings = make_settings(models, aq={"drafter": "aq-medai", **EAGLE})
+    plan = sweep_mod.SweepPlan((1, 2), **SMALL)
+    job = await sweep_mod.start(conn, settings, "aq", plan, baseline_tok_s=82.0)
+    async for event in sweep_mod.events(conn, job["id"]):
+        if event.get("event") == "phase" and event.get("index") == 1 and event["phase"] == "warming up":
+            break
+    await conn.call("jobs.signal", id=job["id"], signal="KILL")  # the sweep dies; its point's server lives on
+    killed = await conn.call("jobs.wait", id=job["id"], timeout=30)
+    assert killed["state"] not in ("running", "done")
+    leftover = await serving.status(conn)
+    assert leftover["state"] == "ready" and leftover["args"]["sweep"] == job["id"]
+
+    again = await sweep_mod.start(conn, settings, "aq", plan, baseline_tok_s=82.0, resume=job["id"])
+    done = await asyncio.wait_for(sweep_mod.follow(conn, again["id"]), 120)
+    assert [p["steps"] for p in done["points"]] == [1, 2] and done["restarts"] == 1
+    # Nothing ran before the first sweep: the leftover is not "found", and nothing is left running.
+    status = await serving.status(conn)
+    assert status["state"] not in serving.RUNNING_STATES and status["args"]["sweep"] == again["id"]
+    assert (await conn.call("jobs.get", id=leftover["job"]))["state"] not in ("running", "orphaned")
+
+
 async def test_smart_sweep_measures_the_profile_first_and_saves_restarts(conn, models):
     settings = make_settings(models, aq={"drafter": "aq-medai", **EAGLE})
     plan = sweep_mod.SweepPlan((1, 2, 3, 4), requests=3, max_tokens=160, smart=True)

@@ -240,8 +240,8 @@ class Sweep:
 
     # --- the whole sweep ---
 
-    def run(self, finished: Dict[int, dict]) -> int:
-        found = self.running_server()
+    def run(self, finished: Dict[int, dict], found: Optional[dict]) -> int:
+        """Measure the points not ``finished``; ``found`` is the server to leave running at the end."""
         self.results.update(finished)
         todo = [i for i in range(len(self.points)) if i not in finished]
         if self.params.get("smart") and todo:
@@ -307,10 +307,19 @@ def worker_main(argv: List[str]) -> int:
     env = json.loads(os.environ.pop(ENV_KEY, "") or "{}")
     sweep = Sweep(params, state_dir, job_dir, env)
     finished: Dict[int, dict] = {}
+    found = sweep.running_server()
+    if found is not None and (found.get("args") or {}).get("sweep"):
+        found = None  # a point of a sweep that died: not what the operator had running
     if params.get("resume"):
+        # What the first sweep found is what to leave running; its command is in its input (env from ours).
+        found = None
         for ev in _events_of(state_dir, params["resume"]):
             if ev.get("event") == "point" and "index" in ev:
                 finished[int(ev["index"])] = {k: v for k, v in ev.items() if k not in ("event", "t")}
+            elif ev.get("event") == "plan" and "found" in ev and found is None and ev["found"]:
+                found = {"id": ev["found"]}
+        old_input = jobs._read_json(os.path.join(_job_dir(state_dir, params["resume"]), "input.json")) or {}
+        params["restore"] = old_input.get("restore") if found is not None else None
 
     def on_term(signum, frame) -> None:
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
@@ -319,7 +328,7 @@ def worker_main(argv: List[str]) -> int:
     signal.signal(signal.SIGTERM, on_term)
     signal.signal(signal.SIGHUP, signal.SIG_IGN)
     try:
-        return sweep.run(finished)
+        return sweep.run(finished, found)
     except Cancelled:
         # SIGTERM what we started without waiting: the cancel's own deadline leaves no time for a drain.
         for job_id in (sweep.bench_job, sweep.started_job):
