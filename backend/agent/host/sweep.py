@@ -206,7 +206,8 @@ class Sweep:
         self.bench_job = bench["id"]
         bench_dir = _job_dir(self.state_dir, bench["id"])
         jobs.wait({"id": bench["id"], "timeout": BENCH_TIMEOUT_S}, self.ctx)
-        result = jobs._last_event(bench_dir, kinds=("result", "failed")) or {}
+        ends = [e for e in _events_of(self.state_dir, bench["id"]) if e.get("event") in ("result", "failed")]
+        result = ends[-1] if ends else {}
         record.update({"bench": bench["id"], "elapsed_s": round(time.time() - t0, 2)})
         if result.get("event") != "result":
             return dict(
@@ -222,7 +223,7 @@ class Sweep:
         return [r for r in self.results.values() if r.get("tok_s") is not None]
 
     def ranked(self, todo: List[int]) -> List[dict]:
-        """Predictions for the points in ``todo`` from what was measured (None when nothing to predict from)."""
+        """Predictions for the points in ``todo`` from what was measured, best first (empty with nothing to go on)."""
         done = self.measured()
         with_hist = [r for r in done if (r.get("acceptance") or {}).get("histogram")]
         if not with_hist:
@@ -318,7 +319,11 @@ def worker_main(argv: List[str]) -> int:
                 finished[int(ev["index"])] = {k: v for k, v in ev.items() if k not in ("event", "t")}
             elif ev.get("event") == "plan" and "found" in ev and found is None and ev["found"]:
                 found = {"id": ev["found"]}
-        old_input = jobs._read_json(os.path.join(_job_dir(state_dir, params["resume"]), "input.json")) or {}
+        try:
+            with open(os.path.join(_job_dir(state_dir, params["resume"]), "input.json")) as f:
+                old_input = json.load(f)
+        except (OSError, ValueError):
+            old_input = {}
         params["restore"] = old_input.get("restore") if found is not None else None
 
     def on_term(signum, frame) -> None:
@@ -333,8 +338,11 @@ def worker_main(argv: List[str]) -> int:
         # SIGTERM what we started without waiting: the cancel's own deadline leaves no time for a drain.
         for job_id in (sweep.bench_job, sweep.started_job):
             job = jobs.describe(_job_dir(state_dir, job_id)) if job_id else {}
-            if job.get("state") in jobs.ACTIVE and job.get("pid"):
+            if job.get("state") in jobs.ACTIVE:
                 jobs.write_json(os.path.join(job["dir"], "cancel.json"), {"requested": time.time()})
-                jobs._killpg(job["pid"], signal.SIGTERM)
+                try:
+                    jobs.send_signal({"id": job_id, "signal": "TERM"}, sweep.ctx)
+                except AgentError:
+                    pass  # it ended meanwhile
         sweep.emit({"event": "cancelled", "sweep": sweep.id, "stopped": sweep.started_job})
         return 143
