@@ -43,6 +43,7 @@ RUNNING_STATES = ("starting", "ready", "orphaned", "stopping")
 ENDED_STATES = ("ready", "orphaned", "crashed", "stopped", "none")  # what `start --wait-ready` waits for
 # How a state reads where one is shown (the CLI and the Serve tab); the others read as they are named.
 STATE_LABELS = {"orphaned": "running, orphaned"}
+TRUNCATED_LINE = "-- log truncated on the host: following it again from its start --"
 SGLANG_MODULE = "sglang.launch_server"
 SIMULATOR_MODULE = "backend.sandbox.simulator"
 SERVER_HOST = "127.0.0.1"  # the server listens on the host's loopback; the agent (or a forward) reaches it
@@ -635,14 +636,15 @@ async def tail(conn: Connection, job: str, lines: int = 50) -> dict:
 
 async def follow(conn: Connection, job: str, offset: int) -> AsyncIterator[list[str]]:
     """The log's new lines from byte ``offset`` until the server ends; survives reconnects without losing or
-    repeating a line (the stream resumes at the last offset)."""
+    repeating a line (the stream resumes at the last offset). A log truncated or rotated on the host reads as
+    one ``TRUNCATED_LINE``, then the new file's lines from its start."""
 
     def resume(params: dict, event: dict) -> dict:
         return {**params, "offset": event["offset"]}
 
     params = {"id": job, "offset": offset, "stream": "log"}
     async for event in conn.subscribe("jobs.follow", params, resume):
-        yield event["lines"]
+        yield [TRUNCATED_LINE] if event.get("truncated") else event["lines"]
 
 
 async def watch(conn: Connection, *, interval: float = 0.5) -> AsyncIterator[dict]:

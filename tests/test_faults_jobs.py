@@ -296,3 +296,21 @@ async def test_a_full_disk_before_pid_json_leaves_no_folder_and_the_next_start_w
         assert (await conn.call("jobs.wait", id=again["id"], timeout=30))["state"] == "done"
     finally:
         await conn.close()
+
+
+async def test_the_log_followers_of_cli_and_panel_say_the_log_was_truncated(conn):
+    """`serve logs -f` and the Serve tab read the log through serving.follow: a truncation shows as one line
+    saying so, then the new lines."""
+    job = await conn.call("jobs.start", kind="test", argv=["sleep", "300"])
+    log = os.path.join(job["dir"], "log")
+    with open(log, "a") as f:
+        f.write("old one\nold two\n")
+    batches = serving.follow(conn, job["id"], 0).__aiter__()
+    try:
+        assert await next_event(batches) == ["old one", "old two"]
+        with open(log, "w") as f:  # truncated, as `> log` or logrotate's copytruncate does
+            f.write("new\n")
+        assert await next_event(batches) == [serving.TRUNCATED_LINE]
+        assert await next_event(batches) == ["new"]
+    finally:
+        await batches.aclose()
