@@ -26,6 +26,7 @@ from tui.messages import LiveFeedUpdated
 from tui.screens.history import HistoryPane
 from tui.screens.live import WINDOWS, LivePane
 from tui.state import Baseline
+from tui.widgets.benchbar import BenchBar
 from tui.widgets.breakeven_panel import BreakevenPanel
 from tui.widgets.chart import SeriesChart
 
@@ -192,9 +193,10 @@ async def test_live_tab_follows_a_server_and_runs_the_bench(models):
             await until(pilot, lambda: "steps/topk/draft 3/1/4" in server_text(app), "the server's info")
             assert "eagle3-aq on port" in server_text(app) and "sglang 0.5.23-sim" in server_text(app)
 
-            pane.bench_plan = BenchPlan(requests=1, max_tokens=128)
+            bench = app.query_one(BenchBar)
+            bench.plan = BenchPlan(requests=1, max_tokens=128)
             await pilot.press("b")
-            await until(pilot, lambda: "tok/s per stream" in server_text(app), "the bench result", timeout=30)
+            await until(pilot, lambda: "tok/s per stream" in plain(app, "#live-bench"), "the bench result", timeout=30)
             # The server's accept rate comes with what it counts (0.5.23: drafts only).
             await until(pilot, lambda: "accept rate (drafts only) 0." in server_text(app), "the labelled rate")
             acceptance = plain(app, "#live-acceptance")  # the histogram as bars and a_i per position
@@ -210,11 +212,11 @@ async def test_live_tab_follows_a_server_and_runs_the_bench(models):
             assert cycle == f"{pane.numbers.cycle_ms.mean:.1f}" and 28 < float(cycle) < 40
 
             # Start, then stop a long bench: the job is cancelled and the tab says so.
-            pane.bench_plan = BenchPlan(requests=4, max_tokens=2000)
+            bench.plan = BenchPlan(requests=4, max_tokens=2000)
             await pilot.press("b")
-            await until(pilot, lambda: pane.bench_job is not None, "the bench job")
+            await until(pilot, lambda: bench.job is not None, "the bench job")
             await pilot.press("b")
-            await until(pilot, lambda: "bench: stopped" in server_text(app), "the bench stopped")
+            await until(pilot, lambda: plain(app, "#live-bench") == "bench: stopped", "the bench stopped")
             states = {j["state"] for j in await conn.call("jobs.list", kind="bench")}
             assert states == {"done", "cancelled"}
 
@@ -368,9 +370,9 @@ async def test_bench_key_without_a_server_warns():
         return any(text in n.message for n in app._notifications)
 
     async with app.run_test(size=SIZE) as pilot:
-        pane = await open_live(pilot)
+        await open_live(pilot)
         await pilot.press("b")
         await until(pilot, lambda: toasted("no server is running to bench"), "the bench warning")
         await pilot.press("c")
         await until(pilot, lambda: toasted("no live cycle time yet"), "the cycle warning")
-        assert pane.bench_job is None
+        assert app.query_one(BenchBar).job is None

@@ -212,7 +212,7 @@ async def test_live_keys(sandbox):
         await until(pilot, lambda: pane.feed and pane.feed.server and pane.feed.server["state"] == "running", "server")
 
         await keys.press("toggle_bench")
-        await until(pilot, lambda: "bench:" in plain(server), "the bench running", timeout=60)
+        await until(pilot, lambda: "bench:" in plain(pane.query_one("#live-bench", Static)), "the bench", timeout=60)
         await until(pilot, lambda: pane.numbers.cycle_ms.mean is not None, "a live cycle time", timeout=60)
         await until(pilot, lambda: len(pane.series.tok_s) >= 3, "a few samples")
         await keys.press("toggle_pause")  # the numbers hold still while paused

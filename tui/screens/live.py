@@ -29,9 +29,8 @@ from textual.timer import Timer
 from textual.widgets import Static
 
 from backend.advisor import acceptance_lines
-from backend.bench import BenchPlan, start_bench, stop_bench, summary_line, wait_result
 from backend.connection import Connection
-from backend.errors import OperationFailed, SpecdeckError
+from backend.errors import SpecdeckError
 from backend.history import HistoryThread, RunSummary, Yardstick, run_id_of
 from backend.livefeed import LiveFeed, describe_server, profile_steps
 from backend.series import LiveSeries
@@ -40,6 +39,7 @@ from backend.sglang_versions import accept_rate_label, version_text
 from tui.messages import ConnectionChanged, LiveFeedUpdated
 from tui.screens.pane import ShellPane
 from tui.state import Baseline
+from tui.widgets.benchbar import BenchBar
 from tui.widgets.breakeven_panel import BreakevenPanel
 from tui.widgets.chart import RefLine, SeriesChart
 from tui.widgets.numbers import LiveNumbers, NumbersPanel, baseline_label, baseline_number, window_stats
@@ -120,16 +120,12 @@ class LivePane(ShellPane):
         self.numbers = LiveNumbers()
         self.redraws = 0  # chart redraws so far (tests and the bench count them)
         self.shown = False  # is the tab on screen (between Show and Hide)
-        self.bench_plan = BenchPlan()  # what the bench key sends
         self._feed_conn: Connection | None = None
         self._dirty = set(CHARTS)  # the charts that need a redraw
         self._stale = True  # the numbers need recomputing
         self._ticks = 0
         self._paused_at = (0.0, 0)  # (time, feed.samples) when paused
         self._timer: Timer | None = None
-        self.bench_job: dict | None = None  # the bench this tab started, while it runs
-        self._bench_stopping = False
-        self._bench_text = ""
         self._history_error = ""  # the last history failure reported
         self.baseline_tok_s = Reference.baseline_tok_s  # the tok/s line, set from the settings in compose
         self.baseline_run: str | None = None  # the History run that measured it; None for the configured figure
@@ -147,6 +143,7 @@ class LivePane(ShellPane):
         self.numbers = LiveNumbers(baseline=self.baseline_tok_s, window=self.window[0])
         yield Static(classes="status", markup=False)
         yield Static(id="live-server")
+        yield BenchBar(lambda: self.baseline, id="live-bench")
         with Horizontal(id="live-body"):
             with Vertical(id="live-charts"):
                 yield SeriesChart(TOK_TITLES[False], "cyan", id="tok-chart")
@@ -331,8 +328,6 @@ class LivePane(ShellPane):
             new = (feed.samples if feed is not None else 0) - self._paused_at[1]
             since = time.strftime("%H:%M:%S", time.localtime(self._paused_at[0]))
             text += f" · [b]PAUSED since {since}[/], {new} new samples recorded"
-        if self._bench_text:
-            text += " · " + escape(self._bench_text)
         if self.overlay:
             text += " · dashed: last run of " + escape(", ".join(r.profile or r.id for r in self.overlay))
         self.query_one("#live-server", Static).update(text)
@@ -521,42 +516,9 @@ class LivePane(ShellPane):
         self.query_one(BreakevenPanel).set_cycle(cycle)
 
     def action_toggle_bench(self) -> None:
-        if self.bench_job is not None:
-            self._stop_bench(self.bench_job)
-            return
-        server = self.feed.server if self.feed is not None else None
-        if server is None or server.get("state") != "running":
-            self.notify("no server is running to bench; start one on the Serve tab", severity="warning")
-            return
-        self._run_bench(server)
+        self.query_one(BenchBar).toggle(self.feed.server if self.feed is not None else None)
 
-    @work(exclusive=True, group="live-bench", exit_on_error=False, description="run the bench")
-    async def _run_bench(self, server: dict) -> None:
-        conn = self.app.connection
-        self._set_bench("bench: starting")
-        try:
-            self.bench_job = await start_bench(conn, server, self.bench_plan)
-            result = await wait_result(conn, self.bench_job["id"], self._bench_progress)
-            self._set_bench("bench: " + summary_line(result, self.baseline))
-            drafter = (server.get("args") or {}).get("drafter")
-            lines = acceptance_lines(result.get("acceptance"), drafter)
-            self.query_one("#live-acceptance", Static).update("\n".join(lines))
-        except OperationFailed:
-            if not self._bench_stopping:
-                self._set_bench("bench: failed")
-                raise
-            self._set_bench("bench: stopped")
-        finally:
-            self.bench_job, self._bench_stopping = None, False
-
-    def _bench_progress(self, event: dict) -> None:
-        self._set_bench(f"bench: {event.get('done')}/{event.get('total')} requests")
-
-    def _set_bench(self, text: str) -> None:
-        self._bench_text = text
-        self._show_server()
-
-    @work(group="live-bench-stop", exit_on_error=False, description="stop the bench")
-    async def _stop_bench(self, job: dict) -> None:
-        self._bench_stopping = True
-        await stop_bench(self.app.connection, job["id"])
+    def on_bench_bar_finished(self, message: BenchBar.Finished) -> None:
+        drafter = (message.server.get("args") or {}).get("drafter")
+        lines = acceptance_lines(message.result.get("acceptance"), drafter)
+        self.query_one("#live-acceptance", Static).update("\n".join(lines))

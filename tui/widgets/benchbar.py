@@ -1,0 +1,82 @@
+"""The Live tab's built-in bench: ``toggle`` starts a bench of the running server (again: stops it), and the
+bar says in one line how it goes and what it measured (hidden until there is something to say). A finished
+bench posts ``BenchBar.Finished`` with its result, for what else the tab shows from it."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from textual import work
+from textual.message import Message
+from textual.reactive import reactive
+from textual.widgets import Static
+from textual.worker import Worker
+
+from backend.bench import BenchPlan, start_bench, stop_bench, summary_line, wait_result
+from backend.errors import OperationFailed
+
+
+class BenchBar(Static):
+    """One bench at a time; ``plan`` is what it sends, ``job`` the bench job while it runs."""
+
+    DEFAULT_CSS = """
+    BenchBar { height: auto; color: $text-secondary; display: none; }
+    BenchBar.-shown { display: block; }
+    """
+
+    text: reactive[str] = reactive("")
+
+    class Finished(Message):
+        """A bench of ``server`` ended with ``result`` (the load generator's summary record)."""
+
+        def __init__(self, server: dict, result: dict) -> None:
+            super().__init__()
+            self.server, self.result = server, result
+
+    def __init__(self, baseline: Callable[[], float], *, id: str | None = None) -> None:
+        super().__init__(id=id, markup=False)
+        self.baseline = baseline  # the per-stream tok/s the result is judged against, read when it comes
+        self.plan = BenchPlan()
+        self.job: dict | None = None
+        self._stopping = False
+
+    def watch_text(self, text: str) -> None:
+        self.update(text)
+        self.set_class(bool(text), "-shown")
+
+    def toggle(self, server: dict | None) -> None:
+        """Bench ``server`` (a running serve job), or stop the bench that runs."""
+        if self.job is not None:
+            self._stop(self.job)
+        elif server is None or server.get("state") != "running":
+            self.notify("no server is running to bench; start one on the Serve tab", severity="warning")
+        else:
+            self._run(server)
+
+    @work(exclusive=True, group="live-bench", exit_on_error=False, description="run the bench")
+    async def _run(self, server: dict) -> None:
+        conn = self.app.connection
+        self.text = "bench: starting"
+        try:
+            self.job = await start_bench(conn, server, self.plan)
+            result = await wait_result(conn, self.job["id"], self._progress)
+            self.text = "bench: " + summary_line(result, self.baseline())
+            self.post_message(self.Finished(server, result))
+        except OperationFailed:
+            if not self._stopping:
+                self.text = "bench: failed"
+                raise
+            self.text = "bench: stopped"
+        finally:
+            self.job, self._stopping = None, False
+
+    def _progress(self, event: dict) -> None:
+        self.text = f"bench: {event.get('done')}/{event.get('total')} requests"
+
+    @work(group="live-bench-stop", exit_on_error=False, description="stop the bench")
+    async def _stop(self, job: dict) -> None:
+        self._stopping = True
+        await stop_bench(self.app.connection, job["id"])
+
+    def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
+        self.app.report_worker(event.worker)  # worker messages do not bubble: failures go to the app's funnel
