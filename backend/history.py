@@ -403,11 +403,11 @@ def downsample(samples: Iterable[Sample]) -> dict[int, dict[str, Any]]:
 
 
 def filter_tail(tail: list[dict], samples: Iterable[Sample]) -> list[dict]:
-    """What a LiveFilter needs to resume after ``samples``: the last decode sample and the last prefill after it.
+    """What a LiveFilter needs to resume after ``samples``: the last decode sample and one prefill after it.
 
     Feeding these two to a fresh ``LiveFilter`` puts it in the state it had after the whole stream (its state
-    is the last decode time and whether a prefill came more than the idle gap after it; the latest prefill
-    has the largest gap).
+    is the last decode time and whether a prefill after it found nothing running or came more than the idle
+    gap after it): a prefill that found nothing running is kept, else the latest (the largest gap).
     """
     decode, prefill = [*tail, None, None][:2]
     for s in samples:
@@ -415,7 +415,7 @@ def filter_tail(tail: list[dict], samples: Iterable[Sample]) -> list[dict]:
             continue
         if s.kind == "decode":
             decode, prefill = s.to_json(), None
-        elif decode is not None:
+        elif decode is not None and (prefill is None or prefill.get("running_req") != 0):
             prefill = s.to_json()
     return [x for x in (decode, prefill) if x is not None]
 

@@ -241,7 +241,9 @@ class LiveFilter:
     since it, so the first decode line after the server sat idle counts the idle time and reads tiny. The
     rule: a decode sample's ``gen_tps`` is dropped (the sample is kept with ``gen_tps=None``, since its
     accept length is still right) when it is the first decode line seen, or when a prefill line arrived
-    more than ``idle_gap_s`` after the last decode line (a new request after an idle spell). Times are the
+    more than ``idle_gap_s`` after the last decode line or found nothing running (``#running-req: 0``: a
+    new request after an idle spell, however short: between a bench's levels the gap is well under a
+    second, yet the next line's interval counts it). Times are the
     samples' log timestamps, or ``now`` (the arrival time) for lines without a prefix. Prefill samples pass
     through unchanged. Feeding an already filtered stream again changes nothing.
     """
@@ -259,7 +261,7 @@ class LiveFilter:
         """``sample`` as the live series should see it."""
         t = sample.ts if sample.ts is not None else (time.monotonic() if now is None else now)
         if sample.kind == "prefill":
-            if self._last_decode is None or t - self._last_decode > self.idle_gap_s:
+            if self._last_decode is None or t - self._last_decode > self.idle_gap_s or sample.running_req == 0:
                 self._idle = True
             return sample
         idle, self._idle, self._last_decode = self._idle, False, t

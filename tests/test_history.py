@@ -154,9 +154,15 @@ def test_filter_tail_resumes_the_live_filter_exactly():
         "[2025-01-01 00:00:09] Prefill batch, #new-seq: 1, #new-token: 9, #cached-token: 0, token usage: 0.00, ",
         "[2025-01-01 00:00:10] Decode batch, #running-req: 1, accept len: 2.00, gen throughput (token/s): 7.00, ",
         "[2025-01-01 00:00:11] Decode batch, #running-req: 1, accept len: 2.00, gen throughput (token/s): 61.0, ",
+        # Under a second later, but nothing was running: the next line's interval counts the idle moment. The
+        # prefill after it (one running by then) must not hide that from a filter resumed between them.
+        "[2025-01-01 00:00:12] Prefill batch, #new-seq: 1, #new-token: 9, token usage: 0.00, #running-req: 0, ",
+        "[2025-01-01 00:00:12] Prefill batch, #new-seq: 1, #new-token: 9, token usage: 0.00, #running-req: 1, ",
+        "[2025-01-01 00:00:13] Decode batch, #running-req: 2, accept len: 2.00, gen throughput (token/s): 40.0, ",
+        "[2025-01-01 00:00:14] Decode batch, #running-req: 2, accept len: 2.00, gen throughput (token/s): 120.0, ",
     ]
     whole = [s.gen_tps for s in live_samples(lines)]
-    assert whole == [None, None, 60.0, None, None, 61.0]
+    assert whole == [None, None, 60.0, None, None, 61.0, None, None, None, 120.0]
     for cut in range(len(lines) + 1):
         head = list(live_samples(lines[:cut]))
         live = primed_filter(filter_tail([], head))

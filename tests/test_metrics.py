@@ -297,8 +297,8 @@ def test_live_samples_over_log_lines() -> None:
     def decode(clock: str, tps: float) -> str:
         return f"[2025-01-05 10:{clock}] Decode batch, #running-req: 1, gen throughput (token/s): {tps}"
 
-    def prefill(clock: str) -> str:
-        return f"[2025-01-05 10:{clock}] Prefill batch, #new-seq: 1, #new-token: 9, #running-req: 0"
+    def prefill(clock: str, running: int = 0) -> str:
+        return f"[2025-01-05 10:{clock}] Prefill batch, #new-seq: 1, #new-token: 9, #running-req: {running}"
 
     lines = [
         prefill("00:00"),
@@ -308,11 +308,13 @@ def test_live_samples_over_log_lines() -> None:
         prefill("05:00"),
         decode("05:01", 7.0),
         decode("05:02", 60.0),
-        prefill("05:03"),  # a second after the last decode line: the default gap (1 s) is not exceeded
+        prefill("05:03", running=1),  # joins a running batch a second after the last line: the gap is not exceeded
         decode("05:04", 59.0),
+        prefill("05:05"),  # within the gap, but nothing was running: the next line's interval counts that
+        decode("05:05", 20.0),
     ]
-    assert [s.gen_tps for s in live_samples(lines) if s.kind == "decode"] == [None, 61.0, None, 60.0, 59.0]
-    assert [s.gen_tps for s in parse_lines(lines) if s.kind == "decode"] == [3.0, 61.0, 7.0, 60.0, 59.0]
+    assert [s.gen_tps for s in live_samples(lines) if s.kind == "decode"] == [None, 61.0, None, 60.0, 59.0, None]
+    assert [s.gen_tps for s in parse_lines(lines) if s.kind == "decode"] == [3.0, 61.0, 7.0, 60.0, 59.0, 20.0]
 
 
 # --- properties --------------------------------------------------------------------------------------
