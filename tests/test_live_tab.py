@@ -231,7 +231,7 @@ async def test_live_tab_follows_a_server_and_runs_the_bench(models):
 
             # Recorded while it runs: the samples are in the history already.
             run_id = f"local/{job['id']}"
-            await until(pilot, lambda: recorded_totals(run_id)[1] > 0, "samples in the history", timeout=5)
+            await until(pilot, lambda: recorded_totals(run_id)[1] > 0, "samples in the history")
 
             # The server stops: the tab says so and keeps the run on screen.
             await conn.call("jobs.cancel", id=job["id"])
