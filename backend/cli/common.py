@@ -32,14 +32,21 @@ async def connect(args: argparse.Namespace, settings: Settings | None = None):
 
 
 async def keep_in_history(conn, server: dict, benches: Sequence[tuple[dict, dict]] = ()) -> str | None:
-    """Keep CLI work in the run history: serve job ``server``'s run with the samples its log holds so far, and
-    ``benches`` ((bench job, result) pairs) with it, so `specdeck history` and `report` show it. Returns the run
-    id; None, said on stderr, when the history cannot be used (the command's own work stands)."""
+    """Keep CLI work in the run history: serve job ``server``'s run (with its log's samples once it has ended),
+    and ``benches`` ((bench job, result) pairs) with it, so `specdeck history` and `report` show it. Returns the
+    run id; None, said on stderr, when the history cannot be used (the command's own work stands).
+
+    A running server's log is left to whoever follows it live (a panel elsewhere records it; two writers
+    cutting the same log at different places would leave a gap): `serve stop` or `history --sync` imports it.
+    """
     from backend.history import History, HistoryUnavailable, record_run
 
     try:
         with History.open() as history:
-            run_id = await record_run(history, conn, server)
+            if server.get("state") in ("running", "orphaned"):
+                run_id = history.upsert_run(conn.host.name, server)
+            else:
+                run_id = await record_run(history, conn, server)
             for job, result in benches:
                 history.record_bench(conn.host.name, {**job, "state": "done"}, result)
     except HistoryUnavailable as exc:
