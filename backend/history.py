@@ -1025,7 +1025,7 @@ class HistoryThread:
         self.host: str | None = None
         self.failure: SpecdeckError | None = None
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="specdeck-history")
-        self._ops: list[tuple[str, tuple]] = []
+        self._ops: list[tuple[str, Any]] = []  # (call, its arguments); "add" holds a batch of samples
         self._ready = 0  # the calls before this index may be handed over (the last of them is no add)
         self._handover: Future | None = None
         self._closed = False
@@ -1045,7 +1045,11 @@ class HistoryThread:
         self._boundary("begin", job, offset)
 
     def add(self, sample: Sample) -> None:
-        self._ops.append(("add", (sample,)))
+        last = self._ops[-1] if len(self._ops) > self._ready else None
+        if last is not None and last[0] == "add":
+            last[1].append(sample)  # one list per batch, not a call per sample: fewer objects for the collector
+        else:
+            self._ops.append(("add", [sample]))
 
     def mark(self, offset: int) -> None:
         self._ops.append(("mark", (offset,)))
@@ -1066,7 +1070,7 @@ class HistoryThread:
         self._ops.append((name, args))
         self._ready = len(self._ops)
 
-    def _take(self) -> list[tuple[str, tuple]]:
+    def _take(self) -> list[tuple[str, Any]]:
         ops, self._ops = self._ops[: self._ready], self._ops[self._ready :]
         self._ready = 0
         return ops
@@ -1119,7 +1123,7 @@ class HistoryThread:
             self.failure = unusable(self.path, exc)
             raise self.failure from exc
 
-    def _replay(self, ops: list[tuple[str, tuple]], force: bool) -> None:
+    def _replay(self, ops: list[tuple[str, Any]], force: bool) -> None:
         with self._failures():
             if self._history is None:
                 self._history = History.open(self.path)
@@ -1128,18 +1132,21 @@ class HistoryThread:
                     if self._recorder is not None:
                         self._recorder.flush(force=True)
                     self._recorder = LiveRecorder(self._history, args[0], self.every_s)
+                elif self._recorder is not None and name == "add":
+                    for sample in args:
+                        self._recorder.add(sample)
                 elif self._recorder is not None:
                     getattr(self._recorder, name)(*args)
             if self._recorder is not None:
                 self._recorder.flush(force)
 
-    def _query(self, ops: list[tuple[str, tuple]], fn: Callable[[History], T]) -> T:
+    def _query(self, ops: list[tuple[str, Any]], fn: Callable[[History], T]) -> T:
         self._replay(ops, False)
         assert self._history is not None
         with self._failures():
             return fn(self._history)
 
-    def _close(self, ops: list[tuple[str, tuple]]) -> None:
+    def _close(self, ops: list[tuple[str, Any]]) -> None:
         try:
             self._replay(ops, True)
         finally:

@@ -178,12 +178,16 @@ class LiveFeed:
         self._start(job, offset)
         poller = asyncio.create_task(self._poll(job), name=f"poll {job.get('id')}")
         recorder = self.recorder
+        unyielded = 0  # lines parsed since the last yield, across events: a queued backlog of small events
+        # arrives without the loop getting a turn between them
         try:
             async with contextlib.aclosing(self._batches(job, offset)) as batches:
                 async for event, recording in batches:
                     self.offset = event["offset"]
-                    for n, line in enumerate(event["lines"], 1):
-                        if n % YIELD_EVERY == 0:
+                    for line in event["lines"]:
+                        unyielded += 1
+                        if unyielded >= YIELD_EVERY:
+                            unyielded = 0
                             await asyncio.sleep(0)
                         sample = parse_line(line)
                         if sample is None:

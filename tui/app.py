@@ -7,6 +7,7 @@ message for every tab. What a tab can count on is in ``tui.screens.pane``.
 
 from __future__ import annotations
 
+import gc
 from functools import partial
 from pathlib import Path
 
@@ -127,6 +128,9 @@ class SpecdeckApp(App[int]):
     def on_mount(self) -> None:
         # Connect once the first frame is up: start-up paints the shell first, whatever the host does.
         self.call_after_refresh(self._attach, self.connection)
+        # What start-up built (the widgets of every tab, modules) lives as long as the panel: out of the
+        # collector's sight, a full collection no longer walks it (~100 ms of a frame, while a log floods in).
+        self.call_after_refresh(gc.freeze)
 
     async def on_unmount(self) -> None:
         await self.connection.close()

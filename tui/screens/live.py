@@ -133,6 +133,8 @@ class LivePane(ShellPane):
         self.aggregate = False  # the tok/s chart shows all streams together instead of one stream
         self.overlay: list[RunSummary] | None = None  # earlier runs drawn over the charts; None while off
         self._overlay_for: tuple[str, str | None] | None = None  # (host, followed run) the overlay was read for
+        self._drawn: tuple = ()  # (samples, server id, state) the charts were last marked for
+        self._server_text = ""  # what the server line shows
 
     # --- layout and lifecycle ------------------------------------------------------------------------------
 
@@ -215,7 +217,12 @@ class LivePane(ShellPane):
         await self.feed.run()
 
     def on_live_feed_updated(self, message: LiveFeedUpdated) -> None:
-        self._dirty, self._stale = set(CHARTS), True
+        feed = self.feed
+        server = (feed.server or {}) if feed is not None else {}
+        drawn = (feed.samples if feed is not None else 0, server.get("id"), server.get("state"))
+        if drawn != self._drawn:  # a poll alone changes no chart: nothing to redraw, once a second, idle
+            self._drawn = drawn
+            self._dirty, self._stale = set(CHARTS), True
         self._reload_overlay()
         self._show_server()
 
@@ -330,7 +337,10 @@ class LivePane(ShellPane):
             text += f" · [b]PAUSED since {since}[/], {new} new samples recorded"
         if self.overlay:
             text += " · dashed: last run of " + escape(", ".join(r.profile or r.id for r in self.overlay))
-        self.query_one("#live-server", Static).update(text)
+        line = self.query_one("#live-server", Static)
+        if text != self._server_text:  # the same line again would still lay the screen out
+            self._server_text = text
+            line.update(text)
 
     # --- drawing -------------------------------------------------------------------------------------------
 

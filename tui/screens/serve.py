@@ -171,11 +171,17 @@ class ServePane(ShellPane):
         log = self.query_one(LogView)
         self.watch(log, "pending", self._show_badge)
         self.watch(log, "following", self._show_badge)
-        self.set_interval(1.0, self._render_state, name="serve-clock")  # elapsed times tick
+        # Elapsed times tick, while the tab is seen: a hidden tab's clock would lay the screen out every second.
+        self._clock = self.set_interval(1.0, self._render_state, name="serve-clock", pause=True)
         self._render_state()
 
     def on_show(self) -> None:
+        self._clock.resume()
+        self._render_state()
         self._poll_gpus()  # fresh figures as soon as the tab is seen (the shell focuses the profiles list)
+
+    def on_hide(self) -> None:
+        self._clock.pause()
 
     # --- the connection and the feeds -------------------------------------------------------------------------
 

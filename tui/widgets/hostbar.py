@@ -108,7 +108,8 @@ class HostBar(Horizontal):
 
     def _set(self, widget_id: str, text: str) -> None:
         widget = self.query_one(f"#{widget_id}", Static)
-        widget.display = bool(text)
+        if widget.display != bool(text):
+            widget.display = bool(text)
         if widget.content != text:
             widget.update(text)
 
@@ -124,7 +125,8 @@ class HostBar(Horizontal):
             f"{self.host.name} ({hostname})" if hostname and hostname != self.host.name else self.host.name,
         )
         badge = self.query_one("#badge", Static)
-        badge.set_classes([f"-{self.state.status}"])
+        if not badge.has_class(f"-{self.state.status}"):  # a restyle every second costs a layout
+            badge.set_classes([f"-{self.state.status}"])
         self._set("badge", badge_text(self.state, now))
         badge.tooltip = self.state.reason or None
         self._set("rtt", f"rtt {self.rtt_ms:.2f} ms" if self.rtt_ms is not None else "")
