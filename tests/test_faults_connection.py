@@ -161,34 +161,43 @@ async def test_subscriber_waits_for_the_reconnect_without_spinning(sshd: Sshd, t
 
 async def test_server_log_follow_loses_and_repeats_nothing_across_cut_connections(sshd: Sshd, tmp_path):
     """A log written at a steady rate, followed while the SSH connection is cut twice (the sshd session
-    process killed): the follower's lines equal the file's lines, in content and count."""
+    process killed): the follower's lines equal the file's lines, in content and count.
+
+    The writer waits at two gates the follower opens only after each cut, so the follow cannot end on lines
+    that were already on their way: each part after a gate needs the next connection."""
     conn = Connection(ssh_host(sshd, tmp_path))
     generations = []
     conn.on_state(lambda s: generations.append(conn.generation) if s.status == "connected" else None)
     conn.supervise()
     await conn.wait_connected(20)
     try:
-        n = 6000
+        part, gates = 2000, [tmp_path / "gate1", tmp_path / "gate2"]
         writer = (
-            "import sys, time\n"
-            f"for i in range({n}):\n"
+            "import os, sys, time\n"
+            f"gates = {[str(g) for g in gates]!r}\n"
+            f"for i in range({3 * part}):\n"
+            f"    if i and i % {part} == 0:\n"
+            f"        while not os.path.exists(gates[i // {part} - 1]): time.sleep(0.01)\n"
             "    print(f'[2026-01-01 00:00:00] decode batch line {i} ' + 'x' * (i % 97), flush=True)\n"
             "    if i % 200 == 0: time.sleep(0.05)\n"
         )
         job = await conn.call("jobs.start", kind="test", argv=[sys.executable, "-c", writer])
         lines: list[str] = []
-        cuts = [n // 4, n // 2]
+        cuts = [part // 2, part + part // 2]  # mid-part: the writer is still writing
         async for batch in serving.follow(conn, job["id"], 0):
             lines += batch
             if cuts and len(lines) >= cuts[0]:
                 cuts.pop(0)
                 sshd.drop_connections()
+            for n, gate in enumerate(gates, 1):
+                if len(lines) >= n * part and len(cuts) <= 2 - n and not gate.exists():
+                    gate.touch()
         assert not cuts, "the log ended before both cuts"
         assert generations == [1, 2, 3]  # the follow really went through two reconnects
         done = await conn.call("jobs.wait", id=job["id"], timeout=30)
         with open(done["log_path"], encoding="utf-8") as f:
             want = f.read().splitlines()
-        assert len(want) == n
+        assert len(want) == 3 * part
         assert len(lines) == len(want) and lines == want
     finally:
         await conn.close()
