@@ -48,3 +48,13 @@ def test_predict_rows_and_best():
     assert rows[1]["measured_tok_s"] == 70.0 and rows[0]["measured_tok_s"] is None
     assert rows[2]["tok_s_low"] < rows[2]["tok_s"] < rows[2]["tok_s_high"]
     assert best(rows)["steps"] == 2
+
+
+def test_histograms_at_other_step_counts_are_pooled_per_position():
+    # 2 steps: 100 verifies reach 0, 80 reach 1, 32 reach 2; 3 steps: 100, 90, 70, 40.
+    pooled = Acceptance([20, 48, 32], [10, 20, 30, 40])
+    assert pooled.trials == [200, 170, 70] and pooled.steps == 3
+    assert pooled.rates == pytest.approx([170 / 200, 102 / 170, 40 / 70])
+    assert pooled.histogram == [20, 48, 32]  # the first one is the one shown
+    alone = Acceptance([20, 48, 32])
+    assert pooled.high[0] - pooled.low[0] < alone.high[0] - alone.low[0]  # more verifies, a tighter interval

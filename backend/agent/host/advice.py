@@ -110,20 +110,32 @@ def chain(rates: Sequence[float]) -> float:
 
 
 class Acceptance:
-    """Measured per-position acceptance with its binomial interval, extended to any step count."""
+    """Measured per-position acceptance with its binomial interval, extended to any step count.
 
-    def __init__(self, histogram: Sequence[int]) -> None:
-        counts = reach(histogram)
+    More histograms (the same drafter at other step counts) are pooled position by position: a_i's trials are
+    every verify that reached position i−1 in a histogram that drafted position i, its successes those that
+    reached i. The first histogram is the one shown."""
+
+    def __init__(self, histogram: Sequence[int], *more: Sequence[int]) -> None:
         self.histogram = list(histogram)
-        self.trials = counts[:-1]  # verifies that reached position i-1, for i = 1..K
+        trials: List[int] = []
+        successes: List[int] = []
+        for hist in (histogram, *more):
+            counts = reach(hist)
+            for i in range(1, len(counts)):
+                if i > len(trials):
+                    trials.append(0)
+                    successes.append(0)
+                trials[i - 1] += counts[i - 1]
+                successes[i - 1] += counts[i]
+        self.trials = trials  # verifies that reached position i-1, for i = 1..K
         self.rates: List[float] = []
         self.low: List[float] = []
         self.high: List[float] = []
-        for i in range(1, len(counts)):
-            n = counts[i - 1]
+        for i, n in enumerate(trials):
             if not n:  # nothing reached this far: the chain ends here
                 break
-            a = counts[i] / float(n)
+            a = successes[i] / float(n)
             half = Z * math.sqrt(a * (1 - a) / n)
             self.rates.append(a)
             self.low.append(max(0.0, a - half))
@@ -132,7 +144,8 @@ class Acceptance:
 
     @property
     def steps(self) -> int:
-        return len(self.histogram) - 1
+        """Draft positions measured (over every pooled histogram)."""
+        return len(self.trials)
 
     def accept_len(self, steps: int) -> Tuple[float, float, float]:
         """(L, low, high) at ``steps`` draft steps."""

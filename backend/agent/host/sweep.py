@@ -229,7 +229,9 @@ class Sweep:
         if not with_hist:
             return []
         source = max(with_hist, key=lambda r: (len(r["acceptance"]["histogram"]), r["acceptance"]["verify_ct"]))
-        acceptance = Acceptance(source["acceptance"]["histogram"])
+        # Every measured point's verifies count: the rates of the positions they share are pooled.
+        acceptance = Acceptance(source["acceptance"]["histogram"], *(
+            r["acceptance"]["histogram"] for r in with_hist if r is not source))  # fmt: skip
         cost = CostModel.from_points(
             [(r["steps"], r["cycle_ms"]) for r in done if r.get("cycle_ms")],
             (source["steps"], source["cycle_ms"]),
