@@ -709,6 +709,14 @@ def state_label(status: dict) -> str:
     return STATE_LABELS.get(status["state"], status["state"])
 
 
+def phase_took(seconds: float | None) -> str:
+    """How long a phase took, as the timeline shows it: tenths under ten seconds (what millisecond stamps and
+    SGLang's own timings resolve), else ``duration``'s 3m05s."""
+    if seconds is None:
+        return ""
+    return f"{seconds:.1f}s" if seconds < 10 else duration(seconds)
+
+
 def since_text(status: dict, now: float) -> str:
     """How long the server has been in its state: ``for 3m05s`` while it runs, ``12s ago`` once it ended."""
     if not status.get("since"):

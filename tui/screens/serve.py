@@ -25,7 +25,6 @@ from textual.widgets.option_list import Option
 from textual.worker import Worker
 
 from backend import serving
-from backend.agent.host.units import duration
 from backend.connection import Connection
 from backend.errors import SpecdeckError, UsageError
 from backend.settings import ProfileConfig
@@ -473,8 +472,7 @@ class ServePane(ShellPane):
         lines += [f"[$warning]! {escape(w)}[/]" for w in st.get("warnings") or []]
         for row in serving.timeline(st, now):
             mark, color = ROW_MARKS[row["state"]]
-            took = duration(row["seconds"]) if row["seconds"] is not None else ""
-            lines.append(f"[{color}]{mark}[/] {row['phase']:<24} {took}")
+            lines.append(f"[{color}]{mark}[/] {row['phase']:<24} {serving.phase_took(row['seconds'])}")
         return lines
 
     def _render_hint(self, st: dict | None) -> None:
