@@ -340,11 +340,19 @@ class RunSummary:
         versus = yardstick.versus(self)
         return None if versus is None else versus.pct
 
+    def break_even(self, yardstick: Yardstick) -> float:
+        """The accept length this run had to reach: the configured break-even for one stream; for a run at more
+        streams, its own cycle at that batch × the baseline per stream at that concurrency (the configured
+        cycle and the single-stream baseline are one stream's figures)."""
+        if (self.streams or 1) > 1 and self.cycle_ms is not None:
+            return live_breakeven(self.cycle_ms, yardstick.at(self.streams))
+        return yardstick.break_even
+
     def break_even_met(self, yardstick: Yardstick) -> bool | None:
         """Accept length at or over the break-even; None without speculation or samples."""
         if not self.speculative or self.accept_len is None:
             return None
-        return self.accept_len >= yardstick.break_even
+        return self.accept_len >= self.break_even(yardstick)
 
     def live_break_even(self, yardstick: Yardstick) -> float | None:
         """The break-even for this run's own measured cycle time and the baseline at its concurrency."""
@@ -364,6 +372,7 @@ class RunSummary:
         out["vs_baseline_pct"] = None if versus is None else round(versus.pct, 2)
         out["vs_baseline_streams"] = None if versus is None else versus.streams
         out["vs_baseline_basis"] = None if versus is None else versus.basis
+        out["break_even"] = round(self.break_even(yardstick), 4)
         out["break_even_met"] = self.break_even_met(yardstick)
         out["falls_below_baseline_at"] = self.falls_below_baseline_at(yardstick)
         live = self.live_break_even(yardstick)

@@ -91,11 +91,14 @@ def fmt(value: float | None, digits: int = 1, signed: bool = False, suffix: str 
 
 
 def break_even_cell(run: RunSummary, yardstick: Yardstick) -> str:
-    """``met (+0.84)`` / ``not met (−0.46)`` against the break-even, ``—`` without speculation."""
+    """``met (+0.84)`` / ``not met (−0.46)`` against the break-even, ``—`` without speculation; a run at N > 1
+    streams against its own at that batch, ``met (+0.30 of 3.11 @4)``."""
     met = run.break_even_met(yardstick)
     if met is None or run.accept_len is None:
         return "—"
-    return f"{'met' if met else 'not met'} ({run.accept_len - yardstick.break_even:+.2f})"
+    target = run.break_even(yardstick)
+    at = f" of {target:.2f} @{run.streams}" if (run.streams or 1) > 1 else ""
+    return f"{'met' if met else 'not met'} ({run.accept_len - target:+.2f}{at})"
 
 
 def run_cells(run: RunSummary, yardstick: Yardstick) -> dict[str, str]:

@@ -22,7 +22,7 @@ from textual.widgets import DataTable
 from backend.connection import Connection
 from backend.history import History, LiveRecorder, filter_tail, parse_server_args, primed_filter, sync_from_host
 from backend.metrics import Sample, live_samples, parse_lines
-from backend.report import Chart, svg_chart, text_chart
+from backend.report import Chart, break_even_cell, svg_chart, text_chart
 from backend.settings import HostConfig, builtin_defaults
 from tests.helpers import until
 from tui.app import SpecdeckApp
@@ -226,6 +226,10 @@ def test_a_measured_baseline_is_the_yardstick_at_its_own_concurrency(models, tmp
         assert versus.cell().endswith("@2") and aq.live_break_even(y) == pytest.approx(aq.cycle_ms * 78.5 / 1000)
         four = history.run(add_run(history, models, "serve-aq4", "aq-medai", 77.5, 3.3, streams=4))
         assert y.versus(four).streams is None and y.versus(four).pct == pytest.approx(100 * (77.5 / 82 - 1))
+        # Break-even at the same batch: its own cycle there × the baseline per stream there (else single-stream).
+        assert aq.break_even(y) == pytest.approx(aq.cycle_ms * 78.5 / 1000) and aq.break_even(y) > y.break_even
+        assert four.break_even(y) == pytest.approx(four.cycle_ms * 82.0 / 1000)
+        assert break_even_cell(aq, y).endswith(f" of {aq.break_even(y):.2f} @2)")
         doc = y.to_json()
         assert doc["baseline_by_streams"] == {"1": 82.0, "2": 78.5} and doc["baseline_source"] == "measured"
         # A bench of the baseline at 2 streams (a controlled measurement) is preferred to its log there.
