@@ -63,6 +63,10 @@ async def test_tune_tab_advice_keys_sweep_and_apply(settings):
         assert pane.query_one(HistogramChart).bars == [40, 60, 90, 310]
         assert len(pane.query_one(PositionChart).points) == 3 and pane.query_one(StepsChart).measured == [(3, 100.0)]
 
+        await pilot.press("f5")  # imports the host's runs (none yet) and re-reads the history: the run stays
+        await until(pilot, lambda: not app.workers or all(w.name != "_sync" for w in app.workers), "the refresh")
+        assert pane.current_run() == "box/serve-1"
+
         await pilot.press("m")
         assert not pane.smart and "full grid" in str(pane.query_one("#tune-sweep-mode", Label).render())
         await pilot.press("m", "p")

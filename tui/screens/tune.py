@@ -8,7 +8,7 @@ the measured points. A sweep (``backend.sweep``) runs on the host as a job: the 
 it, its events show each point's phase, elapsed time and an ETA from the restarts so far, and ``x`` cancels it
 (the server it started is stopped). ``a`` writes the best step count (measured by the sweep, else predicted)
 into the sweep's profile and the config file. The host's runs are imported on
-connect, on ``r`` and when a sweep ends; every query runs on the App's history thread.
+connect, on ``f5`` and when a sweep ends; every query runs on the App's history thread.
 """
 
 from __future__ import annotations
@@ -73,7 +73,7 @@ class TunePane(ShellPane):
         Binding("p", "next_profile", "Profile", id="tune.profile", tooltip="Sweep the next speculative profile"),
         Binding("e", "edit_grid", "Grid", id="tune.grid", tooltip="Edit the sweep's step counts"),
         Binding("m", "toggle_smart", "Smart", id="tune.smart", tooltip="Smart sweep: stop once no point can win"),
-        Binding("r", "refresh", "Refresh", id="tune.refresh", tooltip="Import the host's runs and re-read them"),
+        Binding("f5", "refresh", "Refresh", id="tune.refresh", tooltip="Import the host's runs and re-read them"),
     ]
 
     def __init__(self, *, id: str | None = None) -> None:
