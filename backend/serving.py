@@ -709,6 +709,17 @@ def state_label(status: dict) -> str:
     return STATE_LABELS.get(status["state"], status["state"])
 
 
+def startup_text(status: dict) -> str | None:
+    """SGLang's own startup timings (0.5.23's ``Engine startup timings`` line): ``SGLang timed load_weight
+    151.8s, kv_cache_allocation 0.6s, scheduler_e2e 210.1s, graphs target_verify 42.4s, draft_decode 8.2s``."""
+    timings = status.get("startup_timings")
+    if not timings:
+        return None
+    parts = [f"{k} {v:.1f}s" for k, v in timings.items() if isinstance(v, int | float) and k != "tokenizer_e2e"]
+    graphs = [f"{k} {v:.1f}s" for k, v in (timings.get("cuda_graph") or {}).items() if v]
+    return "SGLang timed " + ", ".join(parts + (["graphs " + ", ".join(graphs)] if graphs else []))
+
+
 def phase_took(seconds: float | None) -> str:
     """How long a phase took, as the timeline shows it: tenths under ten seconds (what millisecond stamps and
     SGLang's own timings resolve), else ``duration``'s 3m05s."""
@@ -729,7 +740,9 @@ def speculative_summary(info: dict | None) -> str | None:
     """``sglang 0.5.6: EAGLE3 steps 3, topk 1, draft tokens 4`` from the server's resolved args."""
     if not info:
         return None
-    text = f"sglang {info.get('version', '?')}" + (" (SIMULATED)" if info.get("simulated") else "")
+    version = info.get("version") if isinstance(info.get("version"), str) else "?"
+    # A real server past the newest known release reads "(untested version)".
+    text = f"sglang {version} (SIMULATED)" if info.get("simulated") else sglang_versions.version_text(version)
     if info.get("speculative_algorithm"):
         text += (
             f": {info['speculative_algorithm']} steps {info.get('speculative_num_steps')}, "

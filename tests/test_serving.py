@@ -291,6 +291,7 @@ async def test_start_phases_ready_status_busy_port_stop(conn, models):
     timed = ("capturing", "loading") if current else ("capturing",)
     assert all(p["measured"] > 0 for p in ready["phases"] if p["phase"].startswith(timed))
     assert (ready["startup_timings"] is not None) == current
+    assert (serving.startup_text(ready) or "").startswith("SGLang timed load_weight ") == current
     numbers = ("speculative_num_steps", "speculative_eagle_topk", "speculative_num_draft_tokens")
     assert [ready["server_info"][k] for k in numbers] == [3, 1, 4] and ready["warnings"] == []
 

@@ -201,6 +201,14 @@ def test_versions_are_told_apart(version, definition, support, table, text) -> N
     assert sglang_versions.version_text(version) == text
 
 
+def test_a_real_server_past_the_newest_known_release_is_marked_untested() -> None:
+    from backend.serving import speculative_summary
+
+    assert speculative_summary({"version": "0.5.24"}) == "sglang 0.5.24 (untested version): no speculation"
+    assert speculative_summary({"version": "0.5.23"}) == "sglang 0.5.23: no speculation"
+    assert speculative_summary({"version": "0.5.23-sim", "simulated": True}).startswith("sglang 0.5.23-sim (SIMULATED)")
+
+
 def test_labels_never_leave_a_rate_unnamed() -> None:
     assert sglang_versions.accept_rate_label("0.5.23") == "accept rate (drafts only)"
     assert sglang_versions.accept_rate_label("0.5.6") == "accept rate (bonus counted)"

@@ -208,6 +208,9 @@ def _print_status(st: dict) -> None:
     summary = serving.speculative_summary(st.get("server_info"))
     if summary:
         print(f"  {summary}")
+    timed = serving.startup_text(st)
+    if timed:
+        print(f"  {timed}")
     for warning in st.get("warnings") or []:
         print(f"  ! {warning}")
     if st.get("error"):

@@ -469,6 +469,9 @@ class ServePane(ShellPane):
         summary = serving.speculative_summary(st.get("server_info"))
         if summary:
             lines.append(escape(summary))
+        timed = serving.startup_text(st)
+        if timed:
+            lines.append(escape(timed))
         lines += [f"[$warning]! {escape(w)}[/]" for w in st.get("warnings") or []]
         for row in serving.timeline(st, now):
             mark, color = ROW_MARKS[row["state"]]
