@@ -57,12 +57,15 @@ def histogram_of(run: RunSummary) -> list[int] | None:
     return histogram if isinstance(histogram, list) and sum(histogram) > 0 else None
 
 
-def _cycle(run: RunSummary) -> float | None:
-    return (run.bench or {}).get("cycle_ms") or run.cycle_ms
-
-
-def _tok_s(run: RunSummary) -> float | None:
-    return (run.bench or {}).get("tok_s") or run.tok_s
+def single_stream(run: RunSummary) -> tuple[float | None, float | None]:
+    """(tok/s, cycle ms) of one stream: the run's newest bench at concurrency 1, else its decode means when it ran
+    one stream (a cycle measured under load is a batch's, not the step count's)."""
+    level = next((lv for lv in run.curve if lv.streams == 1), None)
+    if level is not None:
+        return level.tok_s, level.cycle_ms
+    if run.streams in (None, 1):
+        return run.tok_s, run.cycle_ms
+    return None, None
 
 
 def same_drafter(runs: Iterable[RunSummary], like: RunSummary) -> list[RunSummary]:
@@ -142,11 +145,11 @@ def advise(
     assert histogram is not None
     acceptance = Acceptance(histogram)
     peers = same_drafter(runs, run)
-    points = [(run_steps(r), c) for r in peers if (c := _cycle(r))]
+    points = [(run_steps(r), c) for r in peers if (c := single_stream(r)[1])]
     cost = CostModel.from_points(points, (reference_steps, yardstick.cycle_ms))  # type: ignore[arg-type]
     by_steps: dict[int, list[float]] = {}
     for r in peers:
-        if (tok_s := _tok_s(r)) is not None:
+        if (tok_s := single_stream(r)[0]) is not None:
             by_steps.setdefault(run_steps(r), []).append(tok_s)  # type: ignore[arg-type]
     measured = {k: round(sum(v) / len(v), 2) for k, v in by_steps.items()}
     rows = predict(acceptance, cost, yardstick.baseline_tok_s, max_steps, measured)

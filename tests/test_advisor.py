@@ -41,7 +41,11 @@ def history(tmp_path):
 def test_advice_fits_cost_from_runs_and_predicts(history):
     add_run(history, 1, 1, 27.0, 70.0, None)
     three = add_run(history, 2, 2, 30.0, 70.0, [20, 48, 32])  # a_1 = 0.8, a_2 = 0.4
-    add_run(history, 3, 5, 39.0, 50.0, None)
+    five = add_run(history, 3, 5, 39.0, 50.0, None)
+    # A later bench of the 5-step run at 4 streams: a batch's cycle, kept out of the step count's cost.
+    loaded = {"tok_s": 30.0, "accept_len": 2.0, "cycle_ms": 70.0, "server_job": "serve-3", "concurrency": 4}
+    history.record_bench("box", {"id": "bench-loaded", "args": {}, "state": "done", "ended": 9999.0}, loaded)
+    assert history.run(five).bench["concurrency"] == 4  # the newest bench is the loaded one
     advice = advisor.advise(history.runs(), Yardstick(82.0, 30.0), max_steps=3)
     assert advice.run.id == three  # the newest run with a histogram
     assert advice.cost.source == "fitted" and advice.cost(3) == pytest.approx(33.0)
