@@ -27,7 +27,7 @@ import shlex
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal, cast
 from urllib.parse import urlsplit
 
 from backend import checkpoints, sglang_flags, sglang_versions
@@ -647,10 +647,81 @@ async def follow(conn: Connection, job: str, offset: int) -> AsyncIterator[list[
         yield [TRUNCATED_LINE] if event.get("truncated") else event["lines"]
 
 
-async def watch(conn: Connection, *, interval: float = 0.5) -> AsyncIterator[dict]:
+async def watch(conn: Connection, *, interval: float = 0.5) -> AsyncIterator[ServerStatus]:
     """The current server's status on every change, until cancelled; survives reconnects (the TUI's feed)."""
     async for event in conn.subscribe("serve.wait", {"until": [], "interval": interval}, lambda params, _: params):
-        yield event
+        yield ServerStatus.from_json(event)
+
+
+# --- the server's status, typed where it arrives ---------------------------------------------------------
+
+ServerState = Literal["none", "starting", "ready", "orphaned", "stopping", "stopped", "crashed"]
+
+
+@dataclass(frozen=True)
+class Phase:
+    """One startup phase the host saw: when it started and ended (epoch seconds), and what SGLang timed."""
+
+    name: str
+    start: float | None
+    end: float | None
+    measured: float | None = None
+
+
+@dataclass(frozen=True)
+class ServerStatus:
+    """The host's word on its server (``serve.status`` / ``serve.wait``), parsed once where it arrives."""
+
+    state: ServerState
+    profile: str | None = None
+    port: int | None = None
+    pid: int | None = None
+    job: str | None = None
+    phase: str | None = None
+    since: float | None = None
+    args: dict = field(default_factory=dict)
+    phases: tuple[Phase, ...] = ()
+    server_info: dict | None = None
+    startup_timings: dict | None = None
+    warnings: tuple[str, ...] = ()
+    error: str | None = None
+    hint: str | None = None
+    hint_action: str | None = None
+    log_path: str | None = None
+
+    @classmethod
+    def from_json(cls, wire: dict) -> ServerStatus:
+        if wire.get("state") not in STATES:
+            raise RemoteError(f"the host reported an unknown server state {wire.get('state')!r}")
+        phases = tuple(
+            Phase(p["phase"], p.get("start"), p.get("end"), p.get("measured")) for p in wire.get("phases") or []
+        )
+        return cls(
+            state=cast(ServerState, wire["state"]),
+            profile=wire.get("profile"),
+            port=wire.get("port"),
+            pid=wire.get("pid"),
+            job=wire.get("job"),
+            phase=wire.get("phase"),
+            since=wire.get("since"),
+            args=wire.get("args") or {},
+            phases=phases,
+            server_info=wire.get("server_info"),
+            startup_timings=wire.get("startup_timings"),
+            warnings=tuple(wire.get("warnings") or ()),
+            error=wire.get("error"),
+            hint=wire.get("hint"),
+            hint_action=wire.get("hint_action"),
+            log_path=wire.get("log_path"),
+        )
+
+    @property
+    def running(self) -> bool:
+        return self.state in RUNNING_STATES
+
+    @property
+    def drafter(self) -> str | None:
+        return self.args.get("drafter")
 
 
 # --- presentation helpers shared by the CLI and the TUI ---------------------------------------------------
@@ -677,42 +748,42 @@ def expected_phases(args: dict | None) -> tuple[str, ...]:
     return tuple(p for p in PHASES if p not in DRAFT_PHASES)
 
 
-def timeline(status: dict, now: float) -> list[dict]:
+def timeline(status: ServerStatus, now: float) -> list[dict]:
     """Rows for a phase timeline: every phase this server goes through, each ``done``, ``current``,
     ``failed`` (where it crashed) or ``pending``, with its duration in seconds (so far, for the current one)."""
-    seen = {entry["phase"]: entry for entry in status.get("phases") or []}
-    names = list(expected_phases(status.get("args")))
+    seen = {entry.name: entry for entry in status.phases}
+    names = list(expected_phases(status.args))
     names += [name for name in seen if name not in names]
-    last = (status.get("phases") or [{}])[-1].get("phase")
+    last = status.phases[-1].name if status.phases else None
     rows = []
     for name in names:
         entry = seen.get(name)
         if entry is None:
             rows.append({"phase": name, "state": "pending", "seconds": None})
             continue
-        start, end = entry["start"], entry["end"]
-        if name == last and status["state"] == "crashed":
+        start, end = entry.start, entry.end
+        if name == last and status.state == "crashed":
             state = "failed"
-        elif end is None and status["state"] in RUNNING_STATES and name != "ready":
+        elif end is None and status.running and name != "ready":
             state = "current"
         else:
             state = "done"
         seconds = None if start is None else max(0.0, (end if end is not None else now) - start)
-        if state == "done" and entry.get("measured") is not None:
-            seconds = entry["measured"]  # what SGLang itself timed (load, graph capture): finer than log stamps
+        if state == "done" and entry.measured is not None:
+            seconds = entry.measured  # what SGLang itself timed (load, graph capture): finer than log stamps
         rows.append({"phase": name, "state": state, "seconds": seconds})
     return rows
 
 
-def state_label(status: dict) -> str:
+def state_label(status: ServerStatus) -> str:
     """The words for the server's state: ``ready``, ``running, orphaned``, ..."""
-    return STATE_LABELS.get(status["state"], status["state"])
+    return STATE_LABELS.get(status.state, status.state)
 
 
-def startup_text(status: dict) -> str | None:
+def startup_text(status: ServerStatus) -> str | None:
     """SGLang's own startup timings (0.5.23's ``Engine startup timings`` line): ``SGLang timed load_weight
     151.8s, kv_cache_allocation 0.6s, scheduler_e2e 210.1s, graphs target_verify 42.4s, draft_decode 8.2s``."""
-    timings = status.get("startup_timings")
+    timings = status.startup_timings
     if not timings:
         return None
     parts = [f"{k} {v:.1f}s" for k, v in timings.items() if isinstance(v, int | float) and k != "tokenizer_e2e"]
@@ -728,12 +799,12 @@ def phase_took(seconds: float | None) -> str:
     return f"{seconds:.1f}s" if seconds < 10 else duration(seconds)
 
 
-def since_text(status: dict, now: float) -> str:
+def since_text(status: ServerStatus, now: float) -> str:
     """How long the server has been in its state: ``for 3m05s`` while it runs, ``12s ago`` once it ended."""
-    if not status.get("since"):
+    if not status.since:
         return ""
-    age = duration(now - status["since"])
-    return f"for {age}" if status["state"] in RUNNING_STATES else f"{age} ago"
+    age = duration(now - status.since)
+    return f"for {age}" if status.running else f"{age} ago"
 
 
 def speculative_summary(info: dict | None) -> str | None:

@@ -65,7 +65,8 @@ async def test_killed_runner_orphans_the_server_status_says_so_and_stop_leaves_n
 
     status = await serving.status(conn)
     assert status["state"] == "orphaned" and status["job"] == started["job"], status
-    assert serving.state_label(status) == "running, orphaned" and status["state"] in serving.RUNNING_STATES
+    typed = serving.ServerStatus.from_json(status)
+    assert serving.state_label(typed) == "running, orphaned" and typed.running
     assert status["pid"] == server and str(server) in status["error"] and "serve stop" in status["hint"]
     assert not process_gone(server)
     jobs = {j["id"]: j for j in await conn.call("jobs.list")}

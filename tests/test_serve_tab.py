@@ -93,7 +93,7 @@ def text(app: App, selector: str) -> str:
 
 def state(app: SpecdeckApp) -> str | None:
     status = app.query_one(ServePane).status
-    return status["state"] if status else None
+    return status.state if status else None
 
 
 async def open_serve_tab(app: SpecdeckApp, pilot: Pilot) -> ServePane:
@@ -179,10 +179,10 @@ async def test_crash_shows_the_hint_beside_the_log_and_switch_recovers(settings,
         await pilot.press("w")  # switch: stop whatever runs (nothing), start the selected profile
         await until(pilot, lambda: state(app) == "ready", "ready after the switch")
         assert not hint.has_class("-shown") and "baseline" in text(app, "#server-state")
-        first = pane.status["job"]
+        first = pane.status.job
         await pilot.press("R")  # restart the running profile: a new server job, the same profile
-        await until(pilot, lambda: pane.status["job"] != first and state(app) == "ready", "ready after the restart")
-        assert pane.status["profile"] == "baseline"
+        await until(pilot, lambda: pane.status.job != first and state(app) == "ready", "ready after the restart")
+        assert pane.status.profile == "baseline"
 
 
 async def test_reattaches_to_a_running_server_after_a_reconnect(settings, cleanup):
@@ -207,7 +207,7 @@ async def test_reattaches_to_a_running_server_after_a_reconnect(settings, cleanu
         await until(pilot, lambda: state(app) == "stopped", "stopped after the reconnect")
         await until(pilot, lambda: any("Gracefully exiting" in line for line in log.lines_kept), "new lines")
         kept = log.lines_kept
-        log_file = Path(pane.status["log_path"]).read_text().splitlines()
+        log_file = Path(pane.status.log_path).read_text().splitlines()
         assert kept == log_file[-len(kept) :]  # resumed at the offset: nothing lost or repeated
 
 

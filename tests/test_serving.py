@@ -285,13 +285,14 @@ async def test_start_phases_ready_status_busy_port_stop(conn, models):
     assert ready["server_info"]["version"] == f"{conn.host.sglang_version}-sim" and ready["server_info"]["simulated"]
     # Each phase took what SGLang itself timed where its log says so (load, graph capture), else the stamps'
     # difference: millisecond stamps (SGLANG_LOG_MS=1, set by specdeck) make every phase's time real.
-    rows = {row["phase"]: row for row in serving.timeline(ready, time.time())}
+    typed = serving.ServerStatus.from_json(ready)
+    rows = {row["phase"]: row for row in serving.timeline(typed, time.time())}
     assert all(rows[p]["state"] == "done" and rows[p]["seconds"] > 0 for p in serving.PHASES[1:-1])
     current = conn.host.sglang_version == "0.5.23"  # 0.5.6 times graph captures only, 0.5.23 weight loads too
     timed = ("capturing", "loading") if current else ("capturing",)
     assert all(p["measured"] > 0 for p in ready["phases"] if p["phase"].startswith(timed))
     assert (ready["startup_timings"] is not None) == current
-    assert (serving.startup_text(ready) or "").startswith("SGLang timed load_weight ") == current
+    assert (serving.startup_text(typed) or "").startswith("SGLang timed load_weight ") == current
     numbers = ("speculative_num_steps", "speculative_eagle_topk", "speculative_num_draft_tokens")
     assert [ready["server_info"][k] for k in numbers] == [3, 1, 4] and ready["warnings"] == []
 
@@ -390,7 +391,7 @@ async def test_broken_drafter_crashes_with_the_shape_mismatch_hint(conn, models)
     assert crashed["error_lines"][-1].endswith(
         "Received sigquit from a child process. It usually means the child failed."
     )
-    rows = serving.timeline(crashed, time.time())
+    rows = serving.timeline(serving.ServerStatus.from_json(crashed), time.time())
     assert {r["phase"]: r["state"] for r in rows}["loading draft weights"] == "failed"
 
 

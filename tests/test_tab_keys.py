@@ -153,8 +153,8 @@ async def test_serve_keys(sandbox):
         assert pane.selected == "baseline"
 
         def state() -> tuple[str | None, str | None]:
-            st = pane.status or {}
-            return st.get("state"), st.get("profile")
+            st = pane.status
+            return (st.state, st.profile) if st else (None, None)
 
         assert pane.checks is None  # the profile's own checks so far, not the host's
         await keys.press("preflight")
@@ -162,9 +162,9 @@ async def test_serve_keys(sandbox):
 
         await keys.press("start")
         await until(pilot, lambda: state() == ("ready", "baseline"), "baseline ready", timeout=60)
-        job = pane.status["job"]
+        job = pane.status.job
         await keys.press("restart")
-        await until(pilot, lambda: state() == ("ready", "baseline") and pane.status["job"] != job, "restarted", 60)
+        await until(pilot, lambda: state() == ("ready", "baseline") and pane.status.job != job, "restarted", 60)
 
         await pilot.press("down")  # eagle3-ours
         await keys.press("switch")

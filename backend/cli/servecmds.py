@@ -196,28 +196,28 @@ async def status(args: argparse.Namespace) -> int:
     return 0
 
 
-def _print_status(st: dict) -> None:
-    if st["state"] == "none":
+def _print_status(wire: dict) -> None:
+    st = serving.ServerStatus.from_json(wire)
+    if st.state == "none":
         print("no server has run on this host (start one with `specdeck serve start PROFILE`)")
         return
-    running = st["state"] in serving.RUNNING_STATES
-    where = f"on port {st['port']} (pid {st['pid']})" if running else f"on port {st['port']}"
-    print(f"{st['profile']}: {serving.state_label(st)} {where} {serving.since_text(st, time.time())}")
-    if st["state"] in ("starting", "crashed"):
-        print(f"  phase: {st['phase']}")
-    summary = serving.speculative_summary(st.get("server_info"))
+    where = f"on port {st.port} (pid {st.pid})" if st.running else f"on port {st.port}"
+    print(f"{st.profile}: {serving.state_label(st)} {where} {serving.since_text(st, time.time())}")
+    if st.state in ("starting", "crashed"):
+        print(f"  phase: {st.phase}")
+    summary = serving.speculative_summary(st.server_info)
     if summary:
         print(f"  {summary}")
     timed = serving.startup_text(st)
     if timed:
         print(f"  {timed}")
-    for warning in st.get("warnings") or []:
+    for warning in st.warnings:
         print(f"  ! {warning}")
-    if st.get("error"):
-        print(f"  error: {st['error']}")
-    if st.get("hint"):
-        print(f"  hint: {st['hint']}")
-    print(f"  log: {st['log_path']}")
+    if st.error:
+        print(f"  error: {st.error}")
+    if st.hint:
+        print(f"  hint: {st.hint}")
+    print(f"  log: {st.log_path}")
 
 
 async def logs(args: argparse.Namespace) -> int:

@@ -124,7 +124,7 @@ class ServePane(ShellPane):
 
     def __init__(self, id: str | None = None) -> None:
         super().__init__(id=id)
-        self.status: dict | None = None  # the host's last word on the server
+        self.status: serving.ServerStatus | None = None  # the host's last word on the server
         self.gpus: dict | None = None
         self.checks: list[dict] | None = None
         self.edits: dict[str, ProfileConfig] = {}
@@ -202,8 +202,8 @@ class ServePane(ShellPane):
             if conn is not self.app.connection:
                 return
             self.status = status
-            if status.get("job") != self._log_job:
-                self._log_job = status.get("job")
+            if status.job != self._log_job:
+                self._log_job = status.job
                 self._follow_log(conn, self._log_job)
             self._fill_profiles()
             self._render_state()
@@ -244,7 +244,7 @@ class ServePane(ShellPane):
 
     def _fill_profiles(self) -> None:
         options = self.query_one("#profiles", OptionList)
-        running = self.status.get("profile") if self.status and self.status["state"] in serving.RUNNING_STATES else None
+        running = self.status.profile if self.status and self.status.running else None
         # Names in a column (padded inside the bold, so no viewer can run a name into its description).
         width = max(map(len, self.app.settings.profiles), default=0) + 1
         for name in self.app.settings.profiles:
@@ -380,8 +380,8 @@ class ServePane(ShellPane):
 
     def action_open_compare(self) -> None:
         """Compare the drafter that failed (or the selected profile's) against the target."""
-        st = self.status or {}
-        drafter = (st.get("args") or {}).get("drafter") if st.get("hint_action") == "compare" else None
+        st = self.status
+        drafter = st.drafter if st and st.hint_action == "compare" else None
         profile = self._profile(self.selected)
         drafter = drafter or (profile.drafter if profile else None)
         if drafter:
@@ -412,7 +412,7 @@ class ServePane(ShellPane):
                     self.notify("no server is running")
                 return
             if what == "restart":
-                current = self.status.get("profile") if self.status else None
+                current = self.status.profile if self.status else None
                 name = current if current in settings.profiles else self.selected
             else:
                 name = self.selected
@@ -456,39 +456,39 @@ class ServePane(ShellPane):
         self.query_one("#server-state", Static).update("\n".join(lines))
         self._render_hint(st)
 
-    def _state_lines(self, st: dict, now: float) -> list[str]:
-        mark, color = STATE_MARKS[st["state"]]
-        if st["state"] == "none":
+    def _state_lines(self, st: serving.ServerStatus, now: float) -> list[str]:
+        mark, color = STATE_MARKS[st.state]
+        if st.state == "none":
             return [
                 f"[{color}]{mark} no server[/] on {escape(self.app.host_config.name)}: s starts the selected profile"
             ]
         label = serving.state_label(st)
-        head = f"[{color}]{mark} {label}[/]  [b]{escape(st['profile'] or '?')}[/b] · port {st['port']}"
-        head += f" · pid {st['pid']}" if st.get("pid") and st["state"] in serving.RUNNING_STATES else ""
+        head = f"[{color}]{mark} {label}[/]  [b]{escape(st.profile or '?')}[/b] · port {st.port}"
+        head += f" · pid {st.pid}" if st.pid and st.running else ""
         lines = [f"{head} · {serving.since_text(st, now)}"]
-        summary = serving.speculative_summary(st.get("server_info"))
+        summary = serving.speculative_summary(st.server_info)
         if summary:
             lines.append(escape(summary))
         timed = serving.startup_text(st)
         if timed:
             lines.append(escape(timed))
-        lines += [f"[$warning]! {escape(w)}[/]" for w in st.get("warnings") or []]
+        lines += [f"[$warning]! {escape(w)}[/]" for w in st.warnings]
         for row in serving.timeline(st, now):
             mark, color = ROW_MARKS[row["state"]]
             lines.append(f"[{color}]{mark}[/] {row['phase']:<24} {serving.phase_took(row['seconds'])}")
         return lines
 
-    def _render_hint(self, st: dict | None) -> None:
+    def _render_hint(self, st: serving.ServerStatus | None) -> None:
         hint = self.query_one("#hint", Static)
-        if not st or not st.get("hint"):
+        if not st or not st.hint:
             hint.set_class(False, "-shown")
             return
-        title = "Why it crashed" if st["state"] == "crashed" else "Something is off"
+        title = "Why it crashed" if st.state == "crashed" else "Something is off"
         parts = [f"[b $error]{title}[/]"]
-        if st.get("error"):
-            parts.append(escape(st["error"]))
-        parts.append(escape(st["hint"]))
-        if st.get("hint_action") == "compare":
+        if st.error:
+            parts.append(escape(st.error))
+        parts.append(escape(st.hint))
+        if st.hint_action == "compare":
             parts.append("[$text-muted]o: open Compare[/]")
         hint.update("\n\n".join(parts))
         hint.set_class(True, "-shown")
