@@ -151,11 +151,8 @@ class TunePane(ShellPane):
                 run.job_id.removeprefix("serve-"), run.drafter or "—", str(advisor.run_steps(run) or "—"),
                 _num(bench.get("tok_s"), 1), _num(bench.get("accept_len"), 2), str(sum(histogram)), key=run.id,
             )  # fmt: skip
-        if current is not None and current in {r.id for r in runs} and table.row_count:
-            try:
-                table.move_cursor(row=table.get_row_index(current))
-            except Exception:  # the run lost its histogram: stay where the cursor is
-                pass
+        if current is not None and current in table.rows:  # the highlighted run stays highlighted
+            table.move_cursor(row=table.get_row_index(current))
         self.show_advice()
 
     def current_run(self) -> str | None:
