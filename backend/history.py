@@ -222,14 +222,15 @@ class Yardstick:
     @property
     def measured(self) -> bool:
         """Whether the single-stream figure was measured (the baseline run decoded one stream at a time)."""
-        return self.baseline_run is not None and 1 in self.by_streams
+        return self.baseline_run is not None and self.measured_at(1) is not None
 
     @property
     def source(self) -> str:
         if self.measured:
             return f"measured by run {self.baseline_run}"
         if self.baseline_run:
-            return f"configured; run {self.baseline_run} measured {_levels_text(self.by_streams)} streams only"
+            levels = self.by_streams.keys() | self.bench_by_streams.keys()
+            return f"configured; run {self.baseline_run} measured {_levels_text(levels)} streams only"
         return "configured"
 
     def measured_at(self, streams: int | None) -> float | None:
@@ -741,13 +742,13 @@ class History:
     def measured_baseline(self) -> float | None:
         """The measured baseline's single-stream tok/s (the Live tab's baseline line); None when no run is
         marked or it never decoded one stream at a time."""
-        row = self.db.execute("SELECT id FROM runs WHERE is_baseline").fetchone()
-        levels = {lv.streams: lv.tok_s for lv in self._levels(row["id"])} if row else {}
-        return levels.get(1)
+        yardstick = self.yardstick(0.0, 0.0)
+        return yardstick.baseline_tok_s if yardstick.measured else None
 
     def yardstick(self, baseline_tok_s: float, cycle_ms: float) -> Yardstick:
-        """The measured baseline when one is marked (its per-stream tok/s at each concurrency it saw; the
-        single-stream figure from it when it ran one stream), else the configured ``baseline_tok_s``."""
+        """The measured baseline when one is marked (its per-stream tok/s at each concurrency it was benched at
+        or saw; the single-stream figure from it when it ran one stream, its bench first), else the configured
+        ``baseline_tok_s``."""
         row = self.db.execute("SELECT id FROM runs WHERE is_baseline").fetchone()
         if row is None:
             return Yardstick(baseline_tok_s, cycle_ms)
@@ -755,7 +756,8 @@ class History:
         benches = {point.streams: point.tok_s for point in self.bench_curve(row["id"])}
         if not levels and not benches:
             return Yardstick(baseline_tok_s, cycle_ms)
-        return Yardstick(levels.get(1, baseline_tok_s), cycle_ms, row["id"], levels, benches)
+        single = benches.get(1) or levels.get(1) or baseline_tok_s
+        return Yardstick(single, cycle_ms, row["id"], levels, benches)
 
     def bench_curve(self, run_id: str) -> tuple[BenchLevel, ...]:
         """The run's newest bench at each concurrency it was benched at, by concurrency."""

@@ -238,6 +238,17 @@ def test_a_measured_baseline_is_the_yardstick_at_its_own_concurrency(models, tmp
         y = history.yardstick(85.0, 30.0)
         assert y.bench_by_streams == {2: 80.0} and y.measured_at(2) == 80.0 and y.at(2) == 80.0
         assert y.versus(aq).pct == pytest.approx(100 * (91 / 80 - 1))
+        bench1 = {"server_job": "serve-base", "tok_s": 81.0, "concurrency": 1, "ended": T0 + 70}
+        history.record_bench("local", {"id": "bench-base1", "state": "done"}, bench1)
+        assert history.yardstick(85.0, 30.0).baseline_tok_s == 81.0 and history.measured_baseline() == 81.0
+        # A baseline run benched only at 4 streams (its log not imported yet) keeps the configured single stream.
+        only = history.upsert_run("local", {"id": "serve-b4", "state": "running", "started": T0, "args": {}})
+        bench4 = {"server_job": "serve-b4", "tok_s": 73.0, "concurrency": 4, "ended": T0 + 80}
+        history.record_bench("local", {"id": "bench-b4", "state": "done"}, bench4)
+        history.set_baseline(only)
+        y = history.yardstick(82.0, 30.0)
+        assert not y.measured and y.baseline_tok_s == 82.0 and y.at(4) == 73.0 and history.measured_baseline() is None
+        assert y.source == f"configured; run {only} measured 4 streams only"
 
 
 def test_a_schema_1_database_is_migrated_in_place(tmp_path):
