@@ -47,7 +47,13 @@ class Story:
 
     @property
     def max_tokens(self) -> int:
-        return 96 if self.quick else 480
+        """Tokens per bench request: half a minute of decode per measured run (decode is never sped up)."""
+        return 96 if self.quick else 1600
+
+    @property
+    def live_requests(self) -> int:
+        """Requests the Live shot's bench sends: about two minutes of samples on the charts."""
+        return 1 if self.quick else 8
 
 
 def screen_text(app) -> str:
@@ -76,8 +82,8 @@ async def show(story: Story, tab: str, *texts: str, timeout: float = 30) -> None
     await story.pilot.pause(0.5)  # one more frame for whatever else was in flight
 
 
-def save(story: Story, tab: str) -> None:
-    path = story.out / f"{tab}.svg"
+def save(story: Story, tab: str, name: str | None = None) -> None:
+    path = story.out / f"{name or tab}.svg"
     story.app.save_screenshot(filename=path.name, path=str(story.out))
     story.saved.append(path)
     print(f"saved {path}", flush=True)
@@ -147,9 +153,9 @@ async def shot_drafters(story: Story) -> None:
 
 async def shot_compare(story: Story) -> None:
     """Ours vs AQ-MedAI's drafter, side by side."""
-    pane = story.app.query_one("#compare-pane")
-    if hasattr(pane, "compare_sources"):
-        pane.compare_sources("ours", "aq-medai")
+    from tui.screens.compare import ComparePane
+
+    story.app.query_one(ComparePane).compare_sources("ours", "aq-medai")
     await show(story, "compare", "aq-medai")
     save(story, "compare")
 
@@ -170,11 +176,16 @@ async def shot_live(story: Story) -> None:
     from backend import bench
 
     job = story.servers["eagle3-aq"]
-    started = await bench.start_bench(story.conn, job, bench.BenchPlan(requests=1, max_tokens=story.max_tokens))
+    plan = bench.BenchPlan(requests=story.live_requests, max_tokens=story.max_tokens)
+    started = await bench.start_bench(story.conn, job, plan)
     await show(story, "live", "break-even", "baseline")
     await bench.wait_result(story.conn, started["id"])
     await story.pilot.pause(1.5)  # the charts redraw twice a second
     save(story, "live")
+    story.app.theme = "textual-light"  # the same tab on a light terminal
+    await story.pilot.pause(1.5)
+    save(story, "live", "live-light")
+    story.app.theme = "textual-dark"
 
 
 async def shot_history(story: Story) -> None:

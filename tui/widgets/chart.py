@@ -117,6 +117,8 @@ class SeriesChart(PlotextPlot):
         plt.plotsize(width, height)
         plt._set_size(width, height)  # as PlotextPlot.render does: resizing misbehaves without it
         plt.theme(self._get_plotext_theme_name(self.app.theme))
+        monitor = plt.monitor
+        monitor.tback = [monitor.canvas_color] * len(monitor.tback)  # labels sit on this theme's canvas
         plt._set_sizes()
         plt._build_matrix()
         return matrix_text(plt.monitor.matrix)
