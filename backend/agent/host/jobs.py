@@ -130,17 +130,34 @@ def group_members(pgid: int) -> List[int]:
     return [pid for pid, ids in _live_pids() if ids[0] == pgid]
 
 
-def orphans(pid_info: dict) -> List[int]:
+def orphans(pid_info: dict, fresh: bool = False) -> List[int]:
     """The job's processes that still run after its runner died: members of the runner's process group and
     session that started after it. The kernel does not reuse a number as a pid while a group or session of
-    that id exists, so a live process with that pid and another start time means every member is gone."""
+    that id exists, so a live process with that pid and another start time means every member is gone.
+
+    Scanning /proc is the cost: unless ``fresh``, the pids found last time are checked first, and /proc is
+    scanned again only once none of them is left (followers ask every second)."""
     pgid, start = pid_info.get("pgid"), pid_info.get("start")
     if not pgid or start is None:
         return []
     leader = proc_ids(pgid)
     if leader is not None and leader[2] != start:
         return []
-    return [pid for pid, ids in _live_pids() if ids[0] == pgid and ids[1] == pgid and ids[2] >= start]
+
+    def ours(ids) -> bool:
+        return ids is not None and ids[0] == pgid and ids[1] == pgid and ids[2] >= start
+
+    key = (pgid, start)
+    if not fresh:
+        known = [pid for pid in _ORPHANS.get(key, ()) if ours(proc_ids(pid))]
+        if known:
+            return known
+    found = [pid for pid, ids in _live_pids() if ours(ids)]
+    _ORPHANS[key] = found
+    return found
+
+
+_ORPHANS: Dict[Tuple[int, int], List[int]] = {}  # (pgid, runner start) → the orphans found last
 
 
 def _new_id(kind: str) -> str:
@@ -528,7 +545,7 @@ def cancel(params: dict, ctx) -> dict:
     timeout = float(params.get("timeout", 10))
     runner = _alive(job_dir)
     pid = runner or _read_json(os.path.join(job_dir, "pid.json")) or {}
-    stopped = group_members(pid["pgid"]) if runner else orphans(pid)
+    stopped = group_members(pid["pgid"]) if runner else orphans(pid, fresh=True)
     if not stopped:
         return dict(describe(job_dir), stopped=[], left=[])
     pgid = pid["pgid"]
