@@ -205,6 +205,9 @@ class Connection:
                 pass
             self._supervisor = None
         await self._drop()
+        # Closed for good: waiters wait (until cancelled) instead of seeing "connected" and calling a dead link
+        # in a loop that never yields (a Live feed left on the old host after a host switch froze the panel).
+        self._connected.clear()
 
     async def wait_connected(self, timeout: float | None = None) -> None:
         try:
