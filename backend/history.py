@@ -628,6 +628,14 @@ class History:
         row = self.db.execute("SELECT drafter_checked FROM runs WHERE id = ?", (run_id,)).fetchone()
         return bool(row and row["drafter_checked"])
 
+    def restart_import(self, run_id: str) -> None:
+        """The run's log was truncated or replaced on the host: import it again from its first byte (the samples
+        stored stay; the new file's lines are new lines)."""
+        with self.transaction() as db:
+            db.execute(
+                "UPDATE runs SET log_offset = 0, filter_tail = '[]', updated = ? WHERE id = ?", (time.time(), run_id)
+            )
+
     def import_state(self, run_id: str) -> tuple[int, list[dict]]:
         """(log bytes imported so far, the LiveFilter tail) of a run."""
         row = self.db.execute("SELECT log_offset, filter_tail FROM runs WHERE id = ?", (run_id,)).fetchone()
@@ -985,6 +993,15 @@ class LiveRecorder:
         """The log has been read up to ``offset``; what was added so far belongs before it."""
         self._end = offset
 
+    def truncated(self) -> None:
+        """The log was truncated or replaced on the host: what is pending is stored, then recording goes on
+        from the new file's start."""
+        self.flush(force=True)
+        if self.run_id is not None:
+            self.history.restart_import(self.run_id)
+        self._start = self._end = 0
+        self._tail = []
+
     def end(self, job: dict) -> None:
         """The server ended: write what is pending and its final state."""
         self.flush(force=True)
@@ -1065,6 +1082,9 @@ class HistoryThread:
     def mark(self, offset: int) -> None:
         self._ops.append(("mark", (offset,)))
         self._ready = len(self._ops)
+
+    def truncated(self) -> None:
+        self._boundary("truncated")
 
     def end(self, job: dict) -> None:
         self._claim(None)
@@ -1218,6 +1238,11 @@ async def _import_log(store: History | HistoryThread, conn, run_id: str, job: di
             raise
         if run_id in RECORDING:
             return imported  # checked just before handing the chunk over: a live view records it from here on
+        if not got["data"] and offset and (await conn.call("fs.stat", path=job["log_path"]))["size"] < offset:
+            # Truncated (or rotated to a shorter file) on the host: its lines from now on are new ones.
+            await store.query(partial(History.restart_import, run_id=run_id))
+            offset = 0
+            continue
         end, stored = await store.query(partial(_store_chunk, run_id=run_id, offset=offset, data_b64=got["data"]))
         if end == offset:
             return imported

@@ -38,7 +38,7 @@ YIELD_EVERY = 500  # lines parsed between yields to the event loop (~5 ms), so a
 READ_CHUNK = 1 << 20  # bytes per read of the part of a log the history holds already (jobs.follow's chunk)
 
 # What a listener is told: a new server (or none), new samples, fresh poll figures, the server ended.
-Change = str  # "server" | "samples" | "poll" | "ended"
+Change = str  # "server" | "samples" | "poll" | "truncated" | "ended"
 
 
 def server_port(job: dict) -> int:
@@ -103,7 +103,8 @@ def _resume(params: dict, event: dict) -> dict:
 class Recorder(Protocol):
     """Where a feed records the runs it follows (``backend.history.HistoryThread``, ``LiveRecorder``'s contract):
     ``begin`` when following a server from a byte offset, ``add`` per sample (post-idle throughput dropped),
-    ``mark`` after each batch with the offset read up to, ``end`` with the job once the server has ended."""
+    ``mark`` after each batch with the offset read up to, ``truncated`` when the host says the log was truncated
+    or replaced (it is followed again from its start), ``end`` with the job once the server has ended."""
 
     async def recorded(self, job: dict) -> int:
         """Bytes of the job's log recorded already."""
@@ -115,6 +116,8 @@ class Recorder(Protocol):
 
     def mark(self, offset: int) -> None: ...
 
+    def truncated(self) -> None: ...
+
     def end(self, job: dict) -> None: ...
 
 
@@ -122,7 +125,8 @@ class LiveFeed:
     """Follows one host's running server into a ``LiveSeries``; ``info`` and ``metrics`` hold the last polls.
 
     ``listener(change)`` is called on the event loop after each batch of log lines ("samples"), each poll
-    ("poll"), when the followed server changes ("server") and when it ends ("ended"). A ``recorder`` gets
+    ("poll"), when the followed server changes ("server"), when the host says its log was truncated or replaced
+    ("truncated": followed again from its start) and when it ends ("ended"). A ``recorder`` gets
     what is followed (see ``Recorder``).
     """
 
@@ -184,6 +188,11 @@ class LiveFeed:
             async with contextlib.aclosing(self._batches(job, offset)) as batches:
                 async for event, recording in batches:
                     self.offset = event["offset"]
+                    if event.get("truncated"):
+                        if recording:
+                            recorder.truncated()
+                        self._tell("truncated")
+                        continue
                     for line in event["lines"]:
                         unyielded += 1
                         if unyielded >= YIELD_EVERY:

@@ -7,7 +7,9 @@ never written to; commands that only read never need the write lock.
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
+import os
 import sqlite3
 import subprocess
 import sys
@@ -159,3 +161,105 @@ async def test_panel_starts_and_says_it_in_the_history_tab(make, tmp_path, monke
         await pilot.press("5")
         await until(pilot, lambda: "synced" not in str(status.content) and pane.error, "the error still said")
     assert digest(path) == before
+
+
+# --- a server log truncated or replaced on the host while it is followed and recorded ----------------------
+
+WRITER = """
+import os, sys, time
+def lines(first, n):
+    for i in range(first, first + n):
+        print("[2026-01-01 00:%02d:%02d TP0] Decode batch, #running-req: 1, #token: 100, token usage: 0.01, "
+              "accept len: 2.50, accept rate: 0.50, cuda graph: True, gen throughput (token/s): 80.00, "
+              "#queue-req: 0, " % (i // 60, i % 60), flush=True)
+lines(0, 30)
+while not os.path.exists(sys.argv[1]):
+    time.sleep(0.01)
+lines(100, 20)
+"""
+
+
+async def truncating_job(conn, gate: Path) -> dict:
+    return await conn.call(
+        "jobs.start", kind="serve", argv=[sys.executable, "-c", WRITER, str(gate)], args={"profile": "t", "port": 9}
+    )
+
+
+def accept_samples(run_id: str) -> int:
+    with History.open() as history:
+        return history.db.execute("SELECT coalesce(sum(acc_n), 0) FROM samples WHERE run = ?", (run_id,)).fetchone()[0]
+
+
+async def test_truncated_log_is_followed_and_recorded_again_from_its_start(tmp_path):
+    """The log is truncated mid-follow: the feed says so, reads the new lines from the start, and the history
+    keeps the 30 samples from before and records the 20 after (none lost, none twice)."""
+    from backend.connection import Connection
+    from backend.history import HistoryThread, run_id_of
+    from backend.livefeed import LiveFeed
+    from backend.series import LiveSeries
+    from backend.settings import HostConfig
+
+    conn = await Connection.open(HostConfig(name="local", url="local", python=sys.executable, workdir=str(tmp_path)))
+    recorder = HistoryThread()
+    try:
+        gate = tmp_path / "gate"
+        job = await truncating_job(conn, gate)
+        recorder.record("local")
+        changes: list[str] = []
+        feed = LiveFeed(conn, LiveSeries(82.0), changes.append, poll_s=60, recorder=recorder)
+
+        async def follow() -> None:
+            async for _ in feed.follow(job):
+                recorder.flush()
+
+        follower = asyncio.create_task(follow())
+        deadline = time.monotonic() + 30
+        while feed.lines < 30:
+            assert time.monotonic() < deadline, "the first 30 lines"
+            await asyncio.sleep(0.02)
+        os.truncate(job["log_path"], 0)  # logrotate's copytruncate
+        while "truncated" not in changes:
+            assert time.monotonic() < deadline, "the truncation noticed"
+            await asyncio.sleep(0.02)
+        gate.touch()
+        await asyncio.wait_for(follower, 30)
+        assert feed.lines == 50 and feed.offset == os.path.getsize(job["log_path"])
+        recorder.flush(force=True).result(10)
+        run_id = run_id_of("local", job["id"])
+        assert accept_samples(run_id) == 50
+        with History.open() as history:
+            assert history.imported(run_id) == feed.offset
+    finally:
+        recorder.close()
+        await conn.close()
+
+
+async def test_sync_imports_a_truncated_log_again_from_its_start(tmp_path):
+    """Imported up to byte X, then truncated on the host and written again: the next sync notices the file is
+    shorter than X and imports the new lines (before: it waited past the end for ever)."""
+    from backend.connection import Connection
+    from backend.history import run_id_of, sync_from_host
+    from backend.settings import HostConfig
+
+    conn = await Connection.open(HostConfig(name="local", url="local", python=sys.executable, workdir=str(tmp_path)))
+    try:
+        gate = tmp_path / "gate"
+        job = await truncating_job(conn, gate)
+        run_id = run_id_of("local", job["id"])
+        deadline = time.monotonic() + 30
+        log = Path(job["log_path"])
+        while not log.exists() or len(log.read_text().splitlines()) < 30:
+            assert time.monotonic() < deadline, "the first 30 lines"
+            await asyncio.sleep(0.02)
+        with History.open() as history:
+            await sync_from_host(history, conn)
+        assert accept_samples(run_id) == 30
+        os.truncate(job["log_path"], 0)
+        gate.touch()
+        await conn.call("jobs.wait", id=job["id"], timeout=30)
+        with History.open() as history:
+            await sync_from_host(history, conn)
+            assert history.imported(run_id) == os.path.getsize(job["log_path"])
+        assert accept_samples(run_id) == 50
+    finally:
+        await conn.close()

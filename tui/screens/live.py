@@ -210,11 +210,15 @@ class LivePane(ShellPane):
     @work(exclusive=True, group="live-feed", exit_on_error=False, name="live-feed", description="follow the server")
     async def _follow(self, conn: Connection) -> None:
         self.history.record(conn.host.name)
-        self.feed = LiveFeed(
-            conn, self.series, lambda change: self.post_message(LiveFeedUpdated()), recorder=self.history
-        )
+        self.feed = LiveFeed(conn, self.series, self._feed_changed, recorder=self.history)
         self._reload_overlay()
         await self.feed.run()
+
+    def _feed_changed(self, change: str) -> None:
+        if change == "truncated":
+            self.notify("the server's log was truncated or replaced on the host: following it again from its start",
+                        severity="warning")  # fmt: skip
+        self.post_message(LiveFeedUpdated())
 
     def on_live_feed_updated(self, message: LiveFeedUpdated) -> None:
         feed = self.feed
