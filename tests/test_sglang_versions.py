@@ -215,3 +215,29 @@ def test_labels_never_leave_a_rate_unnamed() -> None:
     assert sglang_versions.accept_rate_label(None) == "accept rate (definition unknown)"
     assert sglang_versions.version_text("0.5.6", simulated=True) == "sglang 0.5.6-sim SIMULATED"
     assert sglang_versions.version_text(None) == "sglang not installed"
+
+
+def test_an_unknown_newer_release_still_works_the_hosts_help_decides() -> None:
+    from backend import serving
+    from backend.settings import builtin_defaults
+    from tui.widgets.hostbar import sglang_text
+
+    settings = builtin_defaults()
+    profile = settings.profiles["eagle3-aq"]
+    newer = serving.ProfileConfig(**{**vars(profile), "extra_args": ("--speculative-brand-new", "3")})
+    # Our newest table does not know the flag: a first opinion only...
+    checks = serving.profile_checks(settings, newer, "0.5.24")
+    assert [c.status for c in checks if c.name == "flags"] == ["fail"]
+    # ...the host's own --help knows it, so the start goes ahead with a note.
+    helped = {
+        "version": "0.5.24",
+        "help": "  --model-path MODEL_PATH\n  --speculative-brand-new N\n"
+        + "".join(f"  {name} X\n" for name in serving.sglang_flags.table("0.5.23").flags),
+    }
+    judged = {c.name: c for c in serving._sglang_checks(checks, newer, helped, settings)}
+    assert judged["flags"].status == "warn" and "the host runs sglang 0.5.24" in judged["flags"].message
+    assert judged["sglang"].status == "ok"
+    # The header names the release and says it is untested.
+    host = settings.hosts["gpu-box"]
+    assert sglang_text({"versions": {"sglang": "0.5.24"}}, host, False) == "sglang 0.5.24 (untested version)"
+    assert sglang_text({"versions": {"sglang": "0.5.23"}}, host, False) == "sglang 0.5.23"

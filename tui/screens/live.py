@@ -329,6 +329,9 @@ class LivePane(ShellPane):
                 text += " · now steps/draft {:.0f}/{:.0f}".format(*live)
             if info.get("avg_spec_accept_length") is not None:
                 text += f" · lifetime accept {info['avg_spec_accept_length']:.2f}"
+                ranks = [r["avg_spec_accept_length"] for r in info.get("dp_ranks") or []]
+                if len(ranks) > 1:  # one scheduler per DP rank, each with its own drafts
+                    text += " (DP ranks " + " / ".join("-" if a is None else f"{a:.2f}" for a in ranks) + ")"
             if metrics.get("spec_accept_rate") is not None and info.get("version"):
                 text += f" · {accept_rate_label(info['version'])} {metrics['spec_accept_rate']:.2f}"
             if feed.reachable is False:
