@@ -26,8 +26,12 @@ def test_summarize_sums_requests_and_says_why_when_absent():
     assert out["source"] == "spec_correct_drafts_histogram over 2 requests"
     assert out["accept_len"] == pytest.approx(2.4)
 
+    # SGLang 0.5.9 to 0.5.11 named the same histogram spec_accept_histogram.
+    renamed = acceptance.summarize([{"spec_verify_ct": 4, "spec_accept_histogram": [1, 1, 2]}])
+    assert renamed["histogram"] == [1, 1, 2] and renamed["source"] == "spec_accept_histogram over 1 requests"
+
     old = acceptance.summarize([{"spec_verify_ct": 5, "spec_correct_drafts_histogram": None}])
     assert old["histogram"] is None and old["per_position"] is None and old["verify_ct"] == 5
-    assert "before 0.5.23" in old["reason"]
+    assert "before 0.5.9" in old["reason"]
     none = acceptance.summarize([{"spec_verify_ct": None}])
     assert none["verify_ct"] is None and "without speculation" in none["reason"]

@@ -1,11 +1,12 @@
 """Per-position acceptance from SGLang's per-request histograms (FIELD-NOTES §5b): shared by the load generator
 on the host and the advisor on the client, so both read the same numbers the same way.
 
-SGLang 0.5.23 returns, with a finished request's ``meta_info``, ``spec_correct_drafts_histogram`` (bin k:
-verify steps that accepted exactly k drafts) and ``spec_verify_ct``. Over N verifies with K draft steps,
+SGLang returns, with a finished request's ``meta_info``, ``spec_correct_drafts_histogram`` (0.5.12+; 0.5.9 to
+0.5.11 called it ``spec_accept_histogram``; bin k: verify steps that accepted exactly k drafts) and
+``spec_verify_ct``. Over N verifies with K draft steps,
 S(i) = (h_i + … + h_K) / N is the share of verifies whose draft reached position i, a_i = S(i) / S(i−1) the
-conditional acceptance of draft i (S(0) = 1), and the accept length 1 + Σ_i S(i) = 1 + Σ_k k·h_k / N. Older
-SGLang gives verify counts only: then the acceptance is absent (None, with the reason), never zeros.
+conditional acceptance of draft i (S(0) = 1), and the accept length 1 + Σ_i S(i) = 1 + Σ_k k·h_k / N. SGLang
+before 0.5.9 gives verify counts only: then the acceptance is absent (None, with the reason), never zeros.
 
 Side-effect free (registers no agent method), stdlib only, Python 3.8+.
 """
@@ -15,6 +16,7 @@ from __future__ import annotations
 from typing import Any, Dict, List, Optional, Sequence
 
 SOURCE = "spec_correct_drafts_histogram"
+OLD_SOURCE = "spec_accept_histogram"  # the same histogram's name in SGLang 0.5.9 to 0.5.11 (read from the wheels)
 
 
 def add_histograms(histograms: Sequence[Sequence[int]]) -> List[int]:
@@ -68,10 +70,11 @@ def summarize(metas: Sequence[Dict[str, Any]]) -> Dict[str, Any]:
     if not spec:
         return absent("the server runs without speculation (no request had a verify step)")
     verify_ct = sum(int(m["spec_verify_ct"]) for m in spec)
-    histograms = [m.get("spec_correct_drafts_histogram") for m in spec]
+    source = SOURCE if any(SOURCE in m for m in spec) else OLD_SOURCE
+    histograms = [m.get(source) for m in spec]
     if any(not isinstance(h, list) for h in histograms):
         return absent(
-            "the server's meta_info has no spec_correct_drafts_histogram (SGLang before 0.5.23 gives verify "
+            "the server's meta_info has no spec_correct_drafts_histogram (SGLang before 0.5.9 gives verify "
             "counts only)",
             verify_ct,
         )
@@ -81,6 +84,6 @@ def summarize(metas: Sequence[Dict[str, Any]]) -> Dict[str, Any]:
         "verify_ct": sum(histogram),
         "per_position": per_position(histogram),
         "accept_len": histogram_accept_len(histogram),
-        "source": "%s over %d requests" % (SOURCE, len(spec)),
+        "source": "%s over %d requests" % (source, len(spec)),
         "reason": None,
     }
