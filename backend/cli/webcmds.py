@@ -35,7 +35,7 @@ _HOST_OPTIONS = (("host", "--host"), ("identity", "--identity"), ("known_hosts",
 
 
 def register(sub) -> None:
-    p = command(sub, "web", "Serve the panel in a browser (textual-serve); loopback only unless --bind says otherwise.")
+    p = command(sub, "web", "Serve the panel in a browser (textual-serve) behind a token; loopback unless --bind.")
     p.add_argument("--port", type=int, default=DEFAULT_PORT, help=f"TCP port to listen on (default {DEFAULT_PORT})")
     p.add_argument("--bind", default=LOOPBACK, metavar="ADDR", help="address to listen on (default 127.0.0.1)")
     p.add_argument("--public-url", metavar="URL", help="the URL browsers use, when it is not http://ADDR:PORT")
