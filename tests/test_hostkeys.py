@@ -382,3 +382,42 @@ async def test_port_22_is_filed_under_the_bare_name(state, on_port_22, servers, 
     assert ours == theirs == {"trusted-plain": "trusted", "changed-plain": "changed"}.get(state, "unknown"), err
     if ours == "unknown":
         assert err.key_line.startswith(f"{NAME} ssh-ed25519 ")
+
+
+async def test_a_passphrase_protected_identity_signs_through_the_agent(servers, home, tmp_path, monkeypatch):
+    """The everyday case the refusal above must not break: a locked --identity whose key the agent holds."""
+    target = servers["target"]
+    key = tmp_path / "locked"
+    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "secret", "-f", str(key)], check=True)
+    with open(target.dir / "authorized_keys", "a") as f:
+        f.write((tmp_path / "locked.pub").read_text())
+    agent = subprocess.run(["ssh-agent", "-s", "-a", str(tmp_path / "agent.sock")], capture_output=True, text=True)
+    pid = int(agent.stdout.split("SSH_AGENT_PID=")[1].split(";")[0])
+    try:
+        askpass = tmp_path / "askpass"
+        askpass.write_text("#!/bin/sh\necho secret\n")
+        askpass.chmod(0o700)
+        env = {**os.environ, "SSH_AUTH_SOCK": str(tmp_path / "agent.sock"), "SSH_ASKPASS": str(askpass),
+               "SSH_ASKPASS_REQUIRE": "force", "DISPLAY": ":0"}  # fmt: skip
+        subprocess.run(["ssh-add", str(key)], env=env, check=True, capture_output=True, stdin=subprocess.DEVNULL)
+        monkeypatch.setenv("SSH_AUTH_SOCK", str(tmp_path / "agent.sock"))
+        known = home / "known_hosts"
+        known.write_text(f"[127.0.0.1]:{target.port} {target.host_key_pub}\n")
+        transport = SSHTransport(target.url, identity=str(key), known_hosts=str(known))
+        await transport.connect()
+        assert (await transport.run(["true"])).code == 0
+        await transport.close()
+    finally:
+        os.kill(pid, 15)
+
+
+async def test_the_configs_own_known_hosts_file_is_read_and_written(servers, home):
+    target = servers["target"]
+    mine = home / "work_known_hosts"
+    config = ssh_config("alias", target, servers["jump"], servers["client"])
+    (home / ".ssh" / "config").write_text(config.replace("Host jump", f"  UserKnownHostsFile {mine}\nHost jump"))
+    (home / ".ssh" / "known_hosts").write_text(f"[{NAME}]:{target.port} {target.host_key_pub}\n")  # not this one
+    ours, err = await specdeck_decides("ssh://gpu")
+    assert ours == "unknown" and err.known_hosts == str(mine)
+    trust_host_key(err.known_hosts, err.key_line)
+    assert (await specdeck_decides("ssh://gpu"))[0] == "trusted"
