@@ -319,6 +319,7 @@ class RunSummary:
     curve: tuple[BenchLevel, ...] = ()  # its newest bench at each concurrency, by concurrency
     bench: dict | None = None  # the newest bench of this run (tok_s, accept_len, cycle_ms, ttft_ms, ...)
     server_info: dict = field(default_factory=dict)
+    sweep: str | None = None  # the sweep job that started this run as one of its points
 
     @property
     def speculative(self) -> bool:
@@ -824,6 +825,7 @@ class History:
             curve=self.bench_curve(row["id"]),
             bench=_bench_json(bench) if bench else None,
             server_info=json.loads(row["server_info"] or "{}"),
+            sweep=args.get("sweep"),
         )
 
     def runs(self, host: str | None = None) -> list[RunSummary]:

@@ -99,7 +99,8 @@ def test_report_of_a_sweep_and_the_acceptance_of_its_runs(history, tmp_path):
     add_run(history, 2, 3, 33.0, 100.0, [5, 10, 20, 65], sweep="sweep-abc")
     add_run(history, 3, 3, 33.0, 100.0, None)  # not the sweep's
     runs = history.sweep_runs("sweep-a")  # a unique prefix will do
-    assert [r.job_id for r in runs] == ["serve-1", "serve-2"]
+    assert [r.job_id for r in runs] == ["serve-1", "serve-2"] and runs[0].sweep == "sweep-abc"
+    assert runs[0].to_json(Yardstick(82.0, 30.0))["sweep"] == "sweep-abc"
     with pytest.raises(UsageError, match="no run of sweep"):
         history.sweep_runs("sweep-zzz")
     blocks = report.build(history, [r.id for r in runs], Yardstick(82.0, 30.0), None, "sweep-abc")

@@ -88,6 +88,10 @@ async def test_tune_tab_advice_keys_sweep_and_apply(settings):
         await until(pilot, lambda: pane.sweep_job is None and pane.sweep_best is not None, "the sweep done", 120)
         assert pane.sweep_points[0]["steps"] == 3  # smart: the profile's own point first
         best = pane.sweep_best["steps"]
+        # The sweep's points come back from the host as runs tagged with it, listed with their histograms.
+        await until(pilot, lambda: sum(1 for r in pane.runs if r.sweep) >= 2, "the sweep's runs", 30)
+        sweep_cells = [row[-1] for row in cells(pane.query_one("#tune-runs", DataTable))]
+        assert sum(1 for c in sweep_cells if c != "—") >= 2
 
         await pilot.press("a")
         await until(pilot, lambda: app.settings.profiles["eagle3-aq"].steps == best, "the profile saved", 20)

@@ -33,7 +33,7 @@ from tui.state import Baseline
 from tui.widgets.tunecharts import HistogramChart, PositionChart, StepsChart
 
 DEFAULT_GRID = "1,2,3,4,5"
-RUN_COLUMNS = ("run", "drafter", "steps", "tok/s", "accept", "verifies")
+RUN_COLUMNS = ("run", "drafter", "steps", "tok/s", "accept", "verifies", "sweep")
 ADVICE_COLUMNS = ("steps", "accept len", "cycle ms", "tok/s", "interval", "vs base", "measured")
 
 
@@ -149,7 +149,8 @@ class TunePane(ShellPane):
             bench = run.bench or {}
             table.add_row(
                 run.job_id.removeprefix("serve-"), run.drafter or "—", str(advisor.run_steps(run) or "—"),
-                _num(bench.get("tok_s"), 1), _num(bench.get("accept_len"), 2), str(sum(histogram)), key=run.id,
+                _num(bench.get("tok_s"), 1), _num(bench.get("accept_len"), 2), str(sum(histogram)),
+                (run.sweep or "—").rsplit("-", 1)[-1], key=run.id,
             )  # fmt: skip
         if current is not None and current in table.rows:  # the highlighted run stays highlighted
             table.move_cursor(row=table.get_row_index(current))
