@@ -9,6 +9,7 @@ lost with the reason when retrying cannot help (a host key problem, a refused ke
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import statistics
 import sys
@@ -156,7 +157,8 @@ class Connection:
             if self.agent is None:
                 self._set("connecting" if attempt == 0 else "reconnecting", self.state.reason, attempt=attempt)
                 try:
-                    await self._connect_once()
+                    if not await self._attempt():
+                        continue  # the user asked to retry while it hung: start again at once
                 except ConnectionBlocked as exc:
                     self.last_error = exc
                     self._set("lost", str(exc))
@@ -180,6 +182,23 @@ class Connection:
             self._set("reconnecting", reason, retry_at=time.time(), attempt=1)
             await self._drop()
             attempt = 1
+
+    async def _attempt(self) -> bool:
+        """One connect, given up when the user asks to retry meanwhile (``retry_now``): False then."""
+        self._wake.clear()
+        connect = asyncio.ensure_future(self._connect_once())
+        wake = asyncio.ensure_future(self._wake.wait())
+        try:
+            await asyncio.wait({connect, wake}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            wake.cancel()
+            if not connect.done():
+                connect.cancel()  # its own cleanup ends the half-started agent
+                with contextlib.suppress(asyncio.CancelledError, Exception):
+                    await connect
+        if not connect.cancelled():
+            connect.result()  # raises what the connect met
+        return self.agent is not None
 
     async def _wait_retry(self, delay: float | None) -> None:
         self._wake.clear()

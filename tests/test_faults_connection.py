@@ -239,3 +239,27 @@ async def test_download_follow_loses_and_repeats_no_event_across_a_cut_connectio
     finally:
         await conn.close()
         hub.stop()
+
+
+async def test_retry_during_a_hung_connect_starts_again_at_once(sshd: Sshd, tmp_path, monkeypatch):
+    """`r` while the agent's start hangs: the attempt is given up (its process ends) and a new one starts at once,
+    without waiting for the deadline; once the host is fixed, it connects."""
+    monkeypatch.setattr(client, "HELLO_TIMEOUT_S", 120.0)
+    starts = tmp_path / "starts"
+    hang = script(tmp_path / "hung-python", f"echo start >> {starts}; read line")
+    good = ssh_host(sshd, tmp_path)
+    conn = Connection(replace(good, python=hang))
+    conn.supervise()
+    try:
+        await until(lambda: starts.exists() and starts.read_text().count("start") == 1, "the first hung start")
+        conn.retry_now()
+        await until(lambda: starts.read_text().count("start") == 2, "a second start at once, not after 120 s")
+        await until(lambda: subprocess.run(["pgrep", "-fc", hang], capture_output=True, text=True).stdout.strip()
+                    == "1", "the first hung start ended")  # fmt: skip
+        conn.host = good
+        conn.retry_now()
+        await conn.wait_connected(30)
+        assert (await conn.ping(1))["samples"] == 1
+    finally:
+        await conn.close()
+    await until(lambda: not running(hang), "no hung start left")
