@@ -12,8 +12,6 @@ from backend.cli.common import load_settings
 from backend.cli.main import command
 from backend.errors import ConnectionBlocked, HostKeyUnknown, UsageError
 
-MAX_HOPS = 9  # one key per ProxyJump hop and the host itself
-
 
 def register(sub) -> None:
     p = command(sub, "trust", "Record the host's key in known_hosts if it has the SHA256 fingerprint you checked.")
@@ -24,12 +22,13 @@ def register(sub) -> None:
 async def trust(args: argparse.Namespace) -> int:
     from backend.connection import make_transport, resolve_host
     from backend.transport.hostkeys import trust_host_key
+    from backend.transport.sshconfig import MAX_HOPS
 
     host = resolve_host(load_settings(args), args.host, identity=args.identity, known_hosts=args.known_hosts)
     if host.is_local:
         raise UsageError(f"{host.name} is this machine: there is no host key to trust")
     wanted = args.fingerprint
-    for _ in range(MAX_HOPS):
+    for _ in range(MAX_HOPS + 1):  # one key per ProxyJump hop, and the host's own
         transport = make_transport(host)
         try:
             await transport.connect()
@@ -47,4 +46,4 @@ async def trust(args: argparse.Namespace) -> int:
         await transport.close()
         print(f"{host.name}: every host key on the way is trusted")
         return 0
-    raise UsageError(f"{host.name}: more than {MAX_HOPS} unknown keys on the way; is ProxyJump a loop?")
+    raise UsageError(f"{host.name}: more than {MAX_HOPS + 1} unknown keys on the way; is ProxyJump a loop?")
