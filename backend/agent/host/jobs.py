@@ -8,6 +8,7 @@ A job is a folder ``<state>/jobs/<id>/`` (mode 0700):
   exit.json    how it ended: state, code, reason, ended (created once: the first writer wins)
 The runner (``agent job-run DIR``) is a session leader; the command is its child in the same process group,
 so one ``killpg`` reaches both. State is read from the folder, so any later agent can report and reattach.
+A folder is built as ``.new-<id>`` and renamed once pid.json is in it: a job folder is never half-written.
 
 If the runner dies (kill -9, the OOM killer) while the command runs on, the job is ``orphaned``: its group's
 remaining members are still ours (same process group and session, started after the runner) and
