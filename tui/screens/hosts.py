@@ -11,12 +11,13 @@ from textual.widgets import OptionList, Static
 from textual.widgets.option_list import Option
 
 from backend.settings import HostConfig
-from backend.transport.sshconfig import where
 
 
 def host_choices(hosts: dict[str, HostConfig]) -> list[tuple[str, str]]:
     """(name, address) for every configured host, then ``local`` unless a host already has that name; an
     ssh_config alias shows where it leads (``ssh://gpu → root@10.1.230.174:2222 via bastion``)."""
+    from backend.transport.sshconfig import where  # asyncssh's parser: not imported until the switcher opens
+
     rows = []
     for name, host in sorted(hosts.items()):
         leads = where(host.url) if host.url.startswith("ssh://") else ""
