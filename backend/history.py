@@ -234,10 +234,11 @@ class Yardstick:
         return "configured"
 
     def measured_at(self, streams: int | None) -> float | None:
-        """The per-stream tok/s the baseline run measured at ``streams`` running requests: its bench there (a
-        controlled measurement), else its log samples there; None when it never ran at that concurrency."""
+        """The per-stream tok/s the baseline run's log showed at ``streams`` running requests (what runs' and the
+        Live tab's log figures compare with: like with like), else its bench there; None when it never ran at
+        that concurrency. Benches compare with benches (``bench_versus``)."""
         streams = streams or 1
-        return self.bench_by_streams.get(streams) or self.by_streams.get(streams)
+        return self.by_streams.get(streams) or self.bench_by_streams.get(streams)
 
     def at(self, streams: int | None) -> float:
         """Per-stream baseline tok/s at ``streams`` running requests: measured there, else the single-stream figure."""
@@ -755,9 +756,8 @@ class History:
         return yardstick.baseline_tok_s if yardstick.measured else None
 
     def yardstick(self, baseline_tok_s: float, cycle_ms: float) -> Yardstick:
-        """The measured baseline when one is marked (its per-stream tok/s at each concurrency it was benched at
-        or saw; the single-stream figure from it when it ran one stream, its bench first), else the configured
-        ``baseline_tok_s``."""
+        """The measured baseline when one is marked (its per-stream tok/s at each concurrency it saw or was benched
+        at; the single-stream figure from it when it ran one stream), else the configured ``baseline_tok_s``."""
         row = self.db.execute("SELECT id FROM runs WHERE is_baseline").fetchone()
         if row is None:
             return Yardstick(baseline_tok_s, cycle_ms)
@@ -765,7 +765,7 @@ class History:
         benches = {point.streams: point.tok_s for point in self.bench_curve(row["id"])}
         if not levels and not benches:
             return Yardstick(baseline_tok_s, cycle_ms)
-        single = benches.get(1) or levels.get(1) or baseline_tok_s
+        single = levels.get(1) or benches.get(1) or baseline_tok_s
         return Yardstick(single, cycle_ms, row["id"], levels, benches)
 
     def bench_curve(self, run_id: str) -> tuple[BenchLevel, ...]:

@@ -369,8 +369,8 @@ class LivePane(ShellPane):
         return None if last is None else int(last[1])
 
     def measured_at(self) -> float | None:
-        """The per-stream baseline measured at the current concurrency (the baseline run's bench there, a
-        controlled measurement, else its samples); None when it was not measured there."""
+        """The per-stream baseline measured at the current concurrency (``Yardstick.measured_at``: the baseline
+        run's log there, else its bench); None when it was not measured there."""
         streams, y = self.streams, self.yardstick
         if streams is None or y is None or y.baseline_run != self.baseline_run or self.baseline_run is None:
             return None
