@@ -324,7 +324,9 @@ class RunSummary:
 
     @property
     def speculative(self) -> bool:
-        return bool(self.algorithm) or (self.accept_len is not None and self.accept_len > 1.0)
+        """Launched with a speculative algorithm, or seen accepting drafts (in its log or its benches)."""
+        accepts = [self.accept_len, (self.bench or {}).get("accept_len"), *(p.accept_len for p in self.curve)]
+        return bool(self.algorithm) or any(a is not None and a > 1.0 for a in accepts)
 
     @property
     def streams(self) -> int | None:
