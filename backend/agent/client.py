@@ -110,8 +110,7 @@ class AgentClient:
             if self.pipe is not None:
                 self.pipe.kill()
             raise ConnectionFailed(
-                f"{self.transport.label}: no answer from the agent in {deadline:g} s while {self.step}; "
-                "press r to retry"
+                f"{self.transport.label}: no answer from the agent in {deadline:g} s while {self.step}"
             ) from None
         self._reader = asyncio.create_task(self._read_loop(), name="agent-reader")
         return self.hello
