@@ -25,6 +25,7 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
 from textual.markup import escape
+from textual.reactive import reactive
 from textual.timer import Timer
 from textual.widgets import Static
 
@@ -111,12 +112,13 @@ class LivePane(ShellPane):
         ),
     ]
 
+    paused: reactive[bool] = reactive(False, init=False)  # drawing stops, recording goes on
+    window_index: reactive[int] = reactive(DEFAULT_WINDOW, init=False)  # into WINDOWS
+
     def __init__(self, *, id: str | None = None) -> None:
         super().__init__(id=id)
         self.series = LiveSeries()
         self.feed: LiveFeed | None = None
-        self.paused = False
-        self.window_index = DEFAULT_WINDOW
         self.numbers = LiveNumbers()
         self.redraws = 0  # chart redraws so far (tests and the bench count them)
         self.shown = False  # is the tab on screen (between Show and Hide)
@@ -482,19 +484,20 @@ class LivePane(ShellPane):
 
     def action_toggle_pause(self) -> None:
         self.paused = not self.paused
-        self.set_class(self.paused, "-paused")
-        if self.paused:
+
+    def watch_paused(self, paused: bool) -> None:
+        self.set_class(paused, "-paused")
+        if paused:
             self._paused_at = (time.time(), self.feed.samples if self.feed is not None else 0)
         else:
             self.redraw()
         self._show_server()
 
     def action_next_window(self) -> None:
-        self.set_window((self.window_index + 1) % len(WINDOWS))
+        self.window_index = (self.window_index + 1) % len(WINDOWS)
 
-    def set_window(self, index: int) -> None:
-        """Show window ``index`` of ``WINDOWS`` (drawn at once, even while paused)."""
-        self.window_index = index
+    def watch_window_index(self) -> None:
+        # Drawn at once, even while paused: the window is the operator's own choice.
         self.redraw()
         self._compute_numbers()
         self._show_server()

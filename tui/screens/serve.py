@@ -19,6 +19,7 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Grid, Horizontal, Vertical, VerticalScroll
 from textual.markup import escape
+from textual.reactive import reactive
 from textual.timer import Timer
 from textual.widgets import Input, Label, OptionList, Static
 from textual.widgets.option_list import Option
@@ -122,14 +123,16 @@ class ServePane(ShellPane):
         ),
     ]
 
+    # The host's last word on the server and the action in flight (one at a time): either redraws the state.
+    status: reactive[serving.ServerStatus | None] = reactive(None, init=False)
+    busy: reactive[str | None] = reactive(None, init=False)
+
     def __init__(self, id: str | None = None) -> None:
         super().__init__(id=id)
-        self.status: serving.ServerStatus | None = None  # the host's last word on the server
         self.gpus: dict | None = None
         self.checks: list[dict] | None = None
         self.edits: dict[str, ProfileConfig] = {}
         self.selected: str | None = None
-        self.busy: str | None = None  # the action in flight (one at a time)
         self._conn: Connection | None = None  # the connection the watchers run on
         self._log_job: str | None = None
         self._gpu_timer: Timer | None = None
@@ -191,13 +194,13 @@ class ServePane(ShellPane):
             # A reconnect of the same connection needs nothing: both feeds resume by themselves.
             self._conn, self._log_job, self.status, self.gpus = conn, None, None, None
             self.query_one(LogView).reset()
-            self._watcher = self._watch_status(conn)
+            self._watcher = self._follow_status(conn)
             self._poll_gpus()
         self._fill_preview()
         self._render_state()
 
     @work(group="serve-watch", exclusive=True, exit_on_error=False, description="follow the server's status")
-    async def _watch_status(self, conn: Connection) -> None:
+    async def _follow_status(self, conn: Connection) -> None:
         async for status in serving.watch(conn):
             if conn is not self.app.connection:
                 return
@@ -205,8 +208,13 @@ class ServePane(ShellPane):
             if status.job != self._log_job:
                 self._log_job = status.job
                 self._follow_log(conn, self._log_job)
-            self._fill_profiles()
-            self._render_state()
+
+    def watch_status(self) -> None:
+        self._fill_profiles()
+        self._render_state()
+
+    def watch_busy(self) -> None:
+        self._render_state()
 
     @work(group="serve-log", exclusive=True, exit_on_error=False, description="follow the server log")
     async def _follow_log(self, conn: Connection, job: str | None) -> None:
@@ -397,7 +405,6 @@ class ServePane(ShellPane):
             self.notify(f"{self.app.host_config.name} is not connected", severity="error")
             return
         self.busy = what
-        self._render_state()
         self._run_action(what, force)
 
     @work(group="serve-action", exit_on_error=False, description="serve action")
@@ -433,7 +440,6 @@ class ServePane(ShellPane):
             self.notify(f"starting {profile.name} on port {profile.port}")
         finally:
             self.busy = None
-            self._render_state()
 
     def _show_checks(self, checks: list[dict]) -> None:
         self.checks = checks
