@@ -201,12 +201,15 @@ def shell_line(argv: list[str], env: dict[str, str] | None = None) -> str:
 # --- preflight --------------------------------------------------------------------------------------------
 
 
+CheckStatus = Literal["ok", "warn", "fail", "skip"]
+
+
 @dataclass(frozen=True)
 class Check:
     """One preflight check: ``status`` is ok, warn, fail or skip; ``message`` one sentence."""
 
     name: str
-    status: str
+    status: CheckStatus
     message: str
 
     def to_json(self) -> dict:
@@ -232,6 +235,11 @@ class Preflight:
 
     def to_json(self) -> dict:
         return {"profile": self.profile, "ok": self.ok, "checks": [c.to_json() for c in self.checks]}
+
+    @classmethod
+    def from_json(cls, wire: dict) -> Preflight:
+        checks = (Check(c["name"], c["status"], c["message"]) for c in wire.get("checks") or [])
+        return cls(wire["profile"], tuple(checks))
 
 
 class PreflightFailed(UsageError):

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import shlex
 import time
+from collections.abc import Iterable
 from dataclasses import replace
 from typing import Any
 
@@ -130,7 +131,7 @@ class ServePane(ShellPane):
     def __init__(self, id: str | None = None) -> None:
         super().__init__(id=id)
         self.gpus: dict | None = None
-        self.checks: list[dict] | None = None
+        self.checks: tuple[serving.Check, ...] | None = None  # the host's preflight, once run
         self.edits: dict[str, ProfileConfig] = {}
         self.selected: str | None = None
         self._conn: Connection | None = None  # the connection the watchers run on
@@ -344,18 +345,18 @@ class ServePane(ShellPane):
         self._show_preview(serving.shell_line(cmd["argv"], cmd["env"]))
         if self.checks is None:
             version = serving.host_sglang_version(self.app.host_config, self.app.host_info)
-            self._render_checks([c.to_json() for c in serving.profile_checks(self.app.settings, profile, version)])
+            self._render_checks(serving.profile_checks(self.app.settings, profile, version))
 
     def _show_preview(self, text: str, invalid: bool = False) -> None:
         preview = self.query_one("#preview", Static)
         preview.update(text)
         preview.set_class(invalid, "-invalid")
 
-    def _render_checks(self, checks: list[dict]) -> None:
+    def _render_checks(self, checks: Iterable[serving.Check]) -> None:
         lines = []
         for check in checks:
-            mark, color = CHECK_MARKS[check["status"]]
-            lines.append(f"[{color}]{mark}[/] {escape(check['name'])}: {escape(check['message'])}")
+            mark, color = CHECK_MARKS[check.status]
+            lines.append(f"[{color}]{mark}[/] {escape(check.name)}: {escape(check.message)}")
         self.query_one("#checks", Static).update("\n".join(lines))
 
     # --- actions ----------------------------------------------------------------------------------------------
@@ -428,22 +429,22 @@ class ServePane(ShellPane):
                 raise UsageError("no profile selected")
             if what == "preflight":
                 result = await serving.preflight(conn, settings, profile, force=force)
-                self._show_checks(result.to_json()["checks"])
+                self._show_checks(result)
                 return
             launch = serving.start if what == "start" else serving.restart
             try:
                 out = await launch(conn, settings, profile, force=force)
             except serving.PreflightFailed as exc:
-                self._show_checks(exc.preflight.to_json()["checks"])
+                self._show_checks(exc.preflight)
                 raise
-            self._show_checks(out["preflight"]["checks"])
+            self._show_checks(serving.Preflight.from_json(out["preflight"]))
             self.notify(f"starting {profile.name} on port {profile.port}")
         finally:
             self.busy = None
 
-    def _show_checks(self, checks: list[dict]) -> None:
-        self.checks = checks
-        self._render_checks(checks)
+    def _show_checks(self, preflight: serving.Preflight) -> None:
+        self.checks = preflight.checks
+        self._render_checks(preflight.checks)
 
     # --- the server's state -----------------------------------------------------------------------------------
 
