@@ -158,11 +158,28 @@ def comparison_table(runs: list[RunSummary], yardstick: Yardstick) -> Table:
     rows = []
     columns = ("profile", "drafter", "samples", "streams", "tok_s", "total_tok_s", "accept", "cycle_ms", "vs_baseline",
                "break_even")  # fmt: skip
+    base, _ = baseline_curve(runs, yardstick)
+    swept = base and any(len(r.curve) > 1 for r in runs)
+    if swept:
+        headers.append("bench below baseline from")
     for run in runs:
         cells = run_cells(run, yardstick)
         name = run.job_id + (" ★" if run.is_baseline else "")
-        rows.append([name, *(cells[c] for c in columns), bench_cell(run)])
+        rows.append(
+            [name, *(cells[c] for c in columns), bench_cell(run)] + ([crossover_cell(run, base)] if swept else [])
+        )
     return Table(headers, rows)
+
+
+def crossover_cell(run: RunSummary, base: dict[int, float]) -> str:
+    """The concurrency at which a benched drafter falls below the baseline curve; ``none to N`` when it stays
+    ahead up to the highest level both were benched at; ``—`` without speculation or shared levels."""
+    ours = {p.streams: p.tok_s for p in run.curve}
+    shared = sorted(base.keys() & ours.keys())
+    if not run.speculative or not shared:
+        return "—"
+    falls = crossover(base, ours)
+    return f"none to {shared[-1]}" if falls is None else str(falls)
 
 
 def charts(history: History, runs: list[RunSummary], yardstick: Yardstick) -> list[Chart]:
@@ -229,8 +246,9 @@ def concurrency_blocks(runs: list[RunSummary], yardstick: Yardstick) -> list[Blo
     for run in curved:
         at = {p.streams: p for p in run.curve}
         cells = [f"{fmt(at[c].tok_s)} / {fmt(at[c].total_tok_s, 0)}" if c in at else "—" for c in levels]
-        falls = crossover(base, {c: p.tok_s for c, p in at.items()}) if run.speculative else None
-        rows.append([run.job_id + (" ★" if run.is_baseline else ""), run.profile or "—", *cells, fmt(falls, 0)])
+        rows.append(
+            [run.job_id + (" ★" if run.is_baseline else ""), run.profile or "—", *cells, crossover_cell(run, base)]
+        )
     table = Table(["run", "profile", *(f"{c} stream(s)" for c in levels), "below baseline from"], rows)
     per_stream = [_curve_series(r, "tok_s") for r in curved]
     total = [_curve_series(r, "total_tok_s") for r in curved]

@@ -385,6 +385,11 @@ async def test_concurrency_sweep_finds_the_simulators_crossover_within_one_level
     # History and the report show both curves and where the drafter stops paying.
     text = cli("history").stdout
     assert "by concurrency" in text and f"at {found} concurrent stream(s)" in text
+    md = tmp_path / "r.md"
+    cli("report", base["run"], aq["run"], "--out", str(md), "--no-inspect")
+    header = next(line for line in md.read_text().splitlines() if line.startswith("| run | profile | drafter"))
+    row = next(line for line in md.read_text().splitlines() if line.startswith(f"| {aq['run'].rsplit('/', 1)[-1]} |"))
+    assert header.endswith("| bench below baseline from |") and row.endswith(f"| {found} |")  # the History tab's too
     cli("report", base["run"], aq["run"], "--out", str(tmp_path / "r.html"), "--no-inspect")
     html = (tmp_path / "r.html").read_text()
     assert "Throughput against concurrency" in html and "concurrent streams" in html
