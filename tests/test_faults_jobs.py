@@ -315,3 +315,23 @@ async def test_the_log_followers_of_cli_and_panel_say_the_log_was_truncated(conn
         assert await next_event(batches) == ["new"]
     finally:
         await batches.aclose()
+
+
+@pytest.mark.parametrize("host", ["local"], indirect=True)
+async def test_a_runner_whose_agent_died_before_go_runs_nothing(conn, tmp_path):
+    """The agent dies between spawning a runner and renaming the job folder into place: the runner reads EOF
+    instead of "go" and exits without running the command."""
+    state = (await conn.call("info"))["state_dir"]
+    [agent] = [n for n in os.listdir(state) if n.startswith("agent-") and n.endswith(".pyz")]
+    job_dir = tmp_path / ".new-test-x"
+    job_dir.mkdir()
+    marker = tmp_path / "ran"
+    (job_dir / "spec.json").write_text(json.dumps({"kind": "test", "argv": ["touch", str(marker)], "args": {}}))
+    runner = subprocess.run(
+        [sys.executable, os.path.join(state, agent), "job-run", str(job_dir)],
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        timeout=60,
+    )
+    assert runner.returncode == 1 and not marker.exists()
+    assert sorted(os.listdir(job_dir)) == ["spec.json"]
