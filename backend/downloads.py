@@ -195,9 +195,10 @@ class FileProgress:
 
 @dataclass
 class Progress:
-    """A download job as its events describe it; ``apply`` each event in order."""
+    """A download job (or a verify, which has no job: ``job_id`` None) as its events describe it; ``apply``
+    each event in order."""
 
-    job_id: str
+    job_id: str | None
     files: dict[str, FileProgress] = field(default_factory=dict)
     state: str = "running"  # running | done | failed | cancelled
     reason: str | None = None

@@ -172,7 +172,7 @@ class DraftersPane(ShellPane):
             found.first(DownloadView).show(progress)
         else:
             box.mount(DownloadView(self._title(message.key), progress, id=view_id), before=0)
-        if message.key in self.rows and progress.job_id != "verify":
+        if message.key in self.rows and progress.job_id is not None:  # a download, not a verify
             state = "downloading" if progress.state == "running" else self.rows[message.key].state
             self.query_one(DataTable).update_cell(message.key, "state", state_cell(state, progress))
 
@@ -291,7 +291,7 @@ class DraftersPane(ShellPane):
         job_id = (progress.job_id if progress and progress.state == "running" else None) or (
             self.rows[d.name].job_id if d.name in self.rows else None
         )
-        if job_id is None or job_id == "verify":
+        if job_id is None:
             self.notify(f"{d.name}: no download running", severity="warning")
             return
         self._cancel(job_id)
@@ -308,7 +308,7 @@ class DraftersPane(ShellPane):
     @work(group="drafters-verify", exclusive=True, exit_on_error=False, description="verify a drafter")
     async def _verify(self, drafter: DrafterConfig) -> None:
         conn = self.app.connection
-        progress = self.progress[drafter.name] = Progress("verify")
+        progress = self.progress[drafter.name] = Progress(job_id=None)  # a verify runs as no job
         result: dict = {}
         async for event in downloads.verify(conn, drafter, self.app.host_config):
             if event.get("event") == "checked":
