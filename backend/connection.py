@@ -223,10 +223,11 @@ class Connection:
             except asyncio.CancelledError:
                 pass
             self._supervisor = None
-        await self._drop()
-        # Closed for good: waiters wait (until cancelled) instead of seeing "connected" and calling a dead link
-        # in a loop that never yields (a Live feed left on the old host after a host switch froze the panel).
+        # Not connected from here on, before the (slow) close: waiters wait (until cancelled) instead of seeing
+        # "connected", calling the dropped agent and retrying in a loop that never yields (a Live feed left on
+        # the old host after a host switch froze the panel).
         self._connected.clear()
+        await self._drop()
 
     async def wait_connected(self, timeout: float | None = None) -> None:
         try:
