@@ -20,12 +20,12 @@ from backend.sandbox import fixtures
 from backend.sandbox.hub import CACHE_DIR_NAME, HubServer
 from backend.settings import DrafterConfig, HostConfig
 from tests.helpers import host_args, until
+from tests.simhost import PY38
 
 REPO = "org/drafter"
 MODEL_BYTES = 48 << 20  # five 10 MiB chunks: several progress events at the test rate
 RATE = 40_000_000  # bytes/s: ~1.3 s per download, long enough to see progress and to interrupt
 TOKEN = "hf_testtoken_0123456789abcdef"
-PY38 = "/root/.pyenv/versions/3.8.18/bin/python"
 
 
 def write_repo(root: Path, repo: str = REPO, model_bytes: int = MODEL_BYTES) -> Path:
@@ -341,9 +341,9 @@ async def test_verify_catches_a_changed_file(conn, hub, tmp_path):
 async def test_host_code_on_python38(hub, tmp_path):
     """The agent's download methods run on the host's Python 3.8 (stdlib only); without huggingface_hub
     there the preflight says so instead of starting a job that cannot work."""
-    if not os.path.exists(PY38):
+    if not PY38.exists():
         pytest.skip("no Python 3.8 here")
-    host = HostConfig(name="old", url="local", python=PY38, workdir=str(tmp_path / "work"))
+    host = HostConfig(name="old", url="local", python=str(PY38), workdir=str(tmp_path / "work"))
     src = hub.root / REPO
     to = tmp_path / "copy"
     to.mkdir()

@@ -23,7 +23,7 @@ from backend.connection import Connection
 from backend.errors import RemoteError
 from backend.settings import HostConfig
 from tests.helpers import fill, host_args
-from tests.test_serving import make_settings, process_gone, until_gone
+from tests.simhost import make_settings, process_gone, until_gone
 
 
 @pytest.fixture

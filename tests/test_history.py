@@ -517,7 +517,8 @@ async def test_history_tab_compares_marks_and_deletes(three_runs, tmp_path, monk
 def test_cli_work_is_in_the_history_without_a_sync(models, tmp_path):
     """`serve start`, `bench`, `serve stop` from the CLI, then `specdeck history`: the run is there, stopped, with
     its samples and its bench, and the run id `bench` printed is what `report` takes."""
-    from tests.test_serving import free_port, specdeck, write_config
+    from tests.simhost import specdeck, write_config
+    from tests.sshd import free_port
 
     config = write_config(tmp_path / "config.toml", models, tmp_path / "host", {"a": free_port(), "b": free_port()})
     try:

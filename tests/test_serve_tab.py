@@ -20,8 +20,8 @@ from backend.connection import Connection
 from backend.sandbox import fixtures
 from backend.settings import Settings, load
 from tests.helpers import until
+from tests.simhost import fake_nvidia_smi
 from tests.sshd import free_port
-from tests.test_serving import fake_nvidia_smi
 from tui.app import SpecdeckApp
 from tui.screens.serve import ServePane
 from tui.widgets.logview import LogView

@@ -28,23 +28,18 @@ from backend.sandbox import environment
 from backend.settings import HostConfig, ProfileConfig, builtin_defaults, parse
 from backend.sglang_flags import FLAGS, server_args
 from backend.sglang_flags import parse as parse_flags
+from tests.simhost import (
+    EAGLE,
+    PY38,
+    TIME_SCALE,
+    fake_nvidia_smi,
+    make_settings,
+    process_gone,
+    specdeck,
+    until_gone,
+    write_config,
+)
 from tests.sshd import free_port
-
-TIME_SCALE = "0.02"  # the simulator's startup in ~0.1 s instead of ~5 s
-EAGLE = {"algorithm": "EAGLE3", "steps": 3, "topk": 1, "draft_tokens": 4}
-
-
-def make_settings(models: dict, **profiles: dict):
-    """Settings whose target and drafters are the fixtures, with ``profiles`` (each on a free port)."""
-    data = {
-        "target": models["target"],
-        "drafters": {name: {"path": models[name]} for name in ("ours", "aq-medai", "misfit")},
-        "profiles": {},
-    }
-    for name, values in profiles.items():
-        env = {"SPECDECK_SIM_TIME_SCALE": TIME_SCALE, **values.pop("env", {})}
-        data["profiles"][name] = {"port": free_port(), "env": env, **values}
-    return parse(data, "test")
 
 
 @pytest.fixture
@@ -56,21 +51,6 @@ async def conn(sim_host: HostConfig):
         if job["state"] == "running":
             await c.call("serve.stop", job=job["id"], timeout=5)
     await c.close()
-
-
-def process_gone(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return True
-    return Path(f"/proc/{pid}/stat").read_text().split(") ")[1].startswith("Z")
-
-
-async def until_gone(pid: int, timeout: float = 10) -> None:
-    deadline = time.monotonic() + timeout
-    while not process_gone(pid):
-        assert time.monotonic() < deadline, f"pid {pid} still running"
-        await asyncio.sleep(0.02)
 
 
 # --- profiles → command lines ---------------------------------------------------------------------------------
@@ -479,23 +459,6 @@ async def test_a_server_that_sigkills_itself_on_sigterm_counts_as_stopped(conn, 
     assert (stopped["state"], stopped["exit_code"], stopped["error"]) == ("stopped", -9, None)
 
 
-def fake_nvidia_smi(bin_dir: Path, other_pid_file: Path) -> None:
-    """An ``nvidia-smi`` on PATH for the agent: two GPUs; every simulator process on GPU0, the pid in
-    ``other_pid_file`` (someone else's) on GPU1. A stand-in for the external tool, not for our code."""
-    bin_dir.mkdir(parents=True, exist_ok=True)
-    script = bin_dir / "nvidia-smi"
-    script.write_text(
-        "#!/bin/sh\n"
-        'case "$1" in\n'
-        '  --query-gpu=*) echo "0, GPU-a, NVIDIA H200, 71000, 143771, 35"\n'
-        '    echo "1, GPU-b, NVIDIA H200, 69000, 143771, 0";;\n'
-        '  --query-compute-apps=*) for p in $(pgrep -f backend.sandbox.simulator); do echo "GPU-a, $p, 70000"; done;\n'
-        f'    test -f {other_pid_file} && echo "GPU-b, $(cat {other_pid_file}), 69000";;\n'
-        "esac\n"
-    )
-    script.chmod(0o755)
-
-
 @pytest.fixture
 def gpus(tmp_path, monkeypatch):
     """A fake nvidia-smi (see above) and a process of someone else's holding GPU1; yields that process."""
@@ -529,9 +492,6 @@ async def test_gpus_name_other_processes_and_stop_waits_for_ours_to_free(gpus, c
     assert stopped["gpus_freed"] is True and stopped["left"] == []
 
 
-PY38 = Path("/root/.pyenv/versions/3.8.18/bin/python")
-
-
 @pytest.mark.skipif(not PY38.exists(), reason="no Python 3.8 interpreter on this machine")
 async def test_the_host_side_runs_on_python_3_8(models, tmp_path):
     host = HostConfig(
@@ -553,46 +513,6 @@ async def test_the_host_side_runs_on_python_3_8(models, tmp_path):
 
 
 # --- the CLI contract -----------------------------------------------------------------------------------------
-
-
-def write_config(path: Path, models: dict, workdir: Path, ports: dict) -> Path:
-    scale = f'env = {{ SPECDECK_SIM_TIME_SCALE = "{TIME_SCALE}" }}'
-    path.write_text(
-        f"""default_host = "sim"
-target = {json.dumps(models["target"])}
-[hosts.sim]
-url = "local"
-python = {json.dumps(sys.executable)}
-workdir = {json.dumps(str(workdir))}
-launcher = "simulator"
-sandbox = true
-[drafters.ours]
-path = {json.dumps(models["ours"])}
-[drafters.aq-medai]
-path = {json.dumps(models["aq-medai"])}
-[profiles.baseline]
-port = {ports["a"]}
-{scale}
-[profiles.eagle3-ours]
-port = {ports["a"]}
-{scale}
-[profiles.eagle3-aq]
-port = {ports["b"]}
-{scale}
-"""
-    )
-    return path
-
-
-def specdeck(config: Path, *args: str, rc: int | None = 0) -> subprocess.CompletedProcess:
-    res = subprocess.run(
-        [sys.executable, "-m", "backend.cli.main", "--config", str(config), *args],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert rc is None or res.returncode == rc, (res.stdout, res.stderr)
-    return res
 
 
 def test_cli_contract(models, tmp_path):

@@ -16,8 +16,8 @@ from backend.connection import Connection
 from backend.errors import OperationFailed, RemoteError, UsageError
 from backend.history import History, sync_from_host
 from backend.settings import HostConfig
+from tests.simhost import EAGLE, PY38, make_settings, specdeck, write_config
 from tests.sshd import free_port
-from tests.test_serving import EAGLE, PY38, make_settings, specdeck, write_config
 
 SMALL = {"requests": 2, "max_tokens": 48}
 
