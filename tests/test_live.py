@@ -619,7 +619,7 @@ async def test_live_feed_loses_no_line_across_a_dropped_ssh_link(sshd, models, t
             assert conn.generation >= 2  # it did reconnect
             lines = log_lines_of(job)
             assert feed.lines == len(lines) and feed.offset == Path(job["log_path"]).stat().st_size
-            assert seen == sum(1 for line in lines if " batch" in line) > 10
+            assert seen == sum(1 for line in lines if "Decode batch" in line or "Prefill batch" in line) > 10
         finally:
             await conn.close()
 
