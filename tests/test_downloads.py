@@ -20,23 +20,10 @@ from backend.sandbox import fixtures
 from backend.sandbox.hub import CACHE_DIR_NAME, HubServer
 from backend.settings import DrafterConfig, HostConfig
 from tests.helpers import host_args, until
+from tests.hubrepo import MODEL_BYTES, RATE, REPO, run_job, write_repo
 from tests.simhost import PY38
 
-REPO = "org/drafter"
-MODEL_BYTES = 48 << 20  # five 10 MiB chunks: several progress events at the test rate
-RATE = 40_000_000  # bytes/s: ~1.3 s per download, long enough to see progress and to interrupt
 TOKEN = "hf_testtoken_0123456789abcdef"
-
-
-def write_repo(root: Path, repo: str = REPO, model_bytes: int = MODEL_BYTES) -> Path:
-    folder = root / repo
-    folder.mkdir(parents=True, exist_ok=True)
-    (folder / "config.json").write_text(json.dumps({"architectures": ["LlamaForCausalLMEagle3"]}))
-    data = model_bytes
-    for _ in range(2):  # the header's length depends on the number it holds
-        data = model_bytes - len(fixtures.header_bytes({"w": ("U8", [data])})[0])
-    fixtures.write_sparse_safetensors(str(folder / "model.safetensors"), {"w": ("U8", [data])})
-    return folder
 
 
 def sha256(path: Path) -> str:
@@ -69,13 +56,6 @@ def cli(host: HostConfig, *args: str, env: dict | None = None) -> subprocess.Com
         env={**os.environ, **(env or {})},
         timeout=60,
     )
-
-
-async def run_job(conn: Connection, req: downloads.Request, progress: str = "auto") -> tuple[dict, list[dict]]:
-    started = await downloads.start(conn, req, progress)
-    events = [ev async for _, ev in downloads.follow(conn, started["job"]["id"])]
-    job = await conn.call("jobs.wait", id=started["job"]["id"], timeout=30)
-    return job, events
 
 
 def check_progress(events: list[dict], sizes: dict[str, int]) -> None:

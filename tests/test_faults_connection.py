@@ -206,7 +206,7 @@ async def test_server_log_follow_loses_and_repeats_nothing_across_cut_connection
 async def test_download_follow_loses_and_repeats_no_event_across_a_cut_connection(sshd: Sshd, tmp_path):
     """A download followed while the SSH connection is cut: the job goes on on the host, the follower's events
     equal the events file's records exactly, and progress carries on to done."""
-    from tests.test_downloads import MODEL_BYTES, REPO, write_repo
+    from tests.hubrepo import MODEL_BYTES, REPO, write_repo
 
     root = tmp_path / "hub"
     write_repo(root)

@@ -19,7 +19,7 @@ from backend.sandbox.hub import HubServer
 from backend.settings import DrafterConfig, HostConfig
 from tests.conftest import TMPFS_BYTES
 from tests.helpers import fill
-from tests.test_downloads import MODEL_BYTES, RATE, REPO, run_job, write_repo
+from tests.hubrepo import MODEL_BYTES, RATE, REPO, run_job, write_repo
 
 
 @pytest.fixture
