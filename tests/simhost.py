@@ -1,18 +1,27 @@
 """A simulated SGLang host for tests: settings and config files over the fixture models, the CLI against them,
-a stand-in nvidia-smi, and waiting for a process to go."""
+simulated servers started as serve jobs (and their logs' totals against the history's), a stand-in
+nvidia-smi, and waiting for a process to go."""
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import subprocess
 import sys
 import time
+from collections.abc import AsyncIterator
 from pathlib import Path
 
-from backend.settings import Settings, parse
+from backend import serving
+from backend.connection import Connection
+from backend.history import History
+from backend.metrics import live_samples
+from backend.settings import HostConfig, Settings, parse
 from tests.sshd import free_port
+
+REPO = Path(__file__).resolve().parents[1]
 
 TIME_SCALE = "0.02"  # the simulator's startup in ~0.1 s instead of ~5 s
 EAGLE = {"algorithm": "EAGLE3", "steps": 3, "topk": 1, "draft_tokens": 4}
@@ -102,3 +111,78 @@ async def until_gone(pid: int, timeout: float = 10) -> None:
     while not process_gone(pid):
         assert time.monotonic() < deadline, f"pid {pid} still running"
         await asyncio.sleep(0.02)
+
+
+# --- the simulator as the host's running server ---------------------------------------------------------
+
+
+PROFILES = {"baseline": None, "eagle3-ours": "ours", "eagle3-aq": "aq-medai"}
+
+
+def server_argv(models: dict, profile: str, port: int) -> list[str]:
+    """The simulator with a profile's flags (as `specdeck serve` would launch SGLang)."""
+    argv = [sys.executable, "-m", "backend.sandbox.simulator", "--model-path", models["target"], "--tp-size", "8"]
+    argv += ["--host", "127.0.0.1", "--port", str(port), "--enable-metrics", "--decode-log-interval", "5"]
+    argv += ["--random-seed", "7"]
+    drafter = PROFILES[profile]
+    if drafter:
+        argv += ["--speculative-algorithm", "EAGLE3", "--speculative-draft-model-path", models[drafter]]
+        argv += ["--speculative-num-steps", "3", "--speculative-eagle-topk", "1"]
+        argv += ["--speculative-num-draft-tokens", "4"]
+    return argv
+
+
+async def start_server(conn: Connection, models: dict, profile: str) -> dict:
+    """A serve job running the simulator on a free port, once /health answers 200."""
+    port = free_port()
+    job = await conn.call(
+        "jobs.start",
+        kind="serve",
+        argv=server_argv(models, profile, port),
+        args={"profile": profile, "port": port, "drafter": PROFILES[profile]},
+        env={"SPECDECK_SIM_TIME_SCALE": "0.05", **serving.launch_env(conn.host)},
+        cwd=str(REPO),
+    )
+    for _ in range(600):  # another process: poll with short waits
+        if (await conn.call("http.request", url=f"http://127.0.0.1:{port}/health")).get("status") == 200:
+            return job
+        assert (await conn.call("jobs.get", id=job["id"]))["state"] == "running", job
+        await asyncio.sleep(0.02)
+    raise AssertionError(f"{profile} server not ready")
+
+
+@contextlib.asynccontextmanager
+async def servers(host: HostConfig, models: dict, *profiles: str) -> AsyncIterator[tuple[Connection, dict]]:
+    """A connection to ``host`` with one simulated server per profile; every server is stopped after."""
+    conn = await Connection.open(host)
+    jobs: dict[str, dict] = {}
+    try:
+        started = await asyncio.gather(*(start_server(conn, models, p) for p in profiles))
+        jobs = dict(zip(profiles, started, strict=True))
+        yield conn, jobs
+    finally:
+        for job in jobs.values():
+            await conn.call("jobs.cancel", id=job["id"])
+        await conn.close()
+
+
+def log_lines_of(job: dict) -> list[str]:
+    return Path(job["log_path"]).read_text().splitlines()
+
+
+def recorded_totals(run_id: str) -> tuple[int, int, float]:
+    """(tok/s samples, accept samples, tok/s sum) the history holds for a run."""
+    with History.open() as history:
+        row = history.db.execute(
+            "SELECT coalesce(sum(tok_n), 0), coalesce(sum(acc_n), 0), coalesce(sum(tok_sum), 0) FROM samples "
+            "WHERE run = ?",
+            (run_id,),
+        ).fetchone()
+    return row[0], row[1], row[2]
+
+
+def log_totals(job: dict) -> tuple[int, int, float]:
+    """The same totals for the whole log, read at once (post-idle throughput left out)."""
+    decode = [s for s in live_samples(log_lines_of(job)) if s.kind == "decode"]
+    tok = [s.gen_tps for s in decode if s.gen_tps is not None]
+    return len(tok), len(decode), sum(tok)

@@ -19,7 +19,7 @@ import pytest
 from backend.cli.main import main
 from backend.sandbox import fixtures as fx
 from backend.sandbox.hub import HubServer
-from tests.test_checkpoints import write_real
+from tests.realweights import write_real
 
 AQ_REPO = "AQ-MedAI/Kimi-K2-Instruct-eagle3"
 CHANGED_REPO = "org/aq-one-tensor-changed"

@@ -1,4 +1,4 @@
-"""Issue 6 end to end: parse-log and breakeven from the CLI, and bench, watch and the live feed on the SGLang
+"""End to end: parse-log and breakeven from the CLI, and bench, watch and the live feed on the SGLang
 simulator over both transports (the host agent runs the load generator and follows the server's log), and
 the feed recording what it follows into the run history."""
 
@@ -10,25 +10,23 @@ import json
 import signal
 import subprocess
 import sys
-from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
 
-from backend import serving
 from backend.bench import BenchPlan, run_bench
 from backend.cli.livecmds import _watch_line
 from backend.connection import Connection
 from backend.errors import OperationFailed, UsageError
 from backend.history import History, HistoryThread, filter_tail, run_id_of, sync_from_host
 from backend.livefeed import LiveFeed
-from backend.metrics import Sample, live_samples
+from backend.metrics import Sample
 from backend.sandbox.simulator import crossover_batch
 from backend.series import LiveSeries
 from backend.settings import HostConfig
 from tests.helpers import host_args
-from tests.sshd import free_port
-from tests.test_metrics import GENERATIONS
+from tests.sglang_lines import GENERATIONS
+from tests.simhost import PROFILES, log_lines_of, log_totals, recorded_totals, servers, start_server
 
 REPO = Path(__file__).resolve().parents[1]
 SAMPLE_KEYS = {
@@ -234,56 +232,6 @@ def test_breakeven_bad_input_is_exit_2(args, message):
 
 
 # --- the simulator as the host's running server ---------------------------------------------------------
-
-
-PROFILES = {"baseline": None, "eagle3-ours": "ours", "eagle3-aq": "aq-medai"}
-
-
-def server_argv(models: dict, profile: str, port: int) -> list[str]:
-    """The simulator with a profile's flags (as `specdeck serve` would launch SGLang)."""
-    argv = [sys.executable, "-m", "backend.sandbox.simulator", "--model-path", models["target"], "--tp-size", "8"]
-    argv += ["--host", "127.0.0.1", "--port", str(port), "--enable-metrics", "--decode-log-interval", "5"]
-    argv += ["--random-seed", "7"]
-    drafter = PROFILES[profile]
-    if drafter:
-        argv += ["--speculative-algorithm", "EAGLE3", "--speculative-draft-model-path", models[drafter]]
-        argv += ["--speculative-num-steps", "3", "--speculative-eagle-topk", "1"]
-        argv += ["--speculative-num-draft-tokens", "4"]
-    return argv
-
-
-async def start_server(conn: Connection, models: dict, profile: str) -> dict:
-    """A serve job running the simulator on a free port, once /health answers 200."""
-    port = free_port()
-    job = await conn.call(
-        "jobs.start",
-        kind="serve",
-        argv=server_argv(models, profile, port),
-        args={"profile": profile, "port": port, "drafter": PROFILES[profile]},
-        env={"SPECDECK_SIM_TIME_SCALE": "0.05", **serving.launch_env(conn.host)},
-        cwd=str(REPO),
-    )
-    for _ in range(600):  # another process: poll with short waits
-        if (await conn.call("http.request", url=f"http://127.0.0.1:{port}/health")).get("status") == 200:
-            return job
-        assert (await conn.call("jobs.get", id=job["id"]))["state"] == "running", job
-        await asyncio.sleep(0.02)
-    raise AssertionError(f"{profile} server not ready")
-
-
-@contextlib.asynccontextmanager
-async def servers(host: HostConfig, models: dict, *profiles: str) -> AsyncIterator[tuple[Connection, dict]]:
-    """A connection to ``host`` with one simulated server per profile; every server is stopped after."""
-    conn = await Connection.open(host)
-    jobs: dict[str, dict] = {}
-    try:
-        started = await asyncio.gather(*(start_server(conn, models, p) for p in profiles))
-        jobs = dict(zip(profiles, started, strict=True))
-        yield conn, jobs
-    finally:
-        for job in jobs.values():
-            await conn.call("jobs.cancel", id=job["id"])
-        await conn.close()
 
 
 async def acli(*args: str) -> tuple[int, str, str]:
@@ -512,28 +460,6 @@ async def test_history_thread_says_once_what_failed_and_never_raises_into_the_fe
     with pytest.raises(UsageError, match="closed"):
         await recorder.query(lambda history: history.runs())
     assert recorder.flush() is None
-
-
-def log_lines_of(job: dict) -> list[str]:
-    return Path(job["log_path"]).read_text().splitlines()
-
-
-def recorded_totals(run_id: str) -> tuple[int, int, float]:
-    """(tok/s samples, accept samples, tok/s sum) the history holds for a run."""
-    with History.open() as history:
-        row = history.db.execute(
-            "SELECT coalesce(sum(tok_n), 0), coalesce(sum(acc_n), 0), coalesce(sum(tok_sum), 0) FROM samples "
-            "WHERE run = ?",
-            (run_id,),
-        ).fetchone()
-    return row[0], row[1], row[2]
-
-
-def log_totals(job: dict) -> tuple[int, int, float]:
-    """The same totals for the whole log, read at once (post-idle throughput left out)."""
-    decode = [s for s in live_samples(log_lines_of(job)) if s.kind == "decode"]
-    tok = [s.gen_tps for s in decode if s.gen_tps is not None]
-    return len(tok), len(decode), sum(tok)
 
 
 async def test_live_feed_records_what_it_follows_from_where_the_history_stopped(models, tmp_path):

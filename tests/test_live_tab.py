@@ -20,7 +20,7 @@ from backend.livefeed import find_server
 from backend.metrics import Sample
 from backend.settings import HostConfig, builtin_defaults
 from tests.helpers import record_run, until
-from tests.test_live import log_totals, recorded_totals, servers
+from tests.simhost import log_totals, recorded_totals, servers
 from tui.app import SpecdeckApp
 from tui.messages import LiveFeedUpdated
 from tui.screens.history import HistoryPane
