@@ -100,12 +100,22 @@ class DraftersPane(ShellPane):
         self.follows: dict[str, Worker] = {}  # job id → the worker following its events
         self._host: str | None = None
         self._timer: Timer | None = None
+        self._seen = True  # the drafters' files are read every REFRESH_S only while the tab is seen
 
     def compose(self) -> ComposeResult:
         yield Static(classes="status", markup=False)
         yield DataTable(id="drafters-table", cursor_type="row", zebra_stripes=True)
         yield Static(id="drafters-detail", markup=False)
         yield VerticalScroll(id="drafters-downloads", can_focus=False)
+
+    def on_show(self) -> None:
+        self._seen = True
+        self.refresh_status()
+
+    def on_hide(self) -> None:
+        self._seen = False  # a hidden tab asks the host nothing; showing it reads the files again at once
+        if self._timer is not None:
+            self._timer.stop()
 
     def on_mount(self) -> None:
         table = self.query_one(DataTable)
@@ -216,7 +226,7 @@ class DraftersPane(ShellPane):
             if conn is self.app.connection:
                 self._show_rows(rows)
         finally:
-            if conn is self.app.connection and conn.connected:
+            if conn is self.app.connection and conn.connected and self._seen:
                 self._arm_refresh()  # re-armed after each read: reads never pile up on a slow link
 
     @work(group="drafters-reattach", exclusive=True, exit_on_error=False, description="find running downloads")

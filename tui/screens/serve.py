@@ -139,6 +139,7 @@ class ServePane(ShellPane):
         self._gpu_timer: Timer | None = None
         self._save_timer: Timer | None = None
         self._watcher: Worker | None = None
+        self._state_shape: list[int] = []  # the state block's line lengths, last drawn
 
     def compose(self) -> ComposeResult:
         with Horizontal(id="serve-body"):
@@ -460,7 +461,10 @@ class ServePane(ShellPane):
             lines.append(f"[$warning]{conn.state.status}: showing the last known state[/]")
         if self.busy:
             lines.append(f"[$warning]{self.busy}…[/]")
-        self.query_one("#server-state", Static).update("\n".join(lines))
+        # The clock changes digits only: same line lengths, same wrapping, so no layout of the whole screen.
+        shape = [len(line) for line in lines]
+        self.query_one("#server-state", Static).update("\n".join(lines), layout=shape != self._state_shape)
+        self._state_shape = shape
         self._render_hint(st)
 
     def _state_lines(self, st: serving.ServerStatus, now: float) -> list[str]:
