@@ -21,6 +21,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from backend.breakeven import chain_accept_len
 from backend.errors import UsageError
+from backend.metrics import server_info_numbers
 from backend.sandbox.simulator import crossover_batch, drafter_rates, pass_ms, spec_meta_info
 from backend.sglang_flags import parse_help_flags, table, unknown_flags
 
@@ -487,6 +488,17 @@ def test_eagle3_server_end_to_end(models, sims, version):
         assert graphs["target_verify"] > 0 and graphs["draft_decode"] > 0 and graphs["draft_extend"] > 0
     else:
         assert not {"sglang:spec_num_steps", "sglang:spec_verify_calls_total"} & set(samples)
+
+
+def test_data_parallel_server_info_has_one_internal_state_per_rank(models, sims):
+    sim = sims(launch(models, "aq-medai", "--dp-size", "2"), {"SGLANG_LOG_MS": "1"})
+    sim.wait_ready()
+    sim.json("/generate", {"text": "Hi", "sampling_params": {"max_new_tokens": 16}})
+    states = sim.json("/server_info")["internal_states"]
+    assert [s["dp_rank"] for s in states] == [0, 1] and all("startup_time" in s for s in states)
+    numbers = server_info_numbers(sim.json("/server_info"))
+    assert len(numbers["dp_ranks"]) == 2 and numbers["accept_rate_definition"] == "drafts"
+    assert re.search(prefix(" DP1 TP1") + "Load weight begin", sim.log())  # every rank, ms stamps
 
 
 def test_openai_endpoints_with_and_without_streaming(models, sims):
