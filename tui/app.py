@@ -135,6 +135,7 @@ class SpecdeckApp(App[int]):
     async def on_unmount(self) -> None:
         await self.connection.close()
         self.history.close()  # writes the last second the Live tab followed (a few ms)
+        gc.unfreeze()  # what start-up built can go now (an app run inside a longer process: tests, the web panel)
 
     # --- the connection ------------------------------------------------------------------------------------
 
