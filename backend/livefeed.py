@@ -26,7 +26,7 @@ from typing import Any, Protocol
 from backend.connection import Connection
 from backend.errors import ConnectionFailed, OperationFailed, RemoteError, UsageError
 from backend.history import read_lines
-from backend.metrics import LiveFilter, Sample, parse_line, parse_metrics, server_info_numbers
+from backend.metrics import LiveFilter, Sample, parse_line, parse_metrics, server_info_numbers, startup_seconds
 from backend.series import LiveSeries
 from backend.settings import Settings
 
@@ -148,6 +148,7 @@ class LiveFeed:
         self.server: dict | None = None  # the serve job being followed (its last known description)
         self.info: dict[str, Any] = {}  # server_info_numbers() of the last /server_info answer
         self.metrics: dict[str, float | None] = {}  # parse_metrics() of the last /metrics answer
+        self.startup: dict[str, dict[str, float]] = {}  # startup_seconds(): SGLang 0.5.23's startup gauges
         self.reachable: bool | None = None  # did the last poll get an answer
         self.offset = 0  # bytes of the server's log read so far
         self.lines = 0  # log lines read for this server
@@ -168,7 +169,7 @@ class LiveFeed:
         if self.server is None or self.server.get("id") != job.get("id"):
             self.reset()
             self.filter.reset()
-            self.info, self.metrics, self.reachable = {}, {}, None
+            self.info, self.metrics, self.startup, self.reachable = {}, {}, {}, None
             self.lines = self.samples = self.polls = 0
         self.server, self.offset = job, offset
         self._tell("server")
@@ -297,6 +298,8 @@ class LiveFeed:
                 page = await self._get(port, "/metrics")
                 if page is not None and page.get("status") == 200:
                     self.metrics = parse_metrics(page["text"])
+                    if not self.startup:  # once: the engine sets them before the port opens (0.5.6: none)
+                        self.startup = startup_seconds(page["text"])
                 elif page is not None and page.get("status") == 404:
                     metrics_on = False  # launched without --enable-metrics
             self.reachable = answered

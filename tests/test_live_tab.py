@@ -199,6 +199,7 @@ async def test_live_tab_follows_a_server_and_runs_the_bench(models):
             await until(pilot, lambda: "tok/s per stream" in plain(app, "#live-bench"), "the bench result", timeout=30)
             # The server's accept rate comes with what it counts (0.5.23: drafts only).
             await until(pilot, lambda: "accept rate (drafts only) 0." in server_text(app), "the labelled rate")
+            assert " · started in " in server_text(app)  # 0.5.23's startup_time_seconds gauge
             acceptance = plain(app, "#live-acceptance")  # the histogram as bars and a_i per position
             assert "acceptance: aq-medai" in acceptance and "█" in acceptance and acceptance.count(" → ") == 2
             accept = app.query_one("#accept-chart", SeriesChart)

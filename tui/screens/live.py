@@ -336,6 +336,9 @@ class LivePane(ShellPane):
                     text += " (DP ranks " + " / ".join("-" if a is None else f"{a:.2f}" for a in ranks) + ")"
             if metrics.get("spec_accept_rate") is not None and info.get("version"):
                 text += f" · {accept_rate_label(info['version'])} {metrics['spec_accept_rate']:.2f}"
+            started = feed.startup.get("phases", {}).get("tokenizer_e2e")
+            if started is not None:  # SGLang 0.5.23's own startup_time_seconds gauge
+                text += f" · started in {started:.0f}s"
             if feed.reachable is False:
                 text += " · HTTP not answering"
         label, _ = self.window
