@@ -443,7 +443,7 @@ steps = 3
 topk = 1
 draft_tokens = 4
 # extra_args = ["--mem-fraction-static", "0.85"]
-# env = { SGLANG_ENABLE_SPEC_V2 = "1" }
+# env = { SGLANG_ENABLE_SPEC_V2 = "1" }   # SGLang 0.5.6 only: 0.5.23 overlaps by default and ignores it
 
 [reference]
 baseline_tok_s = 82   # measured tok/s without speculation, one stream
