@@ -26,6 +26,10 @@ Kind = Literal["decode", "prefill"]
 # tick in whole seconds, so this is the smallest gap they can show; a kept sample that counted idle time
 # skews the averages far more than a dropped good one.
 DEFAULT_IDLE_GAP_S = 1.0
+# A decode line whose running count moved by more than this share since the previous line spans two batch
+# sizes: its throughput belongs to neither, and per stream it is off by up to that share (2 -> 1 doubles it).
+# Under steady heavy load (40 -> 39) lines stay.
+MAX_BATCH_CHANGE = 0.25
 
 
 @dataclass(frozen=True, slots=True)
@@ -243,9 +247,11 @@ class LiveFilter:
     accept length is still right) when it is the first decode line seen, or when a prefill line arrived
     more than ``idle_gap_s`` after the last decode line or found nothing running (``#running-req: 0``: a
     new request after an idle spell, however short: between a bench's levels the gap is well under a
-    second, yet the next line's interval counts it). Times are the
-    samples' log timestamps, or ``now`` (the arrival time) for lines without a prefix. Prefill samples pass
-    through unchanged. Feeding an already filtered stream again changes nothing.
+    second, yet the next line's interval counts it), or when its running count moved by more than
+    ``MAX_BATCH_CHANGE`` since the previous decode line (the interval spans two batch sizes, so neither the
+    per-stream figure nor the level it would count for is right). Times are the samples' log timestamps, or
+    ``now`` (the arrival time) for lines without a prefix. Prefill samples pass through unchanged. Feeding an
+    already filtered stream again changes nothing.
     """
 
     def __init__(self, idle_gap_s: float = DEFAULT_IDLE_GAP_S) -> None:
@@ -255,6 +261,7 @@ class LiveFilter:
     def reset(self) -> None:
         """Forget the history: the next decode line counts as the first."""
         self._last_decode: float | None = None
+        self._running: int | None = None  # the previous decode line's running count
         self._idle = True
 
     def accept(self, sample: Sample, now: float | None = None) -> Sample:
@@ -265,6 +272,11 @@ class LiveFilter:
                 self._idle = True
             return sample
         idle, self._idle, self._last_decode = self._idle, False, t
+        before, now_running = self._running, sample.running_req
+        if now_running is not None:
+            self._running = now_running
+            if before and abs(now_running - before) > MAX_BATCH_CHANGE * max(now_running, before):
+                idle = True
         if idle and sample.gen_tps is not None:
             return dataclasses.replace(sample, gen_tps=None)
         return sample

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from backend.metrics import Sample
+from backend.metrics import LiveFilter, Sample
 from backend.series import DAY_AT_1HZ, LiveSeries, RingSeries
 
 
@@ -144,16 +144,28 @@ def test_live_series_derives_cycle_and_breakeven() -> None:
     live.feed(_decode(1.0, 3.0, 2.0))  # first after idle: throughput dropped, accept length kept
     live.feed(_decode(2.0, 60.6, 2.0))
     live.feed(_decode(3.0, 82.0))  # no speculation: throughput only
-    live.feed(_decode(4.0, 120.0, 2.0, running=2))  # two streams at 60 tok/s each
-    live.feed(_decode(5.0, 0.0, 2.0, running=0))  # idle: no throughput, no cycle
+    live.feed(_decode(4.0, 100.0, 2.0, running=2))  # the batch grew: this interval spans 1 and 2 streams
+    live.feed(_decode(5.0, 120.0, 2.0, running=2))  # two streams at 60 tok/s each
+    live.feed(_decode(6.0, 0.0, 2.0, running=0))  # idle: no throughput, no cycle
     assert list(live.tok_s.window().ys) == [60.6, 82.0, 60.0]  # per stream
     assert list(live.total_tok_s.window().ys) == [60.6, 82.0, 120.0]  # what SGLang logs
     assert list(live.streams.window().ys) == [1.0, 1.0, 2.0]
-    assert list(live.accept_len.window().ys) == [2.0, 2.0, 2.0, 2.0]
+    assert list(live.accept_len.window().ys) == [2.0] * 5
     cycles = list(live.cycle_ms.window().ys)
     assert cycles == pytest.approx([33.0033, 33.3333], abs=1e-4)
     assert list(live.breakeven.window().ys) == pytest.approx([c * 82 / 1000 for c in cycles])
-    assert list(live.cycle_ms.window().xs) == [2.0, 4.0]
+    assert list(live.cycle_ms.window().xs) == [2.0, 5.0]
+
+
+def test_live_filter_drops_lines_spanning_two_batch_sizes() -> None:
+    live = LiveFilter()
+    batches = [(1, 82.0), (1, 82.0), (2, 150.0), (2, 157.0), (1, 120.0), (1, 82.0), (40, 2400.0), (39, 2350.0)]
+    kept = [
+        live.accept(Sample(float(i), "decode", gen_tps=tps, running_req=n)).gen_tps
+        for i, (n, tps) in enumerate(batches)
+    ]
+    # Dropped: the first line, 1 -> 2, 2 -> 1 (a departed stream's tokens over one), 1 -> 40; 40 -> 39 stays.
+    assert kept == [None, 82.0, None, 157.0, None, 82.0, None, 2350.0]
 
 
 def test_live_series_reset_and_arrival_times() -> None:

@@ -141,7 +141,7 @@ async def parse_log(args: argparse.Namespace) -> int:
         print(
             f"per-stream tok/s: mean {tok.mean:.1f}, p50 {tok.p50:.1f}, p95 {tok.p95:.1f} "
             f"({(tok.mean / baseline - 1) * 100:+.0f}% vs the {baseline:g} single-stream baseline; "
-            f"{dropped} idle or first-after-idle samples left out)"
+            f"{dropped} idle, first-after-idle or batch-change samples left out)"
         )
         print(
             f"aggregate gen throughput: mean {total.mean:.1f} tok/s over {streams.mean:.1f} running requests "
