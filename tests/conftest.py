@@ -10,7 +10,9 @@ from pathlib import Path
 
 import pytest
 
+from backend.history import History
 from backend.settings import HostConfig
+from tests.runs import add_run
 from tests.sshd import Sshd, start_sshd
 
 
@@ -115,3 +117,14 @@ def models(tmp_path_factory) -> dict:
 def pytest_report_header(config):
     sshd = "present" if Path("/usr/sbin/sshd").exists() else "MISSING"
     return f"sshd: {sshd}; netns: {os.environ.get('SPECDECK_NETNS', 'no')}"
+
+
+@pytest.fixture
+def three_runs(models) -> dict[str, str]:
+    """Baseline, ours and AQ-MedAI runs of `local` in the history (82.0, 60.6 and 100.0 tok/s)."""
+    with History.open() as history:
+        return {
+            "baseline": add_run(history, models, "serve-1-base", None, 82.0, None),
+            "ours": add_run(history, models, "serve-2-ours", "ours", 60.6, 2.0),
+            "aq": add_run(history, models, "serve-3-aq", "aq-medai", 100.0, 3.3),
+        }

@@ -13,23 +13,9 @@ import pytest
 from backend import advisor
 from backend.errors import UsageError
 from backend.history import History, Yardstick
+from tests.runs import add_benched_run
 
 REPO = Path(__file__).resolve().parents[1]
-AQ = "/data/eagle3/aq_medai_k2"
-
-
-def add_run(
-    history: History, n: int, steps: int, cycle: float, tok_s: float, histogram: list | None, sweep: str | None = None
-) -> str:
-    argv = ["python", "-m", "sglang.launch_server", "--speculative-draft-model-path", AQ]
-    argv += ["--speculative-num-steps", str(steps), "--speculative-eagle-topk", "1"]
-    args = {"profile": "eagle3-aq", "drafter": "aq-medai", "algorithm": "EAGLE3", "sweep": sweep, "point": n}
-    job = {"id": f"serve-{n}", "args": args, "argv": argv, "state": "done", "started": 1000.0 + n}
-    run_id = history.upsert_run("box", job)
-    acceptance = {"histogram": histogram, "verify_ct": sum(histogram)} if histogram else None
-    result = {"tok_s": tok_s, "accept_len": 2.0, "cycle_ms": cycle, "server_job": job["id"], "acceptance": acceptance}
-    history.record_bench("box", {"id": f"bench-{n}", "args": {}, "state": "done", "ended": 2000.0 + n}, result)
-    return run_id
 
 
 @pytest.fixture
@@ -39,9 +25,9 @@ def history(tmp_path):
 
 
 def test_advice_fits_cost_from_runs_and_predicts(history):
-    add_run(history, 1, 1, 27.0, 70.0, None)
-    three = add_run(history, 2, 2, 30.0, 70.0, [20, 48, 32])  # a_1 = 0.8, a_2 = 0.4
-    five = add_run(history, 3, 5, 39.0, 50.0, None)
+    add_benched_run(history, 1, 1, 27.0, 70.0, None)
+    three = add_benched_run(history, 2, 2, 30.0, 70.0, [20, 48, 32])  # a_1 = 0.8, a_2 = 0.4
+    five = add_benched_run(history, 3, 5, 39.0, 50.0, None)
     # A later bench of the 5-step run at 4 streams: a batch's cycle, kept out of the step count's cost.
     loaded = {"tok_s": 30.0, "accept_len": 2.0, "cycle_ms": 70.0, "server_job": "serve-3", "concurrency": 4}
     history.record_bench("box", {"id": "bench-loaded", "args": {}, "state": "done", "ended": 9999.0}, loaded)
@@ -60,16 +46,16 @@ def test_advice_fits_cost_from_runs_and_predicts(history):
 
 
 def test_advice_per_step_cost_and_bad_input(history):
-    only = add_run(history, 1, 3, 33.0, 100.0, [5, 10, 20, 65])
+    only = add_benched_run(history, 1, 3, 33.0, 100.0, [5, 10, 20, 65])
     advice = advisor.advise(history.runs(), Yardstick(82.0, 30.0), only)
     assert advice.cost.source == "per-step" and advice.cost(4) == pytest.approx(36.0)  # 33 ms + 3 ms per step
     assert len(advice.rows) == advisor.DEFAULT_MAX_STEPS and advice.rows[3]["extrapolated"]
     with pytest.raises(UsageError, match="at least 1"):
         advisor.advise(history.runs(), Yardstick(82.0, 30.0), max_steps=0)
-    longer = add_run(history, 3, 5, 39.0, 100.0, [5, 10, 20, 30, 20, 15])
-    add_run(history, 4, 1, 27.0, 70.0, [40, 60])  # newest, but 1 position measured: the 5-step run is read
+    longer = add_benched_run(history, 3, 5, 39.0, 100.0, [5, 10, 20, 30, 20, 15])
+    add_benched_run(history, 4, 1, 27.0, 70.0, [40, 60])  # newest, but 1 position measured: the 5-step run is read
     assert advisor.advise(history.runs(), Yardstick(82.0, 30.0)).run.id == longer
-    plain = add_run(history, 2, 3, 33.0, 100.0, None)
+    plain = add_benched_run(history, 2, 3, 33.0, 100.0, None)
     with pytest.raises(UsageError, match="no per-position acceptance"):
         advisor.advise(history.runs(), Yardstick(82.0, 30.0), plain)
 
@@ -79,11 +65,11 @@ def test_advise_cli_json_and_no_data(tmp_path):
     env = dict(os.environ, SPECDECK_HISTORY=str(path))
     cmd = [sys.executable, "-m", "backend.cli.main", "advise"]
     with History.open(path) as h:
-        add_run(h, 1, 3, 33.0, 100.0, None)
+        add_benched_run(h, 1, 3, 33.0, 100.0, None)
     out = subprocess.run(cmd, env=env, cwd=REPO, capture_output=True, text=True)
     assert out.returncode == 2 and "no run in the history has a per-position acceptance" in out.stderr
     with History.open(path) as h:
-        add_run(h, 2, 3, 33.0, 100.0, [5, 10, 20, 65])
+        add_benched_run(h, 2, 3, 33.0, 100.0, [5, 10, 20, 65])
     out = subprocess.run([*cmd, "serve-2", "--json", "--max-steps", "5"], env=env, cwd=REPO, capture_output=True)
     assert out.returncode == 0, out.stderr
     doc = json.loads(out.stdout)
@@ -95,9 +81,9 @@ def test_advise_cli_json_and_no_data(tmp_path):
 def test_report_of_a_sweep_and_the_acceptance_of_its_runs(history, tmp_path):
     from backend import report
 
-    add_run(history, 1, 2, 30.0, 90.0, [20, 48, 32], sweep="sweep-abc")
-    add_run(history, 2, 3, 33.0, 100.0, [5, 10, 20, 65], sweep="sweep-abc")
-    add_run(history, 3, 3, 33.0, 100.0, None)  # not the sweep's
+    add_benched_run(history, 1, 2, 30.0, 90.0, [20, 48, 32], sweep="sweep-abc")
+    add_benched_run(history, 2, 3, 33.0, 100.0, [5, 10, 20, 65], sweep="sweep-abc")
+    add_benched_run(history, 3, 3, 33.0, 100.0, None)  # not the sweep's
     runs = history.sweep_runs("sweep-a")  # a unique prefix will do
     assert [r.job_id for r in runs] == ["serve-1", "serve-2"] and runs[0].sweep == "sweep-abc"
     assert runs[0].to_json(Yardstick(82.0, 30.0))["sweep"] == "sweep-abc"

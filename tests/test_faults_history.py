@@ -22,7 +22,6 @@ from backend import history as history_mod
 from backend.history import History, HistoryUnavailable, history_path
 from backend.settings import builtin_defaults
 from tests.helpers import until
-from tests.test_history import three_runs  # noqa: F401  (a fixture)
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -109,7 +108,7 @@ def test_locked_database_is_refused_with_the_reason(monkeypatch, tmp_path):
     History.open(path).close()  # usable again once the other process is done
 
 
-def test_reading_needs_no_write_lock(three_runs):  # noqa: F811
+def test_reading_needs_no_write_lock(three_runs):
     """A writer holds the write lock (a long import, another panel): `specdeck history` still lists the runs,
     at once rather than after the lock timeout."""
     path = history_path()

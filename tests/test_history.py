@@ -25,55 +25,19 @@ from backend.metrics import Sample, live_samples, parse_lines
 from backend.report import Chart, break_even_cell, svg_chart, text_chart
 from backend.settings import HostConfig, builtin_defaults
 from tests.helpers import until
+from tests.runs import T0, add_run
 from tui.app import SpecdeckApp
 from tui.screens.confirm import ConfirmScreen
 from tui.screens.history import HistoryPane
 from tui.widgets.runchart import RunChart
 
 REPO = Path(__file__).resolve().parents[1]
-T0 = 1_800_000_000.0
 
 
 def cli(*args: str, rc: int = 0) -> subprocess.CompletedProcess:
     res = subprocess.run([sys.executable, "-m", "backend.cli.main", *args], capture_output=True, text=True, cwd=REPO)
     assert res.returncode == rc, (res.stdout, res.stderr)
     return res
-
-
-def add_run(
-    history: History, models: dict, job_id: str, drafter: str | None, tok: float, acc: float | None, streams: int = 1
-) -> str:
-    """A finished run of 30 one-second decode samples at ``streams`` running requests averaging ``tok`` tok/s per
-    stream (SGLang logs ``streams`` times that) and ``acc`` accept length."""
-    argv = ["python3", "-m", "sglang.launch_server", "--model-path", models["target"], "--tp-size", "8"]
-    if drafter:
-        argv += ["--speculative-algorithm", "EAGLE3", "--speculative-draft-model-path", models[drafter]]
-    profile = {None: "baseline", "ours": "eagle3-ours", "aq-medai": "eagle3-aq"}[drafter]
-    job = {
-        "id": job_id,
-        "state": "cancelled",
-        "started": T0,
-        "ended": T0 + 40,
-        "args": {"profile": profile, "drafter": drafter, "algorithm": "EAGLE3" if drafter else None, "port": 30000},
-        "argv": argv,
-    }
-    run = history.upsert_run("local", job)
-    samples = [
-        Sample(ts=T0 + 5 + i, kind="decode", gen_tps=(tok + (i % 3 - 1)) * streams, accept_len=acc, running_req=streams)
-        for i in range(30)
-    ]
-    assert history.import_chunk(run, 0, 1000, samples, filter_tail([], samples))
-    return run
-
-
-@pytest.fixture
-def three_runs(models) -> dict[str, str]:
-    with History.open() as history:
-        return {
-            "baseline": add_run(history, models, "serve-1-base", None, 82.0, None),
-            "ours": add_run(history, models, "serve-2-ours", "ours", 60.6, 2.0),
-            "aq": add_run(history, models, "serve-3-aq", "aq-medai", 100.0, 3.3),
-        }
 
 
 # --- storage ----------------------------------------------------------------------------------------------

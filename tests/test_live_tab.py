@@ -19,7 +19,8 @@ from backend.history import History
 from backend.livefeed import find_server
 from backend.metrics import Sample
 from backend.settings import HostConfig, builtin_defaults
-from tests.helpers import record_run, until
+from tests.helpers import until
+from tests.runs import record_run
 from tests.simhost import log_totals, recorded_totals, servers
 from tui.app import SpecdeckApp
 from tui.messages import LiveFeedUpdated

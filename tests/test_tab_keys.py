@@ -19,7 +19,8 @@ from backend.connection import Connection
 from backend.history import History
 from backend.sandbox import environment
 from backend.settings import Settings, load
-from tests.helpers import record_run, until
+from tests.helpers import until
+from tests.runs import record_run
 from tui.app import TABS, SpecdeckApp
 from tui.screens.compare import ComparePane
 from tui.screens.confirm import ConfirmScreen

@@ -13,8 +13,8 @@ from backend.history import History
 from backend.sandbox import fixtures
 from backend.settings import load
 from tests.helpers import until
+from tests.runs import add_benched_run
 from tests.sshd import free_port
-from tests.test_advisor import add_run
 from tui.app import SpecdeckApp
 from tui.screens.tune import TunePane, eta_text
 from tui.widgets.tunecharts import HistogramChart, PositionChart, StepsChart
@@ -41,7 +41,7 @@ def settings(tmp_path, monkeypatch):
     path = tmp_path / "config.toml"
     path.write_text("# the operator's own comment\n" + tomlkit.dumps(data))
     with History.open(tmp_path / "history.sqlite3") as history:
-        add_run(history, 1, 3, 33.0, 100.0, [40, 60, 90, 310])
+        add_benched_run(history, 1, 3, 33.0, 100.0, [40, 60, 90, 310])
     return load(str(path))
 
 
