@@ -26,9 +26,8 @@ from backend.series import LiveSeries
 from backend.settings import HostConfig
 from tests.helpers import host_args
 from tests.sglang_lines import GENERATIONS
-from tests.simhost import PROFILES, log_lines_of, log_totals, recorded_totals, servers, start_server
+from tests.simhost import PROFILES, PY38, log_lines_of, log_totals, recorded_totals, servers, start_server
 
-REPO = Path(__file__).resolve().parents[1]
 SAMPLE_KEYS = {
     "ts",
     "kind",
@@ -551,9 +550,6 @@ async def test_live_feed_loses_no_line_across_a_dropped_ssh_link(sshd, models, t
             assert seen == sum(1 for line in lines if "Decode batch" in line or "Prefill batch" in line) > 10
         finally:
             await conn.close()
-
-
-PY38 = Path.home() / ".pyenv/versions/3.8.18/bin/python"
 
 
 @pytest.mark.skipif(not PY38.exists(), reason="no Python 3.8 on this machine")
