@@ -15,6 +15,7 @@ import pytest
 from backend.connection import Connection
 from backend.errors import RemoteError
 from backend.settings import HostConfig
+from tests.simhost import PY38
 
 
 async def wait_state(conn: Connection, job_id: str, want: str, timeout: float = 20) -> dict:
@@ -168,14 +169,11 @@ async def test_secret_env_reaches_job_not_disk(host: HostConfig):
         await conn.close()
 
 
-PY38 = os.path.expanduser("~/.pyenv/versions/3.8.18/bin/python")
-
-
-@pytest.mark.skipif(not os.path.exists(PY38), reason="no Python 3.8 on this machine")
+@pytest.mark.skipif(not PY38.exists(), reason="no Python 3.8 on this machine")
 async def test_agent_runs_on_python38(host: HostConfig):
     from dataclasses import replace
 
-    conn = await Connection.open(replace(host, python=PY38))
+    conn = await Connection.open(replace(host, python=str(PY38)))
     try:
         info = await conn.call("info")
         assert info["python"].startswith("3.8")

@@ -24,9 +24,9 @@ from backend.connection import Connection
 from backend.errors import RemoteError, UsageError
 from backend.sandbox import fixtures as fx
 from tests.realweights import bf16_bits, write_real
+from tests.simhost import PY38
 
 ROOT = Path(__file__).resolve().parents[1]
-PY38 = "/root/.pyenv/versions/3.8.18/bin/python"
 K2_TARGET = fx.KIMI_K2_TARGET_CONFIG
 
 
@@ -492,13 +492,13 @@ print(json.dumps(out))
 """
 
 
-@pytest.mark.skipif(not os.path.exists(PY38), reason="no Python 3.8 interpreter in this image")
+@pytest.mark.skipif(not PY38.exists(), reason="no Python 3.8 interpreter in this image")
 def test_host_modules_run_on_python_38(tmp_path):
     name, data = agent_zip()
     pyz = tmp_path / name
     pyz.write_bytes(data)
     proc = subprocess.run(
-        [PY38, "-c", PY38_SCRIPT, str(pyz), str(ROOT), str(tmp_path / "llama")],
+        [str(PY38), "-c", PY38_SCRIPT, str(pyz), str(ROOT), str(tmp_path / "llama")],
         capture_output=True,
         text=True,
         timeout=60,

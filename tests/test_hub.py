@@ -26,9 +26,9 @@ from huggingface_hub.errors import (
 from safetensors.numpy import save_file
 
 from backend.sandbox.hub import CACHE_DIR_NAME, HubServer, git_blob_oid
+from tests.simhost import PY38
 
 PROJECT = Path(__file__).resolve().parent.parent
-PY38 = Path("/root/.pyenv/versions/3.8.18/bin/python")
 REPO = "acme/drafter"
 GATED = "acme/gated"
 TOKEN = "hf_sandbox_token"

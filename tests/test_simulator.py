@@ -24,9 +24,9 @@ from backend.errors import UsageError
 from backend.metrics import server_info_numbers
 from backend.sandbox.simulator import crossover_batch, drafter_rates, pass_ms, spec_meta_info
 from backend.sglang_flags import parse_help_flags, table, unknown_flags
+from tests.simhost import PY38
 
 REPO = Path(__file__).resolve().parents[1]
-PY38 = Path("/root/.pyenv/versions/3.8.18/bin/python")
 
 
 def prefix(ranks: str = "") -> str:
