@@ -93,6 +93,15 @@ def test_a_saved_log_gives_the_startup_phases_with_real_durations(version: str) 
     assert scan.accept[-1] == EXPECTED[version]["decode"][-1][0]
 
 
+def test_only_rank_zero_speaks_for_the_phases() -> None:
+    scan = LogScan()
+    scan.feed("[2026-10-14 09:14:12.307 DP0 ATTN_CP1 TP0] Load weight begin. avail mem=138.41 GB")
+    scan.feed("[2026-10-14 09:14:12.309 MOE_DP1 TP0] Load weight begin. avail mem=138.41 GB")
+    assert scan.phases == []  # another attention-CP or MoE-DP rank: not rank 0
+    scan.feed("[2026-10-14 09:14:12.400 DP0 ATTN_CP0 MOE_DP0 TP0 EP0] Load weight begin. avail mem=138.41 GB")
+    assert [p["phase"] for p in scan.phases] == ["loading weights"]
+
+
 # Decode lines of 0.5.23 with what lies around the fields: each gives the same numbers.
 CURRENT_LINES = {
     "ms stamp, forward iteration, every rank kind": (

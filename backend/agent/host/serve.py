@@ -137,7 +137,7 @@ ACCEPT_STUCK_HINT = (
 )
 
 _PREFIX = re.compile(r"^\[(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d)(\.\d{3})?([^\]]*)\] ?")  # .ms: SGLANG_LOG_MS=1
-_OTHER_RANK = re.compile(r"(?:DP|PP|TP)[1-9]")
+_OTHER_RANK = re.compile(r"(?:DP|PP|CP|TP)[1-9]")  # any rank but 0 (ATTN_CP1, MOE_DP1 too)
 _ACCEPT = re.compile(r"accept len: (\d+(?:\.\d+)?)")
 _EXCEPTION = re.compile(r"^(?:[\w.]+\.)?\w*(?:Error|Exception|Interrupt)\b")
 
