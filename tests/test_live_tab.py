@@ -269,7 +269,7 @@ async def test_tok_chart_is_per_stream_and_a_key_switches_to_aggregate_judged_li
 
         run = record_run("serve-base2", "baseline", 78.5, None, baseline=True, streams=2)
         app.baseline = Baseline(82.0, run)  # what History sets when a run is marked
-        label = "baseline at 2 streams 157.0 tok/s (measured)"
+        label = "baseline at 2 streams 157.0 tok/s in all (measured)"
         await until(pilot, lambda: drawn(tok) == ([pytest.approx(157.0)], [label]), "the measured aggregate line")
         assert tok.title == "decode tok/s in all, 2 stream(s)"
         await pilot.press("a")  # back to per stream: the single-stream line and the one measured at 2 streams

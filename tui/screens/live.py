@@ -411,7 +411,7 @@ class LivePane(ShellPane):
         streams, total = self.streams, self.aggregate_baseline()
         lines = []
         if total is not None:
-            lines.append(RefLine(total, f"baseline at {streams} streams {total:.1f} tok/s (measured)", "green"))
+            lines.append(RefLine(total, f"baseline at {streams} streams {total:.1f} tok/s in all (measured)", "green"))
         for run, color in zip(self.overlay or (), cycle(OVERLAY_COLORS)):
             if run.streams == streams and run.total_tok_s is not None and run.id != self.baseline_run:
                 name = run.profile or run.id
