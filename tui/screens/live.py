@@ -446,8 +446,8 @@ class LivePane(ShellPane):
         """Redraw ``charts`` ("tok", "accept"; default both) from the series (the caller keeps this ≤ 2/s)."""
         _, seconds = self.window
         tok_refs, accept_refs = self.reference_lines()
-        empty = self.empty_hint()
         for chart in charts or CHARTS:
+            empty = self.empty_hint(chart)
             self._dirty.discard(chart)
             if chart == "tok":
                 tok = self.query_one("#tok-chart", SeriesChart)
@@ -458,11 +458,14 @@ class LivePane(ShellPane):
                 self.query_one("#accept-chart", SeriesChart).redraw(self.series.accept_len, seconds, accept_refs, empty)
         self.redraws += 1
 
-    def empty_hint(self) -> str:
-        """What an empty chart says to do: samples come from traffic on a running server."""
+    def empty_hint(self, chart: str) -> str:
+        """What empty ``chart`` says to do: samples come from traffic on a running server (accept lengths only
+        from one that speculates)."""
         server = self.feed.server if self.feed is not None else None
         if server is None or server.get("state") != "running":
             return "no samples: start a server on the Serve tab (3), then press b here to bench it"
+        if chart == "accept" and not (server.get("args") or {}).get("drafter"):
+            return "none: this server runs without speculation"
         return "no samples yet: press b to bench the server, or send it traffic"
 
     @work(exclusive=True, group="live-stats", exit_on_error=False, description="compute the live numbers")
