@@ -113,6 +113,8 @@ class LivePane(ShellPane):
     ]
 
     paused: reactive[bool] = reactive(False, init=False)  # drawing stops, recording goes on
+    # Earlier runs drawn over the charts (None while off); a fresh read redraws even when it found the same runs.
+    overlay: reactive[list[RunSummary] | None] = reactive(None, init=False, always_update=True)
     window_index: reactive[int] = reactive(DEFAULT_WINDOW, init=False)  # into WINDOWS
 
     def __init__(self, *, id: str | None = None) -> None:
@@ -133,7 +135,6 @@ class LivePane(ShellPane):
         self.baseline_run: str | None = None  # the History run that measured it; None for the configured figure
         self.yardstick: Yardstick | None = None  # the baseline per concurrency, for the aggregate chart
         self.aggregate = False  # the tok/s chart shows all streams together instead of one stream
-        self.overlay: list[RunSummary] | None = None  # earlier runs drawn over the charts; None while off
         self._overlay_for: tuple[str, str | None] | None = None  # (host, followed run) the overlay was read for
         self._drawn: tuple = ()  # (samples, server id, state) the charts were last marked for
         self._server_text = ""  # what the server line shows
@@ -295,10 +296,9 @@ class LivePane(ShellPane):
             return
         if announce and not runs:
             self.notify(f"the history holds no earlier runs of {host} with samples yet", severity="warning")
-        self._show_overlay(runs, (host, live))
+        self._overlay_for, self.overlay = (host, live), runs
 
-    def _show_overlay(self, runs: list[RunSummary] | None, read_for: tuple[str, str | None] | None) -> None:
-        self.overlay, self._overlay_for = runs, read_for
+    def watch_overlay(self) -> None:
         self._dirty = set(CHARTS)
         self._show_server()
         if self.shown:
@@ -532,7 +532,7 @@ class LivePane(ShellPane):
             self._load_overlay(announce=True)
             return
         self.workers.cancel_group(self, "live-overlay")
-        self._show_overlay(None, None)
+        self._overlay_for, self.overlay = None, None
 
     def action_use_live_cycle(self) -> None:
         cycle = self.numbers.cycle_ms.mean
