@@ -31,6 +31,16 @@ REPEAT = 9
 BUDGET = 0.95
 
 
+def scratch_dir() -> str | None:
+    """/dev/shm when it has room: both sides then write to memory, so the ratio measures the download paths and
+    not the disk's writeback, which stalls whichever side happens to run while dirty pages flush."""
+    try:
+        st = os.statvfs("/dev/shm")
+    except OSError:
+        return None
+    return "/dev/shm" if st.f_bavail * st.f_frsize > 4 * SIZE else None
+
+
 async def specdeck_download(conn: Connection, endpoint: str, to: Path) -> tuple[float, float, float]:
     """(transfer seconds from the job's done event, verify seconds, end-to-end seconds) of one job."""
     t0 = time.perf_counter()
@@ -86,7 +96,8 @@ async def measure(tmp: Path) -> dict[str, list[float]]:
 def run() -> list[Row]:
     saved = dict(os.environ)
     try:
-        with tempfile.TemporaryDirectory(prefix="bench-downloads-") as tmp:
+        scratch = scratch_dir()
+        with tempfile.TemporaryDirectory(prefix="bench-downloads-", dir=scratch) as tmp:
             times = asyncio.run(measure(Path(tmp)))
     finally:
         os.environ.clear()
@@ -101,7 +112,8 @@ def run() -> list[Row]:
     return [
         Row(
             issue=4,
-            budget=f"download via specdeck job, median pair ≥ {BUDGET:.0%} of plain hf_hub_download ({SIZE >> 20} MiB)",
+            budget=f"download via specdeck job, median pair ≥ {BUDGET:.0%} of plain hf_hub_download "
+            f"({SIZE >> 20} MiB, {'into tmpfs' if scratch else 'on disk'})",
             measured=f"{median_ratio:.0%} (pairs {ratios[0]:.0%}–{ratios[-1]:.0%})",
             alternative=f"best of {REPEAT}: job {job:,.0f} MB/s, plain {plain:,.0f} MB/s",
             ok=median_ratio >= BUDGET,
