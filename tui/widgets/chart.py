@@ -49,24 +49,33 @@ MAX_TICKS = 6
 X_LABEL = "time before the last sample"
 
 
-def ago(seconds: float) -> str:
-    """A tick label: ``now``, ``-45s``, ``-2:30`` (minutes), ``-1h05`` (hours)."""
+def clock(seconds: float) -> str:
+    """A tick's time: ``45s``, ``2:30`` (minutes), ``1h05`` (hours)."""
     s = round(abs(seconds))
-    if s == 0:
-        return "now"
     if s < 60:
-        return f"-{s}s"
+        return f"{s}s"
     if s < 3600:
-        return f"-{s // 60}:{s % 60:02d}"
-    return f"-{s // 3600}h{s % 3600 // 60:02d}"
+        return f"{s // 60}:{s % 60:02d}"
+    return f"{s // 3600}h{s % 3600 // 60:02d}"
+
+
+def _round_ticks(width: float) -> list[float]:
+    """0 and the multiples of the first round step giving at most MAX_TICKS ticks up to ``width`` seconds."""
+    width = max(width, 1.0)
+    step = next((t for t in TICK_STEPS if width // t < MAX_TICKS), TICK_STEPS[-1])
+    return [float(step * i) for i in range(int(width // step) + 1)]
 
 
 def time_ticks(left: float) -> tuple[list[float], list[str]]:
-    """Round ticks from ``left`` (seconds, negative) up to 0, with their labels."""
-    width = max(-left, 1.0)
-    step = next((t for t in TICK_STEPS if width // t < MAX_TICKS), TICK_STEPS[-1])
-    ticks = [-step * i for i in range(int(width // step) + 1)][::-1]
-    return ticks, [ago(t) for t in ticks]
+    """Round ticks from ``left`` (seconds, negative) up to 0: ``-2:30`` … ``-30s``, ``now``."""
+    ticks = [-t for t in reversed(_round_ticks(-left))]
+    return ticks, [f"-{clock(t)}" if t else "now" for t in ticks]
+
+
+def elapsed_ticks(right: float) -> tuple[list[float], list[str]]:
+    """Round ticks from 0 up to ``right`` seconds: ``0``, ``30s`` … ``2:30``."""
+    ticks = _round_ticks(right)
+    return ticks, [clock(t) if t else "0" for t in ticks]
 
 
 _STYLES: dict[tuple, Style] = {}

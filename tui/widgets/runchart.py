@@ -1,8 +1,9 @@
 """Recorded runs overlaid on one chart: the History tab's comparison, drawn from a ``backend.report.Chart``.
 
 The same chart model the reports draw (as text and SVG) is drawn here by plotext: one coloured line per run
-on a shared "seconds since the run's first sample" axis, decimated to the widget's width, and the reference
-lines (baseline, break-even) re-added with their labels on every redraw, since ``clear_data`` drops them.
+on a shared "time since the run's first sample" axis with round ticks, decimated to the widget's width, and
+the reference lines (baseline, break-even) re-added with their labels on every redraw (``clear_data`` drops
+them).
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from textual_plotext import PlotextPlot
 
 from backend.report import Chart
 from backend.series import SeriesView
+from tui.widgets.chart import elapsed_ticks
 
 RUN_COLORS = ("cyan", "magenta", "green", "orange", "blue", "red", "yellow", "white")
 REF_COLOR = "gray"
@@ -32,7 +34,7 @@ class RunChart(PlotextPlot):
         plt = self.plt
         plt.clear_data()
         plt.title(f"{chart.title}: no samples recorded" if chart.empty else chart.title)
-        plt.xlabel("seconds since the run's first sample")
+        plt.xlabel("time since the run's first sample")
         columns = max(10, self.size.width - AXIS_COLUMNS)
         for (label, xs, ys), color in zip(chart.series, RUN_COLORS * 4, strict=False):
             if not xs:
@@ -40,8 +42,10 @@ class RunChart(PlotextPlot):
             dx, dy = SeriesView(array("d", xs), array("d", ys)).decimate(columns)
             plt.plot(dx, dy, label=label, marker="hd", color=color)
         left = min((xs[0] for _, xs, _ in chart.series if xs), default=0.0)
+        right = max((xs[-1] for _, xs, _ in chart.series if xs), default=60.0)
         if chart.empty:
-            plt.xlim(0.0, 60.0)
+            plt.xlim(0.0, right)
+        plt.xticks(*elapsed_ticks(right))
         for y, label in chart.refs:
             plt.hline(y, REF_COLOR)
             plt.text(label, left, y, color=REF_COLOR, alignment="left")
