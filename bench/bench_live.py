@@ -123,7 +123,7 @@ async def _redraws() -> tuple[float, int, float, float, float]:
 
 async def _flood(redraw_every_batch: bool, freeze: bool = True) -> dict:
     """Follow a 10k lines/s log in the real Live tab; the largest gap between 10 ms timer ticks. ``freeze``
-    False undoes the panel's ``gc.freeze()`` of what start-up built (the alternative)."""
+    False undoes the panel's ``gc.freeze()`` of what start-up and the tabs' first shows built (the alternative)."""
     from backend.connection import Connection, local_workdir
     from backend.history import History, run_id_of
     from backend.settings import HostConfig, builtin_defaults
@@ -139,8 +139,6 @@ async def _flood(redraw_every_batch: bool, freeze: bool = True) -> dict:
             while not app.connection.connected:
                 await pilot.pause(0.02)
             await pilot.press("4")
-            if not freeze:
-                gc.unfreeze()
             pane = app.query_one(LivePane)
             handovers: list[float] = []  # the loop's share of recording: handing the queue to the thread
             flush = pane.history.flush
@@ -165,6 +163,8 @@ async def _flood(redraw_every_batch: bool, freeze: bool = True) -> dict:
 
             History.import_chunk = timed_import
             await pilot.pause(3)  # let the other tabs finish loading: the stream is what is measured
+            if not freeze:
+                gc.unfreeze()  # after the Live tab's first show has frozen what it built too
             job = await conn.call(
                 "jobs.start",
                 kind="serve",
@@ -342,8 +342,9 @@ async def _run() -> list[Row]:
             f"{capped['max_gap_ms']:.0f} ms, p99 {capped['p99_gap_ms']:.0f} ms (load {os.getloadavg()[0]:.1f}); "
             f"{capped['lines'] / FLOOD_S / 1000:.1f}k lines/s read, "
             f"{capped['redraws_per_s']:.1f} chart redraws/s (2 charts)",
-            f"without gc.freeze after start-up: busy ≤ {unfrozen['max_busy_ms']:.0f} ms (a full collection walks "
-            f"every widget); redraw per log batch: busy ≤ {uncapped['max_busy_ms']:.0f} ms, "
+            f"without gc.freeze after start-up and each tab's first show: busy ≤ {unfrozen['max_busy_ms']:.0f} ms "
+            f"(a full collection walks every widget and render cache); "
+            f"redraw per log batch: busy ≤ {uncapped['max_busy_ms']:.0f} ms, "
             f"{uncapped['redraws_per_s']:.0f} redraws/s",
             ok=capped["max_busy_ms"] <= FRAME_BUDGET_MS and capped["lines"] >= FLOOD_LINES_S * FLOOD_S * 0.95,
         ),

@@ -110,6 +110,7 @@ class SpecdeckApp(App[int]):
         self.host_info: dict | None = None  # the host's `info`, refreshed after every (re)connect
         self._rtt_timer: Timer | None = None
         self._lost_reason = ""  # the last "connection lost" notified
+        self._tabs_seen: set[str] = set()  # tabs shown once: what their first show built is frozen
 
     @property
     def sandbox(self) -> bool:
@@ -130,6 +131,7 @@ class SpecdeckApp(App[int]):
         self.call_after_refresh(self._attach, self.connection)
         # What start-up built (the widgets of every tab, modules) lives as long as the panel: out of the
         # collector's sight, a full collection no longer walks it (~100 ms of a frame, while a log floods in).
+        # Each tab's first show freezes again (below).
         self.call_after_refresh(gc.freeze)
 
     async def on_unmount(self) -> None:
@@ -267,6 +269,17 @@ class SpecdeckApp(App[int]):
     def on_tabbed_content_tab_activated(self, event: TabbedContent.TabActivated) -> None:
         # However the tab was reached, its keys act at once: focus their owner once the tab is visible.
         self.call_after_refresh(self._focus_tab, event.pane.id)
+        if event.pane.id not in self._tabs_seen:
+            self._tabs_seen.add(event.pane.id)
+            self.call_after_refresh(self._freeze_settled)
+
+    def _freeze_settled(self) -> None:
+        # Connecting, the tabs' first loads and a tab's first paint build ~50k long-lived objects after the
+        # start-up freeze (render caches: a Strip holds seven caches); every full collection walked them, ~45 ms
+        # of a frame while a log floods in. Collected first, so no garbage is frozen; once per tab, so what
+        # freezing keeps of later garbage cycles is bounded. The collection costs the tab's first show ~20 ms.
+        gc.collect()
+        gc.freeze()
 
     def _focus_tab(self, tab: str | None) -> None:
         if tab is not None and self.query_one(TabbedContent).active == tab:  # not if another was chosen meanwhile
