@@ -67,18 +67,21 @@ def test_kill_9_mid_write_loses_at_most_the_last_second(tmp_path):
     proc = subprocess.Popen(
         [sys.executable, "-c", WRITER, str(db)], cwd=REPO, stdout=subprocess.PIPE, text=True, bufsize=1
     )
-    commits = 0
+    seen: list[str] = []
+    commits = pending = 0
     assert proc.stdout is not None
     for line in proc.stdout:  # another process: read its progress as it goes
+        seen.append(line)
         if line.startswith("committed"):
-            commits += 1
-            if commits == 3:
-                time.sleep(0.6)  # land the kill between commits, with a batch pending
+            commits, pending = commits + 1, 0
+        elif line.startswith("added") and commits >= 3:
+            pending += 1
+            if pending == 5:  # land the kill between commits, with batches added since the last one
                 break
     os.kill(proc.pid, signal.SIGKILL)
-    rest = proc.stdout.read()
+    seen += proc.stdout.read().splitlines()
     proc.wait()
-    added = [line.split() for line in rest.splitlines() if line.startswith("added")]
+    added = [line.split() for line in seen if line.startswith("added")]
     last_added, killed_at = int(added[-1][1]), float(added[-1][2])
     times = {int(n): float(t) for _, n, t in added}
 
