@@ -418,7 +418,7 @@ async def test_accept_length_stuck_at_1_gets_the_eagle_hint(conn, models):
     url = f"http://127.0.0.1:{ready['port']}/generate"
     reply = await conn.call("http.request", url=url, json={"text": "Hi", "sampling_params": {"max_new_tokens": 16}})
     assert reply["status"] == 200
-    deadline = time.monotonic() + 10
+    deadline = time.monotonic() + 30
     while (status := await serving.status(conn))["hint"] is None:
         assert time.monotonic() < deadline, status
         await asyncio.sleep(0.05)

@@ -253,7 +253,7 @@ async def test_web_demo_serves_the_panel_only_to_its_owner(tmp_path):
             await runner.cleanup()
         stop_web(server)
         await environment.down()
-    deadline = time.monotonic() + 10
+    deadline = time.monotonic() + 30
     while any(Path(f"/proc/{p}").exists() and "--host sandbox" in cmdline(p) for p in panels):
         assert time.monotonic() < deadline, "a browser session's panel outlived the web server"
         await asyncio.sleep(0.05)
