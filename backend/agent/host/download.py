@@ -28,6 +28,7 @@ from urllib import parse as urlparse
 from urllib import request as urlrequest
 
 from . import jobs
+from .jobs import Cancelled
 from .registry import AgentError, Context, method
 from .safetensors_header import CheckpointError, read_header
 from .units import human_bytes
@@ -652,10 +653,6 @@ def drafters_status(params: dict, ctx: Context) -> List[dict]:
 # --- the worker (runs as the job's body) ---------------------------------------------------------------------
 
 
-class Cancelled(BaseException):
-    """SIGTERM from ``jobs.cancel``: unwinds huggingface_hub, whose own cleanup removes its partial file."""
-
-
 class Events:
     """Appends JSON events to the job's ``events.jsonl`` (one write per line, so readers see whole lines)."""
 
@@ -803,12 +800,7 @@ def worker_main(argv: List[str]) -> int:
     events = Events(os.path.join(job_dir, "events.jsonl") if job_dir else None)
     folder = plan["to"]
 
-    def on_term(signum, frame) -> None:
-        signal.signal(signal.SIGTERM, signal.SIG_IGN)
-        raise Cancelled()
-
-    signal.signal(signal.SIGTERM, on_term)
-    signal.signal(signal.SIGHUP, signal.SIG_IGN)
+    jobs.raise_on_sigterm()  # unwinds huggingface_hub, whose own cleanup removes its partial file
     try:
         return _download_all(plan, events)
     except Cancelled:

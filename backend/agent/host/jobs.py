@@ -637,6 +637,21 @@ def _remove_dir(job_dir: str) -> None:
 # --- the runner -------------------------------------------------------------------------------------------
 
 
+class Cancelled(BaseException):
+    """SIGTERM from ``jobs.cancel``, unwinding a job's body (set up by :func:`raise_on_sigterm`)."""
+
+
+def raise_on_sigterm() -> None:
+    """In a job's body: the first SIGTERM raises :class:`Cancelled` (later ones are ignored); SIGHUP is ignored."""
+
+    def on_term(signum, frame) -> None:
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        raise Cancelled()
+
+    signal.signal(signal.SIGTERM, on_term)
+    signal.signal(signal.SIGHUP, signal.SIG_IGN)
+
+
 def run_job(job_dir: str) -> int:
     """Run the job's command as our child, then record how it ended. Runs detached (own session).
 

@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import time
 from typing import Dict, List, Optional
 
@@ -40,10 +39,6 @@ BENCH_TIMEOUT_S = 6 * 3600.0  # a bench that hangs this long is given up on (its
 WARMUP_TOKENS = 16
 STOP_TIMEOUT_S = 30.0
 INPUTS = "sweep-inputs"
-
-
-class Cancelled(BaseException):
-    """SIGTERM from ``jobs.cancel``."""
 
 
 def _check(params: dict) -> dict:
@@ -328,15 +323,10 @@ def worker_main(argv: List[str]) -> int:
             old_input = {}
         params["restore"] = old_input.get("restore") if found is not None else None
 
-    def on_term(signum, frame) -> None:
-        signal.signal(signal.SIGTERM, signal.SIG_IGN)
-        raise Cancelled()
-
-    signal.signal(signal.SIGTERM, on_term)
-    signal.signal(signal.SIGHUP, signal.SIG_IGN)
+    jobs.raise_on_sigterm()
     try:
         return sweep.run(finished, found)
-    except Cancelled:
+    except jobs.Cancelled:
         # SIGTERM what we started without waiting: the cancel's own deadline leaves no time for a drain.
         for job_id in (sweep.bench_job, sweep.started_job):
             job = jobs.describe(_job_dir(state_dir, job_id)) if job_id else {}
