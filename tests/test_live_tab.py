@@ -211,7 +211,8 @@ async def test_live_tab_follows_a_server_and_runs_the_bench(models):
 
             await pilot.press("c")  # the measured cycle goes into the calculator
             cycle = app.query_one("#calc-cycle", Input).value
-            assert cycle == f"{pane.numbers.cycle_ms.mean:.1f}" and 28 < float(cycle) < 40
+            # The mean it took; samples arriving since may have moved it by a little.
+            assert abs(float(cycle) - pane.numbers.cycle_ms.mean) < 1.0 and 28 < float(cycle) < 40
 
             # Start, then stop a long bench: the job is cancelled and the tab says so.
             bench.plan = BenchPlan(requests=4, max_tokens=2000)
