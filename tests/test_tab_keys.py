@@ -179,7 +179,8 @@ async def test_serve_keys(sandbox):
         await keys.press("errors_only")
         assert log.errors_only
         await keys.press("errors_only")  # the toggle back is the same key
-        await until(pilot, lambda: len(log.lines_kept) > 10, "log lines")
+        # Enough lines to scroll: until the log outgrows its view, home moves nothing and nothing freezes.
+        await until(pilot, lambda: len(log.lines_kept) > 10 and log.max_scroll_y > 0, "log lines past its height")
         await pilot.click(LogView)
         await pilot.press("home")  # scrolled away from the tail: the log freezes
         await until(pilot, lambda: not log.following, "the log frozen")
