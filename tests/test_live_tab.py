@@ -201,8 +201,10 @@ async def test_live_tab_follows_a_server_and_runs_the_bench(models):
             # The server's accept rate comes with what it counts (0.5.23: drafts only).
             await until(pilot, lambda: "accept rate (drafts only) 0." in server_text(app), "the labelled rate")
             assert " · started in " in server_text(app)  # 0.5.23's startup_time_seconds gauge
-            acceptance = plain(app, "#live-acceptance")  # the histogram as bars and a_i per position
-            assert "acceptance: aq-medai" in acceptance and "█" in acceptance and acceptance.count(" → ") == 2
+            # The histogram as bars and a_i per position; drawn with the next metrics sample, not the rate line.
+            await until(pilot, lambda: "acceptance: aq-medai" in plain(app, "#live-acceptance"), "the acceptance bars")
+            acceptance = plain(app, "#live-acceptance")
+            assert "█" in acceptance and acceptance.count(" → ") == 2
             accept = app.query_one("#accept-chart", SeriesChart)
             await until(pilot, lambda: pane.numbers.accept_len.count >= 3 and len(accept.refs) == 2, "live numbers")
             assert pane.numbers.accept_len.mean > 2.46 and pane.numbers.tok_s.mean > 82
