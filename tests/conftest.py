@@ -12,6 +12,7 @@ import pytest
 
 from backend.history import History
 from backend.settings import HostConfig
+from tests.leftover_jobs import stop_jobs
 from tests.runs import add_run
 from tests.sshd import Sshd, start_sshd
 
@@ -33,6 +34,15 @@ def isolated_user(tmp_path_factory, monkeypatch):
     monkeypatch.setenv("HF_HUB_DISABLE_XET", "1")
     monkeypatch.setenv("HF_HUB_DISABLE_TELEMETRY", "1")
     return home
+
+
+@pytest.fixture(autouse=True)
+def no_leftover_jobs(request, isolated_user):
+    """After each test, stop the host jobs it left running in its folders (its tmp_path, its user dirs)."""
+    yield
+    for root in (isolated_user, request.node.funcargs.get("tmp_path")):
+        if root is not None:
+            stop_jobs(root)
 
 
 @pytest.fixture(scope="session")
