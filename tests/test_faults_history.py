@@ -18,8 +18,8 @@ from pathlib import Path
 
 import pytest
 
-from backend import history as history_mod
 from backend.history import History, HistoryUnavailable, history_path
+from backend.history import store as history_store
 from backend.settings import builtin_defaults
 from tests.helpers import until
 
@@ -98,7 +98,7 @@ def test_locked_database_is_refused_with_the_reason(monkeypatch, tmp_path):
     )
     try:
         assert holder.stdout.readline().strip() == "held"
-        monkeypatch.setattr(history_mod, "LOCK_TIMEOUT_S", 0.2)
+        monkeypatch.setattr(history_store, "LOCK_TIMEOUT_S", 0.2)
         with pytest.raises(HistoryUnavailable) as err:
             History.open(path)
         assert str(path) in str(err.value) and "locked by another process" in str(err.value)
@@ -130,7 +130,7 @@ def test_reading_needs_no_write_lock(three_runs):
         res = cli("history")
         assert res.returncode == 0, res.stderr
         assert "eagle3-aq" in res.stdout
-        assert time.monotonic() - t0 < history_mod.LOCK_TIMEOUT_S
+        assert time.monotonic() - t0 < history_store.LOCK_TIMEOUT_S
     finally:
         holder.stdin.close()
         holder.wait(10)

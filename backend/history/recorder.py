@@ -1,0 +1,79 @@
+"""Live recording: the runs a live view follows, committed at most once a second."""
+
+from __future__ import annotations
+
+import time
+
+from backend.history.samples import filter_tail
+from backend.history.store import History
+from backend.metrics import Sample
+
+COMMIT_EVERY_S = 1.0  # LiveRecorder: at most one commit a second
+
+
+class LiveRecorder:
+    """Records the runs a live view follows, committing at most once a second.
+
+    Feed it what ``LiveFeed.follow`` reads: ``begin(job, offset)`` when following a server from byte
+    ``offset`` of its log, ``add(sample)`` per sample, ``mark(offset)`` after each batch of lines (the log
+    has been read up to ``offset``), ``end(job)`` when the server ends. Call ``flush()`` every second or
+    so (it commits only when a second has passed) and ``flush(force=True)`` when done. A process killed
+    between commits loses at most the last second; the database is never damaged.
+    """
+
+    def __init__(self, history: History, host: str, every_s: float = COMMIT_EVERY_S) -> None:
+        self.history = history
+        self.host = host
+        self.every_s = every_s
+        self.run_id: str | None = None
+        self._start = 0  # log offset where the pending chunk starts
+        self._end = 0
+        self._pending: list[Sample] = []
+        self._tail: list[dict] = []
+        self._last_commit = time.monotonic()
+        self.commits = 0
+
+    def begin(self, job: dict, offset: int = 0) -> str:
+        """Start recording serve job ``job`` read from byte ``offset``; returns its run id."""
+        self.flush(force=True)
+        self.run_id = self.history.upsert_run(self.host, job)
+        stored, tail = self.history.import_state(self.run_id)
+        self._start = self._end = offset
+        self._tail = tail if offset == stored else []
+        return self.run_id
+
+    def add(self, sample: Sample) -> None:
+        if self.run_id is not None:
+            self._pending.append(sample)
+
+    def mark(self, offset: int) -> None:
+        """The log has been read up to ``offset``; what was added so far belongs before it."""
+        self._end = offset
+
+    def truncated(self) -> None:
+        """The log was truncated or replaced on the host: what is pending is stored, then recording goes on
+        from the new file's start."""
+        self.flush(force=True)
+        if self.run_id is not None:
+            self.history.restart_import(self.run_id)
+        self._start = self._end = 0
+        self._tail = []
+
+    def end(self, job: dict) -> None:
+        """The server ended: write what is pending and its final state."""
+        self.flush(force=True)
+        self.history.upsert_run(self.host, job)
+        self.run_id = None
+
+    def flush(self, force: bool = False) -> bool:
+        """Commit the pending chunk when a second has passed since the last commit (or ``force``)."""
+        if self.run_id is None or self._end <= self._start:
+            return False
+        if not force and time.monotonic() - self._last_commit < self.every_s:
+            return False
+        self._tail = filter_tail(self._tail, self._pending)
+        self.history.import_chunk(self.run_id, self._start, self._end, self._pending, self._tail)
+        self._start, self._pending = self._end, []
+        self._last_commit = time.monotonic()
+        self.commits += 1
+        return True

@@ -1,0 +1,179 @@
+"""The history for an event loop (``HistoryThread``): one connection on a thread of its own, the recorder of
+what a live feed follows and the place every query of the panel runs."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+from collections.abc import Callable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
+from typing import Any, TypeVar
+
+from backend.errors import SpecdeckError, UsageError
+from backend.history.recorder import COMMIT_EVERY_S, LiveRecorder
+from backend.history.store import History, history_path, run_id_of, unusable
+from backend.metrics import Sample
+
+T = TypeVar("T")
+
+# The runs HistoryThreads of this process are recording as a live view follows them (``sync_from_host`` leaves
+# their logs alone). Changed on the event loop only, where the imports check it just before they write.
+RECORDING: set[str] = set()
+
+
+class HistoryThread:
+    """The history for an event loop: one connection, used on one thread of its own, so SQLite never runs on
+    the loop.
+
+    It records what a ``backend.livefeed.LiveFeed`` follows (it is the feed's ``recorder``): ``record(host)``
+    names the host whose runs are recorded, then ``begin``/``add``/``mark``/``end`` (``LiveRecorder``'s
+    contract) only queue the call, which costs a list append. ``flush()`` hands the queue to the thread, where
+    a ``LiveRecorder`` replays it in order and commits at most once every ``every_s``; call it about once a
+    second and ``close()`` when done. Only calls up to the last ``mark`` are handed over, so a stored chunk never holds
+    samples from past the offset stored with it. ``query(fn)`` runs ``fn(history)`` on the thread after the
+    writes queued before it. ``failure`` is the last error the thread met, as a ``SpecdeckError`` (None while
+    all went well); ``query`` raises it too.
+
+    ``recorded(job)`` (what the feed asks before following a job) also claims the run in ``RECORDING`` until
+    ``end``, another claim, ``record`` or ``close``: the last chunk written after that is the run's last, so an
+    import meeting it never leaves a gap.
+    """
+
+    def __init__(self, path: str | os.PathLike | None = None, every_s: float = COMMIT_EVERY_S) -> None:
+        self.path = history_path(path)
+        self.every_s = every_s
+        self.host: str | None = None
+        self.failure: SpecdeckError | None = None
+        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="specdeck-history")
+        self._ops: list[tuple[str, Any]] = []  # (call, its arguments); "add" holds a batch of samples
+        self._ready = 0  # the calls before this index may be handed over (the last of them is no add)
+        self._handover: Future | None = None
+        self._closed = False
+        self._claimed: str | None = None  # the run this thread has in RECORDING
+        self._history: History | None = None  # opened, used and closed on the thread only
+        self._recorder: LiveRecorder | None = None  # likewise
+
+    # --- on the loop: queue and hand over
+
+    def record(self, host: str) -> None:
+        """Record ``host``'s runs from now on (what was queued for the previous host is written first)."""
+        self.host = host
+        self._claim(None)
+        self._boundary("host", host)
+
+    def begin(self, job: dict, offset: int = 0) -> None:
+        self._boundary("begin", job, offset)
+
+    def add(self, sample: Sample) -> None:
+        last = self._ops[-1] if len(self._ops) > self._ready else None
+        if last is not None and last[0] == "add":
+            last[1].append(sample)  # one list per batch, not a call per sample: fewer objects for the collector
+        else:
+            self._ops.append(("add", [sample]))
+
+    def mark(self, offset: int) -> None:
+        self._ops.append(("mark", (offset,)))
+        self._ready = len(self._ops)
+
+    def truncated(self) -> None:
+        self._boundary("truncated")
+
+    def end(self, job: dict) -> None:
+        self._claim(None)
+        self._boundary("end", job)
+
+    def _claim(self, run_id: str | None) -> None:
+        RECORDING.discard(self._claimed)
+        if run_id is not None:
+            RECORDING.add(run_id)
+        self._claimed = run_id
+
+    def _boundary(self, name: str, *args: Any) -> None:
+        del self._ops[self._ready :]  # samples of a batch cut short: its offset never came, so they are not stored
+        self._ops.append((name, args))
+        self._ready = len(self._ops)
+
+    def _take(self) -> list[tuple[str, Any]]:
+        ops, self._ops = self._ops[: self._ready], self._ops[self._ready :]
+        self._ready = 0
+        return ops
+
+    def flush(self, force: bool = False) -> Future | None:
+        """Hand the queued calls to the thread; the recorder commits when a second has passed since it last did
+        (or ``force``). None while the previous hand-over is still being written (the calls wait for the next)
+        and once closed."""
+        if self._closed or (not force and self._handover is not None and not self._handover.done()):
+            return None
+        self._handover = self._executor.submit(self._replay, self._take(), force)
+        return self._handover
+
+    async def query(self, fn: Callable[[History], T]) -> T:
+        """``fn(history)``, run on the thread once the calls queued so far are written."""
+        if self._closed:
+            raise UsageError("the run history was closed")
+        return await asyncio.wrap_future(self._executor.submit(self._query, self._take(), fn))
+
+    async def recorded(self, job: dict) -> int:
+        """Bytes of serve job ``job``'s log the history holds already (0 when it cannot say; see ``failure``);
+        the run is claimed for recording from here on."""
+        run_id = run_id_of(self.host or "", job["id"])
+        self._claim(run_id)
+        try:
+            return await self.query(lambda history: history.imported(run_id))
+        except SpecdeckError:
+            return 0
+
+    def close(self) -> None:
+        """Write what is queued (up to the last mark), close the database and end the thread, waiting for it."""
+        if self._closed:
+            return
+        self._closed = True
+        self._claim(None)
+        self._executor.submit(self._close, self._take())
+        self._executor.shutdown(wait=True)
+
+    # --- on the thread
+
+    @contextlib.contextmanager
+    def _failures(self) -> Iterator[None]:
+        """Keep what goes wrong in ``failure``, as a sentence for the user."""
+        try:
+            yield
+        except SpecdeckError as exc:
+            self.failure = exc
+            raise
+        except Exception as exc:
+            self.failure = unusable(self.path, exc)
+            raise self.failure from exc
+
+    def _replay(self, ops: list[tuple[str, Any]], force: bool) -> None:
+        with self._failures():
+            if self._history is None:
+                self._history = History.open(self.path)
+            for name, args in ops:
+                if name == "host":
+                    if self._recorder is not None:
+                        self._recorder.flush(force=True)
+                    self._recorder = LiveRecorder(self._history, args[0], self.every_s)
+                elif self._recorder is not None and name == "add":
+                    for sample in args:
+                        self._recorder.add(sample)
+                elif self._recorder is not None:
+                    getattr(self._recorder, name)(*args)
+            if self._recorder is not None:
+                self._recorder.flush(force)
+
+    def _query(self, ops: list[tuple[str, Any]], fn: Callable[[History], T]) -> T:
+        self._replay(ops, False)
+        assert self._history is not None
+        with self._failures():
+            return fn(self._history)
+
+    def _close(self, ops: list[tuple[str, Any]]) -> None:
+        try:
+            self._replay(ops, True)
+        finally:
+            if self._history is not None:
+                self._history.close()
+                self._history = self._recorder = None

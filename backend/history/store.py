@@ -1,0 +1,644 @@
+"""The history database: its schema and migrations, opening (or refusing) it, and every read and write of runs,
+samples and benches.
+
+One file (``history_path``: ``SPECDECK_HISTORY``, else the user data dir) in WAL mode with
+``synchronous=NORMAL``: a killed process loses nothing it committed and never corrupts the file. Tables:
+
+  runs     one per serve job (id ``<host>/<job id>``): profile, argv, resolved server info and version, the
+           drafter's identity (name, path, size, sha256 when the host verified it), start/stop, outcome, the
+           measured-baseline flag, and how far its log has been imported (byte offset + the LiveFilter's tail)
+  samples  the run's decode lines merged per whole second (≤ 1 row/s): aggregate tok/s (SGLang's gen
+           throughput), per-stream tok/s (gen throughput / running requests) and accept length as sums and
+           counts (so a second split across two imports merges exactly), the last accept rate, running and
+           queued requests and token usage of that second; lines while idle (0 running) add no throughput
+  benches  one per bench job: the load generator's result JSON, linked to its run when it named one
+
+``History.import_chunk`` stores a chunk of samples together with the log offset it ends at, in one
+transaction, and only when no one imported that part yet, so imports resume exactly and never double-count.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import re
+import sqlite3
+import time
+from collections.abc import Callable, Iterable, Iterator
+from pathlib import Path
+from typing import Any, TypeVar
+
+from backend.breakeven import cycle_ms as cycle_ms_of
+from backend.errors import OperationFailed, UsageError
+from backend.history.samples import downsample
+from backend.history.summary import BenchLevel, Level, RunSummary, Yardstick
+from backend.metrics import Sample
+from backend.sglang_versions import accept_rate_definition
+
+SCHEMA_VERSION = 2
+LOCK_TIMEOUT_S = 10.0  # how long an open or a write waits for another process's lock
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS runs (
+    id TEXT PRIMARY KEY,
+    host TEXT NOT NULL,
+    job_id TEXT NOT NULL,
+    profile TEXT,
+    args TEXT NOT NULL DEFAULT '{}',
+    argv TEXT NOT NULL DEFAULT '[]',
+    server_info TEXT,
+    version TEXT,
+    drafter_name TEXT,
+    drafter_path TEXT,
+    drafter_size INTEGER,
+    drafter_sha256 TEXT,
+    drafter_checked REAL,
+    started REAL,
+    stopped REAL,
+    state TEXT,
+    outcome TEXT,
+    reason TEXT,
+    is_baseline INTEGER NOT NULL DEFAULT 0,
+    log_offset INTEGER NOT NULL DEFAULT 0,
+    filter_tail TEXT NOT NULL DEFAULT '[]',
+    updated REAL
+);
+CREATE TABLE IF NOT EXISTS samples (
+    run TEXT NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
+    t INTEGER NOT NULL,
+    tok_sum REAL NOT NULL DEFAULT 0,
+    tok_n INTEGER NOT NULL DEFAULT 0,
+    ps_sum REAL NOT NULL DEFAULT 0,
+    ps_n INTEGER NOT NULL DEFAULT 0,
+    acc_sum REAL NOT NULL DEFAULT 0,
+    acc_n INTEGER NOT NULL DEFAULT 0,
+    accept_rate REAL,
+    running_req REAL,
+    queue_req REAL,
+    token_usage REAL,
+    PRIMARY KEY (run, t)
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS benches (
+    id TEXT PRIMARY KEY,
+    host TEXT NOT NULL,
+    job_id TEXT NOT NULL,
+    run TEXT REFERENCES runs(id) ON DELETE CASCADE,
+    profile TEXT,
+    started REAL,
+    ended REAL,
+    state TEXT,
+    tok_s REAL,
+    accept_len REAL,
+    cycle_ms REAL,
+    ttft_ms REAL,
+    requests INTEGER,
+    tokens INTEGER,
+    result TEXT NOT NULL DEFAULT '{}'
+);
+CREATE INDEX IF NOT EXISTS benches_run ON benches(run);
+"""
+
+# Schema version -> what turns the version before it into it (a fresh database gets _SCHEMA whole).
+_MIGRATIONS = {
+    # Per-stream tok/s: older rows knew only the second's last running count, the best split there is.
+    2: """
+    ALTER TABLE samples ADD COLUMN ps_sum REAL NOT NULL DEFAULT 0;
+    ALTER TABLE samples ADD COLUMN ps_n INTEGER NOT NULL DEFAULT 0;
+    UPDATE samples SET tok_sum = 0, tok_n = 0 WHERE running_req = 0;
+    UPDATE samples SET ps_sum = tok_sum / coalesce(running_req, 1), ps_n = tok_n WHERE coalesce(running_req, 1) > 0;
+    """,
+}
+
+T = TypeVar("T")
+_SCHEMA_NAMES = set(re.findall(r"CREATE (?:TABLE|INDEX) IF NOT EXISTS (\w+)", _SCHEMA))
+
+# What a finished job's state means for the run (the Serve tab's words).
+_OUTCOMES = {"running": "running", "done": "stopped", "cancelled": "stopped", "failed": "crashed"}
+
+
+def run_id_of(host: str, job_id: str) -> str:
+    """The run id of serve job ``job_id`` on ``host``."""
+    return f"{host}/{job_id}"
+
+
+class HistoryUnavailable(OperationFailed):
+    """The history database cannot be used (damaged, locked, from a newer specdeck, unreadable); the message
+    names the file."""
+
+
+def unusable(path: Path, exc: BaseException) -> HistoryUnavailable:
+    """One sentence for a history database that cannot be used: what is wrong and where the file is."""
+    if isinstance(exc, HistoryUnavailable):
+        return exc
+    text = str(exc)
+    if isinstance(exc, sqlite3.OperationalError) and ("locked" in text or "busy" in text):
+        why = "it is locked by another process (a specdeck writing to it?); try again once that is done"
+    elif isinstance(exc, sqlite3.DatabaseError) and ("not a database" in text or "malformed" in text):
+        why = f"it is damaged ({text}); move it aside and specdeck starts a new one"
+    elif isinstance(exc, OSError):
+        where = f" ({exc.filename})" if exc.filename and str(exc.filename) != str(path) else ""
+        why = f"{exc.strerror or exc}{where}; check the disk and the folder's permissions"
+    else:
+        why = f"{text}; check the disk and the file's permissions"
+    return HistoryUnavailable(f"the run history {path} cannot be used: {why}")
+
+
+def history_path(explicit: str | os.PathLike | None = None) -> Path:
+    """The history database: ``explicit``, else ``SPECDECK_HISTORY``, else ``<user data dir>/history.sqlite3``."""
+    if explicit:
+        return Path(explicit).expanduser()
+    if env := os.environ.get("SPECDECK_HISTORY"):
+        return Path(env).expanduser()
+    from platformdirs import user_data_dir
+
+    return Path(user_data_dir("specdeck")) / "history.sqlite3"
+
+
+def _draft_path(argv: list[str]) -> str | None:
+    for i, arg in enumerate(argv):
+        if arg == "--speculative-draft-model-path" and i + 1 < len(argv):
+            return argv[i + 1]
+        if arg.startswith("--speculative-draft-model-path="):
+            return arg.split("=", 1)[1]
+    return None
+
+
+class History:
+    """The history database. Open with ``History.open()``; every method commits what it changes."""
+
+    def __init__(self, db: sqlite3.Connection, path: Path) -> None:
+        self.db = db
+        self.path = path
+
+    @classmethod
+    def open(cls, path: str | os.PathLike | None = None) -> History:
+        """Open (creating if needed) the database at ``history_path(path)``; HistoryUnavailable says why not.
+
+        Nothing is written to a database that is refused (damaged, locked, from a newer specdeck), nor to one
+        whose schema is in place, so commands that only read never need the write lock.
+        """
+        where = history_path(path)
+        try:
+            where.parent.mkdir(parents=True, exist_ok=True)
+            # isolation_level=None: transactions are explicit (BEGIN IMMEDIATE ... COMMIT), never implicit.
+            db = sqlite3.connect(where, timeout=LOCK_TIMEOUT_S, isolation_level=None, check_same_thread=False)
+        except (OSError, sqlite3.Error) as exc:
+            raise unusable(where, exc) from None
+        try:
+            db.row_factory = sqlite3.Row
+            db.execute("PRAGMA synchronous=NORMAL")
+            db.execute("PRAGMA foreign_keys=ON")
+            version = db.execute("PRAGMA user_version").fetchone()[0]
+            if version > SCHEMA_VERSION:
+                raise HistoryUnavailable(
+                    f"the run history {where} was written by a newer specdeck (schema {version}); upgrade "
+                    "specdeck to read it"
+                )
+            have = {row[0] for row in db.execute("SELECT name FROM sqlite_master")}
+            if version < SCHEMA_VERSION or not have >= _SCHEMA_NAMES:
+                if db.execute("PRAGMA journal_mode").fetchone()[0] != "wal":
+                    db.execute("PRAGMA journal_mode=WAL")
+                db.executescript(_SCHEMA)
+                if version:
+                    cls(db, where)._migrate()
+                db.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
+        except BaseException as exc:
+            db.close()
+            if isinstance(exc, sqlite3.Error):
+                raise unusable(where, exc) from None
+            raise
+        return cls(db, where)
+
+    def _migrate(self) -> None:
+        """Bring a database of an older schema up to date, one version per transaction (another process
+        opening it at the same time finds the work done)."""
+        for target in range(2, SCHEMA_VERSION + 1):
+            with self.transaction() as db:
+                if db.execute("PRAGMA user_version").fetchone()[0] >= target:
+                    continue
+                for statement in _MIGRATIONS[target].split(";"):
+                    if statement.strip():
+                        db.execute(statement)
+                db.execute(f"PRAGMA user_version={target}")
+
+    def close(self) -> None:
+        self.db.close()
+
+    async def query(self, fn: Callable[[History], T]) -> T:
+        """``fn(self)`` here and now: the face ``HistoryThread.query`` shows, for one-shot commands that may
+        block (the CLI), so ``sync_from_host`` takes either."""
+        return fn(self)
+
+    def __enter__(self) -> History:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    @contextlib.contextmanager
+    def transaction(self) -> Iterator[sqlite3.Connection]:
+        """One write transaction: committed on success, rolled back on any error."""
+        self.db.execute("BEGIN IMMEDIATE")
+        try:
+            yield self.db
+        except BaseException:
+            self.db.execute("ROLLBACK")
+            raise
+        self.db.execute("COMMIT")
+
+    # --- writing runs --------------------------------------------------------------------------------------
+
+    def upsert_run(self, host: str, job: dict) -> str:
+        """Create or refresh the run of serve job ``job`` (a ``jobs.list`` entry); returns its id.
+
+        Metadata follows the job (state, end, reason); the import position, identity and baseline flag stay.
+        """
+        run_id = run_id_of(host, job["id"])
+        args = job.get("args") or {}
+        argv = job.get("argv") or []
+        state = job.get("state")
+        drafter = args.get("drafter")  # Serve records the folder here and the configured name in drafter_name
+        is_path = isinstance(drafter, str) and "/" in drafter
+        name = args.get("drafter_name") or (None if is_path else drafter)
+        path = _draft_path(argv) or (drafter if is_path else None)
+        with self.transaction() as db:
+            db.execute(
+                """INSERT INTO runs (id, host, job_id, profile, args, argv, drafter_name, drafter_path, started,
+                       stopped, state, outcome, reason, updated)
+                   VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                   ON CONFLICT(id) DO UPDATE SET profile=excluded.profile, args=excluded.args, argv=excluded.argv,
+                       drafter_name=excluded.drafter_name, drafter_path=excluded.drafter_path,
+                       started=excluded.started, stopped=excluded.stopped, state=excluded.state,
+                       outcome=excluded.outcome, reason=excluded.reason, updated=excluded.updated""",
+                (
+                    run_id,
+                    host,
+                    job["id"],
+                    args.get("profile"),
+                    json.dumps(args),
+                    json.dumps(argv),
+                    name,
+                    path,
+                    job.get("started"),
+                    job.get("ended"),
+                    state,
+                    _OUTCOMES.get(state or "", state),
+                    job.get("reason") if state != "running" else None,
+                    time.time(),
+                ),
+            )
+        return run_id
+
+    def set_server_info(self, run_id: str, info: dict[str, Any], merge: bool = True) -> None:
+        """Store the server's resolved arguments (``/server_info`` or the log's ``server_args``) and version.
+
+        ``internal_states`` (a second copy of the arguments per scheduler) is left out.
+        """
+        info = {k: v for k, v in info.items() if k != "internal_states"}
+        with self.transaction() as db:
+            row = db.execute("SELECT server_info, version FROM runs WHERE id = ?", (run_id,)).fetchone()
+            if row is None:
+                return
+            current = json.loads(row["server_info"] or "{}") if merge else {}
+            current.update(info)
+            version = info.get("version") if isinstance(info.get("version"), str) else row["version"]
+            db.execute(
+                "UPDATE runs SET server_info = ?, version = ? WHERE id = ?",
+                (json.dumps(current, default=str), version, run_id),
+            )
+
+    def set_drafter_identity(self, run_id: str, size: int | None, sha256: str | None) -> None:
+        """Record the drafter's size and sha256 (None where unknown) and that they were looked up."""
+        with self.transaction() as db:
+            db.execute(
+                "UPDATE runs SET drafter_size = ?, drafter_sha256 = ?, drafter_checked = ? WHERE id = ?",
+                (size, sha256, time.time(), run_id),
+            )
+
+    def identity_checked(self, run_id: str) -> bool:
+        """Whether the run's drafter size and sha256 were looked up already."""
+        row = self.db.execute("SELECT drafter_checked FROM runs WHERE id = ?", (run_id,)).fetchone()
+        return bool(row and row["drafter_checked"])
+
+    def restart_import(self, run_id: str) -> None:
+        """The run's log was truncated or replaced on the host: import it again from its first byte (the samples
+        stored stay; the new file's lines are new lines)."""
+        with self.transaction() as db:
+            db.execute(
+                "UPDATE runs SET log_offset = 0, filter_tail = '[]', updated = ? WHERE id = ?", (time.time(), run_id)
+            )
+
+    def import_state(self, run_id: str) -> tuple[int, list[dict]]:
+        """(log bytes imported so far, the LiveFilter tail) of a run."""
+        row = self.db.execute("SELECT log_offset, filter_tail FROM runs WHERE id = ?", (run_id,)).fetchone()
+        if row is None:
+            raise UsageError(f"no run {run_id} in the history")
+        return int(row["log_offset"]), json.loads(row["filter_tail"])
+
+    def imported(self, run_id: str) -> int:
+        """Log bytes of a run imported so far; 0 for a run the history does not hold."""
+        row = self.db.execute("SELECT log_offset FROM runs WHERE id = ?", (run_id,)).fetchone()
+        return 0 if row is None else int(row["log_offset"])
+
+    def import_chunk(self, run_id: str, start: int, end: int, samples: list[Sample], tail: list[dict]) -> bool:
+        """Store the samples read from log bytes [start, end) and move the run's import position to ``end``.
+
+        Done only when nothing past ``start`` was imported yet (another writer may follow the same log);
+        returns whether it was. One transaction: a crash keeps either all of it or none.
+        """
+        rows = downsample(samples)
+        with self.transaction() as db:
+            row = db.execute("SELECT log_offset FROM runs WHERE id = ?", (run_id,)).fetchone()
+            if row is None or row["log_offset"] > start:
+                return False
+            db.executemany(
+                """INSERT INTO samples (run, t, tok_sum, tok_n, ps_sum, ps_n, acc_sum, acc_n, accept_rate,
+                       running_req, queue_req, token_usage)
+                   VALUES (:run, :t, :tok_sum, :tok_n, :ps_sum, :ps_n, :acc_sum, :acc_n, :accept_rate, :running_req,
+                       :queue_req, :token_usage)
+                   ON CONFLICT(run, t) DO UPDATE SET tok_sum = tok_sum + excluded.tok_sum,
+                       tok_n = tok_n + excluded.tok_n, ps_sum = ps_sum + excluded.ps_sum,
+                       ps_n = ps_n + excluded.ps_n, acc_sum = acc_sum + excluded.acc_sum,
+                       acc_n = acc_n + excluded.acc_n,
+                       accept_rate = coalesce(excluded.accept_rate, accept_rate),
+                       running_req = coalesce(excluded.running_req, running_req),
+                       queue_req = coalesce(excluded.queue_req, queue_req),
+                       token_usage = coalesce(excluded.token_usage, token_usage)""",
+                [{"run": run_id, "t": t, **r} for t, r in rows.items()],
+            )
+            db.execute(
+                "UPDATE runs SET log_offset = ?, filter_tail = ?, updated = ? WHERE id = ?",
+                (end, json.dumps(tail), time.time(), run_id),
+            )
+        return True
+
+    def record_bench(self, host: str, job: dict, result: dict | None) -> str:
+        """Create or refresh the bench of bench job ``job``; ``result`` is its ``result`` event (None if it failed)."""
+        bench_id = f"{host}/{job['id']}"
+        args = job.get("args") or {}
+        result = result or {}
+        server_job = result.get("server_job") or args.get("server_job")
+        with self.transaction() as db:
+            run = f"{host}/{server_job}" if server_job else None
+            if run and db.execute("SELECT 1 FROM runs WHERE id = ?", (run,)).fetchone() is None:
+                run = None
+            db.execute(
+                """INSERT OR REPLACE INTO benches (id, host, job_id, run, profile, started, ended, state, tok_s,
+                       accept_len, cycle_ms, ttft_ms, requests, tokens, result)
+                   VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)""",
+                (
+                    bench_id,
+                    host,
+                    job["id"],
+                    run,
+                    result.get("profile") or args.get("profile"),
+                    result.get("started") or job.get("started"),
+                    result.get("ended") or job.get("ended"),
+                    job.get("state"),
+                    result.get("tok_s"),
+                    result.get("accept_len"),
+                    result.get("cycle_ms"),
+                    result.get("ttft_ms"),
+                    result.get("requests"),
+                    result.get("tokens"),
+                    json.dumps(result or {"reason": job.get("reason")}),
+                ),
+            )
+        return bench_id
+
+    def has_bench(self, bench_id: str) -> bool:
+        return self.db.execute("SELECT 1 FROM benches WHERE id = ?", (bench_id,)).fetchone() is not None
+
+    # --- the measured baseline ----------------------------------------------------------------------------
+
+    def set_baseline(self, run_id: str | None) -> None:
+        """Make ``run_id`` the measured baseline (None: back to the configured figure)."""
+        with self.transaction() as db:
+            if run_id is not None:
+                row = db.execute("SELECT 1 FROM runs WHERE id = ?", (run_id,)).fetchone()
+                if row is None:
+                    raise UsageError(f"no run {run_id} in the history (see `specdeck history`)")
+                if not self._levels(run_id) and not self.bench_curve(run_id):
+                    raise UsageError(f"run {run_id} has no tok/s samples or benches yet, so it cannot be the baseline")
+            db.execute("UPDATE runs SET is_baseline = 0 WHERE is_baseline")
+            if run_id is not None:
+                db.execute("UPDATE runs SET is_baseline = 1 WHERE id = ?", (run_id,))
+
+    def _levels(self, run_id: str) -> tuple[Level, ...]:
+        """The concurrency levels of a run's busy seconds with their means, most seconds first."""
+        rows = self.db.execute(
+            """SELECT coalesce(running_req, 1) AS streams, count(*) AS seconds, sum(ps_sum) / sum(ps_n) AS tok,
+                   sum(tok_sum) / sum(tok_n) AS total
+               FROM samples WHERE run = ? AND ps_n > 0 GROUP BY streams ORDER BY seconds DESC, streams""",
+            (run_id,),
+        ).fetchall()
+        return tuple(Level(int(r["streams"]), r["seconds"], r["tok"], r["total"]) for r in rows)
+
+    def baseline_run(self) -> RunSummary | None:
+        """The run marked as the measured baseline, if any."""
+        row = self.db.execute("SELECT id FROM runs WHERE is_baseline").fetchone()
+        return self.run(row["id"]) if row else None
+
+    def measured_baseline(self) -> float | None:
+        """The measured baseline's single-stream tok/s (the Live tab's baseline line); None when no run is
+        marked or it never decoded one stream at a time."""
+        yardstick = self.yardstick(0.0, 0.0)
+        return yardstick.baseline_tok_s if yardstick.measured else None
+
+    def yardstick(self, baseline_tok_s: float, cycle_ms: float) -> Yardstick:
+        """The measured baseline when one is marked (its per-stream tok/s at each concurrency it saw or was benched
+        at; the single-stream figure from it when it ran one stream), else the configured ``baseline_tok_s``."""
+        row = self.db.execute("SELECT id FROM runs WHERE is_baseline").fetchone()
+        if row is None:
+            return Yardstick(baseline_tok_s, cycle_ms)
+        levels = {lv.streams: lv.tok_s for lv in self._levels(row["id"])}
+        benches = {point.streams: point.tok_s for point in self.bench_curve(row["id"])}
+        if not levels and not benches:
+            return Yardstick(baseline_tok_s, cycle_ms)
+        single = levels.get(1) or benches.get(1) or baseline_tok_s
+        return Yardstick(single, cycle_ms, row["id"], levels, benches)
+
+    def bench_curve(self, run_id: str) -> tuple[BenchLevel, ...]:
+        """The run's newest bench at each concurrency it was benched at, by concurrency."""
+        rows = self.db.execute(
+            "SELECT * FROM benches WHERE run = ? AND tok_s IS NOT NULL ORDER BY ended, id", (run_id,)
+        ).fetchall()
+        newest = {}
+        for row in rows:
+            bench = _bench_json(row)
+            newest[int(bench["concurrency"] or 1)] = bench
+        return tuple(
+            BenchLevel(c, b["tok_s"], b["result"].get("total_tok_s"), b["accept_len"], b["cycle_ms"], b["id"])
+            for c, b in sorted(newest.items())
+        )
+
+    # --- reading ------------------------------------------------------------------------------------------
+
+    _SUMMARY = """
+        SELECT r.*, count(s.t) AS n_samples,
+               sum(s.ps_sum) / nullif(sum(s.ps_n), 0) AS mean_tok,
+               sum(s.tok_sum) / nullif(sum(s.tok_n), 0) AS mean_total,
+               sum(s.acc_sum) / nullif(sum(s.acc_n), 0) AS mean_acc,
+               avg(CASE WHEN s.ps_n > 0 AND s.acc_n > 0 AND s.ps_sum > 0
+                        THEN 1000.0 * (s.acc_sum / s.acc_n) / (s.ps_sum / s.ps_n) END) AS mean_cycle
+        FROM runs r LEFT JOIN samples s ON s.run = r.id
+    """
+
+    def _summary(self, row: sqlite3.Row) -> RunSummary:
+        args = json.loads(row["args"] or "{}")
+        bench = self.db.execute(
+            "SELECT * FROM benches WHERE run = ? AND tok_s IS NOT NULL ORDER BY ended DESC LIMIT 1", (row["id"],)
+        ).fetchone()
+        return RunSummary(
+            id=row["id"],
+            host=row["host"],
+            job_id=row["job_id"],
+            profile=row["profile"],
+            drafter=row["drafter_name"],
+            drafter_path=row["drafter_path"],
+            drafter_size=row["drafter_size"],
+            drafter_sha256=row["drafter_sha256"],
+            algorithm=args.get("algorithm"),
+            started=row["started"],
+            stopped=row["stopped"],
+            outcome=row["outcome"],
+            reason=row["reason"],
+            is_baseline=bool(row["is_baseline"]),
+            version=row["version"],
+            argv=json.loads(row["argv"] or "[]"),
+            samples=row["n_samples"],
+            tok_s=row["mean_tok"],
+            accept_len=row["mean_acc"],
+            cycle_ms=row["mean_cycle"],
+            total_tok_s=row["mean_total"],
+            levels=self._levels(row["id"]),
+            curve=self.bench_curve(row["id"]),
+            bench=_bench_json(bench) if bench else None,
+            server_info=json.loads(row["server_info"] or "{}"),
+            sweep=args.get("sweep"),
+        )
+
+    def runs(self, host: str | None = None) -> list[RunSummary]:
+        """Every run (of ``host`` if given), newest first, with its means."""
+        where, params = ("WHERE r.host = ?", (host,)) if host else ("", ())
+        rows = self.db.execute(f"{self._SUMMARY} {where} GROUP BY r.id ORDER BY r.started DESC", params).fetchall()
+        return [self._summary(row) for row in rows]
+
+    def run(self, run_id: str) -> RunSummary:
+        row = self.db.execute(f"{self._SUMMARY} WHERE r.id = ? GROUP BY r.id", (run_id,)).fetchone()
+        if row is None:
+            raise UsageError(f"no run {run_id} in the history (see `specdeck history`)")
+        return self._summary(row)
+
+    def sweep_runs(self, sweep: str) -> list[RunSummary]:
+        """The runs a sweep started (tagged ``sweep`` in their job args; a unique prefix of its id will do),
+        oldest first; UsageError when none is."""
+        rows = self.db.execute(
+            f"{self._SUMMARY} WHERE json_extract(r.args, '$.sweep') LIKE ? || '%' GROUP BY r.id ORDER BY r.started",
+            (sweep,),
+        ).fetchall()
+        runs = [self._summary(row) for row in rows]
+        if not runs:
+            raise UsageError(f"no run of sweep {sweep!r} in the history (`specdeck history --sync` imports them)")
+        return runs
+
+    def last_runs(self, host: str | None = None, exclude: Iterable[str] = ()) -> list[RunSummary]:
+        """The newest run with tok/s samples of each profile (of ``host`` if given), leaving out ``exclude``;
+        ordered by profile."""
+        skip, seen = set(exclude), {}
+        for run in self.runs(host):
+            key = run.profile or run.id
+            if run.id not in skip and run.tok_s is not None and key not in seen:
+                seen[key] = run
+        return [seen[key] for key in sorted(seen)]
+
+    def resolve(self, ref: str) -> str:
+        """A run id from what a user typed: the full id, the job id, or a unique prefix of either."""
+        ids = [r["id"] for r in self.db.execute("SELECT id FROM runs")]
+        for exact in (ref, *(i for i in ids if i.split("/", 1)[-1] == ref)):
+            if exact in ids:
+                return exact
+        found = [i for i in ids if i.startswith(ref) or i.split("/", 1)[-1].startswith(ref)]
+        if len(found) == 1:
+            return found[0]
+        if not found:
+            raise UsageError(f"no run matches {ref!r} (see `specdeck history` for run ids)")
+        raise UsageError(f"{ref!r} matches {len(found)} runs ({', '.join(found[:3])}, ...); give more of the id")
+
+    def samples(self, run_id: str) -> list[dict[str, Any]]:
+        """The run's per-second samples: t, tok_s (per stream), total_tok_s (aggregate), accept_len, accept_rate
+        and what it counts (``accept_rate_definition``, from the run's SGLang version), cycle_ms, running/queued,
+        usage."""
+        rows = self.db.execute("SELECT * FROM samples WHERE run = ? ORDER BY t", (run_id,)).fetchall()
+        run = self.db.execute("SELECT version FROM runs WHERE id = ?", (run_id,)).fetchone()
+        definition = accept_rate_definition(run["version"] if run else None)
+        out = []
+        for r in rows:
+            tok = r["ps_sum"] / r["ps_n"] if r["ps_n"] else None
+            acc = r["acc_sum"] / r["acc_n"] if r["acc_n"] else None
+            out.append(
+                {
+                    "t": r["t"],
+                    "tok_s": tok,
+                    "total_tok_s": r["tok_sum"] / r["tok_n"] if r["tok_n"] else None,
+                    "accept_len": acc,
+                    "accept_rate": r["accept_rate"],
+                    "accept_rate_definition": definition if r["accept_rate"] is not None else None,
+                    "cycle_ms": cycle_ms_of(acc, tok) if tok and acc else None,
+                    "running_req": r["running_req"],
+                    "queue_req": r["queue_req"],
+                    "token_usage": r["token_usage"],
+                }
+            )
+        return out
+
+    def series(self, run_id: str, key: str) -> tuple[list[float], list[float]]:
+        """(seconds since the run's first sample, values) of one sample field, for charts."""
+        rows = [r for r in self.samples(run_id) if r[key] is not None]
+        if not rows:
+            return [], []
+        t0 = rows[0]["t"]
+        return [float(r["t"] - t0) for r in rows], [float(r[key]) for r in rows]
+
+    def benches(self, run_id: str | None = None, standalone: bool = False) -> list[dict[str, Any]]:
+        """Benches of ``run_id``, or those with no run (``standalone``), or all; newest first."""
+        if run_id is not None:
+            rows = self.db.execute("SELECT * FROM benches WHERE run = ? ORDER BY ended DESC", (run_id,))
+        elif standalone:
+            rows = self.db.execute("SELECT * FROM benches WHERE run IS NULL ORDER BY ended DESC")
+        else:
+            rows = self.db.execute("SELECT * FROM benches ORDER BY ended DESC")
+        return [_bench_json(r) for r in rows]
+
+    def delete(self, run_ids: Iterable[str]) -> int:
+        """Delete runs with their samples and benches; returns how many were deleted."""
+        ids = list(run_ids)
+        with self.transaction() as db:
+            return sum(db.execute("DELETE FROM runs WHERE id = ?", (i,)).rowcount for i in ids)
+
+
+def _bench_json(row: sqlite3.Row) -> dict[str, Any]:
+    keys = ("id", "host", "job_id", "run", "profile", "started", "ended", "state", "tok_s", "accept_len",
+            "cycle_ms", "ttft_ms", "requests", "tokens")  # fmt: skip
+    out = {k: row[k] for k in keys}
+    out["result"] = json.loads(row["result"] or "{}")
+    out["acceptance"] = out["result"].get("acceptance")  # per-position acceptance, None for older benches
+    out["concurrency"] = out["result"].get("concurrency")
+    return out
+
+
+def load_yardstick(baseline_tok_s: float, cycle_ms: float, path: str | os.PathLike | None = None) -> Yardstick:
+    """``History.yardstick`` of the history at ``history_path(path)``; the configured figures when there is none."""
+    if not history_path(path).exists():
+        return Yardstick(baseline_tok_s, cycle_ms)
+    with History.open(path) as history:
+        return history.yardstick(baseline_tok_s, cycle_ms)
+
+
+def measured_baseline(path: str | os.PathLike | None = None) -> float | None:
+    """The measured baseline's mean tok/s from the history at ``history_path(path)``; None when none is marked."""
+    if not history_path(path).exists():
+        return None
+    with History.open(path) as history:
+        return history.measured_baseline()
