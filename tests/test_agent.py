@@ -207,3 +207,47 @@ def test_unknown_method_is_an_error():
     Agent("/tmp", Sink()).handle({"id": 1, "method": "nope"})
     assert out[0]["error"]["kind"] == "invalid"
     assert time.time() and sys.version_info >= (3, 8)
+
+
+def inotify_instances(pid: int) -> int:
+    fds = f"/proc/{pid}/fd"
+    return sum(1 for fd in os.listdir(fds) if os.readlink(f"{fds}/{fd}") == "anon_inode:inotify")
+
+
+async def follow_a_gated_log(host: HostConfig, gate, followers: int) -> int:
+    """``followers`` follow a job's log; once each has its first line, the second line is let through and
+    every follower must get it. Returns how many inotify instances the agent held while they waited."""
+    script = f"echo first; while [ ! -e {gate} ]; do sleep 0.05; done; echo second"
+    conn = await Connection.open(host)
+    try:
+        agent = (await conn.call("info"))["pid"]
+        job = await conn.call("jobs.start", kind="test", argv=["sh", "-c", script])
+        seen = [asyncio.Event() for _ in range(followers)]
+
+        async def follow(first: asyncio.Event) -> list[str]:
+            lines = []
+            async for ev in conn.stream("jobs.follow", id=job["id"], stream="log", offset=0):
+                lines += ev["lines"]
+                first.set()
+            return lines
+
+        tasks = [asyncio.create_task(follow(first)) for first in seen]
+        await asyncio.wait_for(asyncio.gather(*(first.wait() for first in seen)), 60)
+        instances = inotify_instances(agent)  # each follower is waiting: it read before its first wait
+        gate.touch()
+        assert await asyncio.wait_for(asyncio.gather(*tasks), 60) == [["first", "second"]] * followers
+        return instances
+    finally:
+        await conn.close()
+
+
+async def test_followers_share_one_inotify_instance(host: HostConfig, tmp_path):
+    """More followers than a user may hold inotify instances (128 by default) all wait on the agent's one
+    instance, and every one of them gets the line written after they started waiting."""
+    assert await follow_a_gated_log(host, tmp_path / "gate", 140) == 1
+
+
+async def test_followers_poll_where_inotify_is_switched_off(tmp_path, monkeypatch):
+    monkeypatch.setenv("SPECDECK_AGENT_POLL", "1")  # the local agent inherits it
+    host = HostConfig(name="local", url="local", python=sys.executable, workdir=str(tmp_path / "work"))
+    assert await follow_a_gated_log(host, tmp_path / "gate", 3) == 0
