@@ -12,7 +12,7 @@ from textual.pilot import Pilot
 from backend.settings import HostConfig
 
 
-async def until(pilot: Pilot, cond: Callable[[], object], what: str, timeout: float = 20) -> None:
+async def until(pilot: Pilot, cond: Callable[[], object], what: str, timeout: float = 60) -> None:
     """Let the app run until ``cond()`` holds; fail naming ``what`` after ``timeout`` seconds."""
     deadline = time.monotonic() + timeout
     while not cond():

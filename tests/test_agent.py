@@ -18,7 +18,7 @@ from backend.settings import HostConfig
 from tests.simhost import PY38
 
 
-async def wait_state(conn: Connection, job_id: str, want: str, timeout: float = 20) -> dict:
+async def wait_state(conn: Connection, job_id: str, want: str, timeout: float = 60) -> dict:
     return await conn.call("jobs.wait", id=job_id, timeout=timeout)
 
 

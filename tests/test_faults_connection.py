@@ -44,7 +44,7 @@ def script(path: Path, body: str) -> str:
     return str(path)
 
 
-async def until(cond, what: str, timeout: float = 20) -> None:
+async def until(cond, what: str, timeout: float = 60) -> None:
     deadline = time.monotonic() + timeout
     while not cond():
         if time.monotonic() > deadline:

@@ -138,6 +138,6 @@ async def test_supervisor_reports_lost_on_host_key_problem(sshd: Sshd, tmp_path)
     seen = asyncio.Event()
     conn.on_state(lambda s: seen.set() if s.status == "lost" else None)
     conn.supervise()
-    await asyncio.wait_for(seen.wait(), 20)
+    await asyncio.wait_for(seen.wait(), 60)
     assert "unknown host key" in conn.state.reason
     await conn.close()
