@@ -3,13 +3,16 @@ disk."""
 
 from __future__ import annotations
 
+import asyncio
 import errno
 import time
 from collections.abc import Callable
 
 from textual.pilot import Pilot
+from textual.widgets import Input
 
 from backend.settings import HostConfig
+from tui.screens.prompt import PromptScreen
 
 
 async def until(pilot: Pilot, cond: Callable[[], object], what: str, timeout: float = 60) -> None:
@@ -20,6 +23,24 @@ async def until(pilot: Pilot, cond: Callable[[], object], what: str, timeout: fl
             notes = [n.message for n in pilot.app._notifications]
             raise AssertionError(f"timed out waiting for {what} (notifications: {notes})")
         await pilot.pause(0.02)
+
+
+async def eventually(cond: Callable[[], object], what: str, timeout: float = 60) -> None:
+    """``until`` without an app: poll ``cond()`` (another process, the agent, a feed) on the running loop."""
+    deadline = time.monotonic() + timeout
+    while not cond():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        await asyncio.sleep(0.02)
+
+
+async def prompt_input(pilot: Pilot, what: str) -> Input:
+    """The prompt dialog's input, once it has focus: a pushed screen composes and focuses on its own message
+    loop, a moment after ``app.screen`` is already the dialog."""
+    app = pilot.app
+    await until(pilot, lambda: isinstance(app.screen, PromptScreen) and isinstance(app.focused, Input), what)
+    assert isinstance(app.focused, Input)
+    return app.focused
 
 
 def host_args(host: HostConfig) -> list[str]:

@@ -531,12 +531,11 @@ def sandbox_like(tmp_path, hub_root, hub) -> tuple:
 
 async def test_compare_tab(sandbox_like, tmp_path, llama, monkeypatch):
     from textual.command import CommandPalette
-    from textual.widgets import Input, Static
+    from textual.widgets import Static
 
-    from tests.helpers import until
+    from tests.helpers import prompt_input, until
     from tui.app import SpecdeckApp
     from tui.screens.compare import ComparePane
-    from tui.screens.prompt import PromptScreen
     from tui.widgets.diff_table import DiffTable
 
     settings, ours = sandbox_like
@@ -581,8 +580,7 @@ async def test_compare_tab(sandbox_like, tmp_path, llama, monkeypatch):
 
         # Markdown export, to the path typed in the dialog.
         await pilot.press("m")
-        await until(pilot, lambda: isinstance(app.screen, PromptScreen), "the export dialog")
-        field = app.screen.query_one(Input)
+        field = await prompt_input(pilot, "the export dialog")
         assert field.value == "diff-ours-vs-aq-medai.md"
         field.value = "out/../diff.md"
         await pilot.press("enter")
@@ -594,9 +592,9 @@ async def test_compare_tab(sandbox_like, tmp_path, llama, monkeypatch):
 
         # A Llama-8B drafter as B: incompatible, the problems listed with both numbers.
         await pilot.press("b")
-        await until(pilot, lambda: isinstance(app.screen, PromptScreen), "the picker")
-        assert app.focused.value == "aq-medai"
-        app.focused.value = llama
+        field = await prompt_input(pilot, "the picker")
+        assert field.value == "aq-medai"
+        field.value = llama
         await pilot.press("enter")
         await until(pilot, lambda: pane.diff["paths"]["b"] == llama, "the Llama diff")
         assert text("#compare-badge").startswith("✕ INCOMPATIBLE · ")
@@ -614,7 +612,7 @@ async def test_compare_tab(sandbox_like, tmp_path, llama, monkeypatch):
 
         # A bad source is one notification, not a traceback.
         await pilot.press("b")
-        await until(pilot, lambda: isinstance(app.screen, PromptScreen), "the picker")
-        app.focused.value = "hf://"
+        field = await prompt_input(pilot, "the picker")
+        field.value = "hf://"
         await pilot.press("enter")
         await until(pilot, lambda: any("is not a hub checkpoint" in n.message for n in app._notifications), "error")

@@ -438,7 +438,7 @@ async def test_history_tab_compares_marks_and_deletes(three_runs, tmp_path, monk
         pane = app.query_one(HistoryPane)
         table = pane.query_one("#history-runs", DataTable)
         await until(pilot, lambda: table.row_count == 3 and "synced local" in pane.last_sync, "runs and a sync")
-        assert app.focused is table
+        await until(pilot, lambda: app.focused is table, "the runs focused (after the tab's refresh)")
 
         # Select two runs: the comparison shows both, with the labelled reference lines.
         ids = [str(k.value) for k in table.rows]

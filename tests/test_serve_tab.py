@@ -127,14 +127,22 @@ async def test_edit_start_watch_and_stop(settings, cleanup, gpu_box):
         await until(pilot, lambda: "--speculative-num-draft-tokens 5" in text(app, "#preview"), "the preview")
         assert "--speculative-num-steps 4" in text(app, "#preview") and "✗" not in text(app, "#checks")
         assert "eagle3-ours*" in str(pane.query_one("#profiles").get_option("eagle3-ours").prompt)
-        # The edit reaches the config file once typing pauses, the file's other keys untouched.
-        await until(pilot, lambda: "steps = 4" in Path(settings.source).read_text(), "the saved edit")
-        assert load(settings.source).profiles["eagle3-ours"].draft_tokens == 5
+
+        # The edits reach the config file once typing pauses, the file's other keys untouched. Both edits: a
+        # pause of a second between them (a loaded machine) saves the first alone, then both.
+        def saved() -> tuple[int | None, int | None]:
+            profile = load(settings.source).profiles["eagle3-ours"]
+            return profile.steps, profile.draft_tokens
+
+        await until(pilot, lambda: saved() == (4, 5), "the saved edits")
+        assert "steps = 4" in Path(settings.source).read_text()
         await until(pilot, lambda: app.settings.profiles["eagle3-ours"].steps == 4, "the saved settings")
 
         pane.query_one("#profiles").focus()
         await pilot.press("s")
         await until(pilot, lambda: state(app) == "ready", "ready")
+        # The start's own checks come with its answer, the state from the status watch: either may be first.
+        await until(pilot, lambda: "knows every flag" in text(app, "#checks"), "the start's checks")
         status_text = text(app, "#server-state")
         assert "● ready" in status_text and "eagle3-ours" in status_text
         assert "EAGLE3 steps 4, topk 1, draft tokens 5" in status_text
@@ -171,8 +179,8 @@ async def test_crash_shows_the_hint_beside_the_log_and_switch_recovers(settings,
         assert log.lines_shown and all(serving.line_level(line) == "error" for line in log.lines_shown)
         assert "errors only" in text(app, "#log-badge")
         await pilot.press("e")
-        await pilot.press("o")  # the Compare tab, for the drafter of the profile that failed
-        assert app.query_one(TabbedContent).active == "compare"
+        await pilot.press("o")  # the Compare tab, for the drafter of the profile that failed: a message away
+        await until(pilot, lambda: app.query_one(TabbedContent).active == "compare", "the Compare tab")
         await pilot.press("3")
 
         await select(pilot, pane, "baseline")
@@ -205,9 +213,10 @@ async def test_reattaches_to_a_running_server_after_a_reconnect(settings, cleanu
         await until(pilot, lambda: app.connection.generation > generation and app.connection.connected, "reconnect")
         await pilot.press("x")
         await until(pilot, lambda: state(app) == "stopped", "stopped after the reconnect")
-        await until(pilot, lambda: any("Gracefully exiting" in line for line in log.lines_kept), "new lines")
-        kept = log.lines_kept
+        # Stopped: the file is whole. The view gets its last lines a follow batch later.
         log_file = Path(pane.status.log_path).read_text().splitlines()
+        await until(pilot, lambda: log.lines_kept[-1:] == log_file[-1:], "the log's last line")
+        kept = log.lines_kept
         assert kept == log_file[-len(kept) :]  # resumed at the offset: nothing lost or repeated
 
 
@@ -230,8 +239,7 @@ async def test_log_view_follows_freezes_counts_and_filters():
     async with app.run_test(size=(80, 12)) as pilot:
         log = app.query_one(LogView)
         log.append([f"[2026-01-01 00:00:00] line {i}" for i in range(100)])
-        await pilot.pause()
-        assert log.following and log.is_vertical_scroll_end
+        await until(pilot, lambda: log.following and log.is_vertical_scroll_end, "at the tail")  # after a refresh
         log.scroll_home(animate=False)
         await until(pilot, lambda: not log.following, "frozen")
         log.append(["[2026-01-01 00:00:01] Scheduler hit an exception: Traceback (most recent call last):"])

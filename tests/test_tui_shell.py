@@ -167,7 +167,8 @@ async def test_host_switcher_moves_the_panel_to_another_host(tmp_path):
         await until(pilot, lambda: live(app), "connected to local")
         old = app.connection
         await pilot.press("h")
-        await until(pilot, lambda: isinstance(app.screen, HostSwitchScreen), "the host switcher")
+        # Pushed, then composed by its own message loop: its list a moment later.
+        await until(pilot, lambda: isinstance(app.screen, HostSwitchScreen) and app.screen.query(OptionList), "hosts")
         hosts = app.screen.query_one(OptionList)
         assert [hosts.get_option_at_index(i).id for i in range(hosts.option_count)] == [
             "gpu-box",
@@ -207,7 +208,8 @@ async def test_unknown_host_key_dialog_trusts_the_key_and_connects(sshd, tmp_pat
     settings = parse({"hosts": {"loop": {**raw, "known_hosts": str(known)}}}, "test config")
     app = SpecdeckApp(settings, host="loop")
     async with app.run_test(size=SIZE) as pilot:
-        await until(pilot, lambda: isinstance(app.screen, HostKeyScreen), "the host-key dialog")
+        dialog = lambda: isinstance(app.screen, HostKeyScreen) and app.screen.query("#fingerprint")  # noqa: E731
+        await until(pilot, dialog, "the host-key dialog, composed")
         shown = str(app.screen.query_one("#fingerprint", Static).content)
         assert shown.startswith("SHA256:") and shown == app.connection.last_error.fingerprint
         assert text(app, "#badge") == "✕ lost"
