@@ -23,6 +23,7 @@ from backend.connection import Connection
 from backend.errors import ConnectionFailed
 from backend.sandbox.hub import HubServer
 from backend.settings import HostConfig
+from tests.helpers import eventually
 from tests.sshd import Sshd
 
 
@@ -44,14 +45,6 @@ def script(path: Path, body: str) -> str:
     return str(path)
 
 
-async def until(cond, what: str, timeout: float = 60) -> None:
-    deadline = time.monotonic() + timeout
-    while not cond():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        await asyncio.sleep(0.02)
-
-
 def running(pattern: str) -> bool:
     return subprocess.run(["pgrep", "-f", pattern], capture_output=True).returncode == 0
 
@@ -67,7 +60,7 @@ async def test_hung_interpreter_fails_in_time_naming_the_step(sshd: Sshd, tmp_pa
     assert time.monotonic() - t0 < 3.0 + 10  # the deadline, plus SSH setup on a loaded machine
     assert f"while starting the agent with {hang}" in str(err.value)
     assert "in 3 s" in str(err.value)
-    await until(lambda: not running(hang), "the hung interpreter to go with its channel")
+    await eventually(lambda: not running(hang), "the hung interpreter to go with its channel")
 
 
 async def test_login_noise_before_the_agent_is_skipped(sshd: Sshd, tmp_path):
@@ -103,14 +96,14 @@ async def test_supervisor_outlives_an_unexpected_error(sshd: Sshd, tmp_path, mon
     conn.on_state(states.append)
     conn.supervise()
     try:
-        await until(lambda: conn.state.status == "lost", "lost")
+        await eventually(lambda: conn.state.status == "lost", "lost")
         assert "Invalid known hosts entry" in conn.state.reason
         assert conn.state.retry_at is not None
-        await until(lambda: conn.state.attempt >= 2, "a second attempt")  # still retrying
+        await eventually(lambda: conn.state.attempt >= 2, "a second attempt")  # still retrying
         assert not conn._supervisor.done()
         broken[0] = False
         conn.retry_now()
-        await conn.wait_connected(20)
+        await conn.wait_connected(60)
         assert (await conn.ping(1))["samples"] == 1
     finally:
         await conn.close()
@@ -122,7 +115,7 @@ async def test_subscriber_waits_for_the_reconnect_without_spinning(sshd: Sshd, t
     gate = tmp_path / "gate"
     conn = Connection(ssh_host(sshd, tmp_path))
     conn.supervise()
-    await conn.wait_connected(20)
+    await conn.wait_connected(60)
     try:
         body = f"echo one; while [ ! -e {gate} ]; do sleep 0.02; done; echo two"
         job = await conn.call("jobs.start", kind="test", argv=["sh", "-c", body])
@@ -144,10 +137,10 @@ async def test_subscriber_waits_for_the_reconnect_without_spinning(sshd: Sshd, t
                 lines.extend(ev["lines"])
 
         follower = asyncio.create_task(follow())
-        await until(lambda: lines == ["one"], "the first line")
+        await eventually(lambda: lines == ["one"], "the first line")
         conn.host = replace(good, python="/no/python")  # every reconnect fails from now on
         sshd.drop_connections()
-        await until(lambda: conn.state.attempt >= 3, "two failed reconnects")
+        await eventually(lambda: conn.state.attempt >= 3, "two failed reconnects")
         assert starts == 1, f"the stream was restarted {starts - 1} times while disconnected"
         conn.host = good
         gate.touch()
@@ -169,7 +162,7 @@ async def test_server_log_follow_loses_and_repeats_nothing_across_cut_connection
     generations = []
     conn.on_state(lambda s: generations.append(conn.generation) if s.status == "connected" else None)
     conn.supervise()
-    await conn.wait_connected(20)
+    await conn.wait_connected(60)
     try:
         part, gates = 2000, [tmp_path / "gate1", tmp_path / "gate2"]
         writer = (
@@ -215,7 +208,7 @@ async def test_download_follow_loses_and_repeats_no_event_across_a_cut_connectio
     hub.warm()
     conn = Connection(ssh_host(sshd, tmp_path))
     conn.supervise()
-    await conn.wait_connected(20)
+    await conn.wait_connected(60)
     try:
         started = await downloads.start(conn, downloads.Request(repo=REPO, to=str(tmp_path / "out"), endpoint=hub.url))
         job_id = started["job"]["id"]
@@ -251,15 +244,15 @@ async def test_retry_during_a_hung_connect_starts_again_at_once(sshd: Sshd, tmp_
     conn = Connection(replace(good, python=hang))
     conn.supervise()
     try:
-        await until(lambda: starts.exists() and starts.read_text().count("start") == 1, "the first hung start")
+        await eventually(lambda: starts.exists() and starts.read_text().count("start") == 1, "the first hung start")
         conn.retry_now()
-        await until(lambda: starts.read_text().count("start") == 2, "a second start at once, not after 120 s")
-        await until(lambda: subprocess.run(["pgrep", "-fc", hang], capture_output=True, text=True).stdout.strip()
+        await eventually(lambda: starts.read_text().count("start") == 2, "a second start at once, not after 120 s")
+        await eventually(lambda: subprocess.run(["pgrep", "-fc", hang], capture_output=True, text=True).stdout.strip()
                     == "1", "the first hung start ended")  # fmt: skip
         conn.host = good
         conn.retry_now()
-        await conn.wait_connected(30)
+        await conn.wait_connected(60)
         assert (await conn.ping(1))["samples"] == 1
     finally:
         await conn.close()
-    await until(lambda: not running(hang), "no hung start left")
+    await eventually(lambda: not running(hang), "no hung start left")

@@ -234,7 +234,7 @@ async def test_panel_waits_on_a_malformed_known_hosts_then_connects_once_fixed(s
         assert "line 1 is not a known_hosts entry" in conn.state.reason and conn.state.retry_at is None
         known.write_text(f"[127.0.0.1]:{target.port} {target.host_key_pub}\n")
         conn.retry_now()
-        await conn.wait_connected(30)
+        await conn.wait_connected(60)
     finally:
         await conn.close()
 

@@ -107,7 +107,7 @@ async def test_supervisor_reconnects_and_follow_resumes_without_loss(sshd: Sshd,
     states: list[str] = []
     conn.on_state(lambda s: states.append(s.status))
     conn.supervise()
-    await conn.wait_connected(20)
+    await conn.wait_connected(60)
     gate = tmp_path / "gate"
     script = (
         f"for i in $(seq 1 50); do echo line $i; done; while [ ! -e {gate} ]; do sleep 0.02; done; "

@@ -94,7 +94,7 @@ async def test_tune_tab_advice_keys_sweep_and_apply(settings):
         assert sum(1 for c in sweep_cells if c != "—") >= 2
 
         await pilot.press("a")
-        await until(pilot, lambda: app.settings.profiles["eagle3-aq"].steps == best, "the profile saved", 20)
+        await until(pilot, lambda: app.settings.profiles["eagle3-aq"].steps == best, "the profile saved")
         text = open(settings.source).read()
         assert (
             text.startswith("# the operator's own comment")

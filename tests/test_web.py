@@ -173,7 +173,7 @@ async def start_web(*args: str, env: dict | None = None) -> tuple[subprocess.Pop
 def stop_web(server: subprocess.Popen) -> None:
     server.send_signal(signal.SIGTERM)
     try:
-        assert server.wait(timeout=20) == 0
+        assert server.wait(timeout=60) == 0
     finally:
         if server.poll() is None:
             os.killpg(server.pid, signal.SIGKILL)
