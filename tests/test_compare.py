@@ -393,7 +393,7 @@ def test_hub_failures_exit_1(capsys, hub):
         dead = f"http://127.0.0.1:{s.getsockname()[1]}"
         started = time.monotonic()
         code, _, err = run(capsys, "--host", "local", "inspect", f"hf://{AQ_REPO}", "--endpoint", dead)
-        assert time.monotonic() - started < 5  # huggingface_hub's download backoff alone is ~23 s
+        assert time.monotonic() - started < 15  # at once: huggingface_hub's download backoff alone is ~23 s
     assert code == 1 and one_line_error(err).startswith(f"specdeck: cannot reach the hub at {dead}")
 
 
@@ -568,7 +568,7 @@ async def test_compare_tab(sandbox_like, tmp_path, llama, monkeypatch):
         assert text("#compare-tensors-title") == "tensors: 15 in A, 15 in B, 1 differ"
 
         await pilot.press("x")  # differences only
-        assert tensors.row_count == 1 and config.row_count == 0
+        await until(pilot, lambda: tensors.row_count == 1 and config.row_count == 0, "differences only")
         assert [str(c) for c in tensors.get_row_at(0)] == [CHANGED, "F32 [7168]", "BF16 [7168]", "dtype"]
         assert text("#compare-tensors-title").endswith("differences only (x)")
         # Every key is a palette command too.

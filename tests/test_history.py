@@ -443,7 +443,7 @@ async def test_history_tab_compares_marks_and_deletes(three_runs, tmp_path, monk
         # Select two runs: the comparison shows both, with the labelled reference lines.
         ids = [str(k.value) for k in table.rows]
         await pilot.press("space", "down", "space")
-        assert pane.selected == ids[:2]
+        await until(pilot, lambda: pane.selected == ids[:2], "two runs selected")
         tok_chart = pane.query_one("#history-tok", RunChart)
         await until(pilot, lambda: tok_chart.chart is not None and len(tok_chart.chart.series) == 2, "two runs charted")
         tok = tok_chart.chart

@@ -363,7 +363,7 @@ def test_cli_serves_until_sigterm(python: str, root: Path, tmp_path: Path):
         assert (resp.status, resp.read()) == (200, (root / REPO / "config.json").read_bytes())
         conn.close()
         proc.send_signal(signal.SIGTERM)
-        assert proc.wait(timeout=10) == 0
+        assert proc.wait(timeout=60) == 0
     finally:
         if proc.poll() is None:
             proc.kill()

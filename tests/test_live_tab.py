@@ -109,14 +109,14 @@ async def test_pause_keeps_recording_and_windows_switch():
         assert tok.tick_labels == ["-5:00", "-4:00", "-3:00", "-2:00", "-1:00", "now"]  # round, readable
 
         await pilot.press("p")
-        assert pane.paused and "PAUSED" in server_text(app)
+        await until(pilot, lambda: pane.paused and "PAUSED" in server_text(app), "paused")
         redraws, before = pane.redraws, len(pane.series.tok_s)
         feed_synthetic(pane, 10, end=now)
         await pilot.pause(1.2)  # two redraw periods
         assert len(pane.series.tok_s) == before + 10  # recorded...
         assert pane.redraws == redraws  # ...not drawn
         await pilot.press("p")
-        assert not pane.paused and pane.redraws > redraws
+        await until(pilot, lambda: not pane.paused and pane.redraws > redraws, "resumed and drawn at once")
 
         seen = []
         for _ in WINDOWS:
@@ -266,7 +266,8 @@ async def test_tok_chart_is_per_stream_and_a_key_switches_to_aggregate_judged_li
         assert tok.title == "decode tok/s per stream" and "tok/s all" in plain(app, "#live-numbers")
 
         await pilot.press("a")  # in all: no baseline was measured at 2 streams, so no line (never 82)
-        assert tok.title == "decode tok/s in all, 2 stream(s): no baseline measured at 2"
+        title = "decode tok/s in all, 2 stream(s): no baseline measured at 2"
+        await until(pilot, lambda: tok.title == title, "the aggregate chart")
         assert drawn(tok) == ([], []) and min(pane.series.total_tok_s.window().ys) >= 160
         assert any("no baseline was measured at 2 streams" in n.message for n in app._notifications)
 
@@ -276,7 +277,8 @@ async def test_tok_chart_is_per_stream_and_a_key_switches_to_aggregate_judged_li
         await until(pilot, lambda: drawn(tok) == ([pytest.approx(157.0)], [label]), "the measured aggregate line")
         assert tok.title == "decode tok/s in all, 2 stream(s)"
         await pilot.press("a")  # back to per stream: the single-stream line and the one measured at 2 streams
-        assert tok.title == "decode tok/s per stream" and drawn(tok)[0] == [82.0, pytest.approx(78.5)]
+        await until(pilot, lambda: tok.title == "decode tok/s per stream", "per stream again")
+        assert drawn(tok)[0] == [82.0, pytest.approx(78.5)]
         assert drawn(tok)[1][1] == f"baseline at 2 streams 78.5 tok/s (measured: {run})"
         await until(pilot, lambda: pane.numbers.baseline_streams == 2, "the numbers judged at 2 streams")
         assert pane.numbers.baseline == pytest.approx(78.5) and "vs 78.5" in plain(app, "#live-numbers")

@@ -176,7 +176,8 @@ async def test_crash_shows_the_hint_beside_the_log_and_switch_recovers(settings,
         log = pane.query_one(LogView)
         await until(pilot, lambda: any("Not enough memory" in line for line in log.lines_kept), "the error line")
         await pilot.press("e")  # errors only
-        assert log.lines_shown and all(serving.line_level(line) == "error" for line in log.lines_shown)
+        errors = lambda: all(serving.line_level(line) == "error" for line in log.lines_shown)  # noqa: E731
+        await until(pilot, lambda: log.lines_shown and errors(), "errors only")
         assert "errors only" in text(app, "#log-badge")
         await pilot.press("e")
         await pilot.press("o")  # the Compare tab, for the drafter of the profile that failed: a message away

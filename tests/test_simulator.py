@@ -298,7 +298,7 @@ class Sim:
                     out.append((time.perf_counter(), payload if payload == "[DONE]" else json.loads(payload)))
         return out
 
-    def wait_ready(self, timeout: float = 30) -> list:
+    def wait_ready(self, timeout: float = 60) -> list:
         """Poll /health until 200 (the process is another program: short sleeps); the statuses seen."""
         seen = []
         deadline = time.monotonic() + timeout
@@ -315,7 +315,7 @@ class Sim:
             time.sleep(0.01)
         raise AssertionError("simulator not ready:\n" + self.log())
 
-    def wait_exit(self, timeout: float = 30) -> int:
+    def wait_exit(self, timeout: float = 60) -> int:
         return self.proc.wait(timeout)
 
     def kill(self) -> None:

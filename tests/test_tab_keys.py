@@ -124,9 +124,9 @@ async def test_compare_keys(sandbox, tmp_path, monkeypatch):
         await until(pilot, lambda: pane.diff is not None, "the diff (aq-medai read from the hub)", timeout=60)
 
         await keys.press("differences_only")
-        assert pane.differences_only
+        await until(pilot, lambda: pane.differences_only, "differences only")
         await keys.press("swap")
-        assert (pane.picks["a"], pane.picks["b"]) == ("aq-medai", "ours")
+        await until(pilot, lambda: (pane.picks["a"], pane.picks["b"]) == ("aq-medai", "ours"), "swapped")
 
         for action, pick in (("pick('a')", "a"), ("pick('b')", "b"), ("pick('target')", "target")):
             await keys.press(action)
@@ -176,7 +176,7 @@ async def test_serve_keys(sandbox):
 
         log = pane.query_one(LogView)
         await keys.press("errors_only")
-        assert log.errors_only
+        await until(pilot, lambda: log.errors_only, "errors only")
         await keys.press("errors_only")  # the toggle back is the same key
         # Enough lines to scroll: until the log outgrows its view, home moves nothing and nothing freezes.
         await until(pilot, lambda: len(log.lines_kept) > 10 and log.max_scroll_y > 0, "log lines past its height")
@@ -184,7 +184,7 @@ async def test_serve_keys(sandbox):
         await pilot.press("home")  # scrolled away from the tail: the log freezes
         await until(pilot, lambda: not log.following, "the log frozen")
         await keys.press("follow")
-        assert log.following
+        await until(pilot, lambda: log.following, "following again")
 
         await keys.press("filter")
         await until(pilot, lambda: app.focused is pane.query_one("#log-filter"), "the filter focused")
@@ -236,7 +236,7 @@ async def test_live_keys(sandbox):
         await until(pilot, lambda: "dashed: last run of baseline" in plain(server), "the overlay")
         before = len(pane.series.tok_s)
         await keys.press("reset")
-        assert len(pane.series.tok_s) < before
+        await until(pilot, lambda: len(pane.series.tok_s) < before, "the charts reset")
 
         # Tab reaches the calculator; number keys type there, Escape gives the keys back to the tab.
         await pilot.press("tab")

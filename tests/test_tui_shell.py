@@ -70,7 +70,7 @@ async def test_number_keys_switch_tabs():
         tabs = app.query_one(TabbedContent)
         for n, (tab, _, _) in reversed(list(enumerate(TABS, 1))):
             await pilot.press(str(n))
-            assert tabs.active == tab
+            await until(pilot, lambda: tabs.active == tab, f"the {tab} tab")  # noqa: B023 (awaited at once)
 
 
 async def test_palette_lists_every_action_and_runs_them():
@@ -105,9 +105,9 @@ async def test_theme_toggles_dark_and_light():
         await until(pilot, lambda: live(app), "connected")
         assert app.theme == "textual-dark"
         await pilot.press("t")
-        assert app.theme == "textual-light" and not app.current_theme.dark
+        await until(pilot, lambda: app.theme == "textual-light" and not app.current_theme.dark, "light")
         await pilot.press("t")
-        assert app.theme == "textual-dark"
+        await until(pilot, lambda: app.theme == "textual-dark", "dark again")
 
 
 async def test_help_panel_toggles():
@@ -115,7 +115,7 @@ async def test_help_panel_toggles():
     async with app.run_test(size=SIZE) as pilot:
         await until(pilot, lambda: live(app), "connected")
         await pilot.press("question_mark")
-        assert app.screen.query("HelpPanel")
+        await until(pilot, lambda: app.screen.query("HelpPanel"), "the help panel")
         await pilot.press("question_mark")
         await until(pilot, lambda: not app.screen.query("HelpPanel"), "the help panel to close")
 
@@ -139,7 +139,7 @@ async def test_drop_keeps_stale_data_counts_down_and_reconnects():
         assert "no Python at /nonexistent/python3" in text(app, "#reason")
         assert app.query_one("#badge").has_class("-reconnecting")
         await pilot.press("2")  # the UI still answers while the host is away
-        assert app.query_one(TabbedContent).active == "compare"
+        await until(pilot, lambda: app.query_one(TabbedContent).active == "compare", "the Compare tab")
 
         conn.host = host
         await pilot.press("r")  # reconnect now instead of waiting out the backoff
@@ -177,7 +177,7 @@ async def test_host_switcher_moves_the_panel_to_another_host(tmp_path):
         ]
         assert hosts.highlighted == 2  # the current host
         await pilot.press("up")
-        assert hosts.get_option_at_index(hosts.highlighted).id == "sandbox"  # never the real gpu-box
+        await until(pilot, lambda: hosts.get_option_at_index(hosts.highlighted).id == "sandbox", "the sandbox")
         await pilot.press("enter")
 
         await until(pilot, lambda: app.host_config.name == "sandbox" and live(app), "connected to the sandbox")

@@ -68,11 +68,12 @@ async def test_tune_tab_advice_keys_sweep_and_apply(settings):
         assert pane.current_run() == "box/serve-1"
 
         await pilot.press("m")
-        assert not pane.smart and "full grid" in str(pane.query_one("#tune-sweep-mode", Label).render())
+        mode = pane.query_one("#tune-sweep-mode", Label)
+        await until(pilot, lambda: not pane.smart and "full grid" in str(mode.render()), "the full grid")
         await pilot.press("m", "p")
-        assert pane.smart and pane.profile == "eagle3-aq2"
+        await until(pilot, lambda: pane.smart and pane.profile == "eagle3-aq2", "smart, the next profile")
         await pilot.press("p", "p")  # eagle3-ours (a built-in profile), then round to eagle3-aq
-        assert pane.profile == "eagle3-aq"
+        await until(pilot, lambda: pane.profile == "eagle3-aq", "round to eagle3-aq")
         await pilot.press("x")  # nothing to cancel: a warning, nothing else
         await pilot.press("e")
         steps = pane.query_one("#tune-steps", Input)
