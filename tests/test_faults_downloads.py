@@ -79,7 +79,9 @@ async def test_disk_full_mid_download_fails_with_both_numbers_and_the_next_downl
     host, mnt = tmpfs_host
     root = tmp_path / "hub"
     write_repo(root)
-    with HubServer(root, rate_bps=RATE) as hub:
+    # Slow while the disk fills: the fill follows the first progress event, which a loaded machine may deliver
+    # a second late; at RATE the 48 MiB would be written by then and nothing would fail.
+    with HubServer(root, rate_bps=RATE // 8) as hub:
         hub.warm()
         conn = await Connection.open(host)
         try:
@@ -106,6 +108,7 @@ async def test_disk_full_mid_download_fails_with_both_numbers_and_the_next_downl
             assert await state_of(conn, to) in ("partial", "missing")
 
             os.remove(f"{inside}/filler")
+            hub.rate_bps = RATE  # read per request
             again, _ = await run_job(conn, downloads.Request(repo=REPO, to=str(to), endpoint=hub.url))
             assert again["state"] == "done", again
             assert await state_of(conn, to) == "verified"
