@@ -423,6 +423,9 @@ async def test_drafters_tab_download_verify_compare(hub, tmp_path):
     from tui.widgets.download_progress import DownloadView
 
     settings = sandbox_settings(tmp_path, hub.url)
+    # The per-file progress and its labels show only while bytes move: ~5 s of them instead of ~1.3 s, so a
+    # loaded machine's app still draws them before the download is over.
+    hub.rate_bps = RATE // 4
     seen: list = []
     app = SpecdeckApp(settings, host="sandbox")
     async with app.run_test(size=(140, 40), message_hook=seen.append) as pilot:
