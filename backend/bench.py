@@ -16,7 +16,8 @@ from typing import Any
 
 from backend.connection import Connection
 from backend.errors import OperationFailed, UsageError
-from backend.livefeed import describe_server, server_port
+from backend.jobs import JobInfo, get_job, list_jobs, newest_running
+from backend.livefeed import describe_server
 
 DEFAULT_REQUESTS = 4
 DEFAULT_MAX_TOKENS = 256
@@ -66,9 +67,9 @@ def read_prompts(path: str | Path) -> tuple[str, ...]:
     return tuple(line for line in text.splitlines() if line.strip())
 
 
-async def start_bench(conn: Connection, server: dict, plan: BenchPlan) -> dict:
+async def start_bench(conn: Connection, server: JobInfo, plan: BenchPlan) -> JobInfo:
     """Start a bench job against ``server`` (a running serve job); returns the bench job's description."""
-    port = server_port(server)
+    port = server.port
     health = await conn.call("http.request", url=f"http://127.0.0.1:{port}/health")
     if health.get("status") != 200:
         state = "is not answering" if health.get("status") is None else "is still starting"
@@ -80,12 +81,12 @@ async def start_bench(conn: Connection, server: dict, plan: BenchPlan) -> dict:
         "requests": plan.requests,
         "max_tokens": plan.max_tokens,
         "concurrency": plan.concurrency,
-        "profile": (server.get("args") or {}).get("profile"),
-        "server_job": server.get("id"),
+        "profile": server.args.get("profile"),
+        "server_job": server.id,
     }
     if plan.prompts is not None:
         params["prompts"] = list(plan.prompts)
-    return await conn.call("bench.start", **params)
+    return JobInfo.from_json(await conn.call("bench.start", **params))
 
 
 async def bench_events(conn: Connection, job_id: str) -> AsyncIterator[dict]:
@@ -114,15 +115,14 @@ async def wait_result(conn: Connection, job_id: str, on_progress: Callable[[dict
             failed = record
     if result is not None:
         return result
-    job = await conn.call("jobs.get", id=job_id)
-    reason = (failed or {}).get("reason") or job.get("reason") or job.get("state")
+    job = await get_job(conn, job_id)
+    reason = (failed or {}).get("reason") or job.reason or job.state
     raise OperationFailed(f"the bench did not finish: {reason}.")
 
 
-async def running_bench(conn: Connection) -> dict | None:
+async def running_bench(conn: Connection) -> JobInfo | None:
     """The newest running bench job on the host, if any."""
-    jobs = [j for j in await conn.call("jobs.list", kind="bench") if j.get("state") == "running"]
-    return max(jobs, key=lambda j: j.get("started") or 0) if jobs else None
+    return newest_running(await list_jobs(conn, "bench"))
 
 
 async def stop_bench(conn: Connection, job_id: str) -> dict:
@@ -131,22 +131,22 @@ async def stop_bench(conn: Connection, job_id: str) -> dict:
 
 
 async def _bench_job(
-    conn: Connection, server: dict, plan: BenchPlan, on_progress: Callable[[dict], None] | None
-) -> tuple[dict, dict]:
+    conn: Connection, server: JobInfo, plan: BenchPlan, on_progress: Callable[[dict], None] | None
+) -> tuple[JobInfo, dict]:
     """(job, result) of one bench; the job is cancelled if the caller gives up (Ctrl-C)."""
     job = await start_bench(conn, server, plan)
     finished = False
     try:
-        result = await wait_result(conn, job["id"], on_progress)
+        result = await wait_result(conn, job.id, on_progress)
         finished = True
-        return job, {"job": job["id"], **result}
+        return job, {"job": job.id, **result}
     finally:
         if not finished and conn.connected:
-            await stop_bench(conn, job["id"])
+            await stop_bench(conn, job.id)
 
 
 async def run_bench(
-    conn: Connection, server: dict, plan: BenchPlan, on_progress: Callable[[dict], None] | None = None
+    conn: Connection, server: JobInfo, plan: BenchPlan, on_progress: Callable[[dict], None] | None = None
 ) -> dict:
     """Start a bench and wait for its result; the job is cancelled if the caller gives up (Ctrl-C)."""
     return (await _bench_job(conn, server, plan, on_progress))[1]
@@ -165,12 +165,12 @@ def parse_levels(text: str) -> tuple[int, ...]:
 
 async def run_sweep(
     conn: Connection,
-    server: dict,
+    server: JobInfo,
     plan: BenchPlan,
     levels: tuple[int, ...],
     on_level: Callable[[int, dict], None] | None = None,
     on_progress: Callable[[dict], None] | None = None,
-) -> list[tuple[dict, dict]]:
+) -> list[tuple[JobInfo, dict]]:
     """The same bench at each concurrency in ``levels``, one bench job after another: [(job, result)].
 
     Each level sends at least as many requests as it runs at once, so every stream is busy for the whole level.

@@ -15,6 +15,7 @@ from typing import Any
 
 from backend.connection import Connection
 from backend.errors import UsageError
+from backend.jobs import JobInfo, list_jobs
 from backend.settings import DrafterConfig, HostConfig
 
 DEFAULT_FILES = ("config.json", "model.safetensors")
@@ -97,9 +98,9 @@ async def follow(conn: Connection, job_id: str, offset: int = 0) -> AsyncIterato
                 yield pos, event
 
 
-async def running_jobs(conn: Connection) -> list[dict]:
+async def running_jobs(conn: Connection) -> list[JobInfo]:
     """Running download jobs on the host (to reattach to after a restart or a reconnect)."""
-    return [j for j in await conn.call("jobs.list", kind="download") if j["state"] == "running"]
+    return [j for j in await list_jobs(conn, "download") if j.state == "running"]
 
 
 async def cancel(conn: Connection, job_id: str, timeout: float = 10) -> dict:
@@ -235,12 +236,12 @@ class Progress:
         elif kind == "cancelled":
             self.state, self.reason = "cancelled", "cancelled"
 
-    def finish(self, job: dict) -> None:
+    def finish(self, job: JobInfo) -> None:
         """Take the final state from the job's description (a crash leaves no event saying so)."""
-        if job.get("state") and job["state"] != "running":
-            self.state = job["state"]
-            if job["state"] != "done":
-                self.reason = self.reason or job.get("reason")
+        if job.state != "running":
+            self.state = job.state
+            if job.state != "done":
+                self.reason = self.reason or job.reason
 
     @property
     def bytes(self) -> int:

@@ -26,6 +26,7 @@ from typing import Any, Protocol
 from backend.connection import Connection
 from backend.errors import ConnectionFailed, OperationFailed, RemoteError, UsageError
 from backend.history import read_lines
+from backend.jobs import JobInfo, get_job, list_jobs
 from backend.metrics import LiveFilter, Sample, parse_line, parse_metrics, server_info_numbers, startup_seconds
 from backend.series import LiveSeries
 from backend.settings import Settings
@@ -41,46 +42,39 @@ READ_CHUNK = 1 << 20  # bytes per read of the part of a log the history holds al
 Change = str  # "server" | "samples" | "poll" | "truncated" | "ended"
 
 
-def server_port(job: dict) -> int:
-    """The HTTP port of a serve job."""
-    return int((job.get("args") or {}).get("port"))
-
-
-async def running_servers(conn: Connection) -> list[dict]:
+async def running_servers(conn: Connection) -> list[JobInfo]:
     """The host's running serve jobs, newest first."""
-    jobs = await conn.call("jobs.list", kind="serve")
-    running = [j for j in jobs if j.get("state") == "running" and (j.get("args") or {}).get("port")]
-    return sorted(running, key=lambda j: j.get("started") or 0, reverse=True)
+    running = [j for j in await list_jobs(conn, "serve") if j.state == "running" and j.port]
+    return sorted(running, key=lambda j: j.started or 0, reverse=True)
 
 
-async def find_server(conn: Connection, port: int | None = None) -> dict | None:
+async def find_server(conn: Connection, port: int | None = None) -> JobInfo | None:
     """The running serve job on ``port``, or the newest one without a port; None when there is none."""
     for job in await running_servers(conn):
-        if port is None or server_port(job) == port:
+        if port is None or job.port == port:
             return job
     return None
 
 
-async def require_server(conn: Connection, port: int | None = None) -> dict:
+async def require_server(conn: Connection, port: int | None = None) -> JobInfo:
     """Like ``find_server`` for commands: a sentence saying what to do when no (or no single) server fits."""
     servers = await running_servers(conn)
     if port is not None:
-        servers = [j for j in servers if server_port(j) == port]
+        servers = [j for j in servers if j.port == port]
     if not servers:
         where = f" on port {port}" if port is not None else ""
         raise OperationFailed(
             f"no SGLang server is running{where} on {conn.host.name}; start one with `specdeck serve start PROFILE`."
         )
     if len(servers) > 1:
-        ports = ", ".join(str(server_port(j)) for j in servers)
+        ports = ", ".join(str(j.port) for j in servers)
         raise UsageError(f"{len(servers)} servers are running on {conn.host.name} (ports {ports}); pass --port.")
     return servers[0]
 
 
-def describe_server(job: dict) -> str:
+def describe_server(job: JobInfo) -> str:
     """``profile on port P`` for messages."""
-    args = job.get("args") or {}
-    return f"{args.get('profile') or job.get('id')} on port {server_port(job)}"
+    return f"{job.args.get('profile') or job.id} on port {job.port}"
 
 
 def profile_steps(settings: Settings, profile: str | None = None) -> int | None:
@@ -106,11 +100,11 @@ class Recorder(Protocol):
     ``mark`` after each batch with the offset read up to, ``truncated`` when the host says the log was truncated
     or replaced (it is followed again from its start), ``end`` with the job once the server has ended."""
 
-    async def recorded(self, job: dict) -> int:
+    async def recorded(self, job: JobInfo) -> int:
         """Bytes of the job's log recorded already."""
         ...
 
-    def begin(self, job: dict, offset: int) -> None: ...
+    def begin(self, job: JobInfo, offset: int) -> None: ...
 
     def add(self, sample: Sample) -> None: ...
 
@@ -118,7 +112,7 @@ class Recorder(Protocol):
 
     def truncated(self) -> None: ...
 
-    def end(self, job: dict) -> None: ...
+    def end(self, job: JobInfo) -> None: ...
 
 
 class LiveFeed:
@@ -145,7 +139,8 @@ class LiveFeed:
         self.recorder = recorder
         self.poll_s = poll_s
         self.find_s = find_s
-        self.server: dict | None = None  # the serve job being followed (its last known description)
+        self.server: JobInfo | None = None  # the serve job being followed (its last known description)
+        self.gone = False  # the server left the host's running jobs without the feed seeing it end
         self.info: dict[str, Any] = {}  # server_info_numbers() of the last /server_info answer
         self.metrics: dict[str, float | None] = {}  # parse_metrics() of the last /metrics answer
         self.startup: dict[str, dict[str, float]] = {}  # startup_seconds(): SGLang 0.5.23's startup gauges
@@ -156,6 +151,12 @@ class LiveFeed:
         self.polls = 0
         self.filter = LiveFilter()
 
+    @property
+    def running_server(self) -> JobInfo | None:
+        """The server followed while it runs (None once it ended or left the host's running jobs)."""
+        server = self.server
+        return server if server is not None and server.state == "running" and not self.gone else None
+
     def _tell(self, change: Change) -> None:
         if self.listener is not None:
             self.listener(change)
@@ -164,24 +165,24 @@ class LiveFeed:
         """Empty the series (and their idle history); following and recording carry on from where they are."""
         self.series.reset()
 
-    def _start(self, job: dict, offset: int) -> None:
+    def _start(self, job: JobInfo, offset: int) -> None:
         """Take on ``job``: a different server than before starts a new run (empty series, fresh polls)."""
-        if self.server is None or self.server.get("id") != job.get("id"):
+        if self.server is None or self.server.id != job.id:
             self.reset()
             self.filter.reset()
             self.info, self.metrics, self.startup, self.reachable = {}, {}, {}, None
             self.lines = self.samples = self.polls = 0
-        self.server, self.offset = job, offset
+        self.server, self.offset, self.gone = job, offset, False
         self._tell("server")
 
-    async def follow(self, job: dict, offset: int = 0) -> AsyncIterator[Sample]:
+    async def follow(self, job: JobInfo, offset: int = 0) -> AsyncIterator[Sample]:
         """The samples of ``job``'s log from byte ``offset`` as the live view sees them; ends when the job does.
 
         Every sample (prefill too) is fed to the series; the yielded ones have ``gen_tps`` None where it
         counted idle time. Polls the server's HTTP endpoints while following.
         """
         self._start(job, offset)
-        poller = asyncio.create_task(self._poll(job), name=f"poll {job.get('id')}")
+        poller = asyncio.create_task(self._poll(job), name=f"poll {job.id}")
         recorder = self.recorder
         unyielded = 0  # lines parsed since the last yield, across events: a queued backlog of small events
         # arrives without the loop getting a turn between them
@@ -216,14 +217,14 @@ class LiveFeed:
         finally:
             poller.cancel()
         try:
-            self.server = await self.conn.call("jobs.get", id=job["id"])
+            self.server = await get_job(self.conn, job.id)
         except ConnectionFailed:
             pass
-        if recorder is not None:
+        if recorder is not None and self.server is not None:
             recorder.end(self.server)
         self._tell("ended")
 
-    async def _batches(self, job: dict, offset: int) -> AsyncIterator[tuple[dict, bool]]:
+    async def _batches(self, job: JobInfo, offset: int) -> AsyncIterator[tuple[dict, bool]]:
         """(``jobs.follow`` event, to be recorded?) from byte ``offset`` on: the part of the log the recorder
         holds already is read for the series only, the rest is followed and recorded."""
         start = offset
@@ -232,14 +233,14 @@ class LiveFeed:
             self.recorder.begin(job, start)
         while offset < start:
             try:
-                lines, end = await read_lines(self.conn, job["log_path"], offset, min(READ_CHUNK, start - offset))
+                lines, end = await read_lines(self.conn, job.log_path, offset, min(READ_CHUNK, start - offset))
             except RemoteError:
                 break  # the log is gone or unreadable: the follow below says what there is
             if end == offset:
                 break
             offset = end
             yield {"offset": end, "lines": lines}, False
-        params = {"id": job["id"], "stream": "log", "offset": start}
+        params = {"id": job.id, "stream": "log", "offset": start}
         async with contextlib.aclosing(self.conn.subscribe("jobs.follow", params, _resume)) as events:
             async for event in events:
                 yield event, self.recorder is not None
@@ -256,18 +257,18 @@ class LiveFeed:
                 await self.conn.wait_connected()
                 continue
             if job is None:
-                if self.server is not None and self.server.get("state") == "running":
-                    self.server = {**self.server, "state": "gone"}
+                if self.server is not None and self.server.state == "running" and not self.gone:
+                    self.gone = True
                     self._tell("ended")
                 await asyncio.sleep(self.find_s)
                 continue
-            same = self.server is not None and self.server.get("id") == job.get("id")
+            same = self.server is not None and self.server.id == job.id
             try:
                 async for _ in self.follow(job, self.offset if same else 0):
                     pass
             except ConnectionFailed:
                 await self.conn.wait_connected()
-            if self.server is not None and self.server.get("state") == "running":
+            if self.server is not None and self.server.state == "running":
                 await asyncio.sleep(self.find_s)  # the follow ended early (e.g. a reconnect without resume)
 
     # --- polling ------------------------------------------------------------------------------------------
@@ -279,9 +280,9 @@ class LiveFeed:
         except (ConnectionFailed, RemoteError):
             return None
 
-    async def _poll(self, job: dict) -> None:
+    async def _poll(self, job: JobInfo) -> None:
         """Poll /server_info and /metrics until cancelled; the next round starts once this one has finished."""
-        port = server_port(job)
+        port = job.port
         info_path, metrics_on = "/server_info", True
         while True:
             info = await self._get(port, info_path)
@@ -308,6 +309,6 @@ class LiveFeed:
             await asyncio.sleep(self.poll_s)
 
 
-async def log_end(conn: Connection, job: dict) -> int:
+async def log_end(conn: Connection, job: JobInfo) -> int:
     """The byte offset just past the last complete line of ``job``'s log (where `watch` starts)."""
-    return int((await conn.call("jobs.tail", id=job["id"], lines=1))["offset"])
+    return int((await conn.call("jobs.tail", id=job.id, lines=1))["offset"])

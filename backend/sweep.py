@@ -14,7 +14,9 @@ from typing import Any
 
 from backend import serving
 from backend.bench import DEFAULT_MAX_TOKENS, DEFAULT_REQUESTS, bench_events
+from backend.connection import Connection
 from backend.errors import OperationFailed, UsageError
+from backend.jobs import JobInfo, get_job, list_jobs, newest_running
 from backend.settings import ProfileConfig, Settings
 
 READY_TIMEOUT_S = 1800.0  # a 1T MoE on 8 GPUs takes minutes to load and capture graphs
@@ -75,7 +77,7 @@ def _command(settings: Settings, host: Any, profile: ProfileConfig) -> tuple[dic
 
 
 async def start(
-    conn: Any,
+    conn: Connection,
     settings: Settings,
     profile_name: str,
     plan: SweepPlan,
@@ -83,7 +85,7 @@ async def start(
     baseline_tok_s: float,
     resume: str | None = None,
     force: bool = False,
-) -> dict:
+) -> JobInfo:
     """Check the profile, build every point's command and start the sweep job; returns its description."""
     profile = serving.get_profile(settings, profile_name)
     if not profile.algorithm:
@@ -117,16 +119,16 @@ async def start(
         "resume": resume,
         "env": {"points": env, "restore": restore_env or {}},
     }
-    return await conn.call("sweep.start", **params)
+    return JobInfo.from_json(await conn.call("sweep.start", **params))
 
 
-async def events(conn: Any, job_id: str) -> AsyncIterator[dict]:
+async def events(conn: Connection, job_id: str) -> AsyncIterator[dict]:
     """The sweep's events as they are written, from the first; ends with the job."""
     async for record in bench_events(conn, job_id):
         yield record
 
 
-async def follow(conn: Any, job_id: str, on_event: Callable[[dict], None] | None = None) -> dict:
+async def follow(conn: Connection, job_id: str, on_event: Callable[[dict], None] | None = None) -> dict:
     """Follow a sweep to its end; its ``done`` event, or OperationFailed saying why there is none."""
     last = None
     async for record in events(conn, job_id):
@@ -136,21 +138,20 @@ async def follow(conn: Any, job_id: str, on_event: Callable[[dict], None] | None
             last = record
     if last is not None and last["event"] == "done":
         return last
-    job = await conn.call("jobs.get", id=job_id)
+    job = await get_job(conn, job_id)
     if last is not None:
         raise OperationFailed(f"sweep {job_id} was cancelled; the server it started was stopped.")
-    raise OperationFailed(f"sweep {job_id} ended without a result: {job.get('reason') or job.get('state')}.")
+    raise OperationFailed(f"sweep {job_id} ended without a result: {job.reason or job.state}.")
 
 
-async def cancel(conn: Any, job_id: str) -> dict:
+async def cancel(conn: Connection, job_id: str) -> dict:
     """Cancel a sweep: it SIGTERMs the server and bench it started, then ends."""
     return await conn.call("jobs.cancel", id=job_id, timeout=15)
 
 
-async def running(conn: Any) -> dict | None:
+async def running(conn: Connection) -> JobInfo | None:
     """The newest running sweep job on the host, if any."""
-    jobs = [j for j in await conn.call("jobs.list", kind="sweep") if j.get("state") == "running"]
-    return max(jobs, key=lambda j: j.get("started") or 0) if jobs else None
+    return newest_running(await list_jobs(conn, "sweep"))
 
 
 def point_line(point: dict) -> str:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from backend.history import History, filter_tail
+from backend.jobs import JobInfo
 from backend.metrics import Sample
 
 T0 = 1_800_000_000.0
@@ -18,14 +19,8 @@ def add_run(
     if drafter:
         argv += ["--speculative-algorithm", "EAGLE3", "--speculative-draft-model-path", models[drafter]]
     profile = {None: "baseline", "ours": "eagle3-ours", "aq-medai": "eagle3-aq"}[drafter]
-    job = {
-        "id": job_id,
-        "state": "cancelled",
-        "started": T0,
-        "ended": T0 + 40,
-        "args": {"profile": profile, "drafter": drafter, "algorithm": "EAGLE3" if drafter else None, "port": 30000},
-        "argv": argv,
-    }
+    args = {"profile": profile, "drafter": drafter, "algorithm": "EAGLE3" if drafter else None, "port": 30000}
+    job = JobInfo(job_id, state="cancelled", started=T0, ended=T0 + 40, args=args, argv=tuple(argv))
     run = history.upsert_run("local", job)
     samples = [
         Sample(ts=T0 + 5 + i, kind="decode", gen_tps=(tok + (i % 3 - 1)) * streams, accept_len=acc, running_req=streams)
@@ -43,11 +38,11 @@ def add_benched_run(
     argv = ["python", "-m", "sglang.launch_server", "--speculative-draft-model-path", AQ]
     argv += ["--speculative-num-steps", str(steps), "--speculative-eagle-topk", "1"]
     args = {"profile": "eagle3-aq", "drafter": "aq-medai", "algorithm": "EAGLE3", "sweep": sweep, "point": n}
-    job = {"id": f"serve-{n}", "args": args, "argv": argv, "state": "done", "started": 1000.0 + n}
+    job = JobInfo(f"serve-{n}", args=args, argv=tuple(argv), state="done", started=1000.0 + n)
     run_id = history.upsert_run("box", job)
     acceptance = {"histogram": histogram, "verify_ct": sum(histogram)} if histogram else None
-    result = {"tok_s": tok_s, "accept_len": 2.0, "cycle_ms": cycle, "server_job": job["id"], "acceptance": acceptance}
-    history.record_bench("box", {"id": f"bench-{n}", "args": {}, "state": "done", "ended": 2000.0 + n}, result)
+    result = {"tok_s": tok_s, "accept_len": 2.0, "cycle_ms": cycle, "server_job": job.id, "acceptance": acceptance}
+    history.record_bench("box", JobInfo(f"bench-{n}", state="done", ended=2000.0 + n), result)
     return run_id
 
 
@@ -64,7 +59,7 @@ def record_run(
     """A finished run of ``host`` in the history: 30 one-second samples at ``streams`` running requests averaging
     ``tok_s`` per stream and ``accept``."""
     t0 = 1_800_000_000.0 + started
-    job = {"id": job_id, "state": "done", "started": t0, "ended": t0 + 40, "args": {"profile": profile}}
+    job = JobInfo(job_id, state="done", started=t0, ended=t0 + 40, args={"profile": profile})
     samples = [
         Sample(t0 + i, "decode", gen_tps=(tok_s + (i % 3 - 1)) * streams, accept_len=accept, running_req=streams)
         for i in range(30)

@@ -17,6 +17,7 @@ from pathlib import Path
 from backend import serving
 from backend.connection import Connection
 from backend.history import History
+from backend.jobs import JobInfo, get_job
 from backend.metrics import live_samples
 from backend.settings import HostConfig, Settings, parse
 from tests.sshd import free_port
@@ -132,10 +133,10 @@ def server_argv(models: dict, profile: str, port: int) -> list[str]:
     return argv
 
 
-async def start_server(conn: Connection, models: dict, profile: str) -> dict:
+async def start_server(conn: Connection, models: dict, profile: str) -> JobInfo:
     """A serve job running the simulator on a free port, once /health answers 200."""
     port = free_port()
-    job = await conn.call(
+    wire = await conn.call(
         "jobs.start",
         kind="serve",
         argv=server_argv(models, profile, port),
@@ -143,31 +144,34 @@ async def start_server(conn: Connection, models: dict, profile: str) -> dict:
         env={"SPECDECK_SIM_TIME_SCALE": "0.05", **serving.launch_env(conn.host)},
         cwd=str(REPO),
     )
+    job = JobInfo.from_json(wire)
     deadline = time.monotonic() + 60  # another process, on a loaded machine: poll with short waits
     while (await conn.call("http.request", url=f"http://127.0.0.1:{port}/health")).get("status") != 200:
-        assert (await conn.call("jobs.get", id=job["id"]))["state"] == "running", job
+        assert (await get_job(conn, job.id)).state == "running", job
         assert time.monotonic() < deadline, f"{profile} server not ready"
         await asyncio.sleep(0.02)
     return job
 
 
 @contextlib.asynccontextmanager
-async def servers(host: HostConfig, models: dict, *profiles: str) -> AsyncIterator[tuple[Connection, dict]]:
+async def servers(
+    host: HostConfig, models: dict, *profiles: str
+) -> AsyncIterator[tuple[Connection, dict[str, JobInfo]]]:
     """A connection to ``host`` with one simulated server per profile; every server is stopped after."""
     conn = await Connection.open(host)
-    jobs: dict[str, dict] = {}
+    jobs: dict[str, JobInfo] = {}
     try:
         started = await asyncio.gather(*(start_server(conn, models, p) for p in profiles))
         jobs = dict(zip(profiles, started, strict=True))
         yield conn, jobs
     finally:
         for job in jobs.values():
-            await conn.call("jobs.cancel", id=job["id"])
+            await conn.call("jobs.cancel", id=job.id)
         await conn.close()
 
 
-def log_lines_of(job: dict) -> list[str]:
-    return Path(job["log_path"]).read_text().splitlines()
+def log_lines_of(job: JobInfo) -> list[str]:
+    return Path(job.log_path).read_text().splitlines()
 
 
 def recorded_totals(run_id: str) -> tuple[int, int, float]:
@@ -181,7 +185,7 @@ def recorded_totals(run_id: str) -> tuple[int, int, float]:
     return row[0], row[1], row[2]
 
 
-def log_totals(job: dict) -> tuple[int, int, float]:
+def log_totals(job: JobInfo) -> tuple[int, int, float]:
     """The same totals for the whole log, read at once (post-idle throughput left out)."""
     decode = [s for s in live_samples(log_lines_of(job)) if s.kind == "decode"]
     tok = [s.gen_tps for s in decode if s.gen_tps is not None]

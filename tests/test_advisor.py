@@ -13,6 +13,7 @@ import pytest
 from backend import advisor
 from backend.errors import UsageError
 from backend.history import History, Yardstick
+from backend.jobs import JobInfo
 from tests.runs import add_benched_run
 
 REPO = Path(__file__).resolve().parents[1]
@@ -30,7 +31,7 @@ def test_advice_fits_cost_from_runs_and_predicts(history):
     five = add_benched_run(history, 3, 5, 39.0, 50.0, None)
     # A later bench of the 5-step run at 4 streams: a batch's cycle, kept out of the step count's cost.
     loaded = {"tok_s": 30.0, "accept_len": 2.0, "cycle_ms": 70.0, "server_job": "serve-3", "concurrency": 4}
-    history.record_bench("box", {"id": "bench-loaded", "args": {}, "state": "done", "ended": 9999.0}, loaded)
+    history.record_bench("box", JobInfo("bench-loaded", state="done", ended=9999.0), loaded)
     assert history.run(five).bench["concurrency"] == 4  # the newest bench is the loaded one
     advice = advisor.advise(history.runs(), Yardstick(82.0, 30.0), max_steps=3)
     assert advice.run.id == three  # the newest run with a histogram

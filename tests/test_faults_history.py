@@ -20,6 +20,7 @@ import pytest
 
 from backend.history import History, HistoryUnavailable, history_path
 from backend.history import store as history_store
+from backend.jobs import JobInfo
 from backend.settings import builtin_defaults
 from tests.helpers import until
 
@@ -178,10 +179,9 @@ lines(100, 20)
 """
 
 
-async def truncating_job(conn, gate: Path) -> dict:
-    return await conn.call(
-        "jobs.start", kind="serve", argv=[sys.executable, "-c", WRITER, str(gate)], args={"profile": "t", "port": 9}
-    )
+async def truncating_job(conn, gate: Path) -> JobInfo:
+    argv = [sys.executable, "-c", WRITER, str(gate)]
+    return JobInfo.from_json(await conn.call("jobs.start", kind="serve", argv=argv, args={"profile": "t", "port": 9}))
 
 
 def accept_samples(run_id: str) -> int:
@@ -216,15 +216,15 @@ async def test_truncated_log_is_followed_and_recorded_again_from_its_start(tmp_p
         while feed.lines < 30:
             assert time.monotonic() < deadline, "the first 30 lines"
             await asyncio.sleep(0.02)
-        os.truncate(job["log_path"], 0)  # logrotate's copytruncate
+        os.truncate(job.log_path, 0)  # logrotate's copytruncate
         while "truncated" not in changes:
             assert time.monotonic() < deadline, "the truncation noticed"
             await asyncio.sleep(0.02)
         gate.touch()
         await asyncio.wait_for(follower, 30)
-        assert feed.lines == 50 and feed.offset == os.path.getsize(job["log_path"])
+        assert feed.lines == 50 and feed.offset == os.path.getsize(job.log_path)
         recorder.flush(force=True).result(10)
-        run_id = run_id_of("local", job["id"])
+        run_id = run_id_of("local", job.id)
         assert accept_samples(run_id) == 50
         with History.open() as history:
             assert history.imported(run_id) == feed.offset
@@ -244,21 +244,21 @@ async def test_sync_imports_a_truncated_log_again_from_its_start(tmp_path):
     try:
         gate = tmp_path / "gate"
         job = await truncating_job(conn, gate)
-        run_id = run_id_of("local", job["id"])
+        run_id = run_id_of("local", job.id)
         deadline = time.monotonic() + 30
-        log = Path(job["log_path"])
+        log = Path(job.log_path)
         while not log.exists() or len(log.read_text().splitlines()) < 30:
             assert time.monotonic() < deadline, "the first 30 lines"
             await asyncio.sleep(0.02)
         with History.open() as history:
             await sync_from_host(history, conn)
         assert accept_samples(run_id) == 30
-        os.truncate(job["log_path"], 0)
+        os.truncate(job.log_path, 0)
         gate.touch()
-        await conn.call("jobs.wait", id=job["id"], timeout=30)
+        await conn.call("jobs.wait", id=job.id, timeout=30)
         with History.open() as history:
             await sync_from_host(history, conn)
-            assert history.imported(run_id) == os.path.getsize(job["log_path"])
+            assert history.imported(run_id) == os.path.getsize(job.log_path)
         assert accept_samples(run_id) == 50
     finally:
         await conn.close()

@@ -21,6 +21,7 @@ from textual.widgets import DataTable
 
 from backend.connection import Connection
 from backend.history import History, LiveRecorder, filter_tail, parse_server_args, primed_filter, sync_from_host
+from backend.jobs import JobInfo
 from backend.metrics import Sample, live_samples, parse_lines
 from backend.report import Chart, break_even_cell, svg_chart, text_chart
 from backend.settings import HostConfig, builtin_defaults
@@ -45,10 +46,11 @@ def cli(*args: str, rc: int = 0) -> subprocess.CompletedProcess:
 WRITER = """
 import sys, time
 from backend.history import History, LiveRecorder
+from backend.jobs import JobInfo
 from backend.metrics import Sample
 history = History.open(sys.argv[1])
 rec = LiveRecorder(history, "local")
-rec.begin({"id": "serve-kill", "state": "running", "started": 0, "args": {"profile": "p"}, "argv": []})
+rec.begin(JobInfo("serve-kill", started=0, args={"profile": "p"}))
 i = 0
 while True:
     for _ in range(50):  # distinct seconds, so every sample is its own row
@@ -102,7 +104,7 @@ def test_kill_9_mid_write_loses_at_most_the_last_second(tmp_path):
 
 def test_downsampling_merges_a_second_split_across_imports(tmp_path):
     with History.open(tmp_path / "h.sqlite3") as history:
-        run = history.upsert_run("h", {"id": "serve-x", "state": "running", "started": T0, "args": {}})
+        run = history.upsert_run("h", JobInfo("serve-x", started=T0))
         first = [Sample(ts=T0, kind="decode", gen_tps=60.0, accept_len=2.0)]
         second = [Sample(ts=T0 + 0.5, kind="decode", gen_tps=62.0, accept_len=2.2)]
         assert history.import_chunk(run, 0, 10, first, [])
@@ -176,7 +178,7 @@ def test_a_baseline_at_concurrency_2_is_judged_per_stream_not_as_a_doubling(mode
 
 def test_a_measured_baseline_is_the_yardstick_at_its_own_concurrency(models, tmp_path):
     with History.open(tmp_path / "h.sqlite3") as history:
-        base = history.upsert_run("local", {"id": "serve-base", "state": "done", "started": T0, "args": {}})
+        base = history.upsert_run("local", JobInfo("serve-base", state="done", started=T0))
         # One stream for 10 s, then two streams for 10 s, an idle line and a second merging both.
         samples = [Sample(T0 + i, "decode", gen_tps=82.0, running_req=1) for i in range(10)]
         samples += [Sample(T0 + 10 + i, "decode", gen_tps=157.0, running_req=2) for i in range(10)]
@@ -201,15 +203,15 @@ def test_a_measured_baseline_is_the_yardstick_at_its_own_concurrency(models, tmp
         assert doc["baseline_by_streams"] == {"1": 82.0, "2": 78.5} and doc["baseline_source"] == "measured"
         # Like with like: runs (log figures) against the baseline's log at 2 streams, benches against its bench.
         result = {"server_job": "serve-base", "tok_s": 80.0, "concurrency": 2, "ended": T0 + 60}
-        history.record_bench("local", {"id": "bench-base2", "state": "done"}, result)
+        history.record_bench("local", JobInfo("bench-base2", state="done"), result)
         y = history.yardstick(85.0, 30.0)
         assert y.bench_by_streams == {2: 80.0} and y.measured_at(2) == pytest.approx(78.5)
         assert y.versus(aq).pct == pytest.approx(100 * (91 / 78.5 - 1))
         assert y.bench_versus(2, 84.0).pct == pytest.approx(5.0) and y.bench_versus(2, 84.0).streams == 2
         # A baseline run benched only at 4 streams (its log not imported yet) keeps the configured single stream.
-        only = history.upsert_run("local", {"id": "serve-b4", "state": "running", "started": T0, "args": {}})
+        only = history.upsert_run("local", JobInfo("serve-b4", started=T0))
         bench4 = {"server_job": "serve-b4", "tok_s": 73.0, "concurrency": 4, "ended": T0 + 80}
-        history.record_bench("local", {"id": "bench-b4", "state": "done"}, bench4)
+        history.record_bench("local", JobInfo("bench-b4", state="done"), bench4)
         history.set_baseline(only)
         y = history.yardstick(82.0, 30.0)
         assert not y.measured and y.baseline_tok_s == 82.0 and y.at(4) == 73.0 and history.measured_baseline() is None
@@ -323,7 +325,7 @@ async def test_sync_from_host_imports_a_simulator_run_and_its_bench(tmp_path, mo
 def test_live_recorder_commits_at_most_once_a_second(tmp_path):
     with History.open(tmp_path / "h.sqlite3") as history:
         rec = LiveRecorder(history, "h")
-        run = rec.begin({"id": "serve-live", "state": "running", "started": T0, "args": {}})
+        run = rec.begin(JobInfo("serve-live", started=T0))
         t_end = time.monotonic() + 1.5
         i = 0
         while time.monotonic() < t_end:
@@ -333,7 +335,7 @@ def test_live_recorder_commits_at_most_once_a_second(tmp_path):
             rec.flush()
             time.sleep(0.005)
         assert 1 <= rec.commits <= 2
-        rec.end({"id": "serve-live", "state": "done", "started": T0, "ended": T0 + 9, "args": {}})
+        rec.end(JobInfo("serve-live", state="done", started=T0, ended=T0 + 9))
         assert history.import_state(run)[0] == i
         summary = history.run(run)
         assert summary.outcome == "stopped" and summary.samples == len({int(i / 10) for i in range(i)})

@@ -19,6 +19,7 @@ from backend.cli.livecmds import _watch_line
 from backend.connection import Connection
 from backend.errors import OperationFailed, UsageError
 from backend.history import History, HistoryThread, filter_tail, run_id_of, sync_from_host
+from backend.jobs import JobInfo
 from backend.livefeed import LiveFeed
 from backend.metrics import Sample
 from backend.sandbox.simulator import crossover_batch
@@ -204,7 +205,7 @@ def test_breakeven_text_shows_limit_and_finite_steps_truth():
 def test_breakeven_defaults_to_the_measured_baseline_when_one_is_marked():
     assert json.loads(cli("breakeven", "--json", "--host", "local").stdout)["baseline_source"] == "configured"
     with History.open() as history:
-        run = history.upsert_run("local", {"id": "serve-base", "state": "done", "started": 1e9, "args": {}})
+        run = history.upsert_run("local", JobInfo("serve-base", state="done", started=1e9))
         samples = [Sample(ts=1e9 + i, kind="decode", gen_tps=80.0 + i % 2, running_req=1) for i in range(10)]
         assert history.import_chunk(run, 0, 100, samples, filter_tail([], samples))
         history.set_baseline(run)
@@ -246,7 +247,7 @@ async def test_bench_baseline_ours_and_aq_against_the_break_even(sim_host: HostC
     async with servers(sim_host, models, *PROFILES) as (conn, jobs):
         runs = await asyncio.gather(
             *(
-                acli("bench", "--json", "--requests", "2", "--max-tokens", "64", "--port", str(job["args"]["port"]),
+                acli("bench", "--json", "--requests", "2", "--max-tokens", "64", "--port", str(job.port),
                      *host_args(sim_host))
                 for job in jobs.values()
             )
@@ -288,7 +289,7 @@ async def test_bench_baseline_ours_and_aq_against_the_break_even(sim_host: HostC
         job = bench_jobs["eagle3-aq"]
         last = json.loads(Path(job["events_path"]).read_text().splitlines()[-1])
         assert last["event"] == "result" and last["tok_s"] == aq["tok_s"] and last["profile"] == "eagle3-aq"
-        assert last["server_job"] == jobs["eagle3-aq"]["id"] and last["port"] == jobs["eagle3-aq"]["args"]["port"]
+        assert last["server_job"] == jobs["eagle3-aq"].id and last["port"] == jobs["eagle3-aq"].port
         assert job["args"]["requests"] == 2 and job["args"]["prompts"] == "built-in"
 
         # Several servers and no --port: which one is a question for the user.
@@ -304,7 +305,7 @@ async def test_concurrency_sweep_finds_the_simulators_crossover_within_one_level
         sweeps = await asyncio.gather(
             *(
                 acli("bench", "--json", "--concurrency", "1,2,4,8", "--requests", "1", "--max-tokens", "160",
-                     "--port", str(job["args"]["port"]), *host_args(host))
+                     "--port", str(job.port), *host_args(host))
                 for job in jobs.values()
             )
         )  # fmt: skip
@@ -382,7 +383,7 @@ async def test_watch_streams_live_samples_and_says_when_no_server_runs(sim_host:
         )  # fmt: skip
         try:
             assert "watching eagle3-ours on port" in (await asyncio.wait_for(watch.stderr.readline(), 30)).decode()
-            port = str(jobs["eagle3-ours"]["args"]["port"])
+            port = str(jobs["eagle3-ours"].port)
             rc, _, err = await acli(
                 "bench", "--requests", "1", "--max-tokens", "96", "--port", port, *host_args(sim_host)
             )
@@ -407,7 +408,7 @@ async def test_live_feed_follows_polls_and_resets_for_a_new_server(sim_host: Hos
         feed = LiveFeed(conn, series, changes.append, poll_s=0.1, find_s=0.05)
         task = asyncio.create_task(feed.run())
         try:
-            port = str(jobs["eagle3-aq"]["args"]["port"])
+            port = str(jobs["eagle3-aq"].port)
             rc, _, err = await acli(
                 "bench", "--requests", "1", "--max-tokens", "96", "--port", port, *host_args(sim_host)
             )
@@ -418,23 +419,23 @@ async def test_live_feed_follows_polls_and_resets_for_a_new_server(sim_host: Hos
                 and feed.reachable and "samples" in changes,
                 "samples, info and metrics",
             )  # fmt: skip
-            assert feed.server["id"] == jobs["eagle3-aq"]["id"] and "server" in changes and "samples" in changes
+            assert feed.server.id == jobs["eagle3-aq"].id and "server" in changes and "samples" in changes
             assert feed.info["version"] == f"{sim_host.sglang_version}-sim" and feed.info["speculative_num_steps"] == 3
             assert feed.reachable is True and feed.metrics["spec_accept_length"] > 1
             current = sim_host.sglang_version == "0.5.23"  # 0.5.23's own gauges: live numbers, startup times
             assert (feed.metrics["spec_num_steps"] == 3) == current and bool(feed.startup["phases"]) == current
             assert series.accept_len.stats().mean > 2.46 and len(series.tok_s) >= 3
             assert series.breakeven.last[1] == pytest.approx(series.cycle_ms.last[1] * 82 / 1000)
-            log_lines = Path(feed.server["log_path"]).read_text().splitlines()
+            log_lines = Path(feed.server.log_path).read_text().splitlines()
             assert 0 < feed.lines <= len(log_lines)
 
             # A new server is a new run: the series start empty.
-            await conn.call("jobs.cancel", id=jobs["eagle3-aq"]["id"])
+            await conn.call("jobs.cancel", id=jobs["eagle3-aq"].id)
             await eventually(lambda: "ended" in changes, "the server's end")
-            assert feed.server["state"] == "cancelled" and feed.lines == len(log_lines_of(feed.server))
+            assert feed.server.state == "cancelled" and feed.lines == len(log_lines_of(feed.server))
             second = await start_server(conn, models, "baseline")
             jobs["baseline"] = second
-            await eventually(lambda: feed.server["id"] == second["id"], "the new server")
+            await eventually(lambda: feed.server.id == second.id, "the new server")
             assert len(series.accept_len) == 0 and len(series.tok_s) == 0
         finally:
             task.cancel()
@@ -446,7 +447,7 @@ async def test_history_thread_says_once_what_failed_and_never_raises_into_the_fe
     (tmp_path / "file").write_text("not a folder")
     recorder = HistoryThread(tmp_path / "file" / "history.sqlite3")
     recorder.record("local")
-    job = {"id": "serve-x", "state": "running", "args": {}}
+    job = JobInfo("serve-x")
     assert await recorder.recorded(job) == 0  # the feed follows from where it was asked to
     recorder.begin(job, 0)
     recorder.add(Sample(ts=1e9, kind="decode", gen_tps=80.0))
@@ -464,8 +465,8 @@ async def test_live_feed_records_what_it_follows_from_where_the_history_stopped(
     host = HostConfig(name="local", url="local", python=sys.executable, workdir=str(tmp_path / "work"))
     async with servers(host, models, "eagle3-ours") as (conn, jobs):
         job = jobs["eagle3-ours"]
-        port = str(job["args"]["port"])
-        run_id = run_id_of("local", job["id"])
+        port = str(job.port)
+        run_id = run_id_of("local", job.id)
         # Part of the log is in the history already (imported while no panel followed it).
         rc, _, err = await acli("bench", "--requests", "1", "--max-tokens", "64", "--port", port, *host_args(host))
         assert rc == 0, err
@@ -481,7 +482,7 @@ async def test_live_feed_records_what_it_follows_from_where_the_history_stopped(
         async def bench_then_stop() -> None:
             rc, _, err = await acli("bench", "--requests", "1", "--max-tokens", "96", "--port", port, *host_args(host))
             assert rc == 0, err
-            await conn.call("jobs.cancel", id=job["id"])
+            await conn.call("jobs.cancel", id=job.id)
 
         try:
             stopper = asyncio.create_task(bench_then_stop())
@@ -521,12 +522,12 @@ async def test_live_feed_loses_no_line_across_a_dropped_ssh_link(sshd, models, t
     )
     async with servers(local, models, "eagle3-ours") as (setup, jobs):
         job = jobs["eagle3-ours"]
-        port = str(job["args"]["port"])
+        port = str(job.port)
 
         async def bench_then_stop() -> None:
             rc, _, err = await acli("bench", "--requests", "2", "--max-tokens", "96", "--port", port, *host_args(local))
             assert rc == 0, err
-            await setup.call("jobs.cancel", id=job["id"])
+            await setup.call("jobs.cancel", id=job.id)
 
         conn = Connection(ssh)
         conn.supervise()
@@ -542,7 +543,7 @@ async def test_live_feed_loses_no_line_across_a_dropped_ssh_link(sshd, models, t
             await stopper
             assert conn.generation >= 2  # it did reconnect
             lines = log_lines_of(job)
-            assert feed.lines == len(lines) and feed.offset == Path(job["log_path"]).stat().st_size
+            assert feed.lines == len(lines) and feed.offset == Path(job.log_path).stat().st_size
             assert seen == sum(1 for line in lines if "Decode batch" in line or "Prefill batch" in line) > 10
         finally:
             await conn.close()

@@ -190,7 +190,7 @@ async def test_live_tab_follows_a_server_and_runs_the_bench(models):
         app = SpecdeckApp(builtin_defaults(), host="local")
         async with app.run_test(size=SIZE) as pilot:
             pane = await open_live(pilot)
-            await until(pilot, lambda: pane.feed.server and pane.feed.server["id"] == job["id"], "the server")
+            await until(pilot, lambda: pane.feed.server and pane.feed.server.id == job.id, "the server")
             await until(pilot, lambda: "steps/topk/draft 3/1/4" in server_text(app), "the server's info")
             assert "eagle3-aq on port" in server_text(app) and "sglang 0.5.23-sim" in server_text(app)
 
@@ -235,13 +235,13 @@ async def test_live_tab_follows_a_server_and_runs_the_bench(models):
             await until(pilot, lambda: pane.redraws > redraws, "drawing again")
 
             # Recorded while it runs: the samples are in the history already.
-            run_id = f"local/{job['id']}"
+            run_id = f"local/{job.id}"
             await until(pilot, lambda: recorded_totals(run_id)[1] > 0, "samples in the history")
 
             # The server stops: the tab says so and keeps the run on screen.
-            await conn.call("jobs.cancel", id=job["id"])
+            await conn.call("jobs.cancel", id=job.id)
             await until(pilot, lambda: ": cancelled" in server_text(app), "the server's end on screen")
-            assert pane.feed.server["state"] == "cancelled" and len(pane.series.accept_len) > 0
+            assert pane.feed.server.state == "cancelled" and len(pane.series.accept_len) > 0
 
             # The whole run is recorded, every line once (post-idle throughput left out), and its end.
             await until(pilot, lambda: run_outcome(run_id) == "stopped", "the run's end recorded")

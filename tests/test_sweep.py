@@ -60,7 +60,7 @@ async def test_sweep_restarts_benches_records_and_leaves_the_server_as_found(con
     plan = sweep_mod.SweepPlan((1, 3), **SMALL)
     job = await sweep_mod.start(conn, settings, "aq", plan, baseline_tok_s=82.0)
     seen: list[dict] = []
-    done = await asyncio.wait_for(sweep_mod.follow(conn, job["id"], seen.append), 120)
+    done = await asyncio.wait_for(sweep_mod.follow(conn, job.id, seen.append), 120)
 
     phases = [e["phase"] for e in seen if e.get("event") == "phase" and e.get("index") == 0]
     assert phases[:2] == ["stopping", "starting"] and phases[-2:] == ["warming up", "benching"]
@@ -69,12 +69,12 @@ async def test_sweep_restarts_benches_records_and_leaves_the_server_as_found(con
         assert point["tok_s"] > 0 and point["cycle_ms"] > 0 and point["accept_len"] > 1 and "failed" not in point
         assert len(point["acceptance"]["histogram"]) == point["steps"] + 1
     assert done["best"]["steps"] == 3  # 3.3 per 33 ms beats 1.9 per 27 ms
-    assert done["restarts"] == 2 and done["grid"] == 2 and done["sweep"] == job["id"]
+    assert done["restarts"] == 2 and done["grid"] == 2 and done["sweep"] == job.id
 
     # Left as found: the baseline server runs again; each point's server was a serve job tagged with the sweep.
     status = await serving.wait(conn, until=("ready",), within=30)
     assert status["state"] == "ready" and status["profile"] == "base" and status["job"] != found["job"]
-    tagged = [j for j in await conn.call("jobs.list", kind="serve") if j["args"].get("sweep") == job["id"]]
+    tagged = [j for j in await conn.call("jobs.list", kind="serve") if j["args"].get("sweep") == job.id]
     assert sorted(j["args"]["point"] for j in tagged) == [0, 1] and all(j["state"] != "running" for j in tagged)
     with History.open(tmp_path / "h.sqlite3") as history:
         await sync_from_host(history, conn)
@@ -89,7 +89,7 @@ async def test_sweep_restarts_benches_records_and_leaves_the_server_as_found(con
 async def test_a_crashing_point_is_recorded_and_the_sweep_goes_on(conn, models):
     settings = make_settings(models, aq={"drafter": "aq-medai", **EAGLE, "env": {"SPECDECK_SIM_FAIL": "oom"}})
     job = await sweep_mod.start(conn, settings, "aq", sweep_mod.SweepPlan((1, 2), **SMALL), baseline_tok_s=82.0)
-    done = await asyncio.wait_for(sweep_mod.follow(conn, job["id"]), 120)
+    done = await asyncio.wait_for(sweep_mod.follow(conn, job.id), 120)
     assert len(done["points"]) == 2 and done["best"] is None
     assert all("crashed" in p["failed"] and "Not enough memory" in p["failed"] for p in done["points"])
     assert (await serving.status(conn))["state"] not in serving.RUNNING_STATES  # none was running: none is
@@ -99,20 +99,20 @@ async def test_cancel_stops_the_server_and_resume_skips_finished_points(conn, mo
     settings = make_settings(models, aq={"drafter": "aq-medai", **EAGLE})
     plan = sweep_mod.SweepPlan((1, 2, 3), **SMALL)
     job = await sweep_mod.start(conn, settings, "aq", plan, baseline_tok_s=82.0)
-    async for event in sweep_mod.events(conn, job["id"]):
+    async for event in sweep_mod.events(conn, job.id):
         if event.get("event") == "phase" and event.get("index") == 1 and event["phase"] == "benching":
             break
-    await sweep_mod.cancel(conn, job["id"])
+    await sweep_mod.cancel(conn, job.id)
     cancelled: list[dict] = []
     with pytest.raises(OperationFailed, match="cancelled"):
-        await sweep_mod.follow(conn, job["id"], cancelled.append)
+        await sweep_mod.follow(conn, job.id, cancelled.append)
     taken = [e["index"] for e in cancelled if e.get("event") == "point"]  # point 1 may have just made it
     assert taken in ([0], [0, 1])
     status = await serving.wait(conn, until=("stopped", "crashed"), within=30)
-    assert status["state"] == "stopped" and status["args"]["sweep"] == job["id"]
+    assert status["state"] == "stopped" and status["args"]["sweep"] == job.id
 
-    again = await sweep_mod.start(conn, settings, "aq", plan, baseline_tok_s=82.0, resume=job["id"])
-    done = await asyncio.wait_for(sweep_mod.follow(conn, again["id"]), 120)
+    again = await sweep_mod.start(conn, settings, "aq", plan, baseline_tok_s=82.0, resume=job.id)
+    done = await asyncio.wait_for(sweep_mod.follow(conn, again.id), 120)
     assert [p["steps"] for p in done["points"]] == [1, 2, 3]
     assert done["restarts"] == 3 - len(taken)  # measured points were taken over, the rest ran (again)
     with pytest.raises(RemoteError, match="no sweep serve-nope"):
@@ -122,30 +122,30 @@ async def test_cancel_stops_the_server_and_resume_skips_finished_points(conn, mo
 
     # One sweep at a time: a second is refused while the first runs.
     first = await sweep_mod.start(conn, settings, "aq", plan, baseline_tok_s=82.0)
-    with pytest.raises(RemoteError, match=f"sweep {first['id']} is running"):
+    with pytest.raises(RemoteError, match=f"sweep {first.id} is running"):
         await sweep_mod.start(conn, settings, "aq", plan, baseline_tok_s=82.0)
-    await sweep_mod.cancel(conn, first["id"])
+    await sweep_mod.cancel(conn, first.id)
 
 
 async def test_resume_after_the_sweep_job_was_killed(conn, models):
     settings = make_settings(models, aq={"drafter": "aq-medai", **EAGLE})
     plan = sweep_mod.SweepPlan((1, 2), **SMALL)
     job = await sweep_mod.start(conn, settings, "aq", plan, baseline_tok_s=82.0)
-    async for event in sweep_mod.events(conn, job["id"]):
+    async for event in sweep_mod.events(conn, job.id):
         if event.get("event") == "phase" and event.get("index") == 1 and event["phase"] == "warming up":
             break
-    await conn.call("jobs.signal", id=job["id"], signal="KILL")  # the sweep dies; its point's server lives on
-    killed = await conn.call("jobs.wait", id=job["id"], timeout=30)
+    await conn.call("jobs.signal", id=job.id, signal="KILL")  # the sweep dies; its point's server lives on
+    killed = await conn.call("jobs.wait", id=job.id, timeout=30)
     assert killed["state"] not in ("running", "done")
     leftover = await serving.status(conn)
-    assert leftover["state"] == "ready" and leftover["args"]["sweep"] == job["id"]
+    assert leftover["state"] == "ready" and leftover["args"]["sweep"] == job.id
 
-    again = await sweep_mod.start(conn, settings, "aq", plan, baseline_tok_s=82.0, resume=job["id"])
-    done = await asyncio.wait_for(sweep_mod.follow(conn, again["id"]), 120)
+    again = await sweep_mod.start(conn, settings, "aq", plan, baseline_tok_s=82.0, resume=job.id)
+    done = await asyncio.wait_for(sweep_mod.follow(conn, again.id), 120)
     assert [p["steps"] for p in done["points"]] == [1, 2] and done["restarts"] == 1
     # Nothing ran before the first sweep: the leftover is not "found", and nothing is left running.
     status = await serving.status(conn)
-    assert status["state"] not in serving.RUNNING_STATES and status["args"]["sweep"] == again["id"]
+    assert status["state"] not in serving.RUNNING_STATES and status["args"]["sweep"] == again.id
     assert (await conn.call("jobs.get", id=leftover["job"]))["state"] not in ("running", "orphaned")
 
 
@@ -154,7 +154,7 @@ async def test_smart_sweep_measures_the_profile_first_and_saves_restarts(conn, m
     plan = sweep_mod.SweepPlan((1, 2, 3, 4), requests=3, max_tokens=160, smart=True)
     job = await sweep_mod.start(conn, settings, "aq", plan, baseline_tok_s=82.0)
     seen: list[dict] = []
-    done = await asyncio.wait_for(sweep_mod.follow(conn, job["id"], seen.append), 180)
+    done = await asyncio.wait_for(sweep_mod.follow(conn, job.id, seen.append), 180)
     order = [e["steps"] for e in seen if e.get("event") == "point"]
     assert order[0] == 3  # the profile's own point first
     assert done["restarts"] < done["grid"] and done["saved"] == done["grid"] - done["restarts"]
@@ -194,7 +194,7 @@ async def test_the_sweep_job_runs_on_python_3_8(models, tmp_path):
         assert conn.hello["python"].startswith("3.8.")
         plan = sweep_mod.SweepPlan((1, 2, 3), requests=1, max_tokens=48, smart=True)
         job = await sweep_mod.start(conn, settings, "aq", plan, baseline_tok_s=82.0)
-        done = await asyncio.wait_for(sweep_mod.follow(conn, job["id"]), 120)
+        done = await asyncio.wait_for(sweep_mod.follow(conn, job.id), 120)
         assert done["points"] and all("failed" not in p for p in done["points"]) and done["best"] is not None
     finally:
         await conn.close()

@@ -211,7 +211,7 @@ async def test_live_keys(sandbox):
     async with app.run_test(size=SIZE) as pilot:
         pane, keys = await open_tab(pilot, 4)
         server = pane.query_one("#live-server", Static)
-        await until(pilot, lambda: pane.feed and pane.feed.server and pane.feed.server["state"] == "running", "server")
+        await until(pilot, lambda: pane.feed and pane.feed.server and pane.feed.server.state == "running", "server")
 
         await keys.press("toggle_bench")
         await until(pilot, lambda: "bench:" in plain(pane.query_one("#live-bench", Static)), "the bench", timeout=60)

@@ -25,6 +25,8 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from backend.jobs import JobInfo, get_job, list_jobs, wait_job
+
 SIZE = (160, 48)
 OUT = Path(__file__).resolve().parents[1] / "screenshots"
 TABS = ("drafters", "compare", "serve", "live", "history", "tune")
@@ -41,8 +43,8 @@ class Story:
     settings: object
     out: Path
     quick: bool
-    download: dict | None = None
-    servers: dict[str, dict] = field(default_factory=dict)
+    download: JobInfo | None = None
+    servers: dict[str, JobInfo] = field(default_factory=dict)
     saved: list[Path] = field(default_factory=list)
 
     @property
@@ -100,8 +102,10 @@ async def start_download(story: Story) -> None:
     table.move_cursor(row=1)
     await story.pilot.press("d")
 
+    from backend import downloads
+
     async def started() -> bool:
-        running = [j for j in await story.conn.call("jobs.list", kind="download") if j["state"] == "running"]
+        running = await downloads.running_jobs(story.conn)
         story.download = running[0] if running else None
         return bool(running)
 
@@ -110,12 +114,12 @@ async def start_download(story: Story) -> None:
 
 async def download_done(story: Story) -> None:
     if story.download is not None:
-        job = await story.conn.call("jobs.wait", id=story.download["id"], timeout=300)
-        if job["state"] != "done":
-            raise RuntimeError(f"the aq-medai download ended {job['state']}: {job.get('reason')}")
+        job = await wait_job(story.conn, story.download.id, 300)
+        if job.state != "done":
+            raise RuntimeError(f"the aq-medai download ended {job.state}: {job.reason}")
 
 
-async def measured_run(story: Story, profile: str, keep: bool = False) -> dict:
+async def measured_run(story: Story, profile: str, keep: bool = False) -> JobInfo:
     """Serve ``profile``, bench it until its result is in, and stop it unless ``keep``; returns the serve job."""
     from backend import bench, serving
 
@@ -124,11 +128,11 @@ async def measured_run(story: Story, profile: str, keep: bool = False) -> dict:
     ready = await serving.wait(story.conn, job_id, until=("ready", "crashed", "stopped"), within=120)
     if ready.get("state") != "ready":
         raise RuntimeError(f"{profile} did not get ready: {ready.get('error') or ready.get('state')}")
-    job = await story.conn.call("jobs.get", id=job_id)
+    job = await get_job(story.conn, job_id)
     story.servers[profile] = job
     plan = bench.BenchPlan(requests=2, max_tokens=story.max_tokens)
     started = await bench.start_bench(story.conn, job, plan)
-    await bench.wait_result(story.conn, started["id"])
+    await bench.wait_result(story.conn, started.id)
     if not keep:
         await serving.stop(story.conn, job=job_id)
     return job
@@ -141,10 +145,10 @@ async def shot_drafters(story: Story) -> None:
     """AQ-MedAI's drafter downloading (a fifth to four fifths done)."""
 
     async def midway() -> bool:
-        job = await story.conn.call("jobs.get", id=story.download["id"])
-        progress = job.get("progress") or {}
+        job = await get_job(story.conn, story.download.id)
+        progress = job.progress
         done, total = progress.get("bytes") or 0, progress.get("total") or 0
-        return job["state"] != "running" or (progress.get("file", "").endswith(".safetensors") and done > total / 5)
+        return job.state != "running" or (progress.get("file", "").endswith(".safetensors") and done > total / 5)
 
     await until(story, midway, "the download to be under way")
     await show(story, "drafters", "aq-medai: ")
@@ -179,7 +183,7 @@ async def shot_live(story: Story) -> None:
     plan = bench.BenchPlan(requests=story.live_requests, max_tokens=story.max_tokens)
     started = await bench.start_bench(story.conn, job, plan)
     await show(story, "live", "break-even", "baseline")
-    await bench.wait_result(story.conn, started["id"])
+    await bench.wait_result(story.conn, started.id)
     await story.pilot.pause(1.5)  # the charts redraw twice a second
     save(story, "live")
     story.app.theme = "textual-light"  # the same tab on a light terminal
@@ -195,9 +199,9 @@ async def shot_history(story: Story) -> None:
     pane = story.app.query_one(HistoryPane)
     story.app.action_show_tab("history")
     pane.action_sync()
-    want = {f"{story.conn.host.name}/{story.servers[p]['id']}" for p in PROFILES if p in story.servers}
+    want = {f"{story.conn.host.name}/{story.servers[p].id}" for p in PROFILES if p in story.servers}
     await until(story, lambda: want <= {r.id for r in pane.runs}, "the runs in the History tab")
-    pane.selected = [f"{story.conn.host.name}/{story.servers[p]['id']}" for p in PROFILES if p in story.servers]
+    pane.selected = [f"{story.conn.host.name}/{story.servers[p].id}" for p in PROFILES if p in story.servers]
     pane.reload()
     await show(story, "history", "Comparing", "break-even 2.46")
     save(story, "history")
@@ -269,9 +273,9 @@ async def run(out: Path, only: set[str], quick: bool = False) -> list[Path]:
             await until(story, lambda: app.connection.connected, "the panel to connect")
             await tell(story, only)
     finally:
-        for job in await conn.call("jobs.list"):
-            if job["state"] == "running":
-                await conn.call("jobs.cancel", id=job["id"], timeout=10)
+        for job in await list_jobs(conn):
+            if job.state == "running":
+                await conn.call("jobs.cancel", id=job.id, timeout=10)
         await conn.close()
     return story.saved if story else []
 

@@ -6,9 +6,11 @@ import argparse
 import json
 import sys
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import Any
 
 from backend import settings as settings_mod
+from backend.jobs import JobInfo
 from backend.settings import Settings
 
 
@@ -31,7 +33,7 @@ async def connect(args: argparse.Namespace, settings: Settings | None = None):
     )
 
 
-async def keep_in_history(conn, server: dict, benches: Sequence[tuple[dict, dict]] = ()) -> str | None:
+async def keep_in_history(conn, server: JobInfo, benches: Sequence[tuple[JobInfo, dict]] = ()) -> str | None:
     """Keep CLI work in the run history: serve job ``server``'s run (with its log's samples once it has ended),
     and ``benches`` ((bench job, result) pairs) with it, so `specdeck history` and `report` show it. Returns the
     run id; None, said on stderr, when the history cannot be used (the command's own work stands).
@@ -43,12 +45,12 @@ async def keep_in_history(conn, server: dict, benches: Sequence[tuple[dict, dict
 
     try:
         with History.open() as history:
-            if server.get("state") in ("running", "orphaned"):
+            if server.active:
                 run_id = history.upsert_run(conn.host.name, server)
             else:
                 run_id = await record_run(history, conn, server)
             for job, result in benches:
-                history.record_bench(conn.host.name, {**job, "state": "done"}, result)
+                history.record_bench(conn.host.name, replace(job, state="done"), result)
     except HistoryUnavailable as exc:
         print(f"specdeck: not kept in the run history: {exc}", file=sys.stderr)
         return None

@@ -23,6 +23,7 @@ from backend.cli.main import command
 from backend.connection import resolve_host
 from backend.downloads import Progress, human_eta, human_rate
 from backend.errors import OperationFailed, UsageError
+from backend.jobs import JobInfo, get_job, wait_job
 from backend.settings import Settings
 
 REDRAW_S = 0.1  # terminal redraws at most ten times a second
@@ -106,19 +107,19 @@ async def download(args: argparse.Namespace) -> int:
     conn = await connect(args, settings)
     try:
         if req is None:
-            job = await conn.call("jobs.get", id=args.attach)
-            if job["kind"] != "download":
-                raise UsageError(f"job {args.attach} is a {job['kind']} job, not a download")
+            job = await get_job(conn, args.attach)
+            if job.kind != "download":
+                raise UsageError(f"job {args.attach} is a {job.kind} job, not a download")
         else:
             started = await downloads.start(conn, req)
-            job = started["job"]
+            job = JobInfo.from_json(started["job"])
             _announce(args, started["preflight"], job, conn.host.name)
         if args.detach:
             return 0
-        progress = Progress(job["id"])
+        progress = Progress(job.id)
         view = None if args.json else Bars(sys.stdout)
         try:
-            async for _, event in downloads.follow(conn, job["id"]):
+            async for _, event in downloads.follow(conn, job.id):
                 progress.apply(event)
                 if view is None:
                     emit_json_line(event)
@@ -126,13 +127,13 @@ async def download(args: argparse.Namespace) -> int:
                     view.draw(progress)
         except asyncio.CancelledError:
             print(
-                f"\nstopped watching; the download carries on on the host as job {job['id']}: "
-                f"`specdeck jobs` shows it, `specdeck download --attach {job['id']}` watches it again, "
-                f"`specdeck jobs cancel {job['id']}` stops it",
+                f"\nstopped watching; the download carries on on the host as job {job.id}: "
+                f"`specdeck jobs` shows it, `specdeck download --attach {job.id}` watches it again, "
+                f"`specdeck jobs cancel {job.id}` stops it",
                 file=sys.stderr,
             )
             raise
-        progress.finish(await conn.call("jobs.wait", id=job["id"], timeout=30))
+        progress.finish(await wait_job(conn, job.id, 30))
         if view is not None:
             view.draw(progress, final=True)
         if progress.state != "done":
@@ -144,9 +145,9 @@ async def download(args: argparse.Namespace) -> int:
         await conn.close()
 
 
-def _announce(args: argparse.Namespace, plan: dict, job: dict, host: str) -> None:
+def _announce(args: argparse.Namespace, plan: dict, job: JobInfo, host: str) -> None:
     if args.json:
-        emit_json_line({"event": "job", "id": job["id"], "preflight": plan})
+        emit_json_line({"event": "job", "id": job.id, "preflight": plan})
         return
     files = ", ".join(f["path"] for f in plan["files"])
     print(
@@ -158,9 +159,9 @@ def _announce(args: argparse.Namespace, plan: dict, job: dict, host: str) -> Non
         verb = "resuming" if left["action"] == "resume" else "removing"
         print(f"  {verb} a partial file from an earlier run: {left['path']} ({human_bytes(left['bytes'])})")
     if args.detach:
-        print(f"job {job['id']} started; watch it with `specdeck download --attach {job['id']}` or `specdeck jobs`")
+        print(f"job {job.id} started; watch it with `specdeck download --attach {job.id}` or `specdeck jobs`")
     else:
-        print(f"job {job['id']} (Ctrl-C stops watching, not the download)")
+        print(f"job {job.id} (Ctrl-C stops watching, not the download)")
 
 
 class Bars:

@@ -10,6 +10,7 @@ from backend.agent.host.units import duration
 from backend.cli.common import add_json, connect, emit_json
 from backend.cli.main import command
 from backend.errors import UsageError
+from backend.jobs import JobInfo
 
 
 def register(sub) -> None:
@@ -77,62 +78,46 @@ async def ping(args: argparse.Namespace) -> int:
     return 0
 
 
-def _progress(job: dict) -> str:
+def _progress(job: JobInfo) -> str:
     """The last progress event of a running job, e.g. `  model.safetensors 1.2/2.2 GiB`."""
-    ev = job.get("progress") or {}
-    if job["state"] != "running" or not ev.get("total"):
+    ev = job.progress
+    if job.state != "running" or not ev.get("total"):
         return ""
     gib = 1 << 30
     return f"  {ev.get('file', '')} {ev['bytes'] / gib:.2f}/{ev['total'] / gib:.2f} GiB"
 
 
-def job_json(job: dict) -> dict:
-    keep = (
-        "id",
-        "kind",
-        "state",
-        "started",
-        "ended",
-        "args",
-        "pid",
-        "exit_code",
-        "reason",
-        "progress",
-        "log_path",
-    )
-    return {k: job.get(k) for k in keep}
-
-
 async def list_jobs(args: argparse.Namespace) -> int:
     conn = await connect(args)
     try:
-        jobs = await conn.call("jobs.list", kind=args.kind)
+        jobs = await jobs_mod.list_jobs(conn, args.kind)
     finally:
         await conn.close()
     if args.json:
-        emit_json([job_json(j) for j in jobs])
+        emit_json([j.to_json() for j in jobs])
         return 0
     if not jobs:
         print("no jobs on this host")
         return 0
     for j in jobs:
-        args_text = " ".join(f"{k}={v}" for k, v in (j.get("args") or {}).items())
-        reason = f"  ({j['reason']})" if j.get("reason") and j["state"] != "done" else ""
-        age = f"{duration(time.time() - j['started'])} ago" if j.get("started") else "-"
-        print(f"{j['id']:<36} {j['state']:<10} {age:<12} {args_text}{reason}{_progress(j)}")
+        args_text = " ".join(f"{k}={v}" for k, v in j.args.items())
+        reason = f"  ({j.reason})" if j.reason and j.state != "done" else ""
+        age = f"{duration(time.time() - j.started)} ago" if j.started else "-"
+        print(f"{j.id:<36} {j.state:<10} {age:<12} {args_text}{reason}{_progress(j)}")
     return 0
 
 
 async def cancel_job(args: argparse.Namespace) -> int:
     conn = await connect(args)
     try:
-        job = await conn.call("jobs.cancel", id=args.id, timeout=args.timeout)
+        out = await conn.call("jobs.cancel", id=args.id, timeout=args.timeout)
     finally:
         await conn.close()
+    job = JobInfo.from_json(out)
     if args.json:
-        emit_json({**job_json(job), "stopped": job["stopped"], "left": job["left"]})
+        emit_json({**job.to_json(), "stopped": out["stopped"], "left": out["left"]})
     else:
-        print(f"{job['id']}: {job['state']}" + (f" ({job['reason']})" if job.get("reason") else ""))
+        print(f"{job.id}: {job.state}" + (f" ({job.reason})" if job.reason else ""))
     return 0
 
 

@@ -14,6 +14,7 @@ from backend.cli.common import add_json, connect, emit_json, emit_json_line, kee
 from backend.cli.main import command
 from backend.errors import UsageError
 from backend.history import load_yardstick
+from backend.jobs import JobInfo, get_job
 from backend.livefeed import profile_steps
 from backend.metrics import Sample, parse_lines
 from backend.series import LiveSeries
@@ -270,7 +271,7 @@ async def bench(args: argparse.Namespace) -> int:
             flush=True,
         )
         result = await bench_mod.run_bench(conn, server, plan, _progress)
-        job = await conn.call("jobs.get", id=result["job"])
+        job = await get_job(conn, result["job"])
         run_id = await keep_in_history(conn, server, [(job, result)])
     finally:
         await conn.close()
@@ -280,7 +281,7 @@ async def bench(args: argparse.Namespace) -> int:
         emit_json({**bench_mod.public_result(result), "run": run_id})
     else:
         print(bench_mod.summary_line(result, settings.reference.baseline_tok_s))
-        for line in acceptance_lines(result.get("acceptance"), (server.get("args") or {}).get("drafter")):
+        for line in acceptance_lines(result.get("acceptance"), server.args.get("drafter")):
             print(line)
         print(f"{result['requests']} requests, {result['tokens']} tokens, bench job {result['job']}")
         if run_id:
@@ -292,7 +293,7 @@ def _progress(event: dict) -> None:
     print(f"  {event.get('done')}/{event.get('total')} requests done", file=sys.stderr, flush=True)
 
 
-async def _sweep(args, settings, conn, server: dict, plan: bench_mod.BenchPlan, levels: tuple[int, ...]) -> int:
+async def _sweep(args, settings, conn, server: JobInfo, plan: bench_mod.BenchPlan, levels: tuple[int, ...]) -> int:
     """``bench --concurrency 1,2,4,8``: the bench at each level, recorded in the history with the server's run,
     judged per level against the baseline's bench at the same concurrency (else the single-stream figure)."""
     from backend.history import History, HistoryUnavailable, Yardstick

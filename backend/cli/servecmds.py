@@ -10,6 +10,7 @@ from backend.cli.common import add_json, connect, emit_json, keep_in_history, lo
 from backend.cli.main import command
 from backend.connection import resolve_host
 from backend.errors import OperationFailed, UsageError
+from backend.jobs import get_job
 
 CHECK_MARKS = {"ok": "✓", "warn": "!", "fail": "✗", "skip": "-"}
 WAIT_READY_S = 3600.0  # Kimi-K2 on 8 GPUs takes minutes; an hour means something is wrong
@@ -125,7 +126,7 @@ async def _launch(args: argparse.Namespace, restart: bool) -> int:
                 conn, out["job"], within=args.timeout, on_status=None if args.json else _print_progress()
             )
         for job in dict.fromkeys(j for j in (before, out["job"]) if j):  # a restart ended the one before
-            await keep_in_history(conn, await conn.call("jobs.get", id=job))
+            await keep_in_history(conn, await get_job(conn, job))
     finally:
         await conn.close()
     if args.json:
@@ -169,7 +170,7 @@ async def stop(args: argparse.Namespace) -> int:
     try:
         out = await serving.stop(conn, port=args.port, grace=args.timeout)
         if out["was_running"]:
-            await keep_in_history(conn, await conn.call("jobs.get", id=out["job"]))
+            await keep_in_history(conn, await get_job(conn, out["job"]))
     finally:
         await conn.close()
     if args.json:

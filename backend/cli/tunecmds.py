@@ -12,6 +12,7 @@ from backend.cli.common import add_json, connect, emit_json, emit_json_line, loa
 from backend.cli.main import command
 from backend.errors import UsageError
 from backend.history import History, measured_baseline
+from backend.jobs import get_job
 
 
 def register(sub) -> None:
@@ -83,7 +84,7 @@ async def _plan(conn, args: argparse.Namespace) -> sweep_mod.SweepPlan:
         tokens = None if args.draft_tokens == "auto" else sweep_mod.parse_ints(args.draft_tokens, "--draft-tokens")
         topk = args.topk
     elif args.resume:
-        old = (await conn.call("jobs.get", id=args.resume)).get("args") or {}
+        old = (await get_job(conn, args.resume)).args
         grid = old.get("grid") or []
         if not grid:
             raise UsageError(f"job {args.resume} is not a sweep; give --steps.")
@@ -108,12 +109,12 @@ async def sweep(args: argparse.Namespace) -> int:
         job = await sweep_mod.start(
             conn, settings, args.profile, plan, baseline_tok_s=baseline, resume=args.resume, force=args.force
         )
-        print(f"sweep {job['id']}: {len(plan.grid())} points of {args.profile}", file=sys.stderr, flush=True)
+        print(f"sweep {job.id}: {len(plan.grid())} points of {args.profile}", file=sys.stderr, flush=True)
         if args.detach:
             if args.json:
-                emit_json(job)
+                emit_json(job.to_json())
             else:
-                print(job["id"])
+                print(job.id)
             return 0
         finished = False
 
@@ -131,11 +132,11 @@ async def sweep(args: argparse.Namespace) -> int:
                 print(f"  taking over points {event['skipped']} from {args.resume}", file=sys.stderr, flush=True)
 
         try:
-            done = await sweep_mod.follow(conn, job["id"], progress)
+            done = await sweep_mod.follow(conn, job.id, progress)
             finished = True
         finally:
             if not finished and conn.connected:
-                await sweep_mod.cancel(conn, job["id"])
+                await sweep_mod.cancel(conn, job.id)
     finally:
         await conn.close()
     if args.json:

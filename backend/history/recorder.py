@@ -6,6 +6,7 @@ import time
 
 from backend.history.samples import filter_tail
 from backend.history.store import History
+from backend.jobs import JobInfo
 from backend.metrics import Sample
 
 COMMIT_EVERY_S = 1.0  # LiveRecorder: at most one commit a second
@@ -33,7 +34,7 @@ class LiveRecorder:
         self._last_commit = time.monotonic()
         self.commits = 0
 
-    def begin(self, job: dict, offset: int = 0) -> str:
+    def begin(self, job: JobInfo, offset: int = 0) -> str:
         """Start recording serve job ``job`` read from byte ``offset``; returns its run id."""
         self.flush(force=True)
         self.run_id = self.history.upsert_run(self.host, job)
@@ -59,7 +60,7 @@ class LiveRecorder:
         self._start = self._end = 0
         self._tail = []
 
-    def end(self, job: dict) -> None:
+    def end(self, job: JobInfo) -> None:
         """The server ended: write what is pending and its final state."""
         self.flush(force=True)
         self.history.upsert_run(self.host, job)

@@ -13,6 +13,7 @@ from typing import Any, TypeVar
 from backend.errors import SpecdeckError, UsageError
 from backend.history.recorder import COMMIT_EVERY_S, LiveRecorder
 from backend.history.store import History, history_path, run_id_of, unusable
+from backend.jobs import JobInfo
 from backend.metrics import Sample
 
 T = TypeVar("T")
@@ -62,7 +63,7 @@ class HistoryThread:
         self._claim(None)
         self._boundary("host", host)
 
-    def begin(self, job: dict, offset: int = 0) -> None:
+    def begin(self, job: JobInfo, offset: int = 0) -> None:
         self._boundary("begin", job, offset)
 
     def add(self, sample: Sample) -> None:
@@ -79,7 +80,7 @@ class HistoryThread:
     def truncated(self) -> None:
         self._boundary("truncated")
 
-    def end(self, job: dict) -> None:
+    def end(self, job: JobInfo) -> None:
         self._claim(None)
         self._boundary("end", job)
 
@@ -114,10 +115,10 @@ class HistoryThread:
             raise UsageError("the run history was closed")
         return await asyncio.wrap_future(self._executor.submit(self._query, self._take(), fn))
 
-    async def recorded(self, job: dict) -> int:
+    async def recorded(self, job: JobInfo) -> int:
         """Bytes of serve job ``job``'s log the history holds already (0 when it cannot say; see ``failure``);
         the run is claimed for recording from here on."""
-        run_id = run_id_of(self.host or "", job["id"])
+        run_id = run_id_of(self.host or "", job.id)
         self._claim(run_id)
         try:
             return await self.query(lambda history: history.imported(run_id))

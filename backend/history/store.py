@@ -33,6 +33,7 @@ from backend.breakeven import cycle_ms as cycle_ms_of
 from backend.errors import OperationFailed, UsageError
 from backend.history.samples import downsample
 from backend.history.summary import BenchLevel, Level, RunSummary, Yardstick
+from backend.jobs import JobInfo
 from backend.metrics import Sample
 from backend.sglang_versions import accept_rate_definition
 
@@ -249,15 +250,13 @@ class History:
 
     # --- writing runs --------------------------------------------------------------------------------------
 
-    def upsert_run(self, host: str, job: dict) -> str:
-        """Create or refresh the run of serve job ``job`` (a ``jobs.list`` entry); returns its id.
+    def upsert_run(self, host: str, job: JobInfo) -> str:
+        """Create or refresh the run of serve job ``job``; returns its id.
 
         Metadata follows the job (state, end, reason); the import position, identity and baseline flag stay.
         """
-        run_id = run_id_of(host, job["id"])
-        args = job.get("args") or {}
-        argv = job.get("argv") or []
-        state = job.get("state")
+        run_id = run_id_of(host, job.id)
+        args, argv, state = job.args, list(job.argv), job.state
         drafter = args.get("drafter")  # Serve records the folder here and the configured name in drafter_name
         is_path = isinstance(drafter, str) and "/" in drafter
         name = args.get("drafter_name") or (None if is_path else drafter)
@@ -274,17 +273,17 @@ class History:
                 (
                     run_id,
                     host,
-                    job["id"],
+                    job.id,
                     args.get("profile"),
                     json.dumps(args),
                     json.dumps(argv),
                     name,
                     path,
-                    job.get("started"),
-                    job.get("ended"),
+                    job.started,
+                    job.ended,
                     state,
-                    _OUTCOMES.get(state or "", state),
-                    job.get("reason") if state != "running" else None,
+                    _OUTCOMES.get(state, state),
+                    job.reason if state != "running" else None,
                     time.time(),
                 ),
             )
@@ -373,10 +372,10 @@ class History:
             )
         return True
 
-    def record_bench(self, host: str, job: dict, result: dict | None) -> str:
+    def record_bench(self, host: str, job: JobInfo, result: dict | None) -> str:
         """Create or refresh the bench of bench job ``job``; ``result`` is its ``result`` event (None if it failed)."""
-        bench_id = f"{host}/{job['id']}"
-        args = job.get("args") or {}
+        bench_id = f"{host}/{job.id}"
+        args = job.args
         result = result or {}
         server_job = result.get("server_job") or args.get("server_job")
         with self.transaction() as db:
@@ -390,19 +389,19 @@ class History:
                 (
                     bench_id,
                     host,
-                    job["id"],
+                    job.id,
                     run,
                     result.get("profile") or args.get("profile"),
-                    result.get("started") or job.get("started"),
-                    result.get("ended") or job.get("ended"),
-                    job.get("state"),
+                    result.get("started") or job.started,
+                    result.get("ended") or job.ended,
+                    job.state,
                     result.get("tok_s"),
                     result.get("accept_len"),
                     result.get("cycle_ms"),
                     result.get("ttft_ms"),
                     result.get("requests"),
                     result.get("tokens"),
-                    json.dumps(result or {"reason": job.get("reason")}),
+                    json.dumps(result or {"reason": job.reason}),
                 ),
             )
         return bench_id

@@ -17,6 +17,7 @@ from backend.history.samples import filter_tail, primed_filter
 from backend.history.service import RECORDING, HistoryThread
 from backend.history.store import History
 from backend.history.summary import RunSummary
+from backend.jobs import JobInfo, list_jobs
 from backend.metrics import parse_line
 
 READ_CHUNK = 1 << 20  # bytes of a log read per agent call while importing (its JSON is parsed on the loop)
@@ -72,7 +73,7 @@ def whole_lines(data_b64: str, offset: int, length: int) -> tuple[list[str], int
     return data[:end].decode("utf-8", "replace").splitlines(), offset + end
 
 
-async def _import_log(store: History | HistoryThread, conn, run_id: str, job: dict) -> int:
+async def _import_log(store: History | HistoryThread, conn, run_id: str, job: JobInfo) -> int:
     """Import the serve job's log from where the last import stopped; returns the decode samples imported.
 
     Reading is the only part on the caller's loop: each chunk is decoded, parsed and stored by ``store`` (on
@@ -85,14 +86,14 @@ async def _import_log(store: History | HistoryThread, conn, run_id: str, job: di
     imported = 0
     while True:
         try:
-            got = await conn.call("fs.read", path=job["log_path"], offset=offset, length=READ_CHUNK)
+            got = await conn.call("fs.read", path=job.log_path, offset=offset, length=READ_CHUNK)
         except RemoteError as exc:
             if exc.kind == "not_found":
                 return imported
             raise
         if run_id in RECORDING:
             return imported  # checked just before handing the chunk over: a live view records it from here on
-        if not got["data"] and offset and (await conn.call("fs.stat", path=job["log_path"]))["size"] < offset:
+        if not got["data"] and offset and (await conn.call("fs.stat", path=job.log_path))["size"] < offset:
             # Truncated (or rotated to a shorter file) on the host: its lines from now on are new ones.
             await store.query(partial(History.restart_import, run_id=run_id))
             offset = 0
@@ -131,17 +132,17 @@ def _store_chunk(history: History, run_id: str, offset: int, data_b64: str) -> t
     return end, sum(1 for s in samples if s.kind == "decode")
 
 
-async def record_run(history: History, conn, job: dict) -> str:
+async def record_run(history: History, conn, job: JobInfo) -> str:
     """Record serve job ``job`` of ``conn``'s host with the samples its log holds so far; returns its run id."""
     run_id = history.upsert_run(conn.host.name, job)
     await _import_log(history, conn, run_id, job)
     return run_id
 
 
-async def _events(conn, job: dict) -> list[dict]:
+async def _events(conn, job: JobInfo) -> list[dict]:
     """The job's events.jsonl records (empty when it has none)."""
     try:
-        got = await conn.call("fs.read", path=job["events_path"], text=True)
+        got = await conn.call("fs.read", path=job.events_path, text=True)
     except RemoteError:
         return []
     out = []
@@ -153,13 +154,13 @@ async def _events(conn, job: dict) -> list[dict]:
     return out
 
 
-async def _server_info(conn, job: dict) -> dict | None:
+async def _server_info(conn, job: JobInfo) -> dict | None:
     """``/server_info`` (``/get_server_info`` on older SGLang) of a running server, or None."""
-    port = (job.get("args") or {}).get("port")
+    port = job.port
     if not port:
         return None
     for path in ("/server_info", "/get_server_info"):
-        got = await conn.call("http.request", url=f"http://127.0.0.1:{int(port)}{path}", timeout=3)
+        got = await conn.call("http.request", url=f"http://127.0.0.1:{port}{path}", timeout=3)
         if got.get("status") == 200:
             with contextlib.suppress(ValueError):
                 info = json.loads(got["text"])
@@ -194,14 +195,14 @@ async def sync_from_host(store: History | HistoryThread, conn) -> SyncReport:
     """
     host = conn.host.name
     report = SyncReport(host)
-    for job in await conn.call("jobs.list", kind="serve"):
+    for job in await list_jobs(conn, "serve"):
         run, checked = await store.query(partial(_upsert, host=host, job=job))
         report.runs += 1
         if run.drafter_path and not checked:
             size, sha = await _drafter_identity(conn, run)
             await store.query(partial(History.set_drafter_identity, run_id=run.id, size=size, sha256=sha))
         infos = [ev["server_info"] for ev in await _events(conn, job) if isinstance(ev.get("server_info"), dict)]
-        if job.get("state") == "running" and not run.version:
+        if job.state == "running" and not run.version:
             try:
                 info = await _server_info(conn, job)
             except RemoteError:
@@ -211,9 +212,9 @@ async def sync_from_host(store: History | HistoryThread, conn) -> SyncReport:
         if infos:
             await store.query(partial(_set_server_infos, run_id=run.id, infos=infos))
         report.samples += await _import_log(store, conn, run.id, job)
-    for job in await conn.call("jobs.list", kind="bench"):
-        bench_id = f"{host}/{job['id']}"
-        if job.get("state") == "running" or await store.query(partial(History.has_bench, bench_id=bench_id)):
+    for job in await list_jobs(conn, "bench"):
+        bench_id = f"{host}/{job.id}"
+        if job.state == "running" or await store.query(partial(History.has_bench, bench_id=bench_id)):
             continue
         result = next((ev for ev in reversed(await _events(conn, job)) if ev.get("event") == "result"), None)
         await store.query(partial(History.record_bench, host=host, job=job, result=result))
@@ -226,7 +227,7 @@ def _set_server_infos(history: History, run_id: str, infos: list[dict]) -> None:
         history.set_server_info(run_id, info)
 
 
-def _upsert(history: History, host: str, job: dict) -> tuple[RunSummary, bool]:
+def _upsert(history: History, host: str, job: JobInfo) -> tuple[RunSummary, bool]:
     """The run of serve job ``job`` after refreshing it, and whether its drafter's identity was checked."""
     run_id = history.upsert_run(host, job)
     return history.run(run_id), history.identity_checked(run_id)

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from backend.errors import OperationFailed, UsageError
+from backend.jobs import JobInfo, get_job, list_jobs
 from backend.sglang_versions import DEFAULT_SIM_VERSION, SIM_VERSIONS
 
 HOST_NAME = "sandbox"
@@ -164,17 +165,16 @@ async def hub_answers(conn, url: str) -> str | None:
 
 
 async def _ensure_hub(conn, layout: Layout, rate: str) -> dict:
-    jobs = await conn.call("jobs.list", kind="hub")
-    running = [j for j in jobs if j["state"] == "running"]
+    running = [j for j in await list_jobs(conn, "hub") if j.state == "running"]
     replaced = None
     if running and layout.hub_url_file.exists():
         url = layout.hub_url_file.read_text().strip()
         why = await hub_answers(conn, url)
         if why is None:
-            return {"url": url, "job": running[0]["id"]}
+            return {"url": url, "job": running[0].id}
         replaced = f"the hub at {url} did not answer ({why}); started a new one"
     for j in running:  # a hub that is hung, or whose URL file is gone, can't serve anyone: replace it
-        await conn.call("jobs.cancel", id=j["id"], timeout=5)
+        await conn.call("jobs.cancel", id=j.id, timeout=5)
     layout.hub_url_file.unlink(missing_ok=True)
     argv = [
         sys.executable,
@@ -187,20 +187,21 @@ async def _ensure_hub(conn, layout: Layout, rate: str) -> dict:
         "--port-file",
         str(layout.hub_url_file),
     ]
-    job = await conn.call("jobs.start", kind="hub", argv=argv, args={"root": str(layout.hub_root), "rate": rate})
+    args = {"root": str(layout.hub_root), "rate": rate}
+    job = JobInfo.from_json(await conn.call("jobs.start", kind="hub", argv=argv, args=args))
     deadline = time.monotonic() + 15
     while not layout.hub_url_file.exists():
-        info = await conn.call("jobs.get", id=job["id"])
-        if info["state"] != "running":
-            raise OperationFailed(f"the sandbox hub did not start: {info.get('reason') or 'see ' + info['log_path']}")
+        info = await get_job(conn, job.id)
+        if info.state != "running":
+            raise OperationFailed(f"the sandbox hub did not start: {info.reason or 'see ' + info.log_path}")
         if time.monotonic() > deadline:
-            raise OperationFailed(f"the sandbox hub did not start within 15 s (log: {info['log_path']})")
+            raise OperationFailed(f"the sandbox hub did not start within 15 s (log: {info.log_path})")
         await asyncio.sleep(0.05)
     url = layout.hub_url_file.read_text().strip()
     why = await hub_answers(conn, url)
     if why is not None:
-        raise OperationFailed(f"the sandbox hub started but does not answer at {url} ({why}; log: {job['log_path']})")
-    return {"url": url, "job": job["id"], **({"replaced": replaced} if replaced else {})}
+        raise OperationFailed(f"the sandbox hub started but does not answer at {url} ({why}; log: {job.log_path})")
+    return {"url": url, "job": job.id, **({"replaced": replaced} if replaced else {})}
 
 
 async def down() -> dict:
@@ -215,10 +216,10 @@ async def down() -> dict:
     conn = await Connection.open(host)
     stopped = []
     try:
-        for job in await conn.call("jobs.list"):
-            if job["state"] == "running":
-                await conn.call("jobs.cancel", id=job["id"], timeout=10)
-                stopped.append(job["id"])
+        for job in await list_jobs(conn):
+            if job.state == "running":
+                await conn.call("jobs.cancel", id=job.id, timeout=10)
+                stopped.append(job.id)
     finally:
         await conn.close()
     layout.hub_url_file.unlink(missing_ok=True)

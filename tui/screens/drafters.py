@@ -23,6 +23,7 @@ from backend import downloads
 from backend.agent.host.units import human_bytes
 from backend.connection import Connection
 from backend.downloads import DrafterStatus, Progress
+from backend.jobs import wait_job
 from backend.settings import DrafterConfig
 from tui.messages import ConnectionChanged, OpenInCompare
 from tui.screens.pane import ShellPane
@@ -234,7 +235,7 @@ class DraftersPane(ShellPane):
         """Follow every download job running on the host (started here, by the CLI, or before a restart)."""
         conn = self.app.connection
         for job in await downloads.running_jobs(conn):
-            self.follow(conn, job["id"], (job.get("args") or {}).get("to"))
+            self.follow(conn, job.id, job.args.get("to"))
 
     def follow(self, conn: Connection, job_id: str, to: str | None) -> None:
         if job_id in self.follows:
@@ -254,7 +255,7 @@ class DraftersPane(ShellPane):
             async for _, event in downloads.follow(conn, job_id):
                 progress.apply(event)
                 self.post_message(self.Updated(key))
-            progress.finish(await conn.call("jobs.wait", id=job_id, timeout=30))
+            progress.finish(await wait_job(conn, job_id, 30))
         finally:
             self.follows.pop(job_id, None)
         self.post_message(self.Updated(key))

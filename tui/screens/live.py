@@ -225,8 +225,12 @@ class LivePane(ShellPane):
 
     def on_live_feed_updated(self, message: LiveFeedUpdated) -> None:
         feed = self.feed
-        server = (feed.server or {}) if feed is not None else {}
-        drawn = (feed.samples if feed is not None else 0, server.get("id"), server.get("state"))
+        server = feed.server if feed is not None else None
+        drawn = (
+            feed.samples if feed is not None else 0,
+            server and server.id,
+            server and ("gone" if feed.gone else server.state),
+        )
         if drawn != self._drawn:  # a poll alone changes no chart: nothing to redraw, once a second, idle
             self._drawn = drawn
             self._dirty, self._stale = set(CHARTS), True
@@ -280,7 +284,7 @@ class LivePane(ShellPane):
         """(host, run id of the server on screen or None)."""
         host = self.app.connection.host.name
         server = self.feed.server if self.feed is not None else None
-        return host, run_id_of(host, server["id"]) if server else None
+        return host, run_id_of(host, server.id) if server else None
 
     def _reload_overlay(self) -> None:
         if self.overlay is not None and self._overlay_for != self._followed():
@@ -310,7 +314,7 @@ class LivePane(ShellPane):
         if server is None:
             text = "no SGLang server is running on this host (start one on the Serve tab)"
         else:
-            state = server.get("state", "running")
+            state = "gone" if feed.gone else server.state
             text = f"{describe_server(server)}: {state}"
             info, metrics = feed.info, feed.metrics
             if info.get("version"):
@@ -461,10 +465,10 @@ class LivePane(ShellPane):
     def empty_hint(self, chart: str) -> str:
         """What empty ``chart`` says to do: samples come from traffic on a running server (accept lengths only
         from one that speculates)."""
-        server = self.feed.server if self.feed is not None else None
-        if server is None or server.get("state") != "running":
+        server = self.feed.running_server if self.feed is not None else None
+        if server is None:
             return "no samples: start a server on the Serve tab (3), then press b here to bench it"
-        if chart == "accept" and not (server.get("args") or {}).get("drafter"):
+        if chart == "accept" and not server.args.get("drafter"):
             return "none: this server runs without speculation"
         return "no samples yet: press b to bench the server, or send it traffic"
 
@@ -542,9 +546,9 @@ class LivePane(ShellPane):
         self.query_one(BreakevenPanel).set_cycle(cycle)
 
     def action_toggle_bench(self) -> None:
-        self.query_one(BenchBar).toggle(self.feed.server if self.feed is not None else None)
+        self.query_one(BenchBar).toggle(self.feed.running_server if self.feed is not None else None)
 
     def on_bench_bar_finished(self, message: BenchBar.Finished) -> None:
-        drafter = (message.server.get("args") or {}).get("drafter")
+        drafter = message.server.args.get("drafter")
         lines = acceptance_lines(message.result.get("acceptance"), drafter)
         self.query_one("#live-acceptance", Static).update("\n".join(lines))

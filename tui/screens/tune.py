@@ -275,14 +275,14 @@ class TunePane(ShellPane):
         except SpecdeckError as exc:
             self._progress(f"sweep not started: {exc}")
             raise
-        self.app.notify(f"sweep {job['id']} started: {len(plan.grid())} points of {self.profile}")
-        self._follow(job["id"], len(plan.grid()))
+        self.app.notify(f"sweep {job.id} started: {len(plan.grid())} points of {self.profile}")
+        self._follow(job.id, len(plan.grid()))
 
     @work(group="tune-reattach", exclusive=True, exit_on_error=False, description="find a running sweep")
     async def _reattach(self) -> None:
         job = await sweep_mod.running(self.app.connection)
         if job is not None and self.sweep_job is None:
-            self._follow(job["id"], int((job.get("args") or {}).get("points") or 0))
+            self._follow(job.id, int(job.args.get("points") or 0))
 
     @work(group="tune-follow", exclusive=True, exit_on_error=False, description="follow the sweep")
     async def _follow(self, job_id: str, total: int) -> None:

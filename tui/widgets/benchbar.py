@@ -14,6 +14,7 @@ from textual.worker import Worker
 
 from backend.bench import BenchPlan, start_bench, stop_bench, summary_line, wait_result
 from backend.errors import OperationFailed
+from backend.jobs import JobInfo
 
 
 class BenchBar(Static):
@@ -29,7 +30,7 @@ class BenchBar(Static):
     class Finished(Message):
         """A bench of ``server`` ended with ``result`` (the load generator's summary record)."""
 
-        def __init__(self, server: dict, result: dict) -> None:
+        def __init__(self, server: JobInfo, result: dict) -> None:
             super().__init__()
             self.server, self.result = server, result
 
@@ -37,29 +38,29 @@ class BenchBar(Static):
         super().__init__(id=id, markup=False)
         self.baseline = baseline  # the per-stream tok/s the result is judged against, read when it comes
         self.plan = BenchPlan()
-        self.job: dict | None = None
+        self.job: JobInfo | None = None
         self._stopping = False
 
     def watch_text(self, text: str) -> None:
         self.update(text)
         self.set_class(bool(text), "-shown")
 
-    def toggle(self, server: dict | None) -> None:
+    def toggle(self, server: JobInfo | None) -> None:
         """Bench ``server`` (a running serve job), or stop the bench that runs."""
         if self.job is not None:
             self._stop(self.job)
-        elif server is None or server.get("state") != "running":
+        elif server is None or server.state != "running":
             self.notify("no server is running to bench; start one on the Serve tab", severity="warning")
         else:
             self._run(server)
 
     @work(exclusive=True, group="live-bench", exit_on_error=False, description="run the bench")
-    async def _run(self, server: dict) -> None:
+    async def _run(self, server: JobInfo) -> None:
         conn = self.app.connection
         self.text = "bench: starting"
         try:
             self.job = await start_bench(conn, server, self.plan)
-            result = await wait_result(conn, self.job["id"], self._progress)
+            result = await wait_result(conn, self.job.id, self._progress)
             self.text = "bench: " + summary_line(result, self.baseline())
             self.post_message(self.Finished(server, result))
         except OperationFailed:
@@ -74,9 +75,9 @@ class BenchBar(Static):
         self.text = f"bench: {event.get('done')}/{event.get('total')} requests"
 
     @work(group="live-bench-stop", exit_on_error=False, description="stop the bench")
-    async def _stop(self, job: dict) -> None:
+    async def _stop(self, job: JobInfo) -> None:
         self._stopping = True
-        await stop_bench(self.app.connection, job["id"])
+        await stop_bench(self.app.connection, job.id)
 
     def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
         self.app.report_worker(event.worker)  # worker messages do not bubble: failures go to the app's funnel
