@@ -16,7 +16,6 @@ and, on request, the last run of each profile drawn as dashed lines over the cha
 from __future__ import annotations
 
 import asyncio
-import time
 from dataclasses import replace
 from itertools import cycle
 
@@ -24,7 +23,6 @@ from textual import work
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
-from textual.markup import escape
 from textual.reactive import reactive
 from textual.timer import Timer
 from textual.widgets import Static
@@ -33,10 +31,9 @@ from backend.advisor import acceptance_lines
 from backend.connection import Connection
 from backend.errors import SpecdeckError
 from backend.history import HistoryThread, RunSummary, Yardstick, run_id_of
-from backend.livefeed import LiveFeed, describe_server, profile_steps
+from backend.livefeed import LiveFeed, profile_steps
 from backend.series import LiveSeries
 from backend.settings import Reference
-from backend.sglang_versions import accept_rate_label, version_text
 from tui.messages import ConnectionChanged, LiveFeedUpdated
 from tui.screens.pane import ShellPane
 from tui.state import Baseline
@@ -44,6 +41,7 @@ from tui.widgets.benchbar import BenchBar
 from tui.widgets.breakeven_panel import BreakevenPanel
 from tui.widgets.chart import RefLine, SeriesChart
 from tui.widgets.numbers import LiveNumbers, NumbersPanel, baseline_label, baseline_number, window_stats
+from tui.widgets.serverline import ServerFacts, ServerLine
 
 WINDOWS: tuple[tuple[str, float | None], ...] = (("1 m", 60.0), ("5 m", 300.0), ("30 m", 1800.0), ("all", None))
 DEFAULT_WINDOW = 1  # 5 m
@@ -67,7 +65,6 @@ class LivePane(ShellPane):
     DEFAULT_CSS = """
     LivePane { padding: 0 1; }
     LivePane .status { color: $text-muted; height: 1; }
-    LivePane #live-server { height: auto; color: $text-secondary; }
     LivePane #live-body { height: 1fr; }
     LivePane #live-charts { width: 1fr; }
     LivePane SeriesChart { height: 1fr; }
@@ -80,7 +77,6 @@ class LivePane(ShellPane):
     LivePane #live-calculator .field Label { width: 16; }
     LivePane #live-calculator .field Input { width: 1fr; }
     LivePane #calc-result { margin-top: 1; }
-    LivePane.-paused #live-server { color: $text-warning; }
     """
 
     can_focus = True  # the tab's keys are the pane's own, not the calculator's inputs
@@ -128,7 +124,6 @@ class LivePane(ShellPane):
         self._dirty = set(CHARTS)  # the charts that need a redraw
         self._stale = True  # the numbers need recomputing
         self._ticks = 0
-        self._paused_at = (0.0, 0)  # (time, feed.samples) when paused
         self._timer: Timer | None = None
         self._history_error = ""  # the last history failure reported
         self.baseline_tok_s = Reference.baseline_tok_s  # the tok/s line, set from the settings in compose
@@ -137,7 +132,6 @@ class LivePane(ShellPane):
         self.aggregate = False  # the tok/s chart shows all streams together instead of one stream
         self._overlay_for: tuple[str, str | None] | None = None  # (host, followed run) the overlay was read for
         self._drawn: tuple = ()  # (samples, server id, state) the charts were last marked for
-        self._server_text = ""  # what the server line shows
 
     # --- layout and lifecycle ------------------------------------------------------------------------------
 
@@ -147,7 +141,9 @@ class LivePane(ShellPane):
         self.baseline_run = self.app.baseline.run_id
         self.numbers = LiveNumbers(baseline=self.baseline_tok_s, window=self.window[0])
         yield Static(classes="status", markup=False)
-        yield Static(id="live-server")
+        yield ServerLine(tuple(label for label, _ in WINDOWS), id="live-server").data_bind(
+            LivePane.paused, LivePane.window_index, LivePane.overlay
+        )
         yield BenchBar(lambda: self.baseline, id="live-bench")
         with Horizontal(id="live-body"):
             with Vertical(id="live-charts"):
@@ -169,7 +165,6 @@ class LivePane(ShellPane):
         self.set_interval(RECORD_EVERY_S, self._flush_history, name="live-history")
         self.watch(self.app, "baseline", self._baseline_changed, init=False)
         self._load_baseline()
-        self._show_server()
 
     @property
     def history(self) -> HistoryThread:
@@ -235,7 +230,7 @@ class LivePane(ShellPane):
             self._drawn = drawn
             self._dirty, self._stale = set(CHARTS), True
         self._reload_overlay()
-        self._show_server()
+        self.query_one(ServerLine).facts = ServerFacts.of(feed)
 
     # --- the history: recording, the measured baseline, earlier runs ---------------------------------------
 
@@ -304,59 +299,8 @@ class LivePane(ShellPane):
 
     def watch_overlay(self) -> None:
         self._dirty = set(CHARTS)
-        self._show_server()
         if self.shown:
             self.redraw()
-
-    def _show_server(self) -> None:
-        feed = self.feed
-        server = feed.server if feed is not None else None
-        if server is None:
-            text = "no SGLang server is running on this host (start one on the Serve tab)"
-        else:
-            state = "gone" if feed.gone else server.state
-            text = f"{describe_server(server)}: {state}"
-            info, metrics = feed.info, feed.metrics
-            if info.get("version"):
-                text += f" · {version_text(info['version'])}"
-            if info.get("speculative_num_steps"):
-                spec = (
-                    info["speculative_num_steps"],
-                    info["speculative_eagle_topk"],
-                    info["speculative_num_draft_tokens"],
-                )
-                text += " · steps/topk/draft {}/{}/{}".format(*spec)
-            live = (metrics.get("spec_num_steps"), metrics.get("spec_num_draft_tokens"))
-            if None not in live and live != (
-                info.get("speculative_num_steps"),
-                info.get("speculative_num_draft_tokens"),
-            ):
-                # 0.5.23 reports the numbers in use; under --speculative-adaptive they move away from the launch's.
-                text += " · now steps/draft {:.0f}/{:.0f}".format(*live)
-            if info.get("avg_spec_accept_length") is not None:
-                text += f" · lifetime accept {info['avg_spec_accept_length']:.2f}"
-                ranks = [r["avg_spec_accept_length"] for r in info.get("dp_ranks") or []]
-                if len(ranks) > 1:  # one scheduler per DP rank, each with its own drafts
-                    text += " (DP ranks " + " / ".join("-" if a is None else f"{a:.2f}" for a in ranks) + ")"
-            if metrics.get("spec_accept_rate") is not None and info.get("version"):
-                text += f" · {accept_rate_label(info['version'])} {metrics['spec_accept_rate']:.2f}"
-            started = feed.startup.get("phases", {}).get("tokenizer_e2e")
-            if started is not None:  # SGLang 0.5.23's own startup_time_seconds gauge
-                text += f" · started in {started:.0f}s"
-            if feed.reachable is False:
-                text += " · HTTP not answering"
-        label, _ = self.window
-        text = escape(text) + f"\nwindow {label}"
-        if self.paused:
-            new = (feed.samples if feed is not None else 0) - self._paused_at[1]
-            since = time.strftime("%H:%M:%S", time.localtime(self._paused_at[0]))
-            text += f" · [b]PAUSED since {since}[/], {new} new samples recorded"
-        if self.overlay:
-            text += " · dashed: last run of " + escape(", ".join(r.profile or r.id for r in self.overlay))
-        line = self.query_one("#live-server", Static)
-        if text != self._server_text:  # the same line again would still lay the screen out
-            self._server_text = text
-            line.update(text)
 
     # --- drawing -------------------------------------------------------------------------------------------
 
@@ -496,12 +440,8 @@ class LivePane(ShellPane):
         self.paused = not self.paused
 
     def watch_paused(self, paused: bool) -> None:
-        self.set_class(paused, "-paused")
-        if paused:
-            self._paused_at = (time.time(), self.feed.samples if self.feed is not None else 0)
-        else:
+        if not paused:
             self.redraw()
-        self._show_server()
 
     def action_next_window(self) -> None:
         self.window_index = (self.window_index + 1) % len(WINDOWS)
@@ -510,7 +450,6 @@ class LivePane(ShellPane):
         # Drawn at once, even while paused: the window is the operator's own choice.
         self.redraw()
         self._compute_numbers()
-        self._show_server()
 
     def action_reset(self) -> None:
         if self.feed is not None:
