@@ -18,6 +18,16 @@ class HostKeyScreen(ModalScreen[bool]):
         Binding("y", "answer(True)", "Trust", id="hostkey.trust"),
         Binding("n,escape", "answer(False)", "Cancel", id="hostkey.cancel"),
     ]
+    DEFAULT_CSS = """
+    HostKeyScreen { align: center middle; }
+    HostKeyScreen #dialog {
+        width: 80; max-width: 90%; height: auto; padding: 1 2; border: thick $warning; background: $surface;
+    }
+    HostKeyScreen .title { text-style: bold; color: $text-primary; margin-bottom: 1; }
+    HostKeyScreen #fingerprint { margin: 1 0; text-style: bold; color: $text-warning; }
+    HostKeyScreen .buttons { height: auto; margin-top: 1; }
+    HostKeyScreen Button { margin-right: 2; }
+    """
 
     def __init__(self, error: HostKeyUnknown) -> None:
         super().__init__()

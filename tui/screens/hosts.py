@@ -31,6 +31,14 @@ class HostSwitchScreen(ModalScreen[str | None]):
     """Dismisses with the chosen host's name, or None."""
 
     BINDINGS = [Binding("escape", "dismiss(None)", "Cancel", id="hosts.cancel")]
+    DEFAULT_CSS = """
+    HostSwitchScreen { align: center middle; }
+    HostSwitchScreen #dialog {
+        width: 80; max-width: 90%; height: auto; padding: 1 2; border: thick $primary; background: $surface;
+    }
+    HostSwitchScreen .title { text-style: bold; color: $text-primary; margin-bottom: 1; }
+    HostSwitchScreen #hosts { height: auto; max-height: 16; }
+    """
 
     def __init__(self, hosts: dict[str, HostConfig], current: str) -> None:
         super().__init__()
