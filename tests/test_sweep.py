@@ -149,7 +149,7 @@ async def test_resume_after_the_sweep_job_was_killed(conn, models):
     assert (await conn.call("jobs.get", id=leftover["job"]))["state"] not in ("running", "orphaned")
 
 
-async def test_smart_sweep_measures_the_profile_first_and_saves_restarts(conn, models):
+async def test_smart_sweep_measures_the_profile_first_and_stops_when_nothing_left_can_win(conn, models):
     settings = make_settings(models, aq={"drafter": "aq-medai", **EAGLE})
     plan = sweep_mod.SweepPlan((1, 2, 3, 4), requests=3, max_tokens=160, smart=True)
     job = await sweep_mod.start(conn, settings, "aq", plan, baseline_tok_s=82.0)
@@ -157,9 +157,14 @@ async def test_smart_sweep_measures_the_profile_first_and_saves_restarts(conn, m
     done = await asyncio.wait_for(sweep_mod.follow(conn, job.id, seen.append), 180)
     order = [e["steps"] for e in seen if e.get("event") == "point"]
     assert order[0] == 3  # the profile's own point first
-    assert done["restarts"] < done["grid"] and done["saved"] == done["grid"] - done["restarts"]
-    assert done["stopped_early"] is not None and done["best"]["steps"] in (3, 4)
-    assert 1 not in order  # 1 step (≈ 71 tok/s predicted) never had a chance
+    assert done["saved"] == done["grid"] - done["restarts"]
+    # Which points are skipped depends on the measured cycles (wall time, so a loaded machine moves them); what
+    # holds always is the stop rule: the measured best beat the upper end of every point left unmeasured.
+    # (On a quiet machine it stops after 3 and 4: 1 step, ≈ 71 tok/s predicted, never has a chance.)
+    stop = done["stopped_early"] or {"best_tok_s": done["best"]["tok_s"], "predicted": []}
+    assert done["restarts"] == len(order) and done["best"]["tok_s"] == stop["best_tok_s"]
+    assert sorted(order + [p["steps"] for p in stop["predicted"]]) == [1, 2, 3, 4]
+    assert all(p["tok_s_high"] < stop["best_tok_s"] for p in stop["predicted"])
 
 
 def test_cli_sweep_json_detach_and_bad_input(models, tmp_path):

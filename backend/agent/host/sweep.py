@@ -16,7 +16,8 @@ Events (``events.jsonl``): ``{"event": "phase", "index", "phase", ...}`` as a po
 starting (with SGLang's startup phase), warming up and benching; ``point`` when one is measured (or
 ``"failed": reason``); ``plan`` with the order (smart sweeps re-plan after each point); then ``{"event":
 "done", "sweep", "points": [{"steps", "topk", "draft_tokens", "tok_s", "accept_len", "cycle_ms", "run"}],
-"best", "restarts", "grid", "saved"}`` or ``cancelled``. ``resume`` names an earlier sweep whose measured
+"best", "restarts", "grid", "saved", "stopped_early"}`` (smart: null, or the measured best and the remaining
+points' predicted upper ends that it beat) or ``cancelled``. ``resume`` names an earlier sweep whose measured
 points are taken over instead of run again. The profile's env reaches the job through its environment only
 (``SPECDECK_SWEEP_ENV``), never the disk. Stdlib only, Python 3.8+.
 """
@@ -253,7 +254,11 @@ class Sweep:
                 if ranked:
                     best = max(r["tok_s"] for r in self.measured())
                     if all(best > (r["tok_s_high"] or 0) for r in ranked):
-                        stopped_early = {"best_tok_s": best, "remaining": [r["index"] for r in ranked]}
+                        stopped_early = {
+                            "best_tok_s": best,
+                            "remaining": [r["index"] for r in ranked],
+                            "predicted": [{"steps": r["steps"], "tok_s_high": r["tok_s_high"]} for r in ranked],
+                        }
                         break
                     todo = [r["index"] for r in ranked]
                     self.emit({"event": "plan", "order": todo, "predicted": ranked})
