@@ -9,10 +9,10 @@ import time
 from collections.abc import Callable
 
 from textual.pilot import Pilot
+from textual.screen import Screen
 from textual.widgets import Input
 
 from backend.settings import HostConfig
-from tui.screens.prompt import PromptScreen
 
 
 async def until(pilot: Pilot, cond: Callable[[], object], what: str, timeout: float = 60) -> None:
@@ -34,11 +34,12 @@ async def eventually(cond: Callable[[], object], what: str, timeout: float = 60)
         await asyncio.sleep(0.02)
 
 
-async def prompt_input(pilot: Pilot, what: str) -> Input:
-    """The prompt dialog's input, once it has focus: a pushed screen composes and focuses on its own message
-    loop, a moment after ``app.screen`` is already the dialog."""
+async def dialog_input(pilot: Pilot, screen: type[Screen], what: str) -> Input:
+    """The input of a pushed ``screen`` (a prompt, the command palette) once it has focus: a pushed screen
+    composes and focuses on its own message loop, a moment after ``app.screen`` is already it; keys typed
+    before then are lost."""
     app = pilot.app
-    await until(pilot, lambda: isinstance(app.screen, PromptScreen) and isinstance(app.focused, Input), what)
+    await until(pilot, lambda: isinstance(app.screen, screen) and isinstance(app.focused, Input), what)
     assert isinstance(app.focused, Input)
     return app.focused
 

@@ -533,9 +533,10 @@ async def test_compare_tab(sandbox_like, tmp_path, llama, monkeypatch):
     from textual.command import CommandPalette
     from textual.widgets import Static
 
-    from tests.helpers import prompt_input, until
+    from tests.helpers import dialog_input, until
     from tui.app import SpecdeckApp
     from tui.screens.compare import ComparePane
+    from tui.screens.prompt import PromptScreen
     from tui.widgets.diff_table import DiffTable
 
     settings, ours = sandbox_like
@@ -573,14 +574,14 @@ async def test_compare_tab(sandbox_like, tmp_path, llama, monkeypatch):
         assert text("#compare-tensors-title").endswith("differences only (x)")
         # Every key is a palette command too.
         await pilot.press("ctrl+p")
-        await until(pilot, lambda: isinstance(app.screen, CommandPalette), "the palette")
+        await dialog_input(pilot, CommandPalette, "the palette")
         await pilot.press(*"only the rows that differ", "enter")
         await until(pilot, lambda: tensors.row_count == 15, "differences only off, from the palette")
         assert not pane.differences_only
 
         # Markdown export, to the path typed in the dialog.
         await pilot.press("m")
-        field = await prompt_input(pilot, "the export dialog")
+        field = await dialog_input(pilot, PromptScreen, "the export dialog")
         assert field.value == "diff-ours-vs-aq-medai.md"
         field.value = "out/../diff.md"
         await pilot.press("enter")
@@ -592,7 +593,7 @@ async def test_compare_tab(sandbox_like, tmp_path, llama, monkeypatch):
 
         # A Llama-8B drafter as B: incompatible, the problems listed with both numbers.
         await pilot.press("b")
-        field = await prompt_input(pilot, "the picker")
+        field = await dialog_input(pilot, PromptScreen, "the picker")
         assert field.value == "aq-medai"
         field.value = llama
         await pilot.press("enter")
@@ -612,7 +613,7 @@ async def test_compare_tab(sandbox_like, tmp_path, llama, monkeypatch):
 
         # A bad source is one notification, not a traceback.
         await pilot.press("b")
-        field = await prompt_input(pilot, "the picker")
+        field = await dialog_input(pilot, PromptScreen, "the picker")
         field.value = "hf://"
         await pilot.press("enter")
         await until(pilot, lambda: any("is not a hub checkpoint" in n.message for n in app._notifications), "error")

@@ -25,7 +25,7 @@ from backend.jobs import JobInfo
 from backend.metrics import Sample, live_samples, parse_lines
 from backend.report import Chart, break_even_cell, svg_chart, text_chart
 from backend.settings import HostConfig, builtin_defaults
-from tests.helpers import until
+from tests.helpers import dialog_input, until
 from tests.runs import T0, add_run
 from tui.app import SpecdeckApp
 from tui.screens.confirm import ConfirmScreen
@@ -477,7 +477,7 @@ async def test_history_tab_compares_marks_and_deletes(three_runs, tmp_path, monk
 
         # Every tab key is a palette command too.
         await pilot.press("ctrl+p")
-        await until(pilot, lambda: isinstance(app.screen, CommandPalette), "the palette")
+        await dialog_input(pilot, CommandPalette, "the palette")
         await pilot.press(*"History: ")
         commands = app.screen.query_one(CommandList)
         await until(pilot, lambda: commands.option_count >= 5, "History commands")

@@ -19,7 +19,7 @@ from backend.history import History
 from backend.livefeed import find_server
 from backend.metrics import Sample
 from backend.settings import HostConfig, builtin_defaults
-from tests.helpers import until
+from tests.helpers import dialog_input, until
 from tests.runs import record_run
 from tests.simhost import log_totals, recorded_totals, servers
 from tui.app import SpecdeckApp
@@ -41,6 +41,9 @@ async def open_live(pilot: Pilot) -> LivePane:
     pane = app.query_one(LivePane)
     await until(pilot, lambda: pane.redraws > 0 and pane.feed is not None, "the first redraw")
     await until(pilot, lambda: app.focused is pane, "the tab focused: its keys work at once")
+    # The baseline is read from the history on mount and redraws the tok/s chart when it comes, paused or not:
+    # a test counting redraws while paused starts after it.
+    await until(pilot, lambda: pane.yardstick is not None, "the measured baseline read")
     return pane
 
 
@@ -364,7 +367,7 @@ async def test_overlay_shows_the_last_run_of_each_profile():
 
         # The key is a palette command too.
         await pilot.press("ctrl+p")
-        await until(pilot, lambda: isinstance(app.screen, CommandPalette), "the palette")
+        await dialog_input(pilot, CommandPalette, "the palette")
         await pilot.press(*"Live: Overlay")
         commands = app.screen.query_one(CommandList)
         await until(pilot, lambda: commands.option_count >= 1, "the overlay command")

@@ -19,7 +19,7 @@ from backend.connection import Connection
 from backend.history import History
 from backend.sandbox import environment
 from backend.settings import Settings, load
-from tests.helpers import prompt_input, until
+from tests.helpers import dialog_input, until
 from tests.runs import record_run
 from tui.app import TABS, SpecdeckApp
 from tui.screens.compare import ComparePane
@@ -130,7 +130,7 @@ async def test_compare_keys(sandbox, tmp_path, monkeypatch):
 
         for action, pick in (("pick('a')", "a"), ("pick('b')", "b"), ("pick('target')", "target")):
             await keys.press(action)
-            assert (await prompt_input(pilot, f"the prompt for {pick}")).value == pane.picks[pick]
+            assert (await dialog_input(pilot, PromptScreen, f"the prompt for {pick}")).value == pane.picks[pick]
             if pick == "a":
                 await pilot.press("ctrl+u", *"ours", "enter")  # a new pick compares at once
                 await until(pilot, lambda: pane.picks["a"] == "ours", "A picked")
@@ -140,7 +140,7 @@ async def test_compare_keys(sandbox, tmp_path, monkeypatch):
         await until(pilot, lambda: pane.diff is not None and pane.labels[0] == "ours", "ours vs ours")
 
         await keys.press("export")
-        await prompt_input(pilot, "the export prompt")
+        await dialog_input(pilot, PromptScreen, "the export prompt")
         await pilot.press("enter")
         await until(pilot, lambda: list(tmp_path.glob("diff-*.md")), "the Markdown file written")
         keys.assert_all_pressed()

@@ -19,7 +19,7 @@ from textual.widgets import OptionList, Static, TabbedContent
 from backend.agent.host.units import duration
 from backend.errors import OperationFailed
 from backend.settings import builtin_defaults, parse
-from tests.helpers import until
+from tests.helpers import dialog_input, until
 from tui.app import TABS, SpecdeckApp
 from tui.screens.hostkey import HostKeyScreen
 from tui.screens.hosts import HostSwitchScreen
@@ -78,7 +78,7 @@ async def test_palette_lists_every_action_and_runs_them():
     async with app.run_test(size=SIZE) as pilot:
         await until(pilot, lambda: live(app), "connected")
         await pilot.press("ctrl+p")
-        await until(pilot, lambda: isinstance(app.screen, CommandPalette), "the palette")
+        await dialog_input(pilot, CommandPalette, "the palette")
         commands = app.screen.query_one(CommandList)
         expected = {b.tooltip for b in app.BINDINGS if b.id != "palette"}
         assert len(expected) == len(app.BINDINGS) - 1
