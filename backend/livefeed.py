@@ -100,8 +100,9 @@ class Recorder(Protocol):
     ``mark`` after each batch with the offset read up to, ``truncated`` when the host says the log was truncated
     or replaced (it is followed again from its start), ``end`` with the job once the server has ended."""
 
-    async def recorded(self, job: JobInfo) -> int:
-        """Bytes of the job's log recorded already."""
+    async def recorded(self, job: JobInfo) -> int | None:
+        """Bytes of the job's log recorded already, the run claimed for this recorder; None when another live
+        view records it (the feed then follows it without recording)."""
         ...
 
     def begin(self, job: JobInfo, offset: int) -> None: ...
@@ -227,10 +228,12 @@ class LiveFeed:
     async def _batches(self, job: JobInfo, offset: int) -> AsyncIterator[tuple[dict, bool]]:
         """(``jobs.follow`` event, to be recorded?) from byte ``offset`` on: the part of the log the recorder
         holds already is read for the series only, the rest is followed and recorded."""
-        start = offset
+        start, recording = offset, False
         if self.recorder is not None:
-            start = max(offset, await self.recorder.recorded(job))
-            self.recorder.begin(job, start)
+            held = await self.recorder.recorded(job)
+            if held is not None:
+                start, recording = max(offset, held), True
+                self.recorder.begin(job, start)
         while offset < start:
             try:
                 lines, end = await read_lines(self.conn, job.log_path, offset, min(READ_CHUNK, start - offset))
@@ -243,7 +246,7 @@ class LiveFeed:
         params = {"id": job.id, "stream": "log", "offset": start}
         async with contextlib.aclosing(self.conn.subscribe("jobs.follow", params, _resume)) as events:
             async for event in events:
-                yield event, self.recorder is not None
+                yield event, recording
 
     async def run(self, port: int | None = None) -> None:
         """Forever: follow the running server from the start of its log, or wait for one (the Live tab's worker).

@@ -262,3 +262,108 @@ async def test_sync_imports_a_truncated_log_again_from_its_start(tmp_path):
         assert accept_samples(run_id) == 50
     finally:
         await conn.close()
+
+
+def decode_lines(first: int, n: int) -> str:
+    """WRITER's lines ``first`` .. ``first + n - 1``, as a file holds them."""
+    return "".join(
+        f"[2026-01-01 00:{i // 60:02d}:{i % 60:02d} TP0] Decode batch, #running-req: 1, #token: 100, token usage: "
+        "0.01, accept len: 2.50, accept rate: 0.50, cuda graph: True, gen throughput (token/s): 80.00, "
+        "#queue-req: 0, \n"
+        for i in range(first, first + n)
+    )
+
+
+async def wait_lines(log: Path, n: int) -> None:
+    deadline = time.monotonic() + 60
+    while not log.exists() or len(log.read_text().splitlines()) < n:
+        assert time.monotonic() < deadline, f"the first {n} lines"
+        await asyncio.sleep(0.02)
+
+
+async def test_sync_imports_a_rotated_log_longer_than_the_import_again_from_its_start(tmp_path):
+    """Imported up to byte X, then the log is replaced by a new file already longer than X (logrotate's create
+    mode, or copytruncate and written again between two syncs): the sync tells it by its first bytes and imports
+    the new file whole (before: it went on from X, in the middle of the new file)."""
+    from backend.connection import Connection
+    from backend.history import run_id_of, sync_from_host
+    from backend.settings import HostConfig
+
+    conn = await Connection.open(HostConfig(name="local", url="local", python=sys.executable, workdir=str(tmp_path)))
+    try:
+        gate = tmp_path / "gate"
+        job = await truncating_job(conn, gate)
+        run_id = run_id_of("local", job.id)
+        log = Path(job.log_path)
+        await wait_lines(log, 30)
+        with History.open() as history:
+            await sync_from_host(history, conn)
+            imported = history.imported(run_id)
+        assert accept_samples(run_id) == 30
+        rotated = tmp_path / "rotated"
+        rotated.write_text(decode_lines(200, 60))
+        assert rotated.stat().st_size > imported
+        os.replace(rotated, log)  # the writer goes on into the old file, now nameless
+        gate.touch()
+        await conn.call("jobs.wait", id=job.id, timeout=30)
+        with History.open() as history:
+            report = await sync_from_host(history, conn)
+            assert history.imported(run_id) == log.stat().st_size
+        assert report.samples == 60 and accept_samples(run_id) == 90
+    finally:
+        await conn.close()
+
+
+CLAIMANT = """
+import sys
+from backend.history import History
+with History.open(sys.argv[1]) as history:
+    print(history.claim(sys.argv[2], "a panel elsewhere"), flush=True)
+    sys.stdin.read()  # holds the claim until killed
+"""
+
+
+async def test_a_run_recorded_live_elsewhere_is_left_to_that_writer(tmp_path):
+    """A panel in another process records a run live (its claim in the history): CLI work (`serve stop`,
+    `bench`: record_run) and syncs in this process leave that log alone, and a second live view does not record
+    it either, so no second writer cuts it at other places. Once that panel is gone (killed: its claim no longer
+    counts), the next import takes the whole log."""
+    from backend.connection import Connection
+    from backend.history import HistoryThread, record_run, run_id_of, sync_from_host
+    from backend.settings import HostConfig
+
+    conn = await Connection.open(HostConfig(name="local", url="local", python=sys.executable, workdir=str(tmp_path)))
+    claimant = None
+    recorder = HistoryThread()
+    recorder.record("local")
+    try:
+        gate = tmp_path / "gate"
+        gate.touch()
+        job = await truncating_job(conn, gate)
+        run_id = run_id_of("local", job.id)
+        ended = JobInfo.from_json(await conn.call("jobs.wait", id=job.id, timeout=30))
+        claimant = subprocess.Popen(
+            [sys.executable, "-c", CLAIMANT, str(history_path()), run_id],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, cwd=REPO,
+        )  # fmt: skip
+        assert claimant.stdout.readline().strip() == "0"
+        with History.open() as history:
+            await record_run(history, conn, ended)
+            report = await sync_from_host(history, conn)
+            assert history.imported(run_id) == 0 and report.samples == 0
+        assert await recorder.recorded(ended) is None  # another live view: followed, not recorded here
+        assert accept_samples(run_id) == 0
+
+        claimant.kill()
+        claimant.wait()
+        with History.open() as history:
+            report = await sync_from_host(history, conn)
+            assert history.imported(run_id) == os.path.getsize(job.log_path)
+        assert report.samples == 50 and accept_samples(run_id) == 50
+        assert await recorder.recorded(ended) == os.path.getsize(job.log_path)  # a dead claim is no claim
+    finally:
+        if claimant is not None and claimant.poll() is None:
+            claimant.kill()
+            claimant.wait()
+        recorder.close()
+        await conn.close()

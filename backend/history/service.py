@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import uuid
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any, TypeVar
@@ -17,10 +18,6 @@ from backend.jobs import JobInfo
 from backend.metrics import Sample
 
 T = TypeVar("T")
-
-# The runs HistoryThreads of this process are recording as a live view follows them (``sync_from_host`` leaves
-# their logs alone). Changed on the event loop only, where the imports check it just before they write.
-RECORDING: set[str] = set()
 
 
 class HistoryThread:
@@ -36,9 +33,10 @@ class HistoryThread:
     writes queued before it. ``failure`` is the last error the thread met, as a ``SpecdeckError`` (None while
     all went well); ``query`` raises it too.
 
-    ``recorded(job)`` (what the feed asks before following a job) also claims the run in ``RECORDING`` until
-    ``end``, another claim, ``record`` or ``close``: the last chunk written after that is the run's last, so an
-    import meeting it never leaves a gap.
+    ``recorded(job)`` (what the feed asks before following a job) also claims the run in the database
+    (``History.claim``) until ``end``, another claim, ``record`` or ``close``, released once what was followed is
+    stored: imports of this process and others leave it alone meanwhile, so none meets a gap. A run another live
+    view holds is not recorded here (``recorded`` says None).
     """
 
     def __init__(self, path: str | os.PathLike | None = None, every_s: float = COMMIT_EVERY_S) -> None:
@@ -51,7 +49,8 @@ class HistoryThread:
         self._ready = 0  # the calls before this index may be handed over (the last of them is no add)
         self._handover: Future | None = None
         self._closed = False
-        self._claimed: str | None = None  # the run this thread has in RECORDING
+        self.holder = uuid.uuid4().hex  # this live view, in the database's recorders table
+        self._claimed: str | None = None  # the run this thread holds there
         self._history: History | None = None  # opened, used and closed on the thread only
         self._recorder: LiveRecorder | None = None  # likewise
 
@@ -60,8 +59,8 @@ class HistoryThread:
     def record(self, host: str) -> None:
         """Record ``host``'s runs from now on (what was queued for the previous host is written first)."""
         self.host = host
-        self._claim(None)
         self._boundary("host", host)
+        self._release()
 
     def begin(self, job: JobInfo, offset: int = 0) -> None:
         self._boundary("begin", job, offset)
@@ -81,14 +80,14 @@ class HistoryThread:
         self._boundary("truncated")
 
     def end(self, job: JobInfo) -> None:
-        self._claim(None)
         self._boundary("end", job)
+        self._release()
 
-    def _claim(self, run_id: str | None) -> None:
-        RECORDING.discard(self._claimed)
-        if run_id is not None:
-            RECORDING.add(run_id)
-        self._claimed = run_id
+    def _release(self) -> None:
+        """Give the claimed run back once the thread has stored what was queued before this."""
+        if self._claimed is not None:
+            self._boundary("release", self._claimed)
+            self._claimed = None
 
     def _boundary(self, name: str, *args: Any) -> None:
         del self._ops[self._ready :]  # samples of a batch cut short: its offset never came, so they are not stored
@@ -115,22 +114,25 @@ class HistoryThread:
             raise UsageError("the run history was closed")
         return await asyncio.wrap_future(self._executor.submit(self._query, self._take(), fn))
 
-    async def recorded(self, job: JobInfo) -> int:
-        """Bytes of serve job ``job``'s log the history holds already (0 when it cannot say; see ``failure``);
-        the run is claimed for recording from here on."""
+    async def recorded(self, job: JobInfo) -> int | None:
+        """Bytes of serve job ``job``'s log the history holds already (0 when it cannot say; see ``failure``),
+        the run claimed for recording from here on; None when another live view records it."""
+        self._release()
         run_id = run_id_of(self.host or "", job.id)
-        self._claim(run_id)
         try:
-            return await self.query(lambda history: history.imported(run_id))
+            held = await self.query(lambda history: history.claim(run_id, self.holder))
         except SpecdeckError:
             return 0
+        if held is not None:
+            self._claimed = run_id
+        return held
 
     def close(self) -> None:
         """Write what is queued (up to the last mark), close the database and end the thread, waiting for it."""
         if self._closed:
             return
         self._closed = True
-        self._claim(None)
+        self._release()
         self._executor.submit(self._close, self._take())
         self._executor.shutdown(wait=True)
 
@@ -152,8 +154,11 @@ class HistoryThread:
         with self._failures():
             if self._history is None:
                 self._history = History.open(self.path)
+            released = []
             for name, args in ops:
-                if name == "host":
+                if name == "release":
+                    released.append(args[0])
+                elif name == "host":
                     if self._recorder is not None:
                         self._recorder.flush(force=True)
                     self._recorder = LiveRecorder(self._history, args[0], self.every_s)
@@ -163,7 +168,9 @@ class HistoryThread:
                 elif self._recorder is not None:
                     getattr(self._recorder, name)(*args)
             if self._recorder is not None:
-                self._recorder.flush(force)
+                self._recorder.flush(force or bool(released))
+            for run_id in released:  # after the flush: everything followed is stored first
+                self._history.release(run_id, self.holder)
 
     def _query(self, ops: list[tuple[str, Any]], fn: Callable[[History], T]) -> T:
         self._replay(ops, False)

@@ -6,12 +6,14 @@ One file (``history_path``: ``SPECDECK_HISTORY``, else the user data dir) in WAL
 
   runs     one per serve job (id ``<host>/<job id>``): profile, argv, resolved server info and version, the
            drafter's identity (name, path, size, sha256 when the host verified it), start/stop, outcome, the
-           measured-baseline flag, and how far its log has been imported (byte offset + the LiveFilter's tail)
+           measured-baseline flag, how far its log has been imported (byte offset + the LiveFilter's tail) and
+           the log's first bytes (a rotated log is told from the one imported by them)
   samples  the run's decode lines merged per whole second (≤ 1 row/s): aggregate tok/s (SGLang's gen
            throughput), per-stream tok/s (gen throughput / running requests) and accept length as sums and
            counts (so a second split across two imports merges exactly), the last accept rate, running and
            queued requests and token usage of that second; lines while idle (0 running) add no throughput
   benches  one per bench job: the load generator's result JSON, linked to its run when it named one
+  recorders  the runs a live view records as it follows them (holder, pid): imports leave those logs alone
 
 ``History.import_chunk`` stores a chunk of samples together with the log offset it ends at, in one
 transaction, and only when no one imported that part yet, so imports resume exactly and never double-count.
@@ -37,7 +39,8 @@ from backend.jobs import JobInfo
 from backend.metrics import Sample
 from backend.sglang_versions import accept_rate_definition
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
+HEAD_BYTES = 1024  # the first bytes of a run's log kept to tell the same file from a rotated one
 LOCK_TIMEOUT_S = 10.0  # how long an open or a write waits for another process's lock
 
 _SCHEMA = """
@@ -63,6 +66,7 @@ CREATE TABLE IF NOT EXISTS runs (
     is_baseline INTEGER NOT NULL DEFAULT 0,
     log_offset INTEGER NOT NULL DEFAULT 0,
     filter_tail TEXT NOT NULL DEFAULT '[]',
+    log_head BLOB,
     updated REAL
 );
 CREATE TABLE IF NOT EXISTS samples (
@@ -98,6 +102,12 @@ CREATE TABLE IF NOT EXISTS benches (
     result TEXT NOT NULL DEFAULT '{}'
 );
 CREATE INDEX IF NOT EXISTS benches_run ON benches(run);
+CREATE TABLE IF NOT EXISTS recorders (
+    run TEXT PRIMARY KEY,
+    holder TEXT NOT NULL,
+    pid INTEGER NOT NULL,
+    since REAL NOT NULL
+);
 """
 
 # Schema version -> what turns the version before it into it (a fresh database gets _SCHEMA whole).
@@ -109,6 +119,8 @@ _MIGRATIONS = {
     UPDATE samples SET tok_sum = 0, tok_n = 0 WHERE running_req = 0;
     UPDATE samples SET ps_sum = tok_sum / coalesce(running_req, 1), ps_n = tok_n WHERE coalesce(running_req, 1) > 0;
     """,
+    # The log's first bytes (the recorders table comes with the schema script).
+    3: "ALTER TABLE runs ADD COLUMN log_head BLOB",
 }
 
 T = TypeVar("T")
@@ -325,8 +337,18 @@ class History:
         stored stay; the new file's lines are new lines)."""
         with self.transaction() as db:
             db.execute(
-                "UPDATE runs SET log_offset = 0, filter_tail = '[]', updated = ? WHERE id = ?", (time.time(), run_id)
+                "UPDATE runs SET log_offset = 0, filter_tail = '[]', log_head = NULL, updated = ? WHERE id = ?",
+                (time.time(), run_id),
             )
+
+    def log_head(self, run_id: str) -> bytes | None:
+        """The first bytes (up to ``HEAD_BYTES``) of the log the run was imported from; None before they are known."""
+        row = self.db.execute("SELECT log_head FROM runs WHERE id = ?", (run_id,)).fetchone()
+        return None if row is None or row["log_head"] is None else bytes(row["log_head"])
+
+    def set_log_head(self, run_id: str, head: bytes) -> None:
+        with self.transaction() as db:
+            db.execute("UPDATE runs SET log_head = ? WHERE id = ?", (head[:HEAD_BYTES], run_id))
 
     def import_state(self, run_id: str) -> tuple[int, list[dict]]:
         """(log bytes imported so far, the LiveFilter tail) of a run."""
@@ -340,16 +362,19 @@ class History:
         row = self.db.execute("SELECT log_offset FROM runs WHERE id = ?", (run_id,)).fetchone()
         return 0 if row is None else int(row["log_offset"])
 
-    def import_chunk(self, run_id: str, start: int, end: int, samples: list[Sample], tail: list[dict]) -> bool:
+    def import_chunk(
+        self, run_id: str, start: int, end: int, samples: list[Sample], tail: list[dict], unclaimed: bool = False
+    ) -> bool:
         """Store the samples read from log bytes [start, end) and move the run's import position to ``end``.
 
-        Done only when nothing past ``start`` was imported yet (another writer may follow the same log);
+        Done only when nothing past ``start`` was imported yet (another writer may follow the same log) and, with
+        ``unclaimed`` (an import, not the live recorder), while no live view records the run (``claim``);
         returns whether it was. One transaction: a crash keeps either all of it or none.
         """
         rows = downsample(samples)
         with self.transaction() as db:
             row = db.execute("SELECT log_offset FROM runs WHERE id = ?", (run_id,)).fetchone()
-            if row is None or row["log_offset"] > start:
+            if row is None or row["log_offset"] > start or (unclaimed and self.recorder_of(run_id) is not None):
                 return False
             db.executemany(
                 """INSERT INTO samples (run, t, tok_sum, tok_n, ps_sum, ps_n, acc_sum, acc_n, accept_rate,
@@ -371,6 +396,33 @@ class History:
                 (end, json.dumps(tail), time.time(), run_id),
             )
         return True
+
+    # --- who records a run live ----------------------------------------------------------------------------
+
+    def claim(self, run_id: str, holder: str) -> int | None:
+        """Make ``holder`` (a live view of this process) the one writer of the run's log from now on; returns the
+        log bytes imported so far, or None when a live view of another running process holds it. Imports leave a
+        claimed run alone, so two writers never cut the same log at different places; a claim of a process that
+        is gone (killed) no longer counts."""
+        with self.transaction() as db:
+            current = self.recorder_of(run_id)
+            if current is not None and current != holder:
+                return None
+            db.execute(
+                "INSERT OR REPLACE INTO recorders (run, holder, pid, since) VALUES (?, ?, ?, ?)",
+                (run_id, holder, os.getpid(), time.time()),
+            )
+            return self.imported(run_id)
+
+    def release(self, run_id: str, holder: str) -> None:
+        """``holder`` stopped recording the run (everything it followed is stored)."""
+        with self.transaction() as db:
+            db.execute("DELETE FROM recorders WHERE run = ? AND holder = ?", (run_id, holder))
+
+    def recorder_of(self, run_id: str) -> str | None:
+        """The live view recording the run, if its process still runs."""
+        row = self.db.execute("SELECT holder, pid FROM recorders WHERE run = ?", (run_id,)).fetchone()
+        return row["holder"] if row is not None and _alive(row["pid"]) else None
 
     def record_bench(self, host: str, job: JobInfo, result: dict | None) -> str:
         """Create or refresh the bench of bench job ``job``; ``result`` is its ``result`` event (None if it failed)."""
@@ -615,6 +667,17 @@ class History:
         ids = list(run_ids)
         with self.transaction() as db:
             return sum(db.execute("DELETE FROM runs WHERE id = ?", (i,)).rowcount for i in ids)
+
+
+def _alive(pid: int) -> bool:
+    """Whether process ``pid`` of this machine still runs (the history file is this machine's)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True  # another user's
+    return True
 
 
 def _bench_json(row: sqlite3.Row) -> dict[str, Any]:

@@ -14,8 +14,8 @@ from typing import Any
 
 from backend.errors import RemoteError
 from backend.history.samples import filter_tail, primed_filter
-from backend.history.service import RECORDING, HistoryThread
-from backend.history.store import History
+from backend.history.service import HistoryThread
+from backend.history.store import HEAD_BYTES, History
 from backend.history.summary import RunSummary
 from backend.jobs import JobInfo, list_jobs
 from backend.metrics import parse_line
@@ -77,40 +77,66 @@ async def _import_log(store: History | HistoryThread, conn, run_id: str, job: Jo
     """Import the serve job's log from where the last import stopped; returns the decode samples imported.
 
     Reading is the only part on the caller's loop: each chunk is decoded, parsed and stored by ``store`` (on
-    the history's thread when it is a ``HistoryThread``). A run a ``HistoryThread`` of this process is
-    recording (``RECORDING``) is left to it, so two writers never store the same log cut at different places.
+    the history's thread when it is a ``HistoryThread``). A run a live view records (``History.claim``, in this
+    process or another) is left to it, so two writers never store the same log cut at different places. A log
+    that is not the file imported so far (rotated, or truncated and written again: its first bytes differ) is
+    imported again from its start, however long it has grown.
     """
-    if run_id in RECORDING:
+    offset, head, recorded = await store.query(partial(_log_state, run_id=run_id))
+    if recorded:
         return 0
-    offset = await store.query(lambda history: history.import_state(run_id)[0])
     imported = 0
-    while True:
-        try:
-            got = await conn.call("fs.read", path=job.log_path, offset=offset, length=READ_CHUNK)
-        except RemoteError as exc:
-            if exc.kind == "not_found":
-                return imported
-            raise
-        if run_id in RECORDING:
-            return imported  # checked just before handing the chunk over: a live view records it from here on
-        if not got["data"] and offset and (await conn.call("fs.stat", path=job.log_path))["size"] < offset:
-            # Truncated (or rotated to a shorter file) on the host: its lines from now on are new ones.
+    try:
+        if offset and not await _same_log(store, conn, run_id, job, head, offset):
             await store.query(partial(History.restart_import, run_id=run_id))
             offset = 0
-            continue
-        end, stored = await store.query(partial(_store_chunk, run_id=run_id, offset=offset, data_b64=got["data"]))
-        if end == offset:
+        while True:
+            got = await conn.call("fs.read", path=job.log_path, offset=offset, length=READ_CHUNK)
+            if not got["data"] and offset and (await conn.call("fs.stat", path=job.log_path))["size"] < offset:
+                # Truncated (or rotated to a shorter file) on the host: its lines from now on are new ones.
+                await store.query(partial(History.restart_import, run_id=run_id))
+                offset = 0
+                continue
+            chunk = partial(_store_chunk, run_id=run_id, offset=offset, data_b64=got["data"])
+            done = await store.query(chunk)
+            if done is None:
+                return imported  # a live view records it from here on
+            end, stored = done
+            if end == offset:
+                return imported
+            if stored is None:  # another writer got further meanwhile: go on from where it stopped, leaving no gap
+                offset = await store.query(lambda history: history.import_state(run_id)[0])
+            else:
+                imported += stored
+                offset = end
+    except RemoteError as exc:
+        if exc.kind == "not_found":
             return imported
-        if stored is None:  # another writer got further meanwhile: go on from where it stopped, never leaving a gap
-            offset = await store.query(lambda history: history.import_state(run_id)[0])
-        else:
-            imported += stored
-            offset = end
+        raise
 
 
-def _store_chunk(history: History, run_id: str, offset: int, data_b64: str) -> tuple[int, int | None]:
+def _log_state(history: History, run_id: str) -> tuple[int, bytes | None, bool]:
+    """(log bytes imported, the log's first bytes as imported, whether a live view records the run)."""
+    return history.imported(run_id), history.log_head(run_id), history.recorder_of(run_id) is not None
+
+
+async def _same_log(
+    store: History | HistoryThread, conn, run_id: str, job: JobInfo, head: bytes | None, offset: int
+) -> bool:
+    """Whether the job's log still starts with the bytes the import read; a head not known yet (the run was
+    recorded live) is taken from the file as it is."""
+    got = await conn.call("fs.read", path=job.log_path, offset=0, length=HEAD_BYTES)
+    first = base64.b64decode(got["data"])
+    if head is None:
+        await store.query(partial(History.set_log_head, run_id=run_id, head=first[:offset]))
+        return True
+    return first[: len(head)] == head
+
+
+def _store_chunk(history: History, run_id: str, offset: int, data_b64: str) -> tuple[int, int | None] | None:
     """Parse one chunk of a run's log read at ``offset`` and store its samples: (the offset past its whole
-    lines, the decode samples stored — None when another writer imported past ``offset`` meanwhile)."""
+    lines, the decode samples stored — None when another writer imported past ``offset`` meanwhile); None when
+    a live view records the run."""
     lines, end = whole_lines(data_b64, offset, READ_CHUNK)
     if end == offset:
         return end, 0
@@ -127,8 +153,10 @@ def _store_chunk(history: History, run_id: str, offset: int, data_b64: str) -> t
         sample = parse_line(line)
         if sample is not None:
             samples.append(live.accept(sample))
-    if not history.import_chunk(run_id, offset, end, samples, filter_tail(tail, samples)):
-        return end, None
+    if not history.import_chunk(run_id, offset, end, samples, filter_tail(tail, samples), unclaimed=True):
+        return None if history.recorder_of(run_id) is not None else (end, None)
+    if offset == 0:  # what tells this file from a rotated one next time
+        history.set_log_head(run_id, base64.b64decode(data_b64[: 4 * (HEAD_BYTES // 3 + 1)]))
     return end, sum(1 for s in samples if s.kind == "decode")
 
 
