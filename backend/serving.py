@@ -740,6 +740,19 @@ _ERROR_LINE = re.compile(
 _WARNING_LINE = re.compile(r"\bWARNING\b|\bwarning\b|deprecated|SIGTERM received")
 
 
+# A uvicorn access-log line of a GET from the host itself of what specdeck polls: the Live tab's numbers
+# (/server_info or /get_server_info and /metrics, every second) and the agent's /health probe.
+_POLL_LINE = re.compile(
+    r'INFO:\s+127\.0\.0\.1:\d+ - "GET /(?:metrics|server_info|get_server_info|health)(?:\?[^ "]*)? HTTP/[\d.]+" \d{3}'
+)
+
+
+def is_poll_line(line: str) -> bool:
+    """True for the access-log line of one of specdeck's own polls of the server (a person's own GET of those
+    paths from the host reads the same)."""
+    return _POLL_LINE.search(line) is not None
+
+
 def line_level(line: str) -> str | None:
     """``error``, ``warning`` or None for one server log line (what the log pane highlights)."""
     if _ERROR_LINE.search(line):

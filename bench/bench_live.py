@@ -222,9 +222,9 @@ async def _flood(redraw_every_batch: bool, freeze: bool = True) -> dict:
         await conn.close()
 
 
-async def _idle(tab: str = "4", settle_s: float = IDLE_SETTLE_S, seconds: float = IDLE_S) -> dict:
-    """The panel's CPU (all its threads) with tab ``tab`` shown on a ready, idle simulated server; the host
-    agent's CPU over the same window."""
+async def _idle(tab: str = "4", *keys: str, settle_s: float = IDLE_SETTLE_S, seconds: float = IDLE_S) -> dict:
+    """The panel's CPU (all its threads) with tab ``tab`` shown (then ``keys`` pressed) on a ready, idle
+    simulated server; the host agent's CPU over the same window."""
     from backend.connection import Connection, local_workdir
     from backend.sandbox import fixtures
     from backend.settings import HostConfig, builtin_defaults
@@ -249,7 +249,7 @@ async def _idle(tab: str = "4", settle_s: float = IDLE_SETTLE_S, seconds: float 
             async with app.run_test(size=(160, 45)) as pilot:
                 while not app.connection.connected:
                     await pilot.pause(0.02)
-                await pilot.press(tab)
+                await pilot.press(tab, *keys)
                 await pilot.pause(settle_s)  # every tab loaded, the Live tab following the server
                 agent_pid = app.connection.hello["pid"]
                 cpu0, agent0, t0 = time.process_time(), _proc_cpu(agent_pid), time.perf_counter()
@@ -315,6 +315,7 @@ async def _run() -> list[Row]:
     unfrozen = await _flood(redraw_every_batch=False, freeze=False)
     uncapped = await _flood(redraw_every_batch=True)
     idle, idle_serve = await _idle("4"), await _idle("3")
+    idle_serve_polls = await _idle("3", "a")  # the access lines of the panel's own polls shown (before: always)
     at_10min, at_hour, list_growth = await _memory()
     kib = 1024
     growth = at_hour - at_10min
@@ -354,6 +355,13 @@ async def _run() -> list[Row]:
             f"{idle['panel_pct']:.2f}% over {IDLE_S:.0f} s (the host agent: {idle['agent_pct']:.2f}%)",
             f"the Serve tab shown instead: {idle_serve['panel_pct']:.2f}%",
             ok=idle["panel_pct"] <= IDLE_BUDGET_PCT,
+        ),
+        Row(
+            11,
+            f"the panel idle with the Serve tab shown on a ready server ≤ {IDLE_BUDGET_PCT:g}% of a core",
+            f"{idle_serve['panel_pct']:.2f}% over {IDLE_S:.0f} s (our polls' access lines hidden)",
+            f"those lines shown (a), each one a repaint of the log: {idle_serve_polls['panel_pct']:.2f}%",
+            ok=idle_serve["panel_pct"] <= IDLE_BUDGET_PCT,
         ),
         Row(
             ISSUE,

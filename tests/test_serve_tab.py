@@ -227,6 +227,23 @@ def test_every_serve_key_has_an_id_and_a_tooltip():
     assert all(b.tooltip for b in ServePane.BINDINGS)
 
 
+def test_poll_lines_are_our_own_gets_of_what_the_panel_polls():
+    polls = [
+        '[2026-01-01 00:00:00] INFO:     127.0.0.1:40112 - "GET /metrics HTTP/1.1" 200 OK',
+        'INFO:     127.0.0.1:40113 - "GET /server_info HTTP/1.1" 200 OK',
+        'INFO:     127.0.0.1:40114 - "GET /get_server_info HTTP/1.1" 404 Not Found',
+        'INFO:     127.0.0.1:40115 - "GET /health HTTP/1.1" 503 Service Unavailable',
+    ]
+    others = [
+        'INFO:     127.0.0.1:40116 - "POST /generate HTTP/1.1" 200 OK',
+        'INFO:     10.1.2.3:40117 - "GET /metrics HTTP/1.1" 200 OK',  # someone else's scraper
+        'INFO:     127.0.0.1:40118 - "GET /health_generate HTTP/1.1" 200 OK',
+        "[2026-01-01 00:00:00 TP0] Decode batch, #running-req: 1, #token: 90, gen throughput (token/s): 80.00",
+    ]
+    assert all(serving.is_poll_line(line) for line in polls)
+    assert not any(serving.is_poll_line(line) for line in others)
+
+
 # --- the log view on its own ------------------------------------------------------------------------------------
 
 
@@ -260,3 +277,23 @@ async def test_log_view_follows_freezes_counts_and_filters():
         log.append([f"x{i}" for i in range(300)])  # bounded: only the newest max_lines are kept
         assert len(log.lines_kept) == 200 and log.lines_kept[-1] == "x299"
         await asyncio.sleep(0)
+
+
+class PollLogApp(App):
+    def compose(self) -> ComposeResult:
+        yield LogView(classify=serving.line_level, hide=serving.is_poll_line, max_lines=200)
+
+
+async def test_log_view_keeps_hidden_lines_and_shows_them_when_asked():
+    app = PollLogApp()
+    poll = 'INFO:     127.0.0.1:40112 - "GET /metrics HTTP/1.1" 200 OK'
+    request = 'INFO:     127.0.0.1:40113 - "POST /generate HTTP/1.1" 200 OK'
+    async with app.run_test(size=(80, 12)) as pilot:
+        log = app.query_one(LogView)
+        log.append([poll, request, poll])
+        await pilot.pause()
+        assert log.hiding and log.lines_shown == [request] and log.lines_kept == [poll, request, poll]
+        log.set_filter(show_hidden=True)
+        assert not log.hiding and log.lines_shown == [poll, request, poll]
+        log.set_filter("generate")  # the other filters still apply
+        assert log.lines_shown == [request]

@@ -178,6 +178,11 @@ async def test_serve_keys(sandbox):
         await keys.press("errors_only")
         await until(pilot, lambda: log.errors_only, "errors only")
         await keys.press("errors_only")  # the toggle back is the same key
+        assert log.hiding  # the access lines of our own polls: hidden until asked for
+        await keys.press("polls")
+        await until(pilot, lambda: not log.hiding, "our polls shown")
+        await keys.press("polls")
+        await until(pilot, lambda: log.hiding and "polls hidden" in str(pane.query_one("#log-badge").content), "hidden")
         # Enough lines to scroll: until the log outgrows its view, home moves nothing and nothing freezes.
         await until(pilot, lambda: len(log.lines_kept) > 10 and log.max_scroll_y > 0, "log lines past its height")
         await pilot.click(LogView)

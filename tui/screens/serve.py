@@ -120,6 +120,14 @@ class ServePane(ShellPane):
         Binding("e", "errors_only", "Errors", id="serve.errors", tooltip="Show only the log's error lines (toggle)"),
         Binding("slash", "filter", "Filter", id="serve.filter", tooltip="Filter the server log"),
         Binding(
+            "a",
+            "polls",
+            "Polls",
+            id="serve.polls",
+            tooltip="Show or hide the access-log lines of specdeck's own polls (GET /metrics, /server_info, "
+            "/health from the host)",
+        ),
+        Binding(
             "o", "open_compare", "Compare", id="serve.compare", tooltip="Compare the server's drafter with the target"
         ),
     ]
@@ -140,6 +148,7 @@ class ServePane(ShellPane):
         self._save_timer: Timer | None = None
         self._watcher: Worker | None = None
         self._state_shape: list[int] = []  # the state block's line lengths, last drawn
+        self._drawn: dict[str, str] = {}  # what each Static updated by a timer shows now (its id → text)
 
     def compose(self) -> ComposeResult:
         with Horizontal(id="serve-body"):
@@ -162,7 +171,7 @@ class ServePane(ShellPane):
                     yield Input(id="log-filter", placeholder="filter the log (/), e: errors only", compact=True)
                     yield Static(id="log-badge")
                 with Horizontal(id="log-row"):
-                    yield LogView(classify=serving.line_level, id="log")
+                    yield LogView(classify=serving.line_level, hide=serving.is_poll_line, id="log")
                     yield Static(id="hint")
 
     def on_mount(self) -> None:
@@ -385,6 +394,11 @@ class ServePane(ShellPane):
         log.set_filter(errors_only=not log.errors_only)
         self._show_badge()
 
+    def action_polls(self) -> None:
+        log = self.query_one(LogView)
+        log.set_filter(show_hidden=log.hiding)
+        self._show_badge()
+
     def action_filter(self) -> None:
         self.query_one("#log-filter", Input).focus()
 
@@ -463,9 +477,18 @@ class ServePane(ShellPane):
             lines.append(f"[$warning]{self.busy}…[/]")
         # The clock changes digits only: same line lengths, same wrapping, so no layout of the whole screen.
         shape = [len(line) for line in lines]
-        self.query_one("#server-state", Static).update("\n".join(lines), layout=shape != self._state_shape)
-        self._state_shape = shape
+        if self._draw("server-state", "\n".join(lines), layout=shape != self._state_shape):
+            self._state_shape = shape
         self._render_hint(st)
+
+    def _draw(self, id: str, text: str, layout: bool = True) -> bool:
+        """Update Static ``id`` unless it shows ``text`` already (timers redraw the same text most times); True
+        if it was updated."""
+        if self._drawn.get(id) == text:
+            return False
+        self.query_one(f"#{id}", Static).update(text, layout=layout)
+        self._drawn[id] = text
+        return True
 
     def _state_lines(self, st: serving.ServerStatus, now: float) -> list[str]:
         mark, color = STATE_MARKS[st.state]
@@ -507,7 +530,7 @@ class ServePane(ShellPane):
     def _render_gpus(self) -> None:
         gpus = self.gpus or {}
         if not gpus.get("nvidia_smi"):
-            self.query_one("#gpu-list", Static).update("[$text-muted]no GPUs (nvidia-smi not found)[/]")
+            self._draw("gpu-list", "[$text-muted]no GPUs (nvidia-smi not found)[/]")
             return
         lines = []
         for g in gpus["gpus"]:
@@ -516,7 +539,7 @@ class ServePane(ShellPane):
             for p in g.get("processes", []):
                 if not p.get("job"):
                     lines.append(f"  [$warning]pid {p['pid']} {escape(p.get('name') or '?')} (not ours)[/]")
-        self.query_one("#gpu-list", Static).update("\n".join(lines))
+        self._draw("gpu-list", "\n".join(lines))
 
     def _show_badge(self, *_: object) -> None:
         log = self.query_one(LogView)
@@ -525,5 +548,7 @@ class ServePane(ShellPane):
         text = f"↓ {log.pending} new lines (f)" if frozen else "following"
         if log.errors_only:
             text += " · errors only"
+        if log.hiding:
+            text += " · our polls hidden (a)"
         badge.update(text)
         badge.set_class(frozen, "-frozen")

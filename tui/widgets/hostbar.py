@@ -111,7 +111,8 @@ class HostBar(Horizontal):
         if widget.display != bool(text):
             widget.display = bool(text)
         if widget.content != text:
-            widget.update(text)
+            # Same width (an rtt's digits): no layout of the whole screen for it.
+            widget.update(text, layout=len(text) != len(str(widget.content)))
 
     def _draw(self) -> None:
         if not self.is_mounted:

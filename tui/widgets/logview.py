@@ -1,6 +1,8 @@
 """A log pane that follows its tail: scroll up and it freezes (counting new lines), scroll back down or press
 End and it follows again. Lines are kept (bounded) so a filter can redraw them; a classifier given by the
-owner marks error and warning lines, which are highlighted.
+owner marks error and warning lines, which are highlighted; another (``hide``) names lines kept but not shown
+until ``show_hidden`` (the panel's own polls of the server: drawing one line a second in a followed log costs
+a repaint of the whole view each time).
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ class LogView(RichLog):
         self,
         *,
         classify: Callable[[str], str | None] = lambda line: None,
+        hide: Callable[[str], bool] | None = None,
         max_lines: int = MAX_LINES,
         id: str | None = None,
         classes: str | None = None,
@@ -39,6 +42,8 @@ class LogView(RichLog):
             self.add_class(*classes.split())
         self._raw: deque[str] = deque(maxlen=max_lines)
         self._classify = classify
+        self._hide = hide
+        self._show_hidden = False
         self._filter = ""
         self._errors_only = False
         self._stale = False  # lines arrived before the widget had a size: redraw from _raw once it has one
@@ -80,19 +85,31 @@ class LogView(RichLog):
 
     # --- filtering ---------------------------------------------------------------------------------------------
 
-    def set_filter(self, text: str | None = None, errors_only: bool | None = None) -> None:
-        """Show only lines containing ``text`` (case-insensitive) and, with ``errors_only``, error lines."""
+    def set_filter(
+        self, text: str | None = None, errors_only: bool | None = None, show_hidden: bool | None = None
+    ) -> None:
+        """Show only lines containing ``text`` (case-insensitive) and, with ``errors_only``, error lines;
+        ``show_hidden`` shows the lines ``hide`` names too."""
         if text is not None:
             self._filter = text.lower()
         if errors_only is not None:
             self._errors_only = errors_only
+        if show_hidden is not None:
+            self._show_hidden = show_hidden
         self._redraw()
 
     @property
     def errors_only(self) -> bool:
         return self._errors_only
 
+    @property
+    def hiding(self) -> bool:
+        """Lines named by ``hide`` are left out."""
+        return self._hide is not None and not self._show_hidden
+
     def _matches(self, line: str) -> bool:
+        if self.hiding and self._hide(line):
+            return False
         if self._filter and self._filter not in line.lower():
             return False
         return not self._errors_only or self._classify(line) == "error"
