@@ -20,7 +20,7 @@ import pytest
 
 from backend.history import History, HistoryUnavailable, history_path
 from backend.history import store as history_store
-from backend.jobs import JobInfo
+from backend.jobs import JobInfo, wait_job
 from backend.settings import builtin_defaults
 from tests.helpers import until
 
@@ -305,7 +305,7 @@ async def test_sync_imports_a_rotated_log_longer_than_the_import_again_from_its_
         assert rotated.stat().st_size > imported
         os.replace(rotated, log)  # the writer goes on into the old file, now nameless
         gate.touch()
-        await conn.call("jobs.wait", id=job.id, timeout=30)
+        assert (await wait_job(conn, job.id, 120)).state == "done"
         with History.open() as history:
             report = await sync_from_host(history, conn)
             assert history.imported(run_id) == log.stat().st_size
@@ -341,7 +341,8 @@ async def test_a_run_recorded_live_elsewhere_is_left_to_that_writer(tmp_path):
         gate.touch()
         job = await truncating_job(conn, gate)
         run_id = run_id_of("local", job.id)
-        ended = JobInfo.from_json(await conn.call("jobs.wait", id=job.id, timeout=30))
+        ended = await wait_job(conn, job.id, 120)
+        assert ended.state == "done"
         claimant = subprocess.Popen(
             [sys.executable, "-c", CLAIMANT, str(history_path()), run_id],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, cwd=REPO,
