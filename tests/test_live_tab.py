@@ -4,6 +4,7 @@ measured baseline and the overlay of earlier runs."""
 
 from __future__ import annotations
 
+import re
 import sys
 import time
 
@@ -230,10 +231,12 @@ async def test_live_tab_follows_a_server_and_runs_the_bench(models):
 
             # Paused: a bench's samples are recorded but not drawn.
             await pilot.press("p")
+            await until(pilot, lambda: pane.paused and "PAUSED" in server_text(app), "paused")
             redraws, samples = pane.redraws, pane.feed.samples
             await run_bench(conn, await find_server(conn), BenchPlan(requests=1, max_tokens=64))
-            await until(pilot, lambda: pane.feed.samples > samples, "samples while paused")
-            assert pane.redraws == redraws and "new samples recorded" in server_text(app)
+            recorded = lambda: re.search(r", [1-9]\d* new samples recorded", server_text(app))  # noqa: E731
+            await until(pilot, lambda: pane.feed.samples > samples and recorded(), "samples while paused, counted")
+            assert pane.redraws == redraws
             await pilot.press("p")
             await until(pilot, lambda: pane.redraws > redraws, "drawing again")
 
@@ -308,6 +311,7 @@ async def test_a_measured_baseline_moves_the_line_its_label_and_the_live_break_e
 
         # A new App baseline (what the History tab sets) redraws at once, even while paused.
         await pilot.press("p")
+        await until(pilot, lambda: pane.paused, "paused")
         redraws = pane.redraws
         app.baseline = Baseline(90.0, "local/serve-other")
         await until(pilot, lambda: pane.redraws > redraws, "a redraw")
