@@ -374,7 +374,7 @@ async def test_watch_streams_live_samples_and_says_when_no_server_runs(sim_host:
     rc, _, err = await acli("bench", *host_args(sim_host))
     assert rc == 1 and "no SGLang server is running" in err
 
-    async with servers(sim_host, models, "eagle3-ours") as (_, jobs):
+    async with servers(sim_host, models, "eagle3-ours") as (conn, jobs):
         watch = await asyncio.create_subprocess_exec(
             sys.executable, "-m", "backend.cli.main", "watch", "--json", *host_args(sim_host),
             stdout=subprocess.PIPE, stderr=subprocess.PIPE,
@@ -391,9 +391,14 @@ async def test_watch_streams_live_samples_and_says_when_no_server_runs(sim_host:
             samples = []
             while sum(1 for s in samples if s["gen_tps"] is not None) < 3:
                 samples.append(json.loads(await asyncio.wait_for(watch.stdout.readline(), 30)))
+            # The server ends: watch says how and exits by itself.
+            await conn.call("jobs.cancel", id=jobs["eagle3-ours"].id)
+            _, rest = await asyncio.wait_for(watch.communicate(), 60)
+            assert watch.returncode == 0 and "the server stopped (cancelled)" in rest.decode()
         finally:
-            watch.send_signal(signal.SIGINT)
-            await asyncio.wait_for(watch.wait(), 30)
+            if watch.returncode is None:
+                watch.send_signal(signal.SIGINT)
+                await asyncio.wait_for(watch.wait(), 30)
     assert all(set(s) == SAMPLE_KEYS for s in samples)
     decode = [s for s in samples if s["kind"] == "decode"]
     assert decode[0]["gen_tps"] is None  # the first decode line after idle counts the idle time: dropped

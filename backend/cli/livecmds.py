@@ -242,7 +242,7 @@ async def watch(args: argparse.Namespace) -> int:
                 emit_json_line(sample.to_json())
             else:
                 print(_watch_line(sample, baseline), flush=True)
-        state = (feed.server or {}).get("state", "ended")
+        state = feed.server.state if feed.server is not None else "ended"
         print(f"the server stopped ({state})", file=sys.stderr)
     finally:
         await conn.close()
