@@ -72,12 +72,13 @@ async def preflight(conn: Connection, req: Request) -> dict:
     return await conn.call("download.preflight", **req.params())
 
 
-async def start(conn: Connection, req: Request, progress: str = "auto") -> dict:
-    """Preflight and start the job on the host; returns ``{"job", "preflight"}``.
+async def start(conn: Connection, req: Request, progress: str = "auto") -> tuple[JobInfo, dict]:
+    """Preflight and start the job on the host; returns (the job, the preflight plan).
 
     ``progress`` ``"poll"`` forces the size-polling fallback used with huggingface_hub before ``tqdm_class``.
     """
-    return await conn.call("download.start", progress=progress, **req.params())
+    started = await conn.call("download.start", progress=progress, **req.params())
+    return JobInfo.from_json(started["job"]), started["preflight"]
 
 
 async def follow(conn: Connection, job_id: str, offset: int = 0) -> AsyncIterator[tuple[int, dict]]:

@@ -45,16 +45,16 @@ async def specdeck_download(conn: Connection, endpoint: str, to: Path) -> tuple[
     """(transfer seconds from the job's done event, verify seconds, end-to-end seconds) of one job."""
     t0 = time.perf_counter()
     req = downloads.Request(repo=REPO, to=str(to), files=(FILENAME,), endpoint=endpoint)
-    started = await downloads.start(conn, req)
+    started, _ = await downloads.start(conn, req)
     progress_events = 0
     done = None
-    async for _, event in downloads.follow(conn, started["job"]["id"]):
+    async for _, event in downloads.follow(conn, started.id):
         progress_events += event.get("event") == "progress"
         if event.get("event") == "done":
             done = event
     wall = time.perf_counter() - t0
     if done is None or progress_events < 2:
-        raise RuntimeError(f"the download job did not finish with progress: {started['job']['id']}")
+        raise RuntimeError(f"the download job did not finish with progress: {started.id}")
     [f] = done["files"]
     if not f["verified"]:
         raise RuntimeError("the benchmark download was not verified")

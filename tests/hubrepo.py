@@ -26,7 +26,7 @@ def write_repo(root: Path, repo: str = REPO, model_bytes: int = MODEL_BYTES) -> 
 
 
 async def run_job(conn: Connection, req: downloads.Request, progress: str = "auto") -> tuple[dict, list[dict]]:
-    started = await downloads.start(conn, req, progress)
-    events = [ev async for _, ev in downloads.follow(conn, started["job"]["id"])]
-    job = await conn.call("jobs.wait", id=started["job"]["id"], timeout=30)
+    started, _ = await downloads.start(conn, req, progress)
+    events = [ev async for _, ev in downloads.follow(conn, started.id)]
+    job = await conn.call("jobs.wait", id=started.id, timeout=30)
     return job, events

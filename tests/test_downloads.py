@@ -248,8 +248,8 @@ async def test_cancel_removes_partial_files(host, conn, tmp_path):
     write_repo(root, model_bytes=256 << 20)
     with HubServer(root, rate_bps=20_000_000) as slow:
         to = tmp_path / "out"
-        started = await downloads.start(conn, downloads.Request(repo=REPO, to=str(to), endpoint=slow.url))
-        job_id = started["job"]["id"]
+        started, _ = await downloads.start(conn, downloads.Request(repo=REPO, to=str(to), endpoint=slow.url))
+        job_id = started.id
         async for _, ev in downloads.follow(conn, job_id):
             if ev["event"] == "progress" and ev["file"] == "model.safetensors" and ev["bytes"] > 0:
                 break
@@ -468,14 +468,14 @@ async def test_drafters_tab_reattaches_and_cancels(tmp_path):
         host = settings.hosts["sandbox"]
         conn = await Connection.open(host)
         try:  # a download started elsewhere (the CLI) before the panel opens
-            started = await downloads.start(conn, downloads.drafter_request(settings.drafters["aq-medai"], host))
+            started, _ = await downloads.start(conn, downloads.drafter_request(settings.drafters["aq-medai"], host))
         finally:
             await conn.close()
         app = SpecdeckApp(settings, host="sandbox")
         async with app.run_test(size=(140, 40)) as pilot:
             await until(pilot, lambda: app.query(DownloadView), "the running download, reattached")
             pane = app.query_one("#drafters-pane")
-            assert pane.progress["aq-medai"].job_id == started["job"]["id"]
+            assert pane.progress["aq-medai"].job_id == started.id
             await until(pilot, lambda: cell(app, "aq-medai", "state").startswith("downloading"), "downloading")
             await select(pilot, app, "aq-medai")
             await pilot.press("c")

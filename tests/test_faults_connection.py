@@ -210,8 +210,10 @@ async def test_download_follow_loses_and_repeats_no_event_across_a_cut_connectio
     conn.supervise()
     await conn.wait_connected(60)
     try:
-        started = await downloads.start(conn, downloads.Request(repo=REPO, to=str(tmp_path / "out"), endpoint=hub.url))
-        job_id = started["job"]["id"]
+        started, _ = await downloads.start(
+            conn, downloads.Request(repo=REPO, to=str(tmp_path / "out"), endpoint=hub.url)
+        )
+        job_id = started.id
         events: list[dict] = []
         cut = False
         async for _, ev in downloads.follow(conn, job_id):

@@ -89,15 +89,15 @@ async def test_disk_full_mid_download_fails_with_both_numbers_and_the_next_downl
             inside = f"/proc/{agent}/root{mnt}"  # the tmpfs as the agent sees it
             assert (await conn.call("fs.disk", path=str(mnt)))["total"] == TMPFS_BYTES
             to = mnt / "drafter"
-            started = await downloads.start(conn, downloads.Request(repo=REPO, to=str(to), endpoint=hub.url))
+            started, _ = await downloads.start(conn, downloads.Request(repo=REPO, to=str(to), endpoint=hub.url))
             failed = None
-            async for _, event in downloads.follow(conn, started["job"]["id"]):
+            async for _, event in downloads.follow(conn, started.id):
                 moving = event.get("file") == "model.safetensors" and event["event"] == "progress" and event["bytes"]
                 if moving and not os.path.exists(f"{inside}/filler"):
                     fill(f"{inside}/filler")  # the disk fills while the model is on its way
                 if event["event"] == "failed":
                     failed = event
-            job = await conn.call("jobs.wait", id=started["job"]["id"], timeout=30)
+            job = await conn.call("jobs.wait", id=started.id, timeout=30)
             assert job["state"] == "failed", job
             assert failed is not None and failed["file"] == "model.safetensors"
             assert failed["needed"] == MODEL_BYTES and 0 <= failed["free"] < failed["needed"]

@@ -31,7 +31,7 @@ async def test_jobs_from_the_agent_arrive_typed(tmp_path):
             await conn.call("jobs.start", kind="serve", argv=[sys.executable, "-c", "print('hi')"], args={"port": 9})
         )
         assert started.kind == "serve" and started.port == 9 and started.log_path.endswith("/log")
-        done = await wait_job(conn, started.id, 30)
+        done = await wait_job(conn, started.id, 120)
         assert done.state == "done" and not done.active and done.exit_code == 0 and done.ended
         assert await get_job(conn, started.id) == done
         assert [j.id for j in await list_jobs(conn, "serve")] == [started.id] and await list_jobs(conn, "bench") == []

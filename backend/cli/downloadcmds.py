@@ -111,9 +111,8 @@ async def download(args: argparse.Namespace) -> int:
             if job.kind != "download":
                 raise UsageError(f"job {args.attach} is a {job.kind} job, not a download")
         else:
-            started = await downloads.start(conn, req)
-            job = JobInfo.from_json(started["job"])
-            _announce(args, started["preflight"], job, conn.host.name)
+            job, plan = await downloads.start(conn, req)
+            _announce(args, plan, job, conn.host.name)
         if args.detach:
             return 0
         progress = Progress(job.id)

@@ -288,10 +288,9 @@ class DraftersPane(ShellPane):
     async def _download(self, drafter: DrafterConfig) -> None:
         conn = self.app.connection
         req = downloads.drafter_request(drafter, self.app.host_config)
-        started = await downloads.start(conn, req)
-        plan = started["preflight"]
+        job, plan = await downloads.start(conn, req)
         self.notify(f"{drafter.name}: downloading {human_bytes(plan['total'])} into {plan['to']}")
-        self.follow(conn, started["job"]["id"], plan["to"])
+        self.follow(conn, job.id, plan["to"])
         self.refresh_status()
 
     def action_cancel(self) -> None:
