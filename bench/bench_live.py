@@ -19,12 +19,14 @@ import tempfile
 import time
 import tracemalloc
 
+from rich.text import Text
 from textual.app import App, ComposeResult
+from textual.geometry import Region
 
 from backend.metrics import Sample
 from backend.series import DAY_AT_1HZ, LiveSeries, RingSeries
 from bench.harness import Row
-from tui.widgets.chart import RefLine, SeriesChart
+from tui.widgets.chart import RefLine, SeriesChart, cell_style
 
 ISSUE = 6
 REDRAW_BUDGET_MS = 25.0
@@ -73,6 +75,24 @@ class ChartApp(App[None]):
         yield SeriesChart("decode tok/s", "cyan", id="chart")
 
 
+def _text_render(chart: SeriesChart) -> Text:
+    """The charts' former render (the alternative): the plot as Rich text, one span per run of equally coloured
+    cells, which Textual then lays out again as content."""
+    matrix = chart.build_matrix()
+    text = Text(no_wrap=True, end="")
+    markers, fulls, styles, backs = matrix.marker, matrix.fullground, matrix.style, matrix.background
+    for row in reversed(range(matrix.rows)):
+        marker, full, style, back = markers[row], fulls[row], styles[row], backs[row]
+        start = 0
+        for col in range(1, matrix.cols + 1):
+            if col == matrix.cols or full[col] != full[start] or back[col] != back[start] or style[col] != style[start]:
+                text.append("".join(marker[start:col]), cell_style(full[start], style[start], back[start]))
+                start = col
+        if row:
+            text.append("\n")
+    return text
+
+
 def _day() -> RingSeries:
     series = RingSeries(DAY_AT_1HZ)
     rng = random.Random(6)
@@ -91,9 +111,9 @@ def _median_ms(fn, repeat: int) -> float:
     return statistics.median(times) * 1000
 
 
-async def _redraws() -> tuple[float, int, float, float, float]:
+async def _redraws() -> tuple[float, int, float, float, float, float, float]:
     """(decimated redraw ms, points drawn, undecimated 3,600-point ms, undecimated 86,400-point ms, decimated
-    redraw ms with the overlay)."""
+    redraw ms with the overlay, a frame's chart render ms, the same through Rich text)."""
     series = _day()
     app = ChartApp()
     async with app.run_test(size=CHART_SIZE) as pilot:
@@ -118,12 +138,28 @@ async def _redraws() -> tuple[float, int, float, float, float]:
 
         hour = _median_ms(lambda: undecimated(3600), 3)
         day = _median_ms(lambda: undecimated(DAY_AT_1HZ), 1)
-    return ms, points, hour, day, overlaid
+
+        chart.redraw(series, None, REFS + OVERLAY)
+        region = Region(0, 0, *chart.size)
+
+        def frame() -> None:
+            chart.refresh()
+            chart.render_lines(region)  # what the compositor asks of the chart: plot, strips, styled lines
+
+        frame_ms = _median_ms(frame, 15)
+        render = SeriesChart.render
+        SeriesChart.render = _text_render
+        try:
+            text_frame_ms = _median_ms(frame, 15)
+        finally:
+            SeriesChart.render = render
+    return ms, points, hour, day, overlaid, frame_ms, text_frame_ms
 
 
-async def _flood(redraw_every_batch: bool, freeze: bool = True) -> dict:
+async def _flood(redraw_every_batch: bool, freeze: bool = True, text_charts: bool = False) -> dict:
     """Follow a 10k lines/s log in the real Live tab; the largest gap between 10 ms timer ticks. ``freeze``
-    False undoes the panel's ``gc.freeze()`` of what start-up and the tabs' first shows built (the alternative)."""
+    False undoes the panel's ``gc.freeze()`` of what start-up and the tabs' first shows built, ``text_charts``
+    renders the charts through Rich text as before (``_text_render``): the alternatives."""
     from backend.connection import Connection, local_workdir
     from backend.history import History, run_id_of
     from backend.settings import HostConfig, builtin_defaults
@@ -134,6 +170,9 @@ async def _flood(redraw_every_batch: bool, freeze: bool = True) -> dict:
     conn = await Connection.open(host)
     app = SpecdeckApp(builtin_defaults(), host="local")
     job = None
+    render = SeriesChart.render
+    if text_charts:
+        SeriesChart.render = _text_render
     try:
         async with app.run_test(size=(160, 45)) as pilot:
             while not app.connection.connected:
@@ -216,6 +255,7 @@ async def _flood(redraw_every_batch: bool, freeze: bool = True) -> dict:
                 "redraws_per_s": (pane.redraws - redraws0) / elapsed,
             }
     finally:
+        SeriesChart.render = render
         if job is not None:
             await conn.call("jobs.cancel", id=job["id"])
             await conn.call("jobs.remove", id=job["id"])
@@ -310,9 +350,10 @@ async def _memory() -> tuple[int, int, int]:
 
 
 async def _run() -> list[Row]:
-    redraw_ms, points, hour_ms, day_ms, overlaid_ms = await _redraws()
+    redraw_ms, points, hour_ms, day_ms, overlaid_ms, frame_ms, text_frame_ms = await _redraws()
     capped = await _flood(redraw_every_batch=False)
     unfrozen = await _flood(redraw_every_batch=False, freeze=False)
+    texted = await _flood(redraw_every_batch=False, text_charts=True)
     uncapped = await _flood(redraw_every_batch=True)
     idle, idle_serve = await _idle("4"), await _idle("3")
     idle_serve_polls = await _idle("3", "a")  # the access lines of the panel's own polls shown (before: always)
@@ -343,6 +384,8 @@ async def _run() -> list[Row]:
             f"{capped['max_gap_ms']:.0f} ms, p99 {capped['p99_gap_ms']:.0f} ms (load {os.getloadavg()[0]:.1f}); "
             f"{capped['lines'] / FLOOD_S / 1000:.1f}k lines/s read, "
             f"{capped['redraws_per_s']:.1f} chart redraws/s (2 charts)",
+            f"charts rendered through Rich text as before: busy ≤ {texted['max_busy_ms']:.0f} ms (a chart's "
+            f"frame {text_frame_ms:.1f} ms, as strips {frame_ms:.1f} ms); "
             f"without gc.freeze after start-up and each tab's first show: busy ≤ {unfrozen['max_busy_ms']:.0f} ms "
             f"(a full collection walks every widget and render cache); "
             f"redraw per log batch: busy ≤ {uncapped['max_busy_ms']:.0f} ms, "

@@ -8,8 +8,10 @@ figures judged against; dashed ones (a two-point series of dash marks under the 
 right) are earlier runs. The caller decides when to redraw (at most twice a second, only while visible);
 plotext renders on the next frame.
 
-Rendering reads plotext's character matrix straight into a Rich ``Text`` instead of going through an ANSI
-string and ``Text.from_ansi`` (textual-plotext's way), which was over half of a redraw's time.
+Rendering reads plotext's character matrix straight into Textual strips, one segment per run of equally
+coloured cells: not through an ANSI string and ``Text.from_ansi`` (textual-plotext's way, over half of a
+redraw's time), nor through Rich text that Textual lays out again as content (half of a frame's chart render
+while a log floods in, and a styled segment per run per frame for the collector).
 """
 
 from __future__ import annotations
@@ -19,9 +21,13 @@ from dataclasses import dataclass
 
 from plotext._utility import colors_to_ansi
 from rich.ansi import AnsiDecoder
+from rich.segment import Segment
 from rich.style import Style
-from rich.text import Text
 from textual.app import RenderResult
+from textual.css.styles import RulesMap
+from textual.strip import Strip
+from textual.style import Style as VisualStyle
+from textual.visual import RenderOptions, Visual
 from textual_plotext import PlotextPlot
 
 from backend.series import RingSeries
@@ -81,7 +87,7 @@ def elapsed_ticks(right: float) -> tuple[list[float], list[str]]:
 _STYLES: dict[tuple, Style] = {}
 
 
-def _style(fullground: object, style: object, background: object) -> Style:
+def cell_style(fullground: object, style: object, background: object) -> Style:
     """The Rich style of one plotext colour triple (a handful per plot, so cached)."""
     key = (fullground, style, background)
     found = _STYLES.get(key)
@@ -91,20 +97,37 @@ def _style(fullground: object, style: object, background: object) -> Style:
     return found
 
 
-def matrix_text(matrix) -> Text:
-    """A built plotext matrix as Rich text: one span per run of equally coloured cells."""
-    text = Text(no_wrap=True, end="")
+def matrix_strips(matrix) -> list[Strip]:
+    """A built plotext matrix as strips, top row first: one segment per run of equally coloured cells."""
+    strips = []
     markers, fulls, styles, backs = matrix.marker, matrix.fullground, matrix.style, matrix.background
     for row in reversed(range(matrix.rows)):
         marker, full, style, back = markers[row], fulls[row], styles[row], backs[row]
+        segments = []
         start = 0
         for col in range(1, matrix.cols + 1):
             if col == matrix.cols or full[col] != full[start] or back[col] != back[start] or style[col] != style[start]:
-                text.append("".join(marker[start:col]), _style(full[start], style[start], back[start]))
+                segments.append(Segment("".join(marker[start:col]), cell_style(full[start], style[start], back[start])))
                 start = col
-        if row:
-            text.append("\n")
-    return text
+        strips.append(Strip(segments))
+    return strips
+
+
+class Picture(Visual):
+    """Strips drawn already (a plot at the widget's size): Textual shows them as they are, on the widget's style."""
+
+    def __init__(self, strips: list[Strip]) -> None:
+        self.strips = strips
+
+    def render_strips(self, width: int, height: int | None, style: VisualStyle, options: RenderOptions) -> list[Strip]:
+        base = style.rich_style
+        return [strip.apply_style(base) for strip in self.strips] if base else self.strips
+
+    def get_optimal_width(self, rules: RulesMap, container_width: int) -> int:
+        return max((strip.cell_length for strip in self.strips), default=0)
+
+    def get_height(self, rules: RulesMap, width: int) -> int:
+        return len(self.strips)
 
 
 class SeriesChart(PlotextPlot):
@@ -121,6 +144,10 @@ class SeriesChart(PlotextPlot):
 
     def render(self) -> RenderResult:
         """The plot at the widget's size (what ``PlotextPlot.render`` draws, without the ANSI round trip)."""
+        return Picture(matrix_strips(self.build_matrix()))
+
+    def build_matrix(self):
+        """plotext's character matrix of the plot at the widget's size and in the app's theme."""
         plt = self.plt
         width, height = self.size
         plt.plotsize(width, height)
@@ -130,7 +157,7 @@ class SeriesChart(PlotextPlot):
         monitor.tback = [monitor.canvas_color] * len(monitor.tback)  # labels sit on this theme's canvas
         plt._set_sizes()
         plt._build_matrix()
-        return matrix_text(plt.monitor.matrix)
+        return monitor.matrix
 
     @property
     def columns(self) -> int:
