@@ -133,12 +133,15 @@ class Sources:
             return await conn.call("checkpoint.inspect", path=source.location)
         except RemoteError as exc:
             drafter = source.drafter
-            if exc.kind != "not_found" or drafter is None or drafter.repo is None:
+            # Not there yet: no folder, or one without weights (a download writes them last, under way or stopped).
+            absent = exc.kind == "not_found" or (exc.kind == "checkpoint" and exc.data.get("rule") == "not_checkpoint")
+            if not absent or drafter is None or drafter.repo is None:
                 raise
             hub = hub_copy(drafter)
             if not self.hub_fallback:
+                why = "does not exist" if exc.kind == "not_found" else "holds no *.safetensors file yet"
                 raise UsageError(
-                    f"{drafter.name} is not on {self.host.name} yet ({drafter.path} does not exist): run "
+                    f"{drafter.name} is not on {self.host.name} yet ({drafter.path} {why}): run "
                     f"`specdeck download {drafter.name}`, or compare the hub copy with {hub.location}"
                 ) from None
         self.fallbacks[source.label] = hub

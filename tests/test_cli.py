@@ -15,6 +15,8 @@ import pytest
 from backend import settings as settings_mod
 from backend.cli.main import build_parser
 from backend.errors import ConfigError
+from backend.sandbox import environment
+from backend.sandbox.hub import CACHE_DIR_NAME
 
 
 def cli(*args: str, check_rc: int | None = 0) -> subprocess.CompletedProcess:
@@ -117,6 +119,9 @@ def test_sandbox_up_and_down():
     assert host.sandbox and host.launcher == "simulator" and host.hub_endpoint.startswith("http://127.0.0.1:")
     assert cfg.default_host == "sandbox"
     assert (cfg.drafters["ours"].path + "/model.safetensors") and cfg.drafters["aq-medai"].repo
+    # The new hub hashed its 2.22 GiB file before `up` returned: the first hub read after it does not wait.
+    layout = environment.Layout(environment.sandbox_dir())
+    assert (layout.hub_root / CACHE_DIR_NAME / environment.AQ_REPO / "model.safetensors.json").is_file()
     again = json.loads(cli("sandbox", "up", "--json").stdout)
     assert again["hub"] == out["hub"]  # idempotent: the same hub keeps serving
     jobs = json.loads(cli("jobs", "--config", out["config"], "--json").stdout)

@@ -263,6 +263,15 @@ def test_configured_drafters_and_target(capsys, tmp_path, hub_root):
         f"specdeck: aq-medai is not on local yet ({tmp_path / 'not-yet'} does not exist): run "
         f"`specdeck download aq-medai`, or compare the hub copy with hf://{AQ_REPO}"
     )
+    # A download under way (or stopped): the folder has its config.json but no weights yet.
+    (tmp_path / "not-yet").mkdir()
+    (tmp_path / "not-yet" / "config.json").write_text((hub_root / AQ_REPO / "config.json").read_text())
+    code, _, err = run(capsys, "--config", config, "--host", "local", "diff", "ours", "aq-medai")
+    assert code == 2
+    assert one_line_error(err) == (
+        f"specdeck: aq-medai is not on local yet ({tmp_path / 'not-yet'} holds no *.safetensors file yet): run "
+        f"`specdeck download aq-medai`, or compare the hub copy with hf://{AQ_REPO}"
+    )
 
     # The default target missing on the host is a note; a --target that is missing is an error.
     missing = write_config(tmp_path / "missing.toml", str(tmp_path / "no-target"), {})
@@ -603,7 +612,10 @@ async def test_compare_tab(sandbox_like, tmp_path, llama, monkeypatch):
         assert "✕ B: hidden_size is 4096 but the target's hidden_size is 7168" in text("#compare-problems")
         assert text("#compare-picks").startswith(f"A (a): ours   B (b): {llama}   target (g): ")
 
-        # Another tab opens a drafter here: it becomes B and the compare runs.
+        # Another tab opens a drafter here: it becomes B and the compare runs. Its download is under way: the
+        # folder holds config.json, no weights yet, so the hub copy is still what is read.
+        (tmp_path / "host" / "aq_medai_k2").mkdir()
+        (tmp_path / "host" / "aq_medai_k2" / "config.json").write_text("{}")
         pane.open_drafter("aq-medai")  # what the App does with another tab's OpenInCompare
         await until(pilot, lambda: pane.diff["paths"]["b"] == f"hf://{AQ_REPO}", "the opened drafter")
         assert pane.picks["a"] == "ours"

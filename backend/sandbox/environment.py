@@ -27,6 +27,9 @@ HOST_NAME = "sandbox"
 AQ_REPO = "AQ-MedAI/Kimi-K2-Instruct-eagle3"
 DEFAULT_HUB_RATE = "150M"  # bytes/s: a 2.22 GiB download takes ~15 s, long enough to watch
 HUB_CHECK_S = 3.0  # a hub that takes longer to list a repo is hung
+# A new hub hashes its files first (sha256 of 2.22 GiB: ~3.5 s here, several times that on a loaded machine);
+# until then every request that needs a digest waits, and huggingface_hub gives a header read 10 s.
+HUB_WARM_S = 120.0
 
 
 def sandbox_dir() -> Path:
@@ -201,6 +204,10 @@ async def _ensure_hub(conn, layout: Layout, rate: str) -> dict:
     why = await hub_answers(conn, url)
     if why is not None:
         raise OperationFailed(f"the sandbox hub started but does not answer at {url} ({why}; log: {job.log_path})")
+    # The repo's tree lists each LFS file's sha256: answered once the hub's own warm-up has hashed them (or
+    # hashes them now), so the first Compare or download after `up` does not time out waiting for it. The
+    # digests are kept next to the hub's files: a later start reads them back at once.
+    await conn.call("http.request", url=f"{url}/api/models/{AQ_REPO}/tree/main", timeout=HUB_WARM_S)
     return {"url": url, "job": job.id, **({"replaced": replaced} if replaced else {})}
 
 
