@@ -167,8 +167,9 @@ async def test_host_switcher_moves_the_panel_to_another_host(tmp_path):
         await until(pilot, lambda: live(app), "connected to local")
         old = app.connection
         await pilot.press("h")
-        # Pushed, then composed by its own message loop: its list a moment later.
-        await until(pilot, lambda: isinstance(app.screen, HostSwitchScreen) and app.screen.query(OptionList), "hosts")
+        # Pushed, then composed and focused by its own message loop: its list takes keys a moment later.
+        await until(pilot, lambda: isinstance(app.screen, HostSwitchScreen) and isinstance(app.focused, OptionList),
+                    "the host list focused")  # fmt: skip
         hosts = app.screen.query_one(OptionList)
         assert [hosts.get_option_at_index(i).id for i in range(hosts.option_count)] == [
             "gpu-box",
