@@ -8,9 +8,9 @@ both in one frame; once a second the window's stats are computed in a thread fro
 stops drawing, never recording.
 
 The run history (``backend.history.HistoryThread``, SQLite on a thread of its own) is the feed's recorder:
-what the tab follows is kept there, handed over once a second (sooner while a log floods in) and written in
-full when the tab goes. From it come the measured baseline (the History run marked as such, kept as the
-App's ``baseline``) and, on request, the last run of each profile drawn as dashed lines over the charts.
+what the tab follows is kept there, handed over once a second and written in full when the tab goes. From
+it come the measured baseline (the History run marked as such, kept as the App's ``baseline``)
+and, on request, the last run of each profile drawn as dashed lines over the charts.
 """
 
 from __future__ import annotations
@@ -51,9 +51,6 @@ CHARTS = ("tok", "accept")
 TOK_TITLES = {False: "decode tok/s per stream", True: "decode tok/s in all"}
 TARGETS = (150.0, 200.0)
 RECORD_EVERY_S = 1.0  # hand what was followed to the history thread, which commits it
-# ...or as soon as this many samples wait (a log flooding in): samples waiting on the loop outlive the young
-# garbage collections, and every full one walked up to 20k of them (half its time) at 10k lines/s.
-HANDOVER_SAMPLES = 2_500
 # The recorder's pace, a little under the hand-overs': the last commit's own time would otherwise make every
 # other hand-over too early to commit, leaving two seconds to lose instead of one.
 COMMIT_EVERY_S = 0.9 * RECORD_EVERY_S
@@ -127,7 +124,6 @@ class LivePane(ShellPane):
         self._dirty = set(CHARTS)  # the charts that need a redraw
         self._stale = True  # the numbers need recomputing
         self._ticks = 0
-        self._handed = 0  # feed.samples at the last hand-over to the history thread
         self._timer: Timer | None = None
         self._history_error = ""  # the last history failure reported
         self.baseline_tok_s = Reference.baseline_tok_s  # the tok/s line, set from the settings in compose
@@ -220,9 +216,6 @@ class LivePane(ShellPane):
         if change == "truncated":
             self.notify("the server's log was truncated or replaced on the host: following it again from its start",
                         severity="warning")  # fmt: skip
-        feed = self.feed
-        if change == "samples" and feed is not None and feed.samples - self._handed >= HANDOVER_SAMPLES:
-            self._flush_history()
         self.post_message(LiveFeedUpdated())
 
     def on_live_feed_updated(self, message: LiveFeedUpdated) -> None:
@@ -242,7 +235,6 @@ class LivePane(ShellPane):
     # --- the history: recording, the measured baseline, earlier runs ---------------------------------------
 
     def _flush_history(self) -> None:
-        self._handed = self.feed.samples if self.feed is not None else 0
         self.history.flush()
         self._report_history()
 
