@@ -91,6 +91,11 @@ def text(app: App, selector: str) -> str:
     return str(root.query_one(selector, Static).render())
 
 
+def state_text(app: App) -> str:
+    """The server's state as the Serve tab shows it: the head line (with its clock), then the block under it."""
+    return text(app, "#server-head") + "\n" + text(app, "#server-state")
+
+
 def state(app: SpecdeckApp) -> str | None:
     status = app.query_one(ServePane).status
     return status.state if status else None
@@ -115,7 +120,7 @@ async def test_edit_start_watch_and_stop(settings, cleanup, gpu_box):
     app = SpecdeckApp(settings, host="sim")
     async with app.run_test(size=SIZE) as pilot:
         pane = await open_serve_tab(app, pilot)
-        assert state(app) == "none" and "no server" in text(app, "#server-state")
+        assert state(app) == "none" and "no server" in state_text(app)
         await select(pilot, pane, "eagle3-ours")
         assert "--speculative-num-steps 3 --speculative-eagle-topk 1 --speculative-num-draft-tokens 4" in text(
             app, "#preview"
@@ -143,7 +148,7 @@ async def test_edit_start_watch_and_stop(settings, cleanup, gpu_box):
         await until(pilot, lambda: state(app) == "ready", "ready")
         # The start's own checks come with its answer, the state from the status watch: either may be first.
         await until(pilot, lambda: "knows every flag" in text(app, "#checks"), "the start's checks")
-        status_text = text(app, "#server-state")
+        status_text = state_text(app)
         assert "● ready" in status_text and "eagle3-ours" in status_text
         assert "EAGLE3 steps 4, topk 1, draft tokens 5" in status_text
         for phase in ("loading weights", "capturing CUDA graphs", "capturing draft graphs", "warming up"):
@@ -159,7 +164,7 @@ async def test_edit_start_watch_and_stop(settings, cleanup, gpu_box):
         await pilot.press("x")
         await until(pilot, lambda: state(app) == "stopped", "stopped")
         await until(pilot, lambda: any("SIGTERM received" in line for line in log.lines_kept), "the drain lines")
-        assert "○ stopped" in text(app, "#server-state")
+        assert "○ stopped" in state_text(app)
 
 
 async def test_crash_shows_the_hint_beside_the_log_and_switch_recovers(settings, cleanup):
@@ -172,7 +177,7 @@ async def test_crash_shows_the_hint_beside_the_log_and_switch_recovers(settings,
         hint = pane.query_one("#hint", Static)
         await until(pilot, lambda: hint.has_class("-shown"), "the hint")
         assert "Why it crashed" in text(app, "#hint") and "raise --mem-fraction-static" in text(app, "#hint")
-        assert "✕ allocating KV cache" in text(app, "#server-state")
+        assert "✕ allocating KV cache" in state_text(app)
         log = pane.query_one(LogView)
         await until(pilot, lambda: any("Not enough memory" in line for line in log.lines_kept), "the error line")
         await pilot.press("e")  # errors only
@@ -187,7 +192,7 @@ async def test_crash_shows_the_hint_beside_the_log_and_switch_recovers(settings,
         await select(pilot, pane, "baseline")
         await pilot.press("w")  # switch: stop whatever runs (nothing), start the selected profile
         await until(pilot, lambda: state(app) == "ready", "ready after the switch")
-        assert not hint.has_class("-shown") and "baseline" in text(app, "#server-state")
+        assert not hint.has_class("-shown") and "baseline" in state_text(app)
         first = pane.status.job
         await pilot.press("R")  # restart the running profile: a new server job, the same profile
         await until(pilot, lambda: pane.status.job != first and state(app) == "ready", "ready after the restart")

@@ -85,7 +85,7 @@ class ServePane(ShellPane):
     ServePane #checks { margin-top: 1; }
     ServePane #serve-right { width: 1fr; padding: 0 1; }
     ServePane #serve-top { height: auto; max-height: 14; }
-    ServePane #server-state { width: 1fr; }
+    ServePane #server-box { width: 1fr; height: auto; }
     ServePane #gpu-list { width: 36; color: $text-secondary; }
     ServePane #log-bar { height: 1; margin-top: 1; }
     ServePane #log-filter { width: 1fr; }
@@ -147,7 +147,7 @@ class ServePane(ShellPane):
         self._gpu_timer: Timer | None = None
         self._save_timer: Timer | None = None
         self._watcher: Worker | None = None
-        self._state_shape: list[int] = []  # the state block's line lengths, last drawn
+        self._state_shape: list[int] = []  # the line lengths of the head, then of the block under it, last drawn
         self._drawn: dict[str, str] = {}  # what each Static updated by a timer shows now (its id → text)
 
     def compose(self) -> ComposeResult:
@@ -165,7 +165,10 @@ class ServePane(ShellPane):
                 yield Static(id="checks")
             with Vertical(id="serve-right"):
                 with Horizontal(id="serve-top"):
-                    yield Static(id="server-state")
+                    with Vertical(id="server-box"):
+                        # The head line holds the clock: its own widget, so a tick repaints one line, not the block.
+                        yield Static(id="server-head")
+                        yield Static(id="server-state")
                     yield Static(id="gpu-list")
                 with Horizontal(id="log-bar"):
                     yield Input(id="log-filter", placeholder="filter the log (/), e: errors only", compact=True)
@@ -466,19 +469,20 @@ class ServePane(ShellPane):
     def _render_state(self) -> None:
         st = self.status
         conn = self.app.connection
-        lines = []
-        if st is None:
-            lines.append("[$text-muted]waiting for the host…[/]")
-        else:
-            lines += self._state_lines(st, time.time())
+        head, lines = "[$text-muted]waiting for the host…[/]", []
+        if st is not None:
+            head, *lines = self._state_lines(st, time.time())
         if not conn.connected and st is not None:
             lines.append(f"[$warning]{conn.state.status}: showing the last known state[/]")
         if self.busy:
             lines.append(f"[$warning]{self.busy}…[/]")
-        # The clock changes digits only: same line lengths, same wrapping, so no layout of the whole screen.
-        shape = [len(line) for line in lines]
-        if self._draw("server-state", "\n".join(lines), layout=shape != self._state_shape):
-            self._state_shape = shape
+        # The clock changes digits only: same line lengths, same wrapping, so no layout of the whole screen. A
+        # ready server's block under the head keeps its text, so a tick repaints the head line alone.
+        shape = [len(head), -1] + [len(line) for line in lines]
+        layout = shape != self._state_shape
+        self._draw("server-head", head, layout=layout)
+        self._draw("server-state", "\n".join(lines), layout=layout)
+        self._state_shape = shape
         self._render_hint(st)
 
     def _draw(self, id: str, text: str, layout: bool = True) -> bool:
@@ -509,7 +513,9 @@ class ServePane(ShellPane):
         lines += [f"[$warning]! {escape(w)}[/]" for w in st.warnings]
         for row in serving.timeline(st, now):
             mark, color = ROW_MARKS[row["state"]]
-            lines.append(f"[{color}]{mark}[/] {row['phase']:<24} {serving.phase_took(row['seconds'])}")
+            # A ready server's ready phase lasts since the head's "for 3m05s": the head alone ticks (one line).
+            took = "" if row["phase"] == "ready" and st.state == "ready" else serving.phase_took(row["seconds"])
+            lines.append(f"[{color}]{mark}[/] {row['phase']:<24} {took}".rstrip())
         return lines
 
     def _render_hint(self, st: serving.ServerStatus | None) -> None:
