@@ -147,6 +147,7 @@ class ComparePane(ShellPane):
         self.query_one("#compare-status", Static).update(text)
 
     def action_compare(self) -> None:
+        self._clear()  # the last verdict is of other picks, or of a read that may fail now: never shown beside it
         app = self.app
         picks = {key: value.strip() for key, value in self.picks.items()}
         try:
@@ -180,6 +181,18 @@ class ComparePane(ShellPane):
             self._status(f"✕ {exc}")
             raise  # the app's funnel notifies
         self._show(result, a, b, sources.fallbacks)
+
+    def _clear(self) -> None:
+        self.diff = None
+        badge = self.query_one("#compare-badge", Static)
+        badge.update("no verdict yet")
+        badge.remove_class("-compatible", "-incompatible")
+        for id in ("compare-summary", "compare-problems", "compare-notes"):
+            self.query_one(f"#{id}", Static).update("")
+        for table in self.query(DiffTable):
+            table.show([])
+        self.query_one("#compare-config-title", Static).update("config")
+        self.query_one("#compare-tensors-title", Static).update("tensors")
 
     def _show(self, d: dict, a: Source, b: Source, fallbacks: dict[str, Source]) -> None:
         self.diff, self.labels = d, (a.label, b.label)
