@@ -7,6 +7,7 @@ import asyncio
 import os
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -23,7 +24,7 @@ from tests.helpers import until
 from tests.simhost import fake_nvidia_smi
 from tests.sshd import free_port
 from tui.app import SpecdeckApp
-from tui.screens.serve import ServePane
+from tui.screens.serve import CLOCK_LATE_S, ServePane, _next_change
 from tui.widgets.logview import LogView
 
 SIZE = (150, 44)
@@ -230,6 +231,18 @@ def test_every_serve_key_has_an_id_and_a_tooltip():
     ids = [b.id for b in ServePane.BINDINGS]
     assert all(i and i.startswith("serve.") for i in ids) and len(set(ids)) == len(ids)
     assert all(b.tooltip for b in ServePane.BINDINGS)
+
+
+def test_the_clock_wakes_when_a_figure_shown_changes():
+    now = 1_000_000.0
+    ready = serving.ServerStatus("ready", since=now - 65.25, phases=(serving.Phase("ready", now - 65.25, None),))
+    assert _next_change(ready, now) == pytest.approx(0.75 + CLOCK_LATE_S)  # "for 1m05s" turns 1m06s
+    old = serving.ServerStatus("ready", since=now - 3725.0)
+    assert _next_change(old, now) == pytest.approx(55 + CLOCK_LATE_S)  # "for 1h02m" turns 1h03m: per minute
+    # Starting for an hour, its current phase 2.5 s old: that phase's figure turns first.
+    starting = replace(old, state="starting", phases=(serving.Phase("loading weights", now - 2.5, None),))
+    assert _next_change(starting, now) == pytest.approx(0.5 + CLOCK_LATE_S)
+    assert _next_change(serving.ServerStatus("none"), now) is None
 
 
 def test_poll_lines_are_our_own_gets_of_what_the_panel_polls():

@@ -36,6 +36,7 @@ from tui.widgets.logview import LogView
 
 TAIL_LINES = 500
 GPU_EVERY_S = 5.0
+CLOCK_LATE_S = 0.02  # the clock wakes this long after a figure's second turns, so it reads the new one
 SAVE_AFTER_S = 1.0  # edits reach the config file once typing pauses this long
 # (ProfileConfig field, label) of the numbers the editor offers; extra flags have their own line.
 FIELDS = (("steps", "steps"), ("topk", "topk"), ("draft_tokens", "draft tok"), ("tp", "tp"), ("port", "port"))
@@ -65,6 +66,19 @@ CHECK_MARKS = {
 def _bar(used: float, total: float, width: int = 10) -> str:
     filled = round(width * used / total) if total else 0
     return "█" * filled + "░" * (width - filled)
+
+
+def _next_change(st: serving.ServerStatus, now: float) -> float | None:
+    """Seconds until an elapsed figure of the state block changes (the head's "for 3m05s", a phase's time so
+    far): the next whole second of its age, the next whole minute once it is an hour old (it reads 2h04m)."""
+    origins = [st.since] if st.since else []
+    origins += [phase.start for phase in st.phases if phase.end is None and phase.start is not None]
+    waits = []
+    for origin in origins:
+        age = max(0.0, now - origin)
+        step = 1.0 if age < 3600 else 60.0
+        waits.append(step - age % step + CLOCK_LATE_S)
+    return min(waits, default=None)
 
 
 class ServePane(ShellPane):
@@ -149,6 +163,8 @@ class ServePane(ShellPane):
         self._watcher: Worker | None = None
         self._state_shape: list[int] = []  # the line lengths of the head, then of the block under it, last drawn
         self._drawn: dict[str, str] = {}  # what each Static updated by a timer shows now (its id → text)
+        self._clock: Timer | None = None  # redraws the state when its next elapsed figure changes
+        self._seen = False  # the tab is shown: a hidden tab's clock would lay the screen out for nothing
 
     def compose(self) -> ComposeResult:
         with Horizontal(id="serve-body"):
@@ -187,17 +203,16 @@ class ServePane(ShellPane):
         log = self.query_one(LogView)
         self.watch(log, "pending", self._show_badge)
         self.watch(log, "following", self._show_badge)
-        # Elapsed times tick, while the tab is seen: a hidden tab's clock would lay the screen out every second.
-        self._clock = self.set_interval(1.0, self._render_state, name="serve-clock", pause=True)
         self._render_state()
 
     def on_show(self) -> None:
-        self._clock.resume()
+        self._seen = True
         self._render_state()
         self._poll_gpus()  # fresh figures as soon as the tab is seen (the shell focuses the profiles list)
 
     def on_hide(self) -> None:
-        self._clock.pause()
+        self._seen = False
+        self._wind_clock(None)
 
     # --- the connection and the feeds -------------------------------------------------------------------------
 
@@ -484,6 +499,13 @@ class ServePane(ShellPane):
         self._draw("server-state", "\n".join(lines), layout=layout)
         self._state_shape = shape
         self._render_hint(st)
+        self._wind_clock(_next_change(st, time.time()) if self._seen and st is not None else None)
+
+    def _wind_clock(self, wait: float | None) -> None:
+        """Redraw the state in ``wait`` seconds (None: not at all)."""
+        if self._clock is not None:
+            self._clock.stop()
+        self._clock = None if wait is None else self.set_timer(wait, self._render_state, name="serve-clock")
 
     def _draw(self, id: str, text: str, layout: bool = True) -> bool:
         """Update Static ``id`` unless it shows ``text`` already (timers redraw the same text most times); True
