@@ -14,11 +14,12 @@ REPO = Path(__file__).resolve().parents[1]
 @pytest.mark.timeout(300)
 def test_screenshot_script_writes_svgs(tmp_path):
     res = subprocess.run(
-        [sys.executable, "-m", "tui.screenshots", "--quick", "--only", "serve", "history", "--out", str(tmp_path)],
+        [sys.executable, "-m", "tui.screenshots", "--quick", "--out", str(tmp_path)],  # every tab's shot
         cwd=REPO, capture_output=True, text=True, timeout=280,
     )  # fmt: skip
     assert res.returncode == 0, res.stdout + res.stderr
-    assert sorted(p.name for p in tmp_path.glob("*.svg")) == ["history.svg", "serve.svg"]
+    shots = ["compare", "drafters", "history", "live-light", "live", "serve", "tune"]
+    assert sorted(p.name for p in tmp_path.glob("*.svg")) == sorted(f"{name}.svg" for name in shots)
     history = (tmp_path / "history.svg").read_text()
     assert history.startswith("<svg") and "Comparing&#160;3&#160;run(s)" in history
     assert "break-even&#160;2.46" in history and "eagle3-ours" in history

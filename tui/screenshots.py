@@ -216,7 +216,7 @@ async def shot_tune(story: Story) -> None:
     pane = story.app.query_one(TunePane)
     story.app.action_show_tab("tune")
     pane.action_refresh()  # its benches too: the History tab's sync may still be importing them
-    run_id = f"{story.conn.host.name}/{story.servers['eagle3-aq']['id']}"
+    run_id = f"{story.conn.host.name}/{story.servers['eagle3-aq'].id}"
     table = pane.query_one("#tune-runs", DataTable)
     await until(story, lambda: run_id in table.rows, "the AQ-MedAI run in the Tune tab")
     table.move_cursor(row=table.get_row_index(run_id))

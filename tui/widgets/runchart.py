@@ -2,8 +2,8 @@
 
 The same chart model the reports draw (as text and SVG) is drawn here by plotext: one coloured line per run
 on a shared "time since the run's first sample" axis with round ticks, decimated to the widget's width, and
-the reference lines (baseline, break-even) re-added with their labels on every redraw (``clear_data`` drops
-them).
+the reference lines (baseline, break-even) re-added under the runs, with their labels over them, on every redraw
+(``clear_data`` drops them).
 """
 
 from __future__ import annotations
@@ -36,17 +36,18 @@ class RunChart(PlotextPlot):
         plt.title(f"{chart.title}: no samples recorded" if chart.empty else chart.title)
         plt.xlabel("time since the run's first sample")
         columns = max(10, self.size.width - AXIS_COLUMNS)
+        left = min((xs[0] for _, xs, _ in chart.series if xs), default=0.0)
+        right = max((xs[-1] for _, xs, _ in chart.series if xs), default=60.0)
+        for y, _ in chart.refs:  # plotted under the runs (plotext draws hline over them: a baseline run vanished)
+            plt.plot([left, right], [y, y], color=REF_COLOR, marker="─")
         for (label, xs, ys), color in zip(chart.series, RUN_COLORS * 4, strict=False):
             if not xs:
                 continue  # a run without this series keeps its colour slot, so colours match across charts
             dx, dy = SeriesView(array("d", xs), array("d", ys)).decimate(columns)
             plt.plot(dx, dy, label=label, marker="hd", color=color)
-        left = min((xs[0] for _, xs, _ in chart.series if xs), default=0.0)
-        right = max((xs[-1] for _, xs, _ in chart.series if xs), default=60.0)
         if chart.empty:
             plt.xlim(0.0, right)
         plt.xticks(*elapsed_ticks(right))
-        for y, label in chart.refs:
-            plt.hline(y, REF_COLOR)
-            plt.text(label, left, y, color=REF_COLOR, alignment="left")
+        for y, label in chart.refs:  # at the right end: runs start together, so the left end is where they overlap
+            plt.text(label, right, y, color=REF_COLOR, alignment="right")
         self.refresh()

@@ -66,6 +66,7 @@ class PositionChart(PlotextPlot):
         ext = [min(1.0, last * acc.decay ** (j - len(xs))) for j in range(len(xs), max_steps + 1)]
         if len(ext) > 1:
             plt.plot(list(range(len(xs), max_steps + 1)), ext, color=PREDICTED, marker="dot")
+        plt.xticks(range(1, max(max_steps, len(xs)) + 1))  # positions are whole numbers
         plt.xlabel("draft position")
         self.refresh()
 
@@ -100,5 +101,8 @@ class StepsChart(PlotextPlot):
             plt.text(f"baseline {baseline:g}", ks[0], baseline, color=BOUND, alignment="left")
         if self.measured:
             plt.scatter([k for k, _ in self.measured], [v for _, v in self.measured], color=MEASURED, marker="●")
+        steps = {k for k, _ in self.measured} | ({r["steps"] for r in advice.rows} if advice else set())
+        if steps:
+            plt.xticks(range(min(steps), max(steps) + 1))  # step counts are whole numbers
         plt.xlabel("draft steps")
         self.refresh()
