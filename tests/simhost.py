@@ -7,7 +7,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-import os
 import subprocess
 import sys
 import time
@@ -100,11 +99,11 @@ def fake_nvidia_smi(bin_dir: Path, other_pid_file: Path) -> None:
 
 
 def process_gone(pid: int) -> bool:
+    """Gone or a zombie. /proc alone decides: it may be reaped between any two looks at it."""
     try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
+        return Path(f"/proc/{pid}/stat").read_text().split(") ")[1].startswith("Z")
+    except (FileNotFoundError, ProcessLookupError):
         return True
-    return Path(f"/proc/{pid}/stat").read_text().split(") ")[1].startswith("Z")
 
 
 async def until_gone(pid: int, timeout: float = 60) -> None:

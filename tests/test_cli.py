@@ -17,6 +17,7 @@ from backend.cli.main import build_parser
 from backend.errors import ConfigError
 from backend.sandbox import environment
 from backend.sandbox.hub import CACHE_DIR_NAME
+from tests.simhost import process_gone
 
 
 def cli(*args: str, check_rc: int | None = 0) -> subprocess.CompletedProcess:
@@ -161,7 +162,7 @@ def test_sandbox_up_replaces_a_hung_or_lost_hub():
         os.kill(pid, signal.SIGSTOP)
         hung = json.loads(cli("sandbox", "up", "--json").stdout)
         assert hung["hub"]["job"] != out["hub"]["job"] and "did not answer" in hung["hub"]["replaced"]
-        assert not Path(f"/proc/{pid}").exists() or Path(f"/proc/{pid}/stat").read_text().split()[2] == "Z"
+        assert process_gone(pid)
 
         url_file = Path(config).parent / "hub.url"
         url_file.write_text("http://127.0.0.1:9\n")  # nothing listens there
