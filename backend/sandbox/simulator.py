@@ -71,6 +71,7 @@ from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from backend.agent.host.safetensors_header import CheckpointError, read_header
 from backend.breakeven import decayed_rates, first_rate_for
+from backend.sandbox.sim_histograms import SimHistograms
 from backend.sglang_flags import table
 from backend.sglang_versions import (
     DEFAULT_SIM_VERSION,
@@ -527,6 +528,8 @@ class Request:
         self._unsent = 0
         self._sent = 0
         self._cv = threading.Condition()
+        # Told (rid, completion tokens so far, finished) at each release: what reaches SGLang's tokenizer.
+        self.on_release: Optional[Callable[[str, int, bool], None]] = None
 
     def push(self, token_ids: List[int], finished: bool, stream_interval: int) -> None:
         """Append tokens; wake the handler every ``stream_interval`` tokens and at the end."""
@@ -539,6 +542,8 @@ class Request:
             if finished or self._unsent >= stream_interval:
                 self._unsent = 0
                 self._cv.notify_all()
+                if self.on_release is not None:
+                    self.on_release(self.rid, len(self.output_ids), finished)
 
     def updates(self) -> Any:
         """Yield (all output ids so far, finished) each time new tokens were released, until finished."""
@@ -610,6 +615,7 @@ class Metrics:
         self.gauges: Dict[str, float] = {}
         self.counters: Dict[str, float] = {}
         self.phases: Dict[str, Dict[str, float]] = {}
+        self.histograms: Optional[SimHistograms] = None
 
     @staticmethod
     def _labels(labels: Dict[str, str]) -> str:
@@ -653,6 +659,8 @@ class Metrics:
                     for phase, value in self.phases[name].items():
                         labels = self._labels(dict(self._labels_dict, phase=phase))
                         out.append("%s{%s} %r" % (name, labels, value))
+        if self.histograms is not None:
+            out.extend(self.histograms.lines())
         return "\n".join(out) + "\n"
 
 
@@ -687,10 +695,14 @@ class Engine:
         self.max_total_tokens = max(1, max_total_tokens)
         threading.Thread(target=self._loop, name="scheduler", daemon=True).start()
 
-    def submit(self, prompt_tokens: int, max_new_tokens: int) -> Request:
+    def submit(self, prompt_tokens: int, max_new_tokens: int, stream: bool = True) -> Request:
         with self._cv:
             ease = min(1.2, max(0.8, self.rng.gauss(1.0, REQUEST_SPREAD)))
             req = Request(prompt_tokens, max_new_tokens, self.spec.get("steps", 0), ease)
+            histograms = self.metrics.histograms
+            if histograms is not None:
+                histograms.arrived(req.rid, req.created, stream)
+                req.on_release = histograms.released
             self.waiting.append(req)
             self._cv.notify()
         return req
@@ -698,6 +710,8 @@ class Engine:
     def abort(self, req: Request) -> None:
         with self._cv:
             req.aborted = True
+            if self.metrics.histograms is not None:
+                self.metrics.histograms.forget(req.rid)
             if req in self.waiting:
                 self.waiting.remove(req)
 
@@ -755,6 +769,8 @@ class Engine:
             for req in admitted:
                 if req.aborted:
                     continue
+                if self.metrics.histograms is not None:
+                    self.metrics.histograms.admitted(req.rid, req.created)
                 if req.max_new_tokens <= 0:
                     self._finish(req, [])
                     continue
@@ -894,12 +910,12 @@ class Server:
         self._active: Dict[str, Request] = {}  # requests whose response is still being written
         self._lock = threading.Lock()
 
-    def admit(self, prompt_tokens: int, max_new_tokens: int) -> Optional[Request]:
+    def admit(self, prompt_tokens: int, max_new_tokens: int, stream: bool = True) -> Optional[Request]:
         """A new request, or None once SIGTERM arrived."""
         with self._lock:
             if self.state == "stopping":
                 return None
-            req = self.engine.submit(prompt_tokens, max_new_tokens)
+            req = self.engine.submit(prompt_tokens, max_new_tokens, stream)
             self._active[req.rid] = req
             return req
 
@@ -1022,9 +1038,11 @@ class Handler(BaseHTTPRequestHandler):
             self.wfile.flush()
         self.wfile.write(b"0\r\n\r\n")
 
-    def _run(self, prompt_tokens: int, max_new_tokens: int, respond: Callable[[Request], None]) -> None:
+    def _run(
+        self, prompt_tokens: int, max_new_tokens: int, respond: Callable[[Request], None], stream: bool = False
+    ) -> None:
         """Admit a request and write its response; a client that leaves aborts it."""
-        req = self.sim.admit(prompt_tokens, max_new_tokens)
+        req = self.sim.admit(prompt_tokens, max_new_tokens, stream)
         if req is None:
             self._error(503, "The server is shutting down.")
             return
@@ -1116,7 +1134,7 @@ class Handler(BaseHTTPRequestHandler):
             else:
                 self._json(200, out(req, req.result(), True))
 
-        self._run(prompt_tokens, int(params.get("max_new_tokens", 128)), respond)
+        self._run(prompt_tokens, int(params.get("max_new_tokens", 128)), respond, bool(body.get("stream")))
 
     def _completions(self, body: Dict[str, Any]) -> None:
         prompt = body.get("prompt", "")
@@ -1139,7 +1157,12 @@ class Handler(BaseHTTPRequestHandler):
 
     def _openai(self, body: Dict[str, Any], prompt_tokens: int, max_tokens: int, chat: bool) -> None:
         """``/v1/completions`` and ``/v1/chat/completions`` in SGLang's OpenAI-compatible shapes."""
-        self._run(prompt_tokens, max_tokens, lambda req: self._openai_respond(req, body, prompt_tokens, chat))
+        self._run(
+            prompt_tokens,
+            max_tokens,
+            lambda req: self._openai_respond(req, body, prompt_tokens, chat),
+            bool(body.get("stream")),
+        )
 
     def _openai_respond(self, req: Request, body: Dict[str, Any], prompt_tokens: int, chat: bool) -> None:
         engine = self.sim.engine
@@ -1554,6 +1577,7 @@ def serve(argv: List[str]) -> int:
     startup = Startup(args, target, log, dialect)
     spec, tokens, memory = startup.run()
     metrics = Metrics(args["served_model_name"], args["dp_size"] > 1, dialect)
+    metrics.histograms = SimHistograms(dialect.version, args)
     engine = Engine(args, spec, log, metrics, startup.ranks[0], dialect)
     sim = Server(args, engine, metrics, log, dialect)
     sim.memory_usage = memory

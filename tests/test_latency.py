@@ -1,0 +1,150 @@
+"""backend.latency: Prometheus's histogram_quantile, bucket-by-bucket merging across ranks, windows by difference."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from backend import latency
+from backend.latency import Histogram, LatencyWindow, bucket_quantile
+
+INF = math.inf
+
+
+def q(value: float, bounds, counts) -> float | None:
+    return bucket_quantile(value, tuple(bounds), tuple(counts)).value
+
+
+# Prometheus's own cases (promql/promqltest/testdata/histograms.test), at 50m: 0+5x10 is 50 and so on.
+POSITIVE = ((0.1, 0.2, 1.0, INF), (50, 70, 110, 120))
+NEGATIVE = ((-0.2, -0.1, 0.3, INF), (10, 20, 20, 30))
+
+
+@pytest.mark.parametrize(
+    ("quantile", "positive", "negative"),
+    [(0, 0, -0.2), (0.2, 0.048, -0.2), (0.5, 0.15, -0.15), (0.8, 0.72, 0.3), (1, 1, 0.3)],
+)
+def test_quantiles_match_prometheus_test_data(quantile: float, positive: float, negative: float) -> None:
+    assert q(quantile, *POSITIVE) == pytest.approx(positive)
+    assert q(quantile, *NEGATIVE) == pytest.approx(negative)
+
+
+def test_middle_of_buckets_and_a_zero_lowest_bound() -> None:
+    bounds, counts = (0, 2, 4, 6, INF), (0, 10, 20, 30, 30)  # testhistogram2 at 7m: q(1/6)=1, q(1/2)=3, q(5/6)=5
+    assert q(1 / 6, bounds, counts) == pytest.approx(1)
+    assert q(0.5, bounds, counts) == pytest.approx(3)
+    assert q(5 / 6, bounds, counts) == pytest.approx(5)
+    assert q(0, (0, 0.1, INF), (3, 4, 4)) == 0  # queue_time's 0 bucket: its bound, not an interpolation
+
+
+def test_past_the_last_finite_bound_is_said_as_a_floor() -> None:
+    got = bucket_quantile(0.99, (0.1, 0.2, INF), (1, 2, 10))
+    assert got.value == 0.2 and got.over
+    assert not bucket_quantile(0.05, (0.1, 0.2, INF), (1, 2, 10)).over
+    fig = latency.figures(Histogram((0.1, 0.2, INF), (1, 2, 10)))
+    assert fig.cell("p99") == ">200" and fig.to_json()["over_last_bucket"] == ["p50", "p90", "p95", "p99"]
+
+
+def test_no_observations_bad_quantiles_and_no_inf_give_nothing() -> None:
+    assert q(0.5, (0.1, INF), (0, 0)) is None
+    assert q(math.nan, *POSITIVE) is None and q(-0.1, *POSITIVE) is None and q(1.1, *POSITIVE) is None
+    assert q(0.5, (0.1, 0.2), (1, 2)) is None
+    assert latency.figures(Histogram((0.1, INF), (0, 0))).cell("p50") == "-"
+
+
+def test_non_monotonic_and_imprecise_counts_are_lifted_like_prometheus() -> None:
+    # ensureMonotonic: 0.2's 40 is lifted to 50, so rank 60 falls in (0.2, 1]: 0.2 + 0.8 · (60 − 50) / 60.
+    assert q(0.5, (0.1, 0.2, 1.0, INF), (50, 40, 110, 120)) == pytest.approx(0.2 + 0.8 * 10 / 60)
+    # correctPrecisionErrors: 100 and 100 + 1e-13 are the same count.
+    assert q(0.995, (0.1, 0.2, INF), (100, 100 + 1e-13, 100 + 1e-13)) == pytest.approx(0.0995)
+
+
+def test_summing_ranks_bucket_by_bucket_is_prometheus_sum_by_le() -> None:
+    # request_duration_seconds at 50m: four series; histogram_quantile(0.3 / 0.5, sum by (le)) = 0.075 / 0.12777…
+    series = [(10, 30, 40), (20, 50, 60), (30, 40, 60), (40, 70, 90)]
+    scrape = {("x", (("instance", str(i)),)): Histogram((0.1, 0.2, INF), counts) for i, counts in enumerate(series)}
+    merged = latency.merge(scrape, "x")
+    assert merged is not None and merged.series == 4 and merged.histogram.counts == (100, 190, 250)
+    assert merged.histogram.quantile(0.3).value == pytest.approx(0.075)
+    assert merged.histogram.quantile(0.5).value == pytest.approx(0.1277777777777778)
+    # Averaging the per-rank medians would say otherwise: that is what merging never does.
+    per_rank = [Histogram((0.1, 0.2, INF), c).quantile(0.5).value for c in series]
+    assert sum(per_rank) / 4 != pytest.approx(merged.histogram.quantile(0.5).value)
+
+
+def test_series_with_other_bounds_are_left_out_and_counted() -> None:
+    scrape = {
+        ("x", (("r", "0"),)): Histogram((0.1, INF), (1, 2)),
+        ("x", (("r", "1"),)): Histogram((0.1, INF), (3, 4)),
+        ("x", (("r", "2"),)): Histogram((0.5, INF), (9, 9)),
+    }
+    merged = latency.merge(scrape, "x")
+    assert merged is not None and merged.histogram.counts == (4, 6) and merged.mismatched == 1
+    assert latency.merge(scrape, "y") is None
+
+
+def test_a_window_is_the_increase_and_a_reset_counts_from_zero() -> None:
+    start = Histogram((0.1, INF), (10, 20), 3.0)
+    end = Histogram((0.1, INF), (15, 30), 4.0)
+    assert latency.increase(end, start) == Histogram((0.1, INF), (5, 10), 1.0)
+    restarted = Histogram((0.1, INF), (2, 3), 0.5)
+    assert latency.increase(restarted, start) == restarted
+    assert latency.increase(end, None) == end
+
+
+def test_the_live_window_reads_the_last_seconds_only() -> None:
+    key = ("sglang:inter_token_latency_seconds", ())
+    win = LatencyWindow(keep_s=100)
+    assert win.figures(30) == {}
+    win.add(0, {key: Histogram((0.01, 0.1, INF), (0, 0, 0))})
+    win.add(10, {key: Histogram((0.01, 0.1, INF), (100, 100, 100))})  # 100 fast tokens in the first 10 s
+    win.add(20, {key: Histogram((0.01, 0.1, INF), (100, 200, 200))})  # then 100 slower ones
+    last10 = win.figures(10)["itl_ms"]
+    assert last10.count == 100 and last10.quantiles["p50"].value == pytest.approx(55.0)
+    whole = win.figures(60)["itl_ms"]  # longer than kept: from the oldest scrape
+    assert whole.count == 200 and whole.quantiles["p50"].value == pytest.approx(10.0)
+
+
+def test_the_window_keeps_only_keep_s_of_scrapes() -> None:
+    win = LatencyWindow(keep_s=10)
+    for t in range(100):
+        win.add(float(t), {})
+    assert len(win) <= 12
+
+
+PAGE = """\
+# HELP sglang:time_to_first_token_seconds Histogram of time to first token in seconds.
+# TYPE sglang:time_to_first_token_seconds histogram
+sglang:time_to_first_token_seconds_sum{engine_type="unified",is_streaming="true",model_name="m"} 0.9
+sglang:time_to_first_token_seconds_bucket{engine_type="unified",is_streaming="true",le="0.1",model_name="m"} 2.0
+sglang:time_to_first_token_seconds_bucket{engine_type="unified",is_streaming="true",le="0.2",model_name="m"} 4.0
+sglang:time_to_first_token_seconds_bucket{engine_type="unified",is_streaming="true",le="+Inf",model_name="m"} 4.0
+sglang:time_to_first_token_seconds_count{engine_type="unified",is_streaming="true",model_name="m"} 4.0
+sglang:time_to_first_token_seconds_sum{engine_type="unified",is_streaming="false",model_name="m"} 0.1
+sglang:time_to_first_token_seconds_bucket{engine_type="unified",is_streaming="false",le="0.1",model_name="m"} 0.0
+sglang:time_to_first_token_seconds_bucket{engine_type="unified",is_streaming="false",le="0.2",model_name="m"} 1.0
+sglang:time_to_first_token_seconds_bucket{engine_type="unified",is_streaming="false",le="+Inf",model_name="m"} 1.0
+sglang:time_to_first_token_seconds_count{engine_type="unified",is_streaming="false",model_name="m"} 1.0
+# HELP sglang:gen_throughput The generation throughput (token/s).
+# TYPE sglang:gen_throughput gauge
+sglang:gen_throughput{engine_type="unified",model_name="m",pp_rank="0",tp_rank="0"} 80.0
+"""
+
+
+def test_a_page_gives_every_series_and_the_streaming_split_is_summed() -> None:
+    scrape = latency.parse(PAGE)
+    assert len(scrape) == 2
+    fig = latency.summary(scrape)["ttft_ms"]
+    assert fig.count == 5 and fig.series == 2
+    assert fig.quantiles["p50"].value == pytest.approx(100 + 100 * 0.5 / 3)  # rank 2.5 of (2, 5, 5)
+    assert fig.mean_ms == pytest.approx(200.0)
+    assert set(latency.summary_json(scrape)) == {"ttft_ms"}
+
+
+def test_a_page_without_histograms_is_said_in_one_sentence() -> None:
+    scrape = latency.parse("# TYPE sglang:gen_throughput gauge\nsglang:gen_throughput 1.0\n")
+    assert scrape == {}
+    with pytest.raises(latency.NoHistograms, match="holds none of SGLang's latency histograms"):
+        latency.require_histograms(scrape, "scrape.txt")
+    assert latency.parse("sglang:time_to_first_token_seconds_bucket{le=0.1} oops\n") == {}
