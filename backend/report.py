@@ -1,9 +1,10 @@
 """Reports: recorded runs side by side, as Markdown or self-contained HTML to paste into a document.
 
 A report is a list of blocks (headings, paragraphs, bullets, tables, code, charts) built once from the
-history, then rendered by ``to_markdown`` or ``to_html``: the charts become a plotext text plot in a fenced
-block for Markdown and an inline SVG line chart (drawn here, stdlib only) for HTML, each with labelled
-reference lines at the baseline and the break-even. The drafters' diff summary comes from the host
+history, then rendered by ``to_markdown`` or ``to_html``. Charts are plain data (``backend.report_charts``):
+a plotext text plot in a fenced block for Markdown, an interactive plotly.js figure carried inline (or a small
+static SVG, ``--charts static``) for HTML, each with labelled reference lines at the baseline and the
+break-even and shaded prediction intervals. The drafters' diff summary comes from the host
 (``checkpoint.inspect``) when it can be reached; otherwise the report says why it is missing.
 """
 
@@ -13,10 +14,8 @@ import csv
 import html
 import io
 import json
-import re
 import shlex
 import time
-from array import array
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -25,11 +24,7 @@ from backend.agent.host.acceptance import per_position
 from backend.agent.host.units import human_bytes
 from backend.errors import SpecdeckError
 from backend.history import History, RunSummary, Yardstick, crossover
-from backend.series import SeriesView
-
-PALETTE = ("#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#17becf", "#8c564b", "#e377c2")
-TEXT_MARKERS = ("o", "x", "+", "*", "#", "@", "%", "&")  # Markdown charts have no colour: one mark per run
-
+from backend.report_charts import Band, Chart, ChartMode, html_chart, html_head, text_chart
 
 # --- blocks -----------------------------------------------------------------------------------------------
 
@@ -59,22 +54,6 @@ class Table:
 @dataclass(frozen=True)
 class Code:
     text: str
-
-
-@dataclass(frozen=True)
-class Chart:
-    """Runs overlaid on one time axis, with labelled horizontal reference lines."""
-
-    title: str
-    y_label: str
-    series: list[tuple[str, list[float], list[float]]]  # (label, seconds, values); empty keeps a run's colour
-
-    @property
-    def empty(self) -> bool:
-        return not any(xs for _, xs, _ in self.series)
-
-    refs: list[tuple[float, str]] = field(default_factory=list)  # (y, label)
-    x_label: str = "seconds since the run's first sample"
 
 
 Block = Heading | Para | Bullets | Table | Code | Chart
@@ -446,6 +425,8 @@ def sweep_blocks(runs: list[RunSummary], yardstick: Yardstick, sweep: str) -> li
         Table(SWEEP_COLUMNS, rows),
     ]
     with_hist = [r for _, r in points if advisor.histogram_of(r) is not None]
+    bands_tok: list[Band] = []
+    bands_acc: list[Band] = []
     measured_tok = [(float(k), r.bench["tok_s"]) for k, r in points if (r.bench or {}).get("tok_s")]
     measured_acc = [(float(k), r.bench["accept_len"]) for k, r in points if (r.bench or {}).get("accept_len")]
     series_tok = [("measured", [x for x, _ in measured_tok], [y for _, y in measured_tok])]
@@ -454,12 +435,13 @@ def sweep_blocks(runs: list[RunSummary], yardstick: Yardstick, sweep: str) -> li
         source = max(with_hist, key=lambda r: (advisor.run_steps(r) or 0, sum(advisor.histogram_of(r) or [])))
         advice = advisor.advise(runs, yardstick, source.id)
         ks = [float(r["steps"]) for r in advice.rows]
-        series_tok += [(name, ks, [r[key] for r in advice.rows]) for name, key in (
-            ("predicted", "tok_s"), ("predicted low", "tok_s_low"), ("predicted high", "tok_s_high"))]  # fmt: skip
+        series_tok.append(("predicted", ks, [r["tok_s"] for r in advice.rows]))
         series_acc += [
             ("predicted", ks, [r["accept_len"] for r in advice.rows]),
             ("break-even", ks, [r["cycle_ms"] * yardstick.baseline_tok_s / 1000.0 for r in advice.rows]),
         ]
+        bands_tok = [_interval(advice.rows, ks, "tok_s")]
+        bands_acc = [_interval(advice.rows, ks, "accept_len")]
         blocks.append(
             Para(
                 f"Predicted from {source.job_id}'s per-position acceptance ({advice.acceptance.steps} steps measured; "
@@ -471,10 +453,16 @@ def sweep_blocks(runs: list[RunSummary], yardstick: Yardstick, sweep: str) -> li
     blocks += [
         Chart("tok/s by draft steps", "tok/s per stream", series_tok,
               [(yardstick.baseline_tok_s, f"baseline {yardstick.baseline_tok_s:g} tok/s ({yardstick.source})")],
-              x_label="draft steps"),
-        Chart("accept length by draft steps", "accept length", series_acc, x_label="draft steps"),
+              x_label="draft steps", bands=bands_tok),
+        Chart("accept length by draft steps", "accept length", series_acc, x_label="draft steps", bands=bands_acc),
     ]  # fmt: skip
     return blocks
+
+
+def _interval(rows: list[dict], ks: list[float], key: str) -> Band:
+    """The advisor's 95% interval of ``key`` along the draft steps, shaded around its prediction."""
+    return Band("predicted 95% interval", ks, [r[f"{key}_low"] for r in rows], [r[f"{key}_high"] for r in rows],
+                series="predicted")  # fmt: skip
 
 
 def runs_table(runs: list[RunSummary]) -> Table:
@@ -500,35 +488,6 @@ def runs_table(runs: list[RunSummary]) -> Table:
 
 
 # --- Markdown ---------------------------------------------------------------------------------------------
-
-_ANSI = re.compile(r"\x1b\[[0-9;]*m")
-
-
-def text_chart(chart: Chart, width: int = 100, height: int = 22) -> str:
-    """The chart drawn by plotext as plain text (one marker character per run, no colour)."""
-    import plotext as plt
-
-    plt.clear_figure()
-    plt.plotsize(width, height)
-    plt.theme("clear")
-    xs_all = [x for _, xs, _ in chart.series for x in xs] or [0.0, 1.0]
-    for (label, xs, ys), marker in zip(chart.series, TEXT_MARKERS * 4, strict=False):
-        if not xs:
-            continue
-        xs, ys = _decimate(xs, ys, width)
-        plt.plot(xs, ys, label=f"{label} ({marker})", marker=marker)
-    for y, label in chart.refs:
-        plt.hline(y)
-        plt.text(label, x=min(xs_all), y=y, alignment="left")
-    plt.title(chart.title)
-    plt.xlabel(chart.x_label)
-    text = _ANSI.sub("", plt.build())
-    plt.clear_figure()
-    return "\n".join(line.rstrip() for line in text.splitlines())
-
-
-def _decimate(xs: list[float], ys: list[float], width: int) -> tuple[list[float], list[float]]:
-    return SeriesView(array("d", xs), array("d", ys)).decimate(width)
 
 
 def _md_cell(text: str) -> str:
@@ -561,84 +520,6 @@ def to_markdown(blocks: list[Block]) -> str:
 # --- HTML and SVG -----------------------------------------------------------------------------------------
 
 
-def _nice_step(span: float, ticks: int = 5) -> float:
-    """A round tick step (1, 2 or 5 × 10^n) giving about ``ticks`` ticks over ``span``."""
-    raw = span / max(ticks, 1) or 1.0
-    magnitude = 10 ** int(f"{raw:e}".split("e")[1])
-    return next(m * magnitude for m in (1, 2, 5, 10) if m * magnitude >= raw)
-
-
-def _ticks(lo: float, hi: float) -> list[float]:
-    step = _nice_step(hi - lo)
-    first = int(lo // step) * step
-    out, v = [], first
-    while v <= hi + step * 1e-9:
-        if v >= lo - step * 1e-9:
-            out.append(round(v, 10))
-        v += step
-    return out
-
-
-def svg_chart(chart: Chart, width: int = 760, height: int = 300) -> str:
-    """The chart as a self-contained SVG line chart: axes with ticks, one line per run, legend, labelled refs."""
-    left, right, top, bottom = 56, 16, 40, 44
-    pw, ph = width - left - right, height - top - bottom
-    xs_all = [x for _, xs, _ in chart.series for x in xs]
-    ys_all = [y for _, _, ys in chart.series for y in ys] + [y for y, _ in chart.refs]
-    x1 = max(xs_all, default=1.0) or 1.0
-    y1 = max(ys_all, default=1.0) * 1.1 or 1.0
-    yt = _ticks(0.0, y1)
-    y1 = max(y1, yt[-1])
-
-    def px(x: float) -> float:
-        return left + pw * x / x1
-
-    def py(y: float) -> float:
-        return top + ph * (1 - y / y1)
-
-    e = html.escape
-    parts = [
-        f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" viewBox="0 0 {width} {height}" '
-        f'role="img" aria-label="{e(chart.title)}" font-family="sans-serif" font-size="11">',
-        f"<title>{e(chart.title)}</title>",
-        f'<rect x="0" y="0" width="{width}" height="{height}" fill="#ffffff"/>',
-        f'<text x="{left}" y="16" font-size="13" font-weight="bold">{e(chart.title)}</text>',
-    ]
-    for y in yt:
-        parts.append(f'<line x1="{left}" y1="{py(y):.1f}" x2="{left + pw}" y2="{py(y):.1f}" stroke="#eeeeee"/>')
-        parts.append(f'<text x="{left - 6}" y="{py(y) + 4:.1f}" text-anchor="end">{y:g}</text>')
-    for x in _ticks(0.0, x1):
-        parts.append(f'<text x="{px(x):.1f}" y="{top + ph + 16}" text-anchor="middle">{x:g}</text>')
-    parts += [
-        f'<line x1="{left}" y1="{top}" x2="{left}" y2="{top + ph}" stroke="#333333"/>',
-        f'<line x1="{left}" y1="{top + ph}" x2="{left + pw}" y2="{top + ph}" stroke="#333333"/>',
-        f'<text x="{left + pw / 2}" y="{height - 8}" text-anchor="middle">{e(chart.x_label)}</text>',
-        f'<text transform="translate(14 {top + ph / 2}) rotate(-90)" text-anchor="middle">{e(chart.y_label)}</text>',
-    ]
-    for y, label in chart.refs:
-        parts.append(
-            f'<line class="ref" x1="{left}" y1="{py(y):.1f}" x2="{left + pw}" y2="{py(y):.1f}" '
-            'stroke="#555555" stroke-dasharray="6 4"/>'
-        )
-        parts.append(
-            f'<text x="{left + pw - 4}" y="{py(y) - 5:.1f}" text-anchor="end" fill="#333333">{e(label)}</text>'
-        )
-    lx = left + 8
-    for (label, xs, ys), color in zip(chart.series, PALETTE * 4, strict=False):
-        if not xs:
-            continue
-        xs, ys = _decimate(xs, ys, pw // 2)
-        points = " ".join(f"{px(x):.1f},{py(y):.1f}" for x, y in zip(xs, ys, strict=True))
-        parts.append(f'<polyline class="run" fill="none" stroke="{color}" stroke-width="1.6" points="{points}"/>')
-        parts.append(f'<rect x="{lx}" y="{top - 14}" width="10" height="3" fill="{color}"/>')
-        parts.append(f'<text x="{lx + 14}" y="{top - 10}">{e(label)}</text>')
-        lx += 24 + 7 * len(label)
-    if chart.empty:
-        parts.append(f'<text x="{left + pw / 2}" y="{top + ph / 2}" text-anchor="middle">no samples recorded</text>')
-    parts.append("</svg>")
-    return "\n".join(parts)
-
-
 _CSS = """
 body { font-family: -apple-system, "Segoe UI", Roboto, sans-serif; max-width: 1100px; margin: 2em auto;
        padding: 0 1em; color: #222; }
@@ -650,12 +531,15 @@ figure { margin: 1em 0; }
 """
 
 
-def to_html(blocks: list[Block]) -> str:
-    """The report as one self-contained HTML page (charts as inline SVG)."""
+def to_html(blocks: list[Block], charts: ChartMode = "interactive") -> str:
+    """The report as one self-contained HTML page: charts drawn by plotly.js, which the page carries inline (no
+    request leaves the file), or as small static SVGs (``charts="static"``)."""
     e = html.escape
     title = next((b.text for b in blocks if isinstance(b, Heading)), "specdeck report")
+    head = html_head(charts) if any(isinstance(b, Chart) for b in blocks) else ""
     out = [f'<!DOCTYPE html>\n<html lang="en">\n<head>\n<meta charset="utf-8">\n<title>{e(title)}</title>',
-           f"<style>{_CSS}</style>\n</head>\n<body>"]  # fmt: skip
+           f"<style>{_CSS}</style>", head, "</head>\n<body>"]  # fmt: skip
+    n_charts = 0
     for b in blocks:
         if isinstance(b, Heading):
             out.append(f"<h{b.level}>{e(b.text)}</h{b.level}>")
@@ -664,20 +548,21 @@ def to_html(blocks: list[Block]) -> str:
         elif isinstance(b, Bullets):
             out.append("<ul>" + "".join(f"<li>{e(i)}</li>" for i in b.items) + "</ul>")
         elif isinstance(b, Table):
-            head = "".join(f"<th>{e(h)}</th>" for h in b.headers)
+            cells = "".join(f"<th>{e(h)}</th>" for h in b.headers)
             body = "".join("<tr>" + "".join(f"<td>{e(c)}</td>" for c in row) + "</tr>" for row in b.rows)
-            out.append(f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>")
+            out.append(f"<table><thead><tr>{cells}</tr></thead><tbody>{body}</tbody></table>")
         elif isinstance(b, Code):
             out.append(f"<pre><code>{e(b.text)}</code></pre>")
         elif isinstance(b, Chart):
-            out.append(f"<figure>{svg_chart(b)}</figure>")
+            out.append(f"<figure>{html_chart(b, charts, n_charts)}</figure>")
+            n_charts += 1
     out.append("</body>\n</html>\n")
     return "\n".join(out)
 
 
-def render(blocks: list[Block], fmt_name: str) -> str:
-    """``md`` or ``html``."""
-    return to_html(blocks) if fmt_name == "html" else to_markdown(blocks)
+def render(blocks: list[Block], fmt_name: str, charts: ChartMode = "interactive") -> str:
+    """``md`` or ``html`` (its charts ``interactive`` or ``static``)."""
+    return to_html(blocks, charts) if fmt_name == "html" else to_markdown(blocks)
 
 
 def report_format(path: str) -> str:

@@ -96,5 +96,5 @@ def test_report_of_a_sweep_and_the_acceptance_of_its_runs(history, tmp_path):
     assert "tok/s by draft steps" in text and "baseline 82 tok/s" in text and "break-even (+)" in text
     assert "Acceptance per position: aq-medai (serve-2)" in text and "| 3 | 65 | 65% |" in text
     assert "| 1 | 0.950 |" in text and "acceptance per draft position" in text  # a_1 = 95/100
-    page = report.to_html(blocks)
-    assert page.count("<svg") >= 4 and "draft steps" in page
+    page = report.to_html(blocks, "static")
+    assert page.count("<svg") >= 4 and "draft steps" in page and page.count('<polygon class="band"') == 2

@@ -23,7 +23,8 @@ from backend.connection import Connection
 from backend.history import History, LiveRecorder, filter_tail, parse_server_args, primed_filter, sync_from_host
 from backend.jobs import JobInfo
 from backend.metrics import Sample, live_samples, parse_lines
-from backend.report import Chart, break_even_cell, svg_chart, text_chart
+from backend.report import break_even_cell
+from backend.report_charts import Chart, svg_chart, text_chart
 from backend.settings import HostConfig, builtin_defaults
 from tests.helpers import dialog_input, until
 from tests.runs import T0, add_run
@@ -358,10 +359,10 @@ def test_a_report_mixing_concurrency_labels_each_run(models, tmp_path):
     assert rows["serve-aq4"][6] == "310.0"  # the aggregate, labelled as such, never compared with 82
 
 
-@pytest.mark.parametrize("suffix", ["md", "html"])
-def test_report_holds_the_numbers_of_its_runs(three_runs, tmp_path, suffix):
+@pytest.mark.parametrize("suffix, charts", [("md", "interactive"), ("html", "interactive"), ("html", "static")])
+def test_report_holds_the_numbers_of_its_runs(three_runs, tmp_path, suffix, charts):
     out = tmp_path / f"report.{suffix}"
-    cli("report", "serve-1", "serve-2", "serve-3", "--out", str(out), "--host", "local")
+    cli("report", "serve-1", "serve-2", "serve-3", "--out", str(out), "--host", "local", "--charts", charts)
     text = out.read_text()
     for tok, acc in (("82.0", None), ("60.6", "2.00"), ("100.0", "3.30")):
         assert f"{tok}" in text
@@ -374,8 +375,11 @@ def test_report_holds_the_numbers_of_its_runs(three_runs, tmp_path, suffix):
     assert "break-even 2.46" in text and "baseline 82.0 tok/s" in text  # labelled reference lines
     assert "--speculative-draft-model-path" in text  # the exact launch commands
     assert "ours vs aq-medai" in text and "compatible" in text and "1.19 B" in text  # the drafter diff
-    if suffix == "html":
-        assert text.count("<svg") == 2 and text.count('class="ref"') == 2 and text.count('class="run"') >= 4
+    if charts == "static":
+        assert "<script" not in text and text.count("<svg") == 2
+        assert text.count('class="ref"') == 2 and text.count('class="run"') >= 4
+    elif suffix == "html":
+        assert text.count('<div id="chart-') == 2 and text.count('"dash":"dash"') == 2  # a run per line, refs dashed
     else:
         assert text.count("```text") == 2
 

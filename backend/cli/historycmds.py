@@ -24,6 +24,7 @@ from backend.report import (
     samples_csv,
     to_markdown,
 )
+from backend.report_charts import CHART_MODES
 
 
 def register(sub) -> None:
@@ -47,6 +48,9 @@ def register(sub) -> None:
     r.add_argument("--sweep", metavar="ID", help="a sweep's table and charts (its runs are compared when no RUN)")
     r.add_argument("--out", required=True, metavar="FILE", help="FILE.md (Markdown) or FILE.html (one page)")
     r.add_argument("--no-inspect", action="store_true", help="leave out the drafter diff (do not ask the host)")
+    r.add_argument("--charts", choices=CHART_MODES, default="interactive",
+                   help="HTML charts: interactive (hover, zoom, hide a run; plotly.js inline, ~5 MB, works offline) "
+                        "or static (small SVGs)")  # fmt: skip
     r.set_defaults(run=report)
 
     e = command(sub, "export", "Export a run's per-second samples (tok/s, accept length, cycle ms, ...).")
@@ -199,7 +203,7 @@ async def report(args: argparse.Namespace) -> int:
             raise UsageError("name the runs to report (see `specdeck history`) or a sweep with --sweep ID")
         yardstick = _yardstick(history, args)
         facts = await _drafter_facts(args, [history.run(i) for i in ids])
-        text = report_mod.render(report_mod.build(history, ids, yardstick, facts, args.sweep), kind)
+        text = report_mod.render(report_mod.build(history, ids, yardstick, facts, args.sweep), kind, args.charts)
     Path(args.out).write_text(text)
     print(f"wrote {args.out} ({len(ids)} run(s))")
     return 0

@@ -1,4 +1,4 @@
-"""Recorded runs overlaid on one chart: the History tab's comparison, drawn from a ``backend.report.Chart``.
+"""Recorded runs overlaid on one chart: the History tab's comparison, drawn from a ``backend.report_charts.Chart``.
 
 The same chart model the reports draw (as text and SVG) is drawn here by plotext: one coloured line per run
 on a shared "time since the run's first sample" axis with round ticks, decimated to the widget's width, and
@@ -12,7 +12,7 @@ from array import array
 
 from textual_plotext import PlotextPlot
 
-from backend.report import Chart
+from backend.report_charts import Chart
 from backend.series import SeriesView
 from tui.widgets.chart import elapsed_ticks
 
