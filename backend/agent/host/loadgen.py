@@ -25,7 +25,7 @@ from typing import Any, Callable, Dict, List, Optional
 from urllib import error as urlerror
 from urllib import request as urlrequest
 
-from . import acceptance
+from . import acceptance, loopback
 from .jobs import start_job, worker_argv
 from .registry import AgentError, method
 
@@ -55,7 +55,7 @@ def _base_url(port: int) -> str:
 def health(port: int, timeout: float = 5.0) -> Optional[int]:
     """The server's /health status, or None when nothing answers on the port."""
     try:
-        with urlrequest.urlopen(_base_url(port) + "/health", timeout=timeout) as resp:
+        with loopback.urlopen(_base_url(port) + "/health", timeout=timeout) as resp:
             return resp.status
     except urlerror.HTTPError as exc:
         return exc.code
@@ -77,7 +77,7 @@ def one_request(port: int, prompt: str, max_tokens: int, timeout: float = REQUES
     first = last = None  # (time, completion tokens so far)
     meta: Dict[str, Any] = {}
     try:
-        with urlrequest.urlopen(req, timeout=timeout) as resp:
+        with loopback.urlopen(req, timeout=timeout) as resp:
             for raw in resp:
                 line = raw.strip()
                 if not line.startswith(b"data:"):

@@ -21,10 +21,10 @@ from urllib import error as urlerror
 from urllib import parse as urlparse
 from urllib import request as urlrequest
 
+from . import loopback
 from .registry import AgentError, method
 
 LIBRARIES = ("sglang", "huggingface_hub", "safetensors", "torch", "numpy", "hf_xet")
-LOOPBACK = ("127.0.0.1", "localhost", "::1", "[::1]")
 
 
 def library_versions() -> dict:
@@ -272,10 +272,11 @@ def gpu_status(params: dict, ctx) -> list:
 
 @method("http.request")
 def http_request(params: dict, ctx) -> dict:
-    """An HTTP request to a server on the host's loopback (the SGLang server); never elsewhere."""
+    """An HTTP request to a server on the host's loopback (the SGLang server); never elsewhere, never through a
+    proxy."""
     url = params.get("url", "")
     host = urlparse.urlsplit(url).hostname or ""
-    if host not in LOOPBACK and not host.startswith("127."):
+    if not loopback.is_loopback(host):
         raise AgentError("http.request only reaches the host's loopback, not %r" % host, "invalid")
     body = params.get("json")
     data = json.dumps(body).encode() if body is not None else None
@@ -284,7 +285,7 @@ def http_request(params: dict, ctx) -> dict:
         req.add_header("Content-Type", "application/json")
     t0 = time.time()
     try:
-        with urlrequest.urlopen(req, timeout=float(params.get("timeout") or 5)) as resp:
+        with loopback.urlopen(req, timeout=float(params.get("timeout") or 5)) as resp:
             status, text = resp.status, resp.read().decode("utf-8", "replace")
     except urlerror.HTTPError as exc:
         status, text = exc.code, exc.read().decode("utf-8", "replace")

@@ -1,0 +1,25 @@
+"""HTTP to servers on the host's own loopback (the SGLang server), never through a proxy.
+
+urllib's default opener honours ``http_proxy``; on a GPU host behind a corporate proxy with no ``no_proxy``,
+``proxy_bypass("127.0.0.1")`` is false and every poll and bench request would go to the proxy (a dead one
+makes a healthy server look down). This opener has no proxy handler at all. Downloads from the hub are not
+loopback and keep honouring the proxy settings (huggingface_hub reads them). Stdlib only, Python 3.8+.
+"""
+
+from __future__ import annotations
+
+from urllib import request as urlrequest
+
+LOOPBACK = ("127.0.0.1", "localhost", "::1", "[::1]")
+
+# ProxyHandler({}) replaces the default one, which reads the *_proxy environment variables.
+_OPENER = urlrequest.build_opener(urlrequest.ProxyHandler({}))
+
+
+def is_loopback(host: str) -> bool:
+    return host in LOOPBACK or host.startswith("127.")
+
+
+def urlopen(req, timeout: float):
+    """``urllib.request.urlopen`` for a loopback URL (a string or a Request), with no proxy."""
+    return _OPENER.open(req, timeout=timeout)
