@@ -1,12 +1,16 @@
-"""The step-count advisor over the run history: which draft step count pays, predicted from one run's
-per-position acceptance and the cycle times of the runs measured so far (arithmetic in
-``backend.agent.host.advice``; it states its cost model, extrapolation and interval).
+"""The step-count advisor over the run history: which draft step count pays, predicted from the per-position
+acceptance of a drafter's runs and the cycle times they measured (arithmetic in ``backend.agent.host.advice``;
+it states its cost model, extrapolation and interval).
 
 ``advise(runs, ...)`` takes ``History.runs()`` (read on a history thread by the TUI, directly by the CLI) and
 returns an ``Advice``: the acceptance, the cost model, a row per step count (predicted accept length, cycle,
-tok/s with interval, against the baseline, measured where a run at that step count exists), the best step
-count, and what each target tok/s needs per position at that step count (``backend.breakeven``: the
-finite-steps figure beside the unbounded limit).
+tok/s with a 95% interval and what it rests on, against the baseline, measured where a run at that step count
+exists), the one best step count, whether a smart sweep would stop and what it would measure next, and what
+each target tok/s needs per position at the best step count (``backend.breakeven``). Only runs like the one
+advised count: the same drafter, topk 1 and draft tokens = steps + 1, one stream.
+
+``predict_from_rates`` is the same arithmetic for per-position acceptance from elsewhere (a checkpoint's
+measured accuracy): rates with their errors plus this host's measured runs → accept length and tok/s rows.
 """
 
 from __future__ import annotations
@@ -15,7 +19,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from backend.agent.host.advice import Acceptance, CostModel, best, predict
+from backend.agent.host.advice import Acceptance, CostModel, Point, assess, step_times_ms
 from backend.breakeven import breakeven
 from backend.errors import UsageError
 from backend.history import RunSummary, Yardstick
@@ -51,6 +55,12 @@ def run_topk(run: RunSummary) -> int:
     return topk if topk is not None else _int(_flag(run.argv, "--speculative-eagle-topk")) or 1
 
 
+def run_draft_tokens(run: RunSummary) -> int | None:
+    """Draft tokens per verify as resolved, else as launched; None when neither says (SGLang: steps + 1)."""
+    tokens = _int(run.server_info.get("speculative_num_draft_tokens"))
+    return tokens if tokens is not None else _int(_flag(run.argv, "--speculative-num-draft-tokens"))
+
+
 def histogram_of(run: RunSummary) -> list[int] | None:
     acceptance = (run.bench or {}).get("acceptance") or {}
     histogram = acceptance.get("histogram")
@@ -69,12 +79,39 @@ def single_stream(run: RunSummary) -> tuple[float | None, float | None]:
 
 
 def same_drafter(runs: Iterable[RunSummary], like: RunSummary) -> list[RunSummary]:
-    """Speculative topk-1 runs of ``like``'s drafter with a known step count (the ones whose numbers compare)."""
-    return [
-        r
-        for r in runs
-        if r.drafter_path == like.drafter_path and r.speculative and run_topk(r) == 1 and run_steps(r) is not None
-    ]
+    """Speculative runs of ``like``'s drafter with a known step count at topk 1 and draft tokens = steps + 1
+    (the chain the advisor models; a tree or a cut draft would not compare)."""
+    out = []
+    for r in runs:
+        steps = run_steps(r)
+        if r.drafter_path != like.drafter_path or not r.speculative or steps is None or run_topk(r) != 1:
+            continue
+        if run_draft_tokens(r) not in (None, steps + 1):
+            continue
+        out.append(r)
+    return out
+
+
+def run_point(run: RunSummary) -> Point | None:
+    """The run as a measured point of one stream: its bench's requests when that bench ran one stream, else
+    its decode means (with the pooled histogram); the cycle from SGLang's step times when it recorded them."""
+    steps = run_steps(run)
+    if steps is None:
+        return None
+    bench = run.bench or {}
+    if bench and bench.get("concurrency") in (None, 1) and bench.get("tok_s"):
+        result = dict(bench.get("result") or {})
+        result.update({k: bench.get(k) for k in ("tok_s", "cycle_ms", "accept_len", "acceptance")})
+        point = Point.from_bench(steps, result)
+    else:
+        tok_s, cycle = single_stream(run)
+        if tok_s is None:
+            return None
+        histogram = histogram_of(run)
+        point = Point(steps, [histogram] if histogram else [], tok_s, cycle)
+    point.source = run.id
+    point.use_step_times(step_times_ms(run.server_info, 1))
+    return point
 
 
 @dataclass(frozen=True)
@@ -86,6 +123,7 @@ class Advice:
     rows: list[dict[str, Any]]
     best: dict[str, Any] | None
     targets: dict[str, Any] | None  # breakeven() at the best step count
+    stop: dict[str, Any]  # can_stop, next, why (advice.stop_rule)
 
     def measured(self) -> dict[int, float]:
         return {r["steps"]: r["measured_tok_s"] for r in self.rows if r["measured_tok_s"] is not None}
@@ -100,13 +138,16 @@ class Advice:
             "baseline": self.yardstick.to_json(),
             "rows": self.rows,
             "best": self.best,
+            "can_stop": self.stop["can_stop"],
+            "next": self.stop["next"],
+            "why": self.stop["why"],
             "targets": self.targets,
         }
 
 
 def pick_run(runs: Sequence[RunSummary], run_id: str | None) -> RunSummary:
-    """The run whose acceptance to read: ``run_id``, else, of the drafter of the newest run with a per-position
-    histogram, the run that measured the most draft positions."""
+    """The run whose drafter to advise on: ``run_id``, else, of the drafter of the newest run with a
+    per-position histogram, the run that measured the most draft positions."""
     if run_id is not None:
         run = next((r for r in runs if r.id == run_id), None)
         if run is None:
@@ -128,6 +169,33 @@ def pick_run(runs: Sequence[RunSummary], run_id: str | None) -> RunSummary:
     )
 
 
+def _advice(
+    run: RunSummary,
+    points: list[Point],
+    yardstick: Yardstick,
+    max_steps: int,
+    targets: Iterable[float],
+    reference_steps: int,
+    acceptance: Acceptance | None = None,
+) -> Advice:
+    if max_steps < 1:
+        raise UsageError(f"--max-steps must be at least 1, got {max_steps}.")
+    plain_ms = 1000.0 / yardstick.baseline_tok_s  # the plain decode step: no cycle is shorter
+    done = assess(
+        points,
+        plain_ms,
+        yardstick.baseline_tok_s,
+        max_steps,
+        fallback_cycle=(reference_steps, yardstick.cycle_ms),
+        acceptance=acceptance,
+    )
+    top = done["best"]
+    needs = None
+    if top is not None:
+        needs = breakeven(top["cycle_ms"], yardstick.baseline_tok_s, targets, steps=top["steps"])
+    return Advice(run, done["acceptance"], done["cost"], yardstick, done["rows"], top, needs, done["stop"])
+
+
 def advise(
     runs: Sequence[RunSummary],
     yardstick: Yardstick,
@@ -137,27 +205,40 @@ def advise(
     targets: Iterable[float] = (150.0, 200.0),
     reference_steps: int = DEFAULT_STEPS,
 ) -> Advice:
-    """The advice for ``run_id`` (else see ``pick_run``) over ``runs`` (newest first)."""
+    """The advice for ``run_id``'s drafter (else see ``pick_run``) over ``runs`` (newest first)."""
     if max_steps < 1:
         raise UsageError(f"--max-steps must be at least 1, got {max_steps}.")
     run = pick_run(runs, run_id)
-    histogram = histogram_of(run)
-    assert histogram is not None
-    acceptance = Acceptance(histogram)
-    peers = same_drafter(runs, run)
-    points = [(run_steps(r), c) for r in peers if (c := single_stream(r)[1])]
-    cost = CostModel.from_points(points, (reference_steps, yardstick.cycle_ms))  # type: ignore[arg-type]
-    by_steps: dict[int, list[float]] = {}
-    for r in peers:
-        if (tok_s := single_stream(r)[0]) is not None:
-            by_steps.setdefault(run_steps(r), []).append(tok_s)  # type: ignore[arg-type]
-    measured = {k: round(sum(v) / len(v), 2) for k, v in by_steps.items()}
-    rows = predict(acceptance, cost, yardstick.baseline_tok_s, max_steps, measured)
-    top = best(rows)
-    needs = None
-    if top is not None:
-        needs = breakeven(top["cycle_ms"], yardstick.baseline_tok_s, targets, steps=top["steps"])
-    return Advice(run, acceptance, cost, yardstick, rows, top, needs)
+    points = [p for p in (run_point(r) for r in same_drafter(runs, run)) if p is not None]
+    return _advice(run, points, yardstick, max_steps, targets, reference_steps)
+
+
+def predict_from_rates(
+    rates: Sequence[float],
+    errors: Sequence[float],
+    runs: Sequence[RunSummary],
+    yardstick: Yardstick,
+    like: RunSummary | None = None,
+    *,
+    max_steps: int = DEFAULT_MAX_STEPS,
+    targets: Iterable[float] = (150.0, 200.0),
+) -> Advice:
+    """Accept length and tok/s per step count for per-position acceptance measured elsewhere (``rates`` a_1..a_K
+    with standard errors ``errors``, e.g. a checkpoint's per-position accuracy), costed by this host's measured
+    runs of ``like``'s drafter (else of every speculative chain run): the cost model fitted from them, or assumed
+    (labelled) from one step count or the configured cycle. The Advice says what was assumed (``cost.source``,
+    each row's ``notes``); ``run`` is ``like`` or the newest such run."""
+    if len(rates) != len(errors) or not rates or any(not 0.0 <= a <= 1.0 for a in rates):
+        raise UsageError("per-position acceptance needs one error per rate and every rate within [0, 1].")
+    chain_runs = [r for r in runs if r.speculative and run_steps(r) is not None and run_topk(r) == 1]
+    peers = same_drafter(runs, like) if like is not None else chain_runs
+    if not peers:
+        raise UsageError("no measured speculative run on this host to cost the prediction: bench one first.")
+    acceptance = Acceptance.given(rates, errors, "per-position acceptance given with its errors")
+    points = [p for p in (run_point(r) for r in peers) if p is not None]
+    for p in points:  # their tok/s were measured with another drafter's acceptance: keep only their cycles
+        p.tok_s = p.tok_s_se = None
+    return _advice(like or peers[0], points, yardstick, max_steps, targets, DEFAULT_STEPS, acceptance)
 
 
 def acceptance_lines(acceptance: dict | None, drafter: str | None, width: int = 16) -> list[str]:
@@ -179,39 +260,67 @@ def _pct(value: float | None) -> str:
     return "-" if value is None else f"{value:.0%}"
 
 
+def best_line(advice: Advice) -> str:
+    """The one best step count as a sentence: measured or predicted, and which step counts are within noise of it
+    (the tie rule: the fewest steps)."""
+    b = advice.best
+    if b is None:
+        return "best: none (nothing measured or predicted)"
+    if b.get("basis") == "measured":
+        figure = f"{b['measured_tok_s']:.1f} tok/s measured [{b['measured_low']:.1f}-{b['measured_high']:.1f}]"
+    else:
+        figure = f"{b['tok_s']:.1f} tok/s predicted [{b['tok_s_low']:.1f}-{b['tok_s_high']:.1f}]"
+    ties = b.get("tied_with") or []
+    tie = f"; within noise of steps {', '.join(map(str, ties))} (ties go to the fewest steps)" if ties else ""
+    return f"best: {b['steps']} steps, {figure}{tie}"
+
+
 def advice_lines(advice: Advice) -> list[str]:
-    """The advice as text: acceptance, cost model, the table, the best step count and what targets need."""
+    """The advice as text: acceptance, cost model, the table, the best step count, the stop rule and what
+    targets need."""
     acc, cost, ys = advice.acceptance, advice.cost, advice.yardstick
     run = advice.run
     out = [
-        f"run {run.id}: drafter {run.drafter or run.drafter_path or '?'}, {acc.steps} steps measured over "
+        f"run {run.id}: drafter {run.drafter or run.drafter_path or '?'}, {acc.steps} positions measured over "
         f"{sum(acc.histogram)} verifies",
         "per-position acceptance: "
         + "  ".join(
             f"a{i + 1} {a:.2f} [{lo:.2f}-{hi:.2f}]"
             for i, (a, lo, hi) in enumerate(zip(acc.rates, acc.low, acc.high, strict=True))
         ),
-        f"beyond {acc.steps} steps: a_j = a_{acc.steps} x {acc.decay:.3f}^(j-{acc.steps}) "
-        "(log-linear fit, capped at 1)",
-        f"cost model ({cost.source}): c(k) = {cost.intercept:.1f} + {cost.per_step:.2f}·k ms; {cost.detail}",
-        f"baseline: {ys.baseline_tok_s:g} tok/s ({ys.source})",
+        f"beyond {acc.steps} steps: {acc.extrapolation()}",
+        f"cost model ({cost.source}): c(k) = {cost.intercept:.2f} + {cost.per_step:.2f}·k ms; {cost.detail}",
+        f"baseline: {ys.baseline_tok_s:g} tok/s ({ys.source}); no cycle below its plain decode step",
         "",
-        f"{'steps':>5}  {'accept len':>18}  {'cycle ms':>8}  {'tok/s':>20}  {'vs base':>7}  {'measured':>8}",
+        f"{'steps':>5}  {'accept len':>18}  {'cycle ms':>8}  {'tok/s':>20}  {'vs base':>7}  {'measured':>20}",
     ]
     for r in advice.rows:
-        mark = "*" if r["extrapolated"] else " "
-        length = f"{r['accept_len']:.2f} [{r['accept_len_low']:.2f}-{r['accept_len_high']:.2f}]{mark}"
+        mark = ("*" if r["extrapolated"] else "") + ("~" if "per-step cost assumed" in r["notes"] else "")
+        length = f"{r['accept_len']:.2f} [{r['accept_len_low']:.2f}-{r['accept_len_high']:.2f}]"
         tok = f"{r['tok_s']:.1f} [{r['tok_s_low']:.1f}-{r['tok_s_high']:.1f}]"
-        measured = "-" if r["measured_tok_s"] is None else f"{r['measured_tok_s']:.1f}"
+        measured = (
+            "-"
+            if r["measured_tok_s"] is None
+            else f"{r['measured_tok_s']:.1f} [{r['measured_low']:.1f}-{r['measured_high']:.1f}]"
+        )
         out.append(
             f"{r['steps']:>5}  {length:>18}  {r['cycle_ms']:>8.1f}  {tok:>20}  {r['vs_baseline_pct']:>+6.0f}%  "
-            f"{measured:>8}"
+            f"{measured:>20} {mark}"
         )
-    out.append("* extrapolated past the measured steps; intervals: 95% binomial per position")
+    out.append(
+        "* extrapolated past the measured positions; ~ per-step cost assumed (one step count measured); "
+        f"intervals 95%: {acc.to_json()['interval']}"
+    )
+    out += ["", best_line(advice)]
+    stop = advice.stop
+    out.append(
+        "a smart sweep would stop here"
+        if stop["can_stop"]
+        else f"a smart sweep would measure {stop['next']} steps next"
+    )
+    out[-1] += f" ({stop['why']})"
     if advice.best is not None and advice.targets is not None:
         b, t = advice.best, advice.targets
-        pct = b["vs_baseline_pct"]
-        out += ["", f"best: {b['steps']} steps, {b['tok_s']:.1f} tok/s predicted ({pct:+.0f}% vs baseline)"]
         out.append(
             f"at {b['steps']} steps ({b['cycle_ms']:.1f} ms cycles, ceiling {t['max_tok_s']:.0f} tok/s), "
             f"break-even accept length {t['break_even_accept_len']:.2f}:"

@@ -442,14 +442,17 @@ def sweep_blocks(runs: list[RunSummary], yardstick: Yardstick, sweep: str) -> li
         ]
         bands_tok = [_interval(advice.rows, ks, "tok_s")]
         bands_acc = [_interval(advice.rows, ks, "accept_len")]
+        acc = advice.acceptance
         blocks.append(
             Para(
-                f"Predicted from {source.job_id}'s per-position acceptance ({advice.acceptance.steps} steps measured; "
-                f"past them a_j falls by {advice.acceptance.decay:.3f} per position); cost model {advice.cost.source}: "
-                f"{advice.cost.detail}. Interval: 95% binomial per position. Break-even: the accept length that "
-                "matches the baseline at each step count's cycle time."
+                f"Predicted from the per-position acceptance of the drafter's runs ({acc.steps} positions measured; "
+                f"{acc.extrapolation()}); cost model {advice.cost.source}: {advice.cost.detail}. Interval: "
+                f"{acc.to_json()['interval']}. Break-even: the accept length that matches the baseline at each "
+                "step count's cycle time."
             )
         )
+        if advice.best is not None:
+            blocks.append(Para(advisor.best_line(advice)))
     blocks += [
         Chart("tok/s by draft steps", "tok/s per stream", series_tok,
               [(yardstick.baseline_tok_s, f"baseline {yardstick.baseline_tok_s:g} tok/s ({yardstick.source})")],

@@ -173,7 +173,7 @@ def public_done(done: dict) -> dict:
 
     def point(p: dict) -> dict:
         out = {k: p.get(k) for k in keys}
-        out.update({k: v for k, v in p.items() if k not in out and k != "acceptance"})
+        out.update({k: v for k, v in p.items() if k not in out and k not in ("acceptance", "per_request")})
         return out
 
     out = {k: v for k, v in done.items() if k not in ("points", "best", "t")}

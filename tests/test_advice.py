@@ -1,60 +1,202 @@
-"""The step-count advisor's arithmetic, with hand-computed numbers."""
+"""The step-count advisor's arithmetic, held to published sweeps (../shared/TUNING-TABLES.md), not to our own
+simulator: T1's cycle per step, T2/T3's per-position acceptance."""
 
 from __future__ import annotations
 
 import math
+import random
 
 import pytest
 
-from backend.agent.host.advice import Acceptance, CostModel, best, decay, extend, fit_cost, predict
+from backend.agent.host.advice import (
+    Acceptance,
+    CostModel,
+    Point,
+    assess,
+    best,
+    chain,
+    cut,
+    extend,
+    fit_cost,
+    lengths_acceptance,
+    step_times_ms,
+)
+
+# T1: Llama-3.1-8B EAGLE-3 on vLLM, batch 1 (accept length and ms per output token by K); plain step 7.07 ms.
+T1_AL = {2: 2.36, 3: 2.79, 4: 3.08, 5: 3.32, 6: 3.46, 7: 3.54}
+T1_TPOT = {2: 4.32, 3: 4.09, 4: 4.05, 5: 4.13, 6: 4.20, 7: 4.29}
+T1_PLAIN = 7.07
+# T2 coding and T3 summarization accept lengths at k = 1..7.
+T2_CODING = [1.83, 2.45, 2.94, 3.26, 3.47, 3.57, 3.62]
+T3_SUMM = [1.69, 2.11, 2.35, 2.46, 2.50, 2.52, 2.52]
 
 
-def test_cost_model_fitted_or_per_step():
-    assert fit_cost([(1, 27.0), (3, 33.0), (5, 39.0)]) == pytest.approx((24.0, 3.0))
-    assert fit_cost([(3, 33.0), (3, 34.0)]) is None  # one step count: no slope to fit
-    fitted = CostModel.from_points([(1, 27.0), (3, 33.0), (5, 39.0)], (3, 30.0))
-    assert fitted.source == "fitted" and fitted(4) == pytest.approx(36.0)
-    measured = CostModel.from_points([(3, 33.0), (3, 35.0)], (3, 30.0), per_step=2.0)
-    assert measured.source == "per-step" and measured(3) == 34.0 and measured(5) == 38.0
-    assert "measured 34.0 ms at 3 steps" in measured.detail
-    configured = CostModel.from_points([], (3, 30.0))
-    assert configured(4) == 33.0 and "configured 30.0 ms at 3 steps" in configured.detail
+def rates_of(lengths: list[float]) -> list[float]:
+    """a_i from L(1..K): S(i) = L(i) − L(i−1), a_i = S(i) / S(i−1)."""
+    s = [1.0, lengths[0] - 1] + [lengths[i] - lengths[i - 1] for i in range(1, len(lengths))]
+    return [s[i] / s[i - 1] for i in range(1, len(s))]
 
 
-def test_acceptance_interval_and_extrapolation():
-    acc = Acceptance([2, 3, 4, 1])  # 10 verifies reaching positions 0..3: 10, 8, 5, 1
-    assert acc.rates == pytest.approx([0.8, 0.625, 0.2]) and acc.trials == [10, 8, 5]
-    assert acc.low[0] == pytest.approx(0.8 - 1.96 * math.sqrt(0.8 * 0.2 / 10))
-    assert acc.high[0] == 1.0  # 0.8 + 0.248, capped
+def bench(steps: int, rates: list[float], cycle_ms: float, n: int = 40, verifies: int = 60, seed: int = 1):
+    """A bench of ``n`` requests at ``steps``: each request's histogram drawn around ``rates`` (a per-request
+    difficulty, the spread between prompts) and its decode rate from its own accept length."""
+    rng = random.Random(seed)
+    hists, toks = [], []
+    for _ in range(n):
+        ease = rng.gauss(1.0, 0.08)
+        h = [0] * (steps + 1)
+        for _ in range(verifies):
+            k = 0
+            while k < steps and rng.random() < min(1.0, rates[k] * ease):
+                k += 1
+            h[k] += 1
+        length = 1 + sum(i * c for i, c in enumerate(h)) / verifies
+        hists.append(h)
+        toks.append(1000.0 * length / cycle_ms * rng.gauss(1.0, 0.02))
+    return Point(steps, hists, request_tok_s=toks)
 
-    halving = Acceptance([20, 48, 32])  # 100 verifies: a_1 = 80/100, a_2 = 32/80
+
+def t1_bench(steps: int, seed: int = 1) -> Point:
+    s = [1.0, 0.78, 0.58] + [T1_AL[k] - T1_AL[k - 1] for k in range(3, 8)]
+    return bench(steps, [s[i] / s[i - 1] for i in range(1, 8)], T1_AL[steps] * T1_TPOT[steps], seed=seed)
+
+
+def test_cost_fitted_with_its_error_or_bounded_by_the_plain_step():
+    a, b, (va, _, vb) = fit_cost([(1, 27.0, 0.5), (3, 33.0, 0.5), (5, 39.0, 0.5)])
+    assert (a, b) == pytest.approx((24.0, 3.0)) and va > 0 and vb > 0
+    assert fit_cost([(3, 33.0, 0.5), (3, 34.0, 0.5)]) is None  # one step count: no slope to fit
+    fitted = CostModel.from_points([(1, 27.0, 0.5), (3, 33.0, 0.5)], 12.2, (3, 30.0))
+    assert fitted.source == "fitted" and not fitted.assumed and fitted(4) == pytest.approx(36.0)
+    # One step count (T1 at K = 3: 11.41 ms): per step between 0 and (11.41 − 7.07) / 3, the middle assumed.
+    one = CostModel.from_points([(3, 11.41, 0.2)], T1_PLAIN, (3, 30.0))
+    assert one.assumed and one.per_step_range == pytest.approx((0.0, (11.41 - T1_PLAIN) / 3))
+    assert 0.65 <= one.per_step <= 1.24 and "assumed" in one.detail  # T1's published 0.65-1.24 ms
+    # Never below the plain decode step: a steep fit cannot predict c(1) under 7.07 ms.
+    steep = CostModel.from_points([(3, 11.4, 0.1), (7, 15.2, 0.1)], T1_PLAIN, (3, 30.0))
+    assert steep(0) >= T1_PLAIN and all(c(1) >= T1_PLAIN for c in steep.draws(random.Random(0), 50))
+    configured = CostModel.from_points([], 12.2, (3, 30.0))
+    assert configured.assumed and "configured 30.0 ms at 3 steps" in configured.detail
+
+
+def test_step_time_dict_is_read_in_seconds_at_a_batch_size():
+    info = {"internal_states": [{"step_time_dict": {"1": [0.0114, 0.0116, 0.0115], "8": [0.02]}}]}
+    assert step_times_ms(info, 1) == pytest.approx([11.4, 11.6, 11.5])
+    assert step_times_ms({"step_time_dict": {"8": [0.02]}}, 8) == pytest.approx([20.0])  # older: top level
+    assert step_times_ms({}, 1) == []
+    point = Point(3, tok_s=240.0, cycle_ms=12.0)
+    point.use_step_times([11.4, 11.6, 11.5])
+    assert point.cycle_ms == pytest.approx(11.5) and "step_time_dict" in point.source
+
+
+def test_acceptance_pools_requests_per_position_with_a_cluster_robust_error():
+    halving = Acceptance([[20, 48, 32]])  # 100 verifies: a_1 = 80/100, a_2 = 32/80
     assert halving.rates == pytest.approx([0.8, 0.4]) and halving.decay == pytest.approx(0.5)
     assert extend(halving.rates, 0.5, 4) == pytest.approx([0.8, 0.4, 0.2, 0.1])
-    assert halving.accept_len(1)[0] == pytest.approx(1.8)
-    assert halving.accept_len(2)[0] == pytest.approx(1 + 0.8 + 0.32)  # measured: exact
-    assert halving.accept_len(3)[0] == pytest.approx(1 + 0.8 + 0.32 + 0.064)  # a_3 = 0.4 × 0.5
-    low, mid, high = (halving.accept_len(3)[i] for i in (1, 0, 2))
-    assert low < mid < high
-    assert decay([0.9, 0.95], [10, 10]) == 1.0  # rising rates: never extrapolated upwards
+    assert halving.accept_len(3) == pytest.approx(1 + 0.8 + 0.32 + 0.064)
+    # A 2-step run says nothing of position 3: its verifies are no trials there.
+    pooled = Acceptance([[20, 48, 32], [10, 20, 30, 40]])
+    assert pooled.trials == [200, 170, 70] and pooled.rates == pytest.approx([170 / 200, 102 / 170, 40 / 70])
+    # Requests that disagree (two prompts, each repeated) widen a_1 beyond the binomial of their verifies.
+    easy, hard = [5, 5, 90], [60, 30, 10]
+    same = Acceptance([easy, hard] * 10)
+    binomial = math.sqrt(same.rates[0] * (1 - same.rates[0]) / same.trials[0])
+    assert math.sqrt(same.cov[0][0]) > 3 * binomial
+    # ... and clustered by prompt, twenty requests are two samples: Student's t with one degree of freedom.
+    by_prompt = Acceptance([easy, hard] * 10, clusters=[0, 1] * 10)
+    assert by_prompt.q > 10 and by_prompt.high[0] - by_prompt.low[0] > same.high[0] - same.low[0]
 
 
-def test_predict_rows_and_best():
-    acc = Acceptance([20, 48, 32])
-    cost = CostModel(24.0, 3.0, "fitted", "")
-    rows = predict(acc, cost, 82.0, 3, measured={2: 70.0})
-    assert [r["tok_s"] for r in rows] == pytest.approx([1800 / 27, 2120 / 30, 2184 / 33], abs=0.01)
-    assert rows[0]["vs_baseline_pct"] == pytest.approx(100 * (1800 / 27 / 82 - 1), abs=0.1)
-    assert [r["extrapolated"] for r in rows] == [False, False, True]
-    assert rows[1]["measured_tok_s"] == 70.0 and rows[0]["measured_tok_s"] is None
-    assert rows[2]["tok_s_low"] < rows[2]["tok_s"] < rows[2]["tok_s_high"]
-    assert best(rows)["steps"] == 2
+def test_adaptive_steps_are_not_read_as_rejections():
+    # Launched at 5 steps, drafting 2 per verify: bins past 2 folded, positions 3..5 never scored.
+    assert cut([10, 20, 30, 5, 0, 0], 2) == [10, 20, 35]
+    point = Point.from_bench(
+        5,
+        {
+            "per_request": [
+                {
+                    "spec_histogram": [10, 20, 30, 5, 0, 0],
+                    "spec_proposed": 130,
+                    "spec_verify_ct": 65,
+                    "decode_tok_s": 90.0,
+                }
+            ]
+        },
+    )
+    assert point.positions == 2
+    done = assess([point], 12.2, 82.0, 5)
+    assert done["acceptance"].steps == 2  # positions 3..5 extrapolated, not measured as 0
+    assert done["rows"][3]["extrapolated"] and done["rows"][3]["accept_len"] > done["rows"][1]["accept_len"]
+    # A histogram shorter than its launch steps (no verify accepted everything) still has every position.
+    assert Point(7, [[10, 20, 30]]).histograms[0] == [10, 20, 30, 0, 0, 0, 0, 0]
 
 
-def test_histograms_at_other_step_counts_are_pooled_per_position():
-    # 2 steps: 100 verifies reach 0, 80 reach 1, 32 reach 2; 3 steps: 100, 90, 70, 40.
-    pooled = Acceptance([20, 48, 32], [10, 20, 30, 40])
-    assert pooled.trials == [200, 170, 70] and pooled.steps == 3
-    assert pooled.rates == pytest.approx([170 / 200, 102 / 170, 40 / 70])
-    assert pooled.histogram == [20, 48, 32]  # the first one is the one shown
-    alone = Acceptance([20, 48, 32])
-    assert pooled.high[0] - pooled.low[0] < alone.high[0] - alone.low[0]  # more verifies, a tighter interval
+def test_t1_from_one_run_covers_the_published_tok_s_and_never_passes_the_ceiling():
+    done = assess([t1_bench(3)], T1_PLAIN, 1000 / T1_PLAIN, 7)
+    rows = {r["steps"]: r for r in done["rows"]}
+    assert done["cost"].assumed and not done["stop"]["can_stop"] and done["stop"]["next"] is not None
+    for k in (2, 4, 5, 6, 7):  # the published tok/s at every other K falls inside the row's 95 % interval
+        truth = 1000 / T1_TPOT[k]
+        assert rows[k]["tok_s_low"] <= truth <= rows[k]["tok_s_high"], (k, rows[k], truth)
+        assert "per-step cost assumed" in rows[k]["notes"]
+    for r in done["rows"]:
+        assert r["cycle_ms"] >= T1_PLAIN and r["tok_s_high"] <= (r["steps"] + 1) * 1000 / T1_PLAIN + 1e-6
+    assert rows[1]["tok_s"] < 2 * 1000 / T1_PLAIN  # c(1) is no shorter than a plain step: at most 2 tokens a pass
+
+
+def test_t1_from_two_step_counts_fits_the_cost_and_covers_the_rest():
+    done = assess([t1_bench(2), t1_bench(3, seed=2)], T1_PLAIN, 1000 / T1_PLAIN, 7)
+    assert done["cost"].source == "fitted" and 0.65 <= done["cost"].per_step <= 1.6
+    for r in done["rows"]:
+        if r["steps"] in T1_TPOT and r["measured_tok_s"] is None:
+            assert r["tok_s_low"] <= 1000 / T1_TPOT[r["steps"]] <= r["tok_s_high"], r
+
+
+@pytest.mark.parametrize("lengths", [T2_CODING, T3_SUMM], ids=["T2-coding", "T3-summarization"])
+def test_extrapolated_accept_length_covers_the_published_one(lengths):
+    rates = rates_of(lengths)
+    hists = []
+    rng = random.Random(3)
+    for _ in range(30):  # 30 requests of 200 verifies at 3 steps, drawn from the published rates
+        h = [0, 0, 0, 0]
+        for _ in range(200):
+            k = 0
+            while k < 3 and rng.random() < rates[k]:
+                k += 1
+            h[k] += 1
+        hists.append(h)
+    acc = Acceptance(hists)
+    done = assess([Point(3, hists, 100.0, 30.0)], 12.2, 82.0, 7, acceptance=acc)
+    for r in done["rows"][3:]:
+        assert r["extrapolated"] and r["accept_len_low"] <= lengths[r["steps"] - 1] <= r["accept_len_high"], r
+
+
+def test_one_measured_position_invents_no_decay():
+    done = assess([Point(1, [[30, 70]] * 5, 90.0, 20.0)], 12.2, 82.0, 5)
+    assert done["acceptance"].decay is None
+    row = done["rows"][4]
+    assert "no decay measured: measure more steps" in row["notes"]
+    steep = chain([0.7 * 0.7**j for j in range(5)])  # a_j = a_1 · 0.7^(j−1), the low end
+    assert row["accept_len_low"] <= steep and row["accept_len_high"] >= chain([0.7] * 5) - 0.05  # a_j = a_1
+    assert "measure a run at more steps" in done["acceptance"].extrapolation()
+
+
+def test_lengths_without_histograms_give_rates_per_position():
+    acc = lengths_acceptance({1: 1.83, 2: 2.45, 3: 2.94})  # consecutive: exact S(i)
+    assert acc.rates == pytest.approx(rates_of(T2_CODING[:3]), abs=1e-6)
+    gap = lengths_acceptance({1: 1.83, 3: 2.94})  # a gap: one rate over positions 2..3
+    assert chain(gap.rates) == pytest.approx(2.94, abs=1e-6) and gap.rates[1] == pytest.approx(gap.rates[2])
+
+
+def row(steps, measured, low, high, tok=None):
+    return {"steps": steps, "measured_tok_s": measured, "measured_low": low, "measured_high": high,
+            "tok_s": tok or measured, "tok_s_low": low, "tok_s_high": high}  # fmt: skip
+
+
+def test_one_best_ties_go_to_fewer_steps():
+    rows = [row(3, 100.0, 97.0, 103.0), row(4, 101.0, 98.0, 104.0), row(5, 110.0, 108.0, 112.0)]
+    assert best(rows)["steps"] == 5 and best(rows)["tied_with"] == []
+    noisy = [row(4, 105.0, 100.0, 110.0), row(5, 109.1, 100.0, 118.0)]  # 4 steps within noise of 5: 4
+    top = best(noisy)
+    assert top["steps"] == 4 and top["tied_with"] == [5] and top["basis"] == "measured"
+    predicted = [{"steps": 2, "measured_tok_s": None, "tok_s": 90.0, "tok_s_low": 80.0, "tok_s_high": 99.0}]
+    assert best(predicted)["basis"] == "predicted"

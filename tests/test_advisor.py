@@ -38,18 +38,23 @@ def test_advice_fits_cost_from_runs_and_predicts(history):
     assert advice.cost.source == "fitted" and advice.cost(3) == pytest.approx(33.0)
     assert [r["tok_s"] for r in advice.rows] == pytest.approx([1800 / 27, 2120 / 30, 2184 / 33], abs=0.01)
     assert advice.measured() == {1: 70.0, 2: 70.0}
-    assert advice.best["steps"] == 2
+    # 1 and 2 steps both measured 70 tok/s: within noise, the fewer steps is the one best.
+    assert advice.best["steps"] == 1 and advice.best["tied_with"] == [2] and advice.best["basis"] == "measured"
     needs = advice.targets["targets"]
-    assert advice.targets["steps"] == 2 and advice.targets["max_tok_s"] == pytest.approx(100.0)  # 3 / 30 ms
-    assert needs[0]["tok_s"] == 150 and needs[0]["reachable"] is False  # 4.5 > 3: out of reach at 2 steps
+    assert advice.targets["steps"] == 1 and advice.targets["max_tok_s"] == pytest.approx(2000 / 27)
+    assert needs[0]["tok_s"] == 150 and needs[0]["reachable"] is False  # 4.5 > 2: out of reach at 1 step
+    assert advice.stop["can_stop"] is False and advice.stop["next"] == 3  # fitted, but 3 may still beat 70
     text = "\n".join(advisor.advice_lines(advice))
-    assert "cost model (fitted)" in text and "best: 2 steps" in text and "out of reach" in text
+    assert "cost model (fitted)" in text and "best: 1 steps" in text and "within noise of steps 2" in text
+    assert "out of reach" in text and "would measure 3 steps next" in text
 
 
 def test_advice_per_step_cost_and_bad_input(history):
     only = add_benched_run(history, 1, 3, 33.0, 100.0, [5, 10, 20, 65])
     advice = advisor.advise(history.runs(), Yardstick(82.0, 30.0), only)
-    assert advice.cost.source == "per-step" and advice.cost(4) == pytest.approx(36.0)  # 33 ms + 3 ms per step
+    # One step count: per step the middle of 0..(33 − 12.2) / 3 (a cycle holds one plain step), labelled assumed.
+    assert advice.cost.source == "assumed" and advice.cost(4) == pytest.approx(33.0 + (33.0 - 1000 / 82) / 6)
+    assert "per-step cost assumed" in advice.rows[3]["notes"] and advice.stop["can_stop"] is False
     assert len(advice.rows) == advisor.DEFAULT_MAX_STEPS and advice.rows[3]["extrapolated"]
     with pytest.raises(UsageError, match="at least 1"):
         advisor.advise(history.runs(), Yardstick(82.0, 30.0), max_steps=0)
@@ -74,9 +79,11 @@ def test_advise_cli_json_and_no_data(tmp_path):
     out = subprocess.run([*cmd, "serve-2", "--json", "--max-steps", "5"], env=env, cwd=REPO, capture_output=True)
     assert out.returncode == 0, out.stderr
     doc = json.loads(out.stdout)
-    assert doc["run"] == "box/serve-2" and len(doc["rows"]) == 5 and doc["cost_model"]["source"] == "per-step"
+    assert doc["run"] == "box/serve-2" and len(doc["rows"]) == 5 and doc["cost_model"]["source"] == "assumed"
     assert doc["acceptance"]["per_position"] == pytest.approx([0.95, 85 / 95, 65 / 85], abs=1e-4)
     assert doc["best"]["steps"] in range(1, 6) and doc["rows"][2]["measured_tok_s"] == 100.0
+    assert doc["can_stop"] is False and doc["next"] in range(1, 6)  # one step count measured: never stops
+    assert {"steps", "tok_s", "tok_s_low", "tok_s_high", "measured_tok_s"} <= set(doc["rows"][0])
 
 
 def test_report_of_a_sweep_and_the_acceptance_of_its_runs(history, tmp_path):

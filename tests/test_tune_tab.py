@@ -59,7 +59,7 @@ async def test_tune_tab_advice_keys_sweep_and_apply(settings):
         await until(pilot, lambda: pane.advice is not None, "the advice")
         rows = cells(pane.query_one("#tune-advice", DataTable))
         assert len(rows) == 7 and rows[2][6].startswith("100.0")  # measured at 3 steps
-        assert "cost per-step" in str(pane.query_one("#tune-status", Static).render())
+        assert "cost assumed" in str(pane.query_one("#tune-status", Static).render())  # one step count measured
         assert pane.query_one(HistogramChart).bars == [40, 60, 90, 310]
         assert len(pane.query_one(PositionChart).points) == 3 and pane.query_one(StepsChart).measured == [(3, 100.0)]
 
@@ -100,11 +100,14 @@ async def test_tune_tab_advice_keys_sweep_and_apply(settings):
         await until(pilot, lambda: any("ETA" in text for text in shown), "an ETA")
         await until(pilot, lambda: pane.sweep_job is None and pane.sweep_best is not None, "the sweep done", 120)
         assert pane.sweep_points[0]["steps"] == 3  # smart: the profile's own point first
-        best = pane.sweep_best["steps"]
         # The sweep's points come back from the host as runs tagged with it, listed with their histograms.
         await until(pilot, lambda: sum(1 for r in pane.runs if r.sweep) >= 2, "the sweep's runs", 30)
         sweep_cells = [row[-1] for row in cells(pane.query_one("#tune-runs", DataTable))]
         assert sum(1 for c in sweep_cells if c != "—") >= 2
+        # One best: the row marked best is the one a applies.
+        best = pane.best_steps()[0]
+        marked = [row[0] for row in cells(pane.query_one("#tune-advice", DataTable)) if row[6].endswith("◀ best")]
+        assert marked == [str(best)]
 
         await pilot.press("a")
         await until(pilot, lambda: app.settings.profiles["eagle3-aq"].steps == best, "the profile saved")

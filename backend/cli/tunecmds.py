@@ -122,7 +122,7 @@ async def sweep(args: argparse.Namespace) -> int:
             kind = event.get("event")
             if args.json:
                 if kind not in sweep_mod.TERMINAL:  # the done event is printed last, in its public shape
-                    emit_json_line({k: v for k, v in event.items() if k != "acceptance"})
+                    emit_json_line({k: v for k, v in event.items() if k not in ("acceptance", "per_request")})
             elif kind == "phase":
                 extra = f" ({event['server_phase']})" if event.get("server_phase") else ""
                 print(f"  point {event.get('index', '-')}: {event.get('phase')}{extra}", file=sys.stderr, flush=True)

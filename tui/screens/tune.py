@@ -6,7 +6,7 @@ per-position acceptance and the advisor's table (``backend.advisor``: predicted 
 interval, against the baseline, measured where a run exists) are shown beside the predicted tok/s curve with
 the measured points. A sweep (``backend.sweep``) runs on the host as a job: the grid is typed in, ``s`` starts
 it, its events show each point's phase, elapsed time and an ETA from the restarts so far, and ``x`` cancels it
-(the server it started is stopped). ``a`` writes the best step count (measured by the sweep, else predicted)
+(the server it started is stopped). ``a`` writes the one best step count (the advisor's, the row marked best)
 into the sweep's profile and the config file. The host's runs are imported on
 connect, on ``f5`` and when a sweep ends; every query runs on the App's history thread.
 """
@@ -180,9 +180,11 @@ class TunePane(ShellPane):
         table.clear()
         advice = self.advice
         if advice is not None:
+            pick = self.best_steps()
+            ties = (advice.best or {}).get("tied_with") or []
             for r in advice.rows:
                 star = "*" if r["extrapolated"] else ""
-                best = "◀ best" if advice.best and r["steps"] == advice.best["steps"] else ""
+                best = "◀ best" if pick and r["steps"] == pick[0] else ("≈ best" if r["steps"] in ties else "")
                 table.add_row(
                     str(r["steps"]), f"{r['accept_len']:.2f}{star}", f"{r['cycle_ms']:.1f}", f"{r['tok_s']:.1f}",
                     f"{r['tok_s_low']:.0f}–{r['tok_s_high']:.0f}", f"{r['vs_baseline_pct']:+.0f}%",
@@ -349,11 +351,15 @@ class TunePane(ShellPane):
     # --- applying ---------------------------------------------------------------------------------------------
 
     def best_steps(self) -> tuple[int, str] | None:
-        """(steps, where the figure comes from): the sweep's measured best, else the advisor's prediction."""
+        """(steps, where the figure comes from): the advisor's one best (``advice.best``: measured where measured,
+        within noise the fewest steps; the rule the sweep's done event follows), else the sweep's."""
+        b = self.advice.best if self.advice is not None else None
+        if b is not None:
+            basis = b.get("basis") or "predicted"
+            figure = b["measured_tok_s"] if basis == "measured" else b["tok_s"]
+            return int(b["steps"]), f"{basis} {figure:.1f} tok/s"
         if self.sweep_best and self.sweep_best.get("steps"):
             return int(self.sweep_best["steps"]), f"measured {self.sweep_best['tok_s']:.1f} tok/s"
-        if self.advice is not None and self.advice.best is not None:
-            return int(self.advice.best["steps"]), f"predicted {self.advice.best['tok_s']:.1f} tok/s"
         return None
 
     def action_apply_best(self) -> None:

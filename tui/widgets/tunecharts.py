@@ -63,7 +63,8 @@ class PositionChart(PlotextPlot):
         plt.plot(xs, acc.high, color=BOUND, marker="dot")
         plt.plot(xs, acc.rates, color=MEASURED, marker="hd")
         last = acc.rates[-1] if acc.rates else 0.0
-        ext = [min(1.0, last * acc.decay ** (j - len(xs))) for j in range(len(xs), max_steps + 1)]
+        d = acc.decays(acc.rates)[0]  # the fitted decay (one position: the labelled assumption)
+        ext = [min(1.0, last * d ** (j - len(xs))) for j in range(len(xs), max_steps + 1)]
         if len(ext) > 1:
             plt.plot(list(range(len(xs), max_steps + 1)), ext, color=PREDICTED, marker="dot")
         plt.xticks(range(1, max(max_steps, len(xs)) + 1))  # positions are whole numbers
@@ -88,7 +89,8 @@ class StepsChart(PlotextPlot):
             rows = advice.rows
             ks = [r["steps"] for r in rows]
             best = advice.best
-            head = f"best {best['steps']}: {best['tok_s']:.0f} tok/s" if best else "no best"
+            figure = (best or {}).get("measured_tok_s") if (best or {}).get("basis") == "measured" else None
+            head = f"best {best['steps']}: {figure or best['tok_s']:.0f} tok/s" if best else "no best"
             plt.title(f"tok/s by steps, {head} (cyan predicted, grey 95%, gold measured)")
             plt.plot(ks, [r["tok_s_low"] for r in rows], color=BOUND, marker="dot")
             plt.plot(ks, [r["tok_s_high"] for r in rows], color=BOUND, marker="dot")

@@ -117,6 +117,7 @@ def one_request(port: int, prompt: str, max_tokens: int, timeout: float = REQUES
         "spec_verify_ct": verify_ct,
         "accept_len": tokens / verify_ct if verify_ct else 1.0,  # send_one's rule: 1.0 without speculation
         "spec_histogram": meta.get("spec_correct_drafts_histogram"),  # SGLang 0.5.23+
+        "spec_proposed": meta.get("spec_num_proposed_drafts"),  # 0.5.23+: below verifies × steps = adaptive
     }
 
 
@@ -183,6 +184,7 @@ def run(
                 i = todo.pop(0)
             result = one_request(port, prompts[i % len(prompts)], max_tokens)
             result["index"] = i
+            result["prompt"] = i % len(prompts)  # a prompt's requests are one sample of acceptance, not several
             with lock:
                 results[i] = result
                 if on_request is not None:

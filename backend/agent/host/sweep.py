@@ -10,7 +10,9 @@ the one that was running is started again (its command came with the input), or 
 stops the server the sweep started and ends the sweep.
 
 ``smart``: the profile's own point first, then the rest in the order the advisor (``advice.py``) ranks them
-from what was measured so far, until the measured best beats the upper end of every remaining prediction.
+from what was measured so far, until its stop rule holds: at least two distinct step counts measured, the
+per-step cost fitted (never assumed), and the measured best's lower bound above the upper end of every
+remaining prediction. ``best`` is ``advice.best``'s: the fastest, and within noise of it the fewest steps.
 
 Events (``events.jsonl``): ``{"event": "phase", "index", "phase", ...}`` as a point moves through stopping,
 starting (with SGLang's startup phase), warming up and benching; ``point`` when one is measured (or
@@ -29,8 +31,7 @@ import os
 import time
 from typing import Dict, List, Optional
 
-from . import jobs, loadgen, serve
-from .advice import Acceptance, CostModel, predict
+from . import advice, jobs, loadgen, serve
 from .registry import AgentError, Context, method
 from .server_states import STATES as SERVER_STATES
 
@@ -39,6 +40,7 @@ ENV_KEY = "SPECDECK_SWEEP_ENV"
 BENCH_TIMEOUT_S = 6 * 3600.0  # a bench that hangs this long is given up on (its requests time out sooner)
 WARMUP_TOKENS = 16
 STOP_TIMEOUT_S = 30.0
+REQUEST_KEYS = ("spec_histogram", "decode_tok_s", "spec_verify_ct", "spec_proposed", "prompt")
 INPUTS = "sweep-inputs"
 
 
@@ -211,6 +213,10 @@ class Sweep:
             )
         record.update({k: result.get(k) for k in ("tok_s", "accept_len", "cycle_ms")})
         record["acceptance"] = result.get("acceptance")
+        # What the advisor resamples: each request's histogram, decode rate, drafted positions and prompt.
+        record["per_request"] = [
+            {k: r.get(k) for k in REQUEST_KEYS} for r in result.get("per_request") or [] if "error" not in r
+        ]
         return record
 
     # --- ordering ---
@@ -218,24 +224,38 @@ class Sweep:
     def measured(self) -> List[dict]:
         return [r for r in self.results.values() if r.get("tok_s") is not None]
 
-    def ranked(self, todo: List[int]) -> List[dict]:
-        """Predictions for the points in ``todo`` from what was measured, best first (empty with nothing to go on)."""
+    def steps_of(self, index: int) -> int:
+        return int(self.points[index]["args"]["steps"])
+
+    def assess(self, todo: List[int]) -> dict:
+        """The advisor over the points measured so far (``advice.assess``): rows, the one best, the stop rule
+        for the step counts in ``todo``."""
         done = self.measured()
-        with_hist = [r for r in done if (r.get("acceptance") or {}).get("histogram")]
-        if not with_hist:
-            return []
-        source = max(with_hist, key=lambda r: (len(r["acceptance"]["histogram"]), r["acceptance"]["verify_ct"]))
-        # Every measured point's verifies count: the rates of the positions they share are pooled.
-        acceptance = Acceptance(source["acceptance"]["histogram"], *(
-            r["acceptance"]["histogram"] for r in with_hist if r is not source))  # fmt: skip
-        cost = CostModel.from_points(
-            [(r["steps"], r["cycle_ms"]) for r in done if r.get("cycle_ms")],
-            (source["steps"], source["cycle_ms"]),
-        )
-        top = max(int(self.points[i]["args"]["steps"]) for i in todo)
-        rows = {r["steps"]: r for r in predict(acceptance, cost, float(self.params["baseline_tok_s"]), top)}
-        out = [dict(rows[int(self.points[i]["args"]["steps"])], index=i) for i in todo]
-        return sorted(out, key=lambda r: -(r["tok_s"] or 0))
+        baseline = float(self.params["baseline_tok_s"])
+        plain = self.params.get("plain_step_ms") or 1000.0 / baseline
+        points = [advice.Point.from_bench(int(r["steps"]), r) for r in done]
+        candidates = sorted({self.steps_of(i) for i in todo})
+        top = max([self.steps_of(i) for i in range(len(self.points))] + [1])
+        return advice.assess(points, plain, baseline, top, candidates=candidates)
+
+    def ranked(self, todo: List[int], assessed: dict) -> List[dict]:
+        """The points in ``todo`` in the order to measure them: the stop rule's next first, then by prediction."""
+        rows = {r["steps"]: r for r in assessed["rows"]}
+        nxt = assessed["stop"]["next"]
+        out = [dict(rows[self.steps_of(i)], index=i) for i in todo]
+        return sorted(out, key=lambda r: (r["steps"] != nxt, -(r["tok_s"] or 0)))
+
+    def best(self) -> Optional[dict]:
+        """The one best measured point (``advice.best``: the fastest, within noise the fewest steps)."""
+        measured = self.measured()
+        if not measured:
+            return None
+        top = self.assess([])["best"]
+        if top is None:
+            return None
+        same = [r for r in measured if int(r["steps"]) == top["steps"]]
+        pick = max(same, key=lambda r: r["tok_s"]) if same else max(measured, key=lambda r: r["tok_s"])
+        return dict(pick, tied_with=top.get("tied_with") or [])
 
     # --- the whole sweep ---
 
@@ -250,26 +270,29 @@ class Sweep:
         stopped_early = None
         while todo:
             if self.params.get("smart") and self.measured():
-                ranked = self.ranked(todo)
-                if ranked:
-                    best = max(r["tok_s"] for r in self.measured())
-                    if all(best > (r["tok_s_high"] or 0) for r in ranked):
-                        stopped_early = {
-                            "best_tok_s": best,
-                            "remaining": [r["index"] for r in ranked],
-                            "predicted": [{"steps": r["steps"], "tok_s_high": r["tok_s_high"]} for r in ranked],
-                        }
-                        break
-                    todo = [r["index"] for r in ranked]
-                    self.emit({"event": "plan", "order": todo, "predicted": ranked})
+                assessed = self.assess(todo)
+                ranked = self.ranked(todo, assessed)
+                stop = assessed["stop"]
+                if stop["can_stop"]:
+                    best = assessed["best"] or {}
+                    stopped_early = {
+                        "best_steps": best.get("steps"),
+                        "best_tok_s_low": best.get("measured_low"),
+                        "why": stop["why"],
+                        "remaining": [r["index"] for r in ranked],
+                        "predicted": [{"steps": r["steps"], "tok_s_high": r["tok_s_high"]} for r in ranked],
+                    }
+                    break
+                todo = [r["index"] for r in ranked]
+                public = [{k: v for k, v in r.items() if k != "notes"} for r in ranked]
+                self.emit({"event": "plan", "order": todo, "predicted": public, "why": stop["why"]})
             index = todo.pop(0)
             record = self.measure(index)
             self.results[index] = record
             self.emit(dict(record, event="point"))
         self.leave_as_found(found)
         points = [self.results[i] for i in sorted(self.results)]
-        measured = self.measured()
-        best = max(measured, key=lambda r: r["tok_s"]) if measured else None
+        best = self.best()
         grid = len(self.points)
         self.emit(
             {
