@@ -17,6 +17,7 @@ from typing import Any
 from backend.connection import Connection
 from backend.errors import OperationFailed, UsageError
 from backend.jobs import JobInfo, get_job, list_jobs, newest_running
+from backend.latency import format_ms
 from backend.livefeed import describe_server
 
 DEFAULT_REQUESTS = 4
@@ -43,6 +44,51 @@ class BenchPlan:
                 raise UsageError(f"--{flag} must be a whole number of at least 1, got {value!r}.")
         if self.prompts is not None and not self.prompts:
             raise UsageError("the prompts file holds no prompts; give one prompt per line or a JSON list.")
+
+
+@dataclass(frozen=True)
+class Slo:
+    """A latency objective per request: time to first token and mean inter-token latency, in ms (None: not
+    judged). A failed request never meets it."""
+
+    ttft_ms: float | None = None
+    itl_ms: float | None = None
+
+    def __post_init__(self) -> None:
+        for flag, value in (("--slo-ttft-ms", self.ttft_ms), ("--slo-itl-ms", self.itl_ms)):
+            if value is not None and not 0 < value < float("inf"):
+                raise UsageError(f"{flag} must be a number of milliseconds above 0, got {value:g}.")
+
+    def __bool__(self) -> bool:
+        return self.ttft_ms is not None or self.itl_ms is not None
+
+    def met(self, request: dict) -> bool:
+        if "error" in request:
+            return False
+        if self.ttft_ms is not None and not request.get("ttft_ms", float("inf")) <= self.ttft_ms:
+            return False
+        itl = request.get("itl_ms")
+        return self.itl_ms is None or itl is None or itl <= self.itl_ms
+
+    def text(self) -> str:
+        parts = [f"TTFT <= {self.ttft_ms:g} ms"] if self.ttft_ms is not None else []
+        if self.itl_ms is not None:
+            parts.append(f"ITL <= {self.itl_ms:g} ms")
+        return " and ".join(parts)
+
+
+def goodput(result: dict, slo: Slo) -> dict:
+    """The share of a bench's requests that met ``slo`` and their output tok/s over the bench's wall time."""
+    requests = result.get("per_request") or []
+    good = [r for r in requests if slo.met(r)]
+    duration = result.get("duration_s") or 0
+    return {
+        "slo": {"ttft_ms": slo.ttft_ms, "itl_ms": slo.itl_ms},
+        "share": len(good) / len(requests) if requests else None,
+        "requests": len(good),
+        "of": len(requests),
+        "tok_s": sum(r.get("tokens") or 0 for r in good) / duration if duration > 0 else None,
+    }
 
 
 def read_prompts(path: str | Path) -> tuple[str, ...]:
@@ -209,3 +255,26 @@ def summary_line(result: dict, baseline: float, basis: str = "single-stream base
     if cycle and result.get("speculative"):
         line += f" (break-even {cycle * baseline / 1000:.2f} at {cycle:.1f} ms cycles)"
     return line + f", TTFT {num(result.get('ttft_ms'), '.0f')} ms"
+
+
+def latency_line(result: dict) -> str | None:
+    """``TTFT p50 212 / p95 240 ms, ITL p50 10.1 / p95 31.0 ms, e2e p50 2.9 / p95 3.1 s``, None for older results."""
+    figures = result.get("latency")
+    if not isinstance(figures, dict):
+        return None
+    parts = []
+    for key, name in (("ttft_ms", "TTFT"), ("itl_ms", "ITL"), ("e2e_ms", "e2e")):
+        got = figures.get(key) or {}
+        if got.get("p50") is None:
+            continue
+        parts.append(f"{name} p50 {format_ms(got['p50'])} / p95 {format_ms(got['p95'])} ms")
+    return ", ".join(parts) or None
+
+
+def goodput_line(good: dict, streams: int, slo: Slo) -> str:
+    """``goodput 87% at 8 streams (7 of 8 requests within TTFT <= 500 ms and ITL <= 30 ms), 410.2 tok/s``."""
+    share = "-" if good["share"] is None else f"{good['share'] * 100:.0f}%"
+    tok_s = "-" if good["tok_s"] is None else f"{good['tok_s']:.1f}"
+    what = "stream" if streams == 1 else "streams"
+    within = f"{good['requests']} of {good['of']} requests within {slo.text()}"
+    return f"goodput {share} at {streams} {what} ({within}), {tok_s} tok/s"

@@ -76,6 +76,7 @@ class Reference:
 
     baseline_tok_s: float = 82.0
     cycle_ms: float = 30.0
+    gpu_hour_usd: float | None = None  # one GPU's price per hour: costs in dollars, else in GPU-seconds
 
     @property
     def break_even_accept_len(self) -> float:
@@ -273,7 +274,7 @@ _PROFILE = {
     "extra_args",
     "env",
 }
-_REFERENCE = {"baseline_tok_s", "cycle_ms"}
+_REFERENCE = {"baseline_tok_s", "cycle_ms", "gpu_hour_usd"}
 ALGORITHMS = ("EAGLE", "EAGLE3", "NEXTN", "STANDALONE", "NGRAM")
 
 
@@ -383,8 +384,12 @@ def parse(data: dict, source: str) -> Settings:
         ),
         cycle_ms=float(c.get(ref_raw, "cycle_ms", number, "reference.cycle_ms", Reference.cycle_ms)),
     )
+    price = c.get(ref_raw, "gpu_hour_usd", number, "reference.gpu_hour_usd", None)
+    reference = replace(reference, gpu_hour_usd=None if price is None else float(price))
     if reference.baseline_tok_s <= 0 or reference.cycle_ms <= 0:
         raise c.fail("reference", "baseline_tok_s and cycle_ms must be positive")
+    if reference.gpu_hour_usd is not None and not 0 < reference.gpu_hour_usd < float("inf"):
+        raise c.fail("reference.gpu_hour_usd", "a GPU-hour price must be above 0 dollars")
 
     default_host = c.get(data, "default_host", str, "default_host", base.default_host)
     if default_host not in hosts and default_host != "local":
@@ -448,4 +453,5 @@ draft_tokens = 4
 [reference]
 baseline_tok_s = 82   # measured tok/s without speculation, one stream
 cycle_ms = 30         # one verify cycle; break-even accept length = cycle × baseline = 2.46
+# gpu_hour_usd = 3.5  # one GPU's price per hour: costs per million tokens in dollars (else GPU-seconds)
 """

@@ -53,7 +53,12 @@ def test_config_show_json_defaults():
     assert out["hosts"]["gpu-box"]["python"] == "/root/ml-env/bin/python3"
     assert out["drafters"]["aq-medai"]["repo"] == "AQ-MedAI/Kimi-K2-Instruct-eagle3"
     assert out["profiles"]["eagle3-aq"]["steps"] == 3 and out["profiles"]["eagle3-aq"]["draft_tokens"] == 4
-    assert out["reference"] == {"baseline_tok_s": 82.0, "cycle_ms": 30.0, "break_even_accept_len": 2.46}
+    assert out["reference"] == {
+        "baseline_tok_s": 82.0,
+        "cycle_ms": 30.0,
+        "gpu_hour_usd": None,
+        "break_even_accept_len": 2.46,
+    }
 
 
 def test_config_init_round_trips(tmp_path):

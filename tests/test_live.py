@@ -263,7 +263,15 @@ async def test_bench_baseline_ours_and_aq_against_the_break_even(sim_host: HostC
             assert r["requests"] == 2 and r["tokens"] == 128 and len(r["per_request"]) == 2
             assert 0 < r["ttft_ms"] < 1000
             assert r["cycle_ms"] == pytest.approx(1000 * r["accept_len"] / r["tok_s"])
+            # Per-request latency, streamed: percentiles of TTFT and e2e over requests, ITL over every token gap.
+            lat = r["latency"]
+            assert set(lat) == {"ttft_ms", "itl_ms", "e2e_ms"} and set(lat["itl_ms"]) == {"p50", "p90", "p95", "p99"}
+            assert lat["ttft_ms"]["p50"] <= lat["ttft_ms"]["p99"] < lat["e2e_ms"]["p50"]
+            assert all("itl_gaps" not in q and q["itl_ms"] > 0 for q in r["per_request"])
+            assert r["cost"]["gpus"] == 8 and r["cost"]["usd_per_million"] is None  # no price: GPU-seconds
         assert 74 < base["tok_s"] < 90 and base["accept_len"] == 1.0 and not base["speculative"]
+        assert 10 < base["latency"]["itl_ms"]["p50"] < 14  # one token a 1000/82 ms pass
+        assert aq["latency"]["itl_ms"]["p50"] < base["latency"]["itl_ms"]["p50"]  # 3.3 tokens a ~33 ms cycle
         assert ours["tok_s"] < 82 and ours["accept_len"] < 2.46  # below baseline and below the break-even
         assert aq["tok_s"] > 82 and aq["accept_len"] > 2.46
         assert 28 < ours["cycle_ms"] < 40 and 28 < aq["cycle_ms"] < 40  # 30 ms verify + 3 draft steps
@@ -306,7 +314,7 @@ async def test_concurrency_sweep_finds_the_simulators_crossover_within_one_level
         # is ~6% of wall-clock tok/s, and two sweeps at once beside a CPU hog starved one of them past it.
         sweeps = [
             await acli("bench", "--json", "--concurrency", "1,2,4,8", "--requests", "1", "--max-tokens", "320",
-                       "--port", str(job.port), *host_args(host))
+                       "--slo-ttft-ms", "5000", "--slo-itl-ms", "1000", "--port", str(job.port), *host_args(host))
             for job in jobs.values()
         ]  # fmt: skip
     docs = {}
@@ -319,6 +327,11 @@ async def test_concurrency_sweep_finds_the_simulators_crossover_within_one_level
         assert all(row["requests"] == max(1, row["concurrency"]) for row in doc["levels"])
         totals = [row["total_tok_s"] for row in doc["levels"]]
         assert totals == sorted(totals)  # more streams, more tokens in all...
+        gpu_s = [row["cost"]["gpu_s_per_million"] for row in doc["levels"]]
+        assert gpu_s == pytest.approx([8e6 / t for t in totals])  # ...so a million tokens take fewer GPU-seconds
+        assert all(row["goodput"]["share"] == 1.0 for row in doc["levels"])  # a generous SLO: every request
+    itl = [row["latency"]["itl_ms"]["p50"] for row in aq["levels"]]
+    assert itl[-1] > itl[0]  # verify cycles grow with the batch: speculation's ITL rises under load
     per_stream = [row["tok_s"] for row in base["levels"]]
     assert per_stream[0] > per_stream[-1]  # ...and each stream a little slower
     assert all(row["vs_baseline_streams"] is None for row in aq["levels"])  # no baseline curve yet: per stream
@@ -364,6 +377,8 @@ async def test_bench_prompts_file_and_bad_input(sim_host: HostConfig, models, tm
         assert json.loads(Path(job["dir"], "input.json").read_text())["prompts"][1] == "Count to ten."
     rc, _, err = await acli("bench", "--requests", "0", *host_args(sim_host))
     assert rc == 2 and "--requests must be a whole number" in err
+    rc, _, err = await acli("bench", "--slo-itl-ms", "0", *host_args(sim_host))
+    assert rc == 2 and err.strip() == "specdeck: --slo-itl-ms must be a number of milliseconds above 0, got 0."
     rc, _, err = await acli("bench", "--prompts", str(tmp_path / "none.txt"), *host_args(sim_host))
     assert rc == 2 and "does not exist" in err
 

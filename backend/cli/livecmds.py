@@ -79,6 +79,8 @@ def register(sub) -> None:
     )
     p.add_argument("--prompts", metavar="FILE", help="prompts: a JSON list or one per line (default: built-in)")
     p.add_argument("--port", type=int, help="the server's port, when several run")
+    p.add_argument("--slo-ttft-ms", type=float, metavar="T", help="goodput: requests with a first token within T ms")
+    p.add_argument("--slo-itl-ms", type=float, metavar="I", help="goodput: requests with a mean ITL <= I ms")
     add_json(p)
     p.set_defaults(run=bench)
 
@@ -258,12 +260,13 @@ async def bench(args: argparse.Namespace) -> int:
     prompts = bench_mod.read_prompts(args.prompts) if args.prompts else None
     levels = bench_mod.parse_levels(args.concurrency)
     plan = bench_mod.BenchPlan(args.requests, args.max_tokens, levels[0], prompts)
+    slo = bench_mod.Slo(args.slo_ttft_ms, args.slo_itl_ms)
     settings = load_settings(args)
     conn = await connect(args, settings)
     try:
         server = await require_server(conn, args.port)
         if len(levels) > 1:
-            return await _sweep(args, settings, conn, server, plan, levels)
+            return await _sweep(args, settings, conn, server, plan, levels, slo)
         print(
             f"bench on {describe_server(server)}: {plan.requests} requests of {plan.max_tokens} tokens, "
             f"{plan.concurrency} at a time",
@@ -277,10 +280,13 @@ async def bench(args: argparse.Namespace) -> int:
         await conn.close()
     if result.get("failed"):
         print(f"specdeck: {result['failed']} of {plan.requests} requests failed", file=sys.stderr)
+    extra, lines = _level_extras(result, server, settings, slo)
     if args.json:
-        emit_json({**bench_mod.public_result(result), "run": run_id})
+        emit_json({**bench_mod.public_result(result), **extra, "run": run_id})
     else:
         print(bench_mod.summary_line(result, settings.reference.baseline_tok_s))
+        for line in lines:
+            print(line)
         for line in acceptance_lines(result.get("acceptance"), server.args.get("drafter")):
             print(line)
         print(f"{result['requests']} requests, {result['tokens']} tokens, bench job {result['job']}")
@@ -289,11 +295,29 @@ async def bench(args: argparse.Namespace) -> int:
     return 0
 
 
+def _level_extras(result: dict, server: JobInfo, settings, slo: bench_mod.Slo) -> tuple[dict, list[str]]:
+    """A bench level's cost per million tokens (and goodput under ``slo``) for the JSON, and the lines saying them."""
+    from backend.cost import gpus_of, per_million
+
+    streams = result.get("concurrency") or 1
+    cost = per_million(result.get("total_tok_s"), gpus_of(server.args, server.argv), settings.reference.gpu_hour_usd)
+    out: dict = {"cost": None if cost is None else cost.to_json()}
+    lines = [line] if (line := bench_mod.latency_line(result)) else []
+    if slo:
+        out["goodput"] = bench_mod.goodput(result, slo)
+        lines.append(bench_mod.goodput_line(out["goodput"], streams, slo))
+    if cost is not None:
+        lines.append(f"cost: {cost.text()} on {cost.gpus} GPUs")
+    return out, lines
+
+
 def _progress(event: dict) -> None:
     print(f"  {event.get('done')}/{event.get('total')} requests done", file=sys.stderr, flush=True)
 
 
-async def _sweep(args, settings, conn, server: JobInfo, plan: bench_mod.BenchPlan, levels: tuple[int, ...]) -> int:
+async def _sweep(
+    args, settings, conn, server: JobInfo, plan: bench_mod.BenchPlan, levels: tuple[int, ...], slo: bench_mod.Slo
+) -> int:
     """``bench --concurrency 1,2,4,8``: the bench at each level, recorded in the history with the server's run,
     judged per level against the baseline's bench at the same concurrency (else the single-stream figure)."""
     from backend.history import History, HistoryUnavailable, Yardstick
@@ -328,6 +352,7 @@ async def _sweep(args, settings, conn, server: JobInfo, plan: bench_mod.BenchPla
     for (_, result), level in zip(done, levels, strict=True):
         versus = yardstick.bench_versus(level, result["tok_s"]) if result.get("tok_s") else None
         row = bench_mod.public_result(result)
+        row.update(_level_extras(result, server, settings, slo)[0])
         row.update(
             concurrency=level,
             vs_baseline_pct=None if versus is None else round(versus.pct, 2),
@@ -339,14 +364,32 @@ async def _sweep(args, settings, conn, server: JobInfo, plan: bench_mod.BenchPla
     if args.json:
         emit_json({"run": run_id, "levels": rows, "yardstick": yardstick.to_json(), "falls_below_baseline_at": falls})
         return 0
-    print(f"{'STREAMS':>7}  {'TOK/S/STREAM':>12}  {'TOTAL':>7}  {'ACCEPT':>6}  {'CYCLE MS':>8}  VS BASELINE")
+    print(
+        f"{'STREAMS':>7}  {'TOK/S/STREAM':>12}  {'TOTAL':>7}  {'ACCEPT':>6}  {'CYCLE MS':>8}  {'TTFT P95':>8}  "
+        f"{'ITL P50/P95':>11}  {'GOODPUT':>7}  VS BASELINE"
+    )
     for row in rows:
         vs = "—" if row["vs_baseline_pct"] is None else f"{row['vs_baseline_pct']:+.1f}%"
         vs += f" @{row['vs_baseline_streams']}" if row["vs_baseline_streams"] else " /stream"
+        lat = row.get("latency") or {}
+        itl = lat.get("itl_ms") or {}
+        itl_cell = f"{_num(itl.get('p50'), '.1f')}/{_num(itl.get('p95'), '.1f')}"
+        good = row.get("goodput")
+        good_cell = "-" if not good or good["share"] is None else f"{good['share'] * 100:.0f}%"
         print(
             f"{row['concurrency']:>7}  {_num(row['tok_s'], '.1f'):>12}  {_num(row.get('total_tok_s'), '.1f'):>7}  "
-            f"{_num(row['accept_len']):>6}  {_num(row['cycle_ms'], '.1f'):>8}  {vs}"
+            f"{_num(row['accept_len']):>6}  {_num(row['cycle_ms'], '.1f'):>8}  "
+            f"{_num((lat.get('ttft_ms') or {}).get('p95'), '.0f'):>8}  {itl_cell:>11}  {good_cell:>7}  {vs}"
         )
+    costs = [(row["concurrency"], row["cost"]) for row in rows if row.get("cost")]
+    if costs:
+        unit = "usd_per_million" if costs[0][1]["usd_per_million"] is not None else "gpu_s_per_million"
+        cells = ", ".join(
+            f"{n}: ${c[unit]:.2f}" if unit == "usd_per_million" else f"{n}: {c[unit]:,.0f} GPU-s" for n, c in costs
+        )
+        print(f"cost per million output tokens by streams ({costs[0][1]['gpus']} GPUs): {cells}")
+    if slo:
+        print(f"goodput: the share of requests within {slo.text()} (ITL: the request's mean)")
     print(f"@N: against the baseline's bench at N streams, /stream: per stream vs the single-stream baseline "
           f"{yardstick.baseline_tok_s:.1f} tok/s")  # fmt: skip
     if run is None:

@@ -75,6 +75,7 @@ def one_request(port: int, prompt: str, max_tokens: int, timeout: float = REQUES
     )
     t0 = time.perf_counter()
     first = last = None  # (time, completion tokens so far)
+    gaps: List[List[float]] = []  # [seconds per token, tokens] of each chunk after the first
     meta: Dict[str, Any] = {}
     try:
         with loopback.urlopen(req, timeout=timeout) as resp:
@@ -95,6 +96,9 @@ def one_request(port: int, prompt: str, max_tokens: int, timeout: float = REQUES
                     tokens = len(chunk.get("output_ids") or [])
                 if tokens and first is None:
                     first = (now, tokens)
+                elif first is not None and last is not None and tokens > last[1]:
+                    # A chunk of n tokens counts n gaps of interval/n: SGLang's own inter-token histogram rule.
+                    gaps.append([(now - last[0]) / (tokens - last[1]), tokens - last[1]])
                 last = (now, tokens)
     except urlerror.HTTPError as exc:
         detail = exc.read().decode("utf-8", "replace")[:200]
@@ -114,6 +118,10 @@ def one_request(port: int, prompt: str, max_tokens: int, timeout: float = REQUES
         "decode_tok_s": (tokens - first[1]) / decode_s if tokens > first[1] and decode_s > 0 else None,
         "e2e_tok_s": tokens / latency if latency > 0 else None,  # send_one's "speed"
         "latency_s": latency,
+        "e2e_ms": latency * 1000.0,
+        # The request's mean inter-token latency (TPOT): what an ITL SLO is judged on per request.
+        "itl_ms": decode_s * 1000.0 / (tokens - first[1]) if tokens > first[1] else None,
+        "itl_gaps": gaps,
         "spec_verify_ct": verify_ct,
         "accept_len": tokens / verify_ct if verify_ct else 1.0,  # send_one's rule: 1.0 without speculation
         "spec_histogram": meta.get("spec_correct_drafts_histogram"),  # SGLang 0.5.23+
@@ -123,6 +131,37 @@ def one_request(port: int, prompt: str, max_tokens: int, timeout: float = REQUES
 
 def _mean(values: List[float]) -> Optional[float]:
     return sum(values) / len(values) if values else None
+
+
+QUANTILES = (("p50", 0.5), ("p90", 0.9), ("p95", 0.95), ("p99", 0.99))
+
+
+def percentiles(values: List[float]) -> Dict[str, Optional[float]]:
+    """p50-p99 of ``values`` by linear interpolation between the closest ranks (numpy's default)."""
+    ordered = sorted(values)
+    out: Dict[str, Optional[float]] = {}
+    for key, q in QUANTILES:
+        if not ordered:
+            out[key] = None
+            continue
+        rank = q * (len(ordered) - 1)
+        low = int(rank)
+        high = min(low + 1, len(ordered) - 1)
+        out[key] = ordered[low] + (ordered[high] - ordered[low]) * (rank - low)
+    return out
+
+
+def latency_figures(ok: List[Dict[str, Any]]) -> Dict[str, Dict[str, Optional[float]]]:
+    """TTFT and end-to-end percentiles over the requests, inter-token percentiles over every token gap (ms)."""
+    itl: List[float] = []
+    for r in ok:
+        for per_token, n in r.get("itl_gaps") or ():
+            itl.extend([per_token * 1000.0] * int(n))
+    return {
+        "ttft_ms": percentiles([r["ttft_ms"] for r in ok]),
+        "itl_ms": percentiles(itl),
+        "e2e_ms": percentiles([r["e2e_ms"] for r in ok if r.get("e2e_ms") is not None]),
+    }
 
 
 def summarize(results: List[Dict[str, Any]], wall_s: float) -> Dict[str, Any]:
@@ -137,6 +176,9 @@ def summarize(results: List[Dict[str, Any]], wall_s: float) -> Dict[str, Any]:
         sum(r["tokens"] for r in speculative) / sum(r["spec_verify_ct"] for r in speculative) if speculative else 1.0
     )
     tok_s = _mean([r["decode_tok_s"] for r in ok if r["decode_tok_s"] is not None])
+    latency = latency_figures(ok)
+    for r in results:
+        r.pop("itl_gaps", None)  # the percentiles hold them; the per-request record stays small
     return {
         "tok_s": tok_s,
         "accept_len": accept,
@@ -155,6 +197,7 @@ def summarize(results: List[Dict[str, Any]], wall_s: float) -> Dict[str, Any]:
             ]
         ),
         "duration_s": wall_s,
+        "latency": latency,
         "per_request": results,
     }
 
