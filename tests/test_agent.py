@@ -6,6 +6,7 @@ import asyncio
 import hashlib
 import json
 import os
+import shlex
 import stat
 import sys
 import time
@@ -251,3 +252,23 @@ async def test_followers_poll_where_inotify_is_switched_off(tmp_path, monkeypatc
     monkeypatch.setenv("SPECDECK_AGENT_POLL", "1")  # the local agent inherits it
     host = HostConfig(name="local", url="local", python=sys.executable, workdir=str(tmp_path / "work"))
     assert await follow_a_gated_log(host, tmp_path / "gate", 3) == 0
+
+
+async def test_a_follower_coalescing_a_flood_loses_nothing_when_it_turns_idle(tmp_path):
+    """Under a flood a follower reads at its own pace and the inotify reader wakes no one (both coalesce); when
+    the flood stops the follower turns idle, and the lone line written after the pause still arrives, once."""
+    gate = tmp_path / "gate"
+    flood = "for i in range(40000): print(i)"
+    script = f"{sys.executable} -c {shlex.quote(flood)}; while [ ! -e {gate} ]; do sleep 0.05; done; echo last"
+    host = HostConfig(name="local", url="local", python=sys.executable, workdir=str(tmp_path / "work"))
+    conn = await Connection.open(host)
+    try:
+        job = await conn.call("jobs.start", kind="test", argv=["sh", "-c", script])
+        lines: list[str] = []
+        async for ev in conn.stream("jobs.follow", id=job["id"], stream="log", offset=0):
+            lines += ev["lines"]
+            if len(lines) == 40000 and not gate.exists():
+                gate.touch()  # the flood is in: the next line comes after the follower turned idle
+        assert lines == [str(i) for i in range(40000)] + ["last"]
+    finally:
+        await conn.close()

@@ -424,9 +424,16 @@ def follow(params: dict, ctx) -> dict:
                 # The job has ended; one last read catches what it wrote before exit.json appeared.
                 reader.emit(ctx)
                 break
-            if emitted and watch.active:
-                ctx.cancelled.wait(BATCH_S)  # a busy file: gather a batch rather than wake on every write
-            watch.wait(ctx)
+            if not watch.active:
+                watch.wait(ctx)
+            elif emitted:
+                # A busy file: gather a batch and read again, without waiting on inotify (it wakes no one busy).
+                watch.set_busy(True)
+                ctx.cancelled.wait(BATCH_S)
+            elif watch.busy:
+                watch.set_busy(False)  # nothing new: read once more (a change while busy woke no one), then wait
+            else:
+                watch.wait(ctx)
     finally:
         watch.close()
     return {"offset": reader.offset, "job": describe(job_dir)}

@@ -29,6 +29,9 @@ _EVENT = struct.Struct("iIII")  # struct inotify_event: wd, mask, cookie, len (t
 # A busy folder (a log written line by line) wakes the reader at most this often; the kernel merges the
 # identical writes in between into one event. Followers batch their reads at this pace anyway (jobs.BATCH_S).
 PACE_S = 0.1
+# While every watch is busy (its follower reads on its own pace under a flood and waits on nothing) the reader
+# has nobody to wake: it reads the instance this seldom instead, until a watch turns idle or a new one comes.
+BUSY_PACE_S = 5.0
 _LIBC: Optional[object] = None  # the C library once looked up; False where it has no inotify
 _LOCK = threading.Lock()
 _INOTIFY: Optional["_Inotify"] = None  # the agent's instance, made by the first Watch
@@ -73,6 +76,7 @@ class _Inotify:
         self.dead = False
         self.lock = threading.Lock()
         self.waiters: Dict[int, Set[Watch]] = {}
+        self.calm = threading.Event()  # set when a watch comes or turns idle: back to the normal pace
         threading.Thread(target=self._read, name="inotify", daemon=True).start()
 
     def add(self, path: str, watch: Watch) -> int:
@@ -81,6 +85,7 @@ class _Inotify:
             wd = self.lib.inotify_add_watch(self.fd, os.fsencode(path), _MASK)
             if wd >= 0:
                 self.waiters.setdefault(wd, set()).add(watch)
+                self.calm.set()
             return wd
 
     def remove(self, wds, watch: Watch) -> None:
@@ -115,10 +120,16 @@ class _Inotify:
                     if mask & _IN_IGNORED:
                         self.waiters.pop(wd, None)
                 for watch in woken:  # under the lock: a Watch closes its pipe only after leaving waiters
-                    watch.wake()
+                    if not watch.busy:  # a busy one reads anyway at its pace, without waiting on its pipe
+                        watch.wake()
+                everyone_busy = bool(self.waiters) and all(w.busy for ws in self.waiters.values() for w in ws)
+                self.calm.clear()
             if self.dead:
                 return
-            time.sleep(PACE_S)
+            if everyone_busy:
+                self.calm.wait(BUSY_PACE_S)  # under a flood: coalesce the reads, as polling would
+            else:
+                time.sleep(PACE_S)
 
 
 class Watch:
@@ -128,6 +139,7 @@ class Watch:
         self.poll_s = poll_s
         self.idle_s = idle_s
         self.wds: Dict[str, int] = {}
+        self.busy = False  # its follower reads on its own pace and waits on nothing (see set_busy)
         self.inotify = None if polling_forced() else _shared()
         self.pipe = None
         if self.inotify is not None:
@@ -154,6 +166,22 @@ class Watch:
             os.write(self.pipe[1], b"x")
         except OSError:  # full: a wake is pending anyway
             pass
+
+    def set_busy(self, busy: bool) -> None:
+        """A follower under a flood reads every batch interval without waiting (busy), so no wake need reach
+        it; once it finds nothing new it turns idle again, and must read once more before waiting: a change
+        made while it was busy woke nobody."""
+        if busy == self.busy or self.pipe is None:
+            return
+        self.busy = busy
+        if busy:
+            return
+        try:
+            while os.read(self.pipe[0], 4096):  # wakes from before it turned busy are stale
+                pass
+        except OSError:
+            pass
+        self.inotify.calm.set()
 
     def wait(self, ctx) -> None:
         """Block until a change, the timeout (``idle_s`` when watching, else ``poll_s``) or a cancel."""
