@@ -59,6 +59,9 @@ def _env(home: str) -> dict[str, str]:
     env = dict(os.environ)
     env.update(XDG_STATE_HOME=f"{home}/state", XDG_CONFIG_HOME=f"{home}/config", PYTHONPATH=str(ROOT))
     env.pop("SPECDECK_CONFIG", None)
+    # What an operator's shell gets: compiled modules cached (a dev box that forbids .pyc compiles every module
+    # at every start and measures the compiler instead).
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
     return env
 
 

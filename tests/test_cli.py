@@ -43,6 +43,29 @@ def test_help_on_every_command():
         assert "usage: specdeck" in res.stdout, path
 
 
+def test_command_table_names_every_command_and_its_module():
+    """main.COMMANDS (which module a command's parser lives in, so a command imports only its own) matches what
+    the modules register; a command missing there would still run, after importing every module."""
+    from backend.cli.main import COMMANDS, command_modules
+
+    registered = {}
+    for module in command_modules():
+        parser = build_parser([module])
+        [sub] = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+        registered.update(dict.fromkeys(sub.choices, module.rsplit(".", 1)[1]))
+    assert registered == COMMANDS
+
+
+def test_command_name_skips_the_host_options_and_their_values():
+    from backend.cli.main import command_name, modules_for
+
+    assert command_name(["--host", "ping", "--debug", "jobs", "cancel"]) == "jobs"
+    assert command_name(["--config=x.toml", "--workdir", "/w", "ping"]) == "ping"
+    assert command_name(["--host", "local"]) is None
+    assert modules_for(["--host", "local"]) == []  # the panel needs no command module
+    assert modules_for(["--help"]) == modules_for(["no-such-command"]) != ["backend.cli.hostcmds"]
+
+
 def test_version():
     assert cli("--version").stdout.startswith("specdeck ")
 

@@ -1,7 +1,9 @@
-"""Pack the host side (``backend/agent/host``) into a zipapp, named by its content hash.
+"""Pack the host side (``backend/agent/host``) into a zipapp, named by its sources' hash.
 
 The client uploads it once to ``<workdir>/.specdeck/agent-<hash>.pyz``; a new specdeck version has a new
-hash, so the host never runs a stale agent and never needs a cleanup step to stay correct.
+hash, so the host never runs a stale agent and never needs a cleanup step to stay correct. The zip unpacks
+itself beside it (``agent-<hash>/``) on its first run and runs from there: Python caches compiled modules for a
+folder but never for a zip, and compiling the agent anew cost ~100 ms at every start.
 """
 
 from __future__ import annotations
@@ -16,13 +18,55 @@ HOST_DIR = Path(__file__).parent / "host"
 PACKAGE = "specdeck_host"
 # Python 2/3.7 can still parse this, so an old interpreter gets a sentence instead of a SyntaxError.
 MAIN = """\
-import sys
+import os, sys
 if sys.version_info < (3, 8):
     sys.stderr.write("specdeck agent needs Python 3.8+, this is %s\\n" % sys.version.split()[0])
     sys.exit(95)
-from specdeck_host.main import main
+
+
+def unpacked(pyz):
+    # The folder beside the zip, unpacked once (to a temporary name, then renamed: two first starts at once
+    # both succeed); None (run from the zip) where it cannot be written or is not this user's own folder.
+    if not pyz.endswith(".pyz"):
+        return None
+    folder = os.path.abspath(pyz[:-4])
+    if not os.path.isdir(os.path.join(folder, "PACKAGE")):
+        import shutil, zipfile
+        tmp = "%s.%d.tmp" % (folder, os.getpid())
+        try:
+            with zipfile.ZipFile(pyz) as zf:
+                zf.extractall(tmp)
+            os.rename(tmp, folder)
+        except OSError:
+            shutil.rmtree(tmp, ignore_errors=True)
+    try:
+        st = os.lstat(folder)
+    except OSError:
+        return None
+    import stat
+    return folder if stat.S_ISDIR(st.st_mode) and st.st_uid == os.getuid() else None
+
+
+folder = unpacked(sys.path[0])
+if folder is not None:
+    sys.path[0] = folder
+from PACKAGE.main import main
 sys.exit(main())
-"""
+""".replace("PACKAGE", PACKAGE)
+
+
+def _sources() -> list[tuple[str, bytes]]:
+    return [(f"{PACKAGE}/{p.name}", p.read_bytes()) for p in sorted(HOST_DIR.glob("*.py"))]
+
+
+@functools.cache
+def agent_name() -> str:
+    """The agent's file name on the host, from its sources' hash (cheap: the zip is built only to upload it)."""
+    digest = hashlib.sha256(MAIN.encode())
+    for name, data in _sources():
+        digest.update(b"\0%s\0%d\0" % (name.encode(), len(data)))
+        digest.update(data)
+    return f"agent-{digest.hexdigest()[:16]}.pyz"
 
 
 @functools.cache
@@ -30,14 +74,10 @@ def agent_zip() -> tuple[str, bytes]:
     """(file name, bytes) of the agent zipapp; deterministic for the same sources."""
     buf = io.BytesIO()
     with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as zf:
-        entries = [("__main__.py", MAIN.encode())]
-        for path in sorted(HOST_DIR.glob("*.py")):
-            entries.append((f"{PACKAGE}/{path.name}", path.read_bytes()))
+        entries = [("__main__.py", MAIN.encode()), *_sources()]
         for name, data in entries:
             info = zipfile.ZipInfo(name, date_time=(2020, 1, 1, 0, 0, 0))
             info.compress_type = zipfile.ZIP_DEFLATED
             info.external_attr = 0o644 << 16
             zf.writestr(info, data)
-    data = buf.getvalue()
-    digest = hashlib.sha256(data).hexdigest()[:16]
-    return f"agent-{digest}.pyz", data
+    return agent_name(), buf.getvalue()

@@ -7,7 +7,7 @@ import itertools
 from collections.abc import AsyncIterator
 from typing import Any
 
-from backend.agent.bundle import agent_zip
+from backend.agent.bundle import agent_name, agent_zip
 from backend.agent.host.protocol import decode, encode
 from backend.errors import ConnectionBlocked, ConnectionFailed, RemoteError
 from backend.transport.base import Pipe, Transport
@@ -100,12 +100,11 @@ class AgentClient:
         Lines a login shell prints before the agent (a motd, rc output) are skipped.
         """
         deadline = HELLO_TIMEOUT_S if deadline is None else deadline
-        name, data = agent_zip()
-        path = f"{self.state_dir}/{name}"
+        path = f"{self.state_dir}/{agent_name()}"
         self.step = "opening a channel to the host"
         try:
             async with asyncio.timeout(deadline):
-                self.hello = await self._start(path, data)
+                self.hello = await self._start(path)
         except TimeoutError:
             if self.pipe is not None:
                 self.pipe.kill()
@@ -115,7 +114,7 @@ class AgentClient:
         self._reader = asyncio.create_task(self._read_loop(), name="agent-reader")
         return self.hello
 
-    async def _start(self, path: str, data: bytes) -> dict:
+    async def _start(self, path: str) -> dict:
         for attempt in range(2):
             self.step = "opening a channel to the host"
             self.pipe = await self.transport.start(["sh", "-c", _START, "sh", path, self.python, self.state_dir])
@@ -127,7 +126,7 @@ class AgentClient:
             err = (await self.pipe.read_stderr()).decode(errors="replace").strip()
             if code == _MISSING and attempt == 0:
                 self.step = f"installing the agent in {self.state_dir}"
-                res = await self.transport.run(["sh", "-c", _UPLOAD, "sh", self.state_dir, path], input=data)
+                res = await self.transport.run(["sh", "-c", _UPLOAD, "sh", self.state_dir, path], input=agent_zip()[1])
                 if res.code == _REFUSED:
                     raise self._refused(res.stderr.decode(errors="replace").strip())
                 if res.code != 0:

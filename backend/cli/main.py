@@ -11,9 +11,36 @@ import select
 import signal
 import sqlite3
 import sys
-from importlib.metadata import version
 
 from backend.errors import SpecdeckError
+
+# Which module registers each command, so a command builds only its own parser: importing every command module
+# cost a third of a second a run. A command missing here still works (the whole parser is built, as for
+# `--help`); test_cli checks the table against what the modules register.
+COMMANDS = {
+    "sandbox": "sandboxcmds",
+    "demo": "sandboxcmds",
+    "ping": "hostcmds",
+    "jobs": "hostcmds",
+    "config": "configcmds",
+    "download": "downloadcmds",
+    "inspect": "comparecmds",
+    "diff": "comparecmds",
+    "serve": "servecmds",
+    "parse-log": "livecmds",
+    "breakeven": "livecmds",
+    "watch": "livecmds",
+    "bench": "livecmds",
+    "history": "historycmds",
+    "report": "historycmds",
+    "export": "historycmds",
+    "advise": "tunecmds",
+    "sweep": "tunecmds",
+    "trust": "trustcmds",
+    "web": "webcmds",
+}
+# Host options that take a value: skipped when finding the command's name in argv.
+_VALUED = ("--host", "--identity", "--known-hosts", "--python", "--workdir", "--config")
 
 
 def command_modules() -> list[str]:
@@ -38,17 +65,54 @@ def command_modules() -> list[str]:
     return [f"backend.cli.{n}" for n in names]
 
 
-def build_parser() -> argparse.ArgumentParser:
+def command_name(argv: list[str]) -> str | None:
+    """The command an argv names (its first word that is neither an option nor an option's value)."""
+    words = iter(argv)
+    for word in words:
+        if word == "--":
+            return next(words, None)
+        if word in _VALUED:
+            next(words, None)
+        elif not word.startswith("-"):
+            return word
+    return None
+
+
+class _Version(argparse.Action):
+    """`--version`, reading the installed metadata only when asked (importlib.metadata costs 20 ms a start)."""
+
+    def __init__(self, option_strings, dest=argparse.SUPPRESS, default=argparse.SUPPRESS, help=None) -> None:
+        super().__init__(option_strings, dest, nargs=0, default=default, help=help)
+
+    def __call__(self, parser, namespace, values, option_string=None) -> None:
+        from importlib.metadata import version
+
+        print(f"specdeck {version('specdeck')}")
+        parser.exit()
+
+
+def modules_for(argv: list[str]) -> list[str]:
+    """The command modules an argv needs: its command's own, none to open the panel, all for `--help`."""
+    name = command_name(argv)
+    if name in COMMANDS:
+        return [f"backend.cli.{COMMANDS[name]}"]
+    if name is None and not {"-h", "--help"} & set(argv):
+        return []
+    return command_modules()
+
+
+def build_parser(modules: list[str] | None = None) -> argparse.ArgumentParser:
+    """The parser with the commands of ``modules`` (default: every command module)."""
     parser = argparse.ArgumentParser(
         prog="specdeck",
         description="A control panel for EAGLE-3 speculative decoding on SGLang. "
         "With no command, opens the TUI on the default host.",
         epilog="Exit codes: 0 ok, 1 operation failed, 2 bad input or usage, 3 connection or host-key failure.",
     )
-    parser.add_argument("--version", action="version", version=f"specdeck {version('specdeck')}")
+    parser.add_argument("--version", action=_Version, help="show program's version number and exit")
     add_host_options(parser)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    for name in command_modules():
+    for name in command_modules() if modules is None else modules:
         importlib.import_module(name).register(sub)
     return parser
 
@@ -78,7 +142,8 @@ def command(sub, name: str, help: str, **kw) -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = build_parser()
+    argv = sys.argv[1:] if argv is None else argv
+    parser = build_parser(modules_for(argv))
     args = parser.parse_args(argv)
     for opt in ("host", "identity", "known_hosts", "python", "workdir", "config"):
         args.__dict__.setdefault(opt, None)
