@@ -19,7 +19,16 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from backend.agent.host.advice import Acceptance, CostModel, Point, assess, step_times_ms
+from backend.agent.host.advice import (
+    RECORD_SE,
+    Acceptance,
+    CostModel,
+    Point,
+    assess,
+    lengths_acceptance,
+    step_times_ms,
+)
+from backend.bench_records import BenchSweep
 from backend.breakeven import breakeven
 from backend.errors import UsageError
 from backend.history import RunSummary, Yardstick
@@ -116,7 +125,7 @@ def run_point(run: RunSummary) -> Point | None:
 
 @dataclass(frozen=True)
 class Advice:
-    run: RunSummary
+    run: RunSummary | None  # the run advised on; None for records from elsewhere (``advise_bench``)
     acceptance: Acceptance
     cost: CostModel
     yardstick: Yardstick
@@ -124,15 +133,18 @@ class Advice:
     best: dict[str, Any] | None
     targets: dict[str, Any] | None  # breakeven() at the best step count
     stop: dict[str, Any]  # can_stop, next, why (advice.stop_rule)
+    source: str = ""  # where the points come from, when not the history (a bench_speculative.py file)
 
     def measured(self) -> dict[int, float]:
         return {r["steps"]: r["measured_tok_s"] for r in self.rows if r["measured_tok_s"] is not None}
 
     def to_json(self) -> dict[str, Any]:
+        run = self.run
         return {
-            "run": self.run.id,
-            "drafter": self.run.drafter,
-            "drafter_path": self.run.drafter_path,
+            "run": run.id if run else None,
+            "source": self.source or (run.id if run else None),
+            "drafter": run.drafter if run else None,
+            "drafter_path": run.drafter_path if run else None,
             "acceptance": self.acceptance.to_json(),
             "cost_model": self.cost.to_json(),
             "baseline": self.yardstick.to_json(),
@@ -170,13 +182,14 @@ def pick_run(runs: Sequence[RunSummary], run_id: str | None) -> RunSummary:
 
 
 def _advice(
-    run: RunSummary,
+    run: RunSummary | None,
     points: list[Point],
     yardstick: Yardstick,
     max_steps: int,
     targets: Iterable[float],
     reference_steps: int,
     acceptance: Acceptance | None = None,
+    source: str = "",
 ) -> Advice:
     if max_steps < 1:
         raise UsageError(f"--max-steps must be at least 1, got {max_steps}.")
@@ -193,7 +206,7 @@ def _advice(
     needs = None
     if top is not None:
         needs = breakeven(top["cycle_ms"], yardstick.baseline_tok_s, targets, steps=top["steps"])
-    return Advice(run, done["acceptance"], done["cost"], yardstick, done["rows"], top, needs, done["stop"])
+    return Advice(run, done["acceptance"], done["cost"], yardstick, done["rows"], top, needs, done["stop"], source)
 
 
 def advise(
@@ -211,6 +224,34 @@ def advise(
     run = pick_run(runs, run_id)
     points = [p for p in (run_point(r) for r in same_drafter(runs, run)) if p is not None]
     return _advice(run, points, yardstick, max_steps, targets, reference_steps)
+
+
+def advise_bench(
+    sweep: BenchSweep,
+    yardstick: Yardstick,
+    *,
+    max_steps: int = DEFAULT_MAX_STEPS,
+    targets: Iterable[float] = (150.0, 200.0),
+) -> Advice:
+    """The advice from bench_speculative.py records (``backend.bench_records``): each chain record a measured
+    point at the file's batch size (its step_time the cycle, its speed the tok/s per stream, its acc_length
+    the accept length), the plain-decoding record the plain step and the baseline (else the configured one)."""
+    lengths: dict[int, list[float]] = {}
+    points = []
+    for r in sweep.chains:
+        lengths.setdefault(r.steps, []).append(r.acc_length)
+        point = Point(r.steps, tok_s=r.speed, cycle_ms=1000.0 * r.step_time, accept_len=r.acc_length, spread=RECORD_SE)
+        point.source = f"{sweep.path} line {r.line}"
+        points.append(point)
+    acceptance = lengths_acceptance({k: sum(v) / len(v) for k, v in lengths.items()}, RECORD_SE)
+    if sweep.plain is not None:
+        plain = sweep.plain
+        where = f"{sweep.path} line {plain.line}"
+        yardstick = Yardstick(plain.speed, yardstick.cycle_ms, where, {1: plain.speed})
+    source = f"{sweep.path} at batch size {sweep.batch_size}: {len(sweep.chains)} chain records"
+    if sweep.set_aside:
+        source += f"; set aside (draft tokens ≠ steps + 1): lines {', '.join(str(r.line) for r in sweep.set_aside)}"
+    return _advice(None, points, yardstick, max_steps, targets, DEFAULT_STEPS, acceptance, source)
 
 
 def predict_from_rates(
@@ -280,9 +321,14 @@ def advice_lines(advice: Advice) -> list[str]:
     targets need."""
     acc, cost, ys = advice.acceptance, advice.cost, advice.yardstick
     run = advice.run
-    out = [
+    head = (
         f"run {run.id}: drafter {run.drafter or run.drafter_path or '?'}, {acc.steps} positions measured over "
-        f"{sum(acc.histogram)} verifies",
+        f"{sum(acc.histogram)} verifies"
+        if run is not None
+        else f"{advice.source}; {acc.steps} positions from accept lengths"
+    )
+    out = [
+        head,
         "per-position acceptance: "
         + "  ".join(
             f"a{i + 1} {a:.2f} [{lo:.2f}-{hi:.2f}]"

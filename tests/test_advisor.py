@@ -105,3 +105,84 @@ def test_report_of_a_sweep_and_the_acceptance_of_its_runs(history, tmp_path):
     assert "| 1 | 0.950 |" in text and "acceptance per draft position" in text  # a_1 = 95/100
     page = report.to_html(blocks, "static")
     assert page.count("<svg") >= 4 and "draft steps" in page and page.count('<polygon class="band"') == 2
+
+
+# T1 (vLLM issue #20780) written as bench_speculative.py would: batch 1, step_time = AL × TPOT, speed = 1 / TPOT.
+T1_AL = {2: 2.36, 3: 2.79, 4: 3.08, 5: 3.32, 6: 3.46, 7: 3.54}
+T1_TPOT = {2: 4.32, 3: 4.09, 4: 4.05, 5: 4.13, 6: 4.20, 7: 4.29}
+
+
+def bench_record(steps: int, batch: int = 1, **extra) -> dict:
+    if steps == 0:
+        record = {"acc_length": 1.0, "step_time": 0.00707, "speed": 141.443}
+    else:
+        record = {"acc_length": T1_AL[steps], "step_time": T1_AL[steps] * T1_TPOT[steps] / 1000,
+                  "speed": 1000 / T1_TPOT[steps]}  # fmt: skip
+    topk = 0 if steps == 0 else 1
+    tokens = 0 if steps == 0 else steps + 1
+    return {"batch_size": batch, "steps": steps, "topk": topk, "num_draft_tokens": tokens, **record,
+            "completion_tokens": 512, **extra}  # fmt: skip
+
+
+def advise_from(tmp_path, name: str, text: str, *more: str) -> subprocess.CompletedProcess:
+    path = tmp_path / name
+    path.write_text(text)
+    env = dict(os.environ, SPECDECK_HISTORY=str(tmp_path / "none.sqlite3"))
+    cmd = [sys.executable, "-m", "backend.cli.main", "advise", "--from", str(path), *more]
+    return subprocess.run(cmd, env=env, cwd=REPO, capture_output=True, text=True)
+
+
+def test_advise_from_bench_speculative_json_lines_and_csv(tmp_path):
+    records = [bench_record(0), bench_record(2), bench_record(5), bench_record(3, batch=8)]
+    out = advise_from(tmp_path, "sweep.jsonl", "".join(json.dumps(r) + "\n" for r in records), "--json")
+    assert out.returncode == 0, out.stderr
+    doc = json.loads(out.stdout)
+    rows = {r["steps"]: r for r in doc["rows"]}
+    assert doc["cost_model"]["source"] == "fitted" and doc["cost_model"]["plain_step_ms"] == pytest.approx(7.07)
+    assert rows[2]["measured_tok_s"] == pytest.approx(1000 / 4.32, abs=0.01) and rows[3]["measured_tok_s"] is None
+    for k in (3, 4, 6, 7):  # the published figures of the step counts not in the file fall inside their rows
+        assert rows[k]["tok_s_low"] <= 1000 / T1_TPOT[k] <= rows[k]["tok_s_high"], rows[k]
+    assert doc["can_stop"] is False and doc["next"] in (3, 4) and doc["best"]["steps"] in (2, 5)
+    assert doc["baseline"]["baseline_tok_s"] == pytest.approx(141.443)  # the plain-decoding record
+
+    csv_text = (
+        ",".join(bench_record(0))
+        + "\n"
+        + "".join(",".join(str(v) for v in bench_record(k).values()) + "\n" for k in (0, 2, 3, 4, 5, 6, 7))
+    )
+    out = advise_from(tmp_path, "sweep.csv", csv_text, "--json")
+    assert out.returncode == 0, out.stderr
+    doc = json.loads(out.stdout)
+    assert doc["can_stop"] is True and doc["next"] is None  # every step count measured
+    # 4 is the published fastest; the ones within noise of it are a tie, and the tie goes to the fewest steps.
+    tie = [doc["best"]["steps"], *doc["best"]["tied_with"]]
+    assert 4 in tie and doc["best"]["steps"] == min(tie)
+    text = advise_from(tmp_path, "sweep.csv", csv_text).stdout
+    assert "sweep.csv at batch size 1: 6 chain records" in text and "best: " in text
+
+
+def test_advise_from_bad_records_names_the_record(tmp_path):
+    bad = {k: v for k, v in bench_record(3).items() if k != "step_time"}
+    out = advise_from(tmp_path, "a.jsonl", json.dumps(bench_record(2)) + "\n" + json.dumps(bad) + "\n")
+    assert out.returncode == 2 and "line 2 has no 'step_time'" in out.stderr and "Traceback" not in out.stderr
+    tree = bench_record(3, topk=4, num_draft_tokens=8)
+    out = advise_from(tmp_path, "b.jsonl", json.dumps(tree) + "\n")
+    assert out.returncode == 2 and "line 1 has topk 4" in out.stderr
+    out = advise_from(tmp_path, "c.csv", "batch_size,steps\n1,3\n")
+    assert out.returncode == 2 and "lacks topk" in out.stderr
+    out = advise_from(tmp_path, "d.jsonl", json.dumps(bench_record(3)) + "\n", "--batch-size", "4")
+    assert out.returncode == 2 and "no record at batch size 4" in out.stderr
+    assert not list(tmp_path.glob("*.sqlite3"))  # nothing written
+
+
+def test_predict_from_rates_costs_given_acceptance_with_this_hosts_runs(history):
+    add_benched_run(history, 1, 2, 30.0, 70.0, [20, 48, 32])
+    add_benched_run(history, 2, 4, 36.0, 90.0, [5, 10, 20, 30, 35])
+    advice = advisor.predict_from_rates([0.8, 0.7, 0.6], [0.02, 0.03, 0.05], history.runs(), Yardstick(82.0, 30.0))
+    assert advice.cost.source == "fitted" and advice.cost(3) == pytest.approx(33.0)
+    assert advice.measured() == {}  # another drafter's tok/s are no measurement of these rates
+    row = advice.rows[2]
+    assert row["accept_len"] == pytest.approx(1 + 0.8 + 0.56 + 0.336) and row["tok_s_low"] < row["tok_s"]
+    assert advice.rows[4]["extrapolated"]
+    with pytest.raises(UsageError, match="within"):
+        advisor.predict_from_rates([1.2], [0.1], history.runs(), Yardstick(82.0, 30.0))

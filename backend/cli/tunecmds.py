@@ -5,13 +5,13 @@ from __future__ import annotations
 import argparse
 import sys
 
-from backend import advisor
+from backend import advisor, bench_records
 from backend import sweep as sweep_mod
 from backend.bench import DEFAULT_MAX_TOKENS, DEFAULT_REQUESTS
 from backend.cli.common import add_json, connect, emit_json, emit_json_line, load_settings
 from backend.cli.main import command
 from backend.errors import UsageError
-from backend.history import History, measured_baseline
+from backend.history import History, Yardstick, measured_baseline
 from backend.jobs import get_job
 
 
@@ -32,6 +32,15 @@ def register(sub) -> None:
     )
     p.add_argument(
         "--target", type=float, action="append", metavar="T", help="a target tok/s; repeat (default: 150 and 200)"
+    )
+    p.add_argument(
+        "--from",
+        dest="from_file",
+        metavar="FILE",
+        help="advise from SGLang's bench_speculative.py output (JSON lines) or a CSV with its columns",
+    )
+    p.add_argument(
+        "--batch-size", type=int, metavar="B", help="with --from: the records' batch size (default 1, else smallest)"
     )
     add_json(p)
     p.set_defaults(run=advise)
@@ -64,11 +73,21 @@ def register(sub) -> None:
 
 async def advise(args: argparse.Namespace) -> int:
     ref = load_settings(args).reference
-    with History.open() as history:
-        run_id = history.resolve(args.ref) if args.ref else None
-        yardstick = history.yardstick(ref.baseline_tok_s, ref.cycle_ms)
-        runs = history.runs()
-    advice = advisor.advise(runs, yardstick, run_id, max_steps=args.max_steps, targets=args.target or (150.0, 200.0))
+    targets = args.target or (150.0, 200.0)
+    if args.from_file:
+        if args.ref:
+            raise UsageError("give a RUN or --from FILE, not both.")
+        records = bench_records.load(args.from_file, args.batch_size)
+        yardstick = Yardstick(ref.baseline_tok_s, ref.cycle_ms)
+        advice = advisor.advise_bench(records, yardstick, max_steps=args.max_steps, targets=targets)
+    else:
+        if args.batch_size is not None:
+            raise UsageError("--batch-size goes with --from FILE.")
+        with History.open() as history:
+            run_id = history.resolve(args.ref) if args.ref else None
+            yardstick = history.yardstick(ref.baseline_tok_s, ref.cycle_ms)
+            runs = history.runs()
+        advice = advisor.advise(runs, yardstick, run_id, max_steps=args.max_steps, targets=targets)
     if args.json:
         emit_json(advice.to_json())
     else:

@@ -41,6 +41,7 @@ REPLICATES = 400
 CYCLE_SE_FLOOR = 0.02  # a point's cycle is never known better than 2 % (clock, batching jitter between benches)
 TOK_S_SE_FLOOR = 0.02  # likewise a measured tok/s
 NO_SPREAD_SE = 0.05  # a point measured without per-request figures: its tok/s and cycle are taken as ±5 % (1 sd)
+RECORD_SE = 0.02  # a bench_speculative.py record (a percentile over hundreds of steps): ±2 % (1 sd)
 DECAY_BAND = 0.9  # extrapolation's model error: the decay between d·0.9 and d/0.9 (covers T2, T3 from 2-3 steps)
 UNKNOWN_DECAY = 0.7  # from one measured position: a_j between a_1·0.7^(j-1) and a_1
 MIDDLE_DECAY = 0.85  # ... and the row's centre (labelled an assumption)
@@ -84,6 +85,7 @@ class Point:
         positions: Optional[int] = None,
         accept_len: Optional[float] = None,
         source: str = "",
+        spread: float = NO_SPREAD_SE,
     ) -> None:
         self.steps = int(steps)
         self.source = source
@@ -104,7 +106,7 @@ class Point:
         if cycle_ms is None and self.tok_s and accept_len:
             cycle_ms = 1000.0 * accept_len / self.tok_s
         self.cycle_ms = cycle_ms
-        rel = NO_SPREAD_SE
+        rel = spread  # without per-request figures: the caller's relative error (1 sd)
         if len(rates) >= 2:
             mean = sum(rates) / len(rates)
             sd = math.sqrt(sum((r - mean) ** 2 for r in rates) / (len(rates) - 1))
@@ -453,6 +455,7 @@ class Acceptance:
         self.q = t975(n - 1) if se is None and n >= 2 else Z
         self.low = [max(0.0, a - self.q * math.sqrt(self.cov[i][i])) for i, a in enumerate(self.rates)]
         self.high = [min(1.0, a + self.q * math.sqrt(self.cov[i][i])) for i, a in enumerate(self.rates)]
+        self.decay_known = True  # False where the rates come from one accept length (equal by construction)
         self.decay = decay(self.rates, self.trials)
 
     @classmethod
@@ -465,6 +468,7 @@ class Acceptance:
         acc.cov = [[(float(e) ** 2 if i == j else 0.0) for j in range(len(errors))] for i, e in enumerate(errors)]
         acc.low = [max(0.0, a - Z * e) for a, e in zip(acc.rates, errors)]
         acc.high = [min(1.0, a + Z * e) for a, e in zip(acc.rates, errors)]
+        acc.decay_known = True
         acc.decay = decay(acc.rates, acc.trials)
         return acc
 
@@ -502,7 +506,7 @@ class Acceptance:
 
     def decays(self, rates: Sequence[float]) -> Tuple[float, float, float]:
         """(centre, low, high) decay past the measured positions for these rates."""
-        d = decay(rates, self.trials)
+        d = decay(rates, self.trials) if self.decay_known else None
         if d is None:
             return MIDDLE_DECAY, UNKNOWN_DECAY, 1.0
         return d, d * DECAY_BAND, min(1.0, d / DECAY_BAND)
@@ -514,8 +518,9 @@ class Acceptance:
         K = self.steps
         if self.decay is None:
             return (
-                "one position measured: no decay to fit; past it a_j between a_1·%.2f^(j−1) and a_1 (centre "
-                "%.2f assumed): measure a run at more steps" % (UNKNOWN_DECAY, MIDDLE_DECAY)
+                "no decay measured (one position, or one accept length): past position %d a_j between "
+                "a_%d·%.2f^(j−%d) and a_%d (centre %.2f assumed): measure a run at more steps"
+                % (K, K, UNKNOWN_DECAY, K, K, MIDDLE_DECAY)
             )
         return (
             "a_j = a_%d · %.3f^(j−%d) past the measured %d steps (log-linear fit, capped at 1; interval %.2f-%.2f)"
@@ -574,7 +579,10 @@ def lengths_acceptance(lengths: Dict[int, float], rel_se: float = NO_SPREAD_SE /
         ks,
         100 * rel_se,
     )
-    return Acceptance.given(rates, se, note)
+    acc = Acceptance.given(rates, se, note)
+    if len(ks) < 2:  # one length spread over its positions: equal rates by construction, no decay measured
+        acc.decay_known, acc.decay = False, None
+    return acc
 
 
 # --- prediction --------------------------------------------------------------------------------------------
