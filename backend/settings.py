@@ -71,6 +71,38 @@ class ProfileConfig:
 
 
 @dataclass(frozen=True)
+class TrainingConfig:
+    """A SpecForge fine-tune (``[trainings.NAME]``): the drafter it starts from (a configured drafter's name
+    or a host path; None trains from scratch), the data (a prepared hidden-states folder or a data file),
+    the output folder on the host, SpecForge's era and command, the serving profile its checkpoints are
+    served with, and the overrides SpecForge takes."""
+
+    name: str
+    data: str
+    output: str
+    init: str | None = None
+    target: str | None = None  # None: the configured target
+    era: str = "unified"  # "unified" (`specforge train -c`) or "script" (`scripts/train_eagle3.py`)
+    command: tuple[str, ...] = ()  # () : `specforge` on the host's Python's PATH, or torchrun for the script
+    script: str = "scripts/train_eagle3.py"  # the script era's script, relative to the host's workdir
+    profile: str | None = None  # None: the profile serving ``init``, else eagle3-aq
+    vocab_mapping: str | None = None
+    eval_data: str | None = None
+    run_id: str | None = None  # None: the training's name
+    epochs: int | None = None
+    max_steps: int | None = None
+    batch_size: int | None = None
+    learning_rate: float | None = None
+    max_length: int | None = None
+    ttt_length: int | None = None
+    save_interval: int | None = None
+    eval_interval: int | None = None
+    log_interval: int | None = None
+    gpus: int = 8
+    env: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
 class Reference:
     """The operator's measured numbers every chart and verdict is judged against."""
 
@@ -92,6 +124,7 @@ class Settings:
     profiles: dict[str, ProfileConfig]
     reference: Reference
     source: str  # the file these came from, or "built-in defaults"
+    trainings: dict[str, TrainingConfig] = field(default_factory=dict)
 
     def host(self, name: str) -> HostConfig:
         try:
@@ -259,7 +292,7 @@ def _kind_name(kind: type | tuple[type, ...]) -> str:
     return " or ".join(names.get(k, k.__name__) for k in kinds)
 
 
-_TOP = {"default_host", "target", "hosts", "drafters", "profiles", "reference"}
+_TOP = {"default_host", "target", "hosts", "drafters", "profiles", "reference", "trainings"}
 _HOST = {"url", "python", "workdir", "identity", "known_hosts", "launcher", "sandbox", "hub_endpoint", "sglang_version"}
 _DRAFTER = {"path", "repo", "revision", "files"}
 _PROFILE = {
@@ -275,6 +308,11 @@ _PROFILE = {
     "env",
 }
 _REFERENCE = {"baseline_tok_s", "cycle_ms", "gpu_hour_usd"}
+_TRAINING_STR = ("data", "output", "init", "target", "era", "script", "profile", "vocab_mapping", "eval_data", "run_id")
+_TRAINING_INT = ("epochs", "max_steps", "batch_size", "max_length", "ttt_length", "save_interval", "eval_interval")
+_TRAINING_INT += ("log_interval", "gpus")
+_TRAINING = {*_TRAINING_STR, *_TRAINING_INT, "command", "learning_rate", "env"}
+ERAS = ("unified", "script")
 ALGORITHMS = ("EAGLE", "EAGLE3", "NEXTN", "STANDALONE", "NGRAM")
 
 
@@ -391,6 +429,10 @@ def parse(data: dict, source: str) -> Settings:
     if reference.gpu_hour_usd is not None and not 0 < reference.gpu_hour_usd < float("inf"):
         raise c.fail("reference.gpu_hour_usd", "a GPU-hour price must be above 0 dollars")
 
+    trainings = {}
+    for name, raw in c.table(data, "trainings", set()).items():
+        trainings[name] = _training(c, name, raw, drafters, profiles)
+
     default_host = c.get(data, "default_host", str, "default_host", base.default_host)
     if default_host not in hosts and default_host != "local":
         raise c.fail("default_host", f"no host named {default_host!r} (have: {', '.join(hosts)})")
@@ -402,7 +444,44 @@ def parse(data: dict, source: str) -> Settings:
         profiles=profiles,
         reference=reference,
         source=source,
+        trainings=trainings,
     )
+
+
+def _training(
+    c: _Check, name: str, raw: Any, drafters: dict[str, DrafterConfig], profiles: dict[str, ProfileConfig]
+) -> TrainingConfig:
+    key = f"trainings.{name}"
+    c.table({name: raw}, name, _TRAINING, "trainings.")
+    values: dict[str, Any] = {k: c.get(raw, k, str, f"{key}.{k}") for k in _TRAINING_STR}
+    values = {k: v for k, v in values.items() if v is not None}
+    for k in _TRAINING_INT:
+        if (v := c.get(raw, k, int, f"{key}.{k}")) is not None:
+            if v < (0 if k.endswith("_interval") else 1):
+                raise c.fail(f"{key}.{k}", f"must be positive, got {v}")
+            values[k] = v
+    if (lr := c.get(raw, "learning_rate", (int, float), f"{key}.learning_rate")) is not None:
+        if lr <= 0:
+            raise c.fail(f"{key}.learning_rate", f"must be positive, got {lr}")
+        values["learning_rate"] = float(lr)
+    for k in ("data", "output"):
+        if not values.get(k):
+            what = "a prepared hidden-states folder or a data file" if k == "data" else "the output folder"
+            raise c.fail(f"{key}.{k}", f"missing ({what} on the host)")
+    if values.get("era", "unified") not in ERAS:
+        raise c.fail(f"{key}.era", f"must be one of {', '.join(ERAS)}, got {values['era']!r}")
+    init = values.get("init")
+    if init is not None and init not in drafters and not init.startswith("/"):
+        raise c.fail(f"{key}.init", f"no drafter named {init!r} (have: {', '.join(drafters)}) and not a host path")
+    if values.get("profile") is not None and values["profile"] not in profiles:
+        raise c.fail(f"{key}.profile", f"no profile named {values['profile']!r} (have: {', '.join(profiles)})")
+    command = c.get(raw, "command", list, f"{key}.command", [])
+    if not all(isinstance(a, str) for a in command):
+        raise c.fail(f"{key}.command", "must be a list of strings")
+    env = c.get(raw, "env", dict, f"{key}.env", {})
+    if not all(isinstance(v, str) for v in env.values()):
+        raise c.fail(f"{key}.env", "values must be strings")
+    return TrainingConfig(name=name, command=tuple(command), env=env, **values)
 
 
 INIT_TEMPLATE = """\

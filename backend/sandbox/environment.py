@@ -4,6 +4,8 @@
   host/                         the sandbox host's workdir (agent state, jobs, drafters)
   host/models/Kimi-K2.5/        the target's config.json (no weights: the simulator never loads any)
   host/output_100k_sglang/4/    the team's own drafter, ``ours`` (Kimi-K2 shapes, sparse weights)
+  host/data/k25-hidden/         prepared hidden states for the ``k25-ft`` training (empty sample files) and
+                                its vocab mapping
   hub/AQ-MedAI/Kimi-K2-Instruct-eagle3/   AQ-MedAI's drafter, served by the local Hub (a detached job)
   config.toml                   a config whose host ``sandbox`` points at all of this
 ``aq-medai`` is missing on the sandbox host until you download it, exactly as on the real host.
@@ -59,6 +61,14 @@ class Layout:
         return self.workdir / "aq_medai_k2"
 
     @property
+    def train_data(self) -> Path:
+        return self.workdir / "data" / "k25-hidden"
+
+    @property
+    def train_output(self) -> Path:
+        return self.workdir / "train" / "k25-ft"
+
+    @property
     def hub_root(self) -> Path:
         return self.root / "hub"
 
@@ -79,9 +89,26 @@ def write_fixtures(layout: Layout) -> None:
         fixtures.write_target_config(str(layout.target))
     if not (layout.ours / "model.safetensors").exists():
         fixtures.write_drafter(str(layout.ours), "ours")
+    if not (layout.train_data / "vocab_mapping" / "vocab_mapping.pt").exists():
+        write_hidden_states(layout.train_data)
     repo = layout.hub_root / AQ_REPO
     if not (repo / "model.safetensors").exists():
         fixtures.write_drafter(str(repo), "aq_medai_k2")
+
+
+TRAIN_SAMPLES = 1200  # with 8 GPUs and batch 1: 150 steps an epoch
+
+
+def write_hidden_states(folder: Path) -> None:
+    """A prepared hidden-states folder as ``scripts/prepare_hidden_states.py`` lays it out
+    (``rows_<k>-<k+2000>/data_<i>.ckpt``, ``vocab_mapping/vocab_mapping.pt``), every file empty: the SIMULATED
+    SpecForge counts the samples and reads none."""
+    rows = folder / f"rows_0-{TRAIN_SAMPLES}"
+    rows.mkdir(parents=True, exist_ok=True)
+    for i in range(TRAIN_SAMPLES):
+        (rows / f"data_{i}.ckpt").touch()
+    (folder / "vocab_mapping").mkdir(exist_ok=True)
+    (folder / "vocab_mapping" / "vocab_mapping.pt").touch()
 
 
 def _q(value: str) -> str:
@@ -111,6 +138,18 @@ path = {_q(str(layout.ours))}
 repo = "{AQ_REPO}"
 files = ["config.json", "model.safetensors"]
 path = {_q(str(layout.aq))}
+
+# Fine-tune AQ-MedAI's drafter for K2.5 with the SIMULATED SpecForge: a one-minute run.
+[trainings.k25-ft]
+init = "aq-medai"
+data = {_q(str(layout.train_data))}
+eval_data = {_q(str(layout.train_data))}
+vocab_mapping = {_q(str(layout.train_data / "vocab_mapping" / "vocab_mapping.pt"))}
+output = {_q(str(layout.train_output))}
+epochs = 4
+log_interval = 10
+save_interval = 100
+eval_interval = 100
 """
 
 

@@ -1,0 +1,825 @@
+"""Trainings on the host: SpecForge as a detached job of kind ``train``, the readers of what it prints, its
+checkpoints, and their export to SGLang as a job of kind ``train-export``.
+
+SpecForge comes in two eras (FIELD-NOTES-TRAINING-FLEET §A):
+- unified (``specforge train -c run.yaml``, PyPI 0.2.0): every rank prints ``step N: {'acc_0': …}`` (a Python
+  dict: ``nan`` bare), the eval's ``step N: {'eval/per_position_acc': [...], 'eval/simulated_acc_len': …}``;
+  checkpoints ``<run_id>-step<N>/training_state.pt`` with ``<run_id>-latest``/``-best`` links, not servable
+  until ``specforge export --to sglang``.
+- script (``torchrun scripts/train_eagle3.py``, until 2026-07): a tqdm bar on stderr redrawn with ``\\r``
+  (``Training Epoch E: …| n/total [elapsed<left, 3.48s/it, loss=…, acc=…, time=…]``) and, where logging is
+  configured, ``Eval - Step S [...], position i,  Acc: …`` lines (for train and eval alike); checkpoints
+  ``epoch_E_step_S/`` with config.json and model.safetensors, servable as they are. Its per-position curves
+  otherwise live only in tensorboard event files under ``<output_dir>/runs``: read with the host's own
+  ``tensorboard`` package where it is installed (a stdlib agent has no TFRecord reader; not by hand), else
+  said so.
+
+Parsing happens here, on the host, next to the log: a client asks for a summary (``train.status``) or a
+stream of parsed records (``train.follow``) and never receives the raw tqdm redraws. A reader keeps its
+place per job in this agent, so a status poll reads only what was written since the last one.
+
+Traps said out loud (``traps``): the loss turning NaN (from which step), CUDA out of memory (with the batch
+size and max length it ran), a warm start without a vocab mapping (SpecForge regenerates d2t/t2d from the new
+data and misaligns the drafter's lm_head slots; PR #534), a resume whose log starts before the step it resumed
+from (the script era's ``--resume`` before 2026-03 silently started again from scratch). Stdlib only, 3.8+.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import re
+import shutil
+import subprocess
+import sys
+import threading
+import time
+from typing import Any, Dict, List, Optional, Tuple
+
+from . import jobs
+from .registry import AgentError, method
+from .watch import Watch
+
+KIND = "train"
+EXPORT_KIND = "train-export"
+INPUTS = "train-inputs"
+EXPORTS = "specdeck-exports"  # <output_dir>/specdeck-exports/<checkpoint>/: what `specforge export` wrote
+MAX_RECORDS = 4000  # step records kept per reader; beyond, every other old one goes (curves stay whole)
+WINDOW = 5  # train logs before a checkpoint whose spread gives its accuracy's interval
+READ_CHUNK = 1 << 20
+
+# --- reading SpecForge's console ------------------------------------------------------------------------
+
+_STEP = re.compile(r"step (\d+): (\{.*\})\s*$")
+_BARE = re.compile(r"(?<![\w\"])(nan|inf)(?![\w\"])")
+_TQDM = re.compile(
+    r"Training Epoch (\d+):\s*(\d+)%\|[^|]*\|\s*(\d+)/(\d+) \[([\d:]+)<([\d:?]+),\s*([\d.?]+)\s*(s/it|it/s)"
+    r"(?:,\s*(.*?))?\]"
+)
+_EVAL_LINE = re.compile(r"Eval - Step (\d+) \[[^\]]*\], position (\d+),\s*(Acc|pLoss|Acceptance Rate): (\S+)")
+_OOM = re.compile(r"CUDA out of memory|OutOfMemoryError")
+_RESTORED = re.compile(r"Restored optimizer/scheduler state: epoch=(\d+), step=(\d+)")
+_SHAPES = re.compile(r"incompatible draft tensor shapes.*")
+
+
+def step_dict(text: str) -> Optional[dict]:
+    """The dict SpecForge's ``_logger`` printed (``str(dict)`` of floats and lists of floats), or None."""
+    try:
+        return json.loads(_BARE.sub(lambda m: "NaN" if m.group(1) == "nan" else "Infinity", text.replace("'", '"')))
+    except ValueError:
+        return None
+
+
+def _num(value: Any) -> Optional[float]:
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        return None
+
+
+def _finite(value: Optional[float]) -> bool:
+    return value is not None and not math.isnan(value) and not math.isinf(value)
+
+
+def _fin(value: Any) -> Optional[float]:
+    """A finite number, else None (NaN stays out of the records: it is said as a trap instead)."""
+    number = _num(value)
+    return number if _finite(number) else None
+
+
+def _clock(text: str) -> Optional[float]:
+    """tqdm's ``1:02:03`` / ``09:06`` as seconds; None for ``?``."""
+    try:
+        parts = [int(p) for p in text.split(":")]
+    except ValueError:
+        return None
+    total = 0
+    for p in parts:
+        total = total * 60 + p
+    return float(total)
+
+
+def _positions(d: dict, prefix: str) -> List[Optional[float]]:
+    out: List[Optional[float]] = []
+    i = 0
+    while prefix + str(i) in d:
+        out.append(_num(d[prefix + str(i)]))
+        i += 1
+    return out
+
+
+def _clean(values: List[Optional[float]]) -> List[Optional[float]]:
+    return [v if _finite(v) else None for v in values]
+
+
+class Reader(object):
+    """What one training's console says so far: step records, evals, progress, traps. ``feed`` takes raw
+    bytes as they were written (tqdm redraws with ``\\r``); the partial last line waits for the next feed."""
+
+    def __init__(self, args: Optional[dict] = None) -> None:
+        self.args = args or {}
+        self.era = self.args.get("era") or "unified"
+        self.records: List[dict] = []  # {"step", "acc", "ploss", "loss", "lr", "grad_norm", ...}
+        self.evals: List[dict] = []  # {"step", "acc", "simulated_acc_len", "loss"}
+        self.progress: Dict[str, Any] = {}  # the script era's tqdm figures
+        self.traps: Dict[str, dict] = {}
+        self.first_step: Optional[int] = None
+        self.last_step: Optional[int] = None
+        self.restored_step: Optional[int] = None
+        self.last_error: Optional[str] = None
+        self.lines = 0
+        self._partial = b""
+        self._block: Optional[dict] = None  # script era: the Eval - Step lines of one step being gathered
+        self._new: List[dict] = []  # records since the last take_new()
+        warm = self.args.get("warm_start")
+        if warm and not self.args.get("vocab_mapping"):
+            self._trap(
+                "vocab_mapping",
+                None,
+                "warm start from %s without a vocab mapping: SpecForge regenerates d2t/t2d from the new data and "
+                "misaligns the drafter's lm_head slots, and acc_i will not show it (SpecForge PR #534); set "
+                "vocab_mapping in [trainings.%s]" % (warm, self.args.get("training") or "NAME"),
+            )
+
+    # --- input ---
+
+    def feed(self, data: bytes) -> None:
+        data = self._partial + data
+        cut = max(data.rfind(b"\n"), data.rfind(b"\r"))
+        if cut < 0:
+            self._partial = data
+            return
+        self._partial = data[cut + 1 :]
+        for raw in re.split(rb"[\r\n]+", data[: cut + 1]):
+            if raw:
+                self.line(raw.decode("utf-8", "replace"))
+
+    def line(self, text: str) -> None:
+        self.lines += 1
+        m = _STEP.search(text)
+        if m:
+            d = step_dict(m.group(2))
+            if d is not None:
+                self._unified(int(m.group(1)), d)
+            return
+        if "Training Epoch" in text:
+            m = _TQDM.search(text)
+            if m:
+                self._tqdm(m)
+                # A print() after a redraw shares its line (tqdm ends with \r, not \n): read on past it.
+                text = text[m.end() :]
+        if "Eval - Step" in text:
+            m = _EVAL_LINE.search(text)
+            if m:
+                self._eval_line(int(m.group(1)), int(m.group(2)), m.group(3), _num(m.group(4)))
+            return
+        if _OOM.search(text):
+            self._trap(
+                "oom",
+                self.last_step,
+                "CUDA out of memory at step %s with batch size %s and max length %s: lower max_length or the "
+                "batch size, or set PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True"
+                % (
+                    "?" if self.last_step is None else self.last_step,
+                    self.args.get("batch_size") or 1,
+                    self.args.get("max_length") or 2048,
+                ),
+            )
+            return
+        m = _RESTORED.search(text)
+        if m:
+            self.restored_step = int(m.group(2))
+            return
+        m = _SHAPES.search(text)
+        if m:
+            self._trap("shapes", None, "SpecForge refused the warm start: " + m.group(0).strip())
+            return
+        if text.startswith(("RuntimeError", "ValueError", "torch.", "AssertionError")) or "Error: " in text[:80]:
+            self.last_error = text.strip()[:300]
+
+    # --- the unified era ---
+
+    def _unified(self, step: int, d: dict) -> None:
+        if any(k.startswith("eval/") for k in d):
+            if self.evals and self.evals[-1]["step"] == step:
+                return  # the same eval printed by another rank
+            acc = d.get("eval/per_position_acc")
+            rec = {
+                "step": step,
+                "acc": _clean([_num(a) for a in acc]) if isinstance(acc, list) else [],
+                "simulated_acc_len": _fin(d.get("eval/simulated_acc_len")),
+                "loss": _fin(d.get("eval/avg_loss")),
+            }
+            self.evals.append(rec)
+            self._new.append(dict(rec, kind="eval"))
+            return
+        if self.records and self.records[-1]["step"] == step:
+            return  # printed on every rank: the values are global sums, the same on each
+        rec = {
+            "step": step,
+            "acc": _clean(_positions(d, "acc_")),
+            "ploss": _clean(_positions(d, "ploss_")),
+            "loss": _fin(d.get("loss")),
+            "lr": _fin(d.get("lr")),
+            "grad_norm": _fin(d.get("grad_norm")),
+            "acceptance_rate": _clean(_positions(d, "acceptance_rate_")),
+            "step_time_s": _num(d.get("perf/optimizer_step_time_s", d.get("train/perf/optimizer_step_time_s"))),
+            "samples_s": _num(d.get("perf/global_samples_per_second", d.get("train/perf/global_samples_per_second"))),
+        }
+        raw_values = [d.get("loss")] + [d.get(k) for k in d if k.startswith(("acc_", "ploss_"))]
+        self._record(rec, any(v is not None and not _finite(_num(v)) for v in raw_values))
+
+    # --- the script era ---
+
+    def _tqdm(self, m: "re.Match") -> None:
+        epoch, n, total = int(m.group(1)), int(m.group(3)), int(m.group(4))
+        rate, unit = _num(m.group(7)), m.group(8)
+        post = dict(kv.split("=", 1) for kv in (m.group(9) or "").split(", ") if "=" in kv)
+        step = epoch * total + n
+        per_step = rate if unit == "s/it" else (1.0 / rate if rate else None)
+        self.progress = {
+            "epoch": epoch,
+            "n": n,
+            "total": total,
+            "elapsed_s": _clock(m.group(5)),
+            "left_s": _clock(m.group(6)),
+            "step_time_s": per_step,
+        }
+        if self.records and self.records[-1]["step"] == step:
+            return
+        loss = _num(post.get("loss"))
+        acc = _num(post.get("acc"))
+        rec = {
+            "step": step,
+            "acc": [],
+            "acc_mean": acc if _finite(acc) else None,
+            "ploss": [],
+            "loss": loss if _finite(loss) else None,
+            "lr": None,
+            "grad_norm": _fin(post.get("grad_norm")),
+            "acceptance_rate": [],
+            "step_time_s": _num((post.get("time") or "").rstrip("s")) or per_step,
+            "samples_s": None,
+        }
+        self._record(rec, post.get("loss") is not None and not _finite(loss))
+
+    def _eval_line(self, step: int, pos: int, what: str, value: Optional[float]) -> None:
+        block = self._block
+        if block is None or block["step"] != step or (what == "Acc" and pos == 0 and block["acc"]):
+            self._close_block()
+            block = self._block = {"step": step, "acc": {}, "ploss": {}, "ar": {}}
+        key = {"Acc": "acc", "pLoss": "ploss", "Acceptance Rate": "ar"}[what]
+        block[key][pos] = value
+        if key == "ploss" and value is not None and not _finite(value):
+            self._trap("nan", step, self._nan_message(step))
+
+    def _close_block(self) -> None:
+        block, self._block = self._block, None
+        if not block or not block["acc"]:
+            return
+        acc = _clean([block["acc"].get(i) for i in range(max(block["acc"]) + 1)])
+        ploss = _clean([block["ploss"].get(i) for i in range(max(block["ploss"] or {0: 0}) + 1)])
+        # The script prints train and eval alike ("Eval - Step"); the second block of a step is the eval's.
+        rec = self._record_at(block["step"])
+        if rec is not None and rec["acc"]:
+            rec = {"step": block["step"], "acc": acc, "simulated_acc_len": _chain(acc) - 1.0, "loss": None}
+            self.evals.append(rec)
+            self._new.append(dict(rec, kind="eval"))
+            return
+        if rec is None:
+            rec = {"step": block["step"], "loss": None, "lr": None, "grad_norm": None, "step_time_s": None}
+            rec["samples_s"] = None
+            self._record(dict(rec, acc=acc, ploss=ploss, acceptance_rate=[]), False)
+        else:
+            rec.update(acc=acc, ploss=ploss)
+
+    # --- shared ---
+
+    def _record_at(self, step: int) -> Optional[dict]:
+        for r in reversed(self.records):
+            if r["step"] <= step:
+                return r if r["step"] == step else None
+        return None
+
+    def flush(self) -> None:
+        """Close what waits for more lines (the script era's last block)."""
+        self._close_block()
+
+    def _record(self, rec: dict, nan: bool) -> None:
+        step = rec["step"]
+        if self.first_step is None:
+            self.first_step = step
+            self._check_resume(step)
+        self.last_step = step
+        if nan:
+            self._trap("nan", step, self._nan_message(step))
+        self.records.append(rec)
+        self._new.append(dict(rec, kind="train"))
+        if len(self.records) > MAX_RECORDS:
+            self.records = self.records[: MAX_RECORDS // 2 : 2] + self.records[MAX_RECORDS // 2 :]
+
+    def _nan_message(self, step: int) -> str:
+        lr = next((r.get("lr") for r in reversed(self.records) if r.get("lr")), None)
+        return (
+            "the loss is NaN from step %d%s: nothing after it learns; stop, lower the learning rate or check the "
+            "data, and resume from a checkpoint before step %d"
+        ) % (
+            step,
+            "" if lr is None else " (lr %.2e)" % lr,
+            step,
+        )
+
+    def _check_resume(self, first: int) -> None:
+        resumed = self.args.get("resume_step")
+        if not resumed:
+            return
+        if first < int(resumed):
+            self._trap(
+                "resume_restart",
+                first,
+                "resumed from step %d but the log starts again at step %d: SpecForge started from scratch%s"
+                % (
+                    int(resumed),
+                    first,
+                    " (scripts/train_eagle3.py's --resume before 2026-03 never matched its own epoch_E_step_S "
+                    "folders); stop it and update SpecForge"
+                    if self.era == "script"
+                    else "; stop it and check training.resume_from",
+                ),
+            )
+
+    def _trap(self, kind: str, step: Optional[int], message: str) -> None:
+        if kind not in self.traps:
+            self.traps[kind] = {"kind": kind, "step": step, "message": message}
+
+    def take_new(self) -> List[dict]:
+        out, self._new = self._new, []
+        return out
+
+    # --- output ---
+
+    def total_steps(self) -> Optional[int]:
+        if self.progress.get("total"):
+            epochs = int(self.args.get("epochs") or 1)
+            return int(self.progress["total"]) * epochs
+        total = self.args.get("total_steps")
+        return int(total) if total else None
+
+    def summary(self) -> dict:
+        last = self.records[-1] if self.records else None
+        step_time = None
+        for r in reversed(self.records[-WINDOW:]):
+            if r.get("step_time_s"):
+                step_time = r["step_time_s"]
+                break
+        total = self.total_steps()
+        eta = None
+        if self.era == "script" and self.progress.get("left_s") is not None:
+            epochs_left = int(self.args.get("epochs") or 1) - 1 - int(self.progress.get("epoch") or 0)
+            eta = self.progress["left_s"] + max(0, epochs_left) * (self.progress.get("total") or 0) * (step_time or 0)
+        elif total and step_time and self.last_step is not None:
+            # The log interval's mean step time (includes data waits): what the rest will take at this pace.
+            eta = max(0, total - self.last_step) * step_time
+        last_eval = self.evals[-1] if self.evals else None
+        return {
+            "era": self.era,
+            "step": self.last_step,
+            "first_step": self.first_step,
+            "total_steps": total,
+            "eta_s": None if eta is None else round(eta, 1),
+            "step_time_s": step_time,
+            "samples_s": last.get("samples_s") if last else None,
+            "loss": last.get("loss") if last else None,
+            "lr": last.get("lr") if last else None,
+            "grad_norm": last.get("grad_norm") if last else None,
+            "acc": next((r["acc"] for r in reversed(self.records) if r.get("acc")), []),
+            "eval": last_eval,
+            "traps": list(self.traps.values()),
+            "last_error": self.last_error,
+            "lines": self.lines,
+            "records": len(self.records),
+        }
+
+    def accuracy_at(self, step: int) -> Optional[dict]:
+        """The per-position accuracy a checkpoint saved at ``step`` carries: the eval at that step if one ran,
+        else the mean of the last ``WINDOW`` train logs up to it; low/high = that window's spread (the logged
+        noise, not the training-serving gap)."""
+        window = [r for r in self.records if r["step"] <= step and r.get("acc")][-WINDOW:]
+        evals = [e for e in self.evals if e["step"] == step and e.get("acc")]
+        if not window and not evals:
+            return None
+        width = max((len(r["acc"]) for r in window), default=0)
+        mean, low, high = [], [], []
+        for i in range(width):
+            vals = [r["acc"][i] for r in window if i < len(r["acc"]) and r["acc"][i] is not None]
+            if not vals:
+                break
+            m = sum(vals) / len(vals)
+            half = (max(vals) - min(vals)) / 2.0
+            mean.append(m)
+            low.append(max(0.0, m - half))
+            high.append(min(1.0, m + half))
+        if evals:
+            acc = [a for a in evals[-1]["acc"] if a is not None]
+            halves = [(high[i] - low[i]) / 2.0 for i in range(len(low))] + [0.0] * len(acc)
+            return {
+                "source": "eval",
+                "acc": acc,
+                "low": [max(0.0, a - halves[i]) for i, a in enumerate(acc)],
+                "high": [min(1.0, a + halves[i]) for i, a in enumerate(acc)],
+                "logs": len(window),
+            }
+        return {"source": "train", "acc": mean, "low": low, "high": high, "logs": len(window)}
+
+    def series(self) -> dict:
+        return {"train": self.records, "eval": self.evals}
+
+
+def _chain(rates: List[Optional[float]]) -> float:
+    total, reached = 1.0, 1.0
+    for a in rates:
+        if a is None:
+            break
+        reached *= a
+        total += reached
+    return total
+
+
+# --- tensorboard, where the host has it ----------------------------------------------------------------
+
+
+def tensorboard_records(output_dir: str) -> Tuple[Optional[List[dict]], str]:
+    """(per-step records from ``<output_dir>/runs`` event files, how): read with the host's ``tensorboard``
+    package (a well-kept reader); (None, why) when it is missing or there are no event files."""
+    runs = os.path.join(output_dir, "runs")
+    files = []
+    for root, _, names in os.walk(runs):
+        files += [os.path.join(root, n) for n in names if "tfevents" in n]
+    if not files:
+        return None, "no tensorboard event files under %s" % runs
+    try:
+        from tensorboard.backend.event_processing.event_file_loader import EventFileLoader  # type: ignore
+    except Exception:  # not installed (or broken): the agent has no TFRecord reader of its own
+        return None, "tensorboard is not installed on the host: per-position curves need `pip install tensorboard`"
+    by_step: Dict[int, Dict[str, float]] = {}
+    for path in sorted(files):
+        for event in EventFileLoader(path).Load():
+            for value in getattr(event.summary, "value", ()):
+                number = value.simple_value if value.HasField("simple_value") else None
+                if number is None and value.HasField("tensor"):
+                    vals = list(value.tensor.float_val) or list(value.tensor.double_val)
+                    number = vals[0] if vals else None
+                if number is not None:
+                    by_step.setdefault(int(event.step), {})[value.tag] = float(number)
+    out = []
+    for step in sorted(by_step):
+        tags = by_step[step]
+        out.append(
+            {
+                "step": step,
+                "acc": _clean(_positions(tags, "train/acc_")),
+                "ploss": _clean(_positions(tags, "train/ploss_")),
+                "lr": tags.get("train/lr"),
+                "grad_norm": tags.get("train/grad_norm"),
+                "eval_acc": _clean(_positions(tags, "eval/acc_")),
+            }
+        )
+    return out, "tensorboard event files (%d)" % len(files)
+
+
+# --- checkpoints ----------------------------------------------------------------------------------------
+
+_UNIFIED_CKPT = re.compile(r"^(.+)-step(\d+)$")
+_SCRIPT_CKPT = re.compile(r"^epoch_(\d+)_step_(\d+)$")
+
+
+def export_dir(output_dir: str, name: str) -> str:
+    return os.path.join(output_dir, EXPORTS, name)
+
+
+def _servable(path: str) -> bool:
+    return os.path.isfile(os.path.join(path, "config.json")) and any(
+        n.endswith(".safetensors") for n in (os.listdir(path) if os.path.isdir(path) else ())
+    )
+
+
+def scan_checkpoints(output_dir: str, run_id: Optional[str] = None) -> List[dict]:
+    """Both eras' checkpoints under ``output_dir``, oldest step first: name, step, epoch, path, servable (and
+    the folder SGLang loads), latest/best marks (unified links)."""
+    try:
+        names = sorted(os.listdir(output_dir))
+    except OSError:
+        return []
+    out = []
+    links = {}
+    for kind in ("latest", "best"):
+        for n in names:
+            if n.endswith("-" + kind) and os.path.islink(os.path.join(output_dir, n)):
+                links[kind] = os.path.basename(os.path.realpath(os.path.join(output_dir, n)))
+    for n in names:
+        path = os.path.join(output_dir, n)
+        if os.path.islink(path) or not os.path.isdir(path):
+            continue
+        m = _SCRIPT_CKPT.match(n)
+        if m and (_servable(path) or os.path.isfile(os.path.join(path, "training_state.pt"))):
+            out.append(
+                {
+                    "name": n,
+                    "step": int(m.group(2)),
+                    "epoch": int(m.group(1)),
+                    "path": path,
+                    "era": "script",
+                    "servable": _servable(path),
+                    "serve_path": path if _servable(path) else None,
+                }
+            )
+            continue
+        m = _UNIFIED_CKPT.match(n)
+        if m and (run_id is None or m.group(1) == run_id) and os.path.isfile(os.path.join(path, "training_state.pt")):
+            exported = export_dir(output_dir, n)
+            ok = _servable(exported)
+            out.append(
+                {
+                    "name": n,
+                    "step": int(m.group(2)),
+                    "epoch": None,
+                    "path": path,
+                    "era": "unified",
+                    "servable": ok,
+                    "serve_path": exported if ok else None,
+                    "latest": links.get("latest") == n,
+                    "best": links.get("best") == n,
+                }
+            )
+    out.sort(key=lambda c: c["step"])
+    if out and "latest" not in links:
+        out[-1]["latest"] = True
+    return out
+
+
+# --- the readers this agent keeps -------------------------------------------------------------------------
+
+_READERS: Dict[str, Tuple[Reader, List[Any]]] = {}  # job id → (reader, [offset, inode])
+_READERS_LOCK = threading.Lock()
+
+
+def _job(state_dir: str, job_id: str) -> dict:
+    if not job_id or "/" in job_id or job_id.startswith("."):
+        raise AgentError("invalid job id %r" % job_id, "invalid")
+    folder = os.path.join(jobs.jobs_root(state_dir), job_id)
+    if not os.path.isdir(folder):
+        raise AgentError("no training job %s on this host (see `specdeck jobs`)" % job_id, "not_found")
+    info = jobs.describe(folder)
+    if info.get("kind") != KIND:
+        raise AgentError("job %s is a %s job, not a training" % (job_id, info.get("kind")), "invalid")
+    return info
+
+
+def read_up(info: dict) -> Reader:
+    """The job's reader, fed with whatever its log gained since the last call (from the top if it was
+    truncated or replaced)."""
+    with _READERS_LOCK:
+        entry = _READERS.get(info["id"])
+        if entry is None:
+            entry = _READERS[info["id"]] = (Reader(info.get("args")), [0, None])
+        reader, place = entry
+        try:
+            f = open(info["log_path"], "rb")
+        except OSError:
+            return reader
+        with f:
+            st = os.fstat(f.fileno())
+            inode = (st.st_dev, st.st_ino)
+            if place[1] is not None and (inode != place[1] or st.st_size < place[0]):
+                reader = Reader(info.get("args"))
+                _READERS[info["id"]] = (reader, place)
+                place[0] = 0
+            place[1] = inode
+            f.seek(place[0])
+            while True:
+                data = f.read(READ_CHUNK)
+                if not data:
+                    break
+                place[0] += len(data)
+                reader.feed(data)
+        if info["state"] not in jobs.ACTIVE:
+            reader.flush()
+        return reader
+
+
+def _checkpoints(info: dict, reader: Reader) -> List[dict]:
+    args = info.get("args") or {}
+    out = []
+    for c in scan_checkpoints(args.get("output_dir") or "", args.get("run_id")):
+        c["accuracy"] = reader.accuracy_at(c["step"])
+        out.append(c)
+    return out
+
+
+def _status(info: dict, series: bool = False) -> dict:
+    reader = read_up(info)
+    summary = reader.summary()
+    out = {"job": info, "summary": summary, "checkpoints": _checkpoints(info, reader)}
+    if series:
+        out["series"] = reader.series()
+    if not any(r.get("acc") for r in reader.records[-WINDOW:]):
+        # The console gave no per-position accuracy (the script era without logging configured): the
+        # tracker's event files may have it.
+        records, how = tensorboard_records((info.get("args") or {}).get("output_dir") or "")
+        summary["per_position_source"] = how
+        if series and records:
+            out["series"]["tensorboard"] = records
+    else:
+        summary["per_position_source"] = "console"
+    return out
+
+
+# --- RPC methods ------------------------------------------------------------------------------------------
+
+
+def trainings(state_dir: str) -> List[dict]:
+    root = jobs.jobs_root(state_dir)
+    return [j for j in (jobs.describe(p) for p in jobs.job_dirs(root)) if j.get("kind") == KIND]
+
+
+@method("train.start")
+def start(params: dict, ctx) -> dict:
+    """Start a training job. ``argv`` is SpecForge's command; a ``config`` (the unified era's run file, as
+    JSON, which SpecForge's ``-c`` reads like YAML) is written under the agent's state and its path replaces
+    ``{config}`` in argv. Refused, with nothing started, when the data or the init drafter is missing or
+    another training writes into the same output folder, or (unless ``resume``) it holds checkpoints."""
+    args = dict(params.get("args") or {})
+    argv = params.get("argv")
+    if not isinstance(argv, list) or not argv or not all(isinstance(a, str) for a in argv):
+        raise AgentError("train.start needs argv, a list of strings", "invalid")
+    name = args.get("training") or "training"
+    data = args.get("data")
+    if not data or not os.path.exists(data):
+        raise AgentError(
+            "training %s: the data %s does not exist on the host; prepare it (or fix data in [trainings.%s])"
+            % (name, data, name),
+            "not_found",
+        )
+    init = args.get("init_path")
+    if init and not os.path.isfile(os.path.join(init, "config.json")):
+        raise AgentError(
+            "training %s: the drafter to start from, %s, is not on the host (no config.json); download it first"
+            % (name, init),
+            "not_found",
+        )
+    output = os.path.abspath(args.get("output_dir") or "")
+    if not args.get("output_dir"):
+        raise AgentError("training %s has no output folder" % name, "invalid")
+    for job in trainings(ctx.state_dir):
+        if job["state"] in jobs.ACTIVE and os.path.abspath((job.get("args") or {}).get("output_dir") or "") == output:
+            raise AgentError(
+                "training %s (job %s) is already writing into %s; stop it first or choose another output folder"
+                % ((job.get("args") or {}).get("training"), job["id"], output),
+                "invalid",
+            )
+    found = scan_checkpoints(output)
+    if found and not args.get("resume_step"):
+        raise AgentError(
+            "%s already holds checkpoints (%s): resume it with `specdeck train resume %s`, or choose another "
+            "output folder" % (output, found[-1]["name"], name),
+            "invalid",
+        )
+    if not args.get("total_steps") and os.path.isdir(data):
+        # The plan's length for the ETA: prepared samples over the samples a step takes (SpecForge may drop a
+        # few while loading, so it stays an estimate and says so).
+        samples = sum(sum(1 for n in names if n.endswith(".ckpt")) for _, _, names in os.walk(data))
+        per_step = int(args.get("batch_size") or 1) * int(args.get("gpus") or 1)
+        if samples:
+            args["total_steps"] = int(args.get("epochs") or 1) * max(1, samples // per_step)
+            args["total_steps_estimated"] = samples
+    config = params.get("config")
+    if config is not None:
+        folder = os.path.join(ctx.state_dir, INPUTS)
+        os.makedirs(folder, mode=0o700, exist_ok=True)
+        path = os.path.join(folder, "%s-%d.json" % (re.sub(r"[^\w.-]", "_", name), int(time.time() * 1000)))
+        with open(path, "w") as f:
+            json.dump(config, f, indent=2)
+        argv = [path if a == "{config}" else a for a in argv]
+        args["config_path"] = path
+    args["output_dir"] = output
+    try:
+        os.makedirs(output, exist_ok=True)
+    except OSError as exc:
+        raise AgentError("cannot create the output folder %s: %s" % (output, exc.strerror), "permission") from None
+    try:
+        return jobs.start_job(ctx.state_dir, KIND, argv, args, params.get("env") or {}, params.get("cwd"))
+    except AgentError:
+        if config is not None:
+            os.unlink(args["config_path"])
+        raise
+
+
+@method("train.list")
+def list_trainings(params: dict, ctx) -> List[dict]:
+    """Training jobs on this host (of ``training`` if given), oldest first."""
+    name = params.get("training")
+    return [j for j in trainings(ctx.state_dir) if not name or (j.get("args") or {}).get("training") == name]
+
+
+@method("train.status")
+def status(params: dict, ctx) -> dict:
+    """One training's job, parsed summary and checkpoints (each with the accuracy it carries); ``series``
+    adds every step and eval record for curves."""
+    return _status(_job(ctx.state_dir, params.get("job", "")), bool(params.get("series")))
+
+
+@method("train.follow")
+def follow(params: dict, ctx) -> dict:
+    """Stream the training's parsed records as its log grows: ``{"records": [...], "summary": {...}}`` per
+    batch (every record so far first), until the job ends or the request is cancelled. Waits on inotify."""
+    info = _job(ctx.state_dir, params.get("job", ""))
+    job_dir = info["dir"]
+    watch = Watch(jobs.FOLLOW_POLL_S, jobs.LIVENESS_S)
+    watch.add(job_dir)
+    first = True
+    try:
+        while not ctx.cancelled.is_set():
+            info = jobs.describe(job_dir)
+            reader = read_up(info)
+            new = reader.take_new()
+            if first:
+                new = [dict(r, kind="train") for r in reader.records] + [dict(e, kind="eval") for e in reader.evals]
+            if new or first:
+                ctx.emit({"records": new, "summary": reader.summary()})
+                first = False
+            if info["state"] not in jobs.ACTIVE:
+                break
+            if watch.active:
+                ctx.cancelled.wait(jobs.BATCH_S)
+            watch.wait(ctx)
+    finally:
+        watch.close()
+    return {"job": jobs.describe(job_dir)}
+
+
+@method("train.checkpoints")
+def checkpoints(params: dict, ctx) -> List[dict]:
+    info = _job(ctx.state_dir, params.get("job", ""))
+    return _checkpoints(info, read_up(info))
+
+
+@method("train.export")
+def export(params: dict, ctx) -> dict:
+    """Export a unified-era checkpoint for SGLang as a job (``agent worker train export INPUT``): SpecForge's
+    ``export --to sglang`` into a temp folder, renamed to ``<output>/specdeck-exports/<checkpoint>`` once
+    whole. ``argv`` is the SpecForge command (without ``export``)."""
+    info = _job(ctx.state_dir, params.get("job", ""))
+    args = info.get("args") or {}
+    name = params.get("checkpoint")
+    found = next((c for c in scan_checkpoints(args.get("output_dir") or "") if c["name"] == name), None)
+    if found is None:
+        raise AgentError("training %s has no checkpoint %s" % (args.get("training"), name), "not_found")
+    out = export_dir(args["output_dir"], name)
+    if found["servable"]:
+        raise AgentError("%s is servable as it is (%s)" % (name, found["serve_path"]), "invalid")
+    for job in jobs.list_jobs({"kind": EXPORT_KIND}, ctx):
+        if job["state"] in jobs.ACTIVE and (job.get("args") or {}).get("output") == out:
+            return job  # one export of a checkpoint at a time: the one under way is the answer
+    argv = list(params.get("argv") or [])
+    argv += ["export", "--to", "sglang", "--checkpoint", found["path"], "--draft-config"]
+    argv += [args.get("draft_config") or os.path.join(args.get("init_path") or "", "config.json")]
+    argv += ["--output-dir", "{output}"]
+    if args.get("vocab_mapping"):
+        argv += ["--vocab-mapping", args["vocab_mapping"]]
+    folder = os.path.join(ctx.state_dir, INPUTS)
+    os.makedirs(folder, mode=0o700, exist_ok=True)
+    path = os.path.join(folder, "export-%d.json" % int(time.time() * 1000))
+    with open(path, "w") as f:
+        json.dump({"argv": argv, "output": out, "cwd": params.get("cwd")}, f)
+    job_args = {"training": args.get("training"), "training_job": info["id"], "checkpoint": name, "output": out}
+    return jobs.start_job(
+        ctx.state_dir, EXPORT_KIND, jobs.worker_argv("train", "export", path), job_args, params.get("env") or {}
+    )
+
+
+def worker_main(argv: List[str]) -> int:
+    """``export INPUT``: run the export into ``<output>.partial-<pid>``, rename it into place when it exits 0."""
+    if argv[:1] != ["export"] or len(argv) != 2:
+        sys.stderr.write("usage: agent worker train export INPUT\n")
+        return 2
+    with open(argv[1]) as f:
+        spec = json.load(f)
+    os.unlink(argv[1])
+    out = spec["output"]
+    tmp = "%s.partial-%d" % (out, os.getpid())
+    os.makedirs(os.path.dirname(out), exist_ok=True)
+    jobs.raise_on_sigterm()
+    try:
+        code = subprocess.call([tmp if a == "{output}" else a for a in spec["argv"]], cwd=spec.get("cwd"))
+        if code == 0 and _servable(tmp):
+            shutil.rmtree(out, ignore_errors=True)
+            os.rename(tmp, out)
+            print("specdeck: export ready at %s" % out, flush=True)
+            return 0
+        print("specdeck: the export failed (exit %d); nothing was kept" % code, flush=True)
+        return code or 1
+    except jobs.Cancelled:
+        return 1
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)

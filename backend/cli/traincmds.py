@@ -1,0 +1,261 @@
+"""`specdeck train`: fine-tune a drafter with SpecForge on the host, watch it learn, and know before a restart
+what each checkpoint predicts against the baseline; serve one in one step."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from backend import serving, training
+from backend.cli.common import add_json, connect, emit_json, emit_json_line, keep_in_history, load_settings
+from backend.cli.main import command
+from backend.errors import UsageError
+from backend.jobs import get_job
+
+
+def register(sub) -> None:
+    p = command(
+        sub, "train", "Fine-tune a drafter with SpecForge on the host (a detached job) and judge its checkpoints."
+    )
+    tsub = p.add_subparsers(dest="train_command", metavar="ACTION", required=True)
+
+    def action(name: str, help: str, run, *, json: bool = True) -> argparse.ArgumentParser:
+        q = command(tsub, name, help)
+        q.add_argument("name", metavar="NAME", help="a [trainings.NAME] of the config")
+        if json:
+            add_json(q)
+        q.set_defaults(run=run)
+        return q
+
+    q = action("start", "Start the training: checks the data, the init drafter and the output folder first.", start)
+    q.add_argument("--detach", action="store_true", help="start it and return (it runs on without the panel)")
+    q = action("resume", "Resume the training from its newest checkpoint (the era's own mechanism).", resume)
+    q.add_argument("--detach", action="store_true", help="start it and return")
+    action("status", "The training's state, step, ETA, accuracy per position, loss and traps.", status)
+    q = action("logs", "SpecForge's console as written (tqdm redraws as lines).", logs, json=False)
+    q.add_argument("-f", "--follow", action="store_true", help="follow the log until the training ends")
+    q.add_argument("--lines", type=int, default=50, metavar="N", help="lines from the end first (default 50)")
+    action("stop", "Stop the training (its whole process group).", stop)
+    action("checkpoints", "Each checkpoint's predicted accept length and tok/s on this host, with intervals.", ckpts)
+    q = action("serve", "Serve a checkpoint with the training's profile (exporting it first if needed).", serve)
+    q.add_argument("checkpoint", metavar="CHECKPOINT", help="a checkpoint's name, latest or best")
+    q.add_argument("--wait-ready", action="store_true", help="wait until the server is ready")
+    q.add_argument("--timeout", type=float, default=1800.0, help="seconds to wait for ready (default 1800)")
+    q.add_argument("--yes", action="store_true", help="replace a running server without asking")
+    q.add_argument("--force", action="store_true", help="start despite a failed drafter verdict")
+
+
+def _history():
+    from backend.history import History
+
+    return History.open()
+
+
+async def _start(args: argparse.Namespace, resume: bool) -> int:
+    settings = load_settings(args)
+    training.get_training(settings, args.name)
+    conn = await connect(args, settings)
+    try:
+        job, warnings = await training.start(conn, settings, args.name, resume=resume)
+        for warning in warnings:
+            print(f"specdeck: ! {warning}", file=sys.stderr, flush=True)
+        print(f"training {args.name}: started (job {job.id}), log {job.log_path}", file=sys.stderr, flush=True)
+        if args.detach:
+            if args.json:
+                emit_json(job.to_json())
+            else:
+                print(job.id)
+            return 0
+        said: set[str] = set()
+        async for batch in training.follow(conn, job.id):
+            for rec in batch["records"]:
+                if args.json:
+                    emit_json_line(rec)
+                elif rec["kind"] == "eval":
+                    length = rec.get("simulated_acc_len")
+                    print(
+                        f"  eval at step {rec['step']}: acc {training.accuracy_text(rec['acc'], 7)}, "
+                        f"simulated_acc_len {length:.2f}"
+                        if length is not None
+                        else f"  eval at {rec['step']}"
+                    )
+            summary = batch["summary"]
+            for trap in summary.get("traps") or []:
+                if trap["kind"] not in said:
+                    said.add(trap["kind"])
+                    print(f"specdeck: ! {trap['message']}", file=sys.stderr, flush=True)
+            if not args.json and summary.get("step") is not None and batch["records"]:
+                print(_progress_line(summary), flush=True)
+        ended = await get_job(conn, job.id)
+        final = await training.status(conn, args.name)
+    finally:
+        await conn.close()
+    if args.json:
+        emit_json_line({"job": ended.to_json(), "summary": final.summary})
+    else:
+        print(f"training {args.name}: {ended.state}" + (f" ({ended.reason})" if ended.reason else ""))
+    return 0 if ended.state == "done" else 1
+
+
+def _progress_line(summary: dict) -> str:
+    total = summary.get("total_steps")
+    step = f"step {summary['step']}" + (f"/{total}" if total else "")
+    loss = summary.get("loss")
+    return (
+        f"  {step}: acc {training.accuracy_text(summary.get('acc') or [])}, "
+        f"loss {'NaN' if loss is None else f'{loss:.3f}'}, {training.eta_text(summary.get('eta_s'))}"
+    )
+
+
+async def start(args: argparse.Namespace) -> int:
+    return await _start(args, resume=False)
+
+
+async def resume(args: argparse.Namespace) -> int:
+    return await _start(args, resume=True)
+
+
+async def status(args: argparse.Namespace) -> int:
+    settings = load_settings(args)
+    training.get_training(settings, args.name)
+    conn = await connect(args, settings)
+    try:
+        st = await training.status(conn, args.name)
+    finally:
+        await conn.close()
+    if args.json:
+        emit_json({"job": st.job.to_json(), "summary": st.summary, "checkpoints": st.checkpoints})
+        return 0
+    s = st.summary
+    print(f"training {args.name}: {st.job.state} (job {st.job.id}), {s.get('era')} SpecForge")
+    if s.get("step") is not None:
+        print(_progress_line(s))
+        extra = [
+            f"lr {s['lr']:.2e}" if s.get("lr") else None,
+            f"grad norm {s['grad_norm']:.2f}" if s.get("grad_norm") else None,
+        ]
+        extra += [f"{s['samples_s']:.1f} samples/s" if s.get("samples_s") else None]
+        extra += [f"{s['step_time_s']:.2f} s/step" if s.get("step_time_s") else None]
+        if any(extra):
+            print("  " + ", ".join(e for e in extra if e))
+    else:
+        print("  no step logged yet")
+    if s.get("eval"):
+        ev = s["eval"]
+        print(f"  eval at step {ev['step']}: acc {training.accuracy_text(ev['acc'], 7)}")
+    if s.get("per_position_source") and s["per_position_source"] != "console":
+        print(f"  per-position accuracy: {s['per_position_source']}")
+    for trap in st.traps:
+        print(f"  ! {trap['message']}")
+    if st.job.reason and st.job.state == "failed":
+        print(f"  failed: {st.job.reason}")
+    print(f"  checkpoints: {len(st.checkpoints)} (`specdeck train checkpoints {args.name}`); log {st.job.log_path}")
+    return 0
+
+
+async def logs(args: argparse.Namespace) -> int:
+    if args.lines < 0:
+        raise UsageError("--lines must be 0 or more")
+    settings = load_settings(args)
+    training.get_training(settings, args.name)
+    conn = await connect(args, settings)
+    try:
+        job = await training.latest_job(conn, args.name)
+        out = await serving.tail(conn, job.id, args.lines) if args.lines else {"lines": [], "offset": 0}
+        for line in out["lines"]:
+            print(line.rsplit("\r", 1)[-1])  # a tqdm line holds every redraw: the last is the bar now
+        if args.follow:
+            async for lines in serving.follow(conn, job.id, out["offset"]):
+                for line in lines:
+                    print(line.rsplit("\r", 1)[-1], flush=True)
+    finally:
+        await conn.close()
+    return 0
+
+
+async def stop(args: argparse.Namespace) -> int:
+    settings = load_settings(args)
+    training.get_training(settings, args.name)
+    conn = await connect(args, settings)
+    try:
+        out = await training.stop(conn, args.name)
+    finally:
+        await conn.close()
+    if args.json:
+        emit_json(out)
+    else:
+        print(
+            f"training {args.name}: stopped (job {out['id']}); its checkpoints stay: "
+            f"`specdeck train resume {args.name}`"
+        )
+    return 0
+
+
+async def _predicted(conn, settings, name: str) -> tuple[list[dict], training.train_predict.CostBasis]:
+    found = await training.checkpoint_list(conn, name)
+    ref = settings.reference
+    with _history() as history:
+        runs = history.runs(conn.host.name)
+        yardstick = history.yardstick(ref.baseline_tok_s, ref.cycle_ms)
+    return training.predictions(settings, name, found, runs, yardstick)
+
+
+async def ckpts(args: argparse.Namespace) -> int:
+    settings = load_settings(args)
+    training.get_training(settings, args.name)
+    conn = await connect(args, settings)
+    try:
+        rows, basis = await _predicted(conn, settings, args.name)
+    finally:
+        await conn.close()
+    if args.json:
+        emit_json(rows)
+        return 0
+    if not rows:
+        print(f"training {args.name} has no checkpoint yet")
+        return 0
+    cost = basis.cost
+    assumed = " (assumed)" if basis.assumed else ""
+    print(
+        f"at {rows[0]['steps']} draft steps; cycle c(k) = {cost.intercept:.1f} + {cost.per_step:.2f}·k ms "
+        f"({cost.source}{assumed}: {cost.detail}); baseline {basis.baseline_tok_s:g} tok/s ({basis.baseline_source})"
+    )
+    for row in rows:
+        print(training.checkpoint_line(row, basis.baseline_tok_s))
+    print("intervals: the spread of the accuracy logs each checkpoint rests on; not the training-serving gap")
+    return 0
+
+
+async def serve(args: argparse.Namespace) -> int:
+    settings = load_settings(args)
+    training.get_training(settings, args.name)
+    conn = await connect(args, settings)
+    try:
+        rows, _ = await _predicted(conn, settings, args.name)
+        chosen = training.pick(rows, args.checkpoint, args.name)
+        current = await serving.status(conn)
+        if current.get("state") in serving.RUNNING_STATES and not args.yes:
+            what = f"{current.get('profile')} (job {current.get('job')})"
+            if not sys.stdin.isatty():
+                raise UsageError(f"a server runs: {what}; pass --yes to stop it and serve {chosen['name']}")
+            answer = input(f"a server runs: {what}. Stop it and serve {chosen['name']}? [y/N] ")
+            if answer.strip().lower() not in ("y", "yes"):
+                print("left it running")
+                return 1
+        if not chosen["servable"] and not args.json:
+            print(f"exporting {chosen['name']} for SGLang (specforge export --to sglang)…", file=sys.stderr, flush=True)
+        out = await training.serve(conn, settings, args.name, chosen, force=args.force)
+        if args.wait_ready:
+            st = await serving.wait(conn, out["job"], within=args.timeout)
+            out = {**st, "checkpoint": chosen["name"], "training": args.name, "drafter_path": out["drafter_path"]}
+        await keep_in_history(conn, await get_job(conn, out["job"]))
+    finally:
+        await conn.close()
+    if args.json:
+        emit_json(out)
+    else:
+        print(
+            f"{args.name}: serving {chosen['name']} with profile {out['profile']} (job {out['job']}), "
+            f"state {out['state']}"
+        )
+    return 0

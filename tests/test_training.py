@@ -1,0 +1,208 @@
+"""Trainings on the SIMULATED SpecForge through the real host agent: both eras' console read as SpecForge
+writes it, checkpoints judged before a restart and then measured on the SIMULATED SGLang, bad input refused
+with nothing started, and every trap (NaN, OOM, vocab mapping, shapes, a resume that restarted) said."""
+
+from __future__ import annotations
+
+import json
+import math
+import sys
+from pathlib import Path
+
+import pytest
+
+from backend.agent.host.advice import CostModel
+from backend.agent.host.train import Reader, scan_checkpoints
+from backend.history import History
+from backend.sandbox.environment import write_hidden_states
+from backend.train_predict import CostBasis, predict
+from tests.simhost import TIME_SCALE, specdeck
+from tests.sshd import free_port
+
+STEP_S = "0.004"  # the simulated SpecForge's seconds a step: 150 steps in well under a second
+
+
+def write_config(root: Path, models: dict, **training_keys: object) -> Path:
+    data = root / "data"
+    if not data.exists():
+        write_hidden_states(data)
+    keys = {
+        "init": "aq-medai",
+        "data": str(data),
+        "eval_data": str(data),
+        "vocab_mapping": str(data / "vocab_mapping" / "vocab_mapping.pt"),
+        "output": str(root / "out"),
+        "epochs": 1,
+        "log_interval": 10,
+        "save_interval": 50,
+        "eval_interval": 50,
+        **training_keys,
+    }
+    env = keys.pop("env", {})
+    lines = [f"{k} = {json.dumps(v)}" for k, v in keys.items() if v is not None]
+    env_line = ", ".join(f'{k} = "{v}"' for k, v in {"SPECDECK_SIM_SPECFORGE_STEP_S": STEP_S, **env}.items())
+    path = root / "config.toml"
+    path.write_text(
+        f"""default_host = "sim"
+target = {json.dumps(models["target"])}
+[hosts.sim]
+url = "local"
+python = {json.dumps(sys.executable)}
+workdir = {json.dumps(str(root / "host"))}
+launcher = "simulator"
+sandbox = true
+[drafters.aq-medai]
+path = {json.dumps(models["aq-medai"])}
+[drafters.misfit]
+path = {json.dumps(models["misfit"])}
+[profiles.eagle3-aq]
+port = {free_port()}
+env = {{ SPECDECK_SIM_TIME_SCALE = "{TIME_SCALE}" }}
+[trainings.ft]
+{chr(10).join(lines)}
+env = {{ {env_line} }}
+"""
+    )
+    return path
+
+
+# --- the readers, on SpecForge's own lines ---------------------------------------------------------------
+
+
+def test_unified_lines_every_rank_nan_and_eval():
+    r = Reader({"training": "ft"})
+    line = "step 50: {'acc_0': 0.61, 'acc_1': 0.5, 'ploss_0': 3.1, 'ploss_1': 3.4, 'acc': 0.55, 'loss': 5.82, "
+    line += "'grad_norm': 0.83, 'lr': 9.8e-05, 'perf/optimizer_step_time_s': 0.5}\n"
+    r.feed((line * 8).encode())  # printed on every rank
+    r.feed(b"step 100: {'acc_0': nan, 'acc_1': nan, 'ploss_0': nan, 'loss': nan, 'lr': 9e-05}\n")
+    r.feed(b"step 100: {'eval/avg_loss': 6.9, 'eval/per_position_acc': [0.62, 0.51], 'eval/simulated_acc_len': 0.94}")
+    r.feed(b"\n")
+    assert [rec["step"] for rec in r.records] == [50, 100] and r.records[0]["acc"] == [0.61, 0.5]
+    assert r.records[1]["loss"] is None and r.evals[0]["acc"] == [0.62, 0.51]
+    nan = r.traps["nan"]
+    assert nan["step"] == 100 and "NaN from step 100" in nan["message"] and "9.80e-05" in nan["message"]
+
+
+def test_script_era_tqdm_redraws_eval_lines_on_the_same_line_and_oom():
+    r = Reader({"era": "script", "epochs": 1, "batch_size": 2, "max_length": 4096})
+    bar = "\rTraining Epoch 0:   6%|###| {n}/2484 [09:06<2:14:55,  3.48s/it, loss=2.10, acc=0.61, time=3.46s]"
+    data = "".join(bar.format(n=n) for n in range(48, 51))
+    data += "Eval - Step 50 [51/10], position 0,  Acc: 0.45\nEval - Step 50 [51/10], position 1,  Acc: 0.30\n"
+    data += "Eval - Step 50 [51/10], position 0, pLoss: 2.3456789\n"
+    r.feed(data.encode())
+    r.feed(b"torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 7.62 GiB.\n")
+    r.flush()
+    assert r.last_step == 50 and r.progress["total"] == 2484 and r.progress["left_s"] == 2 * 3600 + 14 * 60 + 55
+    assert r.records[-1]["acc"] == [0.45, 0.30] and r.records[-1]["loss"] == 2.10
+    oom = r.traps["oom"]["message"]
+    assert "step 50" in oom and "batch size 2" in oom and "max length 4096" in oom
+    assert r.summary()["eta_s"] == pytest.approx(8095.0)
+
+
+def test_a_warm_start_without_a_vocab_mapping_is_said_from_the_start():
+    r = Reader({"training": "ft", "warm_start": "aq-medai", "vocab_mapping": None})
+    assert "PR #534" in r.traps["vocab_mapping"]["message"]
+    assert "vocab_mapping" not in Reader({"warm_start": "aq-medai", "vocab_mapping": "/m.pt"}).traps
+
+
+def test_prediction_adds_the_bonus_token_and_judges_only_where_the_interval_clears():
+    basis = CostBasis(CostModel(24.0, 3.0, "fitted", "test"), 82.0, "configured")
+    p = predict({"acc": [0.9, 0.8, 0.7], "low": [0.88, 0.78, 0.68], "high": [0.92, 0.82, 0.72]}, 3, basis)
+    assert p["predicted_accept_len"] == pytest.approx(1 + 0.9 + 0.72 + 0.504, abs=1e-3)
+    assert p["predicted_tok_s"] == pytest.approx(1000 * 3.124 / 33, abs=0.1) and p["versus_baseline"] == "beats"
+    close = predict({"acc": [0.7, 0.6, 0.5], "low": [0.5, 0.4, 0.3], "high": [0.9, 0.8, 0.7]}, 3, basis)
+    assert close["versus_baseline"] == "too close to call against"
+    assert predict(None, 3, basis)["predicted_tok_s"] is None
+
+
+# --- the loop end to end: train, judge, serve, bench, measured against predicted ----------------------
+
+
+def test_train_judge_serve_and_measure(models, tmp_path):
+    config = write_config(tmp_path, models)
+    res = specdeck(config, "train", "start", "ft")
+    assert "eval at step 50" in res.stdout and "training ft: done" in res.stdout
+    status = json.loads(specdeck(config, "train", "status", "ft", "--json").stdout)
+    assert status["job"]["state"] == "done" and status["summary"]["step"] == 150
+    assert status["summary"]["total_steps"] == 150 and status["summary"]["traps"] == []
+    rows = json.loads(specdeck(config, "train", "checkpoints", "ft", "--json").stdout)
+    assert [r["step"] for r in rows] == [50, 100, 150]
+    keys = ("name", "step", "acc", "predicted_accept_len", "predicted_accept_len_low", "predicted_accept_len_high")
+    keys += ("predicted_tok_s", "predicted_tok_s_low", "predicted_tok_s_high", "servable")
+    for r in rows:
+        assert all(k in r for k in keys) and not r["servable"]  # the unified era's need an export
+        assert r["predicted_accept_len_low"] <= r["predicted_accept_len"] <= r["predicted_accept_len_high"]
+        assert r["predicted_accept_len"] == pytest.approx(
+            1 + sum(math.prod(r["acc"][: i + 1]) for i in range(3)), abs=0.01
+        )
+    assert "beats the 82 tok/s baseline" in specdeck(config, "train", "checkpoints", "ft").stdout
+
+    served = json.loads(specdeck(config, "train", "serve", "ft", "best", "--wait-ready", "--yes", "--json").stdout)
+    assert served["state"] == "ready" and served["checkpoint"] == "ft-step150"
+    assert served["drafter_path"].endswith("specdeck-exports/ft-step150")
+    specdeck(config, "bench", "--requests", "4", "--max-tokens", "160")
+    rows = json.loads(specdeck(config, "train", "checkpoints", "ft", "--json").stdout)
+    best = rows[-1]
+    assert best["servable"] and best["measured_tok_s"] is not None
+    with History.open() as history:
+        run = history.run(best["measured_run"])
+    assert run.drafter == "ft@ft-step150"
+    # The simulated SGLang accepts per position as the checkpoint's accuracy says: measured meets predicted
+    # within the sampling noise of four requests.
+    assert run.bench["accept_len"] == pytest.approx(best["predicted_accept_len"], abs=0.35)
+    specdeck(config, "serve", "stop")
+
+
+# --- bad input: one sentence, exit 2, nothing started ---------------------------------------------------
+
+
+def _train_jobs(config: Path) -> list[dict]:
+    return [j for j in json.loads(specdeck(config, "jobs", "--json").stdout) if j["kind"] == "train"]
+
+
+def test_bad_input_starts_nothing(models, tmp_path):
+    config = write_config(tmp_path, models, data=str(tmp_path / "nowhere"))
+    err = specdeck(config, "train", "start", "ft", rc=2).stderr
+    assert "does not exist on the host" in err and len(err.strip().splitlines()) == 1
+    config = write_config(tmp_path, models, init="misfit")
+    assert "cannot warm-start" in specdeck(config, "train", "start", "ft", rc=2).stderr
+    assert _train_jobs(config) == []
+    assert not (tmp_path / "out").exists()
+
+    config = write_config(tmp_path, models, env={"SPECDECK_SIM_SPECFORGE_STEP_S": "0.05"})
+    specdeck(config, "train", "start", "ft", "--detach")
+    assert "already writing into" in specdeck(config, "train", "start", "ft", rc=2).stderr
+    assert len(_train_jobs(config)) == 1
+    assert "no checkpoint 'nope'" in specdeck(config, "train", "serve", "ft", "nope", "--yes", rc=2).stderr
+    specdeck(config, "train", "stop", "ft")
+    assert "no training named" in specdeck(config, "train", "status", "other", rc=2).stderr
+
+
+# --- traps, broken on purpose ---------------------------------------------------------------------------
+
+
+def test_nan_and_oom_are_said_with_their_step(models, tmp_path):
+    config = write_config(tmp_path, models, env={"SPECDECK_SIM_SPECFORGE_FAIL": "nan@70"})
+    specdeck(config, "train", "start", "ft")
+    traps = json.loads(specdeck(config, "train", "status", "ft", "--json").stdout)["summary"]["traps"]
+    assert [t["kind"] for t in traps] == ["nan"] and traps[0]["step"] == 70
+
+    config = write_config(tmp_path / "b", models, env={"SPECDECK_SIM_SPECFORGE_FAIL": "oom@33"})
+    res = specdeck(config, "train", "start", "ft", rc=1)
+    assert "CUDA out of memory at step 30 with batch size 1 and max length 2048" in res.stderr
+    assert "training ft: failed" in res.stdout
+
+
+def test_script_era_resume_that_restarted_from_scratch(models, tmp_path):
+    env = {"SPECDECK_SIM_SPECFORGE_REV": "2026-01", "SPECDECK_SIM_SPECFORGE_INFO": "1"}
+    config = write_config(tmp_path, models, era="script", epochs=2, max_steps=60, env=env)
+    res = specdeck(config, "train", "start", "ft")
+    assert "PR #534" in res.stderr  # the script era regenerates the mapping whatever it is given
+    found = scan_checkpoints(str(tmp_path / "out"))
+    assert [c["name"] for c in found] == ["epoch_0_step_50", "epoch_0_step_60"] and all(c["servable"] for c in found)
+    specdeck(config, "train", "resume", "ft")
+    traps = {
+        t["kind"]: t for t in json.loads(specdeck(config, "train", "status", "ft", "--json").stdout)["summary"]["traps"]
+    }
+    assert "resume_restart" in traps and "resumed from step 60" in traps["resume_restart"]["message"]
+    assert "before 2026-03" in traps["resume_restart"]["message"]
