@@ -1,16 +1,17 @@
-"""What a training checkpoint predicts on this host, before a restart.
+"""What a training checkpoint predicts on this host, before a restart: the advisor's prediction
+(``backend.advisor.predict_from_rates``) fed with the checkpoint's per-position accuracy.
 
 - Accept length at the serving profile's K draft steps: L = 1 + Σ_{k≤K} Π_{i≤k} acc_i. SpecForge's
   ``simulated_acc_len`` is the same sum without the leading 1 (it leaves out SGLang's bonus token). Past the
-  positions trained (``ttt_length``), acc decays geometrically as the advisor extrapolates.
-- Its interval: L recomputed with every acc_i at the low (high) end of the interval the host gave it (the
-  spread of the logs it rests on); the training-serving gap is not in it — the measured column says it.
-- tok/s = 1000 · L / c(K), c the advisor's cycle-cost model fitted over the speculative runs measured on this
-  host (any drafter: a cycle's cost is the target's verify and the draft passes, not the drafter's weights),
-  else the configured cycle with an assumed per-step cost, said which; against the baseline (measured or
-  configured, said which) and the break-even accept length c(K) · baseline.
-
-A thin adapter over the advisor's arithmetic (``backend.agent.host.advice``).
+  positions trained, acc decays as the advisor extrapolates.
+- Its interval: each acc_i carries the spread of the logs it rests on (the host's ``accuracy_at``: the
+  half-range taken as 1.96 standard errors); the advisor draws those with its cost model's error. The
+  training-serving gap is not in it: the measured column says it.
+- tok/s: the advisor's cycle-cost model over the speculative runs measured on this host (a cycle's cost is the
+  target's verify and the draft passes, not the drafter's weights, so any drafter's runs count), labelled
+  assumed where it is; with no run measured here at all, the configured cycle with the advisor's assumed
+  per-step cost (``assess`` on no points), said so. Against the baseline (measured or configured, said which)
+  and the break-even accept length c(K) · baseline.
 """
 
 from __future__ import annotations
@@ -19,48 +20,72 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from backend.advisor import DEFAULT_STEPS, run_steps, run_topk, single_stream
-from backend.agent.host.advice import CostModel, chain, decay, extend
+from backend.advisor import DEFAULT_STEPS, predict_from_rates, single_stream
+from backend.agent.host.advice import Acceptance, CostModel, assess
+from backend.errors import UsageError
 from backend.history import RunSummary, Yardstick
+
+Z = 1.96
+MIN_SE = 0.005  # one log has no spread: an accuracy is still not known to better than this
 
 
 @dataclass(frozen=True)
-class CostBasis:
-    """The cycle-cost model and baseline predictions are judged with, and where each came from."""
+class Basis:
+    """What every checkpoint's prediction is judged with: the cost model and the baseline, and where each
+    came from."""
 
     cost: CostModel
     baseline_tok_s: float
     baseline_source: str
+    measured_runs: int
 
     def break_even(self, steps: int) -> float:
         return self.cost(steps) * self.baseline_tok_s / 1000.0
 
     @property
     def assumed(self) -> bool:
-        return self.cost.source != "fitted"
+        return self.cost.assumed
 
     def to_json(self) -> dict[str, Any]:
-        cost = self.cost.to_json()
-        return {"cost_model": cost, "baseline_tok_s": self.baseline_tok_s, "baseline": self.baseline_source}
+        return {
+            "cost_model": self.cost.to_json(),
+            "baseline_tok_s": self.baseline_tok_s,
+            "baseline": self.baseline_source,
+            "measured_runs": self.measured_runs,
+        }
 
 
-def cost_basis(runs: Sequence[RunSummary], yardstick: Yardstick, reference_steps: int = DEFAULT_STEPS) -> CostBasis:
-    """The advisor's cost model over every single-stream speculative topk-1 run measured on this host."""
-    points = [
-        (steps, cycle)
-        for r in runs
-        if r.speculative and run_topk(r) == 1 and (steps := run_steps(r)) is not None and (cycle := single_stream(r)[1])
-    ]
-    cost = CostModel.from_points(points, (reference_steps, yardstick.cycle_ms))
-    return CostBasis(cost, yardstick.baseline_tok_s, yardstick.source)
+def _errors(accuracy: dict) -> list[float]:
+    acc, low, high = accuracy["acc"], accuracy.get("low") or accuracy["acc"], accuracy.get("high") or accuracy["acc"]
+    return [max(MIN_SE, (high[i] - low[i]) / 2.0 / Z) for i in range(len(acc))]
 
 
-def _rates(values: Sequence[float], steps: int) -> list[float]:
-    return extend(list(values), decay(list(values), [1] * len(values)), steps) if values else []
+def advised(
+    accuracy: dict, steps: int, runs: Sequence[RunSummary], yardstick: Yardstick
+) -> tuple[dict[str, Any], Basis]:
+    """The advisor's row at ``steps`` draft steps for this accuracy, and the basis it was costed on."""
+    rates = [min(1.0, max(0.0, a)) for a in accuracy["acc"]]
+    errors = _errors(accuracy)
+    try:
+        advice = predict_from_rates(rates, errors, runs, yardstick, max_steps=steps)
+        rows, cost, measured = advice.rows, advice.cost, len([r for r in runs if r.speculative])
+    except UsageError:  # nothing measured on this host: the configured cycle, the per-step cost assumed
+        acceptance = Acceptance.given(rates, errors, "a checkpoint's per-position accuracy")
+        done = assess(
+            [],
+            1000.0 / yardstick.baseline_tok_s,
+            yardstick.baseline_tok_s,
+            steps,
+            fallback_cycle=(DEFAULT_STEPS, yardstick.cycle_ms),
+            acceptance=acceptance,
+        )
+        rows, cost, measured = done["rows"], done["cost"], 0
+    row = next(r for r in rows if r["steps"] == steps)
+    return row, Basis(cost, yardstick.baseline_tok_s, yardstick.source, measured)
 
 
 def verdict(low: float, high: float, line: float) -> str:
-    """beats / falls short / too close to call, only where the whole interval clears the line."""
+    """beats / falls short of / too close to call against: only where the whole interval clears the line."""
     if low > line:
         return "beats"
     if high < line:
@@ -68,50 +93,53 @@ def verdict(low: float, high: float, line: float) -> str:
     return "too close to call against"
 
 
-def predict(accuracy: dict | None, steps: int, basis: CostBasis) -> dict[str, Any]:
-    """The checkpoint's predicted accept length and tok/s at ``steps`` draft steps, each with its interval, and
+EMPTY = {
+    k: None
+    for k in (
+        "predicted_accept_len",
+        "predicted_accept_len_low",
+        "predicted_accept_len_high",
+        "predicted_tok_s",
+        "predicted_tok_s_low",
+        "predicted_tok_s_high",
+        "cycle_ms",
+        "break_even",
+        "versus_baseline",
+        "versus_break_even",
+    )
+}
+
+
+def predict(
+    accuracy: dict | None, steps: int, runs: Sequence[RunSummary], yardstick: Yardstick
+) -> tuple[dict[str, Any], Basis | None]:
+    """The checkpoint's predicted accept length and tok/s at ``steps`` draft steps with their intervals and
     the verdicts against the baseline and the break-even (None figures when it carries no accuracy)."""
-    empty = {
-        k: None
-        for k in (
-            "predicted_accept_len",
-            "predicted_accept_len_low",
-            "predicted_accept_len_high",
-            "predicted_tok_s",
-            "predicted_tok_s_low",
-            "predicted_tok_s_high",
-            "versus_baseline",
-            "versus_break_even",
-        )
-    }
     if not accuracy or not accuracy.get("acc"):
-        return empty
-    acc = _rates(accuracy["acc"], steps)
-    low = _rates(accuracy.get("low") or accuracy["acc"], steps)
-    high = _rates(accuracy.get("high") or accuracy["acc"], steps)
-    length, length_low, length_high = chain(acc), chain(low), chain(high)
-    cycle = basis.cost(steps)
-    tok = [1000.0 * x / cycle for x in (length, length_low, length_high)]
+        return dict(EMPTY), None
+    row, basis = advised(accuracy, steps, runs, yardstick)
     line = basis.break_even(steps)
     return {
-        "predicted_accept_len": round(length, 3),
-        "predicted_accept_len_low": round(length_low, 3),
-        "predicted_accept_len_high": round(length_high, 3),
-        "predicted_tok_s": round(tok[0], 1),
-        "predicted_tok_s_low": round(tok[1], 1),
-        "predicted_tok_s_high": round(tok[2], 1),
-        "cycle_ms": round(cycle, 2),
+        "predicted_accept_len": round(row["accept_len"], 3),
+        "predicted_accept_len_low": round(row["accept_len_low"], 3),
+        "predicted_accept_len_high": round(row["accept_len_high"], 3),
+        "predicted_tok_s": row["tok_s"],
+        "predicted_tok_s_low": row["tok_s_low"],
+        "predicted_tok_s_high": row["tok_s_high"],
+        "cycle_ms": row["cycle_ms"],
         "break_even": round(line, 3),
-        "versus_baseline": verdict(tok[1], tok[2], basis.baseline_tok_s),
-        "versus_break_even": verdict(length_low, length_high, line),
-    }
+        "versus_baseline": verdict(row["tok_s_low"], row["tok_s_high"], basis.baseline_tok_s),
+        "versus_break_even": verdict(row["accept_len_low"], row["accept_len_high"], line),
+        "assumed": row.get("notes") or [],
+    }, basis
 
 
 def measured(runs: Sequence[RunSummary], serve_path: str | None) -> dict[str, Any]:
-    """What the runs that served this checkpoint's folder measured (newest first): tok/s per stream and
-    accept length, or None figures when none did."""
-    mine = [r for r in runs if serve_path and r.drafter_path == serve_path]
-    for r in mine:
+    """What the newest run that served this checkpoint's folder measured: tok/s of one stream and accept
+    length, or None figures when none did."""
+    for r in runs:
+        if not serve_path or r.drafter_path != serve_path:
+            continue
         tok_s, _ = single_stream(r)
         accept = (r.bench or {}).get("accept_len") or r.accept_len
         if tok_s is not None or accept is not None:

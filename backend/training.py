@@ -319,19 +319,21 @@ async def checkpoint_list(conn: Connection, name: str) -> list[dict]:
 
 def predictions(
     settings: Settings, name: str, checkpoints: Sequence[dict], runs: Sequence[RunSummary], yardstick: Yardstick
-) -> tuple[list[dict[str, Any]], train_predict.CostBasis]:
-    """One object per checkpoint, oldest first (the `train checkpoints --json` contract), and the cost basis."""
+) -> tuple[list[dict[str, Any]], train_predict.Basis | None]:
+    """One object per checkpoint, oldest first (the `train checkpoints --json` contract), and the basis the
+    predictions were costed on (None when no checkpoint carries an accuracy yet)."""
     t = get_training(settings, name)
     steps = profile_of(settings, t).steps or 3
-    basis = train_predict.cost_basis(runs, yardstick)
-    out = []
+    out, basis = [], None
     for c in checkpoints:
         accuracy = c.get("accuracy") or {}
+        predicted, used = train_predict.predict(accuracy, steps, runs, yardstick)
+        basis = basis or used
         row = {
             "name": c["name"],
             "step": c["step"],
             "acc": [round(a, 4) for a in accuracy.get("acc") or []],
-            **train_predict.predict(accuracy, steps, basis),
+            **predicted,
             "servable": bool(c.get("servable")),
             "serve_path": c.get("serve_path"),
             "accuracy_source": accuracy.get("source"),
@@ -447,3 +449,13 @@ def checkpoint_line(row: dict, baseline_tok_s: float) -> str:
     if row.get("measured_tok_s") is not None:
         text += f"; measured {row['measured_tok_s']:.1f} tok/s (run {row['measured_run']})"
     return text + ("" if row["servable"] else " [export first]")
+
+
+def basis_line(basis: train_predict.Basis, steps: int) -> str:
+    """What the predictions were costed on, in one line (assumed parts said)."""
+    cost = basis.cost
+    return (
+        f"at {steps} draft steps: cycle {cost(steps):.1f} ms ({cost.source}: {cost.detail}); baseline "
+        f"{basis.baseline_tok_s:g} tok/s ({basis.baseline_source}); "
+        f"break-even accept length {basis.break_even(steps):.2f}"
+    )

@@ -11,11 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from backend.agent.host.advice import CostModel
 from backend.agent.host.train import Reader, scan_checkpoints
-from backend.history import History
+from backend.history import History, Yardstick
 from backend.sandbox.environment import write_hidden_states
-from backend.train_predict import CostBasis, predict
+from backend.train_predict import predict
 from tests.simhost import TIME_SCALE, specdeck
 from tests.sshd import free_port
 
@@ -106,13 +105,17 @@ def test_a_warm_start_without_a_vocab_mapping_is_said_from_the_start():
 
 
 def test_prediction_adds_the_bonus_token_and_judges_only_where_the_interval_clears():
-    basis = CostBasis(CostModel(24.0, 3.0, "fitted", "test"), 82.0, "configured")
-    p = predict({"acc": [0.9, 0.8, 0.7], "low": [0.88, 0.78, 0.68], "high": [0.92, 0.82, 0.72]}, 3, basis)
+    yardstick = Yardstick(82.0, 30.0)
+    sure = {"acc": [0.9, 0.8, 0.7], "low": [0.89, 0.79, 0.69], "high": [0.91, 0.81, 0.71]}
+    p, basis = predict(sure, 3, [], yardstick)
     assert p["predicted_accept_len"] == pytest.approx(1 + 0.9 + 0.72 + 0.504, abs=1e-3)
-    assert p["predicted_tok_s"] == pytest.approx(1000 * 3.124 / 33, abs=0.1) and p["versus_baseline"] == "beats"
-    close = predict({"acc": [0.7, 0.6, 0.5], "low": [0.5, 0.4, 0.3], "high": [0.9, 0.8, 0.7]}, 3, basis)
-    assert close["versus_baseline"] == "too close to call against"
-    assert predict(None, 3, basis)["predicted_tok_s"] is None
+    assert basis.assumed and basis.measured_runs == 0 and "configured 30.0 ms at 3 steps" in basis.cost.detail
+    assert p["predicted_tok_s"] == pytest.approx(1000 * 3.124 / 30, abs=0.5) and p["versus_baseline"] == "beats"
+    low = p["predicted_accept_len_low"]
+    assert low < p["predicted_accept_len"] < p["predicted_accept_len_high"]
+    close = {"acc": [0.7, 0.6, 0.5], "low": [0.5, 0.4, 0.3], "high": [0.9, 0.8, 0.7]}
+    assert predict(close, 3, [], yardstick)[0]["versus_baseline"] == "too close to call against"
+    assert predict(None, 3, [], yardstick)[0]["predicted_tok_s"] is None
 
 
 # --- the loop end to end: train, judge, serve, bench, measured against predicted ----------------------
@@ -136,6 +139,7 @@ def test_train_judge_serve_and_measure(models, tmp_path):
             1 + sum(math.prod(r["acc"][: i + 1]) for i in range(3)), abs=0.01
         )
     assert "beats the 82 tok/s baseline" in specdeck(config, "train", "checkpoints", "ft").stdout
+    assert "no checkpoint 'nope'" in specdeck(config, "train", "serve", "ft", "nope", "--yes", rc=2).stderr
 
     served = json.loads(specdeck(config, "train", "serve", "ft", "best", "--wait-ready", "--yes", "--json").stdout)
     assert served["state"] == "ready" and served["checkpoint"] == "ft-step150"
@@ -169,11 +173,11 @@ def test_bad_input_starts_nothing(models, tmp_path):
     assert _train_jobs(config) == []
     assert not (tmp_path / "out").exists()
 
-    config = write_config(tmp_path, models, env={"SPECDECK_SIM_SPECFORGE_STEP_S": "0.05"})
+    config = write_config(tmp_path, models, env={"SPECDECK_SIM_SPECFORGE_STEP_S": "1"})  # no checkpoint for 50 s
     specdeck(config, "train", "start", "ft", "--detach")
     assert "already writing into" in specdeck(config, "train", "start", "ft", rc=2).stderr
     assert len(_train_jobs(config)) == 1
-    assert "no checkpoint 'nope'" in specdeck(config, "train", "serve", "ft", "nope", "--yes", rc=2).stderr
+    assert "no checkpoint yet" in specdeck(config, "train", "serve", "ft", "latest", "--yes", rc=2).stderr
     specdeck(config, "train", "stop", "ft")
     assert "no training named" in specdeck(config, "train", "status", "other", rc=2).stderr
 

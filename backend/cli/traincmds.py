@@ -191,7 +191,7 @@ async def stop(args: argparse.Namespace) -> int:
     return 0
 
 
-async def _predicted(conn, settings, name: str) -> tuple[list[dict], training.train_predict.CostBasis]:
+async def _predicted(conn, settings, name: str) -> tuple[list[dict], training.train_predict.Basis | None]:
     found = await training.checkpoint_list(conn, name)
     ref = settings.reference
     with _history() as history:
@@ -214,14 +214,12 @@ async def ckpts(args: argparse.Namespace) -> int:
     if not rows:
         print(f"training {args.name} has no checkpoint yet")
         return 0
-    cost = basis.cost
-    assumed = " (assumed)" if basis.assumed else ""
-    print(
-        f"at {rows[0]['steps']} draft steps; cycle c(k) = {cost.intercept:.1f} + {cost.per_step:.2f}·k ms "
-        f"({cost.source}{assumed}: {cost.detail}); baseline {basis.baseline_tok_s:g} tok/s ({basis.baseline_source})"
-    )
+    if basis is not None:
+        print(training.basis_line(basis, rows[0]["steps"]))
     for row in rows:
-        print(training.checkpoint_line(row, basis.baseline_tok_s))
+        print(
+            training.checkpoint_line(row, settings.reference.baseline_tok_s if basis is None else basis.baseline_tok_s)
+        )
     print("intervals: the spread of the accuracy logs each checkpoint rests on; not the training-serving gap")
     return 0
 
