@@ -320,7 +320,8 @@ async def test_verify_catches_a_changed_file(conn, hub, tmp_path):
 
 async def test_host_code_on_python38(hub, tmp_path):
     """The agent's download methods run on the host's Python 3.8 (stdlib only); without huggingface_hub
-    there the preflight says so instead of starting a job that cannot work."""
+    there the preflight (and a check against the hub) says so instead of starting a job that cannot work, and
+    hashing a drafter's files needs no hub at all."""
     if not PY38.exists():
         pytest.skip("no Python 3.8 here")
     host = HostConfig(name="old", url="local", python=str(PY38), workdir=str(tmp_path / "work"))
@@ -333,13 +334,11 @@ async def test_host_code_on_python38(hub, tmp_path):
     try:
         with pytest.raises(RemoteError, match=r"huggingface_hub is not installed for .*3\.8"):
             await c.call("download.preflight", repo=REPO, to=str(tmp_path / "out"), endpoint=hub.url)
-        drafter = DrafterConfig("d", str(to), REPO)
-        events = [
-            ev async for ev in downloads.verify(c, drafter, HostConfig(name="h", url="local", hub_endpoint=hub.url))
-        ]
-        assert events[-1]["ok"], events[-1]
-        [row] = await downloads.status(c, [drafter])
-        assert row.state == "verified"
+        there = HostConfig(name="h", url="local", hub_endpoint=hub.url)
+        with pytest.raises(RemoteError, match=r"huggingface_hub is not installed for .*3\.8"):
+            [ev async for ev in downloads.verify(c, DrafterConfig("d", str(to), REPO), there)]
+        events = [ev async for ev in downloads.verify(c, DrafterConfig("d", str(to)), there)]
+        assert events[-1]["ok"] and all(f["sha256"] for f in events[-1]["files"]), events[-1]
     finally:
         await c.close()
 
@@ -482,3 +481,71 @@ async def test_drafters_tab_reattaches_and_cancels(tmp_path):
             await until(pilot, lambda: any("download cancelled" in n for n in notes(app)), "the cancel notice")
             await until(pilot, lambda: cell(app, "aq-medai", "state") in ("partial", "missing"), "no longer there")
     assert not (tmp_path / "aq" / "model.safetensors").exists() and incomplete_files(str(tmp_path / "aq")) == []
+
+
+def _preflight_in(env: dict, **params) -> dict:
+    """The host's preflight in a fresh Python (huggingface_hub reads proxy settings when it opens its client)."""
+    code = (
+        "import json, sys; from backend.agent.host import download as d; "
+        "print(json.dumps(d.preflight(json.loads(sys.argv[1]), sys.argv[2])))"
+    )
+    res = subprocess.run([sys.executable, "-c", code, json.dumps(params), params["to"] + ".state"], capture_output=True,
+                         text=True, timeout=60, env={**os.environ, **env})  # fmt: skip
+    assert res.returncode == 0, res.stderr
+    return json.loads(res.stdout)
+
+
+def test_preflight_lists_every_page_and_goes_through_the_proxy(tmp_path):
+    """One client for the preflight and the download: huggingface_hub follows every page of the tree (the next
+    link names the hub's own address, not the endpoint as written) and honours the host's proxy settings."""
+    import http.client
+    import http.server
+    import threading
+    import urllib.parse
+
+    root = tmp_path / "hub"
+    folder = write_repo(root)
+    (folder / "extra").mkdir()
+    (folder / "extra" / "notes.txt").write_text("n")
+    seen: list[str] = []
+
+    class Proxy(http.server.BaseHTTPRequestHandler):  # a forward proxy: absolute URLs in, the hub's answers out
+        def forward(self) -> None:
+            seen.append(f"{self.command} {self.path}")
+            url = urllib.parse.urlsplit(self.path)
+            body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+            upstream = http.client.HTTPConnection(url.hostname, url.port, timeout=30)
+            headers = {k: v for k, v in self.headers.items() if k.lower() not in ("proxy-connection", "connection")}
+            upstream.request(self.command, url.path + (f"?{url.query}" if url.query else ""), body or None, headers)
+            resp = upstream.getresponse()
+            data = resp.read()
+            self.send_response(resp.status)
+            for k, v in resp.getheaders():
+                if k.lower() not in ("transfer-encoding", "connection", "content-length"):
+                    self.send_header(k, v)
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            if self.command != "HEAD":
+                self.wfile.write(data)
+
+        do_GET = do_HEAD = do_POST = forward
+
+        def log_message(self, *args) -> None:
+            pass
+
+    proxy = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Proxy)
+    threading.Thread(target=proxy.serve_forever, daemon=True).start()
+    try:
+        with HubServer(root, tree_page=1) as hub:
+            port = hub.url.rsplit(":", 1)[1]
+            plain = _preflight_in({}, repo=REPO, to=str(tmp_path / "a"), all=True, endpoint=f"http://localhost:{port}")
+            assert sorted(f["path"] for f in plain["files"]) == ["config.json", "extra/notes.txt", "model.safetensors"]
+            assert not seen
+            env = {"HTTP_PROXY": f"http://127.0.0.1:{proxy.server_address[1]}", "NO_PROXY": "", "no_proxy": ""}
+            via = _preflight_in(env, repo=REPO, to=str(tmp_path / "b"), endpoint=hub.url)
+            assert via["commit"] == plain["commit"]
+            assert any(s.startswith(f"HEAD {hub.url}/{REPO}/resolve/") for s in seen), seen
+            assert any(s.startswith(f"POST {hub.url}/api/models/{REPO}/paths-info/") for s in seen), seen
+    finally:
+        proxy.shutdown()
+        proxy.server_close()

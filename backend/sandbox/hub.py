@@ -35,7 +35,7 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from urllib.parse import parse_qs, unquote, urlsplit
+from urllib.parse import parse_qs, unquote, urlencode, urlsplit
 
 log = logging.getLogger(__name__)
 
@@ -234,8 +234,12 @@ class HubServer:
         port: int = 0,
         rate_bps: int | None = None,
         corrupt: Iterable[str] = (),
+        tree_page: int = 1000,
     ):
         self.root = Path(root)
+        # Tree listings come in pages of this many entries, each with a ``Link: <URL>; rel="next"`` naming this
+        # server's own URL (as the Hub names huggingface.co, whatever endpoint the client was given).
+        self.tree_page = tree_page
         self.host = host
         self.port = port
         self.rate_bps = rate_bps
@@ -564,7 +568,14 @@ class _Handler(BaseHTTPRequestHandler):
             self._send_json(hub.model_info(hub.repo(repo_id, rest[1]), flag("blobs")))
         elif len(rest) >= 2 and rest[0] == "tree" and self.command == "GET":
             repo = hub.repo(repo_id, rest[1])
-            self._send_json(hub.tree(repo, "/".join(rest[2:]).strip("/"), flag("recursive"), flag("expand")))
+            entries = hub.tree(repo, "/".join(rest[2:]).strip("/"), flag("recursive"), flag("expand"))
+            start = int(query.get("cursor", ["0"])[-1] or 0)
+            page, headers = entries[start : start + hub.tree_page], {}
+            if start + hub.tree_page < len(entries):
+                rest_query = {k: v[-1] for k, v in query.items() if k != "cursor"}
+                nxt = urlencode(dict(rest_query, cursor=start + hub.tree_page))
+                headers["Link"] = f'<{hub.url}{urlsplit(self.path).path}?{nxt}>; rel="next"'
+            self._send_bytes(200, json.dumps(page).encode(), {"Content-Type": "application/json", **headers})
         elif len(rest) == 2 and rest[0] == "paths-info" and self.command == "POST":
             repo = hub.repo(repo_id, rest[1])
             self._send_json(hub.paths_info(repo, self._posted_paths(body)))

@@ -1,13 +1,14 @@
 """Drafter downloads on the host: preflight, the download job's worker, sha256 verification, drafter state.
 
-``download.preflight`` asks the hub (stdlib HTTP) before any byte moves: the repo, revision and files exist, we
-may read them, their sizes and sha256, free disk and write access on the target folder, and what to do with
-``*.incomplete`` files an earlier crash left behind. ``download.start`` runs the same checks, then starts a
-detached job whose body is :func:`worker_main`: the host's own ``huggingface_hub`` fetches each file into the
-folder (bytes go hub → host), progress goes to the job's ``events.jsonl`` a few times a second, and every file
-is checked against the hub's sha256 (LFS) or git blob id (small files) before it counts as downloaded.
-Verified digests go to ``<folder>/.specdeck-verified.json`` so the panel can show a drafter as verified from a
-stat, without hashing 2 GiB again. Stdlib only at import; Python 3.8+.
+``download.preflight`` asks the hub before any byte moves, through the host's huggingface_hub as the download
+does: the repo, revision and files exist, we may read them, their sizes and sha256, free disk and write access
+on the target folder, and what to do with ``*.incomplete`` files an earlier crash left behind.
+``download.start`` runs the same checks, then starts a detached job whose body is :func:`worker_main`: the
+host's own ``huggingface_hub`` fetches each file into the folder (bytes go hub → host), progress goes to the
+job's ``events.jsonl`` a few times a second, and every file is checked against the hub's sha256 (LFS) or git
+blob id (small files) before it counts as downloaded. Verified digests go to ``<folder>/.specdeck-verified.json``
+so the panel can show a drafter as verified from a stat, without hashing 2 GiB again. Stdlib only at import
+(huggingface_hub is imported by the calls that need the hub); Python 3.8+.
 """
 
 from __future__ import annotations
@@ -23,9 +24,6 @@ import sys
 import threading
 import time
 from typing import Callable, Dict, List, Optional, Tuple
-from urllib import error as urlerror
-from urllib import parse as urlparse
-from urllib import request as urlrequest
 
 from . import jobs
 from .jobs import Cancelled
@@ -43,6 +41,7 @@ SPEED_WINDOW_S = 3.0
 HTTP_TIMEOUT_S = 30
 HASH_CHUNK = 8 << 20
 GATED = "gated or private: set HF_TOKEN on the host or pass --token-env"
+NO_HUB = "huggingface_hub is not installed for %s on the host: install it there (pip install huggingface_hub)"
 # huggingface_hub from 1.18 names partial files <hash>.<etag>.<uuid8>.incomplete and never resumes them
 # across calls; older versions resume <hash>.<etag>.incomplete on the next call.
 _RESUMABLE = re.compile(r"\.([0-9a-f]{40}|[0-9a-f]{64})\.incomplete$")
@@ -98,131 +97,111 @@ def incomplete_files(folder: str) -> List[str]:
     return sorted(out)
 
 
-def _host_token() -> Optional[str]:
-    """The host's own Hugging Face token: HF_TOKEN, else the token file huggingface_hub would read."""
-    token = os.environ.get("HF_TOKEN") or os.environ.get("HUGGING_FACE_HUB_TOKEN")
-    if token:
-        return token.strip()
-    hf_home = os.environ.get("HF_HOME") or os.path.join(
-        os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "huggingface"
-    )
-    path = os.environ.get("HF_TOKEN_PATH") or os.path.join(hf_home, "token")
-    try:
-        with open(os.path.expanduser(path)) as f:
-            return f.read().strip() or None
-    except OSError:
-        return None
-
-
 def resolve_endpoint(explicit: Optional[str]) -> str:
     """``--endpoint``, else the host's HF_ENDPOINT, else the Hugging Face Hub."""
     return (explicit or os.environ.get("HF_ENDPOINT") or DEFAULT_ENDPOINT).rstrip("/")
 
 
-# --- the hub over stdlib HTTP ------------------------------------------------------------------------------------
-
-
-class _NoRedirect(urlrequest.HTTPRedirectHandler):
-    """A resolve that redirects (to a CDN) already says the file exists and we may read it."""
-
-    def redirect_request(self, req, fp, code, msg, headers, newurl):
-        return None
-
-
-_OPENER = urlrequest.build_opener(_NoRedirect)
+# --- the hub, through the host's huggingface_hub -----------------------------------------------------------------
 
 
 class Hub:
-    """The few hub calls a preflight needs; errors become AgentErrors in the hub's own terms."""
+    """The few hub calls a preflight needs, made by the host's own huggingface_hub (imported here, lazily: the
+    agent stays stdlib at import), so the preflight and the download share one client: the same proxy, CA
+    bundle, token lookup (``token`` None: HF_TOKEN, then the token file) and error rules. Its typed errors
+    become AgentErrors in the hub's own terms."""
 
     def __init__(self, endpoint: str, repo: str, token: Optional[str]) -> None:
+        try:
+            import huggingface_hub
+        except ImportError:
+            raise AgentError(NO_HUB % sys.executable, "failed") from None
+        if not hasattr(huggingface_hub.HfApi, "get_paths_info"):
+            raise AgentError(
+                "huggingface_hub %s on the host is too old for the preflight (it needs 0.19 or newer): "
+                "pip install -U huggingface_hub there" % huggingface_hub.__version__,
+                "failed",
+            )
+        self.hf = huggingface_hub
+        self.api = huggingface_hub.HfApi(endpoint=endpoint, token=token)
         self.endpoint = endpoint
         self.repo = repo
         self.token = token
 
-    def _request(self, method_: str, path: str, data: Optional[bytes] = None, ctype: Optional[str] = None):
-        headers = {"User-Agent": "specdeck-agent"}
-        if self.token:
-            headers["Authorization"] = "Bearer " + self.token
-        if ctype:
-            headers["Content-Type"] = ctype
-        req = urlrequest.Request(self.endpoint + path, data=data, headers=headers, method=method_)
-        try:
-            with _OPENER.open(req, timeout=HTTP_TIMEOUT_S) as resp:
-                return resp.status, resp.headers, resp.read()
-        except urlerror.HTTPError as exc:
-            with exc:
-                return exc.code, exc.headers, exc.read() if method_ != "HEAD" else b""
-        except (urlerror.URLError, OSError) as exc:
-            reason = getattr(exc, "reason", None) or exc
-            raise AgentError(
-                "cannot reach the hub at %s (%s): check the endpoint and the host's network" % (self.endpoint, reason),
-                "failed",
-            ) from None
+    def error(self, exc: Exception, what: str, revision: str) -> AgentError:
+        """The hub's refusal of ``what`` as one sentence, by huggingface_hub's typed errors."""
+        from huggingface_hub.utils import (
+            EntryNotFoundError,
+            GatedRepoError,
+            HfHubHTTPError,
+            RepositoryNotFoundError,
+            RevisionNotFoundError,
+        )
 
-    def error(self, status: int, headers, what: str, revision: str) -> AgentError:
-        """The hub's refusal of ``what`` as one sentence (X-Error-Code first, like huggingface_hub)."""
-        code = headers.get("X-Error-Code") if headers is not None else None
-        if code == "GatedRepo" or (status in (401, 403) and code not in ("RepoNotFound",)):
+        response = getattr(exc, "response", None)
+        status = getattr(response, "status_code", None)
+        if isinstance(exc, GatedRepoError):  # a subclass of RepositoryNotFoundError: test it first
             return AgentError("%s is %s" % (self.repo, GATED), "failed", status=status)
-        if code == "RepoNotFound":
+        if isinstance(exc, RepositoryNotFoundError):
             return AgentError(
                 "repository %s not found on %s (if it is private: set HF_TOKEN on the host or pass --token-env)"
                 % (self.repo, self.endpoint),
                 "failed",
                 status=status,
             )
-        if code == "RevisionNotFound":
+        if isinstance(exc, RevisionNotFoundError):
             return AgentError("revision %s not found in %s" % (revision, self.repo), "failed", status=status)
-        if status == 404:
+        if isinstance(exc, EntryNotFoundError):
             return AgentError(
                 "%s not found in %s at revision %s" % (what, self.repo, revision), "failed", status=status
             )
-        message = headers.get("X-Error-Message") if headers is not None else None
+        if isinstance(exc, HfHubHTTPError) and status is not None:
+            message = getattr(exc, "server_message", None)
+            detail = (": " + message) if message else ""
+            return AgentError(
+                "the hub at %s answered %d for %s%s" % (self.endpoint, status, what, detail), "failed", status=status
+            )
+        reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         return AgentError(
-            "the hub at %s answered %d for %s%s" % (self.endpoint, status, what, (": " + message) if message else ""),
+            "cannot reach the hub at %s (%s): check the endpoint and the host's network" % (self.endpoint, reason),
             "failed",
-            status=status,
         )
 
     def head(self, revision: str, path: str) -> str:
-        """HEAD the file's resolve URL: checks the repo, the file and our access; returns the commit sha."""
-        url = "/%s/resolve/%s/%s" % (self.repo, urlparse.quote(revision, safe=""), urlparse.quote(path))
-        status, headers, _ = self._request("HEAD", url)
-        if status >= 400:
-            raise self.error(status, headers, path, revision)
-        return headers.get("X-Repo-Commit") or revision
+        """The file's metadata (a HEAD on its resolve URL): checks the repo, the file and our access; returns the
+        commit sha."""
+        url = self.hf.hf_hub_url(self.repo, path, revision=revision, endpoint=self.endpoint)
+        try:
+            meta = self.hf.get_hf_file_metadata(url, token=self.token, timeout=HTTP_TIMEOUT_S)
+        except Exception as exc:
+            raise self.error(exc, path, revision) from None
+        return meta.commit_hash or revision
 
     def list_files(self, revision: str) -> List[str]:
-        """Every file of the repo at ``revision`` (the tree, recursively, following pagination)."""
-        path = "/api/models/%s/tree/%s?recursive=true" % (self.repo, urlparse.quote(revision, safe=""))
-        out = []
-        while path:
-            status, headers, body = self._request("GET", path)
-            if status >= 400:
-                raise self.error(status, headers, "the file list", revision)
-            out.extend(e["path"] for e in json.loads(body.decode()) if e.get("type") == "file")
-            nxt = re.search(r'<([^>]+)>;\s*rel="next"', headers.get("Link") or "")
-            path = nxt.group(1)[len(self.endpoint) :] if nxt and nxt.group(1).startswith(self.endpoint) else ""
-        return out
+        """Every file of the repo at ``revision`` (the tree, recursively; huggingface_hub follows the pages)."""
+        from huggingface_hub.hf_api import RepoFile
+
+        try:
+            return [e.path for e in self.api.list_repo_tree(self.repo, revision=revision, recursive=True)
+                    if isinstance(e, RepoFile)]  # fmt: skip
+        except Exception as exc:
+            raise self.error(exc, "the file list", revision) from None
 
     def paths_info(self, revision: str, paths: List[str]) -> Dict[str, dict]:
         """``{path: {"size", "sha256" (LFS), "git_oid" (small files)}}`` for the paths that exist."""
-        body = urlparse.urlencode([("paths", p) for p in paths] + [("expand", "false")]).encode()
-        url = "/api/models/%s/paths-info/%s" % (self.repo, urlparse.quote(revision, safe=""))
-        status, headers, raw = self._request("POST", url, body, "application/x-www-form-urlencoded")
-        if status >= 400:
-            raise self.error(status, headers, "the file list", revision)
+        from huggingface_hub.hf_api import RepoFile
+
+        try:
+            entries = self.api.get_paths_info(self.repo, paths, revision=revision, expand=False)
+        except Exception as exc:
+            raise self.error(exc, "the file list", revision) from None
         out = {}
-        for e in json.loads(raw.decode()):
-            if e.get("type") != "file":
+        for e in entries:
+            if not isinstance(e, RepoFile):
                 continue
-            lfs = e.get("lfs") or None
-            out[e["path"]] = {
-                "size": int(e.get("size") or 0),
-                "sha256": (lfs.get("oid") or lfs.get("sha256")) if lfs else None,
-                "git_oid": None if lfs else e.get("oid"),
-            }
+            lfs = e.lfs or None
+            sha256 = getattr(lfs, "sha256", None) or (lfs.get("sha256") if isinstance(lfs, dict) else None)
+            out[e.path] = {"size": int(e.size or 0), "sha256": sha256, "git_oid": None if lfs else e.blob_id}
         return out
 
 
@@ -255,11 +234,7 @@ def preflight(params: dict, state_dir: str) -> dict:
     folder = _folder(params)
     version = _library_version("huggingface_hub")
     if version is None:
-        raise AgentError(
-            "huggingface_hub is not installed for %s on the host: install it there (pip install huggingface_hub)"
-            % sys.executable,
-            "failed",
-        )
+        raise AgentError(NO_HUB % sys.executable, "failed")
     busy = running_download(state_dir, folder)
     if busy is not None:
         raise AgentError(
@@ -270,7 +245,7 @@ def preflight(params: dict, state_dir: str) -> dict:
     if os.path.exists(folder) and not os.path.isdir(folder):
         raise AgentError("%s exists on the host and is not a folder: choose another --to" % folder, "invalid")
 
-    hub = Hub(endpoint, repo, params.get("token") or _host_token())
+    hub = Hub(endpoint, repo, params.get("token") or None)
     wanted = hub.list_files(revision) if params.get("all") else list(params.get("files") or DEFAULT_FILES)
     if not wanted:
         raise AgentError("%s has no files at revision %s" % (repo, revision), "failed")
@@ -551,7 +526,7 @@ def verify_method(params: dict, ctx: Context) -> dict:
     revision = params.get("revision") or "main"
     expected = {}  # type: Dict[str, dict]
     if repo:
-        hub = Hub(resolve_endpoint(params.get("endpoint")), repo, params.get("token") or _host_token())
+        hub = Hub(resolve_endpoint(params.get("endpoint")), repo, params.get("token") or None)
         expected = hub.paths_info(revision, names)
     results = []
     for name in names:
