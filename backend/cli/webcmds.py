@@ -74,6 +74,9 @@ def make_server(command: str, bind: str, port: int, title: str, public_url: str,
     ws_path = f"/ws/{quote(token, safe='')}"
 
     class GuardedServer(Server):
+        # Borrowed: textual-serve's private ``Server._make_app`` (and its handle_* methods, templates_path and
+        # statics_path), the only place its routes are made; there is no public hook for middleware. Capped in
+        # pyproject.toml; tests/test_private_apis.py says when a release moves it.
         async def _make_app(self) -> aioweb.Application:
             # textual-serve's routes, with the socket's (named "websocket": the page's URL comes from it) moved
             # behind the token; no startup banner, this command prints its own lines.

@@ -24,6 +24,9 @@ GLOBAL_KNOWN_HOSTS = ("/etc/ssh/ssh_known_hosts", "/etc/ssh/ssh_known_hosts2")
 
 
 class _Config(SSHClientConfig):
+    # Borrowed: asyncssh's private option table (``_handlers``: lower-case name → (name, setter)) and its
+    # private ``SSHConfig._set_bool`` setter. asyncssh has no public hook for extra options; it is capped in
+    # pyproject.toml and tests/test_private_apis.py says when a release moves either.
     _handlers = {
         **SSHClientConfig._handlers,
         "hashknownhosts": ("HashKnownHosts", SSHConfig._set_bool),

@@ -12,6 +12,10 @@ Rendering reads plotext's character matrix straight into Textual strips, one seg
 coloured cells: not through an ANSI string and ``Text.from_ansi`` (textual-plotext's way, over half of a
 redraw's time), nor through Rich text that Textual lays out again as content (half of a frame's chart render
 while a log floods in, and a styled segment per run per frame for the collector).
+
+Borrowed (no public API does it): plotext's ``_utility.colors_to_ansi`` and its figure's ``_set_size``,
+``_set_sizes``, ``_build_matrix`` and ``monitor.matrix``; textual-plotext's ``_get_plotext_theme_name``. Both
+are capped in pyproject.toml; tests/test_private_apis.py says when a release moves one.
 """
 
 from __future__ import annotations

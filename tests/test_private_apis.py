@@ -1,0 +1,73 @@
+"""What specdeck borrows from its libraries' private parts, checked against the installed releases.
+
+Each dependency whose private API we use is capped in pyproject.toml at the release these were tested with.
+When a bump moves one of them, the test here names what moved and where it is used, instead of a panel that
+fails on first use. Raise a cap only with this file green.
+"""
+
+from __future__ import annotations
+
+import inspect
+
+import pytest
+
+
+def moved(what: str, where: str) -> str:
+    return f"{what} moved in this release: {where} borrows it; adapt it there, then raise the cap in pyproject.toml"
+
+
+def test_asyncssh_config_handlers():
+    """backend/transport/sshconfig.py adds HashKnownHosts and CheckHostIP to asyncssh's ssh_config parser."""
+    from asyncssh.config import SSHClientConfig, SSHConfig
+
+    where = "backend/transport/sshconfig.py (_Config)"
+    handlers = getattr(SSHClientConfig, "_handlers", None)
+    assert isinstance(handlers, dict) and "hostname" in handlers, moved("SSHClientConfig._handlers", where)
+    name, setter = handlers["hostname"]
+    assert name == "Hostname" and callable(setter), moved("the (name, setter) shape of _handlers", where)
+    assert list(inspect.signature(SSHConfig._set_bool).parameters) == ["self", "option", "args"], moved(
+        "SSHConfig._set_bool(option, args)", where
+    )
+    from backend.transport.sshconfig import resolve
+
+    assert resolve("h", paths=[]).hash_known_hosts is False  # the subclass still loads
+
+
+def test_textual_serve_make_app(tmp_path):
+    """backend/cli/webcmds.py rebuilds textual-serve's aiohttp app (its routes behind a token)."""
+    from textual_serve.server import Server
+
+    where = "backend/cli/webcmds.py (GuardedServer._make_app)"
+    assert inspect.iscoroutinefunction(getattr(Server, "_make_app", None)), moved("Server._make_app()", where)
+    server = Server("true")
+    for name in ("handle_index", "handle_websocket", "handle_download", "templates_path", "statics_path"):
+        assert hasattr(server, name), moved(f"Server.{name}", where)
+    assert (server.templates_path / "app_index.html").exists(), moved("textual-serve's templates folder", where)
+
+
+def test_plotext_and_textual_plotext_internals():
+    """tui/widgets/chart.py builds plotext's character matrix itself and reads it cell by cell (no ANSI round
+    trip: `make bench` measures why)."""
+    pytest.importorskip("textual_plotext")
+    from plotext._utility import colors_to_ansi
+    from textual_plotext import PlotextPlot
+
+    where = "tui/widgets/chart.py (SeriesChart.build_matrix, matrix_strips, cell_style)"
+    assert callable(getattr(PlotextPlot, "_get_plotext_theme_name", None)), moved(
+        "PlotextPlot._get_plotext_theme_name", where
+    )
+    assert "\x1b[" in colors_to_ansi("red", "default", "default"), moved("plotext._utility.colors_to_ansi", where)
+    plt = PlotextPlot().plt
+    for name in ("_set_size", "_set_sizes", "_build_matrix", "monitor"):
+        assert hasattr(plt, name), moved(f"plotext's figure.{name}", where)
+    plt.plotsize(30, 10)
+    plt._set_size(30, 10)
+    plt.plot([0.0, 1.0], [1.0, 2.0])
+    monitor = plt.monitor
+    assert hasattr(monitor, "tback") and hasattr(monitor, "canvas_color"), moved("the monitor's tback", where)
+    plt._set_sizes()
+    plt._build_matrix()
+    matrix = monitor.matrix
+    for name in ("marker", "fullground", "style", "background", "rows", "cols"):
+        assert hasattr(matrix, name), moved(f"plotext's matrix.{name}", where)
+    assert len(matrix.marker) == matrix.rows and len(matrix.marker[0]) == matrix.cols == 30
