@@ -251,6 +251,27 @@ class PreflightFailed(UsageError):
         super().__init__(f"not starting {preflight.profile}: {reasons}")
 
 
+def speculative_problem(steps: int | None, topk: int | None, draft_tokens: int | None) -> str | None:
+    """Why SGLang cannot run these speculative numbers, in one sentence; None when it can (or none are set).
+    The editor refuses them and preflight fails on them, so ``--speculative-num-steps 0`` never reaches a host."""
+    if steps is not None and steps < 1:
+        return f"steps {steps}: a speculative server drafts at least 1 step"
+    if topk is not None and topk < 1:
+        return f"topk {topk}: each draft step keeps at least 1 candidate"
+    if draft_tokens is not None and draft_tokens < 2:
+        return f"draft tokens {draft_tokens}: a verify needs at least 2 (the bonus token and one draft)"
+    if topk == 1 and steps is not None and draft_tokens is not None and draft_tokens < steps + 1:
+        return f"draft tokens {draft_tokens} with topk 1 is fewer than steps + 1 = {steps + 1}"
+    return None
+
+
+def running_text(status: ServerStatus, now: float) -> str:
+    """The running server as a confirmation names it: ``eagle3-aq (ready for 42m10s, pid 2111)``."""
+    parts = [" ".join(filter(None, (state_label(status), since_text(status, now))))]
+    parts += [f"pid {status.pid}"] if status.pid else []
+    return f"{status.profile or 'a server'} ({', '.join(parts)})"
+
+
 def _sentence(text: str) -> str:
     return text if text.endswith(".") else text + "."
 
@@ -289,6 +310,8 @@ def profile_checks(settings: Settings, profile: ProfileConfig, version: str | No
                 f"set all three of steps, topk and draft tokens or none ({missing} "
                 "missing): SGLang refuses a partial set",
             )
+        elif problem := speculative_problem(profile.steps, profile.topk, profile.draft_tokens):
+            add("speculative numbers", "fail", f"{problem}: SGLang refuses it")
         else:
             add(
                 "speculative numbers",

@@ -90,6 +90,8 @@ async def start(
     profile = serving.get_profile(settings, profile_name)
     if not profile.algorithm:
         raise UsageError(f"profile {profile.name} runs without speculation: sweep a profile with a drafter.")
+    if resume is None:  # a resumed sweep leaves the host as the first one found it
+        await restore_found(conn, settings)
     checks = await serving.preflight(conn, settings, profile, force=force)
     current = await serving.status(conn)
     running = current.get("state") in serving.RUNNING_STATES
@@ -120,6 +122,25 @@ async def start(
         "env": {"points": env, "restore": restore_env or {}},
     }
     return JobInfo.from_json(await conn.call("sweep.start", **params))
+
+
+async def restore_found(conn: Connection, settings: Settings) -> dict | None:
+    """Leave the host as the newest sweep found it when that sweep could not (killed outright, or cancelled
+    while its server drained): stop the sweep's leftover server, start the profile it found running. What was
+    done (``{"sweep", "profile", "leftover", "started"}``), else None; the host makes sure it happens once."""
+    owed = await conn.call("sweep.unrestored")
+    if owed["sweep"] is None:
+        return None
+    for job in owed["leftover"]:
+        await serving.stop(conn, job=job)
+    profile = owed["profile"]
+    if profile is not None and profile not in settings.profiles:
+        raise OperationFailed(
+            f"sweep {owed['sweep']} found profile {profile} running, which this config does not have: start it "
+            "yourself with `specdeck serve start`."
+        )
+    started = await serving.start(conn, settings, settings.profiles[profile], force=True) if profile else None
+    return {**owed, "started": started["job"] if started else None}
 
 
 async def events(conn: Connection, job_id: str) -> AsyncIterator[dict]:

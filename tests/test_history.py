@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 from textual.command import CommandList, CommandPalette
-from textual.widgets import DataTable
+from textual.widgets import DataTable, Static
 
 from backend.connection import Connection
 from backend.history import History, LiveRecorder, filter_tail, parse_server_args, primed_filter, sync_from_host
@@ -422,6 +422,8 @@ def test_history_cli_lists_marks_and_deletes(three_runs):
     assert cli("history", "baseline", rc=2).stderr.strip().endswith("or --clear")
     assert "deleted 1 run(s)" in cli("history", "delete", "serve-2").stdout
     assert len(json.loads(cli("history", "--json").stdout)["runs"]) == 2
+    tombstones = json.loads(cli("history", "--json", "--deleted").stdout)["deleted"]
+    assert [(t["id"], t["kind"]) for t in tombstones] == [("local/serve-2-ours", "run")]
 
 
 def test_charts_render_as_text_and_svg():
@@ -469,16 +471,22 @@ async def test_history_tab_compares_marks_and_deletes(three_runs, tmp_path, monk
         await pilot.press("b")
         await until(pilot, lambda: pane.yardstick.baseline_run is None, "the baseline unmarked")
 
-        # Delete asks first; "n" keeps, "y" deletes both selected runs.
+        # Delete asks first, naming the highlighted run (not the selection); "n" keeps, "y" deletes that one.
         await pilot.press("d")
         await until(pilot, lambda: isinstance(app.screen, ConfirmScreen), "the confirm dialog")
+        assert str(app.screen.query(Static)[1].render()).startswith(f"{highlighted}: ")
         await pilot.press("n")
         assert table.row_count == 3
         await pilot.press("d")
         await until(pilot, lambda: isinstance(app.screen, ConfirmScreen), "the confirm dialog")
         await pilot.press("y")
-        await until(pilot, lambda: table.row_count == 1, "two runs deleted")
-        assert pane.selected == []
+        await until(pilot, lambda: table.row_count == 2, "the highlighted run deleted")
+        assert highlighted not in {str(k.value) for k in table.rows} and highlighted not in pane.selected
+        # A sync does not bring it back: its tombstone says it was deleted.
+        pane.last_sync = ""
+        await pilot.press("s")
+        await until(pilot, lambda: pane.last_sync.startswith("synced"), "the next sync", 30)
+        assert table.row_count == 2 and highlighted not in {str(k.value) for k in table.rows}
 
         # Every tab key is a palette command too.
         await pilot.press("ctrl+p")

@@ -24,6 +24,7 @@ from tests.helpers import until
 from tests.simhost import fake_nvidia_smi
 from tests.sshd import free_port
 from tui.app import SpecdeckApp
+from tui.screens.confirm import ConfirmScreen
 from tui.screens.serve import CLOCK_LATE_S, ServePane, _next_change
 from tui.widgets.logview import LogView
 
@@ -126,12 +127,15 @@ async def test_edit_start_watch_and_stop(settings, cleanup, gpu_box):
         assert "--speculative-num-steps 3 --speculative-eagle-topk 1 --speculative-num-draft-tokens 4" in text(
             app, "#preview"
         )
-        # Edit the numbers: a topk-1 mismatch shows at once, the fix updates the command preview.
-        pane.query_one("#edit-steps", Input).value = "4"
+        # Edit the numbers: a topk-1 mismatch shows at once, verdict first; the fix updates the command preview.
+        pane.query_one("#edit-steps", Input).value = "2"
         await until(pilot, lambda: "✗ topk 1" in text(app, "#checks"), "the topk 1 check")
+        assert text(app, "#checks").startswith("✗ 1 check fails: topk 1")
         pane.query_one("#edit-draft_tokens", Input).value = "5"
         await until(pilot, lambda: "--speculative-num-draft-tokens 5" in text(app, "#preview"), "the preview")
-        assert "--speculative-num-steps 4" in text(app, "#preview") and "✗" not in text(app, "#checks")
+        pane.query_one("#edit-steps", Input).value = "4"
+        await until(pilot, lambda: "--speculative-num-steps 4" in text(app, "#preview"), "the preview")
+        assert "✗" not in text(app, "#checks")
         assert "eagle3-ours*" in str(pane.query_one("#profiles").get_option("eagle3-ours").prompt)
 
         # The edits reach the config file once typing pauses, the file's other keys untouched. Both edits: a
@@ -195,7 +199,17 @@ async def test_crash_shows_the_hint_beside_the_log_and_switch_recovers(settings,
         await until(pilot, lambda: state(app) == "ready", "ready after the switch")
         assert not hint.has_class("-shown") and "baseline" in state_text(app)
         first = pane.status.job
-        await pilot.press("R")  # restart the running profile: a new server job, the same profile
+        await pilot.press("R")  # a live server: asks first, naming what it stops; n keeps it
+        await until(pilot, lambda: isinstance(app.screen, ConfirmScreen), "the restart question")
+        question = str(app.screen.query_one("#confirm-dialog").query(Static)[1].render())
+        assert question.startswith("Restart baseline (ready for ") and f"pid {pane.status.pid})" in question
+        assert "start baseline again?" in question
+        await pilot.press("n")
+        await until(pilot, lambda: not isinstance(app.screen, ConfirmScreen), "the question answered")
+        assert pane.busy is None and pane.status.job == first
+        await pilot.press("R")  # y: a new server job, the same profile
+        await until(pilot, lambda: isinstance(app.screen, ConfirmScreen), "the restart question again")
+        await pilot.press("y")
         await until(pilot, lambda: pane.status.job != first and state(app) == "ready", "ready after the restart")
         assert pane.status.profile == "baseline"
 
@@ -225,6 +239,53 @@ async def test_reattaches_to_a_running_server_after_a_reconnect(settings, cleanu
         await until(pilot, lambda: log.lines_kept[-1:] == log_file[-1:], "the log's last line")
         kept = log.lines_kept
         assert kept == log_file[-len(kept) :]  # resumed at the offset: nothing lost or repeated
+
+
+async def test_editor_refuses_numbers_sglang_refuses_and_shows_the_stored_profile(settings):
+    app = SpecdeckApp(settings, host="sim")
+    async with app.run_test(size=SIZE) as pilot:
+        pane = await open_serve_tab(app, pilot)
+        await select(pilot, pane, "eagle3-aq")
+        for key, value, words in (
+            ("steps", "0", "steps 0: a speculative server drafts at least 1 step"),
+            ("topk", "0", "topk 0: each draft step keeps at least 1 candidate"),
+            ("draft_tokens", "3", "draft tokens 3 with topk 1 is fewer than steps + 1 = 4"),
+        ):
+            pane.query_one(f"#edit-{key}", Input).value = value
+            await until(pilot, lambda w=words: w in text(app, "#preview"), f"{key} {value} refused")
+            assert "not saved" in text(app, "#preview") and "eagle3-aq" not in pane.edits
+            pane._fill_editor()  # back to the stored numbers
+        # Tune's apply best saves elsewhere: the editor shows the stored profile, and the next edit builds on it.
+        app.save_profile(replace(settings.profiles["eagle3-aq"], steps=5, draft_tokens=6))
+        await until(pilot, lambda: pane.query_one("#edit-steps", Input).value == "5", "the stored steps")
+        assert pane.query_one("#edit-draft_tokens", Input).value == "6"
+        pane.query_one("#edit-port", Input).value = "30123"
+        await until(pilot, lambda: load(settings.source).profiles["eagle3-aq"].port == 30123, "the next edit saved")
+        assert load(settings.source).profiles["eagle3-aq"].draft_tokens == 6
+
+        # The host's preflight fails: the verdict heads the column, a toast names the checks, the column scrolls.
+        pane.query_one("#edit-port", Input).value = str(settings.profiles["eagle3-aq"].port)
+        pane.query_one("#edit-extra", Input).value = "--no-such-flag 1"
+        pane.query_one("#profiles").focus()
+        await pilot.press("p")
+        await until(pilot, lambda: pane.checks is not None and not pane.busy, "the host's preflight", 90)
+        assert any(n.title and "fail" in n.title and "--no-such-flag" in n.message for n in app._notifications)
+        assert text(app, "#checks").split("\n")[0].startswith("✗ ") and "fail" in text(app, "#checks").split("\n")[0]
+        left = pane.query_one("#serve-left")
+        await until(pilot, lambda: left.max_scroll_y == 0 or left.scroll_y > 0, "the checks scrolled into view")
+
+
+def test_preflight_fails_on_numbers_sglang_refuses(settings):
+    for numbers, words in (
+        ({"steps": 0}, "steps 0"),
+        ({"topk": 0}, "topk 0"),
+        ({"steps": 4, "draft_tokens": 4}, "draft tokens 4 with topk 1 is fewer than steps + 1 = 5"),
+    ):
+        profile = replace(settings.profiles["eagle3-aq"], **numbers)
+        checks = serving.profile_checks(settings, profile)
+        failed = [c for c in checks if c.status == "fail" and c.name == "speculative numbers"]
+        assert failed and words in failed[0].message, checks
+    assert serving.speculative_problem(None, None, None) is None and serving.speculative_problem(3, 1, 4) is None
 
 
 def test_every_serve_key_has_an_id_and_a_tooltip():

@@ -154,6 +154,47 @@ async def test_resume_after_the_sweep_job_was_killed(conn, models):
     assert (await conn.call("jobs.get", id=leftover["job"]))["state"] not in ("running", "orphaned")
 
 
+async def test_cancelled_or_killed_sweeps_leave_the_server_they_found(conn, models):
+    settings = make_settings(models, aq={"drafter": "aq-medai", **EAGLE}, base={})
+    settings = replace(settings, profiles={**settings.profiles, "base": replace(settings.profiles["base"],
+                       port=settings.profiles["aq"].port)})  # fmt: skip
+    found = await serving.start(conn, settings, settings.profiles["base"])
+    assert (await serving.wait(conn, found["job"], within=30))["state"] == "ready"
+    plan = sweep_mod.SweepPlan((1, 2), **SMALL)
+
+    async def sweep_until(phase: str) -> str:
+        job = await sweep_mod.start(conn, settings, "aq", plan, baseline_tok_s=82.0)
+        async for event in sweep_mod.events(conn, job.id):
+            if event.get("event") == "phase" and event.get("index") == 0 and event["phase"] == phase:
+                return job.id
+        raise AssertionError(f"sweep {job.id} never reached {phase}")
+
+    async def base_runs_again(before: str) -> str:
+        status = await serving.wait(conn, until=("ready",), within=30)
+        assert status["profile"] == "base" and status["job"] != before and not status["args"].get("sweep")
+        return status["job"]
+
+    # Cancelled: the sweep stops its server and starts the one it found (or leaves that to the next attach).
+    job_id = await sweep_until("benching")
+    await sweep_mod.cancel(conn, job_id)
+    with pytest.raises(OperationFailed, match="cancelled"):
+        await sweep_mod.follow(conn, job_id)
+    await sweep_mod.restore_found(conn, settings)
+    restored = await base_runs_again(found["job"])
+    assert await sweep_mod.restore_found(conn, settings) is None  # once only
+
+    # Killed outright: the next attach stops the point's leftover server and starts the found profile.
+    job_id = await sweep_until("warming up")
+    await conn.call("jobs.signal", id=job_id, signal="KILL")
+    await conn.call("jobs.wait", id=job_id, timeout=30)
+    leftover = (await serving.status(conn))["job"]
+    done = await sweep_mod.restore_found(conn, settings)
+    assert done["sweep"] == job_id and done["leftover"] == [leftover] and done["profile"] == "base"
+    await base_runs_again(restored)
+    assert (await conn.call("jobs.get", id=leftover))["state"] not in ("running", "orphaned")
+    assert await sweep_mod.restore_found(conn, settings) is None
+
+
 async def test_smart_sweep_measures_the_profile_first_and_stops_when_nothing_left_can_win(conn, models):
     settings = make_settings(models, aq={"drafter": "aq-medai", **EAGLE})
     plan = sweep_mod.SweepPlan((1, 2, 3, 4), requests=3, max_tokens=160, smart=True)

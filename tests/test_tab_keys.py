@@ -164,10 +164,14 @@ async def test_serve_keys(sandbox):
         await until(pilot, lambda: state() == ("ready", "baseline"), "baseline ready", timeout=60)
         job = pane.status.job
         await keys.press("restart")
+        await until(pilot, lambda: isinstance(app.screen, ConfirmScreen), "the restart question")
+        await pilot.press("y")
         await until(pilot, lambda: state() == ("ready", "baseline") and pane.status.job != job, "restarted", 60)
 
         await pilot.press("down")  # eagle3-ours
         await keys.press("switch")
+        await until(pilot, lambda: isinstance(app.screen, ConfirmScreen), "the switch question")
+        await pilot.press("y")
         await until(pilot, lambda: state() == ("ready", "eagle3-ours"), "switched to eagle3-ours", timeout=60)
         await keys.press("stop")
         await until(pilot, lambda: state()[0] == "stopped", "stopped", timeout=60)

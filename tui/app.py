@@ -25,7 +25,7 @@ from backend.errors import ConnectionFailed, HostKeyUnknown, SpecdeckError
 from backend.history import HistoryThread
 from backend.settings import HostConfig, ProfileConfig, Settings, save_profile
 from tui.commands import ActionsProvider
-from tui.messages import ConnectionChanged, OpenInCompare
+from tui.messages import ConnectionChanged, OpenInCompare, ProfileSaved
 from tui.screens.compare import ComparePane
 from tui.screens.drafters import DraftersPane
 from tui.screens.history import HistoryPane
@@ -311,11 +311,13 @@ class SpecdeckApp(App[int]):
     def save_profile(self, profile: ProfileConfig) -> None:
         """Write ``profile`` into the config file (comments and layout kept) and use the settings it gives."""
         settings, path = save_profile(self.settings, profile)
-        self.call_from_thread(self._profile_saved, settings, profile.name, path)
+        self.call_from_thread(self._profile_saved, settings, profile, path)
 
-    def _profile_saved(self, settings: Settings, name: str, path: Path) -> None:
+    def _profile_saved(self, settings: Settings, profile: ProfileConfig, path: Path) -> None:
         self.settings = settings
-        self.notify(f"profile {name} saved to {path}")
+        for pane in self.query(ShellPane):
+            pane.post_message(ProfileSaved(settings.profiles[profile.name]))
+        self.notify(f"profile {profile.name} saved to {path}")
 
     def action_toggle_theme(self) -> None:
         self.theme = "textual-light" if self.current_theme.dark else "textual-dark"

@@ -10,7 +10,7 @@ from __future__ import annotations
 from textual.message import Message
 
 from backend.connection import ConnState
-from backend.settings import HostConfig
+from backend.settings import HostConfig, ProfileConfig
 
 
 class ConnectionChanged(Message, bubble=False):
@@ -45,3 +45,12 @@ class OpenInCompare(Message):
     def __init__(self, drafter: str) -> None:
         super().__init__()
         self.drafter = drafter
+
+
+class ProfileSaved(Message, bubble=False):
+    """``profile`` is now stored in the config file (and the App's settings), saved by any tab: every tab pane
+    gets it, so an editor showing that profile shows what is stored."""
+
+    def __init__(self, profile: ProfileConfig) -> None:
+        super().__init__()
+        self.profile = profile

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import time
 from pathlib import Path
 
 from backend.cli.common import add_json, connect, emit_json, load_settings
@@ -31,6 +32,7 @@ def register(sub) -> None:
     p = command(sub, "history", "List the recorded server runs with their means against the baseline and break-even.")
     add_json(p)
     p.add_argument("--sync", action="store_true", help="first import the host's serve and bench jobs (--host)")
+    p.add_argument("--deleted", action="store_true", help="list the deleted runs and benches (their tombstones)")
     p.set_defaults(run=list_runs)
     hsub = p.add_subparsers(dest="history_command", metavar="ACTION")
     b = command(hsub, "baseline", "Mark a run as the measured baseline: its mean tok/s becomes the baseline line.")
@@ -76,6 +78,8 @@ async def list_runs(args: argparse.Namespace) -> int:
                 synced = await sync_from_host(history, conn)
             finally:
                 await conn.close()
+        if args.deleted:
+            return _list_deleted(history, args.json)
         yardstick = _yardstick(history, args)
         runs = history.runs()
         if args.json:
@@ -146,6 +150,19 @@ async def baseline(args: argparse.Namespace) -> int:
         emit_json(yardstick.to_json())
     else:
         print(_yardstick_line(yardstick))
+    return 0
+
+
+def _list_deleted(history: History, as_json: bool) -> int:
+    tombstones = history.deleted()
+    if as_json:
+        emit_json({"deleted": tombstones, "database": str(history.path)})
+        return 0
+    if not tombstones:
+        print("nothing deleted")
+    for t in tombstones:
+        when = time.strftime("%Y-%m-%d %H:%M", time.localtime(t["deleted_at"]))
+        print(f"{t['id']}  {t['kind']}  {t['profile'] or '—'}  deleted {when}")
     return 0
 
 

@@ -156,6 +156,10 @@ async def sweep(args: argparse.Namespace) -> int:
         finally:
             if not finished and conn.connected:
                 await sweep_mod.cancel(conn, job.id)
+            if conn.connected:  # every ending leaves the host as found (a cancelled sweep may leave it to us)
+                restored = await sweep_mod.restore_found(conn, settings)
+                if restored and restored["started"]:
+                    print(f"started {restored['profile']} again, as the sweep found it", file=sys.stderr)
     finally:
         await conn.close()
     if args.json:

@@ -37,7 +37,11 @@ class LiveRecorder:
     def begin(self, job: JobInfo, offset: int = 0) -> str:
         """Start recording serve job ``job`` read from byte ``offset``; returns its run id."""
         self.flush(force=True)
-        self.run_id = self.history.upsert_run(self.host, job)
+        run_id = self.history.upsert_run(self.host, job)
+        if self.history.is_deleted(run_id):
+            self.run_id = None  # the operator deleted it: nothing of it is recorded again
+            return run_id
+        self.run_id = run_id
         stored, tail = self.history.import_state(self.run_id)
         self._start = self._end = offset
         self._tail = tail if offset == stored else []

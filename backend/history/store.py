@@ -102,6 +102,14 @@ CREATE TABLE IF NOT EXISTS benches (
     result TEXT NOT NULL DEFAULT '{}'
 );
 CREATE INDEX IF NOT EXISTS benches_run ON benches(run);
+-- Tombstones: runs (and their benches) deleted by the operator, by id, so a sync never imports them again.
+CREATE TABLE IF NOT EXISTS deleted (
+    id TEXT PRIMARY KEY,
+    kind TEXT NOT NULL,
+    profile TEXT,
+    started REAL,
+    deleted_at REAL NOT NULL
+);
 CREATE TABLE IF NOT EXISTS recorders (
     run TEXT PRIMARY KEY,
     holder TEXT NOT NULL,
@@ -274,6 +282,8 @@ class History:
         name = args.get("drafter_name") or (None if is_path else drafter)
         path = _draft_path(argv) or (drafter if is_path else None)
         with self.transaction() as db:
+            if self._tombstoned(db, run_id):
+                return run_id  # deleted by the operator: it stays deleted
             db.execute(
                 """INSERT INTO runs (id, host, job_id, profile, args, argv, drafter_name, drafter_path, started,
                        stopped, state, outcome, reason, updated)
@@ -431,6 +441,8 @@ class History:
         result = result or {}
         server_job = result.get("server_job") or args.get("server_job")
         with self.transaction() as db:
+            if self._tombstoned(db, bench_id):
+                return bench_id
             run = f"{host}/{server_job}" if server_job else None
             if run and db.execute("SELECT 1 FROM runs WHERE id = ?", (run,)).fetchone() is None:
                 run = None
@@ -663,10 +675,35 @@ class History:
         return [_bench_json(r) for r in rows]
 
     def delete(self, run_ids: Iterable[str]) -> int:
-        """Delete runs with their samples and benches; returns how many were deleted."""
-        ids = list(run_ids)
+        """Delete runs with their samples and benches, leaving a tombstone for each run and bench so a sync
+        does not bring them back; returns how many runs were deleted."""
+        now, count = time.time(), 0
         with self.transaction() as db:
-            return sum(db.execute("DELETE FROM runs WHERE id = ?", (i,)).rowcount for i in ids)
+            for run_id in run_ids:
+                row = db.execute("SELECT profile, started FROM runs WHERE id = ?", (run_id,)).fetchone()
+                if row is None:
+                    continue
+                benches = db.execute("SELECT id, profile, started FROM benches WHERE run = ?", (run_id,)).fetchall()
+                db.executemany(
+                    "INSERT OR REPLACE INTO deleted (id, kind, profile, started, deleted_at) VALUES (?, ?, ?, ?, ?)",
+                    [(run_id, "run", row["profile"], row["started"], now)]
+                    + [(b["id"], "bench", b["profile"], b["started"], now) for b in benches],
+                )
+                count += db.execute("DELETE FROM runs WHERE id = ?", (run_id,)).rowcount
+        return count
+
+    def is_deleted(self, item_id: str) -> bool:
+        """Whether run or bench ``item_id`` was deleted (its tombstone)."""
+        return self._tombstoned(self.db, item_id)
+
+    def deleted(self) -> list[dict[str, Any]]:
+        """The tombstones, newest first: ``{"id", "kind", "profile", "started", "deleted_at"}``."""
+        rows = self.db.execute("SELECT * FROM deleted ORDER BY deleted_at DESC, id")
+        return [dict(row) for row in rows]
+
+    @staticmethod
+    def _tombstoned(db: sqlite3.Connection, item_id: str) -> bool:
+        return db.execute("SELECT 1 FROM deleted WHERE id = ?", (item_id,)).fetchone() is not None
 
 
 def _alive(pid: int) -> bool:

@@ -163,7 +163,8 @@ def _store_chunk(history: History, run_id: str, offset: int, data_b64: str) -> t
 async def record_run(history: History, conn, job: JobInfo) -> str:
     """Record serve job ``job`` of ``conn``'s host with the samples its log holds so far; returns its run id."""
     run_id = history.upsert_run(conn.host.name, job)
-    await _import_log(history, conn, run_id, job)
+    if not history.is_deleted(run_id):
+        await _import_log(history, conn, run_id, job)
     return run_id
 
 
@@ -225,6 +226,8 @@ async def sync_from_host(store: History | HistoryThread, conn) -> SyncReport:
     report = SyncReport(host)
     for job in await list_jobs(conn, "serve"):
         run, checked = await store.query(partial(_upsert, host=host, job=job))
+        if run is None:
+            continue  # deleted by the operator (a tombstone)
         report.runs += 1
         if run.drafter_path and not checked:
             size, sha = await _drafter_identity(conn, run)
@@ -242,7 +245,7 @@ async def sync_from_host(store: History | HistoryThread, conn) -> SyncReport:
         report.samples += await _import_log(store, conn, run.id, job)
     for job in await list_jobs(conn, "bench"):
         bench_id = f"{host}/{job.id}"
-        if job.state == "running" or await store.query(partial(History.has_bench, bench_id=bench_id)):
+        if job.state == "running" or await store.query(partial(_known_bench, bench_id=bench_id)):
             continue
         result = next((ev for ev in reversed(await _events(conn, job)) if ev.get("event") == "result"), None)
         await store.query(partial(History.record_bench, host=host, job=job, result=result))
@@ -255,7 +258,15 @@ def _set_server_infos(history: History, run_id: str, infos: list[dict]) -> None:
         history.set_server_info(run_id, info)
 
 
-def _upsert(history: History, host: str, job: JobInfo) -> tuple[RunSummary, bool]:
-    """The run of serve job ``job`` after refreshing it, and whether its drafter's identity was checked."""
+def _upsert(history: History, host: str, job: JobInfo) -> tuple[RunSummary | None, bool]:
+    """The run of serve job ``job`` after refreshing it (None: deleted), and whether its drafter's identity was
+    checked."""
     run_id = history.upsert_run(host, job)
+    if history.is_deleted(run_id):
+        return None, True
     return history.run(run_id), history.identity_checked(run_id)
+
+
+def _known_bench(history: History, bench_id: str) -> bool:
+    """Imported already, or deleted by the operator."""
+    return history.has_bench(bench_id) or history.is_deleted(bench_id)

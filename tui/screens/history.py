@@ -77,7 +77,7 @@ class HistoryPane(ShellPane):
             "delete_runs",
             "Delete",
             id="history.delete",
-            tooltip="Delete the selected runs, or the highlighted one",
+            tooltip="Delete the highlighted run (asks first; a sync does not bring it back)",
         ),
         Binding("s", "sync", "Sync", id="history.sync", tooltip="Import the host's server runs and benches now"),
         Binding("c", "clear_selection", "Clear", id="history.clear", tooltip="Clear the comparison"),
@@ -300,11 +300,17 @@ class HistoryPane(ShellPane):
         self.app.baseline = Baseline(y.baseline_tok_s, y.baseline_run)
 
     def action_delete_runs(self) -> None:
-        ids = list(self.selected) or ([self.current_run()] if self.current_run() else [])
-        if not ids:
+        # The highlighted row, which the footer's "Delete" names: never a selection made for comparing.
+        run_id = self.current_run()
+        if run_id is None:
             return
-        what = ids[0] if len(ids) == 1 else f"{len(ids)} runs ({', '.join(ids[:3])}{', ...' if len(ids) > 3 else ''})"
-        question = f"{what}: its samples and benches go too. The jobs on the host stay."
+        ids = [run_id]
+        run = next((r for r in self.runs if r.id == run_id), None)
+        question = (
+            f"{run_id}: its samples and benches go too, and a sync does not bring it back. The jobs on the host stay."
+        )
+        if run is not None and run.outcome == "running":
+            question += " Its server is still running (it keeps running; nothing more of this run is recorded)."
 
         def answered(delete: bool | None) -> None:
             if delete:

@@ -3,8 +3,10 @@ and watch it come up (phase timeline, GPU memory, the log following its tail) or
 
 Everything shown comes from the host: the server's status is pushed by the agent (``serving.watch``) and the
 log is followed by byte offset (``serving.follow``); both resume by themselves after a reconnect, so the tab
-reattaches to a server that kept running while the panel was away. Edits to a profile's numbers live for the
-session (the command preview shows what will run); the config file is never rewritten.
+reattaches to a server that kept running while the panel was away. Edits to a profile's numbers reach the
+config file once typing pauses; numbers SGLang refuses (steps 0, topk 0, too few draft tokens) are never saved,
+and a profile saved elsewhere (Tune's apply best) is shown as stored. Restart and switch on a live server ask
+first, naming the server they stop: on a large model a restart costs minutes.
 """
 
 from __future__ import annotations
@@ -30,7 +32,8 @@ from backend import serving
 from backend.connection import Connection
 from backend.errors import SpecdeckError, UsageError
 from backend.settings import ProfileConfig
-from tui.messages import ConnectionChanged, OpenInCompare
+from tui.messages import ConnectionChanged, OpenInCompare, ProfileSaved
+from tui.screens.confirm import ConfirmScreen
 from tui.screens.pane import ShellPane
 from tui.widgets.logview import LogView
 
@@ -61,6 +64,14 @@ CHECK_MARKS = {
     "fail": ("✗", "$error"),
     "skip": ("-", "$text-muted"),
 }
+
+
+def _count(items: list, one: str, many: str) -> str:
+    return f"1 {one}" if len(items) == 1 else f"{len(items)} {many}"
+
+
+def _names(checks: list[serving.Check]) -> str:
+    return ", ".join(dict.fromkeys(c.name for c in checks))
 
 
 def _bar(used: float, total: float, width: int = 10) -> str:
@@ -121,13 +132,15 @@ class ServePane(ShellPane):
             tooltip="Start the selected profile even if Compare finds its drafter incompatible (--force)",
         ),
         Binding("x", "stop", "Stop", id="serve.stop", tooltip="Stop the server (SIGTERM, SIGKILL after 30 s)"),
-        Binding("R", "restart", "Restart", id="serve.restart", tooltip="Restart the running server's profile"),
+        Binding(
+            "R", "restart", "Restart", id="serve.restart", tooltip="Restart the running server's profile (asks first)"
+        ),
         Binding(
             "w",
             "switch",
             "Switch",
             id="serve.switch",
-            tooltip="Switch profiles: stop the server, start the selected one",
+            tooltip="Switch profiles: stop the running server and start the selected one (asks first)",
         ),
         Binding("p", "preflight", "Check", id="serve.preflight", tooltip="Run the selected profile's preflight checks"),
         Binding("f", "follow", "Follow", id="serve.follow", tooltip="Follow the server log's tail again"),
@@ -155,6 +168,7 @@ class ServePane(ShellPane):
         self.gpus: dict | None = None
         self.checks: tuple[serving.Check, ...] | None = None  # the host's preflight, once run
         self.edits: dict[str, ProfileConfig] = {}
+        self._sent: dict[str, ProfileConfig] = {}  # the edit last handed to the App to save, per profile
         self.selected: str | None = None
         self._conn: Connection | None = None  # the connection the watchers run on
         self._log_job: str | None = None
@@ -336,7 +350,21 @@ class ServePane(ShellPane):
     def _save(self) -> None:
         profile = self._profile(self.selected)
         if profile is not None and profile != self.app.settings.profiles.get(profile.name):
+            self._sent[profile.name] = profile
             self.app.save_profile(profile)
+
+    def on_profile_saved(self, message: ProfileSaved) -> None:
+        """The stored profile is the truth: an edit it matches is done, one saved elsewhere replaces ours (the
+        editor shows it), and only typing since our own save stays pending."""
+        stored = message.profile
+        edit = self.edits.pop(stored.name, None)
+        if edit is not None and edit != stored and self._sent.get(stored.name) == stored:
+            self.edits[stored.name] = edit  # our own save, with newer typing still to be saved
+            return
+        self._fill_profiles()
+        if stored.name == self.selected and edit != stored:  # saved elsewhere: show it (ours shows already)
+            self.checks = None
+            self._fill_editor()
 
     def _read_editor(self) -> ProfileConfig:
         """The selected profile with the editor's values; raises UsageError on a value SGLang can't take."""
@@ -351,9 +379,14 @@ class ServePane(ShellPane):
                 values[key] = int(text)
             except ValueError:
                 raise UsageError(f"{label} must be a whole number") from None
-            low = 0 if key == "steps" else 1
-            if values[key] < low or (key == "port" and values[key] > 65535):
+            if values[key] < (0 if key in ("steps", "topk", "draft_tokens") else 1) or (
+                key == "port" and values[key] > 65535
+            ):
                 raise UsageError(f"{label} {values[key]} is out of range")
+        if base.algorithm and (
+            problem := serving.speculative_problem(values["steps"], values["topk"], values["draft_tokens"])
+        ):
+            raise UsageError(f"{problem}: SGLang refuses it, so it is not saved")
         try:
             extra = shlex.split(self.query_one("#edit-extra", Input).value)
         except ValueError as exc:
@@ -381,7 +414,16 @@ class ServePane(ShellPane):
         preview.set_class(invalid, "-invalid")
 
     def _render_checks(self, checks: Iterable[serving.Check]) -> None:
-        lines = []
+        checks = list(checks)
+        failed = [c for c in checks if c.status == "fail"]
+        warned = [c for c in checks if c.status == "warn"]
+        # The verdict first: a ✗ below the fold must not leave a column of ✓ to read.
+        if failed:
+            lines = [f"[b $error]✗ {_count(failed, 'check fails', 'checks fail')}: {escape(_names(failed))}[/]"]
+        elif warned:
+            lines = [f"[b $warning]! {_count(warned, 'warning', 'warnings')}: {escape(_names(warned))}[/]"]
+        else:
+            lines = [f"[b $success]✓ {_count(checks, 'check passes', 'checks pass')}[/]"]
         for check in checks:
             mark, color = CHECK_MARKS[check.status]
             lines.append(f"[{color}]{mark}[/] {escape(check.name)}: {escape(check.message)}")
@@ -438,8 +480,36 @@ class ServePane(ShellPane):
         if not self.app.connection.connected:
             self.notify(f"{self.app.host_config.name} is not connected", severity="error")
             return
+        st = self.status
+        if what in ("restart", "switch") and st is not None and st.running:
+            self._confirm_replace(what, st, force)
+            return
         self.busy = what
         self._run_action(what, force)
+
+    def _confirm_replace(self, what: str, st: serving.ServerStatus, force: bool) -> None:
+        """Ask before stopping a live server: it names the server it stops and the profile it starts."""
+        name = self._restart_target(st) if what == "restart" else self.selected
+        running = serving.running_text(st, time.time())
+        if what == "restart":
+            question = f"Restart {running}: stop it and start {name} again?"
+        else:
+            question = f"Stop {running} and start {name}?"
+        question += " Loading the weights and capturing CUDA graphs again takes minutes on a large model."
+
+        def answered(yes: bool | None) -> None:
+            if yes and not self.busy:
+                self.busy = what
+                self._run_action(what, force)
+
+        title = "Restart the server?" if what == "restart" else "Switch profiles?"
+        yes = "Restart" if what == "restart" else "Switch"
+        self.app.push_screen(ConfirmScreen(title, question, yes, "Keep it running"), answered)
+
+    def _restart_target(self, st: serving.ServerStatus | None) -> str | None:
+        """The profile a restart starts: the running server's, else the selected one."""
+        current = st.profile if st else None
+        return current if current in self.app.settings.profiles else self.selected
 
     @work(group="serve-action", exit_on_error=False, description="serve action")
     async def _run_action(self, what: str, force: bool) -> None:
@@ -452,11 +522,7 @@ class ServePane(ShellPane):
                 else:
                     self.notify("no server is running")
                 return
-            if what == "restart":
-                current = self.status.profile if self.status else None
-                name = current if current in settings.profiles else self.selected
-            else:
-                name = self.selected
+            name = self._restart_target(self.status) if what == "restart" else self.selected
             profile = self._profile(name)
             if profile is None:
                 raise UsageError("no profile selected")
@@ -468,8 +534,8 @@ class ServePane(ShellPane):
             try:
                 out = await launch(conn, settings, profile, force=force)
             except serving.PreflightFailed as exc:
-                self._show_checks(exc.preflight)
-                raise
+                self._show_checks(exc.preflight)  # its toast says which checks fail
+                return
             self._show_checks(serving.Preflight.from_json(out["preflight"]))
             self.notify(f"starting {profile.name} on port {profile.port}")
         finally:
@@ -478,6 +544,16 @@ class ServePane(ShellPane):
     def _show_checks(self, preflight: serving.Preflight) -> None:
         self.checks = preflight.checks
         self._render_checks(preflight.checks)
+        failed = preflight.failures
+        if failed:
+            self.notify(
+                "; ".join(f"{c.name}: {c.message}" for c in failed),
+                title=f"{preflight.profile}: {_count(failed, 'check fails', 'checks fail')}",
+                severity="error",
+                markup=False,
+            )
+            checks = self.query_one("#checks", Static)
+            self.call_after_refresh(checks.scroll_visible, top=True)
 
     # --- the server's state -----------------------------------------------------------------------------------
 

@@ -22,12 +22,13 @@ from textual.binding import Binding
 from textual.containers import Horizontal
 from textual.widgets import DataTable, Input, Label, Static
 
-from backend import advisor
+from backend import advisor, serving
 from backend import sweep as sweep_mod
 from backend.bench import DEFAULT_MAX_TOKENS, DEFAULT_REQUESTS
 from backend.errors import SpecdeckError, UsageError
 from backend.history import History, RunSummary, Yardstick, sync_from_host
 from tui.messages import ConnectionChanged
+from tui.screens.confirm import ConfirmScreen
 from tui.screens.pane import ShellPane
 from tui.state import Baseline
 from tui.widgets.tunecharts import HistogramChart, PositionChart, StepsChart
@@ -269,6 +270,9 @@ class TunePane(ShellPane):
     async def _start(self, plan: sweep_mod.SweepPlan) -> None:
         assert self.profile is not None and self.yardstick is not None
         conn = self.app.connection
+        if not await self._replacing_agreed(len(plan.grid())):
+            self._progress("sweep not started: the running server was kept")
+            return
         self._progress(f"checking {self.profile} and starting the sweep…")
         try:
             job = await sweep_mod.start(
@@ -280,11 +284,25 @@ class TunePane(ShellPane):
         self.app.notify(f"sweep {job.id} started: {len(plan.grid())} points of {self.profile}")
         self._follow(job.id, len(plan.grid()))
 
+    async def _replacing_agreed(self, points: int) -> bool:
+        """True when no server runs, or the operator agreed that the sweep stops the one that does."""
+        current = serving.ServerStatus.from_json(await serving.status(self.app.connection))
+        if not current.running:
+            return True
+        question = (
+            f"The sweep stops {serving.running_text(current, time.time())} and starts {self.profile} at each of "
+            f"{points} points (each a restart: minutes on a large model); when it ends, {current.profile} is "
+            "started again."
+        )
+        return bool(await self.app.push_screen_wait(ConfirmScreen("Start the sweep?", question, "Sweep", "Keep it")))
+
     @work(group="tune-reattach", exclusive=True, exit_on_error=False, description="find a running sweep")
     async def _reattach(self) -> None:
         job = await sweep_mod.running(self.app.connection)
         if job is not None and self.sweep_job is None:
             self._follow(job.id, int(job.args.get("points") or 0))
+        elif job is None:
+            self._restore()  # a sweep killed while the panel was away
 
     @work(group="tune-follow", exclusive=True, exit_on_error=False, description="follow the sweep")
     async def _follow(self, job_id: str, total: int) -> None:
@@ -310,12 +328,20 @@ class TunePane(ShellPane):
                         + saved
                     )
                 elif kind == "cancelled":
-                    self.app.notify(f"sweep {job_id} cancelled; the server it started was stopped")
+                    self.app.notify(f"sweep {job_id} cancelled: the server it started was stopped")
                 self._show_progress(kind or "")
         finally:
             self.sweep_job = None
             self._show_progress("ended")
+            self._restore()
             self._sync()
+
+    @work(group="tune-restore", exclusive=True, exit_on_error=False, description="leave the host as found")
+    async def _restore(self) -> None:
+        """A sweep that ended without restoring the server it found (cancelled, killed): do it now."""
+        restored = await sweep_mod.restore_found(self.app.connection, self.app.settings)
+        if restored and restored["started"]:
+            self.app.notify(f"started {restored['profile']} again, as sweep {restored['sweep']} found it")
 
     def _show_progress(self, last: str) -> None:
         now = time.time()

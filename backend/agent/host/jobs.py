@@ -69,7 +69,7 @@ def write_json(path: str, obj: dict) -> None:
     os.replace(_write_tmp(path, obj), path)
 
 
-def _create_json(path: str, obj: dict) -> bool:
+def create_json(path: str, obj: dict) -> bool:
     """Create ``path`` atomically unless it exists (link fails with EEXIST like O_EXCL, but readers never see
     a half-written file); True if this call created it."""
     tmp = _write_tmp(path, obj)
@@ -238,7 +238,7 @@ def describe(job_dir: str) -> dict:
         # Final: nothing of it runs and nothing will write again, so later reads skip the /proc scan. The
         # first record wins (a cancel may be writing its own right now).
         try:
-            if not _create_json(os.path.join(job_dir, "exit.json"), exit_info):
+            if not create_json(os.path.join(job_dir, "exit.json"), exit_info):
                 exit_info = _read_json(os.path.join(job_dir, "exit.json")) or exit_info
                 state = exit_info.get("state", state)
         except OSError:
@@ -574,7 +574,7 @@ def cancel(params: dict, ctx) -> dict:
     if killed:
         reason += ", killed after %.0f s without exiting" % timeout
     # The runner records its own exit when it outlives its command; whoever writes first wins.
-    _create_json(
+    create_json(
         os.path.join(job_dir, "exit.json"), {"state": "cancelled", "code": None, "reason": reason, "ended": time.time()}
     )
     return dict(describe(job_dir), stopped=stopped, left=group_members(pgid))
@@ -682,7 +682,7 @@ def run_job(job_dir: str) -> int:
             spec["argv"], stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, cwd=spec.get("cwd")
         )
     except OSError as exc:
-        _create_json(
+        create_json(
             os.path.join(job_dir, "exit.json"),
             {
                 "state": "failed",
@@ -708,7 +708,7 @@ def run_job(job_dir: str) -> int:
     else:
         state = "failed"
         reason = (failed_event or {}).get("reason") or _exit_reason(code, job_dir)
-    _create_json(
+    create_json(
         os.path.join(job_dir, "exit.json"),
         {"state": state, "code": code, "reason": reason, "ended": time.time()},
     )

@@ -22,6 +22,12 @@ starting (with SGLang's startup phase), warming up and benching; ``point`` when 
 points' predicted upper ends that it beat) or ``cancelled``. ``resume`` names an earlier sweep whose measured
 points are taken over instead of run again. The profile's env reaches the job through its environment only
 (``SPECDECK_SWEEP_ENV``), never the disk. Stdlib only, Python 3.8+.
+
+Leaving the host as found holds in every ending: done, a crashed point, an error, cancel (the cancelled sweep
+waits a little for its server to go, then starts the found one), and a sweep killed outright: then
+``sweep.unrestored`` hands the job to the next client that attaches (which stops the sweep's leftover server and
+starts the found profile itself, env and all). Whoever restores first claims ``restored.json`` in the sweep's
+folder, so the host is never restored twice.
 """
 
 from __future__ import annotations
@@ -42,6 +48,8 @@ WARMUP_TOKENS = 16
 STOP_TIMEOUT_S = 30.0
 REQUEST_KEYS = ("spec_histogram", "decode_tok_s", "spec_verify_ct", "spec_proposed", "prompt")
 INPUTS = "sweep-inputs"
+RESTORED = "restored.json"  # in the sweep's folder: claimed once by whoever leaves the host as found
+CANCEL_WAIT_S = 8.0  # a cancelled sweep waits this long for its server to go before restoring (cancel waits 15)
 
 
 def _check(params: dict) -> dict:
@@ -309,7 +317,10 @@ class Sweep:
         return 0
 
     def leave_as_found(self, found: Optional[dict]) -> None:
-        """Stop the last point's server; start the one that was running before, if any."""
+        """Stop the last point's server; start the one that was running before, if any (unless another
+        restorer claimed the sweep first)."""
+        if not jobs.create_json(os.path.join(self.job_dir, RESTORED), {"by": "sweep", "t": time.time()}):
+            return
         current = self.running_server()
         if current is not None and current["id"] != (found or {}).get("id"):
             self.stop(current["id"])
@@ -354,6 +365,9 @@ def worker_main(argv: List[str]) -> int:
     jobs.raise_on_sigterm()
     try:
         return sweep.run(finished, found)
+    except AgentError:
+        sweep.leave_as_found(found)  # a point that could not even be started: the host as found all the same
+        raise
     except jobs.Cancelled:
         # SIGTERM what we started without waiting: the cancel's own deadline leaves no time for a drain.
         for job_id in (sweep.bench_job, sweep.started_job):
@@ -365,4 +379,41 @@ def worker_main(argv: List[str]) -> int:
                 except AgentError:
                     pass  # it ended meanwhile
         sweep.emit({"event": "cancelled", "sweep": sweep.id, "stopped": sweep.started_job})
+        gone = (
+            not sweep.started_job
+            or jobs.wait({"id": sweep.started_job, "timeout": CANCEL_WAIT_S}, sweep.ctx)["state"] not in jobs.ACTIVE
+        )
+        if gone:  # else the port is still held: the next client to attach restores (sweep.unrestored)
+            sweep.leave_as_found(found)
         return 143
+
+
+@method("sweep.unrestored")
+def unrestored(params: dict, ctx) -> dict:
+    """Claim the newest sweep that ended without leaving the host as found (killed, or cancelled while its
+    server drained): ``{"sweep", "profile", "leftover"}``, the profile to start again (None: none ran) and the
+    sweep's servers still running, for the caller to stop and start; ``{"sweep": None}`` when nothing is owed.
+    A sweep followed by a server the sweep did not start is owed nothing: the operator moved on."""
+    root = jobs.jobs_root(ctx.state_dir)
+    sweeps = [jobs.describe(d) for d in jobs.job_dirs(root) if os.path.basename(d).startswith(KIND + "-")]
+    sweeps = sorted((j for j in sweeps if j.get("kind") == KIND), key=lambda j: j.get("started") or 0)
+    nothing = {"sweep": None, "profile": None, "leftover": []}
+    if not sweeps or sweeps[-1]["state"] in jobs.ACTIVE:
+        return nothing
+    job = sweeps[-1]
+    events = _events_of(ctx.state_dir, job["id"])
+    if os.path.exists(os.path.join(job["dir"], RESTORED)) or any(e.get("event") == "done" for e in events):
+        return nothing
+    later = [s for s in serve.serve_jobs(ctx.state_dir) if (s.get("started") or 0) >= (job.get("started") or 0)]
+    if any((s.get("args") or {}).get("sweep") != job["id"] for s in later):
+        return nothing
+    found = next((e.get("found") for e in events if e.get("event") == "plan"), None)
+    try:
+        with open(os.path.join(job["dir"], "input.json")) as f:
+            restore = json.load(f).get("restore")
+    except (OSError, ValueError):
+        restore = None
+    if not jobs.create_json(os.path.join(job["dir"], RESTORED), {"by": "client", "t": time.time()}):
+        return nothing
+    profile = (restore or {}).get("args", {}).get("profile") if found else None
+    return {"sweep": job["id"], "profile": profile, "leftover": [s["id"] for s in later if s["state"] in jobs.ACTIVE]}
