@@ -27,7 +27,8 @@ from backend.connection import Connection
 from backend.errors import ConnectionFailed, OperationFailed, RemoteError, UsageError
 from backend.history import read_lines
 from backend.jobs import JobInfo, get_job, list_jobs
-from backend.metrics import LiveFilter, Sample, parse_line, parse_metrics, server_info_numbers, startup_seconds
+from backend.metrics import LiveFilter, Sample, parse_line, server_info_numbers
+from backend.prometheus import Scrape, read_scrape
 from backend.series import LiveSeries
 from backend.settings import Settings
 
@@ -143,7 +144,8 @@ class LiveFeed:
         self.server: JobInfo | None = None  # the serve job being followed (its last known description)
         self.gone = False  # the server left the host's running jobs without the feed seeing it end
         self.info: dict[str, Any] = {}  # server_info_numbers() of the last /server_info answer
-        self.metrics: dict[str, float | None] = {}  # parse_metrics() of the last /metrics answer
+        self.metrics: dict[str, float | None] = {}  # the engine's totals in the last /metrics answer
+        self.scrape: Scrape | None = None  # read_scrape() of the last /metrics answer: every series in it
         self.startup: dict[str, dict[str, float]] = {}  # startup_seconds(): SGLang 0.5.23's startup gauges
         self.reachable: bool | None = None  # did the last poll get an answer
         self.offset = 0  # bytes of the server's log read so far
@@ -172,6 +174,7 @@ class LiveFeed:
             self.reset()
             self.filter.reset()
             self.info, self.metrics, self.startup, self.reachable = {}, {}, {}, None
+            self.scrape = None
             self.lines = self.samples = self.polls = 0
         self.server, self.offset, self.gone = job, offset, False
         self._tell("server")
@@ -301,9 +304,10 @@ class LiveFeed:
             if metrics_on:
                 page = await self._get(port, "/metrics")
                 if page is not None and page.get("status") == 200:
-                    self.metrics = parse_metrics(page["text"])
+                    self.scrape = read_scrape(page["text"])
+                    self.metrics = self.scrape.engine
                     if not self.startup:  # once: the engine sets them before the port opens (0.5.6: none)
-                        self.startup = startup_seconds(page["text"])
+                        self.startup = self.scrape.startup
                 elif page is not None and page.get("status") == 404:
                     metrics_on = False  # launched without --enable-metrics
             self.reachable = answered

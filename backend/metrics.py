@@ -1,23 +1,27 @@
-"""SGLang numbers: decode/prefill log lines, Prometheus `/metrics` text and `/get_server_info` JSON.
+"""SGLang numbers: decode/prefill log lines and `/get_server_info` JSON (`/metrics`: ``backend.prometheus``).
 
 Log lines are parsed field by field so every format generation from 0.4.1.post7 to 0.5.23 reads the same
-(FIELD-NOTES §5, §5b): an optional ``[YYYY-MM-DD HH:MM:SS{.ms}{ranks}] `` prefix (``.ms`` with SGLANG_LOG_MS=1;
-ranks DP, PP, ATTN_CP, MOE_DP, TP, EP), ``Decode batch.``/``,``/`` [N],`` (SGLANG_LOG_FORWARD_ITERS),
-``key: value`` fields separated by commas in any order, unknown fields ignored (a newer release's too),
-trailing commas tolerated. What ``accept rate`` counts depends on the release (``backend.sglang_versions``).
-Anything that is not a decode or prefill line gives no sample; nothing here raises on bad input.
+(FIELD-NOTES §5, §5b): the record starts at SGLang's ``[YYYY-MM-DD HH:MM:SS{.ms}{ranks}] `` prefix wherever it
+is on the line (after colour codes, a Ray actor's prefix or a notebook's output: ``host.logline``, the rule
+every log reader follows; ``.ms`` with SGLANG_LOG_MS=1; ranks DP, PP, ATTN_CP, MOE_DP, TP, EP), then
+``Decode batch.``/``,``/`` [N],`` (SGLANG_LOG_FORWARD_ITERS), ``key: value`` fields separated by commas in any
+order, unknown fields ignored (a newer release's too), trailing commas tolerated. What ``accept rate`` counts
+depends on the release (``backend.sglang_versions``). Anything that is not a decode or prefill line gives no
+sample; nothing here raises on bad input.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import math
+import re
 import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Literal
+from typing import Any, Literal, NamedTuple
 
+from backend.agent.host.logline import record
 from backend.sglang_versions import accept_rate_definition
 
 Kind = Literal["decode", "prefill"]
@@ -32,12 +36,14 @@ DEFAULT_IDLE_GAP_S = 1.0
 MAX_BATCH_CHANGE = 0.25
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Sample:
-    """One decode or prefill log line; None where the line lacks the field.
+    """One decode or prefill log line; None where the line lacks the field. A value: nothing changes one
+    (``dataclasses.replace`` makes another). Not frozen: a frozen dataclass sets each of its fields through
+    ``object.__setattr__``, which cost half of a line's parse.
 
-    The first ten fields are the `parse-log` contract (``to_json``); the prefill-only fields after them
-    are kept for callers that want them but are not part of that contract.
+    The first ten fields are the `parse-log` contract (``to_json``); the fields after them are kept for
+    callers that want them but are not part of that contract.
     """
 
     ts: float | None  # epoch seconds of the log prefix (local time), None without a prefix
@@ -56,6 +62,17 @@ class Sample:
     cache_hit_pct: float | None = None
     input_tps: float | None = None
     pending_token: int | None = None  # 0.5.23's prefill ``#pending-token``
+    retracted_req: int | None = None  # ``#retracted-req``: requests pushed back to the queue for KV room
+    prealloc_usage: float | None = None  # ``pre-allocated usage``: KV reserved ahead (PD disaggregation)
+
+    @property
+    def dp_rank(self) -> int | None:
+        """The DP rank in the prefix (``DP3 TP3`` -> 3), None without one: each DP rank logs its own batch."""
+        ranks = self.ranks
+        if not ranks or not ranks.startswith("DP"):
+            return None
+        digits = ranks[2:].split(" ", 1)[0]
+        return int(digits) if digits.isdigit() else None
 
     @property
     def stream_tps(self) -> float | None:
@@ -83,23 +100,31 @@ class Sample:
         }
 
 
+_FLAGS = {word + end: word == "True" for word in ("True", "False") for end in ("", " ")}
+
+
 def _flag(raw: str) -> bool:
-    word = raw.strip()
-    if word == "True":
-        return True
-    if word == "False":
-        return False
-    raise ValueError(raw)
+    try:
+        return _FLAGS[raw[1:] if raw[:1] == " " else raw]  # ": True" as split: one lookup, no strip
+    except KeyError:
+        raise ValueError(raw) from None
 
 
 def _percent(raw: str) -> float:
     return float(raw.strip().removesuffix("%"))
 
 
+def _epoch(raw: str) -> float:
+    """A ``timestamp:`` field in epoch seconds: SGLang writes microseconds (ms and s are read too)."""
+    value = float(raw)
+    return value / 1e6 if value > 1e14 else value / 1e3 if value > 1e11 else value
+
+
 # A line is gathered into a list in Sample's field order, plus two scratch slots for hybrid usage.
-_SLOTS = [f.name for f in dataclasses.fields(Sample)] + ["full", "swa", "device"]
+_SLOTS = [f.name for f in dataclasses.fields(Sample)] + ["full", "swa", "device", "stamp"]
 _FULL = _SLOTS.index("full")
-_TOKEN_USAGE, _RANKS = _SLOTS.index("token_usage"), _SLOTS.index("ranks")
+_TOKEN_USAGE, _RANKS, _STAMP = _SLOTS.index("token_usage"), _SLOTS.index("ranks"), _SLOTS.index("stamp")
+_HYBRID = slice(_FULL, _STAMP)
 
 # Log key -> (slot, converter). Hybrid models print pool usages instead of `token usage` (0.5.23's
 # pool_stats_observer: full/swa for sliding-window models, full + mamba for SSM hybrids, gpu/cpu for
@@ -127,106 +152,166 @@ _FIELDS: dict[str, tuple[int, Callable[[str], Any]]] = {
         "cache hit rate": ("cache_hit_pct", _percent),
         "input throughput (token/s)": ("input_tps", float),
         "#pending-token": ("pending_token", int),
+        "#retracted-req": ("retracted_req", int),
+        "pre-allocated usage": ("prealloc_usage", float),
+        "timestamp": ("stamp", _epoch),
     }.items()
 }
+_FIELDS.update({" " + key: spec for key, spec in _FIELDS.items()})  # as split by ", ": no strip on the hot path
 
-# Prefix head ("2025-01-31 12:00:00 DP0 TP0") -> (ts, ranks), or None when it is not SGLang's prefix.
-# The head changes once a second per rank, so a small cache makes timestamps nearly free.
-_HEADS: dict[str, tuple[float, str | None] | None] = {}
+# What stands before a record's keyword ("[2025-01-31 12:00:00 DP0 TP0] ", maybe after colour codes or an
+# actor's prefix) -> (ts, ranks), or None where SGLang's record does not start at the keyword or its stamp is no
+# date. It changes once a second per rank, so a small cache makes the rule and the timestamps nearly free.
+_HEADS: dict[str, tuple[float | None, str | None] | None] = {}
 _HEADS_MAX = 4096
 
 
-def _parse_head(head: str) -> tuple[float, str | None] | None:
-    stamp, tags = head[:19], head[19:]
-    if len(stamp) != 19 or stamp[4] + stamp[7] + stamp[10] + stamp[13] + stamp[16] != "-- ::":
+def _parse_head(head: str) -> tuple[float | None, str | None] | None:
+    found = record(head)
+    if found.start != len(head):
         return None
-    fields = (stamp[0:4], stamp[5:7], stamp[8:10], stamp[11:13], stamp[14:16], stamp[17:19])
-    if not all(f.isascii() and f.isdigit() for f in fields):
-        return None
-    try:
-        ts = datetime(*(int(f) for f in fields)).timestamp()
+    if found.stamp is None:
+        return None, None
+    stamp = found.stamp
+    try:  # the prefix's pattern made every part digits
+        ts = datetime(
+            int(stamp[0:4]), int(stamp[5:7]), int(stamp[8:10]), int(stamp[11:13]), int(stamp[14:16]), int(stamp[17:19])
+        ).timestamp()
     except (ValueError, OverflowError, OSError):
         return None
-    if tags[:1] == ".":  # SGLANG_LOG_MS=1: ``.%(msecs)03d`` after the seconds
-        millis = tags[1:4]
-        if len(millis) != 3 or not (millis.isascii() and millis.isdigit()):
-            return None
-        ts, tags = ts + int(millis) / 1000, tags[4:]
-    if not tags:
-        return ts, None
-    if tags[0] != " ":
-        return None
-    names = tags[1:].split(" ")
-    for name in names:
-        letters = name.rstrip("0123456789").replace("_", "")  # DP PP ATTN_CP MOE_DP TP EP
-        if not (letters.isascii() and letters.isalpha() and letters.isupper() and len(letters) < len(name)):
-            return None
-    return ts, " ".join(names)
-
-
-def _head(head: str) -> tuple[float, str | None] | None:
-    try:
-        return _HEADS[head]
-    except KeyError:
-        pass
-    if len(_HEADS) >= _HEADS_MAX:
-        _HEADS.clear()
-    parsed = _HEADS[head] = _parse_head(head)
-    return parsed
+    if found.millis:  # SGLANG_LOG_MS=1: ``.%(msecs)03d`` after the seconds
+        ts += int(found.millis) / 1000
+    return ts, found.ranks or None
 
 
 def parse_line(line: str) -> Sample | None:
     """The decode/prefill sample in one SGLang log line, or None for any other line (never raises)."""
     if not isinstance(line, str):
         return None
-    text = line.strip()
-    ts: float | None = None
-    ranks: str | None = None
-    if text.startswith("["):
-        end = text.find("] ")
-        if end < 0:
-            return None
-        head = _head(text[1:end])
-        if head is None:
-            return None
-        ts, ranks = head
-        text = text[end + 2 :]
-    if text.startswith("Decode batch"):
-        kind, rest = "decode", text[12:]
-    elif text.startswith("Prefill batch"):
-        kind, rest = "prefill", text[13:]
+    # The cheap test first: most lines of a busy log are neither (access lines, other records).
+    at = line.find("Decode batch")
+    if at >= 0:
+        kind, rest = "decode", line[at + 12 :]
     else:
+        at = line.find("Prefill batch")
+        if at < 0:
+            return None
+        kind, rest = "prefill", line[at + 13 :]
+    before = line[:at]
+    try:
+        head = _HEADS[before]
+    except KeyError:
+        if len(_HEADS) >= _HEADS_MAX:
+            _HEADS.clear()
+        head = _HEADS[before] = _parse_head(before)
+    if head is None:  # the keyword is not where SGLang's record starts
         return None
+    ts, ranks = head
     # After "batch": "." (old), "," (0.5.4.post1+) or " [N]," (0.5.4, and forward-iteration logging).
-    if rest.startswith(" ["):
+    if rest[:2] == " [":
         close = rest.find("]")
         if close < 0 or not (rest[2:close].isascii() and rest[2:close].isdigit()):
             return None
         rest = rest[close + 1 :]
     if not rest or rest[0] not in ".,":
         return None
+    for shape in _SHAPES[kind]:
+        fields = shape.pattern.match(rest)
+        if fields is not None:
+            try:
+                sample = shape.build(ts, kind, ranks, fields.groups())
+            except ValueError:
+                break  # a value this shape cannot read: the line is read field by field
+            if sample is not None:
+                return sample
+            break
+    return _parse_fields(rest, ts, kind, ranks)
+
+
+class _Shape(NamedTuple):
+    """A line's keys in their order, as one compiled pattern and a builder made for it: a line of a shape seen
+    before is read in one match and one call (no split, no key lookups)."""
+
+    pattern: re.Pattern[str]
+    build: Callable[[float | None, Kind, str | None, tuple[str, ...]], Sample | None]
+
+
+# The shapes of each kind seen last, newest first: a server writes one decode and one prefill shape (a few
+# more when its fields come and go), so the first pattern tried matches nearly every line. Every shape made is
+# kept by its pattern (``_MADE``), so a log that cycles through more shapes than are tried never compiles one
+# twice: it pays the field-by-field path, no more.
+_SHAPES: dict[str, list[_Shape]] = {"decode": [], "prefill": []}
+_SHAPES_MAX = 4
+_MADE: dict[str, _Shape] = {}
+_MADE_MAX = 256
+
+
+def _shape(pattern: str, slots: list[int], converters: list[Callable[[str], Any]]) -> _Shape:
+    """The builder for one shape, written out as the code a person would write for it (as namedtuple does):
+    each group converted, a non-finite one refused (None: the slow path decides), the Sample made."""
+    names = {i: f"v{n}" for n, i in enumerate(slots)}
+    args = ["ts", "kind"] + [names.get(i, "None") for i in range(2, _FULL)]
+    args[_RANKS] = "ranks"
+    lines = [f"    {names[slot]} = c{n}(groups[{n}])" for n, slot in enumerate(slots)]
+    finite = " or ".join(f"{names[slot]} - {names[slot]}" for slot in slots)
+    source = (
+        "def build(ts, kind, ranks, groups):\n"
+        + "\n".join(lines)
+        + f"\n    if {finite}:\n        return None\n    return Sample({', '.join(args)})\n"
+    )
+    namespace: dict[str, Any] = {"Sample": Sample, **{f"c{n}": c for n, c in enumerate(converters)}}
+    exec(source, namespace)  # our own text, made from the field table above
+    return _Shape(re.compile(pattern), namespace["build"])
+
+
+def _parse_fields(rest: str, ts: float | None, kind: Kind, ranks: str | None) -> Sample | None:
+    """The fields after ``Decode batch`` one ``key: value`` at a time; learns the line's shape for the next."""
     values: list[Any] = [None] * len(_SLOTS)
     values[0], values[1], values[_RANKS] = ts, kind, ranks
     found = False
+    learnable = True
+    pattern: list[str] = []
+    slots: list[int] = []
+    converters: list[Callable[[str], Any]] = []
+    fields = _FIELDS
     for part in rest[1:].split(","):
-        key, _, raw = part.partition(":")
-        spec = _FIELDS.get(key.strip())
+        key, colon, raw = part.partition(":")
+        spec = fields.get(key) or fields.get(key.strip())
         if spec is None:
+            pattern.append(re.escape(key + colon) + ("[^,]*" if colon else ""))
             continue
+        pattern.append(re.escape(key + colon) + "([^,]*)")
+        learnable = learnable and spec[0] < _FULL and spec[0] not in slots
+        slots.append(spec[0])
+        converters.append(spec[1])
         try:
             value = spec[1](raw)
         except ValueError:
+            learnable = False
             continue
         if value - value:  # nan or inf (x - x is nan), never a real reading
+            learnable = False
             continue
         values[spec[0]] = value
         found = True
     if not found:
         return None
+    if learnable and _SHAPES_MAX:  # hybrid pools, stamps and repeated keys stay on this path
+        text = re.escape(rest[0]) + ",".join(pattern) + r"\Z"
+        shape = _MADE.get(text)
+        if shape is None:
+            if len(_MADE) >= _MADE_MAX:
+                _MADE.clear()
+            shape = _MADE[text] = _shape(text, slots, converters)
+        shapes = _SHAPES[kind]
+        shapes.insert(0, shape)
+        del shapes[_SHAPES_MAX:]
     if values[_TOKEN_USAGE] is None:
-        hybrid = [u for u in values[_FULL:] if u is not None]
+        hybrid = [u for u in values[_HYBRID] if u is not None]
         if hybrid:
             values[_TOKEN_USAGE] = max(hybrid)
+    if values[_STAMP] is not None:  # finer than the prefix's seconds
+        values[0] = values[_STAMP]
     return Sample(*values[:_FULL])
 
 
@@ -289,69 +374,6 @@ def live_samples(lines: Iterable[str], idle_gap_s: float = DEFAULT_IDLE_GAP_S) -
         yield live.accept(sample)
 
 
-# Prometheus sample name (counters keep their _total suffix) -> key in parse_metrics' result. 0.5.23 adds the
-# live speculative numbers (they move under --speculative-adaptive) and the verify-call counter.
-_PROMETHEUS = {
-    "sglang:gen_throughput": "gen_throughput",
-    "sglang:spec_accept_length": "spec_accept_length",
-    "sglang:spec_accept_rate": "spec_accept_rate",
-    "sglang:num_running_reqs": "num_running_reqs",
-    "sglang:num_queue_reqs": "num_queue_reqs",
-    "sglang:token_usage": "token_usage",
-    "sglang:generation_tokens_total": "generation_tokens_total",
-    "sglang:prompt_tokens_total": "prompt_tokens_total",
-    "sglang:spec_num_steps": "spec_num_steps",
-    "sglang:spec_num_draft_tokens": "spec_num_draft_tokens",
-    "sglang:spec_verify_calls_total": "spec_verify_calls_total",
-}
-# 0.5.23's startup durations, one sample per ``phase`` label -> key in startup_seconds' result.
-_STARTUP = {
-    "sglang:startup_time_seconds": "phases",
-    "sglang:startup_cuda_graph_time_seconds": "cuda_graph",
-}
-
-
-def _families(text: str) -> Iterator[Any]:
-    """The exposition's metric families; text that stops being valid ends the iteration quietly."""
-    from prometheus_client.parser import text_string_to_metric_families
-
-    try:
-        yield from text_string_to_metric_families(text)
-    except (ValueError, TypeError, IndexError, KeyError):
-        return
-
-
-def parse_metrics(text: str) -> dict[str, float | None]:
-    """SGLang's gauges and counters from a `/metrics` page; None for those it lacks.
-
-    With several label sets (ranks), the one with ``tp_rank="0"`` wins, else the first. Text that stops
-    being valid exposition format keeps what was read before the bad line.
-    """
-    found: dict[str, tuple[bool, float]] = {}  # key -> (is tp_rank 0, value)
-    for family in _families(text):
-        for sample in family.samples:
-            key = _PROMETHEUS.get(sample.name)
-            if key is None or not math.isfinite(sample.value):
-                continue
-            rank0 = sample.labels.get("tp_rank") == "0"
-            if key not in found or (rank0 and not found[key][0]):
-                found[key] = (rank0, float(sample.value))
-    return {key: found[key][1] if key in found else None for key in _PROMETHEUS.values()}
-
-
-def startup_seconds(text: str) -> dict[str, dict[str, float]]:
-    """0.5.23's ``sglang:startup_time_seconds{phase}`` and ``startup_cuda_graph_time_seconds{phase}`` as
-    ``{"phases": {phase: s}, "cuda_graph": {phase: s}}`` (empty where the server has none: 0.5.6)."""
-    out: dict[str, dict[str, float]] = {key: {} for key in _STARTUP.values()}
-    for family in _families(text):
-        for sample in family.samples:
-            key = _STARTUP.get(sample.name)
-            phase = sample.labels.get("phase")
-            if key is not None and phase and math.isfinite(sample.value):
-                out[key].setdefault(phase, float(sample.value))  # several ranks: the first
-    return out
-
-
 def _number(value: object, kind: type) -> float | int | None:
     if isinstance(value, bool) or not isinstance(value, int | float):
         return None
@@ -398,4 +420,5 @@ def server_info_numbers(info: dict[str, Any]) -> dict[str, Any]:
         "speculative_num_steps": _number(info.get("speculative_num_steps"), int),
         "speculative_eagle_topk": _number(info.get("speculative_eagle_topk"), int),
         "speculative_num_draft_tokens": _number(info.get("speculative_num_draft_tokens"), int),
+        "max_total_num_tokens": _number(info.get("max_total_num_tokens"), int),  # the KV pool, in tokens
     }

@@ -714,6 +714,7 @@ class ServerStatus:
     phases: tuple[Phase, ...] = ()
     server_info: dict | None = None
     startup_timings: dict | None = None
+    kv_tokens: int | None = None  # max_total_num_tokens as the log stated it
     warnings: tuple[str, ...] = ()
     error: str | None = None
     hint: str | None = None
@@ -739,6 +740,7 @@ class ServerStatus:
             phases=phases,
             server_info=wire.get("server_info"),
             startup_timings=wire.get("startup_timings"),
+            kv_tokens=wire.get("kv_tokens"),
             warnings=tuple(wire.get("warnings") or ()),
             error=wire.get("error"),
             hint=wire.get("hint"),
@@ -828,11 +830,13 @@ def startup_text(status: ServerStatus) -> str | None:
     """SGLang's own startup timings (0.5.23's ``Engine startup timings`` line): ``SGLang timed load_weight
     151.8s, kv_cache_allocation 0.6s, scheduler_e2e 210.1s, graphs target_verify 42.4s, draft_decode 8.2s``."""
     timings = status.startup_timings
+    pool = f"KV pool {status.kv_tokens:,} tokens (max_total_num_tokens)" if status.kv_tokens else None
     if not timings:
-        return None
+        return pool
     parts = [f"{k} {v:.1f}s" for k, v in timings.items() if isinstance(v, int | float) and k != "tokenizer_e2e"]
     graphs = [f"{k} {v:.1f}s" for k, v in (timings.get("cuda_graph") or {}).items() if v]
-    return "SGLang timed " + ", ".join(parts + (["graphs " + ", ".join(graphs)] if graphs else []))
+    text = "SGLang timed " + ", ".join(parts + (["graphs " + ", ".join(graphs)] if graphs else []))
+    return f"{text}; {pool}" if pool else text
 
 
 def phase_took(seconds: float | None) -> str:

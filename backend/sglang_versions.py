@@ -5,6 +5,11 @@ drafter card recommends, and 0.5.23, the current release. Everything between the
 and works; a newer release still works (the host's ``--help`` decides flags, unknown log fields are ignored)
 but is labelled "untested version".
 
+A development or local build with no release number (``0.0.0.dev1+g70df09b83``, what ``pip install -e`` of
+SGLang's git tree reports) is not 0.0.0: it is newer than any release we know, so it is read as untested, with
+the drafts-only accept rate and the newest flag table, and the host's ``--help`` decides its flags; every
+header that names its version says so.
+
 ``accept rate`` changed meaning between them (FIELD-NOTES §5b): up to 0.5.10 it counted the bonus token,
 ``(accepted drafts + bs) / (bs × draft tokens)``; from 0.5.11 on it counts drafts only,
 ``correct drafts / (bs × (draft tokens − 1))`` (read from each release's wheel). Accept length is the same
@@ -31,11 +36,24 @@ BONUS_COUNTED = "bonus"
 DEFINITION_LABELS = {DRAFTS_ONLY: "drafts only", BONUS_COUNTED: "bonus counted"}
 
 _NUMBERS = re.compile(r"^v?(\d+)\.(\d+)(?:\.(\d+))?")
+# A build with no release number: 0.0.0 (what setuptools-scm gives a tree without tags) as a dev release or
+# with a local part (``+g<commit>``).
+_UNRELEASED = re.compile(r"^v?0\.0(?:\.0)?(?:\.dev\d*|\+)")
+UNRELEASED = (99999, 0, 0)  # sorts after every release: newest table, drafts only
+
+
+def is_unreleased(version: str | None) -> bool:
+    """True for a development or local build without a release number (``0.0.0.dev1+g70df09b83``)."""
+    return bool(_UNRELEASED.match((version or "").strip()))
 
 
 def parse(version: str | None) -> tuple[int, int, int] | None:
-    """``(0, 5, 6)`` for ``"0.5.6"``, ``"0.5.6.post2"``, ``"0.5.23-sim"``; None when it is not a version."""
-    match = _NUMBERS.match((version or "").strip())
+    """``(0, 5, 6)`` for ``"0.5.6"``, ``"0.5.6.post2"``, ``"0.5.23-sim"``; ``UNRELEASED`` for a build with no
+    release number; None when it is not a version."""
+    text = (version or "").strip()
+    if _UNRELEASED.match(text):
+        return UNRELEASED
+    match = _NUMBERS.match(text)
     if not match:
         return None
     return int(match.group(1)), int(match.group(2)), int(match.group(3) or 0)
@@ -83,12 +101,18 @@ def flag_table_version(version: str | None) -> str:
 
 
 def version_text(version: str | None, simulated: bool = False) -> str:
-    """``sglang 0.5.23``, ``sglang 0.5.24 (untested version)``, ``sglang 0.5.23-sim SIMULATED``."""
+    """``sglang 0.5.23``, ``sglang 0.5.24 (untested version)``, ``sglang 0.5.23-sim SIMULATED``, and for a build
+    without a release number ``sglang 0.0.0.dev1+g70df09b83 (development build: untested, …)``."""
     if not version:
         return "sglang not installed"
     if simulated:
         shown = version if version.endswith(SIM_SUFFIX) else version + SIM_SUFFIX
         return f"sglang {shown} SIMULATED"
+    if is_unreleased(version):
+        return (
+            f"sglang {version} (development build, no release number: untested; the host's --help decides its "
+            "flags, accept rate read as drafts only)"
+        )
     if support(version) == "untested":
         return f"sglang {version} (untested version)"
     return f"sglang {version}"

@@ -1,4 +1,9 @@
-"""Issue 6 budgets: log parsing speed, decimating a day of samples, and ring-buffer memory over time."""
+"""Issue 6 budgets: log parsing speed, decimating a day of samples, and ring-buffer memory over time.
+
+Issue 26 raised the parsing budget back to the 141k lines/s it had before the parser learned more fields: each
+line shape is learned once and read in one compiled match after that (the field-by-field path, measured in
+the same run, is what every line paid before).
+"""
 
 from __future__ import annotations
 
@@ -8,13 +13,14 @@ import time
 import tracemalloc
 from datetime import datetime
 
+from backend import metrics
 from backend.metrics import Sample, parse_line
 from backend.series import DAY_AT_1HZ, RingSeries
 from bench.harness import Row, median_ms, timeit
 
 ISSUE = 6
 LINES = 100_000
-PARSE_BUDGET = 100_000  # lines/s
+PARSE_BUDGET = 141_000  # lines/s (issue 26: where it was before the parser learned more fields)
 DECIMATE_BUDGET_MS = 10.0  # a slice of the 25 ms chart redraw
 
 
@@ -81,6 +87,17 @@ def _lines_per_s(parse, lines: list[str]) -> float:
     return len(lines) / seconds
 
 
+def _field_by_field_per_s(lines: list[str]) -> float:
+    """parse_line with no shape learned: every line split and looked up key by key."""
+    learned, metrics._SHAPES_MAX = metrics._SHAPES_MAX, 0
+    for shapes in metrics._SHAPES.values():
+        shapes.clear()
+    try:
+        return _lines_per_s(parse_line, lines)
+    finally:
+        metrics._SHAPES_MAX = learned
+
+
 def _naive_decimate(xs, ys, width: int) -> tuple[list[float], list[float]]:
     """Per-point Python loop: the obvious way to bucket min/max."""
     t0, span = xs[0], (xs[-1] - xs[0]) or 1.0
@@ -121,6 +138,7 @@ def run() -> list[Row]:
     lines = _log(LINES)
     ours = _lines_per_s(parse_line, lines)
     naive = _lines_per_s(_naive, lines)
+    by_field = _field_by_field_per_s(lines)
     decode_only = [line for line in lines if "Decode batch" in line]
     ours_decode = _lines_per_s(parse_line, decode_only)
 
@@ -142,7 +160,8 @@ def run() -> list[Row]:
             ISSUE,
             f"log parsing ≥ {PARSE_BUDGET // 1000}k lines/s (80% decode, 10% prefill, 10% noise)",
             f"{ours / 1000:.0f}k lines/s (decode lines only: {ours_decode / 1000:.0f}k/s)",
-            f"strptime + a regex search per field: {naive / 1000:.0f}k lines/s ({ours / naive:.1f}x slower)",
+            f"field by field (no learned shapes): {by_field / 1000:.0f}k lines/s; strptime + a regex search per "
+            f"field: {naive / 1000:.0f}k lines/s ({ours / naive:.1f}x slower)",
             ok=ours >= PARSE_BUDGET and ours_decode >= PARSE_BUDGET,
         ),
         Row(

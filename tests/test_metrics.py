@@ -15,9 +15,9 @@ from backend.metrics import (
     live_samples,
     parse_line,
     parse_lines,
-    parse_metrics,
     server_info_numbers,
 )
+from backend.prometheus import parse_metrics
 from tests.sglang_lines import GENERATIONS
 
 TS = datetime(2025, 1, 5, 10, 0, 7).timestamp()
@@ -405,12 +405,14 @@ def test_parse_metrics_reads_sglang_gauges_and_counters() -> None:
         "spec_num_steps": None,  # 0.5.23's live speculative numbers and verify counter
         "spec_num_draft_tokens": None,
         "spec_verify_calls_total": None,
+        "num_retracted_reqs": None,
+        "max_total_num_tokens": None,
     }
 
 
-def test_parse_metrics_takes_the_first_without_tp_rank_and_tolerates_garbage() -> None:
+def test_parse_metrics_sums_dp_ranks_and_tolerates_garbage_and_tolerates_garbage() -> None:
     text = 'sglang:gen_throughput{dp_rank="1"} 10\nsglang:gen_throughput{dp_rank="0"} 20\n'
-    assert parse_metrics(text)["gen_throughput"] == 10.0
+    assert parse_metrics(text)["gen_throughput"] == 30.0  # each DP rank decodes its own batch
     truncated = METRICS[: METRICS.index("sglang:gen_throughput{")] + "sglang:gen_throughput{broken\n"
     partial = parse_metrics(truncated)
     assert partial["token_usage"] == 0.01 and partial["gen_throughput"] is None
@@ -437,6 +439,7 @@ def test_server_info_numbers_new_and_old_layouts() -> None:
         "speculative_num_steps": 3,
         "speculative_eagle_topk": 1,
         "speculative_num_draft_tokens": 4,
+        "max_total_num_tokens": None,
     }
     old = {"version": "0.4.3", "avg_spec_accept_length": 2.0, "last_gen_throughput": 60}
     numbers = server_info_numbers(old)

@@ -15,7 +15,8 @@ import pytest
 
 from backend import sglang_versions
 from backend.agent.host.serve import LogScan
-from backend.metrics import parse_line, parse_lines, parse_metrics, server_info_numbers, startup_seconds
+from backend.metrics import parse_line, parse_lines, server_info_numbers
+from backend.prometheus import parse_metrics, startup_seconds
 from backend.sglang_versions import BONUS_COUNTED, DRAFTS_ONLY
 
 FIXTURES = Path(__file__).parent / "fixtures"

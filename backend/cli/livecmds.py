@@ -17,6 +17,7 @@ from backend.history import load_yardstick
 from backend.jobs import JobInfo, get_job
 from backend.livefeed import profile_steps
 from backend.metrics import Sample, parse_lines
+from backend.prometheus import Scrape, read_scrape
 from backend.series import LiveSeries
 from backend.sglang_versions import accept_rate_definition, accept_rate_label
 
@@ -33,6 +34,20 @@ def register(sub) -> None:
     )
     add_json(p)
     p.set_defaults(run=parse_log)
+
+    p = command(
+        sub,
+        "parse-metrics",
+        "Read a saved /metrics scrape as the Live tab reads a live one: each series and the engine's totals.",
+    )
+    p.add_argument("file", help="a /metrics page saved on this machine (curl http://HOST:PORT/metrics > FILE)")
+    p.add_argument(
+        "--sglang-version",
+        metavar="V",
+        help="the SGLang that served it, which decides what its accept rate counts (the page does not say)",
+    )
+    add_json(p)
+    p.set_defaults(run=parse_metrics_cmd)
 
     p = command(
         sub,
@@ -108,6 +123,18 @@ def _read_log(path: str) -> list[Sample]:
         raise UsageError(f"cannot read {path}: {exc.strerror}.") from None
 
 
+def _read_scrape(path: str) -> Scrape:
+    try:
+        with open(path, encoding="utf-8", errors="replace") as f:
+            return read_scrape(f.read())
+    except FileNotFoundError:
+        raise UsageError(f"metrics file {path} does not exist.") from None
+    except IsADirectoryError:
+        raise UsageError(f"{path} is a folder; pass a log file.") from None
+    except OSError as exc:
+        raise UsageError(f"cannot read {path}: {exc.strerror}.") from None
+
+
 def _averages(samples: Iterable[Sample], baseline: float) -> LiveSeries:
     """The samples as the live series sees them (throughput after idle spells dropped)."""
     samples = list(samples)
@@ -159,12 +186,68 @@ async def parse_log(args: argparse.Namespace) -> int:
     return 0
 
 
-def _rate_note(version: str | None) -> str:
-    """What the log's ``rate`` column counts: one definition per SGLang release, never left unsaid."""
+# --- parse-metrics --------------------------------------------------------------------------------------
+
+_SCRAPE_COLUMNS = (  # (heading, key, format)
+    ("gen tok/s", "gen_throughput", ".2f"),
+    ("run", "num_running_reqs", ".0f"),
+    ("queue", "num_queue_reqs", ".0f"),
+    ("usage", "token_usage", ".2f"),
+    ("accept", "spec_accept_length", ".2f"),
+    ("rate", "spec_accept_rate", ".2f"),
+    ("retract", "num_retracted_reqs", ".0f"),
+    ("kv tokens", "max_total_num_tokens", ".0f"),
+)
+
+
+async def parse_metrics_cmd(args: argparse.Namespace) -> int:
+    scrape = _read_scrape(args.file)
+    if args.json:
+        emit_json(scrape.to_json())
+        return 0
+    if not scrape.series:
+        print(f"{args.file}: no SGLang series (sglang:…) in it")
+        return 0
+    head = f"{'engine':<8} {'dp':>3} {'tp':>3}  " + " ".join(f"{h:>{max(len(h), 6)}}" for h, _, _ in _SCRAPE_COLUMNS)
+    print(head)
+
+    def cells(values: dict) -> str:
+        return " ".join(f"{_num(values.get(k), f):>{max(len(h), 6)}}" for h, k, f in _SCRAPE_COLUMNS)
+
+    for s in scrape.series:
+        print(f"{s.engine_type or '-':<8} {_num(s.dp_rank, 'd'):>3} {_num(s.tp_rank, 'd'):>3}  {cells(s.values)}")
+    ranks = [r for r in scrape.dp_ranks if r is not None]
+    over = f"sum over {len(ranks)} DP ranks" if len(ranks) > 1 else "one rank"
+    print(f"{'engine':<16}  {cells(scrape.engine)}")
+    print(
+        f"\nthe engine ({over}): throughput, requests, retractions and KV tokens are summed; usage is the fullest "
+        "rank's; accept length and rate are the target's"
+        + (", weighted by each rank's verify steps" if len(ranks) > 1 else "")
+    )
+    for key, lacking in scrape.short.items():
+        print(f"{key}: {lacking} of {len(ranks)} DP ranks do not report it, so the engine's sum is short")
+    if len(scrape.usage_by_rank) > 1:
+        print("token usage per DP rank: " + ", ".join(f"DP{r} {u:.2f}" for r, u in scrape.usage_by_rank.items()))
+    draft = scrape.draft()
+    if draft["spec_accept_length"] is not None or draft["spec_accept_rate"] is not None:
+        print(
+            f"draft worker (engine_type=draft): accept length {_num(draft['spec_accept_length'])}, rate "
+            f"{_num(draft['spec_accept_rate'])}: its own figures, not the server's"
+        )
+    if scrape.engine["spec_accept_rate"] is not None:
+        print(_rate_note(args.sglang_version, "the page's accept rate"))
+    graphs = scrape.startup["cuda_graph"]
+    if graphs:
+        print("CUDA graph capture: " + ", ".join(f"{k} {v:.1f}s" for k, v in graphs.items()))
+    return 0
+
+
+def _rate_note(version: str | None, what: str = "the log's accept rate") -> str:
+    """What a ``rate`` column counts: one definition per SGLang release, never left unsaid."""
     definition = accept_rate_definition(version)
     if definition is None:
         return (
-            "rate: the log's accept rate, definition unknown: SGLang 0.5.11 and newer count drafts only, older "
+            f"rate: {what}, definition unknown: SGLang 0.5.11 and newer count drafts only, older "
             "releases count the bonus token too; pass --sglang-version to name it"
         )
     return f"rate: {accept_rate_label(version)}, as SGLang {version} writes it"

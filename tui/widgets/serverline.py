@@ -31,7 +31,8 @@ class ServerFacts:
     server: JobInfo | None = None
     gone: bool = False
     info: dict[str, Any] = field(default_factory=dict)  # server_info_numbers() of the last poll
-    metrics: dict[str, float | None] = field(default_factory=dict)  # parse_metrics() of the last poll
+    metrics: dict[str, float | None] = field(default_factory=dict)  # the engine's totals in the last /metrics
+    usage_by_rank: tuple[float, ...] = ()  # token usage per DP rank, when the server has several
     started_s: float | None = None  # SGLang 0.5.23's own startup time
     reachable: bool | None = None
     samples: int = 0  # samples read for this server
@@ -41,7 +42,17 @@ class ServerFacts:
         if feed is None:
             return cls()
         started = feed.startup.get("phases", {}).get("tokenizer_e2e")
-        return cls(feed.server, feed.gone, dict(feed.info), dict(feed.metrics), started, feed.reachable, feed.samples)
+        usage = tuple(feed.scrape.usage_by_rank.values()) if feed.scrape is not None else ()
+        return cls(
+            feed.server,
+            feed.gone,
+            dict(feed.info),
+            dict(feed.metrics),
+            usage if len(usage) > 1 else (),
+            started,
+            feed.reachable,
+            feed.samples,
+        )
 
     def text(self) -> str:
         """The server's part of the line, plain text."""
@@ -66,6 +77,8 @@ class ServerFacts:
                 text += " (DP ranks " + " / ".join("-" if a is None else f"{a:.2f}" for a in ranks) + ")"
         if metrics.get("spec_accept_rate") is not None and info.get("version"):
             text += f" · {accept_rate_label(info['version'])} {metrics['spec_accept_rate']:.2f}"
+        if self.usage_by_rank:  # each DP rank has its own KV pool: one figure would hide the fullest
+            text += " · token usage per DP rank " + " / ".join(f"{u:.2f}" for u in self.usage_by_rank)
         if self.started_s is not None:
             text += f" · started in {self.started_s:.0f}s"
         if self.reachable is False:

@@ -28,6 +28,7 @@ import time
 from typing import Dict, List, Optional, Tuple
 
 from . import jobs
+from .logline import record
 from .probes import gpus, http_request
 from .registry import AgentError, method
 from .watch import Watch
@@ -136,7 +137,6 @@ ACCEPT_STUCK_HINT = (
     "(d2t/t2d): open Compare."
 )
 
-_PREFIX = re.compile(r"^\[(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d)(\.\d{3})?([^\]]*)\] ?")  # .ms: SGLANG_LOG_MS=1
 _OTHER_RANK = re.compile(r"(?:DP|PP|CP|TP)[1-9]")  # any rank but 0 (ATTN_CP1, MOE_DP1 too)
 _ACCEPT = re.compile(r"accept len: (\d+(?:\.\d+)?)")
 _EXCEPTION = re.compile(r"^(?:[\w.]+\.)?\w*(?:Error|Exception|Interrupt)\b")
@@ -150,6 +150,8 @@ _DRAFT_GRAPH = re.compile(r"capture draft (?:\w+ )?cuda graph begin")
 # How long a step took, as the line ending it says: 0.5.23 "elapsed=1.23 s", 0.5.6 "Time elapsed: 1.23 s".
 _ELAPSED = re.compile(r"elapsed(?:=|: )(\d+(?:\.\d+)?) s")
 _TIMINGS = re.compile(r"(\w+)=(\d+(?:\.\d+)?)")
+# The KV pool's size, on the line after the graphs: "max_total_num_tokens=444500, max_prefill_tokens=…".
+_KV_TOKENS = re.compile(r"\bmax_total_num_tokens=(\d+)")
 
 
 def _timestamp(text: str, millis: Optional[str] = None) -> Optional[float]:
@@ -157,7 +159,7 @@ def _timestamp(text: str, millis: Optional[str] = None) -> Optional[float]:
         ts = time.mktime(time.strptime(text, "%Y-%m-%d %H:%M:%S"))
     except ValueError:
         return None
-    return ts + int(millis[1:]) / 1000.0 if millis else ts
+    return ts + int(millis) / 1000.0 if millis else ts
 
 
 class LogScan(object):
@@ -178,6 +180,7 @@ class LogScan(object):
         self.server_info: Optional[dict] = None
         self.elapsed: Dict[str, float] = {}  # phase -> seconds the log itself measured (load, capture)
         self.startup_timings: Optional[dict] = None  # 0.5.23's "Engine startup timings (s): …"
+        self.kv_tokens: Optional[int] = None  # max_total_num_tokens: what the KV cache holds, in tokens
 
     @property
     def phase(self) -> str:
@@ -209,16 +212,14 @@ class LogScan(object):
             return
 
     def feed(self, line: str) -> None:
-        match = _PREFIX.match(line)
+        found = record(line)  # the rule every log reader follows (after colour codes, actor prefixes)
         ts = None
         other_rank = False
-        if match:
-            ts = _timestamp(match.group(1), match.group(2))
+        if found.stamp:
+            ts = _timestamp(found.stamp, found.millis)
             self.last_ts = ts or self.last_ts
-            other_rank = bool(_OTHER_RANK.search(match.group(3)))
-            message = line[match.end() :]
-        else:
-            message = line
+            other_rank = bool(_OTHER_RANK.search(found.ranks))
+        message = line[found.start :]
         for key, text, _, _ in SIGNATURES:
             if key not in self.found and text in message:
                 self.found[key] = message.strip()
@@ -244,6 +245,10 @@ class LogScan(object):
             self._enter("capturing draft graphs", ts)
         elif "cuda graph end" in lowered:
             self._measured(lowered)
+        elif "max_total_num_tokens=" in message:
+            found = _KV_TOKENS.search(message)
+            if found:
+                self.kv_tokens = int(found.group(1))
         elif message.startswith("Engine startup timings (s): "):
             self.startup_timings = _startup_timings(message)
         elif "Uvicorn running on" in message:
@@ -456,6 +461,7 @@ def status_of(job: Optional[dict]) -> dict:
             "health": None,
             "server_info": scan.server_info,
             "startup_timings": scan.startup_timings,
+            "kv_tokens": scan.kv_tokens,
             "warnings": [],
             "error_lines": [],
             "hint_action": None,
@@ -507,7 +513,7 @@ def _error_line(found: Optional[str], tail: List[str]) -> Optional[str]:
     if found and _EXCEPTION.match(found):
         return found
     for line in reversed(tail):
-        text = _PREFIX.sub("", line).strip()
+        text = line[record(line).start :].strip()
         if _EXCEPTION.match(text):
             return text
     return found

@@ -1,0 +1,46 @@
+"""Where SGLang's record starts on a log line: the one rule every reader of a server log follows.
+
+SGLang writes ``[YYYY-MM-DD HH:MM:SS{.mmm}{ ranks}] message`` (``.mmm`` with SGLANG_LOG_MS=1; ranks such as
+``DP0 TP0 EP0``). What operators paste often has something before it: ANSI colour codes, a Ray actor's
+``(CommandActor pid=123)`` when SGLang runs under Ray, or a notebook's own output on the same line
+(``1. Country:[2025-01-23 19:35:34 TP0] Decode batch. …``). The record starts at the prefix wherever it is on
+the line; a line without one is read from after any colour codes, whitespace and actor prefix. Deployments
+that give SGLang's loggers a format of their own write ``YYYY-MM-DD HH:MM:SS LEVEL PID [ranks file.py:N] ``
+(SGLang PR 11854's runbook); that prefix is read the same way.
+
+Used by the phases scan here on the host and by ``backend.metrics`` (parse-log, the Live feed, history
+imports) on the client. Stdlib only, Python 3.8+.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import NamedTuple, Optional
+
+# SGLang's prefix: stamp, optional milliseconds, then rank names (DP PP ATTN_CP MOE_DP TP EP with a number).
+PREFIX = re.compile(r"\[(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d)(?:\.(\d{3}))?((?: [A-Z][A-Z_]*\d+)*)\] ?")
+# A logging format of the deployment's own: stamp, level, pid, then the ranks and the source line in brackets.
+CUSTOM = re.compile(
+    r"(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d)(?:[.,](\d{3}))? [A-Z]+ \d+ \[((?:[A-Z][A-Z_]*\d+ )*)[\w.-]+\.py:\d+\] "
+)
+# What may stand before a record without a prefix: colour codes, whitespace, one or more ``(Actor pid=N)``.
+LEAD = re.compile(r"(?:\x1b\[[0-9;?]*[A-Za-z]|\s|\([^()\n]*\))*")
+
+
+class Record(NamedTuple):
+    """Where one line's record starts, and what its prefix says (None and "" without one)."""
+
+    stamp: Optional[str]  # "2025-01-23 19:35:34"
+    millis: Optional[str]  # "118" with SGLANG_LOG_MS=1
+    ranks: str  # "DP0 TP0", "" without ranks
+    start: int  # index of the message on the line
+
+
+def record(line: str) -> Record:
+    """The record in one log line: its prefix wherever it is, else the text after colour codes and actors."""
+    found = PREFIX.search(line)
+    if found is None:
+        found = CUSTOM.search(line)
+    if found is not None:
+        return Record(found.group(1), found.group(2), found.group(3).strip(), found.end())
+    return Record(None, None, "", LEAD.match(line).end())

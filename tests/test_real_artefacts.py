@@ -1,0 +1,244 @@
+"""Real artefacts (tests/fixtures/real/, each naming its source) read as a person reads them.
+
+What each test expects was read off the artefact by hand: the numbers below are the artefact's own.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import subprocess
+import sys
+from datetime import datetime
+from pathlib import Path
+
+import pytest
+
+from backend.metrics import parse_lines
+from backend.prometheus import read_scrape
+
+REAL = Path(__file__).parent / "fixtures" / "real"
+
+
+def _text(name: str) -> str:
+    return (REAL / name).read_text(encoding="utf-8")
+
+
+def _samples(name: str) -> list:
+    return list(parse_lines(_text(name).splitlines()))
+
+
+def test_every_artefact_names_its_source() -> None:
+    for path in REAL.iterdir():
+        if path.name == "README.md":
+            continue
+        head = path.read_text(encoding="utf-8")[:600]
+        assert any(site in head for site in ("github.com/", "GitHub", "huggingface.co/", "docs.sglang.ai/")), path.name
+
+
+# --- /metrics ------------------------------------------------------------------------------------------
+
+
+def test_dp8_scrape_sums_throughput_over_its_dp_ranks() -> None:
+    scrape = read_scrape(_text("metrics-dp8-aibrix-1614.prom"))
+    target = [s for s in scrape.series if s.values.get("gen_throughput") is not None]
+    assert sorted(s.dp_rank for s in target) == [0, 2, 3, 4, 5, 6, 7]  # DP1's line falls outside the excerpt
+    assert all(s.dp_rank == s.tp_rank and s.engine_type == "unified" for s in scrape.series)
+    by_rank = {s.dp_rank: s.values["gen_throughput"] for s in target}
+    assert by_rank[3] == 141.7546862896204 and by_rank[0] == 35.423840583853774
+    # the engine does the sum of its ranks, not one rank's figure (sglang issue 6892)
+    expected = 141.7546862896204 + 35.423840583853774 + 35.41880810293355 + 141.74408727960696
+    expected += 35.43700884115304 + 35.442541417324875 + 140.76470568188876
+    assert math.isclose(scrape.engine["gen_throughput"], expected)
+    # DP1 gives no throughput and six ranks no queue in the excerpt: the sums are short, and say so
+    assert scrape.short == {"gen_throughput": 1, "num_queue_reqs": 6}
+    assert scrape.engine["num_queue_reqs"] == 0.0
+
+
+def test_dp8_retractions_and_a_pid_label() -> None:
+    scrape = read_scrape(_text("metrics-dp8-retracted-aibrix-1614.prom"))
+    assert [s.dp_rank for s in scrape.series] == [5, 4, 6, 7]  # num_paused_reqs is not read
+    assert scrape.engine["num_retracted_reqs"] == 0.0
+
+
+def test_the_draft_workers_accept_length_is_not_the_servers() -> None:
+    scrape = read_scrape(_text("metrics-draft-and-target-tool-eval-bench.prom"))
+    assert [s.key for s in scrape.series] == [("draft", None, 0), ("unified", None, 0)]
+    assert scrape.engine["spec_accept_length"] == 2.8 and scrape.engine["spec_accept_rate"] == 0.6
+    assert scrape.draft() == {"spec_accept_length": 2.7, "spec_accept_rate": 0.5}
+
+
+def test_a_0_5_1_scrape_and_the_first_name_labelled_one() -> None:
+    scrape = read_scrape(_text("metrics-0.5.1-13485.prom"))
+    assert [s.key for s in scrape.series] == [("unified", None, 0)]
+    assert scrape.engine["gen_throughput"] == 0.8371284457403783 and scrape.engine["num_running_reqs"] == 1.0
+    assert scrape.usage_by_rank == {None: 0.0}
+    first = read_scrape(_text("metrics-0.3-name-label-pr1853.prom"))
+    assert [s.key for s in first.series] == [(None, None, None)]
+    assert first.engine["max_total_num_tokens"] == 570979.0 and first.engine["prompt_tokens_total"] == 230794.0
+
+
+def test_parse_metrics_cli_prints_a_row_per_series_and_the_engine(tmp_path: Path) -> None:
+    path = REAL / "metrics-draft-and-target-tool-eval-bench.prom"
+    out = subprocess.run(
+        [sys.executable, "-m", "backend.cli.main", "parse-metrics", str(path), "--sglang-version", "0.5.23"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    lines = out.splitlines()
+    assert lines[1].split()[:3] == ["draft", "-", "0"] and lines[2].split()[:3] == ["unified", "-", "0"]
+    assert lines[3].split()[0] == "engine" and "2.80" in lines[3] and "2.70" not in lines[3]
+    assert "draft worker (engine_type=draft): accept length 2.70" in out
+    assert "rate: accept rate (drafts only)" in out
+    data = json.loads(
+        subprocess.run(
+            [sys.executable, "-m", "backend.cli.main", "parse-metrics", str(path), "--json"],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
+    )
+    assert data["engine"]["spec_accept_length"] == 2.8 and len(data["series"]) == 2
+    missing = subprocess.run(
+        [sys.executable, "-m", "backend.cli.main", "parse-metrics", str(tmp_path / "none.prom")],
+        capture_output=True,
+        text=True,
+    )
+    assert missing.returncode == 2 and "does not exist" in missing.stderr and "Traceback" not in missing.stderr
+
+
+# --- logs ----------------------------------------------------------------------------------------------
+
+
+def test_dp_attention_mtp_log_keeps_each_ranks_line() -> None:
+    samples = _samples("log-dp8-mtp-pr6081.log")
+    assert [s.dp_rank for s in samples] == [0, 6, 5, 7, 2]
+    assert [s.ranks for s in samples][:2] == ["DP0 TP0", "DP6 TP6"]
+    assert [s.accept_len for s in samples] == [2.90, 2.86, 2.94, 2.65, 2.58]
+    assert samples[0].gen_tps == 171.01 and samples[0].running_req == 8 and samples[0].cuda_graph is True
+    assert samples[0].ts == datetime(2025, 5, 31, 18, 31, 21).timestamp()
+
+
+def test_second_node_dp_ranks_8_to_15() -> None:
+    samples = _samples("log-dp16-node1-pr20766.log")
+    assert [s.dp_rank for s in samples] == [9, 13, 15, 10, 14, 11, 12, 8]
+    assert {s.running_req for s in samples} == {12} and samples[2].gen_tps == 3.82
+
+
+def test_eagle2_bench_prefill_lines() -> None:
+    samples = _samples("log-eagle2-bench-2777.log")
+    assert [s.kind for s in samples] == ["prefill"] * 7  # the access line is not a sample
+    assert [s.queue_req for s in samples] == [0, 62, 61, 60, 59, 58, 57]
+    assert samples[1].new_token == 75 and samples[1].cache_hit_pct == 0.0 and samples[1].token_usage == 0.01
+
+
+def test_pd_prefill_server_with_trailing_commas() -> None:
+    samples = _samples("log-pd-prefill-9187.log")
+    assert [s.new_token for s in samples] == [8192, 7140, 8192, 7661]
+    assert samples[1].input_tps == 559732.25 and samples[1].cached_token == 1 and samples[0].ranks == "TP0 EP0"
+
+
+def test_glm51_prefill_with_pending_tokens() -> None:
+    samples = _samples("log-glm51-prefill-23177.log")
+    assert [(s.running_req, s.queue_req, s.pending_token) for s in samples] == [(116, 238, 595000), (122, 238, 595000)]
+    assert samples[0].cuda_graph is False and samples[1].input_tps == 25797.44
+
+
+@pytest.mark.parametrize("name", sorted(p.name for p in REAL.glob("*.log")))
+def test_the_host_phase_scan_reads_the_same_records(name: str) -> None:
+    """One rule for every reader: the host's scan finds each record where parse-log does."""
+    from backend.agent.host.logline import record
+
+    for line in _text(name).splitlines():
+        found = record(line)
+        parsed = list(parse_lines([line]))
+        if parsed:
+            assert line[found.start :].startswith(("Decode batch", "Prefill batch"))
+            assert (found.stamp is not None) == (parsed[0].ts is not None)
+
+
+# --- /server_info and versions -------------------------------------------------------------------------
+
+
+def test_a_development_build_is_untested_drafts_only_and_says_so() -> None:
+    from backend.metrics import server_info_numbers
+    from backend.sglang_versions import flag_table_version, support, version_text
+
+    info = json.loads(_text("server-info-dev-build.json"))
+    numbers = server_info_numbers(info)
+    assert numbers["version"] == "0.0.0.dev1+g70df09b83"
+    assert numbers["accept_rate_definition"] == "drafts"  # a 2026 build from git, not 0.0.0's "bonus counted"
+    assert numbers["speculative_algorithm"] == "EAGLE" and numbers["speculative_num_steps"] == 3
+    assert numbers["avg_spec_accept_length"] == 3.364100464100464 and numbers["max_total_num_tokens"] == 1206208
+    assert support(numbers["version"]) == "untested" and flag_table_version(numbers["version"]) == "0.5.23"
+    assert "development build" in version_text(numbers["version"]) and "--help decides" in version_text(
+        numbers["version"]
+    )
+
+
+def test_notebook_output_before_the_record_on_the_same_line() -> None:
+    samples = _samples("log-notebook-docs-send-request.log")
+    decode = [s for s in samples if s.kind == "decode"]
+    # "1. Country:[2025-01-23 19:35:34 TP0] Decode batch. …" and "…a must-visit[2025-01-23 19:35:35 TP0] …"
+    assert [s.gen_tps for s in decode] == [5.91, 113.78, 144.03, 144.39]
+    assert decode[1].ts == datetime(2025, 1, 23, 19, 35, 34).timestamp() and decode[1].ranks == "TP0"
+    assert [s.cached_token for s in samples if s.kind == "prefill"] == [0, 30, 42, 3, 5]
+
+
+def test_the_host_scan_reads_the_notebook_startup() -> None:
+    from backend.agent.host.serve import LogScan
+
+    scan = LogScan()
+    for line in _text("log-notebook-docs-send-request.log").splitlines():
+        scan.feed(line)
+    assert [p["phase"] for p in scan.phases] == [
+        "loading weights",
+        "allocating KV cache",
+        "capturing CUDA graphs",
+        "warming up",
+        "ready",
+    ]
+    assert scan.elapsed["capturing CUDA graphs"] == 6.57  # "Capture cuda graph end. Time elapsed: 6.57 s"
+    assert scan.kv_tokens == 444500 and scan.ready_at == datetime(2025, 1, 23, 19, 35, 33).timestamp()
+
+
+def test_ray_actor_prefix_before_every_record() -> None:
+    samples = _samples("log-ray-actor-openclaw-44.log")
+    assert len(samples) == 7 and {s.ranks for s in samples} == {"TP0"}
+    assert [s.gen_tps for s in samples][:2] == [1374.02, 1374.07] and samples[-1].gen_tps == 1370.83
+    assert samples[0].ts == datetime(2026, 3, 22, 13, 53, 37).timestamp() and samples[0].queue_req == 0
+
+
+def test_ray_prefix_in_colour_reaches_the_host_scan() -> None:
+    """Ray colours its actor prefix when its output is a terminal (the codes as verl's logs show them)."""
+    from backend.agent.host.serve import LogScan
+
+    line = _text("log-ray-actor-openclaw-44.log").splitlines()[1]
+    coloured = "\x1b[36m" + line.replace(") [", ")\x1b[0m [", 1)
+    assert list(parse_lines([coloured])) == list(parse_lines([line]))
+    scan = LogScan()
+    scan.feed(coloured.replace("Decode batch", "Load weight begin. avail mem=1 GB").split(", #")[0])
+    assert scan.phases[0]["start"] == datetime(2026, 3, 22, 13, 53, 37).timestamp()
+
+
+def test_a_terminal_that_cut_the_columns() -> None:
+    samples = _samples("log-npu-cut-columns-pr25960.log")
+    decode, prefill = samples[0], samples[1:]
+    # what survived the cut: "token usaccept rate: 0.32" is no field a person can trust either
+    assert (decode.running_req, decode.gen_tps, decode.cuda_graph) == (45, 863.65, False)
+    assert decode.token_usage is None and decode.accept_rate is None and decode.queue_req is None
+    assert [(s.queue_req, s.pending_token, s.new_token) for s in prefill] == [
+        (81, 70187, 896),
+        (80, 69308, 896),
+        (80, 68464, 896),
+    ]
+    assert all(s.running_req is None for s in prefill)  # "#cached-tounning-req: 45"
+
+
+def test_a_deployments_own_log_format_with_retractions_and_preallocation() -> None:
+    samples = _samples("log-own-format-dp-pr11854.log")
+    assert [s.dp_rank for s in samples] == [3, 5, 2, 4] and samples[0].ranks == "DP3 TP3 EP3"
+    assert [s.gen_tps for s in samples] == [693.45, 674.19, 655.17, 679.00]
+    assert {(s.retracted_req, s.prealloc_usage, s.running_req) for s in samples} == {(0, 0.0, 32)}
+    assert samples[0].ts == datetime(2025, 10, 20, 3, 2, 22).timestamp() and samples[3].queue_req == 2
