@@ -36,6 +36,7 @@ from backend.agent.host.server_states import STATES as STATES  # computed on the
 from backend.agent.host.units import duration
 from backend.connection import Connection
 from backend.errors import OperationFailed, RemoteError, UsageError
+from backend.sandbox import scenario as sim_scenario
 from backend.settings import HostConfig, ProfileConfig, Settings
 from backend.sglang_versions import DEFAULT_SIM_VERSION, SIM_SUFFIX, SIM_VERSION_ENV
 
@@ -155,10 +156,13 @@ def profile_command(settings: Settings, host: HostConfig, profile: ProfileConfig
 def launch_env(host: HostConfig) -> dict[str, str]:
     """What specdeck adds to every server's environment on ``host``: millisecond log stamps (every release
     since 0.5.6 reads ``SGLANG_LOG_MS``; samples within one second no longer stack), and for the simulator
-    the SGLang release it speaks."""
+    the SGLang release it speaks and the scenario it was given."""
     env = {"SGLANG_LOG_MS": "1"}
     if host.launcher == "simulator":
         env[SIM_VERSION_ENV] = sim_version(host)
+        chosen = Path(host.workdir) / sim_scenario.FILE_NAME  # `sandbox up --scenario`: the simulator's model
+        if host.sandbox and chosen.is_file():
+            env[sim_scenario.ENV] = str(chosen)
     return env
 
 

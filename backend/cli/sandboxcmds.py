@@ -14,6 +14,7 @@ def register(sub) -> None:
     u = command(ssub, "up", "Create or reuse the sandbox and start its local Hub; prints its config path.")
     u.add_argument("--hub-rate", default=None, help="the local Hub's bytes/s per transfer (default 150M)")
     _add_version(u)
+    _add_scenario(u)
     add_json(u)
     u.set_defaults(run=up)
     d = command(ssub, "down", "Stop everything the sandbox runs (files stay).")
@@ -21,7 +22,17 @@ def register(sub) -> None:
     d.set_defaults(run=down)
     demo_p = command(sub, "demo", "Open the panel on the sandbox (SIMULATED SGLang, local Hub, fixture drafters).")
     _add_version(demo_p)
+    _add_scenario(demo_p)
     demo_p.set_defaults(run=demo)
+
+
+def _add_scenario(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--scenario",
+        metavar="FILE|default",
+        default=None,
+        help="the simulator's timing and acceptance model from a JSON file (see README); default: the operator's",
+    )
 
 
 def _add_version(p: argparse.ArgumentParser) -> None:
@@ -39,7 +50,9 @@ async def up(args: argparse.Namespace) -> int:
     from backend.sandbox import environment
 
     out = await environment.up(
-        **({"hub_rate": args.hub_rate} if args.hub_rate else {}), sglang_version=args.sglang_version
+        **({"hub_rate": args.hub_rate} if args.hub_rate else {}),
+        sglang_version=args.sglang_version,
+        scenario_path=args.scenario,
     )
     if args.json:
         emit_json(out)
@@ -48,6 +61,7 @@ async def up(args: argparse.Namespace) -> int:
             print(f"sandbox: {out['hub']['replaced']}")
         simulated = f"SIMULATED SGLang {out['sglang_version']}"
         print(f"sandbox up: host {out['host']} (local, {simulated}), hub {out['hub']['url']}")
+        print(f"scenario: {out['scenario'] or 'the operator’s (82 tok/s, 24 + 3k ms cycles)'}")
         print(f"config: {out['config']}")
         print(f"try: specdeck --config {out['config']} ping")
     return 0
@@ -68,7 +82,7 @@ async def demo(args: argparse.Namespace) -> int:
     from backend.cli.panel import open_tui
     from backend.sandbox import environment
 
-    out = await environment.up(sglang_version=args.sglang_version)
+    out = await environment.up(sglang_version=args.sglang_version, scenario_path=args.scenario)
     args.config = out["config"]
     args.host = environment.HOST_NAME
     return await open_tui(args)

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import sys
 import time
 import tomllib
@@ -23,6 +24,7 @@ from pathlib import Path
 
 from backend.errors import OperationFailed, UsageError
 from backend.jobs import JobInfo, get_job, list_jobs
+from backend.sandbox import scenario
 from backend.sglang_versions import DEFAULT_SIM_VERSION, SIM_VERSIONS
 
 HOST_NAME = "sandbox"
@@ -163,12 +165,39 @@ def configured_version(layout: Layout) -> str:
     return version if version in SIM_VERSIONS else DEFAULT_SIM_VERSION
 
 
-async def up(hub_rate: str = DEFAULT_HUB_RATE, sglang_version: str | None = None) -> dict:
+def check_scenario(path: str | None) -> None:
+    """UsageError naming the key when ``path`` (not None or ``"default"``) is no usable scenario."""
+    if path in (None, "default"):
+        return
+    try:
+        scenario.load(path)
+    except scenario.ScenarioError as exc:
+        raise UsageError(f"scenario {path}: {exc}.") from None
+
+
+def set_scenario(layout: Layout, path: str | None) -> str | None:
+    """Give the simulator the scenario in ``path`` (checked first: UsageError naming the key, nothing written),
+    ``"default"`` for the operator's model; None keeps what it had. Returns the scenario in use, None for the
+    default."""
+    dest = layout.workdir / scenario.FILE_NAME
+    if path == "default":
+        dest.unlink(missing_ok=True)
+    elif path is not None:
+        check_scenario(path)
+        tmp = dest.with_suffix(".tmp")
+        tmp.write_bytes(Path(path).read_bytes())
+        os.replace(tmp, dest)
+    return str(dest) if dest.is_file() else None
+
+
+async def up(
+    hub_rate: str = DEFAULT_HUB_RATE, sglang_version: str | None = None, scenario_path: str | None = None
+) -> dict:
     """Create (or reuse) the sandbox and make sure its local Hub is serving; returns what `sandbox up` prints.
 
     Reuse is checked: the host's agent must answer and the hub must serve the sandbox's repo, else a hub that
     is dead, hung or lost is replaced (``hub["replaced"]`` says why). ``sglang_version`` picks the release the
-    simulator speaks; None keeps the one the sandbox had."""
+    simulator speaks; None keeps the one the sandbox had. ``scenario_path``: see ``set_scenario``."""
     from backend.connection import Connection
     from backend.settings import HostConfig
 
@@ -176,7 +205,9 @@ async def up(hub_rate: str = DEFAULT_HUB_RATE, sglang_version: str | None = None
     if sglang_version is not None and sglang_version not in SIM_VERSIONS:
         raise UsageError(f"the simulator speaks SGLang {' or '.join(SIM_VERSIONS)}, not {sglang_version}")
     version = sglang_version or configured_version(layout)
+    check_scenario(scenario_path)  # before anything is written
     layout.workdir.mkdir(parents=True, exist_ok=True)
+    in_use = set_scenario(layout, scenario_path)
     await asyncio.to_thread(write_fixtures, layout)
     host = HostConfig(name=HOST_NAME, url="local", python=sys.executable, workdir=str(layout.workdir), sandbox=True)
     conn = await Connection.open(host)
@@ -193,6 +224,7 @@ async def up(hub_rate: str = DEFAULT_HUB_RATE, sglang_version: str | None = None
         "target": str(layout.target),
         "drafters": {"ours": str(layout.ours), "aq-medai": str(layout.aq)},
         "hub": hub,
+        "scenario": in_use,
         "simulated": True,
     }
 

@@ -38,6 +38,8 @@ Timing model (the operator's measurements, FIELD-NOTES §1):
   shrinks with load: the AQ drafter (3.3 at 3 steps) beats the baseline per stream up to 5 running requests
   and falls below it from 6 (``crossover_batch``). Without CUDA graphs (``--disable-cuda-graph``, or a batch
   over ``--cuda-graph-max-bs``) passes cost ``NO_CUDA_GRAPH_FACTOR``x.
+- ``SPECDECK_SIM_SCENARIO`` names a scenario file (``backend.sandbox.scenario``, ``sandbox up --scenario``)
+  that replaces this timing model and the named drafters' acceptance, so the sandbox can disagree with the advisor.
 - Randomness comes from one ``random.Random(--random-seed)``: a seeded single stream is deterministic.
 - Startup takes a few seconds, multiplied by env ``SPECDECK_SIM_TIME_SCALE`` (tests use ~0.1); decode timing
   is never scaled.
@@ -71,6 +73,7 @@ from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from backend.agent.host.safetensors_header import CheckpointError, read_header
 from backend.breakeven import decayed_rates, first_rate_for
+from backend.sandbox import scenario
 from backend.sandbox.sim_histograms import SimHistograms
 from backend.sglang_flags import table
 from backend.sglang_versions import (
@@ -135,7 +138,10 @@ def pass_ms(batch: int, spec: Dict[str, Any], graph: bool = True) -> float:
     """What one decode pass of ``batch`` running requests costs in ms: a verify cycle (with the draft steps)
     when ``spec`` holds the speculative settings, else a plain decode pass."""
     extra = max(0, batch - 1)
-    if spec:
+    chosen = scenario.active()
+    if chosen is not None:  # a scenario file's model (backend.sandbox.scenario) instead of the operator's
+        ms = chosen.pass_ms(batch, spec)
+    elif spec:
         ms = VERIFY_BASE_MS + VERIFY_TOKEN_MS * spec["draft_tokens"] + DRAFT_STEP_MS * spec["draft_steps"]
         ms += VERIFY_MS_PER_TOKEN * extra * spec["draft_tokens"]
     else:
@@ -392,8 +398,11 @@ def drafter_rates(path: str, config: dict, steps: int) -> List[float]:
         return [given[min(i, len(given) - 1)] for i in range(steps)]
     if "accept_p" in sim:
         return [float(sim["accept_p"])] * steps
-    lowered = os.path.normpath(path).lower()
-    aq = "aq_medai" in lowered or "aq-medai" in lowered or os.path.basename(lowered).startswith("aq")
+    chosen = scenario.active()
+    given = chosen.rates(scenario.drafter_name(path), steps) if chosen is not None else None
+    if given is not None:
+        return given
+    aq = scenario.drafter_name(path) == "aq-medai"
     first, decay = (FIRST_AQ, DECAY_AQ) if aq else (FIRST_OURS, DECAY_OURS)
     return decayed_rates(first, decay, steps)
 
@@ -697,7 +706,11 @@ class Engine:
 
     def submit(self, prompt_tokens: int, max_new_tokens: int, stream: bool = True) -> Request:
         with self._cv:
-            ease = min(1.2, max(0.8, self.rng.gauss(1.0, REQUEST_SPREAD)))
+            spread = self.spec.get("spread")
+            if spread is None:
+                ease = min(1.2, max(0.8, self.rng.gauss(1.0, REQUEST_SPREAD)))
+            else:
+                ease = min(scenario.MAX_EASE, max(0.0, self.rng.gauss(1.0, spread)))
             req = Request(prompt_tokens, max_new_tokens, self.spec.get("steps", 0), ease)
             histograms = self.metrics.histograms
             if histograms is not None:
@@ -1493,6 +1506,10 @@ class Startup:
                 "rates": widened(rates, int(args["speculative_eagle_topk"] or 1)),
                 "draft_steps": steps,
             }
+            chosen = scenario.active()
+            spread = chosen.spread(scenario.drafter_name(args["speculative_draft_model_path"])) if chosen else None
+            if spread is not None:
+                spec["spread"] = spread  # the scenario's noise of a_1 across requests
         self.log.info(
             "max_total_num_tokens=%d, chunked_prefill_size=%d, max_prefill_tokens=%d, "
             "max_running_requests=%d, "
@@ -1565,6 +1582,12 @@ def serve(argv: List[str]) -> int:
         "SIMULATED SGLang %s server (specdeck sandbox stand-in for python -m sglang.launch_server): "
         "no GPU, no model, timings from the operator's measurements." % dialect.label
     )
+    try:
+        if scenario.active() is not None:
+            log.info("SIMULATED: timing and acceptance from the scenario %s" % os.environ[scenario.ENV])
+    except scenario.ScenarioError as exc:
+        log.error("SIMULATED: %s=%s cannot be used: %s." % (scenario.ENV, os.environ[scenario.ENV], exc))
+        return 2
     if os.environ.get("SPECDECK_SIM_FAIL", "") not in ("", *FAILURES):
         log.error("SIMULATED: SPECDECK_SIM_FAIL must be one of %s." % ", ".join(FAILURES))
         return 2

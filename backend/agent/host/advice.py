@@ -97,6 +97,9 @@ class Point:
         self.histograms = [h for h, _ in kept]
         self.clusters = [c for _, c in kept]
         rates = [float(t) for t in request_tok_s if t]
+        self.request_tok_s = rates
+        self.between_rel = 0.0  # relative spread between the runs pooled into this point
+        self.step_times = False  # the cycle came from SGLang's step_time_dict
         self.tok_s = tok_s if tok_s is not None else (sum(rates) / len(rates) if rates else None)
         if accept_len is None and self.histograms:
             total = [sum(col) for col in zip(*self.histograms)]
@@ -130,7 +133,7 @@ class Point:
         median = _percentile(ordered, 0.5)
         mean = sum(ordered) / len(ordered)
         sd = math.sqrt(sum((t - mean) ** 2 for t in ordered) / (len(ordered) - 1))
-        self.cycle_ms = median
+        self.cycle_ms, self.step_times = median, True
         self.cycle_se = max(median * CYCLE_SE_FLOOR, 1.25 * sd / math.sqrt(len(ordered)))
         self.source = (self.source + "; " if self.source else "") + "cycle from step_time_dict"
 
@@ -195,6 +198,27 @@ def cut(histogram: Sequence[int], positions: int) -> List[int]:
     return [*h[:positions], sum(h[positions:])]
 
 
+def share_spread(points: Sequence[Point]) -> None:
+    """Give the points measured request by request one relative spread, pooled over all of them: one bench's
+    few requests say little about their own spread, and the points of one sweep send the same prompts to the
+    same server (Student's t on the pooled degrees of freedom, never under the floor)."""
+    groups = [p for p in points if len(p.request_tok_s) >= 2 and p.tok_s]
+    if len(groups) < 2:
+        return
+    ss, dof = 0.0, 0
+    for p in groups:
+        mean = sum(p.request_tok_s) / len(p.request_tok_s)
+        ss += sum((r / mean - 1.0) ** 2 for r in p.request_tok_s)
+        dof += len(p.request_tok_s) - 1
+    rel_sd = math.sqrt(ss / dof)
+    for p in groups:
+        rel = max(TOK_S_SE_FLOOR, rel_sd / math.sqrt(len(p.request_tok_s)))
+        rel = max(rel, p.between_rel)  # a merged point's spread between its runs stays if larger
+        p.tok_s_se, p.q = p.tok_s * rel, t975(dof)
+        if p.cycle_ms is not None and not p.step_times:
+            p.cycle_se = p.cycle_ms * max(CYCLE_SE_FLOOR, rel)
+
+
 def pooled(points: Sequence[Point]) -> List[Point]:
     """One point per step count: the requests of every run at that count together."""
     by: Dict[int, List[Point]] = {}
@@ -217,12 +241,13 @@ def pooled(points: Sequence[Point]) -> List[Point]:
             positions=min(p.positions for p in group),
             source="%d runs" % len(group),
         )
+        merged.request_tok_s = [r for p in group for r in p.request_tok_s]
         # The spread between runs counts too (two benches of one config differ more than their requests say).
         if len(measured) >= 2 and merged.tok_s:
             sd = math.sqrt(sum((p.tok_s - merged.tok_s) ** 2 for p in measured) / (len(measured) - 1))  # type: ignore
             within = math.sqrt(sum((p.tok_s_se or 0) ** 2 for p in measured)) / len(measured)
             merged.tok_s_se = max(within, sd / math.sqrt(len(measured)), merged.tok_s * TOK_S_SE_FLOOR)
-            rel = merged.tok_s_se / merged.tok_s
+            rel = merged.between_rel = merged.tok_s_se / merged.tok_s
             merged.cycle_se = None if merged.cycle_ms is None else merged.cycle_ms * max(CYCLE_SE_FLOOR, rel)
         out.append(merged)
     return out
@@ -738,6 +763,7 @@ def assess(
     pools every point's requests per position (positions an adaptive run never drafted left out); the cost is
     fitted over the points' cycles."""
     points = pooled(points)
+    share_spread(points)
     if acceptance is None:
         hists: List[List[int]] = []
         keys: List[Any] = []
