@@ -78,8 +78,13 @@ def make_transport(host: HostConfig):
 
 
 class Connection:
-    def __init__(self, host: HostConfig) -> None:
+    def __init__(self, host: HostConfig, shared: bool = False) -> None:
         self.host = host
+        # A CLI command's connection: through the host's control master when one runs, else direct, leaving a
+        # master behind at close (backend/transport/control.py). ``note`` says why a master was not usable.
+        self.shared = shared and not host.is_local
+        self.note = ""
+        self._leave_master = False
         self.transport = None
         self.agent: AgentClient | None = None
         self.state = ConnState("connecting", since=time.time())
@@ -116,8 +121,10 @@ class Connection:
     # --- connecting ----------------------------------------------------------------------------------------
 
     async def _connect_once(self) -> None:
-        transport = make_transport(self.host)
-        await transport.connect()
+        transport = await self._through_master() if self.shared else None
+        if transport is None:
+            transport = make_transport(self.host)
+            await transport.connect()
         agent = AgentClient(transport, self.host.python, self.host.workdir)
         try:
             self.hello = await agent.start()
@@ -129,10 +136,25 @@ class Connection:
         self.transport, self.agent = transport, agent
         self.generation += 1
 
+    async def _through_master(self):
+        """The host's control master as a transport, or None (connect directly; leave a master if we may)."""
+        from backend.transport import control
+
+        if control.persist_s() <= 0:
+            return None
+        try:
+            return await control.ControlTransport.attach(self.host)
+        except control.NoMaster:
+            self._leave_master = True  # none yet, or a stale socket: the new master replaces it
+        except control.Unusable as exc:
+            self.note = f"not using the shared connection: {exc}; connected directly"
+        return None
+
     @classmethod
-    async def open(cls, host: HostConfig) -> Connection:
-        """Connect once; raise ConnectionFailed (exit 3) with the reason if that fails."""
-        conn = cls(host)
+    async def open(cls, host: HostConfig, shared: bool = False) -> Connection:
+        """Connect once; raise ConnectionFailed (exit 3) with the reason if that fails. ``shared``: see
+        ``__init__``."""
+        conn = cls(host, shared)
         conn._set("connecting")
         try:
             await conn._connect_once()
@@ -210,6 +232,8 @@ class Connection:
     async def _drop(self) -> None:
         agent, transport = self.agent, self.transport
         self.agent = self.transport = None
+        if agent is not None and agent.pipe is not None and getattr(transport, "shared", False):
+            agent.pipe.kill()  # a command is done: its master ends the channel, we need not wait for the agent
         if agent is not None:
             await agent.close()
         if transport is not None:
@@ -227,7 +251,13 @@ class Connection:
         # "connected", calling the dropped agent and retrying in a loop that never yields (a Live feed left on
         # the old host after a host switch froze the panel).
         self._connected.clear()
+        agent = self.agent
         await self._drop()
+        if self._leave_master and agent is not None:
+            from backend.transport import control
+
+            self._leave_master = False
+            control.spawn_master(self.host, agent.start_argv())
 
     async def wait_connected(self, timeout: float | None = None) -> None:
         try:
@@ -297,5 +327,5 @@ class Connection:
         return {"median": round(statistics.median(times), 3), "p95": round(p95, 3), "samples": len(times)}
 
 
-async def open_host(settings: Settings, spec: str | None, **overrides: Any) -> Connection:
-    return await Connection.open(resolve_host(settings, spec, **overrides))
+async def open_host(settings: Settings, spec: str | None, shared: bool = False, **overrides: Any) -> Connection:
+    return await Connection.open(resolve_host(settings, spec, **overrides), shared)

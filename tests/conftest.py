@@ -33,6 +33,8 @@ def isolated_user(tmp_path_factory, monkeypatch):
     monkeypatch.delenv("HF_TOKEN", raising=False)
     monkeypatch.setenv("HF_HUB_DISABLE_XET", "1")
     monkeypatch.setenv("HF_HUB_DISABLE_TELEMETRY", "1")
+    # CLI runs connect directly: no kept SSH connection outlives a test (test_control.py turns it on).
+    monkeypatch.setenv("SPECDECK_PERSIST", "0")
     return home
 
 

@@ -117,7 +117,7 @@ class AgentClient:
     async def _start(self, path: str) -> dict:
         for attempt in range(2):
             self.step = "opening a channel to the host"
-            self.pipe = await self.transport.start(["sh", "-c", _START, "sh", path, self.python, self.state_dir])
+            self.pipe = await self.transport.start(self.start_argv())
             self.step = "waiting for the login shell (a hung rc file?)"
             hello, noise = await self._read_hello()
             if hello is not None:
@@ -145,6 +145,10 @@ class AgentClient:
             detail = err or (f"unexpected agent output: {noise[-1][:200]!r}" if noise else f"exit {code}")
             raise ConnectionFailed(f"{self.transport.label}: the agent did not start: {detail}")
         raise ConnectionFailed(f"{self.transport.label}: the agent is still missing after installing it")
+
+    def start_argv(self) -> list[str]:
+        """The command that starts this agent on the host (a control master keeps one started ahead)."""
+        return ["sh", "-c", _START, "sh", f"{self.state_dir}/{agent_name()}", self.python, self.state_dir]
 
     def _refused(self, reason: str) -> ConnectionBlocked:
         return ConnectionBlocked(

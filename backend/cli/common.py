@@ -19,18 +19,22 @@ def load_settings(args: argparse.Namespace) -> Settings:
 
 
 async def connect(args: argparse.Namespace, settings: Settings | None = None):
-    """Connect once to --host (exit 3 on failure)."""
+    """Connect once to --host (exit 3 on failure), through its control master unless --no-persist."""
     from backend.connection import open_host
 
     settings = settings or load_settings(args)
-    return await open_host(
+    conn = await open_host(
         settings,
         args.host,
+        shared=not getattr(args, "no_persist", False),
         identity=args.identity,
         known_hosts=args.known_hosts,
         python=args.python,
         workdir=args.workdir,
     )
+    if conn.note:
+        print(f"specdeck: {conn.note}", file=sys.stderr)
+    return conn
 
 
 async def keep_in_history(conn, server: JobInfo, benches: Sequence[tuple[JobInfo, dict]] = ()) -> str | None:

@@ -7,7 +7,7 @@ import time
 
 from backend import jobs as jobs_mod
 from backend.agent.host.units import duration
-from backend.cli.common import add_json, connect, emit_json
+from backend.cli.common import add_json, connect, emit_json, load_settings
 from backend.cli.main import command
 from backend.errors import UsageError
 from backend.jobs import JobInfo
@@ -18,6 +18,11 @@ def register(sub) -> None:
     p.add_argument("--count", type=int, default=5, help="round trips to time (default 5)")
     add_json(p)
     p.set_defaults(run=ping)
+
+    p = command(sub, "disconnect", "Close the SSH connection kept open for the host between commands (or --all).")
+    p.add_argument("--all", action="store_true", help="every host's kept connection")
+    add_json(p)
+    p.set_defaults(run=disconnect)
 
     p = command(sub, "jobs", "List the detached jobs on the host (downloads, servers, benchmarks).")
     add_json(p)
@@ -75,6 +80,34 @@ async def ping(args: argparse.Namespace) -> int:
             print(f"  GPU{g['index']} {g['name']}: {g['memory_used_mib']:.0f}/{g['memory_total_mib']:.0f} MiB")
     else:
         print("  no GPUs (nvidia-smi not found)")
+    return 0
+
+
+async def disconnect(args: argparse.Namespace) -> int:
+    from backend.connection import resolve_host
+    from backend.transport import control
+
+    name = "all hosts"
+    if args.all:
+        paths = control.sockets()
+    else:
+        host = resolve_host(load_settings(args), args.host, identity=args.identity, known_hosts=args.known_hosts)
+        if host.is_local:
+            raise UsageError(f"{host.name} is this machine: there is no connection to close")
+        name = host.name
+        try:
+            paths = [control.socket_path(host, create=False)]
+        except control.NoMaster:
+            paths = []
+        except control.Unusable as exc:
+            raise UsageError(f"cannot use the control folder: {exc}") from None
+    closed = [path for path in paths if await control.disconnect(path)]
+    if args.json:
+        emit_json({"closed": len(closed)})
+    elif args.all:
+        print(f"closed {len(closed)} kept connection(s)")
+    else:
+        print(f"{name}: " + ("connection closed" if closed else "no kept connection"))
     return 0
 
 

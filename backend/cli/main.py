@@ -22,6 +22,7 @@ COMMANDS = {
     "demo": "sandboxcmds",
     "ping": "hostcmds",
     "jobs": "hostcmds",
+    "disconnect": "hostcmds",
     "config": "configcmds",
     "download": "downloadcmds",
     "inspect": "comparecmds",
@@ -131,6 +132,12 @@ def add_host_options(parser: argparse.ArgumentParser) -> None:
     g.add_argument("--python", metavar="PATH", default=argparse.SUPPRESS, help="the host's Python interpreter")
     g.add_argument("--workdir", metavar="DIR", default=argparse.SUPPRESS, help="the host's work folder")
     g.add_argument("--config", metavar="FILE", default=argparse.SUPPRESS, help="config file (or SPECDECK_CONFIG)")
+    g.add_argument(
+        "--no-persist",
+        action="store_true",
+        default=argparse.SUPPRESS,
+        help="connect directly: use no shared SSH connection and leave none behind (`specdeck disconnect`)",
+    )
     g.add_argument("--debug", action="store_true", default=argparse.SUPPRESS, help="show tracebacks")
 
 
@@ -148,6 +155,7 @@ def main(argv: list[str] | None = None) -> int:
     for opt in ("host", "identity", "known_hosts", "python", "workdir", "config"):
         args.__dict__.setdefault(opt, None)
     args.__dict__.setdefault("debug", False)
+    args.__dict__.setdefault("no_persist", False)
     run = getattr(args, "run", None)
     if run is None:
         if args.command:  # a group (e.g. `specdeck jobs x`) without a runnable leaf

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
+from backend.transport.sshimport import asyncssh  # noqa: F401  # isort: skip (first: the quick import)
 from asyncssh import SSHKey
 from asyncssh.known_hosts import SSHKnownHosts
 

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlsplit
 
-import asyncssh
+from backend.transport.sshimport import asyncssh  # isort: skip (first: the quick import)
 from asyncssh.config import ConfigParseError
 from asyncssh.public_key import get_default_public_key_algs
 
@@ -144,6 +144,7 @@ class SSHTransport:
         self.conn: asyncssh.SSHClientConnection | None = None
         self.jumps: list[asyncssh.SSHClientConnection] = []
         self.channels = asyncio.Semaphore(MAX_CHANNELS)
+        self.checked_files: list[str] = []  # ssh_config and known_hosts files the checks read (control.py)
 
     def _known_hosts_files(self, dest: Destination) -> tuple[str, list[str]]:
         """(the file trusted keys are written to, every file read): ``--known-hosts``, else the config's
@@ -157,6 +158,7 @@ class SSHTransport:
     async def connect(self) -> None:
         keys = _identity_keys(self.identity)
         paths = config_paths()
+        self.checked_files += paths
         try:
             dest = await asyncio.to_thread(resolve, self.target.host, self.target.port, self.target.user, paths)
             self.conn = await self._open(dest, keys, paths, None, 0)
@@ -187,6 +189,7 @@ class SSHTransport:
         self, dest: Destination, keys: list[str], paths: list[str], tunnel: asyncssh.SSHClientConnection | None
     ) -> asyncssh.SSHClientConnection:
         write_to, read = self._known_hosts_files(dest)
+        self.checked_files += read
         portless = () if dest.host_key_alias or dest.port == DEFAULT_PORT else (dest.hostname,)  # ssh's fallback
         known = await asyncio.to_thread(KnownHosts.read, read, (dest.key_name, *portless))
         found = known.find(dest.key_name)

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlsplit
 
+from backend.transport.sshimport import asyncssh  # noqa: F401  # isort: skip (first: the quick import)
 from asyncssh.config import ConfigParseError, SSHClientConfig, SSHConfig
 
 from backend.errors import ConnectionBlocked

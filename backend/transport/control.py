@@ -1,0 +1,308 @@
+"""A warm CLI: one SSH connection per host kept between commands behind a local control socket, as OpenSSH's
+ControlMaster/ControlPersist does.
+
+A CLI command that finds no master connects directly (host keys checked as always) and, as it ends, leaves a
+master behind (``backend/transport/master.py``): a detached process holding the SSH connection and one started
+agent to hand out. The next command reaches the host through the master's socket and pays no handshake and no
+agent start; it imports no asyncssh either. The master relays bytes (a channel's stdin, stdout, stderr and exit
+status) and never reads the agent's messages, so it speaks whatever the agent speaks.
+
+The socket lives under ``$XDG_RUNTIME_DIR/specdeck/`` (else ``/tmp/specdeck-UID/``), a folder that must be
+this user's own with no access for anyone else; the socket is 0600 and each side checks the other's uid
+(SO_PEERCRED). The master refuses new sessions and exits once a known_hosts or ssh_config file it read has
+changed, so a host key is never judged against files older than the ones on disk. It exits after
+``SPECDECK_PERSIST`` idle seconds (600 by default; 0 switches all this off, as ``--no-persist`` does), when its
+connection drops, or on ``specdeck disconnect``. Whatever is wrong with a socket (stale, another user's, a
+master killed -9), the command connects directly and says why when it is not the ordinary "no master yet".
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import os
+import socket
+import stat
+import struct
+import subprocess
+import sys
+from collections.abc import Sequence
+
+from backend.errors import ConnectionFailed
+from backend.settings import HostConfig
+from backend.transport.base import RunResult, shell_command
+
+DEFAULT_PERSIST_S = 600.0
+HELLO_TIMEOUT_S = 5.0
+# One frame each way after the request line: a kind byte and a length, then the bytes.
+FRAME = struct.Struct(">cI")
+STDIN, STDIN_EOF = b"i", b"e"  # client → master
+STDOUT, STDERR, EXIT = b"o", b"r", b"x"  # master → client
+
+
+class NoMaster(Exception):
+    """No master is listening for this host (none started yet, or a stale socket): connect directly."""
+
+
+class Unusable(Exception):
+    """A socket or folder that must not be used (another user's, open to others): connect directly, say why."""
+
+
+def persist_s() -> float:
+    """How long a master waits idle (``SPECDECK_PERSIST`` seconds, 0 = no masters)."""
+    raw = os.environ.get("SPECDECK_PERSIST", "")
+    try:
+        return max(0.0, float(raw)) if raw else DEFAULT_PERSIST_S
+    except ValueError:
+        return DEFAULT_PERSIST_S
+
+
+def runtime_dir(create: bool = True) -> str:
+    """This user's folder for control sockets, checked: a directory (no link), owned by us, closed to others."""
+    base = os.environ.get("XDG_RUNTIME_DIR")
+    path = os.path.join(base, "specdeck") if base and os.path.isdir(base) else f"/tmp/specdeck-{os.getuid()}"
+    if create:
+        try:
+            os.mkdir(path, 0o700)
+        except FileExistsError:
+            pass
+        except OSError as exc:
+            raise Unusable(f"cannot create {path}: {exc.strerror}") from None
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        raise NoMaster(path) from None
+    if not stat.S_ISDIR(st.st_mode):
+        raise Unusable(f"{path} is not a directory")
+    if st.st_uid != os.getuid():
+        raise Unusable(f"{path} belongs to uid {st.st_uid}, not to you")
+    if st.st_mode & 0o077:
+        raise Unusable(f"{path} is open to other users (mode {stat.S_IMODE(st.st_mode):o})")
+    return path
+
+
+def socket_path(host: HostConfig, create: bool = True) -> str:
+    """The control socket of ``host``: one per address, identity and known_hosts (a different --identity or
+    --known-hosts is a different connection, with its own checks)."""
+    key = "\0".join([host.url, host.identity or "", host.known_hosts or ""])
+    digest = hashlib.sha256(key.encode()).hexdigest()[:20]
+    return os.path.join(runtime_dir(create), f"ssh-{digest}.sock")
+
+
+def peer_uid(sock: socket.socket) -> int:
+    """The uid of the process at the other end of a unix socket."""
+    creds = sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
+    return struct.unpack("3i", creds)[1]
+
+
+async def _open(path: str) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+    """A connection to the master at ``path``, after checking the socket and its process are ours."""
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        raise NoMaster("none started") from None
+    if not stat.S_ISSOCK(st.st_mode):
+        raise Unusable(f"{path} is not a socket")
+    if st.st_uid != os.getuid():
+        raise Unusable(f"{path} belongs to uid {st.st_uid}, not to you")
+    try:
+        reader, writer = await asyncio.open_unix_connection(path, limit=64 << 20)
+    except (ConnectionRefusedError, FileNotFoundError):
+        raise NoMaster("stale socket (its master is gone)") from None
+    except OSError as exc:
+        raise Unusable(f"cannot reach {path}: {exc.strerror}") from None
+    uid = peer_uid(writer.get_extra_info("socket"))
+    if uid != os.getuid():
+        writer.close()
+        raise Unusable(f"the process behind {path} runs as uid {uid}, not as you")
+    return reader, writer
+
+
+async def request(path: str, req: dict, timeout: float = HELLO_TIMEOUT_S):
+    """Send one request line; (reply, reader, writer). A master that does not answer counts as gone."""
+    reader, writer = await _open(path)
+    try:
+        writer.write(json.dumps(req).encode() + b"\n")
+        async with asyncio.timeout(timeout):
+            line = await reader.readline()
+        reply = json.loads(line) if line else {}
+    except (TimeoutError, OSError, ValueError):
+        writer.close()
+        raise NoMaster("its master does not answer") from None
+    if not reply.get("ok"):
+        writer.close()
+        raise NoMaster(reply.get("reason") or "its master is going away")
+    return reply, reader, writer
+
+
+class ControlPipe:
+    """A process on the host, started through the master: the same face as the SSH and local pipes."""
+
+    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self.writer = writer
+        self.stdout = asyncio.StreamReader(limit=64 << 20)
+        self.stderr = bytearray()
+        self.exit: asyncio.Future = asyncio.get_running_loop().create_future()
+        self._pump = asyncio.create_task(self._demux(reader), name="control-pipe")
+
+    async def _demux(self, reader: asyncio.StreamReader) -> None:
+        code: int | None = None
+        try:
+            while True:
+                kind, size = FRAME.unpack(await reader.readexactly(FRAME.size))
+                data = await reader.readexactly(size) if size else b""
+                if kind == STDOUT:
+                    self.stdout.feed_data(data)
+                elif kind == STDERR:
+                    self.stderr += data
+                elif kind == EXIT:
+                    code = json.loads(data).get("code")
+                    break
+        except (asyncio.IncompleteReadError, OSError, ValueError):
+            pass  # the master went away: the process is gone for us, as when an SSH connection drops
+        finally:
+            self.stdout.feed_eof()
+            if not self.exit.done():
+                self.exit.set_result(code)
+            self.writer.close()
+
+    def _send(self, kind: bytes, data: bytes = b"") -> None:
+        if self.writer.is_closing():
+            raise ConnectionFailed("the shared connection closed")
+        self.writer.write(FRAME.pack(kind, len(data)) + data)
+
+    async def write(self, data: bytes) -> None:
+        try:
+            self._send(STDIN, data)
+            await self.writer.drain()
+        except (ConnectionError, OSError) as exc:
+            raise ConnectionFailed(f"the shared connection closed: {exc}") from None
+
+    async def readline(self) -> bytes:
+        try:
+            return await self.stdout.readline()
+        except (ValueError, OSError):
+            return b""
+
+    async def read_stderr(self) -> bytes:
+        await asyncio.shield(self.exit)
+        return bytes(self.stderr)
+
+    async def wait(self) -> int | None:
+        return await asyncio.shield(self.exit)
+
+    def close(self) -> None:
+        try:
+            self._send(STDIN_EOF)
+        except (ConnectionFailed, OSError):
+            pass
+
+    def kill(self) -> None:
+        self.writer.close()  # the master closes the channel, which ends the process on the host
+
+
+class ControlTransport:
+    """The host reached through its master (``attach``), with the SSH transport's face."""
+
+    shared = True
+
+    def __init__(self, path: str, label: str) -> None:
+        self.path = path
+        self.label = label
+
+    @classmethod
+    async def attach(cls, host: HostConfig) -> ControlTransport:
+        """The master of ``host``; NoMaster or Unusable when there is none to use (connect directly then)."""
+        path = socket_path(host, create=False)
+        reply, _, writer = await request(path, {"op": "hello"})
+        writer.close()
+        return cls(path, reply.get("label") or host.url)
+
+    async def connect(self) -> None:
+        return None
+
+    async def start(self, argv: Sequence[str]) -> ControlPipe:
+        try:
+            _, reader, writer = await request(self.path, {"op": "exec", "command": shell_command(argv)})
+        except (NoMaster, Unusable) as exc:
+            raise ConnectionFailed(f"{self.label}: the shared connection is gone ({exc})") from None
+        return ControlPipe(reader, writer)
+
+    async def run(self, argv: Sequence[str], input: bytes | None = None, timeout: float = 30) -> RunResult:
+        pipe = await self.start(argv)
+        try:
+            async with asyncio.timeout(timeout):
+                if input:
+                    await pipe.write(input)
+                pipe.close()
+                out = bytearray()
+                while chunk := await pipe.stdout.read(1 << 16):
+                    out += chunk
+                code = await pipe.wait()
+        except TimeoutError:
+            pipe.kill()
+            raise ConnectionFailed(f"{self.label}: command got no answer in {timeout} s") from None
+        return RunResult(code, bytes(out), bytes(pipe.stderr))
+
+    async def close(self) -> None:
+        return None
+
+
+def spawn_master(host: HostConfig, agent_argv: Sequence[str]) -> None:
+    """Leave a master behind for ``host`` (detached; it connects on its own, checks host keys as always, and
+    exits at once if another master holds the socket). ``agent_argv`` is the agent's start, kept ready."""
+    try:
+        path = socket_path(host)
+    except (NoMaster, Unusable):
+        return
+    spec = {
+        "url": host.url,
+        "identity": host.identity,
+        "known_hosts": host.known_hosts,
+        "socket": path,
+        "persist_s": persist_s(),
+        "agent": shell_command(agent_argv),
+    }
+    try:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "backend.transport.master"],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            start_new_session=True,  # outlives this command and its terminal's ^C
+            cwd="/",
+            env={**os.environ, "PYTHONPATH": _package_root()},
+        )
+    except OSError:
+        return
+    assert proc.stdin is not None
+    proc.stdin.write(json.dumps(spec).encode())
+    proc.stdin.close()
+
+
+def _package_root() -> str:
+    here = os.path.dirname(os.path.abspath(__file__))
+    root = os.path.dirname(os.path.dirname(here))
+    extra = os.environ.get("PYTHONPATH")
+    return f"{root}{os.pathsep}{extra}" if extra else root
+
+
+async def disconnect(path: str) -> bool:
+    """Ask the master at ``path`` to close its connection and exit; False where none was listening."""
+    try:
+        _, reader, writer = await request(path, {"op": "exit"})
+    except NoMaster:
+        return False
+    await reader.read()  # it closes once its connection is down
+    writer.close()
+    return True
+
+
+def sockets() -> list[str]:
+    """Every control socket in this user's folder."""
+    try:
+        folder = runtime_dir(create=False)
+    except (NoMaster, Unusable):
+        return []
+    return sorted(os.path.join(folder, n) for n in os.listdir(folder) if n.endswith(".sock"))
