@@ -1,4 +1,4 @@
-"""`specdeck download`: fetch a drafter onto the host as a detached job, with live progress bars or JSON lines.
+"""`specdeck download`: fetch a drafter onto the host as a detached job, with rich's progress bars or JSON lines.
 
 The bytes go hub → host; this command only starts the job and watches it. Stopping the command (Ctrl-C, a
 killed terminal, a dropped SSH link) leaves the job running: `specdeck jobs` lists it, `specdeck download
@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import math
 import os
-import shutil
 import sys
 import time
 from typing import TextIO
@@ -27,7 +27,6 @@ from backend.jobs import JobInfo, get_job, wait_job
 from backend.settings import Settings
 
 REDRAW_S = 0.1  # terminal redraws at most ten times a second
-PLAIN_EVERY_S = 2.0  # without a terminal, a progress line every two seconds
 
 
 def register(sub) -> None:
@@ -117,24 +116,25 @@ async def download(args: argparse.Namespace) -> int:
             return 0
         progress = Progress(job.id)
         view = None if args.json else Bars(sys.stdout)
-        try:
-            async for _, event in downloads.follow(conn, job.id):
-                progress.apply(event)
-                if view is None:
-                    emit_json_line(event)
-                else:
-                    view.draw(progress)
-        except asyncio.CancelledError:
-            print(
-                f"\nstopped watching; the download carries on on the host as job {job.id}: "
-                f"`specdeck jobs` shows it, `specdeck download --attach {job.id}` watches it again, "
-                f"`specdeck jobs cancel {job.id}` stops it",
-                file=sys.stderr,
-            )
-            raise
-        progress.finish(await wait_job(conn, job.id, 30))
-        if view is not None:
-            view.draw(progress, final=True)
+        with view or contextlib.nullcontext():
+            try:
+                async for _, event in downloads.follow(conn, job.id):
+                    progress.apply(event)
+                    if view is None:
+                        emit_json_line(event)
+                    else:
+                        view.draw(progress)
+            except asyncio.CancelledError:
+                print(
+                    f"\nstopped watching; the download carries on on the host as job {job.id}: "
+                    f"`specdeck jobs` shows it, `specdeck download --attach {job.id}` watches it again, "
+                    f"`specdeck jobs cancel {job.id}` stops it",
+                    file=sys.stderr,
+                )
+                raise
+            progress.finish(await wait_job(conn, job.id, 30))
+            if view is not None:
+                view.draw(progress, final=True)
         if progress.state != "done":
             raise OperationFailed(f"download {progress.state}: {progress.reason or 'see `specdeck jobs`'}")
         if view is not None:
@@ -164,41 +164,49 @@ def _announce(args: argparse.Namespace, plan: dict, job: JobInfo, host: str) -> 
 
 
 class Bars:
-    """Plain terminal rendering of a Progress: one redrawn line per file on a terminal; otherwise (a pipe, a
-    log) a line when a file changes phase, completes its transfer, or every few seconds. No Textual here."""
+    """A Progress drawn by rich: one bar per file (name, bar, percent, bytes, the host's rate and ETA, phase),
+    redrawn in place and fitted to the terminal's width as it changes. Quiet when ``out`` is not a terminal
+    (a pipe, a log): only the lines before and the summary after; ``--json`` streams every event instead."""
 
     def __init__(self, out: TextIO) -> None:
+        from rich.console import Console
+        from rich.progress import BarColumn, TextColumn
+        from rich.progress import Progress as RichProgress
+        from rich.table import Column
+
         self.out = out
-        self.tty = out.isatty()
-        self.drawn = 0
+        self.console = Console(file=out)
+        self.bars = RichProgress(
+            TextColumn("{task.description}"),
+            BarColumn(bar_width=None),
+            # Fixed widths, so the bars keep their length as the figures and the phase change.
+            TextColumn("{task.fields[numbers]}", table_column=Column(width=52, no_wrap=True)),
+            TextColumn("{task.fields[phase]}", style="dim", table_column=Column(width=11, no_wrap=True)),
+            console=self.console,
+            auto_refresh=False,  # drawn when an event comes, at most every REDRAW_S
+            expand=True,
+            disable=not self.console.is_terminal,
+        )
+        self.tasks: dict[str, int] = {}
         self.last = 0.0
-        self.printed: dict[str, tuple[str, int, float]] = {}  # plain mode: file → (phase, bytes, when)
+
+    def __enter__(self) -> Bars:
+        self.bars.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.bars.stop()
 
     def draw(self, progress: Progress, final: bool = False) -> None:
-        now = time.monotonic()
-        if self.tty:
-            if final or now - self.last >= REDRAW_S:
-                self._redraw(progress)
-                self.last = now
-            return
         for f in progress.files.values():
-            phase, count, when = self.printed.get(f.path, ("waiting", 0, 0.0))
-            active = f.phase in ("downloading", "verifying")
-            finished_transfer = f.phase == "downloading" and f.bytes == f.total != count
-            if f.phase != phase or finished_transfer or (active and now - when >= PLAIN_EVERY_S):
-                self.out.write(line(f, 0) + "\n")
-                self.printed[f.path] = (f.phase, f.current, now)
-        self.out.flush()
-
-    def _redraw(self, progress: Progress) -> None:
-        width = shutil.get_terminal_size((100, 20)).columns
-        rows = [line(f, width) for f in progress.files.values()]
-        if self.drawn:
-            self.out.write(f"\x1b[{self.drawn}F")
-        for row in rows:
-            self.out.write("\x1b[2K" + row[: width - 1] + "\n")
-        self.drawn = len(rows)
-        self.out.flush()
+            fields = {"numbers": numbers(f), "phase": f.phase}
+            if f.path not in self.tasks:
+                self.tasks[f.path] = self.bars.add_task(short_name(f.path), total=f.total or 1, **fields)
+            self.bars.update(self.tasks[f.path], completed=f.current, total=f.total or 1, **fields)
+        now = time.monotonic()
+        if final or now - self.last >= REDRAW_S:
+            self.bars.refresh()
+            self.last = now
 
     def summary(self, progress: Progress) -> None:
         for f in progress.result:
@@ -207,12 +215,13 @@ class Bars:
         self.out.flush()
 
 
-def line(f: downloads.FileProgress, width: int) -> str:
-    """``model.safetensors  [#####.....]  41.2%  0.92/2.22 GiB  148.0 MB/s  ETA 0:08  downloading``."""
-    name = f.path if len(f.path) <= 28 else "…" + f.path[-27:]
-    numbers = f"{math.floor(f.fraction * 1000) / 10:5.1f}%  {human_bytes(f.current)}/{human_bytes(f.total)}"
+def short_name(path: str) -> str:
+    return path if len(path) <= 28 else "…" + path[-27:]
+
+
+def numbers(f: downloads.FileProgress) -> str:
+    """``41.2%  0.92/2.22 GiB  148.0 MB/s  ETA 0:08`` (rate and ETA while the file moves or is hashed)."""
+    out = f"{math.floor(f.fraction * 1000) / 10:5.1f}%  {human_bytes(f.current)}/{human_bytes(f.total)}"
     if f.phase in ("downloading", "verifying"):
-        numbers += f"  {human_rate(f.bytes_per_s)}  ETA {human_eta(f.eta_s)}"
-    bar_width = max(10, min(40, width - len(name) - len(numbers) - len(f.phase) - 10)) if width else 20
-    filled = round(f.fraction * bar_width)
-    return f"{name:<28} [{'#' * filled}{'.' * (bar_width - filled)}] {numbers}  {f.phase}"
+        out += f"  {human_rate(f.bytes_per_s)}  ETA {human_eta(f.eta_s)}"
+    return out
