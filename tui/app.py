@@ -34,6 +34,7 @@ from tui.screens.hosts import HostSwitchScreen
 from tui.screens.live import COMMIT_EVERY_S, LivePane
 from tui.screens.pane import ShellPane
 from tui.screens.serve import ServePane
+from tui.screens.train import TrainPane
 from tui.screens.tune import TunePane
 from tui.state import Baseline
 from tui.widgets.hostbar import HostBar
@@ -46,6 +47,7 @@ TABS: tuple[tuple[str, str, type[ShellPane]], ...] = (
     ("live", "Live", LivePane),
     ("history", "History", HistoryPane),
     ("tune", "Tune", TunePane),
+    ("train", "Train", TrainPane),
 )
 RTT_EVERY_S = 5.0
 _TAB_KEYS = Binding.Group("tabs", compact=True)

@@ -608,19 +608,27 @@ def read_up(info: dict) -> Reader:
         return reader
 
 
-def _checkpoints(info: dict, reader: Reader) -> List[dict]:
+def _checkpoints(info: dict, reader: Reader, state_dir: str) -> List[dict]:
+    """The output folder's checkpoints, each with the accuracy logged up to it by the newest of the
+    training's jobs into that folder that logged its step (a resume's log starts where it resumed)."""
     args = info.get("args") or {}
+    output = args.get("output_dir") or ""
+    readers = [reader]
+    for job in reversed(trainings(state_dir)):
+        if job["id"] != info["id"] and (job.get("args") or {}).get("output_dir") == output:
+            readers.append(read_up(job))
     out = []
-    for c in scan_checkpoints(args.get("output_dir") or "", args.get("run_id")):
-        c["accuracy"] = reader.accuracy_at(c["step"])
+    for c in scan_checkpoints(output, args.get("run_id")):
+        covering = [r for r in readers if r.first_step is not None and r.first_step <= c["step"]]
+        c["accuracy"] = next((a for a in (r.accuracy_at(c["step"]) for r in covering) if a), None)
         out.append(c)
     return out
 
 
-def _status(info: dict, series: bool = False) -> dict:
+def _status(info: dict, state_dir: str, series: bool = False) -> dict:
     reader = read_up(info)
     summary = reader.summary()
-    out = {"job": info, "summary": summary, "checkpoints": _checkpoints(info, reader)}
+    out = {"job": info, "summary": summary, "checkpoints": _checkpoints(info, reader, state_dir)}
     if series:
         out["series"] = reader.series()
     if not any(r.get("acc") for r in reader.records[-WINDOW:]):
@@ -726,7 +734,7 @@ def list_trainings(params: dict, ctx) -> List[dict]:
 def status(params: dict, ctx) -> dict:
     """One training's job, parsed summary and checkpoints (each with the accuracy it carries); ``series``
     adds every step and eval record for curves."""
-    return _status(_job(ctx.state_dir, params.get("job", "")), bool(params.get("series")))
+    return _status(_job(ctx.state_dir, params.get("job", "")), ctx.state_dir, bool(params.get("series")))
 
 
 @method("train.follow")
@@ -761,7 +769,7 @@ def follow(params: dict, ctx) -> dict:
 @method("train.checkpoints")
 def checkpoints(params: dict, ctx) -> List[dict]:
     info = _job(ctx.state_dir, params.get("job", ""))
-    return _checkpoints(info, read_up(info))
+    return _checkpoints(info, read_up(info), ctx.state_dir)
 
 
 @method("train.export")
