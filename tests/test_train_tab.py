@@ -10,6 +10,7 @@ from tests.helpers import until
 from tests.test_tab_keys import SIZE, open_tab, plain
 from tests.test_training import write_config
 from tui.app import SpecdeckApp
+from tui.screens.confirm import ConfirmScreen
 from tui.screens.train import TrainPane
 from tui.widgets.traincharts import AccuracyChart
 
@@ -43,6 +44,11 @@ async def test_train_keys(models, tmp_path, monkeypatch):
         await until(pilot, lambda: pane.rows[0]["measured_tok_s"] is not None, "measured beside predicted", 120)
         row = pane.rows[0]
         assert row["predicted_tok_s_low"] - 15 < row["measured_tok_s"] < row["predicted_tok_s_high"] + 15
+
+        await keys.press("serve")  # a server runs now: asked first, and n keeps it
+        await until(pilot, lambda: isinstance(app.screen, ConfirmScreen), "the question")
+        await pilot.press("n")
+        await until(pilot, lambda: not isinstance(app.screen, ConfirmScreen), "kept running")
 
         await keys.press("next_training")  # one training configured: it comes round to itself
         await until(pilot, lambda: pane.name_ == "ft" and len(pane.rows) == 3, "the same training again")

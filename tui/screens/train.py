@@ -5,12 +5,14 @@ resume that restarted) are said under it. Three charts: per-position accuracy by
 implies at the serving profile's steps against the break-even, and the loss. The checkpoints table has each
 checkpoint's predicted accept length and tok/s with their intervals (``backend.training.predictions``, through
 the advisor's cost model from this host's runs) beside what a bench of it measured. Keys: start, stop, resume,
-serve the highlighted checkpoint (exporting it first when needed; the running server is replaced), bench the
-running server, next training. The training's parsed records come from the host (``train.follow``); the
-predictions are computed on the App's history thread, never on the event loop.
+serve the highlighted checkpoint (exporting it first when needed; asking first when a server runs, which it
+stops), bench the running server, next training. The training's parsed records come from the host
+(``train.follow``); the predictions are computed on the App's history thread, never on the event loop.
 """
 
 from __future__ import annotations
+
+import time
 
 from textual import work
 from textual.app import ComposeResult
@@ -24,6 +26,7 @@ from backend.errors import SpecdeckError
 from backend.history import History, sync_from_host
 from backend.jobs import JobInfo, get_job
 from tui.messages import ConnectionChanged
+from tui.screens.confirm import ConfirmScreen
 from tui.screens.pane import ShellPane
 from tui.widgets.benchbar import BenchBar
 from tui.widgets.traincharts import AcceptChart, AccuracyChart, LossChart
@@ -59,7 +62,11 @@ class TrainPane(ShellPane):
         Binding("x", "stop", "Stop", id="train.stop", tooltip="Stop the training (its checkpoints stay)"),
         Binding("u", "resume", "Resume", id="train.resume", tooltip="Resume the training from its newest checkpoint"),
         Binding(
-            "v", "serve", "Serve", id="train.serve", tooltip="Serve the highlighted checkpoint (replaces a server)"
+            "v",
+            "serve",
+            "Serve",
+            id="train.serve",
+            tooltip="Serve the highlighted checkpoint (asks before it stops a server)",
         ),
         Binding("b", "bench", "Bench", id="train.bench", tooltip="Bench the running server and record it"),
         Binding("n", "next_training", "Next", id="train.next", tooltip="Show the next configured training"),
@@ -268,7 +275,26 @@ class TrainPane(ShellPane):
         if row is None:
             self.app.notify("no checkpoint to serve yet", severity="warning")
             return
-        self._serve(row)
+        self._ask_serve(row)
+
+    @work(group="train-serve-ask", exclusive=True, exit_on_error=False, description="look for a running server")
+    async def _ask_serve(self, row: dict) -> None:
+        """Serve at once, or ask first when a server runs: serving the checkpoint stops it."""
+        wire = await serving.status(self.app.connection)
+        if wire.get("state") not in serving.RUNNING_STATES:
+            self._serve(row)
+            return
+        running = serving.running_text(serving.ServerStatus.from_json(wire), time.time())
+        question = (
+            f"Stop {running} and serve {row['name']} with {wire.get('profile')}'s numbers? Loading the weights "
+            "and capturing CUDA graphs again takes minutes on a large model."
+        )
+
+        def answered(yes: bool | None) -> None:
+            if yes:
+                self._serve(row)
+
+        self.app.push_screen(ConfirmScreen("Serve the checkpoint?", question, "Serve it", "Keep it running"), answered)
 
     @work(group="train-serve", exclusive=True, exit_on_error=False, description="serve the checkpoint")
     async def _serve(self, row: dict) -> None:
