@@ -11,6 +11,7 @@ import math
 import time
 from array import array
 from bisect import bisect_left
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from backend.breakeven import cycle_ms, live_breakeven
@@ -31,6 +32,24 @@ class Stats:
     p95: float | None
     min: float | None
     max: float | None
+    sem: float | None = None  # standard error of the mean by batch means (successive samples are not independent)
+    sem_dof: int = 0  # its degrees of freedom (batches − 1)
+
+
+BATCHES = 10  # batch means for the error of a window's mean
+
+
+def batch_sem(ys: Sequence[float], mean: float) -> tuple[float | None, int]:
+    """(standard error of the mean, degrees of freedom) from ``BATCHES`` consecutive batch means: a second's
+    decode sample leans on the one before it, so their own spread would understate the error. None with fewer
+    than 20 samples."""
+    n = len(ys)
+    if n < 2 * BATCHES:
+        return None, 0
+    size = n // BATCHES
+    means = [math.fsum(ys[i * size : (i + 1) * size]) / size for i in range(BATCHES)]
+    var = math.fsum((m - mean) ** 2 for m in means) / (BATCHES - 1)
+    return math.sqrt(var / BATCHES), BATCHES - 1
 
 
 def _quantile(ordered: list[float], q: float) -> float:
@@ -59,14 +78,18 @@ class SeriesView:
         if n == 0:
             return Stats(0, None, None, None, None, None, None)
         ordered = sorted(self.ys)
+        mean = math.fsum(ordered) / n
+        sem, dof = batch_sem(self.ys, mean)
         return Stats(
             count=n,
             current=self.ys[-1],
-            mean=math.fsum(ordered) / n,
+            mean=mean,
             p50=_quantile(ordered, 0.5),
             p95=_quantile(ordered, 0.95),
             min=ordered[0],
             max=ordered[-1],
+            sem=sem,
+            sem_dof=dof,
         )
 
     def decimate(self, width: int) -> tuple[list[float], list[float]]:

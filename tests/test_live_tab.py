@@ -212,7 +212,9 @@ async def test_live_tab_follows_a_server_and_runs_the_bench(models):
             accept = app.query_one("#accept-chart", SeriesChart)
             await until(pilot, lambda: pane.numbers.accept_len.count >= 3 and len(accept.refs) == 2, "live numbers")
             assert pane.numbers.accept_len.mean > 2.46 and pane.numbers.tok_s.mean > 82
-            assert "beats baseline" in plain(app, "#live-numbers")
+            # A verdict only once the window's mean has an interval (20 samples), and only where it clears 82.
+            judged = pane.numbers.tok_s.sem is not None
+            assert ("beats baseline" if judged else "not enough samples to judge") in plain(app, "#live-numbers")
             assert [r.label.split(" ")[0] for r in accept.refs] == ["break-even", "live"]
 
             await pilot.press("c")  # the measured cycle goes into the calculator

@@ -132,6 +132,7 @@ class LivePane(ShellPane):
         self.aggregate = False  # the tok/s chart shows all streams together instead of one stream
         self._overlay_for: tuple[str, str | None] | None = None  # (host, followed run) the overlay was read for
         self._drawn: tuple = ()  # (samples, server id, state) the charts were last marked for
+        self._benched: str | None = None  # the server the bench line and histogram shown were measured on
 
     # --- layout and lifecycle ------------------------------------------------------------------------------
 
@@ -231,6 +232,11 @@ class LivePane(ShellPane):
             self._dirty, self._stale = set(CHARTS), True
         self._reload_overlay()
         self.query_one(ServerLine).facts = ServerFacts.of(feed)
+        if self._benched is not None and (server is None or server.id != self._benched):
+            # A restart (or another server): the last bench and its histogram were the old server's.
+            self._benched = None
+            self.query_one(BenchBar).clear()
+            self.query_one("#live-acceptance", Static).update("")
 
     # --- the history: recording, the measured baseline, earlier runs ---------------------------------------
 
@@ -427,9 +433,11 @@ class LivePane(ShellPane):
         ref = self.app.settings.reference
         before = self.numbers.breakeven.mean
         baseline, at = self.stream_baseline()
+        own = self.baseline_run is not None and self._followed()[1] == self.baseline_run
         self.numbers = LiveNumbers(
-            tok, accept, cycle_ms, baseline, ref.break_even_accept_len, label, self.baseline_run, total, streams, at
-        )
+            tok, accept, cycle_ms, baseline, ref.break_even_accept_len, label, self.baseline_run, total, streams, at,
+            own_baseline=own,
+        )  # fmt: skip
         self.query_one(NumbersPanel).show(self.numbers)
         if self.numbers.breakeven.mean != before:
             self._dirty.add("accept")  # the live break-even line moves with the window's mean
@@ -488,6 +496,7 @@ class LivePane(ShellPane):
         self.query_one(BenchBar).toggle(self.feed.running_server if self.feed is not None else None)
 
     def on_bench_bar_finished(self, message: BenchBar.Finished) -> None:
+        self._benched = message.server.id
         drafter = message.server.args.get("drafter")
         lines = acceptance_lines(message.result.get("acceptance"), drafter)
         self.query_one("#live-acceptance", Static).update("\n".join(lines))

@@ -45,6 +45,11 @@ class BenchBar(Static):
         self.update(text)
         self.set_class(bool(text), "-shown")
 
+    def clear(self) -> None:
+        """Forget the last result (its server is gone); a bench that runs keeps its line."""
+        if self.job is None:
+            self.text = ""
+
     def toggle(self, server: JobInfo | None) -> None:
         """Bench ``server`` (a running serve job), or stop the bench that runs."""
         if self.job is not None:

@@ -11,7 +11,8 @@ from dataclasses import dataclass, replace
 from textual.markup import escape
 from textual.widgets import Static
 
-from backend.series import SeriesView, Stats
+from backend.agent.host.advice import t975
+from backend.series import BATCHES, SeriesView, Stats
 from backend.settings import Reference
 
 EMPTY = Stats(0, None, None, None, None, None, None)
@@ -64,6 +65,7 @@ class LiveNumbers:
     total_tok_s: Stats = EMPTY  # all streams together (SGLang's gen throughput)
     streams: Stats = EMPTY  # running requests
     baseline_streams: int | None = None  # the concurrency ``baseline`` was measured at; None: single-stream figure
+    own_baseline: bool = False  # the server shown is the baseline's own run: it is the baseline, not above it
 
     @property
     def breakeven(self) -> Stats:
@@ -89,12 +91,25 @@ def _vs(value: float | None, baseline: float) -> str:
 
 
 def verdict(numbers: LiveNumbers) -> str:
-    """One line on whether the drafter beats the baseline in this window, and why (markup)."""
+    """One line on whether the server beats the baseline in this window, and why (markup): beats or below only
+    where the mean's 95% interval (batch means, ``Stats.sem``) clears the baseline; the baseline's own run reads
+    "= baseline"; else within noise."""
     mean_accept = numbers.accept_len.mean
-    if numbers.tok_s.mean is None:
+    tok = numbers.tok_s
+    if tok.mean is None:
         return "[$text-muted]waiting for decode samples[/]"
-    faster = numbers.tok_s.mean >= numbers.baseline
-    head = "[$text-success]beats baseline[/]" if faster else "[$text-error]below baseline[/]"
+    if numbers.own_baseline:
+        return "[$text-muted]= baseline (this server's run is the measured baseline)[/]"
+    if tok.sem is None:
+        return f"[$text-muted]not enough samples to judge ({tok.count} of {2 * BATCHES})[/]"
+    half = t975(tok.sem_dof) * tok.sem
+    low, high = tok.mean - half, tok.mean + half
+    if low > numbers.baseline:
+        head = "[$text-success]beats baseline[/]"
+    elif high < numbers.baseline:
+        head = "[$text-error]below baseline[/]"
+    else:
+        return f"[$text-muted]within noise of baseline: {tok.mean:.1f} tok/s, 95% {low:.1f}–{high:.1f}[/]"
     if mean_accept is None or numbers.breakeven.mean is None:
         return head
     sign = ">" if mean_accept >= numbers.breakeven.mean else "<"

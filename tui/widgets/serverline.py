@@ -70,12 +70,14 @@ class ServerFacts:
         if None not in live and live != launched:
             # 0.5.23 reports the numbers in use; under --speculative-adaptive they move away from the launch's.
             text += " · now steps/draft {:.0f}/{:.0f}".format(*live)
-        if info.get("avg_spec_accept_length") is not None:
+        # Accept figures only for a server that speculates (SGLang logs 0.00 for one that does not).
+        speculates = bool(info.get("speculative_algorithm") or (server.args or {}).get("algorithm"))
+        if speculates and info.get("avg_spec_accept_length") is not None:
             text += f" · lifetime accept {info['avg_spec_accept_length']:.2f}"
             ranks = [r["avg_spec_accept_length"] for r in info.get("dp_ranks") or []]
             if len(ranks) > 1:  # one scheduler per DP rank, each with its own drafts
                 text += " (DP ranks " + " / ".join("-" if a is None else f"{a:.2f}" for a in ranks) + ")"
-        if metrics.get("spec_accept_rate") is not None and info.get("version"):
+        if speculates and metrics.get("spec_accept_rate") is not None and info.get("version"):
             text += f" · {accept_rate_label(info['version'])} {metrics['spec_accept_rate']:.2f}"
         if self.usage_by_rank:  # each DP rank has its own KV pool: one figure would hide the fullest
             text += " · token usage per DP rank " + " / ".join(f"{u:.2f}" for u in self.usage_by_rank)

@@ -1,0 +1,38 @@
+"""Verdicts only where the data clears them: the Live tab's beats/below/within noise from the window mean's
+interval, the baseline's own run read as "= baseline", no accept figures for a server that does not speculate."""
+
+from __future__ import annotations
+
+from backend.jobs import JobInfo
+from backend.series import SeriesView
+from tui.widgets.numbers import LiveNumbers, verdict
+from tui.widgets.serverline import ServerFacts
+
+
+def window(values: list[float]):
+    return SeriesView(list(range(len(values))), values).stats()
+
+
+def test_live_verdict_needs_an_interval_that_clears_the_baseline():
+    steady = [100.0 + (i % 3 - 1) for i in range(60)]
+    assert "beats baseline" in verdict(LiveNumbers(tok_s=window(steady), baseline=82.0))
+    assert "below baseline" in verdict(LiveNumbers(tok_s=window([60.0 + (i % 3) for i in range(60)]), baseline=82.0))
+    # Swinging around 82 (a bench's bursts): within noise, not "beats".
+    swings = [82.0 + (30 if (i // 6) % 2 else -29) for i in range(60)]
+    text = verdict(LiveNumbers(tok_s=window(swings), baseline=82.0))
+    assert "within noise of baseline" in text and "beats" not in text
+    assert "not enough samples" in verdict(LiveNumbers(tok_s=window([100.0] * 5), baseline=82.0))
+    # The baseline run against itself, at +0%: the baseline, never "beats baseline".
+    own = verdict(LiveNumbers(tok_s=window([82.0 + (i % 2) for i in range(60)]), baseline=82.0, own_baseline=True))
+    assert "= baseline" in own and "beats" not in own
+
+
+def test_no_accept_figures_for_a_server_without_speculation():
+    info = {"version": "0.5.23-sim", "avg_spec_accept_length": 0.0, "speculative_algorithm": None}
+    plain = ServerFacts(JobInfo("serve-1", state="running", args={"profile": "baseline"}), info=info,
+                        metrics={"spec_accept_rate": 0.0})  # fmt: skip
+    assert "accept" not in plain.text()
+    spec = ServerFacts(JobInfo("serve-2", state="running", args={"algorithm": "EAGLE3"}),
+                       info={**info, "speculative_algorithm": "EAGLE3", "avg_spec_accept_length": 3.1},
+                       metrics={"spec_accept_rate": 0.7})  # fmt: skip
+    assert "lifetime accept 3.10" in spec.text() and "accept rate (drafts only) 0.70" in spec.text()
