@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import math
 import random
+from itertools import zip_longest
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 from .acceptance import reach
@@ -143,15 +144,21 @@ class Point:
         where known), decode rates and drafted positions (``spec_proposed`` per verify below the launch steps:
         adaptive steps)."""
         requests = [r for r in result.get("per_request") or [] if isinstance(r, dict) and "error" not in r]
-        hists, clusters, rates, drafted = [], [], [], []
+        # Summed per cluster (a prompt, else the request) right away: the error is the clusters' spread, and ten
+        # thousand requests of eight prompts are eight histograms.
+        groups: Dict[Any, List[List[int]]] = {}
+        rates, drafted = [], []
         for i, r in enumerate(requests):
-            if isinstance(r.get("spec_histogram"), list) and sum(r["spec_histogram"]) > 0:
-                hists.append(r["spec_histogram"])
-                clusters.append(r.get("prompt", i))
+            h = r.get("spec_histogram")
+            if isinstance(h, list) and h:
+                groups.setdefault(r.get("prompt", i), []).append(h)
             if r.get("decode_tok_s"):
                 rates.append(float(r["decode_tok_s"]))
             if r.get("spec_proposed") and r.get("spec_verify_ct"):
                 drafted.append(int(r["spec_proposed"]) // int(r["spec_verify_ct"]))
+        by_cluster = {c: [sum(col) for col in zip_longest(*g, fillvalue=0)][: steps + 1] for c, g in groups.items()}
+        clusters = [c for c, h in by_cluster.items() if sum(h) > 0]
+        hists = [by_cluster[c] for c in clusters]
         if not hists:  # an older bench: the pooled histogram, one cluster
             pooled_hist = (result.get("acceptance") or {}).get("histogram")
             if isinstance(pooled_hist, list):
@@ -409,6 +416,16 @@ def extend(rates: Sequence[float], d: float, steps: int) -> List[float]:
     return out
 
 
+def _lengths(rates: Sequence[float]) -> List[float]:
+    """Accept length after each position: ``chain(rates[:k])`` for k = 1..len(rates)."""
+    out, total, reached = [], 1.0, 1.0
+    for a in rates:
+        reached *= a
+        total += reached
+        out.append(total)
+    return out
+
+
 def chain(rates: Sequence[float]) -> float:
     """Accept length of a chain with conditional acceptance ``rates[i-1]`` at draft position i:
     1 + Σ_i Π_{j≤i} a_j (a constant p gives ``backend.breakeven.accept_len_for(p, len(rates))``)."""
@@ -442,12 +459,22 @@ class Acceptance:
         self.histogram = [sum(col) for col in zip(*[h + [0] * (width + 1 - len(h)) for h in hists])] if hists else []
         keys = list(clusters) if clusters is not None else list(range(len(hists)))
         # Per cluster: verifies that reached position i-1 (trials) and i (successes), for i = 1..K.
-        per: Dict[Any, Tuple[List[float], List[float]]] = {}
+        # Histograms of one cluster and length are summed first (reach is linear): a cluster per prompt makes
+        # ten thousand requests a few dozen sums.
+        summed: Dict[Tuple[Any, int], List[int]] = {}
         for key, h in zip(keys, hists):
+            into = summed.get((key, len(h)))
+            if into is None:
+                summed[(key, len(h))] = list(h)
+            else:
+                for i, c in enumerate(h):
+                    into[i] += c
+        per: Dict[Any, Tuple[List[float], List[float]]] = {}
+        for (key, length), h in summed.items():
             # A histogram counts for the positions it drafted only (a 2-step run says nothing of position 3).
             counts = reach(h)
             t, s = per.setdefault(key, ([0.0] * K, [0.0] * K))
-            for i in range(min(K, len(h) - 1)):
+            for i in range(min(K, length - 1)):
                 t[i] += counts[i]
                 s[i] += counts[i + 1]
         trials = [sum(t[i] for t, _ in per.values()) for i in range(K)]
@@ -630,10 +657,13 @@ def predict(
     rate_draws = acceptance.draws(rng, replicates)
     cost_draws = cost.draws(rng, replicates)
     floor = cost.floor_ms
-    tails = []
+    # Per draw, L(1..max_steps) along the low-decay and the high-decay extension (equal up to the measured
+    # positions): one pass each, not one chain per row.
+    lo_lengths, hi_lengths = [], []
     for rates in rate_draws:
-        d, d_lo, d_hi = acceptance.decays(rates)
-        tails.append((rates, d, d_lo, d_hi))
+        _, d_lo, d_hi = acceptance.decays(rates)
+        lo_lengths.append(_lengths(extend(rates, d_lo, max_steps)))
+        hi_lengths.append(_lengths(extend(rates, d_hi, max_steps)))
     rows = []
     for k in range(1, max_steps + 1):
         length = acceptance.accept_len(k)
@@ -641,15 +671,11 @@ def predict(
         ceiling = (k + 1) * 1000.0 / floor if floor else float("inf")
         tok_s = min(ceiling, 1000.0 * length / cycle) if cycle > 0 else None
         extrapolated = k > acceptance.steps
-        lows, highs, l_lo, l_hi = [], [], [], []
-        for (rates, d, d_lo, d_hi), c in zip(tails, cost_draws):
-            ck = c(k)
-            lo_len = chain(extend(rates, d_lo if extrapolated else d, k))
-            hi_len = chain(extend(rates, d_hi if extrapolated else d, k))
-            l_lo.append(lo_len)
-            l_hi.append(hi_len)
-            lows.append(min(ceiling, 1000.0 * lo_len / ck))
-            highs.append(min(ceiling, 1000.0 * hi_len / ck))
+        l_lo = [lengths[k - 1] for lengths in lo_lengths]
+        l_hi = [lengths[k - 1] for lengths in hi_lengths]
+        cycles = [c(k) for c in cost_draws]
+        lows = [min(ceiling, 1000.0 * a / c) for a, c in zip(l_lo, cycles)]
+        highs = [min(ceiling, 1000.0 * a / c) for a, c in zip(l_hi, cycles)]
         point = (measured or {}).get(k)
         m_lo, m_hi = point.interval() if point is not None else (None, None)
         notes = []
