@@ -27,20 +27,23 @@ from backend.connection import Connection
 from backend.errors import ConnectionFailed, OperationFailed, RemoteError, UsageError
 from backend.history import read_lines
 from backend.jobs import JobInfo, get_job, list_jobs
+from backend.latency import LatencyWindow
+from backend.latency import parse as parse_histograms
 from backend.metrics import LiveFilter, Sample, parse_line, server_info_numbers
 from backend.prometheus import Scrape, read_scrape
 from backend.series import LiveSeries
 from backend.settings import Settings
 
 POLL_S = 2.0  # /server_info and /metrics: SGLang's gauges only move when a decode line is logged
+LATENCY_S = 1.0  # /metrics for the latency histograms: they move with every request and token
 FIND_S = 2.0  # how often to look again when no server runs
 # ``timeout`` is the RPC's own deadline (Connection.call takes it); http.request waits 5 s for the server.
 RPC_TIMEOUT_S = 8.0
 YIELD_EVERY = 500  # lines parsed between yields to the event loop (~5 ms), so a backlog never stalls a UI
 READ_CHUNK = 1 << 20  # bytes per read of the part of a log the history holds already (jobs.follow's chunk)
 
-# What a listener is told: a new server (or none), new samples, fresh poll figures, the server ended.
-Change = str  # "server" | "samples" | "poll" | "truncated" | "ended"
+# What a listener is told: a new server (or none), new samples, fresh poll figures, a latency scrape, the end.
+Change = str  # "server" | "samples" | "poll" | "latency" | "truncated" | "ended"
 
 
 async def running_servers(conn: Connection) -> list[JobInfo]:
@@ -153,6 +156,10 @@ class LiveFeed:
         self.samples = 0  # decode and prefill samples among them
         self.polls = 0
         self.filter = LiveFilter()
+        self.latency_s = LATENCY_S
+        self.latency = LatencyWindow()  # the server's latency histograms, one scrape a second
+        self.latency_scrapes = 0  # scrapes of this server that held histograms
+        self.histograms: bool | None = None  # did the last /metrics answer hold any (None: not asked yet)
 
     @property
     def running_server(self) -> JobInfo | None:
@@ -175,6 +182,8 @@ class LiveFeed:
             self.filter.reset()
             self.info, self.metrics, self.startup, self.reachable = {}, {}, {}, None
             self.scrape = None
+            self.latency.clear()
+            self.latency_scrapes, self.histograms = 0, None
             self.lines = self.samples = self.polls = 0
         self.server, self.offset, self.gone = job, offset, False
         self._tell("server")
@@ -187,6 +196,7 @@ class LiveFeed:
         """
         self._start(job, offset)
         poller = asyncio.create_task(self._poll(job), name=f"poll {job.id}")
+        scraper = asyncio.create_task(self._scrape_latency(job), name=f"latency {job.id}")
         recorder = self.recorder
         unyielded = 0  # lines parsed since the last yield, across events: a queued backlog of small events
         # arrives without the loop getting a turn between them
@@ -220,6 +230,7 @@ class LiveFeed:
                     self._tell("samples")
         finally:
             poller.cancel()
+            scraper.cancel()
         try:
             self.server = await get_job(self.conn, job.id)
         except ConnectionFailed:
@@ -314,6 +325,23 @@ class LiveFeed:
             self.polls += 1
             self._tell("poll")
             await asyncio.sleep(self.poll_s)
+
+    async def _scrape_latency(self, job: JobInfo) -> None:
+        """Scrape /metrics for the latency histograms once a second into ``latency`` until cancelled; stops
+        asking a server launched without --enable-metrics."""
+        while True:
+            page = await self._get(job.port, "/metrics")
+            if page is not None and page.get("status") == 404:
+                self.histograms = False
+                return
+            if page is not None and page.get("status") == 200:
+                scrape = await asyncio.to_thread(parse_histograms, page["text"])
+                self.histograms = bool(scrape)
+                if scrape:
+                    self.latency.add(time.monotonic(), scrape)
+                    self.latency_scrapes += 1
+                    self._tell("latency")
+            await asyncio.sleep(self.latency_s)
 
 
 async def log_end(conn: Connection, job: JobInfo) -> int:

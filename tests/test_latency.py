@@ -106,11 +106,15 @@ def test_the_live_window_reads_the_last_seconds_only() -> None:
     assert whole.count == 200 and whole.quantiles["p50"].value == pytest.approx(10.0)
 
 
-def test_the_window_keeps_only_keep_s_of_scrapes() -> None:
-    win = LatencyWindow(keep_s=10)
-    for t in range(100):
-        win.add(float(t), {})
-    assert len(win) <= 12
+def test_the_window_thins_old_scrapes_and_keeps_only_keep_s() -> None:
+    key = ("sglang:time_to_first_token_seconds", ())
+    win = LatencyWindow(keep_s=1800, fine_s=60, coarse_s=10)
+    for t in range(3600):  # an hour of scrapes, one request a second
+        win.add(float(t), {key: Histogram((1.0, INF), (float(t), float(t)))})
+    assert len(win) <= 60 + 1800 / 10 + 2
+    assert win.figures(300)["ttft_ms"].count == pytest.approx(300, abs=10)  # start within coarse_s
+    assert win.figures(30)["ttft_ms"].count == 30  # exact inside the fine part
+    assert win.figures(None)["ttft_ms"].count == 3599  # since the server started: the newest scrape whole
 
 
 PAGE = """\
@@ -148,3 +152,15 @@ def test_a_page_without_histograms_is_said_in_one_sentence() -> None:
     with pytest.raises(latency.NoHistograms, match="holds none of SGLang's latency histograms"):
         latency.require_histograms(scrape, "scrape.txt")
     assert latency.parse("sglang:time_to_first_token_seconds_bucket{le=0.1} oops\n") == {}
+
+
+def test_the_live_panel_says_each_state_in_one_line() -> None:
+    from tui.widgets.latency_panel import render_latency
+
+    assert "--enable-metrics" in render_latency({}, "5 m", False)
+    assert "waiting for the first scrape" in render_latency({}, "5 m", None)
+    assert "no requests finished" in render_latency({"ttft_ms": latency.figures(Histogram((0.1, INF), (0, 0)))},
+                                                    "1 m", True)  # fmt: skip
+    figures = latency.summary(latency.parse(PAGE))
+    text = render_latency(figures, "5 m", True)
+    assert text.splitlines()[1].split() == ["TTFT", "ms", "117", "192"] and "5 first tokens" in text

@@ -403,9 +403,10 @@ async def test_watch_streams_live_samples_and_says_when_no_server_runs(sim_host:
                 "bench", "--requests", "1", "--max-tokens", "96", "--port", port, *host_args(sim_host)
             )
             assert rc == 0, err
-            samples = []
-            while sum(1 for s in samples if s["gen_tps"] is not None) < 3:
-                samples.append(json.loads(await asyncio.wait_for(watch.stdout.readline(), 30)))
+            samples, latency = [], []
+            while sum(1 for s in samples if s["gen_tps"] is not None) < 3 or not any("itl_ms" in r for r in latency):
+                record = json.loads(await asyncio.wait_for(watch.stdout.readline(), 30))
+                (latency if record["kind"] == "latency" else samples).append(record)
             # The server ends: watch says how and exits by itself.
             await conn.call("jobs.cancel", id=jobs["eagle3-ours"].id)
             _, rest = await asyncio.wait_for(watch.communicate(), 60)
@@ -419,6 +420,11 @@ async def test_watch_streams_live_samples_and_says_when_no_server_runs(sim_host:
     assert decode[0]["gen_tps"] is None  # the first decode line after idle counts the idle time: dropped
     assert all(1 <= s["accept_len"] <= 4 and s["ranks"] == "TP0" for s in decode)
     assert all(20 < s["gen_tps"] < 140 for s in decode[1:])
+    # The server's histograms over the window, merged as parse-metrics reads a saved scrape; a line whenever the
+    # window gains observations (the warm-up's request, not streamed, has a first token but no token gaps).
+    last = next(r for r in latency if "itl_ms" in r)
+    assert last["window_s"] == 300 and {"ttft_ms", "itl_ms", "e2e_ms", "queue_ms"} <= set(last)
+    assert last["ttft_ms"]["count"] >= 1 and last["itl_ms"]["p50"] > 0 and last["itl_ms"]["over_last_bucket"] == []
 
 
 async def test_live_feed_follows_polls_and_resets_for_a_new_server(sim_host: HostConfig, models):

@@ -209,6 +209,13 @@ async def test_live_tab_follows_a_server_and_runs_the_bench(models):
             await until(pilot, lambda: "acceptance: aq-medai" in plain(app, "#live-acceptance"), "the acceptance bars")
             acceptance = plain(app, "#live-acceptance")
             assert "█" in acceptance and acceptance.count(" → ") == 2
+            # The server's latency histograms, scraped each second and read over the window, beside tok/s.
+            # (The warm-up's request, not streamed, has a first token and no gaps: wait for the bench's.)
+            await until(pilot, lambda: " gaps" in plain(app, "#live-latency"), "the latency panel")
+            latency = plain(app, "#live-latency").splitlines()
+            assert latency[0].split() == ["latency", "5", "m", "p50", "p95"] and latency[1].startswith("TTFT ms")
+            itl_p50 = float(latency[2].split()[2])
+            assert latency[2].startswith("ITL ms") and 4 < itl_p50 < 40  # ~3.3 tokens a ~33 ms cycle
             accept = app.query_one("#accept-chart", SeriesChart)
             await until(pilot, lambda: pane.numbers.accept_len.count >= 3 and len(accept.refs) == 2, "live numbers")
             assert pane.numbers.accept_len.mean > 2.46 and pane.numbers.tok_s.mean > 82

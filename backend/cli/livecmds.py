@@ -76,6 +76,13 @@ def register(sub) -> None:
     p = command(sub, "watch", "Stream live samples from the server running on the host (Ctrl-C to stop).")
     p.add_argument("--port", type=int, help="the server's port, when several run")
     p.add_argument("--from-start", action="store_true", help="replay the server's log from its first line")
+    p.add_argument(
+        "--window",
+        type=float,
+        default=300.0,
+        metavar="S",
+        help="seconds of the server's latency histograms each latency line reads (default 300, the Live tab's 5 m)",
+    )
     add_json(p)
     p.set_defaults(run=watch)
 
@@ -311,9 +318,22 @@ def _watch_line(sample: Sample, baseline: float) -> str:
     return "  ".join(parts)
 
 
+def latency_record(figures: dict, window_s: float | None) -> dict:
+    """A latency figures line of `watch --json` and `parse-metrics --json`: ``{"kind": "latency", ...}``."""
+    return {"kind": "latency", "window_s": window_s, **{key: fig.to_json() for key, fig in figures.items()}}
+
+
+def latency_text(figures: dict) -> str:
+    """``TTFT p50 212 p95 380 ms  ITL p50 10.2 p95 31.0 ms  e2e ...`` from latency figures."""
+    names = {"ttft_ms": "TTFT", "itl_ms": "ITL", "e2e_ms": "e2e", "queue_ms": "queue"}
+    return "  ".join(f"{names[k]} p50 {f.cell('p50')} p95 {f.cell('p95')} ms" for k, f in figures.items())
+
+
 async def watch(args: argparse.Namespace) -> int:
     from backend.livefeed import LiveFeed, describe_server, log_end, require_server
 
+    if not args.window > 0:
+        raise UsageError(f"--window must be a number of seconds above 0, got {args.window:g}.")
     settings = load_settings(args)
     baseline = settings.reference.baseline_tok_s
     conn = await connect(args, settings)
@@ -321,7 +341,22 @@ async def watch(args: argparse.Namespace) -> int:
         server = await require_server(conn, args.port)
         offset = 0 if args.from_start else await log_end(conn, server)
         print(f"watching {describe_server(server)} on {conn.host.name} (Ctrl-C to stop)", file=sys.stderr, flush=True)
-        feed = LiveFeed(conn, LiveSeries(baseline))
+        shown: list[tuple] = [()]  # the counts of the last latency figures said
+
+        def on_change(change: str) -> None:
+            if change != "latency":
+                return
+            figures = feed.latency.figures(args.window)
+            counts = tuple(f.count for f in figures.values())
+            if not figures or counts == shown[0]:
+                return  # nothing new finished in the window: no line
+            shown[0] = counts
+            if args.json:
+                emit_json_line({"ts": time.time(), **latency_record(figures, args.window)})
+            else:
+                print(f"{_clock(time.time())}  latency ({args.window:g} s)  {latency_text(figures)}", flush=True)
+
+        feed = LiveFeed(conn, LiveSeries(baseline), on_change)
         async for sample in feed.follow(server, offset):
             if args.json:
                 emit_json_line(sample.to_json())

@@ -40,6 +40,7 @@ from tui.state import Baseline
 from tui.widgets.benchbar import BenchBar
 from tui.widgets.breakeven_panel import BreakevenPanel
 from tui.widgets.chart import RefLine, SeriesChart
+from tui.widgets.latency_panel import LatencyPanel
 from tui.widgets.numbers import LiveNumbers, NumbersPanel, baseline_label, baseline_number, window_stats
 from tui.widgets.serverline import ServerFacts, ServerLine
 
@@ -70,6 +71,7 @@ class LivePane(ShellPane):
     LivePane SeriesChart { height: 1fr; }
     LivePane #live-side { width: 46; padding-left: 1; }
     LivePane #live-numbers { height: auto; margin-bottom: 1; }
+    LivePane #live-latency { height: auto; margin-bottom: 1; }
     LivePane #live-acceptance { height: auto; margin-bottom: 1; }
     LivePane #live-calculator { height: auto; border-top: solid $primary; }
     LivePane #live-calculator .title { text-style: bold; color: $text-primary; }
@@ -152,6 +154,7 @@ class LivePane(ShellPane):
                 yield SeriesChart("accept length", "cyan", id="accept-chart")
             with Vertical(id="live-side"):
                 yield NumbersPanel(id="live-numbers")
+                yield LatencyPanel(id="live-latency")
                 yield Static(id="live-acceptance", markup=False)
                 yield BreakevenPanel(
                     settings.reference.cycle_ms,
@@ -237,6 +240,14 @@ class LivePane(ShellPane):
             self._benched = None
             self.query_one(BenchBar).clear()
             self.query_one("#live-acceptance", Static).update("")
+        self._show_latency()
+
+    def _show_latency(self) -> None:
+        """The latency panel from the feed's histogram scrapes over the window (a fraction of a ms)."""
+        feed = self.feed
+        label, seconds = self.window
+        figures = feed.latency.figures(seconds) if feed is not None else {}
+        self.query_one(LatencyPanel).show(figures, label, feed.histograms if feed is not None else None)
 
     # --- the history: recording, the measured baseline, earlier runs ---------------------------------------
 
@@ -458,6 +469,7 @@ class LivePane(ShellPane):
         # Drawn at once, even while paused: the window is the operator's own choice.
         self.redraw()
         self._compute_numbers()
+        self._show_latency()
 
     def action_reset(self) -> None:
         if self.feed is not None:
