@@ -23,6 +23,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from backend.errors import UsageError
+
 # The histograms shown, by the key their figures go under (milliseconds), in display order.
 HISTOGRAMS: dict[str, str] = {
     "ttft_ms": "sglang:time_to_first_token_seconds",
@@ -30,13 +32,16 @@ HISTOGRAMS: dict[str, str] = {
     "e2e_ms": "sglang:e2e_request_latency_seconds",
     "queue_ms": "sglang:queue_time_seconds",
 }
+# Older SGLang (docs/references/production_metrics.md's scrape) named the per-token histogram this; read it as ITL
+# when the newer name is absent.
+OLD_ITL = "sglang:time_per_output_token_seconds"
 QUANTILES: tuple[tuple[str, float], ...] = (("p50", 0.5), ("p90", 0.9), ("p95", 0.95), ("p99", 0.99))
 PRECISION_TOLERANCE = 1e-12  # quantile.go's correctPrecisionErrors
 
 SeriesKey = tuple[str, tuple[tuple[str, str], ...]]  # (histogram name, its labels without le, sorted)
 
 
-class NoHistograms(ValueError):
+class NoHistograms(UsageError):
     """A scrape holds none of SGLang's latency histograms; the message says what to do."""
 
 
@@ -133,7 +138,7 @@ def _search(q: float, prepared: tuple[list[float], list[float]] | None) -> Quant
 def histograms(families: Iterable[Any], names: Iterable[str] | None = None) -> dict[SeriesKey, Histogram]:
     """The histogram series in prometheus_client metric families (``text_string_to_metric_families``), by
     (name, labels without ``le``); only ``names`` (default: ``HISTOGRAMS``'). Buckets missing +Inf are skipped."""
-    wanted = set(HISTOGRAMS.values() if names is None else names)
+    wanted = {*HISTOGRAMS.values(), OLD_ITL} if names is None else set(names)
     out: dict[SeriesKey, Histogram] = {}
     for family in families:
         if family.name not in wanted:
@@ -279,6 +284,8 @@ def summary(scrape: Mapping[SeriesKey, Histogram]) -> dict[str, Figures]:
     out = {}
     for key, name in HISTOGRAMS.items():
         merged = merge(scrape, name)
+        if merged is None and key == "itl_ms":
+            merged = merge(scrape, OLD_ITL)
         if merged is not None:
             out[key] = figures(merged.histogram, merged.series, merged.mismatched)
     return out

@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import json
 import math
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 
@@ -164,3 +168,46 @@ def test_the_live_panel_says_each_state_in_one_line() -> None:
     figures = latency.summary(latency.parse(PAGE))
     text = render_latency(figures, "5 m", True)
     assert text.splitlines()[1].split() == ["TTFT", "ms", "117", "192"] and "5 first tokens" in text
+
+
+def test_the_scrape_in_sglangs_own_docs_lies_past_its_last_ttft_bucket() -> None:
+    # docs/references/production_metrics.md: 11,008 first tokens, 2,513 of them within the last finite bound (30 s).
+    text = (Path(__file__).parent / "fixtures" / "real" / "metrics-docs-production-metrics.prom").read_text()
+    got = latency.summary(latency.parse(text))
+    assert set(got) == {"ttft_ms", "itl_ms", "e2e_ms"}  # ITL under its older name; func_latency is no latency here
+    ttft = got["ttft_ms"]
+    assert ttft.count == 11008 and ttft.cell("p50") == ">30000" and ttft.quantiles["p50"].over
+    assert got["e2e_ms"].cell("p99") == ">60000"
+    itl = got["itl_ms"]  # rank 0.5 x 7,400,757 falls in (0.075, 0.1]: 75 + 25 x (3,700,378.5 - 433,413) / 4,516,782
+    assert itl.quantiles["p50"].value == pytest.approx(75 + 25 * (3_700_378.5 - 433_413) / (4_950_195 - 433_413))
+
+
+def _cli(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "backend.cli.main", *args], capture_output=True, text=True)
+
+
+def test_parse_metrics_reads_one_scrape_or_the_window_between_two(tmp_path) -> None:
+    first, later = tmp_path / "a.prom", tmp_path / "b.prom"
+    first.write_text(PAGE)
+    # The same server later: 10 more streaming first tokens, all within 0.1 s.
+    later.write_text(PAGE.replace('le="0.1",model_name="m"} 2.0', 'le="0.1",model_name="m"} 12.0')
+                     .replace('le="0.2",model_name="m"} 4.0', 'le="0.2",model_name="m"} 14.0')
+                     .replace('le="+Inf",model_name="m"} 4.0', 'le="+Inf",model_name="m"} 14.0'))  # fmt: skip
+    whole = json.loads(_cli("parse-metrics", str(first), "--latency", "--json").stdout)
+    assert whole["kind"] == "latency" and whole["ttft_ms"]["count"] == 5
+    window = json.loads(_cli("parse-metrics", str(first), str(later), "--json").stdout)
+    assert window["latency"]["ttft_ms"]["count"] == 10 and window["latency"]["ttft_ms"]["p50"] == pytest.approx(50)
+    assert window["engine"]["gen_throughput"] == 80.0  # the gauges are the later scrape's
+    text = _cli("parse-metrics", str(first), str(later)).stdout
+    assert f"latency (from {first} to {later}, ms)" in text and "(merged over 2 series)" in text  # is_streaming
+    assert "ttft_ms" in _cli("parse-metrics", str(first)).stdout.split("latency (since the server started")[1]
+
+
+def test_parse_metrics_without_histograms_says_so_in_one_sentence(tmp_path) -> None:
+    page = tmp_path / "gauges.prom"
+    page.write_text("# TYPE sglang:gen_throughput gauge\nsglang:gen_throughput 1.0\n")
+    assert _cli("parse-metrics", str(page)).returncode == 0  # the gauges alone are still a scrape
+    for args in ([str(page), "--latency"], [str(page), str(page)]):
+        res = _cli("parse-metrics", *args)
+        assert res.returncode == 2 and res.stdout == "" and len(res.stderr.strip().splitlines()) == 1
+        assert "holds none of SGLang's latency histograms" in res.stderr and "--enable-metrics" in res.stderr

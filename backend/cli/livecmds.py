@@ -15,6 +15,7 @@ from backend.cli.main import command
 from backend.errors import UsageError
 from backend.history import load_yardstick
 from backend.jobs import JobInfo, get_job
+from backend.latency import format_ms
 from backend.livefeed import profile_steps
 from backend.metrics import Sample, parse_lines
 from backend.prometheus import Scrape, read_scrape
@@ -41,6 +42,12 @@ def register(sub) -> None:
         "Read a saved /metrics scrape as the Live tab reads a live one: each series and the engine's totals.",
     )
     p.add_argument("file", help="a /metrics page saved on this machine (curl http://HOST:PORT/metrics > FILE)")
+    p.add_argument("later", nargs="?", help="a later scrape of the same server: latency over the time between the two")
+    p.add_argument(
+        "--latency",
+        action="store_true",
+        help="only the latency histograms' percentiles (TTFT, inter-token, end-to-end, queue), merged over ranks",
+    )
     p.add_argument(
         "--sglang-version",
         metavar="V",
@@ -131,9 +138,13 @@ def _read_log(path: str) -> list[Sample]:
 
 
 def _read_scrape(path: str) -> Scrape:
+    return read_scrape(_read_page(path))
+
+
+def _read_page(path: str) -> str:
     try:
         with open(path, encoding="utf-8", errors="replace") as f:
-            return read_scrape(f.read())
+            return f.read()
     except FileNotFoundError:
         raise UsageError(f"metrics file {path} does not exist.") from None
     except IsADirectoryError:
@@ -207,10 +218,45 @@ _SCRAPE_COLUMNS = (  # (heading, key, format)
 )
 
 
+def _scrape_latency(args: argparse.Namespace) -> dict | None:
+    """parse-metrics' latency figures: the histograms of FILE, or their increase up to LATER; None when FILE has
+    none and none were asked for (NoHistograms when they were: --latency, or two scrapes)."""
+    from backend import latency
+
+    first = latency.parse(_read_page(args.file))
+    if args.later is None and not args.latency and not first:
+        return None
+    latency.require_histograms(first, args.file)
+    if args.later is None:
+        return latency.summary(first)
+    later = latency.parse(_read_page(args.later))
+    latency.require_histograms(later, args.later)
+    return latency.summary(latency.window(later, first))
+
+
+def _latency_table(figures: dict, what: str) -> None:
+    print(f"latency ({what}, ms)  {'p50':>8} {'p90':>8} {'p95':>8} {'p99':>8} {'mean':>8} {'count':>10}")
+    for key, fig in figures.items():
+        cells = " ".join(f"{fig.cell(q):>8}" for q in ("p50", "p90", "p95", "p99"))
+        mean = "-" if fig.mean_ms is None else format_ms(fig.mean_ms)
+        merged = f"  (merged over {fig.series} series)" if fig.series > 1 else ""
+        print(f"{key:<22}{cells} {mean:>8} {fig.count:>10,.0f}{merged}")
+    if any(q.over for fig in figures.values() for q in fig.quantiles.values()):
+        print(">N: past the last finite bucket, N ms; the histogram says no more than that")
+
+
 async def parse_metrics_cmd(args: argparse.Namespace) -> int:
-    scrape = _read_scrape(args.file)
+    figures = _scrape_latency(args)
+    what = f"from {args.file} to {args.later}" if args.later else "since the server started"
+    if args.latency:
+        if args.json:
+            emit_json(latency_record(figures or {}, None))
+        else:
+            _latency_table(figures or {}, what)
+        return 0
+    scrape = _read_scrape(args.later or args.file)
     if args.json:
-        emit_json(scrape.to_json())
+        emit_json({**scrape.to_json(), "latency": None if figures is None else latency_record(figures, None)})
         return 0
     if not scrape.series:
         print(f"{args.file}: no SGLang series (sglang:…) in it")
@@ -246,6 +292,9 @@ async def parse_metrics_cmd(args: argparse.Namespace) -> int:
     graphs = scrape.startup["cuda_graph"]
     if graphs:
         print("CUDA graph capture: " + ", ".join(f"{k} {v:.1f}s" for k, v in graphs.items()))
+    if figures:
+        print()
+        _latency_table(figures, what)
     return 0
 
 
