@@ -98,7 +98,8 @@ def run_cells(run: RunSummary, yardstick: Yardstick) -> dict[str, str]:
         "total_tok_s": fmt(run.total_tok_s),
         "accept": fmt(run.accept_len, 2),
         "cycle_ms": fmt(run.cycle_ms),
-        "vs_baseline": "—" if versus is None else versus.cell(),
+        # The baseline's own run is the baseline: "= baseline", never a verdict of +0% against itself.
+        "vs_baseline": "= baseline" if run.id == yardstick.baseline_run else "—" if versus is None else versus.cell(),
         "break_even": break_even_cell(run, yardstick),
     }
 

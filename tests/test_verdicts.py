@@ -36,3 +36,18 @@ def test_no_accept_figures_for_a_server_without_speculation():
                        info={**info, "speculative_algorithm": "EAGLE3", "avg_spec_accept_length": 3.1},
                        metrics={"spec_accept_rate": 0.7})  # fmt: skip
     assert "lifetime accept 3.10" in spec.text() and "accept rate (drafts only) 0.70" in spec.text()
+
+
+def test_the_baseline_run_reads_equal_baseline_in_history_and_reports(models, tmp_path):
+    from backend.history import History
+    from backend.report import run_cells
+    from tests.runs import add_run
+
+    with History.open(tmp_path / "h.sqlite3") as history:
+        base = add_run(history, models, "serve-b1", None, 82.0, None)
+        other = add_run(history, models, "serve-b2", None, 82.0, None)
+        history.set_baseline(base)
+        yardstick = history.yardstick(82.0, 30.0)
+        runs = {r.id: r for r in history.runs()}
+    assert run_cells(runs[base], yardstick)["vs_baseline"] == "= baseline"
+    assert run_cells(runs[other], yardstick)["vs_baseline"] != "= baseline"  # another run at 82: a number
