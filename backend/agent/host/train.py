@@ -46,11 +46,13 @@ EXPORT_KIND = "train-export"
 INPUTS = "train-inputs"
 EXPORTS = "specdeck-exports"  # <output_dir>/specdeck-exports/<checkpoint>/: what `specforge export` wrote
 MAX_RECORDS = 4000  # step records kept per reader; beyond, every other old one goes (curves stay whole)
+FOLLOW_BATCH_S = 1.0  # a follower of a busy training log gets a batch at most this often
 WINDOW = 5  # train logs before a checkpoint whose spread gives its accuracy's interval
 READ_CHUNK = 1 << 20
 
 # --- reading SpecForge's console ------------------------------------------------------------------------
 
+_INF = float("inf")
 _STEP = re.compile(r"step (\d+): (\{.*\})\s*$")
 _BARE = re.compile(r"(?<![\w\"])(nan|inf)(?![\w\"])")
 _TQDM = re.compile(
@@ -63,12 +65,17 @@ _RESTORED = re.compile(r"Restored optimizer/scheduler state: epoch=(\d+), step=(
 _SHAPES = re.compile(r"incompatible draft tensor shapes.*")
 
 
-def step_dict(text: str) -> Optional[dict]:
-    """The dict SpecForge's ``_logger`` printed (``str(dict)`` of floats and lists of floats), or None."""
+def step_dict(text: str) -> Tuple[Optional[dict], bool]:
+    """The dict SpecForge's ``_logger`` printed (``str(dict)`` of floats and lists of floats), or None; and
+    whether it held a bare ``nan`` or ``inf``."""
+    text = text.replace("'", '"')
+    odd = "nan" in text or "inf" in text
+    if odd:  # rare: the regex only where it can matter (it costs more than the parse)
+        text = _BARE.sub(lambda m: "NaN" if m.group(1) == "nan" else "Infinity", text)
     try:
-        return json.loads(_BARE.sub(lambda m: "NaN" if m.group(1) == "nan" else "Infinity", text.replace("'", '"')))
+        return json.loads(text), odd
     except ValueError:
-        return None
+        return None, odd
 
 
 def _num(value: Any) -> Optional[float]:
@@ -109,6 +116,18 @@ def _positions(d: dict, prefix: str) -> List[Optional[float]]:
     return out
 
 
+_ACC_KEYS = tuple("acc_%d" % i for i in range(64))
+_PLOSS_KEYS = tuple("ploss_%d" % i for i in range(64))
+_RATE_KEYS = tuple("acceptance_rate_%d" % i for i in range(64))
+
+
+def _width(d: dict, keys: Tuple[str, ...]) -> int:
+    n = 0
+    while n < len(keys) and keys[n] in d:
+        n += 1
+    return n
+
+
 def _clean(values: List[Optional[float]]) -> List[Optional[float]]:
     return [v if _finite(v) else None for v in values]
 
@@ -132,6 +151,7 @@ class Reader(object):
         self._partial = b""
         self._block: Optional[dict] = None  # script era: the Eval - Step lines of one step being gathered
         self._new: List[dict] = []  # records since the last take_new()
+        self._width = 0  # positions in a unified step dict
         warm = self.args.get("warm_start")
         if warm and not self.args.get("vocab_mapping"):
             self._trap(
@@ -151,17 +171,22 @@ class Reader(object):
             self._partial = data
             return
         self._partial = data[cut + 1 :]
-        for raw in re.split(rb"[\r\n]+", data[: cut + 1]):
+        for raw in data[: cut + 1].replace(b"\r", b"\n").split(b"\n"):
             if raw:
                 self.line(raw.decode("utf-8", "replace"))
 
     def line(self, text: str) -> None:
         self.lines += 1
-        m = _STEP.search(text)
+        m = _STEP.search(text) if "step " in text else None
         if m:
-            d = step_dict(m.group(2))
+            step, body = int(m.group(1)), m.group(2)
+            # Every rank prints the same dict (global sums): the first copy is read, the others only counted.
+            done = self.evals if "'eval/" in body else self.records
+            if done and done[-1]["step"] == step:
+                return
+            d, odd = step_dict(body)
             if d is not None:
-                self._unified(int(m.group(1)), d)
+                self._unified(step, d, odd)
             return
         if "Training Epoch" in text:
             m = _TQDM.search(text)
@@ -200,10 +225,8 @@ class Reader(object):
 
     # --- the unified era ---
 
-    def _unified(self, step: int, d: dict) -> None:
-        if any(k.startswith("eval/") for k in d):
-            if self.evals and self.evals[-1]["step"] == step:
-                return  # the same eval printed by another rank
+    def _unified(self, step: int, d: dict, odd: bool = False) -> None:
+        if "eval/avg_loss" in d or "eval/per_position_acc" in d:
             acc = d.get("eval/per_position_acc")
             rec = {
                 "step": step,
@@ -214,21 +237,30 @@ class Reader(object):
             self.evals.append(rec)
             self._new.append(dict(rec, kind="eval"))
             return
-        if self.records and self.records[-1]["step"] == step:
-            return  # printed on every rank: the values are global sums, the same on each
+        n = self._width
+        if n >= len(_ACC_KEYS) or _ACC_KEYS[n] in d or (n and _ACC_KEYS[n - 1] not in d):
+            n = self._width = _width(d, _ACC_KEYS)  # the positions (ttt_length), learned from the first dict
+        get = d.get
+        acc = [get(k) for k in _ACC_KEYS[:n]]
+        ploss = [get(k) for k in _PLOSS_KEYS[:n]]
+        rate = [get(k) for k in _RATE_KEYS[:n]]
+        nan = False
+        if odd:  # a bare nan or inf in the line: said as a trap, kept out of the records
+            acc, ploss, rate = _clean(acc), _clean(ploss), _clean(rate)
+            nan = None in acc or None in ploss
+        loss = _fin(d.get("loss"))
         rec = {
             "step": step,
-            "acc": _clean(_positions(d, "acc_")),
-            "ploss": _clean(_positions(d, "ploss_")),
-            "loss": _fin(d.get("loss")),
+            "acc": acc,
+            "ploss": ploss,
+            "loss": loss,
             "lr": _fin(d.get("lr")),
             "grad_norm": _fin(d.get("grad_norm")),
-            "acceptance_rate": _clean(_positions(d, "acceptance_rate_")),
+            "acceptance_rate": rate,
             "step_time_s": _num(d.get("perf/optimizer_step_time_s", d.get("train/perf/optimizer_step_time_s"))),
             "samples_s": _num(d.get("perf/global_samples_per_second", d.get("train/perf/global_samples_per_second"))),
         }
-        raw_values = [d.get("loss")] + [d.get(k) for k in d if k.startswith(("acc_", "ploss_"))]
-        self._record(rec, any(v is not None and not _finite(_num(v)) for v in raw_values))
+        self._record(rec, nan or (loss is None and "loss" in d))
 
     # --- the script era ---
 
@@ -737,29 +769,43 @@ def status(params: dict, ctx) -> dict:
     return _status(_job(ctx.state_dir, params.get("job", "")), ctx.state_dir, bool(params.get("series")))
 
 
+_CURVE_KEYS = ("step", "kind", "acc", "loss", "lr", "simulated_acc_len")
+
+
+def _curve_point(rec: dict) -> dict:
+    """What a follower draws of a record (``train.status`` with ``series`` has the whole of each)."""
+    return {k: rec[k] for k in _CURVE_KEYS if k in rec}
+
+
 @method("train.follow")
 def follow(params: dict, ctx) -> dict:
-    """Stream the training's parsed records as its log grows: ``{"records": [...], "summary": {...}}`` per
-    batch (every record so far first), until the job ends or the request is cancelled. Waits on inotify."""
+    """Stream the training's parsed records (step, kind, acc, loss, lr; an eval's simulated_acc_len) as its
+    log grows: ``{"records": [...], "summary": {...}}`` per
+    batch (every record so far first), until the job ends or the request is cancelled. Waits on inotify and
+    sends at most every ``FOLLOW_BATCH_S`` (a chart needs no more); whether the job still runs is asked once
+    a second, its exit record looked for at each wake."""
     info = _job(ctx.state_dir, params.get("job", ""))
     job_dir = info["dir"]
     watch = Watch(jobs.FOLLOW_POLL_S, jobs.LIVENESS_S)
     watch.add(job_dir)
-    first = True
+    first, checked = True, time.monotonic()
     try:
         while not ctx.cancelled.is_set():
-            info = jobs.describe(job_dir)
+            ended = os.path.exists(os.path.join(job_dir, "exit.json"))
+            if ended or time.monotonic() - checked >= jobs.LIVENESS_S:
+                info, checked = jobs.describe(job_dir), time.monotonic()
+                ended = info["state"] not in jobs.ACTIVE
             reader = read_up(info)
             new = reader.take_new()
             if first:
                 new = [dict(r, kind="train") for r in reader.records] + [dict(e, kind="eval") for e in reader.evals]
             if new or first:
-                ctx.emit({"records": new, "summary": reader.summary()})
+                ctx.emit({"records": [_curve_point(r) for r in new], "summary": reader.summary()})
                 first = False
-            if info["state"] not in jobs.ACTIVE:
+            if ended:
                 break
             if watch.active:
-                ctx.cancelled.wait(jobs.BATCH_S)
+                ctx.cancelled.wait(FOLLOW_BATCH_S)
             watch.wait(ctx)
     finally:
         watch.close()
