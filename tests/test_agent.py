@@ -194,13 +194,14 @@ async def test_missing_python_is_one_sentence(host: HostConfig):
 
 
 def test_unknown_method_is_an_error():
+    from backend.agent.host import protocol
     from backend.agent.host.main import Agent
 
     out = []
 
     class Sink:
         def write(self, b):
-            out.append(json.loads(b))
+            out.append(json.loads(b[protocol.HEADER_LEN :]))
 
         def flush(self):
             pass

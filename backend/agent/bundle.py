@@ -3,7 +3,8 @@
 The client uploads it once to ``<workdir>/.specdeck/agent-<hash>.pyz``; a new specdeck version has a new
 hash, so the host never runs a stale agent and never needs a cleanup step to stay correct. The zip unpacks
 itself beside it (``agent-<hash>/``) on its first run and runs from there: Python caches compiled modules for a
-folder but never for a zip, and compiling the agent anew cost ~100 ms at every start.
+folder but never for a zip, and compiling the agent anew cost ~100 ms at every start. It is started by
+:func:`boot_program` (``python -c``), which checks the folder before anything in the zipapp runs.
 """
 
 from __future__ import annotations
@@ -67,6 +68,23 @@ def agent_name() -> str:
         digest.update(b"\0%s\0%d\0" % (name.encode(), len(data)))
         digest.update(data)
     return f"agent-{digest.hexdigest()[:16]}.pyz"
+
+
+# The start program: the version check first (any Python parses it), then safepath.py's text and its boot().
+BOOT = """\
+import sys
+if sys.version_info < (3, 8):
+    sys.stderr.write("specdeck agent needs Python 3.8+, this is %s\\n" % sys.version.split()[0])
+    sys.exit(95)
+exec(compile(SOURCE, "specdeck-boot", "exec"))
+"""
+
+
+@functools.cache
+def boot_program() -> str:
+    """``python -c`` text that runs ``boot(PYZ, STATE_DIR)`` of ``host/safepath.py`` (see there)."""
+    source = (HOST_DIR / "safepath.py").read_text() + "\nsys.exit(boot(sys.argv[1:]))\n"
+    return BOOT.replace("SOURCE", repr(source))
 
 
 @functools.cache

@@ -7,17 +7,21 @@ import itertools
 from collections.abc import AsyncIterator
 from typing import Any
 
-from backend.agent.bundle import agent_name, agent_zip
-from backend.agent.host.protocol import decode, encode
+from backend.agent.bundle import agent_name, agent_zip, boot_program
+from backend.agent.host.protocol import HEADER_LEN, MAX_FRAME, FrameError, decode, encode, frame_length, mib
+from backend.agent.host.safepath import REFUSED, UNSAFE
 from backend.errors import ConnectionBlocked, ConnectionFailed, RemoteError
 from backend.transport.base import Pipe, Transport
 
 HELLO_TIMEOUT_S = 30.0  # from opening the channel to the agent's hello, uploading included
+CALL_DEADLINE_S = 60.0  # a call that names no deadline of its own
+MAX_NOISE = 1 << 20  # bytes a login shell may print before the hello; more is a loop, not a motd
+NOISE_KEPT = 200  # bytes of the last noise line kept, for the message when the agent does not start
 
 # Exit codes of the start script below, so the client can tell "needs upload" from "no Python". It marks
 # each step on stdout, so a start that hangs can say where.
 _MISSING = 97
-_REFUSED = 96
+_REFUSED = REFUSED
 # The state dir holds the code we run: refuse one someone else could have planted (a symlink, another's dir).
 _GUARD = (
     'if [ -L "$D" ]; then echo "it is a symbolic link" >&2; exit 96; fi; '
@@ -27,7 +31,7 @@ _GUARD = (
 _START = (
     "echo specdeck-step:workdir; D=$3; " + _GUARD + 'test -f "$1" || exit 97; chmod 700 "$D"; '
     'if [ -L "$1" ] || [ ! -O "$1" ]; then echo "${1##*/} in it is not a file owned by $(id -un)" >&2; exit 96; fi; '
-    'echo specdeck-step:python; exec "$2" "$1" serve "$3"'
+    'echo specdeck-step:python; exec "$2" -c "$4" "$1" "$3"'  # boot_program: see host/safepath.py
 )
 _STEPS = {
     "specdeck-step:workdir": "checking for the agent in {state_dir} (a stuck filesystem?)",
@@ -42,6 +46,80 @@ _UPLOAD = (
 
 def state_dir(workdir: str) -> str:
     return f"{workdir.rstrip('/') or '/'}/.specdeck"
+
+
+class FrameReader:
+    """The agent's output read whole: lines before the hello (bounded), frames after (see ``protocol``)."""
+
+    CHUNK = 1 << 20
+
+    def __init__(self, pipe: Pipe) -> None:
+        self.pipe = pipe
+        self.buf = b""
+        self.pos = 0
+        self.eof = False
+
+    async def _fill(self) -> bool:
+        if self.eof:
+            return False
+        data = await self.pipe.read(self.CHUNK)
+        if not data:
+            self.eof = True
+            return False
+        self.buf = self.buf[self.pos :] + data
+        self.pos = 0
+        return True
+
+    async def line(self, limit: int) -> tuple[bytes, int]:
+        """(the next line, or its first ``limit`` bytes when longer, and how many bytes it took); b"" at the end."""
+        while True:
+            end = self.buf.find(b"\n", self.pos)
+            if end >= 0:
+                line, taken = self.buf[self.pos : min(end + 1, self.pos + limit)], end + 1 - self.pos
+                self.pos = end + 1
+                return line, taken
+            if len(self.buf) - self.pos > limit:  # a long line: keep its head, drop the rest as it comes
+                head = self.buf[self.pos : self.pos + limit]
+                taken = len(self.buf) - self.pos
+                self.buf, self.pos = b"", 0
+                while await self._fill():
+                    end = self.buf.find(b"\n")
+                    if end >= 0:
+                        self.pos = end + 1
+                        return head, taken + end + 1
+                    taken += len(self.buf)
+                    self.buf = b""
+                    if taken > MAX_NOISE:
+                        return head, taken
+                return head, taken
+            if not await self._fill():
+                rest = self.buf[self.pos :]
+                self.pos = len(self.buf)
+                return rest, len(rest)
+
+    async def exactly(self, n: int) -> bytes | None:
+        while len(self.buf) - self.pos < n:
+            if not await self._fill():
+                return None
+        data = self.buf[self.pos : self.pos + n]
+        self.pos += n
+        return data
+
+    async def message(self) -> dict | None:
+        """The next message, None at a clean end; FrameError when the stream is not frames."""
+        header = await self.exactly(HEADER_LEN)
+        if header is None:
+            if self.pos < len(self.buf):
+                raise FrameError(f"the output ended inside a message header: {self.buf[self.pos :][:40]!r}")
+            return None
+        size = frame_length(header)
+        payload = await self.exactly(size)
+        if payload is None:
+            raise FrameError(f"the output ended inside a message ({len(self.buf) - self.pos} of {size} bytes)")
+        try:
+            return decode(payload)
+        except ValueError as exc:
+            raise FrameError(f"a message that is not a JSON object ({exc}): {payload[:80]!r}") from None
 
 
 class Stream:
@@ -85,6 +163,7 @@ class AgentClient:
         self.python = python
         self.state_dir = state_dir(workdir)
         self.pipe: Pipe | None = None
+        self.reader: FrameReader | None = None
         self.ids = itertools.count(1)
         self.pending: dict[int, asyncio.Future | Stream] = {}
         self.hello: dict = {}
@@ -118,6 +197,7 @@ class AgentClient:
         for attempt in range(2):
             self.step = "opening a channel to the host"
             self.pipe = await self.transport.start(self.start_argv())
+            self.reader = FrameReader(self.pipe)
             self.step = "waiting for the login shell (a hung rc file?)"
             hello, noise = await self._read_hello()
             if hello is not None:
@@ -137,6 +217,10 @@ class AgentClient:
                 continue
             if code == _REFUSED:
                 raise self._refused(err)
+            if code == UNSAFE:
+                raise ConnectionBlocked(
+                    f"{self.transport.label}: refusing to run the agent from {self.state_dir}: {err}"
+                )
             if code == 127:
                 raise ConnectionFailed(
                     f"{self.transport.label}: no Python at {self.python}; set the host's python in the config "
@@ -148,7 +232,8 @@ class AgentClient:
 
     def start_argv(self) -> list[str]:
         """The command that starts this agent on the host (a control master keeps one started ahead)."""
-        return ["sh", "-c", _START, "sh", f"{self.state_dir}/{agent_name()}", self.python, self.state_dir]
+        path = f"{self.state_dir}/{agent_name()}"
+        return ["sh", "-c", _START, "sh", path, self.python, self.state_dir, boot_program()]
 
     def _refused(self, reason: str) -> ConnectionBlocked:
         return ConnectionBlocked(
@@ -157,10 +242,17 @@ class AgentClient:
         )
 
     async def _read_hello(self) -> tuple[dict | None, list[bytes]]:
-        """The agent's hello, or None at end of output; other lines (shell noise, our step marks) are skipped."""
-        assert self.pipe is not None
+        """The agent's hello, or None at end of output; other lines (shell noise, our step marks) are skipped.
+
+        Only the last noise line is kept (its first NOISE_KEPT bytes), and more than MAX_NOISE bytes of it is
+        a failure: a host that prints without end never grows this process."""
+        assert self.reader is not None
         noise: list[bytes] = []
-        while line := await self.pipe.readline():
+        seen = 0
+        while True:
+            line, taken = await self.reader.line(64 << 10)
+            if not taken:
+                return None, noise
             mark = line.strip().decode(errors="replace")
             if mark in _STEPS:
                 self.step = _STEPS[mark].format(state_dir=self.state_dir, python=self.python)
@@ -168,25 +260,31 @@ class AgentClient:
             try:
                 msg = decode(line)
             except ValueError:
-                noise.append(line.strip())
-                continue
+                msg = {}
             if isinstance(msg.get("hello"), dict):
                 return msg["hello"], noise
-        return None, noise
+            noise = [line.strip()[:NOISE_KEPT]]
+            seen += taken
+            if seen > MAX_NOISE:
+                if self.pipe is not None:
+                    self.pipe.kill()
+                    await self.pipe.wait()
+                raise ConnectionFailed(
+                    f"{self.transport.label}: the host printed over {MAX_NOISE >> 20} MiB before the agent "
+                    f"started while {self.step} (last: {noise[-1][:80]!r}); check the login shell's rc files "
+                    f"and {self.python}"
+                )
 
     async def _read_loop(self) -> None:
-        assert self.pipe is not None
+        assert self.reader is not None
         reason = "the agent exited"
         try:
-            while True:
-                line = await self.pipe.readline()
-                if not line:
-                    break
-                try:
-                    msg = decode(line)
-                except ValueError:
-                    continue
+            while (msg := await self.reader.message()) is not None:
                 self._dispatch(msg)
+        except FrameError as exc:  # out of step: every later byte would be misread, so the connection ends
+            reason = f"the agent sent something unreadable ({exc}); reconnect"
+            if self.pipe is not None:
+                self.pipe.kill()
         except (ConnectionError, OSError) as exc:
             reason = f"connection lost: {exc}"
         finally:
@@ -224,13 +322,20 @@ class AgentClient:
         if self.pipe is None or self.closed.done():
             raise ConnectionFailed(f"{self.transport.label}: not connected")
         data = encode(obj)
+        if len(data) > MAX_FRAME:
+            raise RemoteError(
+                f"the {obj.get('method')} request is {mib(len(data))}, more than one message may carry",
+                "invalid",
+                None,
+            )
         async with self._write_lock:
             try:
                 await self.pipe.write(data)
             except (ConnectionError, OSError, BrokenPipeError) as exc:
                 raise ConnectionFailed(f"{self.transport.label}: connection lost: {exc}") from None
 
-    async def call(self, method: str, deadline: float | None = None, **params: Any) -> Any:
+    async def call(self, method: str, deadline: float = CALL_DEADLINE_S, **params: Any) -> Any:
+        """One request and its answer, within ``deadline`` seconds (the request is cancelled on the host after)."""
         rid = next(self.ids)
         fut = asyncio.get_running_loop().create_future()
         self.pending[rid] = fut
@@ -239,7 +344,11 @@ class AgentClient:
             return await asyncio.wait_for(fut, deadline)
         except TimeoutError:
             self.pending.pop(rid, None)
-            raise ConnectionFailed(f"{self.transport.label}: {method} got no answer in {deadline} s") from None
+            try:
+                await self._send({"id": next(self.ids), "method": "cancel", "params": {"id": rid}})
+            except ConnectionFailed:
+                pass
+            raise ConnectionFailed(f"{self.transport.label}: {method} got no answer in {deadline:g} s") from None
 
     async def stream(self, method: str, **params: Any) -> Stream:
         rid = next(self.ids)

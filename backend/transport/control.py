@@ -179,10 +179,10 @@ class ControlPipe:
         except (ConnectionError, OSError) as exc:
             raise ConnectionFailed(f"the shared connection closed: {exc}") from None
 
-    async def readline(self) -> bytes:
+    async def read(self, n: int) -> bytes:
         try:
-            return await self.stdout.readline()
-        except (ValueError, OSError):
+            return await self.stdout.read(n)
+        except OSError:
             return b""
 
     async def read_stderr(self) -> bytes:

@@ -18,9 +18,9 @@ class LocalPipe:
         self.proc.stdin.write(data)
         await self.proc.stdin.drain()
 
-    async def readline(self) -> bytes:
+    async def read(self, n: int) -> bytes:
         assert self.proc.stdout is not None
-        return await self.proc.stdout.readline()
+        return await self.proc.stdout.read(n)
 
     async def read_stderr(self) -> bytes:
         assert self.proc.stderr is not None
@@ -51,7 +51,6 @@ class LocalTransport:
                 stdin=asyncio.subprocess.PIPE,
                 stdout=asyncio.subprocess.PIPE,
                 stderr=asyncio.subprocess.PIPE,
-                limit=64 << 20,
             )
         except OSError as exc:
             raise ConnectionFailed(f"cannot start {argv[0]} on this machine: {exc.strerror}") from None

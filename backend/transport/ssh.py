@@ -75,9 +75,9 @@ class SSHPipe:
         self.proc.stdin.write(data)
         await self.proc.stdin.drain()
 
-    async def readline(self) -> bytes:
+    async def read(self, n: int) -> bytes:
         try:
-            return await self.proc.stdout.readline()
+            return await self.proc.stdout.read(n)
         except (asyncssh.Error, OSError, asyncio.IncompleteReadError, ConnectionError):
             return b""
 

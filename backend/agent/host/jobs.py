@@ -32,6 +32,7 @@ from typing import Dict, List, Optional, Tuple
 
 from .protocol import lines_json
 from .registry import AgentError, method
+from .safepath import fd_of, still_ours
 from .watch import Watch
 
 STATES = ("running", "orphaned", "done", "failed", "cancelled")
@@ -42,9 +43,16 @@ NO_PID_FAILED_S = 30.0  # a job folder without pid.json this long after its spec
 FOLLOW_POLL_S = 0.1  # how often a follower looks where inotify is missing
 LIVENESS_S = 1.0  # how often a follower checks that the job's processes still run (death writes nothing)
 BATCH_S = 0.1  # a follower of a busy file reads at most this often (the old polling pace)
+REASON_MAX = 500  # characters of a reason: it quotes a log line, and a log line can be any length
 
 
 def jobs_root(state_dir: str) -> str:
+    """``<state>/jobs``, once the state dir is checked to be still the agent's own (see ``safepath``)."""
+    why = still_ours(state_dir, agent_path())
+    if why:
+        raise AgentError(
+            "refusing to use the agent state dir: %s; reconnect to start a fresh agent" % why, "permission"
+        )
     root = os.path.join(state_dir, "jobs")
     os.makedirs(root, mode=0o700, exist_ok=True)
     return root
@@ -257,7 +265,7 @@ def describe(job_dir: str) -> dict:
         "child_pid": (_read_json(os.path.join(job_dir, "child.json")) or {}).get("pid"),
         "orphans": left,
         "exit_code": exit_info.get("code"),
-        "reason": exit_info.get("reason"),
+        "reason": capped(exit_info.get("reason")),
         "progress": _last_event(job_dir),
         "dir": job_dir,
         "log_path": os.path.join(job_dir, "log"),
@@ -271,8 +279,14 @@ _reapers: Dict[int, subprocess.Popen] = {}
 
 
 def agent_path() -> str:
-    """The zipapp this agent runs from (jobs re-invoke it: ``job-run``, ``worker``)."""
+    """The zipapp this agent runs from (jobs re-invoke it: ``job-run``, ``worker``): a path through the state
+    dir's descriptor (``/proc/self/fd/N/…``, see ``safepath``), so a folder swapped in later is never run."""
     return os.path.abspath(sys.argv[0])
+
+
+def agent_fds(argv: List[str]) -> Tuple[int, ...]:
+    """The descriptors ``argv`` runs the agent through, to keep open in the process that runs it."""
+    return tuple(sorted({fd for fd in map(fd_of, argv) if fd is not None}))
 
 
 def worker_argv(module: str, *args: str) -> List[str]:
@@ -318,8 +332,10 @@ def start_job(state_dir: str, kind: str, argv: List[str], args: dict, env: dict,
         spec = {"kind": kind, "argv": argv, "args": args, "cwd": cwd, "started": time.time(), "env_keys": sorted(env)}
         write_json(os.path.join(tmp_dir, "spec.json"), spec)
         with open(os.path.join(tmp_dir, "runner.log"), "ab") as rlog:
+            runner = [sys.executable, agent_path(), "job-run", job_dir]
             proc = subprocess.Popen(
-                [sys.executable, agent_path(), "job-run", job_dir],
+                runner,
+                pass_fds=agent_fds(runner),
                 stdin=subprocess.PIPE,
                 stdout=rlog,
                 stderr=rlog,
@@ -679,7 +695,12 @@ def run_job(job_dir: str) -> int:
     log = open(os.path.join(job_dir, "log"), "ab")
     try:
         child = subprocess.Popen(
-            spec["argv"], stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, cwd=spec.get("cwd")
+            spec["argv"],
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            cwd=spec.get("cwd"),
+            pass_fds=agent_fds(spec["argv"]),  # a worker runs the agent through the runner's own descriptor
         )
     except OSError as exc:
         create_json(
@@ -707,12 +728,19 @@ def run_job(job_dir: str) -> int:
         state, reason = "done", None
     else:
         state = "failed"
-        reason = (failed_event or {}).get("reason") or _exit_reason(code, job_dir)
+        reason = capped((failed_event or {}).get("reason")) or _exit_reason(code, job_dir)
     create_json(
         os.path.join(job_dir, "exit.json"),
         {"state": state, "code": code, "reason": reason, "ended": time.time()},
     )
     return 0
+
+
+def capped(reason: Optional[str]) -> Optional[str]:
+    """``reason`` cut to REASON_MAX characters, saying how much was left out."""
+    if not isinstance(reason, str) or len(reason) <= REASON_MAX:
+        return reason
+    return "%s… (%d more characters; see the job's log)" % (reason[:REASON_MAX], len(reason) - REASON_MAX)
 
 
 def _exit_reason(code: int, job_dir: str) -> str:
@@ -724,4 +752,4 @@ def _exit_reason(code: int, job_dir: str) -> str:
         return "killed by %s" % name
     lines, _ = tail_file(os.path.join(job_dir, "log"), 1)
     detail = (": " + lines[-1].strip()) if lines else ""
-    return "exited with code %d%s" % (code, detail)
+    return capped("exited with code %d%s" % (code, detail)) or ""

@@ -1,7 +1,7 @@
 """The agent's entry point: ``serve`` (the RPC loop on stdin/stdout) and ``job-run`` (a detached job's runner).
 
 Each request runs on its own thread so a slow method (or a long follow) never blocks a ping; one lock
-serialises writes to stdout.
+serialises writes to stdout. Messages are frames (see ``protocol``).
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import traceback
 from typing import Dict
 
 from . import jobs
-from .protocol import PROTOCOL_VERSION, decode, encode
+from .protocol import MAX_FRAME, PROTOCOL_VERSION, FrameError, decode, dumps, encode_line, frame, mib, read_frame
 from .registry import METHODS, AgentError, Context
 
 
@@ -26,9 +26,20 @@ class Agent:
         self.running: Dict[int, Context] = {}
 
     def send(self, obj: dict) -> None:
-        self.send_bytes(encode(obj))
+        self.send_payload(obj.get("id"), dumps(obj))
 
-    def send_bytes(self, data: bytes) -> None:
+    def send_payload(self, rid, payload: bytes) -> None:
+        """One message as a frame; one too big to carry becomes an error for its request, which is stopped."""
+        if len(payload) > MAX_FRAME:
+            ctx = self.running.get(rid)
+            if ctx is not None:
+                ctx.cancel()
+            message = "the answer is %s, more than the %s one message may carry; ask for less at a time" % (
+                mib(len(payload)),
+                mib(MAX_FRAME),
+            )
+            payload = dumps({"id": rid, "error": {"message": message, "kind": "invalid"}})
+        data = frame(payload)
         with self.lock:
             self.out.write(data)
             self.out.flush()
@@ -49,7 +60,7 @@ class Agent:
         ctx = Context(
             self.state_dir,
             lambda event: self.send({"id": rid, "event": event}),
-            lambda raw: self.send_bytes(head + raw + b"}\n"),
+            lambda raw: self.send_payload(rid, head + raw + b"}"),
         )
         self.running[rid] = ctx
         threading.Thread(target=self._run, args=(rid, fn, req.get("params") or {}, ctx), daemon=True).start()
@@ -85,14 +96,22 @@ class Agent:
             pass
 
     def serve(self, inp) -> None:
-        self.send({"hello": {"protocol": PROTOCOL_VERSION, "pid": os.getpid(), "python": sys.version.split()[0]}})
-        for line in inp:
-            if not line.strip():
-                continue
+        hello = {"protocol": PROTOCOL_VERSION, "pid": os.getpid(), "python": sys.version.split()[0]}
+        with self.lock:
+            self.out.write(encode_line({"hello": hello}))
+            self.out.flush()
+        while True:
             try:
-                req = decode(line)
+                payload = read_frame(inp)
+            except FrameError as exc:  # out of step with the client: nothing after this can be read right
+                self.send({"id": None, "error": {"message": "malformed request: %s" % exc, "kind": "invalid"}})
+                break
+            if payload is None:
+                break
+            try:
+                req = decode(payload)
             except ValueError:
-                self.send({"id": None, "error": {"message": "malformed request line", "kind": "invalid"}})
+                self.send({"id": None, "error": {"message": "malformed request: not a JSON object", "kind": "invalid"}})
                 continue
             self.handle(req)
         # stdin closed: the client (or the SSH channel) is gone. Jobs are detached and carry on.

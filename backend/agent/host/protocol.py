@@ -1,20 +1,74 @@
-"""The wire format: one JSON object per line, in both directions.
+"""The wire format: length-prefixed JSON messages, in both directions, after one hello line.
+
+agent → client  {"hello": {...}}\\n                                     (once, a plain line: shell noise may precede it)
+then every message, either way, is a frame: ``#`` + its length as 8 hex digits + ``\\n``, then that many bytes of
+JSON. A frame carries any size up to ``MAX_FRAME`` whole (a line-based reader hands back pieces of a long line);
+the agent answers a reply that would not fit with an error that says so.
 
 client → agent  {"id": 7, "method": "jobs.list", "params": {...}}      (``"method": "cancel"`` stops request ``id``)
 agent → client  {"id": 7, "result": ...} | {"id": 7, "error": {"message", "kind", "data"}}
 agent → client  {"id": 7, "event": {...}}                              (pushed by a streaming method)
-agent → client  {"hello": {...}}                                       (once, when the agent is up)
 """
 
 from __future__ import annotations
 
 import json
+from typing import Optional
 
-PROTOCOL_VERSION = 1
+PROTOCOL_VERSION = 2
+MAX_FRAME = 64 << 20  # bytes of one message: a reply this big is a request to narrow, never a thing to wait for
+HEADER_LEN = 10  # b"#" + 8 hex digits + b"\n"
+
+
+class FrameError(ValueError):
+    """The peer sent something that is not a frame: the stream is out of step and cannot be trusted on."""
+
+
+def dumps(obj: dict) -> bytes:
+    return json.dumps(obj, separators=(",", ":"), default=str).encode()
+
+
+def frame(payload: bytes) -> bytes:
+    """``payload`` (one JSON message) as a frame; callers keep it under MAX_FRAME (see ``oversized``)."""
+    return b"#%08x\n" % len(payload) + payload
 
 
 def encode(obj: dict) -> bytes:
-    return (json.dumps(obj, separators=(",", ":"), default=str) + "\n").encode()
+    return frame(dumps(obj))
+
+
+def encode_line(obj: dict) -> bytes:
+    """The hello: a line, so the client can find it among what a login shell prints first."""
+    return dumps(obj) + b"\n"
+
+
+def frame_length(header: bytes) -> int:
+    """The payload length a frame header announces; FrameError for anything else or anything too big."""
+    if len(header) != HEADER_LEN or header[:1] != b"#" or header[-1:] != b"\n":
+        raise FrameError("not a frame header: %r" % header[:HEADER_LEN])
+    try:
+        size = int(header[1:-1], 16)
+    except ValueError:
+        raise FrameError("not a frame header: %r" % header) from None
+    if size > MAX_FRAME:
+        raise FrameError("a message of %s, over the %s one message may carry" % (mib(size), mib(MAX_FRAME)))
+    return size
+
+
+def read_frame(f) -> Optional[bytes]:
+    """The next frame's payload from a blocking binary file, None at a clean end of input."""
+    header = f.read(HEADER_LEN)
+    if not header:
+        return None
+    size = frame_length(header)
+    payload = f.read(size)
+    if len(payload) != size:
+        raise FrameError("the input ended inside a message (%d of %d bytes)" % (len(payload), size))
+    return payload
+
+
+def mib(size: int) -> str:
+    return "%.1f MiB" % (size / (1 << 20))
 
 
 def decode(line: bytes) -> dict:

@@ -1,0 +1,140 @@
+"""Start the agent only from a folder no one else can change, and run it through that folder opened once.
+
+OpenSSH's StrictModes, applied to the state dir: every folder on the way to it must belong to root or to us
+and must not be writable by anyone else, unless it is sticky (/tmp), where only an entry's owner may rename
+it. Checked from the root down, a folder found safe stays safe (only its owner could change it), so the check
+has no race; the folder is then opened once and the agent (and every job runner after it) is started through
+that descriptor (``/proc/self/fd/N/agent-*.pyz``), never by resolving the path again.
+
+This file also runs on its own, before any of the zipapp is trusted: the client sends its text as the
+``python -c`` program that starts the agent (see ``backend/agent/bundle.py``), which calls :func:`boot`.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+import sys
+from typing import List, Optional
+
+UNSAFE = 94  # exit code of a start refused because of the path (the client says what to change)
+REFUSED = 96  # exit code of a start refused because of the folder or file itself
+FD_PREFIX = "/proc/self/fd/"
+MAX_LINKS = 40  # symbolic links followed on the way, as the kernel allows
+
+
+def _owner(uid: int) -> str:
+    try:
+        import pwd
+
+        return pwd.getpwuid(uid).pw_name
+    except (ImportError, KeyError):
+        return "uid %d" % uid
+
+
+def _who_can_write(mode: int) -> str:
+    return " and ".join(w for w, bit in (("its group", stat.S_IWGRP), ("everyone", stat.S_IWOTH)) if mode & bit)
+
+
+def unsafe_reason(path: str, uid: int, links: int = 0) -> Optional[str]:
+    """Why someone other than ``uid`` (and root) could replace ``path`` or a folder above it; None if no one can.
+
+    Each component is looked at without following it; a symbolic link is allowed when it sits in a safe
+    folder and belongs to root or us, and its target is checked the same way. Components that do not exist
+    yet are ours to make."""
+    path = os.path.abspath(path)
+    prefix = "/"
+    parts: List[str] = [p for p in path.split("/") if p]
+    for i in range(len(parts) + 1):
+        if i:
+            prefix = os.path.join(prefix, parts[i - 1])
+        try:
+            st = os.lstat(prefix)
+        except FileNotFoundError:  # the rest is made by us, inside a folder no one else can write to
+            return None
+        except OSError as exc:
+            return "cannot look at %s: %s" % (prefix, exc.strerror)
+        if st.st_uid not in (0, uid):
+            return "%s belongs to %s, so they can replace what is in it" % (prefix, _owner(st.st_uid))
+        if stat.S_ISLNK(st.st_mode):
+            if links >= MAX_LINKS:
+                return "too many symbolic links on the way to %s" % path
+            target = os.path.realpath(prefix)
+            why = unsafe_reason(target, uid, links + 1)
+            if why:
+                return why
+            continue
+        if not stat.S_ISDIR(st.st_mode):
+            return "%s is not a folder" % prefix
+        writable = st.st_mode & (stat.S_IWGRP | stat.S_IWOTH)
+        if writable and not st.st_mode & stat.S_ISVTX:
+            return (
+                "%s (mode %04o) is writable by %s without the sticky bit, so another user could rename the "
+                "folder below it and put their own in its place; `chmod go-w %s`, or use a workdir only you can "
+                "write to" % (prefix, stat.S_IMODE(st.st_mode), _who_can_write(st.st_mode), prefix)
+            )
+    return None
+
+
+def fd_of(path: str) -> Optional[int]:
+    """The descriptor a ``/proc/self/fd/N/...`` path goes through, None for an ordinary path."""
+    if not path.startswith(FD_PREFIX):
+        return None
+    head = path[len(FD_PREFIX) :].split("/", 1)[0]
+    return int(head) if head.isdigit() else None
+
+
+def still_ours(state_dir: str, through: str) -> Optional[str]:
+    """Why ``state_dir`` is no longer the folder the agent started from (``through`` is its zipapp path), or
+    can now be replaced by someone else; None while it is the same and safe. Asked before each job starts."""
+    why = unsafe_reason(state_dir, os.geteuid())
+    if why:
+        return why
+    fd = fd_of(through)
+    if fd is None:
+        return None
+    try:
+        now, pinned = os.stat(state_dir, follow_symlinks=False), os.fstat(fd)
+    except OSError as exc:
+        return "cannot look at %s: %s" % (state_dir, exc.strerror)
+    if (now.st_dev, now.st_ino) != (pinned.st_dev, pinned.st_ino):
+        return "%s is not the folder this agent started from any more (renamed or replaced)" % state_dir
+    return None
+
+
+def _refuse(code: int, reason: str) -> int:
+    sys.stderr.write(reason + "\n")
+    sys.stderr.flush()
+    return code
+
+
+def boot(argv: List[str]) -> int:
+    """``boot PYZ STATE_DIR``: check the path, open the state dir once, run the agent through it."""
+    pyz, state_dir = argv[0], argv[1]
+    uid = os.geteuid()
+    why = unsafe_reason(state_dir, uid)
+    if why:
+        return _refuse(UNSAFE, why)
+    try:
+        fd = os.open(state_dir, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+    except OSError as exc:
+        return _refuse(REFUSED, "cannot open it: %s" % exc.strerror)
+    st = os.fstat(fd)
+    if st.st_uid != uid:
+        return _refuse(REFUSED, "it belongs to %s, not to %s" % (_owner(st.st_uid), _owner(uid)))
+    name = os.path.basename(pyz)
+    try:
+        zst = os.stat(name, dir_fd=fd, follow_symlinks=False)
+    except OSError as exc:
+        return _refuse(REFUSED, "cannot look at %s in it: %s" % (name, exc.strerror))
+    if not stat.S_ISREG(zst.st_mode) or zst.st_uid != uid:
+        return _refuse(REFUSED, "%s in it is not a file owned by %s" % (name, _owner(uid)))
+    through = "%s%d/%s" % (FD_PREFIX, fd, name)
+    if not os.path.exists(through):  # no /proc: the path itself, which the check above showed no one can change
+        through = os.path.join(state_dir, name)
+    # The zipapp's own __main__ (it runs from the folder it unpacks beside itself, inside this one).
+    sys.argv = [through, "serve", state_dir]
+    import runpy
+
+    runpy.run_path(through, run_name="__main__")
+    return 0
