@@ -210,3 +210,67 @@ def test_script_era_resume_that_restarted_from_scratch(models, tmp_path):
     }
     assert "resume_restart" in traps and "resumed from step 60" in traps["resume_restart"]["message"]
     assert "before 2026-03" in traps["resume_restart"]["message"]
+
+
+def test_a_replaced_log_is_read_again_from_its_top(tmp_path):
+    from backend.agent.host.train import read_up
+
+    log = tmp_path / "log"
+    log.write_text("step 10: {'acc_0': 0.5, 'loss': 3.0}\nstep 20: {'acc_0': 0.6, 'loss': 2.9}\n")
+    info = {"id": "train-replaced", "log_path": str(log), "state": "running", "args": {}}
+    assert [r["step"] for r in read_up(info).records] == [10, 20]
+    log.unlink()
+    log.write_text("step 5: {'acc_0': 0.4, 'loss': 3.1}\n")  # rotated: a new file
+    assert [r["step"] for r in read_up(info).records] == [5]
+
+
+def test_a_failed_export_leaves_nothing(tmp_path, monkeypatch):
+    from backend.agent.host import train as host_train
+
+    out = tmp_path / "out" / "specdeck-exports" / "run-step50"
+    spec = tmp_path / "export.json"
+    fails = [
+        sys.executable,
+        "-c",
+        "import os, sys; os.makedirs(sys.argv[1]); open(sys.argv[1] + '/config.json', 'w'); sys.exit(3)",
+    ]
+    spec.write_text(json.dumps({"argv": [*fails, "{output}"], "output": str(out)}))
+    assert host_train.worker_main(["export", str(spec)]) == 3
+    assert not out.exists() and list(out.parent.iterdir()) == []
+
+
+def test_the_script_era_without_logging_says_where_its_curves_are(tmp_path):
+    from backend.agent.host.train import tensorboard_records
+
+    assert tensorboard_records(str(tmp_path)) == (None, f"no tensorboard event files under {tmp_path}/runs")
+    (tmp_path / "runs").mkdir()
+    (tmp_path / "runs" / "events.out.tfevents.1.host").write_bytes(b"")
+    records, how = tensorboard_records(str(tmp_path))
+    try:
+        import tensorboard  # noqa: F401
+    except ImportError:
+        assert records is None and "tensorboard is not installed on the host" in how
+    else:
+        assert records == [] and how == "tensorboard event files (1)"
+
+
+def test_unified_resume_goes_on_from_the_newest_checkpoint(models, tmp_path):
+    import time
+
+    config = write_config(tmp_path, models, env={"SPECDECK_SIM_SPECFORGE_STEP_S": "0.03"})
+    specdeck(config, "train", "start", "ft", "--detach")
+    deadline = time.monotonic() + 120
+    while not scan_checkpoints(str(tmp_path / "out")):
+        assert time.monotonic() < deadline, "no checkpoint written"
+        time.sleep(0.05)
+    specdeck(config, "train", "stop", "ft")
+    saved = scan_checkpoints(str(tmp_path / "out"))[-1]["step"]
+    specdeck(config, "train", "resume", "ft")
+    status = json.loads(specdeck(config, "train", "status", "ft", "--json").stdout)
+    assert status["job"]["args"]["resume_step"] == saved and status["summary"]["first_step"] > saved
+    assert status["summary"]["traps"] == [] and status["summary"]["step"] == 150
+    run_file = json.loads(Path(status["job"]["args"]["config_path"]).read_text())
+    assert run_file["training"]["resume_from"].endswith(f"ft-step{saved}")
+    assert "draft_checkpoint_path" not in run_file["model"]  # SpecForge refuses both at once
+    rows = json.loads(specdeck(config, "train", "checkpoints", "ft", "--json").stdout)
+    assert [r["step"] for r in rows][-1] == 150 and all(r["acc"] for r in rows)
