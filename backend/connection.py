@@ -11,7 +11,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
-import statistics
 import sys
 import time
 from collections.abc import AsyncIterator, Callable
@@ -19,6 +18,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from backend.agent.client import AgentClient
+from backend.agent.host.quantiles import quantiles
 from backend.errors import ConnectionBlocked, ConnectionFailed, UsageError
 from backend.settings import HostConfig, Settings
 
@@ -322,9 +322,8 @@ class Connection:
             t0 = time.perf_counter()
             await self.call("ping", deadline=10)
             times.append((time.perf_counter() - t0) * 1000)
-        times.sort()
-        p95 = times[min(len(times) - 1, max(0, round(0.95 * len(times)) - 1))]
-        return {"median": round(statistics.median(times), 3), "p95": round(p95, 3), "samples": len(times)}
+        median, p95 = quantiles(times, (0.5, 0.95))
+        return {"median": round(median, 3), "p95": round(p95, 3), "samples": len(times)}
 
 
 async def open_host(settings: Settings, spec: str | None, shared: bool = False, **overrides: Any) -> Connection:

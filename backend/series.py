@@ -14,6 +14,7 @@ from bisect import bisect_left
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from backend.agent.host.quantiles import quantiles
 from backend.breakeven import cycle_ms, live_breakeven
 from backend.metrics import DEFAULT_IDLE_GAP_S, LiveFilter, Sample
 from backend.settings import Reference
@@ -52,14 +53,6 @@ def batch_sem(ys: Sequence[float], mean: float) -> tuple[float | None, int]:
     return math.sqrt(var / BATCHES), BATCHES - 1
 
 
-def _quantile(ordered: list[float], q: float) -> float:
-    """Linear interpolation between closest ranks (numpy's default)."""
-    pos = (len(ordered) - 1) * q
-    lo = int(pos)
-    hi = min(lo + 1, len(ordered) - 1)
-    return ordered[lo] + (ordered[hi] - ordered[lo]) * (pos - lo)
-
-
 class SeriesView:
     """A snapshot of a window of a series (later appends do not change it)."""
 
@@ -80,12 +73,13 @@ class SeriesView:
         ordered = sorted(self.ys)
         mean = math.fsum(ordered) / n
         sem, dof = batch_sem(self.ys, mean)
+        p50, p95 = quantiles(ordered, (0.5, 0.95))
         return Stats(
             count=n,
             current=self.ys[-1],
             mean=mean,
-            p50=_quantile(ordered, 0.5),
-            p95=_quantile(ordered, 0.95),
+            p50=p50,
+            p95=p95,
             min=ordered[0],
             max=ordered[-1],
             sem=sem,

@@ -36,6 +36,7 @@ from itertools import zip_longest
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 from .acceptance import reach
+from .quantiles import quantile
 
 Z = 1.96  # a 95 % interval
 REPLICATES = 400
@@ -57,14 +58,6 @@ def t975(df: int) -> float:
         return _T975[df]
     below = [d for d in _T975 if d < df]
     return _T975[max(below)] if df < 30 else Z
-
-
-def _percentile(values: Sequence[float], q: float) -> float:
-    ordered = sorted(values)
-    pos = q * (len(ordered) - 1)
-    lo = math.floor(pos)
-    hi = min(lo + 1, len(ordered) - 1)
-    return ordered[lo] + (ordered[hi] - ordered[lo]) * (pos - lo)
 
 
 # --- measured points ------------------------------------------------------------------------------------
@@ -131,7 +124,7 @@ class Point:
         if len(times_ms) < 2:
             return
         ordered = sorted(times_ms)
-        median = _percentile(ordered, 0.5)
+        median = quantile(ordered, 0.5)
         mean = sum(ordered) / len(ordered)
         sd = math.sqrt(sum((t - mean) ** 2 for t in ordered) / (len(ordered) - 1))
         self.cycle_ms, self.step_times = median, True
@@ -689,12 +682,12 @@ def predict(
             {
                 "steps": k,
                 "accept_len": round(length, 4),
-                "accept_len_low": round(min(length, _percentile(l_lo, 0.025)), 4),
-                "accept_len_high": round(max(length, _percentile(l_hi, 0.975)), 4),
+                "accept_len_low": round(min(length, quantile(l_lo, 0.025)), 4),
+                "accept_len_high": round(max(length, quantile(l_hi, 0.975)), 4),
                 "cycle_ms": round(cycle, 3),
                 "tok_s": None if tok_s is None else round(tok_s, 2),
-                "tok_s_low": None if tok_s is None else round(min(tok_s, _percentile(lows, 0.025)), 2),
-                "tok_s_high": None if tok_s is None else round(max(tok_s, _percentile(highs, 0.975)), 2),
+                "tok_s_low": None if tok_s is None else round(min(tok_s, quantile(lows, 0.025)), 2),
+                "tok_s_high": None if tok_s is None else round(max(tok_s, quantile(highs, 0.975)), 2),
                 "vs_baseline_pct": None if tok_s is None else round(100.0 * (tok_s / baseline_tok_s - 1), 1),
                 "extrapolated": extrapolated,
                 "assumed": cost.assumed,

@@ -27,6 +27,7 @@ from urllib import request as urlrequest
 
 from . import acceptance, loopback
 from .jobs import start_job, worker_argv
+from .quantiles import quantiles
 from .registry import AgentError, method
 
 # A small built-in prompt set: varied enough that a drafter's acceptance is not judged on one kind of text.
@@ -137,18 +138,8 @@ QUANTILES = (("p50", 0.5), ("p90", 0.9), ("p95", 0.95), ("p99", 0.99))
 
 
 def percentiles(values: List[float]) -> Dict[str, Optional[float]]:
-    """p50-p99 of ``values`` by linear interpolation between the closest ranks (numpy's default)."""
-    ordered = sorted(values)
-    out: Dict[str, Optional[float]] = {}
-    for key, q in QUANTILES:
-        if not ordered:
-            out[key] = None
-            continue
-        rank = q * (len(ordered) - 1)
-        low = int(rank)
-        high = min(low + 1, len(ordered) - 1)
-        out[key] = ordered[low] + (ordered[high] - ordered[low]) * (rank - low)
-    return out
+    """p50-p99 of ``values`` by the one percentile rule (``quantiles.py``)."""
+    return dict(zip([key for key, _ in QUANTILES], quantiles(values, [q for _, q in QUANTILES])))
 
 
 def latency_figures(ok: List[Dict[str, Any]]) -> Dict[str, Dict[str, Optional[float]]]:

@@ -1,0 +1,37 @@
+"""One percentile rule for every figure specdeck computes from samples: ``statistics.quantiles``' inclusive
+method.
+
+It interpolates linearly between the closest ranks (numpy's default, R's type 7): p95 of five round trips lies
+80 % of the way from the 4th to the 5th, where nearest rank would say the 5th. The host uses it (the load
+generator's latencies, the advisor's intervals) and so does the client (``ping``, the Live tab's figures).
+Prometheus histograms have their own rule, bucket interpolation (``backend/latency.py``). Stdlib only,
+Python 3.8+.
+"""
+
+from __future__ import annotations
+
+import statistics
+from typing import Iterable, List, Optional, Sequence
+
+
+def quantiles(values: Iterable[float], qs: Sequence[float]) -> List[Optional[float]]:
+    """The ``qs`` quantiles of ``values`` (each q in (0, 1), in steps of 0.001): None for no values, the value
+    itself for one."""
+    data = sorted(values)  # sorted once here: statistics sorts again, in linear time on sorted input
+    if not data:
+        return [None] * len(qs)
+    if len(data) == 1:
+        return [float(data[0])] * len(qs)
+    n = 100 if all(abs(q * 100 - round(q * 100)) < 1e-9 for q in qs) else 1000
+    cuts = statistics.quantiles(data, n=n, method="inclusive")
+    out: List[Optional[float]] = []
+    for q in qs:
+        k = round(q * n)
+        if not 0 < k < n or abs(k - q * n) > 1e-6:
+            raise ValueError("quantile %r: give q in (0, 1) in steps of 0.001" % (q,))
+        out.append(cuts[k - 1])
+    return out
+
+
+def quantile(values: Iterable[float], q: float) -> Optional[float]:
+    return quantiles(values, [q])[0]
