@@ -4,6 +4,7 @@ with nothing started, and every trap (NaN, OOM, vocab mapping, shapes, a resume 
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import sys
@@ -11,9 +12,12 @@ from pathlib import Path
 
 import pytest
 
+from backend import training
 from backend.agent.host.train import Reader, scan_checkpoints
+from backend.connection import Connection
 from backend.history import History, Yardstick
 from backend.sandbox.environment import write_hidden_states
+from backend.settings import load
 from backend.train_predict import predict
 from tests.simhost import TIME_SCALE, specdeck
 from tests.sshd import free_port
@@ -185,31 +189,69 @@ def test_bad_input_starts_nothing(models, tmp_path):
 # --- traps, broken on purpose ---------------------------------------------------------------------------
 
 
-def test_nan_and_oom_are_said_with_their_step(models, tmp_path):
-    config = write_config(tmp_path, models, env={"SPECDECK_SIM_SPECFORGE_FAIL": "nan@70"})
-    specdeck(config, "train", "start", "ft")
-    traps = json.loads(specdeck(config, "train", "status", "ft", "--json").stdout)["summary"]["traps"]
-    assert [t["kind"] for t in traps] == ["nan"] and traps[0]["step"] == 70
+@contextlib.asynccontextmanager
+async def on_host(config: Path):
+    """(connection, settings) of the config's sandbox host, in this process: no CLI start-up per step."""
+    settings = load(config)
+    conn = await Connection.open(settings.hosts["sim"])
+    try:
+        yield conn, settings
+    finally:
+        await conn.close()
+
+
+async def trained(conn: Connection, settings, *, resume: bool = False) -> tuple[training.TrainingStatus, list[str]]:
+    """Start (or resume) the training, follow it to its end; its status and the warnings said at start."""
+    job, warnings = await training.start(conn, settings, "ft", resume=resume)
+    async for _ in training.follow(conn, job.id):
+        pass
+    return await training.status(conn, "ft"), warnings
+
+
+async def test_nan_and_oom_are_said_with_their_step(models, tmp_path):
+    async with on_host(write_config(tmp_path, models, env={"SPECDECK_SIM_SPECFORGE_FAIL": "nan@70"})) as (conn, s):
+        st, _ = await trained(conn, s)
+    assert [t["kind"] for t in st.traps] == ["nan"] and st.traps[0]["step"] == 70
 
     config = write_config(tmp_path / "b", models, env={"SPECDECK_SIM_SPECFORGE_FAIL": "oom@33"})
-    res = specdeck(config, "train", "start", "ft", rc=1)
-    assert "CUDA out of memory at step 30 with batch size 1 and max length 2048" in res.stderr
-    assert "training ft: failed" in res.stdout
+    async with on_host(config) as (conn, s):
+        st, _ = await trained(conn, s)
+    assert st.job.state == "failed"
+    assert "CUDA out of memory at step 30 with batch size 1 and max length 2048" in st.traps[0]["message"]
+    res = specdeck(config, "train", "status", "ft")  # and said by the CLI
+    assert "! CUDA out of memory at step 30" in res.stdout and "failed:" in res.stdout
 
 
-def test_script_era_resume_that_restarted_from_scratch(models, tmp_path):
+async def test_script_era_resume_that_restarted_from_scratch(models, tmp_path):
     env = {"SPECDECK_SIM_SPECFORGE_REV": "2026-01", "SPECDECK_SIM_SPECFORGE_INFO": "1"}
     config = write_config(tmp_path, models, era="script", epochs=2, max_steps=60, env=env)
-    res = specdeck(config, "train", "start", "ft")
-    assert "PR #534" in res.stderr  # the script era regenerates the mapping whatever it is given
-    found = scan_checkpoints(str(tmp_path / "out"))
-    assert [c["name"] for c in found] == ["epoch_0_step_50", "epoch_0_step_60"] and all(c["servable"] for c in found)
-    specdeck(config, "train", "resume", "ft")
-    traps = {
-        t["kind"]: t for t in json.loads(specdeck(config, "train", "status", "ft", "--json").stdout)["summary"]["traps"]
-    }
-    assert "resume_restart" in traps and "resumed from step 60" in traps["resume_restart"]["message"]
-    assert "before 2026-03" in traps["resume_restart"]["message"]
+    async with on_host(config) as (conn, s):
+        st, warnings = await trained(conn, s)
+        assert any("PR #534" in w for w in warnings)  # the script era regenerates the mapping whatever it is given
+        found = scan_checkpoints(str(tmp_path / "out"))
+        assert [c["name"] for c in found] == ["epoch_0_step_50", "epoch_0_step_60"]
+        assert all(c["servable"] for c in found)
+        st, _ = await trained(conn, s, resume=True)
+    traps = {t["kind"]: t["message"] for t in st.traps}
+    assert "resumed from step 60" in traps["resume_restart"] and "before 2026-03" in traps["resume_restart"]
+
+
+async def test_unified_resume_goes_on_from_the_newest_checkpoint(models, tmp_path):
+    async with on_host(write_config(tmp_path, models, env={"SPECDECK_SIM_SPECFORGE_STEP_S": "0.03"})) as (conn, s):
+        job, _ = await training.start(conn, s, "ft")
+        async for _ in training.follow(conn, job.id):
+            if scan_checkpoints(str(tmp_path / "out")):
+                break
+        await training.stop(conn, "ft")
+        saved = scan_checkpoints(str(tmp_path / "out"))[-1]["step"]
+        st, _ = await trained(conn, s, resume=True)
+        rows = await training.checkpoint_list(conn, "ft")
+    assert st.job.args["resume_step"] == saved and st.summary["first_step"] > saved
+    assert st.traps == [] and st.summary["step"] == 150
+    run_file = json.loads(Path(st.job.args["config_path"]).read_text())
+    assert run_file["training"]["resume_from"].endswith(f"ft-step{saved}")
+    assert "draft_checkpoint_path" not in run_file["model"]  # SpecForge refuses both at once
+    assert rows[-1]["step"] == 150 and all(r["accuracy"] for r in rows)
 
 
 def test_a_replaced_log_is_read_again_from_its_top(tmp_path):
@@ -252,25 +294,3 @@ def test_the_script_era_without_logging_says_where_its_curves_are(tmp_path):
         assert records is None and "tensorboard is not installed on the host" in how
     else:
         assert records == [] and how == "tensorboard event files (1)"
-
-
-def test_unified_resume_goes_on_from_the_newest_checkpoint(models, tmp_path):
-    import time
-
-    config = write_config(tmp_path, models, env={"SPECDECK_SIM_SPECFORGE_STEP_S": "0.03"})
-    specdeck(config, "train", "start", "ft", "--detach")
-    deadline = time.monotonic() + 120
-    while not scan_checkpoints(str(tmp_path / "out")):
-        assert time.monotonic() < deadline, "no checkpoint written"
-        time.sleep(0.05)
-    specdeck(config, "train", "stop", "ft")
-    saved = scan_checkpoints(str(tmp_path / "out"))[-1]["step"]
-    specdeck(config, "train", "resume", "ft")
-    status = json.loads(specdeck(config, "train", "status", "ft", "--json").stdout)
-    assert status["job"]["args"]["resume_step"] == saved and status["summary"]["first_step"] > saved
-    assert status["summary"]["traps"] == [] and status["summary"]["step"] == 150
-    run_file = json.loads(Path(status["job"]["args"]["config_path"]).read_text())
-    assert run_file["training"]["resume_from"].endswith(f"ft-step{saved}")
-    assert "draft_checkpoint_path" not in run_file["model"]  # SpecForge refuses both at once
-    rows = json.loads(specdeck(config, "train", "checkpoints", "ft", "--json").stdout)
-    assert [r["step"] for r in rows][-1] == 150 and all(r["acc"] for r in rows)
