@@ -73,7 +73,9 @@ def point_profile(profile: ProfileConfig, steps: int, topk: int, draft_tokens: i
 def _command(settings: Settings, host: Any, profile: ProfileConfig) -> tuple[dict, dict]:
     """(the point as the host takes it: argv, cwd, args; the env that goes through the job's environment)."""
     cmd = serving.profile_command(settings, host, profile)
-    return {"argv": cmd["argv"], "cwd": cmd["cwd"], "args": serving.job_args(settings, profile)}, cmd["env"]
+    # SGLang's own step times (step_time_dict in /server_info) give each point's cycle; a list append a log line.
+    env = {"SGLANG_RECORD_STEP_TIME": "1", **cmd["env"]}
+    return {"argv": cmd["argv"], "cwd": cmd["cwd"], "args": serving.job_args(settings, profile)}, env
 
 
 async def start(

@@ -97,6 +97,9 @@ async def test_smart_sweep_on_a_published_scenario_does_not_stop_on_a_slow_point
     seen: list[dict] = []
     done = await asyncio.wait_for(sweep_mod.follow(conn, job.id, seen.append), 240)
     measured = [e["steps"] for e in seen if e.get("event") == "point" and not e.get("failed")]
+    # Each point's cycle from SGLang's own step times (the sweep runs its servers with SGLANG_RECORD_STEP_TIME=1).
+    assert all(p["step_times_ms"] for p in done["points"] if not p.get("failed"))
+    assert min(min(p["step_times_ms"]) for p in done["points"]) >= chosen.decode_ms(1)  # no cycle under a plain step
     assert len(set(measured)) >= 2  # never stops on its first point
     best = done["best"]["steps"]
     # The one it settles on is within noise of the published best: never a point 29% slower.

@@ -681,6 +681,7 @@ class Engine:
     ) -> None:
         self.log, self.metrics, self.ranks, self.dialect = log, metrics, ranks, dialect
         self.forward_iters = env_flag("SGLANG_LOG_FORWARD_ITERS")  # `Decode batch [5521], …`
+        self.step_time_dict: Optional[Dict[int, List[float]]] = {} if env_flag("SGLANG_RECORD_STEP_TIME") else None
         self.spec = spec  # {} without speculation, else steps, draft_tokens, rates (per position), draft_steps
         self.interval = max(1, int(args["decode_log_interval"]))
         self.stream_interval = max(1, int(args["stream_interval"]))
@@ -857,6 +858,8 @@ class Engine:
         """The decode line (0.5.6: scheduler_metrics_mixin.log_decode_stats; 0.5.23:
         metrics_reporter.report_decode_stats), called with ``_cv`` held."""
         now = time.perf_counter()
+        if self.step_time_dict is not None:  # SGLANG_RECORD_STEP_TIME: seconds per decode step, by batch size
+            self.step_time_dict.setdefault(n, []).append((now - self.last_decode_log) / self.interval)
         self.last_gen_throughput = self.generated_since_log / max(1e-9, now - self.last_decode_log)
         self.last_decode_log, self.generated_since_log = now, 0
         used = self._used_tokens()
@@ -965,6 +968,10 @@ class Server:
         avg = self.engine.avg_spec_accept_length()
         if avg is not None:
             internal["avg_spec_accept_length"] = avg
+        with self.engine._cv:
+            times = self.engine.step_time_dict
+            if times is not None:
+                internal["step_time_dict"] = {str(k): list(v) for k, v in times.items()}
         states = [dict(internal, dp_rank=rank) for rank in range(max(1, int(self.args["dp_size"])))]
         info = dict(self.args)
         info.update(self.scheduler_info)

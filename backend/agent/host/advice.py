@@ -120,15 +120,16 @@ class Point:
         return self.tok_s - self.q * self.tok_s_se, self.tok_s + self.q * self.tok_s_se
 
     def use_step_times(self, times_ms: Sequence[float]) -> None:
-        """Take the cycle from SGLang's own step times (their median; its error from their spread)."""
+        """Take the cycle from SGLang's own step times: their 20th percentile, as bench_speculative.py does (an
+        interval that spans idle time or a prefill reads long); its error from their spread (MAD)."""
         if len(times_ms) < 2:
             return
         ordered = sorted(times_ms)
+        low = quantile(ordered, 0.2)
         median = quantile(ordered, 0.5)
-        mean = sum(ordered) / len(ordered)
-        sd = math.sqrt(sum((t - mean) ** 2 for t in ordered) / (len(ordered) - 1))
-        self.cycle_ms, self.step_times = median, True
-        self.cycle_se = max(median * CYCLE_SE_FLOOR, 1.25 * sd / math.sqrt(len(ordered)))
+        mad = quantile(sorted(abs(t - median) for t in ordered), 0.5)
+        self.cycle_ms, self.step_times = low, True
+        self.cycle_se = max(low * CYCLE_SE_FLOOR, 1.48 * mad / math.sqrt(len(ordered)))
         self.source = (self.source + "; " if self.source else "") + "cycle from step_time_dict"
 
     @classmethod
@@ -156,7 +157,7 @@ class Point:
             pooled_hist = (result.get("acceptance") or {}).get("histogram")
             if isinstance(pooled_hist, list):
                 hists, clusters = [pooled_hist], [0]
-        return cls(
+        point = cls(
             steps,
             hists,
             result.get("tok_s"),
@@ -166,6 +167,8 @@ class Point:
             positions=min(drafted) if drafted and min(drafted) < steps else None,
             accept_len=result.get("accept_len"),
         )
+        point.use_step_times(result.get("step_times_ms") or [])  # the bench read them at its end
+        return point
 
 
 def step_times_ms(server_info: Dict[str, Any], batch: int = 1) -> List[float]:

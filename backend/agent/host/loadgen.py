@@ -25,7 +25,7 @@ from typing import Any, Callable, Dict, List, Optional
 from urllib import error as urlerror
 from urllib import request as urlrequest
 
-from . import acceptance, loopback
+from . import acceptance, advice, loopback
 from .jobs import start_job, worker_argv
 from .quantiles import quantiles
 from .registry import AgentError, method
@@ -230,7 +230,22 @@ def run(
         thread.start()
     for thread in threads:
         thread.join()
-    return summarize([r for r in results if r is not None], time.perf_counter() - t0)
+    out = summarize([r for r in results if r is not None], time.perf_counter() - t0)
+    times = step_times(port, concurrency)
+    if times:
+        out["step_times_ms"] = times
+    return out
+
+
+def step_times(port: int, batch: int) -> List[float]:
+    """SGLang's own step times at ``batch`` running requests (``step_time_dict`` of ``/server_info``, kept
+    when the server runs with ``SGLANG_RECORD_STEP_TIME=1``), in ms; empty when it keeps none."""
+    try:
+        with loopback.urlopen(_base_url(port) + "/server_info", timeout=10.0) as resp:
+            info = json.loads(resp.read().decode("utf-8", "replace"))
+    except (urlerror.URLError, OSError, ValueError):
+        return []
+    return advice.step_times_ms(info, batch) if isinstance(info, dict) else []
 
 
 # --- the job --------------------------------------------------------------------------------------------

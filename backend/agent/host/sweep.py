@@ -219,7 +219,7 @@ class Sweep:
             return dict(
                 record, failed="bench failed: %s" % (result.get("reason") or jobs.describe(bench_dir)["reason"])
             )
-        record.update({k: result.get(k) for k in ("tok_s", "accept_len", "cycle_ms")})
+        record.update({k: result.get(k) for k in ("tok_s", "accept_len", "cycle_ms", "step_times_ms")})
         record["acceptance"] = result.get("acceptance")
         # What the advisor resamples: each request's histogram, decode rate, drafted positions and prompt.
         record["per_request"] = [
