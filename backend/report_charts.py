@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import html
 import json
+import math
 import re
 from array import array
 from dataclasses import dataclass, field
@@ -106,6 +107,11 @@ def text_chart(chart: Chart, width: int = 100, height: int = 22) -> str:
 # --- interactive HTML (plotly.js) -------------------------------------------------------------------------
 
 
+def _finite(values: list[float]) -> list[float | None]:
+    """JSON has no NaN or infinity: such a sample is a gap in the line."""
+    return [v if math.isfinite(v) else None for v in values]
+
+
 def _rgba(color: str, alpha: float) -> str:
     r, g, b = (int(color[i : i + 2], 16) for i in (1, 3, 5))
     return f"rgba({r},{g},{b},{alpha})"
@@ -127,7 +133,7 @@ def plotly_figure(chart: Chart) -> dict:
                 "type": "scatter",
                 "mode": "lines",
                 "x": xs,
-                "y": list(band.lo),
+                "y": _finite(band.lo),
                 "line": {"width": 0},
                 "legendgroup": group,
                 "showlegend": False,
@@ -135,7 +141,7 @@ def plotly_figure(chart: Chart) -> dict:
                 "name": e(band.label),
             }
         )
-        data.append({"type": "scatter", "mode": "lines", "x": xs, "y": list(band.hi), "line": {"width": 0},
+        data.append({"type": "scatter", "mode": "lines", "x": xs, "y": _finite(band.hi), "line": {"width": 0},
                      "fill": "tonexty", "fillcolor": _rgba(color, 0.18), "legendgroup": group,
                      "name": e(band.label), "hoverinfo": "skip"})  # fmt: skip
     for i, (label, xs, ys) in enumerate(chart.series):
@@ -143,7 +149,7 @@ def plotly_figure(chart: Chart) -> dict:
             continue  # its colour slot stays taken, so a run has one colour across charts
         xs, ys = decimate(xs, ys, HTML_POINTS)
         data.append({"type": "scatter", "mode": "lines+markers" if len(xs) <= MARKERS_UP_TO else "lines",
-                     "name": e(label), "legendgroup": e(label), "x": xs, "y": ys,
+                     "name": e(label), "legendgroup": e(label), "x": xs, "y": _finite(ys),
                      "line": {"color": PALETTE[i % len(PALETTE)], "width": 1.8},
                      "hovertemplate": "%{y:.4~g}"})  # fmt: skip
     shapes, notes = [], []
@@ -246,6 +252,7 @@ def svg_chart(chart: Chart, width: int = 760, height: int = 300) -> str:
     pw, ph = width - left - right, height - top - bottom
     xs_all = [x for _, xs, _, _ in drawn for x in xs] + [x for b, _ in bands for x in b.xs]
     ys_all = [y for _, _, ys, _ in drawn for y in ys] + [y for y, _ in chart.refs] + [y for b, _ in bands for y in b.hi]
+    ys_all = [y for y in ys_all if math.isfinite(y)]
     x1 = max(xs_all, default=1.0) or 1.0
     y1 = max(ys_all, default=1.0) * 1.1 or 1.0
     yt = _ticks(0.0, y1)
@@ -290,7 +297,7 @@ def svg_chart(chart: Chart, width: int = 760, height: int = 300) -> str:
         )
     for _, xs, ys, color in drawn:
         xs, ys = decimate(xs, ys, pw // 2)
-        points = " ".join(f"{px(x):.1f},{py(y):.1f}" for x, y in zip(xs, ys, strict=True))
+        points = " ".join(f"{px(x):.1f},{py(y):.1f}" for x, y in zip(xs, ys, strict=True) if math.isfinite(y))
         parts.append(f'<polyline class="run" fill="none" stroke="{color}" stroke-width="1.6" points="{points}"/>')
     colors = {d[0]: d[3] for d in drawn} | {b.label: c for b, c in bands}
     for row, items in enumerate(legend):

@@ -43,6 +43,9 @@ def test_plotly_figure_bands_refs_and_escaped_labels():
     assert fig["layout"]["annotations"][0]["text"] == "baseline 82 tok/s"
     odd = plotly_figure(Chart("a <b>", "y", [("run <i>&", [0.0], [1.0])]))
     assert odd["data"][0]["name"] == "run &lt;i&gt;&amp;" and odd["layout"]["title"]["text"] == "a &lt;b&gt;"
+    gap = plotly_figure(Chart("x", "y", [("r", [0.0, 1.0, 2.0], [1.0, float("nan"), 3.0])]))
+    assert gap["data"][0]["y"] == [1.0, None, 3.0]  # a gap, not invalid JSON in the page
+    assert "nan" not in svg_chart(Chart("x", "y", [("r", [0.0, 1.0, 2.0], [1.0, float("nan"), 3.0])]))
     empty = plotly_figure(Chart("x", "y", []))
     assert empty["data"] == [] and empty["layout"]["annotations"][0]["text"] == "no samples recorded"
 
