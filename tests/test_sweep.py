@@ -251,3 +251,22 @@ async def test_the_sweep_job_runs_on_python_3_8(models, tmp_path):
         assert done["points"] and all("failed" not in p for p in done["points"]) and done["best"] is not None
     finally:
         await conn.close()
+
+
+def test_the_done_best_is_the_advisors_and_trees_are_not_modelled(tmp_path):
+    from backend.agent.host.sweep import Sweep, chains_of
+
+    def point(steps, topk, tokens, tok_s):
+        return {"argv": [], "args": {"steps": steps, "topk": topk, "draft_tokens": tokens}, "tok_s": tok_s}
+
+    grid = [point(2, 1, 3, 80.0), point(3, 1, 4, 100.0), point(3, 4, 8, 120.0)]  # 80 vs 100: beyond ±5% noise
+    (tmp_path / "job").mkdir()
+    sweep = Sweep({"points": grid, "baseline_tok_s": 82.0}, str(tmp_path), str(tmp_path / "job"), {})
+    for i, p in enumerate(grid):
+        sweep.results[i] = {**p["args"], "tok_s": p["tok_s"], "cycle_ms": 30.0 + p["args"]["steps"]}
+    assert [r["steps"] for r in chains_of(list(sweep.results.values()))] == [2, 3]
+    best = sweep.best()  # the tree's 120 is no chain: the advisor's best of the chains, 3 steps at 100
+    assert (best["steps"], best["topk"], best["tok_s"]) == (3, 1, 100.0)
+    trees = Sweep({"points": grid[2:], "baseline_tok_s": 82.0}, str(tmp_path), str(tmp_path / "job"), {})
+    trees.results[0] = {**grid[2]["args"], "tok_s": 120.0, "cycle_ms": 40.0}
+    assert trees.best()["tok_s"] == 120.0  # trees only: the fastest

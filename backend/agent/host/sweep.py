@@ -125,6 +125,11 @@ def _job_dir(state_dir: str, job_id: str) -> str:
     return os.path.join(jobs.jobs_root(state_dir), job_id)
 
 
+def chains_of(records: List[dict]) -> List[dict]:
+    """Like with like: the points the advisor models (topk 1, draft tokens = steps + 1)."""
+    return [r for r in records if (r.get("topk") or 1) == 1 and r.get("draft_tokens") in (None, r["steps"] + 1)]
+
+
 class Sweep:
     """One sweep's run: the points, what was found, what it started, and its events."""
 
@@ -241,7 +246,7 @@ class Sweep:
         done = self.measured()
         baseline = float(self.params["baseline_tok_s"])
         plain = self.params.get("plain_step_ms") or 1000.0 / baseline
-        points = [advice.Point.from_bench(int(r["steps"]), r) for r in done]
+        points = [advice.Point.from_bench(int(r["steps"]), r) for r in chains_of(done)]
         candidates = sorted({self.steps_of(i) for i in todo})
         top = max([self.steps_of(i) for i in range(len(self.points))] + [1])
         return advice.assess(points, plain, baseline, top, candidates=candidates)
@@ -258,10 +263,12 @@ class Sweep:
         measured = self.measured()
         if not measured:
             return None
+        if not chains_of(measured):  # trees (topk > 1): no model to judge noise by, the fastest
+            return dict(max(measured, key=lambda r: r["tok_s"]), tied_with=[])
         top = self.assess([])["best"]
         if top is None:
             return None
-        same = [r for r in measured if int(r["steps"]) == top["steps"]]
+        same = [r for r in chains_of(measured) if int(r["steps"]) == top["steps"]]
         pick = max(same, key=lambda r: r["tok_s"]) if same else max(measured, key=lambda r: r["tok_s"])
         return dict(pick, tied_with=top.get("tied_with") or [])
 
