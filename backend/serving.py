@@ -36,7 +36,6 @@ from backend.agent.host.server_states import STATES as STATES  # computed on the
 from backend.agent.host.units import duration
 from backend.connection import Connection
 from backend.errors import OperationFailed, RemoteError, UsageError
-from backend.sandbox import scenario as sim_scenario
 from backend.settings import HostConfig, ProfileConfig, Settings
 from backend.sglang_versions import DEFAULT_SIM_VERSION, SIM_SUFFIX, SIM_VERSION_ENV
 
@@ -160,6 +159,8 @@ def launch_env(host: HostConfig) -> dict[str, str]:
     env = {"SGLANG_LOG_MS": "1"}
     if host.launcher == "simulator":
         env[SIM_VERSION_ENV] = sim_version(host)
+        from backend.sandbox import scenario as sim_scenario  # here: the client side never loads the sandbox
+
         chosen = Path(host.workdir) / sim_scenario.FILE_NAME  # `sandbox up --scenario`: the simulator's model
         if host.sandbox and chosen.is_file():
             env[sim_scenario.ENV] = str(chosen)
