@@ -32,11 +32,13 @@ COMMANDS = {
     "breakeven": "livecmds",
     "watch": "livecmds",
     "bench": "livecmds",
+    "parse-metrics": "livecmds",
     "history": "historycmds",
     "report": "historycmds",
     "export": "historycmds",
     "advise": "tunecmds",
     "sweep": "tunecmds",
+    "train": "traincmds",
     "trust": "trustcmds",
     "web": "webcmds",
 }
@@ -60,6 +62,7 @@ def command_modules() -> list[str]:
         "livecmds",
         "historycmds",
         "tunecmds",
+        "traincmds",
         "webcmds",
     )
     names.sort(key=lambda n: (order.index(n) if n in order else len(order), n))
