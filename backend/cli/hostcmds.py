@@ -67,6 +67,7 @@ async def ping(args: argparse.Namespace) -> int:
         "rtt_ms": {"median": rtt["median"], "p95": rtt["p95"]},
         "versions": info["versions"],
         "gpus": info["gpus"],
+        "job_ownership": info.get("job_ownership"),
     }
     if args.json:
         emit_json(out)
@@ -75,6 +76,8 @@ async def ping(args: argparse.Namespace) -> int:
     print(f"  python {out['python']} on {out['platform']}")
     libs = ", ".join(f"{k} {v}" if v else f"{k} missing" for k, v in out["versions"].items())
     print(f"  {libs}")
+    if out["job_ownership"]:
+        print(f"  {out['job_ownership']}")
     if out["gpus"]:
         for g in out["gpus"]:
             print(f"  GPU{g['index']} {g['name']}: {g['memory_used_mib']:.0f}/{g['memory_total_mib']:.0f} MiB")

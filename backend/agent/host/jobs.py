@@ -2,7 +2,7 @@
 
 A job is a folder ``<state>/jobs/<id>/`` (mode 0700):
   spec.json    what it runs: kind, argv, args, cwd, started, env *keys* (values never touch disk)
-  pid.json     the runner's pid + process start time (the group we may signal is that pid's)
+  pid.json     the runner's pid + process start time + the job's marker (see ``ownership``)
   log          the command's stdout and stderr
   events.jsonl structured events the command writes itself (progress, done, failed), one JSON per line
   exit.json    how it ended: state, code, reason, ended (created once: the first writer wins)
@@ -11,8 +11,8 @@ so one ``killpg`` reaches both. State is read from the folder, so any later agen
 A folder is built as ``.new-<id>`` and renamed once pid.json is in it: a job folder is never half-written.
 
 If the runner dies (kill -9, the OOM killer) while the command runs on, the job is ``orphaned``: its group's
-remaining members are still ours (same process group and session, started after the runner) and
-``jobs.cancel`` stops them.
+remaining members that carry the job's marker are still ours and ``jobs.cancel`` stops them. A job with
+exit.json is final: nothing is ever signalled for it.
 """
 
 from __future__ import annotations
@@ -30,6 +30,8 @@ import threading
 import time
 from typing import Dict, List, Optional, Tuple
 
+from .ownership import ENV_KEY as TOKEN_KEY
+from .ownership import carries, new_token, send
 from .protocol import lines_json
 from .registry import AgentError, method
 from .safepath import fd_of, still_ours
@@ -134,39 +136,53 @@ def _live_pids():
                 yield int(name), ids
 
 
-def group_members(pgid: int) -> List[int]:
-    """Pids whose process group is ``pgid`` (zombies excluded)."""
-    return [pid for pid, ids in _live_pids() if ids[0] == pgid]
+def job_processes(pid_info: dict) -> List[Tuple[int, int]]:
+    """(pid, start) of the job's live processes, each proven (see ``ownership``): while its runner lives, the
+    members of its process group (a live leader keeps that group id from coming round); after it, the members
+    of its group and session that carry the job's marker. Nothing is the job's without proof."""
+    pgid, start, token = pid_info.get("pgid"), pid_info.get("start"), pid_info.get("token")
+    if not pgid or start is None:
+        return []
+    leader_alive = proc_start_time(pgid) == start
+    found = [(pid, ids) for pid, ids in _live_pids() if ids[0] == pgid and ids[2] >= start]
+    leader_alive = leader_alive and proc_start_time(pgid) == start  # and still, once the scan is done
+    return [(pid, ids[2]) for pid, ids in found if leader_alive or (ids[1] == pgid and carries(pid, ids[2], token))]
 
 
 def orphans(pid_info: dict, fresh: bool = False) -> List[int]:
     """The job's processes that still run after its runner died: members of the runner's process group and
-    session that started after it. The kernel does not reuse a number as a pid while a group or session of
-    that id exists, so a live process with that pid and another start time means every member is gone.
+    session that started after it and carry the job's marker in their environment (a daemon whose session id
+    is an old runner's pid does not). A live process with the runner's pid and another start time means
+    every member is gone (the kernel does not reuse a pid while a group or session of that id exists).
 
     Scanning /proc is the cost: unless ``fresh``, the pids found last time are checked first, and /proc is
     scanned again only once none of them is left (followers ask every second)."""
-    pgid, start = pid_info.get("pgid"), pid_info.get("start")
-    if not pgid or start is None:
+    pgid, start, token = pid_info.get("pgid"), pid_info.get("start"), pid_info.get("token")
+    if not pgid or start is None or not token:
         return []
     leader = proc_ids(pgid)
     if leader is not None and leader[2] != start:
         return []
 
-    def ours(ids) -> bool:
-        return ids is not None and ids[0] == pgid and ids[1] == pgid and ids[2] >= start
+    def ours(pid: int, ids) -> bool:
+        return ids is not None and ids[0] == pgid and ids[1] == pgid and ids[2] >= start and carries(pid, ids[2], token)
 
     key = (pgid, start)
     if not fresh:
-        known = [pid for pid in _ORPHANS.get(key, ()) if ours(proc_ids(pid))]
+        known = [pid for pid in _ORPHANS.get(key, ()) if ours(pid, proc_ids(pid))]
         if known:
             return known
-    found = [pid for pid, ids in _live_pids() if ours(ids)]
+    found = [pid for pid, ids in _live_pids() if ours(pid, ids)]
     _ORPHANS[key] = found
     return found
 
 
 _ORPHANS: Dict[Tuple[int, int], List[int]] = {}  # (pgid, runner start) → the orphans found last
+
+
+def job_pids(job_dir: str) -> List[int]:
+    """The pids of the job's live processes, proven (see :func:`job_processes`)."""
+    return [pid for pid, _ in job_processes(_read_json(os.path.join(job_dir, "pid.json")) or {})]
 
 
 def _new_id(kind: str) -> str:
@@ -326,6 +342,7 @@ def start_job(state_dir: str, kind: str, argv: List[str], args: dict, env: dict,
     full_env = dict(os.environ)
     full_env.update({str(k): str(v) for k, v in env.items()})
     full_env["SPECDECK_JOB_DIR"] = job_dir
+    token = full_env[TOKEN_KEY] = new_token()  # how its processes are told from strangers (see ownership)
     proc = None
     try:
         os.mkdir(tmp_dir, 0o700)
@@ -349,7 +366,9 @@ def start_job(state_dir: str, kind: str, argv: List[str], args: dict, env: dict,
             if start_time is not None:
                 break
             time.sleep(0.001)
-        write_json(os.path.join(tmp_dir, "pid.json"), {"pid": proc.pid, "pgid": proc.pid, "start": start_time})
+        write_json(
+            os.path.join(tmp_dir, "pid.json"), {"pid": proc.pid, "pgid": proc.pid, "start": start_time, "token": token}
+        )
         os.rename(tmp_dir, job_dir)
     except BaseException as exc:
         if proc is not None:  # still waiting for "go": it never ran anything
@@ -553,35 +572,41 @@ def wait(params: dict, ctx) -> dict:
 def send_signal(params: dict, ctx) -> dict:
     job_dir = _job_dir(ctx.state_dir, params.get("id", ""))
     sig = _signal(params.get("signal", "TERM"))
-    pid = _alive(job_dir)
+    pid = None if os.path.exists(os.path.join(job_dir, "exit.json")) else _alive(job_dir)
     if pid is None:
         raise AgentError("job %s is not running" % os.path.basename(job_dir), "invalid")
-    os.killpg(pid["pgid"], sig)
+    _send_all(job_processes(pid), sig)
     return describe(job_dir)
 
 
 @method("jobs.cancel")
 def cancel(params: dict, ctx) -> dict:
-    """SIGTERM the job's group, SIGKILL it after ``timeout``, and confirm nothing of it is left. An orphaned
-    job (its runner gone) has the rest of its group stopped the same way. ``stopped`` lists the pids that
-    were running when we signalled, ``left`` those still there at the end."""
+    """SIGTERM the job's processes, SIGKILL them after ``timeout``, and confirm nothing of it is left. An
+    orphaned job (its runner gone) has the processes left of it stopped the same way. A job that has ended
+    (exit.json) is final and never signalled. ``stopped`` lists the pids that were running when we
+    signalled, ``left`` those still there at the end; only proven processes are ever signalled."""
     job_dir = _job_dir(ctx.state_dir, params.get("id", ""))
     timeout = float(params.get("timeout", 10))
-    runner = _alive(job_dir)
-    pid = runner or _read_json(os.path.join(job_dir, "pid.json")) or {}
-    stopped = group_members(pid["pgid"]) if runner else orphans(pid, fresh=True)
-    if not stopped:
+    if os.path.exists(os.path.join(job_dir, "exit.json")):
         return dict(describe(job_dir), stopped=[], left=[])
-    pgid = pid["pgid"]
+    pid = _read_json(os.path.join(job_dir, "pid.json")) or {}
+    runner = _alive(job_dir)
+    procs = job_processes(pid)
+    if not procs:
+        return dict(describe(job_dir), stopped=[], left=[])
+    stopped = [p for p, _ in procs]
     write_json(os.path.join(job_dir, "cancel.json"), {"requested": time.time()})
-    _killpg(pgid, signal.SIGTERM)
+    termed = _send_all(procs, signal.SIGTERM)
     deadline = time.time() + timeout
-    while time.time() < deadline and group_members(pgid):
+    while time.time() < deadline and (left := job_processes(pid)):
+        termed |= _send_all([p for p in left if p not in termed], signal.SIGTERM)  # forked since
         time.sleep(0.05)
-    killed = bool(group_members(pgid))
+    left = job_processes(pid)
+    killed = bool(left)
     if killed:
-        _killpg(pgid, signal.SIGKILL)
-        while group_members(pgid) and time.time() < deadline + 5:
+        _send_all(left, signal.SIGKILL)
+        while (left := job_processes(pid)) and time.time() < deadline + 5:
+            _send_all(left, signal.SIGKILL)
             time.sleep(0.02)
     if runner is None:
         reason = "its runner had died; stopped the processes left of it (%s)" % ", ".join(map(str, stopped))
@@ -593,14 +618,12 @@ def cancel(params: dict, ctx) -> dict:
     create_json(
         os.path.join(job_dir, "exit.json"), {"state": "cancelled", "code": None, "reason": reason, "ended": time.time()}
     )
-    return dict(describe(job_dir), stopped=stopped, left=group_members(pgid))
+    return dict(describe(job_dir), stopped=stopped, left=[p for p, _ in job_processes(pid)])
 
 
-def _killpg(pgid: int, sig: int) -> None:
-    try:
-        os.killpg(pgid, sig)
-    except ProcessLookupError:
-        pass
+def _send_all(procs: List[Tuple[int, int]], sig: int) -> set:
+    """Signal each (pid, start) that is still that process; the set of those signalled."""
+    return {(pid, start) for pid, start in procs if send(pid, start, sig, proc_start_time)}
 
 
 def _signal(name) -> int:

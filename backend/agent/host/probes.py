@@ -21,7 +21,7 @@ from urllib import error as urlerror
 from urllib import parse as urlparse
 from urllib import request as urlrequest
 
-from . import loopback
+from . import loopback, ownership
 from .registry import AgentError, method
 
 LIBRARIES = ("sglang", "huggingface_hub", "safetensors", "torch", "numpy", "hf_xet")
@@ -260,6 +260,7 @@ def info(params: dict, ctx) -> dict:
         "platform": platform.platform(),
         "versions": library_versions(),
         "gpus": gpus(),
+        "job_ownership": ownership.method_in_use(),
         "pid": os.getpid(),
         "state_dir": ctx.state_dir,
     }

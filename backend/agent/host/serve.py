@@ -686,7 +686,7 @@ def gpu_users(params: dict, ctx) -> dict:
     ours = {}
     for job in serve_jobs(ctx.state_dir):
         if job["state"] in jobs.ACTIVE and job.get("pid"):
-            for pid in jobs.group_members(job["pid"]):
+            for pid in jobs.job_pids(job["dir"]):
                 ours[pid] = job["id"]
     for gpu in listed:
         for proc in gpu.get("processes", []):

@@ -1,0 +1,143 @@
+"""Pids come round (issue 20, item 2): a stranger that happens to hold an old runner's numbers is never taken
+for the job's, and a job that has ended is never signalled.
+
+Each case runs in its own pid namespace (unshare), where writing ns_last_pid steers the next pid: a double-
+forking daemon is made to get the old runner's pid as its session id, exactly what pid_max 32768 does in time.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+
+pytestmark = pytest.mark.skipif(
+    os.geteuid() != 0 or not shutil.which("unshare"), reason="needs root to make a pid namespace"
+)
+
+# Runs as pid 1 of a new pid namespace; also the job runner (``agent_path()`` is this file).
+DRIVER = """
+import json, os, signal, sys, time
+sys.path.insert(0, REPO)
+from backend.agent.host import jobs, main as agent_main
+
+if sys.argv[1:2] in (["job-run"], ["worker"]):
+    sys.exit(agent_main.main(sys.argv[1:]))
+
+
+class Ctx:
+    state_dir = STATE
+
+
+def wait_for(cond, what):
+    deadline = time.time() + 60
+    while not cond():
+        assert time.time() < deadline, what
+        time.sleep(0.01)
+
+
+def daemon_with_sid(sid):
+    # A double-forking daemon whose session (and group) id is ``sid``: the next pid is steered to it.
+    with open("/proc/sys/kernel/ns_last_pid", "w") as f:
+        f.write(str(sid - 1))
+    r, w = os.pipe()
+    middle = os.fork()
+    if middle == 0:
+        os.setsid()
+        if os.fork() == 0:
+            os.write(w, str(os.getpid()).encode())
+            signal.pause()
+        os._exit(0)
+    assert middle == sid, (middle, sid)
+    os.waitpid(middle, 0)
+    return int(os.read(r, 32))
+
+
+def members(pgid):
+    return [pid for pid, ids in jobs._live_pids() if ids[0] == pgid]
+
+
+def reap():  # pid 1 of this namespace inherits the orphans: reap them so they read gone
+    try:
+        while os.waitpid(-1, os.WNOHANG)[0]:
+            pass
+    except ChildProcessError:
+        pass
+
+
+out = {}
+# 1. A job that is done; its runner's pid comes round as a daemon's session id.
+done = jobs.start_job(STATE, "test", ["true"], {}, {})
+wait_for(lambda: jobs.describe(done["dir"])["state"] == "done", "the job to end")
+reap()
+wait_for(lambda: jobs.proc_start_time(done["pid"]) is None, "the runner to go")
+d1 = daemon_with_sid(done["pid"])
+out["done_cancel"] = jobs.cancel({"id": done["id"], "timeout": 2}, Ctx())
+out["d1_alive"] = jobs.proc_start_time(d1) is not None
+
+# 2. A job killed whole (runner and command, no exit.json); the daemon gets the runner's numbers.
+killed = jobs.start_job(STATE, "test", ["sleep", "300"], {}, {})
+wait_for(lambda: len(members(killed["pid"])) == 2, "sleep to start")
+os.killpg(killed["pid"], signal.SIGKILL)
+wait_for(lambda: (reap(), members(killed["pid"]))[1] == [], "it to go")
+d2 = daemon_with_sid(killed["pid"])
+out["killed_get"] = jobs.describe(killed["dir"])
+out["killed_cancel"] = jobs.cancel({"id": killed["id"], "timeout": 2}, Ctx())
+out["d2_alive"] = jobs.proc_start_time(d2) is not None
+out["killed_rm"] = jobs.remove({"id": killed["id"]}, Ctx())
+
+# 3. A real orphan still counts: its runner dies, the command (which carries the marker) runs on.
+orphan = jobs.start_job(STATE, "test", ["sleep", "300"], {}, {})
+wait_for(lambda: len(members(orphan["pid"])) == 2, "sleep to start")
+os.kill(orphan["pid"], signal.SIGKILL)
+wait_for(lambda: (reap(), jobs.proc_start_time(orphan["pid"]))[1] is None, "the runner to go")
+out["orphan_get"] = jobs.describe(orphan["dir"])
+out["orphan_cancel"] = jobs.cancel({"id": orphan["id"], "timeout": 5}, Ctx())
+out["ping"] = __import__("backend.agent.host.probes", fromlist=["info"]).info({}, Ctx()).get("job_ownership", "")
+for pid in (d1, d2):
+    try:
+        os.kill(pid, signal.SIGKILL)
+    except ProcessLookupError:  # a stranger the job's cancel killed
+        pass
+print(json.dumps(out))
+"""
+
+
+def test_a_stranger_with_an_old_runners_numbers_is_never_signalled(tmp_path):
+    state = tmp_path / "state"
+    state.mkdir(mode=0o700)
+    driver = tmp_path / "driver.py"
+    driver.write_text(f"REPO = {str(REPO)!r}\nSTATE = {str(state)!r}\n" + textwrap.dedent(DRIVER))
+    proc = subprocess.run(
+        ["unshare", "--pid", "--fork", "--mount-proc", sys.executable, str(driver)],
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
+    assert proc.returncode == 0, proc.stderr
+    out = json.loads(proc.stdout.splitlines()[-1])
+
+    # A done job is final: cancel signals nothing, says done, and the daemon lives.
+    assert out["done_cancel"]["state"] == "done" and out["done_cancel"]["stopped"] == []
+    assert out["d1_alive"]
+
+    # A job killed whole is failed (not orphaned with the daemon's pid); cancel leaves the daemon; rm works.
+    got = out["killed_get"]
+    assert got["state"] == "failed" and got["orphans"] == [], got
+    assert "disappeared" in got["reason"]
+    assert out["killed_cancel"]["stopped"] == [] and out["d2_alive"]
+    assert out["killed_rm"]["removed"] == [got["id"]]
+
+    # A true orphan is still found and stopped.
+    assert out["orphan_get"]["state"] == "orphaned" and len(out["orphan_get"]["orphans"]) == 1
+    assert out["orphan_cancel"]["state"] == "cancelled" and out["orphan_cancel"]["left"] == []
+    assert out["orphan_cancel"]["stopped"] == out["orphan_get"]["orphans"]
+    assert "per-job environment marker" in out["ping"]  # what `specdeck ping` prints
