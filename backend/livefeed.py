@@ -27,7 +27,7 @@ from backend.connection import Connection
 from backend.errors import ConnectionFailed, OperationFailed, RemoteError, UsageError
 from backend.history import read_lines
 from backend.jobs import JobInfo, get_job, list_jobs
-from backend.latency import LatencyWindow
+from backend.latency import LatencyWindow, summary_json
 from backend.latency import parse as parse_histograms
 from backend.metrics import LiveFilter, Sample, parse_line, server_info_numbers
 from backend.prometheus import Scrape, read_scrape
@@ -36,6 +36,7 @@ from backend.settings import Settings
 
 POLL_S = 2.0  # /server_info and /metrics: SGLang's gauges only move when a decode line is logged
 LATENCY_S = 1.0  # /metrics for the latency histograms: they move with every request and token
+LATENCY_KEEP_S = 10.0  # how often the recorder keeps the run's latency figures while they change
 FIND_S = 2.0  # how often to look again when no server runs
 # ``timeout`` is the RPC's own deadline (Connection.call takes it); http.request waits 5 s for the server.
 RPC_TIMEOUT_S = 8.0
@@ -118,6 +119,10 @@ class Recorder(Protocol):
     def truncated(self) -> None: ...
 
     def end(self, job: JobInfo) -> None: ...
+
+    async def keep_latency(self, job: JobInfo, figures: dict) -> None:
+        """The run's latency figures (its server's histograms since it started), when this recorder holds it."""
+        ...
 
 
 class LiveFeed:
@@ -328,7 +333,9 @@ class LiveFeed:
 
     async def _scrape_latency(self, job: JobInfo) -> None:
         """Scrape /metrics for the latency histograms once a second into ``latency`` until cancelled; stops
-        asking a server launched without --enable-metrics."""
+        asking a server launched without --enable-metrics. The recorder keeps the run's figures since the server
+        started every ``LATENCY_KEEP_S`` while they change (a run's history: its latency as last seen)."""
+        kept, kept_at = None, 0.0
         while True:
             page = await self._get(job.port, "/metrics")
             if page is not None and page.get("status") == 404:
@@ -338,9 +345,13 @@ class LiveFeed:
                 scrape = await asyncio.to_thread(parse_histograms, page["text"])
                 self.histograms = bool(scrape)
                 if scrape:
-                    self.latency.add(time.monotonic(), scrape)
+                    now = time.monotonic()
+                    self.latency.add(now, scrape)
                     self.latency_scrapes += 1
                     self._tell("latency")
+                    if self.recorder is not None and scrape != kept and now - kept_at >= LATENCY_KEEP_S:
+                        kept, kept_at = scrape, now
+                        await self.recorder.keep_latency(job, summary_json(scrape))
             await asyncio.sleep(self.latency_s)
 
 

@@ -22,6 +22,7 @@ from typing import Any
 from backend import checkpoints
 from backend.agent.host.acceptance import per_position
 from backend.agent.host.units import human_bytes
+from backend.cost import Cost, drafter_sentence, gpus_of, per_million
 from backend.errors import SpecdeckError
 from backend.history import History, RunSummary, Yardstick, crossover
 from backend.report_charts import Band, Chart, ChartMode, html_chart, html_head, text_chart
@@ -252,6 +253,104 @@ def concurrency_blocks(runs: list[RunSummary], yardstick: Yardstick) -> list[Blo
     return blocks
 
 
+def _pct(latency: dict | None, key: str, q: str) -> float | None:
+    return ((latency or {}).get(key) or {}).get(q)
+
+
+def _p50_p95(latency: dict | None, key: str, digits: int = 0) -> str:
+    """``212 / 380`` (ms) from a latency dict; a histogram's figure past its last bucket as ``>N``."""
+    cells = []
+    for q in ("p50", "p95"):
+        value = _pct(latency, key, q)
+        over = q in ((latency or {}).get(key) or {}).get("over_last_bucket", ())
+        cells.append(fmt(value, digits) if not over else f">{value:.0f}")
+    return " / ".join(cells)
+
+
+def cost_curve(run: RunSummary, gpu_hour_usd: float | None) -> dict[int, Cost]:
+    """A run's cost per million output tokens at each benched concurrency (its total tok/s there)."""
+    gpus = gpus_of({}, run.argv)
+    out = {}
+    for point in run.curve:
+        cost = per_million(point.total_tok_s, gpus, gpu_hour_usd)
+        if cost is not None:
+            out[point.streams] = cost
+    return out
+
+
+def latency_blocks(runs: list[RunSummary], baseline: RunSummary | None, gpu_hour_usd: float | None) -> list[Block]:
+    """Latency and cost: per-request percentiles of each bench level (TTFT, inter-token, end-to-end), the server's
+    own histograms as last read, dollars (or GPU-seconds) per million output tokens, and a sentence per drafter
+    against the baseline; inter-token latency against concurrency for benched curves."""
+    rows = []
+    for run in runs:
+        gpus = gpus_of({}, run.argv)
+        points = [(str(p.streams), p.latency, p.total_tok_s) for p in run.curve]
+        if not points and run.bench:
+            bench = run.bench
+            points = [
+                (str(bench.get("concurrency") or 1), bench["result"].get("latency"), bench["result"].get("total_tok_s"))
+            ]
+        for streams, latency, total in points:
+            cost = per_million(total, gpus, gpu_hour_usd)
+            rows.append([run.job_id, run_label(run), f"bench @{streams}", _p50_p95(latency, "ttft_ms"),
+                         _p50_p95(latency, "itl_ms", 1), fmt(_pct(latency, "e2e_ms", "p95"), 0),
+                         "—" if cost is None else cost.text().replace(" per million tokens", "")])  # fmt: skip
+        if run.latency:
+            cost = per_million(run.total_tok_s, gpus, gpu_hour_usd)
+            rows.append([run.job_id, run_label(run), "server histograms", _p50_p95(run.latency, "ttft_ms"),
+                         _p50_p95(run.latency, "itl_ms", 1), fmt(_pct(run.latency, "e2e_ms", "p95"), 0),
+                         "—" if cost is None else cost.text().replace(" per million tokens", "")])  # fmt: skip
+    if not rows:
+        return []
+    unit = "$ per million output tokens" if gpu_hour_usd else "GPU-s per million output tokens"
+    price = (
+        f"at ${gpu_hour_usd:g} per GPU-hour ([reference] gpu_hour_usd)"
+        if gpu_hour_usd
+        else "in GPU-seconds (set [reference] gpu_hour_usd for dollars)"
+    )
+    blocks: list[Block] = [
+        Heading("Latency and cost"),
+        Para(
+            "Bench levels: percentiles over the requests (TTFT, end-to-end) and over every token gap (inter-token; "
+            "a chunk of n tokens after t counts n gaps of t/n, as SGLang's histogram does), measured per streaming "
+            "request on the host. Server histograms: SGLang's own, merged across ranks bucket by bucket and read as "
+            "Prometheus's histogram_quantile, since the server started, as last read by a live view or a bench; "
+            f">N lies past the last bucket. Cost {price}: the server's GPUs (tp × nodes) for the time a million "
+            "output tokens take at the level's total tok/s (the run's mean for its server histograms row); it "
+            "assumes the GPUs do nothing else and counts output tokens only."
+        ),
+        Table(["run", "profile", "measured", "TTFT p50 / p95 ms", "ITL p50 / p95 ms", "e2e p95 ms", unit], rows),
+    ]
+    curved = [r for r in runs if len(r.curve) > 1 and any(p.itl_ms("p50") is not None for p in r.curve)]
+    if curved:
+        series = []
+        for run in curved:
+            for q in ("p50", "p95"):
+                points = [p for p in run.curve if p.itl_ms(q) is not None]
+                series.append(
+                    (f"{run_label(run)} {q}", [float(p.streams) for p in points], [p.itl_ms(q) for p in points])
+                )
+        blocks.append(
+            Chart("Inter-token latency against concurrency", "ms per token", series, x_label="concurrent streams")
+        )
+    base = (
+        baseline
+        if baseline is not None and baseline.curve
+        else next((r for r in runs if not r.speculative and r.curve), None)
+    )
+    sentences = []
+    for run in runs:
+        if run.speculative and run.drafter and base is not None and run.id != base.id:
+            sentence = drafter_sentence(run.drafter, run.algorithm or "speculation", cost_curve(run, gpu_hour_usd),
+                                        cost_curve(base, gpu_hour_usd))  # fmt: skip
+            if sentence:
+                sentences.append(sentence[0].upper() + sentence[1:])
+    if sentences:
+        blocks.append(Bullets(sentences))
+    return blocks
+
+
 @dataclass
 class DrafterFacts:
     """What the host told about the runs' drafters: inspect dicts by path, the target config, or why not."""
@@ -344,9 +443,12 @@ def build(
     yardstick: Yardstick,
     facts: DrafterFacts | None = None,
     sweep: str | None = None,
+    gpu_hour_usd: float | None = None,
 ) -> list[Block]:
-    """The report of ``run_ids`` (in that order) as blocks, with sweep ``sweep``'s table and charts first."""
+    """The report of ``run_ids`` (in that order) as blocks, with sweep ``sweep``'s table and charts first; costs in
+    dollars at ``gpu_hour_usd`` per GPU-hour, else GPU-seconds."""
     runs = [history.run(i) for i in run_ids]
+    baseline = history.baseline_run()
     blocks: list[Block] = [
         Heading("specdeck report: " + " vs ".join(run_label(r) for r in runs), 1),
         Para(
@@ -362,6 +464,7 @@ def build(
         Heading("Charts"),
         *charts(history, runs, yardstick),
         *concurrency_blocks(runs, yardstick),
+        *latency_blocks(runs, baseline, gpu_hour_usd),
         *acceptance_blocks(runs),
         *drafter_blocks(runs, facts),
         Heading("Launch commands"),

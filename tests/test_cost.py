@@ -102,3 +102,40 @@ def test_a_price_at_or_below_zero_is_a_config_error(tmp_path) -> None:
         load_settings(config)
     config.write_text("[reference]\ngpu_hour_usd = 3\n")
     assert load_settings(config).reference.gpu_hour_usd == 3.0
+
+
+def _bench(history, run_id: str, streams: int, tok_s: float, total: float, itl: tuple[float, float]) -> None:
+    from backend.jobs import JobInfo
+
+    job = run_id.split("/", 1)[1]
+    latency = {"ttft_ms": {"p50": 40.0, "p95": 60.0}, "itl_ms": {"p50": itl[0], "p95": itl[1]}, "e2e_ms": {"p95": 900}}
+    accept = 3.3 if job == "serve-a" else 1.0
+    result = {"tok_s": tok_s, "total_tok_s": total, "accept_len": accept, "cycle_ms": 30.0, "server_job": job,
+              "concurrency": streams, "latency": latency}  # fmt: skip
+    history.record_bench("local", JobInfo(f"bench-{job}-{streams}", state="done", ended=float(streams)), result)
+
+
+def test_the_report_has_latency_by_level_the_itl_curve_and_a_cost_sentence_per_drafter(tmp_path, models) -> None:
+    from backend import report
+    from backend.history import History, Yardstick
+    from tests.runs import add_run
+
+    with History.open(tmp_path / "h.sqlite3") as history:
+        base = add_run(history, models, "serve-b", None, 82.0, None)
+        aq = add_run(history, models, "serve-a", "aq-medai", 100.0, 3.3)
+        for streams, (b_total, a_total) in {1: (80.0, 98.0), 4: (290.0, 300.0), 8: (520.0, 480.0)}.items():
+            _bench(history, base, streams, b_total / streams, b_total, (12.2, 13.0))
+            _bench(history, aq, streams, a_total / streams, a_total, (10.0, 33.0))
+        history.set_latency(aq, {"ttft_ms": {"p50": 30000.0, "p95": 30000.0, "over_last_bucket": ["p50", "p95"]}})
+        blocks = report.build(history, [base, aq], Yardstick(82.0, 30.0), gpu_hour_usd=3.6)
+    md = report.to_markdown(blocks)
+    section = md.split("## Latency and cost")[1]
+    assert "| serve-a | eagle3-aq [aq-medai] | bench @8 | 40 / 60 | 10.0 / 33.0 | 900 | $16.67 |" in section
+    assert "| serve-a | eagle3-aq [aq-medai] | server histograms | >30000 / >30000 |" in section
+    assert "Inter-token latency against concurrency" in section and "eagle3-aq [aq-medai] p95" in section
+    # $3.6 x 8 GPUs = $28.8 an hour: 98 tok/s -> $81.63 per million, the baseline's 80 -> $100.00 (18% less).
+    assert (
+        "- At 1 stream EAGLE3 with aq-medai costs $81.63 per million tokens, 18% less than the baseline; "
+        "from 8 streams it costs more." in section
+    )
+    assert "GPU-s" not in section

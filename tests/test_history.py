@@ -245,6 +245,12 @@ def test_a_schema_1_database_is_migrated_in_place(tmp_path):
     with History.open(db_path) as again:  # opening a migrated database changes nothing
         assert again.run("h/serve-1").tok_s == pytest.approx(80.0)
         assert again.db.execute("PRAGMA user_version").fetchone()[0] >= 2
+        # Schema 4: a run keeps its server's latency figures; a migrated run has none until read.
+        assert again.run("h/serve-1").latency is None
+        figures = {"ttft_ms": {"p50": 212.0, "p95": 380.0, "over_last_bucket": [], "count": 12.0}}
+        again.set_latency("h/serve-1", figures)
+        assert again.run("h/serve-1").latency == figures
+        again.set_latency("h/nothing", figures)  # a run the history lacks: nothing written, nothing raised
 
 
 # --- sync from a real host job ----------------------------------------------------------------------------

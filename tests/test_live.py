@@ -340,6 +340,11 @@ async def test_concurrency_sweep_finds_the_simulators_crossover_within_one_level
     assert set(doc["yardstick"]["baseline_bench_by_streams"]) == {"1", "2", "4", "8"}
     runs = {run["id"]: run for run in doc["runs"]}
     assert [point["streams"] for point in runs[aq["run"]]["curve"]] == list(levels)
+    # Each level keeps its latency percentiles, and the run its server's histograms as last read (the bench's end).
+    assert all(
+        point["latency"]["itl_ms"]["p95"] >= point["latency"]["itl_ms"]["p50"] for point in runs[aq["run"]]["curve"]
+    )
+    assert runs[aq["run"]]["latency"]["itl_ms"]["count"] > 0 and runs[aq["run"]]["latency"]["ttft_ms"]["count"] >= 15
     found = runs[aq["run"]]["falls_below_baseline_at"]
     # The sweep's first level below the baseline is the level at or just before the true crossover.
     assert found in {max(c for c in levels if c < expected), min(c for c in levels if c >= expected)}, found

@@ -68,6 +68,11 @@ def run_outcome(run_id: str) -> str | None:
         return history.run(run_id).outcome
 
 
+def run_latency(run_id: str) -> dict | None:
+    with History.open() as history:
+        return history.run(run_id).latency
+
+
 def feed_synthetic(
     pane: LivePane, seconds: int, accept: float = 2.0, tok_s: float = 60.0, end: float | None = None
 ) -> None:
@@ -252,6 +257,8 @@ async def test_live_tab_follows_a_server_and_runs_the_bench(models):
             # Recorded while it runs: the samples are in the history already.
             run_id = f"local/{job.id}"
             await until(pilot, lambda: recorded_totals(run_id)[1] > 0, "samples in the history")
+            # And its server's latency figures, kept by the feed that records it (no CLI bench ran here).
+            await until(pilot, lambda: (run_latency(run_id) or {}).get("itl_ms"), "the run's latency figures")
 
             # The server stops: the tab says so and keeps the run on screen.
             await conn.call("jobs.cancel", id=job.id)

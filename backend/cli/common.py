@@ -47,10 +47,13 @@ async def keep_in_history(conn, server: JobInfo, benches: Sequence[tuple[JobInfo
     """
     from backend.history import History, HistoryUnavailable, record_run
 
+    latency = await server_latency(conn, server) if server.active else None
     try:
         with History.open() as history:
             if server.active:
                 run_id = history.upsert_run(conn.host.name, server)
+                if latency:
+                    history.set_latency(run_id, latency)
             else:
                 run_id = await record_run(history, conn, server)
             for job, result in benches:
@@ -59,6 +62,21 @@ async def keep_in_history(conn, server: JobInfo, benches: Sequence[tuple[JobInfo
         print(f"specdeck: not kept in the run history: {exc}", file=sys.stderr)
         return None
     return run_id
+
+
+async def server_latency(conn, server: JobInfo) -> dict | None:
+    """The running server's latency figures since it started (its /metrics histograms); None when it has none
+    or cannot be asked now."""
+    from backend import latency
+    from backend.errors import ConnectionFailed, RemoteError
+
+    try:
+        page = await conn.call("http.request", url=f"http://127.0.0.1:{server.port}/metrics")
+    except (ConnectionFailed, RemoteError):
+        return None
+    if page.get("status") != 200:
+        return None
+    return latency.summary_json(latency.parse(page.get("text") or "")) or None
 
 
 def emit_json(data: Any) -> None:

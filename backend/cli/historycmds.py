@@ -220,7 +220,9 @@ async def report(args: argparse.Namespace) -> int:
             raise UsageError("name the runs to report (see `specdeck history`) or a sweep with --sweep ID")
         yardstick = _yardstick(history, args)
         facts = await _drafter_facts(args, [history.run(i) for i in ids])
-        text = report_mod.render(report_mod.build(history, ids, yardstick, facts, args.sweep), kind, args.charts)
+        price = load_settings(args).reference.gpu_hour_usd
+        blocks = report_mod.build(history, ids, yardstick, facts, args.sweep, price)
+        text = report_mod.render(blocks, kind, args.charts)
     Path(args.out).write_text(text)
     print(f"wrote {args.out} ({len(ids)} run(s))")
     return 0

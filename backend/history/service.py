@@ -127,6 +127,14 @@ class HistoryThread:
             self._claimed = run_id
         return held
 
+    async def keep_latency(self, job: JobInfo, figures: dict) -> None:
+        """Keep serve job ``job``'s latency figures with its run, when this live view records that run."""
+        run_id = run_id_of(self.host or "", job.id)
+        if self._claimed != run_id:
+            return
+        with contextlib.suppress(SpecdeckError):  # said through ``failure``, like every write here
+            await self.query(lambda history: history.set_latency(run_id, figures))
+
     def close(self) -> None:
         """Write what is queued (up to the last mark), close the database and end the thread, waiting for it."""
         if self._closed:

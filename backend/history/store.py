@@ -39,7 +39,7 @@ from backend.jobs import JobInfo
 from backend.metrics import Sample
 from backend.sglang_versions import accept_rate_definition
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 HEAD_BYTES = 1024  # the first bytes of a run's log kept to tell the same file from a rotated one
 LOCK_TIMEOUT_S = 10.0  # how long an open or a write waits for another process's lock
 
@@ -67,6 +67,7 @@ CREATE TABLE IF NOT EXISTS runs (
     log_offset INTEGER NOT NULL DEFAULT 0,
     filter_tail TEXT NOT NULL DEFAULT '[]',
     log_head BLOB,
+    latency TEXT,
     updated REAL
 );
 CREATE TABLE IF NOT EXISTS samples (
@@ -129,6 +130,8 @@ _MIGRATIONS = {
     """,
     # The log's first bytes (the recorders table comes with the schema script).
     3: "ALTER TABLE runs ADD COLUMN log_head BLOB",
+    # The server's latency histograms as last read (backend.latency.summary_json, since the server started).
+    4: "ALTER TABLE runs ADD COLUMN latency TEXT",
 }
 
 T = TypeVar("T")
@@ -434,6 +437,12 @@ class History:
         row = self.db.execute("SELECT holder, pid FROM recorders WHERE run = ?", (run_id,)).fetchone()
         return row["holder"] if row is not None and _alive(row["pid"]) else None
 
+    def set_latency(self, run_id: str, figures: dict[str, Any]) -> None:
+        """Keep the run's latency figures (``backend.latency.summary_json`` of its server's histograms since it
+        started, the newest read replacing the last); a run not in the history is left alone."""
+        with self.transaction() as db:
+            db.execute("UPDATE runs SET latency = ? WHERE id = ?", (json.dumps(figures), run_id))
+
     def record_bench(self, host: str, job: JobInfo, result: dict | None) -> str:
         """Create or refresh the bench of bench job ``job``; ``result`` is its ``result`` event (None if it failed)."""
         bench_id = f"{host}/{job.id}"
@@ -532,9 +541,12 @@ class History:
             bench = _bench_json(row)
             newest[int(bench["concurrency"] or 1)] = bench
         return tuple(
-            BenchLevel(c, b["tok_s"], b["result"].get("total_tok_s"), b["accept_len"], b["cycle_ms"], b["id"])
+            BenchLevel(
+                c, b["tok_s"], b["result"].get("total_tok_s"), b["accept_len"], b["cycle_ms"], b["id"],
+                b["result"].get("latency"),
+            )
             for c, b in sorted(newest.items())
-        )
+        )  # fmt: skip
 
     # --- reading ------------------------------------------------------------------------------------------
 
@@ -580,6 +592,7 @@ class History:
             bench=_bench_json(bench) if bench else None,
             server_info=json.loads(row["server_info"] or "{}"),
             sweep=args.get("sweep"),
+            latency=json.loads(row["latency"]) if row["latency"] else None,
         )
 
     def runs(self, host: str | None = None) -> list[RunSummary]:

@@ -30,6 +30,11 @@ class BenchLevel:
     accept_len: float | None
     cycle_ms: float | None
     bench: str  # the bench id
+    latency: dict | None = None  # the bench's per-request percentiles: {"ttft_ms": {"p50": ...}, "itl_ms": ...}
+
+    def itl_ms(self, key: str) -> float | None:
+        """The bench's inter-token latency percentile ``key`` ("p50", "p95"), None for older benches."""
+        return ((self.latency or {}).get("itl_ms") or {}).get(key)
 
 
 @dataclass(frozen=True)
@@ -163,6 +168,7 @@ class RunSummary:
     bench: dict | None = None  # the newest bench of this run (tok_s, accept_len, cycle_ms, ttft_ms, ...)
     server_info: dict = field(default_factory=dict)
     sweep: str | None = None  # the sweep job that started this run as one of its points
+    latency: dict | None = None  # its server's latency histograms as last read (backend.latency.summary_json)
 
     @property
     def speculative(self) -> bool:
