@@ -99,9 +99,9 @@ def verdict(numbers: LiveNumbers) -> str:
     if tok.mean is None:
         return "[$text-muted]waiting for decode samples[/]"
     if numbers.own_baseline:
-        return "[$text-muted]= baseline (this server's run is the measured baseline)[/]"
+        return "[$text-muted]= baseline (this is the baseline run)[/]"
     if tok.sem is None:
-        return f"[$text-muted]not enough samples to judge ({tok.count} of {2 * BATCHES})[/]"
+        return f"[$text-muted]not enough samples to judge ({tok.count}/{2 * BATCHES})[/]"
     half = t975(tok.sem_dof) * tok.sem
     low, high = tok.mean - half, tok.mean + half
     if low > numbers.baseline:
@@ -109,7 +109,7 @@ def verdict(numbers: LiveNumbers) -> str:
     elif high < numbers.baseline:
         head = "[$text-error]below baseline[/]"
     else:
-        return f"[$text-muted]within noise of baseline: {tok.mean:.1f} tok/s, 95% {low:.1f}–{high:.1f}[/]"
+        return f"[$text-muted]within noise of baseline (95% {low:.0f}–{high:.0f})[/]"
     if mean_accept is None or numbers.breakeven.mean is None:
         return head
     sign = ">" if mean_accept >= numbers.breakeven.mean else "<"
