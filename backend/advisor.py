@@ -353,10 +353,10 @@ def advice_lines(advice: Advice) -> list[str]:
             f"{r['steps']:>5}  {length:>18}  {r['cycle_ms']:>8.1f}  {tok:>20}  {r['vs_baseline_pct']:>+6.0f}%  "
             f"{measured:>20} {mark}"
         )
-    out.append(
-        "* extrapolated past the measured positions; ~ per-step cost assumed (one step count measured); "
-        f"intervals 95%: {acc.to_json()['interval']}"
-    )
+    legend = ["* extrapolated past the measured positions"] if any(r["extrapolated"] for r in advice.rows) else []
+    if cost.assumed:
+        legend.append("~ per-step cost assumed (one step count measured)")
+    out.append("; ".join([*legend, f"intervals 95%: {acc.to_json()['interval']}"]))
     out += ["", best_line(advice)]
     stop = advice.stop
     out.append(

@@ -169,6 +169,9 @@ async def sweep(args: argparse.Namespace) -> int:
         print(sweep_mod.point_line(point))
     best = done.get("best")
     print(f"best: {sweep_mod.point_line(best)}" if best else "best: none (no point was measured)")
+    if best and best.get("tied_with"):
+        ties = ", ".join(str(k) for k in best["tied_with"])
+        print(f"  within noise of steps {ties}: ties go to the fewest steps")
     if plan.smart:
         print(f"{done['restarts']} restarts for a grid of {done['grid']}: {done['saved']} saved")
     return 0
