@@ -601,8 +601,11 @@ def _gpu_check(gpus: dict) -> Check:
 # --- lifecycle --------------------------------------------------------------------------------------------
 
 
-async def start(conn: Connection, settings: Settings, profile: ProfileConfig, *, force: bool = False) -> dict:
+async def start(
+    conn: Connection, settings: Settings, profile: ProfileConfig, *, force: bool = False, tags: dict | None = None
+) -> dict:
     """Preflight, then start ``profile``'s server as a detached job; returns its first status (+ preflight).
+    ``tags`` go into the job's args beside the profile's (history keeps them: a training checkpoint's).
 
     Raises ``PreflightFailed`` (exit 2) listing the failed checks, or the host's refusal when another server
     holds the port (exit 1)."""
@@ -611,7 +614,11 @@ async def start(conn: Connection, settings: Settings, profile: ProfileConfig, *,
         raise PreflightFailed(checks)
     cmd = profile_command(settings, conn.host, profile)
     status = await conn.call(
-        "serve.start", argv=cmd["argv"], env=cmd["env"], cwd=cmd["cwd"], args=job_args(settings, profile)
+        "serve.start",
+        argv=cmd["argv"],
+        env=cmd["env"],
+        cwd=cmd["cwd"],
+        args={**job_args(settings, profile), **(tags or {})},
     )
     status["preflight"] = checks.to_json()
     return status
@@ -656,13 +663,19 @@ async def stop(
 
 
 async def restart(
-    conn: Connection, settings: Settings, profile: ProfileConfig, *, force: bool = False, grace: float = STOP_GRACE_S
+    conn: Connection,
+    settings: Settings,
+    profile: ProfileConfig,
+    *,
+    force: bool = False,
+    grace: float = STOP_GRACE_S,
+    tags: dict | None = None,
 ) -> dict:
     """Stop the current server (if one runs), then start ``profile``: also how the panel switches profiles."""
     current = await status(conn)
     if current["state"] in RUNNING_STATES:
         await stop(conn, job=current["job"], grace=grace)
-    return await start(conn, settings, profile, force=force)
+    return await start(conn, settings, profile, force=force, tags=tags)
 
 
 async def tail(conn: Connection, job: str, lines: int = 50) -> dict:

@@ -405,7 +405,10 @@ async def serve(conn: Connection, settings: Settings, name: str, checkpoint: dic
     running server first (the caller asked). Returns the server's status with ``checkpoint``."""
     path = await export(conn, settings, name, checkpoint)
     changed, profile = serving_settings(settings, name, checkpoint["name"], path)
-    out = await serving.restart(conn, changed, profile, force=force)
+    keys = ("predicted_accept_len", "predicted_accept_len_low", "predicted_accept_len_high", "predicted_tok_s")
+    keys += ("predicted_tok_s_low", "predicted_tok_s_high", "steps", "step")
+    tag = {"training": name, "checkpoint": checkpoint["name"], **{k: checkpoint.get(k) for k in keys}}
+    out = await serving.restart(conn, changed, profile, force=force, tags={"training_checkpoint": tag})
     return {**out, "checkpoint": checkpoint["name"], "training": name, "drafter_path": path}
 
 

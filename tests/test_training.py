@@ -155,6 +155,11 @@ def test_train_judge_serve_and_measure(models, tmp_path):
     with History.open() as history:
         run = history.run(best["measured_run"])
     assert run.drafter == "ft@ft-step150"
+    # What it predicted before the restart (the cost then assumed: no run measured yet) stays with the run.
+    before = run.training
+    assert before["checkpoint"] == "ft-step150" and before["predicted_tok_s"] > best["predicted_tok_s"]
+    gap = specdeck(config, "history").stdout
+    assert f"ft ft-step150 predicted {before['predicted_tok_s']:.0f} tok/s" in gap and "; measured " in gap
     # The simulated SGLang accepts per position as the checkpoint's accuracy says: measured meets predicted
     # within the sampling noise of four requests.
     assert run.bench["accept_len"] == pytest.approx(best["predicted_accept_len"], abs=0.35)

@@ -593,6 +593,7 @@ class History:
             server_info=json.loads(row["server_info"] or "{}"),
             sweep=args.get("sweep"),
             latency=json.loads(row["latency"]) if row["latency"] else None,
+            training=args.get("training_checkpoint"),
         )
 
     def runs(self, host: str | None = None) -> list[RunSummary]:

@@ -169,6 +169,8 @@ class RunSummary:
     server_info: dict = field(default_factory=dict)
     sweep: str | None = None  # the sweep job that started this run as one of its points
     latency: dict | None = None  # its server's latency histograms as last read (backend.latency.summary_json)
+    # The training checkpoint it served and what that predicted before the restart (`specdeck train serve`).
+    training: dict | None = None
 
     @property
     def speculative(self) -> bool:
