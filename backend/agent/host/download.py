@@ -105,6 +105,31 @@ def resolve_endpoint(explicit: Optional[str]) -> str:
 # --- the hub, through the host's huggingface_hub -----------------------------------------------------------------
 
 
+def hub_refusal(exc: BaseException, repo: str, endpoint: str, what: str, revision: str) -> Optional[str]:
+    """The hub's refusal (gated, no such repo, revision or file) as one sentence, by huggingface_hub's typed
+    errors; None for anything else. The preflight and the download job say the same."""
+    from huggingface_hub.utils import (
+        EntryNotFoundError,
+        GatedRepoError,
+        LocalEntryNotFoundError,
+        RepositoryNotFoundError,
+        RevisionNotFoundError,
+    )
+
+    if isinstance(exc, GatedRepoError):  # a subclass of RepositoryNotFoundError: test it first
+        return "%s is %s" % (repo, GATED)
+    if isinstance(exc, RepositoryNotFoundError):
+        return "repository %s not found on %s (if it is private: set HF_TOKEN on the host or pass --token-env)" % (
+            repo,
+            endpoint,
+        )
+    if isinstance(exc, RevisionNotFoundError):
+        return "revision %s not found in %s" % (revision, repo)
+    if isinstance(exc, EntryNotFoundError) and not isinstance(exc, LocalEntryNotFoundError):  # local: offline
+        return "%s not found in %s at revision %s" % (what, repo, revision)
+    return None
+
+
 class Hub:
     """The few hub calls a preflight needs, made by the host's own huggingface_hub (imported here, lazily: the
     agent stays stdlib at import), so the preflight and the download share one client: the same proxy, CA
@@ -130,31 +155,12 @@ class Hub:
 
     def error(self, exc: Exception, what: str, revision: str) -> AgentError:
         """The hub's refusal of ``what`` as one sentence, by huggingface_hub's typed errors."""
-        from huggingface_hub.utils import (
-            EntryNotFoundError,
-            GatedRepoError,
-            HfHubHTTPError,
-            RepositoryNotFoundError,
-            RevisionNotFoundError,
-        )
+        from huggingface_hub.utils import HfHubHTTPError
 
-        response = getattr(exc, "response", None)
-        status = getattr(response, "status_code", None)
-        if isinstance(exc, GatedRepoError):  # a subclass of RepositoryNotFoundError: test it first
-            return AgentError("%s is %s" % (self.repo, GATED), "failed", status=status)
-        if isinstance(exc, RepositoryNotFoundError):
-            return AgentError(
-                "repository %s not found on %s (if it is private: set HF_TOKEN on the host or pass --token-env)"
-                % (self.repo, self.endpoint),
-                "failed",
-                status=status,
-            )
-        if isinstance(exc, RevisionNotFoundError):
-            return AgentError("revision %s not found in %s" % (revision, self.repo), "failed", status=status)
-        if isinstance(exc, EntryNotFoundError):
-            return AgentError(
-                "%s not found in %s at revision %s" % (what, self.repo, revision), "failed", status=status
-            )
+        status = getattr(getattr(exc, "response", None), "status_code", None)
+        refusal = hub_refusal(exc, self.repo, self.endpoint, what, revision)
+        if refusal is not None:
+            return AgentError(refusal, "failed", status=status)
         if isinstance(exc, HfHubHTTPError) and status is not None:
             message = getattr(exc, "server_message", None)
             detail = (": " + message) if message else ""
@@ -711,8 +717,7 @@ class IncompletePoller(threading.Thread):
 
 
 def _describe_failure(exc: BaseException, plan: dict, name: str) -> str:
-    """One sentence for a failed file, by exception class name (they moved between huggingface_hub versions)."""
-    names = [c.__name__ for c in type(exc).__mro__]
+    """One sentence for a failed file: disk full, the hub's refusal (as the preflight words it), no hub."""
     repo, endpoint = plan["repo"], plan["endpoint"]
     if _disk_full(exc):
         needed, free = _space(plan, name)
@@ -721,22 +726,15 @@ def _describe_failure(exc: BaseException, plan: dict, name: str) -> str:
             "is free; free some space and download again"
             % (plan["to"], name, human_bytes(needed), needed, human_bytes(free), free)
         )
-    if "GatedRepoError" in names:  # a subclass of RepositoryNotFoundError: test it first
-        return "%s is %s" % (repo, GATED)
-    if "RepositoryNotFoundError" in names:
-        return "repository %s not found on %s (if it is private: set HF_TOKEN on the host or pass --token-env)" % (
-            repo,
-            endpoint,
-        )
-    if "RevisionNotFoundError" in names:
-        return "revision %s not found in %s" % (plan["revision"], repo)
+    refusal = hub_refusal(exc, repo, endpoint, name, plan.get("ref") or plan["revision"])
+    if refusal is not None:
+        return refusal
+    names = [c.__name__ for c in type(exc).__mro__]  # httpx or requests, by the version's HTTP client
     if "LocalEntryNotFoundError" in names or "ConnectError" in names or "ConnectionError" in names:
         return "cannot reach the hub at %s while downloading %s: check the endpoint and the host's network" % (
             endpoint,
             name,
         )
-    if "EntryNotFoundError" in names:
-        return "%s not found in %s" % (name, repo)
     if isinstance(exc, PermissionError):
         return "cannot write %s into %s: permission denied" % (name, plan["to"])
     detail = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
