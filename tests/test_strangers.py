@@ -111,11 +111,11 @@ print(json.dumps(out))
 """
 
 
-def test_a_stranger_with_an_old_runners_numbers_is_never_signalled(tmp_path):
-    state = tmp_path / "state"
-    state.mkdir(mode=0o700)
+def in_pid_namespace(tmp_path: Path, program: str, **consts: str) -> dict:
+    """Run ``program`` as pid 1 of a new pid namespace (REPO and ``consts`` defined); the JSON it prints last."""
     driver = tmp_path / "driver.py"
-    driver.write_text(f"REPO = {str(REPO)!r}\nSTATE = {str(state)!r}\n" + textwrap.dedent(DRIVER))
+    head = "".join(f"{k} = {v!r}\n" for k, v in {"REPO": str(REPO), **consts}.items())
+    driver.write_text(head + textwrap.dedent(program))
     proc = subprocess.run(
         ["unshare", "--pid", "--fork", "--mount-proc", sys.executable, str(driver)],
         capture_output=True,
@@ -123,7 +123,13 @@ def test_a_stranger_with_an_old_runners_numbers_is_never_signalled(tmp_path):
         timeout=180,
     )
     assert proc.returncode == 0, proc.stderr
-    out = json.loads(proc.stdout.splitlines()[-1])
+    return json.loads(proc.stdout.splitlines()[-1])
+
+
+def test_a_stranger_with_an_old_runners_numbers_is_never_signalled(tmp_path):
+    state = tmp_path / "state"
+    state.mkdir(mode=0o700)
+    out = in_pid_namespace(tmp_path, DRIVER, STATE=str(state))
 
     # A done job is final: cancel signals nothing, says done, and the daemon lives.
     assert out["done_cancel"]["state"] == "done" and out["done_cancel"]["stopped"] == []
@@ -141,3 +147,43 @@ def test_a_stranger_with_an_old_runners_numbers_is_never_signalled(tmp_path):
     assert out["orphan_cancel"]["state"] == "cancelled" and out["orphan_cancel"]["left"] == []
     assert out["orphan_cancel"]["stopped"] == out["orphan_get"]["orphans"]
     assert "per-job environment marker" in out["ping"]  # what `specdeck ping` prints
+
+
+CLAIMANT = """
+import json, os, signal, sys, time
+sys.path.insert(0, REPO)
+from backend.history import History
+from backend.history import store
+
+r, w = os.pipe()
+panel = os.fork()
+if panel == 0:
+    with History.open(DB) as history:
+        history.claim("local/serve-1", "a panel")
+    os.write(w, b"x")
+    signal.pause()
+os.read(r, 1)
+with History.open(DB) as history:
+    before = history.recorder_of("local/serve-1")
+os.kill(panel, signal.SIGKILL)  # the panel is killed with -9: its claim stays in the database
+os.waitpid(panel, 0)
+killed = time.time()
+while time.time() < killed + getattr(store, "CLAIM_SLACK_S", 0) + 0.1:  # a process started later than the claim could be
+    time.sleep(0.02)
+with open("/proc/sys/kernel/ns_last_pid", "w") as f:
+    f.write(str(panel - 1))
+stranger = os.fork()
+if stranger == 0:
+    signal.pause()
+with History.open(DB) as history:
+    after = history.recorder_of("local/serve-1")
+os.kill(stranger, signal.SIGKILL)
+print(json.dumps({"before": before, "after": after, "same_pid": stranger == panel}))
+"""
+
+
+def test_a_dead_panels_claim_is_not_kept_alive_by_its_pid_coming_round(tmp_path):
+    """Issue 20, item 4: a panel killed with -9, its pid taken by another process: the claim no longer counts
+    (syncs stored 0 samples until that process exited)."""
+    out = in_pid_namespace(tmp_path, CLAIMANT, DB=str(tmp_path / "history.sqlite"))
+    assert out == {"before": "a panel", "after": None, "same_pid": True}

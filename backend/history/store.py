@@ -434,8 +434,8 @@ class History:
 
     def recorder_of(self, run_id: str) -> str | None:
         """The live view recording the run, if its process still runs."""
-        row = self.db.execute("SELECT holder, pid FROM recorders WHERE run = ?", (run_id,)).fetchone()
-        return row["holder"] if row is not None and _alive(row["pid"]) else None
+        row = self.db.execute("SELECT holder, pid, since FROM recorders WHERE run = ?", (run_id,)).fetchone()
+        return row["holder"] if row is not None and _alive(row["pid"], row["since"]) else None
 
     def set_latency(self, run_id: str, figures: dict[str, Any]) -> None:
         """Keep the run's latency figures (``backend.latency.summary_json`` of its server's histograms since it
@@ -720,15 +720,33 @@ class History:
         return db.execute("SELECT 1 FROM deleted WHERE id = ?", (item_id,)).fetchone() is not None
 
 
-def _alive(pid: int) -> bool:
-    """Whether process ``pid`` of this machine still runs (the history file is this machine's)."""
+CLAIM_SLACK_S = 0.25  # a start time read from /proc is good to a clock tick and the two reads' gap
+
+
+def _alive(pid: int, since: float) -> bool:
+    """Whether the process that claimed at ``since`` as ``pid`` still runs on this machine (the history file is
+    this machine's). A live ``pid`` that started after the claim is another process that got the number since
+    (a panel killed with -9 leaves its claim behind); where /proc cannot tell, the pid alone decides."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
         return False
     except PermissionError:
-        return True  # another user's
-    return True
+        pass  # another user's
+    started = _started_at(pid)
+    return started is None or started <= since + CLAIM_SLACK_S
+
+
+def _started_at(pid: int) -> float | None:
+    """When process ``pid`` started (wall-clock seconds), from /proc; None where there is no /proc."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            ticks = int(f.read().rsplit(b")", 1)[1].split()[19])
+        with open("/proc/uptime", "rb") as f:  # boot time to the tick (/proc/stat's btime is whole seconds)
+            booted = time.time() - float(f.read().split()[0])
+        return booted + ticks / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError):
+        return None
 
 
 def _bench_json(row: sqlite3.Row) -> dict[str, Any]:
