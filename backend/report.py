@@ -226,7 +226,9 @@ def concurrency_blocks(runs: list[RunSummary], yardstick: Yardstick) -> list[Blo
     rows = []
     for run in curved:
         at = {p.streams: p for p in run.curve}
-        cells = [f"{fmt(at[c].tok_s)} / {fmt(at[c].total_tok_s, 0)}" if c in at else "—" for c in levels]
+        cells = [
+            f"{fmt(at[c].tok_s)} / {fmt(at[c].total_tok_s, 0)}{_itl_cell(at[c])}" if c in at else "—" for c in levels
+        ]
         rows.append(
             [run.job_id + (" ★" if run.is_baseline else ""), run.profile or "—", *cells, crossover_cell(run, base)]
         )
@@ -239,13 +241,15 @@ def concurrency_blocks(runs: list[RunSummary], yardstick: Yardstick) -> list[Blo
         Heading("Throughput against concurrency"),
         Para(
             "Benches at several concurrency levels (`specdeck bench --concurrency 1,2,4,8`), newest per level: "
-            "tok/s per stream / in all. Speculation pays while a drafter's per-stream tok/s stays over the "
-            "baseline's at the same concurrency; verify cost grows with the batch, so the gain shrinks with load."
+            "tok/s per stream / in all · inter-token latency p50/p95 ms. Speculation pays while a drafter's "
+            "per-stream tok/s stays over the baseline's at the same concurrency; verify cost grows with the batch, "
+            "so the gain shrinks with load (and inter-token latency rises with it)."
         ),
         table,
         Chart("Decode throughput per stream against concurrency", "tok/s per stream", per_stream,
               x_label="concurrent streams"),
         Chart("Decode throughput in all against concurrency", "tok/s in all", total, x_label="concurrent streams"),
+        *itl_charts(curved),
     ]  # fmt: skip
     speculative = [r for r in curved if r.speculative]
     if speculative:
@@ -278,10 +282,31 @@ def cost_curve(run: RunSummary, gpu_hour_usd: float | None) -> dict[int, Cost]:
     return out
 
 
+def _itl_cell(point) -> str:
+    """`` · 10.0/33.0 ms``: a bench level's inter-token latency p50/p95; nothing for benches before it was kept."""
+    p50, p95 = point.itl_ms("p50"), point.itl_ms("p95")
+    return "" if p50 is None or p95 is None else f" · {p50:.1f}/{p95:.1f} ms"
+
+
+def itl_charts(curved: list[RunSummary]) -> list[Chart]:
+    """Inter-token latency p50 and p95 against concurrency, per benched curve (none before latency was kept)."""
+    series = []
+    for run in curved:
+        for q in ("p50", "p95"):
+            points = [p for p in run.curve if p.itl_ms(q) is not None]
+            if points:
+                series.append(
+                    (f"{run_label(run)} {q}", [float(p.streams) for p in points], [p.itl_ms(q) for p in points])
+                )
+    if not series:
+        return []
+    return [Chart("Inter-token latency against concurrency", "ms per token", series, x_label="concurrent streams")]
+
+
 def latency_blocks(runs: list[RunSummary], baseline: RunSummary | None, gpu_hour_usd: float | None) -> list[Block]:
     """Latency and cost: per-request percentiles of each bench level (TTFT, inter-token, end-to-end), the server's
     own histograms as last read, dollars (or GPU-seconds) per million output tokens, and a sentence per drafter
-    against the baseline; inter-token latency against concurrency for benched curves."""
+    against the baseline (the inter-token curve against concurrency sits with the tok/s curves)."""
     rows = []
     for run in runs:
         gpus = gpus_of({}, run.argv)
@@ -322,18 +347,6 @@ def latency_blocks(runs: list[RunSummary], baseline: RunSummary | None, gpu_hour
         ),
         Table(["run", "profile", "measured", "TTFT p50 / p95 ms", "ITL p50 / p95 ms", "e2e p95 ms", unit], rows),
     ]
-    curved = [r for r in runs if len(r.curve) > 1 and any(p.itl_ms("p50") is not None for p in r.curve)]
-    if curved:
-        series = []
-        for run in curved:
-            for q in ("p50", "p95"):
-                points = [p for p in run.curve if p.itl_ms(q) is not None]
-                series.append(
-                    (f"{run_label(run)} {q}", [float(p.streams) for p in points], [p.itl_ms(q) for p in points])
-                )
-        blocks.append(
-            Chart("Inter-token latency against concurrency", "ms per token", series, x_label="concurrent streams")
-        )
     base = (
         baseline
         if baseline is not None and baseline.curve
