@@ -211,3 +211,50 @@ def test_parse_metrics_without_histograms_says_so_in_one_sentence(tmp_path) -> N
         res = _cli("parse-metrics", *args)
         assert res.returncode == 2 and res.stdout == "" and len(res.stderr.strip().splitlines()) == 1
         assert "holds none of SGLang's latency histograms" in res.stderr and "--enable-metrics" in res.stderr
+
+
+class _Pages:
+    """A connection whose /metrics answers are given in turn (the last one repeats)."""
+
+    def __init__(self, *answers: dict) -> None:
+        self.answers = list(answers)
+
+    async def call(self, method: str, **params) -> dict:
+        return self.answers.pop(0) if len(self.answers) > 1 else self.answers[0]
+
+
+class _Kept:
+    def __init__(self) -> None:
+        self.kept: list[dict] = []
+
+    async def keep_latency(self, job, figures: dict) -> None:
+        self.kept.append(figures)
+
+
+async def test_the_feed_stops_asking_a_server_without_metrics_and_says_when_a_page_has_no_histograms() -> None:
+    import asyncio
+
+    from backend.jobs import JobInfo
+    from backend.livefeed import LiveFeed
+    from backend.series import LiveSeries
+
+    job = JobInfo("serve-1", args={"port": 30000})
+    feed = LiveFeed(_Pages({"status": 404, "text": "Not Found"}), LiveSeries())  # type: ignore[arg-type]
+    await asyncio.wait_for(feed._scrape_latency(job), 5)  # launched without --enable-metrics: it ends
+    assert feed.histograms is False and feed.latency_scrapes == 0
+
+    gauges = {"status": 200, "text": "# TYPE sglang:gen_throughput gauge\nsglang:gen_throughput 1.0\n"}
+    recorder = _Kept()
+    feed = LiveFeed(_Pages(gauges, {"status": 200, "text": PAGE}), LiveSeries(), recorder=recorder)  # type: ignore[arg-type]
+    feed.latency_s = 0.01
+    task = asyncio.create_task(feed._scrape_latency(job))
+    try:
+        for _ in range(500):
+            if feed.latency_scrapes >= 3:
+                break
+            await asyncio.sleep(0.01)
+    finally:
+        task.cancel()
+    assert feed.histograms is True and len(feed.latency) >= 3
+    # The recorder keeps the run's figures once, then every LATENCY_KEEP_S while they change (here they do not).
+    assert recorder.kept == [latency.summary_json(latency.parse(PAGE))]
