@@ -275,6 +275,9 @@ def diff(a: dict, b: dict, target: dict | None = None) -> dict:
             "notes": shared
             + [f"A: {n}" for n in va["notes"] if n not in shared]
             + [f"B: {n}" for n in vb["notes"] if n not in shared],
+            "unchecked": [u for u in va["unchecked"] if u in vb["unchecked"]]
+            + [f"A: {u}" for u in va["unchecked"] if u not in vb["unchecked"]]
+            + [f"B: {u}" for u in vb["unchecked"] if u not in va["unchecked"]],
         },
     }
 
@@ -309,6 +312,59 @@ def _algorithm(cfg: dict | None) -> str | None:
     return None
 
 
+# vLLM's speculators format nests the drafter's model config; its own keys (draft vocab, aux layers) stay on top.
+NESTED_KEYS = ("transformer_layer_config",)
+
+
+def drafter_config(cfg: dict | None) -> tuple[dict | None, str | None]:
+    """The drafter's config as SGLang reads it, and the key it was read from when the file nests it (vLLM's
+    speculators format: ``transformer_layer_config`` under top-level ``draft_vocab_size``, aux layer ids…)."""
+    if not isinstance(cfg, dict):
+        return cfg, None
+    for key in NESTED_KEYS:
+        inner = cfg.get(key)
+        if isinstance(inner, dict) and "hidden_size" not in cfg:
+            merged = {**inner, **{k: v for k, v in cfg.items() if k != key}}
+            aux = cfg.get("eagle_aux_hidden_state_layer_ids", cfg.get("aux_hidden_state_layer_ids"))
+            if aux is not None and "eagle_config" not in cfg:
+                merged["eagle_config"] = {"eagle_aux_hidden_state_layer_ids": aux}
+            return merged, key
+    return cfg, None
+
+
+def _decoder_prefix(tensors: dict) -> str | None:
+    """Where the drafter's one decoder layer lives: ``midlayer.`` (EAGLE-3 as SpecForge saves it) or
+    ``layers.0.`` (EAGLE-1/2, and the speculators format)."""
+    for prefix in ("midlayer.", "layers.0.", "model.layers.0."):
+        if f"{prefix}self_attn.q_proj.weight" in tensors:
+            return prefix
+    return None
+
+
+def _layout(cfg: dict | None, tensors: dict) -> str | None:
+    """What the tensors are, whatever the config says: ``EAGLE`` for an EAGLE-1/2 layout (fc [h, 2h]: the
+    token's embedding and the target's last hidden state; no lm_head, the target's is used; the decoder layer
+    under ``layers.0.``), ``EAGLE3`` for an EAGLE-3 one (fc fusing several aux layers, or ``midlayer.``, or its
+    own lm_head), None when there is no fc to tell."""
+    fc, hidden = _shape(tensors, "fc.weight", 2), _int(cfg, "hidden_size")
+    if fc is None:
+        return "EAGLE3" if _decoder_prefix(tensors) == "midlayer." else None
+    eagle1 = fc[1] == 2 * fc[0] and (hidden is None or fc[0] == hidden)
+    if eagle1 and "lm_head.weight" not in tensors and _decoder_prefix(tensors) in ("layers.0.", "model.layers.0."):
+        return "EAGLE"
+    return "EAGLE3" if not eagle1 or _decoder_prefix(tensors) == "midlayer." else None
+
+
+def drafter_kind(drafter: dict) -> str | None:
+    """``EAGLE3`` or ``EAGLE`` (EAGLE-1/2): what ``--speculative-algorithm`` the drafter needs, from its
+    architectures or, where they name no EAGLE (yuhuili's EAGLE-1/2 drafters say ``LlamaForCausalLM``), from its
+    layout (``_layout``). Where architectures and tensors disagree the tensors decide (SGLang builds the class
+    the config names and then fails to load them; ``verdict`` says so). None when neither says."""
+    cfg, _ = drafter_config(drafter.get("config"))
+    named, layout = _algorithm(cfg), _layout(cfg, drafter.get("tensors") or {})
+    return layout or named if named else ("EAGLE" if layout == "EAGLE" else None)
+
+
 def _trained_for(drafter: dict) -> str | None:
     """The target model_type a drafter says it was trained for, when its config or metadata records one."""
     cfg = drafter.get("config") or {}
@@ -321,27 +377,144 @@ def _trained_for(drafter: dict) -> str | None:
 def verdict(drafter: dict, target_config: dict | None) -> dict:
     """Judge one drafter (an inspect dict) against the target's config.json.
 
-    Returns ``{"compatible", "problems", "notes", "algorithm"}``: problems are sentences naming the tensor or
-    key and both numbers; ``algorithm`` is the ``--speculative-algorithm`` it needs (None if unknown).
+    Returns ``{"compatible", "problems", "notes", "unchecked", "algorithm"}``: problems are sentences naming the
+    tensor or key and both numbers; ``unchecked`` says which checks could not be made and why (a target config
+    without vocab_size, say); ``algorithm`` is the ``--speculative-algorithm`` it needs (None if unknown). An
+    EAGLE-1/2 drafter is judged by EAGLE-1 rules and never told to use EAGLE3.
     """
-    cfg = drafter.get("config")
+    cfg, nested = drafter_config(drafter.get("config"))
     tensors = drafter.get("tensors") or {}
     target = language_config(target_config)
     problems: list[str] = []
     notes: list[str] = []
-    algorithm = _algorithm(cfg)
+    unchecked: list[str] = []
+    algorithm = drafter_kind(drafter)
+    if nested:
+        notes.append(f"nested config: read from {nested} (vLLM's speculators format), its top-level keys on top")
 
+    named = _algorithm(cfg)
     if cfg is None:
         problems.append("there is no config.json: SGLang needs it to build the drafter; add the drafter's config")
-    elif algorithm != "EAGLE3":
-        problems.append(f"architectures is {cfg.get('architectures')}, not an EAGLE-3 one such as {EAGLE3_ARCH}")
+    elif named and algorithm and named != algorithm:
+        arch = EAGLE3_ARCH if algorithm == "EAGLE3" else "LlamaForCausalLMEagle"
+        problems.append(
+            f"architectures is {cfg.get('architectures')} ({'EAGLE-3' if named == 'EAGLE3' else 'EAGLE-1/2'}) but "
+            f"the tensors are an {'EAGLE-3' if algorithm == 'EAGLE3' else 'EAGLE-1/2'} drafter's: SGLang would build "
+            f"the wrong model for them; set architectures to [{arch!r}]"
+        )
+    elif algorithm is None:
+        problems.append(
+            f"architectures is {cfg.get('architectures')}, not an EAGLE-3 one such as {EAGLE3_ARCH}, and the "
+            "tensors are not an EAGLE-1/2 layout (fc [h, 2h], no lm_head, a decoder layer under layers.0.)"
+        )
 
     hidden_d, hidden_t = _int(cfg, "hidden_size"), _int(target, "hidden_size")
     if hidden_d and hidden_t and hidden_d != hidden_t:
         problems.append(f"hidden_size is {hidden_d} but the target's hidden_size is {hidden_t}")
+    if target_config is not None and hidden_t is None:
+        unchecked.append(
+            "hidden_size: the target config has none, so the drafter's widths were checked against its own"
+        )
     hidden = hidden_t or hidden_d
     hidden_name = "the target's hidden_size" if hidden_t else "hidden_size"
+    vocab_t = _int(target, "vocab_size")
+    if target_config is not None and vocab_t is None:
+        unchecked.append(
+            "vocab: the target config has no vocab_size (a partial config, or a wrapper that nests it elsewhere), "
+            "so the drafter's vocabulary and its token maps could not be checked against the target's"
+        )
 
+    if algorithm == "EAGLE":
+        _eagle1_checks(cfg, tensors, hidden, hidden_name, vocab_t, problems, notes)
+    else:
+        _eagle3_checks(cfg, tensors, target, hidden, hidden_name, vocab_t, problems, notes, unchecked, target_config)
+
+    if algorithm == "EAGLE3":
+        notes.append(
+            "launch with --speculative-algorithm EAGLE3: with EAGLE an EAGLE-3 drafter loads without error "
+            "and silently gives accept length 1.00"
+        )
+    elif algorithm == "EAGLE":
+        notes.append(
+            "an EAGLE-1/2 drafter (not EAGLE-3): launch with --speculative-algorithm EAGLE; it reads the target's "
+            "last hidden state and uses the target's lm_head"
+        )
+    if target_config is None:
+        notes.append("no target config: checked against the drafter's own config only")
+    else:
+        trained_for = _trained_for(drafter)
+        target_types = {(target_config or {}).get("model_type"), (target or {}).get("model_type")}
+        if trained_for and trained_for not in target_types:
+            notes.append(
+                f"trained for model_type {trained_for} but the target is {target_config.get('model_type')}: "
+                "same shapes ≠ same behaviour, the target's hidden states at the aux layers may differ"
+            )
+        elif not problems:
+            notes.append("same shapes ≠ same behaviour: it will load; measure the accept length on this target")
+    return {
+        "compatible": not problems,
+        "problems": problems,
+        "notes": notes,
+        "unchecked": unchecked,
+        "algorithm": algorithm,
+    }
+
+
+def _eagle1_checks(
+    cfg: dict | None,
+    tensors: dict,
+    hidden: int | None,
+    hidden_name: str,
+    vocab_t: int | None,
+    problems: list[str],
+    notes: list[str],
+) -> None:
+    """EAGLE-1/2 (SafeAILab's cnets.py, SGLang's llama_eagle): fc fuses the token's embedding with the target's
+    last hidden state (2h inputs), one Llama decoder layer of width h, the target's lm_head and vocabulary."""
+    fc = _shape(tensors, "fc.weight", 2)
+    if fc is None:
+        problems.append(
+            "fc.weight is missing: an EAGLE drafter fuses the embedding and the target's hidden state with it"
+        )
+    elif hidden and (fc[0] != hidden or fc[1] != 2 * hidden):
+        problems.append(
+            f"fc.weight is {fc} but an EAGLE-1/2 drafter of {hidden_name} {hidden} has [{hidden}, {2 * hidden}]"
+        )
+    prefix = _decoder_prefix(tensors) or "layers.0."
+    for proj in ("q", "k", "v"):
+        name = f"{prefix}self_attn.{proj}_proj.weight"
+        shape = _shape(tensors, name, 2)
+        if shape is None:
+            problems.append(f"{name} is missing: the drafter's decoder layer is incomplete")
+        elif hidden and shape[1] != hidden:
+            problems.append(f"{name} takes {shape[1]} inputs but {hidden_name} is {hidden}")
+    vocab_d = _int(cfg, "vocab_size")
+    if vocab_d and vocab_t and vocab_d != vocab_t:
+        problems.append(
+            f"vocab_size is {vocab_d} but the target's vocab_size is {vocab_t}: an EAGLE-1/2 drafter proposes "
+            "through the target's lm_head, so the vocabularies must be the same"
+        )
+    embed = _shape(tensors, "embed_tokens.weight", 2)
+    if embed is not None and vocab_t and embed[0] != vocab_t:
+        problems.append(f"embed_tokens.weight has {embed[0]} rows but the target's vocab_size is {vocab_t}")
+    notes.append("no lm_head: an EAGLE-1/2 drafter uses the target's (SGLang shares it); no aux layers, no d2t/t2d")
+
+
+def _eagle3_checks(
+    cfg: dict | None,
+    tensors: dict,
+    target: dict | None,
+    hidden: int | None,
+    hidden_name: str,
+    vocab_t: int | None,
+    problems: list[str],
+    notes: list[str],
+    unchecked: list[str],
+    target_config: dict | None,
+) -> None:
+    """EAGLE-3 (SpecForge): fc fuses the aux layers' hidden states (n × h inputs), the decoder layer reads the
+    embedding and that (2h), its own lm_head over a draft vocabulary mapped to the target's by d2t/t2d."""
+    hidden_d = _int(cfg, "hidden_size")
     eagle = (cfg or {}).get("eagle_config") if isinstance((cfg or {}).get("eagle_config"), dict) else {}
     aux = eagle.get("eagle_aux_hidden_state_layer_ids")
     layers = _int(target, "num_hidden_layers")
@@ -354,6 +527,8 @@ def verdict(drafter: dict, target_config: dict | None) -> dict:
         n_aux = 3
     else:
         n_aux = len(aux)
+        if target_config is not None and layers is None:
+            unchecked.append("aux layers: the target config has no num_hidden_layers, so the ids could not be checked")
         for layer in aux if layers else ():
             # SGLang captures the input of layer id + 1 (the output of layer id): the last usable id is L - 2.
             if not 0 <= layer <= layers - 2:
@@ -376,8 +551,9 @@ def verdict(drafter: dict, target_config: dict | None) -> dict:
         if hidden_d and fc[0] != hidden_d:
             problems.append(f"fc.weight has {fc[0]} output rows but hidden_size is {hidden_d}")
 
+    prefix = _decoder_prefix(tensors) or "midlayer."
     for proj in ("q", "k", "v"):
-        name = f"midlayer.self_attn.{proj}_proj.weight"
+        name = f"{prefix}self_attn.{proj}_proj.weight"
         shape = _shape(tensors, name, 2)
         if shape is None:
             problems.append(f"{name} is missing: the drafter's decoder layer is incomplete")
@@ -385,7 +561,6 @@ def verdict(drafter: dict, target_config: dict | None) -> dict:
             problems.append(f"{name} takes {shape[1]} inputs but 2 × {hidden_name} {hidden} = {2 * hidden}")
 
     draft_vocab = _int(cfg, "draft_vocab_size") or _int(cfg, "vocab_size")
-    vocab_t = _int(target, "vocab_size")
     vocab = vocab_t or _int(cfg, "vocab_size")
     vocab_name = "the target's vocab_size" if vocab_t else "vocab_size"
     lm_head = _shape(tensors, "lm_head.weight", 2)
@@ -404,27 +579,6 @@ def verdict(drafter: dict, target_config: dict | None) -> dict:
     t2d = _shape(tensors, "t2d", 1)
     if t2d is not None and vocab and t2d[0] != vocab:
         problems.append(f"t2d has {t2d[0]} entries but {vocab_name} is {vocab}")
-
-    if algorithm == "EAGLE3":
-        notes.append(
-            "launch with --speculative-algorithm EAGLE3: with EAGLE an EAGLE-3 drafter loads without error "
-            "and silently gives accept length 1.00"
-        )
-    elif algorithm == "EAGLE":
-        notes.append("an EAGLE (not EAGLE-3) drafter: launch with --speculative-algorithm EAGLE")
-    if target_config is None:
-        notes.append("no target config: checked against the drafter's own config only")
-    else:
-        trained_for = _trained_for(drafter)
-        target_types = {(target_config or {}).get("model_type"), (target or {}).get("model_type")}
-        if trained_for and trained_for not in target_types:
-            notes.append(
-                f"trained for model_type {trained_for} but the target is {target_config.get('model_type')}: "
-                "same shapes ≠ same behaviour, the target's hidden states at the aux layers may differ"
-            )
-        elif not problems:
-            notes.append("same shapes ≠ same behaviour: it will load; measure the accept length on this target")
-    return {"compatible": not problems, "problems": problems, "notes": notes, "algorithm": algorithm}
 
 
 # --- Markdown export ---
@@ -472,6 +626,8 @@ def diff_to_markdown(diff: dict, a_label: str, b_label: str) -> str:
     lines.append("")
     if v["problems"]:
         lines += ["## Problems", ""] + [f"- {p}" for p in v["problems"]] + [""]
+    if v.get("unchecked"):
+        lines += ["## Checks not made", ""] + [f"- {u}" for u in v["unchecked"]] + [""]
     if v["notes"]:
         lines += ["## Notes", ""] + [f"- {n}" for n in v["notes"]] + [""]
     summary = diff["summary"]

@@ -337,6 +337,9 @@ class LiveFilter:
     per-stream figure nor the level it would count for is right). Times are the samples' log timestamps, or
     ``now`` (the arrival time) for lines without a prefix. Prefill samples pass through unchanged. Feeding an
     already filtered stream again changes nothing.
+
+    Each DP rank (``DP3`` in the prefix) runs its own batch and logs its own lines, so the rule holds per rank:
+    one rank's line never counts as another's previous line.
     """
 
     def __init__(self, idle_gap_s: float = DEFAULT_IDLE_GAP_S) -> None:
@@ -344,22 +347,24 @@ class LiveFilter:
         self.reset()
 
     def reset(self) -> None:
-        """Forget the history: the next decode line counts as the first."""
-        self._last_decode: float | None = None
-        self._running: int | None = None  # the previous decode line's running count
-        self._idle = True
+        """Forget the history: the next decode line of every rank counts as the first."""
+        # dp rank -> [last decode time, the previous decode line's running count, idle since]
+        self._ranks: dict[int | None, list[Any]] = {}
 
     def accept(self, sample: Sample, now: float | None = None) -> Sample:
         """``sample`` as the live series should see it."""
         t = sample.ts if sample.ts is not None else (time.monotonic() if now is None else now)
+        state = self._ranks.get(sample.dp_rank)
+        if state is None:
+            state = self._ranks[sample.dp_rank] = [None, None, True]
         if sample.kind == "prefill":
-            if self._last_decode is None or t - self._last_decode > self.idle_gap_s or sample.running_req == 0:
-                self._idle = True
+            if state[0] is None or t - state[0] > self.idle_gap_s or sample.running_req == 0:
+                state[2] = True
             return sample
-        idle, self._idle, self._last_decode = self._idle, False, t
-        before, now_running = self._running, sample.running_req
+        idle, state[2], state[0] = state[2], False, t
+        before, now_running = state[1], sample.running_req
         if now_running is not None:
-            self._running = now_running
+            state[1] = now_running
             if before and abs(now_running - before) > MAX_BATCH_CHANGE * max(now_running, before):
                 idle = True
         if idle and sample.gen_tps is not None:

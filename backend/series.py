@@ -203,6 +203,50 @@ class RingSeries:
         return self.window(seconds).decimate(width)
 
 
+RANK_CAPACITY = 3 * 3_600  # per-DP-rank series keep 3 h at 1 Hz: eight ranks cost what the headline does
+RANK_STALE_S = 10.0  # a rank whose last decode line is older than this is left out of the engine's sum
+
+
+@dataclass(frozen=True, slots=True)
+class RankNow:
+    """One DP rank as of its newest decode line with throughput."""
+
+    rank: int
+    t: float
+    total_tok_s: float
+    streams: int
+    accept_len: float | None
+
+    @property
+    def tok_s(self) -> float:
+        return self.total_tok_s / self.streams
+
+
+class RankSeries:
+    """One DP rank's own series: per-stream and aggregate tok/s, running requests, accept length."""
+
+    def __init__(self, capacity: int) -> None:
+        self.tok_s = RingSeries(capacity)
+        self.total_tok_s = RingSeries(capacity)
+        self.streams = RingSeries(capacity)
+        self.accept_len = RingSeries(capacity)
+
+    def clear(self) -> None:
+        for series in (self.tok_s, self.total_tok_s, self.streams, self.accept_len):
+            series.clear()
+
+
+def engine_sum(ranks: list[RankNow]) -> tuple[float, int, float | None]:
+    """(gen tok/s, running requests, accept length) of the whole engine from its DP ranks: throughput and
+    requests summed, accept length weighted by each rank's verify steps (its tokens over its steps)."""
+    total = math.fsum(r.total_tok_s for r in ranks)
+    streams = sum(r.streams for r in ranks)
+    accepting = [r for r in ranks if r.accept_len]
+    steps = math.fsum(r.total_tok_s / r.accept_len for r in accepting)
+    accept = math.fsum(r.total_tok_s for r in accepting) / steps if accepting and steps > 0 else None
+    return total, streams, accept
+
+
 class LiveSeries:
     """The Live tab's series, fed by log samples: per-stream and aggregate tok/s, running requests, accept length,
     cycle ms and live break-even.
@@ -228,12 +272,24 @@ class LiveSeries:
         self.cycle_ms = RingSeries(capacity)
         self.breakeven = RingSeries(capacity)
         self.filter = LiveFilter(idle_gap_s)
+        self.rank_capacity = min(capacity, RANK_CAPACITY)
+        self.ranks: dict[int, RankSeries] = {}  # per DP rank, when the log has DP prefixes
+        self.latest: dict[int, RankNow] = {}
 
     def reset(self) -> None:
         """Empty every series and forget the idle history."""
         for series in (self.tok_s, self.total_tok_s, self.streams, self.accept_len, self.cycle_ms, self.breakeven):
             series.clear()
+        self.ranks.clear()
+        self.latest.clear()
         self.filter.reset()
+
+    def ranks_now(self) -> list[RankNow]:
+        """Each DP rank's newest figures, the ranks heard from within ``RANK_STALE_S`` of the newest one."""
+        if not self.latest:
+            return []
+        newest = max(r.t for r in self.latest.values())
+        return sorted((r for r in self.latest.values() if newest - r.t <= RANK_STALE_S), key=lambda r: r.rank)
 
     def feed(self, sample: Sample, now: float | None = None) -> None:
         """Record one sample at its log time, or at ``now`` (default: the wall clock) without one."""
@@ -242,13 +298,41 @@ class LiveSeries:
         if sample.kind != "decode":
             return
         per_stream, accept = sample.stream_tps, sample.accept_len
-        if per_stream is not None:
-            self.tok_s.append(t, per_stream)
-            self.total_tok_s.append(t, sample.gen_tps)
-            self.streams.append(t, sample.running_req or 1)
+        rank = sample.dp_rank
+        if rank is not None:
+            own = self.ranks.get(rank)
+            if own is None:
+                own = self.ranks[rank] = RankSeries(self.rank_capacity)
+            if accept is not None:
+                own.accept_len.append(t, accept)
+            if per_stream is None:
+                return
+            streams = sample.running_req or 1
+            own.tok_s.append(t, per_stream)
+            own.total_tok_s.append(t, sample.gen_tps)
+            own.streams.append(t, streams)
+            self.latest[rank] = RankNow(rank, t, sample.gen_tps, streams, accept)
+            total, streams, accept = engine_sum([r for r in self.ranks_now() if t - r.t <= RANK_STALE_S])
+            per_stream = total / streams
+            self._headline(t, per_stream, total, streams, accept)
+            return
         if accept is not None:
             self.accept_len.append(t, accept)
+        if per_stream is not None:
+            self._headline(t, per_stream, sample.gen_tps, sample.running_req or 1, None)
         if per_stream is not None and accept is not None and per_stream > 0:
             cycle = cycle_ms(accept, per_stream)
             self.cycle_ms.append(t, cycle)
             self.breakeven.append(t, live_breakeven(cycle, self.baseline))
+
+    def _headline(self, t: float, per_stream: float, total: float, streams: int, accept: float | None) -> None:
+        """The engine's figures at ``t``; ``accept`` also draws cycle and break-even (DP ranks' sum only)."""
+        self.tok_s.append(t, per_stream)
+        self.total_tok_s.append(t, total)
+        self.streams.append(t, streams)
+        if accept is not None:
+            self.accept_len.append(t, accept)
+            if per_stream > 0:
+                cycle = cycle_ms(accept, per_stream)
+                self.cycle_ms.append(t, cycle)
+                self.breakeven.append(t, live_breakeven(cycle, self.baseline))

@@ -387,10 +387,11 @@ def test_verdict_catches_each_failure(tmp_path):
         "d2t is missing but draft_vocab_size 32000 differs from the target's vocab_size 163840: "
         "SGLang cannot map draft tokens to target tokens"
     ]
-    eagle2 = judge(architectures=["LlamaForCausalLMEagle"])
-    assert eagle2["algorithm"] == "EAGLE"
+    eagle2 = judge(architectures=["LlamaForCausalLMEagle"])  # an EAGLE-3 drafter's tensors under an EAGLE name
+    assert eagle2["algorithm"] == "EAGLE3"
     assert eagle2["problems"] == [
-        "architectures is ['LlamaForCausalLMEagle'], not an EAGLE-3 one such as LlamaForCausalLMEagle3"
+        "architectures is ['LlamaForCausalLMEagle'] (EAGLE-1/2) but the tensors are an EAGLE-3 drafter's: SGLang "
+        "would build the wrong model for them; set architectures to ['LlamaForCausalLMEagle3']"
     ]
     default_aux = judge(eagle_config=None)
     assert default_aux["compatible"] and any("default layers" in n for n in default_aux["notes"])

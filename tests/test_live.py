@@ -129,11 +129,14 @@ def test_parse_log_table_and_averages_leave_out_post_idle_throughput(tmp_path):
     log = tmp_path / "server.log"
     log.write_text(text)
     out = cli("parse-log", str(log), "--host", "local").stdout
-    assert out.splitlines()[0].split() == ["time", "kind", "tok/s", "accept", "rate", "run", "queue", "usage", "graph"]
+    header = out.splitlines()[0].split()
+    assert header[:9] == ["time", "kind", "tok/s", "accept", "rate", "run", "queue", "usage", "graph"]
+    assert set(header[9:]) <= {"retract", "prealloc"}  # 0.5.23's #retracted-req and pre-allocated usage, as logged
     assert f"{decode} decode and {prefill} prefill samples" in out
-    # Left out: the first decode line seen, the one after prefills that found nothing running, and the one after
-    # the idle minute (1.5 tok/s).
-    assert "3 idle, first-after-idle or batch-change samples left out" in out
+    # Left out: the first decode line seen, the first of the lines a DP0 prefix marks (each DP rank decodes its own
+    # batch: its own stream), the one after prefills that found nothing running, and the one after the idle minute
+    # (1.5 tok/s).
+    assert "4 idle, first-after-idle or batch-change samples left out" in out
     mean = float(out.split("per-stream tok/s: mean ")[1].split(",")[0])
     assert mean > 60  # the 1.5 tok/s line would drag it down
     assert "vs the 82 single-stream baseline" in out and "break-even accept length" in out

@@ -242,3 +242,183 @@ def test_a_deployments_own_log_format_with_retractions_and_preallocation() -> No
     assert [s.gen_tps for s in samples] == [693.45, 674.19, 655.17, 679.00]
     assert {(s.retracted_req, s.prealloc_usage, s.running_req) for s in samples} == {(0, 0.0, 32)}
     assert samples[0].ts == datetime(2025, 10, 20, 3, 2, 22).timestamp() and samples[3].queue_req == 2
+
+
+# --- drafter configs -----------------------------------------------------------------------------------
+
+
+def _config(name: str) -> dict:
+    return {k: v for k, v in json.loads(_text(name)).items() if k != "_source"}
+
+
+def _eagle1_tensors(cfg: dict, bias: bool = True) -> dict:
+    """The tensors SafeAILab's cnets1.py ``Model`` holds for ``cfg``: embed_tokens, one LlamaDecoderLayer under
+    layers.0. (index 0: no input_layernorm), fc = Linear(2h, h, bias), and no lm_head (the target's is used)."""
+    h, inter, vocab = cfg["hidden_size"], cfg["intermediate_size"], cfg["vocab_size"]
+    kv = cfg["num_key_value_heads"] * h // cfg["num_attention_heads"]
+    shapes = {
+        "embed_tokens.weight": [vocab, h],
+        "layers.0.self_attn.q_proj.weight": [h, h],
+        "layers.0.self_attn.k_proj.weight": [kv, h],
+        "layers.0.self_attn.v_proj.weight": [kv, h],
+        "layers.0.self_attn.o_proj.weight": [h, h],
+        "layers.0.mlp.gate_proj.weight": [inter, h],
+        "layers.0.mlp.up_proj.weight": [inter, h],
+        "layers.0.mlp.down_proj.weight": [h, inter],
+        "layers.0.post_attention_layernorm.weight": [h],
+        "fc.weight": [h, 2 * h],
+    }
+    if bias:
+        shapes["fc.bias"] = [h]
+    return {n: {"dtype": "F16", "shape": s, "bytes": 2 * math.prod(s)} for n, s in shapes.items()}
+
+
+# Llama-2-7b-chat's own sizes (hidden 4096, 32 layers, vocab 32000), as its published module print shows them.
+LLAMA2_7B = {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": 4096}
+LLAMA2_7B |= {"num_hidden_layers": 32, "vocab_size": 32000}
+
+
+def test_an_eagle1_drafter_is_judged_by_eagle1_rules_and_needs_eagle() -> None:
+    from backend import checkpoints
+
+    cfg = _config("drafter-eagle1-llama2-chat-7b-config.json")
+    drafter = {"config": cfg, "tensors": _eagle1_tensors(cfg)}
+    assert checkpoints.drafter_kind(drafter) == "EAGLE"  # its architectures say only LlamaForCausalLM
+    judged = checkpoints.verdict(drafter, LLAMA2_7B)
+    assert judged["compatible"] and judged["algorithm"] == "EAGLE" and judged["problems"] == []
+    text = " ".join(judged["notes"])
+    assert "--speculative-algorithm EAGLE;" in text and "EAGLE3" not in text and "lm_head" in text
+    # on the wrong target it says what an EAGLE-1 drafter needs, never an EAGLE-3 rule
+    wrong = checkpoints.verdict(drafter, {**LLAMA2_7B, "hidden_size": 5120, "vocab_size": 32064})
+    assert any("fc.weight is [4096, 8192]" in p and "[5120, 10240]" in p for p in wrong["problems"])
+    assert any("vocabularies must be the same" in p for p in wrong["problems"])
+    assert not any("lm_head.weight is missing" in p or "aux" in p for p in wrong["problems"])
+
+
+def test_preflight_tells_an_eagle1_drafter_to_use_eagle(tmp_path: Path) -> None:
+    from backend import checkpoints
+
+    cfg = _config("drafter-eagle1-llama2-chat-7b-config.json")
+    judged = checkpoints.verdict({"config": cfg, "tensors": _eagle1_tensors(cfg, bias=False)}, LLAMA2_7B)
+    assert judged["algorithm"] == "EAGLE"  # serving's preflight compares the profile's algorithm with this
+
+
+def test_specforge_eagle3_configs_stay_eagle3() -> None:
+    from backend import checkpoints
+
+    cfg = _config("drafter-eagle3-kimi-k25-specforge-config.json")
+    assert checkpoints.drafter_kind({"config": cfg, "tensors": {}}) == "EAGLE3"
+    assert checkpoints.drafter_config(cfg) == (cfg, None)
+    vl = _config("drafter-eagle3-qwen3-vl-8b-specforge-config.json")
+    judged = checkpoints.verdict({"config": vl, "tensors": {}}, _config("target-model-info-partial.json"))
+    assert judged["algorithm"] == "EAGLE3"
+
+
+def test_a_target_config_without_sizes_says_which_checks_were_not_made() -> None:
+    from backend import checkpoints
+
+    vl = _config("drafter-eagle3-qwen3-vl-8b-specforge-config.json")
+    h, v = vl["hidden_size"], vl["draft_vocab_size"]
+    tensors = {
+        "fc.weight": {"dtype": "BF16", "shape": [h, 3 * h], "bytes": 0},
+        "midlayer.self_attn.q_proj.weight": {"dtype": "BF16", "shape": [h, 2 * h], "bytes": 0},
+        "midlayer.self_attn.k_proj.weight": {"dtype": "BF16", "shape": [1024, 2 * h], "bytes": 0},
+        "midlayer.self_attn.v_proj.weight": {"dtype": "BF16", "shape": [1024, 2 * h], "bytes": 0},
+        "lm_head.weight": {"dtype": "BF16", "shape": [v, h], "bytes": 0},
+        "d2t": {"dtype": "I64", "shape": [v], "bytes": 0},
+        "t2d": {"dtype": "BOOL", "shape": [vl["vocab_size"]], "bytes": 0},
+    }
+    judged = checkpoints.verdict({"config": vl, "tensors": tensors}, _config("target-model-info-partial.json"))
+    assert judged["compatible"]
+    unchecked = " ".join(judged["unchecked"])
+    assert "no vocab_size" in unchecked and "could not be checked against the target's" in unchecked
+    assert "hidden_size: the target config has none" in unchecked
+    # the drafter was trained for qwen3_vl and the partial target says qwen3_5: said, not hidden
+    assert any("trained for model_type qwen3_vl" in n for n in judged["notes"])
+
+
+def test_a_nested_speculators_config_is_read_from_where_it_nests() -> None:
+    from backend import checkpoints
+
+    # vLLM's speculators layout (as vllm's tests and SpecForge exports write it), around SpecForge's real sizes
+    inner = _config("drafter-eagle3-qwen3-vl-8b-specforge-config.json")
+    nested = {
+        "architectures": ["Eagle3Speculator"],
+        "speculators_model_type": "eagle3",
+        "draft_vocab_size": 32000,
+        "eagle_aux_hidden_state_layer_ids": [1, 17, 32],
+        "transformer_layer_config": {k: v for k, v in inner.items() if k not in ("architectures", "draft_vocab_size")},
+    }
+    cfg, where = checkpoints.drafter_config(nested)
+    assert where == "transformer_layer_config" and cfg["hidden_size"] == 4096 and cfg["draft_vocab_size"] == 32000
+    assert cfg["eagle_config"]["eagle_aux_hidden_state_layer_ids"] == [1, 17, 32]
+    judged = checkpoints.verdict({"config": nested, "tensors": {}}, None)
+    assert judged["algorithm"] == "EAGLE3"
+    assert judged["notes"][0].startswith("nested config: read from transformer_layer_config")
+
+
+# --- DP ranks through the live series, parse-log, watch and the history -------------------------------
+
+
+def _steady(name: str) -> list[str]:
+    """The artefact's decode lines, then the same lines one second later (each rank's batch held steady)."""
+    lines = [line for line in _text(name).splitlines() if "Decode batch" in line]
+    later = [line.replace(":07 DP", ":08 DP") for line in lines]
+    return lines + later
+
+
+def test_each_dp_rank_is_its_own_stream_and_the_engine_their_sum() -> None:
+    from backend.metrics import LiveFilter
+    from backend.series import LiveSeries
+
+    lines = _steady("log-dp16-node1-pr20766.log")
+    live = LiveFilter()
+    kept = [live.accept(s) for s in parse_lines(lines)]
+    # every rank's first line is its first after idle; none is taken for another rank's next line
+    assert [s.gen_tps for s in kept[:8]] == [None] * 8 and all(s.gen_tps for s in kept[8:])
+    series = LiveSeries(82.0)
+    for sample in parse_lines(lines):
+        series.feed(sample, now=0.0)
+    assert sorted(series.ranks) == [8, 9, 10, 11, 12, 13, 14, 15]
+    total = series.total_tok_s.last[1]
+    assert math.isclose(total, 3.83 * 6 + 3.82 + 3.84) and series.streams.last[1] == 96  # 8 ranks × 12
+    assert math.isclose(series.tok_s.last[1], total / 96)
+    assert series.ranks[15].total_tok_s.last[1] == 3.82 and series.ranks[15].streams.last[1] == 12
+
+
+def test_parse_log_and_watch_say_the_engines_sum_and_each_rank(tmp_path: Path) -> None:
+    from backend.cli.livecmds import _watch_line
+    from backend.series import LiveSeries
+
+    log = tmp_path / "dp.log"
+    log.write_text("\n".join(_steady("log-dp16-node1-pr20766.log")) + "\n")
+    out = subprocess.run(
+        [sys.executable, "-m", "backend.cli.main", "parse-log", str(log), "--host", "local"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    assert "aggregate gen throughput: mean" in out and "8 DP ranks, each its own batch" in out
+    assert "  DP15: 3.8 tok/s over 12.0 running" in out
+    series = LiveSeries(82.0)
+    samples = list(parse_lines(log.read_text().splitlines()))
+    for sample in samples:
+        series.feed(sample, now=0.0)
+    line = _watch_line(series.filter.accept(samples[-1]), 82.0, series)
+    assert line.split()[1] == "DP8" and "engine (8 DP ranks): 30.6 tok/s over 96 running" in line
+
+
+def test_the_history_keeps_the_engines_sum_per_second() -> None:
+    from backend.history.samples import downsample, filter_tail, primed_filter
+    from backend.metrics import LiveFilter
+
+    live = LiveFilter()
+    kept = [live.accept(s) for s in parse_lines(_steady("log-dp16-node1-pr20766.log"))]
+    rows = downsample(kept)
+    second = rows[int(datetime(2026, 3, 17, 17, 35, 8).timestamp())]
+    assert math.isclose(second["tok_sum"] / second["tok_n"], 3.83 * 6 + 3.82 + 3.84)
+    assert second["running_req"] == 96 and second["ps_n"] == 8  # per stream: each rank's own figure
+    # an import resumes every rank's filter where it stopped: the next line of DP9 keeps its throughput
+    resumed = primed_filter(filter_tail([], kept))
+    nxt = next(parse_lines([_steady("log-dp16-node1-pr20766.log")[0].replace(":07 DP", ":09 DP")]))
+    assert resumed.accept(nxt).gen_tps == 3.83

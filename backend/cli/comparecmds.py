@@ -133,6 +133,14 @@ def render_inspect(info: dict, where: str) -> list[str]:
     rows = [("tensor", "dtype", "shape", "size")]
     rows += [(n, t["dtype"], str(t["shape"]), human_bytes(t["bytes"])) for n, t in tensors.items()]
     lines += _table(rows)
+    kind = ck.drafter_kind(info)
+    if kind == "EAGLE":
+        lines.append("drafter: EAGLE-1/2 (not EAGLE-3): --speculative-algorithm EAGLE")
+    elif kind:
+        lines.append(f"drafter: {kind}: --speculative-algorithm {kind}")
+    nested = ck.drafter_config(info["config"])[1]
+    if nested:
+        lines.append(f"nested config: read from {nested}")
     lines += [f"note: {n}" for n in info.get("notes") or []]
     return lines
 
@@ -225,6 +233,7 @@ def render_diff(d: dict, a: Source, b: Source, show_all: bool = False) -> list[s
     algos = ", ".join(f"{s.upper()} needs {v[s]['algorithm'] or 'an unknown algorithm'}" for s in ("a", "b"))
     lines += ["", f"verdict: {'COMPATIBLE' if v['compatible'] else 'INCOMPATIBLE'} ({algos})"]
     lines += [f"  problem: {p}" for p in v["problems"]]
+    lines += [f"  not checked: {u}" for u in v.get("unchecked") or []]
     lines += [f"  note: {n}" for n in v["notes"]]
     return lines
 

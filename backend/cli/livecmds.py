@@ -19,7 +19,7 @@ from backend.latency import format_ms
 from backend.livefeed import profile_steps
 from backend.metrics import Sample, parse_lines
 from backend.prometheus import Scrape, read_scrape
-from backend.series import LiveSeries
+from backend.series import LiveSeries, engine_sum
 from backend.sglang_versions import accept_rate_definition, accept_rate_label
 
 DEFAULT_TARGETS = (150.0, 200.0)  # the operator's goals (FIELD-NOTES §1)
@@ -153,6 +153,10 @@ def _read_page(path: str) -> str:
         raise UsageError(f"cannot read {path}: {exc.strerror}.") from None
 
 
+def _has(samples: list[Sample], key: str) -> bool:
+    return any(getattr(s, key) is not None for s in samples)
+
+
 def _averages(samples: Iterable[Sample], baseline: float) -> LiveSeries:
     """The samples as the live series sees them (throughput after idle spells dropped)."""
     samples = list(samples)
@@ -170,13 +174,18 @@ async def parse_log(args: argparse.Namespace) -> int:
     if not samples:
         print(f"{args.file}: no Decode batch or Prefill batch lines")
         return 0
-    print(f"{'time':<8}  {'kind':<7} {'tok/s':>8} {'accept':>6} {'rate':>5} {'run':>4} {'queue':>5} ", end="")
-    print(f"{'usage':>5}  graph")
+    ranked = len({s.dp_rank for s in samples} - {None}) > 1  # a column only where several ranks log
+    extra = [(k, h) for k, h in (("retracted_req", "retract"), ("prealloc_usage", "prealloc")) if _has(samples, k)]
+    print(f"{'time':<8}  " + (f"{'dp':>3} " if ranked else ""), end="")
+    print(f"{'kind':<7} {'tok/s':>8} {'accept':>6} {'rate':>5} {'run':>4} {'queue':>5} {'usage':>5}  graph", end="")
+    print("".join(f" {h:>8}" for _, h in extra))
     for s in samples:
         graph = "-" if s.cuda_graph is None else ("yes" if s.cuda_graph else "no")
+        rank = f"{_num(s.dp_rank, 'd'):>3} " if ranked else ""
         print(
-            f"{_clock(s.ts):<8}  {s.kind:<7} {_num(s.gen_tps):>8} {_num(s.accept_len):>6} {_num(s.accept_rate):>5} "
-            f"{_num(s.running_req, 'd'):>4} {_num(s.queue_req, 'd'):>5} {_num(s.token_usage):>5}  {graph}"
+            f"{_clock(s.ts):<8}  {rank}{s.kind:<7} {_num(s.gen_tps):>8} {_num(s.accept_len):>6} "
+            f"{_num(s.accept_rate):>5} {_num(s.running_req, 'd'):>4} {_num(s.queue_req, 'd'):>5} "
+            f"{_num(s.token_usage):>5}  {graph:<5}" + "".join(f" {_num(getattr(s, k), 'g'):>8}" for k, _ in extra)
         )
     baseline = load_settings(args).reference.baseline_tok_s
     series = _averages(samples, baseline)
@@ -195,6 +204,14 @@ async def parse_log(args: argparse.Namespace) -> int:
             f"aggregate gen throughput: mean {total.mean:.1f} tok/s over {streams.mean:.1f} running requests "
             f"on average ({streams.min:g}–{streams.max:g})"
         )
+    if len(series.ranks) > 1:
+        print(f"{len(series.ranks)} DP ranks, each its own batch (the figures above are the engine's sum):")
+        for rank, own in sorted(series.ranks.items()):
+            rt, rs, ra = own.total_tok_s.stats(), own.streams.stats(), own.accept_len.stats()
+            line = f"  DP{rank}: "
+            line += f"{rt.mean:.1f} tok/s over {rs.mean:.1f} running" if rt.count else "no throughput kept"
+            line += f", accept length {ra.mean:.2f}" if ra.count else ""
+            print(line)
     if accept.count:
         print(f"accept length: mean {accept.mean:.2f}, p50 {accept.p50:.2f}, p95 {accept.p95:.2f}")
     if cycle.count:
@@ -346,10 +363,12 @@ async def breakeven_cmd(args: argparse.Namespace) -> int:
 # --- watch ----------------------------------------------------------------------------------------------
 
 
-def _watch_line(sample: Sample, baseline: float) -> str:
+def _watch_line(sample: Sample, baseline: float, series: LiveSeries | None = None) -> str:
+    """One sample as `watch` prints it; with DP ranks it names its rank and ends with the engine's sum."""
+    rank = "" if sample.dp_rank is None else f"DP{sample.dp_rank} "
     if sample.kind == "prefill":
-        return f"{_clock(sample.ts)}  prefill  #running-req {_num(sample.running_req, 'd')}"
-    parts = [f"{_clock(sample.ts)}  decode "]
+        return f"{_clock(sample.ts)}  {rank}prefill  #running-req {_num(sample.running_req, 'd')}"
+    parts = [f"{_clock(sample.ts)}  {rank}decode "]
     per_stream = sample.stream_tps
     if per_stream is None:
         parts.append("     - tok/s (idle or first after idle: left out)")
@@ -364,6 +383,10 @@ def _watch_line(sample: Sample, baseline: float) -> str:
             cycle = cycle_ms(sample.accept_len, per_stream)
             parts.append(f"cycle {cycle:.1f} ms, break-even {cycle * baseline / 1000:.2f}")
     parts.append(f"#running-req {_num(sample.running_req, 'd')}")
+    ranks = series.ranks_now() if series is not None and sample.dp_rank is not None else []
+    if len(ranks) > 1:
+        total, streams, _ = engine_sum(ranks)
+        parts.append(f"engine ({len(ranks)} DP ranks): {total:.1f} tok/s over {streams} running")
     return "  ".join(parts)
 
 
@@ -410,7 +433,7 @@ async def watch(args: argparse.Namespace) -> int:
             if args.json:
                 emit_json_line(sample.to_json())
             else:
-                print(_watch_line(sample, baseline), flush=True)
+                print(_watch_line(sample, baseline, feed.series), flush=True)
         state = feed.server.state if feed.server is not None else "ended"
         print(f"the server stopped ({state})", file=sys.stderr)
     finally:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable
 from typing import Any
 
@@ -17,44 +18,72 @@ def downsample(samples: Iterable[Sample]) -> dict[int, dict[str, Any]]:
     """Decode samples merged per whole second of their log time (≤ 1 row/s); samples without a time are skipped.
 
     Throughput counts only while requests run (``Sample.stream_tps``); the LiveFilter already dropped the
-    first line after idle.
+    first line after idle. Per-stream figures are each line's own (per DP rank where the log has DP ranks,
+    each rank decoding its own batch); with several DP ranks in a second the aggregate throughput is the sum
+    of each rank's mean, and running and queued requests the sum of each rank's last, token usage the fullest
+    rank's: the engine's figures, not one rank's.
     """
     out: dict[int, dict[str, Any]] = {}
+    ranked: dict[int, dict[int, dict[str, Any]]] = {}  # second -> DP rank -> its sums and last counts
     for s in samples:
         if s.kind != "decode" or s.ts is None:
             continue
-        row = out.setdefault(int(s.ts), _bucket_row())
+        second = int(s.ts)
+        row = out.setdefault(second, _bucket_row())
         per_stream = s.stream_tps
+        rank = s.dp_rank
         if per_stream is not None:
-            row["tok_sum"] += s.gen_tps
-            row["tok_n"] += 1
             row["ps_sum"] += per_stream
             row["ps_n"] += 1
+            if rank is None:
+                row["tok_sum"] += s.gen_tps
+                row["tok_n"] += 1
         if s.accept_len is not None:
             row["acc_sum"] += s.accept_len
             row["acc_n"] += 1
         for key in ("accept_rate", "running_req", "queue_req", "token_usage"):
             if getattr(s, key) is not None:
                 row[key] = getattr(s, key)
+        if rank is not None:
+            own = ranked.setdefault(second, {}).setdefault(rank, {"tok": 0.0, "n": 0})
+            if per_stream is not None:
+                own["tok"] += s.gen_tps
+                own["n"] += 1
+            for key in ("running_req", "queue_req", "token_usage"):
+                if getattr(s, key) is not None:
+                    own[key] = getattr(s, key)
+    for second, ranks in ranked.items():
+        row, means = out[second], [r["tok"] / r["n"] for r in ranks.values() if r["n"]]
+        if means:
+            row["tok_sum"], row["tok_n"] = row["tok_sum"] + math.fsum(means), row["tok_n"] + 1
+        for key, merge in (("running_req", sum), ("queue_req", sum), ("token_usage", max)):
+            values = [r[key] for r in ranks.values() if key in r]
+            if values:
+                row[key] = merge(values)
     return out
 
 
 def filter_tail(tail: list[dict], samples: Iterable[Sample]) -> list[dict]:
-    """What a LiveFilter needs to resume after ``samples``: the last decode sample and one prefill after it.
+    """What a LiveFilter needs to resume after ``samples``: each DP rank's last decode sample and one prefill
+    after it.
 
-    Feeding these two to a fresh ``LiveFilter`` puts it in the state it had after the whole stream (its state
-    is the last decode time and whether a prefill after it found nothing running or came more than the idle
-    gap after it): a prefill that found nothing running is kept, else the latest (the largest gap).
+    Feeding these to a fresh ``LiveFilter`` puts it in the state it had after the whole stream (its state per
+    rank is the last decode time and whether a prefill after it found nothing running or came more than the
+    idle gap after it): a prefill that found nothing running is kept, else the latest (the largest gap).
     """
-    decode, prefill = [*tail, None, None][:2]
+    ranks: dict[int | None, list[dict | None]] = {}
+    for rec in tail:
+        pair = ranks.setdefault(Sample(**rec).dp_rank, [None, None])
+        pair[0 if rec.get("kind") == "decode" else 1] = rec
     for s in samples:
         if s.ts is None:
             continue
+        pair = ranks.setdefault(s.dp_rank, [None, None])
         if s.kind == "decode":
-            decode, prefill = s.to_json(), None
-        elif decode is not None and (prefill is None or prefill.get("running_req") != 0):
-            prefill = s.to_json()
-    return [x for x in (decode, prefill) if x is not None]
+            pair[0], pair[1] = s.to_json(), None
+        elif pair[0] is not None and (pair[1] is None or pair[1].get("running_req") != 0):
+            pair[1] = s.to_json()
+    return [x for pair in ranks.values() for x in pair if x is not None]
 
 
 def primed_filter(tail: list[dict]) -> LiveFilter:

@@ -216,7 +216,8 @@ class ComparePane(ShellPane):
             f"A {ck.format_totals(summary['a'], ' · ')}   B {ck.format_totals(summary['b'], ' · ')}"
         )
         self.query_one("#compare-problems", Static).update("\n".join(f"✕ {p}" for p in v["problems"]))
-        self.query_one("#compare-notes", Static).update("\n".join(f"· {n}" for n in v["notes"]))
+        unchecked = [f"? not checked: {u}" for u in v.get("unchecked") or []]
+        self.query_one("#compare-notes", Static).update("\n".join(unchecked + [f"· {n}" for n in v["notes"]]))
         self.query_one("#compare-config", DiffTable).show(config_rows(d))
         self.query_one("#compare-tensors", DiffTable).show(tensor_rows(d))
         self._titles()

@@ -33,6 +33,7 @@ class ServerFacts:
     info: dict[str, Any] = field(default_factory=dict)  # server_info_numbers() of the last poll
     metrics: dict[str, float | None] = field(default_factory=dict)  # the engine's totals in the last /metrics
     usage_by_rank: tuple[float, ...] = ()  # token usage per DP rank, when the server has several
+    ranks: tuple[tuple[int, float, int], ...] = ()  # (DP rank, gen tok/s, running) of each rank, when several
     started_s: float | None = None  # SGLang 0.5.23's own startup time
     reachable: bool | None = None
     samples: int = 0  # samples read for this server
@@ -43,12 +44,14 @@ class ServerFacts:
             return cls()
         started = feed.startup.get("phases", {}).get("tokenizer_e2e")
         usage = tuple(feed.scrape.usage_by_rank.values()) if feed.scrape is not None else ()
+        ranks = tuple((r.rank, round(r.total_tok_s, 1), r.streams) for r in feed.series.ranks_now())
         return cls(
             feed.server,
             feed.gone,
             dict(feed.info),
             dict(feed.metrics),
             usage if len(usage) > 1 else (),
+            ranks if len(ranks) > 1 else (),
             started,
             feed.reachable,
             feed.samples,
@@ -85,6 +88,8 @@ class ServerFacts:
             text += f" · started in {self.started_s:.0f}s"
         if self.reachable is False:
             text += " · HTTP not answering"
+        if self.ranks:  # the charts draw the engine's sum; each DP rank decodes its own batch
+            text += "\nper DP rank (tok/s over running): " + " · ".join(f"DP{r} {t:.1f}/{n}" for r, t, n in self.ranks)
         return text
 
 
