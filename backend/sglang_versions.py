@@ -102,17 +102,14 @@ def flag_table_version(version: str | None) -> str:
 
 def version_text(version: str | None, simulated: bool = False) -> str:
     """``sglang 0.5.23``, ``sglang 0.5.24 (untested version)``, ``sglang 0.5.23-sim SIMULATED``, and for a build
-    without a release number ``sglang 0.0.0.dev1+g70df09b83 (development build: untested, …)``."""
+    without a release number ``sglang 0.0.0.dev1+g70df09b83 (development build: untested)``."""
     if not version:
         return "sglang not installed"
     if simulated:
         shown = version if version.endswith(SIM_SUFFIX) else version + SIM_SUFFIX
         return f"sglang {shown} SIMULATED"
-    if is_unreleased(version):
-        return (
-            f"sglang {version} (development build, no release number: untested; the host's --help decides its "
-            "flags, accept rate read as drafts only)"
-        )
+    if is_unreleased(version):  # no release number: newest flag table, --help decides, drafts-only rate
+        return f"sglang {version} (development build: untested)"
     if support(version) == "untested":
         return f"sglang {version} (untested version)"
     return f"sglang {version}"

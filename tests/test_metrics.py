@@ -454,3 +454,15 @@ def test_server_info_numbers_before_the_first_spec_step_and_with_junk() -> None:
     for numbers in (server_info_numbers(junk), server_info_numbers([])):  # type: ignore[arg-type]
         ranks = numbers.pop("dp_ranks")
         assert set(numbers.values()) == {None} and ranks == [dict.fromkeys(ranks[0])]
+
+
+def test_retractions_preallocation_and_the_microsecond_timestamp_field() -> None:
+    line = (
+        P + "Decode batch, #running-req: 4, #token: 900, token usage: 0.20, pre-allocated usage: 0.05, "
+        "#retracted-req: 2, cuda graph: True, gen throughput (token/s): 120.50, #queue-req: 1, "
+        "timestamp: 1736071207250000"
+    )
+    sample = parse_line(line)
+    assert (sample.retracted_req, sample.prealloc_usage, sample.gen_tps) == (2, 0.05, 120.5)
+    assert sample.ts == 1736071207.25  # finer than the prefix's whole seconds
+    assert parse_line(line) == sample  # the second read takes the learned shape: the same sample
