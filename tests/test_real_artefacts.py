@@ -437,3 +437,23 @@ def test_a_learned_shape_reads_every_line_as_the_field_by_field_path_does() -> N
     broken = ray.replace("1374.02", "nan").replace("#running-req: 6", "#running-req: 6x")
     sample = metrics.parse_line(broken)
     assert sample.gen_tps is None and sample.running_req is None and sample.token_usage == 0.04
+
+
+def test_the_live_tabs_server_line_gives_a_line_per_dp_rank() -> None:
+    from types import SimpleNamespace
+
+    from backend.series import LiveSeries
+    from tui.widgets.serverline import ServerFacts
+
+    series = LiveSeries(82.0)
+    for sample in parse_lines(_steady("log-dp16-node1-pr20766.log")):
+        series.feed(sample, now=0.0)
+    server = SimpleNamespace(args={"profile": "dp16"}, id="serve-1", port=30000, state="running")
+    scrape = read_scrape(_text("metrics-0.5.1-13485.prom"))
+    feed = SimpleNamespace(
+        server=server, gone=False, info={}, metrics=scrape.engine, scrape=scrape, series=series,
+        startup={}, reachable=True, samples=16,
+    )  # fmt: skip
+    text = ServerFacts.of(feed).text()
+    assert "\nper DP rank (tok/s over running): DP8 3.8/12 · DP9 3.8/12" in text and "DP15 3.8/12" in text
+    assert "token usage per DP rank" not in text  # one rank's usage is the engine's
