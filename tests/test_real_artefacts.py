@@ -457,3 +457,25 @@ def test_the_live_tabs_server_line_gives_a_line_per_dp_rank() -> None:
     text = ServerFacts.of(feed).text()
     assert "\nper DP rank (tok/s over running): DP8 3.8/12 · DP9 3.8/12" in text and "DP15 3.8/12" in text
     assert "token usage per DP rank" not in text  # one rank's usage is the engine's
+
+
+def test_inspect_and_diff_say_an_eagle1_drafter_needs_eagle(tmp_path: Path) -> None:
+    from backend.sandbox.fixtures import write_sparse_safetensors
+
+    cfg = _config("drafter-eagle1-llama2-chat-7b-config.json")
+    drafter = tmp_path / "eagle1"
+    drafter.mkdir()
+    (drafter / "config.json").write_text(json.dumps(cfg))
+    tensors = {n: (t["dtype"], t["shape"]) for n, t in _eagle1_tensors(cfg).items()}
+    write_sparse_safetensors(str(drafter / "model.safetensors"), tensors)
+    target = tmp_path / "target"
+    target.mkdir()
+    (target / "config.json").write_text(json.dumps(LLAMA2_7B))
+
+    def cli(*args: str) -> str:
+        run = [sys.executable, "-m", "backend.cli.main", *args, "--host", "local"]
+        return subprocess.run(run, capture_output=True, text=True, check=True).stdout
+
+    assert "drafter: EAGLE-1/2 (not EAGLE-3): --speculative-algorithm EAGLE" in cli("inspect", str(drafter))
+    out = cli("diff", str(drafter), str(drafter), "--target", str(target))
+    assert "verdict: COMPATIBLE (A needs EAGLE, B needs EAGLE)" in out and "EAGLE3" not in out.split("verdict:")[1]
