@@ -115,3 +115,49 @@ async def test_disk_full_mid_download_fails_with_both_numbers_and_the_next_downl
             assert os.path.getsize(f"{inside}/drafter/model.safetensors") == MODEL_BYTES
         finally:
             await conn.close()
+
+
+def test_a_byte_rewritten_while_verifying_is_never_verified(tmp_path):
+    """Issue 20, item 6: a writer changes a weight byte while it is hashed. The file's identity is read from the
+    open file before the first byte and compared after the last, so the result is "changed while verifying"
+    (not ok, nothing recorded as verified), never a match recorded against the changed file."""
+    import hashlib
+
+    from backend.agent.host import download as host_download
+
+    data = os.urandom(3 << 20)
+    weights = tmp_path / "model.safetensors.bin"
+    weights.write_bytes(data)
+    entry = {"path": weights.name, "sha256": hashlib.sha256(data).hexdigest()}
+    os.utime(weights, ns=(10**18, 10**18))  # written long ago: the rewrite below surely moves mtime
+
+    def rewrite_when_hashed(n: int) -> None:
+        if n == len(data):  # every byte read, the identity not yet read again
+            with open(weights, "r+b") as f:
+                f.seek(17)
+                f.write(bytes([data[17] ^ 0xFF]))
+
+    result = host_download.check_file(str(tmp_path), entry, rewrite_when_hashed)
+    assert not result["verified"] and result["changed"]
+    assert "changed while it was being verified" in result["problem"]
+    assert host_download.read_sidecar(str(tmp_path)) == {}
+
+
+def test_a_download_already_running_is_found_through_a_link(tmp_path):
+    """Issue 20, item 8: `--to` through a symbolic link to the folder a download writes into is that folder."""
+    import json
+
+    from backend.agent.host import download as host_download
+    from backend.agent.host import jobs
+
+    state, folder = tmp_path / "state", tmp_path / "drafter"
+    folder.mkdir()
+    (tmp_path / "link").symlink_to(folder)
+    job = Path(jobs.jobs_root(str(state))) / "download-20261201-000000-abcd"
+    job.mkdir()
+    (job / "spec.json").write_text(json.dumps({"kind": "download", "args": {"to": str(folder)}, "started": 1.0}))
+    me = {"pid": os.getpid(), "pgid": os.getpgid(0), "start": jobs.proc_start_time(os.getpid())}
+    (job / "pid.json").write_text(json.dumps(me))  # this process plays its live runner
+    for alias in (tmp_path / "link", tmp_path / "link" / ".." / "drafter"):
+        busy = host_download.running_download(str(state), os.path.abspath(str(alias)))
+        assert busy is not None and busy["id"] == job.name, alias

@@ -168,7 +168,7 @@ with History.open(DB) as history:
 os.kill(panel, signal.SIGKILL)  # the panel is killed with -9: its claim stays in the database
 os.waitpid(panel, 0)
 killed = time.time()
-while time.time() < killed + getattr(store, "CLAIM_SLACK_S", 0) + 0.1:  # a process started later than the claim could be
+while time.time() < killed + getattr(store, "CLAIM_SLACK_S", 0) + 0.1:  # so a later start is a later one
     time.sleep(0.02)
 with open("/proc/sys/kernel/ns_last_pid", "w") as f:
     f.write(str(panel - 1))

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import base64
+import hashlib
 import json
 import os
 import shlex
@@ -136,7 +137,7 @@ async def test_web_demo_serves_the_panel_only_to_its_owner(tmp_path):
     try:
         base, token = url.split("/?token=")
         page = urllib.request.urlopen(url, timeout=10).read().decode()
-        ws_url = f"{base.replace('http:', 'ws:')}/ws/{token}"
+        ws_url = f"{base.replace('http:', 'ws:')}/ws/{hashlib.sha256(token.encode()).hexdigest()}"
         assert "specdeck: sandbox" in page and ws_url in page
 
         async with Chromium(tmp_path / "chromium") as browser:
@@ -201,7 +202,7 @@ async def test_page_and_socket_refuse_requests_without_the_token_or_from_another
             for path, origin in (
                 ("/ws", local),
                 ("/ws/wrong", local),
-                ("/ws/a-fixed-token-for-this-test", "http://evil.example"),
+                (f"/ws/{hashlib.sha256(b'a-fixed-token-for-this-test').hexdigest()}", "http://evil.example"),
             ):
                 with pytest.raises(aiohttp.WSServerHandshakeError) as err:
                     await http.ws_connect(f"ws://127.0.0.1:{port}{path}", headers={"Origin": origin})
@@ -216,3 +217,26 @@ def test_a_short_fixed_token_is_refused(tmp_path):
         capture_output=True, text=True, cwd=REPO, env={**os.environ, "SPECDECK_WEB_TOKEN": "short"},
     )  # fmt: skip
     assert res.returncode == 2 and "at least 16 characters" in res.stderr
+
+
+async def test_a_fixed_token_from_base64_opens_the_page_and_the_socket(tmp_path):
+    """Issue 20, item 9: "+", "/" and "=" (`openssl rand -base64`) in a fixed token: the page loads and its
+    websocket opens (it answered 404 when the token rode percent-quoted in the socket's path)."""
+    import re
+
+    import aiohttp
+
+    token_file = tmp_path / "token"
+    token_file.write_text("q+Zk/3vR9w+Lm2=pT8x+Yb4=\n")
+    server, url, _ = await start_web("--host", "local", "--token-file", str(token_file))
+    try:
+        assert url.endswith("/?token=q%2BZk%2F3vR9w%2BLm2%3DpT8x%2BYb4%3D")
+        async with aiohttp.ClientSession() as http:
+            page = await http.get(url)
+            assert page.status == 200
+            ws_url = re.search(r"wss?://[^\"'\s]+/ws/[^\"'\s]+", await page.text()).group()
+            origin = url.split("/?")[0]
+            async with http.ws_connect(ws_url, headers={"Origin": origin}) as ws:
+                assert not ws.closed
+    finally:
+        stop_web(server)

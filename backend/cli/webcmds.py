@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import hashlib
 import hmac
 import ipaddress
 import os
@@ -70,8 +71,9 @@ def make_server(command: str, bind: str, port: int, title: str, public_url: str,
     from aiohttp import web as aioweb
     from textual_serve.server import Server
 
-    # textual.js appends "?width=…" to the socket's URL, so its token rides in the path.
-    ws_path = f"/ws/{quote(token, safe='')}"
+    # textual.js appends "?width=…" to the socket's URL, so the token rides in the path, as its digest: any
+    # token then makes a plain path (a "+" or "/" from base64, percent-quoted, never matched aiohttp's route).
+    ws_path = f"/ws/{hashlib.sha256(token.encode()).hexdigest()}"
 
     class GuardedServer(Server):
         # Borrowed: textual-serve's private ``Server._make_app`` (and its handle_* methods, templates_path and

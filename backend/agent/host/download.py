@@ -215,12 +215,15 @@ class Hub:
 
 
 def running_download(state_dir: str, folder: str) -> Optional[dict]:
-    """The running download job writing into ``folder``, if any."""
+    """The running download job writing into ``folder``, if any: compared by real path, so a link to the
+    folder (or a folder reached through one) is the same folder."""
+    real = os.path.realpath(folder)
     for job_dir in jobs.job_dirs(jobs.jobs_root(state_dir)):
         if not os.path.basename(job_dir).startswith("download-"):
             continue
         info = jobs.describe(job_dir)
-        if info["state"] in jobs.ACTIVE and (info.get("args") or {}).get("to") == folder:
+        to = (info.get("args") or {}).get("to")
+        if info["state"] in jobs.ACTIVE and isinstance(to, str) and os.path.realpath(to) == real:
             return info
     return None
 
@@ -361,15 +364,17 @@ def start(params: dict, ctx: Context) -> dict:
 
 def file_digests(
     path: str, progress: Optional[Callable[[int], None]] = None, git: bool = False
-) -> Tuple[str, Optional[str]]:
-    """(sha256, git blob id if ``git``) of a file's bytes, reporting bytes hashed so far to ``progress``."""
-    size = os.path.getsize(path)
-    sha = hashlib.sha256()
-    blob = hashlib.sha1(("blob %d\0" % size).encode()) if git else None
-    buf = bytearray(HASH_CHUNK)
-    view = memoryview(buf)
-    done = 0
+) -> Tuple[str, Optional[str], Optional[dict]]:
+    """(sha256, git blob id if ``git``, identity) of a file's bytes, reporting bytes hashed so far to
+    ``progress``. The identity (see ``_identity``) is read from the open file before the first byte and
+    compared after the last, and with the path's: None when the file changed while it was hashed."""
     with open(path, "rb", buffering=0) as f:
+        before = _identity(os.fstat(f.fileno()))
+        sha = hashlib.sha256()
+        blob = hashlib.sha1(("blob %d\0" % before["bytes"]).encode()) if git else None
+        buf = bytearray(HASH_CHUNK)
+        view = memoryview(buf)
+        done = 0
         while True:
             n = f.readinto(buf)
             if not n:
@@ -380,7 +385,13 @@ def file_digests(
             done += n
             if progress is not None:
                 progress(done)
-    return sha.hexdigest(), blob.hexdigest() if blob is not None else None
+        after = _identity(os.fstat(f.fileno()))
+    try:
+        now = _identity(os.stat(path))  # still the file at that path (not renamed over meanwhile)
+    except OSError:
+        now = None
+    same = before == after == now and done == before["bytes"]
+    return sha.hexdigest(), blob.hexdigest() if blob is not None else None, before if same else None
 
 
 def check_file(folder: str, entry: dict, progress: Optional[Callable[[int], None]] = None) -> dict:
@@ -393,7 +404,12 @@ def check_file(folder: str, entry: dict, progress: Optional[Callable[[int], None
     problem = None
     if entry.get("size") is not None and size != entry["size"]:
         problem = "%s is %d bytes but the hub says %d" % (entry["path"], size, entry["size"])
-    sha, git_oid = file_digests(local, progress, git=bool(entry.get("git_oid")))
+    sha, git_oid, identity = file_digests(local, progress, git=bool(entry.get("git_oid")))
+    if identity is None:  # another writer: whatever we hashed is no one file's bytes
+        problem = (
+            "%s changed while it was being verified (something is writing to it); verify again once it is done"
+            % (entry["path"])
+        )
     if problem is None and entry.get("sha256") and sha != entry["sha256"]:
         problem = "checksum mismatch for %s: sha256 %s but the hub says %s" % (entry["path"], sha, entry["sha256"])
     if problem is None and entry.get("git_oid") and git_oid != entry["git_oid"]:
@@ -409,7 +425,15 @@ def check_file(folder: str, entry: dict, progress: Optional[Callable[[int], None
             problem = str(exc)
     expected = bool(entry.get("sha256") or entry.get("git_oid"))
     verified = expected and problem is None
-    return {"path": entry["path"], "bytes": size, "sha256": sha, "verified": verified, "problem": problem}
+    return {
+        "path": entry["path"],
+        "bytes": size,
+        "sha256": sha,
+        "verified": verified,
+        "problem": problem,
+        "changed": identity is None,
+        "identity": identity,
+    }
 
 
 def read_sidecar(folder: str) -> Dict[str, dict]:
@@ -426,11 +450,11 @@ def record_verified(
 ) -> None:
     """Remember a file's digest with the identity it had (size, mtime, ctime, inode, device) and where it was
     checked against (repo, revision as asked, commit), so any later change voids the record: a same-size
-    replacement with its mtime kept (``cp -p``, ``rsync -a``) still gets a new ctime or inode."""
-    st = os.stat(os.path.join(folder, result["path"]))
+    replacement with its mtime kept (``cp -p``, ``rsync -a``) still gets a new ctime or inode. The identity is
+    the one read before hashing (``check_file``): a change after it voids the record."""
     files = read_sidecar(folder)
     files[result["path"]] = dict(
-        _identity(st),
+        result["identity"],
         sha256=result["sha256"],
         verified=result["verified"],
         repo=repo,
@@ -549,11 +573,13 @@ def verify_method(params: dict, ctx: Context) -> dict:
         result = check_file(folder, entry, throttle.update)
         if not result["problem"]:
             record_verified(folder, result, repo, revision if repo else None)
+        elif result["changed"]:  # neither right nor wrong: what was there is not what was hashed
+            forget(folder, name)
         elif repo:  # wrong against the hub: out of the way, so nothing loads it as the drafter
             os.replace(os.path.join(folder, name), os.path.join(folder, name + ".corrupt"))
             forget(folder, name)
             result["problem"] += "; renamed it to %s.corrupt: download the drafter again" % name
-        results.append(result)
+        results.append({k: v for k, v in result.items() if k != "identity"})
     out = {"files": results, "ok": len(results) == len(names) and all(not r["problem"] for r in results)}
     ctx.emit(dict(out, event="checked"))  # streaming callers see the result as the last event
     return out
@@ -867,6 +893,7 @@ def _download_all(plan: dict, events: Events) -> int:
         record_verified(folder, result, plan["repo"], plan.get("ref"), plan["revision"])
         events.emit({"event": "verified", "file": name, "bytes": result["bytes"], "sha256": result["sha256"]})
         done.append(dict(result, seconds=round(seconds, 3), verify_seconds=round(verify_seconds, 3)))
-        del done[-1]["problem"]
+        for key in ("problem", "changed", "identity"):
+            del done[-1][key]
     events.emit({"event": "done", "files": done, "to": folder})
     return 0
