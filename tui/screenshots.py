@@ -3,8 +3,10 @@
 The story the shots tell, in order: AQ-MedAI's drafter downloading from the sandbox hub (Drafters) while the
 baseline and the team's drafter are served and benched; the two drafters side by side once the download is
 done (Compare); AQ-MedAI's drafter served and ready (Serve), its live charts against the baseline and the
-break-even (Live), and the three runs compared (History). Everything runs in a throwaway user environment
-(config, state, data) so neither the user's sandbox nor their history is touched.
+break-even (Live), the three runs compared (History), the advisor on AQ-MedAI's run (Tune), and AQ-MedAI's
+drafter fine-tuned with the SIMULATED SpecForge, its checkpoints predicted and one measured (Train).
+Everything runs in a throwaway user environment (config, state, data) so neither the user's sandbox nor their
+history is touched.
 
 Each tab's shot is one small function; ``--only`` picks some (the story still runs, so the data is there).
 Run with ``python -m tui.screenshots [--out DIR] [--only TAB ...] [--quick]``.
@@ -29,7 +31,7 @@ from backend.jobs import JobInfo, get_job, list_jobs, wait_job
 
 SIZE = (160, 48)
 OUT = Path(__file__).resolve().parents[1] / "screenshots"
-TABS = ("drafters", "compare", "serve", "live", "history", "tune")
+TABS = ("drafters", "compare", "serve", "live", "history", "tune", "train")
 PROFILES = ("baseline", "eagle3-ours", "eagle3-aq")
 
 
@@ -224,6 +226,33 @@ async def shot_tune(story: Story) -> None:
     save(story, "tune")
 
 
+async def shot_train(story: Story) -> None:
+    """AQ-MedAI's drafter fine-tuned for K2.5 (the SIMULATED SpecForge): its curves, and its checkpoints
+    predicted before a restart beside the one served and benched."""
+    from backend import bench, serving, training
+    from backend.history import sync_from_host
+    from tui.screens.train import TrainPane
+
+    pane = story.app.query_one(TrainPane)
+    story.app.action_show_tab("train")
+    pane.action_start()
+    await until(story, lambda: pane.job is not None and pane.job.state == "done", "the training to end", 300)
+    await until(story, lambda: len(pane.rows) >= 3, "its checkpoints judged")
+    best = training.pick(pane.rows, "best", pane.name_)
+    out = await training.serve(story.conn, story.settings, pane.name_, best)
+    ready = await serving.wait(story.conn, out["job"], until=("ready", "crashed", "stopped"), within=120)
+    if ready.get("state") != "ready":
+        raise RuntimeError(f"the checkpoint's server did not get ready: {ready.get('error') or ready.get('state')}")
+    job = await get_job(story.conn, out["job"])
+    started = await bench.start_bench(story.conn, job, bench.BenchPlan(requests=2, max_tokens=story.max_tokens))
+    await bench.wait_result(story.conn, started.id)
+    await sync_from_host(story.app.history, story.conn)
+    pane.action_refresh()
+    await until(story, lambda: any(r.get("measured_tok_s") for r in pane.rows), "measured beside predicted")
+    await show(story, "train", "break-even", "measured")
+    save(story, "train")
+
+
 SHOTS: dict[str, Callable[[Story], Awaitable[None]]] = {
     "drafters": shot_drafters,
     "compare": shot_compare,
@@ -231,6 +260,7 @@ SHOTS: dict[str, Callable[[Story], Awaitable[None]]] = {
     "live": shot_live,
     "history": shot_history,
     "tune": shot_tune,
+    "train": shot_train,
 }
 
 
@@ -252,6 +282,7 @@ async def tell(story: Story, only: set[str]) -> None:
     await take("live")
     await take("history")
     await take("tune")
+    await take("train")
 
 
 async def run(out: Path, only: set[str], quick: bool = False) -> list[Path]:
@@ -262,6 +293,7 @@ async def run(out: Path, only: set[str], quick: bool = False) -> list[Path]:
     from tui.app import SpecdeckApp
 
     out.mkdir(parents=True, exist_ok=True)
+    os.environ.setdefault("SPECDECK_SIM_SPECFORGE_STEP_S", "0.01" if quick else "0.03")  # k25-ft in 6 or 18 s
     box = await environment.up(hub_rate="600M" if quick else environment.DEFAULT_HUB_RATE)
     settings = settings_mod.load(box["config"])
     conn = await Connection.open(settings.host(environment.HOST_NAME))
