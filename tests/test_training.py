@@ -129,6 +129,7 @@ def test_train_judge_serve_and_measure(models, tmp_path):
     config = write_config(tmp_path, models)
     res = specdeck(config, "train", "start", "ft")
     assert "eval at step 50" in res.stdout and "training ft: done" in res.stdout
+    assert "step 150: {" in specdeck(config, "train", "logs", "ft", "--lines", "3").stdout
     status = json.loads(specdeck(config, "train", "status", "ft", "--json").stdout)
     assert status["job"]["state"] == "done" and status["summary"]["step"] == 150
     assert status["summary"]["total_steps"] == 150 and status["summary"]["traps"] == []
