@@ -202,3 +202,17 @@ def test_one_best_ties_go_to_fewer_steps():
     assert top["steps"] == 4 and top["tied_with"] == [5] and top["basis"] == "measured"
     predicted = [{"steps": 2, "measured_tok_s": None, "tok_s": 90.0, "tok_s_low": 80.0, "tok_s_high": 99.0}]
     assert best(predicted)["basis"] == "predicted"
+
+
+def test_an_assumed_cost_never_ends_a_sweep():
+    from backend.agent.host.advice import stop_rule
+
+    rows = [row(3, 100.0, 98.0, 102.0), row(4, 101.0, 99.0, 103.0), row(5, None, None, None, tok=80.0)]
+    rows[2].update(tok_s_low=70.0, tok_s_high=90.0)
+    fitted = CostModel(24.0, 3.0, "fitted", "", floor_ms=12.2, cov=(0.1, 0.0, 0.01))
+    assumed = CostModel.from_points([(3, 33.0, 0.5)], 12.2, (3, 30.0))
+    assert stop_rule(rows, fitted)["can_stop"] is True  # 98 clears 90, two step counts, the cost fitted
+    verdict = stop_rule(rows, assumed)
+    assert verdict == {"can_stop": False, "next": 5, "why": "the per-step cost is assumed, not fitted"}
+    one = [rows[0], rows[2]]  # one step count measured: never stops, whatever the bounds say
+    assert stop_rule(one, fitted)["can_stop"] is False and stop_rule(one, fitted)["next"] == 5

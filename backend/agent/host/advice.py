@@ -108,8 +108,7 @@ class Point:
             mean = sum(rates) / len(rates)
             sd = math.sqrt(sum((r - mean) ** 2 for r in rates) / (len(rates) - 1))
             rel = sd / math.sqrt(len(rates)) / mean if mean else NO_SPREAD_SE
-        self.per_request = len(rates) >= 2
-        self.q = t975(len(rates) - 1) if self.per_request else Z  # a few requests: Student's t, not 1.96
+        self.q = t975(len(rates) - 1) if len(rates) >= 2 else Z  # a few requests: Student's t, not 1.96
         self.tok_s_se = None if self.tok_s is None else self.tok_s * max(TOK_S_SE_FLOOR, rel)
         # A cycle is L / tok_s: its relative error is at least the tok/s one.
         self.cycle_se = None if cycle_ms is None else cycle_ms * max(CYCLE_SE_FLOOR, rel)
@@ -435,25 +434,20 @@ def chain(rates: Sequence[float]) -> float:
 class Acceptance:
     """Per-position acceptance pooled over every request's histogram, with its cluster-robust error.
 
-    ``Acceptance([h1, h2, ...], clusters=[...], positions=K)``: the histograms (bin k: verifies that accepted
-    exactly k drafts), one per request; ``clusters`` groups them (a prompt, a run) for the error, default one
-    request each; ``positions`` the draft positions really drafted (default: the longest histogram's)."""
+    ``Acceptance([h1, h2, ...], clusters=[...])``: the histograms (bin k: verifies that accepted exactly k
+    drafts), one per request or summed per cluster; ``clusters`` groups them (a prompt, a run) for the error,
+    default one each. A histogram counts for the positions it has (``cut`` one to what a run really drafted)."""
 
     def __init__(
-        self,
-        histograms: Sequence[Sequence[int]],
-        clusters: Optional[Sequence[Any]] = None,
-        positions: Optional[int] = None,
-        *,
-        se: Optional[Sequence[float]] = None,
-        note: str = "",
+        self, histograms: Sequence[Sequence[int]], clusters: Optional[Sequence[Any]] = None, *, note: str = ""
     ) -> None:
-        hists = [list(h) for h in histograms if h and sum(h) > 0]
+        keyed = list(zip(list(clusters) if clusters is not None else range(len(histograms)), histograms))
+        pairs = [(key, list(h)) for key, h in keyed if h and sum(h) > 0]
+        hists = [h for _, h in pairs]
+        keys = [key for key, _ in pairs]
         width = max((len(h) for h in hists), default=1) - 1
-        self.positions_drafted = width if positions is None else min(width, positions)
-        K = self.positions_drafted
+        K = width
         self.histogram = [sum(col) for col in zip(*[h + [0] * (width + 1 - len(h)) for h in hists])] if hists else []
-        keys = list(clusters) if clusters is not None else list(range(len(hists)))
         # Per cluster: verifies that reached position i-1 (trials) and i (successes), for i = 1..K.
         # Histograms of one cluster and length are summed first (reach is linear): a cluster per prompt makes
         # ten thousand requests a few dozen sums.
@@ -488,10 +482,7 @@ class Acceptance:
         # The sandwich covariance of the ratio estimators, clusters as the units (n/(n-1) small-sample factor).
         n = len(per)
         self.cov = [[0.0] * K for _ in range(K)]
-        if se is not None:
-            for i in range(K):
-                self.cov[i][i] = float(se[i]) ** 2
-        elif n >= 2:
+        if n >= 2:
             resid = [[s[i] - self.rates[i] * t[i] for i in range(K)] for t, s in per.values()]
             for i in range(K):
                 for j in range(i, K):
@@ -500,7 +491,7 @@ class Acceptance:
         for i in range(K):  # never tighter than the binomial (one cluster has no spread to measure)
             a, t = self.rates[i], self.trials[i]
             self.cov[i][i] = max(self.cov[i][i], a * (1 - a) / t, 1e-8)
-        self.q = t975(n - 1) if se is None and n >= 2 else Z
+        self.q = t975(n - 1) if n >= 2 else Z
         self.low = [max(0.0, a - self.q * math.sqrt(self.cov[i][i])) for i, a in enumerate(self.rates)]
         self.high = [min(1.0, a + self.q * math.sqrt(self.cov[i][i])) for i, a in enumerate(self.rates)]
         self.decay_known = True  # False where the rates come from one accept length (equal by construction)
