@@ -26,6 +26,7 @@ from backend.cost import Cost, drafter_sentence, gpus_of, per_million
 from backend.errors import SpecdeckError
 from backend.history import History, RunSummary, Yardstick, crossover
 from backend.report_charts import Band, Chart, ChartMode, html_chart, html_head, text_chart
+from backend.train_predict import gap_line
 
 # --- blocks -----------------------------------------------------------------------------------------------
 
@@ -480,12 +481,21 @@ def build(
         *latency_blocks(runs, baseline, gpu_hour_usd),
         *acceptance_blocks(runs),
         *drafter_blocks(runs, facts),
+        *training_blocks(runs),
         Heading("Launch commands"),
     ]
     for run in runs:
         blocks += [Para(f"{run.job_id} ({run_label(run)}):"), Code(shlex.join(run.argv) if run.argv else "—")]
     blocks += [Heading("Runs"), runs_table(runs)]
     return blocks
+
+
+def training_blocks(runs: list[RunSummary]) -> list[Block]:
+    """Runs that served a training checkpoint: its prediction before the restart beside what was measured."""
+    lines = [line for line in map(gap_line, runs) if line]
+    if not lines:
+        return []
+    return [Heading("Training checkpoints: predicted before the restart, then measured"), Bullets(lines)]
 
 
 def acceptance_blocks(runs: list[RunSummary]) -> list[Block]:

@@ -145,3 +145,18 @@ def measured(runs: Sequence[RunSummary], serve_path: str | None) -> dict[str, An
         if tok_s is not None or accept is not None:
             return {"measured_tok_s": tok_s, "measured_accept_len": accept, "measured_run": r.id}
     return {"measured_tok_s": None, "measured_accept_len": None, "measured_run": None}
+
+
+def gap_line(run: RunSummary) -> str | None:
+    """For a run that served a training checkpoint (``specdeck train serve``): what the checkpoint predicted
+    before the restart against what the run measured; None for any other run."""
+    t = run.training or {}
+    if t.get("predicted_tok_s") is None:
+        return None
+    tok_s = single_stream(run)[0]
+    measured = "not measured yet" if tok_s is None else f"measured {tok_s:.1f} tok/s"
+    return (
+        f"{run.id}: {t.get('training')} {t.get('checkpoint')} predicted {t['predicted_tok_s']:.0f} tok/s "
+        f"({t['predicted_tok_s_low']:.0f}-{t['predicted_tok_s_high']:.0f}), accept "
+        f"{t['predicted_accept_len']:.2f}; {measured}"
+    )

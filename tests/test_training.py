@@ -161,6 +161,9 @@ def test_train_judge_serve_and_measure(models, tmp_path):
     assert before["checkpoint"] == "ft-step150" and before["predicted_tok_s"] > best["predicted_tok_s"]
     gap = specdeck(config, "history").stdout
     assert f"ft ft-step150 predicted {before['predicted_tok_s']:.0f} tok/s" in gap and "; measured " in gap
+    specdeck(config, "report", best["measured_run"], "--out", str(tmp_path / "r.md"), "--no-inspect")
+    report = (tmp_path / "r.md").read_text()
+    assert "Training checkpoints: predicted before the restart" in report and "ft ft-step150 predicted" in report
     # The simulated SGLang accepts per position as the checkpoint's accuracy says: measured meets predicted
     # within the sampling noise of four requests.
     assert run.bench["accept_len"] == pytest.approx(best["predicted_accept_len"], abs=0.35)

@@ -8,7 +8,6 @@ import sys
 import time
 from pathlib import Path
 
-from backend.advisor import single_stream
 from backend.cli.common import add_json, connect, emit_json, load_settings
 from backend.cli.main import command
 from backend.errors import SpecdeckError, UsageError
@@ -27,6 +26,7 @@ from backend.report import (
     to_markdown,
 )
 from backend.report_charts import CHART_MODES
+from backend.train_predict import gap_line
 
 
 def register(sub) -> None:
@@ -113,18 +113,6 @@ def _yardstick_line(y: Yardstick) -> str:
     return f"baseline {y.baseline_tok_s:.1f} tok/s ({y.source}) · break-even accept length {y.break_even:.2f}"
 
 
-def training_gap_line(r: RunSummary) -> str:
-    """A training checkpoint's run: what it predicted before the restart against what it measured."""
-    t = r.training or {}
-    tok_s = single_stream(r)[0]
-    measured = "not measured yet" if tok_s is None else f"measured {tok_s:.1f} tok/s"
-    return (
-        f"{r.id}: {t.get('training')} {t.get('checkpoint')} predicted {t['predicted_tok_s']:.0f} tok/s "
-        f"({t['predicted_tok_s_low']:.0f}-{t['predicted_tok_s_high']:.0f}), accept "
-        f"{t['predicted_accept_len']:.2f}; {measured}"
-    )
-
-
 def print_runs(runs: list[RunSummary], yardstick: Yardstick) -> None:
     if not runs:
         print("no runs recorded yet (`specdeck history --sync` imports the host's servers)")
@@ -148,9 +136,8 @@ def print_runs(runs: list[RunSummary], yardstick: Yardstick) -> None:
         print("  ".join(cells).rstrip())
     if runs:
         print(VS_LEGEND)
-    for r in runs:
-        if r.training and r.training.get("predicted_tok_s") is not None:
-            print(training_gap_line(r))
+    for line in filter(None, map(gap_line, runs)):
+        print(line)
     curves = [b for b in concurrency_blocks(runs, yardstick) if isinstance(b, Table | Bullets)]
     if curves:
         print("\nbench tok/s per stream / in all, by concurrency:\n" + to_markdown(curves).rstrip())
