@@ -202,3 +202,21 @@ def test_sandbox_up_replaces_a_hung_or_lost_hub():
         assert [j["id"] for j in jobs if j["kind"] == "hub" and j["state"] == "running"] == [again["hub"]["job"]]
     finally:
         cli("sandbox", "down", check_rc=None)
+
+
+@pytest.mark.parametrize(
+    ("args", "rc", "says"),
+    [
+        (["ping", "--nope"], 2, "specdeck: unrecognized arguments: --nope; see `specdeck --help`"),
+        (["jobs", "cancel"], 2, "specdeck jobs cancel: the following arguments are required: id"),
+        (["ping", "--host", "ssh://root@[::1"], 2, "not an SSH address: 'ssh://root@[::1' (Invalid IPv6 URL"),
+        (["web", "--host", "local", "--bind", "999.1.1.1", "--port", "1"], 2, "check --bind"),
+        (["ping", "--host", "local", "--workdir", "/proc/1/nope"], 3, "cannot install the agent in /proc/1/nope"),
+    ],
+)
+def test_bad_input_is_one_line_on_stderr(args, rc, says, tmp_path):
+    """Issue 20, item 10: usage errors, a bad --host URL, a bad --bind (no warning before the error) and a
+    --workdir that cannot be made are each one line on stderr, no traceback."""
+    res = cli(*args, check_rc=rc)
+    assert len(res.stderr.splitlines()) == 1 and says in res.stderr, res.stderr
+    assert "internal error" not in res.stderr and "WARNING" not in res.stderr

@@ -38,7 +38,7 @@ _STEPS = {
     "specdeck-step:python": "starting the agent with {python}",
 }
 _UPLOAD = (
-    'D=$1; mkdir -p "$(dirname "$D")" && { [ -e "$D" ] || [ -L "$D" ] || mkdir -m 700 "$D"; }; '
+    'D=$1; mkdir -p "$(dirname "$D")" && { [ -e "$D" ] || [ -L "$D" ] || mkdir -m 700 "$D"; } || exit 1; '
     + _GUARD
     + 'chmod 700 "$D" && cat > "$2.$$" && mv "$2.$$" "$2"'
 )
@@ -210,7 +210,7 @@ class AgentClient:
                 if res.code == _REFUSED:
                     raise self._refused(res.stderr.decode(errors="replace").strip())
                 if res.code != 0:
-                    detail = res.stderr.decode(errors="replace").strip()
+                    detail = "; ".join(res.stderr.decode(errors="replace").split("\n")).strip("; ")
                     raise ConnectionFailed(
                         f"{self.transport.label}: cannot install the agent in {self.state_dir}: {detail}"
                     )

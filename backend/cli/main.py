@@ -105,9 +105,17 @@ def modules_for(argv: list[str]) -> list[str]:
     return command_modules()
 
 
+class Parser(argparse.ArgumentParser):
+    """argparse with its usage errors on one line (the README promises one line on stderr and exit 2); a
+    command's subparsers are made of this class too."""
+
+    def error(self, message: str):
+        self.exit(2, f"{self.prog}: {message}; see `{self.prog} --help`\n")
+
+
 def build_parser(modules: list[str] | None = None) -> argparse.ArgumentParser:
     """The parser with the commands of ``modules`` (default: every command module)."""
-    parser = argparse.ArgumentParser(
+    parser = Parser(
         prog="specdeck",
         description="A control panel for EAGLE-3 speculative decoding on SGLang. "
         "With no command, opens the TUI on the default host.",

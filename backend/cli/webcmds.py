@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import errno
 import hashlib
 import hmac
 import ipaddress
@@ -157,14 +158,6 @@ async def web(args: argparse.Namespace) -> int:
         out = await environment.up()
         args.config, args.host = out["config"], environment.HOST_NAME
     host = resolve_host(load_settings(args), args.host)  # fail here, not in every browser tab
-    if not is_loopback(args.bind):
-        print(
-            f"WARNING: serving on {args.bind}:{args.port}, reachable from other machines. Whoever has the URL "
-            f"below drives the panel on {host.name} (starts SGLang with any flags there), and it travels as plain "
-            f"HTTP. Prefer the default 127.0.0.1 and `ssh -L {args.port}:127.0.0.1:{args.port}` to this machine.",
-            file=sys.stderr,
-            flush=True,
-        )
     url_host = f"[{args.bind}]" if ":" in args.bind else args.bind
     public_url = (args.public_url or f"http://{url_host}:{args.port}").rstrip("/")
     cmd = panel_command(args)
@@ -176,7 +169,16 @@ async def web(args: argparse.Namespace) -> int:
         await aioweb.TCPSite(runner, args.bind, args.port).start()
     except OSError as exc:
         await runner.cleanup()
-        raise UsageError(f"cannot listen on {args.bind}:{args.port}: {exc.strerror}; pick another --port") from None
+        fix = "pick another --port" if exc.errno == errno.EADDRINUSE else "check --bind (an address of this machine)"
+        raise UsageError(f"cannot listen on {args.bind}:{args.port}: {exc.strerror}; {fix}") from None
+    if not is_loopback(args.bind):
+        print(
+            f"WARNING: serving on {args.bind}:{args.port}, reachable from other machines. Whoever has the URL "
+            f"below drives the panel on {host.name} (starts SGLang with any flags there), and it travels as plain "
+            f"HTTP. Prefer the default 127.0.0.1 and `ssh -L {args.port}:127.0.0.1:{args.port}` to this machine.",
+            file=sys.stderr,
+            flush=True,
+        )
     print(f"serving specdeck ({host.name}) on {public_url}/?token={quote(token, safe='')}  (Ctrl+C stops)", flush=True)
     print(f"each browser session runs: {cmd}", flush=True)
     stop = asyncio.Event()

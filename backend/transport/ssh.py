@@ -39,8 +39,12 @@ class SSHTarget:
 
     @classmethod
     def parse(cls, url: str) -> SSHTarget:
-        parts = urlsplit(url)
-        if parts.scheme != "ssh" or not parts.hostname:
+        try:
+            parts = urlsplit(url)
+            hostname = parts.hostname
+        except ValueError as exc:  # an unclosed [ of an IPv6 address
+            raise UsageError(f"not an SSH address: {url!r} ({exc}; use ssh://user@addr[:port])") from None
+        if parts.scheme != "ssh" or not hostname:
             raise UsageError(f"not an SSH address: {url!r} (use ssh://user@addr[:port])")
         try:
             port = parts.port
