@@ -22,7 +22,7 @@ from backend.metrics import Sample
 from backend.settings import HostConfig, builtin_defaults
 from tests.helpers import dialog_input, until
 from tests.runs import record_run
-from tests.simhost import log_totals, recorded_totals, servers
+from tests.simhost import log_totals, recorded_totals, servers, start_server
 from tui.app import SpecdeckApp
 from tui.messages import LiveFeedUpdated
 from tui.screens.history import HistoryPane
@@ -406,3 +406,24 @@ async def test_bench_key_without_a_server_warns():
         await pilot.press("c")
         await until(pilot, lambda: toasted("no live cycle time yet"), "the cycle warning")
         assert app.query_one(BenchBar).job is None
+
+
+async def test_a_restart_clears_the_last_servers_bench_and_histogram(models):
+    host = HostConfig(name="local", url="local", python=sys.executable, workdir=local_workdir())
+    async with servers(host, models, "eagle3-aq") as (conn, jobs):
+        app = SpecdeckApp(builtin_defaults(), host="local")
+        async with app.run_test(size=SIZE) as pilot:
+            pane = await open_live(pilot)
+            await until(pilot, lambda: pane.feed.server and pane.feed.server.id == jobs["eagle3-aq"].id, "the server")
+            app.query_one(BenchBar).plan = BenchPlan(requests=1, max_tokens=64)
+            await pilot.press("b")
+            await until(pilot, lambda: "acceptance: aq-medai" in plain(app, "#live-acceptance"), "the histogram", 30)
+            await conn.call("jobs.cancel", id=jobs["eagle3-aq"].id)
+            again = await start_server(conn, models, "eagle3-aq")
+            try:
+                await until(pilot, lambda: pane.feed.server and pane.feed.server.id == again.id, "the new server", 60)
+                # The old server's bench and histogram are not the new one's.
+                await until(pilot, lambda: plain(app, "#live-acceptance") == "", "the histogram cleared")
+                assert str(app.query_one(BenchBar).text) == ""
+            finally:
+                await conn.call("jobs.cancel", id=again.id)
