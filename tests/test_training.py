@@ -149,6 +149,9 @@ def test_train_judge_serve_and_measure(models, tmp_path):
     served = json.loads(specdeck(config, "train", "serve", "ft", "best", "--wait-ready", "--yes", "--json").stdout)
     assert served["state"] == "ready" and served["checkpoint"] == "ft-step150"
     assert served["drafter_path"].endswith("specdeck-exports/ft-step150")
+    # A server runs now: serving another checkpoint asks first; without a terminal to ask on, --yes is needed.
+    refused = specdeck(config, "train", "serve", "ft", "ft-step50", rc=2).stderr
+    assert "a server runs" in refused and "--yes" in refused
     specdeck(config, "bench", "--requests", "4", "--max-tokens", "160")
     rows = json.loads(specdeck(config, "train", "checkpoints", "ft", "--json").stdout)
     best = rows[-1]
