@@ -21,8 +21,8 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def _keygen(path: Path) -> None:
-    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(path)], check=True)
+def _keygen(path: Path, kind: str = "ed25519") -> None:
+    subprocess.run(["ssh-keygen", "-q", "-t", kind, "-N", "", "-f", str(path)], check=True)
 
 
 @dataclass
@@ -70,14 +70,22 @@ class Sshd:
             self.proc.kill()
 
 
-def start_sshd(base: Path, client_key: str | None = None, host_ca: str | None = None, port: int = 0) -> Sshd:
-    """A server with a fresh host key that lets in a fresh client key, or ``client_key`` when given; with
-    ``host_ca`` (a private key) it also presents a host certificate that CA signed for localhost."""
+def start_sshd(
+    base: Path,
+    client_key: str | None = None,
+    host_ca: str | None = None,
+    port: int = 0,
+    host_key_type: str = "ed25519",
+    extra: tuple[str, ...] = (),
+) -> Sshd:
+    """A server with a fresh host key (of ``host_key_type``) that lets in a fresh client key, or ``client_key``
+    when given; with ``host_ca`` (a private key) it also presents a host certificate that CA signed for
+    localhost; ``extra`` lines go into its sshd_config."""
     if not Path(SSHD).exists():
         raise RuntimeError("sshd is missing: `make test` installs openssh-server")
     base.mkdir(parents=True, exist_ok=True)
     host_key = base / "host_key"
-    _keygen(host_key)
+    _keygen(host_key, host_key_type)
     if client_key is None:
         client_key = str(base / "client_key")
         _keygen(Path(client_key))
@@ -105,6 +113,7 @@ def start_sshd(base: Path, client_key: str | None = None, host_ca: str | None = 
                 "KbdInteractiveAuthentication no",
                 "MaxSessions 20",
                 "LogLevel ERROR",
+                *extra,
                 "",
             ]
         )

@@ -421,3 +421,76 @@ async def test_the_configs_own_known_hosts_file_is_read_and_written(servers, hom
     assert ours == "unknown" and err.known_hosts == str(mine)
     trust_host_key(err.known_hosts, err.key_line)
     assert (await specdeck_decides("ssh://gpu"))[0] == "trusted"
+
+
+async def both_decide(home: Path, config: str, destination: str, url: str, oracle_text: str | None = None):
+    """(specdeck's, ssh's) decision on the same ssh_config; the oracle forces checking on unless given."""
+    (home / ".ssh" / "config").write_text(config)
+    oracle = home / "oracle_config"
+    oracle.write_text(oracle_text or oracle_config(config, home / ".ssh" / "known_hosts"))
+    (ours, err), theirs = await asyncio.gather(specdeck_decides(url), openssh_decides(oracle, destination))
+    return ours, theirs, err
+
+
+@pytest.mark.parametrize(
+    ("line", "address", "want"),
+    [
+        ("127.0.0.0/8 {good}", "127.0.0.1", "unknown"),  # ssh has no CIDR patterns in known_hosts (asyncssh has)
+        ("[LOCALHOST]:{port} {bad}", NAME, "changed"),  # names match case-insensitively
+        ("[LocalHost]:{port} {good}", NAME, "trusted"),
+        ("[l?calh*]:{port},!other {good}", NAME, "trusted"),  # wildcards and negation, as match.c
+        ("[l?calh*]:{port},![LOCALHOST]:{port} {good}", NAME, "unknown"),  # a negated match: the line is out
+    ],
+)
+async def test_known_hosts_patterns_match_as_openssh_does(line, address, want, servers, home):
+    """Issue 20, item 5: known_hosts lines ssh reads differently from asyncssh, with ssh as the oracle."""
+    target = servers["target"]
+    host = address
+    text = line.format(good=target.host_key_pub, bad=servers["other"], port=target.port)
+    (home / ".ssh" / "known_hosts").write_text(text + "\n")
+    config = ssh_config("plain", target, servers["jump"], servers["client"]) + f"Host {host}\n  Port {target.port}\n"
+    ours, theirs, err = await both_decide(home, config, f"{USER}@{host}", f"ssh://{USER}@{host}:{target.port}")
+    assert ours == theirs == want, err
+
+
+async def test_a_ca_under_the_bare_name_signs_for_any_port(servers, home):
+    """ssh's port fallback holds for @cert-authority lines: one under `localhost` covers [localhost]:PORT."""
+    certified = servers["certified"]
+    (home / ".ssh" / "known_hosts").write_text(f"@cert-authority {NAME} {servers['ca']}\n")
+    config = ssh_config("plain", certified, servers["jump"], servers["client"])
+    config += f"Host {NAME}\n  Port {certified.port}\n"
+    ours, theirs, err = await both_decide(home, config, f"{USER}@{NAME}", f"ssh://{USER}@{NAME}:{certified.port}")
+    assert ours == theirs == "trusted", err
+
+
+async def test_user_known_hosts_file_expands_percent_tokens(servers, home):
+    """`UserKnownHostsFile ~/.ssh/kh_%u_%h_%p%%`: ssh expands the tokens, so must specdeck."""
+    target = servers["target"]
+    (home / ".ssh" / f"kh_{USER}_{NAME}_{target.port}%").write_text(f"[{NAME}]:{target.port} {target.host_key_pub}\n")
+    config = ssh_config("plain", target, servers["jump"], servers["client"])
+    config = f"Host {NAME}\n  Port {target.port}\n  UserKnownHostsFile {home}/.ssh/kh_%u_%h_%p%%\n" + config
+    oracle = config + "Host *\n  StrictHostKeyChecking yes\n  BatchMode yes\n"
+    ours, theirs, err = await both_decide(home, config, f"{USER}@{NAME}", f"ssh://{USER}@{NAME}:{target.port}", oracle)
+    assert ours == theirs == "trusted", err
+
+
+async def test_a_host_signing_only_with_sha1_rsa_is_refused_unless_asked_for(servers, home, tmp_path):
+    """A server whose only host key algorithm is ssh-rsa (SHA-1): ssh 9.x finds no matching host key type and so
+    does specdeck, in one sentence; `HostKeyAlgorithms +ssh-rsa` lets both in."""
+    old = start_sshd(tmp_path / "old", servers["client"], host_key_type="rsa", extra=("HostKeyAlgorithms ssh-rsa",))
+    try:
+        (home / ".ssh" / "known_hosts").write_text(f"[{NAME}]:{old.port} {old.host_key_pub}\n")
+        base = ssh_config("plain", old, servers["jump"], servers["client"]) + f"Host {NAME}\n  Port {old.port}\n"
+        url, destination = f"ssh://{USER}@{NAME}:{old.port}", f"{USER}@{NAME}"
+        (home / ".ssh" / "config").write_text(base)
+        oracle = home / "oracle_config"
+        oracle.write_text(oracle_config(base, home / ".ssh" / "known_hosts"))
+        ssh = subprocess.run(["ssh", "-F", str(oracle), destination, "true"], capture_output=True, text=True)
+        assert ssh.returncode != 0 and "no matching host key type found" in ssh.stderr
+        with pytest.raises(ConnectionBlocked, match=r"no matching host key type: the host signs only with ssh-rsa"):
+            await SSHTransport(url).connect()
+        allowed = base + "Host *\n  HostKeyAlgorithms +ssh-rsa\n"
+        ours, theirs, err = await both_decide(home, allowed, destination, url)
+        assert ours == theirs == "trusted", err
+    finally:
+        old.stop()

@@ -28,6 +28,8 @@ def test_asyncssh_config_handlers():
     assert list(inspect.signature(SSHConfig._set_bool).parameters) == ["self", "option", "args"], moved(
         "SSHConfig._set_bool(option, args)", where
     )
+    expands = getattr(SSHClientConfig, "_percent_expand", None)
+    assert isinstance(expands, set) and "IdentityFile" in expands, moved("SSHClientConfig._percent_expand", where)
     from backend.transport.sshconfig import resolve
 
     assert resolve("h", paths=[]).hash_known_hosts is False  # the subclass still loads

@@ -1,7 +1,9 @@
 """known_hosts as OpenSSH reads it: the name a key is filed under, the trusted/unknown/changed decision, the write.
 
-Lines are parsed by asyncssh (plain, hashed ``|1|``, wildcard and ``@cert-authority``/``@revoked`` entries);
-which entries count, and what a mismatch means, follows OpenSSH's ``check_host_key``: the key is looked up
+Keys are parsed by asyncssh; which line a name matches is decided as OpenSSH's hostfile.c/match.c do, not as
+asyncssh does: a plain pattern list (``*``, ``?``, ``!negation``) compared case-insensitively, never as a CIDR
+network, and a hashed ``|1|`` entry against the lower-case name. Which entries count, and what a mismatch
+means, follows OpenSSH's ``check_host_key``: the key is looked up
 under exactly one name (``HostKeyAlias``, else ``host`` on port 22 and ``[host]:port`` elsewhere); any other
 key filed under that name means CHANGED; a non-default port with nothing filed falls back to a matching key
 filed under the bare host; the address counts only with ``CheckHostIP yes``.
@@ -19,8 +21,7 @@ from pathlib import Path
 from typing import Literal
 
 from backend.transport.sshimport import asyncssh  # noqa: F401  # isort: skip (first: the quick import)
-from asyncssh import SSHKey
-from asyncssh.known_hosts import SSHKnownHosts
+from asyncssh import KeyImportError, SSHKey, import_public_key
 
 from backend.errors import ConnectionBlocked
 
@@ -33,18 +34,96 @@ def host_port(host: str, port: int) -> str:
     return host if port == DEFAULT_PORT else f"[{host}]:{port}"
 
 
+def match_pattern(name: str, pattern: str) -> bool:
+    """OpenSSH's match_pattern: ``*`` any run, ``?`` one character, everything else itself."""
+    if not pattern:
+        return not name
+    if pattern[0] == "*":
+        return any(match_pattern(name[i:], pattern[1:]) for i in range(len(name) + 1))
+    return bool(name) and pattern[0] in ("?", name[0]) and match_pattern(name[1:], pattern[1:])
+
+
+def match_hostname(name: str, patterns: str) -> bool | None:
+    """OpenSSH's match_hostname (match_pattern_list with dolower): True for a positive match, None for a
+    negated one (the line does not apply), False for none. Names and patterns compare in lower case."""
+    name, matched = name.lower(), False
+    for pattern in patterns.split(","):
+        negated = pattern.startswith("!")
+        if match_pattern(name, pattern[1:].lower() if negated else pattern.lower()):
+            if negated:
+                return None
+            matched = True
+    return matched
+
+
+# Signature algorithms OpenSSH 8.8+ leaves out of its default HostKeyAlgorithms (RSA with SHA-1).
+SHA1_ALGS = frozenset({"ssh-rsa", "ssh-rsa-cert-v01@openssh.com"})
+
+
+def host_key_algs(spec: str | None, default: Sequence[str]) -> list[str]:
+    """ssh_config's ``HostKeyAlgorithms`` applied to ``default`` as ssh does: ``+list`` appends, ``-list``
+    removes, ``^list`` puts first, a plain list replaces; patterns may use ``*`` and ``?``. Without it, the
+    default less the SHA-1 RSA signatures."""
+    base = [a for a in default if a not in SHA1_ALGS]
+    if not spec:
+        return base
+    head, names = spec[0], spec.lstrip("+-^").split(",")
+    every = list(dict.fromkeys([*default, *SHA1_ALGS]))
+    listed = [a for a in every if any(match_pattern(a, n) for n in names)]
+    if head == "+":
+        return list(dict.fromkeys(base + listed))
+    if head == "-":
+        return [a for a in base if a not in listed]
+    if head == "^":
+        return list(dict.fromkeys(listed + base))
+    return [a for n in names for a in every if match_pattern(a, n) and a in listed]
+
+
+@dataclass(frozen=True)
+class Entry:
+    number: int  # line number, for messages
+    marker: str  # "", "@cert-authority" or "@revoked"
+    hosts: str  # the pattern list, or a ``|1|salt|hash`` entry
+    key: SSHKey
+
+    def matches(self, name: str) -> bool:
+        if self.hosts.startswith("|1|"):
+            parts = self.hosts.split("|")
+            try:
+                salt, digest = base64.b64decode(parts[2]), base64.b64decode(parts[3])
+            except (IndexError, ValueError):
+                return False
+            return hmac.compare_digest(hmac.new(salt, name.lower().encode(), hashlib.sha1).digest(), digest)
+        return bool(match_hostname(name, self.hosts))
+
+
+def parse_line(line: str) -> Entry | None:
+    """One known_hosts line as an Entry, None for a blank or comment line; ValueError when it is neither."""
+    fields = line.split()
+    if not fields or fields[0].startswith("#"):
+        return None
+    marker = fields.pop(0) if fields[0].startswith("@") else ""
+    if marker not in ("", "@cert-authority", "@revoked"):
+        raise ValueError(f"unknown marker {marker}")
+    if len(fields) < 3:
+        raise ValueError("expected hosts, key type and key")
+    try:
+        key = import_public_key(f"{fields[1]} {fields[2]}")
+    except KeyImportError as exc:
+        raise ValueError(str(exc)) from None
+    return Entry(0, marker, fields[0], key)
+
+
 @dataclass(frozen=True)
 class KnownHostsFile:
     path: str
-    lines: tuple[str, ...]
-    parsed: SSHKnownHosts  # the whole file, parsed once
+    entries: tuple[Entry, ...]  # the whole file, parsed once
 
     def where(self, name: str) -> str:
-        """``path:line`` of the first line that files a key under ``name`` (for messages: rare, so re-parsed)."""
-        for number, line in enumerate(self.lines, 1):
-            line = line.strip()
-            if line and not line.startswith("#") and SSHKnownHosts(line).match(name, "", None)[0]:
-                return f"{self.path}:{number}"
+        """``path:line`` of the first line that files a plain key under ``name`` (for messages)."""
+        for entry in self.entries:
+            if not entry.marker and entry.matches(name):
+                return f"{self.path}:{entry.number}"
         return self.path
 
 
@@ -76,10 +155,11 @@ class KnownHosts:
         if name not in self._found:
             trusted, ca, revoked, files = [], [], [], []
             for f in self.files:
-                keys, cas, revokes = f.parsed.match(name, "", None)[:3]
+                entries = [e for e in f.entries if e.matches(name)]
+                keys = [e.key for e in entries if not e.marker]
                 trusted += keys
-                ca += cas
-                revoked += revokes
+                ca += [e.key for e in entries if e.marker == "@cert-authority"]
+                revoked += [e.key for e in entries if e.marker == "@revoked"]
                 files += [f] if keys else []
             self._found[name] = Found(tuple(trusted), tuple(ca), tuple(revoked), tuple(files))
         return self._found[name]
@@ -92,19 +172,17 @@ def _read_file(path: str) -> KnownHostsFile | None:
         return None
     except OSError as exc:
         raise ConnectionBlocked(f"cannot read {path}: {exc.strerror or exc}") from None
-    lines = tuple(text.splitlines())
-    try:
-        return KnownHostsFile(path, lines, SSHKnownHosts(text))
-    except ValueError:
-        pass
-    for number, line in enumerate(lines, 1):  # name the bad line
+    entries = []
+    for number, line in enumerate(text.splitlines(), 1):
         try:
-            SSHKnownHosts(line)
+            entry = parse_line(line)
         except ValueError as exc:
             raise ConnectionBlocked(
                 f"{path} line {number} is not a known_hosts entry ({exc}); fix or delete that line"
             ) from None
-    raise ConnectionBlocked(f"{path} is not a known_hosts file; fix or move it")
+        if entry is not None:
+            entries.append(Entry(number, entry.marker, entry.hosts, entry.key))
+    return KnownHostsFile(path, tuple(entries))
 
 
 @dataclass(frozen=True)

@@ -16,11 +16,11 @@ from urllib.parse import urlsplit
 
 from backend.transport.sshimport import asyncssh  # isort: skip (first: the quick import)
 from asyncssh.config import ConfigParseError
-from asyncssh.public_key import get_default_public_key_algs
+from asyncssh.public_key import get_default_certificate_algs, get_default_public_key_algs
 
 from backend.errors import ConnectionBlocked, ConnectionFailed, HostKeyChanged, HostKeyUnknown, UsageError
 from backend.transport.base import RunResult, shell_command
-from backend.transport.hostkeys import DEFAULT_PORT, KnownHosts, Verdict, decide, key_line
+from backend.transport.hostkeys import DEFAULT_PORT, SHA1_ALGS, KnownHosts, Verdict, decide, host_key_algs, key_line
 from backend.transport.sshconfig import MAX_HOPS, Destination, config_paths, jump_hops, resolve
 
 CONNECT_TIMEOUT_S = 10
@@ -29,6 +29,7 @@ KEEPALIVE_MAX = 3  # ⇒ a dead network is noticed within ~15 s, instead of hang
 # sshd's default MaxSessions is 10; the agent holds one channel, so keep short commands well under.
 MAX_CHANNELS = 6
 _PLAIN_ALGS = [alg.decode() for alg in get_default_public_key_algs()]
+_CERT_ALGS = [alg.decode() for alg in get_default_certificate_algs()]
 
 
 @dataclass(frozen=True)
@@ -197,6 +198,8 @@ class SSHTransport:
         portless = () if dest.host_key_alias or dest.port == DEFAULT_PORT else (dest.hostname,)  # ssh's fallback
         known = await asyncio.to_thread(KnownHosts.read, read, (dest.key_name, *portless))
         found = known.find(dest.key_name)
+        # ssh's port fallback holds for CA lines too: a CA filed under the bare name signs for any port.
+        ca = list(dict.fromkeys([*found.ca, *(known.find(dest.hostname).ca if portless else ())]))
         proxied = tunnel is not None or dest.proxy_command
         verdicts: list[tuple[Verdict, asyncssh.SSHKey]] = []
 
@@ -213,7 +216,7 @@ class SSHTransport:
             "username": dest.user,
             "config": paths,
             "tunnel": tunnel or (),
-            "known_hosts": (list(found.trusted), list(found.ca), list(found.revoked)),
+            "known_hosts": (list(found.trusted), ca, list(found.revoked)),
             "host_key_alias": dest.host_key_alias,
             "client_factory": lambda: _HostKeyCheck(judge),
             "ignore_encrypted": True,
@@ -225,9 +228,13 @@ class SSHTransport:
             options["client_keys"] = keys
         # Ask for a plain key of the kinds known_hosts holds first, as ssh does; a host certificate only when a
         # CA is recorded for this name, and when that CA does not sign it, the plain key again (ssh's retry).
+        # The kinds offered are ssh's: HostKeyAlgorithms as the config says, else no RSA signed with SHA-1.
         known_algs = [alg.decode() for key in found.trusted for alg in key.sig_algorithms]
-        plain = {"server_host_key_algs": list(dict.fromkeys(known_algs + _PLAIN_ALGS))}
-        tries = [options, {**options, **plain}] if found.ca else [{**options, **plain}]
+        plain = {"server_host_key_algs": host_key_algs(dest.host_key_algorithms, [*known_algs, *_PLAIN_ALGS])}
+        certs = {"server_host_key_algs": host_key_algs(dest.host_key_algorithms, [*_CERT_ALGS, *_PLAIN_ALGS])}
+        if not plain["server_host_key_algs"]:
+            raise ConnectionBlocked(f"{dest.label}: HostKeyAlgorithms {dest.host_key_algorithms} leaves no algorithm")
+        tries = [{**options, **certs}, {**options, **plain}] if ca else [{**options, **plain}]
         try:
             for i, opts in enumerate(tries):
                 try:
@@ -243,6 +250,15 @@ class SSHTransport:
             ) from None
         except TimeoutError:
             raise ConnectionFailed(f"{dest.label}: connection timed out after {CONNECT_TIMEOUT_S} s") from None
+        except (asyncssh.KeyExchangeFailed, asyncssh.ConnectionLost, ConnectionResetError) as exc:
+            # A host with no key type in common closes during the key exchange (often before its reason arrives).
+            if await self._sha1_only(dest, tries[-1]):
+                raise ConnectionBlocked(
+                    f"{dest.label}: no matching host key type: the host signs only with ssh-rsa (RSA with SHA-1), "
+                    "which ssh 9.x and specdeck refuse; `HostKeyAlgorithms +ssh-rsa` in ssh_config allows it"
+                ) from None
+            reason = exc.reason if isinstance(exc, asyncssh.Error) else exc.strerror
+            raise ConnectionFailed(f"{dest.label}: SSH failed: {reason}") from None
         except asyncssh.Error as exc:
             raise ConnectionFailed(f"{dest.label}: SSH failed: {exc.reason}") from None
         except (asyncssh.KeyImportError, ConfigParseError) as exc:
@@ -255,6 +271,22 @@ class SSHTransport:
             conn.close()
             raise self._refusal(dest, verdicts[-1], write_to, "")
         return conn
+
+    @staticmethod
+    async def _sha1_only(dest: Destination, opts: dict) -> bool:
+        """Whether the host, refused with ``opts``, would present a key signed with SHA-1 RSA: one more key
+        exchange offering only those (never trusted: the key is only looked at)."""
+        if SHA1_ALGS & set(opts["server_host_key_algs"]):
+            return False  # they were offered already
+        seen: list[asyncssh.SSHKey] = []
+        probe = {**opts, "known_hosts": ([], [], []), "server_host_key_algs": sorted(SHA1_ALGS)}
+        probe["client_factory"] = lambda: _HostKeyCheck(lambda addr, key: bool(seen.append(key)))
+        try:
+            conn = await asyncssh.connect(dest.name, **probe)
+            conn.close()
+        except (asyncssh.Error, OSError):
+            pass
+        return bool(seen)
 
     @staticmethod
     def _refusal(

@@ -25,9 +25,11 @@ GLOBAL_KNOWN_HOSTS = ("/etc/ssh/ssh_known_hosts", "/etc/ssh/ssh_known_hosts2")
 
 
 class _Config(SSHClientConfig):
-    # Borrowed: asyncssh's private option table (``_handlers``: lower-case name → (name, setter)) and its
-    # private ``SSHConfig._set_bool`` setter. asyncssh has no public hook for extra options; it is capped in
-    # pyproject.toml and tests/test_private_apis.py says when a release moves either.
+    # Borrowed: asyncssh's private option table (``_handlers``: lower-case name → (name, setter)), its
+    # private ``SSHConfig._set_bool`` setter and its set of options with %-tokens (``_percent_expand``: ssh
+    # expands %u %h %p %r %d %% in UserKnownHostsFile too). asyncssh has no public hook for extra options; it
+    # is capped in pyproject.toml and tests/test_private_apis.py says when a release moves any of them.
+    _percent_expand = SSHClientConfig._percent_expand | {"UserKnownHostsFile"}
     _handlers = {
         **SSHClientConfig._handlers,
         "hashknownhosts": ("HashKnownHosts", SSHConfig._set_bool),
@@ -55,6 +57,7 @@ class Destination:
     identity_files: tuple[str, ...]
     hash_known_hosts: bool
     check_host_ip: bool
+    host_key_algorithms: str | None  # as written in ssh_config (``+``/``-``/``^`` prefixes included)
     known_hosts_files: tuple[str, ...]  # UserKnownHostsFile, without none and /dev/null
     global_known_hosts: tuple[str, ...]
 
@@ -93,6 +96,7 @@ def resolve(name: str, port: int | None = None, user: str | None = None, paths: 
         identity_files=tuple(os.path.expanduser(p) for p in cfg.get("IdentityFile", None) or ()),
         hash_known_hosts=bool(cfg.get("HashKnownHosts", False)),
         check_host_ip=bool(cfg.get("CheckHostIP", False)),
+        host_key_algorithms=cfg.get("HostKeyAlgorithms", None),
         known_hosts_files=tuple(p for p in known if p.lower() not in _NO_FILE),
         global_known_hosts=GLOBAL_KNOWN_HOSTS if global_known is None else tuple(global_known),
     )
