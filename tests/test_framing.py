@@ -178,3 +178,27 @@ async def test_a_failed_jobs_reason_quotes_a_capped_log_line(host: HostConfig):
         assert len(done["reason"]) < 600 and "more characters; see the job's log" in done["reason"]
     finally:
         await conn.close()
+
+
+def test_a_request_without_a_thread_to_run_on_is_answered_not_fatal(monkeypatch):
+    """At the host's process limit a thread cannot start: that request gets an error, and the agent lives on."""
+    out: list[bytes] = []
+
+    class Sink:
+        def write(self, b: bytes) -> None:
+            out.append(b)
+
+        def flush(self) -> None:
+            pass
+
+    def no_thread(self) -> None:
+        raise RuntimeError("can't start new thread")
+
+    from backend.agent.host import probes  # noqa: F401  # registers ping
+
+    monkeypatch.setattr(agent_main.threading.Thread, "start", no_thread)
+    agent = agent_main.Agent("/tmp", Sink())
+    agent.handle({"id": 9, "method": "ping"})
+    reply = json.loads(out[0][protocol.HEADER_LEN :])
+    assert reply["id"] == 9 and reply["error"]["kind"] == "busy" and "process limit" in reply["error"]["message"]
+    assert agent.running == {}

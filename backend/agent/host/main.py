@@ -63,7 +63,13 @@ class Agent:
             lambda raw: self.send_payload(rid, head + raw + b"}"),
         )
         self.running[rid] = ctx
-        threading.Thread(target=self._run, args=(rid, fn, req.get("params") or {}, ctx), daemon=True).start()
+        try:
+            threading.Thread(target=self._run, args=(rid, fn, req.get("params") or {}, ctx), daemon=True).start()
+        except RuntimeError:  # no thread to be had (the host at its process limit): this request fails, not us
+            self.running.pop(rid, None)
+            ctx.close()
+            message = "the agent cannot start a thread for %s (the host is at its process limit); retry" % name
+            self.send({"id": rid, "error": {"message": message, "kind": "busy"}})
 
     def _run(self, rid, fn, params, ctx) -> None:
         try:
