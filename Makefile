@@ -32,7 +32,9 @@ test-deps: setup
 	@test -x /usr/bin/chromium || { echo "installing chromium (for the web demo test)"; \
 	  $(SUDO) apt-get update -qq && $(SUDO) DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; }
 
+# vllm-htop is the idle row's peer (bench/bench_idle.py); installed here, outside the loopback-only namespace.
 bench: setup
+	@$(PY) -m pip install --quiet vllm-htop==0.5.0 || echo "vllm-htop not installed: the idle row measures a 1 Hz poller"
 	@scripts/netns-run $(PY) -m bench
 
 lint: setup

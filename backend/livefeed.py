@@ -37,6 +37,9 @@ from backend.settings import Settings
 POLL_S = 2.0  # /server_info and /metrics: SGLang's gauges only move when a decode line is logged
 LATENCY_S = 1.0  # /metrics for the latency histograms: they move with every request and token
 LATENCY_KEEP_S = 10.0  # how often the recorder keeps the run's latency figures while they change
+# With no decode line since the last poll the gauges stand still: poll this many times slower (a server left
+# idle costs the panel and the host next to nothing); the next decode line brings the pace back at once.
+IDLE_POLL_FACTOR = 5
 FIND_S = 2.0  # how often to look again when no server runs
 # ``timeout`` is the RPC's own deadline (Connection.call takes it); http.request waits 5 s for the server.
 RPC_TIMEOUT_S = 8.0
@@ -165,6 +168,7 @@ class LiveFeed:
         self.latency = LatencyWindow()  # the server's latency histograms, one scrape a second
         self.latency_scrapes = 0  # scrapes of this server that held histograms
         self.histograms: bool | None = None  # did the last /metrics answer hold any (None: not asked yet)
+        self._idle_waiters: list[asyncio.Future] = []  # polls of an idle server, woken by the next sample
 
     @property
     def running_server(self) -> JobInfo | None:
@@ -224,6 +228,9 @@ class LiveFeed:
                             continue
                         now = time.time()
                         self.samples += 1
+                        for waiter in self._idle_waiters:
+                            if not waiter.done():
+                                waiter.set_result(None)
                         self.series.feed(sample, now)
                         sample = self.filter.accept(sample, now)
                         if recording:
@@ -306,21 +313,27 @@ class LiveFeed:
         """Poll /server_info and /metrics until cancelled; the next round starts once this one has finished."""
         port = job.port
         info_path, metrics_on = "/server_info", True
+        info_text = metrics_text = None  # the last pages read: an idle server's come back the same, unparsed
+        seen = self.samples
         while True:
             info = await self._get(port, info_path)
             if info is not None and info.get("status") == 404 and info_path == "/server_info":
                 info_path = "/get_server_info"  # SGLang before /server_info existed
                 info = await self._get(port, info_path)
             answered = info is not None and info.get("status") == 200
-            if answered:
+            if answered and info["text"] != info_text:
                 try:
                     self.info = server_info_numbers(json.loads(info["text"]))
+                    info_text = info["text"]
                 except ValueError:
                     pass
             if metrics_on:
                 page = await self._get(port, "/metrics")
-                if page is not None and page.get("status") == 200:
-                    self.scrape = read_scrape(page["text"])
+                if page is not None and page.get("status") == 200 and page["text"] == metrics_text:
+                    pass
+                elif page is not None and page.get("status") == 200:
+                    metrics_text = page["text"]
+                    self.scrape = read_scrape(metrics_text)
                     self.metrics = self.scrape.engine
                     if not self.startup:  # once: the engine sets them before the port opens (0.5.6: none)
                         self.startup = self.scrape.startup
@@ -329,19 +342,21 @@ class LiveFeed:
             self.reachable = answered
             self.polls += 1
             self._tell("poll")
-            await asyncio.sleep(self.poll_s)
+            seen = await self._pace(self.poll_s, seen)
 
     async def _scrape_latency(self, job: JobInfo) -> None:
         """Scrape /metrics for the latency histograms once a second into ``latency`` until cancelled; stops
         asking a server launched without --enable-metrics. The recorder keeps the run's figures since the server
         started every ``LATENCY_KEEP_S`` while they change (a run's history: its latency as last seen)."""
         kept, kept_at = None, 0.0
+        seen, text = self.samples, None
         while True:
             page = await self._get(job.port, "/metrics")
             if page is not None and page.get("status") == 404:
                 self.histograms = False
                 return
-            if page is not None and page.get("status") == 200:
+            if page is not None and page.get("status") == 200 and page["text"] != text:
+                text = page["text"]  # an idle server's page comes back the same: nothing new to parse
                 scrape = await asyncio.to_thread(parse_histograms, page["text"])
                 self.histograms = bool(scrape)
                 if scrape:
@@ -352,7 +367,23 @@ class LiveFeed:
                     if self.recorder is not None and scrape != kept and now - kept_at >= LATENCY_KEEP_S:
                         kept, kept_at = scrape, now
                         await self.recorder.keep_latency(job, summary_json(scrape))
-            await asyncio.sleep(self.latency_s)
+            seen = await self._pace(self.latency_s, seen)
+
+    async def _pace(self, seconds: float, seen: int) -> int:
+        """Wait ``seconds`` before the next poll; where no sample came since the last one (samples == ``seen``)
+        the server stands idle: wait up to IDLE_POLL_FACTOR times that, ended by the next sample. The sample
+        count to compare with next time."""
+        await asyncio.sleep(seconds)
+        if self.samples == seen:
+            waiter = asyncio.get_running_loop().create_future()
+            self._idle_waiters.append(waiter)
+            try:
+                await asyncio.wait_for(waiter, seconds * (IDLE_POLL_FACTOR - 1))
+            except TimeoutError:
+                pass
+            finally:
+                self._idle_waiters.remove(waiter)
+        return self.samples
 
 
 async def log_end(conn: Connection, job: JobInfo) -> int:

@@ -593,3 +593,25 @@ async def test_load_generator_runs_on_the_hosts_python38(models, tmp_path):
         assert result["requests"] == 1 and result["tokens"] == 32 and 1.0 <= result["accept_len"] <= 4.0
         job = await conn.call("jobs.get", id=result["job"])
         assert job["argv"][0] == str(PY38) and job["state"] == "done"
+
+
+async def test_an_idle_history_thread_is_not_woken_and_loses_no_pending_sample(tmp_path):
+    """Flushes with nothing new still reach the thread while the recorder holds a sample back (its commit pace
+    not yet passed), so nothing followed waits uncommitted; once it holds nothing, an idle feed's flushes
+    hand nothing over."""
+    recorder = HistoryThread(tmp_path / "history.sqlite3", every_s=3600)
+    recorder.record("local")
+    job = JobInfo("serve-x")
+    assert await recorder.recorded(job) == 0
+    recorder.begin(job, 0)
+    recorder.add(Sample(ts=1e9, kind="decode", gen_tps=80.0))
+    recorder.mark(100)
+    for _ in range(2):  # held back: the commit pace has not passed; the empty second hand-over still goes
+        handover = recorder.flush()
+        assert handover is not None
+        handover.result(10)
+    recorder._recorder.every_s = 0  # the pace has passed: the next empty hand-over commits
+    recorder.flush().result(10)
+    assert recorder.flush() is None  # idle: nothing new, nothing held
+    assert await recorder.query(lambda history: history.imported(run_id_of("local", "serve-x"))) == 100
+    recorder.close()

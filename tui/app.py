@@ -49,7 +49,7 @@ TABS: tuple[tuple[str, str, type[ShellPane]], ...] = (
     ("tune", "Tune", TunePane),
     ("train", "Train", TrainPane),
 )
-RTT_EVERY_S = 5.0
+RTT_EVERY_S = 15.0  # the header's round trip; each new figure repaints it, so an idle panel asks seldom
 _TAB_KEYS = Binding.Group("tabs", compact=True)
 
 

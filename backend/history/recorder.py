@@ -70,6 +70,11 @@ class LiveRecorder:
         self.history.upsert_run(self.host, job)
         self.run_id = None
 
+    @property
+    def idle(self) -> bool:
+        """Nothing followed waits to be committed."""
+        return self.run_id is None or self._end <= self._start
+
     def flush(self, force: bool = False) -> bool:
         """Commit the pending chunk when a second has passed since the last commit (or ``force``)."""
         if self.run_id is None or self._end <= self._start:

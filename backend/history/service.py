@@ -48,6 +48,7 @@ class HistoryThread:
         self._ops: list[tuple[str, Any]] = []  # (call, its arguments); "add" holds a batch of samples
         self._ready = 0  # the calls before this index may be handed over (the last of them is no add)
         self._handover: Future | None = None
+        self._quiet = False  # the last hand-over brought nothing and the recorder holds nothing uncommitted
         self._closed = False
         self.holder = uuid.uuid4().hex  # this live view, in the database's recorders table
         self._claimed: str | None = None  # the run this thread holds there
@@ -105,7 +106,11 @@ class HistoryThread:
         and once closed."""
         if self._closed or (not force and self._handover is not None and not self._handover.done()):
             return None
-        self._handover = self._executor.submit(self._replay, self._take(), force)
+        if not force and self._ready == 0 and self._quiet:
+            return None  # nothing new and nothing left uncommitted: an idle screen wakes no thread
+        ops = self._take()
+        self._quiet = False
+        self._handover = self._executor.submit(self._replay, ops, force)
         return self._handover
 
     async def query(self, fn: Callable[[History], T]) -> T:
@@ -179,6 +184,7 @@ class HistoryThread:
                 self._recorder.flush(force or bool(released))
             for run_id in released:  # after the flush: everything followed is stored first
                 self._history.release(run_id, self.holder)
+            self._quiet = not ops and (self._recorder is None or self._recorder.idle)
 
     def _query(self, ops: list[tuple[str, Any]], fn: Callable[[History], T]) -> T:
         self._replay(ops, False)

@@ -60,6 +60,18 @@ COMMIT_EVERY_S = 0.9 * RECORD_EVERY_S
 OVERLAY_COLORS = ((215, 165, 0), (160, 110, 245), (60, 150, 240), (140, 140, 140))
 
 
+class _WakingSet(set):
+    """The dirty charts: adding one starts the redraw timer."""
+
+    def __init__(self, items, wake) -> None:
+        super().__init__(items)
+        self._wake = wake
+
+    def add(self, item) -> None:
+        super().add(item)
+        self._wake()
+
+
 class LivePane(ShellPane):
     """The Live tab body; ``series`` is what the charts draw, ``feed`` what fills it."""
 
@@ -123,10 +135,10 @@ class LivePane(ShellPane):
         self.redraws = 0  # chart redraws so far (tests and the bench count them)
         self.shown = False  # is the tab on screen (between Show and Hide)
         self._feed_conn: Connection | None = None
+        self._timer: Timer | None = None
         self._dirty = set(CHARTS)  # the charts that need a redraw
         self._stale = True  # the numbers need recomputing
         self._ticks = 0
-        self._timer: Timer | None = None
         self._history_error = ""  # the last history failure reported
         self.baseline_tok_s = Reference.baseline_tok_s  # the tok/s line, set from the settings in compose
         self.baseline_run: str | None = None  # the History run that measured it; None for the configured figure
@@ -175,6 +187,32 @@ class LivePane(ShellPane):
         """The App's history service: records what the feed follows; the measured baseline and the overlay
         come from it too."""
         return self.app.history
+
+    # The redraw timer runs only while something waits to be drawn: it stops itself once all is drawn, and
+    # marking a chart dirty or the numbers stale starts it again. An idle feed draws nothing between samples.
+    @property
+    def _dirty(self) -> set[str]:
+        return self.__dirty
+
+    @_dirty.setter
+    def _dirty(self, charts: set[str]) -> None:
+        self.__dirty = _WakingSet(charts, self._wake)
+        if charts:
+            self._wake()
+
+    @property
+    def _stale(self) -> bool:
+        return self.__stale
+
+    @_stale.setter
+    def _stale(self, stale: bool) -> None:
+        self.__stale = stale
+        if stale:
+            self._wake()
+
+    def _wake(self) -> None:
+        if self._timer is not None and self.shown:
+            self._timer.resume()
 
     def on_show(self) -> None:
         self.shown = True
@@ -331,6 +369,8 @@ class LivePane(ShellPane):
         if self._stale and self._ticks % STATS_EVERY == 1:
             self._stale = False
             self._compute_numbers()
+        if not self._dirty and not self._stale and self._timer is not None:
+            self._timer.pause()  # all drawn: nothing moves until a sample, a click or a key marks something
 
     @property
     def streams(self) -> int | None:

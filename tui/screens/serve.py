@@ -283,7 +283,7 @@ class ServePane(ShellPane):
         finally:
             if self._gpu_timer is not None:
                 self._gpu_timer.stop()
-            if self.is_mounted:
+            if self.is_mounted and self.parent.display:  # hidden: on_show polls and re-arms
                 self._gpu_timer = self.set_timer(GPU_EVERY_S, self._poll_gpus, name="serve-gpus")
 
     # --- profiles and the editor ------------------------------------------------------------------------------

@@ -80,8 +80,9 @@ class HostBar(Horizontal):
         yield Static(id="reason", markup=False)
 
     def on_mount(self) -> None:
-        # The countdown and the stale age move on their own; one tick a second is all they need.
-        self.set_interval(1, self._draw)
+        # The countdown and the stale age move on their own; one tick a second is all they need, and only while
+        # one shows: a connected header has nothing that moves between samples.
+        self._ticker = self.set_interval(1, self._draw, pause=True, name="hostbar-clock")
         self._draw()
 
     def show_host(self, host: HostConfig, sandbox: bool) -> None:
@@ -138,3 +139,5 @@ class HostBar(Horizontal):
         self._set("stale", f"stale {duration(now - self.stale_since)}" if self.stale_since is not None else "")
         show_reason = self.state.status in ("reconnecting", "lost")
         self._set("reason", self.state.reason if show_reason else "")
+        moving = self.stale_since is not None or (self.state.retry_at is not None and self.state.retry_at > now)
+        self._ticker.resume() if moving else self._ticker.pause()
