@@ -349,15 +349,15 @@ class LiveFeed:
         asking a server launched without --enable-metrics. The recorder keeps the run's figures since the server
         started every ``LATENCY_KEEP_S`` while they change (a run's history: its latency as last seen)."""
         kept, kept_at = None, 0.0
-        seen, text = self.samples, None
+        seen, text, scrape = self.samples, None, None
         while True:
             page = await self._get(job.port, "/metrics")
             if page is not None and page.get("status") == 404:
                 self.histograms = False
                 return
-            if page is not None and page.get("status") == 200 and page["text"] != text:
-                text = page["text"]  # an idle server's page comes back the same: nothing new to parse
-                scrape = await asyncio.to_thread(parse_histograms, page["text"])
+            if page is not None and page.get("status") == 200:
+                if page["text"] != text:  # an idle server's page comes back the same: parsed once, added again
+                    text, scrape = page["text"], await asyncio.to_thread(parse_histograms, page["text"])
                 self.histograms = bool(scrape)
                 if scrape:
                     now = time.monotonic()
