@@ -11,8 +11,6 @@ from __future__ import annotations
 
 import functools
 import hashlib
-import io
-import zipfile
 from pathlib import Path
 
 HOST_DIR = Path(__file__).parent / "host"
@@ -90,6 +88,9 @@ def boot_program() -> str:
 @functools.cache
 def agent_zip() -> tuple[str, bytes]:
     """(file name, bytes) of the agent zipapp; deterministic for the same sources."""
+    import io
+    import zipfile  # here: only an upload needs the zip, and a command's start need not import it
+
     buf = io.BytesIO()
     with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as zf:
         entries = [("__main__.py", MAIN.encode()), *_sources()]

@@ -9,7 +9,6 @@ import os
 import pkgutil
 import select
 import signal
-import sqlite3
 import sys
 
 from backend.errors import SpecdeckError
@@ -177,7 +176,11 @@ def main(argv: list[str] | None = None) -> int:
     try:
         try:
             code = asyncio.run(run(args))
-        except sqlite3.Error as exc:  # met past the open (a page damaged later): the run history is our one database
+        except Exception as exc:  # sqlite3 is imported only by commands that use the run history
+            sqlite3 = sys.modules.get("sqlite3")
+            if sqlite3 is None or not isinstance(exc, sqlite3.Error):
+                raise
+            # Met past the open (a page damaged later): the run history is our one database.
             from backend.history import history_path, unusable
 
             raise unusable(history_path(), exc) from exc
