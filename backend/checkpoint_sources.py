@@ -58,6 +58,12 @@ def parse_source(text: str, settings: Settings, host: HostConfig) -> Source:
     drafter = settings.drafters.get(text)
     if drafter is not None:
         return Source(HOST, drafter.path, text, drafter)
+    if not any(mark in text for mark in ("/", "~")) and not text.startswith("."):
+        # A bare word is a drafter's name, not a folder: say which names there are (CLI and panel alike).
+        known = ", ".join(sorted(settings.drafters)) or "none"
+        raise UsageError(
+            f"unknown drafter {text!r} (configured: {known}); or give a host path, file://PATH or hf://org/name"
+        )
     # The local agent runs in another folder: a relative path means the user's, as anywhere on this machine.
     path = os.path.abspath(text) if host.is_local and not text.startswith("~") else text
     return Source(HOST, path, text)
@@ -160,7 +166,7 @@ class Sources:
                     data = f.read()
             except FileNotFoundError:
                 raise UsageError(
-                    f"{path} does not exist; pass --target a model folder, a config.json or hf://"
+                    f"{path} does not exist; name the target as a model folder, a config.json or hf://org/name"
                 ) from None
             except OSError as exc:
                 raise UsageError(f"{path}: cannot read it ({exc.strerror}); check the path") from None
@@ -171,8 +177,8 @@ class Sources:
         except RemoteError as exc:
             if exc.kind == "not_found":
                 raise UsageError(
-                    f"{path} does not exist on {self.host.name}; pass --target a model folder, a config.json "
-                    "or hf://org/name"
+                    f"{path} does not exist on {self.host.name}; name the target as a model folder, a "
+                    "config.json or hf://org/name"
                 ) from None
             raise
         return _target_config(reply["text"], path)
@@ -210,7 +216,7 @@ def check_weights_sources(a: Source, b: Source) -> None:
 
 
 def _target_config(text: str, where: str) -> dict:
-    return checkpoints.config_object(text, where, "point --target at the model's config.json")
+    return checkpoints.config_object(text, where, "name the model's config.json as the target")
 
 
 async def read_diff(

@@ -20,7 +20,7 @@ from typing import Any
 from backend.agent.client import AgentClient
 from backend.agent.host.quantiles import quantiles
 from backend.errors import ConnectionBlocked, ConnectionFailed, UsageError
-from backend.settings import HostConfig, Settings
+from backend.settings import HostConfig, Settings, ssh_url_problem
 
 BACKOFF_S = (1, 2, 4, 8, 15, 30)
 
@@ -56,6 +56,8 @@ def resolve_host(
     elif spec == "local":
         host = HostConfig(name="local", url="local", python=sys.executable, workdir=local_workdir())
     elif spec.startswith("ssh://"):
+        if problem := ssh_url_problem(spec):
+            raise UsageError(f"--host {problem}")
         # Ad-hoc host: state under the login's home unless --workdir says otherwise.
         host = HostConfig(name=spec, url=spec, python="python3", workdir=".")
     else:
@@ -95,6 +97,8 @@ class Connection:
         self._changed = asyncio.Event()  # set and replaced on every state change
         self._supervisor: asyncio.Task | None = None
         self._wake = asyncio.Event()
+        self._give_up_after: int | None = None  # failed reconnects before a supervised CLI stops (None: never)
+        self._gave_up: ConnectionFailed | None = None  # why it stopped: every follower then raises it
         self.generation = 0  # bumps on every (re)connect, so subscribers know to resume
 
     # --- state ---------------------------------------------------------------------------------------------
@@ -164,8 +168,10 @@ class Connection:
         conn._set("connected")
         return conn
 
-    def supervise(self) -> None:
-        """Keep the connection up in the background until ``close``."""
+    def supervise(self, give_up_after: int | None = None) -> None:
+        """Keep the connection up in the background until ``close``; ``give_up_after`` failed reconnects (or a
+        host that refuses for good) end it, and followers raise why (a CLI command then exits 3)."""
+        self._give_up_after = give_up_after
         if self._supervisor is None:
             self._supervisor = asyncio.create_task(self._supervise(), name=f"supervise {self.host.name}")
 
@@ -183,6 +189,9 @@ class Connection:
                         continue  # the user asked to retry while it hung: start again at once
                 except ConnectionBlocked as exc:
                     self.last_error = exc
+                    if self._give_up_after is not None:
+                        self._give_up(exc)
+                        return
                     self._set("lost", str(exc))
                     await self._wait_retry(None)
                     attempt = 0
@@ -192,6 +201,10 @@ class Connection:
                     # the supervisor must outlive every error, or the panel stays "connecting" for good.
                     delay = BACKOFF_S[min(attempt, len(BACKOFF_S) - 1)]
                     attempt += 1
+                    if self._give_up_after is not None and attempt > self._give_up_after:
+                        failed = exc if isinstance(exc, ConnectionFailed) else ConnectionFailed(str(exc))
+                        self._give_up(failed)
+                        return
                     status = "reconnecting" if isinstance(exc, ConnectionFailed) else "lost"
                     reason = str(exc) if isinstance(exc, ConnectionFailed) else f"{type(exc).__name__}: {exc}"
                     self._set(status, reason, retry_at=time.time() + delay, attempt=attempt)
@@ -204,6 +217,10 @@ class Connection:
             self._set("reconnecting", reason, retry_at=time.time(), attempt=1)
             await self._drop()
             attempt = 1
+
+    def _give_up(self, exc: ConnectionFailed) -> None:
+        self._gave_up = exc
+        self._set("lost", str(exc))
 
     async def _attempt(self) -> bool:
         """One connect, given up when the user asks to retry meanwhile (``retry_now``): False then."""
@@ -298,7 +315,7 @@ class Connection:
         calls the method again with ``resume(params, last_event)`` (e.g. the last byte offset), so nothing is
         lost or repeated."""
         while True:
-            await self._connected.wait()
+            await self._next_connection(None)
             generation = self.generation
             try:
                 async for ev in self.stream(method, **params):
@@ -310,9 +327,12 @@ class Connection:
                     raise
                 await self._next_connection(generation)
 
-    async def _next_connection(self, generation: int) -> None:
-        """Wait until the supervisor has connected again after connection ``generation`` (no polling)."""
+    async def _next_connection(self, generation: int | None) -> None:
+        """Wait until the supervisor has connected again after connection ``generation`` (None: any connection;
+        no polling); raises why when it gave up."""
         while not (self.connected and self.generation != generation):
+            if self._gave_up is not None:
+                raise self._gave_up
             await self._changed.wait()
 
     async def ping(self, count: int = 5) -> dict:

@@ -146,6 +146,13 @@ class RingSeries:
         return self._count
 
     @property
+    def first(self) -> tuple[float, float] | None:
+        """The oldest (t, value) kept, or None when empty."""
+        if not self._count:
+            return None
+        return self._ts[self._start], self._vs[self._start]
+
+    @property
     def last(self) -> tuple[float, float] | None:
         """The newest (t, value), or None when empty."""
         if not self._count:

@@ -205,6 +205,30 @@ def load(explicit: str | os.PathLike | None = None) -> Settings:
 _SAVED = ("drafter", "algorithm", "steps", "topk", "draft_tokens", "tp", "port", "model", "extra_args")
 
 
+def ssh_url_problem(url: str) -> str | None:
+    """Why ``url`` is not an ``ssh://[user@]addr[:port]`` address, in words a person can act on; None if it is.
+    Checked before any connection, so a typo is bad input (exit 2), never a failed lookup."""
+    from urllib.parse import urlsplit
+
+    form = "ssh://user@addr[:port]"
+    if not url.startswith("ssh://"):
+        return f"must be {form} or local, got {url!r}"
+    if any(ch.isspace() for ch in url):
+        return f"{url!r} has a space in it: write it as {form}"
+    try:
+        parts = urlsplit(url)
+        port = parts.port
+    except ValueError as exc:
+        return f"{url!r} is not {form}: {exc}"
+    if not parts.hostname:
+        return f"{url!r} names no host: write it as {form}"
+    if parts.path not in ("", "/") or parts.query or parts.fragment:
+        return f"{url!r} has more than an address: write it as {form}"
+    if port is not None and not 1 <= port <= 65535:
+        return f"{url!r}: the port must be 1-65535"
+    return None
+
+
 def save_profile(settings: Settings, profile: ProfileConfig) -> tuple[Settings, Path]:
     """Write ``profile`` into the config file ``settings`` came from (the default file, created from the init
     template, when they are the built-in defaults), keeping the file's comments and layout; returns the
@@ -332,8 +356,8 @@ def parse(data: dict, source: str) -> Settings:
         url = c.get(raw, "url", str, f"{key}.url", prev.url if prev else None)
         if url is None:
             raise c.fail(f"{key}.url", "missing (ssh://user@addr[:port] or local)")
-        if url != "local" and not url.startswith("ssh://"):
-            raise c.fail(f"{key}.url", f"must be ssh://user@addr[:port] or local, got {url!r}")
+        if url != "local" and (problem := ssh_url_problem(url)):
+            raise c.fail(f"{key}.url", problem)
         launcher = c.get(raw, "launcher", str, f"{key}.launcher", "sglang")
         if launcher not in ("sglang", "simulator"):
             raise c.fail(f"{key}.launcher", f"must be sglang or simulator, got {launcher!r}")

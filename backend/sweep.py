@@ -177,6 +177,13 @@ async def running(conn: Connection) -> JobInfo | None:
     return newest_running(await list_jobs(conn, "sweep"))
 
 
+def point_name(event: dict) -> str:
+    """A point as people count it, from 1 (events carry its 0-based ``index``): ``point 3``; ``sweep`` for an
+    event of no point (restoring the server found)."""
+    index = event.get("index")
+    return f"point {index + 1}" if isinstance(index, int) else "sweep"
+
+
 def point_line(point: dict) -> str:
     """One point as a line of text: its numbers and what was measured (or why it failed)."""
     head = f"steps {point.get('steps')}, topk {point.get('topk')}, draft tokens {point.get('draft_tokens')}"

@@ -286,8 +286,12 @@ def test_configured_drafters_and_target(capsys, tmp_path, hub_root):
     )
     assert code == 2
     assert one_line_error(err) == (
-        f"specdeck: {tmp_path / 'nowhere'}/config.json does not exist on local; pass --target a model folder, "
-        "a config.json or hf://org/name"
+        f"specdeck: {tmp_path / 'nowhere'}/config.json does not exist on local; name the target as a model "
+        "folder, a config.json or hf://org/name"
+    )
+    code, _, err = run(capsys, "--config", config, "--host", "local", "diff", "ours", "no-such-drafter!!")
+    assert code == 2 and one_line_error(err).startswith(
+        "specdeck: unknown drafter 'no-such-drafter!!' (configured: aq-medai, "
     )
 
 
@@ -638,3 +642,14 @@ async def test_compare_tab(sandbox_like, tmp_path, llama, monkeypatch):
         field.value = "hf://"
         await pilot.press("enter")
         await until(pilot, lambda: any("is not a hub checkpoint" in n.message for n in app._notifications), "error")
+
+        # An unknown drafter's name reads as the CLI says it, not as a missing folder.
+        await pilot.press("b")
+        field = await dialog_input(pilot, PromptScreen, "the picker")
+        field.value = "no-such-drafter!!"
+        await pilot.press("enter")
+        await until(
+            pilot,
+            lambda: text("#compare-status").startswith("✕ unknown drafter 'no-such-drafter!!' (configured: "),
+            "the unknown drafter",
+        )

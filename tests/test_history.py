@@ -514,6 +514,12 @@ def test_cli_work_is_in_the_history_without_a_sync(models, tmp_path):
         bench = specdeck(config, "bench", "--requests", "2", "--max-tokens", "64").stdout
         [line] = [line for line in bench.splitlines() if line.startswith("recorded with run ")]
         run_id = line.removeprefix("recorded with run ").split(":")[0]
+        # A report right away, the server still running: the bench, the samples so far, the launch numbers.
+        [early] = [r for r in json.loads(specdeck(config, "history", "--json").stdout)["runs"] if r["id"] == run_id]
+        assert early["outcome"] == "running" and early["samples"] > 0
+        report = tmp_path / "early.md"
+        specdeck(config, "report", run_id, "--out", str(report), "--no-inspect")
+        assert "| 3/1/4 |" in report.read_text() and "0.5.23" in report.read_text()
         specdeck(config, "serve", "stop")
     finally:
         specdeck(config, "serve", "stop", rc=None)

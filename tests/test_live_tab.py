@@ -90,7 +90,7 @@ async def test_reference_lines_are_in_both_plots_before_any_sample():
     async with app.run_test(size=SIZE) as pilot:
         pane = await open_live(pilot)
         tok, accept = app.query_one("#tok-chart", SeriesChart), app.query_one("#accept-chart", SeriesChart)
-        assert drawn(tok) == ([82.0], ["baseline 82 tok/s (configured)"])
+        assert drawn(tok) == ([82.0], ["baseline 82.0 tok/s (configured)"])
         assert drawn(accept) == ([2.46], ["break-even 2.46 (configured)"])
         assert "no SGLang server is running" in server_text(app)
         # Redrawn again (clear_data drops hlines and text): still there, and the live break-even joins them.
@@ -101,8 +101,8 @@ async def test_reference_lines_are_in_both_plots_before_any_sample():
         ys, labels = drawn(accept)
         assert 2.5 < ys[1] < 2.7  # 1000 * 2.2 / (66..72 tok/s) ms cycles x 82 tok/s
         assert labels[1].startswith("live break-even ")
-        assert drawn(tok) == ([82.0], ["baseline 82 tok/s (configured)"])
-        assert "baseline 82 tok/s" in tok.plt.build()  # and they reach the screen
+        assert drawn(tok) == ([82.0], ["baseline 82.0 tok/s (configured)"])
+        assert "baseline 82.0 tok/s" in tok.plt.build()  # and they reach the screen
 
 
 async def test_pause_keeps_recording_and_windows_switch():
@@ -137,8 +137,8 @@ async def test_pause_keeps_recording_and_windows_switch():
         assert n1 == 61 and n5 == 301 and n30 == 1801 and nall == 2 * 3600 - 1 + 10
         assert p1 == 61 and pall <= 2 * tok.columns  # a minute is drawn whole, two hours decimated
         assert x1 == ["-1:00", "-45s", "-30s", "-15s", "now"]
-        assert x30 == ["-25:00", "-20:00", "-15:00", "-10:00", "-5:00", "now"]  # the window's first sample: -29:59
-        assert xall == ["-1h30", "-1h00", "-30:00", "now"]  # two hours back to the first sample: -1h59
+        assert x30 == ["-30:00", "-20:00", "-10:00", "now"]  # the window itself, on both charts
+        assert xall == ["-2h00", "-1h30", "-1h00", "-30:00", "now"]  # back to the first sample kept: -2h00
 
         await pilot.press("x")
         await until(pilot, lambda: tok.points == 0, "reset")
@@ -284,7 +284,7 @@ async def test_tok_chart_is_per_stream_and_a_key_switches_to_aggregate_judged_li
             pane.series.feed(Sample(ts, "decode", gen_tps=160.0 + i % 3, accept_len=2.0, running_req=2), ts)
         pane.post_message(LiveFeedUpdated())
         await until(pilot, lambda: tok.points == 29 and pane.numbers.streams.count == 29, "per-stream points")
-        assert max(pane.series.tok_s.window().ys) < 82 and drawn(tok) == ([82.0], ["baseline 82 tok/s (configured)"])
+        assert max(pane.series.tok_s.window().ys) < 82 and drawn(tok) == ([82.0], ["baseline 82.0 tok/s (configured)"])
         assert tok.title == "decode tok/s per stream" and "tok/s all" in plain(app, "#live-numbers")
 
         await pilot.press("a")  # in all: no baseline was measured at 2 streams, so no line (never 82)
@@ -335,7 +335,7 @@ async def test_a_measured_baseline_moves_the_line_its_label_and_the_live_break_e
         assert drawn(accept)[0][1] == pytest.approx(cycle * 90.0 / 1000)
         assert "vs 90.0" in plain(app, "#live-numbers")
         app.baseline = Baseline(82.0, None)
-        await until(pilot, lambda: drawn(tok)[1] == ["baseline 82 tok/s (configured)"], "the configured line")
+        await until(pilot, lambda: drawn(tok)[1] == ["baseline 82.0 tok/s (configured)"], "the configured line")
         # A baseline typed into the calculator stays the operator's.
         app.query_one("#calc-baseline", Input).value = "85"
         app.baseline = Baseline(78.0, run)
@@ -378,7 +378,7 @@ async def test_overlay_shows_the_last_run_of_each_profile():
         _, labels = drawn(tok)
         assert {"baseline 82.5", "eagle3-aq 100.0", "eagle3-ours 60.6"} <= set(labels)
         assert "eagle3-ours 60.6" in tok.plt.build() and "eagle3-aq 3.30" in accept.plt.build()
-        assert "baseline 82 tok/s (configured)" in labels  # the reference lines stay
+        assert "baseline 82.0 tok/s (configured)" in labels  # the reference lines stay
 
         await pilot.press("o")
         await until(pilot, lambda: not any(r.dashed for r in tok.refs), "the overlay hidden")

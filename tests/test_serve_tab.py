@@ -275,6 +275,25 @@ async def test_editor_refuses_numbers_sglang_refuses_and_shows_the_stored_profil
         await until(pilot, lambda: left.max_scroll_y == 0 or left.scroll_y > 0, "the checks scrolled into view")
 
 
+async def test_typing_at_full_speed_into_an_input_just_emptied_keeps_every_key(settings):
+    """Keys sent back to back, no pause between emptying a field and typing into it, nor between keys."""
+    app = SpecdeckApp(settings, host="sim")
+    async with app.run_test(size=SIZE) as pilot:
+        pane = await open_serve_tab(app, pilot)
+        await select(pilot, pane, "eagle3-aq")
+        extra = pane.query_one("#edit-extra", Input)
+        extra.focus()
+        await pilot.press("end", *["backspace"] * 30, *"--mem-fraction-static 0.01")
+        assert extra.value == "--mem-fraction-static 0.01"
+        await until(pilot, lambda: load(settings.source).profiles["eagle3-aq"].extra_args[-1:] == ("0.01",), "saved")
+        await pilot.press("ctrl+u", *"--x 0.02", "tab")  # emptied, typed and left in one burst
+        assert extra.value == "--x 0.02"
+        port = pane.query_one("#edit-port", Input)
+        port.focus()
+        await pilot.press("ctrl+u", *"30123")
+        assert port.value == "30123"
+
+
 def test_preflight_fails_on_numbers_sglang_refuses(settings):
     for numbers, words in (
         ({"steps": 0}, "steps 0"),

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from textual.binding import Binding
 from textual.command import CommandList, CommandPalette
-from textual.widgets import OptionList, Static, TabbedContent
+from textual.widgets import Input, OptionList, Static, TabbedContent
 
 from backend.agent.host.units import duration
 from backend.errors import OperationFailed
@@ -187,6 +187,25 @@ async def test_host_switcher_moves_the_panel_to_another_host(tmp_path):
         assert app.query_one("#sandbox").display
         assert text(app, "#sglang").endswith("SIMULATED")
         assert text(app, "#host").startswith("sandbox")
+
+
+async def test_the_host_switcher_takes_a_typed_name_and_refuses_a_malformed_url():
+    app = SpecdeckApp(builtin_defaults(), host="local")
+    async with app.run_test(size=SIZE) as pilot:
+        await until(pilot, lambda: live(app), "connected to local")
+        await pilot.press("h")
+        await until(pilot, lambda: isinstance(app.screen, HostSwitchScreen), "the switcher")
+        typed = app.screen.query_one("#host-typed", Input)
+        typed.focus()
+        problem = app.screen.query_one("#host-problem", Static)
+        for bad, words in (("ssh://bad url", "has a space in it"), ("nope", "unknown host 'nope'")):
+            typed.value = bad
+            await pilot.press("enter")
+            await until(pilot, lambda w=words: w in str(problem.render()), f"{bad} refused")
+            assert isinstance(app.screen, HostSwitchScreen) and app.host_config.name == "local"
+        typed.value = "local"
+        await pilot.press("enter")
+        await until(pilot, lambda: not isinstance(app.screen, HostSwitchScreen), "the typed host taken")
 
 
 async def test_sandbox_flag_forces_the_badge():

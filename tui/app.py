@@ -16,7 +16,7 @@ from textual.app import App, ComposeResult
 from textual.binding import Binding
 from textual.reactive import reactive
 from textual.timer import Timer
-from textual.widgets import Footer, TabbedContent, TabPane
+from textual.widgets import Footer, HelpPanel, TabbedContent, TabPane
 from textual.worker import Worker, WorkerState
 
 from backend import jobs
@@ -60,6 +60,10 @@ class SpecdeckApp(App[int]):
     CSS_PATH = Path(__file__).with_name("app.tcss")
     TITLE = "specdeck"
     COMMANDS = {ActionsProvider}
+    # The screen's classes say how big the terminal is: app.tcss narrows, stacks and tightens panels below
+    # 130 columns or 38 rows.
+    HORIZONTAL_BREAKPOINTS = [(0, "-narrow"), (130, "-wide")]
+    VERTICAL_BREAKPOINTS = [(0, "-short"), (38, "-tall")]
     # Every binding has an id (for set_keymap) and is a palette command (tui.commands).
     BINDINGS = [
         *(
@@ -226,9 +230,14 @@ class SpecdeckApp(App[int]):
         """Move the panel to host ``name`` (configured or ``local``): close the old connection, open one."""
         if name is None:
             return
+        try:
+            host = resolve_host(self.settings, name)
+        except SpecdeckError as exc:
+            self.notify(str(exc), severity="error", markup=False)
+            return
         old = self.connection
         self._sandbox_override = None
-        self.host_config = resolve_host(self.settings, name)
+        self.host_config = host
         self.connection = Connection(self.host_config)
         self.host_info = None
         if self._rtt_timer is not None:
@@ -329,3 +338,10 @@ class SpecdeckApp(App[int]):
             self.action_hide_help_panel()
         else:
             self.action_show_help_panel()
+
+    def action_show_help_panel(self) -> None:
+        """The keys panel beside the tabs, under the header bar: on the screen it would split the header too."""
+        if self.screen.query(HelpPanel):
+            return
+        tabs = self.screen.query(TabbedContent)
+        (tabs.first() if tabs else self.screen).mount(HelpPanel())

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import time
 from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
@@ -18,8 +19,14 @@ def load_settings(args: argparse.Namespace) -> Settings:
     return settings_mod.load(args.config)
 
 
-async def connect(args: argparse.Namespace, settings: Settings | None = None):
-    """Connect once to --host (exit 3 on failure), through its control master unless --no-persist."""
+FOLLOW_RECONNECTS = 6  # a following command retries this many times (the panel's backoff: about a minute)
+
+
+async def connect(args: argparse.Namespace, settings: Settings | None = None, *, follow: bool = False):
+    """Connect to --host (exit 3 on failure), through its control master unless --no-persist. ``follow``: a
+    command that follows a job (download, serve logs -f, watch, bench, sweep) reconnects like the panel when the
+    link drops, with the same backoff, and its streams resume at the byte or event they reached; it gives up
+    (exit 3) after FOLLOW_RECONNECTS failed tries."""
     from backend.connection import open_host
 
     settings = settings or load_settings(args)
@@ -34,28 +41,45 @@ async def connect(args: argparse.Namespace, settings: Settings | None = None):
     )
     if conn.note:
         print(f"specdeck: {conn.note}", file=sys.stderr)
+    if follow:
+        conn.on_state(_Reconnects())
+        conn.supervise(give_up_after=FOLLOW_RECONNECTS)
     return conn
 
 
-async def keep_in_history(conn, server: JobInfo, benches: Sequence[tuple[JobInfo, dict]] = ()) -> str | None:
-    """Keep CLI work in the run history: serve job ``server``'s run (with its log's samples once it has ended),
-    and ``benches`` ((bench job, result) pairs) with it, so `specdeck history` and `report` show it. Returns the
-    run id; None, said on stderr, when the history cannot be used (the command's own work stands).
+class _Reconnects:
+    """Says on stderr when a following command's link drops, each retry, and when it is back."""
 
-    A running server's log is left to whoever follows it live (a panel elsewhere records it; two writers
-    cutting the same log at different places would leave a gap): `serve stop` or `history --sync` imports it.
+    def __init__(self) -> None:
+        self.dropped = False
+
+    def __call__(self, state) -> None:
+        if state.status == "connected":
+            if self.dropped:
+                print("specdeck: reconnected; following on from where it stopped", file=sys.stderr)
+            self.dropped = False
+        elif state.status == "reconnecting" and state.retry_at is not None:
+            wait = max(0.0, state.retry_at - time.time())
+            print(f"specdeck: connection lost ({state.reason}); retrying in {wait:.0f} s", file=sys.stderr)
+            self.dropped = True
+
+
+async def keep_in_history(conn, server: JobInfo, benches: Sequence[tuple[JobInfo, dict]] = ()) -> str | None:
+    """Keep CLI work in the run history: serve job ``server``'s run as a sync imports it (its log's samples so
+    far, the server's launch numbers, the drafter's verify state on the host) and ``benches`` ((bench job,
+    result) pairs) with it, so a `specdeck report` right after shows all of it. Returns the run id; None, said on
+    stderr, when the history cannot be used (the command's own work stands).
+
+    A log a live view records (a panel following it) is left to that view, as a sync leaves it.
     """
     from backend.history import History, HistoryUnavailable, record_run
 
     latency = await server_latency(conn, server) if server.active else None
     try:
         with History.open() as history:
-            if server.active:
-                run_id = history.upsert_run(conn.host.name, server)
-                if latency:
-                    history.set_latency(run_id, latency)
-            else:
-                run_id = await record_run(history, conn, server)
+            run_id = await record_run(history, conn, server)
+            if server.active and latency:
+                history.set_latency(run_id, latency)
             for job, result in benches:
                 history.record_bench(conn.host.name, replace(job, state="done"), result)
     except HistoryUnavailable as exc:

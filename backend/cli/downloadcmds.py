@@ -103,7 +103,7 @@ async def download(args: argparse.Namespace) -> int:
     if bool(args.target) == bool(args.attach):
         raise UsageError("give a REPO_ID or DRAFTER to download, or --attach JOB_ID to watch a running download")
     req = build_request(args, settings) if args.target else None
-    conn = await connect(args, settings)
+    conn = await connect(args, settings, follow=not args.detach)
     try:
         if req is None:
             job = await get_job(conn, args.attach)

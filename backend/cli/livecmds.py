@@ -408,7 +408,7 @@ async def watch(args: argparse.Namespace) -> int:
         raise UsageError(f"--window must be a number of seconds above 0, got {args.window:g}.")
     settings = load_settings(args)
     baseline = settings.reference.baseline_tok_s
-    conn = await connect(args, settings)
+    conn = await connect(args, settings, follow=True)
     try:
         server = await require_server(conn, args.port)
         offset = 0 if args.from_start else await log_end(conn, server)
@@ -452,7 +452,7 @@ async def bench(args: argparse.Namespace) -> int:
     plan = bench_mod.BenchPlan(args.requests, args.max_tokens, levels[0], prompts)
     slo = bench_mod.Slo(args.slo_ttft_ms, args.slo_itl_ms)
     settings = load_settings(args)
-    conn = await connect(args, settings)
+    conn = await connect(args, settings, follow=True)
     try:
         server = await require_server(conn, args.port)
         if len(levels) > 1:

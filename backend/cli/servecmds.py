@@ -224,7 +224,7 @@ def _print_status(wire: dict) -> None:
 async def logs(args: argparse.Namespace) -> int:
     if args.lines < 0:
         raise UsageError("--lines must be 0 or more")
-    conn = await connect(args)
+    conn = await connect(args, follow=args.follow)
     try:
         st = await serving.status(conn, port=args.port)
         if st["state"] == "none":

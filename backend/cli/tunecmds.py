@@ -122,7 +122,7 @@ async def _plan(conn, args: argparse.Namespace) -> sweep_mod.SweepPlan:
 async def sweep(args: argparse.Namespace) -> int:
     settings = load_settings(args)
     baseline = measured_baseline() or settings.reference.baseline_tok_s
-    conn = await connect(args, settings)
+    conn = await connect(args, settings, follow=not args.detach)
     try:
         plan = await _plan(conn, args)
         job = await sweep_mod.start(
@@ -144,11 +144,12 @@ async def sweep(args: argparse.Namespace) -> int:
                     emit_json_line({k: v for k, v in event.items() if k not in ("acceptance", "per_request")})
             elif kind == "phase":
                 extra = f" ({event['server_phase']})" if event.get("server_phase") else ""
-                print(f"  point {event.get('index', '-')}: {event.get('phase')}{extra}", file=sys.stderr, flush=True)
+                print(f"  {sweep_mod.point_name(event)}: {event.get('phase')}{extra}", file=sys.stderr, flush=True)
             elif kind == "point":
                 print("  " + sweep_mod.point_line(event), file=sys.stderr, flush=True)
             elif kind == "plan" and event.get("skipped"):
-                print(f"  taking over points {event['skipped']} from {args.resume}", file=sys.stderr, flush=True)
+                taken = ", ".join(str(i + 1) for i in event["skipped"])
+                print(f"  taking over points {taken} from {args.resume}", file=sys.stderr, flush=True)
 
         try:
             done = await sweep_mod.follow(conn, job.id, progress)

@@ -15,7 +15,7 @@ from typing import Any
 from backend.errors import RemoteError
 from backend.history.samples import filter_tail, primed_filter
 from backend.history.service import HistoryThread
-from backend.history.store import HEAD_BYTES, History
+from backend.history.store import HEAD_BYTES, History, run_id_of
 from backend.history.summary import RunSummary
 from backend.jobs import JobInfo, list_jobs
 from backend.metrics import parse_line
@@ -161,11 +161,9 @@ def _store_chunk(history: History, run_id: str, offset: int, data_b64: str) -> t
 
 
 async def record_run(history: History, conn, job: JobInfo) -> str:
-    """Record serve job ``job`` of ``conn``'s host with the samples its log holds so far; returns its run id."""
-    run_id = history.upsert_run(conn.host.name, job)
-    if not history.is_deleted(run_id):
-        await _import_log(history, conn, run_id, job)
-    return run_id
+    """Record serve job ``job`` of ``conn``'s host as a sync would (``sync_serve_job``); returns its run id."""
+    await sync_serve_job(history, conn, job)
+    return run_id_of(conn.host.name, job.id)
 
 
 async def _events(conn, job: JobInfo) -> list[dict]:
@@ -225,24 +223,10 @@ async def sync_from_host(store: History | HistoryThread, conn) -> SyncReport:
     host = conn.host.name
     report = SyncReport(host)
     for job in await list_jobs(conn, "serve"):
-        run, checked = await store.query(partial(_upsert, host=host, job=job))
-        if run is None:
-            continue  # deleted by the operator (a tombstone)
-        report.runs += 1
-        if run.drafter_path and not checked:
-            size, sha = await _drafter_identity(conn, run)
-            await store.query(partial(History.set_drafter_identity, run_id=run.id, size=size, sha256=sha))
-        infos = [ev["server_info"] for ev in await _events(conn, job) if isinstance(ev.get("server_info"), dict)]
-        if job.state == "running" and not run.version:
-            try:
-                info = await _server_info(conn, job)
-            except RemoteError:
-                info = None
-            if info:
-                infos.append(info)
-        if infos:
-            await store.query(partial(_set_server_infos, run_id=run.id, infos=infos))
-        report.samples += await _import_log(store, conn, run.id, job)
+        samples = await sync_serve_job(store, conn, job)
+        if samples is not None:
+            report.runs += 1
+            report.samples += samples
     for job in await list_jobs(conn, "bench"):
         bench_id = f"{host}/{job.id}"
         if job.state == "running" or await store.query(partial(_known_bench, bench_id=bench_id)):
@@ -251,6 +235,29 @@ async def sync_from_host(store: History | HistoryThread, conn) -> SyncReport:
         await store.query(partial(History.record_bench, host=host, job=job, result=result))
         report.benches += 1
     return report
+
+
+async def sync_serve_job(store: History | HistoryThread, conn, job: JobInfo) -> int | None:
+    """Import serve job ``job`` as a sync does: its run, the drafter's identity (size, and sha256 when the host
+    verified it), the server's resolved launch numbers, its log's samples so far (unless a live view records
+    them). Returns the samples imported; None for a run the operator deleted."""
+    run, checked = await store.query(partial(_upsert, host=conn.host.name, job=job))
+    if run is None:
+        return None  # deleted by the operator (a tombstone)
+    if run.drafter_path and not checked:
+        size, sha = await _drafter_identity(conn, run)
+        await store.query(partial(History.set_drafter_identity, run_id=run.id, size=size, sha256=sha))
+    infos = [ev["server_info"] for ev in await _events(conn, job) if isinstance(ev.get("server_info"), dict)]
+    if job.state == "running" and not run.version:
+        try:
+            info = await _server_info(conn, job)
+        except RemoteError:
+            info = None
+        if info:
+            infos.append(info)
+    if infos:
+        await store.query(partial(_set_server_infos, run_id=run.id, infos=infos))
+    return await _import_log(store, conn, run.id, job)
 
 
 def _set_server_infos(history: History, run_id: str, infos: list[dict]) -> None:

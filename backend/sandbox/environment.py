@@ -22,6 +22,9 @@ import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 
+import tomlkit
+import tomlkit.exceptions
+
 from backend.errors import OperationFailed, UsageError
 from backend.jobs import JobInfo, get_job, list_jobs
 from backend.sandbox import scenario
@@ -121,7 +124,8 @@ def config_text(layout: Layout, hub_url: str | None, sglang_version: str = DEFAU
     hub = f"hub_endpoint = {_q(hub_url)}\n" if hub_url else ""
     return f"""\
 # specdeck sandbox: a local host with the SGLang SIMULATOR, a local Hub and fixture drafters.
-# Written by `specdeck sandbox up`; rewritten each time it runs.
+# Written by `specdeck sandbox up`, and kept: later runs refresh only the sandbox's own paths, Python and
+# hub address, so profile edits (Serve's editor, Tune's apply best) survive the next `specdeck demo`.
 default_host = "{HOST_NAME}"
 target = {_q(str(layout.target))}
 
@@ -153,6 +157,44 @@ log_interval = 10
 save_interval = 100
 eval_interval = 100
 """
+
+
+# The keys of the sandbox host that follow this machine (its Python, its folders, the hub's port).
+_HOST_FACTS = ("url", "python", "workdir", "launcher", "sandbox", "sglang_version", "hub_endpoint")
+
+
+def write_config(layout: Layout, hub_url: str | None, sglang_version: str) -> bool:
+    """Write the sandbox's config.toml, or keep the one there with only what went stale refreshed (the
+    target's and drafters' paths, the host's facts; missing tables added): the operator's edits stay.
+    True if the file was (re)written."""
+    fresh = tomlkit.parse(config_text(layout, hub_url, sglang_version))
+    try:
+        text = layout.config.read_text()
+        doc = tomlkit.parse(text)
+        host = doc["hosts"][HOST_NAME]  # type: ignore[index]
+        if not isinstance(host, dict):
+            raise TypeError(HOST_NAME)
+    except (OSError, ValueError, KeyError, TypeError, tomlkit.exceptions.TOMLKitError):
+        layout.config.write_text(tomlkit.dumps(fresh))  # missing or beyond repair: a fresh one
+        return True
+    doc["target"] = fresh["target"]
+    new_host = fresh["hosts"][HOST_NAME]  # type: ignore[index]
+    for key in _HOST_FACTS:
+        if key in new_host:
+            host[key] = new_host[key]
+        else:
+            host.pop(key, None)
+    for table in ("drafters", "trainings"):
+        mine = doc.setdefault(table, tomlkit.table())
+        for name, values in fresh[table].items():  # type: ignore[union-attr]
+            if name not in mine:
+                mine[name] = values
+            elif table == "drafters":
+                mine[name]["path"] = values["path"]
+    if tomlkit.dumps(doc) == text:
+        return False
+    layout.config.write_text(tomlkit.dumps(doc))
+    return True
 
 
 def configured_version(layout: Layout) -> str:
@@ -215,7 +257,7 @@ async def up(
         hub = await _ensure_hub(conn, layout, hub_rate)
     finally:
         await conn.close()
-    layout.config.write_text(config_text(layout, hub["url"], version))
+    write_config(layout, hub["url"], version)
     return {
         "config": str(layout.config),
         "host": HOST_NAME,

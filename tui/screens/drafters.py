@@ -30,14 +30,15 @@ from tui.screens.pane import ShellPane
 from tui.widgets.download_progress import DownloadView
 
 REFRESH_S = 5.0
-# (key, label, width): widths fit the longest value each column takes (None: the content's own).
+# (key, label, width): widths fit the longest value each column takes (None: the content's own). By priority,
+# left to right: a narrow terminal cuts off the long host path (the line under the table shows it whole).
 COLUMNS = (
     ("name", "Name", None),
-    ("repo", "Repo", None),
-    ("path", "Host path", None),
     ("state", "State", len("downloading 100%")),
     ("size", "Size", len("1023.99 MiB")),
     ("sha256", "sha256", 12),
+    ("repo", "Repo", None),
+    ("path", "Host path", None),
 )
 STATE_STYLES = {
     "missing": "red",
@@ -123,7 +124,7 @@ class DraftersPane(ShellPane):
         for key, label, width in COLUMNS:
             table.add_column(label, key=key, width=width)
         for d in self.drafters():
-            table.add_row(d.name, d.repo or "-", d.path, Text("…", style="dim"), "", "", key=d.name)
+            table.add_row(d.name, Text("…", style="dim"), "", "", d.repo or "-", d.path, key=d.name)
 
     # --- what the tab shows --------------------------------------------------------------------------------
 

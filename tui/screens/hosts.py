@@ -1,4 +1,5 @@
-"""The host switcher: every configured host plus ``local``; picking one reconnects the panel there."""
+"""The host switcher: every configured host plus ``local``, or a name or ``ssh://user@addr[:port]`` typed in as
+``--host`` takes it; picking one reconnects the panel there. A malformed address is refused where it is typed."""
 
 from __future__ import annotations
 
@@ -7,10 +8,10 @@ from textual.binding import Binding
 from textual.containers import Vertical
 from textual.content import Content
 from textual.screen import ModalScreen
-from textual.widgets import OptionList, Static
+from textual.widgets import Input, OptionList, Static
 from textual.widgets.option_list import Option
 
-from backend.settings import HostConfig
+from backend.settings import HostConfig, ssh_url_problem
 
 
 def host_choices(hosts: dict[str, HostConfig]) -> list[tuple[str, str]]:
@@ -38,6 +39,8 @@ class HostSwitchScreen(ModalScreen[str | None]):
     }
     HostSwitchScreen .title { text-style: bold; color: $text-primary; margin-bottom: 1; }
     HostSwitchScreen #hosts { height: auto; max-height: 16; }
+    HostSwitchScreen #host-typed { margin-top: 1; }
+    HostSwitchScreen #host-problem { color: $text-error; height: auto; }
     """
 
     def __init__(self, hosts: dict[str, HostConfig], current: str) -> None:
@@ -53,6 +56,8 @@ class HostSwitchScreen(ModalScreen[str | None]):
                 for name, address in self.choices
             ]
             yield OptionList(*options, id="hosts")
+            yield Input(placeholder="or type a host name or ssh://user@addr[:port], then enter", id="host-typed")
+            yield Static(id="host-problem", markup=False)
 
     def on_mount(self) -> None:
         hosts = self.query_one(OptionList)
@@ -61,3 +66,22 @@ class HostSwitchScreen(ModalScreen[str | None]):
 
     def on_option_list_option_selected(self, event: OptionList.OptionSelected) -> None:
         self.dismiss(event.option.id)
+
+    def on_input_submitted(self, event: Input.Submitted) -> None:
+        typed = event.value.strip()
+        problem = typed_host_problem(typed, [name for name, _ in self.choices])
+        if problem:
+            self.query_one("#host-problem", Static).update(problem)
+            return
+        self.dismiss(typed)
+
+
+def typed_host_problem(typed: str, names: list[str]) -> str | None:
+    """Why ``typed`` is not a host ``--host`` would take (a known name, ``local`` or an ssh:// address)."""
+    if not typed:
+        return "type a host name or ssh://user@addr[:port]"
+    if typed in names:
+        return None
+    if typed.startswith("ssh://"):
+        return ssh_url_problem(typed)
+    return f"unknown host {typed!r}: use a configured name ({', '.join(names)}) or ssh://user@addr[:port]"

@@ -32,7 +32,7 @@ from backend.connection import Connection
 from backend.errors import SpecdeckError
 from backend.history import HistoryThread, RunSummary, Yardstick, run_id_of
 from backend.livefeed import LiveFeed, profile_steps
-from backend.series import LiveSeries
+from backend.series import LiveSeries, RingSeries
 from backend.settings import Reference
 from tui.messages import ConnectionChanged, LiveFeedUpdated
 from tui.screens.pane import ShellPane
@@ -49,6 +49,7 @@ DEFAULT_WINDOW = 1  # 5 m
 TICK_S = 0.25  # the two charts take turns: each redraws at most twice a second, never both in one frame
 STATS_EVERY = 4  # ticks between stats: once a second
 CHARTS = ("tok", "accept")
+MIN_SPAN = 0.2  # the least y range of a Live chart: ±10% of its first reference line (the baseline, break-even)
 TOK_TITLES = {False: "decode tok/s per stream", True: "decode tok/s in all"}
 TARGETS = (150.0, 200.0)
 RECORD_EVERY_S = 1.0  # hand what was followed to the history thread, which commits it
@@ -451,17 +452,37 @@ class LivePane(ShellPane):
         """Redraw ``charts`` ("tok", "accept"; default both) from the series (the caller keeps this ≤ 2/s)."""
         _, seconds = self.window
         tok_refs, accept_refs = self.reference_lines()
+        tok_series = self.series.total_tok_s if self.aggregate else self.series.tok_s
+        span = self.chart_span(tok_series, seconds)
+        ref = self.app.settings.reference
         for chart in charts or CHARTS:
             empty = self.empty_hint(chart)
             self._dirty.discard(chart)
             if chart == "tok":
                 tok = self.query_one("#tok-chart", SeriesChart)
                 tok.title = self.tok_title()
-                series = self.series.total_tok_s if self.aggregate else self.series.tok_s
-                tok.redraw(series, seconds, tok_refs, empty)
+                least = MIN_SPAN * (tok_refs[0].y if tok_refs else self.baseline)
+                tok.redraw(tok_series, seconds, tok_refs, empty, span=span, min_span=least)
             else:
-                self.query_one("#accept-chart", SeriesChart).redraw(self.series.accept_len, seconds, accept_refs, empty)
+                self.query_one("#accept-chart", SeriesChart).redraw(
+                    self.series.accept_len,
+                    seconds,
+                    accept_refs,
+                    empty,
+                    span=span,
+                    min_span=MIN_SPAN * ref.break_even_accept_len,
+                )
         self.redraws += 1
+
+    def chart_span(self, tok_series: RingSeries, seconds: float | None) -> tuple[float, float] | None:
+        """The (start, end) both charts show: the window back from the newest sample of either."""
+        parts = [s for s in (tok_series, self.series.accept_len) if s.last is not None]
+        if not parts:
+            return None
+        end = max(s.last[0] for s in parts)  # type: ignore[index]
+        if seconds is not None:
+            return end - seconds, end
+        return min(s.first[0] for s in parts), end  # type: ignore[index]
 
     def empty_hint(self, chart: str) -> str:
         """What empty ``chart`` says to do: samples come from traffic on a running server (accept lengths only

@@ -191,8 +191,8 @@ class ServePane(ShellPane):
                         yield Input(id=f"edit-{key}", type="integer", compact=True, select_on_focus=False)
                 yield Label("extra flags", id="extra-label")
                 yield Input(id="edit-extra", placeholder="--mem-fraction-static 0.85", compact=True)
-                yield Static(id="preview", markup=False)
                 yield Static(id="checks")
+                yield Static(id="preview", markup=False)
             with Vertical(id="serve-right"):
                 with Horizontal(id="serve-top"):
                     with Vertical(id="server-box"):

@@ -34,8 +34,10 @@ from tui.state import Baseline
 from tui.widgets.tunecharts import HistogramChart, PositionChart, StepsChart
 
 DEFAULT_GRID = "1,2,3,4,5"
-RUN_COLUMNS = ("run", "drafter", "steps", "tok/s", "accept", "verifies", "sweep")
-ADVICE_COLUMNS = ("steps", "accept len", "cycle ms", "tok/s", "interval", "vs base", "measured")
+# By priority, left to right: what a narrow terminal cuts off last is the run's id. tok/s and accept length of a
+# run are its bench's; the advisor's are predicted, beside what was measured.
+RUN_COLUMNS = ("drafter", "steps", "bench tok/s", "accept", "verifies", "sweep", "run")
+ADVICE_COLUMNS = ("steps", "accept", "cycle ms", "pred tok/s", "95%", "vs base", "measured")
 
 
 def eta_text(points_done: list[dict], remaining: int, current_started: float | None, now: float) -> str:
@@ -58,7 +60,7 @@ class TunePane(ShellPane):
     TunePane #tune-status { height: 1; color: $text-muted; }
     TunePane #tune-tables { height: 11; }
     TunePane #tune-runs { width: 1fr; }
-    TunePane #tune-advice { width: 1fr; }
+    TunePane #tune-advice { width: auto; max-width: 75%; margin-left: 1; }
     TunePane #tune-charts { height: 1fr; min-height: 10; }
     TunePane #tune-charts > * { width: 1fr; }
     TunePane #tune-sweep { height: 1; }
@@ -149,9 +151,9 @@ class TunePane(ShellPane):
                 continue
             bench = run.bench or {}
             table.add_row(
-                run.job_id.removeprefix("serve-"), run.drafter or "—", str(advisor.run_steps(run) or "—"),
-                _num(bench.get("tok_s"), 1), _num(bench.get("accept_len"), 2), str(sum(histogram)),
-                (run.sweep or "—").rsplit("-", 1)[-1], key=run.id,
+                run.drafter or "—", str(advisor.run_steps(run) or "—"), _num(bench.get("tok_s"), 1),
+                _num(bench.get("accept_len"), 2), str(sum(histogram)), (run.sweep or "—").rsplit("-", 1)[-1],
+                run.job_id.removeprefix("serve-"), key=run.id,
             )  # fmt: skip
         if current is not None and current in table.rows:  # the highlighted run stays highlighted
             table.move_cursor(row=table.get_row_index(current))
@@ -195,7 +197,7 @@ class TunePane(ShellPane):
             status = (
                 f"{advice.run.drafter or advice.run.drafter_path}: cost {cost.source} "
                 f"(c(k) = {cost.intercept:.1f} + {cost.per_step:.1f}·k ms) · baseline "
-                f"{advice.yardstick.baseline_tok_s:g} tok/s ({advice.yardstick.source}) · * extrapolated"
+                f"{advice.yardstick.baseline_tok_s:.1f} tok/s ({advice.yardstick.source}) · * extrapolated"
             )
         self.query_one("#tune-status", Static).update(status)
         if advice is not None and not self._profile_picked and advice.run.profile in self.app.settings.profiles:
@@ -355,7 +357,7 @@ class TunePane(ShellPane):
             remaining = max(0, self.sweep_total - len(self.sweep_points))
             eta = eta_text(self.sweep_points, remaining, t0, now)
             lines.append(
-                f"▶ point {phase.get('index', '-')}: {phase.get('phase')}{server}, {now - t0:.0f} s"
+                f"▶ {sweep_mod.point_name(phase)}: {phase.get('phase')}{server}, {now - t0:.0f} s"
                 + (f" · {eta}" if eta else "")
             )
         head = f"sweep {self.sweep_job}" if self.sweep_job else "last sweep"

@@ -3,10 +3,11 @@
 The chart never holds the data: ``redraw`` reads the series (min/max decimation, ~2 points per column, so a
 day of samples costs what a minute does) and rebuilds the plot. plotext's ``clear_data`` also clears
 horizontal lines and text, so the reference lines and their labels are added again on every redraw; they
-take part in autoscaling, so they stay in view. Solid lines (plotext hlines, labelled at the left) are the
-figures judged against; dashed ones (a two-point series of dash marks under the live data, labelled at the
-right) are earlier runs. The caller decides when to redraw (at most twice a second, only while visible);
-plotext renders on the next frame.
+always lie inside the y axis, which is ours (round ticks, a least span: ``nice_ticks``), so a line sits on the
+row the axis names. Stretches of samples apart by an idle spell are drawn apart. Solid lines (plotext hlines,
+labelled at the left) are the figures judged against; dashed ones (a two-point series of dash marks under the
+live data, labelled at the right) are earlier runs. The caller decides when to redraw (at most twice a second,
+only while visible); plotext renders on the next frame.
 
 Rendering reads plotext's character matrix straight into Textual strips, one segment per run of equally
 coloured cells: not through an ANSI string and ``Text.from_ansi`` (textual-plotext's way, over half of a
@@ -20,6 +21,7 @@ are capped in pyproject.toml; tests/test_private_apis.py says when a release mov
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -88,6 +90,55 @@ def elapsed_ticks(right: float) -> tuple[list[float], list[str]]:
     return ticks, [clock(t) if t else "0" for t in ticks]
 
 
+GAP_S = 5.0  # samples further apart than this (or three columns) are an idle spell: drawn as a gap
+Y_STEPS = (1.0, 2.0, 2.5, 5.0)  # round y steps, times a power of ten
+Y_TICKS = 5  # at most this many y intervals
+
+
+def nice_ticks(values: Sequence[float], min_span: float = 0.0) -> list[float]:
+    """Round y ticks (80, 90, 100) covering ``values`` and at least ``min_span`` around their middle, never
+    below 0 for values that are not."""
+    lo, hi = (min(values), max(values)) if values else (0.0, 1.0)
+    if hi - lo < min_span:
+        middle = (hi + lo) / 2
+        lo, hi = middle - min_span / 2, middle + min_span / 2
+    if lo >= 0 or (values and min(values) >= 0):
+        lo = max(lo, 0.0)
+    if hi - lo <= 0:
+        hi = lo + (abs(lo) * 0.1 or 1.0)
+    raw = (hi - lo) / Y_TICKS
+    power = 10.0 ** math.floor(math.log10(raw))
+    step = next((m * power for m in Y_STEPS if m * power >= raw * (1 - 1e-9)), 10 * power)
+    first, last = math.floor(lo / step + 1e-9), math.ceil(hi / step - 1e-9)
+    return [round(i * step, 10) for i in range(first, max(last, first + 1) + 1)]
+
+
+def round_y_axis(plt, values: Sequence[float], min_span: float = 0.0) -> list[float]:
+    """Give plotext figure ``plt`` the y axis ``nice_ticks`` makes of ``values``; returns the ticks."""
+    ticks = nice_ticks(values, min_span)
+    plt.ylim(ticks[0], ticks[-1])
+    plt.yticks(ticks, [tick_label(t, ticks) for t in ticks])
+    return ticks
+
+
+def tick_label(value: float, ticks: Sequence[float]) -> str:
+    """A y tick as the step's own decimals: ``90``, ``2.5``, ``2.25``."""
+    step = ticks[1] - ticks[0] if len(ticks) > 1 else 1.0
+    decimals = next((d for d in range(4) if abs(round(step, d) - step) < 1e-9), 3)
+    return f"{value:.{decimals}f}"
+
+
+def stretches(xs: list[float], ys: list[float], gap: float) -> list[tuple[list[float], list[float]]]:
+    """The points split where consecutive ones are more than ``gap`` apart."""
+    parts: list[tuple[list[float], list[float]]] = []
+    for i, (x, y) in enumerate(zip(xs, ys, strict=True)):
+        if not parts or x - xs[i - 1] > gap:
+            parts.append(([], []))
+        parts[-1][0].append(x)
+        parts[-1][1].append(y)
+    return parts
+
+
 _STYLES: dict[tuple, Style] = {}
 
 
@@ -145,6 +196,7 @@ class SeriesChart(PlotextPlot):
         self.points = 0  # points handed to plotext by the last redraw
         self.refs: tuple[RefLine, ...] = ()
         self.tick_labels: list[str] = []
+        self.y_ticks: list[float] = []
 
     def render(self) -> RenderResult:
         """The plot at the widget's size (what ``PlotextPlot.render`` draws, without the ANSI round trip)."""
@@ -169,31 +221,49 @@ class SeriesChart(PlotextPlot):
         return max(MIN_COLUMNS, self.size.width - AXIS_COLUMNS)
 
     def redraw(
-        self, series: RingSeries, seconds: float | None, refs: Sequence[RefLine] = (), empty: str = "no samples yet"
+        self,
+        series: RingSeries,
+        seconds: float | None,
+        refs: Sequence[RefLine] = (),
+        empty: str = "no samples yet",
+        *,
+        span: tuple[float, float] | None = None,
+        min_span: float = 0.0,
     ) -> None:
         """Rebuild the plot from ``series.window(seconds)`` and the reference lines; repaints on the next frame.
-        ``empty`` follows the title while the window holds no sample: what to do to get some."""
+        ``empty`` follows the title while the window holds no sample: what to do to get some. ``span`` (start,
+        end) in the series' clock is the time both charts of a tab show (None: this series' own window);
+        ``min_span`` the least y range drawn, so a ±1 tok/s wobble is not blown up to the plot's height."""
         xs, ys = series.decimate(self.columns, seconds)
+        if span is not None:
+            start, end = span
+            kept = [(x, y) for x, y in zip(xs, ys, strict=True) if start <= x <= end]
+            xs, ys = [x for x, _ in kept], [y for _, y in kept]
+            left = min(start - end, -1.0)
+        elif xs:
+            end, left = xs[-1], min(xs[0] - xs[-1], -1.0)
+        else:
+            end, left = 0.0, -(seconds or 60.0)
         plt = self.plt
         plt.clear_data()
         plt.title(self.title if ys else f"{self.title} ({empty})")
         plt.xlabel(X_LABEL)
-        if xs:
-            end = xs[-1]
-            left = xs[0] - end
-        else:
-            left = -(seconds or 60.0)
-            plt.xlim(left, 0.0)
+        plt.xlim(left, 0.0)
         ticks, self.tick_labels = time_ticks(left)
         plt.xticks(ticks, self.tick_labels)
+        # The y axis is ours: round ticks, a least span, and every reference line inside it, so a line drawn
+        # at y sits on the row the axis says is y, at every size.
+        self.y_ticks = round_y_axis(plt, [*ys, *(ref.y for ref in refs)], min_span)
         solid = [ref for ref in refs if not ref.dashed]
         dashed = [ref for ref in refs if ref.dashed]
-        row = self._row_height([*ys, *(ref.y for ref in refs)])
+        row = (self.y_ticks[-1] - self.y_ticks[0]) / max(1, self.size.height - CHROME_ROWS)
         for ref in dashed:  # first, so the live data is drawn over them
             if all(abs(ref.y - line.y) > row for line in solid):  # a solid line on the same row hides it
                 plt.plot([left, 0.0], [ref.y, ref.y], marker=DASH, color=ref.color)
-        if xs:
-            plt.plot([x - end for x in xs], ys, marker=MARKER, color=self.color)
+        # Idle spells (no samples) stay gaps: each stretch of samples is its own line.
+        gap = max(GAP_S, 3 * -left / self.columns)
+        for part in stretches([x - end for x in xs], ys, gap):
+            plt.plot(*part, marker=MARKER, color=self.color)
         for ref in solid:
             plt.hline(ref.y, ref.color)
             plt.text(ref.label, left, ref.y, color=ref.color, alignment="left")
@@ -209,9 +279,3 @@ class SeriesChart(PlotextPlot):
             ends[i] = (y, taken + len(ref.label) + 1)
         self.points, self.refs = len(xs), tuple(refs)
         self.refresh()
-
-    def _row_height(self, values: list[float]) -> float:
-        """Roughly the value span of one text row once plotext scales ``values`` to the plot's height."""
-        if not values:
-            return 0.0
-        return (max(values) - min(values)) / max(1, self.size.height - CHROME_ROWS)

@@ -20,8 +20,8 @@ STATS_POINTS = 20_000  # beyond this, a window's stats come from an even sample 
 
 
 def baseline_number(tok_s: float, run_id: str | None) -> str:
-    """The baseline as the Live tab writes it: a measured mean to one decimal, a configured figure as typed."""
-    return f"{tok_s:.1f}" if run_id else f"{tok_s:g}"
+    """The baseline as every tab writes it: tok/s to one decimal, measured or configured (82.0, never 82.014)."""
+    return f"{tok_s:.1f}"
 
 
 def baseline_label(tok_s: float, run_id: str | None, streams: int | None = None) -> str:
@@ -133,8 +133,8 @@ def render_numbers(numbers: LiveNumbers) -> str:
         f"break-even {numbers.configured_breakeven:.2f} configured"
         + (f", {numbers.breakeven.mean:.2f} live" if numbers.breakeven.mean is not None else ""),
         verdict(numbers),
-        f"[$text-muted]{numbers.tok_s.count} tok/s and {numbers.accept_len.count} accept samples "
-        f"in {numbers.window}[/]",
+        f"[$text-muted]log samples in {numbers.window}: {numbers.tok_s.count} of tok/s, "
+        f"{numbers.accept_len.count} of accept length[/]",
     ]
     return "\n".join(lines)
 

@@ -12,13 +12,38 @@ from collections.abc import Sequence
 from textual_plotext import PlotextPlot
 
 from backend.advisor import Advice
+from tui.widgets.chart import round_y_axis
 
 MEASURED = (215, 165, 0)  # gold: the measured points stand out from the predicted lines
 PREDICTED = "cyan"
 BOUND = "gray"
 
 
-class HistogramChart(PlotextPlot):
+class TitledPlot(PlotextPlot):
+    """A plot whose title is the longest of its ``titles`` that fits the width it is drawn at (plotext drops a
+    title too long for the plot), so a narrow terminal still says what the chart shows."""
+
+    def __init__(self, *, id: str | None = None) -> None:
+        super().__init__(id=id)
+        self.titles: tuple[str, ...] = ()
+
+    def set_titles(self, *titles: str) -> None:
+        self.titles = titles
+
+    def title_for(self, width: int) -> str:
+        room = max(0, width - 4)
+        fits = [t for t in self.titles if len(t) <= room]
+        if fits:
+            return fits[0]
+        shortest = self.titles[-1] if self.titles else ""
+        return shortest[: max(0, room - 1)] + "…" if room else ""
+
+    def render(self):
+        self.plt.title(self.title_for(self.size.width))
+        return super().render()
+
+
+class HistogramChart(TitledPlot):
     """Verifies that accepted exactly k drafts, k = 0..steps."""
 
     def __init__(self, *, id: str | None = None) -> None:
@@ -30,16 +55,23 @@ class HistogramChart(PlotextPlot):
         plt.clear_data()
         self.bars = list(advice.acceptance.histogram) if advice else []
         if not self.bars:
-            plt.title("acceptance histogram: no run with one")
+            self.set_titles("acceptance histogram: no run with one", "no histogram yet")
         else:
             run = advice.run  # type: ignore[union-attr]
-            plt.title(f"drafts accepted per verify: {run.drafter or run.drafter_path} ({sum(self.bars)} verifies)")
+            n = sum(self.bars)
+            self.set_titles(
+                f"drafts accepted per verify: {run.drafter or run.drafter_path} ({n} verifies)",
+                f"drafts accepted per verify ({n} verifies)",
+                "accepted per verify",
+            )
             plt.bar([str(k) for k in range(len(self.bars))], self.bars, color=PREDICTED)
+            round_y_axis(plt, [0, *self.bars])
             plt.xlabel("drafts accepted")
+            plt.ylabel("verifies")
         self.refresh()
 
 
-class PositionChart(PlotextPlot):
+class PositionChart(TitledPlot):
     """Conditional acceptance a_i per draft position, measured, with its 95 % interval and the extrapolation."""
 
     def __init__(self, *, id: str | None = None) -> None:
@@ -49,16 +81,20 @@ class PositionChart(PlotextPlot):
     def show(self, advice: Advice | None, max_steps: int) -> None:
         plt = self.plt
         plt.clear_data()
-        plt.ylim(0.0, 1.0)
+        round_y_axis(plt, [0.0, 1.0])
         self.points = list(advice.acceptance.rates) if advice else []
         if not self.points:
-            plt.title("per-position acceptance: no run with a histogram")
+            self.set_titles("per-position acceptance: no run with a histogram", "no acceptance yet")
             self.refresh()
             return
         acc = advice.acceptance  # type: ignore[union-attr]
         run = advice.run  # type: ignore[union-attr]
         xs = list(range(1, len(acc.rates) + 1))
-        plt.title(f"a_i per position: {run.drafter or run.drafter_path} (gold measured, grey 95%, cyan extrapolated)")
+        self.set_titles(
+            f"a_i per position: {run.drafter or run.drafter_path} (gold measured, grey 95%, cyan extrapolated)",
+            "a_i per position (gold measured, cyan extrapolated)",
+            "acceptance a_i by position",
+        )
         plt.plot(xs, acc.low, color=BOUND, marker="dot")
         plt.plot(xs, acc.high, color=BOUND, marker="dot")
         plt.plot(xs, acc.rates, color=MEASURED, marker="hd")
@@ -69,10 +105,11 @@ class PositionChart(PlotextPlot):
             plt.plot(list(range(len(xs), max_steps + 1)), ext, color=PREDICTED, marker="dot")
         plt.xticks(range(1, max(max_steps, len(xs)) + 1))  # positions are whole numbers
         plt.xlabel("draft position")
+        plt.ylabel("a_i")
         self.refresh()
 
 
-class StepsChart(PlotextPlot):
+class StepsChart(TitledPlot):
     """Predicted tok/s per step count (line, interval in grey), measured points, the labelled baseline."""
 
     def __init__(self, *, id: str | None = None) -> None:
@@ -83,7 +120,7 @@ class StepsChart(PlotextPlot):
         plt = self.plt
         plt.clear_data()
         if advice is None:
-            plt.title("tok/s by draft steps: no advice yet")
+            self.set_titles("tok/s by draft steps: no advice yet", "no advice yet")
             self.measured = [(p["steps"], p["tok_s"]) for p in sweep_points if p.get("tok_s") is not None]
         else:
             rows = advice.rows
@@ -91,7 +128,12 @@ class StepsChart(PlotextPlot):
             best = advice.best
             figure = (best or {}).get("measured_tok_s") if (best or {}).get("basis") == "measured" else None
             head = f"best {best['steps']}: {figure or best['tok_s']:.0f} tok/s" if best else "no best"
-            plt.title(f"tok/s by steps, {head} (cyan predicted, grey 95%, gold measured)")
+            self.set_titles(
+                f"tok/s by steps, {head} (cyan predicted, grey 95%, gold measured)",
+                f"tok/s by steps, {head} (cyan predicted, gold measured)",
+                f"tok/s by steps, {head}",
+                "tok/s by steps",
+            )
             plt.plot(ks, [r["tok_s_low"] for r in rows], color=BOUND, marker="dot")
             plt.plot(ks, [r["tok_s_high"] for r in rows], color=BOUND, marker="dot")
             plt.plot(ks, [r["tok_s"] for r in rows], color=PREDICTED, marker="hd")
@@ -100,11 +142,14 @@ class StepsChart(PlotextPlot):
             self.measured = sorted(measured.items())
             baseline = advice.yardstick.baseline_tok_s
             plt.hline(baseline, BOUND)
-            plt.text(f"baseline {baseline:g}", ks[0], baseline, color=BOUND, alignment="left")
+            plt.text(f"baseline {baseline:.1f}", ks[0], baseline, color=BOUND, alignment="left")
+            bounds = [r[k] for r in rows for k in ("tok_s_low", "tok_s_high") if r[k] is not None]
+            round_y_axis(plt, [*bounds, baseline, *(v for _, v in self.measured)])
         if self.measured:
             plt.scatter([k for k, _ in self.measured], [v for _, v in self.measured], color=MEASURED, marker="●")
         steps = {k for k, _ in self.measured} | ({r["steps"] for r in advice.rows} if advice else set())
         if steps:
             plt.xticks(range(min(steps), max(steps) + 1))  # step counts are whole numbers
         plt.xlabel("draft steps")
+        plt.ylabel("tok/s")
         self.refresh()

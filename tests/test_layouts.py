@@ -1,0 +1,64 @@
+"""Every tab usable at 100x30 as at 160x45 (Pilot): columns kept by priority, panels stacked, nothing the
+operator needs cut off, and the keys panel beside the tabs rather than over the header."""
+
+from __future__ import annotations
+
+import pytest
+from textual.widgets import DataTable, HelpPanel, Static
+
+from backend.settings import builtin_defaults
+from tests.helpers import until
+from tui.app import SpecdeckApp
+from tui.widgets.breakeven_panel import BreakevenPanel
+
+
+def inside(widget, size: tuple[int, int]) -> bool:
+    r = widget.region
+    return r.width > 0 and r.height > 0 and r.right <= size[0] and r.bottom <= size[1]
+
+
+def column_shown(table: DataTable, key: str) -> bool:
+    """The column ends inside the table's width (not scrolled off to the right)."""
+    end = 0
+    for column in table.ordered_columns:
+        end += column.get_render_width(table)
+        if column.key.value == key:
+            return end <= table.size.width
+    raise AssertionError(f"no column {key}")
+
+
+@pytest.mark.parametrize("size", [(100, 30), (160, 45)])
+async def test_every_tab_holds_at_this_size(size, tmp_path, monkeypatch):
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
+    app = SpecdeckApp(builtin_defaults(), host="local")
+    async with app.run_test(size=size) as pilot:
+        await until(pilot, lambda: app.connection.connected, "connected")
+        await pilot.press("1")
+        drafters = app.query_one("#drafters-table", DataTable)
+        await until(pilot, lambda: drafters.size.width > 0, "the drafters table")
+        assert all(column_shown(drafters, key) for key in ("name", "state", "size"))
+
+        await pilot.press("3")
+        head = app.query_one("#server-head", Static)
+        await until(pilot, lambda: head.size.width > 0 and "no server" in str(head.render()), "the server's state")
+        assert head.size.width >= 45 and head.size.height <= 2  # a line, not a word a line
+        assert app.query_one("#profiles").virtual_size.width <= app.query_one("#profiles").size.width + 1
+        assert inside(app.query_one("#checks"), size)
+
+        await pilot.press("4")
+        await until(pilot, lambda: app.query_one(BreakevenPanel).size.height > 0, "the Live tab")
+        assert inside(app.query_one(BreakevenPanel), size) and inside(app.query_one("#live-numbers"), size)
+
+        await pilot.press("6")
+        advice = app.query_one("#tune-advice", DataTable)
+        runs = app.query_one("#tune-runs", DataTable)
+        await until(pilot, lambda: advice.size.width > 0, "the Tune tab")
+        assert column_shown(advice, advice.ordered_columns[-1].key.value)  # "measured", where "◀ best" goes
+        assert runs.region.right <= advice.region.x  # side by side, never over each other
+        assert all(column_shown(runs, runs.ordered_columns[i].key.value) for i in range(2))  # drafter, steps
+
+        await pilot.press("question_mark")
+        await until(pilot, lambda: bool(app.screen.query(HelpPanel)), "the keys panel")
+        await pilot.pause()
+        assert app.query_one("#hostbar").region.width == size[0]  # the header keeps its whole width
+        assert app.screen.query_one(HelpPanel).region.y >= 1
