@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 import tomlkit
+from textual import events
 from textual.app import App, ComposeResult
 from textual.pilot import Pilot
 from textual.widgets import Input, Static, TabbedContent
@@ -276,22 +277,33 @@ async def test_editor_refuses_numbers_sglang_refuses_and_shows_the_stored_profil
 
 
 async def test_typing_at_full_speed_into_an_input_just_emptied_keeps_every_key(settings):
-    """Keys sent back to back, no pause between emptying a field and typing into it, nor between keys."""
+    """Keys that arrive together, as a terminal delivers fast typing: all queued before the first is handled.
+    Textual ran an Input's editing keys only once they had bubbled up to the App, so the key typed after a
+    backspace was inserted first and then erased ("0.01" saved as ".01"); FieldInput keeps key order."""
     app = SpecdeckApp(settings, host="sim")
+
+    def burst(*keys: str) -> None:
+        names = {".": "full_stop", " ": "space", "-": "minus"}
+        for key in keys:
+            char = {"backspace": "\x08", "ctrl+u": "\x15"}.get(key, key)
+            app.post_message(events.Key(names.get(key, key), char))
+
     async with app.run_test(size=SIZE) as pilot:
         pane = await open_serve_tab(app, pilot)
         await select(pilot, pane, "eagle3-aq")
         extra = pane.query_one("#edit-extra", Input)
         extra.focus()
-        await pilot.press("end", *["backspace"] * 30, *"--mem-fraction-static 0.01")
-        assert extra.value == "--mem-fraction-static 0.01"
+        await until(pilot, lambda: app.focused is extra, "the extra flags focused")
+        burst("end", *["backspace"] * 30, *"--mem-fraction-static 0.01")
+        await until(pilot, lambda: extra.value == "--mem-fraction-static 0.01", "every key typed")
         await until(pilot, lambda: load(settings.source).profiles["eagle3-aq"].extra_args[-1:] == ("0.01",), "saved")
-        await pilot.press("ctrl+u", *"--x 0.02", "tab")  # emptied, typed and left in one burst
-        assert extra.value == "--x 0.02"
+        burst("ctrl+u", *"--x 0.02")
+        await until(pilot, lambda: extra.value == "--x 0.02", "emptied and typed in one burst")
         port = pane.query_one("#edit-port", Input)
         port.focus()
-        await pilot.press("ctrl+u", *"30123")
-        assert port.value == "30123"
+        await until(pilot, lambda: app.focused is port, "the port focused")
+        burst("ctrl+u", *"30123")
+        await until(pilot, lambda: port.value == "30123", "the port typed in one burst")
 
 
 def test_preflight_fails_on_numbers_sglang_refuses(settings):

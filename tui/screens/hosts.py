@@ -12,6 +12,7 @@ from textual.widgets import Input, OptionList, Static
 from textual.widgets.option_list import Option
 
 from backend.settings import HostConfig, ssh_url_problem
+from tui.widgets.fieldinput import FieldInput
 
 
 def host_choices(hosts: dict[str, HostConfig]) -> list[tuple[str, str]]:
@@ -56,7 +57,7 @@ class HostSwitchScreen(ModalScreen[str | None]):
                 for name, address in self.choices
             ]
             yield OptionList(*options, id="hosts")
-            yield Input(placeholder="or type a host name or ssh://user@addr[:port], then enter", id="host-typed")
+            yield FieldInput(placeholder="or type a host name or ssh://user@addr[:port], then enter", id="host-typed")
             yield Static(id="host-problem", markup=False)
 
     def on_mount(self) -> None:

@@ -10,6 +10,8 @@ from textual.screen import ModalScreen
 from textual.suggester import SuggestFromList
 from textual.widgets import Input, Static
 
+from tui.widgets.fieldinput import FieldInput
+
 
 class PromptScreen(ModalScreen[str | None]):
     """Ask for one line: Enter answers (stripped), Escape cancels (None)."""
@@ -32,7 +34,7 @@ class PromptScreen(ModalScreen[str | None]):
     def compose(self) -> ComposeResult:
         with Vertical(id="prompt-dialog"):
             yield Static(self.title_text, classes="title", markup=False)
-            yield Input(self.value, id="prompt-input", placeholder=self.hint, suggester=self.suggester)
+            yield FieldInput(self.value, id="prompt-input", placeholder=self.hint, suggester=self.suggester)
             yield Static(f"{self.hint} · Enter to accept · Escape to cancel", classes="hint", markup=False)
 
     @on(Input.Submitted, "#prompt-input")

@@ -35,6 +35,7 @@ from backend.settings import ProfileConfig
 from tui.messages import ConnectionChanged, OpenInCompare, ProfileSaved
 from tui.screens.confirm import ConfirmScreen
 from tui.screens.pane import ShellPane
+from tui.widgets.fieldinput import FieldInput
 from tui.widgets.logview import LogView
 
 TAIL_LINES = 500
@@ -188,9 +189,9 @@ class ServePane(ShellPane):
                 with Grid(id="editor"):
                     for key, label in FIELDS:
                         yield Label(label)
-                        yield Input(id=f"edit-{key}", type="integer", compact=True, select_on_focus=False)
+                        yield FieldInput(id=f"edit-{key}", type="integer", compact=True, select_on_focus=False)
                 yield Label("extra flags", id="extra-label")
-                yield Input(id="edit-extra", placeholder="--mem-fraction-static 0.85", compact=True)
+                yield FieldInput(id="edit-extra", placeholder="--mem-fraction-static 0.85", compact=True)
                 yield Static(id="checks")
                 yield Static(id="preview", markup=False)
             with Vertical(id="serve-right"):
@@ -201,7 +202,7 @@ class ServePane(ShellPane):
                         yield Static(id="server-state")
                     yield Static(id="gpu-list")
                 with Horizontal(id="log-bar"):
-                    yield Input(id="log-filter", placeholder="filter the log (/), e: errors only", compact=True)
+                    yield FieldInput(id="log-filter", placeholder="filter the log (/), e: errors only", compact=True)
                     yield Static(id="log-badge")
                 with Horizontal(id="log-row"):
                     yield LogView(classify=serving.line_level, hide=serving.is_poll_line, id="log")

@@ -31,6 +31,7 @@ from tui.messages import ConnectionChanged
 from tui.screens.confirm import ConfirmScreen
 from tui.screens.pane import ShellPane
 from tui.state import Baseline
+from tui.widgets.fieldinput import FieldInput
 from tui.widgets.tunecharts import HistogramChart, PositionChart, StepsChart
 
 DEFAULT_GRID = "1,2,3,4,5"
@@ -105,7 +106,7 @@ class TunePane(ShellPane):
             yield StepsChart(id="tune-steps-chart")
         with Horizontal(id="tune-sweep"):
             yield Label("", id="tune-sweep-label")
-            yield Input(DEFAULT_GRID, id="tune-steps", placeholder="1,2,3,4")
+            yield FieldInput(DEFAULT_GRID, id="tune-steps", placeholder="1,2,3,4")
             yield Label("", id="tune-sweep-mode")
         yield Static(id="tune-progress", markup=False)
 

@@ -13,6 +13,7 @@ from textual.widgets import Input, Label, Static
 
 from backend.breakeven import breakeven
 from backend.errors import UsageError
+from tui.widgets.fieldinput import FieldInput
 
 
 def parse_targets(text: str) -> list[float]:
@@ -79,7 +80,7 @@ class BreakevenPanel(Vertical):
         ):
             with Horizontal(classes="field"):
                 yield Label(label)
-                yield Input(self._initial[field_id], id=field_id, type=kind, compact=True, select_on_focus=True)
+                yield FieldInput(self._initial[field_id], id=field_id, type=kind, compact=True, select_on_focus=True)
         yield Static(id="calc-result")
 
     def on_mount(self) -> None:
