@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import tomllib
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -238,6 +239,52 @@ def save_profile(settings: Settings, profile: ProfileConfig) -> tuple[Settings, 
     Raises ConfigError when the file cannot be read or written, or the result would not validate."""
     import tomlkit
 
+    def edit(doc) -> None:
+        profiles = doc.setdefault("profiles", tomlkit.table(is_super_table=True))
+        if profile.name not in profiles:
+            profiles[profile.name] = tomlkit.table()
+        table = profiles[profile.name]
+        before = settings.profiles.get(profile.name) or ProfileConfig(name=profile.name)
+        for key in _SAVED:
+            value = getattr(profile, key)
+            if key not in table and value == getattr(before, key):
+                continue  # what the file leaves to the defaults stays left to them
+            if key == "extra_args":
+                value = list(value) or None
+            if value is None:
+                table.pop(key, None)
+            elif table.get(key) != value:
+                table[key] = value
+
+    saved, path = _edit_config(settings, edit)
+    return replace(settings, profiles={**settings.profiles, profile.name: saved.profiles[profile.name]}), path
+
+
+def save_host(settings: Settings, name: str, url: str) -> tuple[Settings, Path]:
+    """Add host ``name`` at ``url`` (an ssh:// address typed in the panel's host switcher) to the config file, as
+    ``save_profile`` writes a profile; returns the settings with the host in them and the file written."""
+    import tomlkit
+
+    if problem := ssh_url_problem(url):
+        raise ConfigError(problem)
+
+    def edit(doc) -> None:
+        hosts = doc.setdefault("hosts", tomlkit.table(is_super_table=True))
+        if name in hosts:
+            raise ConfigError(f"a host {name} is configured already: pick it in the host switcher")
+        table = tomlkit.table()
+        table["url"] = url
+        hosts[name] = table
+
+    saved, path = _edit_config(settings, edit)
+    return replace(settings, hosts={**settings.hosts, name: saved.hosts[name]}), path
+
+
+def _edit_config(settings: Settings, edit: Callable[[Any], None]) -> tuple[Settings, Path]:
+    """Apply ``edit`` to the tomlkit document of ``settings``' config file and write it back (atomically, only
+    if the result loads); returns the file's new settings and its path."""
+    import tomlkit
+
     if settings.source == "built-in defaults":
         path = default_config_path()
     elif Path(settings.source).is_file():
@@ -249,21 +296,7 @@ def save_profile(settings: Settings, profile: ProfileConfig) -> tuple[Settings, 
     except OSError as exc:
         raise ConfigError(f"{path}: cannot read it: {exc.strerror}") from None
     doc = tomlkit.parse(text)
-    profiles = doc.setdefault("profiles", tomlkit.table(is_super_table=True))
-    if profile.name not in profiles:
-        profiles[profile.name] = tomlkit.table()
-    table = profiles[profile.name]
-    before = settings.profiles.get(profile.name) or ProfileConfig(name=profile.name)
-    for key in _SAVED:
-        value = getattr(profile, key)
-        if key not in table and value == getattr(before, key):
-            continue  # what the file leaves to the defaults stays left to them
-        if key == "extra_args":
-            value = list(value) or None
-        if value is None:
-            table.pop(key, None)
-        elif table.get(key) != value:
-            table[key] = value
+    edit(doc)
     new_text = tomlkit.dumps(doc)
     saved = parse(tomllib.loads(new_text), str(path))  # never write a file that would not load
     tmp = path.with_name(path.name + ".tmp")
@@ -273,7 +306,7 @@ def save_profile(settings: Settings, profile: ProfileConfig) -> tuple[Settings, 
         os.replace(tmp, path)
     except OSError as exc:
         raise ConfigError(f"{path}: cannot write it: {exc.strerror}") from None
-    return replace(settings, profiles={**settings.profiles, profile.name: saved.profiles[profile.name]}), path
+    return saved, path
 
 
 # --- validation -------------------------------------------------------------------------------------------

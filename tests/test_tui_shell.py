@@ -18,9 +18,10 @@ from textual.widgets import Input, OptionList, Static, TabbedContent
 
 from backend.agent.host.units import duration
 from backend.errors import OperationFailed
-from backend.settings import builtin_defaults, parse
+from backend.settings import builtin_defaults, load, parse
 from tests.helpers import dialog_input, until
 from tui.app import TABS, SpecdeckApp
+from tui.screens.confirm import ConfirmScreen
 from tui.screens.hostkey import HostKeyScreen
 from tui.screens.hosts import HostSwitchScreen
 from tui.widgets.hostbar import HostBar, badge_text, gpu_summary
@@ -189,8 +190,10 @@ async def test_host_switcher_moves_the_panel_to_another_host(tmp_path):
         assert text(app, "#host").startswith("sandbox")
 
 
-async def test_the_host_switcher_takes_a_typed_name_and_refuses_a_malformed_url():
-    app = SpecdeckApp(builtin_defaults(), host="local")
+async def test_the_host_switcher_takes_a_typed_name_and_refuses_a_malformed_url(tmp_path):
+    config = tmp_path / "config.toml"
+    config.write_text("# mine\n")
+    app = SpecdeckApp(load(str(config)), host="local")
     async with app.run_test(size=SIZE) as pilot:
         await until(pilot, lambda: live(app), "connected to local")
         await pilot.press("h")
@@ -206,6 +209,20 @@ async def test_the_host_switcher_takes_a_typed_name_and_refuses_a_malformed_url(
         typed.value = "local"
         await pilot.press("enter")
         await until(pilot, lambda: not isinstance(app.screen, HostSwitchScreen), "the typed host taken")
+
+        # A typed ssh:// address is taken as --host takes it, and offered to be kept (a closed loopback port).
+        await pilot.press("h")
+        await until(pilot, lambda: isinstance(app.screen, HostSwitchScreen), "the switcher again")
+        typed = app.screen.query_one("#host-typed", Input)
+        typed.focus()
+        typed.value = "ssh://root@127.0.0.1:1"
+        await pilot.press("enter")
+        await until(pilot, lambda: isinstance(app.screen, ConfirmScreen), "the offer to save it")
+        assert app.host_config.url == "ssh://root@127.0.0.1:1"
+        await pilot.press("y")
+        await until(pilot, lambda: "127.0.0.1" in app.settings.hosts, "the host saved")
+        assert load(str(config)).hosts["127.0.0.1"].url == "ssh://root@127.0.0.1:1"
+        assert config.read_text().startswith("# mine\n")
 
 
 async def test_sandbox_flag_forces_the_badge():

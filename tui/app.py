@@ -10,6 +10,7 @@ from __future__ import annotations
 import gc
 from functools import partial
 from pathlib import Path
+from urllib.parse import urlsplit
 
 from textual import work
 from textual.app import App, ComposeResult
@@ -23,10 +24,11 @@ from backend import jobs
 from backend.connection import Connection, ConnState, resolve_host
 from backend.errors import ConnectionFailed, HostKeyUnknown, SpecdeckError
 from backend.history import HistoryThread
-from backend.settings import HostConfig, ProfileConfig, Settings, save_profile
+from backend.settings import HostConfig, ProfileConfig, Settings, save_host, save_profile
 from tui.commands import ActionsProvider
 from tui.messages import ConnectionChanged, OpenInCompare, ProfileSaved
 from tui.screens.compare import ComparePane
+from tui.screens.confirm import ConfirmScreen
 from tui.screens.drafters import DraftersPane
 from tui.screens.history import HistoryPane
 from tui.screens.hostkey import HostKeyScreen
@@ -245,6 +247,29 @@ class SpecdeckApp(App[int]):
         self.query_one(HostBar).show_host(self.host_config, self.sandbox)
         self._attach(self.connection)
         self._close_connection(old)
+        if name.startswith("ssh://"):
+            self._offer_to_save(name)
+
+    def _offer_to_save(self, url: str) -> None:
+        """A typed ssh:// address: offer to keep it in the config file as a host named after its address."""
+        address = urlsplit(url).hostname or "host"
+        name = next(n for n in (address, *(f"{address}-{i}" for i in range(2, 100))) if n not in self.settings.hosts)
+
+        def answered(save: bool | None) -> None:
+            if save:
+                self.save_host(name, url)
+
+        question = f"Keep {url} in the config file as host {name}, so h and --host {name} find it?"
+        self.push_screen(ConfirmScreen("Save this host?", question, "Save", "Not now"), answered)
+
+    @work(group="save-host", exit_on_error=False, thread=True, description="save the host to the config file")
+    def save_host(self, name: str, url: str) -> None:
+        settings, path = save_host(self.settings, name, url)
+        self.call_from_thread(self._host_saved, settings, name, path)
+
+    def _host_saved(self, settings: Settings, name: str, path: Path) -> None:
+        self.settings = settings
+        self.notify(f"host {name} saved to {path}")
 
     def on_open_in_compare(self, message: OpenInCompare) -> None:
         self.query_one(ComparePane).open_drafter(message.drafter)
