@@ -226,7 +226,7 @@ class HistoryPane(ShellPane):
             parts.append(
                 f"baseline {y.baseline_tok_s:.1f} tok/s ({y.source}) · break-even accept length {y.break_even:.2f}"
             )
-        parts.append(f"{len(self.runs)} run(s)")
+        parts.append(f"{len(self.runs)} run(s), figures are log means")
         if extra or self.last_sync:
             parts.append(extra or self.last_sync)
         status.update(" · ".join(parts))
