@@ -202,3 +202,12 @@ def test_a_request_without_a_thread_to_run_on_is_answered_not_fatal(monkeypatch)
     reply = json.loads(out[0][protocol.HEADER_LEN :])
     assert reply["id"] == 9 and reply["error"]["kind"] == "busy" and "process limit" in reply["error"]["message"]
     assert agent.running == {}
+
+
+def test_a_servers_error_context_quotes_capped_lines(tmp_path):
+    from backend.agent.host import serve
+
+    log = tmp_path / "log"
+    log.write_text("x" * 65536 + "\nshort\n")
+    lines = serve._tail(str(log))
+    assert lines[-1] == "short" and len(lines[0]) < 600 and lines[0].endswith("see the job's log)")

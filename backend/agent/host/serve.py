@@ -428,8 +428,9 @@ def _mismatches(args: dict, info: Optional[dict]) -> List[str]:
 
 
 def _tail(path: str) -> List[str]:
+    """The log's last lines for an error's context, each cut as a reason is (a log line can be any length)."""
     lines, _ = jobs.tail_file(path, ERROR_CONTEXT_LINES)
-    return [line for line in lines if line.strip()]
+    return [jobs.capped(line) or "" for line in lines if line.strip()]
 
 
 def status_of(job: Optional[dict]) -> dict:
