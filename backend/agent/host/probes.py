@@ -251,13 +251,30 @@ def ping(params: dict, ctx) -> dict:
     return {"t": time.time()}
 
 
+_PLATFORM: List[str] = []  # platform.platform(), once: it reads the interpreter's binary for the libc version
+_PLATFORM_LOCK = threading.Lock()
+
+
+def platform_text() -> str:
+    with _PLATFORM_LOCK:
+        if not _PLATFORM:
+            _PLATFORM.append(platform.platform())
+        return _PLATFORM[0]
+
+
+def warm() -> None:
+    """What the first ``info`` would wait for (20-70 ms), done as the agent starts: a kept connection's next
+    agent (backend/transport/master.py) has it ready before a command asks."""
+    platform_text()
+
+
 @method("info")
 def info(params: dict, ctx) -> dict:
     return {
         "hostname": socket.gethostname(),
         "python": sys.version.split()[0],
         "executable": sys.executable,
-        "platform": platform.platform(),
+        "platform": platform_text(),
         "versions": library_versions(),
         "gpus": gpus(),
         "job_ownership": ownership.method_in_use(),
