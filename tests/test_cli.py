@@ -209,7 +209,7 @@ def test_sandbox_up_replaces_a_hung_or_lost_hub():
     [
         (["ping", "--nope"], 2, "specdeck: unrecognized arguments: --nope; see `specdeck --help`"),
         (["jobs", "cancel"], 2, "specdeck jobs cancel: the following arguments are required: id"),
-        (["ping", "--host", "ssh://root@[::1"], 2, "not an SSH address: 'ssh://root@[::1' (Invalid IPv6 URL"),
+        (["ping", "--host", "ssh://root@[::1"], 2, "'ssh://root@[::1' is not"),
         (["web", "--host", "local", "--bind", "999.1.1.1", "--port", "1"], 2, "check --bind"),
         (["ping", "--host", "local", "--workdir", "/proc/1/nope"], 3, "cannot install the agent in /proc/1/nope"),
     ],
