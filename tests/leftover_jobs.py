@@ -7,10 +7,11 @@ from __future__ import annotations
 import json
 import os
 import signal
+import time
 from pathlib import Path
 from types import SimpleNamespace
 
-from backend.agent.host import jobs
+from backend.agent.host import jobs, ownership
 
 MAX_DEPTH = 6  # workdirs sit a few levels under a test's folders; models and hub repos below are not walked
 CANCEL_TIMEOUT_S = 5.0
@@ -60,3 +61,8 @@ def _kill_left(pid_file: Path) -> None:
             os.killpg(pgid, signal.SIGKILL)
         except ProcessLookupError:
             pass
+    if pid_info.get("cgroup"):  # what is left in its cgroup, then the cgroup (its runner may not have removed it)
+        deadline = time.monotonic() + CANCEL_TIMEOUT_S
+        while not ownership.remove_cgroup(pid_info["cgroup"]) and time.monotonic() < deadline:
+            jobs._send_all(jobs.job_processes(pid_info), signal.SIGKILL)
+            time.sleep(0.05)

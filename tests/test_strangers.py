@@ -7,6 +7,7 @@ forking daemon is made to get the old runner's pid as its session id, exactly wh
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -27,10 +28,12 @@ pytestmark = pytest.mark.skipif(
 DRIVER = """
 import json, os, signal, sys, time
 sys.path.insert(0, REPO)
-from backend.agent.host import jobs, main as agent_main
+from backend.agent.host import jobs, ownership, main as agent_main
 
 if sys.argv[1:2] in (["job-run"], ["worker"]):
     sys.exit(agent_main.main(sys.argv[1:]))
+if NO_CGROUP:  # where no cgroup can be made (a file is no folder): jobs fall back to the marker
+    ownership.cgroup_parent_override = os.path.join(REPO, "README.md")
 
 
 class Ctx:
@@ -111,10 +114,10 @@ print(json.dumps(out))
 """
 
 
-def in_pid_namespace(tmp_path: Path, program: str, **consts: str) -> dict:
+def in_pid_namespace(tmp_path: Path, program: str, **consts: object) -> dict:
     """Run ``program`` as pid 1 of a new pid namespace (REPO and ``consts`` defined); the JSON it prints last."""
     driver = tmp_path / "driver.py"
-    head = "".join(f"{k} = {v!r}\n" for k, v in {"REPO": str(REPO), **consts}.items())
+    head = "".join(f"{k} = {v!r}\n" for k, v in {"REPO": str(REPO), "NO_CGROUP": False, **consts}.items())
     driver.write_text(head + textwrap.dedent(program))
     proc = subprocess.run(
         ["unshare", "--pid", "--fork", "--mount-proc", sys.executable, str(driver)],
@@ -126,10 +129,14 @@ def in_pid_namespace(tmp_path: Path, program: str, **consts: str) -> dict:
     return json.loads(proc.stdout.splitlines()[-1])
 
 
-def test_a_stranger_with_an_old_runners_numbers_is_never_signalled(tmp_path):
+@pytest.mark.parametrize("proof", ["cgroup", "marker"])
+def test_a_stranger_with_an_old_runners_numbers_is_never_signalled(tmp_path, proof):
     state = tmp_path / "state"
     state.mkdir(mode=0o700)
-    out = in_pid_namespace(tmp_path, DRIVER, STATE=str(state))
+    if proof == "cgroup":
+        _need_cgroups()
+    with _no_cgroup_left(state):
+        out = in_pid_namespace(tmp_path, DRIVER, STATE=str(state), NO_CGROUP=proof == "marker")
 
     # A done job is final: cancel signals nothing, says done, and the daemon lives.
     assert out["done_cancel"]["state"] == "done" and out["done_cancel"]["stopped"] == []
@@ -146,7 +153,118 @@ def test_a_stranger_with_an_old_runners_numbers_is_never_signalled(tmp_path):
     assert out["orphan_get"]["state"] == "orphaned" and len(out["orphan_get"]["orphans"]) == 1
     assert out["orphan_cancel"]["state"] == "cancelled" and out["orphan_cancel"]["left"] == []
     assert out["orphan_cancel"]["stopped"] == out["orphan_get"]["orphans"]
-    assert "per-job environment marker" in out["ping"]  # what `specdeck ping` prints
+    if proof == "cgroup":  # what `specdeck ping` prints
+        assert out["ping"].startswith("job processes proven by a per-job cgroup;"), out["ping"]
+    else:
+        assert "per-job environment marker and start time (no per-job cgroup: cannot create a cgroup" in out["ping"]
+
+
+def _need_cgroups() -> None:
+    from backend.agent.host import ownership
+
+    why = ownership._probe_cgroup()
+    if why:
+        pytest.skip(f"needs a cgroup v2 folder the agent can create and move processes into: {why}")
+
+
+@contextlib.contextmanager
+def _no_cgroup_left(state: Path):
+    """After the test: no job's cgroup folder is left (a failed test's too, once its namespace is gone)."""
+    from backend.agent.host import ownership
+
+    try:
+        yield
+    finally:
+        left = []
+        for pid_file in state.glob("jobs/*/pid.json"):
+            cgroup = json.loads(pid_file.read_text()).get("cgroup")
+            if cgroup and os.path.isdir(cgroup["dir"]):
+                left.append(cgroup["dir"])
+                ownership.remove_cgroup(cgroup)
+        assert not left, f"cgroup folders left behind: {left}"
+
+
+# A command that escapes everything but its cgroup: a double-forking daemon in a session of its own, with
+# an empty environment (env -i: no marker). Its pid goes to a file.
+ESCAPE = """
+import os, sys, time
+if os.fork() == 0:
+    os.setsid()
+    if os.fork() == 0:
+        script = "echo $$ > %s.tmp && mv %s.tmp %s && exec sleep 300" % ((sys.argv[1],) * 3)
+        os.execvp("env", ["env", "-i", "sh", "-c", script])
+    os._exit(0)
+if sys.argv[2] == "stay":
+    time.sleep(300)
+"""
+
+ESCAPER = """
+import json, os, signal, sys, time
+sys.path.insert(0, REPO)
+from backend.agent.host import jobs, main as agent_main
+
+if sys.argv[1:2] in (["job-run"], ["worker"]):
+    sys.exit(agent_main.main(sys.argv[1:]))
+
+
+class Ctx:
+    state_dir = STATE
+
+
+def wait_for(cond, what):
+    deadline = time.time() + 60
+    while not cond():
+        assert time.time() < deadline, what
+        time.sleep(0.01)
+        try:  # pid 1 of this namespace inherits the daemons: reap them so they read gone
+            while os.waitpid(-1, os.WNOHANG)[0]:
+                pass
+        except ChildProcessError:
+            pass
+
+
+def daemon_of(name, stay):
+    path = os.path.join(STATE, name)
+    job = jobs.start_job(STATE, "test", [sys.executable, "-c", ESCAPE, path, stay], {}, {})
+    wait_for(lambda: os.path.exists(path), "the daemon to start")
+    with open(path) as f:
+        return job, int(f.read())
+
+
+out = {}
+# 1. A running job whose daemon left its session and cleared its environment: cancel still stops it.
+running, d1 = daemon_of("d1", "stay")
+out["d1_sid_apart"] = jobs.proc_ids(d1)[1] != running["pid"]
+out["running_pids"] = jobs.job_pids(running["dir"])
+out["d1"] = d1
+out["cancel"] = jobs.cancel({"id": running["id"], "timeout": 5}, Ctx())
+wait_for(lambda: jobs.proc_start_time(d1) is None, "the daemon to be stopped")
+
+# 2. A done job (its command exited 0, exit.json written) whose daemon runs on in its cgroup: never signalled.
+done, d2 = daemon_of("d2", "go")
+wait_for(lambda: jobs.describe(done["dir"])["state"] == "done", "the job to end")
+out["done_cancel"] = jobs.cancel({"id": done["id"], "timeout": 2}, Ctx())
+out["d2_alive"] = jobs.proc_start_time(d2) is not None
+os.kill(d2, signal.SIGKILL)
+wait_for(lambda: jobs.proc_start_time(d2) is None, "the daemon to go")
+out["done_rm"] = jobs.remove({"id": done["id"]}, Ctx())
+print(json.dumps(out))
+"""
+
+
+def test_a_job_whose_daemon_escapes_its_session_and_environment_is_still_stopped(tmp_path):
+    """Issue 20, item 2: the job's cgroup holds what it forks, whatever its session or environment."""
+    _need_cgroups()
+    state = tmp_path / "state"
+    state.mkdir(mode=0o700)
+    with _no_cgroup_left(state):
+        out = in_pid_namespace(tmp_path, ESCAPER, STATE=str(state), ESCAPE=ESCAPE)
+    assert out["d1_sid_apart"] and out["d1"] in out["running_pids"]
+    assert out["cancel"]["state"] == "cancelled" and out["d1"] in out["cancel"]["stopped"]
+    assert out["cancel"]["left"] == []
+    # A done job is final even with its daemon still in its cgroup; rm then removes the emptied cgroup.
+    assert out["done_cancel"]["state"] == "done" and out["done_cancel"]["stopped"] == [] and out["d2_alive"]
+    assert len(out["done_rm"]["removed"]) == 1
 
 
 CLAIMANT = """

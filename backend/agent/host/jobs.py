@@ -2,7 +2,7 @@
 
 A job is a folder ``<state>/jobs/<id>/`` (mode 0700):
   spec.json    what it runs: kind, argv, args, cwd, started, env *keys* (values never touch disk)
-  pid.json     the runner's pid + process start time + the job's marker (see ``ownership``)
+  pid.json     the runner's pid + process start time + the job's marker and cgroup (see ``ownership``)
   log          the command's stdout and stderr
   events.jsonl structured events the command writes itself (progress, done, failed), one JSON per line
   exit.json    how it ended: state, code, reason, ended (created once: the first writer wins)
@@ -10,8 +10,9 @@ The runner (``agent job-run DIR``) is a session leader; the command is its child
 so one ``killpg`` reaches both. State is read from the folder, so any later agent can report and reattach.
 A folder is built as ``.new-<id>`` and renamed once pid.json is in it: a job folder is never half-written.
 
-If the runner dies (kill -9, the OOM killer) while the command runs on, the job is ``orphaned``: its group's
-remaining members that carry the job's marker are still ours and ``jobs.cancel`` stops them. A job with
+If the runner dies (kill -9, the OOM killer) while the command runs on, the job is ``orphaned``: the processes
+left in its cgroup (without one: its group's remaining members that carry the job's marker) are still ours
+and ``jobs.cancel`` stops them. A job with
 exit.json is final: nothing is ever signalled for it.
 """
 
@@ -31,7 +32,7 @@ import time
 from typing import Dict, List, Optional, Tuple
 
 from .ownership import ENV_KEY as TOKEN_KEY
-from .ownership import carries, new_token, send
+from .ownership import carries, cgroup_for, cgroup_processes, leave_cgroup, new_token, remove_cgroup, send
 from .protocol import lines_json
 from .registry import AgentError, method
 from .safepath import fd_of, still_ours
@@ -137,12 +138,16 @@ def _live_pids():
 
 
 def job_processes(pid_info: dict) -> List[Tuple[int, int]]:
-    """(pid, start) of the job's live processes, each proven (see ``ownership``): while its runner lives, the
-    members of its process group (a live leader keeps that group id from coming round); after it, the members
-    of its group and session that carry the job's marker. Nothing is the job's without proof."""
+    """(pid, start) of the job's live processes, each proven (see ``ownership``): the members of its cgroup;
+    without one, while its runner lives, the members of its process group (a live leader keeps that group id
+    from coming round); after it, the members of its group and session that carry the job's marker. Nothing
+    is the job's without proof."""
     pgid, start, token = pid_info.get("pgid"), pid_info.get("start"), pid_info.get("token")
     if not pgid or start is None:
         return []
+    in_cgroup = cgroup_processes(pid_info["cgroup"], proc_start_time) if pid_info.get("cgroup") else None
+    if in_cgroup is not None:
+        return in_cgroup
     leader_alive = proc_start_time(pgid) == start
     found = [(pid, ids) for pid, ids in _live_pids() if ids[0] == pgid and ids[2] >= start]
     leader_alive = leader_alive and proc_start_time(pgid) == start  # and still, once the scan is done
@@ -163,6 +168,9 @@ def orphans(pid_info: dict, fresh: bool = False) -> List[int]:
     leader = proc_ids(pgid)
     if leader is not None and leader[2] != start:
         return []
+    in_cgroup = cgroup_processes(pid_info["cgroup"], proc_start_time) if pid_info.get("cgroup") else None
+    if in_cgroup is not None:
+        return [pid for pid, began in in_cgroup if (pid, began) != (pgid, start)]
 
     def ours(pid: int, ids) -> bool:
         return ids is not None and ids[0] == pgid and ids[1] == pgid and ids[2] >= start and carries(pid, ids[2], token)
@@ -261,6 +269,8 @@ def describe(job_dir: str) -> dict:
         exit_info = {"state": state, "code": None, "reason": reason, "ended": time.time()}
         # Final: nothing of it runs and nothing will write again, so later reads skip the /proc scan. The
         # first record wins (a cancel may be writing its own right now).
+        if pid.get("cgroup"):
+            remove_cgroup(pid["cgroup"])  # empty: its runner was killed before removing it
         try:
             if not create_json(os.path.join(job_dir, "exit.json"), exit_info):
                 exit_info = _read_json(os.path.join(job_dir, "exit.json")) or exit_info
@@ -344,6 +354,7 @@ def start_job(state_dir: str, kind: str, argv: List[str], args: dict, env: dict,
     full_env["SPECDECK_JOB_DIR"] = job_dir
     token = full_env[TOKEN_KEY] = new_token()  # how its processes are told from strangers (see ownership)
     proc = None
+    cgroup: Optional[dict] = None
     try:
         os.mkdir(tmp_dir, 0o700)
         spec = {"kind": kind, "argv": argv, "args": args, "cwd": cwd, "started": time.time(), "env_keys": sorted(env)}
@@ -366,14 +377,18 @@ def start_job(state_dir: str, kind: str, argv: List[str], args: dict, env: dict,
             if start_time is not None:
                 break
             time.sleep(0.001)
+        cgroup, _ = cgroup_for(job_id, proc.pid)  # before "go": all it forks is born in it (None: the marker)
         write_json(
-            os.path.join(tmp_dir, "pid.json"), {"pid": proc.pid, "pgid": proc.pid, "start": start_time, "token": token}
+            os.path.join(tmp_dir, "pid.json"),
+            {"pid": proc.pid, "pgid": proc.pid, "start": start_time, "token": token, "cgroup": cgroup},
         )
         os.rename(tmp_dir, job_dir)
     except BaseException as exc:
         if proc is not None:  # still waiting for "go": it never ran anything
             proc.kill()
             proc.wait()
+            if cgroup:
+                remove_cgroup(cgroup)
         shutil.rmtree(tmp_dir, ignore_errors=True)
         if isinstance(exc, (OSError, ValueError)):  # ENOMEM, EAGAIN, ENOSPC; a NUL in an env value or argument
             detail = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
@@ -404,6 +419,7 @@ def _sweep_new(root: str) -> None:
         path = os.path.join(root, name)
         stale = name.startswith(NEW_PREFIX) and time.time() - _mtime(path) > NO_PID_FAILED_S
         if stale or name.startswith(GONE_PREFIX):
+            remove_cgroup((_read_json(os.path.join(path, "pid.json")) or {}).get("cgroup") or "")
             shutil.rmtree(path, ignore_errors=True)
 
 
@@ -618,6 +634,8 @@ def cancel(params: dict, ctx) -> dict:
     create_json(
         os.path.join(job_dir, "exit.json"), {"state": "cancelled", "code": None, "reason": reason, "ended": time.time()}
     )
+    if pid.get("cgroup"):
+        remove_cgroup(pid["cgroup"])  # the runner may have tried while the last of it was exiting
     return dict(describe(job_dir), stopped=stopped, left=[p for p, _ in job_processes(pid)])
 
 
@@ -676,6 +694,9 @@ def prune(params: dict, ctx) -> dict:
 def _remove_dir(job_dir: str) -> None:
     """Rename out of sight first, so no reader ever sees a half-deleted job."""
     gone = os.path.join(os.path.dirname(job_dir), GONE_PREFIX + os.path.basename(job_dir))
+    cgroup = (_read_json(os.path.join(job_dir, "pid.json")) or {}).get("cgroup")
+    if cgroup:
+        remove_cgroup(cgroup)  # its runner died before removing it (empty by now: the job has ended)
     os.rename(job_dir, gone)
     shutil.rmtree(gone, ignore_errors=True)
 
@@ -735,6 +756,7 @@ def run_job(job_dir: str) -> int:
                 "ended": time.time(),
             },
         )
+        leave_cgroup((_read_json(os.path.join(job_dir, "pid.json")) or {}).get("cgroup"))
         return 1
     write_json(os.path.join(job_dir, "child.json"), {"pid": child.pid, "start": proc_start_time(child.pid)})
     while True:
@@ -756,6 +778,7 @@ def run_job(job_dir: str) -> int:
         os.path.join(job_dir, "exit.json"),
         {"state": state, "code": code, "reason": reason, "ended": time.time()},
     )
+    leave_cgroup((_read_json(os.path.join(job_dir, "pid.json")) or {}).get("cgroup"))
     return 0
 
 

@@ -2,10 +2,13 @@
 
 A pid, a process group or a session id alone proves nothing once the runner is gone: with pid_max at 32768,
 numbers come round, and an ordinary daemon whose session id equals an old runner's pid looks like its orphan.
-So every job's runner gets a random marker in its environment (``SPECDECK_JOB_TOKEN``), which its children
-inherit and no other process has; a process counts as the job's when it carries that marker in
-``/proc/PID/environ`` and started after the runner. (A cgroup per job would prove it for processes that clear
-their environment too, but only where cgroup v2 is delegated to us; :func:`method_in_use` says what is used.)
+So where the host lets us, each job's runner is put in a cgroup v2 folder of its own
+(``<our cgroup>/specdeck-<job>``) before it is told to start: everything it forks is born there, and no process
+leaves it by clearing its environment, changing session or double-forking; members are read from
+``cgroup.procs``. Where it cannot be made (no cgroup v2, no delegation, the no-internal-processes rule), the job
+falls back to a random marker in its runner's environment (``SPECDECK_JOB_TOKEN``), which its children inherit
+and no other process has: a process counts as the job's when it carries that marker in ``/proc/PID/environ``
+and started after the runner. :func:`method_in_use` says which is used (``specdeck ping`` shows it).
 
 Signals go through a pidfd opened and checked against the process's start time, so a pid that came round
 between the check and the signal is never hit; without pidfds (Python 3.8, old kernels), the start time is
@@ -17,9 +20,13 @@ from __future__ import annotations
 import binascii
 import os
 import signal
-from typing import Dict, Optional, Tuple
+import subprocess
+from typing import Callable, Dict, List, Optional, Tuple
 
 ENV_KEY = "SPECDECK_JOB_TOKEN"
+CGROUP_PREFIX = "specdeck-"
+cgroup_parent_override: Optional[str] = None  # tests point this where no cgroup can be made
+_last_cgroup_why: Optional[str] = None  # why the last job start got no cgroup ("" when it got one)
 _PROVEN: Dict[Tuple[int, int], bool] = {}  # (pid, start) → whether it carries the marker (fixed at exec)
 
 
@@ -76,6 +83,136 @@ def send(pid: int, start: int, sig: int, start_of) -> bool:
             os.close(fd)
 
 
+def _own_cgroup() -> Optional[Tuple[str, str]]:
+    """(folder, cgroup path) of this process's cgroup v2 (the unified hierarchy), None without one."""
+    if cgroup_parent_override is not None:
+        return cgroup_parent_override, "/"
+    try:
+        with open("/proc/self/cgroup") as f:
+            rel = next((line.rstrip("\n")[3:] for line in f if line.startswith("0::")), None)
+        with open("/proc/self/mountinfo") as f:
+            mounts = [line.split() for line in f]
+    except OSError:
+        return None
+    if rel is None:
+        return None
+    for fields in mounts:
+        if "-" in fields and fields[fields.index("-") + 1] == "cgroup2" and fields[3] == "/":
+            folder = fields[4] + rel.rstrip("/")
+            if os.path.isdir(folder):
+                return folder, rel
+    return None
+
+
+def cgroup_for(name: str, pid: int) -> Tuple[Optional[dict], str]:
+    """Move ``pid`` (a runner not yet told to start) into a new cgroup ``specdeck-<name>`` under ours:
+    ({"dir", "path"}, "") or (None, why it could not be done), nothing left behind then."""
+    global _last_cgroup_why
+    own = _own_cgroup()
+    if own is None:
+        found: Tuple[Optional[dict], str] = (None, "no cgroup v2 hierarchy here")
+    else:
+        folder = os.path.join(own[0], CGROUP_PREFIX + name)
+        found = (None, "")
+        try:
+            os.mkdir(folder, 0o755)
+        except OSError as exc:
+            found = (None, "cannot create a cgroup in %s: %s" % (own[0], exc.strerror))
+        else:
+            try:
+                fd = os.open(os.path.join(folder, "cgroup.procs"), os.O_WRONLY)
+                try:
+                    os.write(fd, b"%d\n" % pid)
+                finally:
+                    os.close(fd)
+                found = ({"dir": folder, "path": own[1].rstrip("/") + "/" + CGROUP_PREFIX + name}, "")
+            except OSError as exc:  # EBUSY/EOPNOTSUPP (no internal processes, a threaded subtree), EACCES
+                remove_cgroup(folder)
+                found = (None, "cannot move a process into a cgroup under %s: %s" % (own[0], exc.strerror))
+    _last_cgroup_why = found[1]
+    return found
+
+
+def cgroup_processes(cgroup: dict, start_of: Callable[[int], Optional[int]]) -> Optional[List[Tuple[int, int]]]:
+    """(pid, start) of the live processes in the job's cgroup (its sub-cgroups too), each checked to be in it
+    between two reads of its start time (a pid that came round in between is not taken); None if the cgroup
+    cannot be read (the caller falls back to the marker)."""
+    pids = []
+    try:
+        for here, _, _ in os.walk(cgroup["dir"], onerror=_raise):
+            with open(os.path.join(here, "cgroup.procs")) as f:
+                pids.extend(int(line) for line in f if line.strip())
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    found = []
+    for pid in pids:
+        start = start_of(pid)
+        if start is not None and _cgroup_of(pid, cgroup["path"]) and start_of(pid) == start:
+            found.append((pid, start))
+    return found
+
+
+def _raise(exc: OSError) -> None:
+    raise exc
+
+
+def _cgroup_of(pid: int, path: str) -> bool:
+    try:
+        with open("/proc/%d/cgroup" % pid) as f:
+            rel = next((line.rstrip("\n")[3:] for line in f if line.startswith("0::")), "")
+    except OSError:
+        return False
+    return rel == path or rel.startswith(path + "/")
+
+
+def leave_cgroup(cgroup: Optional[dict]) -> None:
+    """In the runner, once its job has ended: move out of the job's cgroup and remove it (it stays, empty of
+    us, while something of the job still runs in it; see :func:`remove_cgroup`)."""
+    if not cgroup:
+        return
+    try:
+        fd = os.open(os.path.join(os.path.dirname(cgroup["dir"]), "cgroup.procs"), os.O_WRONLY)
+        try:
+            os.write(fd, b"%d\n" % os.getpid())
+        finally:
+            os.close(fd)
+    except OSError:  # the parent has controllers on (no internal processes): it goes when we exit
+        return
+    remove_cgroup(cgroup)
+
+
+def remove_cgroup(cgroup) -> bool:
+    """Remove a job's cgroup folder (a dict from :func:`cgroup_for`, or its folder); True if it is gone. A
+    cgroup with processes in it cannot be removed (EBUSY): it stays until they end."""
+    folder = cgroup.get("dir") if isinstance(cgroup, dict) else cgroup
+    if not folder or not os.path.basename(folder).startswith(CGROUP_PREFIX):
+        return True
+    for here, _, _ in sorted(os.walk(folder), key=lambda w: -len(w[0])):  # sub-cgroups first
+        try:
+            os.rmdir(here)
+        except FileNotFoundError:
+            pass
+        except OSError:
+            return False
+    return True
+
+
+def _probe_cgroup() -> str:
+    """Why no job would get a cgroup now ("" if one would): the job start's own steps, on a throwaway ``cat``."""
+    try:
+        probe = subprocess.Popen(["cat"], stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, close_fds=True)
+    except OSError as exc:
+        return "cannot start a probe process: %s" % exc.strerror
+    try:
+        cgroup, why = cgroup_for("probe-" + new_token()[:12], probe.pid)
+    finally:
+        probe.stdin.close()
+        probe.wait()
+    if cgroup:
+        remove_cgroup(cgroup)
+    return why
+
+
 def method_in_use() -> str:
     """How this host tells a job's processes apart and signals them (``specdeck ping`` shows it)."""
     pidfd = hasattr(os, "pidfd_open") and hasattr(signal, "pidfd_send_signal")
@@ -83,4 +220,10 @@ def method_in_use() -> str:
     if probe is not None:
         os.close(probe)
     how = "signals through pidfds" if probe is not None else "signals by pid after checking its start time (no pidfd)"
-    return "job processes proven by a per-job environment marker and start time (no per-job cgroup); " + how
+    why = _last_cgroup_why if _last_cgroup_why is not None else _probe_cgroup()
+    if not why:
+        return "job processes proven by a per-job cgroup; " + how
+    return "job processes proven by a per-job environment marker and start time (no per-job cgroup: %s); %s" % (
+        why,
+        how,
+    )
