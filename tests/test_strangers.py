@@ -305,3 +305,32 @@ def test_a_dead_panels_claim_is_not_kept_alive_by_its_pid_coming_round(tmp_path)
     (syncs stored 0 samples until that process exited)."""
     out = in_pid_namespace(tmp_path, CLAIMANT, DB=str(tmp_path / "history.sqlite"))
     assert out == {"before": "a panel", "after": None, "same_pid": True}
+
+
+def test_a_cgroup_that_takes_no_processes_falls_back_to_the_marker(monkeypatch):
+    """The no-internal-processes family of refusals (here EOPNOTSUPP: a threaded subtree takes no process)
+    leaves nothing behind and ping says why the marker is used."""
+    from backend.agent.host import ownership
+
+    _need_cgroups()
+    own = ownership._own_cgroup()
+    assert own is not None
+    base = Path(own[0]) / f"{ownership.CGROUP_PREFIX}test-{os.getpid()}"
+    sleeper = None
+    try:
+        (base / "t").mkdir(parents=True)
+        (base / "t" / "cgroup.type").write_text("threaded\n")
+        monkeypatch.setattr(ownership, "cgroup_parent_override", str(base / "t"))
+        monkeypatch.setattr(ownership, "_last_cgroup_why", None)
+        sleeper = subprocess.Popen(["sleep", "60"])
+        cgroup, why = ownership.cgroup_for("job", sleeper.pid)
+        assert cgroup is None and "Operation not supported" in why
+        assert not (base / "t" / f"{ownership.CGROUP_PREFIX}job").exists()
+        said = ownership.method_in_use()
+        assert "per-job environment marker" in said and "cannot move a process into a cgroup" in said, said
+    finally:
+        if sleeper is not None:
+            sleeper.kill()
+            sleeper.wait()
+        ownership.remove_cgroup(str(base))
+    assert not base.exists()
