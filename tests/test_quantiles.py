@@ -22,6 +22,18 @@ def test_the_rule_and_its_edges():
         quantile(five, 0.0005)
 
 
+def test_same_floats_as_statistics_without_importing_it():
+    import random
+
+    rng = random.Random(7)
+    for size in (2, 3, 5, 17, 100, 1001):
+        data = [rng.uniform(-50, 500) for _ in range(size)]
+        for n, qs in ((100, [k / 100 for k in range(1, 100)]), (1000, [0.001, 0.025, 0.5, 0.975, 0.999])):
+            cuts = statistics.quantiles(data, n=n, method="inclusive")
+            assert quantiles(data, qs) == [cuts[round(q * n) - 1] for q in qs]
+    assert quantiles([3, 1, 2], (0.5,)) == [2.0]  # ints in, as statistics gives them
+
+
 def test_every_figure_uses_it():
     values = [12.0, 3.0, 7.5, 9.0, 30.0, 1.0, 4.0]
     p50, p95 = quantiles(values, (0.5, 0.95))

@@ -27,8 +27,33 @@ from .registry import AgentError, method
 LIBRARIES = ("sglang", "huggingface_hub", "safetensors", "torch", "numpy", "hf_xet")
 
 
+_VERSIONS: list = []  # [(folders' mtimes, versions)]: metadata lookups cost ~40 ms on a loaded host
+_VERSIONS_LOCK = threading.Lock()
+
+
+def _install_key() -> tuple:
+    """The mtimes of the folders packages install into (sys.path's): a pip install, upgrade or uninstall adds
+    or removes a ``*.dist-info`` there, which changes its folder's mtime and so invalidates the cache."""
+    key = []
+    for path in sys.path:
+        try:
+            key.append(os.stat(path or ".").st_mtime_ns)
+        except OSError:
+            key.append(None)
+    return tuple(key)
+
+
 def library_versions() -> dict:
-    """Versions from package metadata: cheap, and never imports torch or sglang."""
+    """Versions from package metadata: cheap, and never imports torch or sglang. Computed once per agent (by
+    ``warm`` as it starts) and again only after the install folders changed."""
+    with _VERSIONS_LOCK:
+        key = _install_key()
+        if not _VERSIONS or _VERSIONS[0][0] != key:
+            _VERSIONS[:] = [(key, _read_versions())]
+        return dict(_VERSIONS[0][1])
+
+
+def _read_versions() -> dict:
     try:
         from importlib import metadata
     except ImportError:  # pragma: no cover - Python < 3.8
@@ -263,9 +288,10 @@ def platform_text() -> str:
 
 
 def warm() -> None:
-    """What the first ``info`` would wait for (20-70 ms), done as the agent starts: a kept connection's next
-    agent (backend/transport/master.py) has it ready before a command asks."""
+    """What the first ``info`` would wait for (20-70 ms each), done as the agent starts: a kept connection's
+    next agent (backend/transport/master.py) has it ready before a command asks."""
     platform_text()
+    library_versions()
 
 
 @method("info")
