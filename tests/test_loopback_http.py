@@ -42,7 +42,9 @@ def test_a_dead_proxy_does_not_hide_the_local_server(server, monkeypatch):
     for name in ("no_proxy", "NO_PROXY"):
         monkeypatch.delenv(name, raising=False)
     url = f"http://127.0.0.1:{server}/health"
-    with pytest.raises(urllib.error.URLError):  # what urllib's default opener does here: asks the proxy
-        urllib.request.urlopen(url, timeout=10)
+    # What urllib's default handlers do here: ask the proxy. A fresh opener, never urlopen(): urlopen builds its
+    # global opener once, and one built under this dead proxy would send every later test's requests to it.
+    with pytest.raises(urllib.error.URLError):
+        urllib.request.build_opener().open(url, timeout=10)
     assert probes.http_request({"url": url}, None)["status"] == 200
     assert loadgen.health(server, timeout=10) == 200
