@@ -8,7 +8,6 @@ is an error.
 from __future__ import annotations
 
 import os
-import tomllib
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
@@ -192,6 +191,8 @@ def load(explicit: str | os.PathLike | None = None) -> Settings:
         if required:
             raise ConfigError(f"config file {path} does not exist (run `specdeck config init --config {path}`)")
         return builtin_defaults()
+    import tomllib  # here, not at the top: a command with no config file to read skips its ~5 ms import
+
     try:
         data = tomllib.loads(path.read_text())
     except tomllib.TOMLDecodeError as exc:
@@ -298,6 +299,8 @@ def _edit_config(settings: Settings, edit: Callable[[Any], None]) -> tuple[Setti
     doc = tomlkit.parse(text)
     edit(doc)
     new_text = tomlkit.dumps(doc)
+    import tomllib
+
     saved = parse(tomllib.loads(new_text), str(path))  # never write a file that would not load
     tmp = path.with_name(path.name + ".tmp")
     try:

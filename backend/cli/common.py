@@ -8,11 +8,13 @@ import sys
 import time
 from collections.abc import Sequence
 from dataclasses import replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from backend import settings as settings_mod
-from backend.jobs import JobInfo
 from backend.settings import Settings
+
+if TYPE_CHECKING:  # backend.jobs (and its dataclasses) only for the commands that use jobs
+    from backend.jobs import JobInfo
 
 
 def load_settings(args: argparse.Namespace) -> Settings:

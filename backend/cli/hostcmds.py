@@ -4,13 +4,15 @@ from __future__ import annotations
 
 import argparse
 import time
+from typing import TYPE_CHECKING
 
-from backend import jobs as jobs_mod
 from backend.agent.host.units import duration
 from backend.cli.common import add_json, connect, emit_json, load_settings
 from backend.cli.main import command
 from backend.errors import UsageError
-from backend.jobs import JobInfo
+
+if TYPE_CHECKING:  # backend.jobs is imported by the jobs commands themselves: `ping` goes without it
+    from backend.jobs import JobInfo
 
 
 def register(sub) -> None:
@@ -124,6 +126,8 @@ def _progress(job: JobInfo) -> str:
 
 
 async def list_jobs(args: argparse.Namespace) -> int:
+    from backend import jobs as jobs_mod
+
     conn = await connect(args)
     try:
         jobs = await jobs_mod.list_jobs(conn, args.kind)
@@ -144,6 +148,8 @@ async def list_jobs(args: argparse.Namespace) -> int:
 
 
 async def cancel_job(args: argparse.Namespace) -> int:
+    from backend.jobs import JobInfo
+
     conn = await connect(args)
     try:
         out = await conn.call("jobs.cancel", id=args.id, timeout=args.timeout)
@@ -158,6 +164,8 @@ async def cancel_job(args: argparse.Namespace) -> int:
 
 
 async def remove_job(args: argparse.Namespace) -> int:
+    from backend import jobs as jobs_mod
+
     conn = await connect(args)
     try:
         removed = await jobs_mod.remove(conn, args.id)
@@ -171,6 +179,8 @@ async def remove_job(args: argparse.Namespace) -> int:
 
 
 async def prune_jobs(args: argparse.Namespace) -> int:
+    from backend import jobs as jobs_mod
+
     older_than = jobs_mod.parse_duration(args.older_than)
     conn = await connect(args)
     try:
