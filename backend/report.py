@@ -72,14 +72,17 @@ def fmt(value: float | None, digits: int = 1, signed: bool = False, suffix: str 
 
 
 def break_even_cell(run: RunSummary, yardstick: Yardstick) -> str:
-    """``met (+0.84)`` / ``not met (−0.46)`` against the break-even, ``—`` without speculation; a run at N > 1
-    streams against its own at that batch, ``met (+0.30 of 3.11 @4)``."""
-    met = run.break_even_met(yardstick)
-    if met is None or run.accept_len is None:
+    """``met (+0.84 ±0.05)`` / ``not met`` / ``within noise`` against the break-even, by whether the accept
+    length's 95% interval (± its half-width) clears it; ``too few samples (+0.84)`` without one; ``—`` without
+    speculation. A run at N > 1 streams against its own at that batch, ``met (+0.30 ±0.04 of 3.11 @4)``."""
+    said = run.break_even_verdict(yardstick)
+    if said is None or run.accept_len is None:
         return "—"
     target = run.break_even(yardstick)
+    interval = run.accept_interval()
+    spread = "" if interval is None else f" ±{(interval[1] - interval[0]) / 2:.2f}"
     at = f" of {target:.2f} @{run.streams}" if (run.streams or 1) > 1 else ""
-    return f"{'met' if met else 'not met'} ({run.accept_len - target:+.2f}{at})"
+    return f"{said} ({run.accept_len - target:+.2f}{spread}{at})"
 
 
 def run_cells(run: RunSummary, yardstick: Yardstick) -> dict[str, str]:

@@ -14,6 +14,7 @@ from bisect import bisect_left
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from backend.agent.host.advice import t975
 from backend.agent.host.quantiles import quantiles
 from backend.breakeven import cycle_ms, live_breakeven
 from backend.metrics import DEFAULT_IDLE_GAP_S, LiveFilter, Sample
@@ -51,6 +52,18 @@ def batch_sem(ys: Sequence[float], mean: float) -> tuple[float | None, int]:
     means = [math.fsum(ys[i * size : (i + 1) * size]) / size for i in range(BATCHES)]
     var = math.fsum((m - mean) ** 2 for m in means) / (BATCHES - 1)
     return math.sqrt(var / BATCHES), BATCHES - 1
+
+
+def interval95(mean: float, sem: float, dof: int) -> tuple[float, float]:
+    """The mean's 95% interval from its standard error (Student's t at ``dof``: few batches widen it)."""
+    half = t975(dof) * sem
+    return mean - half, mean + half
+
+
+def clears(low: float, high: float, line: float) -> int:
+    """The one verdict rule: +1 where the whole interval is above ``line``, −1 where it is below, 0 (within
+    noise) where it straddles it."""
+    return 1 if low > line else -1 if high < line else 0
 
 
 class SeriesView:

@@ -24,6 +24,7 @@ from backend.advisor import DEFAULT_STEPS, predict_from_rates, single_stream
 from backend.agent.host.advice import Acceptance, CostModel, assess
 from backend.errors import UsageError
 from backend.history import RunSummary, Yardstick
+from backend.series import clears
 
 Z = 1.96
 MIN_SE = 0.005  # one log has no spread: an accuracy is still not known to better than this
@@ -86,11 +87,7 @@ def advised(
 
 def verdict(low: float, high: float, line: float) -> str:
     """beats / falls short of / too close to call against: only where the whole interval clears the line."""
-    if low > line:
-        return "beats"
-    if high < line:
-        return "falls short of"
-    return "too close to call against"
+    return {1: "beats", -1: "falls short of", 0: "too close to call against"}[clears(low, high, line)]
 
 
 EMPTY = {

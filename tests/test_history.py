@@ -375,7 +375,7 @@ def test_report_holds_the_numbers_of_its_runs(three_runs, tmp_path, suffix, char
         if acc:
             assert acc in text
     assert "−26.1%" in text or "-26.1%" in text  # ours vs the 82 tok/s baseline
-    assert "+22.0% /stream" in text and "not met (-0.46)" in text and "met (+0.84)" in text
+    assert "+22.0% /stream" in text and "not met (-0.46 ±0.00)" in text and "met (+0.84 ±0.00)" in text
     assert "tok/s per stream" in text and "@N compares" in text
     assert "cycle ms" in text and "33.0" in text  # 1000 × 2.0 / 60.6
     assert "break-even 2.46" in text and "baseline 82.0 tok/s" in text  # labelled reference lines
@@ -422,7 +422,7 @@ def test_history_cli_lists_marks_and_deletes(three_runs):
     assert by_profile["eagle3-aq"]["levels"] == [{"streams": 1, "seconds": 30, "tok_s": 100.0, "total_tok_s": 100.0}]
     assert by_profile["eagle3-ours"]["break_even_met"] is False and by_profile["baseline"]["break_even_met"] is None
     text = cli("history").stdout
-    assert "baseline 82.0 tok/s (configured)" in text and "met (+0.84)" in text
+    assert "baseline 82.0 tok/s (configured)" in text and "met (+0.84 ±0.00)" in text
     assert "measured by run local/serve-1-base" in cli("history", "baseline", "serve-1").stdout
     assert json.loads(cli("history", "baseline", "--clear", "--json").stdout)["baseline_source"] == "configured"
     assert cli("history", "baseline", rc=2).stderr.strip().endswith("or --clear")

@@ -1,12 +1,19 @@
 """Verdicts only where the data clears them: the Live tab's beats/below/within noise from the window mean's
-interval, the baseline's own run read as "= baseline", no accept figures for a server that does not speculate."""
+interval, History's and reports' break-even verdict from the log accept length's, the baseline's own run read
+as "= baseline", no accept figures for a server that does not speculate."""
 
 from __future__ import annotations
 
+from backend.breakeven import live_breakeven
+from backend.history import History
 from backend.jobs import JobInfo
+from backend.metrics import Sample
+from backend.report import break_even_cell
 from backend.series import SeriesView
 from tui.widgets.numbers import LiveNumbers, verdict
 from tui.widgets.serverline import ServerFacts
+
+T0 = 1_800_000_000.0
 
 
 def window(values: list[float]):
@@ -51,3 +58,24 @@ def test_the_baseline_run_reads_equal_baseline_in_history_and_reports(models, tm
         runs = {r.id: r for r in history.runs()}
     assert run_cells(runs[base], yardstick)["vs_baseline"] == "= baseline"
     assert run_cells(runs[other], yardstick)["vs_baseline"] != "= baseline"  # another run at 82: a number
+
+
+def _run_with_accepts(history, job_id: str, accepts: list[float]):
+    run = history.upsert_run("local", JobInfo(job_id, state="done", started=T0, args={"algorithm": "EAGLE3"}))
+    samples = [Sample(T0 + i, "decode", gen_tps=90.0, accept_len=a, running_req=1) for i, a in enumerate(accepts)]
+    assert history.import_chunk(run, 0, 10, samples, [])
+    return history.run(run)
+
+
+def test_history_break_even_verdict_needs_an_interval_that_clears_it(tmp_path):
+    line = live_breakeven(30.0, 82.0)  # the one break-even (2.46)
+    with History.open(tmp_path / "h.sqlite3") as history:
+        y = history.yardstick(82.0, 30.0)
+        # Mean above the line but swinging across it: within noise, no "met" and no break_even_met.
+        swings = _run_with_accepts(history, "serve-swing", [line + (0.9 if (i // 4) % 2 else -0.8) for i in range(40)])
+        assert swings.accept_len > line and swings.break_even_met(y) is None
+        assert break_even_cell(swings, y).startswith("within noise (+") and swings.to_json(y)["accept_len_low"] < line
+        steady = _run_with_accepts(history, "serve-steady", [line + 0.5 + 0.01 * (i % 3) for i in range(40)])
+        assert steady.break_even_met(y) is True and break_even_cell(steady, y).startswith("met (+0.5")
+        few = _run_with_accepts(history, "serve-few", [3.0] * 5)
+        assert few.break_even_met(y) is None and break_even_cell(few, y) == f"too few samples ({3.0 - line:+.2f})"

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import math
 import os
 import re
 import sqlite3
@@ -37,6 +38,7 @@ from backend.history.samples import downsample
 from backend.history.summary import BenchLevel, Level, RunSummary, Yardstick
 from backend.jobs import JobInfo
 from backend.metrics import Sample
+from backend.series import batch_sem
 from backend.sglang_versions import accept_rate_definition
 
 SCHEMA_VERSION = 4
@@ -594,7 +596,16 @@ class History:
             sweep=args.get("sweep"),
             latency=json.loads(row["latency"]) if row["latency"] else None,
             training=args.get("training_checkpoint"),
+            **self._accept_error(row["id"]),
         )
+
+    def _accept_error(self, run_id: str) -> dict[str, Any]:
+        """The log accept length's standard error by batch means over the run's per-second samples."""
+        ys = [r[0] for r in self.db.execute(
+            "SELECT acc_sum / acc_n FROM samples WHERE run = ? AND acc_n > 0 ORDER BY t", (run_id,)
+        )]  # fmt: skip
+        sem, dof = batch_sem(ys, math.fsum(ys) / len(ys)) if ys else (None, 0)
+        return {"accept_len_sem": sem, "accept_len_dof": dof}
 
     def runs(self, host: str | None = None) -> list[RunSummary]:
         """Every run (of ``host`` if given), newest first, with its means."""

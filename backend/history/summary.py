@@ -8,6 +8,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from backend.breakeven import live_breakeven
+from backend.series import clears, interval95
 
 
 @dataclass(frozen=True)
@@ -171,6 +172,9 @@ class RunSummary:
     latency: dict | None = None  # its server's latency histograms as last read (backend.latency.summary_json)
     # The training checkpoint it served and what that predicted before the restart (`specdeck train serve`).
     training: dict | None = None
+    # The error of ``accept_len``: batch means over its per-second log samples (None under 20 of them).
+    accept_len_sem: float | None = None
+    accept_len_dof: int = 0
 
     @property
     def speculative(self) -> bool:
@@ -203,11 +207,25 @@ class RunSummary:
             return live_breakeven(self.cycle_ms, yardstick.at(self.streams))
         return yardstick.break_even
 
-    def break_even_met(self, yardstick: Yardstick) -> bool | None:
-        """Accept length at or over the break-even; None without speculation or samples."""
+    def accept_interval(self) -> tuple[float, float] | None:
+        """The log accept length's 95% interval (None under 20 seconds of samples)."""
+        if self.accept_len is None or self.accept_len_sem is None:
+            return None
+        return interval95(self.accept_len, self.accept_len_sem, self.accept_len_dof)
+
+    def break_even_verdict(self, yardstick: Yardstick) -> str | None:
+        """``met`` / ``not met`` where the accept length's 95% interval clears the break-even, ``within noise``
+        where it straddles it, ``too few samples`` without an interval; None without speculation or samples."""
         if not self.speculative or self.accept_len is None:
             return None
-        return self.accept_len >= self.break_even(yardstick)
+        interval = self.accept_interval()
+        if interval is None:
+            return "too few samples"
+        return {1: "met", -1: "not met", 0: "within noise"}[clears(*interval, self.break_even(yardstick))]
+
+    def break_even_met(self, yardstick: Yardstick) -> bool | None:
+        """True / False only where the accept length's interval clears the break-even; else None."""
+        return {"met": True, "not met": False}.get(self.break_even_verdict(yardstick) or "")
 
     def live_break_even(self, yardstick: Yardstick) -> float | None:
         """The break-even for this run's own measured cycle time and the baseline at its concurrency."""
@@ -229,6 +247,11 @@ class RunSummary:
         out["vs_baseline_basis"] = None if versus is None else versus.basis
         out["break_even"] = round(self.break_even(yardstick), 4)
         out["break_even_met"] = self.break_even_met(yardstick)
+        out["break_even_verdict"] = self.break_even_verdict(yardstick)
+        interval = self.accept_interval()
+        out["accept_len_low"], out["accept_len_high"] = (
+            (None, None) if interval is None else map(round, interval, (4, 4))
+        )
         out["falls_below_baseline_at"] = self.falls_below_baseline_at(yardstick)
         live = self.live_break_even(yardstick)
         out["live_break_even"] = None if live is None else round(live, 4)

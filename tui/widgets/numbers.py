@@ -11,8 +11,7 @@ from dataclasses import dataclass, replace
 from textual.markup import escape
 from textual.widgets import Static
 
-from backend.agent.host.advice import t975
-from backend.series import BATCHES, SeriesView, Stats
+from backend.series import BATCHES, SeriesView, Stats, clears, interval95
 from backend.settings import Reference
 
 EMPTY = Stats(0, None, None, None, None, None, None)
@@ -102,11 +101,11 @@ def verdict(numbers: LiveNumbers) -> str:
         return "[$text-muted]= baseline (this is the baseline run)[/]"
     if tok.sem is None:
         return f"[$text-muted]not enough samples to judge ({tok.count}/{2 * BATCHES})[/]"
-    half = t975(tok.sem_dof) * tok.sem
-    low, high = tok.mean - half, tok.mean + half
-    if low > numbers.baseline:
+    low, high = interval95(tok.mean, tok.sem, tok.sem_dof)
+    side = clears(low, high, numbers.baseline)
+    if side > 0:
         head = "[$text-success]beats baseline[/]"
-    elif high < numbers.baseline:
+    elif side < 0:
         head = "[$text-error]below baseline[/]"
     else:
         return f"[$text-muted]within noise of baseline (95% {low:.0f}–{high:.0f})[/]"
