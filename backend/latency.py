@@ -19,11 +19,14 @@ from __future__ import annotations
 import math
 from bisect import bisect_left
 from collections import deque
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from backend.errors import UsageError
+
+if TYPE_CHECKING:
+    from backend.prometheus import Scrape
 
 # The histograms shown, by the key their figures go under (milliseconds), in display order.
 HISTOGRAMS: dict[str, str] = {
@@ -38,7 +41,7 @@ OLD_ITL = "sglang:time_per_output_token_seconds"
 QUANTILES: tuple[tuple[str, float], ...] = (("p50", 0.5), ("p90", 0.9), ("p95", 0.95), ("p99", 0.99))
 PRECISION_TOLERANCE = 1e-12  # quantile.go's correctPrecisionErrors
 
-SeriesKey = tuple[str, tuple[tuple[str, str], ...]]  # (histogram name, its labels without le, sorted)
+HistogramKey = tuple[str, tuple[tuple[str, str], ...]]  # (histogram name, its labels without le, sorted)
 
 
 class NoHistograms(UsageError):
@@ -135,50 +138,17 @@ def _search(q: float, prepared: tuple[list[float], list[float]] | None) -> Quant
 # --- reading a scrape -----------------------------------------------------------------------------------
 
 
-def histograms(families: Iterable[Any], names: Iterable[str] | None = None) -> dict[SeriesKey, Histogram]:
-    """The histogram series in prometheus_client metric families (``text_string_to_metric_families``), by
-    (name, labels without ``le``); only ``names`` (default: ``HISTOGRAMS``'). Buckets missing +Inf are skipped."""
-    wanted = {*HISTOGRAMS.values(), OLD_ITL} if names is None else set(names)
-    out: dict[SeriesKey, Histogram] = {}
-    for family in families:
-        if family.name not in wanted:
-            continue
-        buckets: dict[tuple, list[tuple[float, float]]] = {}
-        sums: dict[tuple, float] = {}
-        for sample in family.samples:
-            labels = sample.labels
-            if sample.name.endswith("_bucket") and "le" in labels:
-                key = tuple(sorted((k, v) for k, v in labels.items() if k != "le"))
-                try:
-                    buckets.setdefault(key, []).append((float(labels["le"]), float(sample.value)))
-                except ValueError:
-                    continue
-            elif sample.name.endswith("_sum"):
-                sums[tuple(sorted(labels.items()))] = float(sample.value)
-        for key, pairs in buckets.items():
-            pairs.sort()
-            if not math.isinf(pairs[-1][0]):
-                continue
-            bounds = tuple(b for b, _ in pairs)
-            counts = tuple(c for _, c in pairs)
-            out[(family.name, key)] = Histogram(bounds, counts, sums.get(key, 0.0))
-    return out
+def of_scrape(scrape: Scrape) -> dict[HistogramKey, Histogram]:
+    """The latency histograms among a read page's series (``backend.prometheus.read_scrape``), in page order."""
+    wanted = {*HISTOGRAMS.values(), OLD_ITL}
+    return {key: hist for key, hist in scrape.histograms.items() if key[0] in wanted}
 
 
-def parse(text: str) -> dict[SeriesKey, Histogram]:
+def parse(text: str) -> dict[HistogramKey, Histogram]:
     """The latency histogram series in a `/metrics` page (text that stops being valid keeps what came before)."""
-    from prometheus_client.parser import text_string_to_metric_families
+    from backend.prometheus import read_scrape  # the reader builds this module's Histogram
 
-    out: dict[SeriesKey, Histogram] = {}
-    families = text_string_to_metric_families(text)
-    while True:  # family by family, so a bad line ends the page and keeps the families before it
-        try:
-            family = next(families)
-        except StopIteration:
-            return out
-        except (ValueError, TypeError, IndexError, KeyError):
-            return out
-        out.update(histograms([family]))
+    return of_scrape(read_scrape(text))
 
 
 # --- windows and merging --------------------------------------------------------------------------------
@@ -194,7 +164,9 @@ def increase(end: Histogram, start: Histogram | None) -> Histogram:
     return Histogram(end.bounds, counts, total)
 
 
-def window(end: Mapping[SeriesKey, Histogram], start: Mapping[SeriesKey, Histogram]) -> dict[SeriesKey, Histogram]:
+def window(
+    end: Mapping[HistogramKey, Histogram], start: Mapping[HistogramKey, Histogram]
+) -> dict[HistogramKey, Histogram]:
     """Every series of ``end`` as its increase since ``start`` (a series new since then counts whole)."""
     return {key: increase(h, start.get(key)) for key, h in end.items()}
 
@@ -208,7 +180,7 @@ class Merged:
     mismatched: int = 0
 
 
-def merge(scrape: Mapping[SeriesKey, Histogram], name: str) -> Merged | None:
+def merge(scrape: Mapping[HistogramKey, Histogram], name: str) -> Merged | None:
     """The series named ``name`` summed bucket by bucket (Prometheus ``sum by (le)``); None when there are none.
 
     Series whose bounds differ from the most common set (the most observations on a tie) are left out.
@@ -279,7 +251,7 @@ def figures(hist: Histogram, series: int = 1, mismatched: int = 0) -> Figures:
     return Figures(qs, count, hist.total / count * 1000.0 if count else None, series, mismatched)
 
 
-def summary(scrape: Mapping[SeriesKey, Histogram]) -> dict[str, Figures]:
+def summary(scrape: Mapping[HistogramKey, Histogram]) -> dict[str, Figures]:
     """The figures of every latency histogram the scrape (or window) holds, by ``HISTOGRAMS`` key."""
     out = {}
     for key, name in HISTOGRAMS.items():
@@ -291,12 +263,12 @@ def summary(scrape: Mapping[SeriesKey, Histogram]) -> dict[str, Figures]:
     return out
 
 
-def summary_json(scrape: Mapping[SeriesKey, Histogram]) -> dict[str, Any]:
+def summary_json(scrape: Mapping[HistogramKey, Histogram]) -> dict[str, Any]:
     """``summary`` as JSON: ``{"ttft_ms": {"p50": ..., ...}, "itl_ms": ..., "e2e_ms": ..., "queue_ms": ...}``."""
     return {key: fig.to_json() for key, fig in summary(scrape).items()}
 
 
-def require_histograms(scrape: Mapping[SeriesKey, Histogram], where: str) -> None:
+def require_histograms(scrape: Mapping[HistogramKey, Histogram], where: str) -> None:
     """NoHistograms unless ``scrape`` holds at least one latency histogram."""
     if not scrape:
         raise NoHistograms(
@@ -315,10 +287,10 @@ class LatencyWindow:
 
     def __init__(self, keep_s: float = 1800.0, fine_s: float = 60.0, coarse_s: float = 10.0) -> None:
         self.keep_s, self.fine_s, self.coarse_s = keep_s, fine_s, coarse_s
-        self._fine: deque[tuple[float, dict[SeriesKey, Histogram]]] = deque()
-        self._coarse: deque[tuple[float, dict[SeriesKey, Histogram]]] = deque()
+        self._fine: deque[tuple[float, dict[HistogramKey, Histogram]]] = deque()
+        self._coarse: deque[tuple[float, dict[HistogramKey, Histogram]]] = deque()
 
-    def add(self, t: float, scrape: dict[SeriesKey, Histogram]) -> None:
+    def add(self, t: float, scrape: dict[HistogramKey, Histogram]) -> None:
         if self._fine and t < self._fine[-1][0]:
             self.clear()  # the clock went back: the old scrapes no longer say how long ago
         self._fine.append((t, scrape))
@@ -336,7 +308,7 @@ class LatencyWindow:
     def __len__(self) -> int:
         return len(self._fine) + len(self._coarse)
 
-    def window(self, window_s: float | None) -> dict[SeriesKey, Histogram] | None:
+    def window(self, window_s: float | None) -> dict[HistogramKey, Histogram] | None:
         """The increase over the last ``window_s`` (None before two scrapes); ``None`` s: the newest scrape whole."""
         if not self._fine:
             return None

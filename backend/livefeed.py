@@ -27,8 +27,7 @@ from backend.connection import Connection
 from backend.errors import ConnectionFailed, OperationFailed, RemoteError, UsageError
 from backend.history import read_lines
 from backend.jobs import JobInfo, get_job, list_jobs
-from backend.latency import LatencyWindow, summary_json
-from backend.latency import parse as parse_histograms
+from backend.latency import LatencyWindow, of_scrape, summary_json
 from backend.metrics import LiveFilter, Sample, parse_line, server_info_numbers
 from backend.prometheus import Scrape, read_scrape
 from backend.series import LiveSeries
@@ -169,6 +168,7 @@ class LiveFeed:
         self.latency_scrapes = 0  # scrapes of this server that held histograms
         self.histograms: bool | None = None  # did the last /metrics answer hold any (None: not asked yet)
         self._idle_waiters: list[asyncio.Future] = []  # polls of an idle server, woken by the next sample
+        self._page: tuple[str, Scrape] | None = None  # the last /metrics text read and its reading (both loops')
 
     @property
     def running_server(self) -> JobInfo | None:
@@ -333,7 +333,7 @@ class LiveFeed:
                     pass
                 elif page is not None and page.get("status") == 200:
                     metrics_text = page["text"]
-                    self.scrape = read_scrape(metrics_text)
+                    self.scrape = await self._read(metrics_text)
                     self.metrics = self.scrape.engine
                     if not self.startup:  # once: the engine sets them before the port opens (0.5.6: none)
                         self.startup = self.scrape.startup
@@ -357,7 +357,7 @@ class LiveFeed:
                 return
             if page is not None and page.get("status") == 200:
                 if page["text"] != text:  # an idle server's page comes back the same: parsed once, added again
-                    text, scrape = page["text"], await asyncio.to_thread(parse_histograms, page["text"])
+                    text, scrape = page["text"], of_scrape(await self._read(page["text"]))
                 self.histograms = bool(scrape)
                 if scrape:
                     now = time.monotonic()
@@ -368,6 +368,16 @@ class LiveFeed:
                         kept, kept_at = scrape, now
                         await self.recorder.keep_latency(job, summary_json(scrape))
             seen = await self._pace(self.latency_s, seen)
+
+    async def _read(self, text: str) -> Scrape:
+        """``read_scrape(text)`` off the loop, once per page: the poll and the latency scrape often fetch the
+        same one (the gauges move with decode lines, the histograms with requests)."""
+        page = self._page
+        if page is not None and page[0] == text:
+            return page[1]
+        scrape = await asyncio.to_thread(read_scrape, text)
+        self._page = (text, scrape)
+        return scrape
 
     async def _pace(self, seconds: float, seen: int) -> int:
         """Wait ``seconds`` before the next poll; where no sample came since the last one (samples == ``seen``)

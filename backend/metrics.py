@@ -387,7 +387,7 @@ def _number(value: object, kind: type) -> float | int | None:
     return kind(value)
 
 
-_PER_RANK = ("avg_spec_accept_length", "last_gen_throughput")
+_PER_RANK = ("avg_spec_accept_length", "last_gen_throughput")  # internal_states' figures, one pair per DP rank
 
 
 def server_info_numbers(info: dict[str, Any]) -> dict[str, Any]:
@@ -404,13 +404,7 @@ def server_info_numbers(info: dict[str, Any]) -> dict[str, Any]:
     states = [s for s in raw if isinstance(s, dict)] if isinstance(raw, list) else []
     if not states:
         states = [info]
-    ranks = [
-        {
-            key: _number(state.get(key, info.get(key)), float)
-            for key in ("avg_spec_accept_length", "last_gen_throughput")
-        }
-        for state in states
-    ]
+    ranks = [{key: _number(state.get(key, info.get(key)), float) for key in _PER_RANK} for state in states]
     accepts = [r["avg_spec_accept_length"] for r in ranks if r["avg_spec_accept_length"] is not None]
     throughputs = [r["last_gen_throughput"] for r in ranks if r["last_gen_throughput"] is not None]
     algorithm = info.get("speculative_algorithm")

@@ -14,9 +14,10 @@ counters carry ``model_name`` alone. What the engine does is read from those row
 - accept length and rate are the target's, never the draft worker's (``engine_type="draft"`` reports its
   own); over DP ranks they are weighted by each rank's throughput (tokens over verify steps), else averaged.
 
-Histograms are kept per series, as SGLang's cumulative buckets (``Series.histograms``), for readers that
-merge them. Text that stops being valid exposition format keeps what was read before the bad line; nothing
-here raises on bad input.
+Histograms are kept apart from those rows, one per label set (``Scrape.histograms``, keyed by name and every
+label but ``le``): the tokenizer's ``is_streaming="true"`` and ``"false"`` series share a rank, and its series
+carry no rank at all; ``backend.latency`` merges and windows them. Text that stops being valid exposition
+format keeps what was read before the bad line; nothing here raises on bad input.
 """
 
 from __future__ import annotations
@@ -25,6 +26,8 @@ import math
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
+
+from backend.latency import Histogram, HistogramKey
 
 DRAFT = "draft"  # the draft worker's engine_type
 
@@ -68,23 +71,13 @@ SeriesKey = tuple[str | None, int | None, int | None]  # (engine_type, dp_rank, 
 
 
 @dataclass
-class Histogram:
-    """One histogram of one series as SGLang exposes it: cumulative counts per upper bound (``le``)."""
-
-    buckets: dict[float, float] = field(default_factory=dict)
-    sum: float | None = None
-    count: float | None = None
-
-
-@dataclass
 class Series:
-    """One label set's figures: ``values`` by key of ``NAMES``, ``histograms`` by family name."""
+    """One (engine_type, dp_rank, tp_rank)'s figures: ``values`` by key of ``NAMES``."""
 
     engine_type: str | None
     dp_rank: int | None
     tp_rank: int | None
     values: dict[str, float] = field(default_factory=dict)
-    histograms: dict[str, Histogram] = field(default_factory=dict)
 
     @property
     def key(self) -> SeriesKey:
@@ -105,13 +98,15 @@ class Series:
 
 @dataclass
 class Scrape:
-    """A /metrics page read: its series in page order, the engine's totals and 0.5.23's startup gauges."""
+    """A /metrics page read: its series in page order, the engine's totals, 0.5.23's startup gauges and every
+    ``sglang:`` histogram series in page order (buckets missing +Inf left out: no quantile can be read)."""
 
     series: list[Series]
     engine: dict[str, float | None]  # one value per key of NAMES (None where no target series has it)
     usage_by_rank: dict[int | None, float]  # token usage per DP rank (None: no dp_rank label)
     startup: dict[str, dict[str, float]]  # {"phases": {phase: s}, "cuda_graph": {phase: s}}
     short: dict[str, int] = field(default_factory=dict)  # summed key -> DP ranks that lack it (the sum is short)
+    histograms: dict[HistogramKey, Histogram] = field(default_factory=dict)
 
     @property
     def dp_ranks(self) -> list[int | None]:
@@ -157,45 +152,54 @@ def read_scrape(text: str) -> Scrape:
     """Every SGLang series on a /metrics page and what they say of the whole engine (see the module's rules)."""
     by_key: dict[SeriesKey, Series] = {}
     startup: dict[str, dict[str, float]] = {key: {} for key in STARTUP.values()}
-
-    def series_of(labels: dict[str, str]) -> Series:
-        key = (labels.get("engine_type"), _rank(labels, "dp_rank"), _rank(labels, "tp_rank"))
-        found = by_key.get(key)
-        if found is None:
-            found = by_key[key] = Series(*key)
-        return found
-
+    histograms: dict[HistogramKey, Histogram] = {}
     if isinstance(text, str):
         for family in _families(text):
+            if family.type == "histogram" and family.name.startswith("sglang:"):
+                histograms.update(_histograms(family))
+                continue
             for sample in family.samples:
                 if not math.isfinite(sample.value):
                     continue
                 key = NAMES.get(sample.name)
                 if key is not None:
-                    series_of(sample.labels).values.setdefault(key, float(sample.value))
+                    labels = sample.labels
+                    rank = (labels.get("engine_type"), _rank(labels, "dp_rank"), _rank(labels, "tp_rank"))
+                    found = by_key.get(rank)
+                    if found is None:
+                        found = by_key[rank] = Series(*rank)
+                    found.values.setdefault(key, float(sample.value))
                 elif sample.name in STARTUP:
                     phase = sample.labels.get("phase")
                     if phase:
                         startup[STARTUP[sample.name]].setdefault(phase, float(sample.value))  # ranks: the first
-                elif family.type == "histogram" and family.name.startswith("sglang:"):
-                    _histogram(series_of(sample.labels), family.name, sample)
     series = list(by_key.values())
     engine, usage, short = _totals(series)
-    return Scrape(series, engine, usage, startup, short)
+    return Scrape(series, engine, usage, startup, short, histograms)
 
 
-def _histogram(series: Series, name: str, sample: Any) -> None:
-    hist = series.histograms.setdefault(name, Histogram())
-    suffix = sample.name[len(name) :]
-    if suffix == "_bucket":
-        try:
-            hist.buckets.setdefault(float(sample.labels.get("le", "nan")), float(sample.value))
-        except ValueError:
-            return
-    elif suffix == "_sum":
-        hist.sum = float(sample.value)
-    elif suffix == "_count":
-        hist.count = float(sample.value)
+def _histograms(family: Any) -> dict[HistogramKey, Histogram]:
+    """A histogram family's series by (name, labels without ``le``, sorted); the first sample of a bucket wins."""
+    buckets: dict[tuple[tuple[str, str], ...], dict[float, float]] = {}
+    sums: dict[tuple[tuple[str, str], ...], float] = {}
+    for sample in family.samples:
+        labels, value = sample.labels, float(sample.value)
+        if sample.name.endswith("_bucket") and "le" in labels:
+            try:
+                bound = float(labels["le"])
+            except ValueError:
+                continue
+            if math.isfinite(value):
+                key = tuple(sorted((k, v) for k, v in labels.items() if k != "le"))
+                buckets.setdefault(key, {}).setdefault(bound, value)
+        elif sample.name.endswith("_sum") and math.isfinite(value):
+            sums.setdefault(tuple(sorted(labels.items())), value)
+    out: dict[HistogramKey, Histogram] = {}
+    for key, counts in buckets.items():
+        bounds = sorted(counts)
+        if math.isinf(bounds[-1]):
+            out[(family.name, key)] = Histogram(tuple(bounds), tuple(counts[b] for b in bounds), sums.get(key, 0.0))
+    return out
 
 
 def _totals(series: list[Series]) -> tuple[dict[str, float | None], dict[int | None, float], dict[str, int]]:

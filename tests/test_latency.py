@@ -150,6 +150,25 @@ def test_a_page_gives_every_series_and_the_streaming_split_is_summed() -> None:
     assert set(latency.summary_json(scrape)) == {"ttft_ms"}
 
 
+def test_the_reader_keeps_every_histogram_series_and_no_row_for_them() -> None:
+    from backend.prometheus import read_scrape
+
+    scrape = read_scrape(PAGE)
+    ttft = "sglang:time_to_first_token_seconds"
+    streaming, plain = (
+        (ttft, (("engine_type", "unified"), ("is_streaming", flag), ("model_name", "m"))) for flag in ("true", "false")
+    )
+    assert list(scrape.histograms) == [streaming, plain]  # the same rank, told apart by is_streaming
+    assert scrape.histograms[plain] == Histogram((0.1, 0.2, INF), (0.0, 1.0, 1.0), 0.1)
+    assert [s.key for s in scrape.series] == [("unified", None, 0)]  # the gauge's; the tokenizer's has no rank
+    assert latency.of_scrape(scrape) == latency.parse(PAGE)
+    # SGLang's docs scrape: func_latency_seconds is kept by the reader, and is no latency figure here.
+    docs = read_scrape(
+        (Path(__file__).parent / "fixtures" / "real" / "metrics-docs-production-metrics.prom").read_text()
+    )
+    assert len(docs.histograms) == 4 and len(latency.of_scrape(docs)) == 3
+
+
 def test_a_page_without_histograms_is_said_in_one_sentence() -> None:
     scrape = latency.parse("# TYPE sglang:gen_throughput gauge\nsglang:gen_throughput 1.0\n")
     assert scrape == {}

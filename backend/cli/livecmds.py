@@ -235,20 +235,20 @@ _SCRAPE_COLUMNS = (  # (heading, key, format)
 )
 
 
-def _scrape_latency(args: argparse.Namespace) -> dict | None:
+def _scrape_latency(args: argparse.Namespace, first: Scrape, later: Scrape | None) -> dict | None:
     """parse-metrics' latency figures: the histograms of FILE, or their increase up to LATER; None when FILE has
     none and none were asked for (NoHistograms when they were: --latency, or two scrapes)."""
     from backend import latency
 
-    first = latency.parse(_read_page(args.file))
-    if args.later is None and not args.latency and not first:
+    start = latency.of_scrape(first)
+    if later is None and not args.latency and not start:
         return None
-    latency.require_histograms(first, args.file)
-    if args.later is None:
-        return latency.summary(first)
-    later = latency.parse(_read_page(args.later))
-    latency.require_histograms(later, args.later)
-    return latency.summary(latency.window(later, first))
+    latency.require_histograms(start, args.file)
+    if later is None:
+        return latency.summary(start)
+    end = latency.of_scrape(later)
+    latency.require_histograms(end, args.later)
+    return latency.summary(latency.window(end, start))
 
 
 def _latency_table(figures: dict, what: str) -> None:
@@ -263,7 +263,9 @@ def _latency_table(figures: dict, what: str) -> None:
 
 
 async def parse_metrics_cmd(args: argparse.Namespace) -> int:
-    figures = _scrape_latency(args)
+    first = _read_scrape(args.file)
+    later = None if args.later is None else _read_scrape(args.later)
+    figures = _scrape_latency(args, first, later)
     what = f"from {args.file} to {args.later}" if args.later else "since the server started"
     if args.latency:
         if args.json:
@@ -271,7 +273,7 @@ async def parse_metrics_cmd(args: argparse.Namespace) -> int:
         else:
             _latency_table(figures or {}, what)
         return 0
-    scrape = _read_scrape(args.later or args.file)
+    scrape = later or first
     if args.json:
         emit_json({**scrape.to_json(), "latency": None if figures is None else latency_record(figures, None)})
         return 0
