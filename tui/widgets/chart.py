@@ -3,11 +3,11 @@
 The chart never holds the data: ``redraw`` reads the series (min/max decimation, ~2 points per column, so a
 day of samples costs what a minute does) and rebuilds the plot. plotext's ``clear_data`` also clears
 horizontal lines and text, so the reference lines and their labels are added again on every redraw; they
-always lie inside the y axis, which is ours (round ticks, a least span: ``nice_ticks``), so a line sits on the
-row the axis names. Stretches of samples apart by an idle spell are drawn apart. Solid lines (plotext hlines,
-labelled at the left) are the figures judged against; dashed ones (a two-point series of dash marks under the
-live data, labelled at the right) are earlier runs. The caller decides when to redraw (at most twice a second,
-only while visible); plotext renders on the next frame.
+always lie inside the y axis, which is ours (round ticks on whole rows, a least span: ``row_ticks``), so a
+line sits on the row the axis names. Stretches of samples apart by an idle spell are drawn apart. Solid lines
+(plotext hlines, labelled at the left) are the figures judged against; dashed ones (a two-point series of dash
+marks under the live data, labelled at the right) are earlier runs. The caller decides when to redraw (at most
+twice a second, only while visible); plotext renders on the next frame.
 
 Rendering reads plotext's character matrix straight into Textual strips, one segment per run of equally
 coloured cells: not through an ANSI string and ``Text.from_ansi`` (textual-plotext's way, over half of a
@@ -95,9 +95,9 @@ Y_STEPS = (1.0, 2.0, 2.5, 5.0)  # round y steps, times a power of ten
 Y_TICKS = 5  # at most this many y intervals
 
 
-def nice_ticks(values: Sequence[float], min_span: float = 0.0) -> list[float]:
-    """Round y ticks (80, 90, 100) covering ``values`` and at least ``min_span`` around their middle, never
-    below 0 for values that are not."""
+def _bounds(values: Sequence[float], min_span: float) -> tuple[float, float]:
+    """The y range to cover: ``values`` widened to ``min_span`` around their middle, never below 0 for values
+    that are not, never empty."""
     lo, hi = (min(values), max(values)) if values else (0.0, 1.0)
     if hi - lo < min_span:
         middle = (hi + lo) / 2
@@ -106,17 +106,62 @@ def nice_ticks(values: Sequence[float], min_span: float = 0.0) -> list[float]:
         lo = max(lo, 0.0)
     if hi - lo <= 0:
         hi = lo + (abs(lo) * 0.1 or 1.0)
-    raw = (hi - lo) / Y_TICKS
+    return lo, hi
+
+
+def _round_step(raw: float) -> float:
+    """The least round step (1, 2, 2.5, 5 times a power of ten) at or over ``raw``."""
     power = 10.0 ** math.floor(math.log10(raw))
-    step = next((m * power for m in Y_STEPS if m * power >= raw * (1 - 1e-9)), 10 * power)
+    return next((m * power for m in Y_STEPS if m * power >= raw * (1 - 1e-9)), 10 * power)
+
+
+def nice_ticks(values: Sequence[float], min_span: float = 0.0) -> list[float]:
+    """Round y ticks (80, 90, 100) covering ``values`` and at least ``min_span`` around their middle, never
+    below 0 for values that are not."""
+    lo, hi = _bounds(values, min_span)
+    step = _round_step((hi - lo) / Y_TICKS)
     first, last = math.floor(lo / step + 1e-9), math.ceil(hi / step - 1e-9)
     return [round(i * step, 10) for i in range(first, max(last, first + 1) + 1)]
 
 
-def round_y_axis(plt, values: Sequence[float], min_span: float = 0.0) -> list[float]:
-    """Give plotext figure ``plt`` the y axis ``nice_ticks`` makes of ``values``; returns the ticks."""
-    ticks = nice_ticks(values, min_span)
-    plt.ylim(ticks[0], ticks[-1])
+def row_ticks(values: Sequence[float], rows: int, min_span: float = 0.0) -> tuple[list[float], float]:
+    """Round y ticks that land on whole rows of a ``rows``-row plot, and the y of its top row: plotext rounds
+    ticks and lines to rows apart, so a tick between rows would name a row a line at its y does not sit on.
+    Each row is worth ``step / k`` (a tick every k rows); of the ranges that cover the values, the tightest with
+    three ticks or more wins.
+    Under three rows, ``nice_ticks`` from bottom to top."""
+    gaps = rows - 1
+    if gaps < 2:
+        ticks = nice_ticks(values, min_span)
+        return ticks, ticks[-1]
+    lo, hi = _bounds(values, min_span)
+    least = _round_step((hi - lo) / Y_TICKS)
+    best: tuple[tuple[bool, float, int], float, float] | None = None  # (key, bottom, step)
+    for step in (least * f for f in (0.2, 0.25, 0.4, 0.5, 1, 2, 2.5, 4, 5, 10)):
+        step = _round_step(step)
+        bottom = math.floor(lo / step + 1e-9) * step
+        for k in range(1, gaps + 1):
+            intervals = gaps // k
+            if intervals > Y_TICKS:
+                continue
+            span = gaps * step / k
+            key = (intervals < 2, span, -intervals)  # three ticks or more where any fit, then the tightest
+            if bottom + span >= hi - 1e-9 and (best is None or key < best[0]):
+                best = (key, bottom, step)
+    assert best is not None  # the coarsest step with k = gaps covers any range
+    (_, span, less), bottom, step = best
+    return [round(bottom + i * step, 10) for i in range(1 - less)], bottom + span
+
+
+def round_y_axis(plt, values: Sequence[float], min_span: float = 0.0, rows: int | None = None) -> list[float]:
+    """Give plotext figure ``plt`` the y axis ``nice_ticks`` makes of ``values`` (``row_ticks`` when the plot's
+    ``rows`` are known: ticks on whole rows); returns the ticks."""
+    if rows is None:
+        ticks = nice_ticks(values, min_span)
+        top = ticks[-1]
+    else:
+        ticks, top = row_ticks(values, rows, min_span)
+    plt.ylim(ticks[0], top)
     plt.yticks(ticks, [tick_label(t, ticks) for t in ticks])
     return ticks
 
@@ -197,6 +242,8 @@ class SeriesChart(PlotextPlot):
         self.refs: tuple[RefLine, ...] = ()
         self.tick_labels: list[str] = []
         self.y_ticks: list[float] = []
+        self._y_values: tuple[list[float], float] = ([], 0.0)  # what the y axis covers, and its least span
+        self._y_rows = 0  # the plot rows the axis's ticks were put on
 
     def render(self) -> RenderResult:
         """The plot at the widget's size (what ``PlotextPlot.render`` draws, without the ANSI round trip)."""
@@ -209,6 +256,8 @@ class SeriesChart(PlotextPlot):
         plt.plotsize(width, height)
         plt._set_size(width, height)  # as PlotextPlot.render does: resizing misbehaves without it
         plt.theme(self._get_plotext_theme_name(self.app.theme))
+        if self._y_rows and height - CHROME_ROWS != self._y_rows:
+            self._set_y_axis()  # resized since the redraw: ticks on the new size's rows
         monitor = plt.monitor
         monitor.tback = [monitor.canvas_color] * len(monitor.tback)  # labels sit on this theme's canvas
         plt._set_sizes()
@@ -219,6 +268,12 @@ class SeriesChart(PlotextPlot):
     def columns(self) -> int:
         """Plot columns the data gets: the decimation width."""
         return max(MIN_COLUMNS, self.size.width - AXIS_COLUMNS)
+
+    def _set_y_axis(self) -> int:
+        """Round y ticks on the rows the plot has at the widget's size now; returns those rows."""
+        self._y_rows = self.size.height - CHROME_ROWS
+        self.y_ticks = round_y_axis(self.plt, *self._y_values, rows=self._y_rows)
+        return self._y_rows
 
     def redraw(
         self,
@@ -253,10 +308,11 @@ class SeriesChart(PlotextPlot):
         plt.xticks(ticks, self.tick_labels)
         # The y axis is ours: round ticks, a least span, and every reference line inside it, so a line drawn
         # at y sits on the row the axis says is y, at every size.
-        self.y_ticks = round_y_axis(plt, [*ys, *(ref.y for ref in refs)], min_span)
+        self._y_values = ([*ys, *(ref.y for ref in refs)], min_span)
+        rows = self._set_y_axis()
         solid = [ref for ref in refs if not ref.dashed]
         dashed = [ref for ref in refs if ref.dashed]
-        row = (self.y_ticks[-1] - self.y_ticks[0]) / max(1, self.size.height - CHROME_ROWS)
+        row = (self.y_ticks[-1] - self.y_ticks[0]) / max(1, rows)
         for ref in dashed:  # first, so the live data is drawn over them
             if all(abs(ref.y - line.y) > row for line in solid):  # a solid line on the same row hides it
                 plt.plot([left, 0.0], [ref.y, ref.y], marker=DASH, color=ref.color)
