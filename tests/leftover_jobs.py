@@ -35,18 +35,17 @@ def state_dirs(root: Path) -> list[Path]:
 def stop_jobs(root: Path) -> None:
     """Cancel every job still running or orphaned under ``root`` through the agent's own ``jobs.cancel``;
     then SIGKILL any process group of theirs still alive (same group and session as the runner, started
-    after it)."""
+    after it) and what is left in each job's cgroup (an ended job's too), and remove the cgroup."""
     for state_dir in state_dirs(root):
         ctx = SimpleNamespace(state_dir=str(state_dir))
         for job_dir in jobs.job_dirs(str(state_dir / "jobs")):
             job_id = os.path.basename(job_dir)
             try:
-                if jobs.describe(job_dir)["state"] not in jobs.ACTIVE:
-                    continue
-                jobs.cancel({"id": job_id, "timeout": CANCEL_TIMEOUT_S}, ctx)
+                if jobs.describe(job_dir)["state"] in jobs.ACTIVE:
+                    jobs.cancel({"id": job_id, "timeout": CANCEL_TIMEOUT_S}, ctx)
             except (jobs.AgentError, OSError):  # a half-removed folder: the kill below still applies
                 pass
-            _kill_left(Path(job_dir) / "pid.json")
+            _kill_left(Path(job_dir) / "pid.json")  # an ended job's too: a daemon it left in its cgroup
 
 
 def _kill_left(pid_file: Path) -> None:

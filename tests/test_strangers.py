@@ -245,9 +245,11 @@ done, d2 = daemon_of("d2", "go")
 wait_for(lambda: jobs.describe(done["dir"])["state"] == "done", "the job to end")
 out["done_cancel"] = jobs.cancel({"id": done["id"], "timeout": 2}, Ctx())
 out["d2_alive"] = jobs.proc_start_time(d2) is not None
+cgroup = jobs._read_json(os.path.join(done["dir"], "pid.json"))["cgroup"]
+out["done_rm"] = jobs.remove({"id": done["id"]}, Ctx())  # the daemon is moved out, unharmed; the folder goes
+out["d2_alive_after_rm"] = jobs.proc_start_time(d2) is not None
+out["cgroup_gone"] = not os.path.exists(cgroup["dir"])
 os.kill(d2, signal.SIGKILL)
-wait_for(lambda: jobs.proc_start_time(d2) is None, "the daemon to go")
-out["done_rm"] = jobs.remove({"id": done["id"]}, Ctx())
 print(json.dumps(out))
 """
 
@@ -262,9 +264,10 @@ def test_a_job_whose_daemon_escapes_its_session_and_environment_is_still_stopped
     assert out["d1_sid_apart"] and out["d1"] in out["running_pids"]
     assert out["cancel"]["state"] == "cancelled" and out["d1"] in out["cancel"]["stopped"]
     assert out["cancel"]["left"] == []
-    # A done job is final even with its daemon still in its cgroup; rm then removes the emptied cgroup.
+    # A done job is final even with its daemon still in its cgroup; rm moves the daemon out, unharmed, and
+    # removes the cgroup.
     assert out["done_cancel"]["state"] == "done" and out["done_cancel"]["stopped"] == [] and out["d2_alive"]
-    assert len(out["done_rm"]["removed"]) == 1
+    assert len(out["done_rm"]["removed"]) == 1 and out["d2_alive_after_rm"] and out["cgroup_gone"]
 
 
 CLAIMANT = """

@@ -32,7 +32,17 @@ import time
 from typing import Dict, List, Optional, Tuple
 
 from .ownership import ENV_KEY as TOKEN_KEY
-from .ownership import carries, cgroup_for, cgroup_processes, leave_cgroup, new_token, remove_cgroup, send
+from .ownership import (
+    carries,
+    cgroup_dir,
+    cgroup_for,
+    cgroup_processes,
+    leave_cgroup,
+    new_token,
+    release_cgroup,
+    remove_cgroup,
+    send,
+)
 from .protocol import lines_json
 from .registry import AgentError, method
 from .safepath import fd_of, still_ours
@@ -252,6 +262,8 @@ def describe(job_dir: str) -> dict:
     left: List[int] = []
     if exit_info:
         state = exit_info.get("state", "failed")
+        if pid.get("cgroup") and os.path.isdir(pid["cgroup"]["dir"]):
+            remove_cgroup(pid["cgroup"])  # its last member was still exiting when the job ended: gone by now
     elif _alive(job_dir):
         state = "running"
     elif not pid and time.time() - (spec.get("started") or 0) < NO_PID_FAILED_S:
@@ -387,8 +399,7 @@ def start_job(state_dir: str, kind: str, argv: List[str], args: dict, env: dict,
         if proc is not None:  # still waiting for "go": it never ran anything
             proc.kill()
             proc.wait()
-            if cgroup:
-                remove_cgroup(cgroup)
+            remove_cgroup(cgroup or cgroup_dir(job_id) or "")  # also one made just as a SIGTERM came (a sweep's)
         shutil.rmtree(tmp_dir, ignore_errors=True)
         if isinstance(exc, (OSError, ValueError)):  # ENOMEM, EAGAIN, ENOSPC; a NUL in an env value or argument
             detail = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
@@ -696,7 +707,9 @@ def _remove_dir(job_dir: str) -> None:
     gone = os.path.join(os.path.dirname(job_dir), GONE_PREFIX + os.path.basename(job_dir))
     cgroup = (_read_json(os.path.join(job_dir, "pid.json")) or {}).get("cgroup")
     if cgroup:
-        remove_cgroup(cgroup)  # its runner died before removing it (empty by now: the job has ended)
+        release_cgroup(
+            cgroup, proc_start_time
+        )  # its runner died before removing it, or a daemon it left runs there still
     os.rename(job_dir, gone)
     shutil.rmtree(gone, ignore_errors=True)
 

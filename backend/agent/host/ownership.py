@@ -21,6 +21,7 @@ import binascii
 import os
 import signal
 import subprocess
+import time
 from typing import Callable, Dict, List, Optional, Tuple
 
 ENV_KEY = "SPECDECK_JOB_TOKEN"
@@ -84,7 +85,8 @@ def send(pid: int, start: int, sig: int, start_of) -> bool:
 
 
 def _own_cgroup() -> Optional[Tuple[str, str]]:
-    """(folder, cgroup path) of this process's cgroup v2 (the unified hierarchy), None without one."""
+    """(folder, cgroup path) under which this process makes its jobs' cgroups: its own cgroup v2 (the unified
+    hierarchy), or the one its job's cgroup sits in; None without one."""
     if cgroup_parent_override is not None:
         return cgroup_parent_override, "/"
     try:
@@ -96,12 +98,20 @@ def _own_cgroup() -> Optional[Tuple[str, str]]:
         return None
     if rel is None:
         return None
+    while os.path.basename(rel).startswith(CGROUP_PREFIX):  # a job's own (a sweep starting servers): its
+        rel = os.path.dirname(rel)  # jobs are its siblings, never inside it, so one job's stop is not another's
     for fields in mounts:
         if "-" in fields and fields[fields.index("-") + 1] == "cgroup2" and fields[3] == "/":
             folder = fields[4] + rel.rstrip("/")
             if os.path.isdir(folder):
                 return folder, rel
     return None
+
+
+def cgroup_dir(name: str) -> Optional[str]:
+    """The folder :func:`cgroup_for` makes for ``name`` (None without cgroup v2)."""
+    own = _own_cgroup()
+    return None if own is None else os.path.join(own[0], CGROUP_PREFIX + name)
 
 
 def cgroup_for(name: str, pid: int) -> Tuple[Optional[dict], str]:
@@ -195,6 +205,29 @@ def remove_cgroup(cgroup) -> bool:
         except OSError:
             return False
     return True
+
+
+def release_cgroup(cgroup: dict, start_of: Callable[[int], Optional[int]]) -> bool:
+    """For a job that has ended (final: nothing of it is ever signalled): move what still runs in its cgroup
+    (a daemon it left), unharmed, up to the cgroup it came from, and remove the folder; True if it is gone."""
+    parent = os.path.join(os.path.dirname(cgroup.get("dir") or "/"), "cgroup.procs")
+    for _ in range(20):  # a member may fork while we move it: its child is born here, so go round again
+        if remove_cgroup(cgroup):
+            return True
+        members = [pid for pid, _ in cgroup_processes(cgroup, start_of) or ()]
+        if not members:  # only processes still exiting (killed, or a zombie until it is reaped): a moment
+            time.sleep(0.01)
+        for pid in members:
+            try:
+                if _cgroup_of(pid, cgroup["path"]):  # still the member we read (pids come round)
+                    fd = os.open(parent, os.O_WRONLY)
+                    try:
+                        os.write(fd, b"%d\n" % pid)
+                    finally:
+                        os.close(fd)
+            except OSError:
+                return False
+    return remove_cgroup(cgroup)
 
 
 def _probe_cgroup() -> str:
