@@ -265,14 +265,22 @@ def _pct(latency: dict | None, key: str, q: str) -> float | None:
     return ((latency or {}).get(key) or {}).get(q)
 
 
+def _quantile_cell(latency: dict | None, key: str, q: str, digits: int = 0) -> str:
+    """One percentile (ms) from a latency dict; a histogram's figure past its last bucket as ``>N``."""
+    value = _pct(latency, key, q)
+    over = q in ((latency or {}).get(key) or {}).get("over_last_bucket", ())
+    return fmt(value, digits) if not over else f">{value:.0f}"
+
+
 def _p50_p95(latency: dict | None, key: str, digits: int = 0) -> str:
     """``212 / 380`` (ms) from a latency dict; a histogram's figure past its last bucket as ``>N``."""
-    cells = []
-    for q in ("p50", "p95"):
-        value = _pct(latency, key, q)
-        over = q in ((latency or {}).get(key) or {}).get("over_last_bucket", ())
-        cells.append(fmt(value, digits) if not over else f">{value:.0f}")
-    return " / ".join(cells)
+    return " / ".join(_quantile_cell(latency, key, q, digits) for q in ("p50", "p95"))
+
+
+def server_latency_cells(run: RunSummary) -> tuple[str, str]:
+    """The run's inter-token p50 / p95 and TTFT p95 (ms) from its server's histograms (``runs.latency``), as the
+    History tab's detail shows them; dashes for a run recorded before latency was kept."""
+    return _p50_p95(run.latency, "itl_ms", 1), _quantile_cell(run.latency, "ttft_ms", "p95")
 
 
 def cost_curve(run: RunSummary, gpu_hour_usd: float | None) -> dict[int, Cost]:

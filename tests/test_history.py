@@ -28,6 +28,7 @@ from backend.report_charts import Chart, svg_chart, text_chart
 from backend.settings import HostConfig, builtin_defaults
 from tests.helpers import dialog_input, until
 from tests.runs import T0, add_run
+from tests.test_layouts import column_shown
 from tui.app import SpecdeckApp
 from tui.screens.confirm import ConfirmScreen
 from tui.screens.history import HistoryPane
@@ -532,3 +533,27 @@ def test_cli_work_is_in_the_history_without_a_sync(models, tmp_path):
     out = tmp_path / "r.md"
     specdeck(config, "report", run_id, "--out", str(out), "--no-inspect")
     assert run_id in out.read_text()
+
+
+@pytest.mark.parametrize("size", [(100, 30), (160, 45)])
+async def test_history_detail_shows_the_highlighted_runs_latency(three_runs, tmp_path, monkeypatch, size):
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
+    figures = {"itl_ms": {"p50": 11.0, "p95": 35.5, "over_last_bucket": []},
+               "ttft_ms": {"p50": 90.0, "p95": 8000.0, "over_last_bucket": ["p95"]}}  # fmt: skip
+    with History.open() as history:
+        for run in three_runs.values():
+            history.set_latency(run, figures)
+    app = SpecdeckApp(builtin_defaults(), host="local")
+    async with app.run_test(size=size) as pilot:
+        await pilot.press("5")
+        pane = app.query_one(HistoryPane)
+        detail = pane.query_one("#history-compare", DataTable)
+        await until(pilot, lambda: detail.row_count == 1 and detail.size.width > 0, "the highlighted run's detail")
+        # The latency columns are kept at 100x30 too (lower-priority columns drop instead), inside the table.
+        headers = [str(c.label) for c in detail.ordered_columns]
+        assert headers[0] == "run" and "vs baseline" in headers
+        assert column_shown(detail, "ITL p50/p95 ms") and column_shown(detail, "TTFT p95 ms"), headers
+        row = [str(cell) for cell in detail.get_row_at(0)]
+        assert "11.0 / 35.5" in row and ">8000" in row
+        if size[0] < 130:
+            assert "samples" not in headers and len(headers) < 15

@@ -28,7 +28,7 @@ from textual.widgets import DataTable, Static
 
 from backend.errors import SpecdeckError
 from backend.history import History, HistoryThread, HistoryUnavailable, RunSummary, Yardstick, sync_from_host
-from backend.report import charts, comparison_table, run_cells
+from backend.report import Table, charts, comparison_table, run_cells, server_latency_cells
 from tui.messages import ConnectionChanged
 from tui.screens.confirm import ConfirmScreen
 from tui.screens.pane import ShellPane
@@ -39,6 +39,28 @@ T = TypeVar("T")
 SYNC_EVERY_S = 10.0
 COLUMNS = ("", "profile", "drafter", "started", "outcome", "samples", "streams", "tok/s/stream", "total", "accept",
            "vs baseline", "break-even")  # fmt: skip
+
+# The detail panel's latency columns: the highlighted runs' server histograms (what `report` calls them).
+LATENCY_HEADERS = ("ITL p50/p95 ms", "TTFT p95 ms")
+# The detail's columns by priority (header prefixes): a table wider than the pane drops them from the end of this
+# list, those not in it first; what stays keeps the table's order.
+# Latency comes early: the runs table above already shows the accept length at any width.
+DETAIL_PRIORITY = ("run", "tok/s per stream", *LATENCY_HEADERS, "vs baseline", "accept length", "vs break-even",
+                   "drafter", "profile", "streams", "total tok/s", "cycle ms", "samples")  # fmt: skip
+
+
+def fitting_columns(headers: list[str], widths: list[int], room: int) -> list[int]:
+    """The indices of the columns to show in ``room`` cells (each takes its width plus two of padding): by
+    ``DETAIL_PRIORITY``, in table order."""
+    rank = {i: next((n for n, p in enumerate(DETAIL_PRIORITY) if h.startswith(p)), len(DETAIL_PRIORITY))
+            for i, h in enumerate(headers)}  # fmt: skip
+    kept, used = [], 0
+    for i in sorted(range(len(headers)), key=lambda i: (rank[i], i)):
+        if used + widths[i] + 2 > room and kept:
+            continue
+        kept.append(i)
+        used += widths[i] + 2
+    return sorted(kept)
 
 
 def _started(ts: float | None) -> str:
@@ -91,6 +113,7 @@ class HistoryPane(ShellPane):
         self.last_sync: str = ""
         self.error: str = ""  # why the history cannot be read, while it cannot
         self._sync_timer: Timer | None = None
+        self._detail: Table | None = None  # the detail panel's whole table; the columns that fit are shown
 
     @property
     def history(self) -> HistoryThread:
@@ -197,14 +220,29 @@ class HistoryPane(ShellPane):
             title.update(f"Comparing {len(runs)} run(s)  (space adds or removes the highlighted run, c clears)")
         else:
             title.update("The highlighted run  (space selects runs to compare)")
+        model = comparison_table(runs, y)
+        rows = [[*row, *server_latency_cells(run)] for row, run in zip(model.rows, runs, strict=True)]
+        self._detail = Table([*model.headers, *LATENCY_HEADERS], rows)
+        self._fill_detail()
+        self._load_charts(runs, y)
+
+    def _fill_detail(self) -> None:
+        """The detail table from ``_detail``, with the columns that fit the pane's width (by priority)."""
+        model = self._detail
         table = self.query_one("#history-compare", DataTable)
         table.clear(columns=True)
-        model = comparison_table(runs, y)
-        for i, header in enumerate(model.headers):  # widths up front: rows added after a clear keep them
-            table.add_column(header, width=max([len(header), *(len(row[i]) for row in model.rows)]))
+        if model is None:
+            return
+        widths = [max([len(h), *(len(row[i]) for row in model.rows)]) for i, h in enumerate(model.headers)]
+        room = (self.content_region.width or self.app.size.width) - 2  # the table's scrollbar and border
+        shown = fitting_columns(model.headers, widths, room)
+        for i in shown:  # widths up front: rows added after a clear keep them
+            table.add_column(model.headers[i], width=widths[i], key=model.headers[i])
         for row in model.rows:
-            table.add_row(*row)
-        self._load_charts(runs, y)
+            table.add_row(*(row[i] for i in shown))
+
+    def on_resize(self) -> None:
+        self._fill_detail()
 
     @work(group="history-charts", exclusive=True, exit_on_error=False, description="read the runs' series")
     async def _load_charts(self, runs: list[RunSummary], yardstick: Yardstick) -> None:
