@@ -153,9 +153,11 @@ def row_ticks(values: Sequence[float], rows: int, min_span: float = 0.0) -> tupl
     return [round(bottom + i * step, 10) for i in range(1 - less)], bottom + span
 
 
-def round_y_axis(plt, values: Sequence[float], min_span: float = 0.0, rows: int | None = None) -> list[float]:
+def round_y_axis(
+    plt, values: Sequence[float], min_span: float = 0.0, rows: int | None = None
+) -> tuple[list[float], float]:
     """Give plotext figure ``plt`` the y axis ``nice_ticks`` makes of ``values`` (``row_ticks`` when the plot's
-    ``rows`` are known: ticks on whole rows); returns the ticks."""
+    ``rows`` are known: ticks on whole rows); returns the ticks and the axis's top."""
     if rows is None:
         ticks = nice_ticks(values, min_span)
         top = ticks[-1]
@@ -163,7 +165,7 @@ def round_y_axis(plt, values: Sequence[float], min_span: float = 0.0, rows: int 
         ticks, top = row_ticks(values, rows, min_span)
     plt.ylim(ticks[0], top)
     plt.yticks(ticks, [tick_label(t, ticks) for t in ticks])
-    return ticks
+    return ticks, top
 
 
 def tick_label(value: float, ticks: Sequence[float]) -> str:
@@ -269,11 +271,11 @@ class SeriesChart(PlotextPlot):
         """Plot columns the data gets: the decimation width."""
         return max(MIN_COLUMNS, self.size.width - AXIS_COLUMNS)
 
-    def _set_y_axis(self) -> int:
-        """Round y ticks on the rows the plot has at the widget's size now; returns those rows."""
+    def _set_y_axis(self) -> float:
+        """Round y ticks on the rows the plot has at the widget's size now; returns what a row is worth."""
         self._y_rows = self.size.height - CHROME_ROWS
-        self.y_ticks = round_y_axis(self.plt, *self._y_values, rows=self._y_rows)
-        return self._y_rows
+        self.y_ticks, top = round_y_axis(self.plt, *self._y_values, rows=self._y_rows)
+        return (top - self.y_ticks[0]) / max(1, self._y_rows - 1)
 
     def redraw(
         self,
@@ -309,10 +311,9 @@ class SeriesChart(PlotextPlot):
         # The y axis is ours: round ticks, a least span, and every reference line inside it, so a line drawn
         # at y sits on the row the axis says is y, at every size.
         self._y_values = ([*ys, *(ref.y for ref in refs)], min_span)
-        rows = self._set_y_axis()
+        row = self._set_y_axis()
         solid = [ref for ref in refs if not ref.dashed]
         dashed = [ref for ref in refs if ref.dashed]
-        row = (self.y_ticks[-1] - self.y_ticks[0]) / max(1, rows)
         for ref in dashed:  # first, so the live data is drawn over them
             if all(abs(ref.y - line.y) > row for line in solid):  # a solid line on the same row hides it
                 plt.plot([left, 0.0], [ref.y, ref.y], marker=DASH, color=ref.color)
