@@ -102,6 +102,38 @@ class TrainingConfig:
     env: dict[str, str] = field(default_factory=dict)
 
 
+ROUTER_POLICIES = ("cache_aware", "round_robin", "random", "power_of_two", "manual")  # sglang-router 0.3.2's
+
+
+@dataclass(frozen=True)
+class ReplicaConfig:
+    """One SGLang server of a fleet: a profile served on a host, on the profile's port unless it names one."""
+
+    host: str
+    profile: str
+    port: int
+
+
+@dataclass(frozen=True)
+class RouterConfig:
+    """The sglang-router in front of a fleet's replicas, run on ``host``'s Python (defaults as the router's,
+    but port 8000: its own default 30000 is SGLang's)."""
+
+    host: str
+    port: int = 8000
+    policy: str = "cache_aware"
+    prometheus_port: int = 29000
+
+
+@dataclass(frozen=True)
+class FleetConfig:
+    """``[fleets.NAME]``: replicas (profile × hosts, or several on one host by port) behind one router."""
+
+    name: str
+    replicas: tuple[ReplicaConfig, ...]
+    router: RouterConfig
+
+
 @dataclass(frozen=True)
 class Reference:
     """The operator's measured numbers every chart and verdict is judged against."""
@@ -125,6 +157,7 @@ class Settings:
     reference: Reference
     source: str  # the file these came from, or "built-in defaults"
     trainings: dict[str, TrainingConfig] = field(default_factory=dict)
+    fleets: dict[str, FleetConfig] = field(default_factory=dict)
 
     def host(self, name: str) -> HostConfig:
         try:
@@ -352,7 +385,7 @@ def _kind_name(kind: type | tuple[type, ...]) -> str:
     return " or ".join(names.get(k, k.__name__) for k in kinds)
 
 
-_TOP = {"default_host", "target", "hosts", "drafters", "profiles", "reference", "trainings"}
+_TOP = {"default_host", "target", "hosts", "drafters", "profiles", "reference", "trainings", "fleets"}
 _HOST = {"url", "python", "workdir", "identity", "known_hosts", "launcher", "sandbox", "hub_endpoint", "sglang_version"}
 _DRAFTER = {"path", "repo", "revision", "files"}
 _PROFILE = {
@@ -493,6 +526,10 @@ def parse(data: dict, source: str) -> Settings:
     for name, raw in c.table(data, "trainings", set()).items():
         trainings[name] = _training(c, name, raw, drafters, profiles)
 
+    fleets = {}
+    for name, raw in c.table(data, "fleets", set()).items():
+        fleets[name] = _fleet(c, name, raw, hosts, profiles)
+
     default_host = c.get(data, "default_host", str, "default_host", base.default_host)
     if default_host not in hosts and default_host != "local":
         raise c.fail("default_host", f"no host named {default_host!r} (have: {', '.join(hosts)})")
@@ -505,6 +542,7 @@ def parse(data: dict, source: str) -> Settings:
         reference=reference,
         source=source,
         trainings=trainings,
+        fleets=fleets,
     )
 
 
@@ -542,6 +580,97 @@ def _training(
     if not all(isinstance(v, str) for v in env.values()):
         raise c.fail(f"{key}.env", "values must be strings")
     return TrainingConfig(name=name, command=tuple(command), env=env, **values)
+
+
+_FLEET = {"profile", "replicas", "router"}
+_REPLICA = {"host", "port", "profile"}
+_ROUTER = {"host", "port", "policy", "prometheus_port"}
+
+
+def host_address(host: HostConfig | None) -> str:
+    """The machine a host's url names (``local`` is this one's loopback), so two host names for one machine
+    are seen to share its ports."""
+    if host is None or host.url == "local":
+        return "127.0.0.1"
+    from urllib.parse import urlsplit
+
+    return urlsplit(host.url).hostname or host.url
+
+
+def _port(c: _Check, raw: dict, k: str, full: str, default: int) -> int:
+    value = c.get(raw, k, int, full, default)
+    if not 1 <= value <= 65535:
+        raise c.fail(full, f"must be a TCP port (1-65535), got {value}")
+    return value
+
+
+def _fleet(
+    c: _Check, name: str, raw: Any, hosts: dict[str, HostConfig], profiles: dict[str, ProfileConfig]
+) -> FleetConfig:
+    key = f"fleets.{name}"
+    c.table({name: raw}, name, _FLEET, "fleets.")
+
+    def host_of(raw: dict, full: str) -> str:
+        host = c.get(raw, "host", str, full)
+        if host is None:
+            raise c.fail(full, "missing (a configured host, or local)")
+        if host not in hosts and host != "local":
+            raise c.fail(full, f"no host named {host!r} (have: {', '.join(sorted(hosts))}, or local)")
+        return host
+
+    default_profile = c.get(raw, "profile", str, f"{key}.profile")
+    if default_profile is not None and default_profile not in profiles:
+        raise c.fail(f"{key}.profile", f"no profile named {default_profile!r} (have: {', '.join(profiles)})")
+    items = c.get(raw, "replicas", list, f"{key}.replicas", [])
+    if not items:
+        raise c.fail(f"{key}.replicas", 'missing (a list like [{host = "gpu-a"}, {host = "gpu-b"}])')
+    replicas: list[ReplicaConfig] = []
+    taken: dict[tuple[str, int], str] = {}  # (address, port) → who listens there
+    for i, item in enumerate(items):
+        rkey = f"{key}.replicas[{i}]"
+        if not isinstance(item, dict):
+            raise c.fail(rkey, f'must be a table like {{host = "gpu-a"}}, got {item!r}')
+        for sub in item:
+            if sub not in _REPLICA:
+                raise c.fail(f"{rkey}.{sub}", f"unknown key (allowed: {', '.join(sorted(_REPLICA))})")
+        host = host_of(item, f"{rkey}.host")
+        profile = c.get(item, "profile", str, f"{rkey}.profile", default_profile)
+        if profile is None:
+            raise c.fail(f"{rkey}.profile", f"missing (name one here or as {key}.profile)")
+        if profile not in profiles:
+            raise c.fail(f"{rkey}.profile", f"no profile named {profile!r} (have: {', '.join(profiles)})")
+        port = _port(c, item, "port", f"{rkey}.port", profiles[profile].port)
+        spot = (host_address(hosts.get(host)), port)
+        if spot in taken:
+            raise c.fail(f"{rkey}.port", f"{host}:{port} is already {taken[spot]}'s: give one of them another port")
+        taken[spot] = f"replicas[{i}]"
+        replicas.append(ReplicaConfig(host=host, profile=profile, port=port))
+
+    rraw = c.get(raw, "router", dict, f"{key}.router", {})
+    for sub in rraw:
+        if sub not in _ROUTER:
+            raise c.fail(f"{key}.router.{sub}", f"unknown key (allowed: {', '.join(sorted(_ROUTER))})")
+    rhost = host_of(rraw, f"{key}.router.host") if "host" in rraw else replicas[0].host
+    policy = c.get(rraw, "policy", str, f"{key}.router.policy", RouterConfig.policy)
+    if policy not in ROUTER_POLICIES:
+        raise c.fail(f"{key}.router.policy", f"must be one of {', '.join(ROUTER_POLICIES)}, got {policy!r}")
+    router = RouterConfig(
+        host=rhost,
+        port=_port(c, rraw, "port", f"{key}.router.port", RouterConfig.port),
+        policy=policy,
+        prometheus_port=_port(
+            c, rraw, "prometheus_port", f"{key}.router.prometheus_port", RouterConfig.prometheus_port
+        ),
+    )
+    address = host_address(hosts.get(rhost))
+    for k in ("port", "prometheus_port"):
+        spot = (address, getattr(router, k))
+        if spot in taken:
+            raise c.fail(
+                f"{key}.router.{k}", f"{rhost}:{spot[1]} is already {taken[spot]}'s: give one of them another port"
+            )
+        taken[spot] = f"router.{k}"
+    return FleetConfig(name=name, replicas=tuple(replicas), router=router)
 
 
 INIT_TEMPLATE = """\

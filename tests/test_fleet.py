@@ -1,0 +1,165 @@
+"""Fleets: the ``[fleets.NAME]`` schema, the status model and its imbalance verdict (pure parts)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from backend import fleet, router_metrics
+from backend import settings as settings_mod
+from backend.errors import ConfigError
+
+HOSTS = """
+[hosts.gpu-a]
+url = "ssh://root@10.9.0.1"
+[hosts.gpu-b]
+url = "ssh://root@10.9.0.2"
+[hosts.gpu-a-again]
+url = "ssh://admin@10.9.0.1:2222"
+"""
+
+
+def load(tmp_path, text: str) -> settings_mod.Settings:
+    path = tmp_path / "c.toml"
+    path.write_text(HOSTS + text)
+    return settings_mod.load(path)
+
+
+def test_fleet_schema_replicas_and_router(tmp_path):
+    s = load(
+        tmp_path,
+        """
+[fleets.two]
+profile = "eagle3-ours"
+replicas = [{host = "gpu-a"}, {host = "gpu-b", port = 30001, profile = "eagle3-aq"}, {host = "gpu-a", port = 30002}]
+router = {host = "gpu-a", port = 8000, policy = "round_robin", prometheus_port = 29001}
+""",
+    )
+    f = s.fleets["two"]
+    assert [(r.host, r.port, r.profile) for r in f.replicas] == [
+        ("gpu-a", 30000, "eagle3-ours"),
+        ("gpu-b", 30001, "eagle3-aq"),
+        ("gpu-a", 30002, "eagle3-ours"),
+    ]
+    assert f.router == settings_mod.RouterConfig(host="gpu-a", port=8000, policy="round_robin", prometheus_port=29001)
+    # the router reaches a replica on its own machine by loopback, the others at their host's address
+    assert [fleet.replica_url(s, f, r) for r in f.replicas] == [
+        "http://127.0.0.1:30000",
+        "http://10.9.0.2:30001",
+        "http://127.0.0.1:30002",
+    ]
+    assert s.to_json()["fleets"]["two"]["router"]["policy"] == "round_robin"
+
+
+def test_fleet_router_defaults_to_the_first_replicas_host(tmp_path):
+    f = load(tmp_path, '[fleets.f]\nprofile = "baseline"\nreplicas = [{host = "gpu-b"}]\n').fleets["f"]
+    assert f.router == settings_mod.RouterConfig(host="gpu-b")  # port 8000, cache_aware, prometheus 29000
+
+
+@pytest.mark.parametrize(
+    "text, key, words",
+    [
+        ('replicas = [{host = "gpu-a"}]', "replicas[0].profile", "missing"),
+        ('profile = "nope"\nreplicas = [{host = "gpu-a"}]', "fleets.f.profile", "no profile named 'nope'"),
+        ('profile = "baseline"\nreplicas = [{host = "gpu-z"}]', "replicas[0].host", "no host named 'gpu-z'"),
+        ('profile = "baseline"', "fleets.f.replicas", "missing"),
+        ('profile = "baseline"\nreplicas = [{host = "gpu-a"}, {host = "gpu-a"}]', "replicas[1].port", "gpu-a:30000"),
+        # two names for one machine share its ports
+        ('profile = "baseline"\nreplicas = [{host = "gpu-a"}, {host = "gpu-a-again"}]', "replicas[1].port", "30000"),
+        ('profile = "baseline"\nreplicas = [{host = "gpu-a", bogus = 1}]', "replicas[0].bogus", "unknown key"),
+        ('profile = "baseline"\nreplicas = ["gpu-a"]', "replicas[0]", "must be a table"),
+        (
+            'profile = "baseline"\nreplicas = [{host = "gpu-a"}]\nrouter = {port = 30000}',
+            "router.port",
+            "replicas[0]",
+        ),
+        (
+            'profile = "baseline"\nreplicas = [{host = "gpu-a"}]\nrouter = {policy = "fastest"}',
+            "router.policy",
+            "cache_aware",
+        ),
+        (
+            'profile = "baseline"\nreplicas = [{host = "gpu-a"}]\nrouter = {port = 29000}',
+            "router.prometheus_port",
+            "router.port",
+        ),
+        ('profile = "baseline"\nreplicas = [{host = "gpu-a", port = 0}]', "replicas[0].port", "1-65535"),
+    ],
+)
+def test_fleet_bad_input_names_file_and_key(tmp_path, text, key, words):
+    with pytest.raises(ConfigError) as err:
+        load(tmp_path, "[fleets.f]\n" + text + "\n")
+    message = str(err.value)
+    assert str(tmp_path / "c.toml") in message and key in message and words in message, message
+    assert message.count("\n") == 0
+
+
+def test_config_show_lists_fleets(tmp_path):
+    path = tmp_path / "c.toml"
+    path.write_text(
+        '[fleets.pair]\nprofile = "baseline"\nreplicas = [{host = "local"}, {host = "local", port = 30001}]\n'
+    )
+    run = [sys.executable, "-m", "backend.cli.main", "config", "show", "--config", str(path)]
+    out = json.loads(subprocess.run([*run, "--json"], capture_output=True, text=True, check=True).stdout)
+    assert [r["port"] for r in out["fleets"]["pair"]["replicas"]] == [30000, 30001]
+    text = subprocess.run(run, capture_output=True, text=True, check=True).stdout
+    assert "fleet pair: baseline@local:30000, baseline@local:30001 behind sglang-router cache_aware" in text
+
+
+def replica(port: int, **kw) -> fleet.ReplicaStatus:
+    values = {"tok_s": 40.0, "accept_len": 2.9, "running": 4, "queued": 0, "state": "ready", "healthy": True}
+    values.update(kw)
+    return fleet.ReplicaStatus(
+        host="gpu-a", url=f"http://127.0.0.1:{port}", pid=100 + port, port=port, label=f"gpu-a:{port}", **values
+    )
+
+
+def test_imbalance_verdicts():
+    assert fleet.imbalance([replica(1), replica(2), replica(3)]).verdict == "balanced"
+    slow = fleet.imbalance([replica(1), replica(2, tok_s=20.0), replica(3)])
+    assert slow.lagging == "http://127.0.0.1:2" and "gpu-a:2 lags" in slow.verdict and "20.0" in slow.verdict
+    queued = fleet.imbalance([replica(1, queued=9), replica(2)])
+    assert queued.lagging == "http://127.0.0.1:1" and "9 queued" in queued.verdict
+    gone = fleet.imbalance([replica(1), replica(2, state="crashed", healthy=False, tok_s=None)])
+    assert gone.lagging == "http://127.0.0.1:2" and gone.verdict == "gpu-a:2 is gone"
+    # one stream each is noise: no verdict either way
+    idle = fleet.imbalance([replica(1, running=1), replica(2, running=1, tok_s=10.0)])
+    assert idle.lagging is None and idle.verdict.startswith("too little load")
+
+
+def test_status_json_is_the_issues_shape():
+    router = fleet.RouterStatus(host="gpu-a", url="http://127.0.0.1:8000", pid=7, healthy=True, policy="cache_aware")
+    st = fleet.FleetStatus("f", router, (replica(1),), fleet.Imbalance("balanced"))
+    out = st.to_json()
+    assert set(out) == {"router", "replicas", "imbalance"}
+    assert {"host", "url", "pid", "healthy"} <= set(out["router"])
+    assert set(out["replicas"][0]) == {
+        "host",
+        "url",
+        "pid",
+        "state",
+        "healthy",
+        "tok_s",
+        "accept_len",
+        "running",
+        "queued",
+    }
+    assert out["imbalance"] == {"verdict": "balanced", "lagging": None}
+
+
+def test_router_view_reads_workers_and_smg_metrics():
+    workers = json.dumps(
+        {"workers": [{"url": "http://127.0.0.1:1", "is_healthy": True}, {"url": "http://127.0.0.1:2"}]}
+    )
+    metrics = (
+        '# TYPE smg_worker_health gauge\nsmg_worker_health{worker="http://127.0.0.1:1"} 1\n'
+        'smg_worker_health{worker="http://127.0.0.1:2"} 0\n'
+        '# TYPE smg_worker_requests_active gauge\nsmg_worker_requests_active{worker="http://127.0.0.1:1"} 3\n'
+    )
+    view = router_metrics.read(workers, metrics)
+    assert view.workers == 2 and view.healthy_workers == 1 and view.requests_active == 3
+    assert view.health == {"http://127.0.0.1:1": True, "http://127.0.0.1:2": False}
+    assert router_metrics.read("not json", "garbage{") == router_metrics.RouterView(workers=0, healthy_workers=0)
