@@ -28,7 +28,6 @@ from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, cast
-from urllib.parse import urlsplit
 
 from backend import checkpoints, sglang_flags, sglang_versions
 from backend.agent.host.server_states import DRAFT_PHASES, PHASES
@@ -50,7 +49,6 @@ SERVER_HOST = "127.0.0.1"  # the server listens on the host's loopback; the agen
 DECODE_LOG_INTERVAL = 40  # SGLang's default, written out so Live knows the interval
 STOP_GRACE_S = 30.0
 NEEDS_DRAFTER = ("EAGLE", "EAGLE3", "STANDALONE")
-_LOOPBACK = ("localhost", "::1")
 # Flags the profile itself sets (by ServerArgs field, so aliases count): extra_args must not repeat them.
 _MANAGED = {
     sglang_flags.FLAGS[name].field
@@ -93,17 +91,10 @@ def drafter_path(settings: Settings, profile: ProfileConfig) -> str | None:
         raise UsageError(f"profile {profile.name} names drafter {profile.drafter!r}, which is not configured") from None
 
 
-def on_this_machine(host: HostConfig) -> bool:
-    if host.is_local:
-        return True
-    name = urlsplit(host.url).hostname or ""
-    return name.startswith("127.") or name in _LOOPBACK
-
-
 def launcher_argv(host: HostConfig) -> list[str]:
     """``[python, -m, sglang.launch_server]``, or the simulator on a sandbox host of this machine."""
     if host.launcher == "simulator":
-        if not (host.sandbox and on_this_machine(host)):
+        if not (host.sandbox and host.on_this_machine):
             raise UsageError(
                 f"host {host.name} asks for the SGLang simulator, which only runs on a sandbox host on this "
                 'machine; set its launcher = "sglang"'

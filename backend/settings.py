@@ -41,6 +41,16 @@ class HostConfig:
     def is_local(self) -> bool:
         return self.url == "local"
 
+    @property
+    def on_this_machine(self) -> bool:
+        """Local, or SSH to a loopback address (the sandbox's host through the loopback sshd)."""
+        if self.is_local:
+            return True
+        from urllib.parse import urlsplit
+
+        name = urlsplit(self.url).hostname or ""
+        return name.startswith("127.") or name in ("localhost", "::1")
+
 
 @dataclass(frozen=True)
 class DrafterConfig:
@@ -431,9 +441,9 @@ def parse(data: dict, source: str) -> Settings:
         if launcher not in ("sglang", "simulator"):
             raise c.fail(f"{key}.launcher", f"must be sglang or simulator, got {launcher!r}")
         sandbox = c.get(raw, "sandbox", bool, f"{key}.sandbox", False)
-        if launcher == "simulator" and not (sandbox and url == "local"):
+        if launcher == "simulator" and not (sandbox and HostConfig(name, url).on_this_machine):
             # The simulator must never stand in for SGLang on a real host.
-            raise c.fail(f"{key}.launcher", "simulator is only allowed on the local sandbox host")
+            raise c.fail(f"{key}.launcher", "simulator is only allowed on a sandbox host of this machine")
         fields = {k: c.get(raw, k, str, f"{key}.{k}") for k in ("python", "workdir", "identity", "known_hosts")}
         fields = {k: v for k, v in fields.items() if v is not None}
         hub = c.get(raw, "hub_endpoint", str, f"{key}.hub_endpoint")

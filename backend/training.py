@@ -61,7 +61,7 @@ def run_id(t: TrainingConfig) -> str:
 def _simulated(host: HostConfig) -> bool:
     if host.launcher != "simulator":
         return False
-    if not (host.sandbox and serving.on_this_machine(host)):
+    if not (host.sandbox and host.on_this_machine):
         raise UsageError(f"host {host.name} asks for a simulator, which only runs on a sandbox host on this machine")
     return True
 

@@ -141,8 +141,9 @@ def test_ping_and_jobs_local_json():
     assert "no job nope-1" in res.stderr
 
 
-def test_sandbox_up_and_down():
+def test_sandbox_up_and_down(sshd):
     out = json.loads(cli("sandbox", "up", "--json").stdout)
+    assert [h["name"] for h in out["hosts"]] == ["sandbox"]  # one host unless asked for more
     cfg = settings_mod.load(out["config"])
     host = cfg.hosts["sandbox"]
     assert host.sandbox and host.launcher == "simulator" and host.hub_endpoint.startswith("http://127.0.0.1:")
@@ -151,12 +152,19 @@ def test_sandbox_up_and_down():
     # The new hub hashed its 2.22 GiB file before `up` returned: the first hub read after it does not wait.
     layout = environment.Layout(environment.sandbox_dir())
     assert (layout.hub_root / CACHE_DIR_NAME / environment.AQ_REPO / "model.safetensors.json").is_file()
-    again = json.loads(cli("sandbox", "up", "--json").stdout)
-    assert again["hub"] == out["hub"]  # idempotent: the same hub keeps serving
+    # Two hosts, the second through the loopback sshd (its agent answered before `up` returned): one hub.
+    route = ["--ssh", sshd.url, "--identity", sshd.identity, "--known-hosts", sshd.known_hosts]
+    again = json.loads(cli("sandbox", "up", "--hosts", "2", *route, "--json").stdout)
+    assert again["hub"] == out["hub"]
+    assert [(h["name"], h["url"]) for h in again["hosts"]] == [("sandbox", "local"), ("sandbox-2", sshd.url)]
+    second = settings_mod.load(out["config"]).hosts["sandbox-2"]
+    assert second.url == sshd.url and second.workdir != host.workdir and second.hub_endpoint == host.hub_endpoint
     jobs = json.loads(cli("jobs", "--config", out["config"], "--json").stdout)
     assert [j["state"] for j in jobs if j["kind"] == "hub"] == ["running"]
     down = json.loads(cli("sandbox", "down", "--json").stdout)
     assert out["hub"]["job"] in down["stopped"]
+    bad = cli("sandbox", "up", "--hosts", "1", "--ssh", sshd.url, check_rc=2)  # one host is not one of several
+    assert "--hosts 2" in bad.stderr and "Traceback" not in bad.stderr
 
 
 def test_closed_stdout_pipe_exits_quietly(tmp_path):

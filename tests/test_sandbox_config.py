@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import pytest
+
+from backend.errors import UsageError
 from backend.sandbox import environment
 from backend.settings import load
 
@@ -23,3 +26,29 @@ def test_an_existing_sandbox_config_keeps_the_operators_edits(tmp_path):
 
     layout.config.write_text("not [ toml")  # beyond repair: a fresh one
     assert environment.write_config(layout, None, "0.5.23") and "sandbox" in load(str(layout.config)).hosts
+
+
+def test_hosts_each_get_a_workdir_and_the_config_follows_their_count(tmp_path):
+    layout = environment.Layout(tmp_path)
+    route = environment.SshRoute("ssh://me@127.0.0.1:2222", "/k/id", "/k/known")
+    three = environment.sandbox_hosts(layout, 3, route)
+    assert [(h.name, h.workdir.name, h.ssh) for h in three] == [
+        ("sandbox", "host", None), ("sandbox-2", "host-2", None), ("sandbox-3", "host-3", route),
+    ]  # fmt: skip
+    assert environment.write_config(layout, "http://127.0.0.1:1111", "0.5.23", three)
+    hosts = load(str(layout.config)).hosts
+    assert hosts["sandbox-3"].url == route.url and hosts["sandbox-3"].identity == "/k/id"
+    assert hosts["sandbox-3"].launcher == "simulator" and hosts["sandbox-2"].workdir == str(tmp_path / "host-2")
+    assert environment.configured_count(layout) == 3
+
+    # The operator's own host stays when the sandbox shrinks; its own extra hosts go.
+    layout.config.write_text(layout.config.read_text() + '\n[hosts.sandbox-gpu]\nurl = "local"\nsandbox = true\n')
+    assert environment.write_config(layout, "http://127.0.0.1:1111", "0.5.23", environment.sandbox_hosts(layout, 1))
+    assert set(load(str(layout.config)).hosts) >= {"sandbox", "sandbox-gpu"}
+    assert "sandbox-2" not in load(str(layout.config)).hosts and environment.configured_count(layout) == 1
+
+    for bad, why in ((lambda: environment.sandbox_hosts(layout, 0), "at least 1"),
+                     (lambda: environment.sandbox_hosts(layout, 1, route), "--hosts 2"),
+                     (lambda: environment.SshRoute("ssh://me@10.1.230.174"), "not a loopback")):  # fmt: skip
+        with pytest.raises(UsageError, match=why):
+            bad()

@@ -9,12 +9,19 @@ from backend.cli.main import command
 
 
 def register(sub) -> None:
-    p = command(sub, "sandbox", "Manage the built-in sandbox: a local host with the SGLang simulator and a local Hub.")
+    p = command(sub, "sandbox", "Manage the built-in sandbox: local hosts with the SGLang simulator and a local Hub.")
     ssub = p.add_subparsers(dest="sandbox_command", metavar="ACTION")
     u = command(ssub, "up", "Create or reuse the sandbox and start its local Hub; prints its config path.")
     u.add_argument("--hub-rate", default=None, help="the local Hub's bytes/s per transfer (default 150M)")
     _add_version(u)
     _add_scenario(u)
+    _add_hosts(u)
+    u.add_argument(
+        "--ssh",
+        metavar="URL",
+        help="take the last of --hosts through this loopback sshd, ssh://user@127.0.0.1:PORT (key: --identity FILE, "
+        "its host key: --known-hosts FILE)",
+    )
     add_json(u)
     u.set_defaults(run=up)
     d = command(ssub, "down", "Stop everything the sandbox runs (files stay).")
@@ -23,7 +30,18 @@ def register(sub) -> None:
     demo_p = command(sub, "demo", "Open the panel on the sandbox (SIMULATED SGLang, local Hub, fixture drafters).")
     _add_version(demo_p)
     _add_scenario(demo_p)
+    _add_hosts(demo_p)
     demo_p.set_defaults(run=demo)
+
+
+def _add_hosts(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--hosts",
+        type=int,
+        metavar="N",
+        default=None,
+        help="N sandbox hosts (sandbox, sandbox-2, …), each its own workdir (default: the sandbox's last, else 1)",
+    )
 
 
 def _add_scenario(p: argparse.ArgumentParser) -> None:
@@ -47,12 +65,18 @@ def _add_version(p: argparse.ArgumentParser) -> None:
 
 
 async def up(args: argparse.Namespace) -> int:
+    from backend.errors import UsageError
     from backend.sandbox import environment
 
+    if args.ssh is None and (args.identity or args.known_hosts):
+        raise UsageError("--identity and --known-hosts go with --ssh URL.")
+    route = environment.SshRoute(args.ssh, args.identity, args.known_hosts) if args.ssh else None
     out = await environment.up(
         **({"hub_rate": args.hub_rate} if args.hub_rate else {}),
         sglang_version=args.sglang_version,
         scenario_path=args.scenario,
+        hosts=args.hosts,
+        ssh=route,
     )
     if args.json:
         emit_json(out)
@@ -60,7 +84,10 @@ async def up(args: argparse.Namespace) -> int:
         if out["hub"].get("replaced"):
             print(f"sandbox: {out['hub']['replaced']}")
         simulated = f"SIMULATED SGLang {out['sglang_version']}"
-        print(f"sandbox up: host {out['host']} (local, {simulated}), hub {out['hub']['url']}")
+        names = ", ".join(
+            f"{h['name']} ({'local' if h['url'] == 'local' else 'via ' + h['url']})" for h in out["hosts"]
+        )
+        print(f"sandbox up: host{'s' * (len(out['hosts']) > 1)} {names}, {simulated}, hub {out['hub']['url']}")
         print(f"scenario: {out['scenario'] or 'the operator’s (82 tok/s, 24 + 3k ms cycles)'}")
         print(f"config: {out['config']}")
         print(f"try: specdeck --config {out['config']} ping")
@@ -82,7 +109,7 @@ async def demo(args: argparse.Namespace) -> int:
     from backend.cli.panel import open_tui
     from backend.sandbox import environment
 
-    out = await environment.up(sglang_version=args.sglang_version, scenario_path=args.scenario)
+    out = await environment.up(sglang_version=args.sglang_version, scenario_path=args.scenario, hosts=args.hosts)
     args.config = out["config"]
     args.host = environment.HOST_NAME
     return await open_tui(args)

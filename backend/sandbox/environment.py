@@ -7,7 +7,9 @@
   host/data/k25-hidden/         prepared hidden states for the ``k25-ft`` training (empty sample files) and
                                 its vocab mapping
   hub/AQ-MedAI/Kimi-K2-Instruct-eagle3/   AQ-MedAI's drafter, served by the local Hub (a detached job)
-  config.toml                   a config whose host ``sandbox`` points at all of this
+  host-2/, host-3/, …           with ``--hosts N``: the workdirs of hosts ``sandbox-2``, ``sandbox-3``, … (each
+                                its own agent, jobs and simulators; target and drafters are the first's files)
+  config.toml                   a config whose host ``sandbox`` (and ``sandbox-2``, …) points at all of this
 ``aq-medai`` is missing on the sandbox host until you download it, exactly as on the real host.
 """
 
@@ -52,6 +54,10 @@ class Layout:
     @property
     def workdir(self) -> Path:
         return self.root / "host"
+
+    def host_workdir(self, number: int) -> Path:
+        """Host ``number``'s workdir (1: the first host's, ``host/``)."""
+        return self.workdir if number == 1 else self.root / f"host-{number}"
 
     @property
     def target(self) -> Path:
@@ -120,23 +126,81 @@ def _q(value: str) -> str:
     return json.dumps(value)  # a JSON string is a valid TOML basic string
 
 
-def config_text(layout: Layout, hub_url: str | None, sglang_version: str = DEFAULT_SIM_VERSION) -> str:
-    hub = f"hub_endpoint = {_q(hub_url)}\n" if hub_url else ""
+@dataclass(frozen=True)
+class SshRoute:
+    """How one sandbox host reaches this machine through an sshd on loopback (the tests start one)."""
+
+    url: str  # ssh://user@127.0.0.1:PORT
+    identity: str | None = None
+    known_hosts: str | None = None
+
+    def __post_init__(self) -> None:
+        from backend.settings import HostConfig, ssh_url_problem
+
+        problem = ssh_url_problem(self.url)
+        if problem is None and not HostConfig(HOST_NAME, self.url).on_this_machine:
+            problem = f"{self.url!r} is not a loopback address: every sandbox host is this machine"
+        if problem:
+            raise UsageError(f"--ssh {problem}.")
+
+
+@dataclass(frozen=True)
+class SandboxHost:
+    """One of the sandbox's hosts: its name, workdir and how it is reached (locally unless ``ssh``)."""
+
+    name: str
+    workdir: Path
+    ssh: SshRoute | None = None
+
+    def table(self, sglang_version: str, hub_url: str | None) -> str:
+        lines = [f"[hosts.{self.name}]", f"url = {_q(self.ssh.url if self.ssh else 'local')}"]
+        if self.ssh is not None:
+            lines += [f"{k} = {_q(v)}" for k in ("identity", "known_hosts") if (v := getattr(self.ssh, k))]
+        lines += [
+            f"python = {_q(sys.executable)}",
+            f"workdir = {_q(str(self.workdir))}",
+            'launcher = "simulator"',
+            "sandbox = true",
+            f"sglang_version = {_q(sglang_version)}  # the SGLang release the simulator speaks: "
+            + " or ".join(SIM_VERSIONS),
+        ]
+        if hub_url:
+            lines.append(f"hub_endpoint = {_q(hub_url)}")
+        return "\n".join(lines) + "\n"
+
+
+def host_name(number: int) -> str:
+    """``sandbox``, ``sandbox-2``, ``sandbox-3``, …"""
+    return HOST_NAME if number == 1 else f"{HOST_NAME}-{number}"
+
+
+def sandbox_hosts(layout: Layout, count: int = 1, ssh: SshRoute | None = None) -> list[SandboxHost]:
+    """The sandbox's ``count`` hosts; with ``ssh``, the last of two or more goes through that sshd."""
+    if count < 1:
+        raise UsageError(f"--hosts must be at least 1, got {count}.")
+    if ssh is not None and count < 2:
+        raise UsageError("--ssh takes one host of several through the sshd: give --hosts 2 or more.")
+    return [
+        SandboxHost(host_name(i), layout.host_workdir(i), ssh if ssh is not None and i == count else None)
+        for i in range(1, count + 1)
+    ]
+
+
+def config_text(
+    layout: Layout,
+    hub_url: str | None,
+    sglang_version: str = DEFAULT_SIM_VERSION,
+    hosts: list[SandboxHost] | None = None,
+) -> str:
+    tables = "\n".join(h.table(sglang_version, hub_url) for h in hosts or sandbox_hosts(layout))
     return f"""\
-# specdeck sandbox: a local host with the SGLang SIMULATOR, a local Hub and fixture drafters.
+# specdeck sandbox: local hosts with the SGLang SIMULATOR, a local Hub and fixture drafters.
 # Written by `specdeck sandbox up`, and kept: later runs refresh only the sandbox's own paths, Python and
 # hub address, so profile edits (Serve's editor, Tune's apply best) survive the next `specdeck demo`.
 default_host = "{HOST_NAME}"
 target = {_q(str(layout.target))}
 
-[hosts.{HOST_NAME}]
-url = "local"
-python = {_q(sys.executable)}
-workdir = {_q(str(layout.workdir))}
-launcher = "simulator"
-sandbox = true
-sglang_version = {_q(sglang_version)}  # the SGLang release the simulator speaks: {" or ".join(SIM_VERSIONS)}
-{hub}
+{tables}
 [drafters.ours]
 path = {_q(str(layout.ours))}
 
@@ -159,31 +223,50 @@ eval_interval = 100
 """
 
 
-# The keys of the sandbox host that follow this machine (its Python, its folders, the hub's port).
-_HOST_FACTS = ("url", "python", "workdir", "launcher", "sandbox", "sglang_version", "hub_endpoint")
+# The keys of a sandbox host that follow this machine (its Python, its folders, the hub's port, its route).
+_HOST_FACTS = (
+    "url", "identity", "known_hosts", "python", "workdir", "launcher", "sandbox", "sglang_version", "hub_endpoint",
+)  # fmt: skip
 
 
-def write_config(layout: Layout, hub_url: str | None, sglang_version: str) -> bool:
+def _is_sandbox_host(name: str, table: object) -> bool:
+    """One of the hosts `sandbox up` writes (``sandbox``, ``sandbox-<n>``), not one the operator added."""
+    number = name.removeprefix(HOST_NAME + "-")
+    ours = name == HOST_NAME or (number != name and number.isdigit())
+    return ours and isinstance(table, dict) and bool(table.get("sandbox"))
+
+
+def write_config(
+    layout: Layout, hub_url: str | None, sglang_version: str, hosts: list[SandboxHost] | None = None
+) -> bool:
     """Write the sandbox's config.toml, or keep the one there with only what went stale refreshed (the
-    target's and drafters' paths, the host's facts; missing tables added): the operator's edits stay.
-    True if the file was (re)written."""
-    fresh = tomlkit.parse(config_text(layout, hub_url, sglang_version))
+    target's and drafters' paths, the hosts' facts; missing tables added, sandbox hosts beyond ``hosts``
+    dropped): the operator's edits stay. True if the file was (re)written."""
+    hosts = hosts or sandbox_hosts(layout)
+    fresh = tomlkit.parse(config_text(layout, hub_url, sglang_version, hosts))
     try:
         text = layout.config.read_text()
         doc = tomlkit.parse(text)
-        host = doc["hosts"][HOST_NAME]  # type: ignore[index]
-        if not isinstance(host, dict):
+        if not isinstance(doc["hosts"][HOST_NAME], dict):  # type: ignore[index]
             raise TypeError(HOST_NAME)
     except (OSError, ValueError, KeyError, TypeError, tomlkit.exceptions.TOMLKitError):
         layout.config.write_text(tomlkit.dumps(fresh))  # missing or beyond repair: a fresh one
         return True
     doc["target"] = fresh["target"]
-    new_host = fresh["hosts"][HOST_NAME]  # type: ignore[index]
-    for key in _HOST_FACTS:
-        if key in new_host:
-            host[key] = new_host[key]
-        else:
-            host.pop(key, None)
+    mine_hosts = doc["hosts"]
+    wanted = {h.name for h in hosts}
+    for name in [n for n, t in mine_hosts.items() if _is_sandbox_host(n, t) and n not in wanted]:  # type: ignore[union-attr]
+        del mine_hosts[name]  # type: ignore[union-attr]
+    for name, new_host in fresh["hosts"].items():  # type: ignore[union-attr]
+        host = mine_hosts.get(name)  # type: ignore[union-attr]
+        if not isinstance(host, dict):
+            mine_hosts[name] = new_host  # type: ignore[index]
+            continue
+        for key in _HOST_FACTS:
+            if key in new_host:
+                host[key] = new_host[key]
+            else:
+                host.pop(key, None)
     for table in ("drafters", "trainings"):
         mine = doc.setdefault(table, tomlkit.table())
         for name, values in fresh[table].items():  # type: ignore[union-attr]
@@ -197,14 +280,28 @@ def write_config(layout: Layout, hub_url: str | None, sglang_version: str) -> bo
     return True
 
 
+def _configured_hosts(layout: Layout) -> dict:
+    try:
+        hosts = tomllib.loads(layout.config.read_text())["hosts"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return {}
+    return hosts if isinstance(hosts, dict) else {}
+
+
 def configured_version(layout: Layout) -> str:
     """The SGLang release the sandbox's simulator was last set to speak (the default without a config)."""
-    try:
-        host = tomllib.loads(layout.config.read_text())["hosts"][HOST_NAME]
-    except (OSError, ValueError, KeyError, TypeError):
-        return DEFAULT_SIM_VERSION
+    host = _configured_hosts(layout).get(HOST_NAME)
     version = host.get("sglang_version") if isinstance(host, dict) else None
     return version if version in SIM_VERSIONS else DEFAULT_SIM_VERSION
+
+
+def configured_count(layout: Layout) -> int:
+    """How many hosts the sandbox was last given (1 without a config)."""
+    hosts = _configured_hosts(layout)
+    count = 1
+    while _is_sandbox_host(host_name(count + 1), hosts.get(host_name(count + 1))):
+        count += 1
+    return count
 
 
 def check_scenario(path: str | None) -> None:
@@ -217,11 +314,11 @@ def check_scenario(path: str | None) -> None:
         raise UsageError(f"scenario {path}: {exc}.") from None
 
 
-def set_scenario(layout: Layout, path: str | None) -> str | None:
-    """Give the simulator the scenario in ``path`` (checked first: UsageError naming the key, nothing written),
-    ``"default"`` for the operator's model; None keeps what it had. Returns the scenario in use, None for the
-    default."""
-    dest = layout.workdir / scenario.FILE_NAME
+def set_scenario(layout: Layout, path: str | None, workdir: Path | None = None) -> str | None:
+    """Give the simulator of the host in ``workdir`` (default: the first's) the scenario in ``path`` (checked
+    first: UsageError naming the key, nothing written), ``"default"`` for the operator's model; None keeps what
+    it had. Returns the scenario in use, None for the default."""
+    dest = (workdir or layout.workdir) / scenario.FILE_NAME
     if path == "default":
         dest.unlink(missing_ok=True)
     elif path is not None:
@@ -233,34 +330,43 @@ def set_scenario(layout: Layout, path: str | None) -> str | None:
 
 
 async def up(
-    hub_rate: str = DEFAULT_HUB_RATE, sglang_version: str | None = None, scenario_path: str | None = None
+    hub_rate: str = DEFAULT_HUB_RATE,
+    sglang_version: str | None = None,
+    scenario_path: str | None = None,
+    hosts: int | None = None,
+    ssh: SshRoute | None = None,
 ) -> dict:
     """Create (or reuse) the sandbox and make sure its local Hub is serving; returns what `sandbox up` prints.
 
     Reuse is checked: the host's agent must answer and the hub must serve the sandbox's repo, else a hub that
     is dead, hung or lost is replaced (``hub["replaced"]`` says why). ``sglang_version`` picks the release the
-    simulator speaks; None keeps the one the sandbox had. ``scenario_path``: see ``set_scenario``."""
+    simulator speaks; None keeps the one the sandbox had. ``scenario_path``: see ``set_scenario`` (every
+    host's simulator gets it). ``hosts``: how many hosts (None keeps the sandbox's count, 1 when new), each
+    with its own workdir; ``ssh`` takes the last of them through an sshd on loopback (its agent must answer)."""
     from backend.connection import Connection
-    from backend.settings import HostConfig
 
     layout = Layout(sandbox_dir())
     if sglang_version is not None and sglang_version not in SIM_VERSIONS:
         raise UsageError(f"the simulator speaks SGLang {' or '.join(SIM_VERSIONS)}, not {sglang_version}")
     version = sglang_version or configured_version(layout)
+    members = sandbox_hosts(layout, hosts or configured_count(layout), ssh)
     check_scenario(scenario_path)  # before anything is written
-    layout.workdir.mkdir(parents=True, exist_ok=True)
+    for member in members:
+        member.workdir.mkdir(parents=True, exist_ok=True)
     in_use = set_scenario(layout, scenario_path)
+    for member in members[1:]:  # identical hosts: every simulator times and accepts as the first's
+        set_scenario(layout, in_use or "default", member.workdir)
     await asyncio.to_thread(write_fixtures, layout)
-    host = HostConfig(name=HOST_NAME, url="local", python=sys.executable, workdir=str(layout.workdir), sandbox=True)
-    conn = await Connection.open(host)
+    conn = await Connection.open(_host_config(members[0]))
     try:
-        hub = await _ensure_hub(conn, layout, hub_rate)
+        hub, *_ = await asyncio.gather(_ensure_hub(conn, layout, hub_rate), *map(_answers, members[1:]))
     finally:
         await conn.close()
-    write_config(layout, hub["url"], version)
+    write_config(layout, hub["url"], version, members)
     return {
         "config": str(layout.config),
         "host": HOST_NAME,
+        "hosts": [{"name": m.name, "url": m.ssh.url if m.ssh else "local", "workdir": str(m.workdir)} for m in members],
         "sglang_version": version,
         "workdir": str(layout.workdir),
         "target": str(layout.target),
@@ -269,6 +375,30 @@ async def up(
         "scenario": in_use,
         "simulated": True,
     }
+
+
+def _host_config(member: SandboxHost):
+    from backend.settings import HostConfig
+
+    route = member.ssh
+    return HostConfig(
+        name=member.name,
+        url=route.url if route else "local",
+        python=sys.executable,
+        workdir=str(member.workdir),
+        identity=route.identity if route else None,
+        known_hosts=route.known_hosts if route else None,
+        launcher="simulator",
+        sandbox=True,
+    )
+
+
+async def _answers(member: SandboxHost) -> None:
+    """Start ``member``'s agent once (through its sshd, if it has one): a host that cannot be reached says so
+    now (ConnectionFailed, exit 3), not at its first use."""
+    from backend.connection import Connection
+
+    await (await Connection.open(_host_config(member))).close()
 
 
 async def hub_answers(conn, url: str) -> str | None:
@@ -325,22 +455,26 @@ async def _ensure_hub(conn, layout: Layout, rate: str) -> dict:
 
 
 async def down() -> dict:
-    """Stop every job the sandbox host runs (hub, servers, downloads); files stay for the next `up`."""
+    """Stop every job the sandbox's hosts run (hub, servers, downloads); files stay for the next `up`."""
     from backend.connection import Connection
-    from backend.settings import HostConfig
 
     layout = Layout(sandbox_dir())
     if not layout.workdir.exists():
         return {"stopped": [], "note": "no sandbox here"}
-    host = HostConfig(name=HOST_NAME, url="local", python=sys.executable, workdir=str(layout.workdir), sandbox=True)
-    conn = await Connection.open(host)
     stopped = []
-    try:
-        for job in await list_jobs(conn):
-            if job.state == "running":
-                await conn.call("jobs.cancel", id=job.id, timeout=10)
-                stopped.append(job.id)
-    finally:
-        await conn.close()
+    count = configured_count(layout)
+    while layout.host_workdir(count + 1).exists():  # a host dropped from the config may still run something
+        count += 1
+    for member in sandbox_hosts(layout, count):
+        if not member.workdir.exists():
+            continue
+        conn = await Connection.open(_host_config(member))  # its workdir is on this machine: no route needed
+        try:
+            for job in await list_jobs(conn):
+                if job.state == "running":
+                    await conn.call("jobs.cancel", id=job.id, timeout=10)
+                    stopped.append(job.id)
+        finally:
+            await conn.close()
     layout.hub_url_file.unlink(missing_ok=True)
     return {"stopped": stopped, "config": str(layout.config)}
