@@ -11,13 +11,18 @@ from __future__ import annotations
 
 import asyncio
 import statistics
-from dataclasses import dataclass
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Literal
 
-from backend.errors import ConfigError
-from backend.settings import FleetConfig, ReplicaConfig, Settings, host_address
+from backend.errors import ConfigError, OperationFailed, UsageError
+from backend.jobs import ACTIVE, JobInfo
+from backend.serving import Check, Preflight
+from backend.settings import FleetConfig, ProfileConfig, ReplicaConfig, Settings, host_address
 
 if TYPE_CHECKING:
+    from backend.bench import BenchPlan
     from backend.connection import Connection
 
 ROUTER_KIND = "router"  # the router's host job kind
@@ -236,7 +241,7 @@ async def _router_view(links: FleetLinks) -> tuple[RouterStatus, dict[str, bool]
 
     fleet = links.fleet
     conn = links.conn(fleet.router.host)
-    job = await router_job(conn, fleet.name)
+    job = await _router_wire(conn, fleet.name)
     base = router_url(fleet)
     prom = f"http://127.0.0.1:{fleet.router.prometheus_port}/metrics"
     health_page, workers_page, metrics_page = await asyncio.gather(
@@ -255,7 +260,7 @@ async def _router_view(links: FleetLinks) -> tuple[RouterStatus, dict[str, bool]
     router = RouterStatus(
         host=fleet.router.host,
         url=base,
-        pid=job.pid if job is not None else None,
+        pid=(job.get("child_pid") or job.get("pid")) if job is not None else None,  # the router, not its runner
         healthy=healthy,
         policy=fleet.router.policy,
         workers=seen.workers,
@@ -268,17 +273,262 @@ async def _router_view(links: FleetLinks) -> tuple[RouterStatus, dict[str, bool]
     return router, seen.health if healthy else {}
 
 
-async def router_job(conn: Connection, fleet: str):
-    """The fleet's running router job on its host (the newest), or None."""
+async def _router_wire(conn: Connection, fleet: str) -> dict | None:
+    """The host's description of the fleet's running router job (the newest), or None."""
     from backend.errors import ConnectionFailed, RemoteError
-    from backend.jobs import list_jobs
 
     try:
-        jobs = await list_jobs(conn, kind=ROUTER_KIND)
+        listed = await conn.call("jobs.list", kind=ROUTER_KIND)
     except (ConnectionFailed, RemoteError):
         return None
-    mine = [j for j in jobs if j.active and j.args.get("fleet") == fleet]
-    return max(mine, key=lambda j: j.started or 0) if mine else None
+    mine = [j for j in listed if j.get("state") in ACTIVE and (j.get("args") or {}).get("fleet") == fleet]
+    return max(mine, key=lambda j: j.get("started") or 0) if mine else None
+
+
+async def router_job(conn: Connection, fleet: str) -> JobInfo | None:
+    """The fleet's running router job on its host (the newest), or None."""
+    wire = await _router_wire(conn, fleet)
+    return None if wire is None else JobInfo.from_json(wire)
+
+
+# --- lifecycle: preflight, up, down, bench --------------------------------------------------------------
+
+READY_WAIT_S = 3600.0  # a replica's startup (Kimi-K2 on 8 GPUs takes minutes)
+ROUTER_WAIT_S = 120.0  # the router's start and its workers' registration (seconds on a healthy fleet)
+ROUTER_POLL_S = 0.1
+
+
+def replica_profile(settings: Settings, fleet: FleetConfig, replica: ReplicaConfig) -> ProfileConfig:
+    """The profile ``replica`` is served with: on its port; where several replicas share a machine, on its own
+    GPUs (``--base-gpu-id``: the GPUs of the replicas before it there are skipped); and on a machine other than
+    the router's, listening on every interface (SGLang's loopback default would keep the router out; the last
+    ``--host`` wins)."""
+    profile = settings.profiles[replica.profile]
+    address = host_address(settings.hosts.get(replica.host))
+    index = fleet.replicas.index(replica)
+    before = [r for r in fleet.replicas[:index] if host_address(settings.hosts.get(r.host)) == address]
+    extra = profile.extra_args
+    if before:
+        extra += ("--base-gpu-id", str(sum(settings.profiles[r.profile].tp for r in before)))
+    if address != host_address(settings.hosts.get(fleet.router.host)):
+        extra += ("--host", "0.0.0.0")
+    return replace(profile, port=replica.port, extra_args=extra)
+
+
+def router_argv(links: FleetLinks) -> list[str]:
+    """The real router's launch command on its host: every replica's URL, the policy, loopback ports."""
+    fleet, settings = links.fleet, links.settings
+    router = fleet.router
+    python = links.conn(router.host).host.python
+    urls = [replica_url(settings, fleet, r) for r in fleet.replicas]
+    argv = [python, "-m", ROUTER_MODULE, "--worker-urls", *urls, "--policy", router.policy]
+    argv += ["--host", "127.0.0.1", "--port", str(router.port)]
+    return [*argv, "--prometheus-host", "127.0.0.1", "--prometheus-port", str(router.prometheus_port)]
+
+
+@dataclass(frozen=True)
+class FleetPreflight:
+    """Every replica's preflight and the router's own checks, all asked before anything starts."""
+
+    replicas: tuple[tuple[ReplicaConfig, Preflight], ...]
+    router: tuple[Check, ...]
+
+    @property
+    def failures(self) -> list[str]:
+        out = [f"{replica_label(r)}: {c.message}" for r, p in self.replicas for c in p.failures]
+        return out + [f"router: {c.message}" for c in self.router if c.status == "fail"]
+
+    @property
+    def ok(self) -> bool:
+        return not self.failures
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "ok": self.ok,
+            "replicas": [{"replica": replica_label(r), **p.to_json()} for r, p in self.replicas],
+            "router": [c.to_json() for c in self.router],
+        }
+
+
+class FleetPreflightFailed(UsageError):
+    """``up`` refused before starting anything: each failed check, named by its replica (or the router)."""
+
+    def __init__(self, name: str, checks: FleetPreflight) -> None:
+        self.preflight = checks
+        super().__init__(f"not starting fleet {name}: " + "; ".join(checks.failures))
+
+
+async def _router_checks(links: FleetLinks, running: bool) -> tuple[Check, ...]:
+    """The router host's Python has sglang-router (the release this module speaks), and its ports are free."""
+    fleet = links.fleet
+    conn = links.conn(fleet.router.host)
+    info, *ports = await asyncio.gather(
+        conn.call("info"), *(conn.call("serve.port", port=p) for p in (fleet.router.port, fleet.router.prometheus_port))
+    )
+    version = (info.get("versions") or {}).get("sglang_router")
+    where = f"{conn.host.name}'s Python ({conn.host.python})"
+    if version is None:
+        checks = [Check("router", "fail", f"sglang-router is not installed in {where}: run `{ROUTER_INSTALL}` there")]
+    elif version != ROUTER_VERSION:
+        text = f"sglang-router {version} in {where}; specdeck speaks {ROUTER_VERSION} (`{ROUTER_INSTALL}`)"
+        checks = [Check("router", "warn", text)]
+    else:
+        checks = [Check("router", "ok", f"sglang-router {version} in {where}")]
+    if not running:  # a running router of this fleet holds them itself
+        for what, port in zip(("port", "prometheus_port"), ports, strict=True):
+            if not port["free"]:
+                checks.append(Check(f"router {what}", "fail", f"port {port['port']} on {conn.host.name} is taken"))
+    return tuple(checks)
+
+
+async def preflight(links: FleetLinks, *, force: bool = False) -> FleetPreflight:
+    """Every check ``up`` makes, all at once; replicas that already serve on their port are not checked again."""
+    from backend import serving
+
+    fleet, settings = links.fleet, links.settings
+    current = await asyncio.gather(*(_replica_view(links, r) for r in fleet.replicas))
+    todo = [r for r, (wire, _) in zip(fleet.replicas, current, strict=True) if wire.get("state") not in _ALIVE]
+    router_running = await router_job(links.conn(fleet.router.host), fleet.name) is not None
+    checked, router = await asyncio.gather(
+        asyncio.gather(
+            *(
+                serving.preflight(links.conn(r.host), settings, replica_profile(settings, fleet, r), force=force)
+                for r in todo
+            )
+        ),
+        _router_checks(links, router_running),
+    )
+    return FleetPreflight(tuple(zip(todo, checked, strict=True)), router)
+
+
+_ALIVE = ("starting", "ready", "orphaned")
+
+
+async def up(links: FleetLinks, *, force: bool = False, on_event: Callable[[str], None] | None = None) -> FleetStatus:
+    """Start every replica that is not serving (hosts at once, one replica at a time per host), wait until
+    all are ready, then the router with every replica's URL, and wait until it has registered them all.
+
+    Raises FleetPreflightFailed (nothing started) or OperationFailed (what this call started is stopped)."""
+    from backend import serving
+
+    say = on_event or (lambda _text: None)
+    fleet, settings = links.fleet, links.settings
+    checks = await preflight(links, force=force)
+    if not checks.ok:
+        raise FleetPreflightFailed(fleet.name, checks)
+    started: list[ReplicaConfig] = []
+
+    async def start_on(host: str) -> None:
+        for replica, _ in checks.replicas:
+            if replica.host == host:
+                profile = replica_profile(settings, fleet, replica)
+                await serving.start(links.conn(host), settings, profile, force=force, tags={"fleet": fleet.name})
+                started.append(replica)
+                say(f"{replica_label(replica)}: started {profile.name}")
+
+    async def ready(replica: ReplicaConfig) -> None:
+        conn = links.conn(replica.host)
+        wire = await conn.call("serve.status", port=replica.port)
+        last = await serving.wait(conn, wire.get("job"), until=("ready", *serving.ENDED_STATES), within=READY_WAIT_S)
+        if last.get("state") != "ready":
+            why = last.get("error") or f"it is {last.get('state')}"
+            raise OperationFailed(f"replica {replica_label(replica)} did not become ready: {why}")
+        say(f"{replica_label(replica)}: ready")
+
+    try:
+        await asyncio.gather(*(start_on(h) for h in dict.fromkeys(r.host for r, _ in checks.replicas)))
+        await asyncio.gather(*(ready(r) for r in fleet.replicas))
+        await _start_router(links, say)
+    except BaseException:
+        await asyncio.gather(*(_stop_replica(links, r) for r in started), return_exceptions=True)
+        raise
+    return await status(links)
+
+
+async def _start_router(links: FleetLinks, say: Callable[[str], None]) -> None:
+    fleet = links.fleet
+    conn = links.conn(fleet.router.host)
+    job = await router_job(conn, fleet.name)
+    if job is None:
+        urls = [replica_url(links.settings, fleet, r) for r in fleet.replicas]
+        args = {"fleet": fleet.name, "port": fleet.router.port, "policy": fleet.router.policy, "workers": urls}
+        wire = await conn.call("jobs.start", kind=ROUTER_KIND, argv=router_argv(links), args=args, env={})
+        job = JobInfo.from_json(wire)
+        say(f"router: started sglang-router on {fleet.router.host}:{fleet.router.port} (job {job.id})")
+    try:
+        await _router_ready(conn, job, len(fleet.replicas))
+    except BaseException:
+        await conn.call("jobs.cancel", id=job.id)
+        raise
+    say(f"router: {len(fleet.replicas)} workers registered")
+
+
+async def _router_ready(conn: Connection, job: JobInfo, workers: int) -> None:
+    """Until the router answers /health and lists every worker healthy; OperationFailed with its log's last
+    lines if it exits first, or after ROUTER_WAIT_S."""
+    from backend import router_metrics
+    from backend.jobs import get_job
+
+    base = f"http://127.0.0.1:{job.port}"
+    deadline = time.monotonic() + ROUTER_WAIT_S
+    while True:
+        current = await get_job(conn, job.id)
+        if not current.active:
+            tail = (await conn.call("jobs.tail", id=job.id, lines=5)).get("lines") or []
+            last = next((line for line in reversed(tail) if line.strip()), "no output")
+            raise OperationFailed(f"sglang-router exited ({current.reason or current.state}): {last.strip()}")
+        health, listed = await asyncio.gather(_http(conn, base + "/health"), _http(conn, base + "/workers"))
+        if health.get("status") == 200 and listed.get("status") == 200:
+            seen = router_metrics.read(listed.get("text"), None)
+            if seen.workers == workers and seen.healthy_workers == workers:
+                return
+        if time.monotonic() > deadline:
+            raise OperationFailed(f"sglang-router did not register its {workers} workers in {ROUTER_WAIT_S:.0f} s")
+        await asyncio.sleep(ROUTER_POLL_S)
+
+
+async def _stop_replica(links: FleetLinks, replica: ReplicaConfig) -> None:
+    from backend import serving
+
+    await serving.stop(links.conn(replica.host), port=replica.port)
+
+
+async def live(links: FleetLinks) -> bool:
+    """Whether anything of the fleet runs (its router, or a replica's server)."""
+    fleet = links.fleet
+    router = await router_job(links.conn(fleet.router.host), fleet.name)
+    views = await asyncio.gather(*(_replica_view(links, r) for r in fleet.replicas))
+    return router is not None or any(wire.get("state") in _ALIVE for wire, _ in views)
+
+
+async def down(links: FleetLinks) -> list[str]:
+    """Stop the router, then every replica (hosts at once); returns what was stopped, by name."""
+    fleet = links.fleet
+    conn = links.conn(fleet.router.host)
+    stopped = []
+    job = await router_job(conn, fleet.name)
+    if job is not None:
+        await conn.call("jobs.cancel", id=job.id)
+        stopped.append("router")
+    views = await asyncio.gather(*(_replica_view(links, r) for r in fleet.replicas))
+    alive = [r for r, (wire, _) in zip(fleet.replicas, views, strict=True) if wire.get("state") in _ALIVE]
+    await asyncio.gather(*(_stop_replica(links, r) for r in alive))
+    return stopped + [replica_label(r) for r in alive]
+
+
+async def bench(links: FleetLinks, plan: BenchPlan, on_progress: Callable[[dict], None] | None = None) -> dict:
+    """specdeck's bench sent through the router (from its host), as `specdeck bench` sends it to a server."""
+    from backend import bench as bench_mod
+
+    fleet = links.fleet
+    conn = links.conn(fleet.router.host)
+    job = await router_job(conn, fleet.name)
+    if job is None:
+        name = fleet.name
+        raise OperationFailed(f"fleet {name}'s router is not running: start it with `specdeck fleet up {name}`")
+    profiles = sorted({r.profile for r in fleet.replicas})
+    server = replace(job, args={**job.args, "profile": "+".join(profiles)})
+    return await bench_mod.run_bench(conn, server, plan, on_progress)
 
 
 # --- imbalance --------------------------------------------------------------------------------------------

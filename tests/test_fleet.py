@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -163,3 +164,158 @@ def test_router_view_reads_workers_and_smg_metrics():
     assert view.workers == 2 and view.healthy_workers == 1 and view.requests_active == 3
     assert view.health == {"http://127.0.0.1:1": True, "http://127.0.0.1:2": False}
     assert router_metrics.read("not json", "garbage{") == router_metrics.RouterView(workers=0, healthy_workers=0)
+
+
+# --- the real sglang-router in front of simulated replicas, on loopback -------------------------------------
+
+
+def fleet_config(tmp_path, models, ports: dict[str, int]) -> Path:
+    """Two sandbox hosts on this machine (own workdirs, so own agents and jobs), a replica on each, the router on
+    the first."""
+    scale = '{ SPECDECK_SIM_TIME_SCALE = "0.02" }'
+    hosts = ""
+    for name in ("sim-a", "sim-b"):
+        workdir = tmp_path / name
+        workdir.mkdir()
+        hosts += (
+            f'[hosts.{name}]\nurl = "local"\npython = {json.dumps(sys.executable)}\n'
+            f'workdir = {json.dumps(str(workdir))}\nlauncher = "simulator"\nsandbox = true\n'
+        )
+    path = tmp_path / "fleet.toml"
+    path.write_text(
+        f"""default_host = "sim-a"
+target = {json.dumps(models["target"])}
+{hosts}
+[drafters.ours]
+path = {json.dumps(models["ours"])}
+[profiles.eagle3-ours]
+env = {scale}
+extra_args = ["--decode-log-interval", "4"]  # a short bench still sets the accept-length gauge
+[fleets.pair]
+profile = "eagle3-ours"
+replicas = [{{host = "sim-a", port = {ports["a"]}}}, {{host = "sim-b", port = {ports["b"]}}}]
+router = {{host = "sim-a", port = {ports["router"]}, policy = "round_robin", prometheus_port = {ports["prom"]}}}
+"""
+    )
+    return path
+
+
+@pytest.fixture
+def fleet_ports() -> dict[str, int]:
+    from tests.sshd import free_port
+
+    return {k: free_port() for k in ("a", "b", "router", "prom")}
+
+
+def test_fleet_up_status_bench_kill_down(tmp_path, models, fleet_ports):
+    """The real router (PyPI sglang-router 0.3.2) registers both simulated replicas, routes a bench, and a
+    replica killed with SIGKILL reads as gone (unhealthy, named by the verdict) until the fleet is stopped."""
+    import os
+    import signal
+    import time
+
+    from tests.simhost import process_gone, specdeck
+
+    config = fleet_config(tmp_path, models, fleet_ports)
+    up = json.loads(specdeck(config, "fleet", "up", "pair", "--json").stdout)
+    assert up["router"]["healthy"] is True and up["router"]["workers"] == 2, up
+    assert [r["state"] for r in up["replicas"]] == ["ready", "ready"]
+    assert [r["healthy"] for r in up["replicas"]] == [True, True]
+    router_pid = up["router"]["pid"]
+    try:
+        bench = json.loads(
+            specdeck(
+                config,
+                "fleet",
+                "bench",
+                "pair",
+                "--requests",
+                "4",
+                "--max-tokens",
+                "24",
+                "--concurrency",
+                "2",
+                "--json",
+            ).stdout
+        )
+        assert bench["requests"] == 4 and bench["tok_s"] > 0, bench
+        st = json.loads(specdeck(config, "fleet", "status", "pair", "--json").stdout)
+        assert st["router"]["requests_total"] >= 4  # the bench went through the router
+        assert all(r["accept_len"] is not None for r in st["replicas"]), json.dumps(st)  # each served some
+
+        victim = st["replicas"][1]
+        os.kill(victim["pid"], signal.SIGKILL)
+        deadline = time.monotonic() + 60
+        while True:
+            st = json.loads(specdeck(config, "fleet", "status", "pair", "--json").stdout)
+            if st["replicas"][1]["state"] not in ("ready", "starting"):
+                break
+            assert time.monotonic() < deadline, st
+        gone = st["replicas"][1]
+        assert gone["healthy"] is False and gone["pid"] is None, gone
+        assert st["imbalance"] == {"verdict": f"sim-b:{fleet_ports['b']} is gone", "lagging": victim["url"]}
+        assert st["router"]["healthy"] is True  # the router itself lives on
+        text = specdeck(config, "fleet", "status", "pair").stdout
+        assert f"imbalance: sim-b:{fleet_ports['b']} is gone" in text
+
+        asked = specdeck(config, "fleet", "down", "pair", rc=2)  # a live fleet, no terminal to ask on
+        assert "pass --yes" in asked.stderr and not process_gone(router_pid)
+    finally:
+        specdeck(config, "fleet", "down", "pair", "--yes")
+    assert process_gone(router_pid)
+    after = json.loads(specdeck(config, "fleet", "status", "pair", "--json").stdout)
+    assert after["router"]["healthy"] is False and after["router"]["pid"] is None
+    assert [r["state"] for r in after["replicas"]] == ["stopped", "crashed"]
+
+
+def test_fleet_up_refuses_before_starting_anything(tmp_path, models, fleet_ports):
+    """A replica's port taken by another program: one sentence naming the replica, exit 2, nothing started."""
+    import socket
+
+    from tests.simhost import specdeck
+
+    config = fleet_config(tmp_path, models, fleet_ports)
+    with socket.socket() as squatter:
+        squatter.bind(("127.0.0.1", fleet_ports["b"]))
+        squatter.listen()
+        res = specdeck(config, "fleet", "up", "pair", rc=2)
+    assert f"sim-b:{fleet_ports['b']}: port {fleet_ports['b']} on the host is taken" in res.stderr, res.stderr
+    assert res.stderr.count("\n") == 1 and "Traceback" not in res.stderr
+    st = json.loads(specdeck(config, "fleet", "status", "pair", "--json").stdout)
+    assert st["router"]["pid"] is None and [r["state"] for r in st["replicas"]] == ["none", "none"]
+    assert specdeck(config, "fleet", "up", "nope", rc=2).stderr.startswith("specdeck: no fleet named 'nope'")
+
+
+@pytest.mark.parametrize("version", ["0.5.6", "0.5.23"])
+def test_simulator_serves_the_load_path_of_its_release(tmp_path, models, version):
+    """What sglang-router polls: 0.5.6's /get_load (a list of GetLoadReqOutput), 0.5.23's /v1/loads (the
+    LoadSnapshot document, or Prometheus gauges); each release answers the other's path 404."""
+    from tests.test_simulator import VERSION_ENV, Sim, launch
+
+    sim = Sim(tmp_path, launch(models, "ours", "--enable-metrics", "--decode-log-interval", "2"), VERSION_ENV[version])
+    try:
+        sim.wait_ready()
+        sim.json("/generate", {"text": "Hi", "sampling_params": {"max_new_tokens": 16}})
+        old, new = sim.request("/get_load"), sim.request("/v1/loads")
+        if version == "0.5.6":
+            assert new[0] == 404 and old[0] == 200
+            [load] = json.loads(old[1])
+            assert load == {
+                "rid": None,
+                "http_worker_ipc": None,
+                "dp_rank": 0,
+                "num_reqs": 0,
+                "num_waiting_reqs": 0,
+                "num_tokens": 0,
+            }
+        else:
+            assert old[0] == 404 and new[0] == 200
+            body = json.loads(new[1])
+            assert body["version"].startswith("0.5.23") and body["num_accelerators"] == 8
+            [load] = body["loads"]
+            assert load["dp_rank"] == 0 and load["num_running_reqs"] == 0 and load["speculative"]["accept_length"] > 1
+            status, text = sim.request("/v1/loads?format=prometheus")
+            assert status == 200 and 'sglang_num_running_reqs{dp_rank="0"} 0' in text.decode()
+            assert "sglang_spec_accept_length" in text.decode()
+    finally:
+        sim.kill()

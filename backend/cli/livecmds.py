@@ -94,6 +94,13 @@ def register(sub) -> None:
     p.set_defaults(run=watch)
 
     p = command(sub, "bench", "Time streaming requests against the running server, from the host.")
+    add_bench_options(p)
+    add_json(p)
+    p.set_defaults(run=bench)
+
+
+def add_bench_options(p: argparse.ArgumentParser, *, port: bool = True) -> None:
+    """`bench`'s options; `fleet bench` takes them too, less --port (it sends through its router)."""
     for flag, default, meta, what in (
         ("--requests", bench_mod.DEFAULT_REQUESTS, "N", "requests to send"),
         ("--max-tokens", bench_mod.DEFAULT_MAX_TOKENS, "M", "tokens per request"),
@@ -107,11 +114,10 @@ def register(sub) -> None:
         f"in the history (default {bench_mod.DEFAULT_CONCURRENCY})",
     )
     p.add_argument("--prompts", metavar="FILE", help="prompts: a JSON list or one per line (default: built-in)")
-    p.add_argument("--port", type=int, help="the server's port, when several run")
+    if port:
+        p.add_argument("--port", type=int, help="the server's port, when several run")
     p.add_argument("--slo-ttft-ms", type=float, metavar="T", help="goodput: requests with a first token within T ms")
     p.add_argument("--slo-itl-ms", type=float, metavar="I", help="goodput: requests with a mean ITL <= I ms")
-    add_json(p)
-    p.set_defaults(run=bench)
 
 
 def _num(value: float | int | None, fmt: str = ".2f") -> str:

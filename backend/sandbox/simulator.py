@@ -73,7 +73,7 @@ from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from backend.agent.host.safetensors_header import CheckpointError, read_header
 from backend.breakeven import decayed_rates, first_rate_for
-from backend.sandbox import scenario
+from backend.sandbox import scenario, sim_loads
 from backend.sandbox.sim_histograms import SimHistograms
 from backend.sglang_flags import table
 from backend.sglang_versions import (
@@ -1106,6 +1106,9 @@ class Handler(BaseHTTPRequestHandler):
             self._json(200, {"object": "list", "data": [card]})
         elif path in ("/generate", "/v1/completions", "/v1/chat/completions"):
             self._json(405, {"detail": "Method Not Allowed"})
+        elif path == sim_loads.path_for(sim.dialect.current):
+            body, kind = sim_loads.answer(sim, self.path.partition("?")[2])
+            self._send(200, body.encode(), kind)
         else:
             self._json(404, {"detail": "Not Found"})
 

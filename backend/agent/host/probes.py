@@ -24,7 +24,7 @@ from urllib import request as urlrequest
 from . import loopback, ownership
 from .registry import AgentError, method
 
-LIBRARIES = ("sglang", "huggingface_hub", "safetensors", "torch", "numpy", "hf_xet")
+LIBRARIES = ("sglang", "huggingface_hub", "safetensors", "torch", "numpy", "hf_xet", "sglang_router")
 
 
 _VERSIONS: list = []  # [(folders' mtimes, versions)]: metadata lookups cost ~40 ms on a loaded host

@@ -1,0 +1,157 @@
+"""`specdeck fleet up|status|down|bench NAME`: a fleet's replicas behind the real sglang-router, as one."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from backend.cli.common import add_json, emit_json, load_settings
+from backend.cli.main import command
+from backend.errors import UsageError
+
+
+def register(sub) -> None:
+    from backend.cli.livecmds import add_bench_options
+
+    p = command(sub, "fleet", "Start, watch, bench and stop a fleet: replicas behind sglang-router.")
+    fsub = p.add_subparsers(dest="fleet_command", metavar="ACTION")
+
+    c = command(fsub, "up", "Check, then start every replica and the router (with every replica's URL).")
+    c.add_argument("name", help="fleet name (see `specdeck config show`)")
+    c.add_argument("--force", action="store_true", help="start even if Compare finds a drafter incompatible")
+    add_json(c)
+    c.set_defaults(run=up)
+
+    c = command(fsub, "status", "Each replica's state and figures, the router's view, and the imbalance verdict.")
+    c.add_argument("name", help="fleet name")
+    add_json(c)
+    c.set_defaults(run=status)
+
+    c = command(fsub, "down", "Stop the router, then every replica (asks first while any runs).")
+    c.add_argument("name", help="fleet name")
+    c.add_argument("--yes", action="store_true", help="stop without asking")
+    add_json(c)
+    c.set_defaults(run=down)
+
+    c = command(fsub, "bench", "specdeck's bench sent through the fleet's router (takes `bench`'s options).")
+    c.add_argument("name", help="fleet name")
+    add_bench_options(c, port=False)
+    add_json(c)
+    c.set_defaults(run=bench)
+
+
+async def _links(args: argparse.Namespace):
+    from backend import fleet
+
+    settings = load_settings(args)
+    fleet.get_fleet(settings, args.name)  # an unknown name is bad input before any connection
+    return await fleet.FleetLinks.open(settings, args.name, shared=not getattr(args, "no_persist", False))
+
+
+async def up(args: argparse.Namespace) -> int:
+    from backend import fleet
+
+    def say(text: str) -> None:
+        if not args.json:
+            print(f"{args.name}: {text}", file=sys.stderr, flush=True)
+
+    async with await _links(args) as links:
+        try:
+            st = await fleet.up(links, force=args.force, on_event=say)
+        except fleet.FleetPreflightFailed as exc:
+            if args.json:
+                emit_json(exc.preflight.to_json())
+            raise
+    _show(args, st)
+    return 0
+
+
+async def status(args: argparse.Namespace) -> int:
+    from backend import fleet
+
+    async with await _links(args) as links:
+        st = await fleet.status(links)
+    _show(args, st)
+    return 0
+
+
+def _num(value: float | int | None, fmt: str = ".1f") -> str:
+    return "-" if value is None else format(value, fmt)
+
+
+def _show(args: argparse.Namespace, st) -> None:
+    if args.json:
+        emit_json(st.to_json())
+        return
+    r = st.router
+    line = f"router {r.host} {r.url} ({r.policy}): " + ("healthy" if r.healthy else f"NOT healthy: {r.error}")
+    if r.workers is not None:
+        line += f", {_num(r.healthy_workers, 'd')}/{r.workers} workers healthy"
+    if r.requests_total is not None:
+        line += f", {r.requests_total} requests routed"
+    print(line)
+    heads = f"  {'replica':<24} {'state':<11} {'router':<9} {'pid':>7} {'tok/s/str':>9} {'accept':>6}"
+    print(heads + f" {'run':>4} {'queue':>5}")
+    for x in st.replicas:
+        seen = "healthy" if x.healthy else "unhealthy"
+        print(
+            f"  {x.label:<24} {x.state:<11} {seen:<9} {_num(x.pid, 'd'):>7} {_num(x.tok_s):>9} "
+            f"{_num(x.accept_len, '.2f'):>6} {_num(x.running, 'd'):>4} {_num(x.queued, 'd'):>5}"
+        )
+    print(f"imbalance: {st.imbalance.verdict}")
+
+
+async def down(args: argparse.Namespace) -> int:
+    from backend import fleet
+
+    async with await _links(args) as links:
+        if not args.yes and await fleet.live(links):
+            if not sys.stdin.isatty():
+                raise UsageError(f"fleet {args.name} is running; pass --yes to stop its router and replicas")
+            answer = input(f"fleet {args.name} is running. Stop its router and every replica? [y/N] ")
+            if answer.strip().lower() not in ("y", "yes"):
+                print("left it running")
+                return 1
+        stopped = await fleet.down(links)
+    if args.json:
+        emit_json({"stopped": stopped})
+    else:
+        print(f"{args.name}: " + (f"stopped {', '.join(stopped)}" if stopped else "nothing was running"))
+    return 0
+
+
+async def bench(args: argparse.Namespace) -> int:
+    from backend import bench as bench_mod
+    from backend import fleet
+
+    prompts = bench_mod.read_prompts(args.prompts) if args.prompts else None
+    levels = bench_mod.parse_levels(args.concurrency)
+    if len(levels) > 1:
+        raise UsageError("fleet bench takes one --concurrency level; sweep levels against one server with `bench`")
+    plan = bench_mod.BenchPlan(args.requests, args.max_tokens, levels[0], prompts)
+    slo = bench_mod.Slo(args.slo_ttft_ms, args.slo_itl_ms)
+    async with await _links(args) as links:
+        where = fleet.router_url(links.fleet)
+        print(
+            f"bench through fleet {args.name}'s router ({where}): {plan.requests} requests of {plan.max_tokens} "
+            f"tokens, {plan.concurrency} at a time",
+            file=sys.stderr,
+            flush=True,
+        )
+        result = await fleet.bench(links, plan, _progress)
+        baseline = links.settings.reference.baseline_tok_s
+    good = bench_mod.goodput(result, slo) if slo else None
+    if args.json:
+        emit_json({**bench_mod.public_result(result), **({"goodput": good} if good else {})})
+        return 0
+    print(bench_mod.summary_line(result, baseline))
+    if line := bench_mod.latency_line(result):
+        print(line)
+    if good:
+        print(bench_mod.goodput_line(good, plan.concurrency, slo))
+    print(f"{result['requests']} requests, {result['tokens']} tokens, bench job {result['job']}")
+    return 0
+
+
+def _progress(event: dict) -> None:
+    print(f"  {event.get('done')}/{event.get('total')} requests done", file=sys.stderr, flush=True)
