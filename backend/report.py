@@ -550,6 +550,7 @@ def sweep_blocks(runs: list[RunSummary], yardstick: Yardstick, sweep: str) -> li
     from backend import advisor
 
     points = sorted(((advisor.run_steps(r) or 0, r) for r in runs), key=lambda p: p[0])
+    fleet = len({r.host for r in runs}) > 1  # a fleet sweep's: which host measured each point
     rows = []
     for steps, run in points:
         bench = run.bench or {}
@@ -557,10 +558,11 @@ def sweep_blocks(runs: list[RunSummary], yardstick: Yardstick, sweep: str) -> li
         vs = None if tok_s is None else 100.0 * (tok_s / yardstick.baseline_tok_s - 1)
         tokens = _flag(run.argv, "--speculative-num-draft-tokens") or "—"
         rows.append([str(steps), str(advisor.run_topk(run)), tokens, fmt(tok_s), fmt(bench.get("accept_len"), 2),
-                     fmt(bench.get("cycle_ms")), fmt(vs, 0, True, "%"), run.outcome or "—", run.job_id])  # fmt: skip
+                     fmt(bench.get("cycle_ms")), fmt(vs, 0, True, "%"), run.outcome or "—", run.job_id]
+                    + ([run.host] if fleet else []))  # fmt: skip
     blocks: list[Block] = [
         Heading(f"Sweep {sweep}"),
-        Table(SWEEP_COLUMNS, rows),
+        Table(SWEEP_COLUMNS + ["host"] * fleet, rows),
     ]
     with_hist = [r for _, r in points if advisor.histogram_of(r) is not None]
     bands_tok: list[Band] = []

@@ -66,6 +66,13 @@ class SweepPlan:
         ]
 
 
+def first_index(profile: ProfileConfig, plan: SweepPlan) -> int:
+    """The grid index of the profile's own point (a smart sweep measures it first), else 0."""
+    own = (profile.steps, profile.topk or 1, profile.draft_tokens or (profile.steps or 0) + 1)
+    grid = plan.grid()
+    return grid.index(own) if own in grid else 0
+
+
 def point_profile(profile: ProfileConfig, steps: int, topk: int, draft_tokens: int) -> ProfileConfig:
     return replace(profile, steps=steps, topk=topk, draft_tokens=draft_tokens)
 
@@ -87,9 +94,14 @@ async def start(
     baseline_tok_s: float,
     resume: str | None = None,
     force: bool = False,
+    fed: dict | None = None,
 ) -> JobInfo:
-    """Check the profile, build every point's command and start the sweep job; returns its description."""
+    """Check the profile, build every point's command and start the sweep job; returns its description.
+    ``fed``: one host of a fleet sweep (``backend.fleet_sweep``): ``{"tags": …, "port": …, "feed_idle_s": …}``,
+    the job measures the points the client feeds it, its servers on ``port`` and tagged with ``tags``."""
     profile = serving.get_profile(settings, profile_name)
+    if fed is not None and fed.get("port"):
+        profile = replace(profile, port=fed["port"])
     if not profile.algorithm:
         raise UsageError(f"profile {profile.name} runs without speculation: sweep a profile with a drafter.")
     if resume is None:  # a resumed sweep leaves the host as the first one found it
@@ -108,21 +120,23 @@ async def start(
     restore = restore_env = None
     found = current.get("profile")
     if running and found in settings.profiles:
-        restore, restore_env = _command(settings, conn.host, settings.profiles[found])
-    own = (profile.steps, profile.topk or 1, profile.draft_tokens or (profile.steps or 0) + 1)
-    grid = plan.grid()
+        # On the port it was found on (a fleet's replica may serve its profile on another port than the profile's).
+        was = replace(settings.profiles[found], port=current.get("port") or settings.profiles[found].port)
+        restore, restore_env = _command(settings, conn.host, was)
     params = {
         "points": points,
         "requests": plan.requests,
         "max_tokens": plan.max_tokens,
         "smart": plan.smart,
-        "first": grid.index(own) if own in grid else 0,
+        "first": first_index(profile, plan),
         "ready_timeout": plan.ready_timeout,
         "baseline_tok_s": baseline_tok_s,
         "restore": restore,
         "resume": resume,
         "env": {"points": env, "restore": restore_env or {}},
     }
+    if fed is not None:
+        params.update(fed=True, tags=fed.get("tags") or {}, feed_idle_s=fed.get("feed_idle_s"))
     return JobInfo.from_json(await conn.call("sweep.start", **params))
 
 
@@ -187,6 +201,8 @@ def point_name(event: dict) -> str:
 def point_line(point: dict) -> str:
     """One point as a line of text: its numbers and what was measured (or why it failed)."""
     head = f"steps {point.get('steps')}, topk {point.get('topk')}, draft tokens {point.get('draft_tokens')}"
+    if point.get("host"):  # a fleet sweep's: which host measured it
+        head += f" on {point['host']}"
     if point.get("failed"):
         return f"{head}: failed: {point['failed']}"
     tok_s, accept, cycle = point.get("tok_s"), point.get("accept_len"), point.get("cycle_ms")

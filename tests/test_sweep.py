@@ -254,7 +254,8 @@ async def test_the_sweep_job_runs_on_python_3_8(models, tmp_path):
 
 
 def test_the_done_best_is_the_advisors_and_trees_are_not_modelled(tmp_path):
-    from backend.agent.host.sweep import Sweep, chains_of
+    from backend.agent.host.sweep import Sweep
+    from backend.agent.host.sweep_order import chains_of
 
     def point(steps, topk, tokens, tok_s):
         return {"argv": [], "args": {"steps": steps, "topk": topk, "draft_tokens": tokens}, "tok_s": tok_s}

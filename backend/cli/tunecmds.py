@@ -11,7 +11,7 @@ from backend.bench import DEFAULT_MAX_TOKENS, DEFAULT_REQUESTS
 from backend.cli.common import add_json, connect, emit_json, emit_json_line, load_settings
 from backend.cli.main import command
 from backend.errors import UsageError
-from backend.history import History, Yardstick, measured_baseline
+from backend.history import History, Yardstick, measured_baseline, sync_from_host
 from backend.jobs import get_job
 
 
@@ -67,6 +67,9 @@ def register(sub) -> None:
     p.add_argument("--detach", action="store_true", help="start it and return (follow with `specdeck jobs tail`)")
     p.add_argument("--resume", metavar="ID", help="an earlier sweep job: take over its measured points")
     p.add_argument("--force", action="store_true", help="start despite a failed drafter verdict")
+    p.add_argument(
+        "--fleet", metavar="NAME", help="spread the points over the fleet's identical hosts, one per host at a time"
+    )
     add_json(p)
     p.set_defaults(run=sweep)
 
@@ -122,6 +125,8 @@ async def _plan(conn, args: argparse.Namespace) -> sweep_mod.SweepPlan:
 async def sweep(args: argparse.Namespace) -> int:
     settings = load_settings(args)
     baseline = measured_baseline() or settings.reference.baseline_tok_s
+    if args.fleet:
+        return await _fleet_sweep(args, settings, baseline)
     conn = await connect(args, settings, follow=not args.detach)
     try:
         plan = await _plan(conn, args)
@@ -163,6 +168,10 @@ async def sweep(args: argparse.Namespace) -> int:
                     print(f"started {restored['profile']} again, as the sweep found it", file=sys.stderr)
     finally:
         await conn.close()
+    return _print_done(args, plan, done)
+
+
+def _print_done(args: argparse.Namespace, plan: sweep_mod.SweepPlan, done: dict) -> int:
     if args.json:
         emit_json_line(sweep_mod.public_done(done))
         return 0
@@ -176,3 +185,50 @@ async def sweep(args: argparse.Namespace) -> int:
     if plan.smart:
         print(f"{done['restarts']} restarts for a grid of {done['grid']}: {done['saved']} saved")
     return 0
+
+
+async def _fleet_sweep(args: argparse.Namespace, settings, baseline: float) -> int:
+    """`sweep PROFILE --fleet NAME`: the grid over the fleet's hosts (``backend.fleet_sweep``), followed from
+    here to its end; then every host's runs imported, so `report --sweep ID` has them at once."""
+    from backend import fleet_sweep
+
+    if args.detach or args.resume:
+        raise UsageError("a fleet sweep is driven from here: drop --detach and --resume (or --fleet).")
+    if not args.steps:
+        raise UsageError("give --steps, e.g. --steps 1,2,4.")
+    pairs = fleet_sweep.members_of(settings, args.fleet)
+    plan = await _plan(None, args)
+    conns = []
+    try:
+        for host, _ in pairs:
+            conns.append(await connect(argparse.Namespace(**{**vars(args), "host": host}), settings, follow=True))
+        members = [fleet_sweep.Member(c, port) for c, (_, port) in zip(conns, pairs, strict=True)]
+        names = ", ".join(host for host, _ in pairs)
+        print(f"fleet sweep of {args.profile} over {names}: {len(plan.grid())} points", file=sys.stderr, flush=True)
+
+        def progress(host: str, event: dict) -> None:
+            kind = event.get("event")
+            if args.json:
+                if kind not in sweep_mod.TERMINAL:
+                    out = {k: v for k, v in event.items() if k not in ("acceptance", "per_request")}
+                    emit_json_line({**out, "host": host or None})
+            elif kind == "phase":
+                extra = f" ({event['server_phase']})" if event.get("server_phase") else ""
+                where = f"{host} {sweep_mod.point_name(event)}"
+                print(f"  {where}: {event.get('phase')}{extra}", file=sys.stderr, flush=True)
+            elif kind == "point":
+                print("  " + sweep_mod.point_line({**event, "host": host}), file=sys.stderr, flush=True)
+
+        done = await fleet_sweep.run(
+            members, settings, args.profile, plan, baseline_tok_s=baseline, force=args.force, on_event=progress
+        )
+        with History.open() as history:
+            for conn in conns:
+                await sync_from_host(history, conn)
+    finally:
+        for conn in conns:
+            await conn.close()
+    rc = _print_done(args, plan, done)
+    if not args.json:
+        print(f"report: specdeck report --sweep {done['sweep']}")
+    return rc

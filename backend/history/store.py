@@ -620,10 +620,11 @@ class History:
         return self._summary(row)
 
     def sweep_runs(self, sweep: str) -> list[RunSummary]:
-        """The runs a sweep started (tagged ``sweep`` in their job args; a unique prefix of its id will do),
-        oldest first; UsageError when none is."""
+        """The runs a sweep started (tagged ``sweep`` in their job args, or ``fleet_sweep`` on every host of a
+        fleet sweep; a unique prefix of its id will do), oldest first; UsageError when none is."""
         rows = self.db.execute(
-            f"{self._SUMMARY} WHERE json_extract(r.args, '$.sweep') LIKE ? || '%' GROUP BY r.id ORDER BY r.started",
+            f"{self._SUMMARY} WHERE json_extract(r.args, '$.sweep') LIKE ?1 || '%' "
+            "OR json_extract(r.args, '$.fleet_sweep') LIKE ?1 || '%' GROUP BY r.id ORDER BY r.started",
             (sweep,),
         ).fetchall()
         runs = [self._summary(row) for row in rows]

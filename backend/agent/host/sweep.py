@@ -9,10 +9,10 @@ never gets ready is recorded with its reason and the sweep goes on. At the end t
 the one that was running is started again (its command came with the input), or none. SIGTERM (``jobs.cancel``)
 stops the server the sweep started and ends the sweep.
 
-``smart``: the profile's own point first, then the rest in the order the advisor (``advice.py``) ranks them
-from what was measured so far, until its stop rule holds: at least two distinct step counts measured, the
-per-step cost fitted (never assumed), and the measured best's lower bound above the upper end of every
-remaining prediction. ``best`` is ``advice.best``'s: the fastest, and within noise of it the fewest steps.
+``smart``: the profile's own point first, then as the advisor ranks them until its stop rule holds
+(``sweep_order.py``, which the client's fleet sweep shares). ``fed``: the points come one at a time from the
+client (``sweep.feed``: a point's index, or the end), which spreads one grid over several hosts; the sweep
+waits ``feed_idle_s`` at most for the next, then ends as done (its client is gone), the host left as found.
 
 Events (``events.jsonl``): ``{"event": "phase", "index", "phase", ...}`` as a point moves through stopping,
 starting (with SGLang's startup phase), warming up and benching; ``point`` when one is measured (or
@@ -37,9 +37,11 @@ import os
 import time
 from typing import Dict, List, Optional
 
-from . import advice, jobs, loadgen, serve
+from . import jobs, loadgen, serve
 from .registry import AgentError, Context, method
 from .server_states import STATES as SERVER_STATES
+from .sweep_order import Order
+from .watch import Watch
 
 KIND = "sweep"
 ENV_KEY = "SPECDECK_SWEEP_ENV"
@@ -50,6 +52,8 @@ REQUEST_KEYS = ("spec_histogram", "decode_tok_s", "spec_verify_ct", "spec_propos
 INPUTS = "sweep-inputs"
 RESTORED = "restored.json"  # in the sweep's folder: claimed once by whoever leaves the host as found
 CANCEL_WAIT_S = 8.0  # a cancelled sweep waits this long for its server to go before restoring (cancel waits 15)
+ORDERS = "orders.jsonl"  # in a fed sweep's folder: the points its client asked for, then {"end": true}
+FEED_IDLE_S = 600.0  # a fed sweep given no next point for this long ends: its client is gone
 
 
 def _check(params: dict) -> dict:
@@ -66,8 +70,8 @@ def _check(params: dict) -> dict:
     return params
 
 
-def _events_of(state_dir: str, job_id: str) -> List[dict]:
-    path = os.path.join(jobs.jobs_root(state_dir), job_id, "events.jsonl")
+def _json_lines(path: str) -> List[dict]:
+    """The objects of a JSON-lines file written as it is read (a torn last line is skipped); [] if absent."""
     out = []
     try:
         with open(path) as f:
@@ -81,6 +85,10 @@ def _events_of(state_dir: str, job_id: str) -> List[dict]:
     except OSError:
         pass
     return out
+
+
+def _events_of(state_dir: str, job_id: str) -> List[dict]:
+    return _json_lines(os.path.join(jobs.jobs_root(state_dir), job_id, "events.jsonl"))
 
 
 @method("sweep.start")
@@ -113,6 +121,7 @@ def start(params: dict, ctx) -> dict:
         "port": first.get("port"),
         "points": len(checked["points"]),
         "smart": bool(checked.get("smart")),
+        "fed": bool(checked.get("fed")),
         "resume": resume,
         "grid": [
             [p["args"].get("steps"), p["args"].get("topk"), p["args"].get("draft_tokens")] for p in checked["points"]
@@ -125,24 +134,19 @@ def _job_dir(state_dir: str, job_id: str) -> str:
     return os.path.join(jobs.jobs_root(state_dir), job_id)
 
 
-def chains_of(records: List[dict]) -> List[dict]:
-    """Like with like: the points the advisor models (topk 1, draft tokens = steps + 1)."""
-    return [r for r in records if (r.get("topk") or 1) == 1 and r.get("draft_tokens") in (None, r["steps"] + 1)]
-
-
-class Sweep:
+class Sweep(Order):
     """One sweep's run: the points, what was found, what it started, and its events."""
 
     def __init__(self, params: dict, state_dir: str, job_dir: str, env: Dict[str, Dict[str, str]]) -> None:
-        self.params, self.state_dir, self.job_dir, self.env = params, state_dir, job_dir, env
+        super().__init__(params)
+        self.state_dir, self.job_dir, self.env = state_dir, job_dir, env
         self.id = os.path.basename(job_dir)
         self.events = loadgen._Events(os.path.join(job_dir, "events.jsonl"))
         self.ctx = Context(state_dir, lambda event: None)
-        self.points: List[dict] = params["points"]
-        self.results: Dict[int, dict] = {}
         self.started_job: Optional[str] = None  # the serve job of the current point
         self.bench_job: Optional[str] = None
         self.restarts = 0
+        self.fed = 0  # the client's orders taken so far
 
     def emit(self, event: dict) -> None:
         self.events.write(dict(event, t=round(time.time(), 3)), durable=event.get("event") in ("point", "done"))
@@ -177,7 +181,7 @@ class Sweep:
 
     def measure(self, index: int) -> dict:
         point = self.points[index]
-        args = dict(point["args"], sweep=self.id, point=index)
+        args = dict(point["args"], sweep=self.id, point=index, **self.params.get("tags", {}))
         t0 = time.time()
         self.emit({"event": "phase", "index": index, "phase": "stopping"})
         current = self.running_server()
@@ -232,76 +236,28 @@ class Sweep:
         ]
         return record
 
-    # --- ordering ---
-
-    def measured(self) -> List[dict]:
-        return [r for r in self.results.values() if r.get("tok_s") is not None]
-
-    def steps_of(self, index: int) -> int:
-        return int(self.points[index]["args"]["steps"])
-
-    def assess(self, todo: List[int]) -> dict:
-        """The advisor over the points measured so far (``advice.assess``): rows, the one best, the stop rule
-        for the step counts in ``todo``."""
-        done = self.measured()
-        baseline = float(self.params["baseline_tok_s"])
-        plain = self.params.get("plain_step_ms") or 1000.0 / baseline
-        points = [advice.Point.from_bench(int(r["steps"]), r) for r in chains_of(done)]
-        candidates = sorted({self.steps_of(i) for i in todo})
-        top = max([self.steps_of(i) for i in range(len(self.points))] + [1])
-        return advice.assess(points, plain, baseline, top, candidates=candidates)
-
-    def ranked(self, todo: List[int], assessed: dict) -> List[dict]:
-        """The points in ``todo`` in the order to measure them: the stop rule's next first, then by prediction."""
-        rows = {r["steps"]: r for r in assessed["rows"]}
-        nxt = assessed["stop"]["next"]
-        out = [dict(rows[self.steps_of(i)], index=i) for i in todo]
-        return sorted(out, key=lambda r: (r["steps"] != nxt, -(r["tok_s"] or 0)))
-
-    def best(self) -> Optional[dict]:
-        """The one best measured point (``advice.best``: the fastest, within noise the fewest steps)."""
-        measured = self.measured()
-        if not measured:
-            return None
-        if not chains_of(measured):  # trees (topk > 1): no model to judge noise by, the fastest
-            return dict(max(measured, key=lambda r: r["tok_s"]), tied_with=[])
-        top = self.assess([])["best"]
-        if top is None:
-            return None
-        same = [r for r in chains_of(measured) if int(r["steps"]) == top["steps"]]
-        pick = max(same, key=lambda r: r["tok_s"]) if same else max(measured, key=lambda r: r["tok_s"])
-        return dict(pick, tied_with=top.get("tied_with") or [])
-
     # --- the whole sweep ---
 
     def run(self, finished: Dict[int, dict], found: Optional[dict]) -> int:
-        """Measure the points not ``finished``; ``found`` is the server to leave running at the end."""
+        """Measure the points not ``finished`` (fed: those the client asks for); ``found`` is the server to
+        leave running at the end."""
         self.results.update(finished)
-        todo = [i for i in range(len(self.points)) if i not in finished]
-        if self.params.get("smart") and todo:
-            first = self.params.get("first")
-            todo.sort(key=lambda i: 0 if i == first else 1)
+        fed = bool(self.params.get("fed"))
+        todo = [] if fed else self.first_order(finished)
         self.emit({"event": "plan", "order": todo, "found": found and found["id"], "skipped": sorted(finished)})
         stopped_early = None
-        while todo:
-            if self.params.get("smart") and self.measured():
-                assessed = self.assess(todo)
-                ranked = self.ranked(todo, assessed)
-                stop = assessed["stop"]
-                if stop["can_stop"]:
-                    best = assessed["best"] or {}
-                    stopped_early = {
-                        "best_steps": best.get("steps"),
-                        "best_tok_s_low": best.get("measured_low"),
-                        "why": stop["why"],
-                        "remaining": [r["index"] for r in ranked],
-                        "predicted": [{"steps": r["steps"], "tok_s_high": r["tok_s_high"]} for r in ranked],
-                    }
+        while True:
+            if fed:
+                index = self.next_fed()
+                if index is None:
                     break
-                todo = [r["index"] for r in ranked]
-                public = [{k: v for k, v in r.items() if k != "notes"} for r in ranked]
-                self.emit({"event": "plan", "order": todo, "predicted": public, "why": stop["why"]})
-            index = todo.pop(0)
+            else:
+                todo, plan, stopped_early = self.reorder(todo)
+                if plan is not None:
+                    self.emit(plan)
+                if not todo:
+                    break
+                index = todo.pop(0)
             record = self.measure(index)
             self.results[index] = record
             self.emit(dict(record, event="point"))
@@ -322,6 +278,26 @@ class Sweep:
             }
         )
         return 0
+
+    def next_fed(self) -> Optional[int]:
+        """The next point the client asks for (``sweep.feed``), waiting for it on the folder's file events;
+        None at its end, or when it asked for nothing in ``feed_idle_s`` (it is gone)."""
+        path = os.path.join(self.job_dir, ORDERS)
+        idle = float(self.params.get("feed_idle_s") or FEED_IDLE_S)
+        watch = Watch(jobs.FOLLOW_POLL_S, idle)
+        watch.add(self.job_dir)
+        until = time.monotonic() + idle
+        try:
+            while time.monotonic() < until:
+                orders = _json_lines(path)
+                if len(orders) > self.fed:
+                    order = orders[self.fed]
+                    self.fed += 1
+                    return None if order.get("end") else int(order["index"])
+                watch.wait(self.ctx)
+            return None
+        finally:
+            watch.close()
 
     def leave_as_found(self, found: Optional[dict]) -> None:
         """Stop the last point's server; start the one that was running before, if any (unless another
@@ -393,6 +369,26 @@ def worker_main(argv: List[str]) -> int:
         if gone:  # else the port is still held: the next client to attach restores (sweep.unrestored)
             sweep.leave_as_found(found)
         return 143
+
+
+@method("sweep.feed")
+def feed(params: dict, ctx) -> dict:
+    """Give a running fed sweep its next point (``index``) or its end (``end``: it leaves the host as found)."""
+    job_id = str(params.get("id") or "")
+    folder = _job_dir(ctx.state_dir, job_id)
+    job = jobs.describe(folder) if job_id.startswith(KIND + "-") and "/" not in job_id and os.path.isdir(folder) else {}
+    if not (job.get("args") or {}).get("fed") or job.get("state") not in jobs.ACTIVE:
+        raise AgentError("no running fleet sweep %s on this host" % job_id, "not_found")
+    if params.get("end"):
+        order = {"end": True}
+    else:
+        index = params.get("index")
+        if isinstance(index, bool) or not isinstance(index, int) or not 0 <= index < int(job["args"]["points"]):
+            raise AgentError("sweep %s has no point %r" % (job_id, index), "invalid")
+        order = {"index": index}
+    with open(os.path.join(folder, ORDERS), "a") as f:
+        f.write(json.dumps(order) + "\n")
+    return {"ok": True}
 
 
 @method("sweep.unrestored")

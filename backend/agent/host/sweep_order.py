@@ -1,0 +1,104 @@
+"""Which sweep point to measure next, and which measured point is best: the smart order and its stop rule over
+the points measured so far, shared by the host's sweep job (one point at a time) and the client's fleet sweep
+(one point per host at a time, each next point chosen as the serial sweep would choose its next). Pure:
+registers nothing, so the client imports it. Stdlib only, Python 3.8+.
+
+``smart``: the profile's own point first, then the rest in the order the advisor (``advice.py``) ranks them
+from what was measured so far, until its stop rule holds: at least two distinct step counts measured, the
+per-step cost fitted (never assumed), and the measured best's lower bound above the upper end of every
+remaining prediction. ``best`` is ``advice.best``'s: the fastest, and within noise of it the fewest steps.
+"""
+
+from __future__ import annotations
+
+from typing import Dict, List, Optional, Tuple
+
+from . import advice
+
+
+def chains_of(records: List[dict]) -> List[dict]:
+    """Like with like: the points the advisor models (topk 1, draft tokens = steps + 1)."""
+    return [r for r in records if (r.get("topk") or 1) == 1 and r.get("draft_tokens") in (None, r["steps"] + 1)]
+
+
+class Order:
+    """A sweep's grid (``params["points"]``: each with ``args`` steps/topk/draft_tokens) and its results by
+    point index; ``params`` also holds ``smart``, ``first``, ``baseline_tok_s`` and ``plain_step_ms``."""
+
+    def __init__(self, params: dict) -> None:
+        self.params = params
+        self.points: List[dict] = params["points"]
+        self.results: Dict[int, dict] = {}
+
+    def measured(self) -> List[dict]:
+        return [r for r in self.results.values() if r.get("tok_s") is not None]
+
+    def steps_of(self, index: int) -> int:
+        return int(self.points[index]["args"]["steps"])
+
+    def first_order(self, finished: Dict[int, dict]) -> List[int]:
+        """The points not ``finished``, the profile's own first when smart (nothing is ranked before a point is
+        measured)."""
+        todo = [i for i in range(len(self.points)) if i not in finished]
+        if self.params.get("smart") and todo:
+            first = self.params.get("first")
+            todo.sort(key=lambda i: 0 if i == first else 1)
+        return todo
+
+    def assess(self, todo: List[int]) -> dict:
+        """The advisor over the points measured so far (``advice.assess``): rows, the one best, the stop rule
+        for the step counts in ``todo``."""
+        done = self.measured()
+        baseline = float(self.params["baseline_tok_s"])
+        plain = self.params.get("plain_step_ms") or 1000.0 / baseline
+        points = [advice.Point.from_bench(int(r["steps"]), r) for r in chains_of(done)]
+        candidates = sorted({self.steps_of(i) for i in todo})
+        top = max([self.steps_of(i) for i in range(len(self.points))] + [1])
+        return advice.assess(points, plain, baseline, top, candidates=candidates)
+
+    def ranked(self, todo: List[int], assessed: dict) -> List[dict]:
+        """The points in ``todo`` in the order to measure them: the stop rule's next first, then by prediction."""
+        rows = {r["steps"]: r for r in assessed["rows"]}
+        nxt = assessed["stop"]["next"]
+        out = [dict(rows[self.steps_of(i)], index=i) for i in todo]
+        return sorted(out, key=lambda r: (r["steps"] != nxt, -(r["tok_s"] or 0)))
+
+    def reorder(self, todo: List[int]) -> Tuple[List[int], Optional[dict], Optional[dict]]:
+        """(``todo`` in the order to measure it, the ``plan`` event saying why or None, the ``stopped_early``
+        record when the stop rule holds and nothing in ``todo`` can win); unchanged unless smart with a point
+        measured."""
+        if not (self.params.get("smart") and todo and self.measured()):
+            return todo, None, None
+        assessed = self.assess(todo)
+        ranked = self.ranked(todo, assessed)
+        stop = assessed["stop"]
+        if stop["can_stop"]:
+            best = assessed["best"] or {}
+            return (
+                [],
+                None,
+                {
+                    "best_steps": best.get("steps"),
+                    "best_tok_s_low": best.get("measured_low"),
+                    "why": stop["why"],
+                    "remaining": [r["index"] for r in ranked],
+                    "predicted": [{"steps": r["steps"], "tok_s_high": r["tok_s_high"]} for r in ranked],
+                },
+            )
+        public = [{k: v for k, v in r.items() if k != "notes"} for r in ranked]
+        order = [r["index"] for r in ranked]
+        return order, {"event": "plan", "order": order, "predicted": public, "why": stop["why"]}, None
+
+    def best(self) -> Optional[dict]:
+        """The one best measured point (``advice.best``: the fastest, within noise the fewest steps)."""
+        measured = self.measured()
+        if not measured:
+            return None
+        if not chains_of(measured):  # trees (topk > 1): no model to judge noise by, the fastest
+            return dict(max(measured, key=lambda r: r["tok_s"]), tied_with=[])
+        top = self.assess([])["best"]
+        if top is None:
+            return None
+        same = [r for r in chains_of(measured) if int(r["steps"]) == top["steps"]]
+        pick = max(same, key=lambda r: r["tok_s"]) if same else max(measured, key=lambda r: r["tok_s"])
+        return dict(pick, tied_with=top.get("tied_with") or [])

@@ -1,0 +1,193 @@
+"""Sweeps across a fleet on SIMULATED SGLang hosts (two local hosts, each its own workdir and port): the grid
+spread one point per host at a time, each point tagged with its host in the result and the history, the smart
+order kept across hosts, every host left as found in every ending, and hosts that differ refused up front."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import sys
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from backend import fleet_sweep, serving
+from backend import sweep as sweep_mod
+from backend.connection import Connection
+from backend.errors import UsageError
+from backend.history import History, Yardstick
+from backend.report import sweep_blocks
+from backend.settings import HostConfig, load
+from tests.simhost import EAGLE, make_settings
+from tests.sshd import free_port
+
+FAST = str(Path(__file__).resolve().parents[1] / "backend/sandbox/scenarios/t1-llama31-8b-vllm.json")
+SMALL = {"requests": 2, "max_tokens": 32}
+
+
+def _host(tmp_path: Path, name: str, version: str = "0.5.23") -> HostConfig:
+    return HostConfig(
+        name=name, url="local", python=sys.executable, workdir=str(tmp_path / name), launcher="simulator",
+        sandbox=True, sglang_version=version,
+    )  # fmt: skip
+
+
+@pytest.fixture
+async def pair(tmp_path, models):
+    """Two sandbox hosts of this machine, each on its own port: (members, settings)."""
+    conns = [await Connection.open(_host(tmp_path, name)) for name in ("sim-a", "sim-b")]
+    fast = {"SPECDECK_SIM_SCENARIO": FAST}
+    settings = make_settings(models, aq={"drafter": "aq-medai", **EAGLE, "env": fast}, base={"env": fast})
+    yield [fleet_sweep.Member(c, free_port()) for c in conns], settings
+    for c in conns:
+        for kind in ("sweep", "bench", "serve"):
+            for job in await c.call("jobs.list", kind=kind):
+                if job["state"] == "running":
+                    await c.call("jobs.cancel", id=job["id"], timeout=10)
+        await c.close()
+
+
+async def _found(members, settings) -> dict[str, str]:
+    """Start the baseline on each host on its replica's port; each host's server job id."""
+    jobs = {}
+    for m in members:
+        started = await serving.start(m.conn, settings, replace(settings.profiles["base"], port=m.port))
+        assert (await serving.wait(m.conn, started["job"], within=30))["state"] == "ready"
+        jobs[m.name] = started["job"]
+    return jobs
+
+
+async def _as_found(members, found: dict[str, str]) -> None:
+    """Each host runs the baseline again, on its own port, and nothing of the sweep."""
+    for m in members:
+        status = await serving.wait(m.conn, until=("ready",), within=30)
+        assert status["profile"] == "base" and status["port"] == m.port and status["job"] != found[m.name]
+        running = [j for j in await m.conn.call("jobs.list", kind="serve") if j["state"] == "running"]
+        assert [j["id"] for j in running] == [status["job"]]
+
+
+def _config(path: Path, models: dict, members, settings) -> Path:
+    """The pair's hosts, profiles and a fleet ``f`` of a replica per host, as a config file for the CLI."""
+    hosts = "".join(
+        f'[hosts.{m.name}]\nurl = "local"\npython = {json.dumps(sys.executable)}\n'
+        f'workdir = {json.dumps(m.conn.host.workdir)}\nlauncher = "simulator"\nsandbox = true\n'
+        for m in members
+    )
+    env = "env = { " + ", ".join(f"{k} = {json.dumps(v)}" for k, v in settings.profiles["aq"].env.items()) + " }"
+    replicas = ", ".join(f'{{host = "{m.name}", port = {m.port}}}' for m in members)
+    path.write_text(
+        f"""default_host = "sim-a"\ntarget = {json.dumps(models["target"])}\n{hosts}
+[drafters.aq-medai]\npath = {json.dumps(models["aq-medai"])}
+[profiles.aq]\ndrafter = "aq-medai"\nalgorithm = "EAGLE3"\nsteps = 3\ntopk = 1\ndraft_tokens = 4
+port = {members[0].port}\n{env}
+[profiles.base]\nport = {members[0].port}\n{env}
+[fleets.f]\nprofile = "aq"\nreplicas = [{replicas}]\nrouter = {{port = {free_port()}, prometheus_port = {free_port()}}}
+"""
+    )
+    return path
+
+
+async def test_a_fleet_sweep_spreads_the_grid_tags_each_point_and_leaves_every_host_as_found(pair, models, tmp_path):
+    members, settings = pair
+    found = await _found(members, settings)
+    config = _config(tmp_path / "fleet.toml", models, members, settings)
+    args = ["sweep", "aq", "--fleet", "f", "--steps", "1,2,3", "--requests", "2", "--max-tokens", "32", "--json"]
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "backend.cli.main", "--config", str(config), *args,
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+    )  # fmt: skip
+    out, err = await asyncio.wait_for(proc.communicate(), 120)
+    assert proc.returncode == 0, err.decode()
+    lines = [json.loads(line) for line in out.decode().splitlines()]
+    done = lines[-1]
+    assert [p["steps"] for p in done["points"]] == [1, 2, 3] and done["restarts"] == 3
+    assert all(p["tok_s"] > 0 and "failed" not in p for p in done["points"])
+    by_host = {m.name: [p["steps"] for p in done["points"] if p["host"] == m.name] for m in members}
+    assert sorted(map(len, by_host.values())) == [1, 2], by_host  # one point per host at a time
+    # Both hosts measured at once: host b was benching its first point before host a's first ended.
+    a_first_point = next(i for i, e in enumerate(lines) if e.get("host") == "sim-a" and e.get("event") == "point")
+    b_first_bench = next(i for i, e in enumerate(lines) if e.get("host") == "sim-b" and e.get("phase") == "benching")
+    assert b_first_bench < a_first_point
+    await _as_found(members, found)
+
+    # The CLI imported every host's runs: the report's sweep table says which host measured each point.
+    with History.open() as history:
+        runs = history.sweep_runs(done["sweep"])
+    assert sorted(r.host for r in runs) == sorted(p["host"] for p in done["points"])
+    table = sweep_blocks(runs, Yardstick(82.0, 30.0), done["sweep"])[1]
+    hosts = {(row[0], row[table.headers.index("host")]) for row in table.rows}
+    assert hosts == {(str(p["steps"]), p["host"]) for p in done["points"]}
+
+    settings = load(str(config))
+    assert fleet_sweep.members_of(settings, "f") == [(m.name, m.port) for m in members]
+    with pytest.raises(UsageError, match="no fleet named 'nope' \\(have: f\\)"):
+        fleet_sweep.members_of(settings, "nope")
+    both = replace(settings.fleets["f"], replicas=(settings.fleets["f"].replicas[0],) * 2)
+    with pytest.raises(UsageError, match="two replicas on host sim-a"):
+        fleet_sweep.members_of(replace(settings, fleets={"f": both}), "f")
+
+
+async def test_a_replica_killed_mid_sweep_fails_its_point_and_every_host_is_left_as_found(pair):
+    members, settings = pair
+    found = await _found(members, settings)
+    benching = asyncio.Event()
+
+    def on_event(host: str, event: dict) -> None:
+        if host == "sim-b" and event.get("phase") == "benching" and not benching.is_set():
+            benching.set()
+
+    async def kill_b() -> None:
+        await benching.wait()
+        status = await serving.status(members[1].conn)
+        os.kill(status["pid"], signal.SIGKILL)
+
+    killer = asyncio.create_task(kill_b())
+    plan = sweep_mod.SweepPlan((1, 2, 3), **SMALL)
+    done = await asyncio.wait_for(
+        fleet_sweep.run(members, settings, "aq", plan, baseline_tok_s=82.0, on_event=on_event), 120
+    )
+    await killer
+    failed = [p for p in done["points"] if p.get("failed")]
+    assert [p["host"] for p in failed] == ["sim-b"] and len(done["points"]) == 3
+    assert all(p["tok_s"] > 0 for p in done["points"] if not p.get("failed"))
+    await _as_found(members, found)
+
+
+async def test_a_cancelled_fleet_sweep_leaves_every_host_as_found(pair):
+    members, settings = pair  # found with nothing running: nothing runs after (the serial tests restore one)
+    both = asyncio.Event()
+    benching: set[str] = set()
+
+    def on_event(host: str, event: dict) -> None:
+        if event.get("phase") == "benching":
+            benching.add(host)
+            if len(benching) == 2:
+                both.set()
+
+    plan = sweep_mod.SweepPlan((1, 2, 3), **SMALL)
+    run = asyncio.create_task(fleet_sweep.run(members, settings, "aq", plan, baseline_tok_s=82.0, on_event=on_event))
+    await asyncio.wait_for(both.wait(), 60)
+    run.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await run
+    for m in members:
+        jobs = await m.conn.call("jobs.list")
+        assert [j["id"] for j in jobs if j["state"] == "running" and j["kind"] in ("serve", "sweep", "bench")] == []
+
+
+async def test_hosts_that_differ_are_refused_before_anything_starts(pair, tmp_path):
+    members, settings = pair
+    other = await Connection.open(_host(tmp_path, "sim-old", "0.5.6"))
+    try:
+        plan = sweep_mod.SweepPlan((1, 2), **SMALL)
+        with pytest.raises(UsageError, match="sim-a and sim-old run different SGLang releases"):
+            await fleet_sweep.run([members[0], fleet_sweep.Member(other)], settings, "aq", plan, baseline_tok_s=82.0)
+        for conn in (members[0].conn, other):
+            assert await conn.call("jobs.list", kind="sweep") == []
+    finally:
+        await other.close()
+    a, b = (fleet_sweep.host_facts.HostFacts(n, ("NVIDIA H200",) * k, "0.5.23") for n, k in (("a", 8), ("b", 4)))
+    assert "differ in GPUs (8× NVIDIA H200 vs 4× NVIDIA H200)" in fleet_sweep.host_facts.difference([a, b])
