@@ -208,7 +208,13 @@ async def _replica_view(links: FleetLinks, replica: ReplicaConfig) -> tuple[dict
     if wire.get("state") not in ("ready", "starting"):
         return wire, None
     page = await _http(conn, f"http://127.0.0.1:{replica.port}/metrics")
-    return wire, prometheus.read_scrape(page.get("text") or "") if page.get("status") == 200 else None
+    if page.get("status") != 200:
+        return wire, None
+    return wire, prometheus.read_scrape(prometheus.only_families(page.get("text") or "", _FIGURES))
+
+
+# The gauges a replica's row shows: the page's other families (its histograms above all) are most of its parse.
+_FIGURES = ("sglang:gen_throughput", "sglang:num_running_reqs", "sglang:num_queue_reqs", "sglang:spec_accept_length")
 
 
 def _replica_status(

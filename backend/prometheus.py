@@ -148,6 +148,17 @@ def _first(rows: list[Series], key: str) -> float | None:
     return next((s.values[key] for s in rows if key in s.values), None)
 
 
+def only_families(text: str, names: tuple[str, ...]) -> str:
+    """The lines of exposition ``text`` that belong to families named ``names`` (a prefix match: a longer
+    name that begins with one is kept, and left to the reader to tell apart)."""
+    keep = [
+        line
+        for line in text.splitlines()
+        if line.startswith(names) or (line.startswith(("# HELP ", "# TYPE ")) and line[7:].startswith(names))
+    ]
+    return "\n".join(keep) + "\n"
+
+
 def read_scrape(text: str) -> Scrape:
     """Every SGLang series on a /metrics page and what they say of the whole engine (see the module's rules)."""
     by_key: dict[SeriesKey, Series] = {}

@@ -7,6 +7,8 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 
+_READ = ("smg_worker_health", "smg_worker_requests_active", "smg_router_requests_total", "smg_router_request_errors")
+
 
 @dataclass(frozen=True)
 class RouterView:
@@ -51,8 +53,10 @@ def read(workers_json: str | None, metrics_text: str | None) -> RouterView:
     if metrics_text:
         from prometheus_client.parser import text_string_to_metric_families
 
+        from backend.prometheus import only_families
+
         try:
-            for family in text_string_to_metric_families(metrics_text):
+            for family in text_string_to_metric_families(only_families(metrics_text, _READ)):
                 for sample in family.samples:
                     worker = (sample.labels.get("worker") or "").rstrip("/")
                     if sample.name == "smg_worker_health" and worker:
