@@ -18,7 +18,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from backend.agent.client import AgentClient
-from backend.agent.host.quantiles import quantiles
+from backend.agent.host.quantiles import round_trips
 from backend.errors import ConnectionBlocked, ConnectionFailed, UsageError
 from backend.settings import HostConfig, Settings, ssh_url_problem
 
@@ -342,8 +342,7 @@ class Connection:
             t0 = time.perf_counter()
             await self.call("ping", deadline=10)
             times.append((time.perf_counter() - t0) * 1000)
-        median, p95 = quantiles(times, (0.5, 0.95))
-        return {"median": round(median, 3), "p95": round(p95, 3), "samples": len(times)}
+        return round_trips(times)
 
 
 async def open_host(settings: Settings, spec: str | None, shared: bool = False, **overrides: Any) -> Connection:

@@ -43,6 +43,13 @@ async def connect(args: argparse.Namespace, settings: Settings | None = None, *,
     )
     if conn.note:
         print(f"specdeck: {conn.note}", file=sys.stderr)
+    if conn.shared and conn.agent is not None:
+        from backend.cli import resolved
+        from backend.transport.base import shell_command
+        from backend.transport.control import persist_s
+
+        if persist_s() > 0:  # a master is used or left behind: the next one-shot command can find it
+            resolved.remember(args, conn.host, shell_command(conn.agent.start_argv()))
     if follow:
         conn.on_state(_Reconnects())
         conn.supervise(give_up_after=FOLLOW_RECONNECTS)

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import argparse
+import sys
 import time
 from typing import TYPE_CHECKING
 
 from backend.agent.host.units import duration
 from backend.cli.common import add_json, connect, emit_json, load_settings
 from backend.cli.main import command
+from backend.cli.pingview import ping_report, render_ping
 from backend.errors import UsageError
 
 if TYPE_CHECKING:  # backend.jobs is imported by the jobs commands themselves: `ping` goes without it
@@ -61,30 +63,7 @@ async def ping(args: argparse.Namespace) -> int:
         rtt = await conn.ping(args.count)
     finally:
         await conn.close()
-    out = {
-        "host": conn.host.name,
-        "hostname": info["hostname"],
-        "python": info["python"],
-        "platform": info["platform"],
-        "rtt_ms": {"median": rtt["median"], "p95": rtt["p95"]},
-        "versions": info["versions"],
-        "gpus": info["gpus"],
-        "job_ownership": info.get("job_ownership"),
-    }
-    if args.json:
-        emit_json(out)
-        return 0
-    print(f"{out['host']} ({out['hostname']}): agent round trip {rtt['median']:.2f} ms median, {rtt['p95']:.2f} ms p95")
-    print(f"  python {out['python']} on {out['platform']}")
-    libs = ", ".join(f"{k} {v}" if v else f"{k} missing" for k, v in out["versions"].items())
-    print(f"  {libs}")
-    if out["job_ownership"]:
-        print(f"  {out['job_ownership']}")
-    if out["gpus"]:
-        for g in out["gpus"]:
-            print(f"  GPU{g['index']} {g['name']}: {g['memory_used_mib']:.0f}/{g['memory_total_mib']:.0f} MiB")
-    else:
-        print("  no GPUs (nvidia-smi not found)")
+    sys.stdout.write(render_ping(ping_report(conn.host.name, info, rtt), args.json))
     return 0
 
 

@@ -19,12 +19,8 @@ master killed -9), the command connects directly and says why when it is not the
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import json
 import os
-import socket
-import stat
-import struct
 import subprocess
 import sys
 from collections.abc import Sequence
@@ -32,80 +28,27 @@ from collections.abc import Sequence
 from backend.errors import ConnectionFailed
 from backend.settings import HostConfig
 from backend.transport.base import RunResult, shell_command
-
-DEFAULT_PERSIST_S = 600.0
-HELLO_TIMEOUT_S = 5.0
-# One frame each way after the request line: a kind byte and a length, then the bytes.
-FRAME = struct.Struct(">cI")
-STDIN, STDIN_EOF = b"i", b"e"  # client → master
-STDOUT, STDERR, EXIT = b"o", b"r", b"x"  # master → client
-
-
-class NoMaster(Exception):
-    """No master is listening for this host (none started yet, or a stale socket): connect directly."""
-
-
-class Unusable(Exception):
-    """A socket or folder that must not be used (another user's, open to others): connect directly, say why."""
-
-
-def persist_s() -> float:
-    """How long a master waits idle (``SPECDECK_PERSIST`` seconds, 0 = no masters)."""
-    raw = os.environ.get("SPECDECK_PERSIST", "")
-    try:
-        return max(0.0, float(raw)) if raw else DEFAULT_PERSIST_S
-    except ValueError:
-        return DEFAULT_PERSIST_S
-
-
-def runtime_dir(create: bool = True) -> str:
-    """This user's folder for control sockets, checked: a directory (no link), owned by us, closed to others."""
-    base = os.environ.get("XDG_RUNTIME_DIR")
-    path = os.path.join(base, "specdeck") if base and os.path.isdir(base) else f"/tmp/specdeck-{os.getuid()}"
-    if create:
-        try:
-            os.mkdir(path, 0o700)
-        except FileExistsError:
-            pass
-        except OSError as exc:
-            raise Unusable(f"cannot create {path}: {exc.strerror}") from None
-    try:
-        st = os.lstat(path)
-    except FileNotFoundError:
-        raise NoMaster(path) from None
-    if not stat.S_ISDIR(st.st_mode):
-        raise Unusable(f"{path} is not a directory")
-    if st.st_uid != os.getuid():
-        raise Unusable(f"{path} belongs to uid {st.st_uid}, not to you")
-    if st.st_mode & 0o077:
-        raise Unusable(f"{path} is open to other users (mode {stat.S_IMODE(st.st_mode):o})")
-    return path
-
-
-def socket_path(host: HostConfig, create: bool = True) -> str:
-    """The control socket of ``host``: one per address, identity and known_hosts (a different --identity or
-    --known-hosts is a different connection, with its own checks)."""
-    key = "\0".join([host.url, host.identity or "", host.known_hosts or ""])
-    digest = hashlib.sha256(key.encode()).hexdigest()[:20]
-    return os.path.join(runtime_dir(create), f"ssh-{digest}.sock")
-
-
-def peer_uid(sock: socket.socket) -> int:
-    """The uid of the process at the other end of a unix socket."""
-    creds = sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
-    return struct.unpack("3i", creds)[1]
+from backend.transport.controlsock import (
+    EXIT,
+    FRAME,
+    HELLO_TIMEOUT_S,
+    STDERR,
+    STDIN,
+    STDIN_EOF,
+    STDOUT,
+    NoMaster,
+    Unusable,
+    check_socket,
+    peer_uid,
+    persist_s,
+    runtime_dir,
+    socket_path,
+)
 
 
 async def _open(path: str) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
     """A connection to the master at ``path``, after checking the socket and its process are ours."""
-    try:
-        st = os.lstat(path)
-    except FileNotFoundError:
-        raise NoMaster("none started") from None
-    if not stat.S_ISSOCK(st.st_mode):
-        raise Unusable(f"{path} is not a socket")
-    if st.st_uid != os.getuid():
-        raise Unusable(f"{path} belongs to uid {st.st_uid}, not to you")
+    check_socket(path)
     try:
         reader, writer = await asyncio.open_unix_connection(path, limit=64 << 20)
     except (ConnectionRefusedError, FileNotFoundError):

@@ -17,8 +17,7 @@ import os
 import sys
 import time
 
-from backend.transport import control
-from backend.transport.control import EXIT, FRAME, STDERR, STDIN, STDIN_EOF, STDOUT
+from backend.transport.controlsock import EXIT, FRAME, STDERR, STDIN, STDIN_EOF, STDOUT, peer_uid
 from backend.transport.ssh import SSHTransport
 
 
@@ -137,7 +136,7 @@ class Master:
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         self.clients += 1
         try:
-            if control.peer_uid(writer.get_extra_info("socket")) != os.getuid():
+            if peer_uid(writer.get_extra_info("socket")) != os.getuid():
                 return
             line = await reader.readline()
             req = json.loads(line) if line else {}

@@ -288,10 +288,13 @@ def platform_text() -> str:
 
 
 def warm() -> None:
-    """What the first ``info`` would wait for (20-70 ms each), done as the agent starts: a kept connection's
-    next agent (backend/transport/master.py) has it ready before a command asks."""
+    """What the first ``info`` would wait for (10-70 ms each), done as the agent starts: a kept connection's
+    next agent (backend/transport/master.py) has it ready before a command asks. The GPU figures themselves
+    are read when asked; only the library is loaded here."""
     platform_text()
     library_versions()
+    _nvml()
+    ownership.method_in_use()  # its cgroup probe (a throwaway process) is remembered
 
 
 @method("info")
