@@ -26,6 +26,7 @@ from backend import sweep as sweep_mod
 from backend.agent.host.sweep_order import Order
 from backend.connection import Connection
 from backend.errors import OperationFailed, UsageError
+from backend.fleet import get_fleet
 from backend.jobs import JobInfo, get_job
 from backend.settings import Settings
 
@@ -45,14 +46,10 @@ class Member:
 
 
 def members_of(settings: Settings, fleet: str) -> list[tuple[str, int]]:
-    """(host, port) of each replica of fleet ``fleet``; UsageError when there is no such fleet, or when two
+    """(host, port) of each replica of fleet ``fleet``; UsageError when there is no such fleet or when two
     replicas share a host (a sweep restarts its host's one server: give it one replica per host)."""
-    fleets = settings.fleets
-    if fleet not in fleets:
-        have = ", ".join(fleets) or "none configured"
-        raise UsageError(f"no fleet named {fleet!r} (have: {have}): configure it under [fleets.{fleet}].")
     out: list[tuple[str, int]] = []
-    for replica in fleets[fleet].replicas:
+    for replica in get_fleet(settings, fleet).replicas:
         if any(host == replica.host for host, _ in out):
             raise UsageError(
                 f"fleet {fleet} has two replicas on host {replica.host}: a sweep measures one point per host at "

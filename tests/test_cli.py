@@ -143,7 +143,7 @@ def test_ping_and_jobs_local_json():
 
 def test_sandbox_up_and_down(sshd):
     out = json.loads(cli("sandbox", "up", "--json").stdout)
-    assert [h["name"] for h in out["hosts"]] == ["sandbox"]  # one host unless asked for more
+    assert [h["name"] for h in out["hosts"]] == ["sandbox"] and out["fleet"] is None  # one host unless asked
     cfg = settings_mod.load(out["config"])
     host = cfg.hosts["sandbox"]
     assert host.sandbox and host.launcher == "simulator" and host.hub_endpoint.startswith("http://127.0.0.1:")
@@ -157,6 +157,9 @@ def test_sandbox_up_and_down(sshd):
     again = json.loads(cli("sandbox", "up", "--hosts", "2", *route, "--json").stdout)
     assert again["hub"] == out["hub"]
     assert [(h["name"], h["url"]) for h in again["hosts"]] == [("sandbox", "local"), ("sandbox-2", sshd.url)]
+    assert (
+        again["fleet"]["replicas"] == ["sandbox:30000", "sandbox-2:30010"] and not again["fleet"]["router"]["simulated"]
+    )
     second = settings_mod.load(out["config"]).hosts["sandbox-2"]
     assert second.url == sshd.url and second.workdir != host.workdir and second.hub_endpoint == host.hub_endpoint
     jobs = json.loads(cli("jobs", "--config", out["config"], "--json").stdout)

@@ -123,7 +123,7 @@ async def test_a_fleet_sweep_spreads_the_grid_tags_each_point_and_leaves_every_h
 
     settings = load(str(config))
     assert fleet_sweep.members_of(settings, "f") == [(m.name, m.port) for m in members]
-    with pytest.raises(UsageError, match="no fleet named 'nope' \\(have: f\\)"):
+    with pytest.raises(UsageError, match="no fleet named 'nope' \\(configured: f;"):
         fleet_sweep.members_of(settings, "nope")
     both = replace(settings.fleets["f"], replicas=(settings.fleets["f"].replicas[0],) * 2)
     with pytest.raises(UsageError, match="two replicas on host sim-a"):

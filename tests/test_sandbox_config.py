@@ -40,12 +40,26 @@ def test_hosts_each_get_a_workdir_and_the_config_follows_their_count(tmp_path):
     assert hosts["sandbox-3"].url == route.url and hosts["sandbox-3"].identity == "/k/id"
     assert hosts["sandbox-3"].launcher == "simulator" and hosts["sandbox-2"].workdir == str(tmp_path / "host-2")
     assert environment.configured_count(layout) == 3
+    # Two hosts or more are a fleet of their own: a replica per host on its own port, the real router in front.
+    fleet = load(str(layout.config)).fleets["sandbox"]
+    assert [(r.host, r.port) for r in fleet.replicas] == [
+        ("sandbox", 30000),
+        ("sandbox-2", 30010),
+        ("sandbox-3", 30020),
+    ]
+    assert fleet.router.host == "sandbox" and load(str(layout.config)).to_json()["fleets"]["sandbox"]
+    edited = layout.config.read_text().replace("port = 8000", "port = 8100")  # the operator moved the router
+    layout.config.write_text(edited)
+    assert environment.write_config(layout, "http://127.0.0.1:1111", "0.5.23", three[:2])
+    fleet = load(str(layout.config)).fleets["sandbox"]
+    assert [r.host for r in fleet.replicas] == ["sandbox", "sandbox-2"] and fleet.router.port == 8100
 
     # The operator's own host stays when the sandbox shrinks; its own extra hosts go.
     layout.config.write_text(layout.config.read_text() + '\n[hosts.sandbox-gpu]\nurl = "local"\nsandbox = true\n')
     assert environment.write_config(layout, "http://127.0.0.1:1111", "0.5.23", environment.sandbox_hosts(layout, 1))
     assert set(load(str(layout.config)).hosts) >= {"sandbox", "sandbox-gpu"}
     assert "sandbox-2" not in load(str(layout.config)).hosts and environment.configured_count(layout) == 1
+    assert load(str(layout.config)).fleets == {}  # one host: no fleet
 
     for bad, why in ((lambda: environment.sandbox_hosts(layout, 0), "at least 1"),
                      (lambda: environment.sandbox_hosts(layout, 1, route), "--hosts 2"),

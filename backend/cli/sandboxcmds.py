@@ -88,6 +88,13 @@ async def up(args: argparse.Namespace) -> int:
             f"{h['name']} ({'local' if h['url'] == 'local' else 'via ' + h['url']})" for h in out["hosts"]
         )
         print(f"sandbox up: host{'s' * (len(out['hosts']) > 1)} {names}, {simulated}, hub {out['hub']['url']}")
+        fleet = out["fleet"]
+        if fleet:
+            router = fleet["router"]
+            print(
+                f"fleet {fleet['name']}: {', '.join(fleet['replicas'])} (SIMULATED SGLang) behind the real "
+                f"sglang-router on {router['host']}:{router['port']} (`specdeck fleet up {fleet['name']}`)"
+            )
         print(f"scenario: {out['scenario'] or 'the operator’s (82 tok/s, 24 + 3k ms cycles)'}")
         print(f"config: {out['config']}")
         print(f"try: specdeck --config {out['config']} ping")

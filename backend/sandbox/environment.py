@@ -220,6 +220,31 @@ epochs = 4
 log_interval = 10
 save_interval = 100
 eval_interval = 100
+{fleet_table(hosts or sandbox_hosts(layout))}"""
+
+
+FLEET_NAME = "sandbox"
+FLEET_PROFILE = "eagle3-ours"  # its drafter is on the sandbox from the start (aq-medai is downloaded first)
+REPLICA_PORT = 30000  # the first host's replica; each next host's 10 ports on (they share this machine's ports)
+ROUTER_PORT = 8000
+
+
+def replica_port(number: int) -> int:
+    return REPLICA_PORT + 10 * (number - 1)
+
+
+def fleet_table(hosts: list[SandboxHost]) -> str:
+    """``[fleets.sandbox]`` for two hosts or more: a replica per host behind the real sglang-router (on the
+    first host); "" for one."""
+    if len(hosts) < 2:
+        return ""
+    replicas = ", ".join(f'{{host = "{h.name}", port = {replica_port(i)}}}' for i, h in enumerate(hosts, 1))
+    return f"""
+# The hosts as one fleet: a replica per host (SIMULATED SGLang) behind the real sglang-router (not simulated).
+[fleets.{FLEET_NAME}]
+profile = "{FLEET_PROFILE}"
+replicas = [{replicas}]
+router = {{host = "{HOST_NAME}", port = {ROUTER_PORT}}}
 """
 
 
@@ -267,6 +292,7 @@ def write_config(
                 host[key] = new_host[key]
             else:
                 host.pop(key, None)
+    _refresh_fleet(doc, fresh)
     for table in ("drafters", "trainings"):
         mine = doc.setdefault(table, tomlkit.table())
         for name, values in fresh[table].items():  # type: ignore[union-attr]
@@ -278,6 +304,26 @@ def write_config(
         return False
     layout.config.write_text(tomlkit.dumps(doc))
     return True
+
+
+def _refresh_fleet(doc, fresh) -> None:
+    """The sandbox's fleet follows its hosts: added with the second host, its replicas redone when the hosts
+    changed (its profile and router as the operator left them), dropped with one host left."""
+    want = (fresh.get("fleets") or {}).get(FLEET_NAME)
+    fleets = doc.get("fleets")
+    have = fleets.get(FLEET_NAME) if isinstance(fleets, dict) else None
+    if want is None:
+        if have is not None:
+            del fleets[FLEET_NAME]  # type: ignore[union-attr]
+            if not fleets:
+                del doc["fleets"]
+        return
+    if not isinstance(have, dict):
+        doc.setdefault("fleets", tomlkit.table(is_super_table=True))[FLEET_NAME] = want
+        return
+    hosts = [r.get("host") for r in have.get("replicas") or [] if isinstance(r, dict)]
+    if hosts != [r["host"] for r in want["replicas"]]:
+        have["replicas"] = want["replicas"]
 
 
 def _configured_hosts(layout: Layout) -> dict:
@@ -373,7 +419,23 @@ async def up(
         "drafters": {"ours": str(layout.ours), "aq-medai": str(layout.aq)},
         "hub": hub,
         "scenario": in_use,
-        "simulated": True,
+        "simulated": True,  # the SGLang of every host; the fleet's router is the real one
+        "fleet": _fleet_summary(layout),
+    }
+
+
+def _fleet_summary(layout: Layout) -> dict | None:
+    """The sandbox's fleet as configured (the operator may have edited it): name, replicas, router; None
+    with one host."""
+    from backend.settings import load
+
+    fleet = load(str(layout.config)).fleets.get(FLEET_NAME)
+    if fleet is None:
+        return None
+    return {
+        "name": fleet.name,
+        "replicas": [f"{r.host}:{r.port}" for r in fleet.replicas],
+        "router": {"host": fleet.router.host, "port": fleet.router.port, "simulated": False},
     }
 
 
