@@ -446,7 +446,7 @@ async def up(links: FleetLinks, *, force: bool = False, on_event: Callable[[str]
         await asyncio.gather(*(ready(r) for r in fleet.replicas))
         await _start_router(links, say)
     except BaseException:
-        await asyncio.gather(*(_stop_replica(links, r) for r in started), return_exceptions=True)
+        await asyncio.gather(*(stop_replica(links, r) for r in started), return_exceptions=True)
         raise
     return await status(links)
 
@@ -493,7 +493,8 @@ async def _router_ready(conn: Connection, job: JobInfo, workers: int) -> None:
         await asyncio.sleep(ROUTER_POLL_S)
 
 
-async def _stop_replica(links: FleetLinks, replica: ReplicaConfig) -> None:
+async def stop_replica(links: FleetLinks, replica: ReplicaConfig) -> None:
+    """Stop one replica's server (the router marks it unhealthy at its next health check)."""
     from backend import serving
 
     await serving.stop(links.conn(replica.host), port=replica.port)
@@ -518,7 +519,7 @@ async def down(links: FleetLinks) -> list[str]:
         stopped.append("router")
     views = await asyncio.gather(*(_replica_view(links, r) for r in fleet.replicas))
     alive = [r for r, (wire, _) in zip(fleet.replicas, views, strict=True) if wire.get("state") in _ALIVE]
-    await asyncio.gather(*(_stop_replica(links, r) for r in alive))
+    await asyncio.gather(*(stop_replica(links, r) for r in alive))
     return stopped + [replica_label(r) for r in alive]
 
 
@@ -539,35 +540,36 @@ async def bench(links: FleetLinks, plan: BenchPlan, on_progress: Callable[[dict]
 
 # --- imbalance --------------------------------------------------------------------------------------------
 
-LAG_FRACTION = 0.25  # a replica lags when its tok/s per stream is this far under the others' median …
-MIN_STREAMS = 2  # … and each compared replica has at least this many running streams (fewer: noise)
-QUEUE_LAG = 4  # or when it queues this many more requests than the least-queued replica
+# vllm-htop's rules for vLLM replicas (its imbalance and load-balance checks), read for SGLang's figures: an
+# outlier against the median, so one idle or bursty replica cannot fake an alert.
+OUTLIER_RATIO = 1.5  # slow decode: the median tok/s per stream over this replica's (its TPOT p95 over the median)
+QUEUE_SPREAD = 3  # and queue skew: more than this many requests beyond the least-queued replica, and …
+MIN_STREAMS = 2  # tok/s per stream is compared only where each replica runs this many streams (fewer: noise)
 
 
 def imbalance(replicas: list[ReplicaStatus]) -> Imbalance:
-    """Which replica lags (by tok/s per stream, then by queue), or balanced; says when it cannot tell."""
+    """The replica that lags (gone or unhealthy first, then by queue, then by tok/s per stream), or balanced;
+    says so when the load is too light to tell."""
     gone = [r for r in replicas if not r.healthy]
     if gone:
         worst = gone[0]
         why = "is gone" if worst.state not in ("ready", "starting") else "is unhealthy as the router sees it"
         return Imbalance(f"{worst.label} {why}", worst.url)
-    measured = [r for r in replicas if r.tok_s is not None and (r.running or 0) >= MIN_STREAMS]
     queues = [r for r in replicas if r.queued is not None]
     if len(queues) >= 2:
         most = max(queues, key=lambda r: r.queued or 0)
         least = min(queues, key=lambda r: r.queued or 0)
-        if (most.queued or 0) - (least.queued or 0) >= QUEUE_LAG:
-            return Imbalance(
-                f"{most.label} lags: {most.queued} queued against {least.queued} on {least.label}",
-                most.url,
-            )
+        median = statistics.median(r.queued or 0 for r in queues)
+        deep, shallow = most.queued or 0, least.queued or 0
+        if deep - shallow > QUEUE_SPREAD and deep > OUTLIER_RATIO * max(1.0, median):
+            return Imbalance(f"{most.label} lags: {deep} queued against {shallow} on {least.label}", most.url)
+    measured = [r for r in replicas if r.tok_s is not None and (r.running or 0) >= MIN_STREAMS]
     if len(measured) < 2:
         return Imbalance(f"too little load to judge (needs {MIN_STREAMS}+ running streams on 2+ replicas)")
     median = statistics.median(r.tok_s or 0.0 for r in measured)
     slow = min(measured, key=lambda r: r.tok_s or 0.0)
-    if (slow.tok_s or 0.0) < median * (1 - LAG_FRACTION):
+    if median > OUTLIER_RATIO * (slow.tok_s or 0.0):
         return Imbalance(
-            f"{slow.label} lags: {slow.tok_s:.1f} tok/s per stream against the median {median:.1f}",
-            slow.url,
+            f"{slow.label} lags: {slow.tok_s:.1f} tok/s per stream against the median {median:.1f}", slow.url
         )
     return Imbalance("balanced")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import subprocess
 import sys
@@ -207,14 +208,22 @@ def fleet_ports() -> dict[str, int]:
     return {k: free_port() for k in ("a", "b", "router", "prom")}
 
 
-def test_fleet_up_status_bench_kill_down(tmp_path, models, fleet_ports):
-    """The real router (PyPI sglang-router 0.3.2) registers both simulated replicas, routes a bench, and a
-    replica killed with SIGKILL reads as gone (unhealthy, named by the verdict) until the fleet is stopped."""
+async def test_fleet_up_status_bench_kill_down(tmp_path, models, fleet_ports):
+    """The real router (PyPI sglang-router 0.3.2) registers both simulated replicas and routes a bench; a replica
+    killed with SIGKILL reads as gone (unhealthy, named by the verdict), a killed router as not running, until
+    the fleet is stopped. The CLI starts, benches and stops; the status polls are the backend call it makes."""
     import os
     import signal
     import time
 
     from tests.simhost import process_gone, specdeck
+
+    async def until(links, done, what: str) -> dict:
+        deadline = time.monotonic() + 60
+        while not done(st := (await fleet.status(links)).to_json()):
+            assert time.monotonic() < deadline, (what, st)
+            await asyncio.sleep(0.02)
+        return st
 
     config = fleet_config(tmp_path, models, fleet_ports)
     up = json.loads(specdeck(config, "fleet", "up", "pair", "--json").stdout)
@@ -222,35 +231,18 @@ def test_fleet_up_status_bench_kill_down(tmp_path, models, fleet_ports):
     assert [r["state"] for r in up["replicas"]] == ["ready", "ready"]
     assert [r["healthy"] for r in up["replicas"]] == [True, True]
     router_pid = up["router"]["pid"]
+    bench_args = ("--requests", "4", "--max-tokens", "24", "--concurrency", "2", "--json")
+    links = await fleet.FleetLinks.open(settings_mod.load(config), "pair")
     try:
-        bench = json.loads(
-            specdeck(
-                config,
-                "fleet",
-                "bench",
-                "pair",
-                "--requests",
-                "4",
-                "--max-tokens",
-                "24",
-                "--concurrency",
-                "2",
-                "--json",
-            ).stdout
-        )
+        bench = json.loads(specdeck(config, "fleet", "bench", "pair", *bench_args).stdout)
         assert bench["requests"] == 4 and bench["tok_s"] > 0, bench
-        st = json.loads(specdeck(config, "fleet", "status", "pair", "--json").stdout)
+        st = (await fleet.status(links)).to_json()
         assert st["router"]["requests_total"] >= 4  # the bench went through the router
-        assert all(r["accept_len"] is not None for r in st["replicas"]), json.dumps(st)  # each served some
+        assert all(r["accept_len"] is not None for r in st["replicas"]), st  # each replica served some of it
 
         victim = st["replicas"][1]
         os.kill(victim["pid"], signal.SIGKILL)
-        deadline = time.monotonic() + 60
-        while True:
-            st = json.loads(specdeck(config, "fleet", "status", "pair", "--json").stdout)
-            if st["replicas"][1]["state"] not in ("ready", "starting"):
-                break
-            assert time.monotonic() < deadline, st
+        st = await until(links, lambda st: st["replicas"][1]["state"] not in ("ready", "starting"), "replica gone")
         gone = st["replicas"][1]
         assert gone["healthy"] is False and gone["pid"] is None, gone
         assert st["imbalance"] == {"verdict": f"sim-b:{fleet_ports['b']} is gone", "lagging": victim["url"]}
@@ -260,10 +252,18 @@ def test_fleet_up_status_bench_kill_down(tmp_path, models, fleet_ports):
 
         asked = specdeck(config, "fleet", "down", "pair", rc=2)  # a live fleet, no terminal to ask on
         assert "pass --yes" in asked.stderr and not process_gone(router_pid)
+
+        os.kill(router_pid, signal.SIGKILL)  # the router itself: not healthy, no pid; the replica lives on, unseen
+        st = await until(links, lambda st: st["router"]["pid"] is None, "router gone")
+        assert st["router"]["healthy"] is False and "not running" in st["router"]["error"]
+        assert st["replicas"][0]["state"] == "ready" and st["replicas"][0]["healthy"] is False
     finally:
+        await links.close()
         specdeck(config, "fleet", "down", "pair", "--yes")
     assert process_gone(router_pid)
-    after = json.loads(specdeck(config, "fleet", "status", "pair", "--json").stdout)
+    links = await fleet.FleetLinks.open(settings_mod.load(config), "pair")
+    async with links:
+        after = (await fleet.status(links)).to_json()
     assert after["router"]["healthy"] is False and after["router"]["pid"] is None
     assert [r["state"] for r in after["replicas"]] == ["stopped", "crashed"]
 
