@@ -170,9 +170,9 @@ def test_router_view_reads_workers_and_smg_metrics():
 # --- the real sglang-router in front of simulated replicas, on loopback -------------------------------------
 
 
-def fleet_config(tmp_path, models, ports: dict[str, int]) -> Path:
+def fleet_config(tmp_path, models, ports: dict[str, int], extra: str = "") -> Path:
     """Two sandbox hosts on this machine (own workdirs, so own agents and jobs), a replica on each, the router on
-    the first."""
+    the first; ``extra`` is more TOML."""
     scale = '{ SPECDECK_SIM_TIME_SCALE = "0.02" }'
     hosts = ""
     for name in ("sim-a", "sim-b"):
@@ -196,7 +196,7 @@ extra_args = ["--decode-log-interval", "4"]  # a short bench still sets the acce
 profile = "eagle3-ours"
 replicas = [{{host = "sim-a", port = {ports["a"]}}}, {{host = "sim-b", port = {ports["b"]}}}]
 router = {{host = "sim-a", port = {ports["router"]}, policy = "round_robin", prometheus_port = {ports["prom"]}}}
-"""
+{extra}"""
     )
     return path
 
@@ -268,21 +268,40 @@ async def test_fleet_up_status_bench_kill_down(tmp_path, models, fleet_ports):
     assert [r["state"] for r in after["replicas"]] == ["stopped", "crashed"]
 
 
-def test_fleet_up_refuses_before_starting_anything(tmp_path, models, fleet_ports):
-    """A replica's port taken by another program: one sentence naming the replica, exit 2, nothing started."""
+async def test_fleet_up_refuses_before_starting_anything(tmp_path, models, fleet_ports):
+    """A replica's port taken by another program, or a router host whose Python lacks sglang-router: one
+    sentence naming the replica (or saying how to install the router), exit 2, nothing started."""
     import socket
+    import subprocess
 
     from tests.simhost import specdeck
 
-    config = fleet_config(tmp_path, models, fleet_ports)
+    bare = tmp_path / "bare"  # a Python without sglang-router (the agent needs the standard library only)
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(bare)], check=True)
+    (tmp_path / "bare-host").mkdir()
+    extra = f"""[hosts.bare]
+url = "local"
+python = {json.dumps(str(bare / "bin" / "python"))}
+workdir = {json.dumps(str(tmp_path / "bare-host"))}
+[fleets.unrouted]
+profile = "eagle3-ours"
+replicas = [{{host = "sim-a", port = {fleet_ports["a"]}}}]
+router = {{host = "bare"}}
+"""
+    config = fleet_config(tmp_path, models, fleet_ports, extra)
+    res = specdeck(config, "fleet", "up", "unrouted", rc=2)
+    assert "router: sglang-router is not installed in bare's Python" in res.stderr, res.stderr
+    assert "run `pip install sglang-router==0.3.2` there" in res.stderr and res.stderr.count("\n") == 1
     with socket.socket() as squatter:
         squatter.bind(("127.0.0.1", fleet_ports["b"]))
         squatter.listen()
         res = specdeck(config, "fleet", "up", "pair", rc=2)
     assert f"sim-b:{fleet_ports['b']}: port {fleet_ports['b']} on the host is taken" in res.stderr, res.stderr
     assert res.stderr.count("\n") == 1 and "Traceback" not in res.stderr
-    st = json.loads(specdeck(config, "fleet", "status", "pair", "--json").stdout)
-    assert st["router"]["pid"] is None and [r["state"] for r in st["replicas"]] == ["none", "none"]
+    for name, replicas in (("pair", ["none", "none"]), ("unrouted", ["none"])):
+        async with await fleet.FleetLinks.open(settings_mod.load(config), name) as links:
+            st = (await fleet.status(links)).to_json()
+        assert st["router"]["pid"] is None and [r["state"] for r in st["replicas"]] == replicas
     assert specdeck(config, "fleet", "up", "nope", rc=2).stderr.startswith("specdeck: no fleet named 'nope'")
 
 
