@@ -16,7 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Literal
 
-from backend.errors import ConfigError, OperationFailed, UsageError
+from backend.errors import ConfigError, ConnectionFailed, OperationFailed, RemoteError, UsageError
 from backend.jobs import ACTIVE, JobInfo
 from backend.serving import Check, Preflight
 from backend.settings import FleetConfig, ProfileConfig, ReplicaConfig, Settings, host_address
@@ -132,30 +132,39 @@ class FleetStatus:
 
 
 class FleetLinks:
-    """One connection per host a fleet uses (its replicas' and its router's), opened together, closed together."""
+    """One connection per host a fleet uses (its replicas' and its router's), opened together, closed together.
+    ``failed``: the hosts that could not be reached (a partial open), each with why."""
 
-    def __init__(self, settings: Settings, fleet: FleetConfig, conns: dict[str, Connection]) -> None:
+    def __init__(
+        self, settings: Settings, fleet: FleetConfig, conns: dict[str, Connection], failed: dict[str, str] | None = None
+    ) -> None:
         self.settings = settings
         self.fleet = fleet
         self.conns = conns
+        self.failed = failed or {}
 
     @classmethod
-    async def open(cls, settings: Settings, name: str, *, shared: bool = False) -> FleetLinks:
-        """Connect to every host of fleet ``name`` at once; ConnectionFailed (exit 3) if one cannot be reached,
-        with the others closed."""
+    async def open(cls, settings: Settings, name: str, *, shared: bool = False, partial: bool = False) -> FleetLinks:
+        """Connect to every host of fleet ``name`` at once. A host that cannot be reached raises ConnectionFailed
+        (exit 3, the others closed), or with ``partial`` is kept in ``failed``: what runs there reads as
+        unreachable (``status`` shows the rest of the fleet)."""
         from backend.connection import open_host
 
         fleet = get_fleet(settings, name)
         names = list(dict.fromkeys([*(r.host for r in fleet.replicas), fleet.router.host]))
         opened = await asyncio.gather(*(open_host(settings, h, shared=shared) for h in names), return_exceptions=True)
         conns = {h: c for h, c in zip(names, opened, strict=True) if not isinstance(c, BaseException)}
-        failed = next((c for c in opened if isinstance(c, BaseException)), None)
-        if failed is not None:
+        errors = {h: c for h, c in zip(names, opened, strict=True) if isinstance(c, BaseException)}
+        fatal = next((e for e in errors.values() if not (partial and isinstance(e, ConnectionFailed))), None)
+        if fatal is not None:
             await asyncio.gather(*(c.close() for c in conns.values()), return_exceptions=True)
-            raise failed
-        return cls(settings, fleet, conns)
+            raise fatal
+        return cls(settings, fleet, conns, {h: str(e) for h, e in errors.items()})
 
     def conn(self, host: str) -> Connection:
+        """The connection to ``host``; ConnectionFailed for a host a partial open could not reach."""
+        if host in self.failed:
+            raise ConnectionFailed(f"{host} cannot be reached: {self.failed[host]}")
         return self.conns[host]
 
     async def close(self) -> None:
@@ -179,14 +188,12 @@ async def status(links: FleetLinks) -> FleetStatus:
     for replica, (wire, scrape) in zip(fleet.replicas, replica_parts, strict=True):
         url = replica_url(links.settings, fleet, replica)
         replicas.append(_replica_status(replica, url, wire, scrape, health.get(url)))
-    return FleetStatus(fleet.name, router, tuple(replicas), imbalance(replicas))
+    return FleetStatus(fleet.name, router, tuple(replicas), imbalance(replicas, router.healthy))
 
 
 async def _http(conn: Connection, url: str, timeout: float = 2.0) -> dict:
     """A GET on the host's loopback through its agent: ``{"status", "text"}`` (status None when unreachable, or
     when the host itself cannot be asked)."""
-    from backend.errors import ConnectionFailed, RemoteError
-
     try:
         return await conn.call("http.request", url=url, timeout=timeout)
     except (ConnectionFailed, RemoteError) as exc:
@@ -196,10 +203,9 @@ async def _http(conn: Connection, url: str, timeout: float = 2.0) -> dict:
 async def _replica_view(links: FleetLinks, replica: ReplicaConfig) -> tuple[dict, Any]:
     """The replica's server status on its host (the one on its port) and its /metrics read (None if none)."""
     from backend import prometheus
-    from backend.errors import ConnectionFailed, RemoteError
 
-    conn = links.conn(replica.host)
     try:
+        conn = links.conn(replica.host)
         wire = await conn.call("serve.status", port=replica.port)
     except (ConnectionFailed, RemoteError) as exc:
         return {"state": "unreachable", "error": str(exc)}, None
@@ -246,9 +252,12 @@ async def _router_view(links: FleetLinks) -> tuple[RouterStatus, dict[str, bool]
     from backend import router_metrics
 
     fleet = links.fleet
-    conn = links.conn(fleet.router.host)
-    job = await _router_wire(conn, fleet.name)
     base = router_url(fleet)
+    try:
+        conn = links.conn(fleet.router.host)
+    except ConnectionFailed as exc:
+        return RouterStatus(fleet.router.host, base, None, False, fleet.router.policy, error=str(exc)), {}
+    job = await _router_wire(conn, fleet.name)
     prom = f"http://127.0.0.1:{fleet.router.prometheus_port}/metrics"
     health_page, workers_page, metrics_page = await asyncio.gather(
         _http(conn, base + "/health"), _http(conn, base + "/workers"), _http(conn, prom)
@@ -281,8 +290,6 @@ async def _router_view(links: FleetLinks) -> tuple[RouterStatus, dict[str, bool]
 
 async def _router_wire(conn: Connection, fleet: str) -> dict | None:
     """The host's description of the fleet's running router job (the newest), or None."""
-    from backend.errors import ConnectionFailed, RemoteError
-
     try:
         listed = await conn.call("jobs.list", kind=ROUTER_KIND)
     except (ConnectionFailed, RemoteError):
@@ -547,14 +554,27 @@ QUEUE_SPREAD = 3  # and queue skew: more than this many requests beyond the leas
 MIN_STREAMS = 2  # tok/s per stream is compared only where each replica runs this many streams (fewer: noise)
 
 
-def imbalance(replicas: list[ReplicaStatus]) -> Imbalance:
-    """The replica that lags (gone or unhealthy first, then by queue, then by tok/s per stream), or balanced;
-    says so when the load is too light to tell."""
-    gone = [r for r in replicas if not r.healthy]
-    if gone:
-        worst = gone[0]
-        why = "is gone" if worst.state not in ("ready", "starting") else "is unhealthy as the router sees it"
-        return Imbalance(f"{worst.label} {why}", worst.url)
+_DOWN_ORDER = ("cannot be reached", "is gone", "is not running", "is unhealthy as the router sees it")
+
+
+def _down_reason(r: ReplicaStatus) -> str:
+    if r.state == "unreachable":
+        return _DOWN_ORDER[0]
+    if r.state in _ALIVE:
+        return _DOWN_ORDER[3]
+    return _DOWN_ORDER[2] if r.state == "none" else _DOWN_ORDER[1]
+
+
+def imbalance(replicas: list[ReplicaStatus], router_up: bool = True) -> Imbalance:
+    """The replica that lags (unreachable, gone or unhealthy first, then by queue, then by tok/s per stream), or
+    balanced; says so when the load is too light to tell. Without a router (``router_up`` false) no replica is
+    seen healthy, so only their own states and figures count."""
+    if replicas and not any(r.state in _ALIVE or r.state == "unreachable" for r in replicas):
+        return Imbalance("no replica is running")
+    down = [r for r in replicas if not r.healthy and (router_up or r.state not in _ALIVE)]
+    if down:
+        worst = min(down, key=lambda r: _DOWN_ORDER.index(_down_reason(r)))
+        return Imbalance(f"{worst.label} {_down_reason(worst)}", worst.url)
     queues = [r for r in replicas if r.queued is not None]
     if len(queues) >= 2:
         most = max(queues, key=lambda r: r.queued or 0)

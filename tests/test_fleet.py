@@ -127,6 +127,11 @@ def test_imbalance_verdicts():
     assert queued.lagging == "http://127.0.0.1:1" and "9 queued" in queued.verdict
     gone = fleet.imbalance([replica(1), replica(2, state="crashed", healthy=False, tok_s=None)])
     assert gone.lagging == "http://127.0.0.1:2" and gone.verdict == "gpu-a:2 is gone"
+    assert fleet.imbalance([replica(1, state="none", healthy=False)]).verdict == "no replica is running"
+    # without a router none is seen healthy: their own figures still judge them
+    blind = [replica(1, healthy=False), replica(2, healthy=False, tok_s=20.0), replica(3, healthy=False)]
+    assert fleet.imbalance(blind, router_up=False).lagging == "http://127.0.0.1:2"
+    assert fleet.imbalance(blind).verdict == "gpu-a:1 is unhealthy as the router sees it"
     # one stream each is noise: no verdict either way
     idle = fleet.imbalance([replica(1, running=1), replica(2, running=1, tok_s=10.0)])
     assert idle.lagging is None and idle.verdict.startswith("too little load")
@@ -287,6 +292,11 @@ workdir = {json.dumps(str(tmp_path / "bare-host"))}
 profile = "eagle3-ours"
 replicas = [{{host = "sim-a", port = {fleet_ports["a"]}}}]
 router = {{host = "bare"}}
+[hosts.far]
+url = "ssh://root@127.0.0.1:1"
+[fleets.far]
+profile = "eagle3-ours"
+replicas = [{{host = "sim-a", port = {fleet_ports["a"]}}}, {{host = "far"}}]
 """
     config = fleet_config(tmp_path, models, fleet_ports, extra)
     res = specdeck(config, "fleet", "up", "unrouted", rc=2)
@@ -303,6 +313,14 @@ router = {{host = "bare"}}
             st = (await fleet.status(links)).to_json()
         assert st["router"]["pid"] is None and [r["state"] for r in st["replicas"]] == replicas
     assert specdeck(config, "fleet", "up", "nope", rc=2).stderr.startswith("specdeck: no fleet named 'nope'")
+    # a host that cannot be reached: `up` cannot start (exit 3), `status` shows it so beside the rest
+    assert "cannot reach root@127.0.0.1:1" in specdeck(config, "fleet", "up", "far", rc=3).stderr
+    far = json.loads(specdeck(config, "fleet", "status", "far", "--json").stdout)
+    assert [(r["host"], r["state"], r["healthy"]) for r in far["replicas"]] == [
+        ("sim-a", "none", False),
+        ("far", "unreachable", False),
+    ]
+    assert far["imbalance"] == {"verdict": "far:30000 cannot be reached", "lagging": "http://127.0.0.1:30000"}
 
 
 @pytest.mark.parametrize("version", ["0.5.6", "0.5.23"])

@@ -40,12 +40,13 @@ def register(sub) -> None:
     c.set_defaults(run=bench)
 
 
-async def _links(args: argparse.Namespace):
+async def _links(args: argparse.Namespace, partial: bool = False):
     from backend import fleet
 
     settings = load_settings(args)
     fleet.get_fleet(settings, args.name)  # an unknown name is bad input before any connection
-    return await fleet.FleetLinks.open(settings, args.name, shared=not getattr(args, "no_persist", False))
+    shared = not getattr(args, "no_persist", False)
+    return await fleet.FleetLinks.open(settings, args.name, shared=shared, partial=partial)
 
 
 async def up(args: argparse.Namespace) -> int:
@@ -69,7 +70,7 @@ async def up(args: argparse.Namespace) -> int:
 async def status(args: argparse.Namespace) -> int:
     from backend import fleet
 
-    async with await _links(args) as links:
+    async with await _links(args, partial=True) as links:  # an unreachable host reads as such, the rest shown
         st = await fleet.status(links)
     _show(args, st)
     return 0
