@@ -54,6 +54,14 @@ def replica_url(settings: Settings, fleet: FleetConfig, replica: ReplicaConfig) 
     return f"http://{'127.0.0.1' if at == router_at else at}:{replica.port}"
 
 
+def describe(fleet: FleetConfig) -> str:
+    """The fleet in a line: ``baseline@gpu-a:30000, baseline@gpu-b:30000 behind sglang-router cache_aware at
+    gpu-a:8000``."""
+    replicas = ", ".join(f"{r.profile}@{replica_label(r)}" for r in fleet.replicas)
+    rt = fleet.router
+    return f"{replicas} behind sglang-router {rt.policy} at {rt.host}:{rt.port}"
+
+
 def router_url(fleet: FleetConfig) -> str:
     """The router's URL on its own host (it listens on that host's loopback)."""
     return f"http://127.0.0.1:{fleet.router.port}"
@@ -160,6 +168,19 @@ class FleetLinks:
             await asyncio.gather(*(c.close() for c in conns.values()), return_exceptions=True)
             raise fatal
         return cls(settings, fleet, conns, {h: str(e) for h, e in errors.items()})
+
+    @classmethod
+    def supervised(cls, settings: Settings, name: str) -> FleetLinks:
+        """The panel's links to fleet ``name``: each host's connection kept up in the background (reconnecting
+        after a drop); returns at once, and a host not yet connected reads as unreachable in ``status``."""
+        from backend.connection import Connection, resolve_host
+
+        fleet = get_fleet(settings, name)
+        conns = {}
+        for host in dict.fromkeys([*(r.host for r in fleet.replicas), fleet.router.host]):
+            conns[host] = Connection(resolve_host(settings, host))
+            conns[host].supervise()
+        return cls(settings, fleet, conns)
 
     def conn(self, host: str) -> Connection:
         """The connection to ``host``; ConnectionFailed for a host a partial open could not reach."""
@@ -543,6 +564,15 @@ async def bench(links: FleetLinks, plan: BenchPlan, on_progress: Callable[[dict]
     profiles = sorted({r.profile for r in fleet.replicas})
     server = replace(job, args={**job.args, "profile": "+".join(profiles)})
     return await bench_mod.run_bench(conn, server, plan, on_progress)
+
+
+def bench_plan(fleet: FleetConfig) -> BenchPlan:
+    """The panel's bench through the router: enough streams that every replica runs MIN_STREAMS of them (so the
+    imbalance verdict can judge while it runs), and two rounds of them."""
+    from backend.bench import BenchPlan
+
+    streams = MIN_STREAMS * len(fleet.replicas)
+    return BenchPlan(requests=2 * streams, concurrency=streams)
 
 
 # --- imbalance --------------------------------------------------------------------------------------------

@@ -1,4 +1,4 @@
-"""The specdeck TUI shell: header bar, the five tabs, footer, command palette, host switcher and theme.
+"""The specdeck TUI shell: header bar, the tabs, footer, command palette, host switcher and theme.
 
 The shell owns the host connection. It never waits on it: the Connection's supervisor (re)connects in the
 background and reports each state change, which the shell turns into a coalescing ``ConnectionChanged``
@@ -30,6 +30,7 @@ from tui.messages import ConnectionChanged, OpenInCompare, ProfileSaved
 from tui.screens.compare import ComparePane
 from tui.screens.confirm import ConfirmScreen
 from tui.screens.drafters import DraftersPane
+from tui.screens.fleet import FleetPane
 from tui.screens.history import HistoryPane
 from tui.screens.hostkey import HostKeyScreen
 from tui.screens.hosts import HostSwitchScreen
@@ -50,6 +51,7 @@ TABS: tuple[tuple[str, str, type[ShellPane]], ...] = (
     ("history", "History", HistoryPane),
     ("tune", "Tune", TunePane),
     ("train", "Train", TrainPane),
+    ("fleet", "Fleet", FleetPane),
 )
 RTT_EVERY_S = 15.0  # the header's round trip; each new figure repaints it, so an idle panel asks seldom
 _TAB_KEYS = Binding.Group("tabs", compact=True)

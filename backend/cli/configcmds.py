@@ -38,10 +38,11 @@ async def show(args: argparse.Namespace) -> int:
     for p in s.profiles.values():
         spec = f" {p.algorithm} drafter={p.drafter} steps={p.steps} topk={p.topk} draft_tokens={p.draft_tokens}"
         print(f"profile {p.name}: tp={p.tp} port={p.port}" + (spec if p.algorithm else " (no speculation)"))
-    for f in s.fleets.values():
-        replicas = ", ".join(f"{x.profile}@{x.host}:{x.port}" for x in f.replicas)
-        rt = f.router
-        print(f"fleet {f.name}: {replicas} behind sglang-router {rt.policy} at {rt.host}:{rt.port}")
+    if s.fleets:
+        from backend.fleet import describe
+
+        for f in s.fleets.values():
+            print(f"fleet {f.name}: {describe(f)}")
     r = s.reference
     print(
         f"reference: baseline {r.baseline_tok_s:g} tok/s, cycle {r.cycle_ms:g} ms, "
