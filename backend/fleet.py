@@ -349,11 +349,10 @@ def replica_profile(settings: Settings, fleet: FleetConfig, replica: ReplicaConf
     return replace(profile, port=replica.port, extra_args=extra)
 
 
-def router_argv(links: FleetLinks) -> list[str]:
-    """The real router's launch command on its host: every replica's URL, the policy, loopback ports."""
-    fleet, settings = links.fleet, links.settings
+def router_argv(settings: Settings, fleet: FleetConfig, python: str) -> list[str]:
+    """The real router's launch command on its host (``python``: that host's): every replica's URL, the policy,
+    loopback ports."""
     router = fleet.router
-    python = links.conn(router.host).host.python
     urls = [replica_url(settings, fleet, r) for r in fleet.replicas]
     argv = [python, "-m", ROUTER_MODULE, "--worker-urls", *urls, "--policy", router.policy]
     argv += ["--host", "127.0.0.1", "--port", str(router.port)]
@@ -486,7 +485,9 @@ async def _start_router(links: FleetLinks, say: Callable[[str], None]) -> None:
     if job is None:
         urls = [replica_url(links.settings, fleet, r) for r in fleet.replicas]
         args = {"fleet": fleet.name, "port": fleet.router.port, "policy": fleet.router.policy, "workers": urls}
-        wire = await conn.call("jobs.start", kind=ROUTER_KIND, argv=router_argv(links), args=args, env={})
+        wire = await conn.call(
+            "jobs.start", kind=ROUTER_KIND, argv=router_argv(links.settings, fleet, conn.host.python), args=args, env={}
+        )
         job = JobInfo.from_json(wire)
         say(f"router: started sglang-router on {fleet.router.host}:{fleet.router.port} (job {job.id})")
     try:

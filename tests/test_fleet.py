@@ -56,6 +56,46 @@ router = {host = "gpu-a", port = 8000, policy = "round_robin", prometheus_port =
     assert s.to_json()["fleets"]["two"]["router"]["policy"] == "round_robin"
 
 
+def test_replica_launch_flags_and_the_routers_command(tmp_path):
+    """A second replica on one machine starts past the first's GPUs; one on another machine than the router
+    listens on every interface (the last --host wins); the router gets every replica's URL, on its loopback."""
+    from backend import serving
+
+    s = load(
+        tmp_path,
+        """
+[fleets.f]
+profile = "eagle3-ours"
+replicas = [{host = "gpu-a"}, {host = "gpu-a-again", port = 30001}, {host = "gpu-b"}]
+router = {host = "gpu-a", policy = "power_of_two"}
+""",
+    )
+    f = s.fleets["f"]
+    extra = [fleet.replica_profile(s, f, r).extra_args for r in f.replicas]
+    assert extra == [(), ("--base-gpu-id", "8"), ("--host", "0.0.0.0")]
+    argv = serving.profile_argv(s, fleet.replica_profile(s, f, f.replicas[1]))
+    assert argv[argv.index("--port") + 1] == "30001" and argv[-2:] == ["--base-gpu-id", "8"]
+    assert fleet.router_argv(s, f, "/opt/py/bin/python") == [
+        "/opt/py/bin/python",
+        "-m",
+        "sglang_router.launch_router",
+        "--worker-urls",
+        "http://127.0.0.1:30000",
+        "http://127.0.0.1:30001",
+        "http://10.9.0.2:30000",
+        "--policy",
+        "power_of_two",
+        "--host",
+        "127.0.0.1",
+        "--port",
+        "8000",
+        "--prometheus-host",
+        "127.0.0.1",
+        "--prometheus-port",
+        "29000",
+    ]
+
+
 def test_fleet_router_defaults_to_the_first_replicas_host(tmp_path):
     f = load(tmp_path, '[fleets.f]\nprofile = "baseline"\nreplicas = [{host = "gpu-b"}]\n').fleets["f"]
     assert f.router == settings_mod.RouterConfig(host="gpu-b")  # port 8000, cache_aware, prometheus 29000
