@@ -10,6 +10,7 @@ lags by tok/s per stream and by queue, or says balanced, only where the numbers 
 from __future__ import annotations
 
 import asyncio
+import re
 import statistics
 import time
 from collections.abc import Callable
@@ -330,6 +331,7 @@ async def router_job(conn: Connection, fleet: str) -> JobInfo | None:
 READY_WAIT_S = 3600.0  # a replica's startup (Kimi-K2 on 8 GPUs takes minutes)
 ROUTER_WAIT_S = 120.0  # the router's start and its workers' registration (seconds on a healthy fleet)
 ROUTER_POLL_S = 0.1
+_ANSI = re.compile(r"\x1b\[[0-9;]*m")
 
 
 def replica_profile(settings: Settings, fleet: FleetConfig, replica: ReplicaConfig) -> ProfileConfig:
@@ -511,7 +513,8 @@ async def _router_ready(conn: Connection, job: JobInfo, workers: int) -> None:
         if not current.active:
             tail = (await conn.call("jobs.tail", id=job.id, lines=5)).get("lines") or []
             last = next((line for line in reversed(tail) if line.strip()), "no output")
-            raise OperationFailed(f"sglang-router exited ({current.reason or current.state}): {last.strip()}")
+            last = _ANSI.sub("", last).strip()  # its Rust log lines come coloured
+            raise OperationFailed(f"sglang-router exited ({current.reason or current.state}): {last}")
         health, listed = await asyncio.gather(_http(conn, base + "/health"), _http(conn, base + "/workers"))
         if health.get("status") == 200 and listed.get("status") == 200:
             seen = router_metrics.read(listed.get("text"), None)

@@ -664,6 +664,8 @@ def _fleet(
     policy = c.get(rraw, "policy", str, f"{key}.router.policy", RouterConfig.policy)
     if policy not in ROUTER_POLICIES:
         raise c.fail(f"{key}.router.policy", f"must be one of {', '.join(ROUTER_POLICIES)}, got {policy!r}")
+    if policy == "power_of_two" and len(replicas) < 2:  # the router's own rule: it exits at start otherwise
+        raise c.fail(f"{key}.router.policy", "power_of_two needs at least 2 replicas: pick another policy")
     router = RouterConfig(
         host=rhost,
         port=_port(c, rraw, "port", f"{key}.router.port", RouterConfig.port),

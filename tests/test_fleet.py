@@ -129,6 +129,11 @@ def test_fleet_router_defaults_to_the_first_replicas_host(tmp_path):
             "router.port",
         ),
         ('profile = "baseline"\nreplicas = [{host = "gpu-a", port = 0}]', "replicas[0].port", "1-65535"),
+        (
+            'profile = "baseline"\nreplicas = [{host = "gpu-a"}]\nrouter = {policy = "power_of_two"}',
+            "router.policy",
+            "at least 2 replicas",
+        ),
     ],
 )
 def test_fleet_bad_input_names_file_and_key(tmp_path, text, key, words):
@@ -396,3 +401,24 @@ def test_simulator_serves_the_load_path_of_its_release(tmp_path, models, version
             assert "sglang_spec_accept_length" in text.decode()
     finally:
         sim.kill()
+
+
+async def test_a_router_that_exits_at_start_says_its_last_line(tmp_path):
+    """The router's start is waited on its job: one that exits says so with its last log line, colour codes
+    gone (a stand-in program prints it: the real router exits so on a bad start, e.g. a port taken)."""
+    from backend.connection import Connection
+    from backend.jobs import JobInfo
+    from backend.settings import HostConfig
+
+    host = HostConfig(name="local", url="local", python=sys.executable, workdir=str(tmp_path))
+    conn = await Connection.open(host)
+    try:
+        line = "\x1b[2m2026-12-01\x1b[0m \x1b[31mERROR\x1b[0m smg::server: Failed to bind 127.0.0.1:8000"
+        argv = [sys.executable, "-c", f"print({line!r}); raise SystemExit(1)"]
+        wire = await conn.call("jobs.start", kind=fleet.ROUTER_KIND, argv=argv, args={"fleet": "f", "port": 1})
+        with pytest.raises(fleet.OperationFailed) as err:
+            await fleet._router_ready(conn, JobInfo.from_json(wire), 2)
+        assert str(err.value).endswith("2026-12-01 ERROR smg::server: Failed to bind 127.0.0.1:8000"), err.value
+        assert str(err.value).startswith("sglang-router exited (")
+    finally:
+        await conn.close()
