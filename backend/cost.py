@@ -1,9 +1,10 @@
 """What output tokens cost: GPU-seconds per million tokens from throughput and GPU count, dollars with a price.
 
-A server holds ``tp × nodes`` GPUs whatever it decodes, so a million output tokens at ``total_tok_s`` (all
-streams together) cost ``gpus × 1e6 / total_tok_s`` GPU-seconds; with ``[reference] gpu_hour_usd`` that is
-dollars. The figure assumes the GPUs are paid for by the hour and do nothing else, and it counts output
-tokens only (prefill is part of the cost, not of the count).
+A server holds ``tp × pp`` GPUs whatever it decodes (SGLang's ``--tp-size`` is the whole server's, split
+over its ``--nnodes``), so a million output tokens at ``total_tok_s`` (all streams together) cost
+``gpus × 1e6 / total_tok_s`` GPU-seconds; with ``[reference] gpu_hour_usd`` that is dollars. The figure
+assumes the GPUs are paid for by the hour and do nothing else, and it counts output tokens only (prefill is
+part of the cost, not of the count).
 """
 
 from __future__ import annotations
@@ -13,7 +14,8 @@ from dataclasses import dataclass
 
 
 def gpus_of(args: Mapping, argv: Sequence[str]) -> int:
-    """A server's GPUs: its profile's tp (``args["tp"]``, else ``--tp-size`` in argv) times ``--nnodes`` (1)."""
+    """A server's GPUs: its profile's tp (``args["tp"]``, else ``--tp-size`` in argv) times ``--pp-size`` (1).
+    ``--nnodes`` does not multiply: SGLang runs tp / nnodes ranks on each node (engine.py ``tp_size_per_node``)."""
 
     def flag(names: tuple[str, ...]) -> int | None:
         for i, word in enumerate(argv):
@@ -25,8 +27,8 @@ def gpus_of(args: Mapping, argv: Sequence[str]) -> int:
         return None
 
     tp = args.get("tp") if isinstance(args.get("tp"), int) else flag(("--tp-size", "--tp"))
-    nodes = flag(("--nnodes",))
-    return max(1, tp or 1) * max(1, nodes or 1)
+    stages = flag(("--pp-size", "--pipeline-parallel-size"))
+    return max(1, tp or 1) * max(1, stages or 1)
 
 
 @dataclass(frozen=True)

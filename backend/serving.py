@@ -136,6 +136,11 @@ def profile_command(settings: Settings, host: HostConfig, profile: ProfileConfig
     """``{"argv", "env", "cwd"}`` that starts ``profile``'s server on ``host``."""
     if isinstance(profile, str):
         profile = get_profile(settings, profile)
+    if profile.nodes:  # backend.multinode plans each rank's command (this one without nodes)
+        raise UsageError(
+            f"profile {profile.name} runs across nodes {', '.join(profile.nodes)}: `specdeck serve start "
+            f"{profile.name}` starts every node's rank; this starts one host's server"
+        )
     launcher = launcher_argv(host)
     # The simulator is this checkout's code: run it from here so `-m backend...` imports on any interpreter.
     cwd = str(Path(__file__).resolve().parents[1]) if host.launcher == "simulator" else host.workdir
@@ -384,8 +389,12 @@ async def _target_config(conn: Connection, path: str) -> dict | RemoteError | No
     return config if isinstance(config, dict) else RemoteError(f"{path}/config.json is not a JSON object", "checkpoint")
 
 
-async def preflight(conn: Connection, settings: Settings, profile: ProfileConfig, *, force: bool = False) -> Preflight:
-    """Every check before starting ``profile`` on ``conn``'s host; the host's answers are fetched together."""
+async def preflight(
+    conn: Connection, settings: Settings, profile: ProfileConfig, *, force: bool = False, facts: dict | None = None
+) -> Preflight:
+    """Every check before starting ``profile`` on ``conn``'s host; the host's answers are fetched together.
+    ``facts``, when given, gets what the host said it has: ``sglang`` (its version, None unknown) and ``gpus``
+    (``serve.gpus``), which a multi-node preflight compares across nodes."""
     host = conn.host
     cmd = profile_command(settings, host, profile)
     target = target_path(settings, profile)
@@ -400,6 +409,8 @@ async def preflight(conn: Connection, settings: Settings, profile: ProfileConfig
         conn.call("serve.port", port=profile.port),
         conn.call("serve.gpus"),
     )
+    if facts is not None:
+        facts.update(sglang=helped["version"] if isinstance(helped, dict) else None, gpus=gpus)
     checks = profile_checks(settings, profile, helped["version"] if isinstance(helped, dict) else version)
     checks += _target_checks(target, target_cfg)
     checks += _drafter_checks(profile, drafter, inspected, target_cfg, force)
@@ -729,6 +740,7 @@ class ServerStatus:
     hint: str | None = None
     hint_action: str | None = None
     log_path: str | None = None
+    nodes: tuple[dict, ...] = ()  # a multi-node server's line per node (backend.multinode.expand)
 
     @classmethod
     def from_json(cls, wire: dict) -> ServerStatus:
@@ -755,6 +767,7 @@ class ServerStatus:
             hint=wire.get("hint"),
             hint_action=wire.get("hint_action"),
             log_path=wire.get("log_path"),
+            nodes=tuple(wire.get("nodes") or ()),
         )
 
     @property

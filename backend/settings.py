@@ -78,6 +78,8 @@ class ProfileConfig:
     model: str | None = None  # None: the configured target
     extra_args: tuple[str, ...] = ()
     env: dict[str, str] = field(default_factory=dict)
+    # Configured host names of a multi-node server (rank 0 first; backend.multinode); () serves on one host.
+    nodes: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -409,6 +411,7 @@ _PROFILE = {
     "model",
     "extra_args",
     "env",
+    "nodes",
 }
 _REFERENCE = {"baseline_tok_s", "cycle_ms", "gpu_hour_usd"}
 _TRAINING_STR = ("data", "output", "init", "target", "era", "script", "profile", "vocab_mapping", "eval_data", "run_id")
@@ -508,7 +511,8 @@ def parse(data: dict, source: str) -> Settings:
         env = c.get(raw, "env", dict, f"{key}.env", dict(prev.env))
         if not all(isinstance(v, str) for v in env.values()):
             raise c.fail(f"{key}.env", "values must be strings")
-        profiles[name] = ProfileConfig(name=name, extra_args=tuple(extra), env=env, **values)
+        nodes = _nodes(c, key, raw, prev, hosts)
+        profiles[name] = ProfileConfig(name=name, extra_args=tuple(extra), env=env, nodes=nodes, **values)
 
     for pname, prof in profiles.items():
         if prof.drafter is not None and prof.drafter not in drafters:
@@ -554,6 +558,24 @@ def parse(data: dict, source: str) -> Settings:
         trainings=trainings,
         fleets=fleets,
     )
+
+
+def _nodes(c: _Check, key: str, raw: dict, prev: ProfileConfig, hosts: dict[str, HostConfig]) -> tuple[str, ...]:
+    """A profile's ``nodes``: two or more configured hosts, each once (rank 0 first)."""
+    nodes = c.get(raw, "nodes", list, f"{key}.nodes", list(prev.nodes))
+    if not nodes:
+        return ()
+    if not all(isinstance(n, str) for n in nodes):
+        raise c.fail(f"{key}.nodes", "must be a list of configured host names")
+    for node in nodes:
+        if node not in hosts:
+            known = ", ".join(hosts)
+            raise c.fail(f"{key}.nodes", f"no host named {node!r} (have: {known}): configure it under [hosts]")
+        if nodes.count(node) > 1:
+            raise c.fail(f"{key}.nodes", f"host {node} is listed twice: a node serves one rank")
+    if len(nodes) < 2:
+        raise c.fail(f"{key}.nodes", "a multi-node profile names two hosts or more (leave nodes out for one host)")
+    return tuple(nodes)
 
 
 def _training(

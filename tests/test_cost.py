@@ -62,10 +62,11 @@ def test_latency_line_says_p50_and_p95() -> None:
     assert latency_line({}) is None
 
 
-def test_gpus_are_tp_times_nodes() -> None:
+def test_gpus_are_the_whole_servers_tp_times_pp() -> None:
     assert gpus_of({"tp": 8}, ["python", "-m", "sglang.launch_server"]) == 8
-    assert gpus_of({}, ["--tp-size", "4", "--nnodes", "2"]) == 8
-    assert gpus_of({"tp": 8}, ["--nnodes=2"]) == 16
+    # --tp-size is the whole server's across its nodes (tp / nnodes on each), so nodes do not multiply.
+    assert gpus_of({}, ["--tp-size", "16", "--nnodes", "2"]) == 16
+    assert gpus_of({"tp": 8}, ["--nnodes=2", "--pp-size", "2"]) == 16
     assert gpus_of({}, []) == 1
 
 

@@ -37,7 +37,8 @@ async def show(args: argparse.Namespace) -> int:
         print(f"drafter {d.name}: {d.path}" + (f" ← hf://{d.repo}" if d.repo else ""))
     for p in s.profiles.values():
         spec = f" {p.algorithm} drafter={p.drafter} steps={p.steps} topk={p.topk} draft_tokens={p.draft_tokens}"
-        print(f"profile {p.name}: tp={p.tp} port={p.port}" + (spec if p.algorithm else " (no speculation)"))
+        nodes = f" nodes={','.join(p.nodes)}" if p.nodes else ""
+        print(f"profile {p.name}: tp={p.tp} port={p.port}{nodes}" + (spec if p.algorithm else " (no speculation)"))
     if s.fleets:
         from backend.fleet import describe
 

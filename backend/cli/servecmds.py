@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import time
 
-from backend import serving
+from backend import multinode, serving
 from backend.cli.common import add_json, connect, emit_json, keep_in_history, load_settings
 from backend.cli.main import command
 from backend.connection import resolve_host
@@ -65,12 +65,27 @@ def register(sub) -> None:
 
 async def cmd(args: argparse.Namespace) -> int:
     settings = load_settings(args)
+    profile = serving.get_profile(settings, args.profile)
+    if multinode.is_multinode(profile):
+        return _multinode_cmd(settings, profile, args.json)
     host = resolve_host(settings, args.host, python=args.python, workdir=args.workdir)
-    out = serving.profile_command(settings, host, serving.get_profile(settings, args.profile))
+    out = serving.profile_command(settings, host, profile)
     if args.json:
         emit_json(out)
     else:
         print(serving.shell_line(out["argv"], out["env"]))
+    return 0
+
+
+def _multinode_cmd(settings, profile, as_json: bool) -> int:
+    ranks = multinode.commands(settings, profile)
+    if as_json:
+        emit_json({"ranks": ranks, "dist_init_port": None})
+        return 0
+    for rank in ranks:
+        print(f"# {rank['node']}: rank {rank['rank']} of {len(ranks)}")
+        print(serving.shell_line(rank["argv"], rank["env"]))
+    print(f"# {multinode.PORT_PLACEHOLDER}: a free port on {ranks[0]['node']}, found there when the server starts")
     return 0
 
 
@@ -82,11 +97,18 @@ def _print_checks(checks: list[dict]) -> None:
 async def preflight(args: argparse.Namespace) -> int:
     settings = load_settings(args)
     profile = serving.get_profile(settings, args.profile)
-    conn = await connect(args, settings)
-    try:
-        result = await serving.preflight(conn, settings, profile, force=args.force)
-    finally:
-        await conn.close()
+    if multinode.is_multinode(profile):
+        nodes = multinode.Nodes(settings)
+        try:
+            result = await multinode.preflight(nodes, settings, profile, force=args.force)
+        finally:
+            await nodes.close()
+    else:
+        conn = await connect(args, settings)
+        try:
+            result = await serving.preflight(conn, settings, profile, force=args.force)
+        finally:
+            await conn.close()
     if args.json:
         emit_json(result.to_json())
     else:
@@ -106,6 +128,8 @@ async def restart(args: argparse.Namespace) -> int:
 async def _launch(args: argparse.Namespace, restart: bool) -> int:
     settings = load_settings(args)
     profile = serving.get_profile(settings, args.profile)
+    if multinode.is_multinode(profile):
+        return await _launch_nodes(args, settings, profile, restart)
     conn = await connect(args, settings)
     try:
         before = (await serving.status(conn)).get("job") if restart else None
@@ -138,6 +162,58 @@ async def _launch(args: argparse.Namespace, restart: bool) -> int:
     return 0
 
 
+async def _launch_nodes(args: argparse.Namespace, settings, profile, restart: bool) -> int:
+    """`serve start|restart` of a multi-node profile: every node's rank in one step, followed together."""
+    nodes = multinode.Nodes(settings)
+    try:
+        head = await nodes.get(profile.nodes[0])
+        before = await multinode.expand(nodes, await serving.status(head)) if restart else None
+        if before and before["state"] in serving.RUNNING_STATES:
+            if before.get("nodes"):
+                await multinode.stop(nodes, before)
+            else:
+                await serving.stop(head, job=before["job"])
+        try:
+            out = await multinode.start(nodes, settings, profile, force=args.force)
+        except serving.PreflightFailed as exc:
+            if args.json:
+                emit_json(exc.preflight.to_json())
+            else:
+                _print_checks([c.to_json() for c in exc.preflight.failures])
+            raise
+        if not args.json:
+            _print_checks([c for c in out["preflight"]["checks"] if c["status"] == "warn"])
+            print(f"{profile.name}: started on {len(profile.nodes)} nodes, served by rank 0 on port {out['port']}")
+            for entry in out["nodes"]:
+                print(f"  {entry['node']}: rank {entry['rank']}, job {entry['job']}, log {entry['log_path']}")
+        if args.wait_ready:
+            show = None if args.json else _print_node_progress()
+            out = await multinode.wait(nodes, out, within=args.timeout, on_status=show)
+        for job in dict.fromkeys(j for j in ((before or {}).get("job"), out["job"]) if j):
+            await keep_in_history(head, await get_job(head, job))
+    finally:
+        await nodes.close()
+    if args.json:
+        emit_json(out)
+    elif args.wait_ready:
+        _print_status(out)
+    if args.wait_ready:
+        _raise_unless_ready(out, args.timeout)
+    return 0
+
+
+def _print_node_progress():
+    seen: set[tuple[str, str]] = set()
+
+    def show(st: dict) -> None:
+        for entry in st.get("nodes") or []:
+            if entry["state"] == "starting" and (entry["node"], entry["phase"]) not in seen:
+                seen.add((entry["node"], entry["phase"]))
+                print(f"  {entry['node']} (rank {entry['rank']}): {entry['phase']}…", flush=True)
+
+    return show
+
+
 def _print_progress():
     seen: set[str] = set()
 
@@ -166,12 +242,22 @@ def _raise_unless_ready(st: dict, timeout: float) -> None:
 
 
 async def stop(args: argparse.Namespace) -> int:
-    conn = await connect(args)
+    settings = load_settings(args)
+    conn = await connect(args, settings)
+    nodes = multinode.Nodes(settings)
     try:
-        out = await serving.stop(conn, port=args.port, grace=args.timeout)
+        current = await serving.status(conn, port=args.port)
+        if (current.get("args") or {}).get("nodes"):
+            nodes.adopt(current["args"]["nodes"][current["args"].get("node_rank") or 0], conn)
+            out = await multinode.stop(nodes, current, grace=args.timeout)
+            head = await nodes.get(current["args"]["nodes"][0])
+        else:
+            out = await serving.stop(conn, port=args.port, grace=args.timeout)
+            head = conn
         if out["was_running"]:
-            await keep_in_history(conn, await get_job(conn, out["job"]))
+            await keep_in_history(head, await get_job(head, out["job"]))
     finally:
+        await nodes.close()
         await conn.close()
     if args.json:
         emit_json(out)
@@ -180,15 +266,22 @@ async def stop(args: argparse.Namespace) -> int:
     else:
         freed = {True: "GPU memory freed", False: "GPU memory still held", None: "no nvidia-smi to check GPUs"}
         how = f" ({out['reason']})" if out.get("reason") not in (None, "cancelled") else ""
-        print(f"{out['profile']}: stopped{how}; no process left, {freed[out['gpus_freed']]}")
+        where = f" on {len(out['nodes'])} nodes" if out.get("nodes") else ""
+        print(f"{out['profile']}: stopped{how}{where}; no process left, {freed[out['gpus_freed']]}")
     return 0
 
 
 async def status(args: argparse.Namespace) -> int:
-    conn = await connect(args)
+    settings = load_settings(args)
+    conn = await connect(args, settings)
+    nodes = multinode.Nodes(settings)
     try:
         out = await serving.status(conn, port=args.port)
+        if (out.get("args") or {}).get("nodes"):
+            nodes.adopt(out["args"]["nodes"][out["args"].get("node_rank") or 0], conn)
+            out = await multinode.expand(nodes, out)
     finally:
+        await nodes.close()
         await conn.close()
     if args.json:
         emit_json(out)
@@ -206,6 +299,8 @@ def _print_status(wire: dict) -> None:
     print(f"{st.profile}: {serving.state_label(st)} {where} {serving.since_text(st, time.time())}")
     if st.state in ("starting", "crashed"):
         print(f"  phase: {st.phase}")
+    for entry in wire.get("nodes") or []:
+        print(f"  node {multinode.node_line(entry)}")
     summary = serving.speculative_summary(st.server_info)
     if summary:
         print(f"  {summary}")

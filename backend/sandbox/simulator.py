@@ -1284,6 +1284,9 @@ class Startup:
         for ranks in self.ranks:
             self.log.info(message, ranks)
 
+    def join(self) -> None:
+        """The rendezvous with the other nodes (``sim_multinode.NodeStartup``); one node has none."""
+
     def crash(self, frames: List[str], error: str) -> None:
         """Every scheduler rank reports the exception, then the launcher gives up (SGLang's SIGQUIT path)."""
         text = traceback_text(frames, error)
@@ -1452,6 +1455,7 @@ class Startup:
         arch = (target.get("architectures") or ["LlamaForCausalLM"])[0]
         algo = args["speculative_algorithm"]
         self.all_ranks("Init torch distributed begin.")
+        self.join()
         self.pause(0.3)
         if self.fail == "unbalanced":
             local = GPU_MEM_GB
@@ -1607,8 +1611,19 @@ def serve(argv: List[str]) -> int:
         return 1
     args = resolve_args(args, target, log)
     log.info("server_args=ServerArgs(%s)" % ", ".join("%s=%r" % kv for kv in args.items()))
-    startup = Startup(args, target, log, dialect)
+    if args["nnodes"] > 1:
+        from backend.sandbox import sim_multinode  # only a multi-node server loads it
+
+        refused = sim_multinode.check(args)
+        if refused:
+            sys.stderr.write(_main_traceback([], "AssertionError: %s" % refused) + "\n")
+            return 1
+        startup: Startup = sim_multinode.NodeStartup(args, target, log, dialect)
+    else:
+        startup = Startup(args, target, log, dialect)
     spec, tokens, memory = startup.run()
+    if args["node_rank"]:
+        return startup.follow()  # type: ignore[attr-defined]  # a node >= 1 serves no API
     metrics = Metrics(args["served_model_name"], args["dp_size"] > 1, dialect)
     metrics.histograms = SimHistograms(dialect.version, args)
     engine = Engine(args, spec, log, metrics, startup.ranks[0], dialect)

@@ -11,6 +11,7 @@ first, naming the server they stop: on a large model a restart costs minutes.
 
 from __future__ import annotations
 
+import asyncio
 import shlex
 import time
 from collections.abc import Iterable
@@ -28,7 +29,7 @@ from textual.widgets import Input, Label, OptionList, Static
 from textual.widgets.option_list import Option
 from textual.worker import Worker
 
-from backend import serving
+from backend import multinode, serving
 from backend.connection import Connection
 from backend.errors import SpecdeckError, UsageError
 from backend.settings import ProfileConfig
@@ -40,6 +41,7 @@ from tui.widgets.logview import LogView
 
 TAIL_LINES = 500
 GPU_EVERY_S = 5.0
+NODES_EVERY_S = 1.0  # a multi-node server: every node's status this often while it runs
 CLOCK_LATE_S = 0.02  # the clock wakes this long after a figure's second turns, so it reads the new one
 SAVE_AFTER_S = 1.0  # edits reach the config file once typing pauses this long
 # (ProfileConfig field, label) of the numbers the editor offers; extra flags have their own line.
@@ -180,6 +182,7 @@ class ServePane(ShellPane):
         self._drawn: dict[str, str] = {}  # what each Static updated by a timer shows now (its id → text)
         self._clock: Timer | None = None  # redraws the state when its next elapsed figure changes
         self._seen = False  # the tab is shown: a hidden tab's clock would lay the screen out for nothing
+        self._node_links: multinode.Nodes | None = None  # connections to a multi-node server's other hosts
 
     def compose(self) -> ComposeResult:
         with Horizontal(id="serve-body"):
@@ -248,10 +251,37 @@ class ServePane(ShellPane):
         async for status in serving.watch(conn):
             if conn is not self.app.connection:
                 return
-            self.status = status
+            if status.args.get("nodes"):
+                self._follow_nodes(conn, status.job)  # the whole server's status, every node's line
+            else:
+                self.status = status
             if status.job != self._log_job:
                 self._log_job = status.job
                 self._follow_log(conn, self._log_job)
+
+    def _node_conns(self) -> multinode.Nodes:
+        """Connections to the nodes of a multi-node server: this host's own, the others' opened when needed."""
+        if self._node_links is None:
+            self._node_links = multinode.Nodes(self.app.settings)
+        if self.app.host_config.name in self.app.settings.hosts:
+            self._node_links.adopt(self.app.host_config.name, self.app.connection)
+        return self._node_links
+
+    @work(group="serve-nodes", exclusive=True, exit_on_error=False, description="follow every node")
+    async def _follow_nodes(self, conn: Connection, job: str | None) -> None:
+        # Each look is one status per node; a rank that died has the others stopped (multinode.expand).
+        while conn is self.app.connection:
+            wire = await serving.status(conn, job=job)
+            nodes = self._node_conns()
+            nodes.adopt(wire["args"]["nodes"][wire["args"].get("node_rank") or 0], conn)
+            self.status = serving.ServerStatus.from_json(await multinode.expand(nodes, wire))
+            if not self.status.running:
+                return
+            await asyncio.sleep(NODES_EVERY_S)
+
+    async def on_unmount(self) -> None:
+        if self._node_links is not None:
+            await self._node_links.close()
 
     def watch_status(self) -> None:
         self._fill_profiles()
@@ -400,11 +430,17 @@ class ServePane(ShellPane):
             self._show_preview("no profiles configured")
             return
         try:
-            cmd = serving.profile_command(self.app.settings, self.app.host_config, profile)
+            if profile.nodes:  # every rank's command line, each under its node
+                ranks = multinode.commands(self.app.settings, profile)
+                lines = [f"# {r['node']}, rank {r['rank']}\n{serving.shell_line(r['argv'], r['env'])}" for r in ranks]
+                text = "\n".join(lines)
+            else:
+                cmd = serving.profile_command(self.app.settings, self.app.host_config, profile)
+                text = serving.shell_line(cmd["argv"], cmd["env"])
         except SpecdeckError as exc:
             self._show_preview(str(exc), invalid=True)
             return
-        self._show_preview(serving.shell_line(cmd["argv"], cmd["env"]))
+        self._show_preview(text)
         if self.checks is None:
             version = serving.host_sglang_version(self.app.host_config, self.app.host_info)
             self._render_checks(serving.profile_checks(self.app.settings, profile, version))
@@ -516,6 +552,10 @@ class ServePane(ShellPane):
     async def _run_action(self, what: str, force: bool) -> None:
         conn, settings = self.app.connection, self.app.settings
         try:
+            if what == "stop" and self.status is not None and self.status.nodes:
+                out = await multinode.stop(self._node_conns(), await serving.status(conn, job=self.status.job))
+                self.notify(f"stopped {out['profile']} on {len(out['nodes'])} nodes")
+                return
             if what == "stop":
                 out = await serving.stop(conn)
                 if out["was_running"]:
@@ -527,6 +567,9 @@ class ServePane(ShellPane):
             profile = self._profile(name)
             if profile is None:
                 raise UsageError("no profile selected")
+            if profile.nodes:
+                await self._run_nodes(what, profile, force)
+                return
             if what == "preflight":
                 result = await serving.preflight(conn, settings, profile, force=force)
                 self._show_checks(result)
@@ -541,6 +584,24 @@ class ServePane(ShellPane):
             self.notify(f"starting {profile.name} on port {profile.port}")
         finally:
             self.busy = None
+
+    async def _run_nodes(self, what: str, profile: ProfileConfig, force: bool) -> None:
+        """Preflight, start, restart or switch to a multi-node profile: every node in one step."""
+        nodes, settings = self._node_conns(), self.app.settings
+        if what == "preflight":
+            self._show_checks(await multinode.preflight(nodes, settings, profile, force=force))
+            return
+        st = self.status
+        if what != "start" and st is not None and st.running:
+            wire = await serving.status(self.app.connection, job=st.job)
+            await (multinode.stop(nodes, wire) if st.nodes else serving.stop(self.app.connection, job=st.job))
+        try:
+            out = await multinode.start(nodes, settings, profile, force=force)
+        except serving.PreflightFailed as exc:
+            self._show_checks(exc.preflight)
+            return
+        self._show_checks(serving.Preflight.from_json(out["preflight"]))
+        self.notify(f"starting {profile.name} on {len(profile.nodes)} nodes, served by {profile.nodes[0]}")
 
     def _show_checks(self, preflight: serving.Preflight) -> None:
         self.checks = preflight.checks
@@ -603,6 +664,7 @@ class ServePane(ShellPane):
         head = f"[{color}]{mark} {label}[/]  [b]{escape(st.profile or '?')}[/b] · port {st.port}"
         head += f" · pid {st.pid}" if st.pid and st.running else ""
         lines = [f"{head} · {serving.since_text(st, now)}"]
+        lines += [f"  {escape(multinode.node_line(entry))}" for entry in st.nodes]
         summary = serving.speculative_summary(st.server_info)
         if summary:
             lines.append(escape(summary))

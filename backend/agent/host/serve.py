@@ -35,6 +35,9 @@ from .watch import Watch
 
 KIND = "serve"
 READY_LINE = "The server is fired up and ready to roll!"
+# A node of rank >= 1 serves no API: once its schedulers are up it runs launch_dummy_health_check_server and
+# logs this (utils/common.py), and nothing more; that is its ready.
+FOLLOWER_READY = ("Starting dummy health check server at", "Dummy health check server scheduled")
 SIGTERM_LINE = "SIGTERM received"
 HEALTH_RECHECK_S = 30.0  # once ready, /health is probed at most this often (each probe is an access-log line)
 WAIT_POLL_S = 0.1
@@ -165,7 +168,9 @@ def _timestamp(text: str, millis: Optional[str] = None) -> Optional[float]:
 class LogScan(object):
     """What the server's log has said so far, read incrementally from ``offset``."""
 
-    def __init__(self) -> None:
+    def __init__(self, lead: int = 0) -> None:
+        # The TP rank that speaks for this node: 0, or on node R of a multi-node server tp / nnodes * R.
+        self.lead = lead
         self.offset = 0
         self.inode: Optional[Tuple[int, int]] = None
         self.phases: List[dict] = []
@@ -196,7 +201,7 @@ class LogScan(object):
                 st = os.fstat(f.fileno())
                 inode = (st.st_dev, st.st_ino)
                 if st.st_size < self.offset or (self.inode is not None and inode != self.inode):
-                    self.__init__()  # truncated or replaced: what it said before no longer stands
+                    self.__init__(self.lead)  # truncated or replaced: what it said before no longer stands
                 self.inode = inode
                 f.seek(self.offset)
                 while True:
@@ -218,7 +223,7 @@ class LogScan(object):
         if found.stamp:
             ts = _timestamp(found.stamp, found.millis)
             self.last_ts = ts or self.last_ts
-            other_rank = bool(_OTHER_RANK.search(found.ranks))
+            other_rank = _other_rank(found.ranks, self.lead)
         message = line[found.start :]
         for key, text, _, _ in SIGNATURES:
             if key not in self.found and text in message:
@@ -253,7 +258,7 @@ class LogScan(object):
             self.startup_timings = _startup_timings(message)
         elif "Uvicorn running on" in message:
             self._enter("warming up", ts)
-        elif READY_LINE in message:
+        elif READY_LINE in message or message.startswith(FOLLOWER_READY):
             self.ready_at = ts
             self._enter("ready", ts)
         elif SIGTERM_LINE in message:
@@ -277,6 +282,22 @@ class LogScan(object):
         return len(self.accept) == STUCK_DECODE_LINES and all(a <= 1.0 for a in self.accept)
 
 
+def _other_rank(ranks: str, lead: int) -> bool:
+    """Whether a line's rank prefix (`` DP0 TP3``) is another rank than the node's ``lead`` TP rank."""
+    if not lead or not ranks.split():
+        return bool(_OTHER_RANK.search(ranks))
+    return bool(re.search(r"(?:DP|PP|CP)[1-9]", ranks)) or ("TP%d" % lead) not in ranks.split()
+
+
+def _lead(job: dict) -> int:
+    """The TP rank whose lines give a server's phases: 0, or the first of its node's on a node of rank >= 1."""
+    args = job.get("args") or {}
+    try:
+        return int(args.get("tp") or 1) // int(args.get("nnodes") or 1) * int(args.get("node_rank") or 0)
+    except (TypeError, ValueError):
+        return 0
+
+
 def _startup_timings(message: str) -> dict:
     """``Engine startup timings (s): load_weight=F, …, cuda_graph={target_verify=F, …}, tokenizer_e2e=F``
     → ``{"load_weight": F, …, "cuda_graph": {"target_verify": F, …}}`` (fields it lacks are left out)."""
@@ -297,7 +318,7 @@ def _scan(job: dict) -> LogScan:
     with _SCANS_LOCK:
         scan = _SCANS.get(job["dir"])
         if scan is None:
-            scan = _SCANS[job["dir"]] = LogScan()
+            scan = _SCANS[job["dir"]] = LogScan(_lead(job))
         scan.update(job["log_path"])
     return scan
 

@@ -1,0 +1,336 @@
+"""Multi-node profiles: one SIMULATED SGLang over two configured hosts (both this machine, each with its own
+workdir; one of them through the real sshd), with SGLang's --nnodes/--node-rank/--dist-init-addr; the
+preflight that compares nodes, and a rank's death failing the whole server with no rank left on any host."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+import signal
+import socket
+import sys
+import time
+import urllib.error
+import urllib.request
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from backend import multinode, serving
+from backend.cost import gpus_of
+from backend.errors import ConfigError, UsageError
+from backend.settings import HostConfig, Settings, parse
+from backend.sglang_flags import parse as parse_flags
+from backend.sglang_flags import server_args
+from tests.simhost import EAGLE, TIME_SCALE, process_gone, specdeck, until_gone
+from tests.sshd import free_port
+
+
+def _local(name: str, root: Path, **kw) -> dict:
+    return {"url": "local", "python": sys.executable, "workdir": str(root / name), "launcher": "simulator",
+            "sandbox": True, **kw}  # fmt: skip
+
+
+def two_node_settings(models: dict, root: Path, *, b: dict | None = None, **profile) -> Settings:
+    """Hosts a and b (local sandbox hosts, own workdirs) and profile ``duo`` over both, tp 16."""
+    data = {
+        "target": models["target"],
+        "hosts": {"a": _local("a", root), "b": _local("b", root, **(b or {}))},
+        "drafters": {"aq-medai": {"path": models["aq-medai"]}},
+        "profiles": {
+            "duo": {
+                "drafter": "aq-medai",
+                **EAGLE,
+                "tp": 16,
+                "port": free_port(),
+                "nodes": ["a", "b"],
+                "env": {"SPECDECK_SIM_TIME_SCALE": TIME_SCALE},
+                **profile,
+            }
+        },
+    }
+    return parse(data, "test.toml")
+
+
+def through_sshd(settings: Settings, sshd, root: Path) -> Settings:
+    """Node b reached through the real sshd (a sandbox host built in code, as the serving tests do)."""
+    b = HostConfig(
+        name="b",
+        url=sshd.url,
+        python=sys.executable,
+        workdir=str(root / "b-ssh"),
+        identity=sshd.identity,
+        known_hosts=sshd.known_hosts,
+        launcher="simulator",
+        sandbox=True,
+    )
+    return replace(settings, hosts={**settings.hosts, "b": b})
+
+
+@pytest.fixture(scope="module")
+def root(tmp_path_factory) -> Path:
+    """The hosts' workdirs, shared by this module's tests: each host's cached launcher --help is reused."""
+    return tmp_path_factory.mktemp("nodes")
+
+
+@pytest.fixture
+async def nodes():
+    made: list[multinode.Nodes] = []
+
+    def make(settings: Settings) -> multinode.Nodes:
+        made.append(multinode.Nodes(settings))
+        return made[-1]
+
+    yield make
+    for n in made:
+        for conn in n.conns.values():
+            for job in await conn.call("jobs.list", kind="serve"):
+                if job["state"] == "running":
+                    await conn.call("serve.stop", job=job["id"], timeout=5)
+        await n.close()
+
+
+def _get(url: str) -> int:
+    try:
+        with urllib.request.urlopen(url, timeout=10) as res:
+            return res.status
+    except urllib.error.HTTPError as exc:
+        return exc.code
+
+
+# --- configuration and command lines ------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("named", "words"),
+    [
+        (["a", "gpu-c"], "test.toml: profiles.duo.nodes: no host named 'gpu-c'"),
+        (["a", "a"], "test.toml: profiles.duo.nodes: host a is listed twice"),
+        (["a"], "test.toml: profiles.duo.nodes: a multi-node profile names two hosts or more"),
+        (["a", 3], "test.toml: profiles.duo.nodes: must be a list of configured host names"),
+    ],
+)
+def test_nodes_are_configured_hosts_each_named_once(models, tmp_path, named, words):
+    with pytest.raises(ConfigError, match=words):
+        two_node_settings(models, tmp_path, nodes=named)
+
+
+def test_each_rank_gets_sglangs_flags_and_rank_0s_address(models, tmp_path, sshd):
+    settings = two_node_settings(models, tmp_path)
+    profile = settings.profiles["duo"]
+    ranks = multinode.plan(settings, profile, 41000)
+    assert [(r.node, r.rank) for r in ranks] == [("a", 0), ("b", 1)]
+    for r in ranks:
+        args = server_args(parse_flags(r.argv[3:]))
+        assert (args["nnodes"], args["node_rank"], args["dist_init_addr"]) == (2, r.rank, "127.0.0.1:41000")
+        assert args["tp_size"] == 16 and args["port"] == r.port
+    # Two nodes on one machine (only the sandbox does that) cannot share a port: rank 1 takes port + 1.
+    assert [r.port for r in ranks] == [profile.port, profile.port + 1]
+    # The server holds tp GPUs in all (8 on each node), not tp x nodes.
+    assert gpus_of({}, ranks[0].argv) == 16
+    # Real hosts: rank 0's SSH address, and every rank on the profile's port.
+    real = replace(
+        settings,
+        hosts={
+            "a": HostConfig(name="a", url="ssh://root@10.0.0.1"),
+            "b": HostConfig(name="b", url="ssh://root@10.0.0.2:2222"),
+        },
+    )
+    argvs = [r.argv for r in multinode.plan(real, profile)]
+    assert argvs[1][-6:] == ["--nnodes", "2", "--node-rank", "1", "--dist-init-addr", "10.0.0.1:PORT"]
+    assert argvs[0][:3] == ["python3", "-m", "sglang.launch_server"]
+    assert [r.port for r in multinode.plan(real, profile)] == [profile.port] * 2
+    # One host's start (a sweep's, a training's) refuses it rather than start one rank of it.
+    with pytest.raises(UsageError, match="profile duo runs across nodes a, b: `specdeck serve start duo`"):
+        serving.profile_command(settings, settings.hosts["a"], profile)
+    bad = replace(profile, tp=9, extra_args=("--nnodes", "3"))
+    assert [c.name for c in multinode.profile_checks(bad)] == ["nodes", "tp"]
+
+
+def test_cli_names_the_file_and_key_of_an_unknown_node(models, tmp_path):
+    config = tmp_path / "config.toml"
+    config.write_text(
+        f'target = {json.dumps(models["target"])}\n[hosts.a]\nurl = "local"\n[profiles.duo]\nnodes = ["a", "gpu-c"]\n'
+    )
+    res = specdeck(config, "serve", "cmd", "duo", rc=2)
+    assert f"{config}: profiles.duo.nodes: no host named 'gpu-c'" in res.stderr and "Traceback" not in res.stderr
+
+
+# --- preflight ---------------------------------------------------------------------------------------------
+
+
+def _gpu_python(tmp_path: Path, name: str, gpus: list[str]) -> str:
+    """A host Python whose PATH has an nvidia-smi listing ``gpus`` (a stand-in for the external tool)."""
+    bin_dir = tmp_path / f"bin-{name}"
+    bin_dir.mkdir()
+    rows = "".join(f'echo "{i}, GPU-{name}{i}, {model}, 0, 143771, 0"\n' for i, model in enumerate(gpus))
+    smi = bin_dir / "nvidia-smi"
+    smi.write_text(f'#!/bin/sh\ncase "$1" in\n  --query-gpu=*)\n{rows};;\nesac\n')
+    smi.chmod(0o755)
+    python = tmp_path / f"python-{name}"
+    python.write_text(f'#!/bin/sh\nPATH={bin_dir}:$PATH exec {sys.executable} "$@"\n')
+    python.chmod(0o755)
+    return str(python)
+
+
+async def test_preflight_names_the_node_that_differs_and_starts_nothing(models, tmp_path, root, nodes):
+    h200 = ["NVIDIA H200"] * 8
+    settings = two_node_settings(models, tmp_path, b={"sglang_version": "0.5.6"})
+    settings = replace(
+        settings,
+        hosts={
+            "a": replace(settings.hosts["a"], python=_gpu_python(tmp_path, "a", h200)),
+            "b": replace(settings.hosts["b"], python=_gpu_python(tmp_path, "b", ["NVIDIA A100-SGXM4-80GB"] * 4)),
+        },
+    )
+    profile = settings.profiles["duo"]
+    mn = nodes(settings)
+    with pytest.raises(serving.PreflightFailed) as refused:
+        await multinode.start(mn, settings, profile)
+    text = str(refused.value)
+    assert "b runs sglang 0.5.6-sim but rank 0 (a) runs 0.5.23-sim: install one release on every node" in text
+    assert "b has 4 x NVIDIA A100-SGXM4-80GB but rank 0 (a) has 8 x NVIDIA H200" in text
+    assert "tp 16 over 2 nodes puts 8 ranks on each but b has 4 GPUs" in text
+    assert refused.value.exit_code == 2
+    for conn in mn.conns.values():
+        assert await conn.call("jobs.list", kind="serve") == []
+    # A port taken on one node: that node is named, the others' checks stand once.
+    holder = socket.socket()
+    holder.bind(("127.0.0.1", profile.port + 1))
+    holder.listen(1)
+    try:
+        same = two_node_settings(models, root, port=profile.port)
+        result = await multinode.preflight(nodes(same), same, same.profiles["duo"])
+    finally:
+        holder.close()
+    failed = [c.message for c in result.failures]
+    assert failed == [
+        f"b: port {profile.port + 1} on the host is taken by another program: give the profile another port"
+    ]
+    assert [c.message for c in result.checks].count("sglang 0.5.23-sim on the host knows every flag") == 1
+
+
+# --- lifecycle ---------------------------------------------------------------------------------------------
+
+
+async def _ready(mn: multinode.Nodes, settings: Settings) -> dict:
+    started = await multinode.start(mn, settings, settings.profiles["duo"])
+    assert started["preflight"]["ok"] and [e["rank"] for e in started["nodes"]] == [0, 1]
+    ready = await multinode.wait(mn, started, within=60)
+    assert ready["state"] == "ready", ready
+    return ready
+
+
+async def test_serves_through_rank_0_and_stop_stops_every_rank(models, root, sshd, nodes):
+    settings = through_sshd(two_node_settings(models, root), sshd, root)
+    mn = nodes(settings)
+    ready = await _ready(mn, settings)
+    head, follower = ready["nodes"]
+    assert [e["state"] for e in ready["nodes"]] == ["ready", "ready"] and ready["port"] == head["port"]
+    # Every node logs its own phases (node b speaks for its TP ranks 8-15).
+    assert "loading weights" in [p["phase"] for p in follower["phases"]]
+    assert ready["args"]["dist_init_addr"].startswith("127.0.0.1:") and ready["server_info"]["tp_size"] == 16
+    # Rank 0 serves the API; rank 1 only SGLang's dummy health server.
+    assert _get(f"http://127.0.0.1:{head['port']}/get_model_info") == 200
+    assert [_get(f"http://127.0.0.1:{follower['port']}{p}") for p in ("/health", "/ping", "/generate")] == [
+        200,
+        200,
+        404,
+    ]
+    log = await serving.tail(await mn.get("b"), follower["job"], 200)
+    assert any("Starting dummy health check server at 127.0.0.1:" in line for line in log["lines"])
+    assert not any("fired up" in line for line in log["lines"])
+    # A status asked of a follower's host is the whole server's too.
+    from_b = await multinode.expand(mn, await serving.status(await mn.get("b")))
+    assert from_b["job"] == ready["job"] and [e["state"] for e in from_b["nodes"]] == ["ready", "ready"]
+
+    stopped = await multinode.stop(mn, from_b, grace=10)
+    assert stopped["was_running"] and stopped["state"] == "stopped"
+    assert [e["state"] for e in stopped["nodes"]] == ["stopped", "stopped"]
+    assert all(process_gone(e["pid"]) for e in ready["nodes"])
+
+
+async def test_a_follower_killed_fails_the_server_and_no_rank_is_left(models, root, nodes):
+    settings = two_node_settings(models, root)
+    mn = nodes(settings)
+    ready = await _ready(mn, settings)
+    head, follower = ready["nodes"]
+    os.kill(follower["pid"], signal.SIGKILL)
+    await until_gone(head["pid"])  # rank 0 dies of it, as SGLang does
+    crashed = await multinode.wait(mn, ready, within=30, until=("crashed",))
+    assert crashed["error"] == "b (rank 1) crashed: killed by SIGKILL", crashed["nodes"]
+    assert [e["state"] for e in crashed["nodes"]] == ["crashed", "crashed"]
+    assert "Connection closed by peer [127.0.0.1]:" in crashed["nodes"][0]["error"]
+    log = await serving.tail(await mn.get("a"), head["job"], 40)
+    assert any("Received sigquit from a child process" in line for line in log["lines"])
+
+
+async def test_rank_0_killed_stops_the_others(models, root, nodes):
+    settings = two_node_settings(models, root)
+    mn = nodes(settings)
+    ready = await _ready(mn, settings)
+    head, follower = ready["nodes"]
+    os.kill(head["pid"], signal.SIGKILL)
+    crashed = await multinode.wait(mn, ready, within=30, until=("crashed",))
+    assert crashed["error"] == "killed by SIGKILL" and crashed["nodes"][0]["state"] == "crashed"
+    assert crashed["nodes"][1]["state"] in ("crashed", "stopped")  # died of it, or stopped by specdeck
+    await until_gone(follower["pid"], timeout=15)
+
+
+async def test_a_rank_left_running_is_stopped_by_the_next_status(models, root, nodes):
+    """specdeck's own reaping, apart from the simulator's: a rank that would hang on (SGLang's ranks can sit in
+    a collective until the watchdog) is stopped once a status sees its peer gone."""
+    settings = two_node_settings(models, root)
+    mn = nodes(settings)
+    ready = await _ready(mn, settings)
+    head, follower = ready["nodes"]
+    os.kill(follower["pid"], signal.SIGSTOP)  # it can neither notice rank 0's death nor exit of itself
+    try:
+        os.kill(head["pid"], signal.SIGKILL)
+        crashed = await serving.wait(await mn.get("a"), ready["job"], within=30, until=("crashed",))
+        assert crashed["state"] == "crashed"
+        looked = asyncio.ensure_future(multinode.expand(mn, crashed))
+        announced = Path(follower["log_path"]).parent / "cancel.json"
+        deadline = time.monotonic() + 30
+        while not announced.exists():  # the status announced the stop on the follower
+            assert time.monotonic() < deadline and not looked.done()
+            await asyncio.sleep(0.02)
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(follower["pid"], signal.SIGCONT)
+    out = await looked
+    assert out["state"] == "crashed" and out["error"] == "killed by SIGKILL"
+    assert out["nodes"][1]["state"] == "stopped"
+    await until_gone(follower["pid"], timeout=15)
+
+
+def test_cli_start_status_stop_show_every_node(models, tmp_path, root):
+    port = free_port()
+    config = tmp_path / "config.toml"
+    hosts = "".join(
+        f'[hosts.{n}]\nurl = "local"\npython = {json.dumps(sys.executable)}\n'
+        f'workdir = {json.dumps(str(root / n))}\nlauncher = "simulator"\nsandbox = true\n'
+        for n in ("a", "b")
+    )
+    config.write_text(
+        f'default_host = "a"\ntarget = {json.dumps(models["target"])}\n{hosts}'
+        f'[profiles.duo]\ntp = 16\nport = {port}\nnodes = ["a", "b"]\n'
+        f'env = {{ SPECDECK_SIM_TIME_SCALE = "{TIME_SCALE}" }}\n'
+    )
+    shown = specdeck(config, "serve", "cmd", "duo").stdout
+    assert "# b: rank 1 of 2" in shown and "--node-rank 1 --dist-init-addr 127.0.0.1:PORT" in shown
+    started = specdeck(config, "serve", "start", "duo", "--wait-ready").stdout
+    assert "duo: started on 2 nodes" in started and "b (rank 1): " in started
+    # Asked of the follower's host, the status is still the whole server's, a line per node.
+    status = specdeck(config, "serve", "status", "--host", "b").stdout
+    assert f"node a  rank 0  ready  port {port}" in status and f"node b  rank 1  ready  port {port + 1}" in status
+    pids = [int(line.rsplit("pid ", 1)[1]) for line in status.splitlines() if line.startswith("  node ")]
+    stopped = specdeck(config, "serve", "stop").stdout
+    assert "duo: stopped on 2 nodes; no process left" in stopped
+    deadline = time.monotonic() + 10
+    while not all(process_gone(pid) for pid in pids):
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
