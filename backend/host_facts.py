@@ -31,18 +31,19 @@ async def facts(conn: Connection) -> HostFacts:
     return HostFacts(conn.host.name, gpus, serving.host_sglang_version(conn.host, info))
 
 
-def difference(hosts: Sequence[HostFacts]) -> str | None:
-    """One sentence naming the first two hosts that differ in GPUs or SGLang release, else None."""
+def difference(hosts: Sequence[HostFacts], remedy: str = "spread a sweep over identical hosts only") -> str | None:
+    """One sentence naming the first two hosts that differ in GPUs or SGLang release (ending in ``remedy``),
+    else None."""
     first = hosts[0]
     for other in hosts[1:]:
         if sorted(other.gpus) != sorted(first.gpus):
             return (
                 f"hosts {first.host} and {other.host} differ in GPUs ({first.gpu_text()} vs {other.gpu_text()}): "
-                "spread a sweep over identical hosts only."
+                f"{remedy}."
             )
         if other.sglang != first.sglang:
             return (
                 f"hosts {first.host} and {other.host} run different SGLang releases ({first.sglang or 'none'} vs "
-                f"{other.sglang or 'none'}): spread a sweep over identical hosts only."
+                f"{other.sglang or 'none'}): {remedy}."
             )
     return None

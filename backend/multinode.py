@@ -34,7 +34,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from urllib.parse import urlsplit
 
-from backend import serving
+from backend import host_facts, serving
 from backend.connection import Connection
 from backend.errors import OperationFailed, SpecdeckError
 from backend.settings import HostConfig, ProfileConfig, Settings
@@ -53,7 +53,7 @@ def is_multinode(profile: ProfileConfig) -> bool:
 
 def address(host: HostConfig) -> str:
     """The address other nodes reach ``host`` at: its SSH address (loopback for this machine)."""
-    if serving.on_this_machine(host):
+    if host.on_this_machine:
         return "127.0.0.1"
     return urlsplit(host.url).hostname or host.url
 
@@ -126,6 +126,11 @@ class Nodes:
             self.conns[name] = conn
 
     async def get(self, name: str) -> Connection:
+        conn = self.conns.get(name)
+        if conn is not None and not conn.connected and name in self._own:
+            del self.conns[name]  # one of ours that dropped: connect again
+            self._own.discard(name)
+            await conn.close()
         if name in self.conns:
             return self.conns[name]
         if name not in self._opening:
@@ -188,14 +193,14 @@ async def preflight(
     ranks = plan(settings, profile)
     conns = await nodes.all([r.node for r in ranks])
     per_node = max(1, profile.tp // len(ranks))
-    facts: list[dict] = [{} for _ in ranks]
-    results = await asyncio.gather(
+    facts, *results = await asyncio.gather(
+        asyncio.gather(*(host_facts.facts(conns[r.node]) for r in ranks)),
         *(
             serving.preflight(
-                conns[r.node], settings, replace(profile, port=r.port, tp=per_node, nodes=()), force=force, facts=f
+                conns[r.node], settings, replace(profile, port=r.port, tp=per_node, nodes=()), force=force
             )
-            for r, f in zip(ranks, facts, strict=True)
-        )
+            for r in ranks
+        ),
     )
     checks = profile_checks(profile)
     per_rank = [[c for c in result.checks if c.name != "tp"] for result in results]
@@ -214,59 +219,31 @@ async def preflight(
     return serving.Preflight(profile.name, tuple(checks))
 
 
-def _gpu_kind(gpus: dict) -> tuple[int, str] | None:
-    if not gpus or not gpus.get("nvidia_smi"):
-        return None
-    names = sorted({g.get("name") or "?" for g in gpus["gpus"]})
-    return len(gpus["gpus"]), names[0] if len(names) == 1 else " + ".join(names)
-
-
-def _agreement(ranks: list[Rank], facts: list[dict], tp: int, per_node: int) -> list[serving.Check]:
+def _agreement(ranks: list[Rank], facts: list[host_facts.HostFacts], tp: int, per_node: int) -> list[serving.Check]:
     """The nodes of one server run one SGLang release on the same GPUs, each with room for its ranks."""
-    head = ranks[0].node
+    problem = host_facts.difference(facts, "the nodes of one server need the same GPUs and one SGLang release")
+    if problem:
+        return [serving.Check("nodes", "fail", problem.rstrip("."))]
     out = []
-    versions = [f.get("sglang") for f in facts]
-    odd = [(r.node, v) for r, v in zip(ranks[1:], versions[1:], strict=True) if v and versions[0] and v != versions[0]]
-    if odd:
-        node, version = odd[0]
-        out.append(
-            serving.Check(
-                "nodes",
-                "fail",
-                f"{node} runs sglang {version} but rank 0 ({head}) runs {versions[0]}: install one release on "
-                "every node",
-            )
-        )
-    kinds = [_gpu_kind(f.get("gpus") or {}) for f in facts]
-    if kinds[0] is not None:
-        for rank, kind in zip(ranks[1:], kinds[1:], strict=True):
-            if kind is not None and kind != kinds[0]:
-                out.append(
-                    serving.Check(
-                        "nodes",
-                        "fail",
-                        f"{rank.node} has {kind[0]} x {kind[1]} but rank 0 ({head}) has {kinds[0][0]} x "
-                        f"{kinds[0][1]}: the nodes of one server need the same GPUs",
-                    )
-                )
-                break
-    for rank, kind in zip(ranks, kinds, strict=True):
-        if kind is not None and per_node > kind[0]:
+    for rank, seen in zip(ranks, facts, strict=True):
+        if seen.gpus and per_node > len(seen.gpus):
             out.append(
                 serving.Check(
                     "tp",
                     "fail",
-                    f"tp {tp} over {len(ranks)} nodes puts {per_node} ranks on each but {rank.node} has {kind[0]} "
-                    f"GPUs: lower the profile's tp to {kind[0] * len(ranks)} or less",
+                    f"tp {tp} over {len(ranks)} nodes puts {per_node} ranks on each but {rank.node} has "
+                    f"{len(seen.gpus)} GPUs: lower the profile's tp to {len(seen.gpus) * len(ranks)} or less",
                 )
             )
             break
-    if not any(c.status == "fail" for c in out):
-        known = [v for v in versions if v]
-        release = f"sglang {known[0]}" if known and len(known) == len(versions) else "their sglang"
-        gpus = f", {kinds[0][0]} x {kinds[0][1]} each" if kinds[0] is not None else ""
+    if not out:
+        release = f"sglang {facts[0].sglang}" if facts[0].sglang else "no sglang found"
         out.append(
-            serving.Check("nodes", "ok", f"{len(ranks)} nodes, {per_node} ranks each, {release} on every one{gpus}")
+            serving.Check(
+                "nodes",
+                "ok",
+                f"{len(ranks)} nodes, {per_node} ranks each, {release} and {facts[0].gpu_text()} on every one",
+            )
         )
     return out
 
@@ -379,9 +356,10 @@ async def expand(nodes: Nodes, wire: dict, *, reap: bool = True) -> dict:
 
 
 def _failed(statuses: list[dict]) -> bool:
-    """A rank has ended while the server was not being stopped: every other rank is lost with it."""
-    ended = [s for s in statuses if s["state"] in ("crashed", "stopped", "none", "unknown")]
-    return bool(ended) and not all(s["state"] in ("stopping", "stopped") for s in statuses)
+    """A rank has ended while the server was not being stopped: every other rank is lost with it. A rank
+    whose host cannot be asked now (``unknown``) is not known to have ended: nothing is stopped for it."""
+    ended = [s for s in statuses if s["state"] in ("crashed", "stopped", "none")]
+    return bool(ended) and not all(s["state"] in ("stopping", "stopped", "unknown") for s in statuses)
 
 
 def _entry(node: str, rank: int, st: dict) -> dict:
@@ -404,7 +382,10 @@ def _entry(node: str, rank: int, st: dict) -> dict:
 def _merge(ranks: list[tuple[str, int, str | None]], statuses: list[dict]) -> dict:
     entries = [_entry(node, rank, st) for (node, rank, _), st in zip(ranks, statuses, strict=True)]
     out = dict(statuses[0], nodes=entries)
-    crashed = [e for e in entries if e["state"] in ("crashed", "unknown", "none")]
+    unasked = [e["error"] for e in entries if e["state"] == "unknown"]
+    if unasked:
+        out["warnings"] = [*(out.get("warnings") or []), *unasked]
+    crashed = [e for e in entries if e["state"] in ("crashed", "none")]
     if crashed:
         # The cause: the first to end of those that did not die of a peer's death (the others' errors say so).
         causes = [e for e in crashed if not _PEER_DEATH.search(e["error"] or "")] or crashed

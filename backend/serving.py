@@ -389,12 +389,8 @@ async def _target_config(conn: Connection, path: str) -> dict | RemoteError | No
     return config if isinstance(config, dict) else RemoteError(f"{path}/config.json is not a JSON object", "checkpoint")
 
 
-async def preflight(
-    conn: Connection, settings: Settings, profile: ProfileConfig, *, force: bool = False, facts: dict | None = None
-) -> Preflight:
-    """Every check before starting ``profile`` on ``conn``'s host; the host's answers are fetched together.
-    ``facts``, when given, gets what the host said it has: ``sglang`` (its version, None unknown) and ``gpus``
-    (``serve.gpus``), which a multi-node preflight compares across nodes."""
+async def preflight(conn: Connection, settings: Settings, profile: ProfileConfig, *, force: bool = False) -> Preflight:
+    """Every check before starting ``profile`` on ``conn``'s host; the host's answers are fetched together."""
     host = conn.host
     cmd = profile_command(settings, host, profile)
     target = target_path(settings, profile)
@@ -409,8 +405,6 @@ async def preflight(
         conn.call("serve.port", port=profile.port),
         conn.call("serve.gpus"),
     )
-    if facts is not None:
-        facts.update(sglang=helped["version"] if isinstance(helped, dict) else None, gpus=gpus)
     checks = profile_checks(settings, profile, helped["version"] if isinstance(helped, dict) else version)
     checks += _target_checks(target, target_cfg)
     checks += _drafter_checks(profile, drafter, inspected, target_cfg, force)
