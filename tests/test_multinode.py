@@ -23,7 +23,7 @@ from backend import multinode, serving
 from backend.cost import gpus_of
 from backend.errors import ConfigError, UsageError
 from backend.host_facts import HostFacts
-from backend.settings import HostConfig, Settings, parse
+from backend.settings import HostConfig, Settings, load, parse
 from backend.sglang_flags import parse as parse_flags
 from backend.sglang_flags import server_args
 from tests.simhost import EAGLE, TIME_SCALE, process_gone, specdeck, until_gone
@@ -291,8 +291,8 @@ async def test_rank_0_killed_has_the_others_stopped_even_one_that_hangs(models, 
     await until_gone(follower["pid"], timeout=15)
 
 
-def test_cli_start_status_stop_show_every_node(models, tmp_path, root):
-    port = free_port()
+def _config_file(tmp_path: Path, root: Path, models: dict, port: int) -> Path:
+    """A config file with hosts a and b (local sandbox hosts) and profile duo over both."""
     config = tmp_path / "config.toml"
     hosts = "".join(
         f'[hosts.{n}]\nurl = "local"\npython = {json.dumps(sys.executable)}\n'
@@ -304,6 +304,12 @@ def test_cli_start_status_stop_show_every_node(models, tmp_path, root):
         f'[profiles.duo]\ntp = 16\nport = {port}\nnodes = ["a", "b"]\n'
         f'env = {{ SPECDECK_SIM_TIME_SCALE = "{TIME_SCALE}" }}\n'
     )
+    return config
+
+
+def test_cli_start_status_stop_show_every_node(models, tmp_path, root):
+    port = free_port()
+    config = _config_file(tmp_path, root, models, port)
     shown = specdeck(config, "serve", "cmd", "duo").stdout
     assert "# b: rank 1 of 2" in shown and "--node-rank 1 --dist-init-addr 127.0.0.1:PORT" in shown
     started = specdeck(config, "serve", "start", "duo", "--wait-ready").stdout
@@ -318,3 +324,33 @@ def test_cli_start_status_stop_show_every_node(models, tmp_path, root):
     while not all(process_gone(pid) for pid in pids):
         assert time.monotonic() < deadline
         time.sleep(0.05)
+
+
+async def test_serve_tab_shows_a_line_per_node_and_stops_every_rank(models, tmp_path, root):
+    from tests.helpers import until
+    from tests.test_serve_tab import open_serve_tab, select, state, state_text, text
+    from tui.app import SpecdeckApp
+
+    port = free_port()
+    app = SpecdeckApp(load(str(_config_file(tmp_path, root, models, port))), host="a")
+    async with app.run_test(size=(160, 45)) as pilot:
+        pane = await open_serve_tab(app, pilot)
+        await select(pilot, pane, "duo")
+        assert "# b, rank 1" in text(app, "#preview") and "--node-rank 1 --dist-init-addr 127.0.0.1:PORT" in text(
+            app, "#preview"
+        )
+        pane.query_one("#profiles").focus()
+        await pilot.press("s")
+
+        def every_node_ready() -> bool:
+            st = pane.status
+            return st is not None and st.state == "ready" and [e["state"] for e in st.nodes] == ["ready"] * 2
+
+        await until(pilot, every_node_ready, "every node ready")
+        shown = state_text(app)
+        assert f"a  rank 0  ready  port {port}" in shown and f"b  rank 1  ready  port {port + 1}" in shown
+        pids = [e["pid"] for e in pane.status.nodes]
+        await pilot.press("x")
+        await until(pilot, lambda: state(app) == "stopped", "stopped")
+        assert "b  rank 1  stopped" in state_text(app)
+        await until(pilot, lambda: all(process_gone(pid) for pid in pids), "no rank left")
