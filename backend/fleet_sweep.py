@@ -61,6 +61,26 @@ def members_of(settings: Settings, fleet: str) -> list[tuple[str, int]]:
     return out
 
 
+async def open_members(settings: Settings, fleet: str, have: Connection | None = None) -> tuple[list[Member], list]:
+    """The fleet's members connected (``have`` serves its own host, as the panel's connection does): (members,
+    the connections opened here, which the caller closes)."""
+    from backend.connection import open_host
+
+    opened: list[Connection] = []
+    members = []
+    try:
+        for host, port in members_of(settings, fleet):
+            conn = have if have is not None and have.host.name == host else await open_host(settings, host)
+            if conn is not have:
+                opened.append(conn)
+            members.append(Member(conn, port))
+    except BaseException:
+        for conn in opened:
+            await conn.close()
+        raise
+    return members, opened
+
+
 async def check_alike(conns: Sequence[Connection]) -> list[host_facts.HostFacts]:
     """Every host's facts; UsageError (one sentence) when two differ in GPUs or SGLang release."""
     found = list(await asyncio.gather(*(host_facts.facts(c) for c in conns)))

@@ -122,5 +122,32 @@ def test_eta_from_earlier_points_and_every_key_in_the_palette():
     assert eta_text([], 3, None, 100.0) == ""
     assert eta_text([{"elapsed_s": 10.0}, {"elapsed_s": 20.0}], 2, 95.0, 100.0) == "ETA 25 s"
     ids = {b.id for b in TunePane.BINDINGS}
-    assert {"tune.sweep", "tune.cancel", "tune.apply", "tune.profile", "tune.grid", "tune.smart"} <= ids
+    assert {"tune.sweep", "tune.cancel", "tune.apply", "tune.profile", "tune.grid", "tune.smart", "tune.fleet"} <= ids
     assert all(b.tooltip for b in TunePane.BINDINGS)
+
+
+async def test_the_fleet_sweep_key_shows_with_a_fleet_and_asks_first(settings, tmp_path):
+    from dataclasses import replace
+
+    from backend.settings import FleetConfig, ReplicaConfig, RouterConfig
+    from tui.screens.confirm import ConfirmScreen
+
+    other = replace(settings.hosts["sim"], name="sim-b", workdir=str(tmp_path / "host-b"))
+    replicas = (ReplicaConfig("sim", "eagle3-aq", free_port()), ReplicaConfig("sim-b", "eagle3-aq", free_port()))
+    fleet = FleetConfig("pair", replicas, RouterConfig("sim", free_port(), prometheus_port=free_port()))
+    app = SpecdeckApp(replace(settings, hosts={**settings.hosts, "sim-b": other}, fleets={"pair": fleet}), host="sim")
+    async with app.run_test(size=(160, 45)) as pilot:
+        await until(pilot, lambda: app.connection.connected, "connected")
+        await pilot.press("6")
+        pane = app.query_one(TunePane)
+        await until(pilot, lambda: app.focused is pane.query_one("#tune-runs"), "the runs table focused")
+        assert pane.check_action("fleet_sweep", ()) and pane.fleet() == "pair"
+        await pilot.press("F")
+        question = "across fleet pair (sim, sim-b)"
+        await until(pilot, lambda: isinstance(app.screen, ConfirmScreen) and question in app.screen.question, "asked")
+        await pilot.press("n")
+        progress = pane.query_one("#tune-progress", Static)
+        await until(pilot, lambda: "fleet sweep not started" in str(progress.render()), "kept")
+        assert pane.sweep_job is None
+        app.settings = replace(app.settings, fleets={})
+        assert not pane.check_action("fleet_sweep", ())  # no fleet: no key in the footer

@@ -6,9 +6,10 @@ per-position acceptance and the advisor's table (``backend.advisor``: predicted 
 interval, against the baseline, measured where a run exists) are shown beside the predicted tok/s curve with
 the measured points. A sweep (``backend.sweep``) runs on the host as a job: the grid is typed in, ``s`` starts
 it, its events show each point's phase, elapsed time and an ETA from the restarts so far, and ``x`` cancels it
-(the server it started is stopped). ``a`` writes the one best step count (the advisor's, the row marked best)
-into the sweep's profile and the config file. The host's runs are imported on
-connect, on ``f5`` and when a sweep ends; every query runs on the App's history thread.
+(the server it started is stopped). ``F`` (where a fleet is configured) runs the same grid across the fleet's
+hosts (``backend.fleet_sweep``), one point per host at a time; ``x`` cancels it on every host. ``a`` writes
+the one best step count (the advisor's, the row marked best) into the sweep's profile and the config file.
+The host's runs are imported on connect, on ``f5`` and when a sweep ends; every query runs on the App's history thread.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from textual.binding import Binding
 from textual.containers import Horizontal
 from textual.widgets import DataTable, Input, Label, Static
 
-from backend import advisor, serving
+from backend import advisor, fleet_sweep, serving
 from backend import sweep as sweep_mod
 from backend.bench import DEFAULT_MAX_TOKENS, DEFAULT_REQUESTS
 from backend.errors import SpecdeckError, UsageError
@@ -78,6 +79,13 @@ class TunePane(ShellPane):
         Binding("e", "edit_grid", "Grid", id="tune.grid", tooltip="Edit the sweep's step counts"),
         Binding("m", "toggle_smart", "Smart", id="tune.smart", tooltip="Smart sweep: stop once no point can win"),
         Binding("f5", "refresh", "Refresh", id="tune.refresh", tooltip="Import the host's runs and re-read them"),
+        Binding(
+            "F",
+            "fleet_sweep",
+            "Fleet sweep",
+            id="tune.fleet",
+            tooltip="Sweep the profile across the fleet's hosts, one point per host at a time",
+        ),
     ]
 
     def __init__(self, *, id: str | None = None) -> None:
@@ -94,6 +102,7 @@ class TunePane(ShellPane):
         self.sweep_best: dict | None = None
         self.sweep_phase: dict | None = None
         self.sweep_total = 0
+        self.fleet_phases: dict[str, dict] = {}  # a fleet sweep's current phase on each host
 
     def compose(self) -> ComposeResult:
         yield Static(id="tune-status", markup=False)
@@ -251,7 +260,21 @@ class TunePane(ShellPane):
         if event.input.id == "tune-steps":
             self.focus_keys()
 
-    def action_start_sweep(self) -> None:
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        if action == "fleet_sweep":  # shown only where a fleet is configured
+            return bool(self.app.settings.fleets)
+        return super().check_action(action, parameters)
+
+    def fleet(self) -> str | None:
+        """The fleet a fleet sweep uses: the first with a replica on the panel's host, else the first."""
+        fleets = self.app.settings.fleets
+        here = [n for n, f in fleets.items() if any(r.host == self.app.host_config.name for r in f.replicas)]
+        return (here or list(fleets) or [None])[0]
+
+    def action_fleet_sweep(self) -> None:
+        self.action_start_sweep(fleet=self.fleet())
+
+    def action_start_sweep(self, fleet: str | None = None) -> None:
         if self.sweep_job is not None:
             self.app.notify(f"sweep {self.sweep_job} is running: x cancels it", severity="warning")
             return
@@ -267,7 +290,10 @@ class TunePane(ShellPane):
         except UsageError as exc:
             self.app.notify(str(exc), severity="error")
             return
-        self._start(plan)
+        if fleet is not None:
+            self._start_fleet(plan, fleet)
+        else:
+            self._start(plan)
 
     @work(group="tune-sweep", exclusive=True, exit_on_error=False, description="start the sweep")
     async def _start(self, plan: sweep_mod.SweepPlan) -> None:
@@ -286,6 +312,51 @@ class TunePane(ShellPane):
             raise
         self.app.notify(f"sweep {job.id} started: {len(plan.grid())} points of {self.profile}")
         self._follow(job.id, len(plan.grid()))
+
+    @work(group="tune-sweep", exclusive=True, exit_on_error=False, description="sweep across the fleet")
+    async def _start_fleet(self, plan: sweep_mod.SweepPlan, fleet: str) -> None:
+        """``backend.fleet_sweep`` from the panel: its events shown as a host sweep's are (each point with its
+        host); x cancels this worker, which cancels every host's sweep and leaves each as found."""
+        assert self.profile is not None and self.yardstick is not None
+        hosts = ", ".join(host for host, _ in fleet_sweep.members_of(self.app.settings, fleet))
+        question = (
+            f"The sweep measures {self.profile} at {len(plan.grid())} points across fleet {fleet} ({hosts}), "
+            "one point per host at a time: each host's server is stopped, and started again at the end."
+        )
+        if not await self.app.push_screen_wait(ConfirmScreen("Sweep across the fleet?", question, "Sweep", "Keep")):
+            self._progress("fleet sweep not started")
+            return
+        members, opened = await fleet_sweep.open_members(self.app.settings, fleet, self.app.connection)
+        try:
+            self.sweep_job, self.sweep_points, self.sweep_best, self.sweep_phase = f"fleet {fleet}", [], None, None
+            self.sweep_total, self.fleet_phases = len(plan.grid()), {}
+
+            def on_event(host: str, event: dict) -> None:
+                if event.get("event") == "phase" and "index" in event:
+                    was = self.fleet_phases.get(host) or {}
+                    t0 = was["t0"] if was.get("index") == event["index"] else event.get("t")
+                    self.fleet_phases[host] = {**event, "t0": t0, "host": host}
+                elif event.get("event") == "point":
+                    self.fleet_phases.pop(host, None)
+                    self.sweep_points.append({**event, "host": host})
+                    self.query_one(StepsChart).show(self.advice, self._sweep_points_of(self.advice))
+                self._show_progress(event.get("event") or "")
+
+            done = await fleet_sweep.run(
+                members, self.app.settings, self.profile, plan, baseline_tok_s=self.yardstick.baseline_tok_s,
+                on_event=on_event,
+            )  # fmt: skip
+            self.sweep_best = done["best"]
+            best = sweep_mod.point_line(self.sweep_best) if self.sweep_best else "none"
+            self.app.notify(f"fleet sweep {done['sweep']} done: best {best}")
+            for m in members:  # every host's runs, so the runs table lists each point
+                await sync_from_host(self.app.history, m.conn)
+        finally:
+            self.sweep_job, self.fleet_phases = None, {}
+            self._show_progress("ended")
+            for conn in opened:
+                await conn.close()
+            self._load()
 
     async def _replacing_agreed(self, points: int) -> bool:
         """True when no server runs, or the operator agreed that the sweep stops the one that does."""
@@ -351,14 +422,18 @@ class TunePane(ShellPane):
         lines = []
         for p in self.sweep_points:
             lines.append("✓ " + sweep_mod.point_line(p) if not p.get("failed") else "✗ " + sweep_mod.point_line(p))
-        phase = self.sweep_phase
-        if self.sweep_job is not None and phase is not None:
+        # A fleet sweep's hosts each measure a point: a line each, and the time left shared among them.
+        phases = list(self.fleet_phases.values()) or [self.sweep_phase]
+        for phase in phases if self.sweep_job is not None else []:
+            if phase is None:
+                continue
             t0 = phase.get("t0") or now
             server = f" ({phase['server_phase']})" if phase.get("server_phase") else ""
-            remaining = max(0, self.sweep_total - len(self.sweep_points))
+            remaining = -(-max(0, self.sweep_total - len(self.sweep_points)) // len(phases))
             eta = eta_text(self.sweep_points, remaining, t0, now)
+            where = f"{phase['host']} " if phase.get("host") else ""
             lines.append(
-                f"▶ {sweep_mod.point_name(phase)}: {phase.get('phase')}{server}, {now - t0:.0f} s"
+                f"▶ {where}{sweep_mod.point_name(phase)}: {phase.get('phase')}{server}, {now - t0:.0f} s"
                 + (f" · {eta}" if eta else "")
             )
         head = f"sweep {self.sweep_job}" if self.sweep_job else "last sweep"
@@ -370,6 +445,10 @@ class TunePane(ShellPane):
     def action_cancel_sweep(self) -> None:
         if self.sweep_job is None:
             self.app.notify("no sweep is running", severity="warning")
+            return
+        if self.sweep_job.startswith("fleet "):  # driven from here: ending its worker cancels every host's sweep
+            self.app.notify(f"{self.sweep_job} sweep cancelled: every host's sweep stops, each host left as found")
+            self.workers.cancel_group(self, "tune-sweep")
             return
         self._cancel(self.sweep_job)
 
