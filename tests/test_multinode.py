@@ -14,6 +14,7 @@ import sys
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
 
@@ -26,6 +27,7 @@ from backend.host_facts import HostFacts
 from backend.settings import HostConfig, Settings, load, parse
 from backend.sglang_flags import parse as parse_flags
 from backend.sglang_flags import server_args
+from tests.leftover_jobs import stop_jobs
 from tests.simhost import EAGLE, TIME_SCALE, process_gone, specdeck, until_gone
 from tests.sshd import free_port
 
@@ -72,9 +74,12 @@ def through_sshd(settings: Settings, sshd, root: Path) -> Settings:
 
 
 @pytest.fixture(scope="module")
-def root(tmp_path_factory) -> Path:
-    """The hosts' workdirs, shared by this module's tests: each host's cached launcher --help is reused."""
-    return tmp_path_factory.mktemp("nodes")
+def root(tmp_path_factory) -> Iterator[Path]:
+    """The hosts' workdirs, shared by this module's tests: each host's cached launcher --help is reused. Any
+    job left running there is stopped once the module is done."""
+    path = tmp_path_factory.mktemp("nodes")
+    yield path
+    stop_jobs(path)
 
 
 @pytest.fixture

@@ -44,6 +44,9 @@ Timing model (the operator's measurements, FIELD-NOTES §1):
 - Startup takes a few seconds, multiplied by env ``SPECDECK_SIM_TIME_SCALE`` (tests use ~0.1); decode timing
   is never scaled.
 
+Across nodes (``--nnodes`` > 1): ``sim_multinode.py`` adds the rendezvous on ``--dist-init-addr``, rank ≥ 1's
+dummy health server and a peer's death ending the node, as SGLang's engine does.
+
 Load checks: the target's config.json (``--model-path``), the drafter's config.json and safetensors headers.
 The drafter's parameters are built to the target's hidden size, so a drafter that does not fit dies while
 loading with SGLang's ``Attempted to load weight (torch.Size([...])) into parameter (torch.Size([...]))``.
