@@ -355,3 +355,13 @@ def test_a_relative_path_ties_an_entry_to_its_folder(folder, tmp_path, monkeypat
     assert resolved.lookup(opts) is not None
     monkeypatch.chdir(folder)
     assert resolved.lookup(opts) is None  # `key` would be another file here
+
+
+def test_a_cold_command_leaves_no_agent_behind_though_it_does_not_wait_for_its_exit(sshd, tmp_path):
+    res = run(sshd, tmp_path, "--no-persist", "ping", "--count", "1", entry="main")
+    assert res.returncode == 0, said(res)
+
+    def agents() -> list[str]:
+        return subprocess.run(["pgrep", "-f", f"{tmp_path}/.specdeck"], capture_output=True, text=True).stdout.split()
+
+    until(lambda: not agents(), timeout=30)  # the closed channel ended it

@@ -41,6 +41,7 @@ async def connect(args: argparse.Namespace, settings: Settings | None = None, *,
         python=args.python,
         workdir=args.workdir,
     )
+    conn.brief = True
     if conn.note:
         print(f"specdeck: {conn.note}", file=sys.stderr)
     if conn.shared and conn.agent is not None:

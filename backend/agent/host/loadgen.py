@@ -23,7 +23,6 @@ import threading
 import time
 from typing import Any, Callable, Dict, List, Optional
 from urllib import error as urlerror
-from urllib import request as urlrequest
 
 from . import acceptance, advice, loopback
 from .jobs import start_job, worker_argv
@@ -71,7 +70,7 @@ def one_request(port: int, prompt: str, max_tokens: int, timeout: float = REQUES
         "sampling_params": {"max_new_tokens": max_tokens, "temperature": 0.0, "ignore_eos": True},
         "stream": True,
     }
-    req = urlrequest.Request(
+    req = loopback.request(
         _base_url(port) + "/generate", json.dumps(body).encode(), {"Content-Type": "application/json"}
     )
     t0 = time.perf_counter()

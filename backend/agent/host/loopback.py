@@ -8,12 +8,21 @@ loopback and keep honouring the proxy settings (huggingface_hub reads them). Std
 
 from __future__ import annotations
 
-from urllib import request as urlrequest
+TYPE_CHECKING = False  # typing only for the checker
+if TYPE_CHECKING:
+    from typing import Optional
 
 LOOPBACK = ("127.0.0.1", "localhost", "::1", "[::1]")
+_OPENER = []  # built at the first request: urllib.request (http.client, email, ssl) is ~50 ms of an agent's start
 
-# ProxyHandler({}) replaces the default one, which reads the *_proxy environment variables.
-_OPENER = urlrequest.build_opener(urlrequest.ProxyHandler({}))
+
+def _opener():
+    if not _OPENER:
+        from urllib import request as urlrequest
+
+        # ProxyHandler({}) replaces the default one, which reads the *_proxy environment variables.
+        _OPENER.append(urlrequest.build_opener(urlrequest.ProxyHandler({})))
+    return _OPENER[0]
 
 
 def is_loopback(host: str) -> bool:
@@ -22,4 +31,11 @@ def is_loopback(host: str) -> bool:
 
 def urlopen(req, timeout: float):
     """``urllib.request.urlopen`` for a loopback URL (a string or a Request), with no proxy."""
-    return _OPENER.open(req, timeout=timeout)
+    return _opener().open(req, timeout=timeout)
+
+
+def request(url: str, data: Optional[bytes] = None, headers: Optional[dict] = None, method: Optional[str] = None):
+    """A ``urllib.request.Request`` (imported only when one is made)."""
+    from urllib import request as urlrequest
+
+    return urlrequest.Request(url, data, headers or {}, method=method)

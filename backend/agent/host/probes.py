@@ -19,7 +19,6 @@ import time
 from typing import List, Optional
 from urllib import error as urlerror
 from urllib import parse as urlparse
-from urllib import request as urlrequest
 
 from . import loopback, ownership
 from .registry import AgentError, method
@@ -294,7 +293,17 @@ def warm() -> None:
     platform_text()
     library_versions()
     _nvml()
-    ownership.method_in_use()  # its cgroup probe (a throwaway process) is remembered
+    job_ownership()
+
+
+_OWNERSHIP_LOCK = threading.Lock()
+
+
+def job_ownership() -> str:
+    """``ownership.method_in_use``, one caller at a time: its cgroup probe (a throwaway process) runs once and
+    is remembered, so an ``info`` that arrives during the warm-up waits for it instead of probing again."""
+    with _OWNERSHIP_LOCK:
+        return ownership.method_in_use()
 
 
 @method("info")
@@ -306,7 +315,7 @@ def info(params: dict, ctx) -> dict:
         "platform": platform_text(),
         "versions": library_versions(),
         "gpus": gpus(),
-        "job_ownership": ownership.method_in_use(),
+        "job_ownership": job_ownership(),
         "pid": os.getpid(),
         "state_dir": ctx.state_dir,
     }
@@ -327,7 +336,7 @@ def http_request(params: dict, ctx) -> dict:
         raise AgentError("http.request only reaches the host's loopback, not %r" % host, "invalid")
     body = params.get("json")
     data = json.dumps(body).encode() if body is not None else None
-    req = urlrequest.Request(url, data=data, method=params.get("method") or ("POST" if data else "GET"))
+    req = loopback.request(url, data, method=params.get("method") or ("POST" if data else "GET"))
     if data is not None:
         req.add_header("Content-Type", "application/json")
     t0 = time.time()
