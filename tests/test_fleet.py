@@ -299,6 +299,7 @@ async def test_fleet_up_status_bench_kill_down(tmp_path, models, fleet_ports):
         assert st["router"]["healthy"] is True  # the router itself lives on
         text = specdeck(config, "fleet", "status", "pair").stdout
         assert f"imbalance: sim-b:{fleet_ports['b']} is gone" in text
+        assert f"sim-a:{fleet_ports['a']} SIMULATED" in text  # the replicas are; the router never is
 
         asked = specdeck(config, "fleet", "down", "pair", rc=2)  # a live fleet, no terminal to ask on
         assert "pass --yes" in asked.stderr and not process_gone(router_pid)

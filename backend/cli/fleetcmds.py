@@ -63,7 +63,7 @@ async def up(args: argparse.Namespace) -> int:
             if args.json:
                 emit_json(exc.preflight.to_json())
             raise
-    _show(args, st)
+        _show(args, st, links.settings)
     return 0
 
 
@@ -72,7 +72,7 @@ async def status(args: argparse.Namespace) -> int:
 
     async with await _links(args, partial=True) as links:  # an unreachable host reads as such, the rest shown
         st = await fleet.status(links)
-    _show(args, st)
+        _show(args, st, links.settings)
     return 0
 
 
@@ -80,10 +80,11 @@ def _num(value: float | int | None, fmt: str = ".1f") -> str:
     return "-" if value is None else format(value, fmt)
 
 
-def _show(args: argparse.Namespace, st) -> None:
+def _show(args: argparse.Namespace, st, settings) -> None:
     if args.json:
         emit_json(st.to_json())
         return
+    simulated = {h for h, c in settings.hosts.items() if c.launcher == "simulator"}
     r = st.router
     line = f"router {r.host} {r.url} ({r.policy}): " + ("healthy" if r.healthy else f"NOT healthy: {r.error}")
     if r.workers is not None:
@@ -91,12 +92,13 @@ def _show(args: argparse.Namespace, st) -> None:
     if r.requests_total is not None:
         line += f", {r.requests_total} requests routed"
     print(line)
-    heads = f"  {'replica':<24} {'state':<11} {'router':<9} {'pid':>7} {'tok/s/str':>9} {'accept':>6}"
+    heads = f"  {'replica':<30} {'state':<11} {'router':<9} {'pid':>7} {'tok/s/str':>9} {'accept':>6}"
     print(heads + f" {'run':>4} {'queue':>5}")
     for x in st.replicas:
         seen = "healthy" if x.healthy else "unhealthy"
+        label = x.label + (" SIMULATED" if x.host in simulated else "")
         print(
-            f"  {x.label:<24} {x.state:<11} {seen:<9} {_num(x.pid, 'd'):>7} {_num(x.tok_s):>9} "
+            f"  {label:<30} {x.state:<11} {seen:<9} {_num(x.pid, 'd'):>7} {_num(x.tok_s):>9} "
             f"{_num(x.accept_len, '.2f'):>6} {_num(x.running, 'd'):>4} {_num(x.queued, 'd'):>5}"
         )
     print(f"imbalance: {st.imbalance.verdict}")
