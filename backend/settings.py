@@ -671,6 +671,12 @@ def _fleet(
             raise c.fail(f"{rkey}.profile", f"missing (name one here or as {key}.profile)")
         if profile not in profiles:
             raise c.fail(f"{rkey}.profile", f"no profile named {profile!r} (have: {', '.join(profiles)})")
+        if profiles[profile].nodes:
+            raise c.fail(
+                f"{rkey}.profile",
+                f"profile {profile} runs across nodes {', '.join(profiles[profile].nodes)}; a fleet's replicas are "
+                "one-host servers: name a profile without nodes",
+            )
         port = _port(c, item, "port", f"{rkey}.port", profiles[profile].port)
         spot = (host_address(hosts.get(host)), port)
         if spot in taken:

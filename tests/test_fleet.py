@@ -130,6 +130,11 @@ def test_fleet_router_defaults_to_the_first_replicas_host(tmp_path):
         ),
         ('profile = "baseline"\nreplicas = [{host = "gpu-a", port = 0}]', "replicas[0].port", "1-65535"),
         (
+            'profile = "wide"\nreplicas = [{host = "gpu-a"}]\n[profiles.wide]\nnodes = ["gpu-a", "gpu-b"]',
+            "replicas[0].profile",
+            "runs across nodes gpu-a, gpu-b",
+        ),
+        (
             'profile = "baseline"\nreplicas = [{host = "gpu-a"}]\nrouter = {policy = "power_of_two"}',
             "router.policy",
             "at least 2 replicas",
