@@ -41,8 +41,9 @@ async def pair(tmp_path, models):
     conns = [await Connection.open(_host(tmp_path, name)) for name in ("sim-a", "sim-b")]
     fast = {"SPECDECK_SIM_SCENARIO": FAST}
     settings = make_settings(models, aq={"drafter": "aq-medai", **EAGLE, "env": fast}, base={"env": fast})
-    yield [fleet_sweep.Member(c, free_port()) for c in conns], settings
-    for c in conns:
+    members = [fleet_sweep.Member(c, free_port()) for c in conns]
+    yield members, settings
+    for c in (m.conn for m in members):
         for kind in ("sweep", "bench", "serve"):
             for job in await c.call("jobs.list", kind=kind):
                 if job["state"] == "running":
@@ -50,10 +51,10 @@ async def pair(tmp_path, models):
         await c.close()
 
 
-async def _found(members, settings) -> dict[str, str]:
-    """Start the baseline on each host on its replica's port; each host's server job id."""
+async def _found(members, settings, on: tuple[str, ...] = ("sim-a", "sim-b")) -> dict[str, str]:
+    """Start the baseline on the hosts named ``on``, each on its replica's port; each host's server job id."""
     jobs = {}
-    for m in members:
+    for m in (m for m in members if m.name in on):
         started = await serving.start(m.conn, settings, replace(settings.profiles["base"], port=m.port))
         assert (await serving.wait(m.conn, started["job"], within=30))["state"] == "ready"
         jobs[m.name] = started["job"]
@@ -61,8 +62,14 @@ async def _found(members, settings) -> dict[str, str]:
 
 
 async def _as_found(members, found: dict[str, str]) -> None:
-    """Each host runs the baseline again, on its own port, and nothing of the sweep."""
+    """Each host found running the baseline runs it again, on its own port; no host runs anything of the sweep."""
     for m in members:
+        for job in await m.conn.call("jobs.list", kind="sweep"):  # its done event comes just before its exit
+            assert (await m.conn.call("jobs.wait", id=job["id"], timeout=30))["state"] != "running"
+        if m.name not in found:
+            running = [j for j in await m.conn.call("jobs.list") if j["state"] == "running" and j["kind"] != "hub"]
+            assert running == [], running
+            continue
         status = await serving.wait(m.conn, until=("ready",), within=30)
         assert status["profile"] == "base" and status["port"] == m.port and status["job"] != found[m.name]
         running = [j for j in await m.conn.call("jobs.list", kind="serve") if j["state"] == "running"]
@@ -91,8 +98,8 @@ port = {members[0].port}\n{env}
 
 
 async def test_a_fleet_sweep_spreads_the_grid_tags_each_point_and_leaves_every_host_as_found(pair, models, tmp_path):
-    members, settings = pair
-    found = await _found(members, settings)
+    members, settings = pair  # found with nothing running (the tests below restore servers they found)
+    found: dict[str, str] = {}
     config = _config(tmp_path / "fleet.toml", models, members, settings)
     args = ["sweep", "aq", "--fleet", "f", "--steps", "1,2,3", "--requests", "2", "--max-tokens", "32", "--json"]
     proc = await asyncio.create_subprocess_exec(
@@ -132,7 +139,7 @@ async def test_a_fleet_sweep_spreads_the_grid_tags_each_point_and_leaves_every_h
 
 async def test_a_replica_killed_mid_sweep_fails_its_point_and_every_host_is_left_as_found(pair):
     members, settings = pair
-    found = await _found(members, settings)
+    found = await _found(members, settings, on=("sim-b",))  # a: found with nothing running
     benching = asyncio.Event()
 
     def on_event(host: str, event: dict) -> None:
@@ -156,8 +163,11 @@ async def test_a_replica_killed_mid_sweep_fails_its_point_and_every_host_is_left
     await _as_found(members, found)
 
 
-async def test_a_cancelled_fleet_sweep_leaves_every_host_as_found(pair):
-    members, settings = pair  # found with nothing running: nothing runs after (the serial tests restore one)
+async def test_a_fleet_sweep_whose_client_is_gone_or_cancels_leaves_every_host_as_found(pair, tmp_path):
+    """Host a loses its client mid-point (the link gone: nobody can cancel it there), host b is cancelled by it:
+    b is restored at once, a once its point is done and no next one came within feed_idle_s."""
+    members, settings = pair
+    found = await _found(members, settings, on=("sim-a",))  # b: found with nothing running
     both = asyncio.Event()
     benching: set[str] = set()
 
@@ -168,14 +178,20 @@ async def test_a_cancelled_fleet_sweep_leaves_every_host_as_found(pair):
                 both.set()
 
     plan = sweep_mod.SweepPlan((1, 2, 3), **SMALL)
-    run = asyncio.create_task(fleet_sweep.run(members, settings, "aq", plan, baseline_tok_s=82.0, on_event=on_event))
+    run = asyncio.create_task(
+        fleet_sweep.run(members, settings, "aq", plan, baseline_tok_s=82.0, on_event=on_event, feed_idle_s=1.0)
+    )
     await asyncio.wait_for(both.wait(), 60)
+    await members[0].conn.close()  # the client is gone for host a
     run.cancel()
     with pytest.raises(asyncio.CancelledError):
         await run
-    for m in members:
-        jobs = await m.conn.call("jobs.list")
-        assert [j["id"] for j in jobs if j["state"] == "running" and j["kind"] in ("serve", "sweep", "bench")] == []
+    again = await Connection.open(members[0].conn.host)
+    members[0] = fleet_sweep.Member(again, members[0].port)
+    (left,) = await again.call("jobs.list", kind="sweep")  # it measures its point for a client that is gone,
+    done = await asyncio.wait_for(sweep_mod.follow(again, left["id"]), 60)  # then ends on its own
+    assert len(done["points"]) == 1 and "failed" not in done["points"][0]
+    await _as_found(members, found)
 
 
 async def test_hosts_that_differ_are_refused_before_anything_starts(pair, tmp_path):
