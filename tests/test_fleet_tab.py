@@ -83,6 +83,11 @@ async def test_fleet_tab_at_both_sizes_its_keys_and_a_replica_killed(running_fle
         await until(pilot, lambda: "tok/s per stream" in plain(bench), "the bench's result", 120)
         await keys.press("refresh")
         await until(pilot, lambda: (pane.status.router.requests_total or 0) >= 4, "the router counted the bench")
+        monkeypatch.setattr(fleet, "bench_plan", lambda f: BenchPlan(requests=4, max_tokens=4000, concurrency=4))
+        await keys.press("bench")  # a long one, and b again stops it
+        await until(pilot, lambda: "starting" in plain(bench) or "requests" in plain(bench), "the bench under way")
+        await keys.press("bench")
+        await until(pilot, lambda: plain(bench) == "bench: stopped", "the bench stopped")
 
         table.move_cursor(row=1)
         victim = pane.status.replicas[1]
@@ -114,7 +119,7 @@ async def test_fleet_tab_at_both_sizes_its_keys_and_a_replica_killed(running_fle
         await pilot.press("down", "enter")
         await until(pilot, lambda: pane.status is not None and pane.status.name == "solo", "fleet solo read")
         assert "not healthy: the router is not running" in plain(pane.query_one("#fleet-router", Static))
-        assert plain(pane.query_one("#fleet-head", Static)).startswith("fleet solo: 1 replica on sim-a")
+        assert plain(pane.query_one("#fleet-head", Static)).startswith("fleet solo: 1 replica on sim-a · SIMULATED SGLang on sim-a")
         keys.assert_all_pressed()
 
 

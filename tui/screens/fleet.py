@@ -107,6 +107,8 @@ class FleetPane(ShellPane):
 
     def on_show(self) -> None:
         self.shown = True
+        self._drawn = None  # drawn while hidden, the trend had no width to fill
+        self.call_after_refresh(self._draw)
         if self.name_ is not None and self.links is None:
             self._link(self.name_)
         self._poll()
@@ -172,11 +174,14 @@ class FleetPane(ShellPane):
         if self.name_ is None:
             head.update(NO_FLEET)
             return
-        cfg = fleet.get_fleet(self.app.settings, self.name_)
-        hosts = ", ".join(dict.fromkeys(r.host for r in cfg.replicas))
+        settings = self.app.settings
+        cfg = fleet.get_fleet(settings, self.name_)
+        hosts = list(dict.fromkeys(r.host for r in cfg.replicas))
+        simulated = [h for h in hosts if h in settings.hosts and settings.hosts[h].launcher == "simulator"]
         waiting = [f"{h}: {s}{f' ({why})' if why else ''}" for h, s, why in states if s != "connected"]
         head.update(
-            f"fleet {self.name_}: {len(cfg.replicas)} replica{'s' * (len(cfg.replicas) != 1)} on {hosts}"
+            f"fleet {self.name_}: {len(cfg.replicas)} replica{'s' * (len(cfg.replicas) != 1)} on {', '.join(hosts)}"
+            + (f" · SIMULATED SGLang on {', '.join(simulated)} (the router is real)" if simulated else "")
             + (" · " + "; ".join(waiting) if waiting else "")
         )
         self._draw_router(st)
