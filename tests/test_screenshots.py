@@ -18,7 +18,7 @@ def test_screenshot_script_writes_svgs(tmp_path):
         cwd=REPO, capture_output=True, text=True, timeout=280,
     )  # fmt: skip
     assert res.returncode == 0, res.stdout + res.stderr
-    shots = ["compare", "drafters", "history", "live-light", "live", "serve", "train", "tune"]
+    shots = ["compare", "drafters", "fleet", "history", "live-light", "live", "serve", "train", "tune"]
     assert sorted(p.name for p in tmp_path.glob("*.svg")) == sorted(f"{name}.svg" for name in shots)
     history = (tmp_path / "history.svg").read_text()
     assert history.startswith("<svg") and "Comparing&#160;3&#160;run(s)" in history

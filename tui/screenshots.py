@@ -4,7 +4,8 @@ The story the shots tell, in order: AQ-MedAI's drafter downloading from the sand
 baseline and the team's drafter are served and benched; the two drafters side by side once the download is
 done (Compare); AQ-MedAI's drafter served and ready (Serve), its live charts against the baseline and the
 break-even (Live), the three runs compared (History), the advisor on AQ-MedAI's run (Tune), and AQ-MedAI's
-drafter fine-tuned with the SIMULATED SpecForge, its checkpoints predicted and one measured (Train).
+drafter fine-tuned with the SIMULATED SpecForge, its checkpoints predicted and one measured (Train), and the
+sandbox's two-host fleet behind the real sglang-router under a bench through it (Fleet).
 Everything runs in a throwaway user environment (config, state, data) so neither the user's sandbox nor their
 history is touched.
 
@@ -31,7 +32,7 @@ from backend.jobs import JobInfo, get_job, list_jobs, wait_job
 
 SIZE = (160, 48)
 OUT = Path(__file__).resolve().parents[1] / "screenshots"
-TABS = ("drafters", "compare", "serve", "live", "history", "tune", "train")
+TABS = ("drafters", "compare", "serve", "live", "history", "tune", "train", "fleet")
 PROFILES = ("baseline", "eagle3-ours", "eagle3-aq")
 
 
@@ -253,6 +254,38 @@ async def shot_train(story: Story) -> None:
     save(story, "train")
 
 
+async def shot_fleet(story: Story) -> None:
+    """The sandbox's fleet (a replica on each of its two hosts, the real sglang-router on the first) under a
+    bench sent through the router: its line, the verdict, the replicas' figures and sparklines."""
+    from backend import bench, fleet, serving
+    from tui.screens.fleet import FleetPane
+
+    for job in await list_jobs(story.conn, kind="serve"):  # the earlier shots' servers hold the fleet's port
+        if job.active:
+            await serving.stop(story.conn, job=job.id)
+    pane = story.app.query_one(FleetPane)
+    links = await fleet.FleetLinks.open(story.settings, "sandbox")
+    try:
+        await fleet.up(links)
+        story.app.action_show_tab("fleet")
+        plan = bench.BenchPlan(requests=8, max_tokens=story.max_tokens, concurrency=4)
+        sent = asyncio.ensure_future(fleet.bench(links, plan))
+        points = 1 if story.quick else 12  # a poll every 2 s: half a minute of sparkline
+
+        def loaded() -> bool:
+            replicas = pane.status.replicas if pane.status is not None else ()
+            trends = [[v for v in pane.trends.get(r.label, ()) if v is not None] for r in replicas]
+            return bool(trends) and all(len(t) >= points for t in trends)
+
+        await until(story, loaded, "the replicas' figures under the bench", 120)
+        await show(story, "fleet", "workers healthy", "imbalance")
+        save(story, "fleet")
+        await sent
+    finally:
+        await fleet.down(links)
+        await links.close()
+
+
 SHOTS: dict[str, Callable[[Story], Awaitable[None]]] = {
     "drafters": shot_drafters,
     "compare": shot_compare,
@@ -261,6 +294,7 @@ SHOTS: dict[str, Callable[[Story], Awaitable[None]]] = {
     "history": shot_history,
     "tune": shot_tune,
     "train": shot_train,
+    "fleet": shot_fleet,
 }
 
 
@@ -283,6 +317,7 @@ async def tell(story: Story, only: set[str]) -> None:
     await take("history")
     await take("tune")
     await take("train")
+    await take("fleet")
 
 
 async def run(out: Path, only: set[str], quick: bool = False) -> list[Path]:
@@ -294,7 +329,7 @@ async def run(out: Path, only: set[str], quick: bool = False) -> list[Path]:
 
     out.mkdir(parents=True, exist_ok=True)
     os.environ.setdefault("SPECDECK_SIM_SPECFORGE_STEP_S", "0.01" if quick else "0.03")  # k25-ft in 6 or 18 s
-    box = await environment.up(hub_rate="600M" if quick else environment.DEFAULT_HUB_RATE)
+    box = await environment.up(hub_rate="600M" if quick else environment.DEFAULT_HUB_RATE, hosts=2)
     settings = settings_mod.load(box["config"])
     conn = await Connection.open(settings.host(environment.HOST_NAME))
     app = SpecdeckApp(settings, host=environment.HOST_NAME)
