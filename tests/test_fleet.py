@@ -266,7 +266,7 @@ def fleet_ports() -> dict[str, int]:
 async def test_fleet_up_status_bench_kill_down(tmp_path, models, fleet_ports):
     """The real router (PyPI sglang-router 0.3.2) registers both simulated replicas and routes a bench; a replica
     killed with SIGKILL reads as gone (unhealthy, named by the verdict), a killed router as not running, until
-    the fleet is stopped. The CLI starts, benches and stops; the status polls are the backend call it makes."""
+    the fleet is stopped. The CLI benches, shows and asks before stopping; the rest are the backend calls it makes."""
     import os
     import signal
     import time
@@ -281,14 +281,14 @@ async def test_fleet_up_status_bench_kill_down(tmp_path, models, fleet_ports):
         return st
 
     config = fleet_config(tmp_path, models, fleet_ports)
-    up = json.loads(specdeck(config, "fleet", "up", "pair", "--json").stdout)
-    assert up["router"]["healthy"] is True and up["router"]["workers"] == 2, up
-    assert [r["state"] for r in up["replicas"]] == ["ready", "ready"]
-    assert [r["healthy"] for r in up["replicas"]] == [True, True]
-    router_pid = up["router"]["pid"]
-    bench_args = ("--requests", "4", "--max-tokens", "24", "--concurrency", "2", "--json")
     links = await fleet.FleetLinks.open(settings_mod.load(config), "pair")
     try:
+        up = (await fleet.up(links)).to_json()
+        assert up["router"]["healthy"] is True and up["router"]["workers"] == 2, up
+        assert [r["state"] for r in up["replicas"]] == ["ready", "ready"]
+        assert [r["healthy"] for r in up["replicas"]] == [True, True]
+        router_pid = up["router"]["pid"]
+        bench_args = ("--requests", "4", "--max-tokens", "24", "--concurrency", "2", "--json")
         bench = json.loads(specdeck(config, "fleet", "bench", "pair", *bench_args).stdout)
         assert bench["requests"] == 4 and bench["tok_s"] > 0, bench
         st = (await fleet.status(links)).to_json()
@@ -314,12 +314,10 @@ async def test_fleet_up_status_bench_kill_down(tmp_path, models, fleet_ports):
         assert st["router"]["healthy"] is False and "not running" in st["router"]["error"]
         assert st["replicas"][0]["state"] == "ready" and st["replicas"][0]["healthy"] is False
     finally:
-        await links.close()
-        specdeck(config, "fleet", "down", "pair", "--yes")
-    assert process_gone(router_pid)
-    links = await fleet.FleetLinks.open(settings_mod.load(config), "pair")
-    async with links:
+        await fleet.down(links)
         after = (await fleet.status(links)).to_json()
+        await links.close()
+    assert process_gone(router_pid)
     assert after["router"]["healthy"] is False and after["router"]["pid"] is None
     assert [r["state"] for r in after["replicas"]] == ["stopped", "crashed"]
 
@@ -350,22 +348,27 @@ profile = "eagle3-ours"
 replicas = [{{host = "sim-a", port = {fleet_ports["a"]}}}, {{host = "far"}}]
 """
     config = fleet_config(tmp_path, models, fleet_ports, extra)
-    res = specdeck(config, "fleet", "up", "unrouted", rc=2)
-    assert "router: sglang-router is not installed in bare's Python" in res.stderr, res.stderr
-    assert "run `pip install sglang-router==0.3.2` there" in res.stderr and res.stderr.count("\n") == 1
+    settings = settings_mod.load(config)
+    async with await fleet.FleetLinks.open(settings, "unrouted") as links:
+        with pytest.raises(fleet.FleetPreflightFailed) as err:  # what the CLI prints, exit 2
+            await fleet.up(links)
+        st = (await fleet.status(links)).to_json()
+    assert "router: sglang-router is not installed in bare's Python" in str(err.value)
+    assert str(err.value).endswith("run `pip install sglang-router==0.3.2` there")
+    assert st["router"]["pid"] is None and [r["state"] for r in st["replicas"]] == ["none"]
     with socket.socket() as squatter:
         squatter.bind(("127.0.0.1", fleet_ports["b"]))
         squatter.listen()
         res = specdeck(config, "fleet", "up", "pair", rc=2)
     assert f"sim-b:{fleet_ports['b']}: port {fleet_ports['b']} on the host is taken" in res.stderr, res.stderr
     assert res.stderr.count("\n") == 1 and "Traceback" not in res.stderr
-    for name, replicas in (("pair", ["none", "none"]), ("unrouted", ["none"])):
-        async with await fleet.FleetLinks.open(settings_mod.load(config), name) as links:
-            st = (await fleet.status(links)).to_json()
-        assert st["router"]["pid"] is None and [r["state"] for r in st["replicas"]] == replicas
+    async with await fleet.FleetLinks.open(settings, "pair") as links:
+        st = (await fleet.status(links)).to_json()
+    assert st["router"]["pid"] is None and [r["state"] for r in st["replicas"]] == ["none", "none"]
     assert specdeck(config, "fleet", "up", "nope", rc=2).stderr.startswith("specdeck: no fleet named 'nope'")
     # a host that cannot be reached: `up` cannot start (exit 3), `status` shows it so beside the rest
-    assert "cannot reach root@127.0.0.1:1" in specdeck(config, "fleet", "up", "far", rc=3).stderr
+    with pytest.raises(fleet.ConnectionFailed, match=r"cannot reach root@127\.0\.0\.1:1"):
+        await fleet.FleetLinks.open(settings, "far")
     far = json.loads(specdeck(config, "fleet", "status", "far", "--json").stdout)
     assert [(r["host"], r["state"], r["healthy"]) for r in far["replicas"]] == [
         ("sim-a", "none", False),
