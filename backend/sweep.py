@@ -120,9 +120,11 @@ async def start(
     restore = restore_env = None
     found = current.get("profile")
     if running and found in settings.profiles:
-        # On the port it was found on (a fleet's replica may serve its profile on another port than the profile's).
-        was = replace(settings.profiles[found], port=current.get("port") or settings.profiles[found].port)
-        restore, restore_env = _command(settings, conn.host, was)
+        # Its own command, as found (a fleet's replica serves its profile on its own port, with flags of its own);
+        # the env, which the host keeps nowhere, from the profile.
+        _, restore_env = _command(settings, conn.host, settings.profiles[found])
+        job = await conn.call("jobs.get", id=current["job"])
+        restore = {"argv": job["argv"], "cwd": job.get("cwd"), "args": job["args"]}
     params = {
         "points": points,
         "requests": plan.requests,

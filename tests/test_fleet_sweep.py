@@ -55,7 +55,9 @@ async def _found(members, settings, on: tuple[str, ...] = ("sim-a", "sim-b")) ->
     """Start the baseline on the hosts named ``on``, each on its replica's port; each host's server job id."""
     jobs = {}
     for m in (m for m in members if m.name in on):
-        started = await serving.start(m.conn, settings, replace(settings.profiles["base"], port=m.port))
+        # On the replica's port, with a flag of its own (as a fleet's replica has): restored as it was.
+        found = replace(settings.profiles["base"], port=m.port, extra_args=("--random-seed", "11"))
+        started = await serving.start(m.conn, settings, found)
         assert (await serving.wait(m.conn, started["job"], within=30))["state"] == "ready"
         jobs[m.name] = started["job"]
     return jobs
@@ -72,6 +74,7 @@ async def _as_found(members, found: dict[str, str]) -> None:
             continue
         status = await serving.wait(m.conn, until=("ready",), within=30)
         assert status["profile"] == "base" and status["port"] == m.port and status["job"] != found[m.name]
+        assert status["argv"][-2:] == ["--random-seed", "11"]
         running = [j for j in await m.conn.call("jobs.list", kind="serve") if j["state"] == "running"]
         assert [j["id"] for j in running] == [status["job"]]
 
