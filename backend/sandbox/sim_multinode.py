@@ -115,7 +115,7 @@ class NodeStartup(Startup):
         if self.rank == 0:
             self.log.error("Received sigquit from a child process. It usually means the child failed.")
         else:
-            self.log.error("Scheduler or DataParallelController %d terminated with 1" % (os.getpid() + 1))
+            self.log.error("Scheduler or DataParallelController %d terminated with 1" % os.getpid())
         sys.stdout.flush()
         sys.stderr.flush()
         os._exit(1)  # SGLang's kill_process_tree takes the whole node down at once
