@@ -365,3 +365,14 @@ def test_a_cold_command_leaves_no_agent_behind_though_it_does_not_wait_for_its_e
         return subprocess.run(["pgrep", "-f", f"{tmp_path}/.specdeck"], capture_output=True, text=True).stdout.split()
 
     until(lambda: not agents(), timeout=30)  # the closed channel ended it
+
+
+def test_asyncssh_comes_without_x509_support_and_offers_openssh_certificates_only():
+    probe = (
+        "import sys; from backend.transport import ssh; "
+        "print('cryptography.x509' in sys.modules, 'asyncssh.crypto.x509' in sys.modules, *ssh._CERT_ALGS)"
+    )
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, cwd=ROOT, check=True)
+    x509, asyncssh_x509, *certs = out.stdout.split()
+    assert (x509, asyncssh_x509) == ("False", "False")
+    assert "ssh-ed25519-cert-v01@openssh.com" in certs and all(c.endswith("-cert-v01@openssh.com") for c in certs)
