@@ -104,7 +104,8 @@ async def test_a_fleet_sweep_spreads_the_grid_tags_each_point_and_leaves_every_h
     members, settings = pair  # found with nothing running (the tests below restore servers they found)
     found: dict[str, str] = {}
     config = _config(tmp_path / "fleet.toml", models, members, settings)
-    args = ["sweep", "aq", "--fleet", "f", "--steps", "1,2,3", "--requests", "2", "--max-tokens", "32", "--json"]
+    args = ["sweep", "aq", "--fleet", "f", "--steps", "1,2,3", "--smart", "--requests", "2", "--max-tokens", "32",
+            "--json"]  # fmt: skip
     proc = await asyncio.create_subprocess_exec(
         sys.executable, "-m", "backend.cli.main", "--config", str(config), *args,
         stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
@@ -113,10 +114,16 @@ async def test_a_fleet_sweep_spreads_the_grid_tags_each_point_and_leaves_every_h
     assert proc.returncode == 0, err.decode()
     lines = [json.loads(line) for line in out.decode().splitlines()]
     done = lines[-1]
-    assert [p["steps"] for p in done["points"]] == [1, 2, 3] and done["restarts"] == 3
     assert all(p["tok_s"] > 0 and "failed" not in p for p in done["points"])
     by_host = {m.name: [p["steps"] for p in done["points"] if p["host"] == m.name] for m in members}
-    assert sorted(map(len, by_host.values())) == [1, 2], by_host  # one point per host at a time
+    assert all(by_host.values()) and done["restarts"] == len(done["points"]), by_host
+    # The smart order across hosts: the profile's own point first (3 steps, on the first host), the next in grid
+    # order beside it (nothing is ranked before a point is measured), then as the serial sweep's stop rule says.
+    first = {h: next(e["index"] for e in lines if e.get("host") == h and "index" in e) for h in by_host}
+    assert first == {"sim-a": 2, "sim-b": 0}
+    stop = done["stopped_early"] or {"best_steps": done["best"]["steps"], "best_tok_s_low": 0, "predicted": []}
+    assert sorted([p["steps"] for p in done["points"]] + [p["steps"] for p in stop["predicted"]]) == [1, 2, 3]
+    assert all(p["tok_s_high"] < stop["best_tok_s_low"] for p in stop["predicted"])
     # Both hosts measured at once: host b was benching its first point before host a's first ended.
     a_first_point = next(i for i, e in enumerate(lines) if e.get("host") == "sim-a" and e.get("event") == "point")
     b_first_bench = next(i for i, e in enumerate(lines) if e.get("host") == "sim-b" and e.get("phase") == "benching")
