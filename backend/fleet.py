@@ -421,8 +421,13 @@ async def preflight(links: FleetLinks, *, force: bool = False) -> FleetPreflight
     from backend import serving
 
     fleet, settings = links.fleet, links.settings
-    current = await asyncio.gather(*(_replica_view(links, r) for r in fleet.replicas))
-    todo = [r for r, (wire, _) in zip(fleet.replicas, current, strict=True) if wire.get("state") not in _ALIVE]
+    current = [wire for wire, _ in await asyncio.gather(*(_replica_view(links, r) for r in fleet.replicas))]
+    todo = [r for r, wire in zip(fleet.replicas, current, strict=True) if wire.get("state") not in _ALIVE]
+    others = tuple(  # a server of another profile on a replica's port is not the fleet's
+        (r, Preflight(r.profile, (Check("server", "fail", _other_server(r, wire)),)))
+        for r, wire in zip(fleet.replicas, current, strict=True)
+        if wire.get("state") in _ALIVE and wire.get("profile") != r.profile
+    )
     router_running = await router_job(links.conn(fleet.router.host), fleet.name) is not None
     checked, router = await asyncio.gather(
         asyncio.gather(
@@ -433,7 +438,14 @@ async def preflight(links: FleetLinks, *, force: bool = False) -> FleetPreflight
         ),
         _router_checks(links, router_running),
     )
-    return FleetPreflight(tuple(zip(todo, checked, strict=True)), router)
+    return FleetPreflight(tuple(zip(todo, checked, strict=True)) + others, router)
+
+
+def _other_server(replica: ReplicaConfig, wire: dict) -> str:
+    return (
+        f"port {replica.port} serves profile {wire.get('profile')} (job {wire.get('job')}), not the fleet's "
+        f"{replica.profile}: stop it first with `specdeck serve stop --port {replica.port}`"
+    )
 
 
 _ALIVE = ("starting", "ready", "orphaned")

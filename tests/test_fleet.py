@@ -327,7 +327,9 @@ async def test_fleet_up_refuses_before_starting_anything(tmp_path, models, fleet
     sentence naming the replica (or saying how to install the router), exit 2, nothing started."""
     import socket
     import subprocess
+    from dataclasses import replace
 
+    from backend import serving
     from tests.simhost import specdeck
 
     bare = tmp_path / "bare"  # a Python without sglang-router (the agent needs the standard library only)
@@ -364,14 +366,26 @@ replicas = [{{host = "sim-a", port = {fleet_ports["a"]}}}, {{host = "far"}}]
     assert res.stderr.count("\n") == 1 and "Traceback" not in res.stderr
     async with await fleet.FleetLinks.open(settings, "pair") as links:
         st = (await fleet.status(links)).to_json()
-    assert st["router"]["pid"] is None and [r["state"] for r in st["replicas"]] == ["none", "none"]
+        assert st["router"]["pid"] is None and [r["state"] for r in st["replicas"]] == ["none", "none"]
+        # another profile's server on a replica's port is not taken for the fleet's
+        other = replace(settings.profiles["baseline"], port=fleet_ports["a"], env={"SPECDECK_SIM_TIME_SCALE": "0.02"})
+        job = (await serving.start(links.conn("sim-a"), settings, other))["job"]
+        try:
+            with pytest.raises(fleet.FleetPreflightFailed) as err:
+                await fleet.up(links)
+            assert f"sim-a:{fleet_ports['a']}: port {fleet_ports['a']} serves profile baseline (job {job})" in str(
+                err.value
+            )
+            assert [r["state"] for r in (await fleet.status(links)).to_json()["replicas"]][1] == "none"
+        finally:
+            await serving.stop(links.conn("sim-a"), job=job)
     assert specdeck(config, "fleet", "up", "nope", rc=2).stderr.startswith("specdeck: no fleet named 'nope'")
     # a host that cannot be reached: `up` cannot start (exit 3), `status` shows it so beside the rest
     with pytest.raises(fleet.ConnectionFailed, match=r"cannot reach root@127\.0\.0\.1:1"):
         await fleet.FleetLinks.open(settings, "far")
     far = json.loads(specdeck(config, "fleet", "status", "far", "--json").stdout)
     assert [(r["host"], r["state"], r["healthy"]) for r in far["replicas"]] == [
-        ("sim-a", "none", False),
+        ("sim-a", "stopped", False),  # the other profile's server, stopped above
         ("far", "unreachable", False),
     ]
     assert far["imbalance"] == {"verdict": "far:30000 cannot be reached", "lagging": "http://127.0.0.1:30000"}

@@ -119,7 +119,9 @@ async def test_fleet_tab_at_both_sizes_its_keys_and_a_replica_killed(running_fle
         await pilot.press("down", "enter")
         await until(pilot, lambda: pane.status is not None and pane.status.name == "solo", "fleet solo read")
         assert "not healthy: the router is not running" in plain(pane.query_one("#fleet-router", Static))
-        assert plain(pane.query_one("#fleet-head", Static)).startswith("fleet solo: 1 replica on sim-a · SIMULATED SGLang on sim-a")
+        assert plain(pane.query_one("#fleet-head", Static)).startswith(
+            "fleet solo: 1 replica on sim-a · SIMULATED SGLang on sim-a"
+        )
         keys.assert_all_pressed()
 
 
