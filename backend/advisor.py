@@ -19,6 +19,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from backend.agent.host import units
 from backend.agent.host.advice import (
     RECORD_SE,
     Acceptance,
@@ -336,7 +337,7 @@ def advice_lines(advice: Advice) -> list[str]:
         ),
         f"beyond {acc.steps} steps: {acc.extrapolation()}",
         f"cost model ({cost.source}): c(k) = {cost.intercept:.2f} + {cost.per_step:.2f}·k ms; {cost.detail}",
-        f"baseline: {ys.baseline_tok_s:g} tok/s ({ys.source}); no cycle below its plain decode step",
+        f"baseline: {units.tok_s(ys.baseline_tok_s)} tok/s ({ys.source}); no cycle below its plain decode step",
         "",
         f"{'steps':>5}  {'accept len':>18}  {'cycle ms':>8}  {'tok/s':>20}  {'vs base':>7}  {'measured':>20}",
     ]
@@ -368,7 +369,7 @@ def advice_lines(advice: Advice) -> list[str]:
     if advice.best is not None and advice.targets is not None:
         b, t = advice.best, advice.targets
         out.append(
-            f"at {b['steps']} steps ({b['cycle_ms']:.1f} ms cycles, ceiling {t['max_tok_s']:.0f} tok/s), "
+            f"at {b['steps']} steps ({b['cycle_ms']:.1f} ms cycles, ceiling {units.tok_s(t['max_tok_s'])} tok/s), "
             f"break-even accept length {t['break_even_accept_len']:.2f}:"
         )
         for row in t["targets"]:
@@ -378,7 +379,7 @@ def advice_lines(advice: Advice) -> list[str]:
                 else f"out of reach at {b['steps']} steps (accept length at most {b['steps'] + 1})"
             )
             out.append(
-                f"  {row['tok_s']:g} tok/s: accept length {row['accept_len']:.2f}, {need}; "
+                f"  {units.tok_s(row['tok_s'])} tok/s: accept length {row['accept_len']:.2f}, {need}; "
                 f"unbounded-steps limit a = {_pct(row['p_limit'])}"
             )
     return out

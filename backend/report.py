@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from backend import checkpoints
+from backend.agent.host import units
 from backend.agent.host.acceptance import per_position
 from backend.agent.host.units import human_bytes
 from backend.cost import Cost, drafter_sentence, gpus_of, per_million
@@ -118,7 +119,7 @@ VS_LEGEND = (
 def bench_cell(run: RunSummary) -> str:
     """The run's bench per-stream tok/s with its concurrency: the whole curve when benched at several levels."""
     if len(run.curve) > 1:
-        return " ".join(f"{p.tok_s:.0f}@{p.streams}" for p in run.curve)
+        return " ".join(f"{units.tok_s(p.tok_s)}@{p.streams}" for p in run.curve)
     bench = run.bench or {}
     return fmt(bench.get("tok_s")) + (f"@{bench['concurrency']}" if bench.get("concurrency") else "")
 
@@ -593,9 +594,9 @@ def sweep_blocks(runs: list[RunSummary], yardstick: Yardstick, sweep: str) -> li
         )
         if advice.best is not None:
             blocks.append(Para(advisor.best_line(advice)))
+    baseline = f"baseline {units.tok_s(yardstick.baseline_tok_s)} tok/s ({yardstick.source})"
     blocks += [
-        Chart("tok/s by draft steps", "tok/s per stream", series_tok,
-              [(yardstick.baseline_tok_s, f"baseline {yardstick.baseline_tok_s:g} tok/s ({yardstick.source})")],
+        Chart("tok/s by draft steps", "tok/s per stream", series_tok, [(yardstick.baseline_tok_s, baseline)],
               x_label="draft steps", bands=bands_tok),
         Chart("accept length by draft steps", "accept length", series_acc, x_label="draft steps", bands=bands_acc),
     ]  # fmt: skip

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from backend.advisor import DEFAULT_STEPS, predict_from_rates, single_stream
+from backend.agent.host import units
 from backend.agent.host.advice import Acceptance, CostModel, assess
 from backend.errors import UsageError
 from backend.history import RunSummary, Yardstick
@@ -153,7 +154,7 @@ def gap_line(run: RunSummary) -> str | None:
     tok_s = single_stream(run)[0]
     measured = "not measured yet" if tok_s is None else f"measured {tok_s:.1f} tok/s"
     return (
-        f"{run.id}: {t.get('training')} {t.get('checkpoint')} predicted {t['predicted_tok_s']:.0f} tok/s "
-        f"({t['predicted_tok_s_low']:.0f}-{t['predicted_tok_s_high']:.0f}), accept "
+        f"{run.id}: {t.get('training')} {t.get('checkpoint')} predicted {units.tok_s(t['predicted_tok_s'])} tok/s "
+        f"({units.tok_s_range(t['predicted_tok_s_low'], t['predicted_tok_s_high'])}), accept "
         f"{t['predicted_accept_len']:.2f}; {measured}"
     )

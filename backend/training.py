@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from backend import checkpoints as checkpoints_mod
 from backend import serving, train_predict
+from backend.agent.host import units
 from backend.errors import OperationFailed, RemoteError, UsageError
 from backend.jobs import JobInfo, wait_job
 from backend.settings import DrafterConfig, HostConfig, ProfileConfig, Settings, TrainingConfig
@@ -439,15 +440,16 @@ def eta_text(seconds: float | None) -> str:
 
 
 def checkpoint_line(row: dict, baseline_tok_s: float) -> str:
-    """``step 1200: accept 3.1 (2.9-3.3) → 96 tok/s (89-103), beats the baseline`` and what was measured."""
+    """``step 1200: accept 3.10 (2.90-3.30) → 96.2 tok/s (89.0–103.4), beats the baseline`` and what was measured."""
     head = f"step {row['step']} ({row['name']})"
     if row.get("predicted_accept_len") is None:
         return f"{head}: no accuracy logged up to it"
     text = (
         f"{head}: accept {row['predicted_accept_len']:.2f} ({row['predicted_accept_len_low']:.2f}-"
-        f"{row['predicted_accept_len_high']:.2f}) → {row['predicted_tok_s']:.0f} tok/s "
-        f"({row['predicted_tok_s_low']:.0f}-{row['predicted_tok_s_high']:.0f}), {row['versus_baseline']} the "
-        f"{baseline_tok_s:g} tok/s baseline; {row['versus_break_even']} break-even {row['break_even']:.2f}"
+        f"{row['predicted_accept_len_high']:.2f}) → {units.tok_s(row['predicted_tok_s'])} tok/s "
+        f"({units.tok_s_range(row['predicted_tok_s_low'], row['predicted_tok_s_high'])}), {row['versus_baseline']} "
+        f"the {units.tok_s(baseline_tok_s)} tok/s baseline; {row['versus_break_even']} break-even "
+        f"{units.accept_len(row['break_even'])}"
     )
     if row.get("measured_tok_s") is not None:
         text += f"; measured {row['measured_tok_s']:.1f} tok/s (run {row['measured_run']})"
@@ -459,6 +461,6 @@ def basis_line(basis: train_predict.Basis, steps: int) -> str:
     cost = basis.cost
     return (
         f"at {steps} draft steps: cycle {cost(steps):.1f} ms ({cost.source}: {cost.detail}); baseline "
-        f"{basis.baseline_tok_s:g} tok/s ({basis.baseline_source}); "
+        f"{units.tok_s(basis.baseline_tok_s)} tok/s ({basis.baseline_source}); "
         f"break-even accept length {basis.break_even(steps):.2f}"
     )

@@ -100,7 +100,7 @@ def test_report_of_a_sweep_and_the_acceptance_of_its_runs(history, tmp_path):
     blocks = report.build(history, [r.id for r in runs], Yardstick(82.0, 30.0), None, "sweep-abc")
     text = report.to_markdown(blocks)
     assert "## Sweep sweep-abc" in text and "| 3 | 1 | — | 100.0 | 2.00 | 33.0 | +22% |" in text
-    assert "tok/s by draft steps" in text and "baseline 82 tok/s" in text and "break-even (+)" in text
+    assert "tok/s by draft steps" in text and "baseline 82.0 tok/s" in text and "break-even (+)" in text
     assert "Acceptance per position: aq-medai (serve-2)" in text and "| 3 | 65 | 65% |" in text
     assert "| 1 | 0.950 |" in text and "acceptance per draft position" in text  # a_1 = 95/100
     page = report.to_html(blocks, "static")

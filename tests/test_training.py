@@ -143,7 +143,7 @@ def test_train_judge_serve_and_measure(models, tmp_path):
         assert r["predicted_accept_len"] == pytest.approx(
             1 + sum(math.prod(r["acc"][: i + 1]) for i in range(3)), abs=0.01
         )
-    assert "beats the 82 tok/s baseline" in specdeck(config, "train", "checkpoints", "ft").stdout
+    assert "beats the 82.0 tok/s baseline" in specdeck(config, "train", "checkpoints", "ft").stdout
     assert "no checkpoint 'nope'" in specdeck(config, "train", "serve", "ft", "nope", "--yes", rc=2).stderr
 
     served = json.loads(specdeck(config, "train", "serve", "ft", "best", "--wait-ready", "--yes", "--json").stdout)
@@ -163,7 +163,7 @@ def test_train_judge_serve_and_measure(models, tmp_path):
     before = run.training
     assert before["checkpoint"] == "ft-step150" and before["predicted_tok_s"] > best["predicted_tok_s"]
     gap = specdeck(config, "history").stdout
-    assert f"ft ft-step150 predicted {before['predicted_tok_s']:.0f} tok/s" in gap and "; measured " in gap
+    assert f"ft ft-step150 predicted {before['predicted_tok_s']:.1f} tok/s" in gap and "; measured " in gap
     specdeck(config, "report", best["measured_run"], "--out", str(tmp_path / "r.md"), "--no-inspect")
     report = (tmp_path / "r.md").read_text()
     assert "Training checkpoints: predicted before the restart" in report and "ft ft-step150 predicted" in report

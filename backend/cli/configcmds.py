@@ -6,6 +6,7 @@ import argparse
 from pathlib import Path
 
 from backend import settings as settings_mod
+from backend.agent.host import units
 from backend.cli.common import add_json, emit_json, load_settings
 from backend.cli.main import command
 from backend.errors import UsageError
@@ -46,7 +47,7 @@ async def show(args: argparse.Namespace) -> int:
             print(f"fleet {f.name}: {describe(f)}")
     r = s.reference
     print(
-        f"reference: baseline {r.baseline_tok_s:g} tok/s, cycle {r.cycle_ms:g} ms, "
+        f"reference: baseline {units.tok_s(r.baseline_tok_s)} tok/s, cycle {r.cycle_ms:g} ms, "
         f"break-even accept length {r.break_even_accept_len:.2f}"
     )
     return 0

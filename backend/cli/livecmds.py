@@ -9,6 +9,7 @@ from collections.abc import Iterable
 
 from backend import bench as bench_mod
 from backend.advisor import acceptance_lines
+from backend.agent.host import units
 from backend.breakeven import breakeven, cycle_ms
 from backend.cli.common import add_json, connect, emit_json, emit_json_line, keep_in_history, load_settings
 from backend.cli.main import command
@@ -352,7 +353,7 @@ async def breakeven_cmd(args: argparse.Namespace) -> int:
     if args.json:
         emit_json(result)
         return 0
-    against = f"{base:.1f} tok/s measured by run {run}" if run else f"{base:g} tok/s"
+    against = f"{units.tok_s(base)} tok/s measured by run {run}" if run else f"{units.tok_s(base)} tok/s"
     print(f"break-even accept length: {result['break_even_accept_len']:.2f} ({cycle:g} ms cycles against {against})")
     if steps is not None:
         print(f"ceiling with {steps} steps: {result['max_tok_s']:.1f} tok/s (accept length at most {steps + 1})")

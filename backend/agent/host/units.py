@@ -24,3 +24,19 @@ def duration(seconds: Optional[float]) -> str:
     if s < 3600:
         return "%dm%02ds" % (s // 60, s % 60)
     return "%dh%02dm" % (s // 3600, s % 3600 // 60)
+
+
+# One rounding rule per quantity, on every screen, report and log line: a figure printed two ways reads as two.
+def tok_s(value: float) -> str:
+    """Decode throughput: one decimal (82.0, 109.1; never 82 or 82.014)."""
+    return "%.1f" % value
+
+
+def tok_s_range(low: float, high: float) -> str:
+    """A tok/s interval, its ends as tok/s: 92.4–111.0."""
+    return "%s–%s" % (tok_s(low), tok_s(high))
+
+
+def accept_len(value: float) -> str:
+    """An accept length (and a break-even one): two decimals (2.46, 3.57)."""
+    return "%.2f" % value
