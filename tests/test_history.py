@@ -553,6 +553,8 @@ async def test_history_detail_shows_the_highlighted_runs_latency(three_runs, tmp
         headers = [str(c.label) for c in detail.ordered_columns]
         assert headers[0] == "run" and "vs baseline" in headers
         assert column_shown(detail, "ITL p50/p95 ms") and column_shown(detail, "TTFT p95 ms"), headers
+        runs = pane.query_one("#history-runs", DataTable)  # the accept length the detail leaves to it, in view
+        assert all(column_shown(runs, key) for key in ("drafter", "tok/s/stream", "accept", "vs baseline"))
         row = [str(cell) for cell in detail.get_row_at(0)]
         assert "11.0 / 35.5" in row and ">8000" in row
         if size[0] < 130:

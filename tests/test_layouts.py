@@ -4,7 +4,7 @@ operator needs cut off, and the keys panel beside the tabs rather than over the 
 from __future__ import annotations
 
 import pytest
-from textual.widgets import DataTable, HelpPanel, Static
+from textual.widgets import DataTable, HelpPanel, Input, Static
 
 from backend.settings import builtin_defaults
 from tests.helpers import until
@@ -44,6 +44,9 @@ async def test_every_tab_holds_at_this_size(size, tmp_path, monkeypatch):
         assert head.size.width >= 45 and head.size.height <= 2  # a line, not a word a line
         assert app.query_one("#profiles").virtual_size.width <= app.query_one("#profiles").size.width + 1
         assert inside(app.query_one("#checks"), size)
+        steps = app.query_one("#edit-steps", Input)  # the baseline's: no speculation, so a dash and no editing
+        await until(pilot, lambda: steps.disabled, "the baseline's editor")
+        assert steps.value == "" and "—" in str(steps.render_line(0).text)
 
         await pilot.press("4")
         await until(pilot, lambda: app.query_one(BreakevenPanel).size.height > 0, "the Live tab")
@@ -59,7 +62,9 @@ async def test_every_tab_holds_at_this_size(size, tmp_path, monkeypatch):
         await until(pilot, lambda: advice.size.width > 0, "the Tune tab")
         assert column_shown(advice, advice.ordered_columns[-1].key.value)  # "measured", where "◀ best" goes
         assert runs.region.right <= advice.region.x  # side by side, never over each other
-        assert all(column_shown(runs, runs.ordered_columns[i].key.value) for i in range(2))  # drafter, steps
+        assert all(column_shown(runs, runs.ordered_columns[i].key.value) for i in range(2))  # drafter, run steps
+        headers = [str(c.label) for table in (runs, advice) for c in table.ordered_columns]
+        assert len(headers) == len(set(headers)) and "run steps" in headers, headers  # each says which it is
 
         await pilot.press("question_mark")
         await until(pilot, lambda: bool(app.screen.query(HelpPanel)), "the keys panel")

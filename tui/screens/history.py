@@ -33,34 +33,24 @@ from tui.messages import ConnectionChanged
 from tui.screens.confirm import ConfirmScreen
 from tui.screens.pane import ShellPane
 from tui.state import Baseline
+from tui.widgets.columns import fit_table
 from tui.widgets.runchart import RunChart
 
 T = TypeVar("T")
 SYNC_EVERY_S = 10.0
 COLUMNS = ("", "profile", "drafter", "started", "outcome", "samples", "streams", "tok/s/stream", "total", "accept",
            "vs baseline", "break-even")  # fmt: skip
+# The runs table's columns by priority: the figures judged first, then what tells runs apart.
+RUNS_PRIORITY = ("", "profile", "drafter", "tok/s/stream", "accept", "vs baseline", "break-even", "started", "outcome",
+                 "streams", "total", "samples")  # fmt: skip
 
 # The detail panel's latency columns: the highlighted runs' server histograms (what `report` calls them).
 LATENCY_HEADERS = ("ITL p50/p95 ms", "TTFT p95 ms")
 # The detail's columns by priority (header prefixes): a table wider than the pane drops them from the end of this
 # list, those not in it first; what stays keeps the table's order.
-# Latency comes early: the runs table above already shows the accept length at any width.
+# Latency comes early: the runs table above keeps the accept length at any width.
 DETAIL_PRIORITY = ("run", "tok/s per stream", *LATENCY_HEADERS, "vs baseline", "accept length", "vs break-even",
                    "drafter", "profile", "streams", "total tok/s", "cycle ms", "samples")  # fmt: skip
-
-
-def fitting_columns(headers: list[str], widths: list[int], room: int) -> list[int]:
-    """The indices of the columns to show in ``room`` cells (each takes its width plus two of padding): by
-    ``DETAIL_PRIORITY``, in table order."""
-    rank = {i: next((n for n, p in enumerate(DETAIL_PRIORITY) if h.startswith(p)), len(DETAIL_PRIORITY))
-            for i, h in enumerate(headers)}  # fmt: skip
-    kept, used = [], 0
-    for i in sorted(range(len(headers)), key=lambda i: (rank[i], i)):
-        if used + widths[i] + 2 > room and kept:
-            continue
-        kept.append(i)
-        used += widths[i] + 2
-    return sorted(kept)
 
 
 def _started(ts: float | None) -> str:
@@ -114,6 +104,7 @@ class HistoryPane(ShellPane):
         self.error: str = ""  # why the history cannot be read, while it cannot
         self._sync_timer: Timer | None = None
         self._detail: Table | None = None  # the detail panel's whole table; the columns that fit are shown
+        self._runs_rows: tuple[list[list[str]], list[str]] = ([], [])  # the runs table's whole rows, and their ids
 
     @property
     def history(self) -> HistoryThread:
@@ -130,7 +121,7 @@ class HistoryPane(ShellPane):
             yield RunChart(id="history-accept")
 
     def on_mount(self) -> None:
-        self.query_one("#history-runs", DataTable).add_columns(*COLUMNS)
+        self._fill_runs()
         self._sync_timer = self.set_interval(SYNC_EVERY_S, self._auto_sync, pause=True, name="history-sync")
         self.reload()
 
@@ -181,18 +172,16 @@ class HistoryPane(ShellPane):
         self.yardstick, self.runs = yardstick, runs
         known = {r.id for r in runs}
         self.selected = [i for i in self.selected if i in known]
-        table = self.query_one("#history-runs", DataTable)
-        current = self.current_run()
-        table.clear()
+        rows = []
         for r in runs:
             mark = ("✓" if r.id in self.selected else " ") + ("★" if r.is_baseline else " ")
             c = run_cells(r, yardstick)
-            table.add_row(
+            rows.append([
                 mark, c["profile"], c["drafter"], _started(r.started), c["outcome"], c["samples"], c["streams"],
-                c["tok_s"], c["total_tok_s"], c["accept"], c["vs_baseline"], c["break_even"], key=r.id,
-            )  # fmt: skip
-        if current in known:
-            table.move_cursor(row=table.get_row_index(current))
+                c["tok_s"], c["total_tok_s"], c["accept"], c["vs_baseline"], c["break_even"],
+            ])  # fmt: skip
+        self._runs_rows = (rows, [r.id for r in runs])
+        self._fill_runs()
         self._status()
         self.show_comparison()
 
@@ -230,18 +219,21 @@ class HistoryPane(ShellPane):
         """The detail table from ``_detail``, with the columns that fit the pane's width (by priority)."""
         model = self._detail
         table = self.query_one("#history-compare", DataTable)
-        table.clear(columns=True)
         if model is None:
+            table.clear(columns=True)
             return
-        widths = [max([len(h), *(len(row[i]) for row in model.rows)]) for i, h in enumerate(model.headers)]
-        room = (self.content_region.width or self.app.size.width) - 2  # the table's scrollbar and border
-        shown = fitting_columns(model.headers, widths, room)
-        for i in shown:  # widths up front: rows added after a clear keep them
-            table.add_column(model.headers[i], width=widths[i], key=model.headers[i])
-        for row in model.rows:
-            table.add_row(*(row[i] for i in shown))
+        fit_table(table, model.headers, model.rows, self._room(), DETAIL_PRIORITY)
+
+    def _fill_runs(self) -> None:
+        """The runs table with the columns that fit the pane's width (by priority), the highlighted run kept."""
+        rows, keys = self._runs_rows
+        fit_table(self.query_one("#history-runs", DataTable), COLUMNS, rows, self._room(), RUNS_PRIORITY, keys)
+
+    def _room(self) -> int:
+        return (self.content_region.width or self.app.size.width) - 2  # the table's scrollbar and border
 
     def on_resize(self) -> None:
+        self._fill_runs()
         self._fill_detail()
 
     @work(group="history-charts", exclusive=True, exit_on_error=False, description="read the runs' series")

@@ -39,7 +39,7 @@ from tui.screens.pane import ShellPane
 from tui.state import Baseline
 from tui.widgets.benchbar import BenchBar
 from tui.widgets.breakeven_panel import BreakevenPanel
-from tui.widgets.chart import RefLine, SeriesChart
+from tui.widgets.chart import MIN_SPAN, RefLine, SeriesChart
 from tui.widgets.latency_panel import LatencyPanel
 from tui.widgets.numbers import LiveNumbers, NumbersPanel, baseline_label, baseline_number, window_stats
 from tui.widgets.serverline import ServerFacts, ServerLine
@@ -49,7 +49,6 @@ DEFAULT_WINDOW = 1  # 5 m
 TICK_S = 0.25  # the two charts take turns: each redraws at most twice a second, never both in one frame
 STATS_EVERY = 4  # ticks between stats: once a second
 CHARTS = ("tok", "accept")
-MIN_SPAN = 0.2  # the least y range of a Live chart: ±10% of its first reference line (the baseline, break-even)
 TOK_TITLES = {False: "decode tok/s per stream", True: "decode tok/s in all"}
 TARGETS = (150.0, 200.0)
 RECORD_EVERY_S = 1.0  # hand what was followed to the history thread, which commits it

@@ -46,6 +46,7 @@ CLOCK_LATE_S = 0.02  # the clock wakes this long after a figure's second turns, 
 SAVE_AFTER_S = 1.0  # edits reach the config file once typing pauses this long
 # (ProfileConfig field, label) of the numbers the editor offers; extra flags have their own line.
 FIELDS = (("steps", "steps"), ("topk", "topk"), ("draft_tokens", "draft tok"), ("tp", "tp"), ("port", "port"))
+SPECULATIVE_FIELDS = ("steps", "topk", "draft_tokens")
 STATE_MARKS = {
     "none": ("○", "$text-muted"),
     "starting": ("◌", "$warning"),
@@ -192,7 +193,10 @@ class ServePane(ShellPane):
                 with Grid(id="editor"):
                     for key, label in FIELDS:
                         yield Label(label)
-                        yield FieldInput(id=f"edit-{key}", type="integer", compact=True, select_on_focus=False)
+                        yield FieldInput(
+                            id=f"edit-{key}", type="integer", compact=True, select_on_focus=False,
+                            placeholder="—" if key in SPECULATIVE_FIELDS else "",
+                        )  # fmt: skip
                 yield Label("extra flags", id="extra-label")
                 yield FieldInput(id="edit-extra", placeholder="--mem-fraction-static 0.85", compact=True)
                 yield Static(id="checks")
@@ -354,7 +358,10 @@ class ServePane(ShellPane):
         with self.prevent(Input.Changed):
             for key, _ in FIELDS:
                 value = getattr(profile, key)
-                self.query_one(f"#edit-{key}", Input).value = "" if value is None else str(value)
+                field = self.query_one(f"#edit-{key}", Input)
+                field.value = "" if value is None else str(value)
+                if key in SPECULATIVE_FIELDS:  # a profile without speculation has none of them to edit
+                    field.disabled = not profile.algorithm
             self.query_one("#edit-extra", Input).value = shlex.join(profile.extra_args)
         self._fill_preview()
 
@@ -403,16 +410,14 @@ class ServePane(ShellPane):
         values: dict[str, Any] = {}
         for key, label in FIELDS:
             text = self.query_one(f"#edit-{key}", Input).value.strip()
-            if not text and key in ("steps", "topk", "draft_tokens"):
+            if not text and key in SPECULATIVE_FIELDS:
                 values[key] = None
                 continue
             try:
                 values[key] = int(text)
             except ValueError:
                 raise UsageError(f"{label} must be a whole number") from None
-            if values[key] < (0 if key in ("steps", "topk", "draft_tokens") else 1) or (
-                key == "port" and values[key] > 65535
-            ):
+            if values[key] < (0 if key in SPECULATIVE_FIELDS else 1) or (key == "port" and values[key] > 65535):
                 raise UsageError(f"{label} {values[key]} is out of range")
         if base.algorithm and (
             problem := serving.speculative_problem(values["steps"], values["topk"], values["draft_tokens"])

@@ -29,9 +29,12 @@ from tui.messages import ConnectionChanged
 from tui.screens.confirm import ConfirmScreen
 from tui.screens.pane import ShellPane
 from tui.widgets.benchbar import BenchBar
+from tui.widgets.columns import fit_table
 from tui.widgets.traincharts import AcceptChart, AccuracyChart, LossChart
 
 CHECKPOINT_COLUMNS = ("checkpoint", "step", "accept (pred)", "tok/s (pred)", "vs baseline", "measured", "servable")
+# By priority where the pane is narrow: the step is in the checkpoint's name already.
+CHECKPOINT_PRIORITY = ("checkpoint", "accept", "tok/s", "measured", "servable", "vs baseline", "step")
 CHECKPOINTS_EVERY_S = 3.0  # while a training runs: new checkpoints appear at its save interval
 
 
@@ -81,6 +84,7 @@ class TrainPane(ShellPane):
         self.train: list[dict] = []
         self.evals: list[dict] = []
         self.rows: list[dict] = []
+        self._cells: list[list[str]] = []  # the checkpoints table's whole rows (``rows`` as text)
         self.basis = None
         self._timer: Timer | None = None
 
@@ -96,7 +100,7 @@ class TrainPane(ShellPane):
         yield BenchBar(lambda: self.app.baseline.tok_s, id="train-bench")
 
     def on_mount(self) -> None:
-        self.query_one("#train-checkpoints", DataTable).add_columns(*CHECKPOINT_COLUMNS)
+        self._fill_checkpoints()
         names = sorted(self.app.settings.trainings)
         self.name_ = names[0] if names else None
         self._draw()
@@ -201,20 +205,17 @@ class TrainPane(ShellPane):
         self.query_one(LossChart).show(self.train)
 
     def _show_checkpoints(self) -> None:
-        table = self.query_one("#train-checkpoints", DataTable)
-        current = self.current_checkpoint()
-        table.clear()
+        cells = []
         for row in self.rows:
             mark = " (best)" if row.get("best") else ""
             measured = row.get("measured_tok_s")
-            table.add_row(
+            cells.append([
                 row["name"] + mark, str(row["step"]), _range(row, "predicted_accept_len", 2),
-                _range(row, "predicted_tok_s", 0), row.get("versus_baseline") or "—",
+                _range(row, "predicted_tok_s", 1), row.get("versus_baseline") or "—",
                 "—" if measured is None else f"{measured:.1f} tok/s", "yes" if row["servable"] else "export first",
-                key=row["name"],
-            )  # fmt: skip
-        if current is not None and current in table.rows:
-            table.move_cursor(row=table.get_row_index(current))
+            ])  # fmt: skip
+        self._cells = cells
+        self._fill_checkpoints()
         basis = self.basis
         if basis is None:
             text = "no checkpoint yet" if not self.rows else "no accuracy logged before the checkpoints"
@@ -222,6 +223,16 @@ class TrainPane(ShellPane):
             text = training.basis_line(basis, self.steps) + " · intervals: log spread, not the training-serving gap"
         self.query_one("#train-basis", Static).update(text)
         self._draw()
+
+    def _fill_checkpoints(self) -> None:
+        """The checkpoints table with the columns that fit the pane's width (by priority)."""
+        room = (self.content_region.width or self.app.size.width) - 2  # the table's scrollbar and border
+        keys = [row["name"] for row in self.rows]
+        fit_table(self.query_one("#train-checkpoints", DataTable), CHECKPOINT_COLUMNS, self._cells, room,
+                  CHECKPOINT_PRIORITY, keys)  # fmt: skip
+
+    def on_resize(self) -> None:
+        self._fill_checkpoints()
 
     def current_checkpoint(self) -> str | None:
         table = self.query_one("#train-checkpoints", DataTable)

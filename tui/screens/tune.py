@@ -25,6 +25,7 @@ from textual.widgets import DataTable, Input, Label, Static
 
 from backend import advisor, fleet_sweep, serving
 from backend import sweep as sweep_mod
+from backend.agent.host import units
 from backend.bench import DEFAULT_MAX_TOKENS, DEFAULT_REQUESTS
 from backend.errors import SpecdeckError, UsageError
 from backend.history import History, RunSummary, Yardstick, sync_from_host
@@ -32,14 +33,19 @@ from tui.messages import ConnectionChanged
 from tui.screens.confirm import ConfirmScreen
 from tui.screens.pane import ShellPane
 from tui.state import Baseline
+from tui.widgets.columns import column_widths, fit_table, fitting_columns
 from tui.widgets.fieldinput import FieldInput
 from tui.widgets.tunecharts import HistogramChart, PositionChart, StepsChart
 
 DEFAULT_GRID = "1,2,3,4,5"
 # By priority, left to right: what a narrow terminal cuts off last is the run's id. tok/s and accept length of a
 # run are its bench's; the advisor's are predicted, beside what was measured.
-RUN_COLUMNS = ("drafter", "steps", "bench tok/s", "accept", "verifies", "sweep", "run")
-ADVICE_COLUMNS = ("steps", "accept", "cycle ms", "pred tok/s", "95%", "vs base", "measured")
+# The run's steps are what it was served with; the advice's, the step counts predicted.
+RUN_COLUMNS = ("drafter", "run steps", "bench tok/s", "bench accept", "verifies", "sweep", "run")
+ADVICE_COLUMNS = ("steps", "pred accept", "cycle ms", "pred tok/s", "95%", "vs base", "measured")
+# Where the pane is narrow the advice drops columns (the cycle is in the cost line above) before the runs table
+# loses its drafter and run steps.
+ADVICE_PRIORITY = ("steps", "pred tok/s", "measured", "pred accept", "vs base", "95%", "cycle ms")
 
 
 def eta_text(points_done: list[dict], remaining: int, current_started: float | None, now: float) -> str:
@@ -59,7 +65,7 @@ class TunePane(ShellPane):
 
     DEFAULT_CSS = """
     TunePane { padding: 0 1; }
-    TunePane #tune-status { height: 1; color: $text-muted; }
+    TunePane #tune-status { height: auto; max-height: 2; color: $text-muted; }
     TunePane #tune-tables { height: 11; }
     TunePane #tune-runs { width: 1fr; }
     TunePane #tune-advice { width: auto; max-width: 75%; margin-left: 1; }
@@ -103,6 +109,10 @@ class TunePane(ShellPane):
         self.sweep_phase: dict | None = None
         self.sweep_total = 0
         self.fleet_phases: dict[str, dict] = {}  # a fleet sweep's current phase on each host
+        self._advice_rows: list[list[str]] = []  # the advice table's whole rows; the columns that fit are shown
+        self._run_rows: list[list[str]] = []  # likewise the runs table's, and their run ids
+        self._run_keys: list[str] = []
+        self._runs_shown: list[int] | None = None  # the runs table's columns drawn last
 
     def compose(self) -> ComposeResult:
         yield Static(id="tune-status", markup=False)
@@ -120,8 +130,7 @@ class TunePane(ShellPane):
         yield Static(id="tune-progress", markup=False)
 
     def on_mount(self) -> None:
-        self.query_one("#tune-runs", DataTable).add_columns(*RUN_COLUMNS)
-        self.query_one("#tune-advice", DataTable).add_columns(*ADVICE_COLUMNS)
+        self._fill_tables()
         speculative = [n for n, p in self.app.settings.profiles.items() if p.algorithm]
         self.profile = speculative[0] if speculative else None
         self._show_sweep_form()
@@ -152,21 +161,19 @@ class TunePane(ShellPane):
 
     def _loaded(self, runs: list[RunSummary], yardstick: Yardstick) -> None:
         self.runs, self.yardstick = runs, yardstick
-        table = self.query_one("#tune-runs", DataTable)
-        current = self.current_run()
-        table.clear()
+        self._run_rows, self._run_keys = [], []
         for run in runs:
             histogram = advisor.histogram_of(run)
             if histogram is None:
                 continue
             bench = run.bench or {}
-            table.add_row(
+            self._run_rows.append([
                 run.drafter or "—", str(advisor.run_steps(run) or "—"), _num(bench.get("tok_s"), 1),
                 _num(bench.get("accept_len"), 2), str(sum(histogram)), (run.sweep or "—").rsplit("-", 1)[-1],
-                run.job_id.removeprefix("serve-"), key=run.id,
-            )  # fmt: skip
-        if current is not None and current in table.rows:  # the highlighted run stays highlighted
-            table.move_cursor(row=table.get_row_index(current))
+                run.job_id.removeprefix("serve-"),
+            ])  # fmt: skip
+            self._run_keys.append(run.id)
+        self._runs_shown = None  # new rows: drawn again whatever fits
         self.show_advice()
 
     def current_run(self) -> str | None:
@@ -189,20 +196,19 @@ class TunePane(ShellPane):
                 self.advice = advisor.advise(self.runs, self.yardstick, run_id)
             except UsageError as exc:
                 status = str(exc)
-        table = self.query_one("#tune-advice", DataTable)
-        table.clear()
         advice = self.advice
+        self._advice_rows = []
         if advice is not None:
             pick = self.best_steps()
             ties = (advice.best or {}).get("tied_with") or []
             for r in advice.rows:
                 star = "*" if r["extrapolated"] else ""
                 best = "◀ best" if pick and r["steps"] == pick[0] else ("≈ best" if r["steps"] in ties else "")
-                table.add_row(
+                self._advice_rows.append([
                     str(r["steps"]), f"{r['accept_len']:.2f}{star}", f"{r['cycle_ms']:.1f}", f"{r['tok_s']:.1f}",
-                    f"{r['tok_s_low']:.0f}–{r['tok_s_high']:.0f}", f"{r['vs_baseline_pct']:+.0f}%",
+                    units.tok_s_range(r["tok_s_low"], r["tok_s_high"]), f"{r['vs_baseline_pct']:+.0f}%",
                     _num(r["measured_tok_s"], 1) + (f" {best}" if best else ""),
-                )  # fmt: skip
+                ])  # fmt: skip
             cost = advice.cost
             status = (
                 f"{advice.run.drafter or advice.run.drafter_path}: cost {cost.source} "
@@ -210,12 +216,32 @@ class TunePane(ShellPane):
                 f"{advice.yardstick.baseline_tok_s:.1f} tok/s ({advice.yardstick.source}) · * extrapolated"
             )
         self.query_one("#tune-status", Static).update(status)
+        self._fill_tables()
         if advice is not None and not self._profile_picked and advice.run.profile in self.app.settings.profiles:
             self.profile = advice.run.profile
             self._show_sweep_form()
         self.query_one(HistogramChart).show(advice)
         self.query_one(PositionChart).show(advice, advisor.DEFAULT_MAX_STEPS)
         self.query_one(StepsChart).show(advice, self._sweep_points_of(advice))
+
+    def _fill_tables(self) -> None:
+        """The advice table with the columns that fit beside the runs table's drafter and run steps, then the runs
+        table with those that fit beside it (each by its priority; the highlighted run stays highlighted)."""
+        rows = self._run_rows
+        run_widths = column_widths(RUN_COLUMNS, rows)
+        width = (self.content_region.width or self.app.size.width) - 1  # the advice's margin
+        room = width - sum(w + 2 for w in run_widths[:2]) - 2  # the scrollbar
+        advice = self.query_one("#tune-advice", DataTable)
+        shown = fit_table(advice, ADVICE_COLUMNS, self._advice_rows, room, ADVICE_PRIORITY)
+        advice_widths = column_widths(ADVICE_COLUMNS, self._advice_rows)
+        room = width - sum(advice_widths[i] + 2 for i in shown) - 2
+        runs_shown = fitting_columns(RUN_COLUMNS, run_widths, room, RUN_COLUMNS)
+        if runs_shown != self._runs_shown:  # refilled only when it changes: a refill highlights a row again
+            self._runs_shown = runs_shown
+            fit_table(self.query_one("#tune-runs", DataTable), RUN_COLUMNS, rows, room, RUN_COLUMNS, self._run_keys)
+
+    def on_resize(self) -> None:
+        self._fill_tables()
 
     def _sweep_points_of(self, advice: advisor.Advice | None) -> list[dict]:
         """The last sweep's points when they measured the advised run's drafter (others would mislead)."""

@@ -93,6 +93,7 @@ def elapsed_ticks(right: float) -> tuple[list[float], list[str]]:
 GAP_S = 5.0  # samples further apart than this (or three columns) are an idle spell: drawn as a gap
 Y_STEPS = (1.0, 2.0, 2.5, 5.0)  # round y steps, times a power of ten
 Y_TICKS = 5  # at most this many y intervals
+MIN_SPAN = 0.2  # the least y range of a chart with references: ±10% of its first (the baseline, break-even)
 
 
 def _bounds(values: Sequence[float], min_span: float) -> tuple[float, float]:
@@ -232,20 +233,43 @@ class Picture(Visual):
         return len(self.strips)
 
 
-class SeriesChart(PlotextPlot):
-    """One live series and its reference lines; ``points``, ``refs`` and ``tick_labels`` say what the last redraw
-    drew."""
+class FittedPlot(PlotextPlot):
+    """A plot drawn from plotext's character matrix at the widget's size, fitted to that size when drawn: its
+    title the longest of its ``titles`` that fits (plotext drops a title too long and gives its row to the plot,
+    so one chart of a row would stand taller than its neighbours), and its y axis, once ``set_y_axis`` gave it
+    values, round ticks on whole rows of the plot as drawn (``row_ticks``), so a line at y sits on the row the
+    axis labels y at every size. ``y_ticks`` are the ticks drawn last."""
 
-    def __init__(self, title: str, color: str, *, id: str | None = None) -> None:
+    def __init__(self, *, id: str | None = None) -> None:
         super().__init__(id=id)
-        self.title = title
-        self.color = color
-        self.points = 0  # points handed to plotext by the last redraw
-        self.refs: tuple[RefLine, ...] = ()
-        self.tick_labels: list[str] = []
+        self.titles: tuple[str, ...] = ()
         self.y_ticks: list[float] = []
-        self._y_values: tuple[list[float], float] = ([], 0.0)  # what the y axis covers, and its least span
+        self._y_values: tuple[list[float], float] | None = None  # what the y axis covers, and its least span
         self._y_rows = 0  # the plot rows the axis's ticks were put on
+
+    def set_titles(self, *titles: str) -> None:
+        """The title, then shorter ones for narrower widths (the last is cut with … if none fits)."""
+        self.titles = titles
+
+    def title_for(self, width: int) -> str:
+        room = max(0, width - 4)
+        fits = [t for t in self.titles if len(t) <= room]
+        if fits:
+            return fits[0]
+        shortest = self.titles[-1] if self.titles else ""
+        return shortest[: max(0, room - 1)] + "…" if room else ""
+
+    def set_y_axis(self, values: Sequence[float], min_span: float = 0.0) -> float:
+        """Round y ticks covering ``values`` (and ``min_span`` around their middle) on the plot's rows now, again
+        at each size it is drawn at; returns what a row is worth."""
+        self._y_values = (list(values), min_span)
+        return self._set_y_axis()
+
+    def _set_y_axis(self) -> float:
+        assert self._y_values is not None
+        self._y_rows = self.size.height - CHROME_ROWS
+        self.y_ticks, top = round_y_axis(self.plt, *self._y_values, rows=max(1, self._y_rows))
+        return (top - self.y_ticks[0]) / max(1, self._y_rows - 1)
 
     def render(self) -> RenderResult:
         """The plot at the widget's size (what ``PlotextPlot.render`` draws, without the ANSI round trip)."""
@@ -258,7 +282,8 @@ class SeriesChart(PlotextPlot):
         plt.plotsize(width, height)
         plt._set_size(width, height)  # as PlotextPlot.render does: resizing misbehaves without it
         plt.theme(self._get_plotext_theme_name(self.app.theme))
-        if self._y_rows and height - CHROME_ROWS != self._y_rows:
+        plt.title(self.title_for(width))
+        if self._y_values is not None and height - CHROME_ROWS != self._y_rows:
             self._set_y_axis()  # resized since the redraw: ticks on the new size's rows
         monitor = plt.monitor
         monitor.tback = [monitor.canvas_color] * len(monitor.tback)  # labels sit on this theme's canvas
@@ -266,16 +291,23 @@ class SeriesChart(PlotextPlot):
         plt._build_matrix()
         return monitor.matrix
 
+
+class SeriesChart(FittedPlot):
+    """One live series and its reference lines; ``points``, ``refs`` and ``tick_labels`` say what the last redraw
+    drew."""
+
+    def __init__(self, title: str, color: str, *, id: str | None = None) -> None:
+        super().__init__(id=id)
+        self.title = title
+        self.color = color
+        self.points = 0  # points handed to plotext by the last redraw
+        self.refs: tuple[RefLine, ...] = ()
+        self.tick_labels: list[str] = []
+
     @property
     def columns(self) -> int:
         """Plot columns the data gets: the decimation width."""
         return max(MIN_COLUMNS, self.size.width - AXIS_COLUMNS)
-
-    def _set_y_axis(self) -> float:
-        """Round y ticks on the rows the plot has at the widget's size now; returns what a row is worth."""
-        self._y_rows = self.size.height - CHROME_ROWS
-        self.y_ticks, top = round_y_axis(self.plt, *self._y_values, rows=self._y_rows)
-        return (top - self.y_ticks[0]) / max(1, self._y_rows - 1)
 
     def redraw(
         self,
@@ -303,15 +335,14 @@ class SeriesChart(PlotextPlot):
             end, left = 0.0, -(seconds or 60.0)
         plt = self.plt
         plt.clear_data()
-        plt.title(self.title if ys else f"{self.title} ({empty})")
+        self.set_titles(*((self.title,) if ys else (f"{self.title} ({empty})", f"{self.title} (no samples)")))
         plt.xlabel(X_LABEL)
         plt.xlim(left, 0.0)
         ticks, self.tick_labels = time_ticks(left)
         plt.xticks(ticks, self.tick_labels)
         # The y axis is ours: round ticks, a least span, and every reference line inside it, so a line drawn
         # at y sits on the row the axis says is y, at every size.
-        self._y_values = ([*ys, *(ref.y for ref in refs)], min_span)
-        row = self._set_y_axis()
+        row = self.set_y_axis([*ys, *(ref.y for ref in refs)], min_span)
         solid = [ref for ref in refs if not ref.dashed]
         dashed = [ref for ref in refs if ref.dashed]
         for ref in dashed:  # first, so the live data is drawn over them

@@ -11,6 +11,7 @@ from dataclasses import dataclass, replace
 from textual.markup import escape
 from textual.widgets import Static
 
+from backend.agent.host import units
 from backend.series import BATCHES, SeriesView, Stats, clears, interval95
 from backend.settings import Reference
 
@@ -108,7 +109,7 @@ def verdict(numbers: LiveNumbers) -> str:
     elif side < 0:
         head = "[$text-error]below baseline[/]"
     else:
-        return f"[$text-muted]within noise of baseline (95% {low:.0f}–{high:.0f})[/]"
+        return f"[$text-muted]within noise of baseline (95% {units.tok_s_range(low, high)})[/]"
     if mean_accept is None or numbers.breakeven.mean is None:
         return head
     sign = ">" if mean_accept >= numbers.breakeven.mean else "<"

@@ -9,9 +9,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from textual_plotext import PlotextPlot
-
 from backend.agent.host.advice import chain
+from tui.widgets.chart import FittedPlot, nice_ticks, tick_label
 
 COLORS = ("cyan", "green", (215, 165, 0), "magenta", "blue", "red", "white")
 BOUND = "gray"
@@ -27,13 +26,22 @@ def thin(records: Sequence[dict], width: int) -> list[dict]:
     return [*picked[:-1], records[-1]]
 
 
+def step_axis(plt, steps: Sequence[int]) -> None:
+    """The x axis over the logged ``steps`` with round ticks inside them (0, 200, 400: a step is a whole number)."""
+    lo, hi = min(steps), max(steps)
+    ticks = [t for t in nice_ticks([lo, hi]) if lo <= t <= hi] or [lo, hi]
+    plt.xlim(lo, max(hi, lo + 1))
+    plt.xticks(ticks, [tick_label(t, ticks) if len(ticks) > 1 else str(int(t)) for t in ticks])
+    plt.xlabel("step")
+
+
 def implied_accept_len(acc: Sequence[float | None], steps: int) -> float | None:
     """L = 1 + Σ Π acc_i over the serving steps (None when the record carries no accuracy)."""
     rates = [a for a in list(acc)[:steps] if a is not None]
     return chain(rates) if len(rates) == min(steps, len(acc)) and rates else None
 
 
-class AccuracyChart(PlotextPlot):
+class AccuracyChart(FittedPlot):
     """acc_i per logged step for the first positions; eval accuracy as points."""
 
     def __init__(self, *, id: str | None = None) -> None:
@@ -43,14 +51,14 @@ class AccuracyChart(PlotextPlot):
     def show(self, train: Sequence[dict], evals: Sequence[dict]) -> None:
         plt = self.plt
         plt.clear_data()
-        plt.ylim(0.0, 1.0)
+        self.set_y_axis([0.0, 1.0])
         rows = thin([r for r in train if r.get("acc")], max(20, self.size.width - 10))
         self.lines = 0
         if not rows:
-            plt.title("accuracy per position: no step logged yet")
+            self.set_titles("accuracy per position: no step logged yet", "accuracy: none logged yet")
             self.refresh()
             return
-        plt.title("acc_0..3 by step (dots: eval)")
+        self.set_titles("acc_0..3 by step (dots: eval)", "acc_0..3 by step", "accuracy")
         for i in range(min(POSITIONS, max(len(r["acc"]) for r in rows))):
             pts = [(r["step"], r["acc"][i]) for r in rows if i < len(r["acc"]) and r["acc"][i] is not None]
             if pts:
@@ -59,11 +67,11 @@ class AccuracyChart(PlotextPlot):
             epts = [(e["step"], e["acc"][i]) for e in evals if i < len(e.get("acc") or [])]
             if epts:
                 plt.scatter([s for s, _ in epts], [a for _, a in epts], color=COLORS[i], marker="●")
-        plt.xlabel("step")
+        step_axis(plt, [r["step"] for r in rows])
         self.refresh()
 
 
-class AcceptChart(PlotextPlot):
+class AcceptChart(FittedPlot):
     """The accept length each logged step's accuracy implies at the serving steps, with the break-even."""
 
     def __init__(self, *, id: str | None = None) -> None:
@@ -77,19 +85,22 @@ class AcceptChart(PlotextPlot):
         pts = [(s, v) for s, v in pts if v is not None]
         pts = [(p["step"], p["v"]) for p in thin([{"step": s, "v": v} for s, v in pts], max(20, self.size.width - 10))]
         self.last = pts[-1][1] if pts else None
-        plt.ylim(1.0, steps + 1.0)
+        self.set_y_axis([1.0, steps + 1.0, break_even])
         if not pts:
-            plt.title(f"accept length at {steps} steps: none yet")
+            self.set_titles(f"accept length at {steps} steps: none yet", "accept length: none yet")
+            plt.xlabel("step")
         else:
-            plt.title(f"accept length at {steps} steps: {self.last:.2f}")
+            self.set_titles(
+                f"accept length at {steps} steps: {self.last:.2f}", f"accept length: {self.last:.2f}", "accept length"
+            )
             plt.plot([s for s, _ in pts], [v for _, v in pts], color="cyan", marker="hd")
             plt.hline(break_even, BOUND)
             plt.text(f"break-even {break_even:.2f}", pts[0][0], break_even, color=BOUND, alignment="left")
-        plt.xlabel("step")
+            step_axis(plt, [s for s, _ in pts])
         self.refresh()
 
 
-class LossChart(PlotextPlot):
+class LossChart(FittedPlot):
     """The training loss (Σ 0.8^i·ploss_i) by step; NaN steps are gaps."""
 
     def show(self, train: Sequence[dict]) -> None:
@@ -97,9 +108,11 @@ class LossChart(PlotextPlot):
         plt.clear_data()
         rows = thin([r for r in train if r.get("loss") is not None], max(20, self.size.width - 10))
         if not rows:
-            plt.title("loss: none logged yet")
+            self.set_titles("loss: none logged yet")
+            plt.xlabel("step")
         else:
-            plt.title(f"loss: {rows[-1]['loss']:.3f}")
+            self.set_titles(f"loss: {rows[-1]['loss']:.3f}", "loss")
             plt.plot([r["step"] for r in rows], [r["loss"] for r in rows], color="magenta", marker="hd")
-        plt.xlabel("step")
+            self.set_y_axis([r["loss"] for r in rows if r["loss"] == r["loss"]] or [0.0])  # NaN: a gap, no bound
+            step_axis(plt, [r["step"] for r in rows])
         self.refresh()

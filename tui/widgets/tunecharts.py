@@ -9,41 +9,15 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from textual_plotext import PlotextPlot
-
 from backend.advisor import Advice
-from tui.widgets.chart import round_y_axis
+from tui.widgets.chart import FittedPlot
 
 MEASURED = (215, 165, 0)  # gold: the measured points stand out from the predicted lines
 PREDICTED = "cyan"
 BOUND = "gray"
 
 
-class TitledPlot(PlotextPlot):
-    """A plot whose title is the longest of its ``titles`` that fits the width it is drawn at (plotext drops a
-    title too long for the plot), so a narrow terminal still says what the chart shows."""
-
-    def __init__(self, *, id: str | None = None) -> None:
-        super().__init__(id=id)
-        self.titles: tuple[str, ...] = ()
-
-    def set_titles(self, *titles: str) -> None:
-        self.titles = titles
-
-    def title_for(self, width: int) -> str:
-        room = max(0, width - 4)
-        fits = [t for t in self.titles if len(t) <= room]
-        if fits:
-            return fits[0]
-        shortest = self.titles[-1] if self.titles else ""
-        return shortest[: max(0, room - 1)] + "…" if room else ""
-
-    def render(self):
-        self.plt.title(self.title_for(self.size.width))
-        return super().render()
-
-
-class HistogramChart(TitledPlot):
+class HistogramChart(FittedPlot):
     """Verifies that accepted exactly k drafts, k = 0..steps."""
 
     def __init__(self, *, id: str | None = None) -> None:
@@ -65,13 +39,13 @@ class HistogramChart(TitledPlot):
                 "accepted per verify",
             )
             plt.bar([str(k) for k in range(len(self.bars))], self.bars, color=PREDICTED)
-            round_y_axis(plt, [0, *self.bars])
+            self.set_y_axis([0, *self.bars])
             plt.xlabel("drafts accepted")
             plt.ylabel("verifies")
         self.refresh()
 
 
-class PositionChart(TitledPlot):
+class PositionChart(FittedPlot):
     """Conditional acceptance a_i per draft position, measured, with its 95 % interval and the extrapolation."""
 
     def __init__(self, *, id: str | None = None) -> None:
@@ -81,7 +55,7 @@ class PositionChart(TitledPlot):
     def show(self, advice: Advice | None, max_steps: int) -> None:
         plt = self.plt
         plt.clear_data()
-        round_y_axis(plt, [0.0, 1.0])
+        self.set_y_axis([0.0, 1.0])
         self.points = list(advice.acceptance.rates) if advice else []
         if not self.points:
             self.set_titles("per-position acceptance: no run with a histogram", "no acceptance yet")
@@ -109,7 +83,7 @@ class PositionChart(TitledPlot):
         self.refresh()
 
 
-class StepsChart(TitledPlot):
+class StepsChart(FittedPlot):
     """Predicted tok/s per step count (line, interval in grey), measured points, the labelled baseline."""
 
     def __init__(self, *, id: str | None = None) -> None:
@@ -126,8 +100,10 @@ class StepsChart(TitledPlot):
             rows = advice.rows
             ks = [r["steps"] for r in rows]
             best = advice.best
-            figure = (best or {}).get("measured_tok_s") if (best or {}).get("basis") == "measured" else None
-            head = f"best {best['steps']}: {figure or best['tok_s']:.0f} tok/s" if best else "no best"
+            measured_best = (best or {}).get("basis") == "measured"
+            figure = best and (best["measured_tok_s"] if measured_best else best["tok_s"])
+            basis = "measured" if measured_best else "predicted"
+            head = f"best {best['steps']}: {basis} {figure:.1f} tok/s" if best else "no best"
             self.set_titles(
                 f"tok/s by steps, {head} (cyan predicted, grey 95%, gold measured)",
                 f"tok/s by steps, {head} (cyan predicted, gold measured)",
@@ -144,7 +120,7 @@ class StepsChart(TitledPlot):
             plt.hline(baseline, BOUND)
             plt.text(f"baseline {baseline:.1f}", ks[0], baseline, color=BOUND, alignment="left")
             bounds = [r[k] for r in rows for k in ("tok_s_low", "tok_s_high") if r[k] is not None]
-            round_y_axis(plt, [*bounds, baseline, *(v for _, v in self.measured)])
+            self.set_y_axis([*bounds, baseline, *(v for _, v in self.measured)])
         if self.measured:
             plt.scatter([k for k, _ in self.measured], [v for _, v in self.measured], color=MEASURED, marker="●")
         steps = {k for k, _ in self.measured} | ({r["steps"] for r in advice.rows} if advice else set())
