@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
@@ -55,6 +56,26 @@ async def connect(args: argparse.Namespace, settings: Settings | None = None, *,
         conn.on_state(_Reconnects())
         conn.supervise(give_up_after=FOLLOW_RECONNECTS)
     return conn
+
+
+@contextlib.asynccontextmanager
+async def connected(
+    args: argparse.Namespace, settings: Settings | None = None, *, follow: bool = False
+) -> AsyncIterator[Any]:
+    """``connect``'s connection for the block, closed however the block ends."""
+    conn = await connect(args, settings, follow=follow)
+    try:
+        yield conn
+    finally:
+        await conn.close()
+
+
+def print_detached(args: argparse.Namespace, job: JobInfo) -> None:
+    """What a command started with --detach prints: the job (its JSON with --json), to follow or cancel later."""
+    if args.json:
+        emit_json(job.to_json())
+    else:
+        print(job.id)
 
 
 class _Reconnects:

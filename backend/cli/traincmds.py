@@ -7,10 +7,19 @@ import argparse
 import sys
 
 from backend import serving, training
-from backend.cli.common import add_json, connect, emit_json, emit_json_line, keep_in_history, load_settings
+from backend.cli.common import (
+    add_json,
+    connected,
+    emit_json,
+    emit_json_line,
+    keep_in_history,
+    load_settings,
+    print_detached,
+)
 from backend.cli.main import command
 from backend.errors import UsageError
 from backend.jobs import get_job
+from backend.settings import Settings
 
 
 def register(sub) -> None:
@@ -51,20 +60,22 @@ def _history():
     return History.open()
 
 
-async def _start(args: argparse.Namespace, resume: bool) -> int:
+def _settings(args: argparse.Namespace) -> Settings:
+    """The settings, the training ``--name`` checked in them (before any connection is made)."""
     settings = load_settings(args)
     training.get_training(settings, args.name)
-    conn = await connect(args, settings)
-    try:
+    return settings
+
+
+async def _start(args: argparse.Namespace, resume: bool) -> int:
+    settings = _settings(args)
+    async with connected(args, settings) as conn:
         job, warnings = await training.start(conn, settings, args.name, resume=resume)
         for warning in warnings:
             print(f"specdeck: ! {warning}", file=sys.stderr, flush=True)
         print(f"training {args.name}: started (job {job.id}), log {job.log_path}", file=sys.stderr, flush=True)
         if args.detach:
-            if args.json:
-                emit_json(job.to_json())
-            else:
-                print(job.id)
+            print_detached(args, job)
             return 0
         said: set[str] = set()
         async for batch in training.follow(conn, job.id):
@@ -88,8 +99,6 @@ async def _start(args: argparse.Namespace, resume: bool) -> int:
                 print(_progress_line(summary), flush=True)
         ended = await get_job(conn, job.id)
         final = await training.status(conn, args.name)
-    finally:
-        await conn.close()
     if args.json:
         emit_json_line({"job": ended.to_json(), "summary": final.summary})
     else:
@@ -116,13 +125,9 @@ async def resume(args: argparse.Namespace) -> int:
 
 
 async def status(args: argparse.Namespace) -> int:
-    settings = load_settings(args)
-    training.get_training(settings, args.name)
-    conn = await connect(args, settings)
-    try:
+    settings = _settings(args)
+    async with connected(args, settings) as conn:
         st = await training.status(conn, args.name)
-    finally:
-        await conn.close()
     if args.json:
         emit_json({"job": st.job.to_json(), "summary": st.summary, "checkpoints": st.checkpoints})
         return 0
@@ -156,10 +161,8 @@ async def status(args: argparse.Namespace) -> int:
 async def logs(args: argparse.Namespace) -> int:
     if args.lines < 0:
         raise UsageError("--lines must be 0 or more")
-    settings = load_settings(args)
-    training.get_training(settings, args.name)
-    conn = await connect(args, settings)
-    try:
+    settings = _settings(args)
+    async with connected(args, settings) as conn:
         job = await training.latest_job(conn, args.name)
         out = await serving.tail(conn, job.id, args.lines) if args.lines else {"lines": [], "offset": 0}
         for line in out["lines"]:
@@ -168,19 +171,13 @@ async def logs(args: argparse.Namespace) -> int:
             async for lines in serving.follow(conn, job.id, out["offset"]):
                 for line in lines:
                     print(line.rsplit("\r", 1)[-1], flush=True)
-    finally:
-        await conn.close()
     return 0
 
 
 async def stop(args: argparse.Namespace) -> int:
-    settings = load_settings(args)
-    training.get_training(settings, args.name)
-    conn = await connect(args, settings)
-    try:
+    settings = _settings(args)
+    async with connected(args, settings) as conn:
         out = await training.stop(conn, args.name)
-    finally:
-        await conn.close()
     if args.json:
         emit_json(out)
     else:
@@ -201,13 +198,9 @@ async def _predicted(conn, settings, name: str) -> tuple[list[dict], training.tr
 
 
 async def ckpts(args: argparse.Namespace) -> int:
-    settings = load_settings(args)
-    training.get_training(settings, args.name)
-    conn = await connect(args, settings)
-    try:
+    settings = _settings(args)
+    async with connected(args, settings) as conn:
         rows, basis = await _predicted(conn, settings, args.name)
-    finally:
-        await conn.close()
     if args.json:
         emit_json(rows)
         return 0
@@ -225,10 +218,8 @@ async def ckpts(args: argparse.Namespace) -> int:
 
 
 async def serve(args: argparse.Namespace) -> int:
-    settings = load_settings(args)
-    training.get_training(settings, args.name)
-    conn = await connect(args, settings)
-    try:
+    settings = _settings(args)
+    async with connected(args, settings) as conn:
         rows, _ = await _predicted(conn, settings, args.name)
         chosen = training.pick(rows, args.checkpoint, args.name)
         current = await serving.status(conn)
@@ -247,8 +238,6 @@ async def serve(args: argparse.Namespace) -> int:
             st = await serving.wait(conn, out["job"], within=args.timeout)
             out = {**st, "checkpoint": chosen["name"], "training": args.name, "drafter_path": out["drafter_path"]}
         await keep_in_history(conn, await get_job(conn, out["job"]))
-    finally:
-        await conn.close()
     if args.json:
         emit_json(out)
     else:

@@ -8,7 +8,7 @@ import sys
 from backend import advisor, bench_records
 from backend import sweep as sweep_mod
 from backend.bench import DEFAULT_MAX_TOKENS, DEFAULT_REQUESTS
-from backend.cli.common import add_json, connect, emit_json, emit_json_line, load_settings
+from backend.cli.common import add_json, connect, connected, emit_json, emit_json_line, load_settings, print_detached
 from backend.cli.main import command
 from backend.errors import UsageError
 from backend.history import History, Yardstick, measured_baseline, sync_from_host
@@ -127,18 +127,14 @@ async def sweep(args: argparse.Namespace) -> int:
     baseline = measured_baseline() or settings.reference.baseline_tok_s
     if args.fleet:
         return await _fleet_sweep(args, settings, baseline)
-    conn = await connect(args, settings, follow=not args.detach)
-    try:
+    async with connected(args, settings, follow=not args.detach) as conn:
         plan = await _plan(conn, args)
         job = await sweep_mod.start(
             conn, settings, args.profile, plan, baseline_tok_s=baseline, resume=args.resume, force=args.force
         )
         print(f"sweep {job.id}: {len(plan.grid())} points of {args.profile}", file=sys.stderr, flush=True)
         if args.detach:
-            if args.json:
-                emit_json(job.to_json())
-            else:
-                print(job.id)
+            print_detached(args, job)
             return 0
         finished = False
 
@@ -166,8 +162,6 @@ async def sweep(args: argparse.Namespace) -> int:
                 restored = await sweep_mod.restore_found(conn, settings)
                 if restored and restored["started"]:
                     print(f"started {restored['profile']} again, as the sweep found it", file=sys.stderr)
-    finally:
-        await conn.close()
     return _print_done(args, plan, done)
 
 
