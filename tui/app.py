@@ -15,6 +15,8 @@ from urllib.parse import urlsplit
 from textual import work
 from textual.app import App, ComposeResult
 from textual.binding import Binding
+from textual.driver import Driver
+from textual.drivers.linux_driver import LinuxDriver
 from textual.reactive import reactive
 from textual.timer import Timer
 from textual.widgets import Footer, HelpPanel, TabbedContent, TabPane
@@ -26,6 +28,7 @@ from backend.errors import ConnectionFailed, HostKeyUnknown, SpecdeckError
 from backend.history import HistoryThread
 from backend.settings import HostConfig, ProfileConfig, Settings, save_host, save_profile
 from tui.commands import ActionsProvider
+from tui.driver import QuietLinuxDriver
 from tui.messages import ConnectionChanged, OpenInCompare, ProfileSaved
 from tui.screens.compare import ComparePane
 from tui.screens.confirm import ConfirmScreen
@@ -121,6 +124,11 @@ class SpecdeckApp(App[int]):
         self._rtt_timer: Timer | None = None
         self._lost_reason = ""  # the last "connection lost" notified
         self._tabs_seen: set[str] = set()  # tabs shown once: what their first show built is frozen
+
+    def get_driver_class(self) -> type[Driver]:
+        # Textual's own terminal driver wakes its input thread ten times a second: ours sleeps until input.
+        driver = super().get_driver_class()
+        return QuietLinuxDriver if driver is LinuxDriver else driver
 
     @property
     def sandbox(self) -> bool:
