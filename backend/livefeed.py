@@ -5,9 +5,11 @@ A running server is a detached job of kind ``serve`` whose log is the job's log 
 (``Connection.subscribe`` resumes at the byte offset after a reconnect, so no line is lost or read twice),
 parses each line, feeds a ``LiveSeries`` and yields the samples as the live view should see them (the first
 throughput after an idle spell dropped). While following it polls ``/server_info`` (``/get_server_info`` on
-older SGLang) and ``/metrics`` through the agent's ``http.request``, each poll scheduled when the previous one
-finished, so slow answers never pile up. Nothing here blocks: parsing yields to the event loop every few
-hundred lines, and a listener hears what changed once per batch instead of once per line.
+older SGLang) and scrapes ``/metrics`` (one scrape for the gauges and the latency histograms) through the
+agent's ``http.request``, each poll scheduled when the previous one finished, so slow answers never pile up.
+Nothing here blocks: parsing yields to the event loop every few hundred lines, and a listener hears what
+changed once per batch with samples instead of once per line (a batch of access-log lines alone, our own
+polls' or another monitor's, tells nobody anything).
 
 A ``Recorder`` (``backend.history.HistoryThread``) keeps what the feed follows in the run history. Log bytes
 the history holds already are read for the series only (so the charts show the whole run); recording starts
@@ -33,8 +35,8 @@ from backend.prometheus import Scrape, read_scrape
 from backend.series import LiveSeries
 from backend.settings import Settings
 
-POLL_S = 2.0  # /server_info and /metrics: SGLang's gauges only move when a decode line is logged
-LATENCY_S = 1.0  # /metrics for the latency histograms: they move with every request and token
+POLL_S = 2.0  # /server_info: what it holds moves seldom (the lifetime accept length with decode lines)
+LATENCY_S = 1.0  # /metrics, one scrape for the gauges and the latency histograms (those move with every token)
 LATENCY_KEEP_S = 10.0  # how often the recorder keeps the run's latency figures while they change
 # With no decode line since the last poll the gauges stand still: poll this many times slower (a server left
 # idle costs the panel and the host next to nothing); the next decode line brings the pace back at once.
@@ -168,7 +170,6 @@ class LiveFeed:
         self.latency_scrapes = 0  # scrapes of this server that held histograms
         self.histograms: bool | None = None  # did the last /metrics answer hold any (None: not asked yet)
         self._idle_waiters: list[asyncio.Future] = []  # polls of an idle server, woken by the next sample
-        self._page: tuple[str, Scrape] | None = None  # the last /metrics text read and its reading (both loops')
 
     @property
     def running_server(self) -> JobInfo | None:
@@ -205,7 +206,7 @@ class LiveFeed:
         """
         self._start(job, offset)
         poller = asyncio.create_task(self._poll(job), name=f"poll {job.id}")
-        scraper = asyncio.create_task(self._scrape_latency(job), name=f"latency {job.id}")
+        scraper = asyncio.create_task(self._scrape(job), name=f"metrics {job.id}")
         recorder = self.recorder
         unyielded = 0  # lines parsed since the last yield, across events: a queued backlog of small events
         # arrives without the loop getting a turn between them
@@ -218,6 +219,7 @@ class LiveFeed:
                             recorder.truncated()
                         self._tell("truncated")
                         continue
+                    before = self.samples
                     for line in event["lines"]:
                         unyielded += 1
                         if unyielded >= YIELD_EVERY:
@@ -239,7 +241,8 @@ class LiveFeed:
                     self.lines += len(event["lines"])
                     if recording:
                         recorder.mark(self.offset)
-                    self._tell("samples")
+                    if self.samples != before:  # access-log lines alone (polls, another monitor's) change nothing
+                        self._tell("samples")
         finally:
             poller.cancel()
             scraper.cancel()
@@ -310,10 +313,10 @@ class LiveFeed:
             return None
 
     async def _poll(self, job: JobInfo) -> None:
-        """Poll /server_info and /metrics until cancelled; the next round starts once this one has finished."""
+        """Poll /server_info until cancelled; the next round starts once this one has finished."""
         port = job.port
-        info_path, metrics_on = "/server_info", True
-        info_text = metrics_text = None  # the last pages read: an idle server's come back the same, unparsed
+        info_path = "/server_info"
+        info_text = None  # the last page read: an idle server's comes back the same, unparsed
         seen = self.samples
         while True:
             info = await self._get(port, info_path)
@@ -327,57 +330,44 @@ class LiveFeed:
                     info_text = info["text"]
                 except ValueError:
                     pass
-            if metrics_on:
-                page = await self._get(port, "/metrics")
-                if page is not None and page.get("status") == 200 and page["text"] == metrics_text:
-                    pass
-                elif page is not None and page.get("status") == 200:
-                    metrics_text = page["text"]
-                    self.scrape = await self._read(metrics_text)
-                    self.metrics = self.scrape.engine
-                    if not self.startup:  # once: the engine sets them before the port opens (0.5.6: none)
-                        self.startup = self.scrape.startup
-                elif page is not None and page.get("status") == 404:
-                    metrics_on = False  # launched without --enable-metrics
             self.reachable = answered
             self.polls += 1
             self._tell("poll")
             seen = await self._pace(self.poll_s, seen)
 
-    async def _scrape_latency(self, job: JobInfo) -> None:
-        """Scrape /metrics for the latency histograms once a second into ``latency`` until cancelled; stops
-        asking a server launched without --enable-metrics. The recorder keeps the run's figures since the server
+    async def _scrape(self, job: JobInfo) -> None:
+        """Scrape /metrics once a second until cancelled, one scrape for everything read from it: the engine's
+        gauges (``scrape``, ``metrics``, ``startup``) and the latency histograms (``latency``). Stops asking a
+        server launched without --enable-metrics. The recorder keeps the run's latency figures since the server
         started every ``LATENCY_KEEP_S`` while they change (a run's history: its latency as last seen)."""
         kept, kept_at = None, 0.0
-        seen, text, scrape = self.samples, None, None
+        seen, text, figures = self.samples, None, None
         while True:
             page = await self._get(job.port, "/metrics")
             if page is not None and page.get("status") == 404:
                 self.histograms = False
                 return
             if page is not None and page.get("status") == 200:
-                if page["text"] != text:  # an idle server's page comes back the same: parsed once, added again
-                    text, scrape = page["text"], of_scrape(await self._read(page["text"]))
-                self.histograms = bool(scrape)
-                if scrape:
+                changed = page["text"] != text
+                if changed:  # an idle server's page comes back the same: parsed once, added again
+                    text = page["text"]
+                    self.scrape = await asyncio.to_thread(read_scrape, text)
+                    self.metrics = self.scrape.engine
+                    if not self.startup:  # once: the engine sets them before the port opens (0.5.6: none)
+                        self.startup = self.scrape.startup
+                    figures = of_scrape(self.scrape)
+                self.histograms = bool(figures)
+                if figures:
                     now = time.monotonic()
-                    self.latency.add(now, scrape)
+                    self.latency.add(now, figures)
                     self.latency_scrapes += 1
-                    self._tell("latency")
-                    if self.recorder is not None and scrape != kept and now - kept_at >= LATENCY_KEEP_S:
-                        kept, kept_at = scrape, now
-                        await self.recorder.keep_latency(job, summary_json(scrape))
+                    if self.recorder is not None and figures != kept and now - kept_at >= LATENCY_KEEP_S:
+                        kept, kept_at = figures, now
+                        await self.recorder.keep_latency(job, summary_json(figures))
+                    self._tell("latency")  # the window's figures move as old scrapes leave it, even unchanged
+                elif changed:
+                    self._tell("poll")
             seen = await self._pace(self.latency_s, seen)
-
-    async def _read(self, text: str) -> Scrape:
-        """``read_scrape(text)`` off the loop, once per page: the poll and the latency scrape often fetch the
-        same one (the gauges move with decode lines, the histograms with requests)."""
-        page = self._page
-        if page is not None and page[0] == text:
-            return page[1]
-        scrape = await asyncio.to_thread(read_scrape, text)
-        self._page = (text, scrape)
-        return scrape
 
     async def _pace(self, seconds: float, seen: int) -> int:
         """Wait ``seconds`` before the next poll; where no sample came since the last one (samples == ``seen``)

@@ -863,12 +863,15 @@ def phase_took(seconds: float | None) -> str:
     return f"{seconds:.1f}s" if seconds < 10 else duration(seconds)
 
 
-def since_text(status: ServerStatus, now: float) -> str:
-    """How long the server has been in its state: ``for 3m05s`` while it runs, ``12s ago`` once it ended."""
+def since_text(status: ServerStatus, now: float, minutes: bool = False) -> str:
+    """How long the server has been in its state: ``for 3m05s`` while it runs, ``12s ago`` once it ended;
+    ``minutes``: whole minutes past the first one (``for 3m``), for a screen that should not redraw every second
+    while nothing happens."""
     if not status.since:
         return ""
-    age = duration(now - status.since)
-    return f"for {age}" if status.running else f"{age} ago"
+    age = max(0.0, now - status.since)
+    text = f"{int(age // 60)}m" if minutes and 60 <= age < 3600 else duration(age)
+    return f"for {text}" if status.running else f"{text} ago"
 
 
 def speculative_summary(info: dict | None) -> str | None:

@@ -259,14 +259,14 @@ async def test_the_feed_stops_asking_a_server_without_metrics_and_says_when_a_pa
 
     job = JobInfo("serve-1", args={"port": 30000})
     feed = LiveFeed(_Pages({"status": 404, "text": "Not Found"}), LiveSeries())  # type: ignore[arg-type]
-    await asyncio.wait_for(feed._scrape_latency(job), 5)  # launched without --enable-metrics: it ends
+    await asyncio.wait_for(feed._scrape(job), 5)  # launched without --enable-metrics: it ends
     assert feed.histograms is False and feed.latency_scrapes == 0
 
     gauges = {"status": 200, "text": "# TYPE sglang:gen_throughput gauge\nsglang:gen_throughput 1.0\n"}
     recorder = _Kept()
     feed = LiveFeed(_Pages(gauges, {"status": 200, "text": PAGE}), LiveSeries(), recorder=recorder)  # type: ignore[arg-type]
     feed.latency_s = 0.01
-    task = asyncio.create_task(feed._scrape_latency(job))
+    task = asyncio.create_task(feed._scrape(job))
     try:
         for _ in range(500):
             if feed.latency_scrapes >= 3:
@@ -277,3 +277,53 @@ async def test_the_feed_stops_asking_a_server_without_metrics_and_says_when_a_pa
     assert feed.histograms is True and len(feed.latency) >= 3
     # The recorder keeps the run's figures once, then every LATENCY_KEEP_S while they change (here they do not).
     assert recorder.kept == [latency.summary_json(latency.parse(PAGE))]
+
+
+class _Asked(_Pages):
+    """``_Pages`` that counts what was asked for, by path."""
+
+    def __init__(self, *answers: dict) -> None:
+        super().__init__(*answers)
+        self.paths: list[str] = []
+
+    async def call(self, method: str, **params) -> dict:
+        self.paths.append(params["url"].split(":30000", 1)[1])
+        return await super().call(method, **params)
+
+
+async def test_one_metrics_scrape_feeds_the_gauges_and_the_latency_histograms() -> None:
+    import asyncio
+
+    from backend.jobs import JobInfo
+    from backend.livefeed import LiveFeed
+    from backend.prometheus import read_scrape
+    from backend.series import LiveSeries
+
+    job = JobInfo("serve-1", args={"port": 30000})
+    conn = _Asked({"status": 200, "text": PAGE})
+    feed = LiveFeed(conn, LiveSeries())  # type: ignore[arg-type]
+    feed.latency_s = 0.01
+    task = asyncio.create_task(feed._scrape(job))
+    try:
+        for _ in range(500):
+            if feed.latency_scrapes >= 3:
+                break
+            await asyncio.sleep(0.01)
+    finally:
+        task.cancel()
+    # Every /metrics answer served both: the engine's gauges and the histograms (the same page, parsed once).
+    assert feed.metrics == read_scrape(PAGE).engine and feed.metrics["gen_throughput"] == 80.0
+    assert feed.histograms is True
+    assert set(conn.paths) == {"/metrics"} and len(conn.paths) - feed.latency_scrapes in (0, 1)
+    # The /server_info poll asks for nothing else.
+    conn = _Asked({"status": 200, "text": "{}"})
+    feed = LiveFeed(conn, LiveSeries(), poll_s=0.01)  # type: ignore[arg-type]
+    task = asyncio.create_task(feed._poll(job))
+    try:
+        for _ in range(500):
+            if feed.polls >= 2:
+                break
+            await asyncio.sleep(0.01)
+    finally:
+        task.cancel()
+    assert feed.polls >= 2 and set(conn.paths) == {"/server_info"}

@@ -328,7 +328,13 @@ def test_every_serve_key_has_an_id_and_a_tooltip():
 def test_the_clock_wakes_when_a_figure_shown_changes():
     now = 1_000_000.0
     ready = serving.ServerStatus("ready", since=now - 65.25, phases=(serving.Phase("ready", now - 65.25, None),))
-    assert _next_change(ready, now) == pytest.approx(0.75 + CLOCK_LATE_S)  # "for 1m05s" turns 1m06s
+    # A server left running shows whole minutes past its first: its head redraws once a minute, not every second.
+    assert serving.since_text(ready, now, minutes=True) == "for 1m" and serving.since_text(ready, now) == "for 1m05s"
+    assert _next_change(ready, now) == pytest.approx(54.75 + CLOCK_LATE_S)  # "for 1m" turns 2m
+    young = replace(ready, since=now - 5.25)
+    assert serving.since_text(young, now, minutes=True) == "for 5s"
+    assert _next_change(young, now) == pytest.approx(0.75 + CLOCK_LATE_S)  # "for 5s" turns 6s
+    assert serving.since_text(replace(ready, state="stopped"), now, minutes=True) == "1m ago"
     old = serving.ServerStatus("ready", since=now - 3725.0)
     assert _next_change(old, now) == pytest.approx(55 + CLOCK_LATE_S)  # "for 1h02m" turns 1h03m: per minute
     # Starting for an hour, its current phase 2.5 s old: that phase's figure turns first.

@@ -103,6 +103,7 @@ class DraftersPane(ShellPane):
         self._host: str | None = None
         self._timer: Timer | None = None
         self._seen = True  # the drafters' files are read every REFRESH_S only while the tab is seen
+        self._cells: dict[tuple[str, str], object] = {}  # (row, column) → what the table shows there
 
     def compose(self) -> ComposeResult:
         yield Static(classes="status", markup=False)
@@ -147,19 +148,28 @@ class DraftersPane(ShellPane):
         return job_id
 
     def _show_rows(self, rows: list[DrafterStatus]) -> None:
-        table = self.query_one(DataTable)
         for r in rows:
             self.rows[r.name] = r
-            table.update_cell(r.name, "state", state_cell(r.state, self.progress.get(r.name)))
-            table.update_cell(r.name, "size", human_bytes(r.bytes) if r.bytes else "-")
-            table.update_cell(r.name, "sha256", r.sha256_prefix or "-")
+            self._set_cell(r.name, "state", state_cell(r.state, self.progress.get(r.name)))
+            self._set_cell(r.name, "size", human_bytes(r.bytes) if r.bytes else "-")
+            self._set_cell(r.name, "sha256", r.sha256_prefix or "-")
         self._show_detail()
+
+    def _set_cell(self, row: str, column: str, value: str | Text) -> None:
+        """Update a cell unless it shows ``value`` already: the refresh every few seconds mostly reads the same
+        files, and each update repaints the table."""
+        drawn = (value.plain, str(value.style)) if isinstance(value, Text) else value
+        if self._cells.get((row, column)) != drawn:
+            self._cells[row, column] = drawn
+            self.query_one(DataTable).update_cell(row, column, value)
 
     def _show_detail(self) -> None:
         d = self.selected()
         row = self.rows.get(d.name) if d else None
+        detail = self.query_one("#drafters-detail", Static)
         if d is None or row is None:
-            self.query_one("#drafters-detail", Static).update("")
+            if detail.content != "":
+                detail.update("")
             return
         lines = [f"{d.name}: {row.state} at {row.path}" + (f" from {d.repo}" if d.repo else " (no repo: local only)")]
         if row.sha256:
@@ -168,7 +178,8 @@ class DraftersPane(ShellPane):
             lines.append(f"problem: {row.problem}")
         if row.leftovers:
             lines.append(f"{len(row.leftovers)} partial file(s) from an earlier run: the next download removes them")
-        self.query_one("#drafters-detail", Static).update("\n".join(lines))
+        if detail.content != (text := "\n".join(lines)):
+            detail.update(text)
 
     def on_data_table_row_highlighted(self, event: DataTable.RowHighlighted) -> None:
         self._show_detail()
@@ -186,7 +197,7 @@ class DraftersPane(ShellPane):
             box.mount(DownloadView(self._title(message.key), progress, id=view_id), before=0)
         if message.key in self.rows and progress.job_id is not None:  # a download, not a verify
             state = "downloading" if progress.state == "running" else self.rows[message.key].state
-            self.query_one(DataTable).update_cell(message.key, "state", state_cell(state, progress))
+            self._set_cell(message.key, "state", state_cell(state, progress))
 
     def _title(self, key: str) -> str:
         d = self.app.settings.drafters.get(key)

@@ -163,8 +163,12 @@ class HistoryPane(ShellPane):
     @work(group="history-read", exclusive=True, exit_on_error=False, description="read the run history")
     async def _reload(self) -> None:
         got = await self._ask(self._read)
-        if got is not None:
-            self.error = ""
+        if got is None:
+            return
+        self.error = ""
+        if got == (self.yardstick, self.runs):
+            self._status()  # a sync that found nothing new: the table, comparison and charts show these runs
+        else:
             self.show_runs(*got)
 
     def show_runs(self, yardstick: Yardstick, runs: list[RunSummary]) -> None:

@@ -147,6 +147,7 @@ class LivePane(ShellPane):
         self._overlay_for: tuple[str, str | None] | None = None  # (host, followed run) the overlay was read for
         self._drawn: tuple = ()  # (samples, server id, state) the charts were last marked for
         self._benched: str | None = None  # the server the bench line and histogram shown were measured on
+        self._latency_for: tuple = ()  # (feed, server, scrapes, histograms) the latency panel was last drawn for
 
     # --- layout and lifecycle ------------------------------------------------------------------------------
 
@@ -278,7 +279,10 @@ class LivePane(ShellPane):
             self._benched = None
             self.query_one(BenchBar).clear()
             self.query_one("#live-acceptance", Static).update("")
-        self._show_latency()
+        latency = (id(feed), drawn[1], feed and feed.latency_scrapes, feed and feed.histograms)
+        if latency != self._latency_for:  # a poll alone moves no latency figure
+            self._latency_for = latency
+            self._show_latency()
 
     def _show_latency(self) -> None:
         """The latency panel from the feed's histogram scrapes over the window (a fraction of a ms)."""

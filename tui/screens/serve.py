@@ -84,15 +84,18 @@ def _bar(used: float, total: float, width: int = 10) -> str:
 
 
 def _next_change(st: serving.ServerStatus, now: float) -> float | None:
-    """Seconds until an elapsed figure of the state block changes (the head's "for 3m05s", a phase's time so
-    far): the next whole second of its age, the next whole minute once it is an hour old (it reads 2h04m)."""
-    origins = [st.since] if st.since else []
-    origins += [phase.start for phase in st.phases if phase.end is None and phase.start is not None]
+    """Seconds until an elapsed figure of the state block changes: the head's age (``since_text`` in minutes:
+    each second for the first minute, then each minute) and the current phase's time so far (each second
+    under an hour, then each minute, as it reads 2h04m)."""
     waits = []
-    for origin in origins:
-        age = max(0.0, now - origin)
-        step = 1.0 if age < 3600 else 60.0
+    if st.since:
+        age = max(0.0, now - st.since)
+        step = 1.0 if age < 60 else 60.0
         waits.append(step - age % step + CLOCK_LATE_S)
+    for row in serving.timeline(st, now):
+        if row["state"] == "current" and row["seconds"] is not None:
+            step = 1.0 if row["seconds"] < 3600 else 60.0
+            waits.append(step - row["seconds"] % step + CLOCK_LATE_S)
     return min(waits, default=None)
 
 
@@ -668,7 +671,8 @@ class ServePane(ShellPane):
         label = serving.state_label(st)
         head = f"[{color}]{mark} {label}[/]  [b]{escape(st.profile or '?')}[/b] · port {st.port}"
         head += f" · pid {st.pid}" if st.pid and st.running else ""
-        lines = [f"{head} · {serving.since_text(st, now)}"]
+        # Whole minutes past the first: a server left running redraws its head once a minute, not every second.
+        lines = [f"{head} · {serving.since_text(st, now, minutes=True)}"]
         lines += [f"  {escape(multinode.node_line(entry))}" for entry in st.nodes]
         summary = serving.speculative_summary(st.server_info)
         if summary:
@@ -679,7 +683,7 @@ class ServePane(ShellPane):
         lines += [f"[$warning]! {escape(w)}[/]" for w in st.warnings]
         for row in serving.timeline(st, now):
             mark, color = ROW_MARKS[row["state"]]
-            # A ready server's ready phase lasts since the head's "for 3m05s": the head alone ticks (one line).
+            # A ready server's ready phase lasts since the head's "for 3m": the head alone ticks (one line).
             took = "" if row["phase"] == "ready" and st.state == "ready" else serving.phase_took(row["seconds"])
             lines.append(f"[{color}]{mark}[/] {row['phase']:<24} {took}".rstrip())
         return lines
