@@ -5,6 +5,7 @@ changed config or agent) falls back to the full CLI or is refused by it in one s
 
 from __future__ import annotations
 
+import ctypes.util
 import json
 import os
 import shutil
@@ -22,7 +23,7 @@ import pytest
 
 from backend.cli import quick, resolved
 from backend.settings import HostConfig
-from backend.transport import blocking, controlsock
+from backend.transport import blocking, controlsock, sshimport
 from backend.transport.blocking import BlockingAgent, Fallback
 from tests.simhost import process_gone
 from tests.sshd import Sshd
@@ -376,3 +377,17 @@ def test_asyncssh_comes_without_x509_support_and_offers_openssh_certificates_onl
     x509, asyncssh_x509, *certs = out.stdout.split()
     assert (x509, asyncssh_x509) == ("False", "False")
     assert "ssh-ed25519-cert-v01@openssh.com" in certs and all(c.endswith("-cert-v01@openssh.com") for c in certs)
+
+
+@pytest.mark.skipif(sshimport._ldconfig is None or not os.path.exists(sshimport._LD_CACHE), reason="glibc only")
+def test_a_library_the_loader_cache_lacks_is_not_asked_of_ldconfig(monkeypatch):
+    assert sshimport._in_ld_cache("c") == ctypes.util._findSoname_ldconfig("c")  # type: ignore[attr-defined]
+
+    def no_process(name: str) -> str:
+        raise AssertionError(f"ldconfig -p was run for {name}")
+
+    monkeypatch.setattr(sshimport, "_ldconfig", no_process)
+    assert sshimport._in_ld_cache("liboqs") is None  # asyncssh's second name for liboqs: never a file name
+    monkeypatch.setattr(sshimport, "_LD_CACHE", "/nonexistent/ld.so.cache")
+    with pytest.raises(AssertionError):  # no cache file to read: ldconfig decides, as before
+        sshimport._in_ld_cache("liboqs")
