@@ -106,9 +106,16 @@ async def start(
         raise UsageError(f"profile {profile.name} runs without speculation: sweep a profile with a drafter.")
     if resume is None:  # a resumed sweep leaves the host as the first one found it
         await restore_found(conn, settings)
-    checks = await serving.preflight(conn, settings, profile, force=force)
     current = await serving.status(conn)
     running = current.get("state") in serving.RUNNING_STATES
+    if running and (current.get("args") or {}).get("nodes"):
+        args = current["args"]
+        raise UsageError(
+            f"{conn.host.name} serves rank {args.get('node_rank') or 0} of {args.get('profile')}, a multi-node server "
+            f"on {', '.join(args['nodes'])}: stop it with `specdeck serve stop` first (a sweep leaves one host's "
+            "server as it found it, not a multi-node one)."
+        )
+    checks = await serving.preflight(conn, settings, profile, force=force)
     # The sweep stops the running server itself: its port being held is no reason to refuse.
     held = [c for c in checks.failures if c.name == "port" and running]
     if len(checks.failures) > len(held):

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from backend import multinode, serving
+from backend import multinode, serving, sweep
 from backend.cost import gpus_of
 from backend.errors import ConfigError, UsageError
 from backend.host_facts import HostFacts
@@ -247,6 +247,16 @@ async def test_serves_through_rank_0_and_stop_stops_every_rank(models, root, ssh
     from_b = await multinode.expand(mn, await serving.status(await mn.get("b")))
     assert from_b["job"] == ready["job"] and [e["state"] for e in from_b["nodes"]] == ["ready", "ready"]
 
+    # A sweep on a node's host would stop one rank and restore one host's server: refused, nothing touched.
+    solo = replace(settings.profiles["duo"], name="solo", nodes=(), tp=8, port=free_port())
+    with pytest.raises(UsageError, match=r"a serves rank 0 of duo, a multi-node server on a, b: stop it with"):
+        await sweep.start(
+            await mn.get("a"),
+            replace(settings, profiles={**settings.profiles, "solo": solo}),
+            "solo",
+            sweep.SweepPlan(steps=(2,)),
+            baseline_tok_s=82.0,
+        )
     stopped = await multinode.stop(mn, from_b, grace=10)
     assert stopped["was_running"] and stopped["state"] == "stopped"
     assert [e["state"] for e in stopped["nodes"]] == ["stopped", "stopped"]
