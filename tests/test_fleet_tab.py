@@ -123,6 +123,8 @@ async def test_fleet_tab_at_both_sizes_its_keys_and_a_replica_killed(running_fle
             "fleet solo: 1 replica on sim-a · SIMULATED SGLang on sim-a"
         )
         keys.assert_all_pressed()
+        await pilot.press("1")  # another tab: the Fleet tab stops reading (a poll in flight re-arms none)
+        await until(pilot, lambda: not pane.shown and pane._timer is None, "no refresh while hidden")
 
 
 async def test_no_fleet_says_how_to_configure_one():
