@@ -30,8 +30,6 @@ from backend.fleet import get_fleet
 from backend.jobs import JobInfo, get_job
 from backend.settings import Settings
 
-FEED_IDLE_S = 600.0  # a host's sweep given no next point for this long ends on its own (its client is gone)
-
 
 @dataclass(frozen=True)
 class Member:
@@ -104,12 +102,13 @@ async def run(
     baseline_tok_s: float,
     force: bool = False,
     on_event: Callable[[str, dict], None] | None = None,
-    feed_idle_s: float = FEED_IDLE_S,
+    feed_idle_s: float | None = None,
 ) -> dict:
     """Run the sweep over ``members`` (two or more hosts) to its end; the merged ``done`` event (its points
     tagged with their ``host``, ``hosts`` naming each host's sweep job). ``on_event(host, event)`` sees each
-    host's events as they come (and the client's own ``plan`` events, host ``""``). Whatever ends it, every
-    host's sweep is cancelled if still running and each host left as found."""
+    host's events as they come (and the client's own ``plan`` events, host ``""``). ``feed_idle_s``: how long a
+    host's sweep waits for its next point before it ends on its own (None: the host's default, 10 minutes).
+    Whatever ends it, every host's sweep is cancelled if still running and each host left as found."""
     if len(members) < 2:
         raise UsageError("a fleet sweep needs two hosts or more.")
     profile = serving.get_profile(settings, profile_name)
