@@ -1,4 +1,5 @@
-"""Sweeps across a fleet on SIMULATED SGLang hosts (two local hosts, each its own workdir and port): the grid
+"""Sweeps across a fleet on SIMULATED SGLang hosts (two of this machine, each its own workdir and port, one
+through the loopback sshd): the grid
 spread one point per host at a time, each point tagged with its host in the result and the history, the smart
 order kept across hosts, every host left as found in every ending, and hosts that differ refused up front."""
 
@@ -28,17 +29,23 @@ FAST = str(Path(__file__).resolve().parents[1] / "backend/sandbox/scenarios/t1-l
 SMALL = {"requests": 2, "max_tokens": 32}
 
 
-def _host(tmp_path: Path, name: str, version: str = "0.5.23") -> HostConfig:
+def _host(tmp_path: Path, name: str, version: str = "0.5.23", sshd=None) -> HostConfig:
+    """A sandbox host of this machine: local, or through the loopback sshd."""
+    route = {"url": sshd.url, "identity": sshd.identity, "known_hosts": sshd.known_hosts} if sshd else {"url": "local"}
     return HostConfig(
-        name=name, url="local", python=sys.executable, workdir=str(tmp_path / name), launcher="simulator",
-        sandbox=True, sglang_version=version,
+        name=name, python=sys.executable, workdir=str(tmp_path / name), launcher="simulator", sandbox=True,
+        sglang_version=version, **route,
     )  # fmt: skip
 
 
 @pytest.fixture
-async def pair(tmp_path, models):
-    """Two sandbox hosts of this machine, each on its own port: (members, settings)."""
-    conns = [await Connection.open(_host(tmp_path, name)) for name in ("sim-a", "sim-b")]
+async def pair(tmp_path, models, sshd):
+    """Two sandbox hosts of this machine, each on its own port, the second through the loopback sshd:
+    (members, settings)."""
+    conns = [
+        await Connection.open(_host(tmp_path, "sim-a")),
+        await Connection.open(_host(tmp_path, "sim-b", sshd=sshd)),
+    ]
     fast = {"SPECDECK_SIM_SCENARIO": FAST}
     settings = make_settings(models, aq={"drafter": "aq-medai", **EAGLE, "env": fast}, base={"env": fast})
     members = [fleet_sweep.Member(c, free_port()) for c in conns]
@@ -81,8 +88,13 @@ async def _as_found(members, found: dict[str, str]) -> None:
 
 def _config(path: Path, models: dict, members, settings) -> Path:
     """The pair's hosts, profiles and a fleet ``f`` of a replica per host, as a config file for the CLI."""
+
+    def route(h: HostConfig) -> str:
+        keys = {"url": h.url, "identity": h.identity, "known_hosts": h.known_hosts}
+        return "".join(f"{k} = {json.dumps(v)}\n" for k, v in keys.items() if v)
+
     hosts = "".join(
-        f'[hosts.{m.name}]\nurl = "local"\npython = {json.dumps(sys.executable)}\n'
+        f"[hosts.{m.name}]\n{route(m.conn.host)}python = {json.dumps(sys.executable)}\n"
         f'workdir = {json.dumps(m.conn.host.workdir)}\nlauncher = "simulator"\nsandbox = true\n'
         for m in members
     )
