@@ -1,7 +1,7 @@
 """Sweeps across a fleet on SIMULATED SGLang hosts (two of this machine, each its own workdir and port, one
-through the loopback sshd): the grid
-spread one point per host at a time, each point tagged with its host in the result and the history, the smart
-order kept across hosts, every host left as found in every ending, and hosts that differ refused up front."""
+through the loopback sshd): the grid spread one point per host at a time, each point tagged with its host in
+the result and the history, the smart order kept across hosts, every host left as found in every ending, and
+hosts that differ refused up front."""
 
 from __future__ import annotations
 
