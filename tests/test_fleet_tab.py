@@ -95,6 +95,7 @@ async def test_fleet_tab_at_both_sizes_its_keys_and_a_replica_killed(running_fle
         await until(pilot, lambda: isinstance(app.screen, ConfirmScreen), "the question")
         question = app.screen.question
         assert f"sim-b:{ports['b']}'s server (eagle3-ours, pid {victim.pid}, ready)" in question
+        assert "sends its requests to the other replica;" in question
         await pilot.press("n")
         await until(pilot, lambda: not isinstance(app.screen, ConfirmScreen), "kept running")
 
@@ -120,7 +121,7 @@ async def test_fleet_tab_at_both_sizes_its_keys_and_a_replica_killed(running_fle
         await until(pilot, lambda: pane.status is not None and pane.status.name == "solo", "fleet solo read")
         assert "not healthy: the router is not running" in plain(pane.query_one("#fleet-router", Static))
         assert plain(pane.query_one("#fleet-head", Static)).startswith(
-            "fleet solo: 1 replica on sim-a · SIMULATED SGLang on sim-a"
+            "fleet solo: 1 replica on sim-a · SIMULATED SGLang behind the real router"
         )
         keys.assert_all_pressed()
         await pilot.press("1")  # another tab: the Fleet tab stops reading (a poll in flight re-arms none)

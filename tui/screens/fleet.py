@@ -181,7 +181,8 @@ class FleetPane(ShellPane):
         waiting = [f"{h}: {s}{f' ({why})' if why else ''}" for h, s, why in states if s != "connected"]
         head.update(
             f"fleet {self.name_}: {len(cfg.replicas)} replica{'s' * (len(cfg.replicas) != 1)} on {', '.join(hosts)}"
-            + (f" · SIMULATED SGLang on {', '.join(simulated)} (the router is real)" if simulated else "")
+            + (" · SIMULATED SGLang behind the real router" if simulated == hosts else "")
+            + (f" · SIMULATED SGLang on {', '.join(simulated)}" if simulated and simulated != hosts else "")
             + (" · " + "; ".join(waiting) if waiting else "")
         )
         self._draw_router(st)
@@ -292,9 +293,10 @@ class FleetPane(ShellPane):
             self.app.notify(f"{label or 'no replica'}: no server runs there to stop", severity="warning")
             return
         others = len(self.links.fleet.replicas) - 1
+        others_text = "the other replica" if others == 1 else f"the other {others}"
         question = (
             f"Stop {label}'s server ({replica.profile}, pid {seen.pid}, {seen.state})? The router marks it "
-            f"unhealthy and sends its requests to the other {others}; `specdeck fleet up {self.name_}` starts it "
+            f"unhealthy and sends its requests to {others_text}; `specdeck fleet up {self.name_}` starts it "
             "again (loading the weights takes minutes on a large model)."
         )
 
