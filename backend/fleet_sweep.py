@@ -121,7 +121,7 @@ async def run(
     finished = False
     try:
         for m in members:  # one by one: a host that refuses stops the rest before they start
-            fed = {"tags": {"fleet_sweep": sweep_id}, "port": m.port, "feed_idle_s": feed_idle_s}
+            fed = {"tags": {"fleet_sweep": sweep_id}, "host": m.name, "port": m.port, "feed_idle_s": feed_idle_s}
             started[m.name] = await sweep_mod.start(
                 m.conn, settings, profile_name, plan, baseline_tok_s=baseline_tok_s, force=force, fed=fed
             )
@@ -191,7 +191,7 @@ async def _drive(
             kind = event.get("event")
             if kind == "point" and busy.get(name) == event.get("index"):
                 record = {k: v for k, v in event.items() if k not in ("event", "t")}
-                order.results[busy.pop(name)] = dict(record, host=name)
+                order.results[busy.pop(name)] = record  # tagged with its host by the host
                 idle.append(name)
                 await dispatch()
             elif kind == "done":

@@ -97,8 +97,9 @@ async def start(
     fed: dict | None = None,
 ) -> JobInfo:
     """Check the profile, build every point's command and start the sweep job; returns its description.
-    ``fed``: one host of a fleet sweep (``backend.fleet_sweep``): ``{"tags": …, "port": …, "feed_idle_s": …}``,
-    the job measures the points the client feeds it, its servers on ``port`` and tagged with ``tags``."""
+    ``fed``: one host of a fleet sweep (``backend.fleet_sweep``): ``{"tags", "host", "port", "feed_idle_s"}``,
+    the job measures the points the client feeds it, its servers on ``port`` and tagged with ``tags``, its
+    records with ``host``."""
     profile = serving.get_profile(settings, profile_name)
     if fed is not None and fed.get("port"):
         profile = replace(profile, port=fed["port"])
@@ -145,7 +146,7 @@ async def start(
         "env": {"points": env, "restore": restore_env or {}},
     }
     if fed is not None:
-        params.update(fed=True, tags=fed.get("tags") or {}, feed_idle_s=fed.get("feed_idle_s"))
+        params.update(fed=True, tags=fed.get("tags") or {}, host=fed.get("host"), feed_idle_s=fed.get("feed_idle_s"))
     return JobInfo.from_json(await conn.call("sweep.start", **params))
 
 

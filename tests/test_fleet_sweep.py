@@ -212,7 +212,7 @@ async def test_a_fleet_sweep_whose_client_is_gone_or_cancels_leaves_every_host_a
     members[0] = fleet_sweep.Member(again, members[0].port)
     (left,) = await again.call("jobs.list", kind="sweep")  # it measures its point for a client that is gone,
     done = await asyncio.wait_for(sweep_mod.follow(again, left["id"]), 60)  # then ends on its own
-    assert len(done["points"]) == 1 and "failed" not in done["points"][0]
+    assert len(done["points"]) == 1 and "failed" not in done["points"][0] and done["points"][0]["host"] == "sim-a"
     await _as_found(members, found)
 
 

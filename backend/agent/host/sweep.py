@@ -194,6 +194,8 @@ class Sweep(Order):
         status = self.wait_ready(index, started["job"], float(self.params.get("ready_timeout") or 1800))
         record = {k: point["args"].get(k) for k in ("steps", "topk", "draft_tokens")}
         record.update({"index": index, "run": started["job"], "startup_s": round(time.time() - t0, 2)})
+        if self.params.get("host"):  # a fleet sweep's: its records say which host measured them
+            record["host"] = self.params["host"]
         if status["state"] != "ready":
             reason = (
                 status.get("error") or status.get("reason") or "not ready after %s s" % self.params.get("ready_timeout")
