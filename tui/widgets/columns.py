@@ -28,7 +28,7 @@ def fitting_columns(headers: Sequence[str], widths: Sequence[int], room: int, pr
     kept, used = [], 0
     for i in sorted(range(len(headers)), key=lambda i: (rank(headers[i]), i)):
         if used + widths[i] + 2 > room and kept:
-            continue
+            break  # strictly by priority: no lesser column in the room a greater one lacked
         kept.append(i)
         used += widths[i] + 2
     return sorted(kept)
