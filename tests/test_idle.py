@@ -18,15 +18,18 @@ from textual.events import Key
 from textual.widgets import DataTable, Static
 
 from backend.errors import ConnectionFailed
+from backend.history import History
 from backend.jobs import JobInfo
 from backend.livefeed import LiveFeed
 from backend.series import LiveSeries
 from backend.settings import builtin_defaults
 from tests.helpers import eventually, until
+from tests.runs import add_run
 from tui.app import SpecdeckApp
 from tui.driver import QuietLinuxDriver
 from tui.messages import LiveFeedUpdated
 from tui.screens.drafters import DraftersPane
+from tui.screens.history import HistoryPane
 from tui.screens.live import LivePane
 from tui.widgets.serverline import ServerLine
 
@@ -174,3 +177,28 @@ async def test_the_input_thread_sleeps_until_input_and_stops_at_once(terminal, m
             os.write(master, b"x")  # a stuck thread sees the end with its next input
         thread.join(10)
         driver.close()
+
+
+async def test_a_history_sync_that_finds_nothing_new_redraws_nothing(three_runs, models, tmp_path, monkeypatch):
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
+    app = SpecdeckApp(builtin_defaults(), host="local")
+    async with app.run_test(size=(160, 45)) as pilot:
+        await pilot.press("5")
+        pane = app.query_one(HistoryPane)
+        table = pane.query_one("#history-runs", DataTable)
+        await until(pilot, lambda: table.row_count == 3 and "synced local" in pane.last_sync, "runs and a sync")
+        redrawn, laid_out, reloads = [], [], []
+        show_runs, reload, status = pane.show_runs, pane.reload, pane.query_one("#history-status", Static)
+        monkeypatch.setattr(pane, "show_runs", lambda *a: (redrawn.append(a), show_runs(*a)))
+        monkeypatch.setattr(pane, "reload", lambda: (reloads.append(True), reload()))
+        update = status.update
+        monkeypatch.setattr(status, "update", lambda text, layout=True: (laid_out.append(layout), update(text, layout)))
+        pane._auto_sync()  # the timer's sync: nothing new on the host
+        reading = lambda: [w for w in app.workers if w.group in ("history-sync", "history-read") and w.is_running]  # noqa: E731
+        await until(pilot, lambda: reloads and not reading(), "the sync and its read done")
+        assert redrawn == [] and True not in laid_out  # the table, comparison and charts stand; at most a time
+        with History.open() as history:
+            add_run(history, models, "serve-4-new", "ours", 70.0, 2.2)
+        pane._auto_sync()
+        await until(pilot, lambda: table.row_count == 4, "a new run still appears")
+        assert len(redrawn) == 1

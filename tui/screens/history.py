@@ -15,6 +15,7 @@ Every query, the sync's parsing and the charts' series run on the App's history 
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Callable
 from typing import TypeVar
@@ -37,6 +38,7 @@ from tui.widgets.columns import fit_table
 from tui.widgets.runchart import RunChart
 
 T = TypeVar("T")
+_DIGITS = re.compile(r"\d")
 SYNC_EVERY_S = 10.0
 COLUMNS = ("", "profile", "drafter", "started", "outcome", "samples", "streams", "tok/s/stream", "total", "accept",
            "vs baseline", "break-even")  # fmt: skip
@@ -263,7 +265,10 @@ class HistoryPane(ShellPane):
         parts.append(f"{len(self.runs)} run(s), figures are log means")
         if extra or self.last_sync:
             parts.append(extra or self.last_sync)
-        status.update(" · ".join(parts))
+        text, shown = " · ".join(parts), str(status.content)
+        if text != shown:
+            # A new sync time changes digits only: the same wrapping, so a repaint of the line, not a layout.
+            status.update(text, layout=_DIGITS.sub("0", text) != _DIGITS.sub("0", shown))
 
     def on_data_table_row_highlighted(self, event: DataTable.RowHighlighted) -> None:
         if event.data_table.id == "history-runs" and not self.selected:
@@ -273,17 +278,20 @@ class HistoryPane(ShellPane):
 
     def _auto_sync(self) -> None:
         if self.app.connection.connected:
-            self.action_sync()
+            self._sync()
 
     def action_sync(self) -> None:
-        self._sync()
+        self._sync(announce=True)
 
     @work(group="history-sync", exclusive=True, exit_on_error=False, description="import the host's runs")
-    async def _sync(self) -> None:
+    async def _sync(self, announce: bool = False) -> None:
+        """Import the host's runs; ``announce``: say so while it runs (an asked-for sync; the timer's every
+        SYNC_EVERY_S only moves the "synced at" time, so an idle tab repaints one line, never lays out)."""
         conn = self.app.connection
         if not conn.connected:
             return
-        self._status(f"syncing {conn.host.name}…")
+        if announce:
+            self._status(f"syncing {conn.host.name}…")
         try:
             report = await sync_from_host(self.history, conn)
         except HistoryUnavailable as exc:  # the host's errors go to the App's error funnel
