@@ -224,8 +224,6 @@ async def _http(conn: Connection, url: str, timeout: float = 2.0) -> dict:
 
 async def _replica_view(links: FleetLinks, replica: ReplicaConfig) -> tuple[dict, Any]:
     """The replica's server status on its host (the one on its port) and its /metrics read (None if none)."""
-    from backend import prometheus
-
     try:
         conn = links.conn(replica.host)
         wire = await conn.call("serve.status", port=replica.port)
@@ -238,11 +236,18 @@ async def _replica_view(links: FleetLinks, replica: ReplicaConfig) -> tuple[dict
     page = await _http(conn, f"http://127.0.0.1:{replica.port}/metrics")
     if page.get("status") != 200:
         return wire, None
-    return wire, prometheus.read_scrape(prometheus.only_families(page.get("text") or "", _FIGURES))
+    # A page's parse takes milliseconds: off the event loop, so the panel's loop stays free meanwhile.
+    return wire, await asyncio.to_thread(_figures, page.get("text") or "")
 
 
 # The gauges a replica's row shows: the page's other families (its histograms above all) are most of its parse.
 _FIGURES = ("sglang:gen_throughput", "sglang:num_running_reqs", "sglang:num_queue_reqs", "sglang:spec_accept_length")
+
+
+def _figures(text: str) -> Any:
+    from backend import prometheus
+
+    return prometheus.read_scrape(prometheus.only_families(text, _FIGURES))
 
 
 def _replica_status(
