@@ -86,9 +86,10 @@ class RouterStatus:
     requests_total: int | None = None  # smg_router_requests_total summed
     errors_total: int | None = None  # smg_router_request_errors_total summed
     error: str | None = None  # why it is not healthy, in words
+    down: str | None = None  # why it cannot be asked, in a few words for the verdict (None while healthy)
 
     def to_json(self) -> dict[str, Any]:
-        return dict(self.__dict__)
+        return {k: v for k, v in self.__dict__.items() if k != "down"}  # ``error`` says it in full
 
 
 @dataclass(frozen=True)
@@ -210,7 +211,7 @@ async def status(links: FleetLinks) -> FleetStatus:
     for replica, (wire, scrape) in zip(fleet.replicas, replica_parts, strict=True):
         url = replica_url(links.settings, fleet, replica)
         replicas.append(_replica_status(replica, url, wire, scrape, health.get(url)))
-    return FleetStatus(fleet.name, router, tuple(replicas), imbalance(replicas, router.healthy))
+    return FleetStatus(fleet.name, router, tuple(replicas), imbalance(replicas, router.down))
 
 
 async def _http(conn: Connection, url: str, timeout: float = 2.0) -> dict:
@@ -283,7 +284,8 @@ async def _router_view(links: FleetLinks) -> tuple[RouterStatus, dict[str, bool]
     try:
         conn = links.conn(fleet.router.host)
     except ConnectionFailed as exc:
-        return RouterStatus(fleet.router.host, base, None, False, fleet.router.policy, error=str(exc)), {}
+        status = RouterStatus(fleet.router.host, base, None, False, fleet.router.policy, error=str(exc))
+        return replace(status, down="its host cannot be reached"), {}
     job = await _router_wire(conn, fleet.name)
     prom = f"http://127.0.0.1:{fleet.router.prometheus_port}/metrics"
     health_page, workers_page, metrics_page = await asyncio.gather(
@@ -294,11 +296,12 @@ async def _router_view(links: FleetLinks) -> tuple[RouterStatus, dict[str, bool]
         metrics_page.get("text") if metrics_page.get("status") == 200 else None,
     )
     healthy = job is not None and health_page.get("status") == 200
-    error = None
+    error = down = None
     if job is None:
-        error = "the router is not running (specdeck fleet up starts it)"
+        error, down = "the router is not running (specdeck fleet up starts it)", "not running"
     elif not healthy:
         error = health_page.get("error") or f"its /health answered {health_page.get('status')}"
+        down = "not answering"
     router = RouterStatus(
         host=fleet.router.host,
         url=base,
@@ -311,6 +314,7 @@ async def _router_view(links: FleetLinks) -> tuple[RouterStatus, dict[str, bool]
         requests_total=seen.requests_total,
         errors_total=seen.errors_total,
         error=error,
+        down=down,
     )
     return router, seen.health if healthy else {}
 
@@ -616,12 +620,25 @@ def _down_reason(r: ReplicaStatus) -> str:
     return _DOWN_ORDER[2] if r.state == "none" else _DOWN_ORDER[1]
 
 
-def imbalance(replicas: list[ReplicaStatus], router_up: bool = True) -> Imbalance:
+def imbalance(replicas: list[ReplicaStatus], router_down: str | None = None) -> Imbalance:
     """The replica that lags (unreachable, gone or unhealthy first, then by queue, then by tok/s per stream), or
-    balanced; says so when the load is too light to tell. Without a router (``router_up`` false) no replica is
-    seen healthy, so only their own states and figures count."""
+    balanced; says so when the load is too light to tell. With the router down (``router_down``: why, in a few
+    words) no replica is seen healthy: the verdict says the router is down, and judges the replicas by their own
+    states and figures."""
+    own = _imbalance(replicas, router_down is None)
+    if router_down is None:
+        return own
+    if own.verdict == NO_REPLICA:
+        return replace(own, verdict=f"the router is down ({router_down}) and {NO_REPLICA}")
+    return replace(own, verdict=f"the router is down ({router_down}); by the replicas' own figures: {own.verdict}")
+
+
+NO_REPLICA = "no replica is running"
+
+
+def _imbalance(replicas: list[ReplicaStatus], router_up: bool) -> Imbalance:
     if replicas and not any(r.state in _ALIVE or r.state == "unreachable" for r in replicas):
-        return Imbalance("no replica is running")
+        return Imbalance(NO_REPLICA)
     down = [r for r in replicas if not r.healthy and (router_up or r.state not in _ALIVE)]
     if down:
         worst = min(down, key=lambda r: _DOWN_ORDER.index(_down_reason(r)))

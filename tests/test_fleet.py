@@ -178,10 +178,20 @@ def test_imbalance_verdicts():
     gone = fleet.imbalance([replica(1), replica(2, state="crashed", healthy=False, tok_s=None)])
     assert gone.lagging == "http://127.0.0.1:2" and gone.verdict == "gpu-a:2 is gone"
     assert fleet.imbalance([replica(1, state="none", healthy=False)]).verdict == "no replica is running"
-    # without a router none is seen healthy: their own figures still judge them
+    # without a router none is seen healthy: the verdict says the router is down, their own figures judge them
     blind = [replica(1, healthy=False), replica(2, healthy=False, tok_s=20.0), replica(3, healthy=False)]
-    assert fleet.imbalance(blind, router_up=False).lagging == "http://127.0.0.1:2"
-    assert fleet.imbalance(blind).verdict == "gpu-a:1 is unhealthy as the router sees it"
+    down = fleet.imbalance(blind, router_down="not running")
+    assert down.lagging == "http://127.0.0.1:2", down
+    assert down.verdict.startswith("the router is down (not running); by the replicas' own figures: gpu-a:2 lags")
+    fine = fleet.imbalance([replica(1, healthy=False), replica(2, healthy=False)], router_down="not answering")
+    assert fine == fleet.Imbalance("the router is down (not answering); by the replicas' own figures: balanced")
+    crashed = [replica(1, healthy=False), replica(2, state="crashed", healthy=False)]
+    assert fleet.imbalance(crashed, router_down="not running").lagging == "http://127.0.0.1:2"
+    stopped = [replica(1, state="stopped", healthy=False)]
+    assert fleet.imbalance(stopped, router_down="not running").verdict == (
+        "the router is down (not running) and no replica is running"
+    )
+    assert fleet.imbalance(blind).verdict == "gpu-a:1 is unhealthy as the router sees it"  # a live router's word
     # one stream each is noise: no verdict either way
     idle = fleet.imbalance([replica(1, running=1), replica(2, running=1, tok_s=10.0)])
     assert idle.lagging is None and idle.verdict.startswith("too little load")
@@ -313,6 +323,14 @@ async def test_fleet_up_status_bench_kill_down(tmp_path, models, fleet_ports):
         st = await until(links, lambda st: st["router"]["pid"] is None, "router gone")
         assert st["router"]["healthy"] is False and "not running" in st["router"]["error"]
         assert st["replicas"][0]["state"] == "ready" and st["replicas"][0]["healthy"] is False
+        # the verdict says the router is down, and judges the replicas by their own figures (one is gone)
+        assert st["imbalance"] == {
+            "verdict": f"the router is down (not running); by the replicas' own figures: sim-b:{fleet_ports['b']} "
+            "is gone",
+            "lagging": victim["url"],
+        }
+        text = specdeck(config, "fleet", "status", "pair").stdout
+        assert "imbalance: the router is down (not running)" in text and " unhealthy " not in text, text
     finally:
         await fleet.down(links)
         after = (await fleet.status(links)).to_json()
@@ -388,7 +406,10 @@ replicas = [{{host = "sim-a", port = {fleet_ports["a"]}}}, {{host = "far"}}]
         ("sim-a", "stopped", False),  # the other profile's server, stopped above
         ("far", "unreachable", False),
     ]
-    assert far["imbalance"] == {"verdict": "far:30000 cannot be reached", "lagging": "http://127.0.0.1:30000"}
+    assert far["imbalance"] == {  # its router, never started, is down too
+        "verdict": "the router is down (not running); by the replicas' own figures: far:30000 cannot be reached",
+        "lagging": "http://127.0.0.1:30000",
+    }
 
 
 @pytest.mark.parametrize("version", ["0.5.6", "0.5.23"])

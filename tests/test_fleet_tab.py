@@ -120,6 +120,9 @@ async def test_fleet_tab_at_both_sizes_its_keys_and_a_replica_killed(running_fle
         await pilot.press("down", "enter")
         await until(pilot, lambda: pane.status is not None and pane.status.name == "solo", "fleet solo read")
         assert "not healthy: the router is not running" in plain(pane.query_one("#fleet-router", Static))
+        verdict = plain(pane.query_one("#fleet-imbalance", Static))  # its router down: says so, no word on health
+        assert verdict.startswith("imbalance: the router is down (not running)"), verdict
+        assert [row[2] for row in table_cells(pane)] == ["—"]
         assert plain(pane.query_one("#fleet-head", Static)).startswith(
             "fleet solo: 1 replica on sim-a · SIMULATED SGLang behind the real router"
         )

@@ -95,7 +95,7 @@ def _show(args: argparse.Namespace, st, settings) -> None:
     heads = f"  {'replica':<30} {'state':<11} {'router':<9} {'pid':>7} {'tok/s/str':>9} {'accept':>6}"
     print(heads + f" {'run':>4} {'queue':>5}")
     for x in st.replicas:
-        seen = "healthy" if x.healthy else "unhealthy"
+        seen = "-" if r.down else "healthy" if x.healthy else "unhealthy"  # a router that is down says nothing
         label = x.label + (" SIMULATED" if x.host in simulated else "")
         print(
             f"  {label:<30} {x.state:<11} {seen:<9} {_num(x.pid, 'd'):>7} {_num(x.tok_s):>9} "

@@ -189,7 +189,7 @@ class FleetPane(ShellPane):
         verdict = self.query_one("#fleet-imbalance", Static)
         verdict.update(f"imbalance: {st.imbalance.verdict}" if st else "")
         verdict.set_class(bool(st and st.imbalance.lagging), "-lagging")
-        self._draw_table(st.replicas if st else ())
+        self._draw_table(st.replicas if st else (), st is not None and st.router.down is not None)
 
     def _draw_router(self, st: FleetStatus | None) -> None:
         line = self.query_one("#fleet-router", Static)
@@ -210,7 +210,7 @@ class FleetPane(ShellPane):
         line.update(" · ".join(parts))
         line.set_class(not r.healthy, "-down")
 
-    def _draw_table(self, replicas: tuple[ReplicaStatus, ...]) -> None:
+    def _draw_table(self, replicas: tuple[ReplicaStatus, ...], router_down: bool = False) -> None:
         table = self.query_one("#fleet-replicas", DataTable)
         current = self.current_replica()
         name_w = max((len(r.label) for r in replicas), default=7)
@@ -227,7 +227,8 @@ class FleetPane(ShellPane):
         top = max((v for trend in self.trends.values() for v in trend if v is not None), default=0.0)
         for r in replicas:
             table.add_row(
-                r.label, r.state, "healthy" if r.healthy else "unhealthy", _num(r.pid, "d"), _num(r.tok_s, ".1f"),
+                r.label, r.state, "—" if router_down else "healthy" if r.healthy else "unhealthy",  # down: no word
+                _num(r.pid, "d"), _num(r.tok_s, ".1f"),
                 _num(r.accept_len, ".2f"), _num(r.running, "d"), _num(r.queued, "d"),
                 spark(self.trends.get(r.label, ()), width, top), key=r.label,
             )  # fmt: skip
