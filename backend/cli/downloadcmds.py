@@ -18,7 +18,7 @@ from typing import TextIO
 
 from backend import downloads
 from backend.agent.host.units import human_bytes
-from backend.cli.common import add_json, connect, emit_json_line, load_settings
+from backend.cli.common import add_json, connected, emit_json_line, load_settings
 from backend.cli.main import command
 from backend.connection import resolve_host
 from backend.downloads import Progress, human_eta, human_rate
@@ -103,8 +103,7 @@ async def download(args: argparse.Namespace) -> int:
     if bool(args.target) == bool(args.attach):
         raise UsageError("give a REPO_ID or DRAFTER to download, or --attach JOB_ID to watch a running download")
     req = build_request(args, settings) if args.target else None
-    conn = await connect(args, settings, follow=not args.detach)
-    try:
+    async with connected(args, settings, follow=not args.detach) as conn:
         if req is None:
             job = await get_job(conn, args.attach)
             if job.kind != "download":
@@ -140,8 +139,6 @@ async def download(args: argparse.Namespace) -> int:
         if view is not None:
             view.summary(progress)
         return 0
-    finally:
-        await conn.close()
 
 
 def _announce(args: argparse.Namespace, plan: dict, job: JobInfo, host: str) -> None:

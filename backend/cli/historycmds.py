@@ -8,7 +8,7 @@ import sys
 import time
 from pathlib import Path
 
-from backend.cli.common import add_json, connect, emit_json, load_settings
+from backend.cli.common import add_json, connected, emit_json, load_settings
 from backend.cli.main import command
 from backend.errors import SpecdeckError, UsageError
 from backend.history import History, RunSummary, Yardstick, sync_from_host
@@ -74,11 +74,8 @@ async def list_runs(args: argparse.Namespace) -> int:
     with History.open() as history:
         synced = None
         if args.sync:
-            conn = await connect(args)
-            try:
+            async with connected(args) as conn:
                 synced = await sync_from_host(history, conn)
-            finally:
-                await conn.close()
         if args.deleted:
             return _list_deleted(history, args.json)
         yardstick = _yardstick(history, args)

@@ -8,7 +8,7 @@ import time
 from typing import TYPE_CHECKING
 
 from backend.agent.host.units import duration
-from backend.cli.common import add_json, connect, emit_json, load_settings
+from backend.cli.common import add_json, connected, emit_json, load_settings
 from backend.cli.main import command
 from backend.cli.pingview import ping_report, render_ping
 from backend.errors import UsageError
@@ -57,12 +57,9 @@ def register(sub) -> None:
 async def ping(args: argparse.Namespace) -> int:
     if args.count < 1:
         raise UsageError("--count must be at least 1")
-    conn = await connect(args)
-    try:
+    async with connected(args) as conn:
         info = await conn.call("info")
         rtt = await conn.ping(args.count)
-    finally:
-        await conn.close()
     sys.stdout.write(render_ping(ping_report(conn.host.name, info, rtt), args.json))
     return 0
 
@@ -107,11 +104,8 @@ def _progress(job: JobInfo) -> str:
 async def list_jobs(args: argparse.Namespace) -> int:
     from backend import jobs as jobs_mod
 
-    conn = await connect(args)
-    try:
+    async with connected(args) as conn:
         jobs = await jobs_mod.list_jobs(conn, args.kind)
-    finally:
-        await conn.close()
     if args.json:
         emit_json([j.to_json() for j in jobs])
         return 0
@@ -129,11 +123,8 @@ async def list_jobs(args: argparse.Namespace) -> int:
 async def cancel_job(args: argparse.Namespace) -> int:
     from backend.jobs import JobInfo
 
-    conn = await connect(args)
-    try:
+    async with connected(args) as conn:
         out = await conn.call("jobs.cancel", id=args.id, timeout=args.timeout)
-    finally:
-        await conn.close()
     job = JobInfo.from_json(out)
     if args.json:
         emit_json({**job.to_json(), "stopped": out["stopped"], "left": out["left"]})
@@ -145,11 +136,8 @@ async def cancel_job(args: argparse.Namespace) -> int:
 async def remove_job(args: argparse.Namespace) -> int:
     from backend import jobs as jobs_mod
 
-    conn = await connect(args)
-    try:
+    async with connected(args) as conn:
         removed = await jobs_mod.remove(conn, args.id)
-    finally:
-        await conn.close()
     if args.json:
         emit_json({"removed": removed})
     else:
@@ -161,11 +149,8 @@ async def prune_jobs(args: argparse.Namespace) -> int:
     from backend import jobs as jobs_mod
 
     older_than = jobs_mod.parse_duration(args.older_than)
-    conn = await connect(args)
-    try:
+    async with connected(args) as conn:
         out = await jobs_mod.prune(conn, older_than, args.kind)
-    finally:
-        await conn.close()
     if args.json:
         emit_json(out)
     else:

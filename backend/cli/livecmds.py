@@ -11,7 +11,7 @@ from backend import bench as bench_mod
 from backend.advisor import acceptance_lines
 from backend.agent.host import units
 from backend.breakeven import breakeven, cycle_ms
-from backend.cli.common import add_json, connect, emit_json, emit_json_line, keep_in_history, load_settings
+from backend.cli.common import add_json, connected, emit_json, emit_json_line, keep_in_history, load_settings
 from backend.cli.main import command
 from backend.errors import UsageError
 from backend.history import load_yardstick
@@ -417,8 +417,7 @@ async def watch(args: argparse.Namespace) -> int:
         raise UsageError(f"--window must be a number of seconds above 0, got {args.window:g}.")
     settings = load_settings(args)
     baseline = settings.reference.baseline_tok_s
-    conn = await connect(args, settings, follow=True)
-    try:
+    async with connected(args, settings, follow=True) as conn:
         server = await require_server(conn, args.port)
         offset = 0 if args.from_start else await log_end(conn, server)
         print(f"watching {describe_server(server)} on {conn.host.name} (Ctrl-C to stop)", file=sys.stderr, flush=True)
@@ -445,8 +444,6 @@ async def watch(args: argparse.Namespace) -> int:
                 print(_watch_line(sample, baseline, feed.series), flush=True)
         state = feed.server.state if feed.server is not None else "ended"
         print(f"the server stopped ({state})", file=sys.stderr)
-    finally:
-        await conn.close()
     return 0
 
 
@@ -461,8 +458,7 @@ async def bench(args: argparse.Namespace) -> int:
     plan = bench_mod.BenchPlan(args.requests, args.max_tokens, levels[0], prompts)
     slo = bench_mod.Slo(args.slo_ttft_ms, args.slo_itl_ms)
     settings = load_settings(args)
-    conn = await connect(args, settings, follow=True)
-    try:
+    async with connected(args, settings, follow=True) as conn:
         server = await require_server(conn, args.port)
         if len(levels) > 1:
             return await _sweep(args, settings, conn, server, plan, levels, slo)
@@ -475,8 +471,6 @@ async def bench(args: argparse.Namespace) -> int:
         result = await bench_mod.run_bench(conn, server, plan, _progress)
         job = await get_job(conn, result["job"])
         run_id = await keep_in_history(conn, server, [(job, result)])
-    finally:
-        await conn.close()
     if result.get("failed"):
         print(f"specdeck: {result['failed']} of {plan.requests} requests failed", file=sys.stderr)
     extra, lines = _level_extras(result, server, settings, slo)
