@@ -87,7 +87,8 @@ def run() -> list[Row]:
     if shutil.which("tmux") is None:
         return [Row(26, "panel idle cost", "-", "tmux is missing: not measured", ok=False)]
     with tempfile.TemporaryDirectory(prefix="bench-idle-") as home:
-        env = {**_env(home), "SPECDECK_PERSIST": "0", "TERM": "xterm-256color"}
+        # Its own run history too (the panel records what Live follows): never the operator's, nor another run's.
+        env = {**_env(home), "XDG_DATA_HOME": f"{home}/data", "SPECDECK_PERSIST": "0", "TERM": "xterm-256color"}
         cli = _specdeck()
         up = subprocess.run([*cli, "sandbox", "up", "--json"], cwd=ROOT, env=env, capture_output=True, text=True)
         config = json.loads(up.stdout)["config"]
