@@ -391,3 +391,15 @@ def test_a_library_the_loader_cache_lacks_is_not_asked_of_ldconfig(monkeypatch):
     monkeypatch.setattr(sshimport, "_LD_CACHE", "/nonexistent/ld.so.cache")
     with pytest.raises(AssertionError):  # no cache file to read: ldconfig decides, as before
         sshimport._in_ld_cache("liboqs")
+
+
+def test_every_agent_method_is_found_in_its_module_by_the_table():
+    import importlib
+    import pkgutil
+
+    import backend.agent.host as host
+    from backend.agent.host.registry import HOMES, METHODS
+
+    for info in pkgutil.iter_modules(host.__path__):
+        importlib.import_module(f"backend.agent.host.{info.name}")
+    assert {name: fn.__module__.rsplit(".", 1)[-1] for name, fn in METHODS.items()} == HOMES

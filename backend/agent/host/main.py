@@ -15,7 +15,7 @@ from typing import Dict
 
 from . import jobs
 from .protocol import MAX_FRAME, PROTOCOL_VERSION, FrameError, decode, dumps, encode_line, frame, mib, read_frame
-from .registry import METHODS, AgentError, Context
+from .registry import AgentError, Context, lookup
 
 
 class Agent:
@@ -52,7 +52,12 @@ class Agent:
             if ctx is not None:
                 ctx.cancel()
             return
-        fn = METHODS.get(name)
+        try:
+            fn = lookup(name)
+        except Exception as exc:  # its module does not import on this host's Python
+            message = "agent method %r cannot load: %s" % (name, exc)
+            self.send({"id": rid, "error": {"message": message, "kind": "failed"}})
+            return
         if fn is None:
             self.send({"id": rid, "error": {"message": "unknown agent method " + repr(name), "kind": "invalid"}})
             return
@@ -135,16 +140,6 @@ def _os_message(exc: OSError, what: str) -> str:
     return "%s: %s" % (exc.filename, what) if exc.filename else str(exc)
 
 
-def load_methods() -> None:
-    """Import every module of this package: each registers its RPC methods with ``@method``."""
-    import importlib
-    import pkgutil
-
-    package = importlib.import_module(__package__)
-    for info in pkgutil.iter_modules(package.__path__):
-        importlib.import_module("%s.%s" % (__package__, info.name))
-
-
 def main(argv=None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv[:1] == ["job-run"]:
@@ -158,7 +153,6 @@ def main(argv=None) -> int:
         state_dir = argv[1]
         os.makedirs(state_dir, mode=0o700, exist_ok=True)
         os.chmod(state_dir, 0o700)
-        load_methods()
         Agent(state_dir, sys.stdout.buffer).serve(sys.stdin.buffer)
         return 0
     sys.stderr.write("usage: agent serve STATE_DIR | agent job-run JOB_DIR | agent worker MODULE ARGS...\n")
