@@ -103,6 +103,7 @@ ACCEPT_P_NGRAM = 0.3
 
 GPU_MEM_GB = 139.8  # available per GPU before loading (an H200-class card; invented)
 GRAPH_MEM_GB = 1.2
+STALL_S = 1.0  # lateness the decode clock catches up; longer is a stall, not load
 DRAIN_POLL_S = 5.0  # SGLang's sigterm_watchdog polls every 5 s
 UNLIMITED_MAX_RUNNING = 1024
 FAILURES = ("oom", "cuda_graph", "warmup", "unbalanced")  # SPECDECK_SIM_FAIL values
@@ -739,10 +740,11 @@ class Engine:
     # -- the loop ---------------------------------------------------------------------------------------
 
     def _sleep(self, ms: float) -> None:
-        """Advance the simulated clock by ``ms`` and sleep until it: sleep overshoot is caught up on the next
-        pass, so rates hold; after idle (the clock far behind) the clock restarts from now."""
+        """Advance the simulated clock by ``ms`` and sleep until it: any lateness (sleep overshoot, the process
+        preempted beside a CPU hog) is caught up by the next passes, so rates hold; only a stall past
+        ``STALL_S`` (a stopped process) restarts the clock instead of bursting. ``_loop`` restarts it after idle."""
         now = time.perf_counter()
-        if self._clock < now - 0.05:
+        if self._clock < now - STALL_S:
             self._clock = now
         self._clock += ms / 1000.0
         time.sleep(max(0.0, self._clock - now))
@@ -750,8 +752,10 @@ class Engine:
     def _loop(self) -> None:
         while True:
             with self._cv:
-                while not self.waiting and not self.running:
-                    self._cv.wait()
+                if not self.waiting and not self.running:
+                    while not self.waiting and not self.running:
+                        self._cv.wait()
+                    self._clock = time.perf_counter()  # the simulated GPU was idle, not late
                 self.running = [r for r in self.running if not r.aborted]
                 room = self.max_running - len(self.running)
                 admitted, self.waiting = self.waiting[:room], self.waiting[room:]
@@ -1552,6 +1556,9 @@ def _bind(host: str, port: int) -> ThreadingHTTPServer:
     class _HTTPServer(ThreadingHTTPServer):
         address_family = family
         daemon_threads = True
+        # uvicorn's backlog: socketserver's 5 drops a burst of connects while the accept thread waits for a
+        # CPU, and a dropped SYN starts its stream a second late (the kernel's first retransmit).
+        request_queue_size = 2048
 
     return _HTTPServer((host, port), Handler)
 
