@@ -308,6 +308,8 @@ async def test_bench_baseline_ours_and_aq_against_the_break_even(sim_host: HostC
         assert rc == 2 and "3 servers are running" in err and "--port" in err
 
 
+# The sweep runs on the host whichever transport reaches it: one transport (the sweep over ssh is in the next test).
+@pytest.mark.parametrize("host", ["local"], indirect=True)
 async def test_concurrency_sweep_finds_the_simulators_crossover_within_one_level(host: HostConfig, models, tmp_path):
     levels = (1, 2, 4, 8)
     spec = {"draft_tokens": 4, "draft_steps": 3}
@@ -383,6 +385,11 @@ async def test_bench_prompts_file_and_bad_input(sim_host: HostConfig, models, tm
         (job,) = await conn.call("jobs.list", kind="bench")
         assert job["args"]["prompts"] == "3 custom"
         assert json.loads(Path(job["dir"], "input.json").read_text())["prompts"][1] == "Count to ten."
+        rc, out, err = await acli(
+            "bench", "--json", "--concurrency", "1,2", "--requests", "1", "--max-tokens", "8", *host_args(sim_host)
+        )  # fmt: skip
+        assert rc == 0, err  # a sweep over either transport: one bench a level
+        assert [row["concurrency"] for row in json.loads(out)["levels"]] == [1, 2]
     rc, _, err = await acli("bench", "--requests", "0", *host_args(sim_host))
     assert rc == 2 and "--requests must be a whole number" in err
     rc, _, err = await acli("bench", "--slo-itl-ms", "0", *host_args(sim_host))
