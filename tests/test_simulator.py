@@ -490,6 +490,37 @@ def test_eagle3_server_end_to_end(models, sims, version):
         assert not {"sglang:spec_num_steps", "sglang:spec_verify_calls_total"} & set(samples)
 
 
+@pytest.mark.parametrize("version", VERSIONS)
+def test_idle_self_check_rewrites_the_gauges_as_each_release(models, sims, version):
+    """After a burst an idle server's gauges go back to 0 running, 0 tok/s (SGLang's idle self-check, sim_idle):
+    0.5.23 at its first idle pass (the running gauge disagrees with the batch), 0.5.6 once 30 s (x the time
+    scale: 1.5 s here) have passed since the last decode line; the accept length keeps its last value."""
+    sim = sims(launch(models, "ours", "--enable-metrics", "--decode-log-interval", "1"), VERSION_ENV[version])
+    sim.wait_ready()
+
+    def gauges() -> dict:
+        raw = sim.request("/metrics")[1].decode()
+        return {s.name: s.value for f in text_string_to_metric_families(raw) for s in f.samples}
+
+    body = {"text": "Explain speculative decoding.", "sampling_params": {"max_new_tokens": 48}}
+    threads = [threading.Thread(target=sim.json, args=("/generate", body)) for _ in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    done = time.monotonic()
+    first = gauges()
+    if version == "0.5.6" and time.monotonic() - done < 0.5:  # read well inside the 1.5 s: still the last line's
+        assert first["sglang:gen_throughput"] > 0 and first["sglang:num_running_reqs"] >= 1, first
+    deadline = time.monotonic() + 30
+    while (g := gauges())["sglang:gen_throughput"] != 0 or g["sglang:num_running_reqs"] != 0:
+        assert time.monotonic() < deadline, g
+        time.sleep(0.05)  # another process's gauges: short polls
+    assert g["sglang:num_queue_reqs"] == 0 and g["sglang:token_usage"] == 0
+    assert g["sglang:spec_accept_length"] == first["sglang:spec_accept_length"] > 1  # left as it was
+    assert sim.json("/server_info")["internal_states"][0]["last_gen_throughput"] > 0  # neither release resets it
+
+
 def test_data_parallel_server_info_has_one_internal_state_per_rank(models, sims):
     sim = sims(launch(models, "aq-medai", "--dp-size", "2"), {"SGLANG_LOG_MS": "1"})
     sim.wait_ready()

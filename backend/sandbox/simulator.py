@@ -41,7 +41,8 @@ Timing model (the operator's measurements, FIELD-NOTES §1):
 - ``SPECDECK_SIM_SCENARIO`` names a scenario file (``backend.sandbox.scenario``, ``sandbox up --scenario``)
   that replaces this timing model and the named drafters' acceptance, so the sandbox can disagree with the advisor.
 - Randomness comes from one ``random.Random(--random-seed)``: a seeded single stream is deterministic.
-- Startup takes a few seconds, multiplied by env ``SPECDECK_SIM_TIME_SCALE`` (tests use ~0.1); decode timing
+- Startup takes a few seconds, multiplied by env ``SPECDECK_SIM_TIME_SCALE`` (tests use ~0.1), and so is the
+  idle self-check's 30 s (``sim_idle.py``: an idle server's gauges go back to 0 running, 0 tok/s); decode timing
   is never scaled.
 
 Across nodes (``--nnodes`` > 1): ``sim_multinode.py`` adds the rendezvous on ``--dist-init-addr``, rank ≥ 1's
@@ -76,7 +77,7 @@ from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from backend.agent.host.safetensors_header import CheckpointError, read_header
 from backend.breakeven import decayed_rates, first_rate_for
-from backend.sandbox import scenario, sim_loads
+from backend.sandbox import scenario, sim_idle, sim_loads
 from backend.sandbox.sim_histograms import SimHistograms
 from backend.sglang_flags import table
 from backend.sglang_versions import (
@@ -629,6 +630,7 @@ class Metrics:
         self.counters: Dict[str, float] = {}
         self.phases: Dict[str, Dict[str, float]] = {}
         self.histograms: Optional[SimHistograms] = None
+        self.last_log_time = time.perf_counter()  # the collector's: when log_stats last wrote the gauges
 
     @staticmethod
     def _labels(labels: Dict[str, str]) -> str:
@@ -637,6 +639,11 @@ class Metrics:
     def set(self, values: Dict[str, float]) -> None:
         with self._lock:
             self.gauges.update(("sglang:" + k, float(v)) for k, v in values.items())
+            self.last_log_time = time.perf_counter()
+
+    def gauge(self, name: str) -> float:
+        with self._lock:
+            return self.gauges.get("sglang:" + name, 0.0)
 
     def set_phases(self, name: str, seconds: Dict[str, float]) -> None:
         """A phase-labelled gauge (``startup_time_seconds``): one value per phase."""
@@ -702,6 +709,7 @@ class Engine:
         self.spec_tokens = self.spec_ct = self.spec_correct = 0  # since the last decode line
         self.spec_total_tokens = self.spec_total_ct = 0
         self.last_gen_throughput = 0.0
+        self.idle = sim_idle.IdleCheck(bool(args["enable_metrics"]), dialect.current, time_scale())
         self._clock = 0.0
         self._word = 0
 
@@ -754,7 +762,7 @@ class Engine:
             with self._cv:
                 if not self.waiting and not self.running:
                     while not self.waiting and not self.running:
-                        self._cv.wait()
+                        self._cv.wait(self.idle.run(self))  # SGLang's idle self-check rewrites the gauges
                     self._clock = time.perf_counter()  # the simulated GPU was idle, not late
                 self.running = [r for r in self.running if not r.aborted]
                 room = self.max_running - len(self.running)
