@@ -273,6 +273,9 @@ def fleet_ports() -> dict[str, int]:
     return {k: free_port() for k in ("a", "b", "router", "prom")}
 
 
+SIM_PORTS = (("sim-a", "a"), ("sim-b", "b"))
+
+
 async def test_fleet_up_status_bench_kill_down(tmp_path, models, fleet_ports):
     """The real router (PyPI sglang-router 0.3.2) registers both simulated replicas and routes a bench; a replica
     killed with SIGKILL reads as gone (unhealthy, named by the verdict), a killed router as not running, until
@@ -293,7 +296,7 @@ async def test_fleet_up_status_bench_kill_down(tmp_path, models, fleet_ports):
     config = fleet_config(tmp_path, models, fleet_ports)
     links = await fleet.FleetLinks.open(settings_mod.load(config), "pair")
     try:
-        up = (await fleet.up(links)).to_json()
+        up = json.loads(specdeck(config, "fleet", "up", "pair", "--json").stdout)
         assert up["router"]["healthy"] is True and up["router"]["workers"] == 2, up
         assert [r["state"] for r in up["replicas"]] == ["ready", "ready"]
         assert [r["healthy"] for r in up["replicas"]] == [True, True]
@@ -301,6 +304,10 @@ async def test_fleet_up_status_bench_kill_down(tmp_path, models, fleet_ports):
         bench_args = ("--requests", "4", "--max-tokens", "24", "--concurrency", "2", "--json")
         bench = json.loads(specdeck(config, "fleet", "bench", "pair", *bench_args).stdout)
         assert bench["requests"] == 4 and bench["tok_s"] > 0, bench
+        kept = json.loads(specdeck(config, "history", "--json").stdout)  # up and bench recorded, no sync needed
+        servers = [(await links.conn(h).call("serve.status", port=fleet_ports[k]))["job"] for h, k in SIM_PORTS]
+        assert {f"{h}/{j}" for (h, _), j in zip(SIM_PORTS, servers, strict=True)} <= {r["id"] for r in kept["runs"]}
+        assert any(b["job_id"] == bench["job"] and b["host"] == "sim-a" for b in kept["benches"]), kept["benches"]
         st = (await fleet.status(links)).to_json()
         assert st["router"]["requests_total"] >= 4  # the bench went through the router
         assert all(r["accept_len"] is not None for r in st["replicas"]), st  # each replica served some of it

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from backend.cli.common import add_json, emit_json, load_settings
+from backend.cli.common import add_json, emit_json, keep_in_history, load_settings
 from backend.cli.main import command
 from backend.errors import UsageError
 
@@ -63,8 +63,34 @@ async def up(args: argparse.Namespace) -> int:
             if args.json:
                 emit_json(exc.preflight.to_json())
             raise
+        await _keep_runs(links)
         _show(args, st, links.settings)
     return 0
+
+
+async def _keep_runs(links) -> None:
+    """Each replica's server run kept in the run history, as `serve start` keeps its own (not left to a sync)."""
+    from backend.jobs import get_job
+
+    for replica in links.fleet.replicas:
+        conn = links.conn(replica.host)
+        wire = await conn.call("serve.status", port=replica.port)
+        if wire.get("job") and wire.get("port") == replica.port:
+            await keep_in_history(conn, await get_job(conn, wire["job"]))
+
+
+def _keep_bench(host: str, job, result: dict) -> None:
+    """The bench kept in the run history as `bench` keeps its own; it spans every replica, so no one server's
+    run holds it (a bench of its own, as History lists one)."""
+    from dataclasses import replace
+
+    from backend.history import History, HistoryUnavailable
+
+    try:
+        with History.open() as history:
+            history.record_bench(host, replace(job, state="done"), result)
+    except HistoryUnavailable as exc:
+        print(f"specdeck: not kept in the run history: {exc}", file=sys.stderr)
 
 
 async def status(args: argparse.Namespace) -> int:
@@ -126,6 +152,7 @@ async def down(args: argparse.Namespace) -> int:
 async def bench(args: argparse.Namespace) -> int:
     from backend import bench as bench_mod
     from backend import fleet
+    from backend.jobs import get_job
 
     prompts = bench_mod.read_prompts(args.prompts) if args.prompts else None
     levels = bench_mod.parse_levels(args.concurrency)
@@ -143,6 +170,8 @@ async def bench(args: argparse.Namespace) -> int:
         )
         result = await fleet.bench(links, plan, _progress)
         baseline = links.settings.reference.baseline_tok_s
+        router_host = links.fleet.router.host
+        _keep_bench(router_host, await get_job(links.conn(router_host), result["job"]), result)
     good = bench_mod.goodput(result, slo) if slo else None
     if args.json:
         emit_json({**bench_mod.public_result(result), **({"goodput": good} if good else {})})
