@@ -147,6 +147,11 @@ def _live_pids():
                 yield int(name), ids
 
 
+# How long a SIGKILLed process may take to go: one in uninterruptible sleep (a GPU driver freeing its memory,
+# an fsync on a busy disk) dies only when that call returns. Within the client's answer deadline (timeout + 30 s).
+KILL_WAIT_S = 20.0
+
+
 def job_processes(pid_info: dict) -> List[Tuple[int, int]]:
     """(pid, start) of the job's live processes, each proven (see ``ownership``): the members of its cgroup;
     without one, while its runner lives, the members of its process group (a live leader keeps that group id
@@ -632,9 +637,10 @@ def cancel(params: dict, ctx) -> dict:
     killed = bool(left)
     if killed:
         _send_all(left, signal.SIGKILL)
-        while (left := job_processes(pid)) and time.time() < deadline + 5:
+        killed_at = time.time()
+        while (left := job_processes(pid)) and time.time() < killed_at + KILL_WAIT_S:
             _send_all(left, signal.SIGKILL)
-            time.sleep(0.02)
+            time.sleep(0.05)
     if runner is None:
         reason = "its runner had died; stopped the processes left of it (%s)" % ", ".join(map(str, stopped))
     else:
