@@ -105,6 +105,23 @@ def write_fixtures(layout: Layout) -> None:
     repo = layout.hub_root / AQ_REPO
     if not (repo / "model.safetensors").exists():
         fixtures.write_drafter(str(repo), "aq_medai_k2")
+        _seed_fixture_digest(layout)
+
+
+_fixture_sha256: list[str] = []  # the fixture's bytes are the same each time it is written: hashed once a process
+
+
+def _seed_fixture_digest(layout: Layout) -> None:
+    """The hub's sha256 of AQ-MedAI's freshly written fixture, so a new hub serves it without hashing
+    2.22 GiB first (a sandbox per test: ~10 s each on a loaded machine); hashed here the first time."""
+    from backend.sandbox import hub
+
+    cache = hub.DigestCache(layout.hub_root / hub.CACHE_DIR_NAME)
+    f = hub.repo_file(layout.hub_root, AQ_REPO, "model.safetensors")
+    if _fixture_sha256:
+        cache.store(AQ_REPO, f, _fixture_sha256[0])
+    else:
+        _fixture_sha256.append(cache.digest(AQ_REPO, f))
 
 
 TRAIN_SAMPLES = 1200  # with 8 GPUs and batch 1: 150 steps an epoch

@@ -201,6 +201,11 @@ class DigestCache:
             digest = h.hexdigest()
         else:
             digest = git_blob_oid(f.abspath.read_bytes())
+        self.store(repo_id, f, digest)
+        return digest
+
+    def store(self, repo_id: str, f: RepoFile, digest: str) -> None:
+        """Keep ``digest`` as ``f``'s in its sidecar (size and mtime as they are now)."""
         sidecar = self._sidecar(repo_id, f)
         record = {"size": f.size, "mtime_ns": f.mtime_ns, "lfs": f.lfs, "digest": digest}
         try:
@@ -210,7 +215,13 @@ class DigestCache:
             os.replace(str(tmp), str(sidecar))
         except OSError as e:  # a read-only root still serves, it just hashes again after a restart
             log.debug("cannot write digest sidecar %s: %s", sidecar, e)
-        return digest
+
+
+def repo_file(root: Path, repo_id: str, path: str) -> RepoFile:
+    """``root/repo_id/path`` as the hub serves it."""
+    abspath = root / repo_id / path
+    st = abspath.stat()
+    return RepoFile(path, abspath, st.st_size, st.st_mtime_ns)
 
 
 @dataclass
