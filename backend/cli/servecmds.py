@@ -153,13 +153,7 @@ async def _launch(args: argparse.Namespace, restart: bool) -> int:
             await keep_in_history(conn, await get_job(conn, job))
     finally:
         await conn.close()
-    if args.json:
-        emit_json(out)
-    elif args.wait_ready:
-        _print_status(out)
-    if args.wait_ready:
-        _raise_unless_ready(out, args.timeout)
-    return 0
+    return _report_launch(args, out)
 
 
 async def _launch_nodes(args: argparse.Namespace, settings, profile, restart: bool) -> int:
@@ -193,6 +187,11 @@ async def _launch_nodes(args: argparse.Namespace, settings, profile, restart: bo
             await keep_in_history(head, await get_job(head, job))
     finally:
         await nodes.close()
+    return _report_launch(args, out)
+
+
+def _report_launch(args: argparse.Namespace, out: dict) -> int:
+    """What `serve start|restart` prints once it is done (a one-host or a multi-node server alike)."""
     if args.json:
         emit_json(out)
     elif args.wait_ready:
