@@ -1,5 +1,6 @@
 """Issue 6 budgets for the Live tab: a chart redraw of a day of samples (also with earlier runs overlaid), UI
-frames while a log floods in (and is recorded in the run history), memory; issue 11: the panel's CPU idle.
+frames while a log floods in (and is recorded in the run history), memory. The panel's idle cost is measured
+once, as a real process in a terminal beside its peer monitor (bench/bench_idle.py).
 
 Everything runs headless (``App.run_test``) on this machine: the chart is the real ``SeriesChart``, the flood
 is a real detached job writing SGLang decode lines that the real Live tab follows through the `local` agent
@@ -12,7 +13,6 @@ import asyncio
 import gc
 import os
 import random
-import socket
 import statistics
 import sys
 import tempfile
@@ -33,9 +33,6 @@ REDRAW_BUDGET_MS = 25.0
 FRAME_BUDGET_MS = 50.0
 FLOOD_LINES_S = 10_000
 FLOOD_S = 6.0
-IDLE_BUDGET_PCT = 1.0
-IDLE_SETTLE_S = 5.0
-IDLE_S = 10.0
 CHART_SIZE = (112, 20)  # one chart of the Live tab in a 160x45 terminal
 REFS = [RefLine(82.0, "baseline 82 tok/s (configured)", "green")]
 # The overlay of earlier runs at its usual size: the last run of three profiles, one on the baseline's row.
@@ -262,57 +259,6 @@ async def _flood(redraw_every_batch: bool, freeze: bool = True, text_charts: boo
         await conn.close()
 
 
-async def _idle(tab: str = "4", *keys: str, settle_s: float = IDLE_SETTLE_S, seconds: float = IDLE_S) -> dict:
-    """The panel's CPU (all its threads) with tab ``tab`` shown (then ``keys`` pressed) on a ready, idle
-    simulated server; the host agent's CPU over the same window."""
-    from backend.connection import Connection, local_workdir
-    from backend.sandbox import fixtures
-    from backend.settings import HostConfig, builtin_defaults
-    from tui.app import SpecdeckApp
-
-    host = HostConfig(name="local", url="local", python=sys.executable, workdir=local_workdir())
-    conn = await Connection.open(host)
-    app = SpecdeckApp(builtin_defaults(), host="local")
-    job = None
-    with tempfile.TemporaryDirectory() as models:
-        target = fixtures.write_target_config(os.path.join(models, "target"))
-        with socket.socket() as sock:
-            sock.bind(("127.0.0.1", 0))
-            port = sock.getsockname()[1]
-        argv = [sys.executable, "-m", "backend.sandbox.simulator", "--model-path", target, "--port", str(port),
-                "--host", "127.0.0.1", "--enable-metrics"]  # fmt: skip
-        try:
-            job = await conn.call("jobs.start", kind="serve", argv=argv, args={"profile": "idle", "port": port})
-            url = f"http://127.0.0.1:{port}/health"
-            while (await conn.call("http.request", url=url)).get("status") != 200:
-                await asyncio.sleep(0.05)
-            async with app.run_test(size=(160, 45)) as pilot:
-                while not app.connection.connected:
-                    await pilot.pause(0.02)
-                await pilot.press(tab, *keys)
-                await pilot.pause(settle_s)  # every tab loaded, the Live tab following the server
-                agent_pid = app.connection.hello["pid"]
-                cpu0, agent0, t0 = time.process_time(), _proc_cpu(agent_pid), time.perf_counter()
-                await asyncio.sleep(seconds)
-                elapsed = time.perf_counter() - t0
-                return {
-                    "panel_pct": 100 * (time.process_time() - cpu0) / elapsed,
-                    "agent_pct": 100 * (_proc_cpu(agent_pid) - agent0) / elapsed,
-                }
-        finally:
-            if job is not None:
-                await conn.call("jobs.cancel", id=job["id"])
-                await conn.call("jobs.remove", id=job["id"])
-            await conn.close()
-
-
-def _proc_cpu(pid: int) -> float:
-    """CPU seconds (user + system) process ``pid`` has used."""
-    with open(f"/proc/{pid}/stat") as f:
-        fields = f.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
 async def _memory() -> tuple[int, int, int]:
     """Bytes the live series + chart hold after 10 min and after 1 h of 1 Hz samples (redrawn every minute),
     and what keeping the samples in a list adds over that hour."""
@@ -355,8 +301,6 @@ async def _run() -> list[Row]:
     unfrozen = await _flood(redraw_every_batch=False, freeze=False)
     texted = await _flood(redraw_every_batch=False, text_charts=True)
     uncapped = await _flood(redraw_every_batch=True)
-    idle, idle_serve = await _idle("4"), await _idle("3")
-    idle_serve_polls = await _idle("3", "a")  # the access lines of the panel's own polls shown (before: always)
     at_10min, at_hour, list_growth = await _memory()
     kib = 1024
     growth = at_hour - at_10min
@@ -391,20 +335,6 @@ async def _run() -> list[Row]:
             f"redraw per log batch: busy ≤ {uncapped['max_busy_ms']:.0f} ms, "
             f"{uncapped['redraws_per_s']:.0f} redraws/s",
             ok=capped["max_busy_ms"] <= FRAME_BUDGET_MS and capped["lines"] >= FLOOD_LINES_S * FLOOD_S * 0.95,
-        ),
-        Row(
-            11,
-            f"the panel idle with the Live tab open on a ready server ≤ {IDLE_BUDGET_PCT:g}% of a core",
-            f"{idle['panel_pct']:.2f}% over {IDLE_S:.0f} s (the host agent: {idle['agent_pct']:.2f}%)",
-            f"the Serve tab shown instead: {idle_serve['panel_pct']:.2f}%",
-            ok=idle["panel_pct"] <= IDLE_BUDGET_PCT,
-        ),
-        Row(
-            11,
-            f"the panel idle with the Serve tab shown on a ready server ≤ {IDLE_BUDGET_PCT:g}% of a core",
-            f"{idle_serve['panel_pct']:.2f}% over {IDLE_S:.0f} s (our polls' access lines hidden)",
-            f"those lines shown (a), each one a repaint of the log: {idle_serve_polls['panel_pct']:.2f}%",
-            ok=idle_serve["panel_pct"] <= IDLE_BUDGET_PCT,
         ),
         Row(
             ISSUE,
