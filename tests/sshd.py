@@ -12,13 +12,17 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from backend.agent.host import ports
+
 SSHD = "/usr/sbin/sshd"
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+def free_port(span: int = 1) -> int:
+    """A free loopback port (the first of ``span``) below the ephemeral range: a port from ``bind(0)`` can be
+    taken by an outgoing connection's source port before the server the test starts there binds it."""
+    port = ports.free_run(span, "127.0.0.1")
+    assert port is not None, "no free port below the ephemeral range"
+    return port
 
 
 def _keygen(path: Path, kind: str = "ed25519") -> None:

@@ -8,7 +8,6 @@ import io
 import json
 import os
 import signal
-import socket
 import sqlite3
 import subprocess
 import sys
@@ -28,6 +27,7 @@ from backend.report_charts import Chart, svg_chart, text_chart
 from backend.settings import HostConfig, builtin_defaults
 from tests.helpers import dialog_input, until
 from tests.runs import T0, add_run
+from tests.sshd import free_port
 from tests.test_layouts import column_shown
 from tui.app import SpecdeckApp
 from tui.screens.confirm import ConfirmScreen
@@ -255,12 +255,6 @@ def test_a_schema_1_database_is_migrated_in_place(tmp_path):
 
 
 # --- sync from a real host job ----------------------------------------------------------------------------
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 async def test_sync_from_host_imports_a_simulator_run_and_its_bench(tmp_path, models):

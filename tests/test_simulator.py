@@ -25,6 +25,7 @@ from backend.metrics import server_info_numbers
 from backend.sandbox.simulator import crossover_batch, drafter_rates, pass_ms, spec_meta_info
 from backend.sglang_flags import parse_help_flags, table, unknown_flags
 from tests.simhost import PY38
+from tests.sshd import free_port
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -252,17 +253,11 @@ def test_batch_cost_model_has_a_crossover():
 # --- the simulator as a process ---------------------------------------------------------------------------
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 class Sim:
     """One simulator process on a free loopback port, its output in a file."""
 
     def __init__(self, tmp: Path, argv: list, env: dict | None = None, python: str = sys.executable) -> None:
-        self.port = _free_port()
+        self.port = free_port()
         self.base = f"http://127.0.0.1:{self.port}"
         self.log_path = tmp / f"sim-{self.port}.log"
         environment = dict(os.environ, SPECDECK_SIM_TIME_SCALE="0.05", **(env or {}))

@@ -10,7 +10,6 @@ import json
 import os
 import shlex
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -21,14 +20,9 @@ import pytest
 
 from backend.cli.webcmds import is_loopback, panel_command
 from tests.chromium import CHROMIUM, Chromium
+from tests.sshd import free_port
 
 REPO = Path(__file__).resolve().parents[1]
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def descendants(pid: int) -> list[int]:

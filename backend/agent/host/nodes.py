@@ -7,45 +7,27 @@ Stdlib only, Python 3.8+.
 from __future__ import annotations
 
 import os
-import socket
 import time
 
-from . import jobs
+from . import jobs, ports
 from .registry import AgentError, method
 from .serve import pick
 
 # SGLang derives ZMQ ports from --dist-init-addr's port (+1 … +6: tokenizer, rpc, metrics, scheduler input
 # with DP attention, server_args.py PortArgs.init_new), so the whole run must be free, not just the port.
 DIST_PORT_SPAN = 7
-TRIES = 50
-
-
-def _free(port: int) -> bool:
-    sock = socket.socket()
-    try:
-        sock.bind(("", port))
-        return True
-    except OSError:
-        return False
-    finally:
-        sock.close()
 
 
 @method("serve.dist_port")
 def dist_port(params: dict, ctx) -> dict:
-    """``{span?}`` → ``{"port"}``: a port the system hands out as free, with the ``span - 1`` above it free
-    too, for rank 0's ``--dist-init-addr`` (its torch.distributed store listens there)."""
+    """``{span?}`` → ``{"port"}``: a free port with the ``span - 1`` above it free too, for rank 0's
+    ``--dist-init-addr`` (its torch.distributed store listens there), below the ephemeral range so that no
+    outgoing connection (another node retrying the rendezvous) can take one of them first."""
     span = int(params.get("span") or DIST_PORT_SPAN)
-    for _ in range(TRIES):
-        sock = socket.socket()
-        try:
-            sock.bind(("", 0))
-            port = sock.getsockname()[1]
-        finally:
-            sock.close()
-        if port + span <= 65536 and all(_free(p) for p in range(port, port + span)):
-            return {"port": port}
-    raise AgentError("no run of %d free ports found on this host for --dist-init-addr" % span, "busy")
+    port = ports.free_run(span)
+    if port is None:
+        raise AgentError("no run of %d free ports found on this host for --dist-init-addr" % span, "busy")
+    return {"port": port}
 
 
 @method("serve.announce_stop")
