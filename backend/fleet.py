@@ -17,7 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Literal
 
-from backend.errors import ConfigError, ConnectionFailed, OperationFailed, RemoteError, UsageError
+from backend.errors import ConfigError, ConnectionFailed, OperationFailed, RemoteError, SpecdeckError, UsageError
 from backend.jobs import ACTIVE, JobInfo
 from backend.serving import Check, Preflight
 from backend.settings import FleetConfig, ProfileConfig, ReplicaConfig, Settings, host_address
@@ -572,7 +572,16 @@ async def down(links: FleetLinks) -> list[str]:
         stopped.append("router")
     views = await asyncio.gather(*(_replica_view(links, r) for r in fleet.replicas))
     alive = [r for r, (wire, _) in zip(fleet.replicas, views, strict=True) if wire.get("state") in _ALIVE]
-    await asyncio.gather(*(stop_replica(links, r) for r in alive))
+    # Every replica is stopped whatever another's stop meets; what went wrong is said once, for all of them.
+    results = await asyncio.gather(*(stop_replica(links, r) for r in alive), return_exceptions=True)
+    failed = [(r, e) for r, e in zip(alive, results, strict=True) if isinstance(e, BaseException)]
+    for _, exc in failed:
+        if not isinstance(exc, SpecdeckError):
+            raise exc
+    if failed:
+        said = "; ".join(f"{replica_label(r)}: {e}" for r, e in failed)
+        done = [replica_label(r) for r in alive if r not in [f for f, _ in failed]]
+        raise OperationFailed(f"{said} (stopped: {', '.join([*stopped, *done]) or 'nothing'})")
     return stopped + [replica_label(r) for r in alive]
 
 

@@ -73,3 +73,14 @@ def test_plotext_and_textual_plotext_internals():
     for name in ("marker", "fullground", "style", "background", "rows", "cols"):
         assert hasattr(matrix, name), moved(f"plotext's matrix.{name}", where)
     assert len(matrix.marker) == matrix.rows and len(matrix.marker[0]) == matrix.cols == 30
+
+
+def test_interpreter_exit_steps():
+    """backend/cli/quick.py ends a command with os._exit after doing what the interpreter's exit does first:
+    threading._shutdown (wake idle executor workers, join non-daemon threads) and atexit._run_exitfuncs."""
+    import atexit
+    import threading
+
+    where = "backend/cli/quick.py (end)"
+    assert callable(getattr(threading, "_shutdown", None)), moved("threading._shutdown", where)
+    assert callable(getattr(atexit, "_run_exitfuncs", None)), moved("atexit._run_exitfuncs", where)

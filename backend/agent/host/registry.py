@@ -7,7 +7,11 @@ import json
 import os
 import select
 import threading
-from typing import Any, Callable, Dict, Optional, Tuple
+
+# typing only for the checker: the agent's hello waits for every module imported before it (~5 ms here)
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any, Callable, Dict, Optional, Tuple
 
 METHODS: Dict[str, Callable[[dict, "Context"], Any]] = {}
 # The module that registers each method, imported when one of its methods is first called: importing every
