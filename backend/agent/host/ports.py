@@ -1,4 +1,4 @@
-"""Free ports for servers that other processes of ours will connect to, chosen below the kernel's ephemeral
+"""Free ports for servers that other processes of ours will connect to, chosen outside the kernel's ephemeral
 range (``net.ipv4.ip_local_port_range``): a port there can be taken at any moment as the source port of an
 outgoing connection (a node retrying the rendezvous, a health probe), and a server that binds it after that
 fails with EADDRINUSE. ``bind(0)`` hands out exactly those ports.
@@ -10,20 +10,21 @@ from __future__ import annotations
 
 import random
 import socket
-from typing import Optional
+from typing import Optional, Tuple
 
 RANGE_FILE = "/proc/sys/net/ipv4/ip_local_port_range"
 LOWEST = 10000  # above the registered services most hosts run
 TRIES = 200
 
 
-def ephemeral_low(path: str = RANGE_FILE) -> int:
-    """The first port the kernel hands out for outgoing connections (Linux's default 32768)."""
+def ephemeral_range(path: str = RANGE_FILE) -> Tuple[int, int]:
+    """The ports the kernel hands out for outgoing connections (Linux's default 32768-60999)."""
     try:
         with open(path) as f:
-            return int(f.read().split()[0])
-    except (OSError, ValueError, IndexError):
-        return 32768
+            low, high = (int(word) for word in f.read().split()[:2])
+        return low, high
+    except (OSError, ValueError):
+        return 32768, 60999
 
 
 def bindable(port: int, host: str = "") -> bool:
@@ -39,14 +40,15 @@ def bindable(port: int, host: str = "") -> bool:
         sock.close()
 
 
-def free_run(span: int = 1, host: str = "", rng: Optional[random.Random] = None) -> Optional[int]:
-    """The first of ``span`` consecutive ports that are all free and below the ephemeral range, or None."""
-    rng = rng or random.SystemRandom()
-    top = ephemeral_low() - span
-    if top <= LOWEST:
-        return None
+def free_run(span: int = 1, host: str = "") -> Optional[int]:
+    """The first of ``span`` consecutive ports that are all free, outside the ephemeral range (below it, or
+    above it; anywhere from LOWEST where a host's range leaves neither), or None."""
+    low, high = ephemeral_range()
+    spans = [(a, b) for a, b in ((LOWEST, low - span), (high + 1, 65536 - span)) if b > a] or [(LOWEST, 65536 - span)]
+    rng = random.SystemRandom()
     for _ in range(TRIES):
-        port = rng.randrange(LOWEST, top)
+        a, b = rng.choices(spans, weights=[b - a for a, b in spans])[0]
+        port = rng.randrange(a, b)
         if all(bindable(p, host) for p in range(port, port + span)):
             return port
     return None

@@ -21,13 +21,12 @@ import fcntl
 import json
 import os
 import re
-import socket
 import subprocess
 import threading
 import time
 from typing import Dict, List, Optional, Tuple
 
-from . import jobs
+from . import jobs, ports
 from .logline import record
 from .probes import gpus, http_request
 from .registry import AgentError, method
@@ -686,15 +685,7 @@ def port_state(params: dict, ctx) -> dict:
     """
     port = int(params.get("port") or 0)
     held = holder(ctx.state_dir, port)
-    sock = socket.socket()
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    try:
-        sock.bind(("127.0.0.1", port))
-        free = True
-    except OSError:
-        free = False
-    finally:
-        sock.close()
+    free = ports.bindable(port, "127.0.0.1")
     held_by = None
     if held is not None:
         held_by = {"job": held["id"], "profile": (held.get("args") or {}).get("profile"), "state": held["state"]}
