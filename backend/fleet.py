@@ -574,15 +574,14 @@ async def down(links: FleetLinks) -> list[str]:
     alive = [r for r, (wire, _) in zip(fleet.replicas, views, strict=True) if wire.get("state") in _ALIVE]
     # Every replica is stopped whatever another's stop meets; what went wrong is said once, for all of them.
     results = await asyncio.gather(*(stop_replica(links, r) for r in alive), return_exceptions=True)
-    failed = [(r, e) for r, e in zip(alive, results, strict=True) if isinstance(e, BaseException)]
-    for _, exc in failed:
-        if not isinstance(exc, SpecdeckError):
+    for exc in results:
+        if isinstance(exc, BaseException) and not isinstance(exc, SpecdeckError):
             raise exc
+    failed = [f"{replica_label(r)}: {e}" for r, e in zip(alive, results, strict=True) if e is not None]
+    stopped += [replica_label(r) for r, e in zip(alive, results, strict=True) if e is None]
     if failed:
-        said = "; ".join(f"{replica_label(r)}: {e}" for r, e in failed)
-        done = [replica_label(r) for r in alive if r not in [f for f, _ in failed]]
-        raise OperationFailed(f"{said} (stopped: {', '.join([*stopped, *done]) or 'nothing'})")
-    return stopped + [replica_label(r) for r in alive]
+        raise OperationFailed(f"{'; '.join(failed)} (stopped: {', '.join(stopped) or 'nothing'})")
+    return stopped
 
 
 async def bench(links: FleetLinks, plan: BenchPlan, on_progress: Callable[[dict], None] | None = None) -> dict:

@@ -92,12 +92,14 @@ class Agent:
                 "error": {"message": _os_message(exc, "permission denied"), "kind": "permission"},
             }
         except Exception as exc:  # a bug on the host: report it whole rather than hang the client
+            import traceback  # here: the agent's hello waits for every module imported at the top
+
             reply = {
                 "id": rid,
                 "error": {
                     "message": "agent error in %s: %r" % (fn.__name__, exc),
                     "kind": "failed",
-                    "data": {"traceback": _traceback()},
+                    "data": {"traceback": traceback.format_exc()},
                 },
             }
         finally:
@@ -140,12 +142,6 @@ class Agent:
 
 def _os_message(exc: OSError, what: str) -> str:
     return "%s: %s" % (exc.filename, what) if exc.filename else str(exc)
-
-
-def _traceback() -> str:
-    import traceback
-
-    return traceback.format_exc()
 
 
 def main(argv=None) -> int:

@@ -318,18 +318,13 @@ def _load_facts(state_dir: str) -> bool:
 
 
 def _keep_facts(state_dir: str) -> None:
+    from . import jobs  # only when there is something to keep: a cold ``info`` waits for this thread
+
     facts = {"key": _facts_key(), "platform": platform_text(), "versions": library_versions()}
-    path = os.path.join(state_dir, FACTS_FILE)
-    tmp = "%s.%d" % (path, os.getpid())
     try:
-        with open(tmp, "w") as f:
-            json.dump(facts, f)
-        os.replace(tmp, path)
+        jobs.write_json(os.path.join(state_dir, FACTS_FILE), facts)
     except OSError:  # a full disk or a read-only state dir: the next agent reads the metadata again
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
+        pass
 
 
 def warm(state_dir: Optional[str] = None) -> None:
