@@ -35,3 +35,36 @@ def test_cached_until_the_install_folders_change(tmp_path, monkeypatch):
     shutil.rmtree(tmp_path / "specdeck_fake_lib-2.0.dist-info")  # uninstalled
     os.utime(tmp_path, ns=(before + 2 * 10**9, before + 2 * 10**9))
     assert probes.library_versions()["specdeck-fake-lib"] is None
+
+
+def test_the_next_agent_takes_the_kept_versions_until_an_install(tmp_path, monkeypatch):
+    """warm(STATE_DIR) keeps the platform text and versions for the next agent (host-facts.json); a new agent
+    (fresh module caches) takes them without reading metadata, and reads again once an install folder
+    changed."""
+    site, state = tmp_path / "site", tmp_path / "state"
+    site.mkdir()
+    state.mkdir()
+    _dist(site, "1.0")
+    monkeypatch.setattr(sys, "path", [str(site), *sys.path])
+    monkeypatch.setattr(probes, "LIBRARIES", ("specdeck-fake-lib",))
+    reads = []
+    real = probes._read_versions
+    monkeypatch.setattr(probes, "_read_versions", lambda: reads.append(1) or real())
+
+    def new_agent() -> dict:
+        monkeypatch.setattr(probes, "_VERSIONS", [])
+        monkeypatch.setattr(probes, "_PLATFORM", [])
+        probes.warm(str(state))
+        return probes.library_versions()
+
+    assert new_agent() == {"specdeck-fake-lib": "1.0"} and len(reads) == 1
+    assert (state / probes.FACTS_FILE).exists()
+    assert new_agent() == {"specdeck-fake-lib": "1.0"} and len(reads) == 1  # kept: no metadata read
+    before = os.stat(site).st_mtime_ns
+    shutil.rmtree(site / "specdeck_fake_lib-1.0.dist-info")
+    _dist(site, "2.0")
+    os.utime(site, ns=(before + 10**9, before + 10**9))
+    assert new_agent() == {"specdeck-fake-lib": "2.0"} and len(reads) == 2
+    (state / probes.FACTS_FILE).write_text("{not json")  # damaged: read again, kept anew
+    assert new_agent() == {"specdeck-fake-lib": "2.0"} and len(reads) == 3
+    assert new_agent() == {"specdeck-fake-lib": "2.0"} and len(reads) == 3
