@@ -8,6 +8,7 @@ message for every tab. What a tab can count on is in ``tui.screens.pane``.
 from __future__ import annotations
 
 import gc
+from collections.abc import Sequence
 from functools import partial
 from pathlib import Path
 from urllib.parse import urlsplit
@@ -17,6 +18,7 @@ from textual.app import App, ComposeResult
 from textual.binding import Binding
 from textual.driver import Driver
 from textual.drivers.linux_driver import LinuxDriver
+from textual.filter import LineFilter
 from textual.reactive import reactive
 from textual.timer import Timer
 from textual.widgets import Footer, HelpPanel, TabbedContent, TabPane
@@ -26,6 +28,7 @@ from backend import jobs
 from backend.connection import Connection, ConnState, resolve_host
 from backend.errors import ConnectionFailed, HostKeyUnknown, SpecdeckError
 from backend.history import HistoryThread
+from backend.hosttext import visible
 from backend.settings import HostConfig, ProfileConfig, Settings, save_host, save_profile
 from tui.commands import ActionsProvider
 from tui.driver import QuietLinuxDriver
@@ -43,6 +46,7 @@ from tui.screens.serve import ServePane
 from tui.screens.train import TrainPane
 from tui.screens.tune import TunePane
 from tui.state import Baseline
+from tui.visiblefilter import VisibleControls
 from tui.widgets.hostbar import HostBar
 
 # (tab id, title, pane class): the number keys follow this order.
@@ -58,6 +62,7 @@ TABS: tuple[tuple[str, str, type[ShellPane]], ...] = (
 )
 RTT_EVERY_S = 15.0  # the header's round trip; each new figure repaints it, so an idle panel asks seldom
 _TAB_KEYS = Binding.Group("tabs", compact=True)
+_VISIBLE = VisibleControls()  # one instance: Textual caches each line's filtered form per filter
 
 
 class SpecdeckApp(App[int]):
@@ -124,6 +129,14 @@ class SpecdeckApp(App[int]):
         self._rtt_timer: Timer | None = None
         self._lost_reason = ""  # the last "connection lost" notified
         self._tabs_seen: set[str] = set()  # tabs shown once: what their first show built is frozen
+
+    def get_line_filters(self) -> Sequence[LineFilter]:
+        # Host text in any widget reaches the terminal with its controls shown, never obeyed.
+        return [*super().get_line_filters(), _VISIBLE]
+
+    def notify(self, message: str, *, title: str = "", **kwargs) -> None:
+        # Errors quoted from a host's log: escaped before the toast wraps them (the filter would cut its lines).
+        super().notify(visible(message), title=visible(title), **kwargs)
 
     def get_driver_class(self) -> type[Driver]:
         # Textual's own terminal driver wakes its input thread ten times a second: ours sleeps until input.

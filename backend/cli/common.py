@@ -9,8 +9,9 @@ import sys
 import time
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TextIO
 
+from backend import hosttext
 from backend import settings as settings_mod
 from backend.settings import Settings
 
@@ -142,6 +143,29 @@ def emit_json(data: Any) -> None:
 def emit_json_line(data: Any) -> None:
     sys.stdout.write(json.dumps(data, default=str) + "\n")
     sys.stdout.flush()
+
+
+def add_raw(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--raw",
+        action="store_true",
+        help="the log's control characters as the host wrote them, for a pipe or file (refused on a terminal)",
+    )
+
+
+def log_stream(args: argparse.Namespace) -> TextIO:
+    """Where a `logs` command prints: stdout, which shows the host's control characters as visible escapes;
+    with --raw the stream beneath it, which only a pipe or file may get (UsageError on a terminal)."""
+    if not args.raw:
+        return sys.stdout
+    if sys.stdout.isatty():
+        from backend.errors import UsageError
+
+        raise UsageError(
+            "--raw passes the log's control characters to the terminal as they are: "
+            "use it with a pipe or a file, or leave it out to see them as escapes"
+        )
+    return hosttext.unguarded(sys.stdout)
 
 
 def add_json(p: argparse.ArgumentParser) -> None:

@@ -22,6 +22,7 @@ from backend.cli.common import add_json, connect, emit_json, emit_json_line, loa
 from backend.cli.main import command
 from backend.connection import resolve_host
 from backend.errors import UsageError
+from backend.hosttext import unguarded, visible
 from backend.settings import HostConfig, Settings
 
 SOURCE_HELP = "a configured drafter name, a path on the host, file://PATH on this machine, or hf://org/name[@revision]"
@@ -183,9 +184,10 @@ def _progress(event: dict | None) -> None:
     """One self-overwriting stderr line while the host compares weights (only on a terminal)."""
     if not sys.stderr.isatty():
         return
-    text = "" if event is None else f"weights: {event['done']}/{event['total']} {event['name']}"
-    sys.stderr.write("\r\x1b[K" + text)
-    sys.stderr.flush()
+    text = "" if event is None else f"weights: {event['done']}/{event['total']} {visible(event['name'])}"
+    stderr = unguarded(sys.stderr)  # our own line redraw; the tensor's name (the host's) made visible
+    stderr.write("\r\x1b[K" + text)
+    stderr.flush()
 
 
 def render_diff(d: dict, a: Source, b: Source, show_all: bool = False) -> list[str]:

@@ -11,6 +11,7 @@ import select
 import signal
 import sys
 
+from backend import hosttext
 from backend.errors import SpecdeckError
 
 # Which module registers each command, so a command builds only its own parser: importing every command module
@@ -161,7 +162,13 @@ def command(sub, name: str, help: str, **kw) -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    argv = sys.argv[1:] if argv is None else argv
+    """Run the command ``argv`` names; every line it prints passes through ``hosttext.visible`` (host text
+    cannot drive the terminal)."""
+    with hosttext.guarded():
+        return _main(sys.argv[1:] if argv is None else argv)
+
+
+def _main(argv: list[str]) -> int:
     parser = build_parser(modules_for(argv))
     args = parser.parse_args(argv)
     for opt in ("host", "identity", "known_hosts", "python", "workdir", "config"):

@@ -95,15 +95,18 @@ def answer(argv: list[str]) -> int | None:
 
 
 def main() -> int:
-    argv = sys.argv[1:]
-    try:
-        code = answer(argv)
-    except KeyboardInterrupt:
-        return 130
-    if code is None:
-        from backend.cli.main import main as full
+    from backend.hosttext import guarded
 
-        code = full(argv)
+    argv = sys.argv[1:]
+    with guarded():  # ping's platform and GPU names come from the host (the full CLI guards itself too)
+        try:
+            code = answer(argv)
+        except KeyboardInterrupt:
+            return 130
+        if code is None:
+            from backend.cli.main import main as full
+
+            code = full(argv)
     end(code)
     return code  # where the interpreter lacks what ``end`` needs
 

@@ -6,7 +6,7 @@ import argparse
 import time
 
 from backend import multinode, serving
-from backend.cli.common import add_json, connect, emit_json, keep_in_history, load_settings
+from backend.cli.common import add_json, add_raw, connect, emit_json, keep_in_history, load_settings, log_stream
 from backend.cli.main import command
 from backend.connection import resolve_host
 from backend.errors import OperationFailed, UsageError
@@ -60,6 +60,7 @@ def register(sub) -> None:
     c.add_argument("-f", "--follow", action="store_true", help="keep printing new lines until the server ends")
     c.add_argument("--lines", type=int, default=50, help="lines from the end to start with (default 50)")
     c.add_argument("--port", type=int, help="the server on this port (default: the current one)")
+    add_raw(c)
     c.set_defaults(run=logs)
 
 
@@ -318,6 +319,7 @@ def _print_status(wire: dict) -> None:
 async def logs(args: argparse.Namespace) -> int:
     if args.lines < 0:
         raise UsageError("--lines must be 0 or more")
+    out_stream = log_stream(args)
     conn = await connect(args, follow=args.follow)
     try:
         st = await serving.status(conn, port=args.port)
@@ -326,11 +328,11 @@ async def logs(args: argparse.Namespace) -> int:
         # jobs.tail reads 0 as its default; with --lines 0 start at the end of the log.
         out = await serving.tail(conn, st["job"], args.lines) if args.lines else {"lines": [], "offset": st["log_size"]}
         for line in out["lines"]:
-            print(line)
+            print(line, file=out_stream)
         if args.follow:
             async for lines in serving.follow(conn, st["job"], out["offset"]):
                 for line in lines:
-                    print(line, flush=True)
+                    print(line, file=out_stream, flush=True)
     finally:
         await conn.close()
     return 0

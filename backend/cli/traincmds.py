@@ -9,11 +9,13 @@ import sys
 from backend import serving, training
 from backend.cli.common import (
     add_json,
+    add_raw,
     connected,
     emit_json,
     emit_json_line,
     keep_in_history,
     load_settings,
+    log_stream,
     print_detached,
 )
 from backend.cli.main import command
@@ -44,6 +46,7 @@ def register(sub) -> None:
     q = action("logs", "SpecForge's console as written (tqdm redraws as lines).", logs, json=False)
     q.add_argument("-f", "--follow", action="store_true", help="follow the log until the training ends")
     q.add_argument("--lines", type=int, default=50, metavar="N", help="lines from the end first (default 50)")
+    add_raw(q)
     action("stop", "Stop the training (its whole process group).", stop)
     action("checkpoints", "Each checkpoint's predicted accept length and tok/s on this host, with intervals.", ckpts)
     q = action("serve", "Serve a checkpoint with the training's profile (exporting it first if needed).", serve)
@@ -162,15 +165,16 @@ async def logs(args: argparse.Namespace) -> int:
     if args.lines < 0:
         raise UsageError("--lines must be 0 or more")
     settings = _settings(args)
+    out_stream = log_stream(args)
     async with connected(args, settings) as conn:
         job = await training.latest_job(conn, args.name)
         out = await serving.tail(conn, job.id, args.lines) if args.lines else {"lines": [], "offset": 0}
         for line in out["lines"]:
-            print(line.rsplit("\r", 1)[-1])  # a tqdm line holds every redraw: the last is the bar now
+            print(line.rsplit("\r", 1)[-1], file=out_stream)  # a tqdm line holds every redraw: the last is the bar now
         if args.follow:
             async for lines in serving.follow(conn, job.id, out["offset"]):
                 for line in lines:
-                    print(line.rsplit("\r", 1)[-1], flush=True)
+                    print(line.rsplit("\r", 1)[-1], file=out_stream, flush=True)
     return 0
 
 

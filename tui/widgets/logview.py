@@ -16,6 +16,8 @@ from textual.events import Resize
 from textual.reactive import reactive
 from textual.widgets import RichLog
 
+from backend.hosttext import visible
+
 MAX_LINES = 5000
 
 
@@ -125,11 +127,12 @@ class LogView(RichLog):
 
     def _styled(self, line: str) -> Text:
         level = self._classify(line)
+        shown = visible(line)  # the host's controls as escapes before layout (the app's filter would cut them)
         if level is None:
-            return Text(line)
+            return Text(shown)
         theme = self.app.current_theme
         color = theme.error if level == "error" else theme.warning
-        return Text(line, style=Style(color=color, bold=level == "error"))
+        return Text(shown, style=Style(color=color, bold=level == "error"))
 
     # --- follow mode ---------------------------------------------------------------------------------------------
 
