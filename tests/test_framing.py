@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import io
 import json
 import sys
+import time
 from dataclasses import replace
 from pathlib import Path
 
@@ -116,6 +118,61 @@ async def test_frames_split_anywhere_are_read_whole_and_garbage_ends_the_connect
     with pytest.raises(ConnectionFailed, match=r"the agent sent something unreadable .*not a frame header"):
         third.result()
     assert pipe.killed
+
+
+DEEP = b"[" * 200_000  # json.loads raises RecursionError, which is no ValueError
+
+
+@pytest.mark.parametrize(
+    "payload, reason",
+    [
+        (DEEP, "nested deeper than JSON can be read here"),
+        (b'{"id": 1, "result": "\xff"}', "not JSON"),
+        (b"[1, 2]", "not a JSON object"),
+        (b'{"id": 1', "not JSON"),
+    ],
+)
+def test_any_undecodable_message_is_a_frame_error_with_its_reason(payload, reason):
+    with pytest.raises(protocol.FrameError, match=reason):
+        protocol.decode(payload)
+
+
+def test_a_message_too_big_to_hold_once_read_is_a_frame_error(monkeypatch):
+    def no_memory(_):
+        raise MemoryError
+
+    monkeypatch.setattr(protocol.json, "loads", no_memory)
+    with pytest.raises(protocol.FrameError, match=r"of 0\.0 MiB that does not fit in memory once read"):
+        protocol.decode(b"{}")
+
+
+async def test_a_deeply_nested_frame_ends_the_connection_with_its_reason_not_the_agent_exited():
+    agent, pipe = await reading(protocol.encode({"id": 1, "result": 1}) + protocol.frame(DEEP))
+    first, second = asyncio.get_running_loop().create_future(), asyncio.get_running_loop().create_future()
+    agent.pending.update({1: first, 2: second})
+    await agent._read_loop()  # ends, rather than dying on RecursionError with "the agent exited"
+    assert first.result() == 1
+    with pytest.raises(ConnectionFailed, match=r"something unreadable \(a message nested deeper than JSON"):
+        second.result()
+    assert pipe.killed and "nested deeper" in agent.closed.result()
+
+
+def test_the_agent_refuses_a_deeply_nested_request_and_answers_the_next(tmp_path):
+    """A framed request it cannot read is refused alone (the stream is still in step); the next is answered."""
+    out = io.BytesIO()
+    inp = io.BytesIO(protocol.frame(DEEP) + protocol.encode({"id": 2, "method": "ping", "params": {}}))
+    agent_main.Agent(str(tmp_path), out).serve(inp)
+
+    def replies() -> list[dict]:
+        stream = io.BytesIO(out.getvalue().split(b"\n", 1)[1])  # after the hello line
+        return list(iter(lambda: (f := protocol.read_frame(stream)) and json.loads(f), None))
+
+    deadline = time.monotonic() + 30
+    while not any(r.get("id") == 2 for r in replies()):  # handled on a thread of its own
+        assert time.monotonic() < deadline, out.getvalue()[:400]
+        time.sleep(0.01)
+    refused = replies()[0]
+    assert refused["id"] is None and "malformed request: a message nested deeper" in refused["error"]["message"]
 
 
 async def test_a_frame_header_over_the_limit_is_refused_not_buffered():

@@ -21,6 +21,7 @@ from pathlib import Path
 
 import pytest
 
+from backend.agent.host import protocol
 from backend.cli import quick, resolved
 from backend.settings import HostConfig
 from backend.transport import blocking, controlsock, sshimport
@@ -233,7 +234,15 @@ def agent_errs(conn, done) -> None:
     done.wait(30)
 
 
-@pytest.mark.parametrize("behave", [hangs_up_after_yes, refuses, babbles, agent_exits, agent_errs])
+def agent_nests(conn, done) -> None:
+    """A hello, then a frame of 200,000 nested arrays (RecursionError in json.loads): a Fallback, not a trace."""
+    conn.recv(1 << 16)
+    out = b'{"hello": {"protocol": 2}}\n' + protocol.frame(b"[" * 200_000)
+    conn.sendall(b'{"ok": true}\n' + controlsock.FRAME.pack(controlsock.STDOUT, len(out)) + out)
+    done.wait(30)
+
+
+@pytest.mark.parametrize("behave", [hangs_up_after_yes, refuses, babbles, agent_exits, agent_errs, agent_nests])
 def test_a_master_that_hangs_up_refuses_or_babbles_is_left_at_once(folder, behave):
     path = str(folder / "ssh-x.sock")
     fake = FakeMaster(path, behave)

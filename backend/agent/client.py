@@ -116,10 +116,7 @@ class FrameReader:
         payload = await self.exactly(size)
         if payload is None:
             raise FrameError(f"the output ended inside a message ({len(self.buf) - self.pos} of {size} bytes)")
-        try:
-            return decode(payload)
-        except ValueError as exc:
-            raise FrameError(f"a message that is not a JSON object ({exc}): {payload[:80]!r}") from None
+        return decode(payload)
 
 
 class Stream:

@@ -93,7 +93,7 @@ class BlockingAgent:
             header = self._stdout(HEADER_LEN, deadline)
             try:
                 msg = decode(self._stdout(frame_length(header), deadline))
-            except (FrameError, ValueError) as exc:
+            except FrameError as exc:
                 raise Fallback(f"the agent sent something unreadable: {exc}") from None
             if msg.get("id") != rid or "event" in msg:
                 continue
@@ -113,10 +113,10 @@ class BlockingAgent:
                 raise Fallback("the master's reply is not a line")
         line, _, self.raw = self.raw.partition(b"\n")
         try:
-            reply = json.loads(line)
-        except ValueError:
-            raise Fallback("the master's reply is not JSON") from None
-        if not isinstance(reply, dict) or reply.get("ok") is not True:
+            reply = decode(line)
+        except FrameError:
+            raise Fallback("the master's reply is not a JSON object") from None
+        if reply.get("ok") is not True:
             raise Fallback(f"the master refused: {reply}")
         self.hello = self._hello(time.monotonic() + START_TIMEOUT_S)
 

@@ -25,6 +25,7 @@ import subprocess
 import sys
 from collections.abc import Sequence
 
+from backend.agent.host.protocol import decode
 from backend.errors import ConnectionFailed
 from backend.settings import HostConfig
 from backend.transport.base import RunResult, shell_command
@@ -69,7 +70,7 @@ async def request(path: str, req: dict, timeout: float = HELLO_TIMEOUT_S):
         writer.write(json.dumps(req).encode() + b"\n")
         async with asyncio.timeout(timeout):
             line = await reader.readline()
-        reply = json.loads(line) if line else {}
+        reply = decode(line) if line else {}
     except (TimeoutError, OSError, ValueError):
         writer.close()
         raise NoMaster("its master does not answer") from None
@@ -100,7 +101,7 @@ class ControlPipe:
                 elif kind == STDERR:
                     self.stderr += data
                 elif kind == EXIT:
-                    code = json.loads(data).get("code")
+                    code = decode(data).get("code")
                     break
         except (asyncio.IncompleteReadError, OSError, ValueError):
             pass  # the master went away: the process is gone for us, as when an SSH connection drops

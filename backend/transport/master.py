@@ -17,6 +17,7 @@ import os
 import sys
 import time
 
+from backend.agent.host.protocol import decode
 from backend.transport.controlsock import EXIT, FRAME, STDERR, STDIN, STDIN_EOF, STDOUT, peer_uid
 from backend.transport.ssh import SSHTransport
 
@@ -139,7 +140,7 @@ class Master:
             if peer_uid(writer.get_extra_info("socket")) != os.getuid():
                 return
             line = await reader.readline()
-            req = json.loads(line) if line else {}
+            req = decode(line) if line else {}
             changed = self._unchanged()
             if changed or self.stop.is_set():
                 writer.write(json.dumps({"ok": False, "reason": changed or "its master is exiting"}).encode() + b"\n")

@@ -131,8 +131,8 @@ class Agent:
                 break
             try:
                 req = decode(payload)
-            except ValueError:
-                self.send({"id": None, "error": {"message": "malformed request: not a JSON object", "kind": "invalid"}})
+            except FrameError as exc:  # framed right, so still in step: this request alone is refused
+                self.send({"id": None, "error": {"message": "malformed request: %s" % exc, "kind": "invalid"}})
                 continue
             self.handle(req)
         # stdin closed: the client (or the SSH channel) is gone. Jobs are detached and carry on.

@@ -76,9 +76,19 @@ def mib(size: int) -> str:
 
 
 def decode(line: bytes) -> dict:
-    obj = json.loads(line)
+    """One message; FrameError with the reason for anything that is not one JSON object, however reading it
+    fails: bad JSON or UTF-8, nesting deeper than the parser recurses (``[`` x 200,000 raises RecursionError),
+    a document too big to hold."""
+    try:
+        obj = json.loads(line)
+    except ValueError as exc:  # JSONDecodeError and UnicodeDecodeError
+        raise FrameError("a message that is not JSON (%s): %r" % (exc, line[:80])) from None
+    except RecursionError:
+        raise FrameError("a message nested deeper than JSON can be read here: %r" % line[:80]) from None
+    except MemoryError:
+        raise FrameError("a message of %s that does not fit in memory once read" % mib(len(line))) from None
     if not isinstance(obj, dict):
-        raise ValueError("not a JSON object")
+        raise FrameError("a message that is not a JSON object: %r" % line[:80])
     return obj
 
 
