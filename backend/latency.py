@@ -35,9 +35,16 @@ HISTOGRAMS: dict[str, str] = {
     "e2e_ms": "sglang:e2e_request_latency_seconds",
     "queue_ms": "sglang:queue_time_seconds",
 }
-# Older SGLang (docs/references/production_metrics.md's scrape) named the per-token histogram this; read it as ITL
-# when the newer name is absent.
-OLD_ITL = "sglang:time_per_output_token_seconds"
+# Older releases' names, read as the figure (key of HISTOGRAMS) when the page lacks today's name: old name -> (key,
+# where the old name comes from). SGLang PR #1853's first collector (Nov 2024) timed the wait before scheduling as
+# waiting_request_latency_seconds; PR #4444 (Mar 2025) brought the queue time back as queue_time_seconds.
+OLD_NAMES: dict[str, tuple[str, str]] = {
+    "sglang:time_per_output_token_seconds": (
+        "itl_ms",
+        "the per-token histogram in SGLang's 2024 metrics docs",
+    ),
+    "sglang:waiting_request_latency_seconds": ("queue_ms", "the queue time as SGLang PR #1853's collector named it"),
+}
 QUANTILES: tuple[tuple[str, float], ...] = (("p50", 0.5), ("p90", 0.9), ("p95", 0.95), ("p99", 0.99))
 PRECISION_TOLERANCE = 1e-12  # quantile.go's correctPrecisionErrors
 
@@ -140,7 +147,7 @@ def _search(q: float, prepared: tuple[list[float], list[float]] | None) -> Quant
 
 def of_scrape(scrape: Scrape) -> dict[HistogramKey, Histogram]:
     """The latency histograms among a read page's series (``backend.prometheus.read_scrape``), in page order."""
-    wanted = {*HISTOGRAMS.values(), OLD_ITL}
+    wanted = {*HISTOGRAMS.values(), *OLD_NAMES}
     return {key: hist for key, hist in scrape.histograms.items() if key[0] in wanted}
 
 
@@ -256,8 +263,8 @@ def summary(scrape: Mapping[HistogramKey, Histogram]) -> dict[str, Figures]:
     out = {}
     for key, name in HISTOGRAMS.items():
         merged = merge(scrape, name)
-        if merged is None and key == "itl_ms":
-            merged = merge(scrape, OLD_ITL)
+        for old in (o for o, (k, _) in OLD_NAMES.items() if k == key and merged is None):
+            merged = merge(scrape, old)
         if merged is not None:
             out[key] = figures(merged.histogram, merged.series, merged.mismatched)
     return out

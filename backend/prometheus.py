@@ -16,18 +16,26 @@ counters carry ``model_name`` alone. What the engine does is read from those row
 
 Histograms are kept apart from those rows, one per label set (``Scrape.histograms``, keyed by name and every
 label but ``le``): the tokenizer's ``is_streaming="true"`` and ``"false"`` series share a rank, and its series
-carry no rank at all; ``backend.latency`` merges and windows them. Text that stops being valid exposition
-format keeps what was read before the bad line; nothing here raises on bad input.
+carry no rank at all; ``backend.latency`` merges and windows them.
+
+Pages are also pasted (issues, run books, a terminal): ``families`` reads those with prometheus_client's own
+parser after setting aside what is not exposition format (the shell line that fetched the page, colour codes,
+grep's ``file:`` prefixes, lines cut mid-way, hand-written summaries) and says in ``Scrape.notes`` what it set
+aside and how it read the rest: histogram samples without their ``# TYPE`` read as a histogram by their
+``_bucket`` suffix, a counter split by a label SGLang added (``is_streaming``) summed over its values, an older
+release's name read as today's, the model gateway's ``sglang_*`` spelling read as ``sglang:*``. An unreadable
+page reads as nothing known and says so, never as zeros; nothing here raises on bad input.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator
+import re
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
-from backend.latency import Histogram, HistogramKey
+from backend.latency import HISTOGRAMS, Histogram, HistogramKey
+from backend.latency import OLD_NAMES as OLD_HISTOGRAMS
 
 DRAFT = "draft"  # the draft worker's engine_type
 
@@ -40,6 +48,7 @@ NAMES = {
     "sglang:num_running_reqs": "num_running_reqs",
     "sglang:num_queue_reqs": "num_queue_reqs",
     "sglang:token_usage": "token_usage",
+    "sglang:num_used_tokens": "num_used_tokens",
     "sglang:generation_tokens_total": "generation_tokens_total",
     "sglang:prompt_tokens_total": "prompt_tokens_total",
     "sglang:spec_num_steps": "spec_num_steps",
@@ -48,11 +57,21 @@ NAMES = {
     "sglang:num_retracted_reqs": "num_retracted_reqs",
     "sglang:max_total_num_tokens": "max_total_num_tokens",
 }
+# Names of the first collector (SGLang PR #1853, Nov 2024: ``sglang/srt/metrics/metrics_collector.py``), gone by
+# the rewrite the production-metrics docs showed at the end of 2024 -> today's name.
+OLD_NAMES = {
+    "sglang:num_requests_running": "sglang:num_running_reqs",
+    "sglang:num_requests_waiting": "sglang:num_queue_reqs",
+}
+# Hybrid models' per-pool usage (full attention, sliding window; ``full_token_usage`` since SGLang PR #19982,
+# March 2026): the engine's token usage where the page has no ``token_usage``, as the fullest pool (the log's rule).
+POOL_USAGE = ("sglang:full_token_usage", "sglang:swa_token_usage")
 SUMMED = frozenset(
     {
         "gen_throughput",
         "num_running_reqs",
         "num_queue_reqs",
+        "num_used_tokens",
         "generation_tokens_total",
         "prompt_tokens_total",
         "spec_verify_calls_total",
@@ -66,6 +85,8 @@ STARTUP = {
     "sglang:startup_time_seconds": "phases",
     "sglang:startup_cuda_graph_time_seconds": "cuda_graph",
 }
+# The labels that place a series in the engine; any other label that takes several values splits one series.
+_PLACE = frozenset({"engine_type", "dp_rank", "tp_rank", "pp_rank", "moe_ep_rank", "model_name", "name", "pid"})
 
 SeriesKey = tuple[str | None, int | None, int | None]  # (engine_type, dp_rank, tp_rank)
 
@@ -99,7 +120,8 @@ class Series:
 @dataclass
 class Scrape:
     """A /metrics page read: its series in page order, the engine's totals, 0.5.23's startup gauges and every
-    ``sglang:`` histogram series in page order (buckets missing +Inf left out: no quantile can be read)."""
+    ``sglang:`` histogram series in page order (buckets missing +Inf left out: no quantile can be read);
+    ``notes`` says what of the text was not read, and how the rest was."""
 
     series: list[Series]
     engine: dict[str, float | None]  # one value per key of NAMES (None where no target series has it)
@@ -107,6 +129,7 @@ class Scrape:
     startup: dict[str, dict[str, float]]  # {"phases": {phase: s}, "cuda_graph": {phase: s}}
     short: dict[str, int] = field(default_factory=dict)  # summed key -> DP ranks that lack it (the sum is short)
     histograms: dict[HistogramKey, Histogram] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
 
     @property
     def dp_ranks(self) -> list[int | None]:
@@ -126,17 +149,166 @@ class Scrape:
             "draft": self.draft(),
             "startup": self.startup,
             "short": self.short,
+            "notes": self.notes,
         }
 
 
-def _families(text: str) -> Iterator[Any]:
-    """The exposition's metric families; text that stops being valid ends the iteration quietly."""
+# --- the exposition text, as pasted --------------------------------------------------------------------
+
+
+class Family(NamedTuple):
+    """One metric family as prometheus_client's parser gives it (``type`` "histogram", "unknown", …)."""
+
+    name: str
+    type: str
+    samples: list[Any]
+    inferred: bool = False  # a histogram gathered from samples without its # TYPE line
+
+
+_ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
+_VALUE = r"[-+]?(?:[0-9]+\.?[0-9]*(?:[eE][-+]?[0-9]+)?|\.[0-9]+(?:[eE][-+]?[0-9]+)?|[Ii]nf|NaN|nan)"
+_LABELS = r'\{[ \t]*(?:[A-Za-z_][A-Za-z0-9_]*[ \t]*=[ \t]*"(?:[^"\\\n]|\\.)*"[ \t]*,?[ \t]*)*\}'
+_SAMPLE = re.compile(rf"[A-Za-z_:][A-Za-z0-9_:]*(?:{_LABELS})?[ \t]+{_VALUE}(?:[ \t]+-?[0-9]+)?[ \t]*")
+_META = re.compile(
+    r"#[ \t]+(?:HELP[ \t]+[A-Za-z_:][A-Za-z0-9_:]*(?:[ \t].*)?"
+    r"|TYPE[ \t]+[A-Za-z_:][A-Za-z0-9_:]*[ \t]+(?:counter|gauge|histogram|summary|untyped|unknown))[ \t]*"
+)
+# What stands before a sample on a pasted line: grep's ``file:`` or ``file:12:``, docker compose's ``name-1  | ``.
+_PREFIX = re.compile(r"[\w./-]+(?::[0-9]+)?:|[\w.-]+[ \t]+\|[ \t]?")
+# The shell around a page: a prompt, or the command that fetched it.
+_SHELL = re.compile(r"(?:[$%>#][ \t]*)?(?:curl|wget|http|kubectl|docker|ssh)\b|[$%>][ \t]")
+
+
+def _clip(line: str, width: int = 60) -> str:
+    return repr(line if len(line) <= width else line[: width - 1] + "…")
+
+
+def _unreadable(lines: list[str], what: str = "line", done: str = "unreadable") -> str:
+    """``3 lines unreadable: 'a'; 'b'; 'c' and 2 more``: a count and the first few, quoted."""
+    shown = "; ".join(_clip(line) for line in lines[:3])
+    more = f" and {len(lines) - 3} more" if len(lines) > 3 else ""
+    return f"{len(lines)} {what}{'s' if len(lines) != 1 else ''} {done}: {shown}{more}"
+
+
+def _tolerant(text: str) -> tuple[str, list[str], int]:
+    """The exposition lines of a pasted page, notes on what was set aside, and how many samples were kept."""
+    keep: list[str] = []
+    shell: list[str] = []
+    bad: list[str] = []
+    prefixed = 0
+    samples = 0
+    coloured = "\x1b" in text
+    for raw in text.splitlines():
+        line = _ANSI.sub("", raw).strip() if coloured else raw.strip()
+        if not line:
+            keep.append("")
+            continue
+        if line[0] == "#" and _META.fullmatch(line):
+            keep.append(line)
+            continue
+        if _SAMPLE.fullmatch(line):
+            keep.append(line)
+            samples += 1
+            continue
+        prefix = _PREFIX.match(line)
+        rest = line[prefix.end() :].lstrip() if prefix else ""
+        if rest and (_SAMPLE.fullmatch(rest) or (rest[0] == "#" and _META.fullmatch(rest))):
+            keep.append(rest)
+            prefixed += 1
+            samples += rest[0] != "#"
+        elif _SHELL.match(line):
+            shell.append(line)
+        elif line[0] == "#" and not line.startswith(("# HELP", "# TYPE")):
+            continue  # a comment: nothing to read in it
+        else:
+            bad.append(line)
+    notes = []
+    if shell:
+        notes.append(_unreadable(shell, "shell line", "skipped"))
+    if prefixed:
+        notes.append(f"{prefixed} lines read after a grep or container prefix ('file:', 'name-1  | ')")
+    if coloured:
+        notes.append("colour codes removed")
+    if bad:
+        notes.append(_unreadable(bad))
+    return "\n".join(keep) + "\n", notes, samples
+
+
+def _parse(text: str) -> list[Family]:
     from prometheus_client.parser import text_string_to_metric_families
 
+    return [Family(f.name, f.type, f.samples) for f in text_string_to_metric_families(text)]
+
+
+def families(text: str) -> tuple[list[Family], list[str]]:
+    """The metric families of a scraped or pasted page, and notes on what was not read and how the rest was.
+
+    A page that prometheus_client reads whole is taken as it is (the Live path pays nothing more); otherwise
+    the lines it cannot read are set aside first (``_tolerant``) and counted in the notes. Histogram samples
+    without a ``# TYPE`` line are gathered into a histogram by their ``_bucket`` suffix.
+    """
+    notes: list[str] = []
     try:
-        yield from text_string_to_metric_families(text)
+        found = _parse(text)
     except (ValueError, TypeError, IndexError, KeyError):
-        return
+        cleaned, notes, samples = _tolerant(text)
+        if not samples:
+            return [], [*notes, "not /metrics exposition: none of its lines is a metric sample, nothing read"]
+        try:
+            found = _parse(cleaned)
+        except (ValueError, TypeError, IndexError, KeyError):
+            found, refused = _line_by_line(cleaned)
+            notes.append(_unreadable(refused))
+    return _typed(found, notes), notes
+
+
+def _line_by_line(text: str) -> tuple[list[Family], list[str]]:
+    """The families of ``text`` without each line that prometheus_client refuses (rare: lines that look right)."""
+    kept: list[str] = []
+    refused: list[str] = []
+    for line in text.splitlines():
+        try:
+            _parse(line + "\n")
+        except (ValueError, TypeError, IndexError, KeyError):
+            refused.append(line)
+            continue
+        kept.append(line)
+    try:
+        return _parse("\n".join(kept) + "\n"), refused
+    except (ValueError, TypeError, IndexError, KeyError):
+        return [], refused + kept  # the TYPE lines and samples disagree: nothing is read rather than a guess
+
+
+def _typed(found: list[Family], notes: list[str]) -> list[Family]:
+    """``found`` with the untyped ``X_bucket``/``X_sum``/``X_count`` samples of a histogram ``X`` (its ``# TYPE``
+    not pasted: a grep) gathered into one histogram family where ``X_bucket`` came."""
+    bases = {
+        f.name[:-7]
+        for f in found
+        if f.type == "unknown" and f.name.endswith("_bucket") and all("le" in s.labels for s in f.samples)
+    }
+    if not bases:
+        return found
+    out: list[Family] = []
+    gathered: dict[str, Family] = {}
+    for f in found:
+        base = None
+        if f.type == "unknown":
+            for suffix in ("_bucket", "_sum", "_count"):
+                if f.name.endswith(suffix) and f.name[: -len(suffix)] in bases:
+                    base = f.name[: -len(suffix)]
+        if base is None:
+            out.append(f)
+        elif base in gathered:
+            gathered[base].samples.extend(f.samples)
+        else:
+            gathered[base] = Family(base, "histogram", list(f.samples), inferred=True)
+            out.append(gathered[base])
+    notes.append(
+        f"{len(bases)} histogram{'s' if len(bases) > 1 else ''} without '# TYPE' read as histograms by the "
+        f"_bucket suffix: {', '.join(sorted(bases))}"
+    )
+    return out
 
 
 def _rank(labels: dict[str, str], name: str) -> int | None:
@@ -159,38 +331,136 @@ def only_families(text: str, names: tuple[str, ...]) -> str:
     return "\n".join(keep) + "\n"
 
 
+def _name(name: str, renamed: dict[str, str]) -> str:
+    """A sample's name as today's SGLang spells it: the gateway's ``sglang_X`` as ``sglang:X``, an old name as
+    its successor (``renamed`` counts each for the notes)."""
+    if name.startswith("sglang_"):
+        name = "sglang:" + name[7:]
+        renamed["sglang_"] = renamed.get("sglang_", 0) + 1
+    new = OLD_NAMES.get(name)
+    if new is not None:
+        renamed[name] = renamed.get(name, 0) + 1
+        return new
+    return name
+
+
 def read_scrape(text: str) -> Scrape:
     """Every SGLang series on a /metrics page and what they say of the whole engine (see the module's rules)."""
     by_key: dict[SeriesKey, Series] = {}
     startup: dict[str, dict[str, float]] = {key: {} for key in STARTUP.values()}
     histograms: dict[HistogramKey, Histogram] = {}
+    notes: list[str] = []
+    renamed: dict[str, int] = {}
+    first: dict[tuple[SeriesKey, str], dict[str, str]] = {}  # the labels of each value kept
+    # (series, key) -> {labels: value}: a name's samples in one series that differ by another label.
+    split: dict[tuple[SeriesKey, str], dict[tuple[tuple[str, str], ...], float]] = {}
+    pools: dict[SeriesKey, float] = {}
     if isinstance(text, str):
-        for family in _families(text):
-            if family.type == "histogram" and family.name.startswith("sglang:"):
-                histograms.update(_histograms(family))
+        found, notes = families(text)
+        for family in found:
+            if family.type == "histogram" and family.name.startswith(("sglang:", "sglang_")):
+                _read_histograms(family, _name(family.name, renamed), histograms, notes)
                 continue
             for sample in family.samples:
-                if not math.isfinite(sample.value):
+                value = sample.value
+                if not math.isfinite(value):
                     continue
-                key = NAMES.get(sample.name)
+                name = sample.name
+                if name[:7] == "sglang_" or name in OLD_NAMES:
+                    name = _name(name, renamed)
+                key = NAMES.get(name)
                 if key is not None:
                     labels = sample.labels
                     rank = (labels.get("engine_type"), _rank(labels, "dp_rank"), _rank(labels, "tp_rank"))
-                    found = by_key.get(rank)
-                    if found is None:
-                        found = by_key[rank] = Series(*rank)
-                    found.values.setdefault(key, float(sample.value))
-                elif sample.name in STARTUP:
+                    row = by_key.get(rank)
+                    if row is None:
+                        row = by_key[rank] = Series(*rank)
+                    if key not in row.values:
+                        row.values[key] = float(value)
+                        first[(rank, key)] = labels
+                        continue
+                    parts = split.get((rank, key))
+                    if parts is None:
+                        parts = split[(rank, key)] = {_identity(first[(rank, key)]): row.values[key]}
+                    parts.setdefault(_identity(labels), float(value))  # a repeated line counts once
+                elif name in STARTUP:
                     phase = sample.labels.get("phase")
                     if phase:
-                        startup[STARTUP[sample.name]].setdefault(phase, float(sample.value))  # ranks: the first
+                        startup[STARTUP[name]].setdefault(phase, float(value))  # ranks: the first
+                elif name in POOL_USAGE:
+                    labels = sample.labels
+                    rank = (labels.get("engine_type"), _rank(labels, "dp_rank"), _rank(labels, "tp_rank"))
+                    pools[rank] = max(float(value), pools.get(rank, 0.0))
+        _join_split(by_key, split, notes)
+        _pool_usage(by_key, pools, notes)
+        _renamed_notes(renamed, histograms, notes)
     series = list(by_key.values())
     engine, usage, short = _totals(series)
-    return Scrape(series, engine, usage, startup, short, histograms)
+    return Scrape(series, engine, usage, startup, short, histograms, notes)
 
 
-def _histograms(family: Any) -> dict[HistogramKey, Histogram]:
-    """A histogram family's series by (name, labels without ``le``, sorted); the first sample of a bucket wins."""
+def _identity(labels: dict[str, str]) -> tuple[tuple[str, str], ...]:
+    return tuple(sorted(labels.items()))
+
+
+def _join_split(
+    by_key: dict[SeriesKey, Series],
+    split: dict[tuple[SeriesKey, str], dict[tuple[tuple[str, str], ...], float]],
+    notes: list[str],
+) -> None:
+    """A name with several samples in one series: summed where a label beyond the series' place splits a
+    count (``is_streaming``: the tokenizer counts streamed and whole requests apart), else the first kept."""
+    said: dict[tuple[str, bool], list[str]] = {}
+    for (rank, key), parts in split.items():
+        if len(parts) < 2:
+            continue
+        sets = [dict(p) for p in parts]
+        by = sorted({k for s in sets for k in s if len({s.get(k) for s in sets}) > 1})
+        summed = key in SUMMED and not _PLACE.intersection(by)
+        if summed:
+            by_key[rank].values[key] = math.fsum(parts.values())
+        what = said.setdefault((", ".join(by), summed), [])
+        if key not in what:
+            what.append(key)
+    for (by, summed), keys in said.items():
+        if summed:
+            notes.append(f"{', '.join(keys)} summed over the values of {by} (each value counts its own requests)")
+        else:
+            notes.append(f"{', '.join(keys)}: several series differ by {by}; the first on the page is read")
+
+
+def _pool_usage(by_key: dict[SeriesKey, Series], pools: dict[SeriesKey, float], notes: list[str]) -> None:
+    """Token usage from a hybrid model's per-pool gauges, where the series has no ``token_usage``."""
+    used = False
+    for rank, value in pools.items():
+        row = by_key.get(rank)
+        if row is None:
+            row = by_key[rank] = Series(*rank)
+        if "token_usage" not in row.values:
+            row.values["token_usage"] = value
+            used = True
+    if used:
+        notes.append("token usage read from full_token_usage / swa_token_usage (the fullest pool; no token_usage)")
+
+
+def _renamed_notes(renamed: dict[str, int], histograms: dict[HistogramKey, Histogram], notes: list[str]) -> None:
+    gateway = renamed.pop("sglang_", 0)
+    if gateway:
+        notes.append(
+            f"{gateway} samples named sglang_* (the model gateway's /engine_metrics spelling) read as sglang:*"
+        )
+    for old in renamed:
+        notes.append(f"{old} read as {OLD_NAMES.get(old, old)} (its name in SGLang PR #1853's collector, Nov 2024)")
+    names = {name for name, _ in histograms}
+    for old, (key, why) in OLD_HISTOGRAMS.items():
+        if old in names:
+            notes.append(f"{old} read as {HISTOGRAMS[key]} ({why})")
+
+
+def _read_histograms(family: Family, name: str, out: dict[HistogramKey, Histogram], notes: list[str]) -> None:
+    """A histogram family's series into ``out`` by (name, labels without ``le``, sorted); the first sample of a
+    bucket wins. A series without its +Inf bucket is left out (no quantile can be read), and so is a grep'd one
+    whose lowest bucket already holds observations: the buckets below it are not in the paste."""
     buckets: dict[tuple[tuple[str, str], ...], dict[float, float]] = {}
     sums: dict[tuple[tuple[str, str], ...], float] = {}
     for sample in family.samples:
@@ -205,12 +475,17 @@ def _histograms(family: Any) -> dict[HistogramKey, Histogram]:
                 buckets.setdefault(key, {}).setdefault(bound, value)
         elif sample.name.endswith("_sum") and math.isfinite(value):
             sums.setdefault(tuple(sorted(labels.items())), value)
-    out: dict[HistogramKey, Histogram] = {}
     for key, counts in buckets.items():
         bounds = sorted(counts)
-        if math.isinf(bounds[-1]):
-            out[(family.name, key)] = Histogram(tuple(bounds), tuple(counts[b] for b in bounds), sums.get(key, 0.0))
-    return out
+        if not math.isinf(bounds[-1]):
+            notes.append(f"{name}: a series without its +Inf bucket (cut?): not read")
+        elif family.inferred and counts[bounds[0]] > 0:
+            notes.append(
+                f"{name}: {counts[bounds[-1]]:g} observations, {counts[bounds[0]]:g} of them <= {bounds[0]:g} (the "
+                "lowest bucket in the paste): its lower buckets are not in it, so no quantile is read"
+            )
+        else:
+            out[(name, key)] = Histogram(tuple(bounds), tuple(counts[b] for b in bounds), sums.get(key, 0.0))
 
 
 def _totals(series: list[Series]) -> tuple[dict[str, float | None], dict[int | None, float], dict[str, int]]:

@@ -400,6 +400,7 @@ def test_parse_metrics_reads_sglang_gauges_and_counters() -> None:
         "num_running_reqs": 1.0,  # tp_rank 0 wins over the rank listed first
         "num_queue_reqs": 0.0,
         "token_usage": 0.01,
+        "num_used_tokens": None,
         "generation_tokens_total": 654321.0,
         "prompt_tokens_total": 123456.0,
         "spec_num_steps": None,  # 0.5.23's live speculative numbers and verify counter

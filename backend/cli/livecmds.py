@@ -284,8 +284,9 @@ async def parse_metrics_cmd(args: argparse.Namespace) -> int:
     if args.json:
         emit_json({**scrape.to_json(), "latency": None if figures is None else latency_record(figures, None)})
         return 0
+    notes = [f"note: {n}" for n in (first.notes if later is None else [*first.notes, *later.notes])]
     if not scrape.series:
-        print(f"{args.file}: no SGLang series (sglang:…) in it")
+        print("\n".join([f"{args.later or args.file}: no SGLang series (sglang:…) read from it", *notes]))
         return 0
     head = f"{'engine':<8} {'dp':>3} {'tp':>3}  " + " ".join(f"{h:>{max(len(h), 6)}}" for h, _, _ in _SCRAPE_COLUMNS)
     print(head)
@@ -321,6 +322,8 @@ async def parse_metrics_cmd(args: argparse.Namespace) -> int:
     if figures:
         print()
         _latency_table(figures, what)
+    if notes:
+        print("\n" + "\n".join(notes))
     return 0
 
 
