@@ -87,6 +87,7 @@ class RouterStatus:
     errors_total: int | None = None  # smg_router_request_errors_total summed
     error: str | None = None  # why it is not healthy, in words
     down: str | None = None  # why it cannot be asked, in a few words for the verdict (None while healthy)
+    notes: tuple[str, ...] = ()  # what of its /workers and /metrics answers could not be read
 
     def to_json(self) -> dict[str, Any]:
         return {k: v for k, v in self.__dict__.items() if k != "down"}  # ``error`` says it in full
@@ -315,6 +316,7 @@ async def _router_view(links: FleetLinks) -> tuple[RouterStatus, dict[str, bool]
         errors_total=seen.errors_total,
         error=error,
         down=down,
+        notes=seen.notes,
     )
     return router, seen.health if healthy else {}
 

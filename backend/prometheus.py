@@ -180,6 +180,8 @@ _SHELL = re.compile(r"(?:[$%>#][ \t]*)?(?:curl|wget|http|kubectl|docker|ssh)\b|[
 
 
 def _clip(line: str, width: int = 60) -> str:
+    """A line quoted for a note: runs of spaces as one, at most ``width`` characters."""
+    line = " ".join(line.split())
     return repr(line if len(line) <= width else line[: width - 1] + "…")
 
 

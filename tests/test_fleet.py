@@ -229,7 +229,10 @@ def test_router_view_reads_workers_and_smg_metrics():
     view = router_metrics.read(workers, metrics)
     assert view.workers == 2 and view.healthy_workers == 1 and view.requests_active == 3
     assert view.health == {"http://127.0.0.1:1": True, "http://127.0.0.1:2": False}
-    assert router_metrics.read("not json", "garbage{") == router_metrics.RouterView(workers=0, healthy_workers=0)
+    unread = router_metrics.read("not json", "garbage{")  # an answer nobody can read is not "0 workers"
+    assert unread.workers is None and unread.healthy_workers is None
+    assert unread.notes == ("the /workers answer is not valid JSON: the workers are unknown",)
+    assert router_metrics.read("[]", None) == router_metrics.RouterView(workers=0, healthy_workers=0)
 
 
 # --- the real sglang-router in front of simulated replicas, on loopback -------------------------------------

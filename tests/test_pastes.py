@@ -118,3 +118,37 @@ def test_parse_metrics_says_what_it_could_not_read() -> None:
     assert "note: not /metrics exposition" in out.stdout and "note: 5 lines unreadable" in out.stdout
     out = _cli("parse-metrics", str(REAL / "metrics-docs-early-curl-line-func-latency.prom"), "--json")
     assert '"notes": [\n    "1 shell line skipped' in out.stdout
+
+
+# --- router pages ----------------------------------------------------------------------------------------
+
+
+def test_a_0_2_router_page_reads_its_sgl_router_names() -> None:
+    """sglang PR #6537: the router's first Prometheus page, from its `curl localhost:9000` line, cut inside a
+    summary: 2 active workers, 9 + 7 requests processed, 1 + 1 running."""
+    from backend import router_metrics
+
+    view = router_metrics.read(None, _text("router-prom-0.2-curl-sgl-router-pr6537.prom"))
+    assert (view.workers, view.requests_active, view.requests_total) == (2, 2, 16)
+    assert view.healthy_workers is None and view.errors_total is None  # 0.2's first page says neither
+    assert any("sgl_router_*" in n for n in view.notes)
+
+
+def test_a_hand_shortened_router_page_is_said_unreadable() -> None:
+    """A run book's reading of a 0.3.2 page (`smg_worker_health{r0} 1      smg_worker_health{r1} 1`, a value
+    written as `absent (zero)`): not exposition, so no figure, and the lines named."""
+    from backend import router_metrics
+
+    view = router_metrics.read(None, _text("router-prom-smg-hand-shortened-runbook.txt"))
+    assert view.workers is None and view.healthy_workers is None and view.errors_total is None
+    assert view.notes[0].startswith("2 lines unreadable: 'smg_worker_health{r0} 1 smg_worker_health{r1} 1'")
+
+
+def test_a_shortened_workers_answer_is_unknown_not_zero() -> None:
+    """No real /workers paste was found (INDEX.md says so); its shape as sgl-model-gateway answers it, shortened
+    with `...` as people shorten JSON."""
+    from backend import router_metrics
+
+    view = router_metrics.read('{"workers": [{"url": "http://10.0.0.1:30000", "is_healthy": true}, ...]}', None)
+    assert view.workers is None and view.healthy_workers is None
+    assert view.notes == ("the /workers answer is not valid JSON (shortened with '...'): the workers are unknown",)

@@ -118,6 +118,8 @@ def _show(args: argparse.Namespace, st, settings) -> None:
     if r.requests_total is not None:
         line += f", {r.requests_total} requests routed"
     print(line)
+    for note in r.notes:
+        print(f"  router: {note}")
     heads = f"  {'replica':<30} {'state':<11} {'router':<9} {'pid':>7} {'tok/s/str':>9} {'accept':>6}"
     print(heads + f" {'run':>4} {'queue':>5}")
     for x in st.replicas:

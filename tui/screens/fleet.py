@@ -207,6 +207,7 @@ class FleetPane(ShellPane):
         for value, what in ((r.requests_active, "active"), (r.requests_total, "routed"), (r.errors_total, "errors")):
             if value is not None:
                 parts.append(f"{value} {what}")
+        parts += r.notes
         line.update(" · ".join(parts))
         line.set_class(not r.healthy, "-down")
 
