@@ -153,6 +153,8 @@ class Connection:
             return await control.ControlTransport.attach(self.host)
         except control.NoMaster:
             self._leave_master = True  # none yet, or a stale socket: the new master replaces it
+        except control.Unanswering as exc:  # it keeps its lock, so no new master could replace it
+            self.note = f"{exc}: connected directly; `specdeck disconnect` stops it"
         except control.Unusable as exc:
             self.note = f"not using the shared connection: {exc}; connected directly"
         return None

@@ -193,3 +193,76 @@ def test_a_changed_known_hosts_is_checked_again(sshd, tmp_path, runtime):
     res = cli(sshd, tmp_path, "ping", "--count", "1", known_hosts=str(known))
     assert res.returncode == 3 and "CHANGED" in res.stderr  # judged anew, not waved through by the master
     until(lambda: process_gone(pid))
+
+
+def test_a_stopped_master_is_named_in_one_line_and_disconnect_stops_it(sshd, tmp_path, runtime):
+    """SIGSTOP stands in for any wedge: the master keeps its lock, so no new master replaces it. Each command
+    names it in one line and connects directly; `disconnect` stops it (SIGTERM with SIGCONT) and a later
+    command leaves a new master."""
+    ping(sshd, tmp_path)
+    path = control.socket_path(host_of(sshd, tmp_path), create=False)
+    pid = until(lambda: master_pid(path))
+    sessions = len(sshd.session_pids())
+    os.kill(pid, signal.SIGSTOP)
+    try:
+        said = f"specdeck: the kept connection (master pid {pid}) does not answer: connected directly; "
+        said += "`specdeck disconnect` stops it\n"
+        assert ping(sshd, tmp_path).stderr == said
+        quick = subprocess.run(  # the installed entry: the quick path meets it first, the full CLI names it
+            [sys.executable, "-m", "backend.cli.quick", *sshd.cli_args(str(tmp_path)), "ping", "--count", "1"],
+            capture_output=True,
+            text=True,
+            cwd=ROOT,
+            timeout=120,
+        )
+        assert quick.returncode == 0 and quick.stderr == said
+        res = cli(sshd, tmp_path, "disconnect")
+        assert res.returncode == 0, res.stderr
+        assert res.stdout.endswith(f"the kept connection (master pid {pid}) did not answer: stopped it (SIGTERM)\n")
+        assert process_gone(pid) and not os.path.exists(path)
+        until(lambda: len(sshd.session_pids()) < sessions)  # its SSH connection went with it
+    finally:
+        if not process_gone(pid):
+            os.kill(pid, signal.SIGKILL)
+    assert ping(sshd, tmp_path).stderr == ""
+    assert until(lambda: master_pid(path)) not in (None, pid)  # replaced now that the lock is free
+
+
+def test_a_master_deaf_to_sigterm_is_killed_after_the_stop_timeout(tmp_path, runtime):
+    """A process holding a socket's lock that neither answers nor ends on SIGTERM: SIGKILL after the timeout."""
+    runtime.mkdir(mode=0o700, exist_ok=True)
+    path = str(runtime / "ssh-deaf.sock")
+    script = (
+        "import fcntl, os, signal, sys, time\n"
+        "signal.signal(signal.SIGTERM, signal.SIG_IGN)\n"
+        f"lock = open({path + '.lock'!r}, 'a'); fcntl.flock(lock, fcntl.LOCK_EX)\n"
+        "lock.write(str(os.getpid())); lock.flush(); print('held', flush=True); time.sleep(120)\n"
+    )
+    deaf = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
+    try:
+        assert deaf.stdout.readline() == "held\n" and control.holder(path) == deaf.pid
+        said = asyncio.run(control.stop(deaf.pid, path, timeout=0.5))
+        assert said == f"the kept connection (master pid {deaf.pid}) did not answer: stopped it (SIGKILL after 0.5 s)"
+        assert deaf.wait(10) == -signal.SIGKILL and control.holder(path) is None
+    finally:
+        deaf.kill()
+        deaf.wait()
+
+
+def test_a_socket_path_too_long_is_said_in_one_line_and_leaves_nothing(sshd, tmp_path, monkeypatch):
+    """As OpenSSH's "ControlPath too long for Unix domain socket": said, direct connection, no master spawned
+    (it could not bind), no lock or socket file left."""
+    folder = Path(tempfile.mkdtemp(prefix="sd-run-")) / ("x" * 80)
+    folder.mkdir(mode=0o700)
+    monkeypatch.setenv("XDG_RUNTIME_DIR", str(folder))
+    monkeypatch.setenv("SPECDECK_PERSIST", "60")
+    try:
+        for _ in range(2):
+            res = ping(sshd, tmp_path)
+            line = res.stderr.splitlines()
+            assert len(line) == 1 and "ControlPath too long for Unix domain socket" in line[0], res.stderr
+            assert "set XDG_RUNTIME_DIR to a shorter folder" in line[0] and line[0].endswith("; connected directly")
+        time.sleep(0.5)  # a master would have been spawned at exit, before this (as test_no_persist waits)
+        assert [p for p in folder.rglob("*") if not p.is_dir()] == []
+    finally:
+        shutil.rmtree(folder.parent, ignore_errors=True)

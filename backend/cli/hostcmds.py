@@ -68,7 +68,6 @@ async def disconnect(args: argparse.Namespace) -> int:
     from backend.connection import resolve_host
     from backend.transport import control
 
-    name = "all hosts"
     if args.all:
         paths = control.sockets()
     else:
@@ -82,13 +81,16 @@ async def disconnect(args: argparse.Namespace) -> int:
             paths = []
         except control.Unusable as exc:
             raise UsageError(f"cannot use the control folder: {exc}") from None
-    closed = [path for path in paths if await control.disconnect(path)]
+    done = [outcome for outcome in [await control.disconnect(path) for path in paths] if outcome]
     if args.json:
-        emit_json({"closed": len(closed)})
+        emit_json({"closed": len(done), "done": done})
     elif args.all:
-        print(f"closed {len(closed)} kept connection(s)")
+        print(f"closed {len(done)} kept connection(s)")
+        for outcome in done:
+            if outcome != "connection closed":
+                print(f"  {outcome}")
     else:
-        print(f"{name}: " + ("connection closed" if closed else "no kept connection"))
+        print(f"{name}: {done[0] if done else 'no kept connection'}")
     return 0
 
 

@@ -22,6 +22,7 @@ from backend.transport.controlsock import (
     HELLO_TIMEOUT_S,
     STDIN,
     STDOUT,
+    UNANSWERED,
     NoMaster,
     Unusable,
     check_socket,
@@ -36,6 +37,10 @@ MAX_RELAYED = 1 << 20  # the master relays a channel's output in reads of 64 KiB
 
 class Fallback(Exception):
     """Take the ordinary path: why, for tests and --debug; never shown as this client's answer."""
+
+
+class NoAnswer(Fallback):
+    """Nothing came in time."""
 
 
 class BlockingAgent:
@@ -108,7 +113,12 @@ class BlockingAgent:
         """The master's yes to the exec request, then the agent's hello."""
         deadline = time.monotonic() + HELLO_TIMEOUT_S
         while b"\n" not in self.raw:
-            self._recv(deadline)
+            try:
+                self._recv(deadline)
+            except NoAnswer:
+                if not self.raw:  # the master took the request and said nothing: the full CLI names it at once
+                    UNANSWERED.add(self.path)
+                raise
             if len(self.raw) > LINE_LIMIT:
                 raise Fallback("the master's reply is not a line")
         line, _, self.raw = self.raw.partition(b"\n")
@@ -132,12 +142,12 @@ class BlockingAgent:
         assert self.sock is not None
         left = deadline - time.monotonic()
         if left <= 0:
-            raise Fallback("no answer in time")
+            raise NoAnswer("no answer in time")
         self.sock.settimeout(left)
         try:
             data = self.sock.recv(1 << 16)
         except TimeoutError:
-            raise Fallback("no answer in time") from None
+            raise NoAnswer("no answer in time") from None
         except OSError as exc:
             raise Fallback(f"the master: {exc}") from None
         if not data:

@@ -14,15 +14,21 @@ changed, so a host key is never judged against files older than the ones on disk
 ``SPECDECK_PERSIST`` idle seconds (600 by default; 0 switches all this off, as ``--no-persist`` does), when its
 connection drops, or on ``specdeck disconnect``. Whatever is wrong with a socket (stale, another user's, a
 master killed -9), the command connects directly and says why when it is not the ordinary "no master yet".
+A master holds a lock file with its pid for its life: one that takes a request and says nothing (stopped,
+wedged) is named by pid in that line, and ``disconnect`` stops it (SIGTERM, SIGKILL after STOP_TIMEOUT_S).
+A socket path over AF_UNIX's limit is said as OpenSSH says it, and no master is left to fail on it.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
+import signal
 import subprocess
 import sys
+import time
 from collections.abc import Sequence
 
 from backend.agent.host.protocol import decode
@@ -37,9 +43,13 @@ from backend.transport.controlsock import (
     STDIN,
     STDIN_EOF,
     STDOUT,
+    STOP_TIMEOUT_S,
+    UNANSWERED,
     NoMaster,
+    Unanswering,
     Unusable,
     check_socket,
+    holder,
     peer_uid,
     persist_s,
     runtime_dir,
@@ -71,7 +81,13 @@ async def request(path: str, req: dict, timeout: float = HELLO_TIMEOUT_S):
         async with asyncio.timeout(timeout):
             line = await reader.readline()
         reply = decode(line) if line else {}
-    except (TimeoutError, OSError, ValueError):
+    except TimeoutError:
+        writer.close()
+        pid = holder(path)
+        if pid is not None:  # alive and holding its lock, so no new master can replace it: name it
+            raise Unanswering(pid) from None
+        raise NoMaster("its master does not answer") from None
+    except (OSError, ValueError):
         writer.close()
         raise NoMaster("its master does not answer") from None
     if not reply.get("ok"):
@@ -159,6 +175,8 @@ class ControlTransport:
     async def attach(cls, host: HostConfig) -> ControlTransport:
         """The master of ``host``; NoMaster or Unusable when there is none to use (connect directly then)."""
         path = socket_path(host, create=False)
+        if path in UNANSWERED and (pid := holder(path)) is not None:  # this process waited for it already
+            raise Unanswering(pid)
         reply, _, writer = await request(path, {"op": "hello"})
         writer.close()
         return cls(path, reply.get("label") or host.url)
@@ -232,15 +250,52 @@ def _package_root() -> str:
     return f"{root}{os.pathsep}{extra}" if extra else root
 
 
-async def disconnect(path: str) -> bool:
-    """Ask the master at ``path`` to close its connection and exit; False where none was listening."""
+async def disconnect(path: str, stop_timeout: float = STOP_TIMEOUT_S) -> str | None:
+    """Ask the master at ``path`` to close its connection and exit, or stop one that does not answer; what was
+    done, in words ("connection closed", or how a master that did not answer was stopped), None where there
+    was none."""
     try:
         _, reader, writer = await request(path, {"op": "exit"})
+    except Unanswering as exc:
+        return await stop(exc.pid, path, stop_timeout)
     except NoMaster:
-        return False
+        return None
     await reader.read()  # it closes once its connection is down
     writer.close()
-    return True
+    return "connection closed"
+
+
+async def stop(pid: int, path: str, timeout: float = STOP_TIMEOUT_S) -> str:
+    """Stop the master ``pid`` (holding ``path``'s lock) as systemd stops a unit: SIGTERM with a SIGCONT (a
+    stopped process gets it), SIGKILL if it is still there ``timeout`` seconds later; its socket removed."""
+    how = "SIGTERM"
+    for sig in (signal.SIGTERM, signal.SIGCONT):
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, sig)
+    if not await _gone(pid, timeout):
+        how = f"SIGKILL after {timeout:g} s"
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+        await _gone(pid, timeout)
+    if holder(path) is None:  # its own exit steps did not run: the socket is left, stale
+        with contextlib.suppress(OSError):
+            os.unlink(path)
+    return f"the kept connection (master pid {pid}) did not answer: stopped it ({how})"
+
+
+async def _gone(pid: int, timeout: float) -> bool:
+    """Whether ``pid`` has exited (or is a zombie) within ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            with open(f"/proc/{pid}/stat", "rb") as f:
+                if f.read().rpartition(b")")[2].split()[0] == b"Z":
+                    return True
+        except FileNotFoundError:
+            return True
+        if time.monotonic() >= deadline:
+            return False
+        await asyncio.sleep(0.05)
 
 
 def sockets() -> list[str]:

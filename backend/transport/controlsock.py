@@ -17,6 +17,8 @@ if TYPE_CHECKING:
 
 DEFAULT_PERSIST_S = 600.0
 HELLO_TIMEOUT_S = 5.0
+STOP_TIMEOUT_S = 5.0  # `disconnect`: SIGTERM, then SIGKILL after this long (systemd's TimeoutStopSec)
+MAX_PATH = 107  # bytes of a unix socket's path: sun_path's 108 less the NUL, as OpenSSH counts
 # One frame each way after the request line: a kind byte and a length, then the bytes.
 FRAME = struct.Struct(">cI")
 STDIN, STDIN_EOF = b"i", b"e"  # client → master
@@ -31,6 +33,19 @@ class Unusable(Exception):
     """A socket or folder that must not be used (another user's, open to others): connect directly, say why."""
 
 
+class Unanswering(Unusable):
+    """A master holds the socket's lock but does not answer (stopped, wedged): connect directly, name it."""
+
+    def __init__(self, pid: int) -> None:
+        super().__init__(f"the kept connection (master pid {pid}) does not answer")
+        self.pid = pid
+
+
+# Sockets whose master took a request and said nothing in this process: the quick path met it first, so the
+# full CLI that follows names it at once instead of waiting for it a second time.
+UNANSWERED: set[str] = set()
+
+
 def persist_s() -> float:
     """How long a master waits idle (``SPECDECK_PERSIST`` seconds, 0 = no masters)."""
     raw = os.environ.get("SPECDECK_PERSIST", "")
@@ -40,10 +55,14 @@ def persist_s() -> float:
         return DEFAULT_PERSIST_S
 
 
+def _runtime_path() -> str:
+    base = os.environ.get("XDG_RUNTIME_DIR")
+    return os.path.join(base, "specdeck") if base and os.path.isdir(base) else f"/tmp/specdeck-{os.getuid()}"
+
+
 def runtime_dir(create: bool = True) -> str:
     """This user's folder for control sockets, checked: a directory (no link), owned by us, closed to others."""
-    base = os.environ.get("XDG_RUNTIME_DIR")
-    path = os.path.join(base, "specdeck") if base and os.path.isdir(base) else f"/tmp/specdeck-{os.getuid()}"
+    path = _runtime_path()
     if create:
         try:
             os.mkdir(path, 0o700)
@@ -71,7 +90,40 @@ def socket_path(host: HostConfig, create: bool = True) -> str:
 
     key = "\0".join([host.url, host.identity or "", host.known_hosts or ""])
     digest = hashlib.sha256(key.encode()).hexdigest()[:20]
-    return os.path.join(runtime_dir(create), f"ssh-{digest}.sock")
+    path = os.path.join(_runtime_path(), f"ssh-{digest}.sock")
+    if len(path.encode()) > MAX_PATH:  # the master could not bind it (unseen): said here, before any is left
+        raise Unusable(
+            f"ControlPath too long for Unix domain socket ({path}: {len(path.encode())} bytes, at most {MAX_PATH}); "
+            "set XDG_RUNTIME_DIR to a shorter folder"
+        )
+    runtime_dir(create)
+    return path
+
+
+def lock_path(path: str) -> str:
+    """The lock file a master of socket ``path`` holds for its life, its pid inside."""
+    return f"{path}.lock"
+
+
+def holder(path: str) -> int | None:
+    """The pid of the master holding socket ``path``'s lock (None when no process holds it)."""
+    import fcntl  # here: only a master that did not answer brings a command this far
+
+    try:
+        fd = os.open(lock_path(path), os.O_RDONLY | os.O_NOFOLLOW)
+    except OSError:
+        return None
+    try:
+        if os.fstat(fd).st_uid != os.getuid():
+            return None
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except BlockingIOError:  # held: by the master that wrote its pid there
+            data = os.read(fd, 32)
+            return int(data) if data.strip().isdigit() else None
+        return None  # nobody holds it: a master's leftover
+    finally:
+        os.close(fd)
 
 
 def check_socket(path: str) -> None:

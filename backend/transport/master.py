@@ -18,7 +18,7 @@ import sys
 import time
 
 from backend.agent.host.protocol import decode
-from backend.transport.controlsock import EXIT, FRAME, STDERR, STDIN, STDIN_EOF, STDOUT, peer_uid
+from backend.transport.controlsock import EXIT, FRAME, STDERR, STDIN, STDIN_EOF, STDOUT, lock_path, peer_uid
 from backend.transport.ssh import SSHTransport
 
 
@@ -79,7 +79,7 @@ class Master:
         await self.transport.connect()
         self.files = _signature(self.transport.checked_files)
         self._start_spare()
-        tmp = f"{self.path}.{os.getpid()}.tmp"
+        tmp = os.path.join(os.path.dirname(self.path), f"{os.getpid()}.tmp")  # no longer than the socket's path
         with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)
         old = os.umask(0o177)  # the socket is born 0600
@@ -211,11 +211,14 @@ class Master:
 
 async def main() -> int:
     spec = json.loads(sys.stdin.read())
-    lock = open(f"{spec['socket']}.lock", "a")  # held (and locked) for the master's life
+    lock = open(lock_path(spec["socket"]), "a")  # held (and locked) for the master's life
     try:
         fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except OSError:
         return 0  # another master serves (or is starting for) this host
+    lock.truncate(0)
+    lock.write(str(os.getpid()))  # who holds it: a command this master does not answer names it, disconnect stops it
+    lock.flush()
     try:
         await Master(spec).run()
     except Exception:
