@@ -64,6 +64,7 @@ class Sample:
     pending_token: int | None = None  # 0.5.23's prefill ``#pending-token``
     retracted_req: int | None = None  # ``#retracted-req``: requests pushed back to the queue for KV room
     prealloc_usage: float | None = None  # ``pre-allocated usage``: KV reserved ahead (PD disaggregation)
+    cut: bool = False  # the line ends before ``#queue-req`` (a paste's last line): its last value is not read
 
     @property
     def dp_rank(self) -> int | None:
@@ -124,6 +125,13 @@ def _epoch(raw: str) -> float:
 _SLOTS = [f.name for f in dataclasses.fields(Sample)] + ["full", "swa", "device", "stamp"]
 _FULL = _SLOTS.index("full")
 _TOKEN_USAGE, _RANKS, _STAMP = _SLOTS.index("token_usage"), _SLOTS.index("ranks"), _SLOTS.index("stamp")
+_CUT = _SLOTS.index("cut")
+# Every release's decode and prefill line carries ``#queue-req`` (0.4.1.post7 to 0.5.23, and the ports: NPU,
+# sglang-jax): a line without it was cut, and the number it ends on may be the front of a longer one.
+_WHOLE = "#queue-req"
+# A label someone put before a record that has no prefix of SGLang's (``        # agg mode: Decode batch, …``
+# copied into a comment): the record after it is whole, so it is read (``read_log`` says so).
+_LABEL = re.compile(r"\s*(?:#+|//)?\s*[A-Za-z][\w ./-]{0,40}:\s?")
 _HYBRID = slice(_FULL, _STAMP)
 
 # Log key -> (slot, converter). Hybrid models print pool usages instead of `token usage` (0.5.23's
@@ -169,7 +177,7 @@ _HEADS_MAX = 4096
 def _parse_head(head: str) -> tuple[float | None, str | None] | None:
     found = record(head)
     if found.start != len(head):
-        return None
+        return (None, None) if found.stamp is None and _LABEL.fullmatch(head) else None
     if found.stamp is None:
         return None, None
     stamp = found.stamp
@@ -252,6 +260,7 @@ def _shape(pattern: str, slots: list[int], converters: list[Callable[[str], Any]
     names = {i: f"v{n}" for n, i in enumerate(slots)}
     args = ["ts", "kind"] + [names.get(i, "None") for i in range(2, _FULL)]
     args[_RANKS] = "ranks"
+    args[_CUT] = "False"  # shapes are learned from whole lines only
     lines = [f"    {names[slot]} = c{n}(groups[{n}])" for n, slot in enumerate(slots)]
     finite = " or ".join(f"{names[slot]} - {names[slot]}" for slot in slots)
     source = (
@@ -265,16 +274,19 @@ def _shape(pattern: str, slots: list[int], converters: list[Callable[[str], Any]
 
 
 def _parse_fields(rest: str, ts: float | None, kind: Kind, ranks: str | None) -> Sample | None:
-    """The fields after ``Decode batch`` one ``key: value`` at a time; learns the line's shape for the next."""
+    """The fields after ``Decode batch`` one ``key: value`` at a time; learns the line's shape for the next. A
+    line cut before ``#queue-req`` is read up to its last whole value and marked ``cut`` (never learned)."""
     values: list[Any] = [None] * len(_SLOTS)
-    values[0], values[1], values[_RANKS] = ts, kind, ranks
+    values[0], values[1], values[_RANKS], values[_CUT] = ts, kind, ranks, False
     found = False
     learnable = True
+    last = None  # the slot the line's last part filled
     pattern: list[str] = []
     slots: list[int] = []
     converters: list[Callable[[str], Any]] = []
     fields = _FIELDS
     for part in rest[1:].split(","):
+        last = None
         key, colon, raw = part.partition(":")
         spec = fields.get(key) or fields.get(key.strip())
         if spec is None:
@@ -293,9 +305,15 @@ def _parse_fields(rest: str, ts: float | None, kind: Kind, ranks: str | None) ->
             learnable = False
             continue
         values[spec[0]] = value
+        last = spec[0]
         found = True
     if not found:
         return None
+    if _WHOLE not in rest:
+        learnable = False
+        values[_CUT] = True
+        if last is not None and rest.rstrip()[-1:] != ",":
+            values[last] = None  # "accept rate: 0" may be the front of 0.14
     if learnable and _SHAPES_MAX:  # hybrid pools, stamps and repeated keys stay on this path
         text = re.escape(rest[0]) + ",".join(pattern) + r"\Z"
         shape = _MADE.get(text)
@@ -316,11 +334,85 @@ def _parse_fields(rest: str, ts: float | None, kind: Kind, ranks: str | None) ->
 
 
 def parse_lines(lines: Iterable[str]) -> Iterator[Sample]:
-    """Every sample in ``lines`` as logged (for `parse-log`); other lines are skipped."""
+    """Every sample in ``lines`` as logged; other lines are skipped (``read_log`` also says what it skipped)."""
     for line in lines:
         sample = parse_line(line)
         if sample is not None:
             yield sample
+
+
+@dataclass(frozen=True)
+class LogReading:
+    """A log or a paste of one read: its samples, and what could not be read or was read leniently."""
+
+    samples: list[Sample]
+    notes: tuple[str, ...]
+
+
+# Logs that are not a server's, by a mark their lines carry -> what they are.
+_FOREIGN = (
+    ("SpecDecoding metrics", "a vLLM log (its SpecDecoding metrics lines), not SGLang's"),
+    ("sglang_router_rs::", "an sglang-router log (sglang_router_rs), not a server's"),
+    ("smg::", "a model gateway log (smg), not a server's"),
+)
+
+
+def _quoted(lines: list[str], tail: bool = False, width: int = 60) -> str:
+    """The first two lines for a note, quoted, spaces squeezed; ``tail``: their ends (where a cut line stops)."""
+    shown = []
+    for line in lines[:2]:
+        line = " ".join(line.split())
+        if len(line) > width:
+            line = "…" + line[1 - width :] if tail else line[: width - 1] + "…"
+        shown.append(repr(line))
+    return "; ".join(shown) + (f" and {len(lines) - 2} more" if len(lines) > 2 else "")
+
+
+def read_log(lines: Iterable[str]) -> LogReading:
+    """Every sample in ``lines`` (``parse_lines``) and notes on the rest: record lines that gave no sample
+    (another engine's format, cut before their fields), lines cut before ``#queue-req`` (their last value not
+    read), records read after a label, and a log that is another program's."""
+    samples: list[Sample] = []
+    unread: list[str] = []
+    cut: list[str] = []
+    labelled: list[str] = []
+    foreign: dict[str, int] = {}
+    for line in lines:
+        sample = parse_line(line)
+        if sample is not None:
+            samples.append(sample)
+            if sample.cut:
+                cut.append(line.strip())
+            if sample.ts is None and sample.ranks is None:
+                at = max(line.find("Decode batch"), line.find("Prefill batch"))
+                if record(line[:at]).start != at:
+                    labelled.append(line[:at].strip())
+        elif "Decode batch" in line or "Prefill batch" in line:
+            unread.append(line.strip())
+        else:
+            for mark, what in _FOREIGN:
+                if mark in line:
+                    foreign[what] = foreign.get(what, 0) + 1
+    notes = []
+    if cut:
+        notes.append(
+            f"{len(cut)} line{'s' if len(cut) > 1 else ''} cut before #queue-req, read up to the last "
+            f"whole value: {_quoted(cut, tail=True)}"
+        )
+    if labelled:
+        notes.append(
+            f"{len(labelled)} record{'s' if len(labelled) > 1 else ''} read after a label SGLang does not "
+            f"write: {_quoted(labelled)}"
+        )
+    if unread:
+        notes.append(
+            f"{len(unread)} 'Decode batch'/'Prefill batch' line{'s' if len(unread) > 1 else ''} in a form "
+            f"SGLang does not write or cut before their fields: not read: {_quoted(unread)}"
+        )
+    for what, count in foreign.items():
+        if not samples:
+            notes.append(f"{what}: nothing read ({count} of its lines seen)")
+    return LogReading(samples, tuple(notes))
 
 
 class LiveFilter:

@@ -152,3 +152,109 @@ def test_a_shortened_workers_answer_is_unknown_not_zero() -> None:
     view = router_metrics.read('{"workers": [{"url": "http://10.0.0.1:30000", "is_healthy": true}, ...]}', None)
     assert view.workers is None and view.healthy_workers is None
     assert view.notes == ("the /workers answer is not valid JSON (shortened with '...'): the workers are unknown",)
+
+
+# --- server logs -----------------------------------------------------------------------------------------
+
+
+def _log(name: str):
+    from backend.metrics import read_log
+
+    return read_log(_text(name).splitlines())
+
+
+def test_a_line_cut_mid_number_is_not_a_zero() -> None:
+    """sglang PR #30393: the paste's last decode line stops at `accept rate: 0` (0.14 or so, cut)."""
+    reading = _log("log-hicache-prealloc-transfer-req-pr30393.log")
+    whole, last = reading.samples[:4], reading.samples[4]
+    assert [s.gen_tps for s in whole] == [183.10, 179.61, 185.97, 183.75]
+    assert [s.accept_len for s in whole] == [1.67, 1.68, 1.73, 1.72] and not any(s.cut for s in whole)
+    assert [s.prealloc_usage for s in whole] == [0.22, 0.26, 0.33, 0.33]
+    assert last.cut and last.accept_rate is None and last.accept_len == 1.44 and last.running_req == 2
+    assert last.gen_tps is None and last.queue_req is None
+    assert reading.notes == (
+        "1 line cut before #queue-req, read up to the last whole value: "
+        "'…261312, token usage: 0.42, accept len: 1.44, accept rate: 0'",
+    )
+
+
+def test_cut_lines_without_ranks_and_in_a_deployments_own_format() -> None:
+    """sglang PR #22166 (no rank in the prefix, cut at `token usage:`) and fastrl #4 (its own logging format,
+    the "after" block cut after `accept len: 1.00, a`)."""
+    no_ranks = _log("log-no-ranks-prefill-decode-pr22166.log").samples
+    assert [(s.kind, s.ranks) for s in no_ranks][:2] == [("decode", None), ("prefill", None)]
+    assert no_ranks[0].gen_tps == 1635.11 and [s.input_tps for s in no_ranks[1:4]] == [559.53, 1670.03, 4099.38]
+    assert no_ranks[-1].cut and no_ranks[-1].running_req == 29 and no_ranks[-1].token_usage is None
+    own = _log("log-own-format-no-ranks-fastrl-4.log").samples
+    assert [s.gen_tps for s in own] == [5452.63, 5399.46, 6138.60, None]
+    assert [s.cuda_graph for s in own] == [False, False, True, None] and [s.cut for s in own] == [False] * 3 + [True]
+    assert own[3].accept_len == 1.00  # followed by a comma: whole
+    assert own[2].ts < own[0].ts  # "after this PR" is another process, logged earlier
+
+
+def test_labelled_lines_are_read_and_foreign_lines_are_said() -> None:
+    labelled = _log("log-labelled-agg-disagg-in-parser-comment.log")
+    assert [(s.accept_len, s.gen_tps, s.running_req) for s in labelled.samples] == [(2.47, 167.86, 14), (2.20, 0.40, 1)]
+    assert labelled.samples[1].prealloc_usage == 0.0 and labelled.samples[1].retracted_req == 0
+    assert labelled.notes == ("2 records read after a label SGLang does not write: '# agg mode:'; '# disagg mode:'",)
+    tokenspeed = _log("log-tokenspeed-patched-decode-line-smg-1965.log")
+    assert tokenspeed.samples == []
+    assert "'[ts] [2026-07-24 20:53:48,415 ATTN TP RANK 0] - INFO - Deco…'" in tokenspeed.notes[0]
+    assert "not read" in tokenspeed.notes[0]
+    jax = _log("log-sglang-jax-cache-miss-pr564.log")
+    assert len(jax.samples) == 9 and round(sum(s.gen_tps for s in jax.samples) / 9, 2) == 84.51
+    assert "'[2025-12-17 05:10:47] Decode batch'" in jax.notes[0]  # its 10th line, cut before any field
+
+
+def test_other_programs_logs_are_named() -> None:
+    vllm = _log("log-vllm-ascend-not-sglang-specdecoding-13664.log")
+    assert vllm.samples == [] and vllm.notes == (
+        "a vLLM log (its SpecDecoding metrics lines), not SGLang's: nothing read (2 of its lines seen)",
+    )
+    for name in ("router-log-queues-tree-eviction-pr7899.log", "router-log-no-workers-startup-12621.log"):
+        reading = _log(name)
+        assert reading.samples == [] and reading.notes[0].startswith("an sglang-router log (sglang_router_rs)")
+
+
+def test_parse_log_says_what_it_could_not_read() -> None:
+    out = _cli("parse-log", str(REAL / "log-hicache-prealloc-transfer-req-pr30393.log"))
+    assert out.returncode == 0, out.stderr
+    rows = out.stdout.splitlines()
+    assert rows[5].endswith("(cut)") and rows[5].split()[3] == "1.44" and rows[5].split()[4] == "-"
+    assert out.stdout.rstrip().endswith("accept len: 1.44, accept rate: 0'")
+    out = _cli("parse-log", str(REAL / "router-log-grpc-health-fail-pr11310.log"), "--json")
+    assert out.stdout.strip() == "[]" and "specdeck: note: an sglang-router log" in out.stderr
+
+
+def _failure(name: str) -> tuple[str | None, str | None]:
+    from backend.agent.host.serve import LogScan, _error_line
+
+    lines = _text(name).splitlines()
+    scan = LogScan()
+    for line in lines:
+        scan.feed(line)
+    key, line, _, _ = scan.failure()
+    return key, _error_line(line, lines[-50:], scan.found_ranks.get(key))
+
+
+def test_a_cut_traceback_says_where_it_stops_and_on_which_rank() -> None:
+    """sglang #12567: TP7 (not TP0) hit the exception; the paste stops inside the traceback."""
+    assert _failure("log-tp7-scheduler-exception-12567.log") == (
+        "scheduler",
+        "Scheduler hit an exception (on TP7); the traceback ends without its exception line (cut?), "
+        "last frame scheduler.py:999 in event_loop_overlap",
+    )
+    assert _failure("log-npu-mindspore-eagle3-v2-exception-pr17643.log")[1] == (
+        "Scheduler hit an exception; the traceback ends without its exception line (cut?), "
+        "last frame eagle_worker_v2.py:506 in _draft_extend_for_prefill"
+    )
+    assert _failure("log-inline-backtick-merge-batch-pr10090.log") == ("scheduler", "RuntimeError: Sizes of tensors")
+
+
+def test_a_docker_compose_prefix_is_read_past() -> None:
+    """sglang #12076: every line behind `sglang-1  | `; the request failed with CancelledError."""
+    from backend.agent.host.logline import record
+
+    assert _failure("log-docker-compose-prefix-cancelled-12076.log") == (None, "asyncio.exceptions.CancelledError")
+    line = "sglang-1  | asyncio.exceptions.CancelledError"
+    assert line[record(line).start :] == "asyncio.exceptions.CancelledError"

@@ -18,7 +18,7 @@ from backend.history import load_yardstick
 from backend.jobs import JobInfo, get_job
 from backend.latency import format_ms
 from backend.livefeed import profile_steps
-from backend.metrics import Sample, parse_lines
+from backend.metrics import LogReading, Sample, read_log
 from backend.prometheus import Scrape, read_scrape
 from backend.series import LiveSeries, engine_sum
 from backend.sglang_versions import accept_rate_definition, accept_rate_label
@@ -132,10 +132,10 @@ def _clock(ts: float | None) -> str:
 # --- parse-log ------------------------------------------------------------------------------------------
 
 
-def _read_log(path: str) -> list[Sample]:
+def _read_log(path: str) -> LogReading:
     try:
         with open(path, encoding="utf-8", errors="replace") as f:
-            return list(parse_lines(f))
+            return read_log(f)
     except FileNotFoundError:
         raise UsageError(f"log file {path} does not exist.") from None
     except IsADirectoryError:
@@ -174,12 +174,16 @@ def _averages(samples: Iterable[Sample], baseline: float) -> LiveSeries:
 
 
 async def parse_log(args: argparse.Namespace) -> int:
-    samples = _read_log(args.file)
+    reading = _read_log(args.file)
+    samples = reading.samples
+    notes = [f"note: {n}" for n in reading.notes]
     if args.json:
-        emit_json([s.to_json() for s in samples])
+        emit_json([s.to_json() for s in samples])  # the contract is the list: what was not read goes to stderr
+        for note in notes:
+            print(f"specdeck: {note}", file=sys.stderr)
         return 0
     if not samples:
-        print(f"{args.file}: no Decode batch or Prefill batch lines")
+        print("\n".join([f"{args.file}: no Decode batch or Prefill batch lines read", *notes]))
         return 0
     ranked = len({s.dp_rank for s in samples} - {None}) > 1  # a column only where several ranks log
     extra = [(k, h) for k, h in (("retracted_req", "retract"), ("prealloc_usage", "prealloc")) if _has(samples, k)]
@@ -192,7 +196,9 @@ async def parse_log(args: argparse.Namespace) -> int:
         print(
             f"{_clock(s.ts):<8}  {rank}{s.kind:<7} {_num(s.gen_tps):>8} {_num(s.accept_len):>6} "
             f"{_num(s.accept_rate):>5} {_num(s.running_req, 'd'):>4} {_num(s.queue_req, 'd'):>5} "
-            f"{_num(s.token_usage):>5}  {graph:<5}" + "".join(f" {_num(getattr(s, k), 'g'):>8}" for k, _ in extra)
+            f"{_num(s.token_usage):>5}  {graph:<5}"
+            + "".join(f" {_num(getattr(s, k), 'g'):>8}" for k, _ in extra)
+            + ("  (cut)" if s.cut else "")
         )
     baseline = load_settings(args).reference.baseline_tok_s
     series = _averages(samples, baseline)
@@ -225,6 +231,8 @@ async def parse_log(args: argparse.Namespace) -> int:
         print(f"cycle time: mean {cycle.mean:.1f} ms; break-even accept length {cycle.mean * baseline / 1000:.2f}")
     if any(s.accept_rate is not None for s in samples):
         print(_rate_note(args.sglang_version))
+    if notes:
+        print("\n".join(notes))
     return 0
 
 

@@ -2,7 +2,8 @@
 
 SGLang writes ``[YYYY-MM-DD HH:MM:SS{.mmm}{ ranks}] message`` (``.mmm`` with SGLANG_LOG_MS=1; ranks such as
 ``DP0 TP0 EP0``). What operators paste often has something before it: ANSI colour codes, a Ray actor's
-``(CommandActor pid=123)`` when SGLang runs under Ray, or a notebook's own output on the same line
+``(CommandActor pid=123)`` when SGLang runs under Ray, ``docker compose logs``' ``sglang-1  | ``, or a
+notebook's own output on the same line
 (``1. Country:[2025-01-23 19:35:34 TP0] Decode batch. …``). The record starts at the prefix wherever it is on
 the line; a line without one is read from after any colour codes, whitespace and actor prefix. Deployments
 that give SGLang's loggers a format of their own write ``YYYY-MM-DD HH:MM:SS LEVEL PID [ranks file.py:N] ``
@@ -23,8 +24,9 @@ PREFIX = re.compile(r"\[(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d)(?:\.(\d{3}))?((?: [A-Z]
 CUSTOM = re.compile(
     r"(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d)(?:[.,](\d{3}))? [A-Z]+ \d+ \[((?:[A-Z][A-Z_]*\d+ )*)[\w.-]+\.py:\d+\] "
 )
-# What may stand before a record without a prefix: colour codes, whitespace, one or more ``(Actor pid=N)``.
-LEAD = re.compile(r"(?:\x1b\[[0-9;?]*[A-Za-z]|\s|\([^()\n]*\))*")
+# What may stand before a record without a prefix: colour codes, whitespace, one or more ``(Actor pid=N)``,
+# docker compose's ``service-1  | ``.
+LEAD = re.compile(r"(?:\x1b\[[0-9;?]*[A-Za-z]|\s|\([^()\n]*\)|[\w.-]+[-_]\d+ +\|)*")
 
 
 class Record(NamedTuple):

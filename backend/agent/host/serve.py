@@ -142,6 +142,7 @@ ACCEPT_STUCK_HINT = (
 _OTHER_RANK = re.compile(r"(?:DP|PP|CP|TP)[1-9]")  # any rank but 0 (ATTN_CP1, MOE_DP1 too)
 _ACCEPT = re.compile(r"accept len: (\d+(?:\.\d+)?)")
 _EXCEPTION = re.compile(r"^(?:[\w.]+\.)?\w*(?:Error|Exception|Interrupt)\b")
+_FRAME = re.compile(r'File "([^"]+)", line (\d+), in (\S+)')
 
 
 # Startup milestones, matched in lower case (0.5.6 writes "cuda graph", 0.5.23 "CUDA graph"): the graph
@@ -177,6 +178,7 @@ class LogScan(object):
         self.ready_at: Optional[float] = None
         self.sigterm_at: Optional[float] = None
         self.found: Dict[str, str] = {}
+        self.found_ranks: Dict[str, str] = {}  # signature -> the ranks of the line that showed it ("TP7")
         self.accept: collections.deque = collections.deque(maxlen=STUCK_DECODE_LINES)
         self.last_ts: Optional[float] = None
         self.health: Optional[int] = None
@@ -227,6 +229,7 @@ class LogScan(object):
         for key, text, _, _ in SIGNATURES:
             if key not in self.found and text in message:
                 self.found[key] = message.strip()
+                self.found_ranks[key] = found.ranks
         if other_rank:
             return  # every rank logs its phases; rank 0 speaks for them
         if "accept len: " in message and "Decode batch" in message:
@@ -523,21 +526,39 @@ def status_of(job: Optional[dict]) -> dict:
         if key is None and (job.get("reason") or "").startswith("killed by SIGKILL"):
             out["error"], out["hint"] = job["reason"], KILLED_HINT
         else:
-            out["error"] = _error_line(line, out["error_lines"]) or job.get("reason")
+            out["error"] = _error_line(line, out["error_lines"], scan.found_ranks.get(key)) or job.get("reason")
             out["hint"], out["hint_action"] = hint, action
     out["phases"] = _timeline(scan, out)
     return out
 
 
-def _error_line(found: Optional[str], tail: List[str]) -> Optional[str]:
-    """The line that says what failed: the signature's own, or else the last exception line of the log."""
+def _error_line(found: Optional[str], tail: List[str], ranks: Optional[str] = None) -> Optional[str]:
+    """The line that says what failed: the signature's own, or else the last exception line of the log. A
+    traceback that ends without one (the log was cut, or the process died inside it) says so, with its last
+    frame; ``ranks``: the rank that wrote the signature when it is not rank 0's (``TP7``)."""
     if found and _EXCEPTION.match(found):
         return found
     for line in reversed(tail):
         text = line[record(line).start :].strip()
         if _EXCEPTION.match(text):
             return text
-    return found
+    if found is None:
+        return None
+    where = " (on %s)" % ranks if ranks and _OTHER_RANK.search(ranks) else ""
+    frame = None
+    for line in reversed(tail):
+        frame = _FRAME.search(line)
+        if frame:
+            break
+    if "Traceback" not in found or frame is None:
+        return found + where
+    return "%s%s; the traceback ends without its exception line (cut?), last frame %s:%s in %s" % (
+        found.split(": Traceback")[0],
+        where,
+        os.path.basename(frame.group(1)),
+        frame.group(2),
+        frame.group(3),
+    )
 
 
 def _timeline(scan: LogScan, status: dict) -> List[dict]:
