@@ -7,7 +7,9 @@ refuses one that still runs (or whose runner died while its processes run on) wi
 
 from __future__ import annotations
 
+import asyncio
 import re
+import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, cast, get_args
 
@@ -96,6 +98,59 @@ def newest_running(jobs: list[JobInfo]) -> JobInfo | None:
     """The newest running job among ``jobs``, if any."""
     running = [j for j in jobs if j.state == "running"]
     return max(running, key=lambda j: j.started or 0) if running else None
+
+
+# How long a stop waits, past the host's own 20 s, for killed processes the kernel has not let go yet (still
+# exiting, or in uninterruptible sleep with the SIGKILL pending): they are no survivors.
+LINGER_WAIT_S = 120.0
+Verdict = Literal["exiting", "uninterruptible", "alive"]  # the host's procstate.lingering
+
+
+@dataclass(frozen=True)
+class Lingering:
+    """A job's process still there after SIGKILL, and what it is doing (``text``: "still exiting (state D in
+    exit_mmap)", "in uninterruptible sleep in nv_ioctl, SIGKILL pending", "alive (state S)")."""
+
+    pid: int
+    verdict: Verdict
+    text: str
+
+    @classmethod
+    def from_json(cls, wire: dict) -> Lingering:
+        verdict = wire.get("verdict")
+        return cls(int(wire["pid"]), cast(Verdict, verdict if verdict in get_args(Verdict) else "alive"), wire["text"])
+
+    @property
+    def line(self) -> str:
+        return f"process {self.pid} {self.text}"
+
+
+async def outlast(
+    conn: Connection, job_id: str, states: list[dict], within: float | None = None
+) -> tuple[list[Lingering], list[Lingering]]:
+    """After a stop that left ``states`` (the host's ``left_states``): wait, up to ``within`` seconds
+    (LINGER_WAIT_S), while every process left is one the kernel is still letting go; (those waited for, those
+    still there). One alive is no reason to wait: it is returned at once."""
+    left = [Lingering.from_json(s) for s in states]
+    waited = list(left)
+    deadline = time.monotonic() + (LINGER_WAIT_S if within is None else within)
+    while left and all(p.verdict != "alive" for p in left) and time.monotonic() < deadline:
+        await asyncio.sleep(0.25)
+        left = [Lingering.from_json(s) for s in (await conn.call("jobs.lingering", id=job_id))["left_states"]]
+    return waited, left
+
+
+def left_sentence(left: list[Lingering], what: str, where: str) -> str:
+    """What a stop says of the processes still there: survivors only where one really lives."""
+    alive = [p for p in left if p.verdict == "alive"]
+    if alive:
+        pids = [p.pid for p in alive]
+        return f"processes {pids} of {what} survived SIGKILL {where}; check them there"
+    first = left[0].pid
+    return (
+        f"{what} was killed, but the kernel has not let go of {'; '.join(p.line for p in left)}; "
+        f"`cat /proc/{first}/stack` {where} shows where it waits"
+    )
 
 
 PRUNE_DEFAULT = "7d"  # what the panel's prune key keeps: a week of ended jobs

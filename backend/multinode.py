@@ -34,7 +34,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from urllib.parse import urlsplit
 
-from backend import host_facts, serving
+from backend import host_facts, jobs, serving
 from backend.connection import Connection
 from backend.errors import OperationFailed, SpecdeckError
 from backend.settings import HostConfig, ProfileConfig, Settings
@@ -417,7 +417,12 @@ async def _stop_all(nodes: Nodes, ranks: list[tuple[str, str | None]], grace: fl
 
     async def stop_one(node: str, job: str | None) -> dict:
         try:
-            return await (await nodes.get(node)).call("serve.stop", job=job, timeout=grace)
+            conn = await nodes.get(node)
+            out = await conn.call("serve.stop", job=job, timeout=grace)
+            if out["left"]:  # killed, and the kernel not done with them: wait, then say what they do
+                _, left = await jobs.outlast(conn, out["job"], out["left_states"])
+                out["left_sentence"] = jobs.left_sentence(left, "the server", f"on {node}") if left else ""
+            return out
         except SpecdeckError as exc:
             return {"node": node, "job": job, "left": [], "error": str(exc)}
 
@@ -443,8 +448,8 @@ async def stop(nodes: Nodes, wire: dict, *, grace: float = serving.STOP_GRACE_S)
     for (node, _, _), res in zip(ranks, results, strict=True):
         if res.get("error"):
             raise OperationFailed(f"{node}: {res['error']}; the server's other ranks were stopped")
-        if res.get("left"):
-            raise OperationFailed(f"processes {res['left']} of the server survived SIGKILL on {node}; check them there")
+        if res.get("left_sentence"):
+            raise OperationFailed(res["left_sentence"])
     node, _, job = ranks[0]
     out = await expand(nodes, await _rank_status(nodes, node, job), reap=False)
     freed = [r.get("gpus_freed") for r in results]

@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, cast
 
-from backend import checkpoints, sglang_flags, sglang_versions
+from backend import checkpoints, jobs, sglang_flags, sglang_versions
 from backend.agent.host.server_states import DRAFT_PHASES, PHASES
 from backend.agent.host.server_states import STATES as STATES  # computed on the host; re-exported for CLI and TUI
 from backend.agent.host.units import duration
@@ -647,10 +647,15 @@ async def stop(
     conn: Connection, *, job: str | None = None, port: int | None = None, grace: float = STOP_GRACE_S
 ) -> dict:
     """SIGTERM the server's group, SIGKILL after ``grace`` s, then confirm nothing of it is left and its GPU
-    memory is free. Raises ``OperationFailed`` if a process survived or the GPUs stay held."""
+    memory is free. Killed processes the kernel has not let go yet (still exiting, in uninterruptible sleep) are
+    waited for (``lingered`` names them); ``OperationFailed`` if one is still there after that, saying what it
+    is doing, or if the GPUs stay held."""
     out = await conn.call("serve.stop", job=job, port=port, timeout=grace)
     if out["left"]:
-        raise OperationFailed(f"processes {out['left']} of the server survived SIGKILL; check them on the host")
+        waited, left = await jobs.outlast(conn, out["job"], out["left_states"])
+        if left:
+            raise OperationFailed(jobs.left_sentence(left, "the server", "on the host"))
+        out = {**out, "left": [], "lingered": [p.line for p in waited]}  # gone once the kernel let them go
     if out["gpus_freed"] is False:
         raise OperationFailed(
             "the server's processes are gone but nvidia-smi still lists them on a GPU; check nvidia-smi on the host"

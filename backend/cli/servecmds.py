@@ -267,7 +267,11 @@ async def stop(args: argparse.Namespace) -> int:
         freed = {True: "GPU memory freed", False: "GPU memory still held", None: "no nvidia-smi to check GPUs"}
         how = f" ({out['reason']})" if out.get("reason") not in (None, "cancelled") else ""
         where = f" on {len(out['nodes'])} nodes" if out.get("nodes") else ""
-        print(f"{out['profile']}: stopped{how}{where}; no process left, {freed[out['gpus_freed']]}")
+        waited = out.get("lingered") or []  # killed, and let go by the kernel only later: waited for, named
+        gpus = "GPU memory not checked after that wait" if waited else freed[out["gpus_freed"]]
+        print(f"{out['profile']}: stopped{how}{where}; no process left, {gpus}")
+        for line in waited:
+            print(f"  waited for {line}")
     return 0
 
 

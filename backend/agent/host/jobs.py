@@ -620,12 +620,12 @@ def cancel(params: dict, ctx) -> dict:
     job_dir = _job_dir(ctx.state_dir, params.get("id", ""))
     timeout = float(params.get("timeout", 10))
     if os.path.exists(os.path.join(job_dir, "exit.json")):
-        return dict(describe(job_dir), stopped=[], left=[])
+        return dict(describe(job_dir), stopped=[], left=[], left_states=[])
     pid = _read_json(os.path.join(job_dir, "pid.json")) or {}
     runner = _alive(job_dir)
     procs = job_processes(pid)
     if not procs:
-        return dict(describe(job_dir), stopped=[], left=[])
+        return dict(describe(job_dir), stopped=[], left=[], left_states=[])
     stopped = [p for p, _ in procs]
     write_json(os.path.join(job_dir, "cancel.json"), {"requested": time.time()})
     termed = _send_all(procs, signal.SIGTERM)
@@ -653,7 +653,24 @@ def cancel(params: dict, ctx) -> dict:
     )
     if pid.get("cgroup"):
         remove_cgroup(pid["cgroup"])  # the runner may have tried while the last of it was exiting
-    return dict(describe(job_dir), stopped=stopped, left=[p for p, _ in job_processes(pid)])
+    return dict(describe(job_dir), stopped=stopped, **_left_of(pid))
+
+
+def _left_of(pid_info: dict) -> dict:
+    """``left`` (pids) and ``left_states`` (what each is doing: ``procstate.lingering``) of the job's processes
+    still there."""
+    from .procstate import lingering
+
+    states = [s for s in (lingering(p) for p, _ in job_processes(pid_info)) if s is not None]
+    return {"left": [s["pid"] for s in states], "left_states": states}
+
+
+@method("jobs.lingering")
+def lingering_processes(params: dict, ctx) -> dict:
+    """The job's processes still there (after a cancel: killed ones still exiting, or in uninterruptible
+    sleep), each with what it is doing: {left, left_states}."""
+    job_dir = _job_dir(ctx.state_dir, params.get("id", ""))
+    return _left_of(_read_json(os.path.join(job_dir, "pid.json")) or {})
 
 
 def _send_all(procs: List[Tuple[int, int]], sig: int) -> set:

@@ -36,6 +36,7 @@ HOMES = {
     "jobs.cancel": "jobs",
     "jobs.follow": "jobs",
     "jobs.get": "jobs",
+    "jobs.lingering": "jobs",
     "jobs.list": "jobs",
     "jobs.prune": "jobs",
     "jobs.remove": "jobs",

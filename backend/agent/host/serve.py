@@ -667,15 +667,17 @@ def stop(params: dict, ctx) -> dict:
     job = pick(ctx.state_dir, params.get("job"), _port_param(params))
     if job is None or job["state"] not in jobs.ACTIVE:
         out = status_of(job)
-        out.update({"left": [], "stopped": [], "gpus_freed": None, "was_running": False, "was_orphaned": False})
+        out.update(left=[], left_states=[], stopped=[], gpus_freed=None, was_running=False, was_orphaned=False)
         return out
     info = jobs.cancel({"id": job["id"], "timeout": float(params.get("timeout") or 30)}, ctx)
     out = status_of(jobs.describe(job["dir"]))
     out.update(
         {
             "left": info["left"],
+            "left_states": info["left_states"],
             "stopped": info["stopped"],
-            "gpus_freed": _wait_gpus_free(info["stopped"]),
+            # With a process still there its GPU memory is its own: the client waits for it, not for the GPUs.
+            "gpus_freed": None if info["left"] else _wait_gpus_free(info["stopped"]),
             "was_running": True,
             "was_orphaned": job["state"] == "orphaned",
         }
