@@ -34,7 +34,10 @@ from tui.screens.live import LivePane
 from tui.widgets.serverline import ServerLine
 
 ACCESS = '[2026-01-01 00:00:00] INFO:     127.0.0.1:40112 - "GET /metrics HTTP/1.1" 200 OK'
-DECODE = "[2026-01-01 00:00:01 TP0] Decode batch, #running-req: 1, #token: 90, gen throughput (token/s): 80.00, #queue-req: 0"
+DECODE = (
+    "[2026-01-01 00:00:01 TP0] Decode batch, #running-req: 1, #token: 90, "
+    "gen throughput (token/s): 80.00, #queue-req: 0"
+)
 
 
 class _Log:

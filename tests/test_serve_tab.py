@@ -354,7 +354,8 @@ def test_poll_lines_are_our_own_gets_of_what_the_panel_polls():
         'INFO:     127.0.0.1:40116 - "POST /generate HTTP/1.1" 200 OK',
         'INFO:     10.1.2.3:40117 - "GET /metrics HTTP/1.1" 200 OK',  # someone else's scraper
         'INFO:     127.0.0.1:40118 - "GET /health_generate HTTP/1.1" 200 OK',
-        "[2026-01-01 00:00:00 TP0] Decode batch, #running-req: 1, #token: 90, gen throughput (token/s): 80.00, #queue-req: 0",
+        "[2026-01-01 00:00:00 TP0] Decode batch, #running-req: 1, #token: 90, "
+        "gen throughput (token/s): 80.00, #queue-req: 0",
     ]
     assert all(serving.is_poll_line(line) for line in polls)
     assert not any(serving.is_poll_line(line) for line in others)
