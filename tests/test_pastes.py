@@ -258,3 +258,85 @@ def test_a_docker_compose_prefix_is_read_past() -> None:
     assert _failure("log-docker-compose-prefix-cancelled-12076.log") == (None, "asyncio.exceptions.CancelledError")
     line = "sglang-1  | asyncio.exceptions.CancelledError"
     assert line[record(line).start :] == "asyncio.exceptions.CancelledError"
+
+
+# --- SpecForge consoles ----------------------------------------------------------------------------------
+
+
+def _console(name: str) -> dict:
+    """The host's reader over a pasted console (its `# source` header, ours, left out)."""
+    from backend.agent.host.train import Reader
+
+    reader = Reader({"era": "script"})  # a paste: no job arguments (batch size, length) are known
+    body = "".join(line for line in _text(name).splitlines(True) if not line.startswith("# source"))
+    reader.feed(body.encode())
+    reader.flush()
+    return reader.summary()
+
+
+def test_the_per_epoch_summary_is_read_and_a_finished_run_reads_finished() -> None:
+    """Notes on a Qwen3-4B run: two runs' tqdm bars, then the H100 run's `Train Epoch [6/6]` summary."""
+    s = _console("specforge-tqdm-and-epoch-summary-notes-qwen3-4b.log")
+    assert s["epoch"] == {
+        "epoch": 6,
+        "epochs": 6,
+        "acc": [0.68, 0.63, 0.61, 0.59, 0.57, 0.55, 0.53],
+        "ploss": [0.49, 0.56, 0.60, 0.63, 0.66, 0.69, 0.72],
+        "finished": True,
+    }
+    assert s["acc"] == [0.68, 0.63, 0.61, 0.59, 0.57, 0.55, 0.53]
+    assert s["eta_s"] == 0.0  # not "21 minutes left": its last epoch's summary is written
+    assert (s["step"], s["total_steps"], s["loss"], s["records"]) == (457, 1667, 1.11, 1)  # the H100 run's bar
+    assert s["notes"] == [
+        "a second run in the console (its bar counts 1667 steps an epoch, the first 20000): only the later one is read"
+    ]
+
+
+def test_an_epoch_summary_cut_inside_its_last_line() -> None:
+    """fan-niu's overfit test: epoch 100 of 100, the curve collapsing after position 0; the last pLoss cut."""
+    s = _console("specforge-epoch-summary-overfit-100-cut-fan-niu.log")
+    assert s["epoch"]["acc"] == [0.61, 0.30, 0.21, 0.16, 0.12, 0.10, 0.07] and s["epoch"]["finished"]
+    assert s["epoch"]["ploss"] == [1.60, 2.34, 2.69, 2.92, 3.10, 3.26]  # the 7th is cut
+    assert s["notes"] == ["1 per-epoch summary line cut short, not read: 'Train Epoch [100/100], position 6, pL'"]
+
+
+def test_triton_shared_memory_is_not_cuda_memory() -> None:
+    """SpecForge #194 (one line, rank 3) and PyTorch #180278 (the numbers on a later line)."""
+    one_line = _console("specforge-triton-smem-oom-one-line-rank3-194.log")
+    assert [t["kind"] for t in one_line["traps"]] == ["triton_smem"]
+    message = one_line["traps"][0]["message"]
+    assert message.startswith("Triton could not compile triton_tem_fused_0 on rank 3: it needs 107008 bytes")
+    assert "the GPU has 101376" in message and "batch size and max length do not change it" in message
+    assert "BLOCK_M/BLOCK_N 32" in message and "num_stages" in message
+    two_lines = _console("specforge-flex-attn-smem-two-line-pytorch-180278.log")
+    assert [t["kind"] for t in two_lines["traps"]] == ["triton_smem"]
+    assert "needs 139776 bytes of shared memory per block and the GPU has 101376" in two_lines["traps"][0]["message"]
+
+
+def test_cuda_oom_advice_quotes_the_error_and_invents_nothing() -> None:
+    """SpecForge #336: after the shared-memory fix, a real CUDA OOM on rank 1 with other processes on the GPU."""
+    traps = {t["kind"]: t["message"] for t in _console("specforge-cuda-oom-after-smem-fix-prose-336.txt")["traps"]}
+    oom = traps["oom"]
+    assert oom.startswith(
+        "CUDA out of memory on rank 1: tried to allocate 1.02 GiB with 30.69 GiB of GPU 1's 47.40 GiB free"
+    )
+    assert "583936 29.95 GiB, 1818617 16.71 GiB" in oom and "PyTorch holds 16.25 GiB" in oom
+    assert "batch size 1" not in oom and "2048" not in oom and "step ?" not in oom  # nothing the paste did not say
+    assert "107008" in traps["triton_smem"]  # the first error it quotes, as written
+
+
+def test_segfaults_and_nccl_timeouts_are_traps() -> None:
+    segfault = _console("specforge-segfault-banner-unknown-frames-539.log")
+    assert [t["kind"] for t in segfault["traps"]] == ["segfault"]
+    assert "no Python frame" in segfault["traps"][0]["message"]
+    nccl = _console("specforge-class-nccl-watchdog-after-tqdm-llamafactory-8261.log")
+    assert [t["kind"] for t in nccl["traps"]] == ["nccl_timeout"]
+    assert nccl["traps"][0]["message"].startswith("an NCCL collective timed out on rank 5")
+
+
+def test_a_traceback_without_its_exception_line_is_said() -> None:
+    s = _console("log-npu-mindspore-eagle3-v2-exception-pr17643.log")
+    assert s["notes"] == [
+        "a traceback ends without its exception line (cut?), last frame eagle_worker_v2.py:506 in "
+        "_draft_extend_for_prefill"
+    ]

@@ -229,7 +229,9 @@ async def test_nan_and_oom_are_said_with_their_step(models, tmp_path):
     async with on_host(config) as (conn, s):
         st, _ = await trained(conn, s)
     assert st.job.state == "failed"
-    assert "CUDA out of memory at step 30 with batch size 1 and max length 2048" in st.traps[0]["message"]
+    message = st.traps[0]["message"]  # the error's own numbers, and the job's settings (its arguments say them)
+    assert message.startswith("CUDA out of memory at step 30: tried to allocate 7.62 GiB with 3.12 GiB of GPU 0's")
+    assert "Lower max_length or the batch size (batch size 1, max length 2048)" in message
     res = specdeck(config, "train", "status", "ft")  # and said by the CLI
     assert "! CUDA out of memory at step 30" in res.stdout and "failed:" in res.stdout
 

@@ -151,10 +151,16 @@ async def status(args: argparse.Namespace) -> int:
     if s.get("eval"):
         ev = s["eval"]
         print(f"  eval at step {ev['step']}: acc {training.accuracy_text(ev['acc'], 7)}")
+    if s.get("epoch"):
+        ep = s["epoch"]
+        done = " (its last: the run finished)" if ep["finished"] else ""
+        print(f"  epoch {ep['epoch']}/{ep['epochs']}{done}: acc {training.accuracy_text(ep['acc'], 7)}")
     if s.get("per_position_source") and s["per_position_source"] != "console":
         print(f"  per-position accuracy: {s['per_position_source']}")
     for trap in st.traps:
         print(f"  ! {trap['message']}")
+    for note in s.get("notes") or []:
+        print(f"  note: {note}")
     if st.job.reason and st.job.state == "failed":
         print(f"  failed: {st.job.reason}")
     print(f"  checkpoints: {len(st.checkpoints)} (`specdeck train checkpoints {args.name}`); log {st.job.log_path}")

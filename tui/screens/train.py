@@ -194,6 +194,7 @@ class TrainPane(ShellPane):
         traps = [f"! {t['message']}" for t in s.get("traps") or []]
         if self.job is not None and self.job.state == "failed" and self.job.reason:
             traps.append(f"! failed: {self.job.reason}")
+        traps += [f"· {note}" for note in s.get("notes") or []]
         self.query_one("#train-traps", Static).update("\n".join(traps))
         line = (
             self.basis.break_even(self.steps)

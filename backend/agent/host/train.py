@@ -18,10 +18,18 @@ Parsing happens here, on the host, next to the log: a client asks for a summary 
 stream of parsed records (``train.follow``) and never receives the raw tqdm redraws. A reader keeps its
 place per job in this agent, so a status poll reads only what was written since the last one.
 
-Traps said out loud (``traps``): the loss turning NaN (from which step), CUDA out of memory (with the batch
-size and max length it ran), a warm start without a vocab mapping (SpecForge regenerates d2t/t2d from the new
-data and misaligns the drafter's lm_head slots; PR #534), a resume whose log starts before the step it resumed
-from (the script era's ``--resume`` before 2026-03 silently started again from scratch). Stdlib only, 3.8+.
+Traps said out loud (``traps``): the loss turning NaN (from which step), CUDA out of memory (with what the
+error itself says: the allocation, what was free, which processes held the GPU; the batch size and max length
+only where the job's own arguments say them), Triton running out of shared memory compiling a kernel (flex
+attention's: not GPU memory, and no batch size fixes it), a segfault, an NCCL collective timing out, a warm start
+without a vocab mapping (SpecForge regenerates d2t/t2d from the new data and misaligns the drafter's lm_head
+slots; PR #534), a resume whose log starts before the step it resumed from (the script era's ``--resume``
+before 2026-03 silently started again from scratch).
+
+Consoles are also pasted (issues, notes): the script era's per-epoch summary (``Train Epoch [E/N], position i,
+Acc: …`` and ``pLoss: …``) is read as the epoch's accuracy per position (epoch N of N: the run finished), and
+``notes`` says what was not read: a summary line cut short, a traceback without its exception line, a second run
+in the same console. Stdlib only, 3.8+.
 """
 
 from __future__ import annotations
@@ -61,6 +69,27 @@ _TQDM = re.compile(
 )
 _EVAL_LINE = re.compile(r"Eval - Step (\d+) \[[^\]]*\], position (\d+),\s*(Acc|pLoss|Acceptance Rate): (\S+)")
 _OOM = re.compile(r"CUDA out of memory|OutOfMemoryError")
+_EPOCH_LINE = re.compile(
+    r"(Train|Eval|Test) Epoch \[(\d+)/(\d+)\], position (\d+),\s*(Acc|pLoss|Acceptance Rate): ([-+\d.eEnainf]+)\s*$"
+)
+_EPOCH_START = re.compile(r"(?:Train|Eval|Test) Epoch \[\d+/\d+\]")
+# Triton's compile-time shared memory limit (flex attention's kernels on a 99 KiB-per-SM card): "out of resource:
+# <kernel> Required: N Hardware limit: M", on one line or the numbers on the next.
+_SMEM = re.compile(r"out of resource:\s*([\w-]+)")
+_SMEM_NUMBERS = re.compile(r"Required:\s*(\d+)\s+Hardware limit:\s*(\d+)")
+_CUDA_OOM = re.compile(r"CUDA out of memory\. Tried to allocate ([\d.]+ [KMGT]iB)")
+_GPU_FREE = re.compile(r"GPU (\d+) has a total capacity of ([\d.]+ [KMGT]iB) of which ([\d.]+ [KMGT]iB) is free")
+_PROCESS = re.compile(r"Process (\d+) has ([\d.]+ [KMGT]iB) memory in use")
+_TORCH_HELD = re.compile(r"Of the allocated memory ([\d.]+ [KMGT]iB) is allocated by PyTorch")
+_RANK = re.compile(r"\[[Rr]ank ?(\d+)\]")
+_SEGFAULT = re.compile(
+    r"Segfault encountered|Fatal Python error: Segmentation fault|Segmentation fault \(core dumped\)"
+)
+_NCCL = re.compile(r"Watchdog caught collective|NCCL (?:watchdog )?timeout|ProcessGroupNCCL.*[Tt]imeout")
+_FRAME = re.compile(r'File "([^"]+)", line (\d+)(?:, in (\S+))?')
+# What a line must hold for ``Reader._errors`` to look further (most lines hold none: tqdm redraws, step dicts).
+_MARKS = ("rror", "out of", "Required:", "egfault", "atchdog", "NCCL", "Traceback", "Restored", "incompatible")
+_EXCEPTION_AT = re.compile(r"(?:^|\]:\s*|\s)((?:[A-Za-z_][\w.]*\.)?[A-Za-z_]\w*(?:Error|Exception)\b:?.*)$")
 _RESTORED = re.compile(r"Restored optimizer/scheduler state: epoch=(\d+), step=(\d+)")
 _SHAPES = re.compile(r"incompatible draft tensor shapes.*")
 
@@ -147,6 +176,12 @@ class Reader(object):
         self.last_step: Optional[int] = None
         self.restored_step: Optional[int] = None
         self.last_error: Optional[str] = None
+        self.epochs: List[dict] = []  # the per-epoch summaries: {"epoch", "of", "phase", "acc", "ploss"}
+        self.notes: List[str] = []  # what could not be read, said once each
+        self._smem: Optional[dict] = None  # a Triton shared-memory failure whose numbers may follow
+        self._frames: List[Tuple[str, str, str]] = []  # the open traceback's frames (file, line, function)
+        self._traceback = False  # a "Traceback (most recent call last):" not yet closed by its exception line
+        self._cut_epoch: List[str] = []
         self.lines = 0
         self._partial = b""
         self._block: Optional[dict] = None  # script era: the Eval - Step lines of one step being gathered
@@ -199,19 +234,49 @@ class Reader(object):
             if m:
                 self._eval_line(int(m.group(1)), int(m.group(2)), m.group(3), _num(m.group(4)))
             return
-        if _OOM.search(text):
-            self._trap(
-                "oom",
-                self.last_step,
-                "CUDA out of memory at step %s with batch size %s and max length %s: lower max_length or the "
-                "batch size, or set PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True"
-                % (
-                    "?" if self.last_step is None else self.last_step,
-                    self.args.get("batch_size") or 1,
-                    self.args.get("max_length") or 2048,
-                ),
-            )
+        if "Epoch [" in text:
+            m = _EPOCH_LINE.search(text)
+            if m:
+                self._epoch_line(m)
+                return
+            if _EPOCH_START.search(text):
+                self._cut_epoch.append(text.strip())
+                return
+        self._errors(text)
+
+    def _errors(self, text: str) -> None:
+        """The failures a console line can show: each trap once, the last error line, an open traceback."""
+        if not self._traceback and not any(mark in text for mark in _MARKS):
             return
+        if self._smem is not None and "Required:" in text:
+            self._smem_numbers(text)
+        m = _SMEM.search(text)
+        if m:
+            self._smem = {"kernel": m.group(1), "rank": self._rank(text, m.start())}
+            self._smem_numbers(text)
+        m = _CUDA_OOM.search(text)
+        if m or (_OOM.search(text) and "out of resource" not in text):
+            rank = self._rank(text, m.start() if m else len(text))
+            self._trap("oom", self.last_step, self._oom_message(text, m, rank))
+        if _SEGFAULT.search(text):
+            self._trap(
+                "segfault",
+                self.last_step,
+                "the training crashed in native code (a segmentation fault)%s: the log holds no Python frame to "
+                "point at; a compiled library (torch, its CUDA kernels, flash-attn) failed, not the script's Python"
+                % self._at_step(),
+            )
+        m = _NCCL.search(text)
+        if m:
+            rank = self._rank(text, m.start())
+            self._trap(
+                "nccl_timeout",
+                self.last_step,
+                "an NCCL collective timed out%s%s (the watchdog stopped it): another rank stopped taking part "
+                "(crashed, hung or stalled on data); the first error of any rank says why"
+                % ("" if rank is None else " on rank %s" % rank, self._at_step()),
+            )
+        self._traceback_line(text)
         m = _RESTORED.search(text)
         if m:
             self.restored_step = int(m.group(2))
@@ -220,8 +285,114 @@ class Reader(object):
         if m:
             self._trap("shapes", None, "SpecForge refused the warm start: " + m.group(0).strip())
             return
-        if text.startswith(("RuntimeError", "ValueError", "torch.", "AssertionError")) or "Error: " in text[:80]:
-            self.last_error = text.strip()[:300]
+        if text.startswith(("RuntimeError", "ValueError", "torch.", "AssertionError")) or "Error: " in text:
+            m = _EXCEPTION_AT.search(text.rsplit("]: ", 1)[-1])
+            self.last_error = (m.group(1) if m else text).strip()[:300]
+
+    # --- failures ---
+
+    @staticmethod
+    def _rank(text: str, at: int) -> Optional[str]:
+        """The rank a message at ``at`` belongs to: the last ``[rankN]`` before it (pastes run ranks' lines
+        together)."""
+        before = _RANK.findall(text[:at])
+        return before[-1] if before else None
+
+    def _at_step(self) -> str:
+        return "" if self.last_step is None else " at step %d" % self.last_step
+
+    def _smem_numbers(self, text: str) -> None:
+        smem = self._smem or {}
+        m = _SMEM_NUMBERS.search(text)
+        if m:
+            smem["required"], smem["limit"] = int(m.group(1)), int(m.group(2))
+        need = (
+            "needs %d bytes of shared memory per block and the GPU has %d" % (smem["required"], smem["limit"])
+            if "required" in smem
+            else "needs more shared memory than the GPU has (the numbers are not in the log)"
+        )
+        message = (
+            "Triton could not compile %s%s: it %s. This is not GPU memory: batch size and max length do not "
+            "change it. Smaller kernel blocks do (flex attention's kernel_options BLOCK_M/BLOCK_N 32, or fewer "
+            "num_stages; SpecForge #336), or --attention-backend sdpa, or a GPU with more shared memory per SM"
+            % (smem.get("kernel"), "" if smem.get("rank") is None else " on rank %s" % smem["rank"], need)
+        )
+        trap = self.traps.get("triton_smem")
+        if trap is None:
+            self._trap("triton_smem", self.last_step, message)
+        else:
+            trap["message"] = message  # the numbers came on a later line
+
+    def _oom_message(self, text: str, tried: "Optional[re.Match]", rank: Optional[str]) -> str:
+        """CUDA out of memory, with what the error says of the GPU and only the job's own settings."""
+        parts = ["CUDA out of memory%s%s" % (self._at_step(), "" if rank is None else " on rank %s" % rank)]
+        free = _GPU_FREE.search(text)
+        if tried:
+            parts.append(": tried to allocate %s" % tried.group(1))
+            if free:
+                parts.append(" with %s of GPU %s's %s free" % (free.group(3), free.group(1), free.group(2)))
+        held = _PROCESS.findall(text)
+        if held:
+            parts.append(
+                "; processes holding that GPU: %s (this training among them: stop any other)"
+                % ", ".join("%s %s" % (pid, size) for pid, size in held)
+            )
+        torch_held = _TORCH_HELD.search(text)
+        if torch_held:
+            parts.append("; PyTorch holds %s" % torch_held.group(1))
+        known = [
+            "%s %s" % (what, self.args[key])
+            for key, what in (("batch_size", "batch size"), ("max_length", "max length"))
+            if self.args.get(key)
+        ]
+        parts.append(
+            ". Lower max_length or the batch size%s, or set PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True"
+            % (" (%s)" % ", ".join(known) if known else "")
+        )
+        return "".join(parts)
+
+    def _traceback_line(self, text: str) -> None:
+        """Follow a traceback to its exception line; one that ends without it is said in ``notes``."""
+        if "Traceback (most recent call last)" in text:
+            self._traceback, self._frames = True, []
+            return
+        if not self._traceback:
+            return
+        frame = _FRAME.search(text)
+        if frame:
+            self._frames.append((frame.group(1), frame.group(2), frame.group(3) or "?"))
+        elif _EXCEPTION_AT.search(text.strip()) and not text.startswith(" "):
+            self._traceback = False
+
+    # --- the per-epoch summaries ---
+
+    def _epoch_line(self, m: "re.Match") -> None:
+        phase, epoch, of, pos = m.group(1), int(m.group(2)), int(m.group(3)), int(m.group(4))
+        key = {"Acc": "acc", "pLoss": "ploss", "Acceptance Rate": "ar"}[m.group(5)]
+        last = self.epochs[-1] if self.epochs else None
+        if last is None or (last["epoch"], last["of"], last["phase"]) != (epoch, of, phase):
+            last = {"epoch": epoch, "of": of, "phase": phase, "acc": {}, "ploss": {}, "ar": {}}
+            self.epochs.append(last)
+        last[key][pos] = _num(m.group(6))
+
+    def epoch_summary(self) -> Optional[dict]:
+        """The last epoch's summary: its accuracy and pLoss per position (positions in order, None where a line
+        is missing), and whether it was the run's last epoch."""
+        train = [e for e in self.epochs if e["phase"] == "Train"] or self.epochs
+        if not train:
+            return None
+        e = train[-1]
+
+        def row(values: Dict[int, Optional[float]]) -> List[Optional[float]]:
+            return _clean([values.get(i) for i in range(max(values) + 1)]) if values else []
+
+        return {
+            "epoch": e["epoch"],
+            "epochs": e["of"],
+            "acc": row(e["acc"]),
+            "ploss": row(e["ploss"]),
+            "finished": e["epoch"] == e["of"],
+        }
 
     # --- the unified era ---
 
@@ -270,6 +441,12 @@ class Reader(object):
         post = dict(kv.split("=", 1) for kv in (m.group(9) or "").split(", ") if "=" in kv)
         step = epoch * total + n
         per_step = rate if unit == "s/it" else (1.0 / rate if rate else None)
+        if self.progress.get("total") not in (None, total):  # another run's bar (a pasted console, notes)
+            self.notes.append(
+                "a second run in the console (its bar counts %d steps an epoch, the first %d): only the later one "
+                "is read" % (total, self.progress["total"])
+            )
+            self.records, self.first_step, self.last_step = [], None, None
         self.progress = {
             "epoch": epoch,
             "n": n,
@@ -414,6 +591,10 @@ class Reader(object):
             # The log interval's mean step time (includes data waits): what the rest will take at this pace.
             eta = max(0, total - self.last_step) * step_time
         last_eval = self.evals[-1] if self.evals else None
+        epoch = self.epoch_summary()
+        if epoch is not None and epoch["finished"]:
+            eta = 0.0  # its last epoch's summary is written: the run is done, whatever bar was seen before it
+        acc = next((r["acc"] for r in reversed(self.records) if r.get("acc")), [])
         return {
             "era": self.era,
             "step": self.last_step,
@@ -425,13 +606,31 @@ class Reader(object):
             "loss": last.get("loss") if last else None,
             "lr": last.get("lr") if last else None,
             "grad_norm": last.get("grad_norm") if last else None,
-            "acc": next((r["acc"] for r in reversed(self.records) if r.get("acc")), []),
+            "acc": acc or (epoch["acc"] if epoch else []),
             "eval": last_eval,
+            "epoch": epoch,
             "traps": list(self.traps.values()),
             "last_error": self.last_error,
+            "notes": self._notes(),
             "lines": self.lines,
             "records": len(self.records),
         }
+
+    def _notes(self) -> List[str]:
+        """What of the console could not be read, each said once."""
+        notes = list(self.notes)
+        if self._cut_epoch:
+            notes.append(
+                "%d per-epoch summary line%s cut short, not read: %s"
+                % (len(self._cut_epoch), "s" if len(self._cut_epoch) > 1 else "", repr(self._cut_epoch[-1][:80]))
+            )
+        if self._traceback:
+            last = self._frames[-1] if self._frames else None
+            notes.append(
+                "a traceback ends without its exception line (cut?)"
+                + ("" if last is None else ", last frame %s:%s in %s" % (os.path.basename(last[0]), last[1], last[2]))
+            )
+        return notes
 
     def accuracy_at(self, step: int) -> Optional[dict]:
         """The per-position accuracy a checkpoint saved at ``step`` carries: the eval at that step if one ran,
