@@ -340,6 +340,7 @@ def predictions(
             "accuracy_source": accuracy.get("source"),
             "latest": bool(c.get("latest")),
             "best": bool(c.get("best")),
+            "untrusted": c.get("untrusted"),
             "steps": steps,
             **train_predict.measured(runs, c.get("serve_path")),
         }
@@ -368,7 +369,9 @@ def pick(checkpoints: Sequence[dict], which: str, name: str) -> dict:
 
 async def export(conn: Connection, settings: Settings, name: str, checkpoint: dict) -> str:
     """The folder SGLang loads for ``checkpoint``: itself when servable, else `specforge export --to sglang`
-    run as a job on the host and waited for."""
+    run as a job on the host and waited for. One another user could have put there is refused (UsageError)."""
+    if checkpoint.get("untrusted"):
+        raise UsageError(f"training {name}: checkpoint {checkpoint['name']} refused: {checkpoint['untrusted']}")
     if checkpoint.get("servable") and checkpoint.get("serve_path"):
         return checkpoint["serve_path"]
     t = get_training(settings, name)
@@ -443,7 +446,8 @@ def checkpoint_line(row: dict, baseline_tok_s: float) -> str:
     """``step 1200: accept 3.10 (2.90-3.30) → 96.2 tok/s (89.0–103.4), beats the baseline`` and what was measured."""
     head = f"step {row['step']} ({row['name']})"
     if row.get("predicted_accept_len") is None:
-        return f"{head}: no accuracy logged up to it"
+        refused = f" [refused: {row['untrusted']}]" if row.get("untrusted") else ""
+        return f"{head}: no accuracy logged up to it{refused}"
     text = (
         f"{head}: accept {row['predicted_accept_len']:.2f} ({row['predicted_accept_len_low']:.2f}-"
         f"{row['predicted_accept_len_high']:.2f}) → {units.tok_s(row['predicted_tok_s'])} tok/s "
@@ -453,6 +457,8 @@ def checkpoint_line(row: dict, baseline_tok_s: float) -> str:
     )
     if row.get("measured_tok_s") is not None:
         text += f"; measured {row['measured_tok_s']:.1f} tok/s (run {row['measured_run']})"
+    if row.get("untrusted"):
+        return f"{text} [refused: {row['untrusted']}]"
     return text + ("" if row["servable"] else " [export first]")
 
 

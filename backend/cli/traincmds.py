@@ -241,7 +241,7 @@ async def serve(args: argparse.Namespace) -> int:
             if answer.strip().lower() not in ("y", "yes"):
                 print("left it running")
                 return 1
-        if not chosen["servable"] and not args.json:
+        if not chosen["servable"] and not chosen["untrusted"] and not args.json:
             print(f"exporting {chosen['name']} for SGLang (specforge export --to sglang)…", file=sys.stderr, flush=True)
         out = await training.serve(conn, settings, args.name, chosen, force=args.force)
         if args.wait_ready:

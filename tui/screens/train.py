@@ -38,6 +38,11 @@ CHECKPOINT_PRIORITY = ("checkpoint", "accept", "tok/s", "measured", "servable", 
 CHECKPOINTS_EVERY_S = 3.0  # while a training runs: new checkpoints appear at its save interval
 
 
+def _servable(row: dict) -> str:
+    """The servable column: refused (another user could have put it there: s says why), yes, or export first."""
+    return "refused" if row.get("untrusted") else "yes" if row["servable"] else "export first"
+
+
 def _range(row: dict, key: str, digits: int) -> str:
     value = row.get(key)
     if value is None:
@@ -213,7 +218,7 @@ class TrainPane(ShellPane):
             cells.append([
                 row["name"] + mark, str(row["step"]), _range(row, "predicted_accept_len", 2),
                 _range(row, "predicted_tok_s", 1), row.get("versus_baseline") or "—",
-                "—" if measured is None else f"{measured:.1f} tok/s", "yes" if row["servable"] else "export first",
+                "—" if measured is None else f"{measured:.1f} tok/s", _servable(row),
             ])  # fmt: skip
         self._cells = cells
         self._fill_checkpoints()
@@ -312,7 +317,7 @@ class TrainPane(ShellPane):
     async def _serve(self, row: dict) -> None:
         assert self.name_ is not None
         conn = self.app.connection
-        if not row["servable"]:
+        if not row["servable"] and not row.get("untrusted"):
             self.app.notify(f"exporting {row['name']} for SGLang…")
         out = await training.serve(conn, self.app.settings, self.name_, row)
         await self._load_checkpoints()

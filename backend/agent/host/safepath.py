@@ -76,6 +76,58 @@ def unsafe_reason(path: str, uid: int, links: int = 0) -> Optional[str]:
     return None
 
 
+def _stranger(path: str, st: os.stat_result, uid: int) -> Optional[str]:
+    """Why what is at ``path`` itself could hold what someone else put there: another owner, or group or
+    others may write it (a sticky bit does not help here: it stops renames, not new entries)."""
+    if st.st_uid not in (0, uid):
+        return "%s belongs to %s, not to %s: it may hold what they put there" % (path, _owner(st.st_uid), _owner(uid))
+    if st.st_mode & (stat.S_IWGRP | stat.S_IWOTH) and not stat.S_ISLNK(st.st_mode):
+        return "%s (owner %s, mode %04o) is writable by %s, who may have put what is in it there; `chmod go-w %s`" % (
+            path,
+            _owner(st.st_uid),
+            stat.S_IMODE(st.st_mode),
+            _who_can_write(st.st_mode),
+            path,
+        )
+    return None
+
+
+def trust_reason(path: str, uid: int, links: int = 0) -> Optional[str]:
+    """Why ``path`` (a file, folder or link that exists) and everything under it could hold what a user other
+    than ``uid`` (and root) put there; None if no one else could have. The folders above it are judged as
+    ``unsafe_reason`` judges them; it, and each entry below it, must belong to root or ``uid`` and be writable
+    by no one else; a link is judged with its target. The rule for whatever the agent hands to a program that
+    runs what it reads (a training's data, checkpoints, exports: torch pickles run code when loaded)."""
+    path = os.path.abspath(path)
+    why = unsafe_reason(os.path.dirname(path), uid, links)
+    if why:
+        return why
+    try:
+        st = os.lstat(path)
+    except OSError as exc:
+        return "cannot look at %s: %s" % (path, exc.strerror)
+    why = _stranger(path, st, uid)
+    if why or not (stat.S_ISLNK(st.st_mode) or stat.S_ISDIR(st.st_mode)):
+        return why
+    if stat.S_ISLNK(st.st_mode):
+        if links >= MAX_LINKS:
+            return "too many symbolic links on the way to %s" % path
+        return trust_reason(os.path.realpath(path), uid, links + 1)
+    for here, dirs, files in os.walk(path, onerror=None):
+        for name in dirs + files:
+            entry = os.path.join(here, name)
+            try:
+                est = os.lstat(entry)
+            except OSError:
+                continue  # gone meanwhile
+            why = _stranger(entry, est, uid)
+            if not why and stat.S_ISLNK(est.st_mode):  # os.walk does not follow links: judge where they lead
+                why = trust_reason(os.path.realpath(entry), uid, links + 1)
+            if why:
+                return why
+    return None
+
+
 def fd_of(path: str) -> Optional[int]:
     """The descriptor a ``/proc/self/fd/N/...`` path goes through, None for an ordinary path."""
     if not path.startswith(FD_PREFIX):

@@ -47,6 +47,7 @@ from typing import Any, Dict, List, Optional, Tuple
 
 from . import jobs
 from .registry import AgentError, method
+from .safepath import trust_reason, unsafe_reason
 from .watch import Watch
 
 KIND = "train"
@@ -744,10 +745,12 @@ def scan_checkpoints(output_dir: str, run_id: Optional[str] = None) -> List[dict
         return []
     out = []
     links = {}
+    link_paths: Dict[str, List[str]] = {}  # checkpoint name → the links naming it (judged with it)
     for kind in ("latest", "best"):
         for n in names:
             if n.endswith("-" + kind) and os.path.islink(os.path.join(output_dir, n)):
                 links[kind] = os.path.basename(os.path.realpath(os.path.join(output_dir, n)))
+                link_paths.setdefault(links[kind], []).append(os.path.join(output_dir, n))
     for n in names:
         path = os.path.join(output_dir, n)
         if os.path.islink(path) or not os.path.isdir(path):
@@ -781,6 +784,7 @@ def scan_checkpoints(output_dir: str, run_id: Optional[str] = None) -> List[dict
                     "serve_path": exported if ok else None,
                     "latest": links.get("latest") == n,
                     "best": links.get("best") == n,
+                    "links": link_paths.get(n, []),
                 }
             )
     out.sort(key=lambda c: c["step"])
@@ -852,8 +856,30 @@ def _checkpoints(info: dict, reader: Reader, state_dir: str) -> List[dict]:
     for c in scan_checkpoints(output, args.get("run_id")):
         covering = [r for r in readers if r.first_step is not None and r.first_step <= c["step"]]
         c["accuracy"] = next((a for a in (r.accuracy_at(c["step"]) for r in covering) if a), None)
+        c["untrusted"] = checkpoint_untrusted(c)
         out.append(c)
     return out
+
+
+def untrusted(path: str) -> Optional[str]:
+    """Why ``path`` (and all under it) may hold what another user put there (``safepath.trust_reason``: the
+    workdir's StrictModes, every entry); not there yet, why the folders it would be made in are not ours
+    alone; None when only we (or root) could have put anything there."""
+    if os.path.lexists(path):
+        return trust_reason(path, os.geteuid())
+    return unsafe_reason(path, os.geteuid())
+
+
+def checkpoint_untrusted(c: dict) -> Optional[str]:
+    """Why checkpoint ``c`` (its folder, a -latest/-best link to it, the exports folder its export is written
+    into and removed from) is not to be used: SpecForge's training_state.pt is a torch pickle, which runs code
+    when loaded, and an export rmtrees what its folder leads to."""
+    exports = os.path.join(os.path.dirname(c["path"]), EXPORTS) if c["era"] == "unified" else ""
+    for path in (c["path"], c.get("serve_path") or "", exports, *c.get("links", ())):
+        why = untrusted(path) if path else None
+        if why:
+            return why
+    return None
 
 
 def _status(info: dict, state_dir: str, series: bool = False) -> dict:
@@ -910,6 +936,10 @@ def start(params: dict, ctx) -> dict:
     output = os.path.abspath(args.get("output_dir") or "")
     if not args.get("output_dir"):
         raise AgentError("training %s has no output folder" % name, "invalid")
+    for path in (data, output):  # what SpecForge loads (torch pickles run code) and resumes from
+        why = untrusted(path)
+        if why:
+            raise AgentError("training %s: refused, nothing started: %s" % (name, why), "permission")
     for job in trainings(ctx.state_dir):
         if job["state"] in jobs.ACTIVE and os.path.abspath((job.get("args") or {}).get("output_dir") or "") == output:
             raise AgentError(
@@ -1029,6 +1059,9 @@ def export(params: dict, ctx) -> dict:
     if found is None:
         raise AgentError("training %s has no checkpoint %s" % (args.get("training"), name), "not_found")
     out = export_dir(args["output_dir"], name)
+    why = checkpoint_untrusted(found)  # the checkpoint it loads, the exports folder it rmtrees in
+    if why:
+        raise AgentError("checkpoint %s: refused, nothing exported: %s" % (name, why), "permission")
     if found["servable"]:
         raise AgentError("%s is servable as it is (%s)" % (name, found["serve_path"]), "invalid")
     for job in jobs.list_jobs({"kind": EXPORT_KIND}, ctx):
