@@ -84,11 +84,18 @@ class _Trace:
         self.gpu_collective = array("b")
         self.gpu_device: List[Any] = []
         self.simulated = ""
+        self._names: Dict[Any, int] = {}  # kernel name -> collective (1) or not: names repeat, a search is slow
         for event in events(path, self.header):
             self._take(event)
         for key, value in self.header.items():
             if "simulated" in key.lower() and value:
                 self.simulated = str(value)
+
+    def _collective(self, name: Any) -> int:
+        found = self._names.get(name)
+        if found is None:
+            found = self._names[name] = 1 if isinstance(name, str) and COLLECTIVE.search(name) else 0
+        return found
 
     def _take(self, event: Dict[str, Any]) -> None:
         cat = event.get("cat")
@@ -100,7 +107,7 @@ class _Trace:
             self.gpu_start.append(times[0])
             self.gpu_end.append(times[1])
             self.gpu_corr.append(corr)
-            self.gpu_collective.append(1 if cat == "kernel" and COLLECTIVE.search(event.get("name") or "") else 0)
+            self.gpu_collective.append(self._collective(event.get("name")) if cat == "kernel" else 0)
             self.gpu_device.append(event.get("pid"))
         elif cat in LAUNCH_CATS:
             times = span(event)
@@ -614,7 +621,7 @@ def notes(rank: Dict[str, Any], slow: Optional[Dict[str, Any]]) -> List[str]:
     stages = [s for s in rank["stages"] if s["name"] != "other"]
     eager = [s["name"] for s in stages if s["graph"] is False and s["name"] != "sample"]
     cycle = rank["cycle_ms"] or 0.0
-    if eager and rank["idle_ms"] is not None and rank["idle_ms"] > EAGER_IDLE_SHARE * cycle:
+    if eager and not rank["simulated"] and rank["idle_ms"] is not None and rank["idle_ms"] > EAGER_IDLE_SHARE * cycle:
         out.append(
             "%s ran eager: the profiler slows every eager launch on the host, so much of the %.2f ms idle per cycle "
             "is the profiler's own overhead, not the server's (an eager cycle on an H200: 8.1 ms unprofiled, 16.2 ms "
@@ -624,9 +631,8 @@ def notes(rank: Dict[str, Any], slow: Optional[Dict[str, Any]]) -> List[str]:
     launch = sum(s["host_launch_ms"] for s in stages if s["graph"])
     if launch > 0:
         out.append(
-            "cudaGraphLaunch holds the host %.2f ms a cycle; the profiler inflates it (0.13-0.18 ms off, 0.42-0.50 "
-            "ms on for a 271-node graph on an H200), and large verify graphs take milliseconds even off "
-            "(sgl-project/sglang #29960)." % launch
+            "cudaGraphLaunch holds the host %.2f ms a cycle here, inflated by the profiler (a 271-node graph on an "
+            "H200: 0.13-0.18 ms unprofiled, 0.42-0.50 ms profiled)." % launch
         )
     dropped = rank["dropped"]
     if dropped:
