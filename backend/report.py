@@ -491,6 +491,7 @@ def build(
         *charts(history, runs, yardstick),
         *concurrency_blocks(runs, yardstick),
         *latency_blocks(runs, baseline, gpu_hour_usd),
+        *anatomy_blocks(runs, yardstick.baseline_tok_s),
         *acceptance_blocks(runs),
         *drafter_blocks(runs, facts),
         *training_blocks(runs),
@@ -500,6 +501,26 @@ def build(
         blocks += [Para(f"{run.job_id} ({run_label(run)}):"), Code(shlex.join(run.argv) if run.argv else "—")]
     blocks += [Heading("Runs"), runs_table(runs)]
     return blocks
+
+
+def anatomy_blocks(runs: list[RunSummary], baseline_tok_s: float) -> list[Block]:
+    """Where each profiled run's cycle went (its newest `specdeck profile`): the stage table, the bar, what it
+    means with its sources, and what to know about the trace."""
+    from backend import anatomy
+
+    blocks: list[Block] = []
+    for run in runs:
+        if not run.anatomy:
+            continue
+        a = anatomy.CycleAnatomy.from_json(run.anatomy)
+        found = anatomy.findings(a, baseline_tok_s, run.version)
+        blocks += [
+            Para(f"{run_label(run)}: {anatomy.summary_line(a)}."),
+            Table(list(anatomy.HEADERS), [list(r) for r in anatomy.rows(a)]),
+            Code("\n".join(anatomy.bar_text(a))),
+            Bullets([f.text + (f" ({f.source})" if f.source else "") for f in found] + list(a.notes)),
+        ]
+    return [Heading("Where a cycle's time goes (SGLang's own profiler)"), *blocks] if blocks else []
 
 
 def training_blocks(runs: list[RunSummary]) -> list[Block]:

@@ -41,7 +41,7 @@ from backend.metrics import Sample
 from backend.series import batch_sem
 from backend.sglang_versions import accept_rate_definition
 
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 HEAD_BYTES = 1024  # the first bytes of a run's log kept to tell the same file from a rotated one
 LOCK_TIMEOUT_S = 10.0  # how long an open or a write waits for another process's lock
 
@@ -70,6 +70,7 @@ CREATE TABLE IF NOT EXISTS runs (
     filter_tail TEXT NOT NULL DEFAULT '[]',
     log_head BLOB,
     latency TEXT,
+    anatomy TEXT,
     updated REAL
 );
 CREATE TABLE IF NOT EXISTS samples (
@@ -134,6 +135,8 @@ _MIGRATIONS = {
     3: "ALTER TABLE runs ADD COLUMN log_head BLOB",
     # The server's latency histograms as last read (backend.latency.summary_json, since the server started).
     4: "ALTER TABLE runs ADD COLUMN latency TEXT",
+    # The newest profile of its server: where a cycle's time went (backend.anatomy.CycleAnatomy.to_json).
+    5: "ALTER TABLE runs ADD COLUMN anatomy TEXT",
 }
 
 T = TypeVar("T")
@@ -445,6 +448,11 @@ class History:
         with self.transaction() as db:
             db.execute("UPDATE runs SET latency = ? WHERE id = ?", (json.dumps(figures), run_id))
 
+    def set_anatomy(self, run_id: str, anatomy: dict[str, Any]) -> None:
+        """Keep the newest profile of the run's server (its cycle anatomy), replacing the last."""
+        with self.transaction() as db:
+            db.execute("UPDATE runs SET anatomy = ? WHERE id = ?", (json.dumps(anatomy), run_id))
+
     def record_bench(self, host: str, job: JobInfo, result: dict | None) -> str:
         """Create or refresh the bench of bench job ``job``; ``result`` is its ``result`` event (None if it failed)."""
         bench_id = f"{host}/{job.id}"
@@ -595,6 +603,7 @@ class History:
             server_info=json.loads(row["server_info"] or "{}"),
             sweep=args.get("sweep"),
             latency=json.loads(row["latency"]) if row["latency"] else None,
+            anatomy=json.loads(row["anatomy"]) if row["anatomy"] else None,
             training=args.get("training_checkpoint"),
             **self._accept_error(row["id"]),
         )

@@ -170,6 +170,7 @@ class RunSummary:
     server_info: dict = field(default_factory=dict)
     sweep: str | None = None  # the sweep job that started this run as one of its points
     latency: dict | None = None  # its server's latency histograms as last read (backend.latency.summary_json)
+    anatomy: dict | None = None  # its server's newest profile: where a cycle's time went (backend.anatomy)
     # The training checkpoint it served and what that predicted before the restart (`specdeck train serve`).
     training: dict | None = None
     # The error of ``accept_len``: batch means over its per-second log samples (None under 20 of them).

@@ -45,6 +45,7 @@ HOMES = {
     "jobs.tail": "jobs",
     "jobs.wait": "jobs",
     "ping": "probes",
+    "profile.start": "profiler",
     "serve.announce_stop": "nodes",
     "serve.dist_port": "nodes",
     "serve.gpus": "serve",

@@ -1,0 +1,156 @@
+"""What a profile means, and where it shows: ``specdeck profile --from``, the report, the SIMULATED server's traces.
+
+The real traces (tests/fixtures/real/traces/) are read as an operator who was sent them would; the simulator's
+traces must read as SGLang's do, and its verify-as-graph scenario must agree with what the eager one predicts.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import re
+import subprocess
+import sys
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from backend import anatomy, report
+from backend.agent.host.cycle_anatomy import SPEC_STAGES
+from backend.history import History
+from backend.sandbox import sim_traces
+from tests.runs import add_run
+
+TRACES = Path(__file__).parent / "fixtures" / "real" / "traces"
+SPEC = {"steps": 3, "draft_tokens": 4, "draft_steps": 3}
+COSTS = {"draft_step_ms": 1.5, "eager_factor": 1.6}  # the simulator's DRAFT_STEP_MS and NO_CUDA_GRAPH_FACTOR
+
+
+def run_cli(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "backend.cli.main", *args], capture_output=True, text=True, timeout=120
+    )
+
+
+def real(scenario: str) -> str:
+    (path,) = TRACES.glob(f"{scenario}-1*.trace.json.gz")
+    return str(path)
+
+
+def simulated(tmp_path: Path, name: str, ms: float, spec: dict, graph: bool = True, tp: int = 1, **kw) -> list[str]:
+    passes = [(1_800_000_000.0 + i * ms / 1000, ms, 1, graph, spec) for i in range(8)]
+    paths = []
+    for rank in range(tp):
+        path = tmp_path / f"{name}-TP-{rank}.trace.json.gz"
+        sim_traces.write_trace(str(path), passes, rank, tp, kw.get("version", "0.5.23"), kw.get("current", True), COSTS)
+        paths.append(str(path))
+    return paths
+
+
+def test_the_simulated_eager_verify_predicts_the_simulated_graph_verify(tmp_path, monkeypatch):
+    # the operator's setup: 33 ms cycles at 3 steps, verify eager (FIELD-NOTES §1)
+    eager = anatomy.read_traces(simulated(tmp_path, "eager", 33.0, SPEC))
+    assert eager.simulated and eager.notes[0].startswith("SIMULATED")
+    assert abs(eager.cycle_ms - 33.0) < 0.05
+    verify = eager.stage("verify")
+    assert verify.graph is False and eager.stage("draft").graph and eager.stage("draft_extend").graph
+    found = anatomy.findings(eager, 82.0, "0.5.23")
+    assert found[0].text.startswith("verify dominates: 26.00 of 33.00 ms a cycle (79%), eager launches")
+    what_if = next(f for f in found if f.stage == "verify" and f.new_cycle_ms)
+    assert what_if.break_even == pytest.approx(33.0 * 82 / 1000, abs=0.01)
+    assert "--cuda-graph-max-bs-decode" in what_if.text and "FIELD-NOTES" in what_if.source
+    # the same server with verify replayed as a graph: the cycle the what-if named
+    monkeypatch.setenv(sim_traces.VERIFY_ENV, "graph")
+    saved = sim_traces.verify_graph_saving(33.0, SPEC, True, COSTS["draft_step_ms"], COSTS["eager_factor"])
+    graph = anatomy.read_traces(simulated(tmp_path, "graph", 33.0 - saved, SPEC))
+    assert graph.stage("verify").graph is True
+    assert graph.cycle_ms == pytest.approx(what_if.new_cycle_ms, rel=0.01)
+    assert not any(f.stage == "verify" and f.new_cycle_ms for f in anatomy.findings(graph, 82.0))
+
+
+def test_simulated_traces_per_release_and_rank(tmp_path):
+    old = anatomy.read_traces(simulated(tmp_path, "old", 33.0, SPEC, version="0.5.6", current=False))
+    assert [s.name for s in old.stages] == list(SPEC_STAGES) and abs(old.cycle_ms - 33.0) < 0.05
+    doc = json.loads(gzip.decompress(Path(old.trace).read_bytes()))
+    names = {e["name"] for e in doc["traceEvents"] if e.get("cat") == "user_annotation"}
+    assert "step[TARGET_VERIFY bs=1]" in names and "step[VERIFY bs=1]" not in names
+    assert doc["specdeck_simulated"].startswith("SIMULATED SGLang 0.5.6-sim")
+    off = anatomy.read_traces(simulated(tmp_path, "nograph", 33.0 * 1.6, SPEC, graph=False))
+    assert {s.graph for s in off.stages if s.name != "sample"} == {False}
+    assert off.stage("draft").steps_ms is not None and len(off.stage("draft").steps_ms) == 3
+    tp = anatomy.read_traces(simulated(tmp_path, "tp", 33.0, SPEC, tp=2))
+    assert [r["rank"] for r in tp.ranks] == ["TP-0", "TP-1"] and tp.straggler is None
+    assert all(r["collective_ms"] > 0 for r in tp.ranks)
+
+
+def test_profile_from_saved_traces_prints_the_contract(tmp_path):
+    out = run_cli("profile", "--from", real("spec-graph-bs8"), real("decode-graph-bs8"), "--json")
+    assert out.returncode == 0, out.stderr
+    got = json.loads(out.stdout)
+    assert {"cycles", "cycle_ms", "stages", "idle_ms", "baseline_step", "trace"} <= set(got)
+    assert got["cycles"] == 8 and got["trace"] == real("spec-graph-bs8")
+    assert [s["name"] for s in got["stages"]] == list(SPEC_STAGES)
+    for stage in got["stages"]:
+        assert {"name", "ms", "gpu_busy_ms", "graph"} <= set(stage) and stage["graph"] in (True, False, None)
+    assert abs(sum(s["ms"] for s in got["stages"]) - got["cycle_ms"]) <= 0.05 * got["cycle_ms"]
+    assert [s["name"] for s in got["baseline_step"]["stages"]] == ["decode", "sample", "other"]
+    assert got["findings"][0]["text"].startswith("verify dominates")
+
+    text = run_cli("profile", "--from", real("spec-eager-bs1"))
+    assert text.returncode == 0, text.stderr
+    lines = text.stdout.splitlines()
+    assert lines[0].startswith("8 cycles of 16.21 ms")
+    assert re.match(r"verify\s+9\.13\s+56%\s+0\.97\s+8\.16\s+eager\s+-$", lines[3])
+    assert any(line.startswith("- verify as a CUDA graph") for line in lines)
+    assert any("profiler's own overhead" in line for line in lines if line.startswith("note:"))
+
+
+def test_profile_of_something_else_is_one_sentence(tmp_path):
+    bad = tmp_path / "notes.trace.json.gz"
+    bad.write_text("{}")
+    out = run_cli("profile", "--from", str(bad))
+    assert out.returncode == 2 and out.stdout == ""
+    assert out.stderr.strip() == f"specdeck: {bad} holds no traceEvents: not a torch-profiler trace."
+    out = run_cli("profile", "--steps", "1", "--host", "local")
+    assert out.returncode == 2 and "--steps must be a whole number of at least 2" in out.stderr
+
+
+def test_start_body_per_release():
+    new = anatomy.start_body("0.5.23-sim", 8)
+    assert new == {
+        "num_steps": 8,
+        "activities": ["CPU", "GPU"],
+        "with_stack": False,
+        "record_shapes": False,
+        "profile_by_stage": True,
+    }
+    assert "profile_by_stage" not in anatomy.start_body("0.5.6", 8)
+    assert anatomy.parse_ranks("3,0,3") == (0, 3) and anatomy.parse_ranks(None) is None
+    with pytest.raises(Exception, match="--ranks takes TP ranks"):
+        anatomy.parse_ranks("x")
+
+
+def test_the_report_shows_a_kept_profile(tmp_path):
+    a = anatomy.read_traces([real("spec-graph-bs8"), real("decode-graph-bs8")])
+    with History.open(tmp_path / "h.sqlite3") as history:
+        run = add_run(history, {"target": "/t", "ours": "/d"}, "serve-1", "ours", 60.0, 2.0)
+        history.set_anatomy(run, a.to_json())
+        summary = history.run(run)
+        assert anatomy.CycleAnatomy.from_json(summary.anatomy) == a
+        blocks = report.anatomy_blocks([summary], 82.0)
+    md = report.to_markdown(blocks)
+    assert "## Where a cycle's time goes (SGLang's own profiler)" in md
+    assert "| verify | 1.27 | 63% | 1.10 | 0.17 | graph | 1.08 |" in md
+    assert "baseline |" in md and "speculation adds 0.91 ms" in md
+    assert report.anatomy_blocks([replace(summary, anatomy=None)], 82.0) == []
+
+
+def test_the_bar_keeps_its_length_proportional():
+    a = anatomy.read_traces([real("spec-eager-bs8"), real("decode-eager-bs8")])
+    cells = anatomy.bar_cells(a.stages, 100, a.cycle_ms)
+    assert sum(b + i for _, b, i in cells) == 100
+    base = anatomy.bar_cells(a.baseline.stages, 100, a.cycle_ms)
+    assert sum(b + i for _, b, i in base) == round(100 * a.baseline.cycle_ms / a.cycle_ms)
+    verify = dict((n, (b, i)) for n, b, i in cells)["verify"]
+    assert verify[1] > verify[0]  # eager verify: idle (launch gaps under the profiler) outweighs busy
