@@ -135,21 +135,25 @@ class Sources:
         if source.kind == LOCAL:
             return await asyncio.to_thread(checkpoints.inspect_local, source.location)
         conn = await self.connection()
+        drafter = source.drafter
         try:
-            return await conn.call("checkpoint.inspect", path=source.location)
+            info = await conn.call("checkpoint.inspect", path=source.location)
         except RemoteError as exc:
-            drafter = source.drafter
             # Not there yet: no folder, or one without weights (a download writes them last, under way or stopped).
             absent = exc.kind == "not_found" or (exc.kind == "checkpoint" and exc.data.get("rule") == "not_checkpoint")
             if not absent or drafter is None or drafter.repo is None:
                 raise
-            hub = hub_copy(drafter)
-            if not self.hub_fallback:
-                why = "does not exist" if exc.kind == "not_found" else "holds no *.safetensors file yet"
-                raise UsageError(
-                    f"{drafter.name} is not on {self.host.name} yet ({drafter.path} {why}): run "
-                    f"`specdeck download {drafter.name}`, or compare the hub copy with {hub.location}"
-                ) from None
+            why = "does not exist" if exc.kind == "not_found" else "holds no *.safetensors file yet"
+        else:
+            if info.get("files") or drafter is None or drafter.repo is None:
+                return info  # a path given by hand with config.json alone reads as that config
+            why = "holds no *.safetensors file yet"
+        hub = hub_copy(drafter)
+        if not self.hub_fallback:
+            raise UsageError(
+                f"{drafter.name} is not on {self.host.name} yet ({drafter.path} {why}): run "
+                f"`specdeck download {drafter.name}`, or compare the hub copy with {hub.location}"
+            )
         self.fallbacks[source.label] = hub
         return await self.inspect(hub)
 

@@ -12,7 +12,7 @@ import re
 import tempfile
 from typing import Any
 
-from backend.agent.host.checkpoint_scan import CONFIG, build_result, inspect_checkpoint
+from backend.agent.host.checkpoint_scan import CONFIG, CONFIG_ALONE, build_result, inspect_checkpoint
 from backend.agent.host.safetensors_header import MAX_HEADER, CheckpointError, validate_header
 from backend.agent.host.units import human_bytes
 from backend.errors import OperationFailed, UsageError
@@ -51,9 +51,11 @@ def inspect_hub(repo_spec: str, endpoint: str | None = None, token: str | None =
     """
     repo, revision = parse_hub_spec(repo_spec)
     import huggingface_hub  # lazily: importing it costs ~0.3 s and only hub sources need it
+    from huggingface_hub import errors as hub_errors
 
     api = huggingface_hub.HfApi(endpoint=endpoint, token=token)
     notes: list[str] = []
+    config = None
     try:
         config = _hub_config(api, repo_spec, endpoint, token)
         if config is None:
@@ -63,6 +65,13 @@ def inspect_hub(repo_spec: str, endpoint: str | None = None, token: str | None =
             entry.path: entry.size
             for entry in api.get_paths_info(repo, sorted(meta.files_metadata), revision=revision, token=token)
         }
+    except hub_errors.NotASafetensorsRepoError:
+        if config is None:
+            raise OperationFailed(
+                f"{repo_spec} has no config.json and no model.safetensors or model.safetensors.index.json; pick a "
+                "checkpoint"
+            ) from None
+        return build_result(repo_spec, config, [], None, [CONFIG_ALONE])  # what the config says, shapes unseen
     except Exception as exc:
         raise _hub_error(exc, repo_spec, endpoint or huggingface_hub.constants.ENDPOINT) from None
     headers = []
@@ -268,7 +277,9 @@ def diff(a: dict, b: dict, target: dict | None = None) -> dict:
         "tensors": tensor_rows,
         "summary": {"a": _totals(list(ta.values())), "b": _totals(list(tb.values())), "groups": groups},
         "verdict": {
-            "compatible": va["compatible"] and vb["compatible"],
+            "compatible": False
+            if False in (va["compatible"], vb["compatible"])
+            else va["compatible"] and vb["compatible"],
             "a": va,
             "b": vb,
             "problems": [f"A: {p}" for p in va["problems"]] + [f"B: {p}" for p in vb["problems"]],
@@ -356,13 +367,77 @@ def _layout(cfg: dict | None, tensors: dict) -> str | None:
 
 
 def drafter_kind(drafter: dict) -> str | None:
-    """``EAGLE3`` or ``EAGLE`` (EAGLE-1/2): what ``--speculative-algorithm`` the drafter needs, from its
-    architectures or, where they name no EAGLE (yuhuili's EAGLE-1/2 drafters say ``LlamaForCausalLM``), from its
-    layout (``_layout``). Where architectures and tensors disagree the tensors decide (SGLang builds the class
-    the config names and then fails to load them; ``verdict`` says so). None when neither says."""
+    """``EAGLE3``, ``EAGLE`` (EAGLE-1/2) or ``DFLASH``: what ``--speculative-algorithm`` the drafter needs, from
+    its architectures or, where they name no EAGLE (yuhuili's EAGLE-1/2 drafters say ``LlamaForCausalLM``), from
+    its layout (``_layout``). Where architectures and tensors disagree the tensors decide (SGLang builds the class
+    the config names and then fails to load them; ``verdict`` says so). None when neither says (an MTP drafter's
+    algorithm is not judged here)."""
     cfg, _ = drafter_config(drafter.get("config"))
+    family = drafter_family(cfg)
+    if family is not None:
+        return "DFLASH" if family == "DFlash" else None
     named, layout = _algorithm(cfg), _layout(cfg, drafter.get("tensors") or {})
     return layout or named if named else ("EAGLE" if layout == "EAGLE" else None)
+
+
+def drafter_family(cfg: dict | None) -> str | None:
+    """``DFlash`` or ``MTP`` where the config says the drafter is one (its own config block or class: SpecForge's
+    ``dflash_config`` / ``DFlashDraftModel``, ``mtp_config`` / ``Qwen3_5MTPDraftModel``): such a drafter is not
+    built like EAGLE's and is not judged by EAGLE's rules. None for everything else."""
+    if not isinstance(cfg, dict):
+        return None
+    archs = " ".join(a for a in cfg.get("architectures") or [] if isinstance(a, str)).lower()
+    if isinstance(cfg.get("dflash_config"), dict) or "dflash" in archs:
+        return "DFlash"
+    if isinstance(cfg.get("mtp_config"), dict) or "mtpdraft" in archs:
+        return "MTP"
+    return None
+
+
+def config_facts(cfg: dict | None) -> list[str]:
+    """What a drafter's config.json says that shapes alone would not: its kind where it is not EAGLE's, an
+    explicit head_dim that hidden_size / heads would get wrong, EAGLE-3.1's extras, an MoE decoder layer."""
+    cfg, _ = drafter_config(cfg)
+    if not isinstance(cfg, dict):
+        return []
+    facts = []
+    arch = ", ".join(a for a in cfg.get("architectures") or [] if isinstance(a, str)) or "no architectures"
+    family = drafter_family(cfg)
+    if family == "DFlash":
+        dflash = cfg.get("dflash_config") if isinstance(cfg.get("dflash_config"), dict) else {}
+        facts.append(
+            f"a DFlash block drafter ({arch}): {cfg.get('num_hidden_layers')} layers, block size "
+            f"{cfg.get('block_size')}, target layers {dflash.get('target_layer_ids')} of "
+            f"{cfg.get('num_target_layers')}; judged by its own kind, not EAGLE's"
+        )
+    elif family == "MTP":
+        mtp = cfg.get("mtp_config") if isinstance(cfg.get("mtp_config"), dict) else {}
+        shared = " that shares the target's lm_head (no lm_head of its own)" if mtp.get("share_lm_head") else ""
+        facts.append(
+            f"an MTP drafter ({arch}), {cfg.get('num_hidden_layers')} layer(s){shared}; judged by its own kind, not "
+            "EAGLE's"
+        )
+    hidden, heads, head_dim = _int(cfg, "hidden_size"), _int(cfg, "num_attention_heads"), _int(cfg, "head_dim")
+    if hidden and heads and head_dim and head_dim * heads != hidden:
+        facts.append(
+            f"head_dim {head_dim} is set (not hidden_size {hidden} / {heads} heads = {hidden // heads}): q_proj has "
+            f"{heads} x {head_dim} = {heads * head_dim} rows"
+        )
+    extras = [k for k in ("fc_norm", "norm_output") if cfg.get(k) is True]
+    if extras:
+        facts.append(f"EAGLE-3.1 extras set: {', '.join(extras)}")
+    experts = _int(cfg, "num_experts") or _int(cfg, "n_routed_experts")
+    if experts:
+        facts.append(
+            f"an MoE decoder layer: {experts} experts, {cfg.get('num_experts_per_tok')} per token, "
+            f"moe_intermediate_size {cfg.get('moe_intermediate_size')}"
+        )
+    return facts
+
+
+def verdict_word(v: dict) -> str:
+    """``compatible``, ``incompatible`` or ``unchecked`` (no problem found, but the tensor shapes were not seen)."""
+    return "unchecked" if v["compatible"] is None else "compatible" if v["compatible"] else "incompatible"
 
 
 def _trained_for(drafter: dict) -> str | None:
@@ -380,10 +455,13 @@ def verdict(drafter: dict, target_config: dict | None) -> dict:
     Returns ``{"compatible", "problems", "notes", "unchecked", "algorithm"}``: problems are sentences naming the
     tensor or key and both numbers; ``unchecked`` says which checks could not be made and why (a target config
     without vocab_size, say); ``algorithm`` is the ``--speculative-algorithm`` it needs (None if unknown). An
-    EAGLE-1/2 drafter is judged by EAGLE-1 rules and never told to use EAGLE3.
+    EAGLE-1/2 drafter is judged by EAGLE-1 rules and never told to use EAGLE3; a DFlash or MTP drafter by none of
+    EAGLE's. A config seen without its safetensors (a hub page, a folder holding config.json alone) has its
+    tensor checks unchecked, not failed: ``compatible`` is then None unless the config itself shows a problem.
     """
     cfg, nested = drafter_config(drafter.get("config"))
     tensors = drafter.get("tensors") or {}
+    family = drafter_family(cfg)
     target = language_config(target_config)
     problems: list[str] = []
     notes: list[str] = []
@@ -393,14 +471,22 @@ def verdict(drafter: dict, target_config: dict | None) -> dict:
         notes.append(f"nested config: read from {nested} (vLLM's speculators format), its top-level keys on top")
 
     named = _algorithm(cfg)
+    notes += config_facts(cfg)
     if cfg is None:
         problems.append("there is no config.json: SGLang needs it to build the drafter; add the drafter's config")
+    elif family is not None:
+        pass  # its own kind: config_facts said what it is
     elif named and algorithm and named != algorithm:
         arch = EAGLE3_ARCH if algorithm == "EAGLE3" else "LlamaForCausalLMEagle"
         problems.append(
             f"architectures is {cfg.get('architectures')} ({'EAGLE-3' if named == 'EAGLE3' else 'EAGLE-1/2'}) but "
             f"the tensors are an {'EAGLE-3' if algorithm == 'EAGLE3' else 'EAGLE-1/2'} drafter's: SGLang would build "
             f"the wrong model for them; set architectures to [{arch!r}]"
+        )
+    elif algorithm is None and not tensors:
+        unchecked.append(
+            f"the kind: architectures is {cfg.get('architectures')}, no EAGLE class; only the tensors' layout could "
+            "tell an EAGLE-1/2 drafter (yuhuili's say LlamaForCausalLM) from something else, and none were read"
         )
     elif algorithm is None:
         problems.append(
@@ -424,10 +510,20 @@ def verdict(drafter: dict, target_config: dict | None) -> dict:
             "so the drafter's vocabulary and its token maps could not be checked against the target's"
         )
 
-    if algorithm == "EAGLE":
+    if family is not None:
+        unchecked.append(
+            f"the {family} drafter's tensors: "
+            + ("specdeck checks EAGLE layouts only" if tensors else "no safetensors were read (config.json alone)")
+        )
+    elif algorithm == "EAGLE":
         _eagle1_checks(cfg, tensors, hidden, hidden_name, vocab_t, problems, notes)
-    else:
+    elif algorithm is not None or tensors:
         _eagle3_checks(cfg, tensors, target, hidden, hidden_name, vocab_t, problems, notes, unchecked, target_config)
+    if not tensors and family is None:
+        unchecked.append(
+            "tensor shapes: no safetensors were read (config.json alone), so fc, the decoder layer, lm_head and "
+            "d2t/t2d are unchecked, not missing"
+        )
 
     if algorithm == "EAGLE3":
         notes.append(
@@ -452,7 +548,7 @@ def verdict(drafter: dict, target_config: dict | None) -> dict:
         elif not problems:
             notes.append("same shapes ≠ same behaviour: it will load; measure the accept length on this target")
     return {
-        "compatible": not problems,
+        "compatible": False if problems else (None if not tensors or family is not None else True),
         "problems": problems,
         "notes": notes,
         "unchecked": unchecked,
@@ -472,7 +568,7 @@ def _eagle1_checks(
     """EAGLE-1/2 (SafeAILab's cnets.py, SGLang's llama_eagle): fc fuses the token's embedding with the target's
     last hidden state (2h inputs), one Llama decoder layer of width h, the target's lm_head and vocabulary."""
     fc = _shape(tensors, "fc.weight", 2)
-    if fc is None:
+    if fc is None and tensors:
         problems.append(
             "fc.weight is missing: an EAGLE drafter fuses the embedding and the target's hidden state with it"
         )
@@ -481,7 +577,7 @@ def _eagle1_checks(
             f"fc.weight is {fc} but an EAGLE-1/2 drafter of {hidden_name} {hidden} has [{hidden}, {2 * hidden}]"
         )
     prefix = _decoder_prefix(tensors) or "layers.0."
-    for proj in ("q", "k", "v"):
+    for proj in ("q", "k", "v") if tensors else ():
         name = f"{prefix}self_attn.{proj}_proj.weight"
         shape = _shape(tensors, name, 2)
         if shape is None:
@@ -541,7 +637,8 @@ def _eagle3_checks(
     if eagle.get("use_aux_hidden_state") is False:
         notes.append("use_aux_hidden_state is false: the drafter reads only the target's last hidden state")
     elif fc is None:
-        problems.append("fc.weight is missing: an EAGLE-3 drafter fuses the target's aux hidden states with it")
+        if tensors:
+            problems.append("fc.weight is missing: an EAGLE-3 drafter fuses the target's aux hidden states with it")
     else:
         if hidden and fc[1] != n_aux * hidden:
             wanted = n_aux * hidden
@@ -552,7 +649,7 @@ def _eagle3_checks(
             problems.append(f"fc.weight has {fc[0]} output rows but hidden_size is {hidden_d}")
 
     prefix = _decoder_prefix(tensors) or "midlayer."
-    for proj in ("q", "k", "v"):
+    for proj in ("q", "k", "v") if tensors else ():
         name = f"{prefix}self_attn.{proj}_proj.weight"
         shape = _shape(tensors, name, 2)
         if shape is None:
@@ -563,6 +660,8 @@ def _eagle3_checks(
     draft_vocab = _int(cfg, "draft_vocab_size") or _int(cfg, "vocab_size")
     vocab = vocab_t or _int(cfg, "vocab_size")
     vocab_name = "the target's vocab_size" if vocab_t else "vocab_size"
+    if not tensors:
+        return  # the rest are the tensors' checks
     lm_head = _shape(tensors, "lm_head.weight", 2)
     if lm_head is None:
         problems.append("lm_head.weight is missing: the drafter cannot propose tokens")
@@ -618,11 +717,11 @@ def diff_to_markdown(diff: dict, a_label: str, b_label: str) -> str:
     """The diff as a Markdown report: verdict, sizes per group, config rows and tensor rows."""
     v = diff["verdict"]
     lines = [f"# Drafter diff: {a_label} vs {b_label}", ""]
-    lines.append(f"**Verdict:** {'compatible' if v['compatible'] else 'incompatible'}")
+    lines.append(f"**Verdict:** {verdict_word(v)}")
     for side, label in (("a", a_label), ("b", b_label)):
         sv = v[side]
         algo = f", --speculative-algorithm {sv['algorithm']}" if sv["algorithm"] else ""
-        lines.append(f"- {label}: {'compatible' if sv['compatible'] else 'incompatible'}{algo}")
+        lines.append(f"- {label}: {verdict_word(sv)}{algo}")
     lines.append("")
     if v["problems"]:
         lines += ["## Problems", ""] + [f"- {p}" for p in v["problems"]] + [""]

@@ -440,7 +440,7 @@ def drafter_blocks(runs: list[RunSummary], facts: DrafterFacts | None) -> list[B
                 checkpoints.format_params(info["total_params"]) if info else "—",
                 human_bytes(size) if size else "—",
                 (run.drafter_sha256 or "")[:16] or "not verified",
-                "—" if verdict is None else "compatible" if verdict["compatible"] else "incompatible",
+                "—" if verdict is None else checkpoints.verdict_word(verdict),
             ]
         )
     blocks.append(Table(["drafter", "path", "params", "size", "sha256", "vs target"], rows))
@@ -456,7 +456,7 @@ def drafter_blocks(runs: list[RunSummary], facts: DrafterFacts | None) -> list[B
             "tensors: " + ", ".join(f"{n} {status}" for status, n in sorted(counts.items())),
             f"config: {len(changed)} of {len(d['config'])} keys differ"
             + (": " + ", ".join(f"{r['key']} ({r['a']} → {r['b']})" for r in changed[:8]) if changed else ""),
-            "verdict: " + ("compatible" if d["verdict"]["compatible"] else "incompatible"),
+            "verdict: " + checkpoints.verdict_word(d["verdict"]),
             *d["verdict"]["problems"],
         ]
         blocks += [Heading(f"{a.drafter or paths[0]} vs {b.drafter or other}", 3), Bullets(items)]

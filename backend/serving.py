@@ -505,6 +505,10 @@ def _drafter_checks(profile: ProfileConfig, path: str | None, inspected: Any, ta
     out = []
     if judged["compatible"]:
         out.append(Check("drafter", "ok", f"{profile.drafter} fits the target (Compare's verdict)"))
+    elif not judged["problems"]:  # nothing wrong seen, but its weights were not: nothing for SGLang to load
+        out.append(
+            Check("drafter", override, f"{profile.drafter} at {path} cannot be judged: {judged['unchecked'][-1]}")
+        )
     else:
         more = f" (and {len(judged['problems']) - 1} more)" if len(judged["problems"]) > 1 else ""
         tail = "; starting anyway (--force)" if force else "; see Compare, or --force to start anyway"

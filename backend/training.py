@@ -207,9 +207,10 @@ async def check_init(conn: Connection, settings: Settings, t: TrainingConfig) ->
     target = await _target_config(conn, t.target or settings.target)
     judged = checkpoints_mod.verdict(inspected, target)
     if not judged["compatible"]:
+        why = judged["problems"][0] if judged["problems"] else f"it cannot be judged: {judged['unchecked'][-1]}"
         raise UsageError(
             f"training {t.name}: {t.init or init} cannot warm-start on {t.target or settings.target}: "
-            f"{judged['problems'][0]} (see `specdeck diff {t.init or init} --target ...`)"
+            f"{why} (see `specdeck diff {t.init or init} --target ...`)"
         )
 
 

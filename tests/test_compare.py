@@ -147,7 +147,9 @@ def test_same_inspect_locally_over_ssh_and_from_the_hub(capsys, tmp_path, hub_ro
     local = run_json(capsys, "--host", "local", "inspect", f"file://{aq}")
     ssh = run_json(capsys, *sshd.cli_args(str(tmp_path / "sshwork")), "inspect", aq)
     from_hub = run_json(capsys, "--host", "local", "inspect", f"hf://{AQ_REPO}", "--endpoint", hub.url)
-    assert set(local) == {"path", "config", "files", "metadata", "tensors", "total_params", "total_bytes", "notes"}
+    assert set(local) == {
+        *("path", "config", "files", "metadata", "tensors", "total_params", "total_bytes", "notes", "config_facts")
+    }
     assert local == ssh
     assert {**from_hub, "path": aq} == local and from_hub["path"] == f"hf://{AQ_REPO}"
     assert local["tensors"]["fc.weight"] == {

@@ -340,3 +340,82 @@ def test_a_traceback_without_its_exception_line_is_said() -> None:
         "a traceback ends without its exception line (cut?), last frame eagle_worker_v2.py:506 in "
         "_draft_extend_for_prefill"
     ]
+
+
+# --- drafter configs seen alone ------------------------------------------------------------------------
+
+
+def _config_folder(tmp_path: Path, name: str) -> Path:
+    """A folder holding the artefact as its config.json and nothing else (a repo browsed before its weights)."""
+    folder = tmp_path / name.removesuffix(".json")
+    folder.mkdir()
+    (folder / "config.json").write_text(_text(name), encoding="utf-8")
+    return folder
+
+
+def _judged(tmp_path: Path, name: str) -> tuple[dict, dict]:
+    from backend.checkpoints import inspect_local, verdict
+
+    info = inspect_local(str(_config_folder(tmp_path, name)))
+    return info, verdict(info, None)
+
+
+def test_a_config_alone_is_read_and_its_shapes_are_unchecked(tmp_path: Path) -> None:
+    """SpecForge's EAGLE-3.1 config for Qwen3-30B-A3B: head_dim 128 set explicitly, fc_norm and norm_output."""
+    info, v = _judged(tmp_path, "drafter-eagle3.1-explicit-head-dim-specforge-qwen3-30b-a3b.json")
+    assert info["files"] == [] and info["tensors"] == {} and info["config"]["draft_vocab_size"] == 32000
+    assert info["notes"] == ["config.json alone: no *.safetensors were read, so no tensor shape could be checked"]
+    assert v["compatible"] is None and v["problems"] == [] and v["algorithm"] == "EAGLE3"
+    assert any("unchecked, not missing" in u for u in v["unchecked"])
+    assert "head_dim 128 is set (not hidden_size 2048 / 32 heads = 64): q_proj has 32 x 128 = 4096 rows" in v["notes"]
+    assert "EAGLE-3.1 extras set: fc_norm, norm_output" in v["notes"]
+    assert any("default layers 2, L/2 and L-3" in n for n in v["notes"])  # it has no eagle_config: right here
+
+
+def test_an_moe_drafter_with_its_aux_layers(tmp_path: Path) -> None:
+    info, v = _judged(tmp_path, "drafter-eagle3-moe-draft-aux-ids-specforge-qwen3-30b-a3b.json")
+    assert v["compatible"] is None and v["problems"] == []
+    assert "an MoE decoder layer: 128 experts, 8 per token, moe_intermediate_size 768" in v["notes"]
+    assert not any("default layers" in n for n in v["notes"])  # eagle_config names them: [1, 23, 44]
+    assert info["config"]["eagle_config"]["eagle_aux_hidden_state_layer_ids"] == [1, 23, 44]
+
+
+def test_dflash_and_mtp_drafters_are_judged_by_their_own_kind(tmp_path: Path) -> None:
+    _, dflash = _judged(tmp_path, "drafter-dflash-specforge-qwen3-4b.json")
+    assert dflash["algorithm"] == "DFLASH" and dflash["problems"] == [] and dflash["compatible"] is None
+    assert dflash["notes"][0] == (
+        "a DFlash block drafter (DFlashDraftModel): 5 layers, block size 16, target layers [1, 9, 17, 25, 33] of "
+        "36; judged by its own kind, not EAGLE's"
+    )
+    assert not any("default layers" in n or "EAGLE3" in n for n in dflash["notes"])
+    _, mtp = _judged(tmp_path, "drafter-mtp-shared-lm-head-specforge-qwen3.5-4b.json")
+    assert mtp["problems"] == [] and mtp["algorithm"] is None
+    assert "shares the target's lm_head" in mtp["notes"][0] and not any("lm_head" in u for u in mtp["unchecked"])
+
+
+def test_inspect_prints_what_a_config_alone_says(tmp_path: Path) -> None:
+    folder = _config_folder(tmp_path, "drafter-eagle3.1-explicit-head-dim-specforge-qwen3-30b-a3b.json")
+    out = _cli("--host", "local", "inspect", f"file://{folder}")
+    assert out.returncode == 0, out.stderr
+    assert "tensors: none read (no safetensors file): the shapes are unchecked, not missing" in out.stdout
+    assert "config says: EAGLE-3.1 extras set: fc_norm, norm_output" in out.stdout
+    assert "drafter: EAGLE3: --speculative-algorithm EAGLE3" in out.stdout
+    dflash = _cli(
+        "--host",
+        "local",
+        "inspect",
+        f"file://{_config_folder(tmp_path, 'drafter-dflash-specforge-qwen3-4b.json')}/config.json",
+    )
+    assert dflash.returncode == 0 and "config says: a DFlash block drafter" in dflash.stdout
+
+
+def test_a_hub_repo_with_config_json_alone(tmp_path: Path) -> None:
+    from backend.sandbox.hub import HubServer
+
+    repo = tmp_path / "hub" / "z-lab" / "qwen3-4b-dflash"
+    repo.mkdir(parents=True)
+    (repo / "config.json").write_text(_text("drafter-dflash-specforge-qwen3-4b.json"), encoding="utf-8")
+    with HubServer(tmp_path / "hub") as hub:
+        out = _cli("--host", "local", "inspect", "hf://z-lab/qwen3-4b-dflash", "--endpoint", hub.url)
+    assert out.returncode == 0, out.stderr
+    assert "config says: a DFlash block drafter" in out.stdout and "unchecked, not missing" in out.stdout

@@ -96,7 +96,7 @@ async def inspect_cmd(args: argparse.Namespace) -> int:
     finally:
         await sources.aclose()
     if args.json:
-        emit_json(info)
+        emit_json({**info, "config_facts": ck.config_facts(info["config"])})
     else:
         print("\n".join(render_inspect(info, _where(source, host.name))))
     return 0
@@ -129,11 +129,14 @@ def render_inspect(info: dict, where: str) -> list[str]:
     if info["metadata"]:
         lines.append("metadata: " + ", ".join(f"{k}={v}" for k, v in sorted(info["metadata"].items())))
     tensors = info["tensors"]
-    params, size = ck.format_params(info["total_params"]), human_bytes(info["total_bytes"])
-    lines.append(f"{len(tensors)} tensors, {params} params, {size}")
-    rows = [("tensor", "dtype", "shape", "size")]
-    rows += [(n, t["dtype"], str(t["shape"]), human_bytes(t["bytes"])) for n, t in tensors.items()]
-    lines += _table(rows)
+    if info["files"]:
+        params, size = ck.format_params(info["total_params"]), human_bytes(info["total_bytes"])
+        lines.append(f"{len(tensors)} tensors, {params} params, {size}")
+        rows = [("tensor", "dtype", "shape", "size")]
+        rows += [(n, t["dtype"], str(t["shape"]), human_bytes(t["bytes"])) for n, t in tensors.items()]
+        lines += _table(rows)
+    else:
+        lines.append("tensors: none read (no safetensors file): the shapes are unchecked, not missing")
     kind = ck.drafter_kind(info)
     if kind == "EAGLE":
         lines.append("drafter: EAGLE-1/2 (not EAGLE-3): --speculative-algorithm EAGLE")
@@ -142,6 +145,7 @@ def render_inspect(info: dict, where: str) -> list[str]:
     nested = ck.drafter_config(info["config"])[1]
     if nested:
         lines.append(f"nested config: read from {nested}")
+    lines += [f"config says: {fact}" for fact in ck.config_facts(info["config"])]
     lines += [f"note: {n}" for n in info.get("notes") or []]
     return lines
 
@@ -177,7 +181,7 @@ async def diff_cmd(args: argparse.Namespace) -> int:
         (emit_json_line if args.weights else emit_json)(result)
     else:
         print("\n".join(render_diff(result, a, b, show_all=args.all)))
-    return 1 if args.fail_incompatible and not result["verdict"]["compatible"] else 0
+    return 1 if args.fail_incompatible and result["verdict"]["compatible"] is False else 0
 
 
 def _progress(event: dict | None) -> None:
@@ -233,7 +237,7 @@ def render_diff(d: dict, a: Source, b: Source, show_all: bool = False) -> list[s
 
     v = d["verdict"]
     algos = ", ".join(f"{s.upper()} needs {v[s]['algorithm'] or 'an unknown algorithm'}" for s in ("a", "b"))
-    lines += ["", f"verdict: {'COMPATIBLE' if v['compatible'] else 'INCOMPATIBLE'} ({algos})"]
+    lines += ["", f"verdict: {ck.verdict_word(v).upper()} ({algos})"]
     lines += [f"  problem: {p}" for p in v["problems"]]
     lines += [f"  not checked: {u}" for u in v.get("unchecked") or []]
     lines += [f"  note: {n}" for n in v["notes"]]

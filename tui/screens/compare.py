@@ -208,9 +208,12 @@ class ComparePane(ShellPane):
 
         v = d["verdict"]
         badge = self.query_one("#compare-badge", Static)
-        badge.update("✔ COMPATIBLE" if v["compatible"] else f"✕ INCOMPATIBLE · {len(v['problems'])} problems")
-        badge.set_class(v["compatible"], "-compatible")
-        badge.set_class(not v["compatible"], "-incompatible")
+        if v["compatible"] is None:
+            badge.update(f"? UNCHECKED · {len(v.get('unchecked') or [])} checks not made")
+        else:
+            badge.update("✔ COMPATIBLE" if v["compatible"] else f"✕ INCOMPATIBLE · {len(v['problems'])} problems")
+        badge.set_class(v["compatible"] is True, "-compatible")
+        badge.set_class(v["compatible"] is False, "-incompatible")
         summary = d["summary"]
         self.query_one("#compare-summary", Static).update(
             f"A {ck.format_totals(summary['a'], ' · ')}   B {ck.format_totals(summary['b'], ' · ')}"

@@ -15,6 +15,8 @@ from .safetensors_header import CheckpointError, read_header
 INDEX = "model.safetensors.index.json"
 CONFIG = "config.json"
 _NOT_CHECKPOINT = "point at a folder with config.json and *.safetensors files, or at one .safetensors file"
+# A config read without weights (a folder or hub repo holding config.json alone, or the file itself).
+CONFIG_ALONE = "config.json alone: no *.safetensors were read, so no tensor shape could be checked"
 _FIX_INDEX = "fix or regenerate " + INDEX
 # (file name, file size, parsed header) for each safetensors file of a checkpoint.
 Header = Tuple[str, int, dict]
@@ -24,9 +26,11 @@ def inspect_checkpoint(path: str) -> dict:
     """Describe the checkpoint at ``path`` (folder or single .safetensors file) from headers only.
 
     Returns ``{"path", "config", "files": [{"name", "bytes", "tensors"}], "metadata", "tensors": {name:
-    {"dtype", "shape", "bytes", "file"}}, "total_params", "total_bytes", "notes"}``. Raises
-    ``CheckpointError`` for a corrupt or non-checkpoint path, ``FileNotFoundError`` / ``PermissionError``
-    (with a sentence) when the path is missing or unreadable.
+    {"dtype", "shape", "bytes", "file"}}, "total_params", "total_bytes", "notes"}``. A folder with config.json
+    and no safetensors, or a config.json itself, gives the config with no files or tensors and says so in
+    ``notes`` (what the config says can still be read; the shapes cannot). Raises ``CheckpointError`` for a
+    corrupt or non-checkpoint path, ``FileNotFoundError`` / ``PermissionError`` (with a sentence) when the path
+    is missing or unreadable.
     """
     return _scan(path)[0]
 
@@ -53,6 +57,9 @@ def _scan(path: str) -> Tuple[dict, Dict[str, Tuple[str, int]]]:
 
 
 def _scan_file(path: str) -> Tuple[dict, Dict[str, Tuple[str, int]]]:
+    if os.path.basename(path) == CONFIG:
+        config = _read_json(path, CONFIG)
+        return build_result(path, config, [], None, [CONFIG_ALONE]), {}
     if not path.endswith(".safetensors"):
         raise CheckpointError(path, "not_checkpoint", "not a .safetensors file", _NOT_CHECKPOINT)
     headers = [(os.path.basename(path), os.stat(path).st_size, read_header(path))]  # type: List[Header]
@@ -87,6 +94,8 @@ def _scan_dir(path: str) -> Tuple[dict, Dict[str, Tuple[str, int]]]:
             notes.append("not in the index, so not loaded: " + ", ".join(unused))
     elif present:
         names = present
+    elif config is not None:
+        return build_result(path, config, [], None, [CONFIG_ALONE]), {}
     else:
         raise CheckpointError(path, "not_checkpoint", "no *.safetensors files in the folder", _NOT_CHECKPOINT)
     headers = []  # type: List[Header]
