@@ -6,6 +6,10 @@
 A record with steps, topk and draft tokens all 0 is bench_speculative's plain decoding: its step time is the
 plain decode step. Records at topk 1 with draft tokens other than steps + 1 (a cut chain) are set aside (the
 advisor models full chains); a topk > 1 record is refused (a tree is not a chain).
+
+Other benchmarks' output given by mistake is named, with what it says, rather than refused as a bad CSV:
+``sglang.bench_serving``'s result block (and its 2026 speculative-decoding section), and
+``bench_one_batch_server``'s JSON lines (``acc_length`` -1 there means no speculation).
 """
 
 from __future__ import annotations
@@ -14,6 +18,7 @@ import csv
 import io
 import json
 import math
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -83,15 +88,98 @@ def _record(raw: object, line: int, where: str) -> BenchRecord:
     return rec
 
 
+_NEEDS = (
+    "the advisor needs scripts/playground/bench_speculative.py's records (its --output file, JSON lines: "
+    "batch_size, steps, topk, num_draft_tokens, acc_length, step_time, speed per configuration)"
+)
+# bench_serving's result block: "Label (unit):   value" lines between its rules (values may be cut off).
+_SERVING = re.compile(r"([A-Z][\w ()/%.-]*?):[ \t]*(\S(?:.*\S)?)?[ \t]*")
+_SERVING_MARKS = ("Serving Benchmark Result", "Speculative Decoding", "Successful requests:", "Benchmark duration (s):")
+
+
+def _bench_serving(text: str, where: str) -> str | None:
+    """What a bench_serving result block says, as the sentence refusing it; None when it is not one."""
+    if not any(mark in text for mark in _SERVING_MARKS):
+        return None
+    fields: dict[str, str] = {}
+    cut: list[str] = []
+    for line in text.splitlines():
+        found = _SERVING.fullmatch(line.strip())
+        if found and not line.lstrip().startswith("#"):
+            fields.setdefault(found.group(1), found.group(2) or "")
+            if not found.group(2):
+                cut.append(found.group(1))
+    said = []
+    for label, what in (
+        ("Successful requests", "{} requests"),
+        ("Benchmark duration (s)", "in {} s"),
+        ("Output token throughput (tok/s)", "output {} tok/s"),
+        ("Accept length", "accept length {}"),
+        ("Acceptance length (server)", "accept length {} (server)"),
+        ("Acceptance rate (%)", "acceptance rate {}%"),
+    ):
+        if fields.get(label):
+            said.append(what.format(fields[label]))
+    concurrency = next((v for k, v in fields.items() if re.fullmatch(r"Max re\w+ concurrency", k)), None)
+    if concurrency:
+        said.append(f"max concurrency {concurrency}")
+    drafts, accepted, tokens = (_number(fields.get(k)) for k in ("Drafts", "Accepted tokens", "Draft tokens"))
+    if drafts and tokens and accepted is not None:
+        said.append(
+            f"its draft counts give {accepted / tokens:.2%} accepted and an accept length of "
+            f"{(accepted + drafts) / drafts:.2f} (accepted + one bonus token per draft)"
+        )
+    cut_note = f"; {', '.join(cut[:3])} without {'its value' if len(cut) == 1 else 'values'} (cut?)" if cut else ""
+    return (
+        f"{where} is sglang.bench_serving's result block ({', '.join(said) or 'no figure read'}{cut_note}), a "
+        f"serving benchmark over many requests, not step times per speculative configuration: {_NEEDS}."
+    )
+
+
+def _number(value: str | None) -> float | None:
+    try:
+        return float(value) if value else None
+    except ValueError:
+        return None
+
+
+def _one_batch(rows: list[dict], where: str) -> str | None:
+    """What bench_one_batch_server's records say, as the sentence refusing them; None when they are not its."""
+    if not rows or not all({"input_len", "output_len", "latency", "output_throughput"} <= set(r) for r in rows):
+        return None
+    said = [f"batch {r.get('batch_size')}: output {r.get('output_throughput')} tok/s" for r in rows[:4]]
+    plain = [r for r in rows if r.get("acc_length") == -1]
+    note = f"; acc_length -1 in {len(plain)} of them: no speculation, not an accept length" if plain else ""
+    return (
+        f"{where} holds bench_one_batch_server's records ({'; '.join(said)}{note}), one batch's latency and "
+        f"throughput each, not step times per speculative configuration: {_NEEDS}."
+    )
+
+
 def parse(text: str, where: str) -> list[BenchRecord]:
-    """Records from JSON lines (a first character ``{``) or a CSV with the same columns."""
+    """Records from JSON lines (a first character ``{``) or a CSV with the same columns; another benchmark's
+    output is refused with what it is and what it says."""
     stripped = text.lstrip()
     if not stripped:
         raise UsageError(f"{where} is empty: give bench_speculative.py's --output file (JSON lines) or a CSV.")
+    foreign = _bench_serving(text, where)
+    if foreign is not None:
+        raise UsageError(foreign)
     records = []
-    if stripped.startswith("{"):
+    # A comment line before the records (a note, a pasted source) does not make them a CSV.
+    first = next((line for line in stripped.splitlines() if not line.lstrip().startswith("#")), "")
+    if first.lstrip().startswith("{"):
+        rows = []
+        for line in text.splitlines():
+            try:
+                rows.append(json.loads(line))
+            except ValueError:
+                continue
+        foreign = _one_batch([r for r in rows if isinstance(r, dict)], where)
+        if foreign is not None:
+            raise UsageError(foreign)
         for n, line in enumerate(text.splitlines(), 1):
-            if not line.strip():
+            if not line.strip() or line.lstrip().startswith("#"):
                 continue
             try:
                 raw = json.loads(line)

@@ -419,3 +419,40 @@ def test_a_hub_repo_with_config_json_alone(tmp_path: Path) -> None:
         out = _cli("--host", "local", "inspect", "hf://z-lab/qwen3-4b-dflash", "--endpoint", hub.url)
     assert out.returncode == 0, out.stderr
     assert "config says: a DFlash block drafter" in out.stdout and "unchecked, not missing" in out.stdout
+
+
+# --- other benchmarks' output given to `advise --from` ----------------------------------------------------
+
+
+def _advise(name: str) -> subprocess.CompletedProcess:
+    return _cli("advise", "--from", str(REAL / name))
+
+
+def test_bench_serving_output_is_named_with_what_it_says() -> None:
+    out = _advise("bench-serving-dspark-accept-length-amd-pr30964.txt")
+    assert out.returncode == 2 and "Traceback" not in out.stderr and "CSV header" not in out.stderr
+    assert "is sglang.bench_serving's result block (1024 requests, in 235.40 s, output 4454.35 tok/s, " in out.stderr
+    assert "accept length 4.84, max concurrency 256)" in out.stderr
+    assert "the advisor needs scripts/playground/bench_speculative.py's records" in out.stderr
+    typo = _advise("bench-serving-0.4.0-typo-concurrency-2805.txt").stderr
+    assert (
+        "1648 requests" in typo and "max concurrency not set" in typo and "Median TTFT (ms) without its value" in typo
+    )
+    bare = _advise("bench-serving-no-trailing-spaces-dp-attn-pr9359.txt").stderr
+    assert "12800 requests" in bare and "output 66941.40 tok/s" in bare and "Concurrency without its value" in bare
+
+
+def test_the_speculative_section_is_read_and_checked() -> None:
+    """sglang PR #16694: 5709 of 8187 draft tokens accepted over 2729 drafts: 69.73%, (5709 + 2729) / 2729 = 3.09."""
+    out = _advise("bench-serving-spec-decoding-section-pr16694.txt").stderr
+    assert "accept length 3.09 (server), acceptance rate 69.73%" in out
+    assert "its draft counts give 69.73% accepted and an accept length of 3.09" in out
+
+
+def test_bench_one_batch_server_records_are_named() -> None:
+    out = _advise("bench-one-batch-server-jsonl-acc-minus-one-dsv4-flash.txt")
+    assert out.returncode == 2 and "has no 'steps'" not in out.stderr
+    assert (
+        "holds bench_one_batch_server's records (batch 33: output 551.92 tok/s; batch 38: output 225.45" in out.stderr
+    )
+    assert "acc_length -1 in 2 of them: no speculation, not an accept length" in out.stderr
