@@ -74,9 +74,8 @@ def inspect_hub(repo_spec: str, endpoint: str | None = None, token: str | None =
         return build_result(repo_spec, config, [], None, [CONFIG_ALONE])  # what the config says, shapes unseen
     except Exception as exc:
         raise _hub_error(exc, repo_spec, endpoint or huggingface_hub.constants.ENDPOINT) from None
-    headers = []
+    files = []
     for name, file_meta in sorted(meta.files_metadata.items()):
-        where = f"{repo_spec}/{name}"
         obj: dict[str, Any] = {"__metadata__": file_meta.metadata or None}
         for tensor, info in file_meta.tensors.items():
             obj[tensor] = {
@@ -84,22 +83,41 @@ def inspect_hub(repo_spec: str, endpoint: str | None = None, token: str | None =
                 "shape": list(info.shape),
                 "data_offsets": list(info.data_offsets),
             }
+        files.append((name, sizes.get(name, 0), obj))
+    weight_map = meta.weight_map if meta.sharded else None
+    return hub_result(repo_spec, config, files, weight_map, notes, meta.metadata)
+
+
+def hub_result(
+    spec: str,
+    config: dict | None,
+    files: list[tuple[str, int | None, dict]],
+    weight_map: dict | None,
+    notes: list[str],
+    index_meta: Any = None,
+) -> dict:
+    """The inspect dict of a hub repo from its safetensors headers as JSON objects (``(name, file size or None,
+    header)``): each header validated as a local one is; with a size, the header must describe exactly the
+    file. Without one (a search reads no sizes) a file counts its tensors' bytes. Corrupt: a UsageError."""
+    headers = []
+    for name, size, obj in files:
+        where = f"{spec}/{name}"
         try:
             checked = validate_header(obj, where)
-            size = sizes.get(name, 0)
-            header_len = size - 8 - checked["data_len"]
-            if not 2 <= header_len <= MAX_HEADER:
-                raise CheckpointError(
-                    where,
-                    "file_size",
-                    f"the header describes {checked['data_len']} bytes of data in a {size}-byte file",
-                )
+            if size is not None:
+                header_len = size - 8 - checked["data_len"]
+                if not 2 <= header_len <= MAX_HEADER:
+                    raise CheckpointError(
+                        where,
+                        "file_size",
+                        f"the header describes {checked['data_len']} bytes of data in a {size}-byte file",
+                    )
         except CheckpointError as exc:
             raise UsageError(str(exc)) from None
-        headers.append((name, size, {"metadata": checked["metadata"], "tensors": checked["tensors"]}))
-    weight_map = meta.weight_map if meta.sharded else None
+        parsed = {"metadata": checked["metadata"], "tensors": checked["tensors"]}
+        headers.append((name, checked["data_len"] if size is None else size, parsed))
     try:
-        return build_result(repo_spec, config, headers, weight_map, notes, meta.metadata)
+        return build_result(spec, config, headers, weight_map, notes, index_meta)
     except CheckpointError as exc:
         raise UsageError(str(exc)) from None
 
@@ -313,9 +331,53 @@ def language_config(cfg: dict | None) -> dict | None:
     return cfg
 
 
-def _algorithm(cfg: dict | None) -> str | None:
+# The draft model classes SGLang 0.5.23 registers (its srt/models EntryClass lists, read from the wheel) and the
+# --speculative-algorithm each needs. Names with "eagle" in them beyond these are judged by their tensors.
+DRAFT_ARCHITECTURES = {
+    "LlamaForCausalLMEagle3": "EAGLE3",
+    "Eagle3DeepseekV2ForCausalLM": "EAGLE3",  # MLA attention (kimi_k25_eagle3.py): one layer, an MLA target
+    "LlamaForCausalLMEagle": "EAGLE",
+    "Qwen2ForCausalLMEagle": "EAGLE",
+    "MistralForCausalLMEagle": "EAGLE",
+    "MistralLarge3ForCausalLMEagle": "EAGLE",
+    **dict.fromkeys(
+        (
+            "DFlashDraftModel",
+            "DFlash2DraftModel",
+            "DFlash2BeamDraftModel",
+            "MiniMaxDFlash2DraftModel",
+            "DFlashLagunaForCausalLM",
+            "MuseGlimmerAssistantModel",
+        ),
+        "DFLASH",
+    ),
+    **dict.fromkeys(
+        (
+            "DSparkDraftModel",
+            "Qwen3DSparkModel",
+            "LingDSparkModel",
+            "Lfm2DSparkDraftModel",
+            "DSparkMiniMaxDraftModel",
+            "DeepseekV4ForCausalLMDSpark",
+        ),
+        "DSPARK",
+    ),
+}
+MLA_EAGLE3_ARCH = "Eagle3DeepseekV2ForCausalLM"
+BLOCK_ALGORITHMS = ("DFLASH", "DSPARK")  # block drafters: the target's embedding and lm_head, no aux fc of 3
+
+
+def architectures(cfg: dict | None) -> list[str]:
+    """The config's ``architectures`` names (strings only)."""
     archs = (cfg or {}).get("architectures") or []
-    names = [a for a in archs if isinstance(a, str)] if isinstance(archs, list) else []
+    return [a for a in archs if isinstance(a, str)] if isinstance(archs, list) else []
+
+
+def _algorithm(cfg: dict | None) -> str | None:
+    names = architectures(cfg)
+    for name in names:
+        if name in DRAFT_ARCHITECTURES:
+            return DRAFT_ARCHITECTURES[name]
     if any("eagle3" in a.lower() for a in names):
         return "EAGLE3"
     if any("eagle" in a.lower() for a in names):
@@ -347,7 +409,7 @@ def _decoder_prefix(tensors: dict) -> str | None:
     """Where the drafter's one decoder layer lives: ``midlayer.`` (EAGLE-3 as SpecForge saves it) or
     ``layers.0.`` (EAGLE-1/2, and the speculators format)."""
     for prefix in ("midlayer.", "layers.0.", "model.layers.0."):
-        if f"{prefix}self_attn.q_proj.weight" in tensors:
+        if f"{prefix}self_attn.q_proj.weight" in tensors or f"{prefix}self_attn.q_a_proj.weight" in tensors:
             return prefix
     return None
 
@@ -367,7 +429,7 @@ def _layout(cfg: dict | None, tensors: dict) -> str | None:
 
 
 def drafter_kind(drafter: dict) -> str | None:
-    """``EAGLE3``, ``EAGLE`` (EAGLE-1/2) or ``DFLASH``: what ``--speculative-algorithm`` the drafter needs, from
+    """``EAGLE3``, ``EAGLE`` (EAGLE-1/2), ``DFLASH`` or ``DSPARK``: what ``--speculative-algorithm`` it needs, from
     its architectures or, where they name no EAGLE (yuhuili's EAGLE-1/2 drafters say ``LlamaForCausalLM``), from
     its layout (``_layout``). Where architectures and tensors disagree the tensors decide (SGLang builds the class
     the config names and then fails to load them; ``verdict`` says so). None when neither says (an MTP drafter's
@@ -377,6 +439,8 @@ def drafter_kind(drafter: dict) -> str | None:
     if family is not None:
         return "DFLASH" if family == "DFlash" else None
     named, layout = _algorithm(cfg), _layout(cfg, drafter.get("tensors") or {})
+    if named in BLOCK_ALGORITHMS:
+        return named  # a block drafter's fc fuses several target layers too: its layout alone reads as EAGLE-3
     return layout or named if named else ("EAGLE" if layout == "EAGLE" else None)
 
 
@@ -452,12 +516,14 @@ def _trained_for(drafter: dict) -> str | None:
 def verdict(drafter: dict, target_config: dict | None) -> dict:
     """Judge one drafter (an inspect dict) against the target's config.json.
 
-    Returns ``{"compatible", "problems", "notes", "unchecked", "algorithm"}``: problems are sentences naming the
-    tensor or key and both numbers; ``unchecked`` says which checks could not be made and why (a target config
-    without vocab_size, say); ``algorithm`` is the ``--speculative-algorithm`` it needs (None if unknown). An
-    EAGLE-1/2 drafter is judged by EAGLE-1 rules and never told to use EAGLE3; a DFlash or MTP drafter by none of
-    EAGLE's. A config seen without its safetensors (a hub page, a folder holding config.json alone) has its
-    tensor checks unchecked, not failed: ``compatible`` is then None unless the config itself shows a problem.
+    Returns ``{"compatible", "problems", "notes", "unchecked", "algorithm", "kind"}``: problems are sentences
+    naming the tensor or key and both numbers; ``unchecked`` says which checks could not be made and why (a target
+    config without vocab_size, say); ``algorithm`` is the ``--speculative-algorithm`` it needs (None if unknown);
+    ``kind`` is ``drafter``, or for a config with no draft layout behind it ``target copy`` or ``language model``.
+    An EAGLE-1/2 drafter is judged by EAGLE-1 rules and never told to use EAGLE3; a DFlash drafter by its own; an
+    MTP one by none of EAGLE's. A config seen without its safetensors (a hub page, a folder holding config.json
+    alone) has its tensor checks unchecked, not failed: ``compatible`` is then None unless the config itself
+    shows a problem.
     """
     cfg, nested = drafter_config(drafter.get("config"))
     tensors = drafter.get("tensors") or {}
@@ -472,6 +538,10 @@ def verdict(drafter: dict, target_config: dict | None) -> dict:
 
     named = _algorithm(cfg)
     notes += config_facts(cfg)
+    if algorithm is None and family is None and _whole_model(cfg, tensors, target):
+        # No draft layout at all: a whole language model, judged as one (a copy of the target, or a standalone
+        # draft if it shares the target's vocabulary).
+        return _whole_model_verdict(cfg, target, notes)
     if cfg is None:
         problems.append("there is no config.json: SGLang needs it to build the drafter; add the drafter's config")
     elif family is not None:
@@ -510,16 +580,18 @@ def verdict(drafter: dict, target_config: dict | None) -> dict:
             "so the drafter's vocabulary and its token maps could not be checked against the target's"
         )
 
-    if family is not None:
+    if family == "MTP":
         unchecked.append(
-            f"the {family} drafter's tensors: "
-            + ("specdeck checks EAGLE layouts only" if tensors else "no safetensors were read (config.json alone)")
+            "the MTP drafter's tensors: "
+            + ("specdeck checks EAGLE and block layouts only" if tensors else "no safetensors read (config.json alone)")
         )
     elif algorithm == "EAGLE":
         _eagle1_checks(cfg, tensors, hidden, hidden_name, vocab_t, problems, notes)
+    elif algorithm in BLOCK_ALGORITHMS:
+        _block_checks(cfg, tensors, target, hidden, hidden_name, vocab_t, problems, notes, unchecked)
     elif algorithm is not None or tensors:
         _eagle3_checks(cfg, tensors, target, hidden, hidden_name, vocab_t, problems, notes, unchecked, target_config)
-    if not tensors and family is None:
+    if not tensors and family is None and algorithm not in BLOCK_ALGORITHMS:
         unchecked.append(
             "tensor shapes: no safetensors were read (config.json alone), so fc, the decoder layer, lm_head and "
             "d2t/t2d are unchecked, not missing"
@@ -535,6 +607,12 @@ def verdict(drafter: dict, target_config: dict | None) -> dict:
             "an EAGLE-1/2 drafter (not EAGLE-3): launch with --speculative-algorithm EAGLE; it reads the target's "
             "last hidden state and uses the target's lm_head"
         )
+    elif algorithm in BLOCK_ALGORITHMS:
+        block = (cfg or {}).get("block_size") or ((cfg or {}).get("dflash_config") or {}).get("block_size")
+        notes.append(
+            f"a block drafter: launch with --speculative-algorithm {algorithm}; SGLang drafts one block with 1 step "
+            f"and topk 1, its draft tokens the block size ({block if block else 'not in the config: SGLang uses 16'})"
+        )
     if target_config is None:
         notes.append("no target config: checked against the drafter's own config only")
     else:
@@ -548,11 +626,12 @@ def verdict(drafter: dict, target_config: dict | None) -> dict:
         elif not problems:
             notes.append("same shapes ≠ same behaviour: it will load; measure the accept length on this target")
     return {
-        "compatible": False if problems else (None if not tensors or family is not None else True),
+        "compatible": False if problems else (None if not tensors or family == "MTP" else True),
         "problems": problems,
         "notes": notes,
         "unchecked": unchecked,
         "algorithm": algorithm,
+        "kind": "drafter",
     }
 
 
@@ -649,13 +728,16 @@ def _eagle3_checks(
             problems.append(f"fc.weight has {fc[0]} output rows but hidden_size is {hidden_d}")
 
     prefix = _decoder_prefix(tensors) or "midlayer."
-    for proj in ("q", "k", "v") if tensors else ():
-        name = f"{prefix}self_attn.{proj}_proj.weight"
-        shape = _shape(tensors, name, 2)
-        if shape is None:
-            problems.append(f"{name} is missing: the drafter's decoder layer is incomplete")
-        elif hidden and shape[1] != 2 * hidden:
-            problems.append(f"{name} takes {shape[1]} inputs but 2 × {hidden_name} {hidden} = {2 * hidden}")
+    if f"{prefix}self_attn.q_a_proj.weight" in tensors or MLA_EAGLE3_ARCH in architectures(cfg):
+        _mla_checks(cfg, tensors, target, prefix, hidden, problems)
+    else:
+        for proj in ("q", "k", "v") if tensors else ():
+            name = f"{prefix}self_attn.{proj}_proj.weight"
+            shape = _shape(tensors, name, 2)
+            if shape is None:
+                problems.append(f"{name} is missing: the drafter's decoder layer is incomplete")
+            elif hidden and shape[1] != 2 * hidden:
+                problems.append(f"{name} takes {shape[1]} inputs but 2 × {hidden_name} {hidden} = {2 * hidden}")
 
     draft_vocab = _int(cfg, "draft_vocab_size") or _int(cfg, "vocab_size")
     vocab = vocab_t or _int(cfg, "vocab_size")
@@ -678,6 +760,144 @@ def _eagle3_checks(
     t2d = _shape(tensors, "t2d", 1)
     if t2d is not None and vocab and t2d[0] != vocab:
         problems.append(f"t2d has {t2d[0]} entries but {vocab_name} is {vocab}")
+
+
+def _whole_model(cfg: dict | None, tensors: dict, target: dict | None) -> bool:
+    """Whether a config with no draft class is a whole model rather than a drafter in an unnamed class: its
+    tensors (when read) have no draft layout; without them, it has the target's depth and width, or more layers
+    than any drafter (yuhuili's EAGLE-1 configs say LlamaForCausalLM with one layer: only tensors tell those)."""
+    if cfg is None or "fc.weight" in tensors or _decoder_prefix(tensors):
+        return False
+    if tensors:
+        return True
+    lang = language_config(cfg) or {}
+    layers = _int(lang, "num_hidden_layers")
+    same_shape = layers is not None and layers == _int(target, "num_hidden_layers")
+    return (same_shape and _int(lang, "hidden_size") == _int(target, "hidden_size")) or (layers or 0) > 2
+
+
+def _whole_model_verdict(cfg: dict, target: dict | None, notes: list[str]) -> dict:
+    """A config with no draft layout behind it: the target's own shape (a copy of it, quantized or fine-tuned,
+    not a drafter), or a language model that can draft as STANDALONE only with the target's vocabulary."""
+    lang = language_config(cfg) or {}
+    archs = architectures(cfg)
+    layers, hidden = _int(lang, "num_hidden_layers"), _int(lang, "hidden_size")
+    problems: list[str] = []
+    algorithm, kind = None, "language model"
+    target_shape = layers and layers == _int(target, "num_hidden_layers") and hidden == _int(target, "hidden_size")
+    if target is not None and target_shape:
+        kind = "target copy"
+        problems.append(
+            f"architectures {archs} with {layers} layers of hidden_size {hidden}: a whole model of the target's "
+            "shape (the target, a copy of it or a sibling), not a drafter"
+        )
+    else:
+        vocab_d, vocab_t = _int(lang, "vocab_size"), _int(target, "vocab_size")
+        if vocab_d and vocab_t and vocab_d == vocab_t:
+            algorithm = "STANDALONE"
+            notes.append(
+                f"a standalone draft model ({', '.join(archs) or 'no architectures'}, {layers} layers): launch "
+                f"with --speculative-algorithm STANDALONE; it shares the target's vocabulary ({vocab_t} tokens)"
+            )
+        else:
+            why = (
+                f"vocab_size {vocab_d} vs the target's {vocab_t}"
+                if vocab_d and vocab_t
+                else "the vocabularies could not be compared"
+            )
+            problems.append(
+                f"architectures {archs} is a language model, not a draft model SGLang registers (EAGLE, EAGLE-3, "
+                f"DFlash, DSpark); as a STANDALONE draft it needs the target's vocabulary: {why}"
+            )
+    return {
+        "compatible": not problems,
+        "problems": problems,
+        "notes": notes,
+        "unchecked": [],
+        "algorithm": algorithm,
+        "kind": kind,
+    }
+
+
+def _block_checks(
+    cfg: dict | None,
+    tensors: dict,
+    target: dict | None,
+    hidden: int | None,
+    hidden_name: str,
+    vocab_t: int | None,
+    problems: list[str],
+    notes: list[str],
+    unchecked: list[str],
+) -> None:
+    """DFlash/DSpark (SGLang's dflash.py): fc fuses the hidden states of ``dflash_config.target_layer_ids``
+    (n × h inputs), the decoder layers have width h, and the target's embedding and lm_head are used, so the
+    vocabularies must be the same; ``mask_token_id`` is a target token."""
+    cfg = cfg or {}
+    dflash = cfg.get("dflash_config") if isinstance(cfg.get("dflash_config"), dict) else {}
+    ids = dflash.get("target_layer_ids")
+    layers = _int(target, "num_hidden_layers")
+    if not dflash:
+        unchecked.append(
+            "dflash_config: the config has none (target_layer_ids, mask_token_id), so which target layers the "
+            "drafter reads could not be checked; SGLang falls back to its defaults"
+        )
+    elif isinstance(ids, list) and all(type(i) is int for i in ids) and layers:
+        for layer in ids:
+            if not 0 <= layer < layers:
+                problems.append(f"dflash_config.target_layer_ids has {layer} but the target has {layers} layers")
+    declared = _int(cfg, "num_target_layers")
+    if declared and layers and declared != layers:
+        problems.append(
+            f"num_target_layers is {declared} but the target has {layers} layers: it was trained on another target"
+        )
+    fc = _shape(tensors, "fc.weight", 2)
+    if not tensors:
+        unchecked.append("the block drafter's tensors: no safetensors were read (config.json alone)")
+    elif fc is None:
+        problems.append("fc.weight is missing: a block drafter fuses the target's hidden states with it")
+    elif hidden:
+        if fc[0] != hidden or fc[1] % hidden:
+            problems.append(f"fc.weight is {fc} but {hidden_name} is {hidden}: its inputs must be whole layers")
+        elif isinstance(ids, list) and fc[1] != len(ids) * hidden:
+            problems.append(
+                f"fc.weight takes {fc[1]} inputs but {len(ids)} target layers × {hidden_name} {hidden} = "
+                f"{len(ids) * hidden}"
+            )
+    vocab_d = _int(cfg, "vocab_size")
+    if vocab_d and vocab_t and vocab_d != vocab_t:
+        problems.append(
+            f"vocab_size is {vocab_d} but the target's vocab_size is {vocab_t}: a block drafter proposes through "
+            "the target's embedding and lm_head"
+        )
+    mask = _int(dflash, "mask_token_id")
+    if mask is not None and vocab_t and not 0 <= mask < vocab_t:
+        problems.append(f"dflash_config.mask_token_id {mask} is not a token of the target's {vocab_t}")
+    notes.append("no embed_tokens or lm_head of its own: a block drafter uses the target's")
+
+
+def _mla_checks(
+    cfg: dict | None, tensors: dict, target: dict | None, prefix: str, hidden: int | None, problems: list[str]
+) -> None:
+    """An MLA EAGLE-3 drafter (SGLang's Eagle3DeepseekV2ForCausalLM): its attention reads 2h inputs through the
+    low-rank projections and shares the target's MLA KV layout, so the ranks and head dims must be the target's;
+    SGLang builds exactly one layer."""
+    for proj in ("q_a_proj", "kv_a_proj_with_mqa"):
+        name = f"{prefix}self_attn.{proj}.weight"
+        shape = _shape(tensors, name, 2)
+        if shape is None:
+            problems.append(f"{name} is missing: the drafter's MLA attention is incomplete")
+        elif hidden and shape[1] != 2 * hidden:
+            problems.append(f"{name} takes {shape[1]} inputs but 2 × hidden_size {hidden} = {2 * hidden}")
+    if target is not None and _int(target, "kv_lora_rank") is None:
+        problems.append("an MLA drafter shares the target's MLA KV cache, but the target config has no kv_lora_rank")
+    for key in ("q_lora_rank", "kv_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim"):
+        mine, theirs = _int(cfg, key), _int(target, key)
+        if mine is not None and theirs is not None and mine != theirs:
+            problems.append(f"{key} is {mine} but the target's is {theirs}: an MLA drafter shares its KV layout")
+    layers = _int(cfg, "num_hidden_layers")
+    if layers is not None and layers != 1:
+        problems.append(f"num_hidden_layers is {layers}: SGLang's MLA EAGLE-3 (Eagle3DeepseekV2ForCausalLM) builds 1")
 
 
 # --- Markdown export ---

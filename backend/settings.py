@@ -306,6 +306,30 @@ def save_profile(settings: Settings, profile: ProfileConfig) -> tuple[Settings, 
     return replace(settings, profiles={**settings.profiles, profile.name: saved.profiles[profile.name]}), path
 
 
+def save_drafter(settings: Settings, drafter: DrafterConfig) -> tuple[Settings, Path]:
+    """Write ``[drafters.NAME]`` (its repo, folder, revision and files: the defaults left out) into the config
+    file as ``save_profile`` writes a profile; returns the settings with the drafter in them and the file."""
+    import tomlkit
+
+    def edit(doc) -> None:
+        drafters = doc.setdefault("drafters", tomlkit.table(is_super_table=True))
+        if drafter.name not in drafters:
+            drafters[drafter.name] = tomlkit.table()
+        table = drafters[drafter.name]
+        for key, value in (("repo", drafter.repo), ("revision", drafter.revision), ("path", drafter.path)):
+            if value is None:
+                table.pop(key, None)
+            elif table.get(key) != value:
+                table[key] = value
+        if drafter.files != DrafterConfig.files:
+            table["files"] = list(drafter.files)
+        else:
+            table.pop("files", None)
+
+    saved, path = _edit_config(settings, edit)
+    return replace(settings, drafters={**settings.drafters, drafter.name: saved.drafters[drafter.name]}), path
+
+
 def save_host(settings: Settings, name: str, url: str) -> tuple[Settings, Path]:
     """Add host ``name`` at ``url`` (an ssh:// address typed in the panel's host switcher) to the config file, as
     ``save_profile`` writes a profile; returns the settings with the host in them and the file written."""

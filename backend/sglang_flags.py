@@ -233,6 +233,22 @@ def table(version: str | None = None) -> FlagTable:
     return _load(flag_table_version(version))
 
 
+# The --speculative-algorithm values of a release whose flag lists no choices: SGLang 0.5.23 checks the name
+# against its SpeculativeAlgorithm registry at start-up (srt/speculative/spec_info.py and spec_registry.py,
+# read from the wheel; plugins may register more).
+REGISTERED_ALGORITHMS = {"0.5.23": ("EAGLE", "EAGLE3", "NEXTN", "STANDALONE", "NGRAM", "DFLASH", "DSPARK", "UNO")}
+
+
+def speculative_algorithms(version: str | None = None) -> tuple[str, ...]:
+    """The ``--speculative-algorithm`` values SGLang ``version`` takes: the flag's choices where its release
+    lists them (0.5.6), else the registry its release reads (0.5.23)."""
+    flags = table(version)
+    spec = flags.flags.get("--speculative-algorithm")
+    if spec is not None and spec.choices:
+        return tuple(spec.choices)
+    return REGISTERED_ALGORITHMS.get(flags.version, ())
+
+
 def removed_flag_message(name: str, version: str | None) -> str:
     """Why ``name`` fails on SGLang ``version``: the release that dropped it and what to use instead."""
     last, first_without, instead = REMOVED_FLAGS[name]

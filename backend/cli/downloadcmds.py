@@ -113,32 +113,39 @@ async def download(args: argparse.Namespace) -> int:
             _announce(args, plan, job, conn.host.name)
         if args.detach:
             return 0
-        progress = Progress(job.id)
-        view = None if args.json else Bars(sys.stdout)
-        with view or contextlib.nullcontext():
-            try:
-                async for _, event in downloads.follow(conn, job.id):
-                    progress.apply(event)
-                    if view is None:
-                        emit_json_line(event)
-                    else:
-                        view.draw(progress)
-            except asyncio.CancelledError:
-                print(
-                    f"\nstopped watching; the download carries on on the host as job {job.id}: "
-                    f"`specdeck jobs` shows it, `specdeck download --attach {job.id}` watches it again, "
-                    f"`specdeck jobs cancel {job.id}` stops it",
-                    file=sys.stderr,
-                )
-                raise
-            progress.finish(await wait_job(conn, job.id, 30))
-            if view is not None:
-                view.draw(progress, final=True)
+        progress = await watch(conn, job, json_lines=args.json)
         if progress.state != "done":
             raise OperationFailed(f"download {progress.state}: {progress.reason or 'see `specdeck jobs`'}")
-        if view is not None:
-            view.summary(progress)
         return 0
+
+
+async def watch(conn, job: JobInfo, json_lines: bool = False, quiet: bool = False) -> Progress:
+    """Follow a download job to its end: rich's bars on a terminal (and the files' summary when it is done),
+    its events as JSON lines with ``json_lines``, nothing with ``quiet``; returns its Progress."""
+    progress = Progress(job.id)
+    view = None if json_lines or quiet else Bars(sys.stdout)
+    with view or contextlib.nullcontext():
+        try:
+            async for _, event in downloads.follow(conn, job.id):
+                progress.apply(event)
+                if view is not None:
+                    view.draw(progress)
+                elif json_lines:
+                    emit_json_line(event)
+        except asyncio.CancelledError:
+            print(
+                f"\nstopped watching; the download carries on on the host as job {job.id}: "
+                f"`specdeck jobs` shows it, `specdeck download --attach {job.id}` watches it again, "
+                f"`specdeck jobs cancel {job.id}` stops it",
+                file=sys.stderr,
+            )
+            raise
+        progress.finish(await wait_job(conn, job.id, 30))
+        if view is not None:
+            view.draw(progress, final=True)
+    if view is not None and progress.state == "done":
+        view.summary(progress)
+    return progress
 
 
 def _announce(args: argparse.Namespace, plan: dict, job: JobInfo, host: str) -> None:

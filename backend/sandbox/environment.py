@@ -6,7 +6,8 @@
   host/output_100k_sglang/4/    the team's own drafter, ``ours`` (Kimi-K2 shapes, sparse weights)
   host/data/k25-hidden/         prepared hidden states for the ``k25-ft`` training (empty sample files) and
                                 its vocab mapping
-  hub/AQ-MedAI/Kimi-K2-Instruct-eagle3/   AQ-MedAI's drafter, served by the local Hub (a detached job)
+  hub/AQ-MedAI/Kimi-K2-Instruct-eagle3/   AQ-MedAI's drafter, served by the local Hub (a detached job), beside the
+                                the catalog of real repos around Kimi-K2.5 (backend/sandbox/hub_catalog.py)
   host-2/, host-3/, …           with ``--hosts N``: the workdirs of hosts ``sandbox-2``, ``sandbox-3``, … (each
                                 its own agent, jobs and simulators; target and drafters are the first's files)
   config.toml                   a config whose host ``sandbox`` (and ``sandbox-2``, …) points at all of this
@@ -94,7 +95,7 @@ class Layout:
 
 def write_fixtures(layout: Layout) -> None:
     """Create what the sandbox host and hub hold (idempotent; sparse files cost no disk)."""
-    from backend.sandbox import fixtures
+    from backend.sandbox import fixtures, hub_catalog
 
     if not (layout.target / "config.json").exists():
         fixtures.write_target_config(str(layout.target))
@@ -102,26 +103,9 @@ def write_fixtures(layout: Layout) -> None:
         fixtures.write_drafter(str(layout.ours), "ours")
     if not (layout.train_data / "vocab_mapping" / "vocab_mapping.pt").exists():
         write_hidden_states(layout.train_data)
-    repo = layout.hub_root / AQ_REPO
-    if not (repo / "model.safetensors").exists():
-        fixtures.write_drafter(str(repo), "aq_medai_k2")
-        _seed_fixture_digest(layout)
-
-
-_fixture_sha256: list[str] = []  # the fixture's bytes are the same each time it is written: hashed once a process
-
-
-def _seed_fixture_digest(layout: Layout) -> None:
-    """The hub's sha256 of AQ-MedAI's freshly written fixture, so a new hub serves it without hashing
-    2.22 GiB first (a sandbox per test: ~10 s each on a loaded machine); hashed here the first time."""
-    from backend.sandbox import hub
-
-    cache = hub.DigestCache(layout.hub_root / hub.CACHE_DIR_NAME)
-    f = hub.repo_file(layout.hub_root, AQ_REPO, "model.safetensors")
-    if _fixture_sha256:
-        cache.store(AQ_REPO, f, _fixture_sha256[0])
-    else:
-        _fixture_sha256.append(cache.digest(AQ_REPO, f))
+    # The hub's repos: AQ-MedAI's (the fixture) and the catalog of real repos around Kimi-K2.5, each sparse file
+    # with its digest beside it, so a new hub serves them without hashing gigabytes first.
+    hub_catalog.write_catalog(layout.hub_root)
 
 
 TRAIN_SAMPLES = 1200  # with 8 GPUs and batch 1: 150 steps an epoch

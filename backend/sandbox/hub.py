@@ -4,13 +4,20 @@ Each ``root/<org>/<name>/`` is the model repo ``org/name`` with one revision, ``
 derived from the file list, sizes and mtimes. It speaks enough of the Hub protocol for the real
 ``huggingface_hub`` client: ``HEAD/GET /{repo}/resolve/{rev}/{path}`` (``X-Repo-Commit``, ``ETag``,
 ``X-Linked-Etag``/``X-Linked-Size`` for LFS files, ``Range``), ``/api/models/{repo}[/revision/{rev}]``,
-``/api/models/{repo}/tree/{rev}[/{path}]`` and ``POST /api/models/{repo}/paths-info/{rev}``. It never
-sends Xet headers, so clients always download from it over plain HTTP.
+``/api/models/{repo}/tree/{rev}[/{path}]``, ``POST /api/models/{repo}/paths-info/{rev}`` and the search
+``GET /api/models`` (``search``, ``author``, ``filter`` repeated, ``sort``, ``limit``, ``full``, ``cardData``,
+``config``, ``expand`` repeated; pages linked by ``Link: <…>; rel="next"``, as ``list_models`` follows them).
+Card data is read from README.md's front matter; tags are computed as the Hub computes them (the card's tags,
+its library, the config's model_type, ``base_model:<relation>:<repo>``, ``safetensors``/``gguf``…); the
+``safetensors`` summary is counted from the headers. It never sends Xet headers, so clients always download
+from it over plain HTTP.
 
 Dotfiles are control files, never served: ``.gated`` (its content is the one accepted token) makes ``resolve``
-answer 401 ``GatedRepo`` unless the request carries ``Authorization: Bearer <token>``. Tests inject faults
-through :attr:`HubServer.corrupt` (serve wrong bytes, advertise the right sha256) and :meth:`HubServer.drop`
-(close the connection after K body bytes).
+answer 401 ``GatedRepo`` unless the request carries ``Authorization: Bearer <token>``; ``.hub.json`` holds what
+the Hub computes beyond the files (``{"tags": [...], "downloads": N}``). Tests inject faults through
+:attr:`HubServer.corrupt` (serve wrong bytes, advertise the right sha256), :meth:`HubServer.drop` (close the
+connection after K body bytes) and :meth:`HubServer.rate_limit` (answer 429 with the Hub's ``ratelimit``
+headers).
 
 Stdlib only, Python 3.8+. CLI (foreground, clean exit on SIGTERM):
 ``python -m backend.sandbox.hub --root DIR [--port P] [--rate BPS] [--port-file F]``.
@@ -65,6 +72,53 @@ def _iso(ts: float) -> str:
     return datetime.fromtimestamp(ts, utc).strftime("%Y-%m-%dT%H:%M:%S.000Z")
 
 
+def parse_front_matter(text: str) -> dict[str, object]:
+    """A README's YAML front matter as card data: ``key: scalar``, ``key: [a, b]`` and ``key:`` followed by
+    ``- item`` lines (what model cards use); nested maps are skipped. Stdlib only, so a subset of YAML."""
+    lines = text.splitlines()
+    if not lines or lines[0].strip() != "---":
+        return {}
+    out: dict[str, object] = {}
+    key = None
+    for line in lines[1:]:
+        if line.strip() == "---":
+            break
+        if line.startswith(("- ", "  - ")) and key is not None and isinstance(out.get(key), list):
+            out[key].append(_yaml_scalar(line.split("- ", 1)[1]))  # type: ignore[union-attr]
+            continue
+        if not line or line[0] in " #\t" or ":" not in line:
+            continue
+        key, _, value = line.partition(":")
+        key, value = key.strip(), value.strip()
+        if not value:
+            out[key] = []
+        elif value.startswith("[") and value.endswith("]"):
+            out[key] = [_yaml_scalar(v) for v in value[1:-1].split(",") if v.strip()]
+        else:
+            out[key] = _yaml_scalar(value)
+    return {k: v for k, v in out.items() if v != []}
+
+
+def _yaml_scalar(text: str) -> object:
+    text = text.split(" #", 1)[0].strip()
+    if text[:1] in ('"', "'"):
+        try:
+            return json.loads(text) if text[0] == '"' else text[1:-1]
+        except ValueError:
+            return text.strip("\"'")
+    lowered = text.lower()
+    if lowered in ("true", "false"):
+        return lowered == "true"
+    if lowered in ("null", "~"):
+        return None
+    for kind in (int, float):
+        try:
+            return kind(text)
+        except ValueError:
+            pass
+    return text
+
+
 @dataclass(frozen=True)
 class RepoFile:
     """One served file: its path in the repo and the stat fields the commit sha and caches are keyed by."""
@@ -106,12 +160,15 @@ class RequestRecord:
 class HubError(Exception):
     """A Hub error response: status, ``X-Error-Code`` and ``X-Error-Message`` as huggingface_hub maps them."""
 
-    def __init__(self, status: int, code: str | None, message: str, commit: str | None = None):
+    def __init__(
+        self, status: int, code: str | None, message: str, commit: str | None = None, ratelimit: int | None = None
+    ):
         super().__init__(message)
         self.status = status
         self.code = code
         self.message = message
         self.commit = commit
+        self.ratelimit = ratelimit  # a 429's seconds until the window resets
 
 
 def _scan(root: Path, repo_id: str) -> Repo:
@@ -230,6 +287,13 @@ class _Drop:
     times: int
 
 
+@dataclass
+class _Limit:
+    times: int
+    reset_s: int
+    scope: str
+
+
 class HubServer:
     """Serves ``root/<org>/<name>/`` folders as Hub model repos on ``host:port`` (0 = a free port).
 
@@ -246,11 +310,13 @@ class HubServer:
         rate_bps: int | None = None,
         corrupt: Iterable[str] = (),
         tree_page: int = 1000,
+        models_page: int = 100,
     ):
         self.root = Path(root)
         # Tree listings come in pages of this many entries, each with a ``Link: <URL>; rel="next"`` naming this
         # server's own URL (as the Hub names huggingface.co, whatever endpoint the client was given).
         self.tree_page = tree_page
+        self.models_page = models_page  # /api/models answers in pages of this many, linked the same way
         self.host = host
         self.port = port
         self.rate_bps = rate_bps
@@ -259,6 +325,8 @@ class HubServer:
         self.requests: list[RequestRecord] = []
         self._drops: dict[str, _Drop] = {}
         self._drops_lock = threading.Lock()
+        self._limited: _Limit | None = None
+        self._facts: dict[str, tuple[str, dict]] = {}  # repo id → (commit, what the Hub computes for it)
         self._httpd: _HTTPServer | None = None
         self._thread: threading.Thread | None = None
 
@@ -318,6 +386,24 @@ class HubServer:
                 del self._drops[key]
             return drop.after
 
+    def rate_limit(self, times: int = 1, reset_s: int = 0, scope: str = "") -> None:
+        """Answer the next ``times`` requests (-1: all until cleared with ``times=0``) whose path starts with
+        ``/{scope}`` with 429 and the Hub's ``ratelimit`` headers: none left, the window resets in ``reset_s``."""
+        with self._drops_lock:
+            self._limited = _Limit(times, reset_s, "/" + scope.lstrip("/")) if times else None
+
+    def _take_limit(self, path: str) -> int | None:
+        """The reset time to send with a 429 for this request, or None to answer it."""
+        with self._drops_lock:
+            limit = self._limited
+            if limit is None or not path.startswith(limit.scope):
+                return None
+            if limit.times > 0:
+                limit.times -= 1
+                if limit.times == 0:
+                    self._limited = None
+            return limit.reset_s
+
     # -- repos -----------------------------------------------------------------------------------------------
 
     def repo(self, repo_id: str, revision: str | None = None) -> Repo:
@@ -372,8 +458,9 @@ class HubServer:
         oid = hashlib.sha1(f"tree {repo.commit} {path}".encode()).hexdigest()
         return {"type": "directory", "oid": oid, "size": 0, "path": path}
 
-    def model_info(self, repo: Repo, blobs: bool) -> dict[str, object]:
-        """``/api/models/{repo}`` JSON; sibling sizes and LFS sha256 only with ``blobs`` (files_metadata)."""
+    def model_info(self, repo: Repo, blobs: bool, expand: list[str] | None = None) -> dict[str, object]:
+        """``/api/models/{repo}`` JSON; sibling sizes and LFS sha256 only with ``blobs`` (files_metadata); with
+        ``expand``, only those properties (and the id), as the Hub answers."""
         siblings = []
         for f in repo.files.values():
             sibling: dict[str, object] = {"rfilename": f.path}
@@ -389,7 +476,8 @@ class HubServer:
                     }
             siblings.append(sibling)
         org = repo.repo_id.split("/")[0]
-        return {
+        facts = self.facts(repo)
+        full: dict[str, object] = {
             "_id": repo.commit[:24],
             "id": repo.repo_id,
             "modelId": repo.repo_id,
@@ -400,12 +488,142 @@ class HubServer:
             "private": False,
             "gated": "auto" if repo.gate_token is not None else False,
             "disabled": False,
-            "downloads": 0,
+            "downloads": facts["downloads"],
             "likes": 0,
-            "tags": [],
+            "tags": facts["tags"],
             "siblings": siblings,
             "usedStorage": sum(f.size for f in repo.files.values()),
         }
+        for key in ("library_name", "pipeline_tag", "cardData", "config", "safetensors", "baseModels"):
+            if facts.get(key) is not None:
+                full[key] = facts[key]
+        if expand:
+            return {k: v for k, v in full.items() if k in ("_id", "id") or k in expand}
+        return full
+
+    def facts(self, repo: Repo) -> dict[str, object]:
+        """What the Hub computes for a repo from its files (kept per commit): card data from README.md's front
+        matter, tags, library, the config's top keys, the safetensors parameter counts, the base models."""
+        cached = self._facts.get(repo.repo_id)
+        if cached is not None and cached[0] == repo.commit:
+            return cached[1]
+        card: dict[str, object] = {}
+        readme = repo.files.get("README.md")
+        if readme is not None:
+            card = parse_front_matter(readme.abspath.read_text(errors="replace"))
+        config = None
+        if "config.json" in repo.files:
+            try:
+                config = json.loads(repo.files["config.json"].abspath.read_text())
+            except ValueError:
+                config = None
+        config = config if isinstance(config, dict) else None
+        extra: dict[str, object] = {}
+        try:
+            extra = json.loads((repo.folder / ".hub.json").read_text())
+        except (OSError, ValueError):
+            pass
+        names = list(repo.files)
+        tags = [str(t) for t in card.get("tags") or [] if isinstance(card.get("tags"), list)]
+        library = card.get("library_name")
+        if "adapter_config.json" in names:
+            library = library or "peft"
+        computed = [library] if library else []
+        if any(n.endswith(".safetensors") for n in names):
+            computed.append("safetensors")
+        if any(n.endswith(".gguf") for n in names):
+            computed.append("gguf")
+        if config and isinstance(config.get("model_type"), str):
+            computed.append(config["model_type"])
+        if config and config.get("auto_map"):
+            computed.append("custom_code")
+        if card.get("pipeline_tag"):
+            computed.append(str(card["pipeline_tag"]))
+        bases = card.get("base_model")
+        bases = [bases] if isinstance(bases, str) else [b for b in bases or [] if isinstance(b, str)]
+        relation = card.get("base_model_relation")
+        if not isinstance(relation, str):  # the Hub infers it from the files when the card does not say
+            quantized = any(n.endswith(".gguf") for n in names) or bool((config or {}).get("quantization_config"))
+            relation = "adapter" if "adapter_config.json" in names else "quantized" if quantized else "finetune"
+        for base in bases:
+            computed += [f"base_model:{base}", f"base_model:{relation}:{base}"]
+        if card.get("license"):
+            computed.append(f"license:{card['license']}")
+        tags += [t for t in computed + list(extra.get("tags") or []) if t not in tags]
+        facts: dict[str, object] = {
+            "tags": tags,
+            "downloads": int(extra.get("downloads") or 0),
+            "library_name": library,
+            "pipeline_tag": card.get("pipeline_tag"),
+            "cardData": card or None,
+            # The Hub's listing keeps a few top keys of config.json, not the whole file.
+            "config": {k: config[k] for k in ("architectures", "model_type") if k in config} if config else None,
+            "safetensors": self._parameters(repo),
+            "baseModels": {"relation": relation, "models": [{"id": b} for b in bases]} if bases else None,
+        }
+        self._facts[repo.repo_id] = (repo.commit, facts)
+        return facts
+
+    def _parameters(self, repo: Repo) -> dict[str, object] | None:
+        """``{"parameters": {dtype: count}, "total": n}`` counted from the safetensors headers; None without any."""
+        from backend.agent.host.safetensors_header import CheckpointError, read_header
+
+        counts: dict[str, int] = {}
+        for f in repo.files.values():
+            if not f.path.endswith(".safetensors"):
+                continue
+            try:
+                header = read_header(str(f.abspath))
+            except (CheckpointError, OSError):
+                return None  # a corrupt or empty file: the Hub shows no summary either
+            for info in header["tensors"].values():
+                numel = 1
+                for dim in info["shape"]:
+                    numel *= dim
+                counts[info["dtype"]] = counts.get(info["dtype"], 0) + numel
+        return {"parameters": counts, "total": sum(counts.values())} if counts else None
+
+    def search(self, query: dict[str, list[str]]) -> list[dict[str, object]]:
+        """``/api/models`` items for a query, before paging: ``search`` (a substring of the id, any case),
+        ``author``, every ``filter`` among the tags, ``gated``; sorted by ``sort`` (descending, as the Hub)."""
+        text = query.get("search", [""])[-1].lower()
+        author = query.get("author", [None])[-1]
+        filters = query.get("filter", [])
+        gated = query.get("gated", [None])[-1]
+        items = []
+        for repo_id in self.repo_ids():
+            if text not in repo_id.lower() or (author and repo_id.split("/")[0] != author):
+                continue
+            repo = _scan(self.root, repo_id)
+            facts = self.facts(repo)
+            if any(f not in facts["tags"] for f in filters):  # type: ignore[operator]
+                continue
+            if gated is not None and (repo.gate_token is not None) != (gated.lower() == "true"):
+                continue
+            items.append((repo, facts))
+        key = {"lastModified": "lastModified", "createdAt": "createdAt", "downloads": "downloads"}
+        sort = query.get("sort", [None])[-1]
+        if sort in key:
+            by_downloads = sort == "downloads"
+            items.sort(key=lambda rf: rf[1]["downloads"] if by_downloads else rf[0].last_modified, reverse=True)
+        flag = {name: query.get(name, ["false"])[-1].lower() == "true" for name in ("full", "cardData", "config")}
+        expand = query.get("expand")
+        out = []
+        for repo, _ in items:
+            info = self.model_info(repo, False)
+            if expand:
+                out.append({k: v for k, v in info.items() if k in ("_id", "id") or k in expand})
+                continue
+            wanted = ["_id", "id", "modelId", "likes", "downloads", "tags", "pipeline_tag", "library_name"]
+            wanted += ["createdAt", "private"]
+            if flag["full"]:
+                wanted += ["author", "sha", "lastModified", "gated", "disabled", "siblings"]
+            if flag["cardData"] or flag["full"]:
+                wanted.append("cardData")
+            if flag["config"]:
+                wanted.append("config")
+            out.append({k: info[k] for k in wanted if k in info})
+        return out
 
     def tree(self, repo: Repo, path: str, recursive: bool, expand: bool) -> list[dict[str, object]]:
         """``tree/{rev}/{path}`` entries: the folder's children (all its descendants if ``recursive``)."""
@@ -523,7 +741,12 @@ class _Handler(BaseHTTPRequestHandler):
         url = urlsplit(self.path)
         segs = [unquote(s) for s in url.path.split("/")[1:]]
         try:
-            if self.command in ("GET", "HEAD") and len(segs) >= 5 and segs[2] == "resolve":
+            reset = self.server.hub._take_limit(url.path)
+            if reset is not None:
+                raise HubError(429, None, "You have exceeded our rate limit.", ratelimit=reset)
+            if self.command == "GET" and [s for s in segs if s] == ["api", "models"]:
+                self._list_models(url.path, parse_qs(url.query))
+            elif self.command in ("GET", "HEAD") and len(segs) >= 5 and segs[2] == "resolve":
                 self._resolve("/".join(segs[:2]), segs[3], "/".join(segs[4:]))
             elif len(segs) >= 4 and segs[0] == "api" and segs[1] == "models":
                 self._api("/".join(segs[2:4]), segs[4:], parse_qs(url.query), body)
@@ -563,6 +786,9 @@ class _Handler(BaseHTTPRequestHandler):
             headers["X-Error-Code"] = e.code
         if e.commit:
             headers["X-Repo-Commit"] = e.commit
+        if e.ratelimit is not None:  # the IETF draft headers the Hub sends (huggingface_hub reads them)
+            headers["RateLimit"] = f'"api";r=0;t={e.ratelimit}'
+            headers["RateLimit-Policy"] = '"fixed window";"api";q=500;w=300'
         self._send_bytes(e.status, json.dumps({"error": e.message}).encode(), headers)
 
     # -- endpoints -------------------------------------------------------------------------------------------
@@ -573,10 +799,11 @@ class _Handler(BaseHTTPRequestHandler):
         def flag(name: str) -> bool:
             return query.get(name, ["false"])[-1].lower() in ("1", "true")
 
+        expand = query.get("expand")
         if not rest and self.command == "GET":
-            self._send_json(hub.model_info(hub.repo(repo_id), flag("blobs")))
+            self._send_json(hub.model_info(hub.repo(repo_id), flag("blobs"), expand))
         elif len(rest) == 2 and rest[0] == "revision" and self.command == "GET":
-            self._send_json(hub.model_info(hub.repo(repo_id, rest[1]), flag("blobs")))
+            self._send_json(hub.model_info(hub.repo(repo_id, rest[1]), flag("blobs"), expand))
         elif len(rest) >= 2 and rest[0] == "tree" and self.command == "GET":
             repo = hub.repo(repo_id, rest[1])
             entries = hub.tree(repo, "/".join(rest[2:]).strip("/"), flag("recursive"), flag("expand"))
@@ -593,6 +820,21 @@ class _Handler(BaseHTTPRequestHandler):
         else:
             hub.repo(repo_id)  # an unknown repo says so before the route does
             raise HubError(404, None, "Not found")
+
+    def _list_models(self, path: str, query: dict[str, list[str]]) -> None:
+        """``GET /api/models``: the search's items a page at a time, the next page's URL in ``Link``."""
+        hub = self.server.hub
+        items = hub.search(query)
+        limit = int(query.get("limit", ["0"])[-1] or 0)
+        if limit:
+            items = items[:limit]
+        start = int(query.get("cursor", ["0"])[-1] or 0)
+        page, headers = items[start : start + hub.models_page], {}
+        if start + hub.models_page < len(items):
+            rest = [(k, v) for k, values in query.items() if k != "cursor" for v in values]
+            nxt = urlencode([*rest, ("cursor", str(start + hub.models_page))])
+            headers["Link"] = f'<{hub.url}{path}?{nxt}>; rel="next"'
+        self._send_bytes(200, json.dumps(page).encode(), {"Content-Type": "application/json", **headers})
 
     def _posted_paths(self, body: bytes) -> list[str]:
         if "json" in (self.headers.get("Content-Type") or ""):
