@@ -10,6 +10,7 @@ lags by tok/s per stream and by queue, or says balanced, only where the numbers 
 from __future__ import annotations
 
 import asyncio
+import ipaddress
 import re
 import statistics
 import time
@@ -17,6 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Literal
 
+from backend import fleet_key
 from backend.errors import ConfigError, ConnectionFailed, OperationFailed, RemoteError, SpecdeckError, UsageError
 from backend.jobs import ACTIVE, JobInfo
 from backend.serving import Check, Preflight
@@ -132,13 +134,15 @@ class FleetStatus:
     router: RouterStatus
     replicas: tuple[ReplicaStatus, ...]
     imbalance: Imbalance
+    key: str = ""  # how the fleet's key reaches replicas and router (fleet_key.HOW), "" for an all-loopback fleet
 
     def to_json(self) -> dict[str, Any]:
-        """What `specdeck fleet status --json` prints (the issue's shape)."""
+        """What `specdeck fleet status --json` prints (the issue's shape, and the key's way)."""
         return {
             "router": self.router.to_json(),
             "replicas": [r.to_json() for r in self.replicas],
             "imbalance": self.imbalance.to_json(),
+            "key": self.key or None,
         }
 
 
@@ -208,11 +212,12 @@ async def status(links: FleetLinks) -> FleetStatus:
         _router_view(links), *(_replica_view(links, r) for r in fleet.replicas)
     )
     router, health = router_part
+    key = fleet_key.HOW if beyond_loopback(links.settings, fleet) else ""
     replicas = []
     for replica, (wire, scrape) in zip(fleet.replicas, replica_parts, strict=True):
         url = replica_url(links.settings, fleet, replica)
         replicas.append(_replica_status(replica, url, wire, scrape, health.get(url)))
-    return FleetStatus(fleet.name, router, tuple(replicas), imbalance(replicas, router.down))
+    return FleetStatus(fleet.name, router, tuple(replicas), imbalance(replicas, router.down), key)
 
 
 async def _http(conn: Connection, url: str, timeout: float = 2.0) -> dict:
@@ -345,11 +350,21 @@ ROUTER_POLL_S = 0.1
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
 
 
-def replica_profile(settings: Settings, fleet: FleetConfig, replica: ReplicaConfig) -> ProfileConfig:
+def beyond_loopback(settings: Settings, fleet: FleetConfig) -> list[ReplicaConfig]:
+    """The replicas on another machine than the router's: they must listen where it reaches them, so the fleet
+    gets a key (``fleet_key``)."""
+    router_at = host_address(settings.hosts.get(fleet.router.host))
+    return [r for r in fleet.replicas if host_address(settings.hosts.get(r.host)) != router_at]
+
+
+def replica_profile(
+    settings: Settings, fleet: FleetConfig, replica: ReplicaConfig, listen: str = "0.0.0.0", key_file: str = ""
+) -> ProfileConfig:
     """The profile ``replica`` is served with: on its port; where several replicas share a machine, on its own
-    GPUs (``--base-gpu-id``: the GPUs of the replicas before it there are skipped); and on a machine other than
-    the router's, listening on every interface (SGLang's loopback default would keep the router out; the last
-    ``--host`` wins)."""
+    GPUs (``--base-gpu-id``: the GPUs of the replicas before it there are skipped); on a machine other than
+    the router's, listening on ``listen`` (its address there where known: the loopback every other server
+    listens on would keep the router out); with ``key_file`` (the host's copy of the fleet's key), reading it
+    with SGLang's ``--config``."""
     profile = settings.profiles[replica.profile]
     address = host_address(settings.hosts.get(replica.host))
     index = fleet.replicas.index(replica)
@@ -357,17 +372,27 @@ def replica_profile(settings: Settings, fleet: FleetConfig, replica: ReplicaConf
     extra = profile.extra_args
     if before:
         extra += ("--base-gpu-id", str(sum(settings.profiles[r.profile].tp for r in before)))
-    if address != host_address(settings.hosts.get(fleet.router.host)):
-        extra += ("--host", "0.0.0.0")
-    return replace(profile, port=replica.port, extra_args=extra)
+    beyond = address != host_address(settings.hosts.get(fleet.router.host))
+    if key_file:
+        extra += ("--config", key_file)
+    return replace(profile, port=replica.port, extra_args=extra, listen=listen if beyond else profile.listen)
 
 
-def router_argv(settings: Settings, fleet: FleetConfig, python: str) -> list[str]:
+# sglang-router 0.3.2 takes the worker key only as --api-key (argv): its own entry, given the key from the file.
+ROUTER_WITH_KEY = (
+    "import json, sys; from sglang_router.launch_router import launch_router, parse_router_args; "
+    "args = parse_router_args(sys.argv[2:]); args.api_key = json.load(open(sys.argv[1]))['api-key']; "
+    "launch_router(args)"
+)
+
+
+def router_argv(settings: Settings, fleet: FleetConfig, python: str, key_file: str = "") -> list[str]:
     """The real router's launch command on its host (``python``: that host's): every replica's URL, the policy,
-    loopback ports."""
+    loopback ports; with ``key_file`` (the host's copy of the fleet's key), the key it sends every worker."""
     router = fleet.router
     urls = [replica_url(settings, fleet, r) for r in fleet.replicas]
-    argv = [python, "-m", ROUTER_MODULE, "--worker-urls", *urls, "--policy", router.policy]
+    start = [python, "-c", ROUTER_WITH_KEY, key_file] if key_file else [python, "-m", ROUTER_MODULE]
+    argv = [*start, "--worker-urls", *urls, "--policy", router.policy]
     argv += ["--host", "127.0.0.1", "--port", str(router.port)]
     return [*argv, "--prometheus-host", "127.0.0.1", "--prometheus-port", str(router.prometheus_port)]
 
@@ -439,6 +464,11 @@ async def preflight(links: FleetLinks, *, force: bool = False) -> FleetPreflight
         for r, wire in zip(fleet.replicas, current, strict=True)
         if wire.get("state") in _ALIVE and wire.get("profile") != r.profile
     )
+    own_keys = tuple(  # a key of the profile's own would lock the router out, or the replica out of the fleet's
+        (r, Preflight(r.profile, (Check("key", "fail", _own_key(settings, r)),)))
+        for r in (fleet.replicas if beyond_loopback(settings, fleet) else ())
+        if _own_key(settings, r)
+    )
     router_running = await router_job(links.conn(fleet.router.host), fleet.name) is not None
     checked, router = await asyncio.gather(
         asyncio.gather(
@@ -449,7 +479,43 @@ async def preflight(links: FleetLinks, *, force: bool = False) -> FleetPreflight
         ),
         _router_checks(links, router_running),
     )
-    return FleetPreflight(tuple(zip(todo, checked, strict=True)) + others, router)
+    return FleetPreflight(tuple(zip(todo, checked, strict=True)) + others + own_keys, router)
+
+
+def _own_key(settings: Settings, replica: ReplicaConfig) -> str:
+    """Why the replica's profile cannot take the fleet's key ("" when it can)."""
+    extra = settings.profiles[replica.profile].extra_args
+    own = [flag for flag in ("--api-key", "--admin-api-key", "--config") if flag in extra]
+    if not own:
+        return ""
+    return (
+        f"profile {replica.profile} sets {' and '.join(own)} in its extra arguments: a fleet whose replicas leave "
+        "loopback gives them and its router a key of its own; remove them from the profile"
+    )
+
+
+async def _keys(links: FleetLinks) -> dict[str, str]:
+    """The fleet's key on every host it uses (replicas' and router's): each host's 0600 copy, by host name; {}
+    for a fleet all on the router's machine (nothing of it leaves loopback)."""
+    fleet = links.fleet
+    if not beyond_loopback(links.settings, fleet):
+        return {}
+    key = fleet_key.key_for(fleet.name)
+    hosts = list(dict.fromkeys([*(r.host for r in fleet.replicas), fleet.router.host]))
+    kept = await asyncio.gather(*(links.conn(h).call("serve.key", name=f"fleet-{fleet.name}", key=key) for h in hosts))
+    return {host: out["path"] for host, out in zip(hosts, kept, strict=True)}
+
+
+async def _listen_address(links: FleetLinks, replica: ReplicaConfig) -> str:
+    """Where a replica beyond loopback listens: its host's address as the router reaches it, where that is one
+    of the machine's own (an IP it can bind); else every interface."""
+    at = host_address(links.settings.hosts.get(replica.host))
+    try:
+        ipaddress.ip_address(at)
+    except ValueError:
+        return "0.0.0.0"  # a name: which interface it means is not known here
+    out = await links.conn(replica.host).call("serve.port", port=replica.port, address=at)
+    return at if out.get("address_local") else "0.0.0.0"
 
 
 def _other_server(replica: ReplicaConfig, wire: dict) -> str:
@@ -475,11 +541,17 @@ async def up(links: FleetLinks, *, force: bool = False, on_event: Callable[[str]
     if not checks.ok:
         raise FleetPreflightFailed(fleet.name, checks)
     started: list[ReplicaConfig] = []
+    keys = await _keys(links)
+    beyond = beyond_loopback(settings, fleet)
+    listen = dict(zip(beyond, await asyncio.gather(*(_listen_address(links, r) for r in beyond)), strict=True))
+    if beyond:
+        where = ", ".join(f"{replica_label(r)} on {listen[r]}:{r.port}" for r in beyond)
+        say(f"listening beyond loopback, with the fleet's key: {where}")
 
     async def start_on(host: str) -> None:
         for replica, _ in checks.replicas:
             if replica.host == host:
-                profile = replica_profile(settings, fleet, replica)
+                profile = replica_profile(settings, fleet, replica, listen.get(replica, "0.0.0.0"), keys.get(host, ""))
                 await serving.start(links.conn(host), settings, profile, force=force, tags={"fleet": fleet.name})
                 started.append(replica)
                 say(f"{replica_label(replica)}: started {profile.name}")
@@ -496,14 +568,14 @@ async def up(links: FleetLinks, *, force: bool = False, on_event: Callable[[str]
     try:
         await asyncio.gather(*(start_on(h) for h in dict.fromkeys(r.host for r, _ in checks.replicas)))
         await asyncio.gather(*(ready(r) for r in fleet.replicas))
-        await _start_router(links, say)
+        await _start_router(links, say, keys.get(fleet.router.host, ""))
     except BaseException:
         await asyncio.gather(*(stop_replica(links, r) for r in started), return_exceptions=True)
         raise
     return await status(links)
 
 
-async def _start_router(links: FleetLinks, say: Callable[[str], None]) -> None:
+async def _start_router(links: FleetLinks, say: Callable[[str], None], key_file: str) -> None:
     fleet = links.fleet
     conn = links.conn(fleet.router.host)
     job = await router_job(conn, fleet.name)
@@ -511,7 +583,11 @@ async def _start_router(links: FleetLinks, say: Callable[[str], None]) -> None:
         urls = [replica_url(links.settings, fleet, r) for r in fleet.replicas]
         args = {"fleet": fleet.name, "port": fleet.router.port, "policy": fleet.router.policy, "workers": urls}
         wire = await conn.call(
-            "jobs.start", kind=ROUTER_KIND, argv=router_argv(links.settings, fleet, conn.host.python), args=args, env={}
+            "jobs.start",
+            kind=ROUTER_KIND,
+            argv=router_argv(links.settings, fleet, conn.host.python, key_file),
+            args=args,
+            env={},
         )
         job = JobInfo.from_json(wire)
         say(f"router: started sglang-router on {fleet.router.host}:{fleet.router.port} (job {job.id})")

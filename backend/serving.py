@@ -113,7 +113,7 @@ def _extra_dests(profile: ProfileConfig) -> set[str]:
 def profile_argv(settings: Settings, profile: ProfileConfig) -> list[str]:
     """The launch flags of ``profile`` (without the launcher): full names, the profile's extra flags last."""
     argv = ["--model-path", target_path(settings, profile), "--tp-size", str(profile.tp), "--trust-remote-code"]
-    argv += ["--host", SERVER_HOST, "--port", str(profile.port), "--enable-metrics"]
+    argv += ["--host", profile.listen, "--port", str(profile.port), "--enable-metrics"]
     extra = _extra_dests(profile)
     if sglang_flags.FLAGS["--decode-log-interval"].field not in extra:
         argv += ["--decode-log-interval", str(DECODE_LOG_INTERVAL)]

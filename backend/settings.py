@@ -80,6 +80,9 @@ class ProfileConfig:
     env: dict[str, str] = field(default_factory=dict)
     # Configured host names of a multi-node server (rank 0 first; backend.multinode); () serves on one host.
     nodes: tuple[str, ...] = ()
+    # Where the server listens: its host's loopback. Not configured: a fleet's replica on another machine than
+    # the router listens on that machine's address (backend.fleet.replica_profile).
+    listen: str = "127.0.0.1"
 
 
 @dataclass(frozen=True)

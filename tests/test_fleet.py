@@ -58,7 +58,8 @@ router = {host = "gpu-a", port = 8000, policy = "round_robin", prometheus_port =
 
 def test_replica_launch_flags_and_the_routers_command(tmp_path):
     """A second replica on one machine starts past the first's GPUs; one on another machine than the router
-    listens on every interface (the last --host wins); the router gets every replica's URL, on its loopback."""
+    listens beyond loopback (on every interface where its address is not known); the router gets every
+    replica's URL, on its loopback."""
     from backend import serving
 
     s = load(
@@ -71,8 +72,9 @@ router = {host = "gpu-a", policy = "power_of_two"}
 """,
     )
     f = s.fleets["f"]
-    extra = [fleet.replica_profile(s, f, r).extra_args for r in f.replicas]
-    assert extra == [(), ("--base-gpu-id", "8"), ("--host", "0.0.0.0")]
+    profiles = [fleet.replica_profile(s, f, r) for r in f.replicas]
+    assert [p.extra_args for p in profiles] == [(), ("--base-gpu-id", "8"), ()]
+    assert [p.listen for p in profiles] == ["127.0.0.1", "127.0.0.1", "0.0.0.0"]
     argv = serving.profile_argv(s, fleet.replica_profile(s, f, f.replicas[1]))
     assert argv[argv.index("--port") + 1] == "30001" and argv[-2:] == ["--base-gpu-id", "8"]
     assert fleet.router_argv(s, f, "/opt/py/bin/python") == [
@@ -201,7 +203,7 @@ def test_status_json_is_the_issues_shape():
     router = fleet.RouterStatus(host="gpu-a", url="http://127.0.0.1:8000", pid=7, healthy=True, policy="cache_aware")
     st = fleet.FleetStatus("f", router, (replica(1),), fleet.Imbalance("balanced"))
     out = st.to_json()
-    assert set(out) == {"router", "replicas", "imbalance"}
+    assert set(out) == {"router", "replicas", "imbalance", "key"} and out["key"] is None  # all on loopback
     assert {"host", "url", "pid", "healthy"} <= set(out["router"])
     assert set(out["replicas"][0]) == {
         "host",

@@ -130,6 +130,8 @@ def _show(args: argparse.Namespace, st, settings) -> None:
             f"{_num(x.accept_len, '.2f'):>6} {_num(x.running, 'd'):>4} {_num(x.queued, 'd'):>5}"
         )
     print(f"imbalance: {st.imbalance.verdict}")
+    if st.key:
+        print(f"key: {st.key}")
 
 
 async def down(args: argparse.Namespace) -> int:

@@ -57,11 +57,13 @@ Env ``SPECDECK_SIM_FAIL=oom|cuda_graph|warmup|unbalanced`` forces the other fail
 Where it differs from SGLang 0.5.6, on purpose: a crash exits with status 1 and a drained SIGTERM with 0
 (SGLang SIGKILLs its own process tree in both cases); new requests get 503 once SIGTERM arrived; one
 scheduler serves every DP rank; memory figures (a 139.8 GB GPU) and resolved defaults are invented but follow
-SGLang's arithmetic. Stdlib only, Python 3.8+.
+SGLang's arithmetic. Stdlib only (PyYAML for --config, as SGLang), Python 3.8+.
 """
 
 from __future__ import annotations
 
+import argparse
+import hmac
 import json
 import os
 import random
@@ -1091,9 +1093,29 @@ class Handler(BaseHTTPRequestHandler):
 
     # -- routes -----------------------------------------------------------------------------------------
 
+    def _authorized(self, path: str) -> bool:
+        """SGLang's API key middleware (0.5.6 ``add_api_key_middleware``; 0.5.23 ``utils/auth.py``): with
+        --api-key every endpoint but the health, readiness (0.5.23) and metrics ones wants ``Authorization:
+        Bearer KEY``; otherwise 401 ``{"error": "Unauthorized"}``."""
+        key = self.sim.args.get("api_key")
+        open_paths = ("/health", "/ready", "/metrics") if self.sim.dialect.current else ("/health", "/metrics")
+        if not key or path.startswith(open_paths):
+            return True
+        header = self.headers.get("Authorization") or ""
+        if self.sim.dialect.current:  # the scheme in any case, the token compared in constant time
+            scheme, _, token = header.partition(" ")
+            allowed = scheme.lower() == "bearer" and hmac.compare_digest(token.encode(), key.encode())
+        else:
+            allowed = header == "Bearer " + key
+        if not allowed:
+            self._json(401, {"error": "Unauthorized"})
+        return allowed
+
     def do_GET(self) -> None:
         path = self.path.split("?", 1)[0]
         sim = self.sim
+        if not self._authorized(path):
+            return
         if path in ("/health", "/health_generate"):
             if sim.state == "stopping":
                 sim.log.info("Health check request received during shutdown. Returning 503.")
@@ -1129,6 +1151,8 @@ class Handler(BaseHTTPRequestHandler):
 
     def do_POST(self) -> None:
         path = self.path.split("?", 1)[0]
+        if not self._authorized(path):
+            return
         routes = {
             "/generate": self._generate,
             "/v1/completions": self._completions,
@@ -1576,7 +1600,9 @@ def _warmup(sim: Server, host: str, port: int, fail: bool) -> None:
     if host in ("", "0.0.0.0", "::"):
         host = "::1" if host == "::" else "127.0.0.1"
     base = "http://%s:%d" % ("[%s]" % host if ":" in host else host, port)
-    urllib.request.urlopen(base + "/get_model_info", timeout=30).read()
+    key = sim.args.get("api_key")
+    headers = {"Authorization": "Bearer %s" % key} if key else {}  # SGLang's warmup sends its own key
+    urllib.request.urlopen(urllib.request.Request(base + "/get_model_info", headers=headers), timeout=30).read()
     if fail:
         error = traceback_text(
             [
@@ -1592,8 +1618,41 @@ def _warmup(sim: Server, host: str, port: int, fail: bool) -> None:
     body = json.dumps(
         {"text": "The capital city of France is", "sampling_params": {"temperature": 0, "max_new_tokens": 8}}
     )
-    request = urllib.request.Request(base + "/generate", body.encode(), {"Content-Type": "application/json"})
+    request = urllib.request.Request(base + "/generate", body.encode(), {"Content-Type": "application/json", **headers})
     urllib.request.urlopen(request, timeout=60).read()
+
+
+def merge_config(argv: List[str], parser: argparse.ArgumentParser) -> List[str]:
+    """SGLang's ``--config FILE``: a YAML mapping of options read in the process (so what it holds, an API key,
+    is in no command line) and put before the command line's own, which win (ConfigArgumentMerger)."""
+    if "--config" not in argv:
+        return argv
+    at = argv.index("--config")
+    if at == len(argv) - 1:
+        raise ValueError("No config file specified after --config flag!")
+    path = argv[at + 1]
+    if os.path.splitext(path)[1].lower() not in (".yaml", ".yml"):
+        raise ValueError("Config file must be YAML format, got: %s" % os.path.splitext(path)[1])
+    if not os.path.exists(path):
+        raise ValueError("Config file not found: %s" % path)
+    import yaml  # as SGLang: PyYAML, only where a config file is given
+
+    with open(path) as f:
+        config = yaml.safe_load(f) or {}
+    if not isinstance(config, dict):
+        raise ValueError("Config file must contain a dictionary at root level")
+    flags = {a.dest for a in parser._actions if isinstance(a, argparse._StoreTrueAction)}
+    merged: List[str] = []
+    for key, value in config.items():
+        if isinstance(value, bool):
+            if key.replace("-", "_") not in flags:
+                merged += ["--%s" % key, str(value).lower()]
+            elif value:
+                merged.append("--%s" % key)
+        else:
+            for item in value if isinstance(value, list) else [value]:
+                merged += ["--%s" % key, str(item)]
+    return merged + argv[:at] + argv[at + 2 :]
 
 
 def serve(argv: List[str]) -> int:
@@ -1608,7 +1667,13 @@ def serve(argv: List[str]) -> int:
         )
         return 2
     flags = table(dialect.version)  # the release's own flags: 0.5.23 refuses 0.5.6's --cuda-graph-max-bs
-    args = flags.server_args(flags.build_parser(prog="launch_server.py", allow_abbrev=True).parse_args(argv))
+    parser = flags.build_parser(prog="launch_server.py", allow_abbrev=True)
+    try:
+        argv = merge_config(argv, parser)
+    except ValueError as exc:
+        sys.stderr.write(_main_traceback([], "ValueError: %s" % exc) + "\n")
+        return 1
+    args = flags.server_args(parser.parse_args(argv))
     log = Log(args["log_level"])
     log.info(
         "SIMULATED SGLang %s server (specdeck sandbox stand-in for python -m sglang.launch_server): "

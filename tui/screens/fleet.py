@@ -187,7 +187,8 @@ class FleetPane(ShellPane):
         )
         self._draw_router(st)
         verdict = self.query_one("#fleet-imbalance", Static)
-        verdict.update(f"imbalance: {st.imbalance.verdict}" if st else "")
+        text = f"imbalance: {st.imbalance.verdict}" if st else ""
+        verdict.update(text + (f"\nkey: {st.key}" if st and st.key else ""))  # a fleet beyond loopback: its key
         verdict.set_class(bool(st and st.imbalance.lagging), "-lagging")
         self._draw_table(st.replicas if st else (), st is not None and st.router.down is not None)
 

@@ -6,7 +6,9 @@ import base64
 import os
 import shutil
 import stat as statmod
+from typing import Optional
 
+from . import loopback
 from .registry import AgentError, method
 
 MAX_READ = 16 << 20
@@ -73,9 +75,22 @@ def read(params: dict, ctx) -> dict:
     with open(path, "rb") as f:
         f.seek(offset)
         data = f.read(length)
+    data = loopback.hide(data, _log_secret(path, ctx.state_dir))
     if params.get("text"):
         return {"text": data.decode("utf-8", "replace"), "bytes": len(data)}
     return {"data": base64.b64encode(data).decode(), "bytes": len(data)}
+
+
+def _log_secret(path: str, state_dir: str) -> Optional[str]:
+    """The API key in a server job's log, when ``path`` is one (a run history's sync reads logs here)."""
+    if os.path.basename(path) != "log":
+        return None
+    from . import jobs  # here: only a log read needs it
+
+    job_dir = os.path.dirname(os.path.abspath(path))
+    if os.path.dirname(job_dir) != os.path.abspath(jobs.jobs_root(state_dir)):
+        return None
+    return jobs.secret(job_dir)
 
 
 @method("fs.disk")

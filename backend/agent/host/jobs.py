@@ -31,6 +31,7 @@ import threading
 import time
 from typing import Dict, List, Optional, Tuple
 
+from . import loopback
 from .ownership import ENV_KEY as TOKEN_KEY
 from .ownership import (
     carries,
@@ -475,7 +476,7 @@ def follow(params: dict, ctx) -> dict:
     name = {"log": "log", "events": "events.jsonl"}.get(stream)
     if name is None:
         raise AgentError("stream must be log or events", "invalid")
-    reader = LineReader(os.path.join(job_dir, name), int(params.get("offset") or 0), stream)
+    reader = LineReader(os.path.join(job_dir, name), int(params.get("offset") or 0), stream, secret(job_dir))
     until_end = params.get("until_end", True)
     watch = Watch(FOLLOW_POLL_S, LIVENESS_S)
     watch.add(job_dir)
@@ -515,10 +516,11 @@ def _gone(job_dir: str) -> bool:
 class LineReader(object):
     """Complete lines of a growing file from a byte offset; notices when the file is truncated or replaced."""
 
-    def __init__(self, path: str, offset: int, what: str) -> None:
+    def __init__(self, path: str, offset: int, what: str, secret: Optional[str] = None) -> None:
         self.path = path
         self.offset = offset
         self.what = what
+        self.secret = secret  # a server's API key, which it writes into its own log: never sent on
         self.inode: Optional[Tuple[int, int]] = None
 
     def emit(self, ctx, chunk: int = 1 << 20) -> bool:
@@ -550,6 +552,7 @@ class LineReader(object):
                         return sent
                 block = data[: end + 1]
                 self.offset += len(block)
+                block = loopback.hide(block, self.secret)
                 ctx.emit_json(b'{"offset":%d,"lines":%s}' % (self.offset, lines_json(block)))
                 sent = True
                 f.seek(self.offset)
@@ -577,7 +580,17 @@ def tail(params: dict, ctx) -> dict:
     job_dir = _job_dir(ctx.state_dir, params.get("id", ""))
     n = params.get("lines")
     lines, offset = tail_file(os.path.join(job_dir, "log"), 50 if n is None else max(0, int(n)))
-    return {"lines": lines, "offset": offset}
+    key = secret(job_dir)
+    return {"lines": [loopback.hide(line, key) for line in lines] if key else lines, "offset": offset}
+
+
+def secret(job_dir: str) -> Optional[str]:
+    """The API key a server job was given in a key file of ours (SGLang writes its server_args, key included,
+    into its log: masked wherever the log is read for a client); None for every other job."""
+    from .serve import key_file_of, read_key  # here: serve imports this module
+
+    spec = _read_json(os.path.join(job_dir, "spec.json")) or {}
+    return read_key(key_file_of({"argv": spec.get("argv") or [], "dir": job_dir}))
 
 
 @method("jobs.wait")

@@ -48,14 +48,14 @@ class BenchError(Exception):
     """The bench cannot run or no request succeeded; the message says why."""
 
 
-def _base_url(port: int) -> str:
-    return "http://127.0.0.1:%d" % port
+def _base_url(port: int, host: str = "127.0.0.1") -> str:
+    return "http://%s:%d" % (host, port)
 
 
-def health(port: int, timeout: float = 5.0) -> Optional[int]:
+def health(port: int, timeout: float = 5.0, host: str = "127.0.0.1") -> Optional[int]:
     """The server's /health status, or None when nothing answers on the port."""
     try:
-        with loopback.urlopen(_base_url(port) + "/health", timeout=timeout) as resp:
+        with loopback.urlopen(_base_url(port, host) + "/health", timeout=timeout) as resp:
             return resp.status
     except urlerror.HTTPError as exc:
         return exc.code
@@ -63,16 +63,23 @@ def health(port: int, timeout: float = 5.0) -> Optional[int]:
         return None
 
 
-def one_request(port: int, prompt: str, max_tokens: int, timeout: float = REQUEST_TIMEOUT_S) -> Dict[str, Any]:
-    """Stream one ``/generate`` and time it; ``{"error": ...}`` instead of the figures when it fails."""
+def one_request(
+    port: int,
+    prompt: str,
+    max_tokens: int,
+    timeout: float = REQUEST_TIMEOUT_S,
+    key: Optional[str] = None,
+    host: str = "127.0.0.1",
+) -> Dict[str, Any]:
+    """Stream one ``/generate`` and time it; ``{"error": ...}`` instead of the figures when it fails. ``key``
+    and ``host``: the server's API key and address (see ``serve.reach``)."""
     body = {
         "text": prompt,
         "sampling_params": {"max_new_tokens": max_tokens, "temperature": 0.0, "ignore_eos": True},
         "stream": True,
     }
-    req = loopback.request(
-        _base_url(port) + "/generate", json.dumps(body).encode(), {"Content-Type": "application/json"}
-    )
+    headers = {"Content-Type": "application/json", **loopback.bearer(key)}
+    req = loopback.request(_base_url(port, host) + "/generate", json.dumps(body).encode(), headers)
     t0 = time.perf_counter()
     first = last = None  # (time, completion tokens so far)
     gaps: List[List[float]] = []  # [seconds per token, tokens] of each chunk after the first
@@ -199,9 +206,12 @@ def run(
     max_tokens: int,
     concurrency: int,
     on_request: Optional[Callable[[int, Dict[str, Any]], None]] = None,
+    key: Optional[str] = None,
+    host: str = "127.0.0.1",
 ) -> Dict[str, Any]:
-    """Send ``requests`` streaming requests, ``concurrency`` at a time, cycling through ``prompts``."""
-    status = health(port)
+    """Send ``requests`` streaming requests, ``concurrency`` at a time, cycling through ``prompts`` (``key``
+    and ``host``: the server's API key and address)."""
+    status = health(port, host=host)
     if status != 200:
         what = "nothing answers" if status is None else "/health answers %d" % status
         raise BenchError("the server on port %d is not ready (%s); wait until it is, then bench again" % (port, what))
@@ -215,7 +225,7 @@ def run(
                 if not todo:
                     return
                 i = todo.pop(0)
-            result = one_request(port, prompts[i % len(prompts)], max_tokens)
+            result = one_request(port, prompts[i % len(prompts)], max_tokens, key=key, host=host)
             result["index"] = i
             result["prompt"] = i % len(prompts)  # a prompt's requests are one sample of acceptance, not several
             with lock:
@@ -230,17 +240,18 @@ def run(
     for thread in threads:
         thread.join()
     out = summarize([r for r in results if r is not None], time.perf_counter() - t0)
-    times = step_times(port, concurrency)
+    times = step_times(port, concurrency, key, host)
     if times:
         out["step_times_ms"] = times
     return out
 
 
-def step_times(port: int, batch: int) -> List[float]:
+def step_times(port: int, batch: int, key: Optional[str] = None, host: str = "127.0.0.1") -> List[float]:
     """SGLang's own step times at ``batch`` running requests (``step_time_dict`` of ``/server_info``, kept
     when the server runs with ``SGLANG_RECORD_STEP_TIME=1``), in ms; empty when it keeps none."""
     try:
-        with loopback.urlopen(_base_url(port) + "/server_info", timeout=10.0) as resp:
+        req = loopback.request(_base_url(port, host) + "/server_info", headers=loopback.bearer(key))
+        with loopback.urlopen(req, timeout=10.0) as resp:
             info = json.loads(resp.read().decode("utf-8", "replace"))
     except (urlerror.URLError, OSError, ValueError):
         return []
@@ -276,6 +287,10 @@ def start(params: dict, ctx) -> dict:
     os.makedirs(folder, mode=0o700, exist_ok=True)
     token = "".join(random.choice(string.ascii_lowercase + string.digits) for _ in range(12))
     path = os.path.join(folder, token + ".json")
+    from .serve import key_file_of, listen_of, server_on  # here: only a bench start needs the servers
+
+    server = server_on(ctx.state_dir, checked["port"])  # a server, or a fleet's router
+    checked["key_file"], checked["address"] = key_file_of(server), listen_of(server)  # the key's file, never it
     with open(path, "w") as f:
         json.dump(checked, f)
     args = {k: checked[k] for k in ("port", "profile", "server_job", "requests", "max_tokens", "concurrency")}
@@ -330,12 +345,24 @@ def worker_main(argv: List[str]) -> int:
 
     started = time.time()
     print(
-        "bench: %d requests of %d tokens, %d at a time, against 127.0.0.1:%d"
-        % (total, params["max_tokens"], params["concurrency"], params["port"]),
+        "bench: %d requests of %d tokens, %d at a time, against %s:%d"
+        % (total, params["max_tokens"], params["concurrency"], params.get("address") or "127.0.0.1", params["port"]),
         flush=True,
     )
     try:
-        result = run(params["port"], params["prompts"], total, params["max_tokens"], params["concurrency"], on_request)
+        from .serve import read_key
+
+        key = read_key(params.get("key_file"))
+        result = run(
+            params["port"],
+            params["prompts"],
+            total,
+            params["max_tokens"],
+            params["concurrency"],
+            on_request,
+            key,
+            params.get("address") or "127.0.0.1",
+        )
     except BenchError as exc:
         print("bench failed: %s" % exc, flush=True)
         events.write({"event": "failed", "reason": str(exc), "t": time.time()}, durable=True)

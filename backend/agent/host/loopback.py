@@ -34,6 +34,21 @@ def urlopen(req, timeout: float):
     return _opener().open(req, timeout=timeout)
 
 
+def hide(data, key: Optional[str]):
+    """``data`` (text or bytes) with a server's API key masked where it would be passed on (its log, its
+    /server_info): as many ``*``, so byte offsets into a log still hold."""
+    if not key:
+        return data
+    if isinstance(data, bytes):
+        return data.replace(key.encode(), b"*" * len(key))
+    return data.replace(key, "*" * len(key))
+
+
+def bearer(key: Optional[str]) -> dict:
+    """The header SGLang's clients send for a server started with ``--api-key`` (none without a key)."""
+    return {"Authorization": "Bearer %s" % key} if key else {}
+
+
 def request(url: str, data: Optional[bytes] = None, headers: Optional[dict] = None, method: Optional[str] = None):
     """A ``urllib.request.Request`` (imported only when one is made)."""
     from urllib import request as urlrequest

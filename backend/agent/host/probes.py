@@ -374,19 +374,35 @@ def gpu_status(params: dict, ctx) -> list:
 @method("http.request")
 def http_request(params: dict, ctx) -> dict:
     """An HTTP request to a server on the host's loopback (the SGLang server); never elsewhere, never through a
-    proxy."""
+    proxy. A server of ours on that port that listens on this machine's address instead (a fleet's replica)
+    is asked there, and sent its API key where it has one."""
     url = params.get("url", "")
-    host = urlparse.urlsplit(url).hostname or ""
-    if not loopback.is_loopback(host):
-        raise AgentError("http.request only reaches the host's loopback, not %r" % host, "invalid")
-    body = params.get("json")
+    parts = urlparse.urlsplit(url)
+    if not loopback.is_loopback(parts.hostname or ""):
+        raise AgentError("http.request only reaches the host's loopback, not %r" % (parts.hostname or ""), "invalid")
+    key = None
+    if ctx is not None and parts.port:
+        from .serve import reach  # here: serve imports this module
+
+        address, key = reach(ctx.state_dir, parts.port)
+        if address != parts.hostname:  # a fleet's replica listens on its machine's address, not on loopback
+            url = urlparse.urlunsplit(parts._replace(netloc="%s:%d" % (address, parts.port)))
+    out = fetch(url, float(params.get("timeout") or 5), params.get("json"), params.get("method"), key)
+    if out.get("text"):  # SGLang's /server_info lists its own api_key: it goes no further than here
+        out["text"] = loopback.hide(out["text"], key)
+    return out
+
+
+def fetch(url: str, timeout: float, body=None, method: Optional[str] = None, key: Optional[str] = None) -> dict:
+    """``{status, text, elapsed}`` of one request to a loopback ``url`` (``{status: None, error}`` when nothing
+    answers); ``key``: the server's API key."""
     data = json.dumps(body).encode() if body is not None else None
-    req = loopback.request(url, data, method=params.get("method") or ("POST" if data else "GET"))
+    req = loopback.request(url, data, loopback.bearer(key), method=method or ("POST" if data else "GET"))
     if data is not None:
         req.add_header("Content-Type", "application/json")
     t0 = time.time()
     try:
-        with loopback.urlopen(req, timeout=float(params.get("timeout") or 5)) as resp:
+        with loopback.urlopen(req, timeout=timeout) as resp:
             status, text = resp.status, resp.read().decode("utf-8", "replace")
     except urlerror.HTTPError as exc:
         status, text = exc.code, exc.read().decode("utf-8", "replace")

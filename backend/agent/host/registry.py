@@ -51,6 +51,7 @@ HOMES = {
     "serve.dist_port": "nodes",
     "serve.gpus": "serve",
     "serve.help": "serve",
+    "serve.key": "serve",
     "serve.port": "serve",
     "serve.start": "serve",
     "serve.status": "serve",

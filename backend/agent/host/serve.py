@@ -28,7 +28,7 @@ from typing import Dict, List, Optional, Tuple
 
 from . import jobs, ports
 from .logline import record
-from .probes import gpus, http_request
+from .probes import fetch, gpus
 from .registry import AgentError, method
 from .watch import Watch
 
@@ -374,6 +374,90 @@ def holder(state_dir: str, port: int) -> Optional[dict]:
     return None
 
 
+# --- API keys ---------------------------------------------------------------------------------------------
+
+ROUTER_KIND = "router"  # a fleet's router job (backend/fleet.py starts it)
+KEYS = "keys"  # <state>/keys/<name>.yaml: an API key a server of ours reads with SGLang's --config, 0600
+
+
+def _keys_dir(state_dir: str) -> str:
+    return os.path.join(state_dir, KEYS)
+
+
+@method("serve.key")
+def keep_key(params: dict, ctx) -> dict:
+    """Keep ``key`` for the servers (and router) of ``name`` (a fleet) in a file only we can read, in the YAML
+    that SGLang's ``--config`` reads (``{"api-key": KEY}``: JSON is YAML): the key reaches the server without
+    a command line other local users can read (``ps``). Returns ``{"path"}``."""
+    name, key = params.get("name") or "", params.get("key") or ""
+    if not re.match(r"^[\w.-]+$", name) or name.startswith(".") or not re.match(r"^[\w-]{16,}$", key):
+        raise AgentError("serve.key needs a plain name and a key of 16 or more letters, digits, - or _", "invalid")
+    folder = _keys_dir(ctx.state_dir)
+    os.makedirs(folder, mode=0o700, exist_ok=True)
+    path = os.path.join(folder, name + ".yaml")
+    tmp = "%s.%d.tmp" % (path, os.getpid())
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+    with os.fdopen(fd, "w") as f:
+        f.write(json.dumps({"api-key": key}) + "\n")
+    os.replace(tmp, path)
+    return {"path": path}
+
+
+def key_file_of(job: Optional[dict]) -> Optional[str]:
+    """The key file of ours a job was started with: an argument naming a file in the state's keys folder (a
+    server's ``--config``, the router's key file)."""
+    if not (job or {}).get("dir"):
+        return None
+    state_dir = os.path.dirname(os.path.dirname(os.path.normpath(job["dir"])))  # <state>/jobs/<id>
+    keys = os.path.normpath(_keys_dir(state_dir))
+    return next((a for a in job.get("argv") or [] if os.path.normpath(os.path.dirname(a)) == keys), None)
+
+
+def read_key(path: Optional[str]) -> Optional[str]:
+    """The API key in a key file (``keep_key``'s), None without one."""
+    if not path:
+        return None
+    try:
+        with open(path) as f:
+            return json.load(f).get("api-key")
+    except (OSError, ValueError, AttributeError):
+        return None
+
+
+def listen_of(job: Optional[dict]) -> str:
+    """Where our own requests reach a server job: the address it listens on (its last ``--host``; a fleet's
+    replica beyond loopback listens on its machine's address alone), loopback for every interface or none."""
+    argv = (job or {}).get("argv") or []
+    hosts = [argv[i + 1] for i, arg in enumerate(argv[:-1]) if arg == "--host"]
+    return hosts[-1] if hosts and hosts[-1] not in ("0.0.0.0", "::", "") else "127.0.0.1"
+
+
+def server_on(state_dir: str, port: int) -> Optional[dict]:
+    """The running job of ours that serves HTTP on ``port``: a server, or a fleet's router."""
+    job = holder(state_dir, port)
+    if job is not None:
+        return job
+    for job_dir in jobs.job_dirs(jobs.jobs_root(state_dir)):
+        try:
+            with open(os.path.join(job_dir, "spec.json")) as f:
+                spec = json.load(f)
+        except (OSError, ValueError):
+            continue
+        if spec.get("kind") == ROUTER_KIND and (spec.get("args") or {}).get("port") == port:
+            job = jobs.describe(job_dir)
+            if job["state"] in jobs.ACTIVE:
+                return job
+    return None
+
+
+def reach(state_dir: str, port: int) -> Tuple[str, Optional[str]]:
+    """(address, API key) of the server (or router) of ours running on ``port``: where our own requests to it
+    go and the key they send, as SGLang's clients do (loopback and None for any other). sglang-router 0.3.2
+    asks its own clients for the worker key it was given, beyond /health."""
+    job = server_on(state_dir, port)
+    return listen_of(job), read_key(key_file_of(job))
+
+
 # --- status -----------------------------------------------------------------------------------------------
 
 NONE_STATUS = {
@@ -389,15 +473,15 @@ NONE_STATUS = {
 }
 
 
-def _probe(url: str) -> Tuple[Optional[int], Optional[str]]:
-    out = http_request({"url": url, "timeout": 2}, None)
+def _probe(url: str, key: Optional[str] = None) -> Tuple[Optional[int], Optional[str]]:
+    out = fetch(url, 2, key=key)
     return out.get("status"), out.get("text")
 
 
-def _health(scan: LogScan, port: int) -> Optional[int]:
+def _health(scan: LogScan, port: int, host: str) -> Optional[int]:
     now = time.time()
-    if scan.health != 200 or now - scan.health_at >= HEALTH_RECHECK_S:
-        scan.health, _ = _probe("http://127.0.0.1:%d/health" % port)
+    if scan.health != 200 or now - scan.health_at >= HEALTH_RECHECK_S:  # /health wants no key in any release
+        scan.health, _ = _probe("http://%s:%d/health" % (host, port))
         scan.health_at = now
     return scan.health
 
@@ -424,11 +508,11 @@ _CHECKED = (
 )
 
 
-def _server_info(scan: LogScan, port: int) -> Optional[dict]:
+def _server_info(scan: LogScan, port: int, host: str, key: Optional[str]) -> Optional[dict]:
     """The resolved server args that matter here, read once per job (/server_info, else the older /get_server_info)."""
     if scan.server_info is None:
         for path in ("/server_info", "/get_server_info"):
-            status, text = _probe("http://127.0.0.1:%d%s" % (port, path))
+            status, text = _probe("http://%s:%d%s" % (host, port, path), key)
             if status == 200 and text:
                 try:
                     info = json.loads(text)
@@ -497,11 +581,11 @@ def status_of(job: Optional[dict]) -> dict:
         if cancel_requested or scan.sigterm_at is not None:
             out["state"] = "stopping"
             out["since"] = scan.sigterm_at or _mtime(os.path.join(job["dir"], "cancel.json"))
-        elif scan.ready_at is not None and port is not None and _health(scan, port) == 200:
+        elif scan.ready_at is not None and port is not None and _health(scan, port, listen_of(job)) == 200:
             out["state"] = "ready"
             out["since"] = scan.ready_at
             out["health"] = 200
-            out["server_info"] = _server_info(scan, port)
+            out["server_info"] = _server_info(scan, port, listen_of(job), read_key(key_file_of(job)))
             out["warnings"] = _mismatches(args, out["server_info"])
             if args.get("algorithm") and scan.accept_stuck():
                 out["hint"], out["hint_action"] = ACCEPT_STUCK_HINT, "compare"
@@ -515,7 +599,7 @@ def status_of(job: Optional[dict]) -> dict:
         out["state"], out["since"] = "orphaned", job.get("started")
         out["pid"] = out["pid"] if out["pid"] in job["orphans"] else job["orphans"][0]
         if scan.ready_at is not None and port is not None:
-            out["health"] = _health(scan, port)
+            out["health"] = _health(scan, port, listen_of(job))
         out["error"], out["hint"] = job.get("reason"), ORPHANED_HINT
     elif job["state"] in ("cancelled", "done"):
         out["state"], out["since"] = "stopped", job.get("ended")
@@ -701,7 +785,8 @@ def _wait_gpus_free(pids: List[int]) -> Optional[bool]:
 
 @method("serve.port")
 def port_state(params: dict, ctx) -> dict:
-    """``{port}`` → whether a server could listen there: ``held_by`` a server job of ours, ``free`` to bind.
+    """``{port}`` → whether a server could listen there: ``held_by`` a server job of ours, ``free`` to bind;
+    with ``address``, ``address_local``: whether it is one of this machine's (a fleet's replica listens there).
 
     Binds with SO_REUSEADDR as SGLang's (uvicorn's) server does, so a port left in TIME_WAIT by the server
     that just stopped counts as free.
@@ -712,7 +797,10 @@ def port_state(params: dict, ctx) -> dict:
     held_by = None
     if held is not None:
         held_by = {"job": held["id"], "profile": (held.get("args") or {}).get("profile"), "state": held["state"]}
-    return {"port": port, "free": free and held is None, "held_by": held_by}
+    out = {"port": port, "free": free and held is None, "held_by": held_by}
+    if params.get("address"):  # one of this machine's own addresses (a server could listen on it)?
+        out["address_local"] = ports.bindable(0, str(params["address"]))
+    return out
 
 
 @method("serve.gpus")
