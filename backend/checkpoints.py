@@ -469,11 +469,13 @@ def config_facts(cfg: dict | None) -> list[str]:
     family = drafter_family(cfg)
     if family == "DFlash":
         dflash = cfg.get("dflash_config") if isinstance(cfg.get("dflash_config"), dict) else {}
-        facts.append(
-            f"a DFlash block drafter ({arch}): {cfg.get('num_hidden_layers')} layers, block size "
-            f"{cfg.get('block_size')}, target layers {dflash.get('target_layer_ids')} of "
-            f"{cfg.get('num_target_layers')}; judged by its own kind, not EAGLE's"
-        )
+        said = [f"{cfg.get('num_hidden_layers')} layers"]
+        block = cfg.get("block_size") or dflash.get("block_size")
+        if block is not None:
+            said.append(f"block size {block}")
+        if dflash.get("target_layer_ids") is not None:
+            said.append(f"target layers {dflash.get('target_layer_ids')} of {cfg.get('num_target_layers')}")
+        facts.append(f"a DFlash block drafter ({arch}): {', '.join(said)}; judged by its own kind, not EAGLE's")
     elif family == "MTP":
         mtp = cfg.get("mtp_config") if isinstance(cfg.get("mtp_config"), dict) else {}
         shared = " that shares the target's lm_head (no lm_head of its own)" if mtp.get("share_lm_head") else ""

@@ -28,6 +28,7 @@ from typing import Any
 
 from backend import checkpoints
 from backend.agent.host import hub_search
+from backend.agent.host.units import human_bytes
 from backend.checkpoint_sources import HOST, HUB, Source, Sources, parse_source
 from backend.drafter_cards import Card, Claim, parse_card
 from backend.errors import ConnectionFailed, OperationFailed, RemoteError, UsageError
@@ -273,6 +274,34 @@ def claim_line(claim: Claim, break_even: float) -> str:
     if claim_verdict(claim, break_even) == "above":
         return f"{head}: above the break-even {break_even:.2f} if the cycle holds"
     return f"{head}: below the break-even {break_even:.2f}, slower than no speculation at this cycle"
+
+
+SHOWN_CLAIMS = 3  # claim lines per candidate in the text views (the JSON has all)
+
+
+def describe(c: Candidate, break_even: float, lead: str = "") -> list[str]:
+    """A candidate in words, as the CLI prints it and the panel shows it: what it needs and was trained for, its
+    size, its card's claims beside the break-even (the latest column of a table of phases), then why it is
+    refused, or its first note, and what was not checked."""
+    trained = "trained for an unknown model" if c.trained_for is None else f"trained for {c.trained_for}"
+    if c.for_target is False:
+        trained += " (NOT the target)"
+    size = human_bytes(c.size_bytes) if c.size_bytes is not None else "size unknown"
+    lines = [f"{lead}{c.repo}: {c.algorithm or c.kind}, {trained}, {size}"]
+    claims = [cl for cl in c.card.claims if cl.accept_len is not None] or list(c.card.claims)
+    last = claims[-1].config.get("label") if claims else None
+    if last:  # columns of one table (training phases, configs): the last one is the card's latest
+        claims = [cl for cl in claims if cl.config.get("label") == last]
+    for claim in claims[:SHOWN_CLAIMS]:
+        lines.append(f"    {claim_line(claim, break_even)}")
+    if len(claims) > SHOWN_CLAIMS:
+        lines.append(f"    … and {len(claims) - SHOWN_CLAIMS} more claims")
+    if c.card.note:
+        lines.append(f"    card: {c.card.note}")
+    lines += [f"    problem: {p}" for p in c.problems]
+    lines += [f"    note: {n}" for n in c.notes[: 1 if c.compatible else 0]]
+    lines += [f"    not checked: {u}" for u in c.unchecked]
+    return lines
 
 
 def _trained_for(raw: dict, kind: str) -> tuple[str | None, str | None]:

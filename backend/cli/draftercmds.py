@@ -25,7 +25,6 @@ measurements. Exit 2: the Hub cannot be reached from anywhere tried, it is rate-
 cannot be read; exit 1: the Hub refused the search; exit 3: the host was needed and could not be reached.
 """
 WHERE = ("auto", "client", "host")
-SHOWN_CLAIMS = 3  # claim lines per candidate in the text view (--json has all)
 
 
 def register(sub) -> None:
@@ -121,7 +120,7 @@ def render(found: df.Found) -> list[str]:
         lines.append("no drafter found that SGLang can serve for this target")
     for i, c in enumerate(usable, 1):
         lines.append("")
-        lines.extend(candidate_block(c, i, found.break_even))
+        lines.extend(df.describe(c, found.break_even, f"{i:>2}. "))
     if others:
         lines += ["", f"not offered ({len(others)}):"]
         for c in others:
@@ -129,31 +128,6 @@ def render(found: df.Found) -> list[str]:
             lines.append(f"  {c.repo}: {c.kind}: {why}")
     if usable:
         lines += ["", f"add one: specdeck drafters add {usable[0].repo}"]
-    return lines
-
-
-def candidate_block(c: df.Candidate, rank: int, break_even: float) -> list[str]:
-    """One servable drafter: what it needs, what it was trained for, its size, its card's claims."""
-    trained = "trained for an unknown model" if c.trained_for is None else f"trained for {c.trained_for}"
-    if c.for_target is False:
-        trained += " (NOT the target)"
-    size = human_bytes(c.size_bytes) if c.size_bytes is not None else "size unknown"
-    head = f"{rank:>2}. {c.repo}: {c.algorithm}, {trained}, {size}"
-    lines = [head]
-    claims = [cl for cl in c.card.claims if cl.accept_len is not None] or list(c.card.claims)
-    last = claims[-1].config.get("label") if claims else None
-    if last:  # columns of one table (training phases, configs): the last one is the card's latest
-        claims = [cl for cl in claims if cl.config.get("label") == last]
-    for claim in claims[:SHOWN_CLAIMS]:
-        lines.append(f"    {df.claim_line(claim, break_even)}")
-    if len(claims) > SHOWN_CLAIMS:
-        lines.append(f"    … and {len(claims) - SHOWN_CLAIMS} more claims (--json lists them)")
-    if c.card.note:
-        lines.append(f"    card: {c.card.note}")
-    for note in c.notes[:1]:
-        lines.append(f"    note: {note}")
-    for item in c.unchecked:
-        lines.append(f"    not checked: {item}")
     return lines
 
 

@@ -2,12 +2,17 @@
 
 A table of drafters (name, repo, host path, state, size, sha256 prefix) read from the host with a stat and the
 verified-digest sidecar, refreshed every few seconds while connected. Download, cancel, verify and open in
-Compare act on the selected row. Download jobs run on the host; the tab follows their events (resuming from
-the last offset after a reconnect, and picking up jobs that were already running when it connected) and draws
-per-file bars from a ``backend.downloads.Progress``; a download that ends notifies.
+Compare act on the selected row; find searches the Hub for the target's drafters (``tui/screens/find.py``) and
+adds the one picked (config, profile, then the download). Download jobs run on the host; the tab follows their
+events (resuming from the last offset after a reconnect, and picking up jobs that were already running when it
+connected) and draws per-file bars from a ``backend.downloads.Progress``; a download that ends notifies.
 """
 
 from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import TYPE_CHECKING
 
 from rich.text import Text
 from textual import work
@@ -28,6 +33,9 @@ from backend.settings import DrafterConfig
 from tui.messages import ConnectionChanged, OpenInCompare
 from tui.screens.pane import ShellPane
 from tui.widgets.download_progress import DownloadView
+
+if TYPE_CHECKING:  # the search and its screen are imported when the find key is first pressed
+    from backend.drafter_find import Candidate
 
 REFRESH_S = 5.0
 # (key, label, width): widths fit the longest value each column takes (None: the content's own). By priority,
@@ -73,6 +81,13 @@ class DraftersPane(ShellPane):
         ),
         Binding("v", "verify", "Verify", id="drafters.verify", tooltip="Verify the selected drafter's sha256"),
         Binding("o", "open_compare", "Compare", id="drafters.compare", tooltip="Open the selected drafter in Compare"),
+        Binding(
+            "f",
+            "find",
+            "Find on Hub",
+            id="drafters.find",
+            tooltip="Find drafters for the target on the Hub, judged before a byte of weights moves",
+        ),
         Binding("f5", "refresh", "Refresh", id="drafters.refresh", tooltip="Re-read the drafters' state on the host"),
     ]
 
@@ -357,3 +372,34 @@ class DraftersPane(ShellPane):
 
     def action_refresh(self) -> None:
         self.refresh_status()
+
+    def action_find(self) -> None:
+        if not self.app.connection.connected:
+            self.notify(f"{self.app.host_config.name} is not connected: the target is read there", severity="warning")
+            return
+        from tui.screens.find import FindScreen
+
+        self.app.push_screen(FindScreen(), self._found)
+
+    def _found(self, candidate: Candidate | None) -> None:
+        if candidate is not None:
+            self._add(candidate)
+
+    @work(group="drafters-action", exit_on_error=False, description="add a drafter from the Hub")
+    async def _add(self, candidate: Candidate) -> None:
+        """`drafters add` from the panel: the config written (drafter, profile), then the usual download."""
+        from backend import drafter_find
+
+        app = self.app
+        added = await asyncio.to_thread(drafter_find.add, candidate, app.settings, app.host_config)
+        drafter = added.drafter
+        if added.profile is not None and added.profile_note:
+            app._profile_saved(added.settings, added.profile, Path(added.path))  # settings, panes told, notified
+        else:
+            app.settings = added.settings
+        if drafter.name not in self.query_one(DataTable).rows:
+            self.query_one(DataTable).add_row(
+                drafter.name, Text("…", style="dim"), "", "", drafter.repo or "-", drafter.path, key=drafter.name
+            )
+        self.notify(f"{drafter.name} ← {drafter.repo}: {added.profile_note or 'added'}", title="drafter added")
+        self._download(drafter)

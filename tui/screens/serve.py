@@ -336,6 +336,7 @@ class ServePane(ShellPane):
         running = self.status.profile if self.status and self.status.running else None
         # Names in a column (padded inside the bold, so no viewer can run a name into its description).
         width = max(map(len, self.app.settings.profiles), default=0) + 1
+        shown = {options.get_option_at_index(i).id for i in range(options.option_count)}
         for name in self.app.settings.profiles:
             p = self._profile(name)
             spec = f"{p.algorithm} {p.steps}/{p.topk}/{p.draft_tokens}" if p.algorithm else "no speculation"
@@ -343,10 +344,10 @@ class ServePane(ShellPane):
             edited = "*" if name in self.edits and self.edits[name] != self.app.settings.profiles[name] else ""
             label = escape(f"{name}{edited}".ljust(width))
             text = f"{mark} [b]{label}[/b] {escape(spec)} · tp {p.tp} · :{p.port}"
-            if options.option_count < len(self.app.settings.profiles):
-                options.add_option(Option(text, id=name))
-            else:
+            if name in shown:
                 options.replace_option_prompt(name, text)
+            else:  # a profile added since (drafters add, from the Drafters tab)
+                options.add_option(Option(text, id=name))
 
     def on_option_list_option_highlighted(self, event: OptionList.OptionHighlighted) -> None:
         if event.option_list.id == "profiles" and event.option.id != self.selected:

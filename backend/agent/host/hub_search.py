@@ -9,7 +9,8 @@ pages by ``Link`` headers), its session for the small files (``hf_hub_url``, ``b
 candidates are read in parallel threads. The token is the one huggingface_hub finds itself (``HF_TOKEN`` or the
 saved login): it is never a parameter, so it is in no argv, no RPC and no log.
 
-Stdlib only at import, Python 3.8+: huggingface_hub is imported by the calls, and a host without it is told so.
+Pure (it registers no RPC method, so the client imports it too); stdlib only at import, Python 3.8+:
+huggingface_hub is imported by the calls, and a host without it is told so.
 """
 
 from __future__ import annotations
@@ -19,8 +20,6 @@ import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Dict, List, Optional
-
-from .registry import AgentError, Context, method
 
 # What the listing asks the Hub for each repo (``expand``: only these properties come back).
 LISTING_EXPAND = (
@@ -296,22 +295,3 @@ def search(
         "seconds": round(time.monotonic() - started, 3),
         "python": sys.executable,
     }
-
-
-@method("hub.search")
-def hub_search(params: dict, ctx: Context) -> dict:
-    """RPC: ``search(**params)`` with the host's huggingface_hub and token; a search that cannot run is an
-    AgentError whose ``reason`` is the kind (the client words it)."""
-    import sys
-
-    try:
-        import huggingface_hub  # noqa: F401 (a clear refusal before anything else)
-    except ImportError:
-        raise AgentError(NO_HUB % (sys.executable, " on the host"), "unsupported", reason=NO_LIBRARY) from None
-    queries = params.get("queries")
-    if not isinstance(queries, list) or not all(isinstance(q, dict) for q in queries):
-        raise AgentError("queries must be a list of objects", "invalid")
-    try:
-        return search(queries, params.get("repos"), params.get("endpoint"), int(params.get("workers") or WORKERS))
-    except HubSearchError as exc:
-        raise AgentError(str(exc), "failed", reason=exc.kind, **exc.data) from None

@@ -32,7 +32,7 @@ HOMES = {
     "fs.stat": "files",
     "gpus": "probes",
     "http.request": "probes",
-    "hub.search": "hub_search",
+    "hub.search": "hub",
     "info": "probes",
     "jobs.cancel": "jobs",
     "jobs.follow": "jobs",
