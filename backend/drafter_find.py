@@ -120,7 +120,7 @@ def family(name: str) -> str | None:
 # --- the target ----------------------------------------------------------------------------------------------
 
 
-_REPO_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
+REPO_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
 
 
 @dataclass(frozen=True)
@@ -150,7 +150,7 @@ def _named(config: dict | None, fallback: str | None) -> tuple[str | None, str |
     given = (config or {}).get("_name_or_path")
     if isinstance(given, str) and given.strip():
         given = given.strip().rstrip("/")
-        repo = given if _REPO_ID.match(given) and not given.startswith((".", "/")) else None
+        repo = given if REPO_ID.match(given) and not given.startswith((".", "/")) else None
         return given.rsplit("/", 1)[-1], repo
     return (fallback.rstrip("/").rsplit("/", 1)[-1] if fallback else None), None
 
@@ -158,7 +158,7 @@ def _named(config: dict | None, fallback: str | None) -> tuple[str | None, str |
 async def resolve_target(text: str | None, settings: Settings, host: HostConfig, sources: Sources) -> Target:
     """``--target`` → a Target: ``hf://org/name`` or ``org/name`` (read with the search), a folder or
     config.json on the host, ``file://PATH``; without one, the configured target folder on the host."""
-    if text and (text.startswith(checkpoints.HUB_PREFIX) or (_REPO_ID.match(text) and not text.startswith("."))):
+    if text and (text.startswith(checkpoints.HUB_PREFIX) or (REPO_ID.match(text) and not text.startswith("."))):
         spec = text if text.startswith(checkpoints.HUB_PREFIX) else checkpoints.HUB_PREFIX + text
         repo, _ = checkpoints.parse_hub_spec(spec)
         return Target(text, repo.split("/", 1)[1], repo, None, spec)
@@ -716,7 +716,8 @@ def add(
         what = algorithm or "an unknown algorithm"
         note = f"no profile written: specdeck's profiles take {', '.join(ALGORITHMS)}, not {what}"
         return Added(settings, settings.drafters[name], None, note, str(written))
-    profile_name = profile or f"{algorithm.lower()}-{name}"
+    serving = [p.name for p in settings.profiles.values() if p.drafter == name and p.algorithm == algorithm]
+    profile_name = profile or (serving[0] if serving else f"{algorithm.lower()}-{name}")
     current = settings.profiles.get(profile_name)
     if current is not None and current.drafter != name:
         raise UsageError(

@@ -273,6 +273,25 @@ def test_cli_json_contract_text_and_algorithm_filter(hub, target, tmp_path):
     assert bad.stderr.count("\n") == 1 and "--algorithm MEDUSA" in bad.stderr
 
 
+def test_add_writes_the_drafter_and_its_profile_keeping_the_comments_and_refuses_a_misfit(hub, target, tmp_path):
+    config = write_config(tmp_path, hub, target)
+    refused = specdeck(config, "drafters", "add", "thoughtworks/Qwen3-32B-Eagle3", "--no-download", rc=2)
+    assert refused.stderr.count("\n") == 1 and "cannot serve the target: hidden_size is 5120" in refused.stderr
+    assert "[drafters.qwen3-32b-eagle3]" not in config.read_text()  # nothing half-written
+    out = json.loads(specdeck(config, "drafters", "add", K25_EAGLE3, "--no-download", "--json").stdout)
+    assert out["drafter"]["path"] == str(tmp_path / "host" / "drafters" / "kimi-k25-eagle3")
+    assert out["profile_note"] == "profile eagle3-kimi-k25-eagle3: EAGLE3 3/1/4 from EAGLE3's usual numbers"
+    text = config.read_text()
+    assert "# the operator's own drafter stays as it was written" in text
+    assert 'path = "/data/ours"  # trained here' in text
+    # AQ-MedAI's K2 drafter is configured already (the built-in aq-medai, served by eagle3-aq): nothing new.
+    out = json.loads(specdeck(config, "drafters", "add", K2_EAGLE3, "--no-download", "--json").stdout)
+    assert (out["drafter"]["name"], out["profile"]["name"], out["profile_note"]) == ("aq-medai", "eagle3-aq", None)
+    assert out["candidate"]["for_target"] is False  # added on purpose: the finding travels with it
+    taken = specdeck(config, "drafters", "add", K25_EAGLE3, "--name", "ours", "--no-download", rc=2)
+    assert "drafter ours is configured already for /data/ours: pick another --name" in taken.stderr
+
+
 def test_gated_repos_are_not_read_without_the_token_and_the_token_never_shows(hub, root, target, tmp_path):
     config = write_config(tmp_path, hub, target)
     gate = root / "lightseekorg" / "kimi-k2.5-eagle3" / ".gated"

@@ -4,6 +4,7 @@ weights moves, and one command from a found drafter to a configured, downloaded 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 
 from backend import downloads
@@ -59,6 +60,9 @@ def register(sub) -> None:
     p.add_argument("--profile", help="the profile that serves it (default: <algorithm>-<name>)")
     p.add_argument("--force", action="store_true", help="add it even when the verdict says it cannot serve the target")
     p.add_argument("--no-download", action="store_true", help="write the config only; `specdeck download NAME` later")
+    p.add_argument(
+        "--token-env", metavar="VAR", help="send the token in this local environment variable to the download job"
+    )
     add_json(p)
     p.set_defaults(run=add_cmd)
 
@@ -132,8 +136,13 @@ def render(found: df.Found) -> list[str]:
 
 
 async def add_cmd(args: argparse.Namespace) -> int:
-    if not df._REPO_ID.match(args.repo):
+    if not df.REPO_ID.match(args.repo):
         raise UsageError(f"{args.repo!r} is not a Hub repo: write ORG/NAME")
+    token = None
+    if args.token_env:
+        token = os.environ.get(args.token_env)
+        if not token:
+            raise UsageError(f"--token-env {args.token_env}: that variable is not set (or empty) here")
     sources, settings, host = _sources(args)
     try:
         found = await df.find(settings, host, sources, args.target, (), args.where, repos=[args.repo], search=False)
@@ -148,7 +157,7 @@ async def add_cmd(args: argparse.Namespace) -> int:
             from backend.cli.downloadcmds import watch
 
             conn = await sources.connection()
-            job, plan = await downloads.start(conn, downloads.drafter_request(added.drafter, host))
+            job, plan = await downloads.start(conn, downloads.drafter_request(added.drafter, host, token=token))
             if not args.json:
                 print(f"downloading {human_bytes(plan['total'])} into {plan['to']} on {host.name} (job {job.id})")
             progress = await watch(conn, job, quiet=args.json)
