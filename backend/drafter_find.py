@@ -214,6 +214,7 @@ class Candidate:
     downloads: int | None = None
     files: tuple[str, ...] = ()  # what a download fetches: config.json and the weights
     params: int | None = None
+    shape: dict[str, Any] = field(default_factory=dict)  # what the verdict compared: widths, vocabularies, dtypes
 
     @property
     def tier(self) -> int:
@@ -250,6 +251,7 @@ class Candidate:
             "claimed_accept_len": self.headline,
             "size_bytes": self.size_bytes,
             "params": self.params,
+            "shape": self.shape,
             "architectures": list(self.architectures),
             "model_type": self.model_type,
             "gated": self.gated,
@@ -288,6 +290,8 @@ def describe(c: Candidate, break_even: float, lead: str = "") -> list[str]:
         trained += " (NOT the target)"
     size = human_bytes(c.size_bytes) if c.size_bytes is not None else "size unknown"
     lines = [f"{lead}{c.repo}: {c.algorithm or c.kind}, {trained}, {size}"]
+    if c.shape and c.kind == DRAFTER:
+        lines.append(f"    {shape_text(c.shape)}")
     claims = [cl for cl in c.card.claims if cl.accept_len is not None] or list(c.card.claims)
     last = claims[-1].config.get("label") if claims else None
     if last:  # columns of one table (training phases, configs): the last one is the card's latest
@@ -324,6 +328,49 @@ def _trained_for(raw: dict, kind: str) -> tuple[str | None, str | None]:
     if named:
         return named, "the repo's name"
     return None, None
+
+
+def shape_facts(config: dict | None, info: dict | None) -> dict[str, Any]:
+    """The numbers the verdict compared, as the candidate carries them: hidden size, layers, head dim, vocabulary
+    and draft vocabulary, the aux layers it reads, and its weights' bytes by dtype."""
+    cfg, _ = checkpoints.drafter_config(config)
+    lang = checkpoints.language_config(cfg) or {}
+    out: dict[str, Any] = {
+        key: lang[key]
+        for key in ("hidden_size", "num_hidden_layers", "head_dim", "vocab_size", "draft_vocab_size")
+        if isinstance(lang.get(key), int)
+    }
+    aux = ((cfg or {}).get("eagle_config") or {}).get("eagle_aux_hidden_state_layer_ids")
+    aux = aux if aux is not None else ((cfg or {}).get("dflash_config") or {}).get("target_layer_ids")
+    if isinstance(aux, list):
+        out["aux_layers"] = aux
+    if info is not None:
+        dtypes: dict[str, int] = {}
+        for tensor in info["tensors"].values():
+            dtypes[tensor["dtype"]] = dtypes.get(tensor["dtype"], 0) + tensor["bytes"]
+        out["bytes_by_dtype"] = dtypes
+    return out
+
+
+def shape_text(shape: dict[str, Any]) -> str:
+    """``hidden 7168, 1 layer, head_dim 128, vocab 163840 (draft 32000), aux layers [2, 30, 58], BF16``."""
+    parts = []
+    if "hidden_size" in shape:
+        parts.append(f"hidden {shape['hidden_size']}")
+    if "num_hidden_layers" in shape:
+        layers = shape["num_hidden_layers"]
+        parts.append(f"{layers} layer{'s' if layers != 1 else ''}")
+    if "head_dim" in shape:
+        parts.append(f"head_dim {shape['head_dim']}")
+    if "vocab_size" in shape:
+        draft = shape.get("draft_vocab_size")
+        extra = f" (draft {draft})" if draft and draft != shape["vocab_size"] else ""
+        parts.append(f"vocab {shape['vocab_size']}{extra}")
+    if "aux_layers" in shape:
+        parts.append(f"aux layers {shape['aux_layers']}")
+    if shape.get("bytes_by_dtype"):
+        parts.append("/".join(sorted(shape["bytes_by_dtype"], key=lambda d: -shape["bytes_by_dtype"][d])))
+    return ", ".join(parts)
 
 
 def _lookalike(raw: dict) -> tuple[str, str] | None:
@@ -433,6 +480,7 @@ def judge(raw: dict, target: Target, sglang_version: str | None, known_version: 
         downloads=raw.get("downloads"),
         files=files,
         params=info["total_params"] if info is not None else raw.get("parameters_total"),
+        shape=shape_facts(raw.get("config"), info),
     )
 
 
