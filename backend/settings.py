@@ -223,19 +223,49 @@ def default_config_path() -> Path:
     return Path(user_config_dir("specdeck")) / "config.toml"
 
 
-def config_path(explicit: str | os.PathLike | None = None) -> tuple[Path, bool]:
-    """The config file to read and whether the user named it (then it must exist)."""
+def sandbox_config_path() -> Path:
+    """The config `specdeck sandbox up` writes (backend/sandbox/environment.py keeps its sandbox beside it)."""
+    from platformdirs import user_state_dir
+
+    return Path(user_state_dir("specdeck")) / "sandbox" / "config.toml"
+
+
+def is_sandbox_name(name: str | None) -> bool:
+    """``sandbox``, ``sandbox-2``, …: the names `sandbox up` gives its hosts."""
+    return bool(name) and (name == "sandbox" or (name.startswith("sandbox-") and name[8:].isdigit()))
+
+
+def config_path(explicit: str | os.PathLike | None = None, host: str | None = None) -> tuple[Path, bool]:
+    """The config file to read and whether it must exist: ``--config``, ``SPECDECK_CONFIG``, else the user's
+    file, except that ``--host sandbox`` (or ``sandbox-N``) reads the sandbox's own config unless the user's
+    file names such a host itself: the sandbox is reachable by name after `sandbox up`, no path to copy."""
     if explicit:
         return Path(explicit).expanduser(), True
     if env := os.environ.get("SPECDECK_CONFIG"):
         return Path(env).expanduser(), True
-    return default_config_path(), False
+    default = default_config_path()
+    if is_sandbox_name(host) and not _names_host(default, host):
+        return sandbox_config_path(), True
+    return default, False
 
 
-def load(explicit: str | os.PathLike | None = None) -> Settings:
-    """Read and validate the effective settings (defaults overlaid by the config file)."""
-    path, required = config_path(explicit)
+def _names_host(path: Path, name: str) -> bool:
+    """Whether the config file at ``path`` has a ``[hosts.NAME]`` table (False when it cannot be read)."""
+    import tomllib
+
+    try:
+        return name in tomllib.loads(path.read_text()).get("hosts", {})
+    except (OSError, tomllib.TOMLDecodeError, AttributeError):
+        return False
+
+
+def load(explicit: str | os.PathLike | None = None, host: str | None = None) -> Settings:
+    """Read and validate the effective settings (defaults overlaid by the config file); ``host`` is the
+    ``--host`` asked for (see ``config_path``)."""
+    path, required = config_path(explicit, host)
     if not path.exists():
+        if path == sandbox_config_path() and not explicit:
+            raise ConfigError(f"there is no sandbox yet: run `specdeck sandbox up` first (it writes {path})")
         if required:
             raise ConfigError(f"config file {path} does not exist (run `specdeck config init --config {path}`)")
         return builtin_defaults()

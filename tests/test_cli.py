@@ -164,10 +164,25 @@ def test_sandbox_up_and_down(sshd):
     assert second.url == sshd.url and second.workdir != host.workdir and second.hub_endpoint == host.hub_endpoint
     jobs = json.loads(cli("jobs", "--config", out["config"], "--json").stdout)
     assert [j["state"] for j in jobs if j["kind"] == "hub"] == ["running"]
+    # Reachable by name, no --config: the same jobs through `--host sandbox` (issue 33).
+    assert json.loads(cli("jobs", "--host", "sandbox", "--json").stdout) == jobs
+    assert "specdeck --host sandbox ping" in cli("sandbox", "up").stdout
     down = json.loads(cli("sandbox", "down", "--json").stdout)
     assert out["hub"]["job"] in down["stopped"]
     bad = cli("sandbox", "up", "--hosts", "1", "--ssh", sshd.url, check_rc=2)  # one host is not one of several
     assert "--hosts 2" in bad.stderr and "Traceback" not in bad.stderr
+
+
+def test_sandbox_by_name_before_up_and_beside_a_users_own():
+    """`--host sandbox` before any `sandbox up` says to run it (exit 2); a user's config that names a host
+    `sandbox` keeps it."""
+    bad = cli("jobs", "--host", "sandbox", check_rc=2)
+    assert "specdeck sandbox up" in bad.stderr and "Traceback" not in bad.stderr
+    own = settings_mod.default_config_path()
+    own.parent.mkdir(parents=True, exist_ok=True)
+    own.write_text('[hosts.sandbox]\nurl = "local"\nworkdir = "/nonexistent-own"\n')
+    assert settings_mod.config_path(None, "sandbox") == (own, False)
+    assert settings_mod.load(None, "sandbox").hosts["sandbox"].workdir == "/nonexistent-own"
 
 
 def test_closed_stdout_pipe_exits_quietly(tmp_path):
@@ -231,3 +246,23 @@ def test_bad_input_is_one_line_on_stderr(args, rc, says, tmp_path):
     res = cli(*args, check_rc=rc)
     assert len(res.stderr.splitlines()) == 1 and says in res.stderr, res.stderr
     assert "internal error" not in res.stderr and "WARNING" not in res.stderr
+
+
+def test_quitting_the_demo_says_how_to_stop_the_sandbox(monkeypatch, capsys):
+    """The demo's hub and servers outlive the panel (host jobs): quitting says so and how to stop them."""
+    import asyncio
+
+    from backend.cli import panel, sandboxcmds
+
+    async def up(**kw):
+        return {"config": "/x/config.toml"}
+
+    async def open_tui(args):
+        return 0
+
+    monkeypatch.setattr(environment, "up", up)
+    monkeypatch.setattr(panel, "open_tui", open_tui)
+    args = argparse.Namespace(sglang_version=None, scenario=None, hosts=None)
+    assert asyncio.run(sandboxcmds.demo(args)) == 0
+    said = capsys.readouterr().out
+    assert "specdeck sandbox down" in said and "--host sandbox" in said

@@ -234,3 +234,16 @@ async def test_a_fixed_token_from_base64_opens_the_page_and_the_socket(tmp_path)
                 assert not ws.closed
     finally:
         stop_web(server)
+
+
+def test_default_port_leaves_the_sandbox_router_alone():
+    """`specdeck web` beside `fleet up sandbox`: the router's port (8000, in every fleet by default) is not the
+    web panel's default, nor is any port the sandbox's fleet holds."""
+    from backend.cli.webcmds import DEFAULT_PORT
+    from backend.sandbox import environment
+    from backend.settings import RouterConfig
+
+    router = RouterConfig(host="sandbox")
+    taken = {environment.ROUTER_PORT, router.port, router.prometheus_port}
+    taken |= {environment.replica_port(n) for n in range(1, 5)}
+    assert DEFAULT_PORT not in taken

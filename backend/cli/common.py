@@ -20,7 +20,7 @@ if TYPE_CHECKING:  # backend.jobs (and its dataclasses) only for the commands th
 
 
 def load_settings(args: argparse.Namespace) -> Settings:
-    return settings_mod.load(args.config)
+    return settings_mod.load(args.config, getattr(args, "host", None))
 
 
 FOLLOW_RECONNECTS = 6  # a following command retries this many times (the panel's backoff: about a minute)

@@ -98,10 +98,10 @@ def remember(args: argparse.Namespace, host: HostConfig, command: str) -> None:
         known = lookup(opts)
         if known and (known["name"], known["socket"], known["command"]) == (host.name, socket, command):
             return
-        config = str(settings_mod.config_path(args.config)[0])
+        config = str(settings_mod.config_path(args.config, args.host)[0])
         before = _file_signature(config)
         again = resolve_host(
-            settings_mod.load(args.config),
+            settings_mod.load(args.config, args.host),
             args.host,
             identity=args.identity,
             known_hosts=args.known_hosts,

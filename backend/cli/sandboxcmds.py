@@ -97,7 +97,7 @@ async def up(args: argparse.Namespace) -> int:
             )
         print(f"scenario: {out['scenario'] or 'the operator’s (82 tok/s, 24 + 3k ms cycles)'}")
         print(f"config: {out['config']}")
-        print(f"try: specdeck --config {out['config']} ping")
+        print(f"try: specdeck --host {out['hosts'][0]['name']} ping   (stop it all: specdeck sandbox down)")
     return 0
 
 
@@ -119,4 +119,10 @@ async def demo(args: argparse.Namespace) -> int:
     out = await environment.up(sglang_version=args.sglang_version, scenario_path=args.scenario, hosts=args.hosts)
     args.config = out["config"]
     args.host = environment.HOST_NAME
-    return await open_tui(args)
+    code = await open_tui(args)
+    # The panel's servers and the hub are host jobs: they outlive the panel, as they do on a real host.
+    print(
+        "specdeck: the sandbox keeps running (its hub and any server you started); "
+        f"`specdeck --host {environment.HOST_NAME} …` reaches it, `specdeck sandbox down` stops it."
+    )
+    return code

@@ -28,7 +28,7 @@ from backend.cli.common import load_settings
 from backend.cli.main import command
 from backend.errors import UsageError
 
-DEFAULT_PORT = 8000
+DEFAULT_PORT = 8080  # not 8000: sglang-router's port in every fleet (the sandbox's too)
 LOOPBACK = "127.0.0.1"
 TOKEN_ENV = "SPECDECK_WEB_TOKEN"
 MIN_TOKEN = 16  # characters; a fixed token shorter than this is refused
