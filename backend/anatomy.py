@@ -255,47 +255,44 @@ def graph_text(graph: bool | None) -> str:
     return "graph" if graph else "eager" if graph is False else "-"
 
 
-def rows(a: CycleAnatomy) -> list[tuple[str, str, str, str, str, str, str]]:
-    """The table the CLI, the panel and reports draw: stage, ms, share, GPU busy, idle, graph or eager, and the
-    baseline step's ms for the same stage ("decode" beside verify)."""
+def rows(a: CycleAnatomy) -> list[tuple[str, ...]]:
+    """The table the CLI, the panel and reports draw (``headers(a)``): stage, ms, share, GPU busy, idle, graph or
+    eager, and with a baseline trace its plain decode step's ms for the same stage ("decode" beside verify)."""
     base = {s.name: s for s in a.baseline.stages} if a.baseline else {}
     if "decode" in base:
         base["verify"] = base.pop("decode")
-    out = []
+    out: list[tuple[str, ...]] = []
     for s in a.stages:
         b = base.get(s.name)
-        out.append(
-            (
-                s.name,
-                f"{s.ms:.2f}",
-                f"{s.ms / a.cycle_ms:.0%}",
-                f"{s.gpu_busy_ms:.2f}",
-                f"{s.idle_ms:.2f}",
-                graph_text(s.graph),
-                "-" if b is None else f"{b.ms:.2f}",
-            )
-        )
-    out.append(
-        (
-            "cycle",
-            f"{a.cycle_ms:.2f}",
-            "100%",
-            f"{a.cycle_ms - a.idle_ms:.2f}",
-            f"{a.idle_ms:.2f}",
-            "",
-            "-" if a.baseline is None else f"{a.baseline.cycle_ms:.2f}",
-        )
-    )
+        row = (s.name, f"{s.ms:.2f}", f"{s.ms / a.cycle_ms:.0%}", f"{s.gpu_busy_ms:.2f}", f"{s.idle_ms:.2f}")
+        out.append((*row, graph_text(s.graph), *(() if a.baseline is None else ("-" if b is None else f"{b.ms:.2f}",))))
+    busy = f"{a.cycle_ms - a.idle_ms:.2f}"
+    total = ("cycle", f"{a.cycle_ms:.2f}", "100%", busy, f"{a.idle_ms:.2f}", "")
+    out.append((*total, *(() if a.baseline is None else (f"{a.baseline.cycle_ms:.2f}",))))
     return out
 
 
 HEADERS = ("stage", "ms", "share", "GPU busy", "idle", "launch", "baseline ms")
 
 
+def headers(a: CycleAnatomy) -> tuple[str, ...]:
+    """``rows``' column names: the baseline's only with a baseline trace."""
+    return HEADERS if a.baseline is not None else HEADERS[:-1]
+
+
 def summary_line(a: CycleAnatomy) -> str:
-    """``8 cycles of 33.0 ms (4 idle) from TP-0 …trace.json.gz``."""
+    """``8 cycles of 33.34 ms (11.19 idle on the GPU), 8 ranks``."""
     what = "cycles" if a.speculative else "decode steps"
-    return f"{a.cycles} {what} of {a.cycle_ms:.2f} ms ({a.idle_ms:.2f} idle on the GPU), trace {a.trace}"
+    ranks = f", {len(a.ranks)} ranks" if len(a.ranks) > 1 else ""
+    return f"{a.cycles} {what} of {a.cycle_ms:.2f} ms ({a.idle_ms:.2f} idle on the GPU){ranks}"
+
+
+def trace_line(a: CycleAnatomy, where: str = "") -> str:
+    """Where the traces are, for Perfetto: their folder when they share one (a file per rank), else the files."""
+    files = a.traces or (a.trace,)
+    folders = {f.rsplit("/", 1)[0] for f in files}
+    shown = f"{folders.pop()}/ ({len(files)} files)" if len(files) > 1 and len(folders) == 1 else ", ".join(files)
+    return f"traces{where}, for https://ui.perfetto.dev: {shown}"
 
 
 # --- reading and capturing -------------------------------------------------------------------------------------
@@ -368,6 +365,12 @@ def parse_ranks(text: str | None) -> tuple[int, ...] | None:
 
 async def start_capture(conn, server: JobInfo, plan: ProfilePlan) -> JobInfo:
     """Start a profile job on ``server``; returns the job (its args hold the trace folder on the host)."""
+    from backend.livefeed import describe_server
+
+    health = await conn.call("http.request", url=f"http://127.0.0.1:{server.port}/health")
+    if health.get("status") != 200:
+        state = "is not answering" if health.get("status") is None else "is still starting"
+        raise OperationFailed(f"the server ({describe_server(server)}) {state}; profile it once it answers.")
     version, ranks = await server_release(conn, server)
     if plan.ranks is not None and max(plan.ranks) >= ranks:
         raise UsageError(f"--ranks {max(plan.ranks)} is past the server's {ranks} TP rank(s).")
@@ -447,8 +450,8 @@ def progress_text(event: dict) -> str:
 def text_lines(a: CycleAnatomy, found: list[Finding]) -> list[str]:
     """The anatomy as the CLI prints it: the summary, the table, what it means (with sources), the notes, where the
     trace is."""
-    table = [HEADERS, *rows(a)]
-    widths = [max(len(r[i]) for r in table) for i in range(len(HEADERS))]
+    table = [headers(a), *rows(a)]
+    widths = [max(len(r[i]) for r in table) for i in range(len(table[0]))]
 
     def line(row: tuple[str, ...]) -> str:
         cells = [c.ljust(w) if i in (0, 5) else c.rjust(w) for i, (c, w) in enumerate(zip(row, widths, strict=True))]
@@ -460,7 +463,7 @@ def text_lines(a: CycleAnatomy, found: list[Finding]) -> list[str]:
     if a.straggler is None and len(a.ranks) > 1:
         out.append(f"{len(a.ranks)} ranks, none behind the others")
     out += [f"note: {n}" for n in a.notes]
-    return out
+    return [*out, trace_line(a)]
 
 
 def bar_cells(stages: tuple[StageTime, ...], width: int, scale_ms: float) -> list[tuple[str, int, int]]:

@@ -516,9 +516,11 @@ def anatomy_blocks(runs: list[RunSummary], baseline_tok_s: float) -> list[Block]
         found = anatomy.findings(a, baseline_tok_s, run.version)
         blocks += [
             Para(f"{run_label(run)}: {anatomy.summary_line(a)}."),
-            Table(list(anatomy.HEADERS), [list(r) for r in anatomy.rows(a)]),
+            Table(list(anatomy.headers(a)), [list(r) for r in anatomy.rows(a)]),
             Code("\n".join(anatomy.bar_text(a))),
-            Bullets([f.text + (f" ({f.source})" if f.source else "") for f in found] + list(a.notes)),
+            Bullets(
+                [f.text + (f" ({f.source})" if f.source else "") for f in found] + [*a.notes, anatomy.trace_line(a)]
+            ),
         ]
     return [Heading("Where a cycle's time goes (SGLang's own profiler)"), *blocks] if blocks else []
 

@@ -78,7 +78,8 @@ def _show(args: argparse.Namespace, result: anatomy_mod.CycleAnatomy, found: lis
     if args.json:
         emit_json({**result.to_json(), "findings": [f.to_json() for f in found], "run": run_id})
         return
-    for line in anatomy_mod.text_lines(result, found):
-        print(line)
+    lines = anatomy_mod.text_lines(result, found)
     if not args.files:
-        print(f"traces on the host, for https://ui.perfetto.dev: {', '.join(result.traces)}")
+        lines[-1] = anatomy_mod.trace_line(result, " on the host")
+    for line in lines:
+        print(line)

@@ -221,6 +221,7 @@ class Profiler(object):
                 "id": body.get("profile_id") or str(time.time()),
                 "prefix": body.get("profile_prefix"),
                 "started": False,
+                "forwards": 0,
             }
             self.passes = []
             if not self.active["by_stage"]:
@@ -247,9 +248,11 @@ class Profiler(object):
                 if not decode:
                     return
                 self._begin()
-            if decode:
+            if decode or not active["by_stage"]:  # by stage, only decode batches count
+                active["forwards"] += 1
+            if decode:  # a prefill counts as a step but is not written (readers leave it out)
                 self.passes.append((time.time(), ms, batch, graph, spec))
-            if active["steps"] is not None and len(self.passes) >= active["steps"]:
+            if active["steps"] is not None and active["forwards"] >= active["steps"]:
                 self._finish()
 
     def _begin(self) -> None:
@@ -292,9 +295,11 @@ def write_trace(
     base = int(passes[0][0] - 1) if passes else int(time.time())
     w = _Writer(4000 + rank, rank, tp)
     w.span("SIMULATED specdeck sandbox: SGLang %s-sim, no GPU ran this" % version, 0.0, 1.0)
+    free = 0.0  # where the GPU is free again: a scheduler catching up on lateness never overlaps its passes
     for i, (end, ms, batch, graph, spec) in enumerate(passes):
         stages = plan(ms, spec, graph, costs["draft_step_ms"], costs["eager_factor"], verify_graph())
-        gpu = (end - base) * 1e6 - ms * 1e3
+        gpu = max((end - base) * 1e6 - ms * 1e3, free)
+        free = gpu + ms * 1e3
         w.host = max(w.host, gpu - 2 * GRAPH_LEAD_MS * 1e3)
         steps = max(1, int(spec.get("draft_steps") or 1))
         _cycle(w, stages, gpu, {k: v % batch for k, v in names.items()}, steps, run_batch=i > 0)

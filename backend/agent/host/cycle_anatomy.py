@@ -213,10 +213,12 @@ def _segments(key: Tuple[Any, Any], spans: List[Tuple[float, float, str]]) -> Li
             if span_stage(name) in ("draft", "decode", "prefill") and not in_run(s) and name != "draft_extend"
         }
     )
+    ordered = sorted(spans)
+    starts = [s for s, _, _ in ordered]
     out = []
     for i, start in enumerate(anchors):
         end = anchors[i + 1] if i + 1 < len(anchors) else float("inf")
-        inside = [sp for sp in spans if start <= sp[0] < end]
+        inside = ordered[bisect.bisect_left(starts, start) : bisect.bisect_left(starts, end)]
         out.append(_Segment((key[0], key[1], i), start, end, inside))
     return out
 
@@ -314,8 +316,8 @@ def read_ranks(paths: Sequence[str]) -> List[Dict[str, Any]]:
     out = []
     for index, path in enumerate(paths):
         trace = _Trace(path)
-        pids = sorted({pid for pid, _ in trace.spans} | {v[0] for v in trace.launches.values()}, key=str)
-        pids = [p for p in pids if any(v[0] == p for v in trace.launches.values())] or pids[:1]
+        launching = {v[0] for v in trace.launches.values()}  # host processes that launched GPU work: the ranks
+        pids = sorted(launching, key=str) or sorted({pid for pid, _ in trace.spans}, key=str)[:1]
         for pid in pids:
             rank = _Rank(_rank_label(path, pid, len(pids) > 1, index), trace, pid)
             out.append(rank_anatomy(rank, trace))

@@ -242,8 +242,8 @@ class _Run:
             print("profile: %d stream(s) of %d tokens keep the server decoding" % (streams, LOAD_TOKENS), flush=True)
             self.load = _Load(self.port, streams)
         print("profile: POST /start_profile %s" % json.dumps(body), flush=True)
-        self.profiling = True
         answer = _post(self.port, "/start_profile", body, timeout=max(1.0, self.deadline - time.time()))
+        self.profiling = True  # ours to stop from here: a refused start may be someone else's profile running
         print("server: %s" % answer.strip(), flush=True)
         self.progress("profiling", running=running, load=streams, trace_dir=params["trace_dir"])
 
