@@ -256,6 +256,8 @@ class Connection:
         self.agent = self.transport = None
         if agent is not None and agent.pipe is not None and (self.brief or getattr(transport, "shared", False)):
             agent.pipe.kill()  # a command is done: the channel's end ends the agent, we need not wait for it
+            if self.host.is_local:  # but a child of ours, killed, is reaped in a moment: unreaped, asyncio
+                await agent.pipe.wait()  # says so on stderr once the loop has closed
         if agent is not None and not (self.brief and agent.pipe is not None):
             await agent.close()
         if transport is not None:

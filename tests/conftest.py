@@ -90,7 +90,10 @@ def _host(request, transport: str, tmp_path: Path) -> HostConfig:
 TMPFS_BYTES = 64 << 20  # a small disk: room for a 48 MiB test model, little more
 TMPFS_PYTHON = """#!/bin/sh
 # The host's Python inside a private mount namespace with a small tmpfs on {mnt}: the agent, its jobs and
-# their workers see a disk of {size} bytes there; nothing outside this namespace does.
+# their workers see a disk of {size} bytes there; nothing outside this namespace does. A command a job runs
+# with this same Python (a training's SpecForge) stays in that namespace, on that disk.
+[ -n "$SPECDECK_SMALL_DISK" ] && exec {python} "$@"
+export SPECDECK_SMALL_DISK=1
 exec unshare -m --propagation private sh -c 'mount -t tmpfs -o size={size} specdeck-test "$0" && exec "$@"' \\
   {mnt} {python} "$@"
 """

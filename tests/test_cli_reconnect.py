@@ -109,3 +109,105 @@ async def test_serve_logs_follow_reconnects_after_its_agent_is_killed(models, tm
         await other.close()
     assert "reconnected; following on from where it stopped" in err, err
     assert [*lines, *rest] == log  # every line once, in order
+
+
+# --- issue 30, item 6: an attached sweep and `train logs -f` over a link cut; a master killed -9 ------------
+
+
+def sim_config(models, tmp_path: Path) -> Path:
+    return write_config(tmp_path / "c.toml", models, tmp_path / "host", {"a": free_port(), "b": free_port()})
+
+
+def over_ssh(config: Path, sshd: Sshd) -> Path:
+    """``config`` (a sandbox host ``sim`` on ``local``) with that host reached through the loopback sshd."""
+    text = config.read_text().replace(
+        'url = "local"',
+        f"url = {json.dumps(sshd.url)}\nidentity = {json.dumps(sshd.identity)}\n"
+        f"known_hosts = {json.dumps(sshd.known_hosts)}",
+        1,
+    )
+    config.write_text(text)
+    return config
+
+
+async def test_an_attached_sweep_reconnects_after_its_ssh_session_is_killed(sshd: Sshd, models, tmp_path):
+    config = over_ssh(
+        write_config(tmp_path / "c.toml", models, tmp_path / "host", {"a": free_port(), "b": free_port()}), sshd
+    )
+    proc = await spawn("--config", str(config), "sweep", "eagle3-ours", "--steps", "1,2", "--requests", "2",
+                       "--max-tokens", "48", "--json")  # fmt: skip
+    lines: list[str] = []
+    async with asyncio.timeout(120):
+        while True:
+            line = (await proc.stdout.readline()).decode()
+            assert line, "the sweep ended before the link could drop"
+            lines.append(line.rstrip("\n"))
+            if json.loads(line).get("event") == "point":  # one point done, one to go
+                break
+    sshd.drop_connections()  # the CLI's SSH session dies with the agent under it; the sweep job runs on
+    rest, err = await finish(proc, timeout=180)
+    lines += rest
+    assert "connection lost" in err and "reconnected; following on from where it stopped" in err, err
+    assert len(lines) == len(set(lines)), "an event was printed twice"
+    done = json.loads(lines[-1])
+    assert done["event"] == "done" and [p["steps"] for p in done["points"]] == [1, 2]
+
+
+async def test_train_logs_follow_reconnects_after_its_ssh_session_is_killed(sshd: Sshd, models, tmp_path):
+    from tests.test_training import write_config as training_config
+
+    config = over_ssh(training_config(tmp_path, models, env={"SPECDECK_SIM_SPECFORGE_STEP_S": "0.04"}), sshd)
+    started = subprocess.run([*CLI, "--config", str(config), "train", "start", "ft", "--detach", "--json"],
+                             capture_output=True, text=True, timeout=120)  # fmt: skip
+    assert started.returncode == 0, started.stderr
+    job = json.loads(started.stdout)
+    proc = await spawn("--config", str(config), "train", "logs", "ft", "-f", "--lines", "100000")
+    lines: list[str] = []
+    async with asyncio.timeout(60):
+        lines.append((await proc.stdout.readline()).decode().rstrip("\n"))
+    sshd.drop_connections()
+    rest, err = await finish(proc, timeout=180)  # the training ends: so does the follow, with its last lines
+    assert "connection lost" in err and "reconnected; following on from where it stopped" in err, err
+    log = Path(job["log_path"]).read_text().splitlines()
+    assert [*lines, *rest] == log and log[-1].startswith("step 150: {'eval/")  # every line once, to its end
+
+
+async def test_a_master_killed_mid_stream_is_left_for_a_direct_connection(sshd: Sshd, models, tmp_path, monkeypatch):
+    """`serve logs -f` through the kept connection; its master is killed with SIGKILL: the command connects
+    directly, says so (once), and prints every line once."""
+    import shutil
+    import tempfile
+
+    from backend.transport import control
+    from tests.helpers import eventually
+
+    runtime = tempfile.mkdtemp(prefix="sd-run-")
+    monkeypatch.setenv("XDG_RUNTIME_DIR", runtime)
+    monkeypatch.setenv("SPECDECK_PERSIST", "60")
+    config = over_ssh(
+        write_config(tmp_path / "c.toml", models, tmp_path / "host", {"a": free_port(), "b": free_port()}), sshd
+    )
+    settings = load(str(config))
+    other = await Connection.open(settings.host("sim"))  # its own connection, for starting and stopping
+    try:
+        started = await serving.start(other, settings, settings.profiles["baseline"])
+        await serving.wait(other, started["job"], within=60)
+        ping = subprocess.run([*CLI, "--config", str(config), "ping", "--count", "1"], capture_output=True, timeout=120)
+        assert ping.returncode == 0, ping.stderr
+        path = control.socket_path(settings.host("sim"), create=False)
+        await eventually(lambda: control.holder(path) and os.path.exists(path), "the master the ping left")
+        master = control.holder(path)
+        proc = await spawn("--config", str(config), "serve", "logs", "-f", "--lines", "100000")
+        lines = [(await asyncio.wait_for(proc.stdout.readline(), 60)).decode().rstrip("\n")]
+        os.kill(master, signal.SIGKILL)  # mid-stream: the command's channel goes with it
+        await asyncio.sleep(0.5)  # a few more log lines (its polls) arrive meanwhile
+        await serving.stop(other, job=started["job"])
+        rest, err = await finish(proc)
+        log = Path((await serving.status(other, job=started["job"]))["log_path"]).read_text().splitlines()
+    finally:
+        await serving.stop(other, job=started["job"])
+        await other.close()
+        subprocess.run([*CLI, "disconnect", "--all"], capture_output=True, timeout=60)
+        shutil.rmtree(runtime, ignore_errors=True)
+    assert err.count("connection lost") == 1 and err.count("reconnected; following on from where it stopped") == 1, err
+    assert [*lines, *rest] == log  # every line once, in order

@@ -308,3 +308,37 @@ def test_the_script_era_without_logging_says_where_its_curves_are(tmp_path):
         assert records is None and "tensorboard is not installed on the host" in how
     else:
         assert records == [] and how == "tensorboard event files (1)"
+
+
+# --- a disk that fills mid-training (issue 30, item 6) ----------------------------------------------------
+
+
+@pytest.mark.parametrize("host", ["local"], indirect=True)
+async def test_a_disk_that_fills_mid_save_leaves_a_cut_checkpoint_that_is_not_offered(tmpfs_host, models, tmp_path):
+    """The output folder on a small tmpfs, filled after the first checkpoint but for a few pages: the next save
+    writes its rank files, starts training_state.pt and meets ENOSPC before torch.save's zip directory (written
+    last). The training fails with the trap said; the cut checkpoint is on disk and is offered nowhere."""
+    import os
+
+    from tests.helpers import eventually, fill
+
+    host, mnt = tmpfs_host
+    config = write_config(tmp_path, models, output=str(mnt / "out"), env={"SPECDECK_SIM_SPECFORGE_STEP_S": "0.03"})
+    config.write_text(config.read_text().replace(f"python = {json.dumps(sys.executable)}", f'python = "{host.python}"'))
+    async with on_host(config) as (conn, settings):
+        job, _ = await training.start(conn, settings, "ft")
+        inside = f"/proc/{(await conn.call('info'))['pid']}/root{mnt}"  # the tmpfs as the agent and its jobs see it
+        await eventually(lambda: os.path.islink(f"{inside}/out/ft-latest"), "the first checkpoint", timeout=60)
+        ranks = len(list(Path(f"{inside}/out/ft-step50").glob("training_state_rank*.pt")))
+        fill(f"{inside}/filler")
+        with open(f"{inside}/filler", "r+b") as f:  # room for the rank files (two pages each: sparse) and a page
+            f.truncate(os.path.getsize(f"{inside}/filler") - (2 * ranks + 1) * 4096)
+        async for _ in training.follow(conn, job.id):
+            pass
+        st = await training.status(conn, "ft")
+        cut = Path(f"{inside}/out/ft-step100/training_state.pt")
+        assert cut.exists() and not cut.read_bytes()[-22:].startswith(b"PK\x05\x06")  # half-written, on disk
+        rows = await training.checkpoint_list(conn, "ft")
+    assert st.job.state == "failed"
+    assert [t["kind"] for t in st.traps] == ["disk_full"] and "No space left on device" in st.traps[0]["message"]
+    assert [r["name"] for r in rows] == ["ft-step50"]  # the cut one is offered to no resume, serve or export

@@ -81,7 +81,10 @@ def test_a_checkpoint_another_user_planted_is_refused_for_resume_serve_and_expor
     out = shared / "out"
     assert "training ft: done" in specdeck(config, "train", "start", "ft").stdout
     out.chmod(0o777)  # for a moment (a team's habit, an old mode): long enough for a neighbour to plant one
-    as_neighbour(f"mkdir {out}/ft-step999999 && echo 'pickle that runs code' > {out}/ft-step999999/training_state.pt")
+    planted_pt = shared / "planted.pt"  # a whole torch file (its zip directory at its end): a pickle that runs code
+    planted_pt.write_bytes(b"pickle that runs code\n" + b"PK\x05\x06" + bytes(18))
+    planted_pt.chmod(0o644)
+    as_neighbour(f"mkdir {out}/ft-step999999 && cp {planted_pt} {out}/ft-step999999/training_state.pt")
     out.chmod(0o755)
     planted = out / "ft-step999999"
     why = f"{planted} belongs to uid {NEIGHBOUR}, not to root: it may hold what they put there"

@@ -231,5 +231,9 @@ def _stdout_closed() -> bool:
     return True
 
 
-if __name__ == "__main__":
-    sys.exit(main())
+if __name__ == "__main__":  # ends as the installed entry does (quick.end): no teardown of every module and object
+    from backend.cli.quick import end
+
+    code = main()
+    end(code)
+    sys.exit(code)

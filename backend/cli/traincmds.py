@@ -72,7 +72,7 @@ def _settings(args: argparse.Namespace) -> Settings:
 
 async def _start(args: argparse.Namespace, resume: bool) -> int:
     settings = _settings(args)
-    async with connected(args, settings) as conn:
+    async with connected(args, settings, follow=not args.detach) as conn:  # attached: rides out a dropped link
         job, warnings = await training.start(conn, settings, args.name, resume=resume)
         for warning in warnings:
             print(f"specdeck: ! {warning}", file=sys.stderr, flush=True)
@@ -172,7 +172,7 @@ async def logs(args: argparse.Namespace) -> int:
         raise UsageError("--lines must be 0 or more")
     settings = _settings(args)
     out_stream = log_stream(args)
-    async with connected(args, settings) as conn:
+    async with connected(args, settings, follow=args.follow) as conn:
         job = await training.latest_job(conn, args.name)
         out = await serving.tail(conn, job.id, args.lines) if args.lines else {"lines": [], "offset": 0}
         for line in out["lines"]:

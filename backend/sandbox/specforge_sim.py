@@ -107,13 +107,17 @@ def count_samples(path: str) -> int:
         return sum(1 for line in f if line.strip())
 
 
+ZIP_END = b"PK\x05\x06" + bytes(18)  # an empty zip's end-of-central-directory record
+
+
 def write_state(path: str, state: Dict[str, Any], size: int) -> None:
-    """A sparse ``.pt`` whose first line is the SIMULATED state as JSON."""
-    tmp = path + ".tmp"
-    with open(tmp, "wb") as f:
+    """A sparse ``.pt`` whose first line is the SIMULATED state as JSON, written in place as torch.save writes
+    (a disk that fills leaves it cut), ending as torch.save's zip archives end: with the directory's record."""
+    with open(path, "wb") as f:
         f.write((json.dumps(dict(state, specforge_sim=True)) + "\n").encode())
-        f.truncate(size)
-    os.replace(tmp, path)
+        f.truncate(size - len(ZIP_END))
+        f.seek(0, 2)
+        f.write(ZIP_END)
 
 
 def read_state(path: str) -> Dict[str, Any]:

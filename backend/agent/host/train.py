@@ -48,6 +48,7 @@ from typing import Any, Dict, List, Optional, Tuple
 from . import jobs
 from .registry import AgentError, method
 from .safepath import trust_reason, unsafe_reason
+from .safetensors_header import CheckpointError, read_header
 from .watch import Watch
 
 KIND = "train"
@@ -86,6 +87,7 @@ _RANK = re.compile(r"\[[Rr]ank ?(\d+)\]")
 _SEGFAULT = re.compile(
     r"Segfault encountered|Fatal Python error: Segmentation fault|Segmentation fault \(core dumped\)"
 )
+_NOSPACE = re.compile(r"No space left on device|Disk quota exceeded")
 _NCCL = re.compile(r"Watchdog caught collective|NCCL (?:watchdog )?timeout|ProcessGroupNCCL.*[Tt]imeout")
 _FRAME = re.compile(r'File "([^"]+)", line (\d+)(?:, in (\S+))?')
 # What a line must hold for ``Reader._errors`` to look further (most lines hold none: tqdm redraws, step dicts).
@@ -266,6 +268,13 @@ class Reader(object):
                 "the training crashed in native code (a segmentation fault)%s: the log holds no Python frame to "
                 "point at; a compiled library (torch, its CUDA kernels, flash-attn) failed, not the script's Python"
                 % self._at_step(),
+            )
+        if _NOSPACE.search(text):
+            self._trap(
+                "disk_full",
+                self.last_step,
+                "the disk filled%s (No space left on device): a checkpoint being written then is incomplete and "
+                "is not offered; free space where the output folder is, then resume" % self._at_step(),
             )
         m = _NCCL.search(text)
         if m:
@@ -731,9 +740,27 @@ def export_dir(output_dir: str, name: str) -> str:
 
 
 def _servable(path: str) -> bool:
-    return os.path.isfile(os.path.join(path, "config.json")) and any(
-        n.endswith(".safetensors") for n in (os.listdir(path) if os.path.isdir(path) else ())
-    )
+    names = os.listdir(path) if os.path.isdir(path) else ()
+    weights = [n for n in names if n.endswith(".safetensors")]
+    return "config.json" in names and bool(weights) and all(_whole(os.path.join(path, n)) for n in weights)
+
+
+def _whole(path: str) -> bool:
+    """Whether a checkpoint file was written to its end (a disk that filled, a killed save leave it cut): a
+    ``.safetensors`` holds all its header promises; a torch ``.pt`` (torch.save writes a zip archive, its
+    directory last) ends with the zip's end-of-central-directory record."""
+    try:
+        if path.endswith(".safetensors"):
+            read_header(path)
+            return True
+        with open(path, "rb") as f:
+            f.seek(0, 2)
+            if f.tell() < 22:
+                return False
+            f.seek(-22, 2)
+            return f.read(4) == b"PK\x05\x06"
+    except (OSError, CheckpointError):
+        return False
 
 
 def scan_checkpoints(output_dir: str, run_id: Optional[str] = None) -> List[dict]:
@@ -756,7 +783,7 @@ def scan_checkpoints(output_dir: str, run_id: Optional[str] = None) -> List[dict
         if os.path.islink(path) or not os.path.isdir(path):
             continue
         m = _SCRIPT_CKPT.match(n)
-        if m and (_servable(path) or os.path.isfile(os.path.join(path, "training_state.pt"))):
+        if m and (_servable(path) or _whole(os.path.join(path, "training_state.pt"))):
             out.append(
                 {
                     "name": n,
@@ -770,7 +797,7 @@ def scan_checkpoints(output_dir: str, run_id: Optional[str] = None) -> List[dict
             )
             continue
         m = _UNIFIED_CKPT.match(n)
-        if m and (run_id is None or m.group(1) == run_id) and os.path.isfile(os.path.join(path, "training_state.pt")):
+        if m and (run_id is None or m.group(1) == run_id) and _whole(os.path.join(path, "training_state.pt")):
             exported = export_dir(output_dir, n)
             ok = _servable(exported)
             out.append(
