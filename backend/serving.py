@@ -39,6 +39,9 @@ from backend.settings import HostConfig, ProfileConfig, Settings
 from backend.sglang_versions import DEFAULT_SIM_VERSION, SIM_SUFFIX, SIM_VERSION_ENV
 
 RUNNING_STATES = ("starting", "ready", "orphaned", "stopping")
+# A stop of a server in these states asks first (the panel's dialog, the CLI's prompt or --yes): it may be
+# serving someone (an orphaned one too: its runner died, not its server).
+SERVING_STATES = ("ready", "orphaned")
 ENDED_STATES = ("ready", "orphaned", "crashed", "stopped", "none")  # what `start --wait-ready` waits for
 # How a state reads where one is shown (the CLI and the Serve tab); the others read as they are named.
 STATE_LABELS = {"orphaned": "running, orphaned"}

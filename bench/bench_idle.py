@@ -117,7 +117,7 @@ def run() -> list[Row]:
             serve = _share([panel, peer], WINDOW_S)
         finally:
             subprocess.run([*TMUX, "kill-server"], capture_output=True)
-            subprocess.run([*base, "serve", "stop"], cwd=ROOT, env=env, capture_output=True)
+            subprocess.run([*base, "serve", "stop", "--yes"], cwd=ROOT, env=env, capture_output=True)
             subprocess.run([*cli, "sandbox", "down"], cwd=ROOT, env=env, capture_output=True)
     agent = sum(live[2:])
     return [

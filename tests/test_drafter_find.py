@@ -398,5 +398,5 @@ def test_in_the_sandbox_the_k25_drafter_is_found_added_downloaded_and_served():
         assert status["state"] == "ready" and status["args"]["drafter"] == "kimi-k25-eagle3"
         assert status["args"]["drafter_path"].endswith("/drafters/kimi-k25-eagle3")
     finally:
-        specdeck(config, "serve", "stop", rc=None)
+        specdeck(config, "serve", "stop", "--yes", rc=None)
         cli("sandbox", "down")

@@ -515,9 +515,9 @@ def test_cli_work_is_in_the_history_without_a_sync(models, tmp_path):
         report = tmp_path / "early.md"
         specdeck(config, "report", run_id, "--out", str(report), "--no-inspect")
         assert "| 3/1/4 |" in report.read_text() and "0.5.23" in report.read_text()
-        specdeck(config, "serve", "stop")
+        specdeck(config, "serve", "stop", "--yes")
     finally:
-        specdeck(config, "serve", "stop", rc=None)
+        specdeck(config, "serve", "stop", "--yes", rc=None)
     doc = json.loads(specdeck(config, "history", "--json").stdout)
     [run] = [r for r in doc["runs"] if r["id"] == run_id]
     assert run["profile"] == "eagle3-ours" and run["outcome"] == "stopped" and run["samples"] > 0

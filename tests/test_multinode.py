@@ -339,7 +339,7 @@ def test_cli_start_status_stop_show_every_node(models, tmp_path, root):
     status = specdeck(config, "serve", "status", "--host", "b").stdout
     assert f"node a  rank 0  ready  port {port}" in status and f"node b  rank 1  ready  port {port + 1}" in status
     pids = [int(line.rsplit("pid ", 1)[1]) for line in status.splitlines() if line.startswith("  node ")]
-    stopped = specdeck(config, "serve", "stop").stdout
+    stopped = specdeck(config, "serve", "stop", "--yes").stdout
     assert "duo: stopped on 2 nodes; no process left" in stopped
     deadline = time.monotonic() + 10
     while not all(process_gone(pid) for pid in pids):

@@ -167,7 +167,17 @@ async def test_edit_start_watch_and_stop(settings, cleanup, gpu_box):
         assert f"pid {gpu_box} sleep (not ours)" in text(app, "#gpu-list")
         assert "GPUs busy with other processes" in text(app, "#checks")
 
+        job = pane.status.job
+        await pilot.press("x")  # a ready server: asks first, naming it (issue 33); n keeps it
+        await until(pilot, lambda: isinstance(app.screen, ConfirmScreen), "the stop question")
+        question = str(app.screen.query_one("#confirm-dialog").query(Static)[1].render())
+        assert question.startswith("Stop eagle3-ours (ready for ") and f"pid {pane.status.pid}) on port" in question
+        await pilot.press("n")
+        await until(pilot, lambda: not isinstance(app.screen, ConfirmScreen), "the question answered")
+        assert pane.busy is None and pane.status.job == job and state(app) == "ready"
         await pilot.press("x")
+        await until(pilot, lambda: isinstance(app.screen, ConfirmScreen), "the stop question again")
+        await pilot.press("y")
         await until(pilot, lambda: state(app) == "stopped", "stopped")
         await until(pilot, lambda: any("SIGTERM received" in line for line in log.lines_kept), "the drain lines")
         assert "○ stopped" in state_text(app)
@@ -234,6 +244,8 @@ async def test_reattaches_to_a_running_server_after_a_reconnect(settings, cleanu
         app.connection.agent.pipe.kill()  # the agent dies: the shell reconnects by itself
         await until(pilot, lambda: app.connection.generation > generation and app.connection.connected, "reconnect")
         await pilot.press("x")
+        await until(pilot, lambda: isinstance(app.screen, ConfirmScreen), "the stop question")
+        await pilot.press("y")
         await until(pilot, lambda: state(app) == "stopped", "stopped after the reconnect")
         # Stopped: the file is whole. The view gets its last lines a follow batch later.
         log_file = Path(pane.status.log_path).read_text().splitlines()

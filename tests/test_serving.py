@@ -539,17 +539,23 @@ def test_cli_contract(models, tmp_path):
         logs = specdeck(config, "serve", "logs", "--lines", "3").stdout.splitlines()
         assert len(logs) == 3
 
-        switched = json.loads(specdeck(config, "serve", "restart", "baseline", "--wait-ready", "--json").stdout)
+        # A ready server is stopped only when asked to: without a terminal that is --yes (issue 33).
+        for argv in (("stop",), ("restart", "baseline")):
+            kept = specdeck(config, "serve", *argv, rc=2)
+            assert "eagle3-ours (ready, port" in kept.stderr and "pass --yes to stop it" in kept.stderr
+        assert json.loads(specdeck(config, "serve", "status", "--json").stdout)["pid"] == ready["pid"]
+        switched = specdeck(config, "serve", "restart", "baseline", "--yes", "--wait-ready", "--json").stdout
+        switched = json.loads(switched)
         assert (switched["state"], switched["profile"]) == ("ready", "baseline")
         assert process_gone(ready["pid"])
 
-        stopped = json.loads(specdeck(config, "serve", "stop", "--json").stdout)
+        stopped = json.loads(specdeck(config, "serve", "stop", "--yes", "--json").stdout)
         assert stopped["state"] == "stopped" and stopped["left"] == [] and stopped["was_running"]
-        assert "no server is running" in specdeck(config, "serve", "stop").stdout
+        assert "no server is running" in specdeck(config, "serve", "stop", "--yes").stdout
         followed = specdeck(config, "serve", "logs", "-f", "--lines", "0").stdout
         assert followed == ""  # the server has ended: -f has nothing more to wait for
     finally:
-        specdeck(config, "serve", "stop", rc=None)
+        specdeck(config, "serve", "stop", "--yes", rc=None)
 
 
 def test_cli_start_of_a_crashing_profile_exits_1_with_the_hint(models, tmp_path):

@@ -199,6 +199,8 @@ async def test_serve_keys(sandbox):
         await pilot.press("y")
         await until(pilot, lambda: state() == ("ready", "eagle3-ours"), "switched to eagle3-ours", timeout=60)
         await keys.press("stop")
+        await until(pilot, lambda: isinstance(app.screen, ConfirmScreen), "the stop question")
+        await pilot.press("y")
         await until(pilot, lambda: state()[0] == "stopped", "stopped", timeout=60)
         await keys.press("start(True)")
         await until(pilot, lambda: state() == ("ready", "eagle3-ours"), "started anyway", timeout=60)

@@ -170,7 +170,7 @@ def test_train_judge_serve_and_measure(models, tmp_path):
     # The simulated SGLang accepts per position as the checkpoint's accuracy says: measured meets predicted
     # within the sampling noise of four requests.
     assert run.bench["accept_len"] == pytest.approx(best["predicted_accept_len"], abs=0.35)
-    specdeck(config, "serve", "stop")
+    specdeck(config, "serve", "stop", "--yes")
 
 
 # --- bad input: one sentence, exit 2, nothing started ---------------------------------------------------

@@ -168,5 +168,25 @@ def log_stream(args: argparse.Namespace) -> TextIO:
     return hosttext.unguarded(sys.stdout)
 
 
+def confirmed(args: argparse.Namespace, question: str, refusal: str) -> bool:
+    """Whether to go on with something that stops a live server: ``--yes``, else the terminal's y/N answer to
+    ``question`` (no prints "left it running"); without a terminal, UsageError with ``refusal``, which names
+    ``--yes`` (a script must say it means it)."""
+    if args.yes:
+        return True
+    if not sys.stdin.isatty():
+        from backend.errors import UsageError
+
+        raise UsageError(refusal)
+    if input(f"{question} [y/N] ").strip().lower() in ("y", "yes"):
+        return True
+    print("left it running")
+    return False
+
+
+def add_yes(p: argparse.ArgumentParser, what: str = "stop a running server without asking") -> None:
+    p.add_argument("--yes", action="store_true", help=f"{what} (needed without a terminal)")
+
+
 def add_json(p: argparse.ArgumentParser) -> None:
     p.add_argument("--json", action="store_true", help="machine-readable output on stdout")

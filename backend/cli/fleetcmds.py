@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from backend.cli.common import add_json, emit_json, keep_in_history, load_settings
+from backend.cli.common import add_json, confirmed, emit_json, keep_in_history, load_settings
 from backend.cli.main import command
 from backend.errors import UsageError
 
@@ -139,11 +139,10 @@ async def down(args: argparse.Namespace) -> int:
 
     async with await _links(args) as links:
         if not args.yes and await fleet.live(links):
-            if not sys.stdin.isatty():
-                raise UsageError(f"fleet {args.name} is running; pass --yes to stop its router and replicas")
-            answer = input(f"fleet {args.name} is running. Stop its router and every replica? [y/N] ")
-            if answer.strip().lower() not in ("y", "yes"):
-                print("left it running")
+            question = f"fleet {args.name} is running. Stop its router and every replica?"
+            if not confirmed(
+                args, question, f"fleet {args.name} is running; pass --yes to stop its router and replicas"
+            ):
                 return 1
         stopped = await fleet.down(links)
     if args.json:

@@ -6,7 +6,17 @@ import argparse
 import time
 
 from backend import multinode, serving
-from backend.cli.common import add_json, add_raw, connect, emit_json, keep_in_history, load_settings, log_stream
+from backend.cli.common import (
+    add_json,
+    add_raw,
+    add_yes,
+    confirmed,
+    connect,
+    emit_json,
+    keep_in_history,
+    load_settings,
+    log_stream,
+)
 from backend.cli.main import command
 from backend.connection import resolve_host
 from backend.errors import OperationFailed, UsageError
@@ -40,6 +50,8 @@ def register(sub) -> None:
         c.add_argument("--wait-ready", action="store_true", help="wait until ready (or crashed), showing phases")
         c.add_argument("--timeout", type=float, default=WAIT_READY_S, help="seconds --wait-ready waits (default 3600)")
         c.add_argument("--force", action="store_true", help="start even if Compare finds the drafter incompatible")
+        if name == "restart":
+            add_yes(c)
         add_json(c)
         c.set_defaults(run=start if name == "start" else restart)
 
@@ -48,6 +60,7 @@ def register(sub) -> None:
     )
     c.add_argument("--timeout", type=float, default=serving.STOP_GRACE_S, help="seconds before SIGKILL (default 30)")
     c.add_argument("--port", type=int, help="the server on this port (default: the current one)")
+    add_yes(c, "stop a ready server without asking")
     add_json(c)
     c.set_defaults(run=stop)
 
@@ -123,7 +136,10 @@ async def start(args: argparse.Namespace) -> int:
 
 
 async def restart(args: argparse.Namespace) -> int:
-    return await _launch(args, restart=True)
+    try:
+        return await _launch(args, restart=True)
+    except _LeftRunning:
+        return 1
 
 
 async def _launch(args: argparse.Namespace, restart: bool) -> int:
@@ -133,7 +149,9 @@ async def _launch(args: argparse.Namespace, restart: bool) -> int:
         return await _launch_nodes(args, settings, profile, restart)
     conn = await connect(args, settings)
     try:
-        before = (await serving.status(conn)).get("job") if restart else None
+        current = await serving.status(conn) if restart else {}
+        _ask_before_stopping(args, current, f"and start {profile.name}")
+        before = current.get("job")
         launch = serving.restart if restart else serving.start
         try:
             out = await launch(conn, settings, profile, force=args.force)
@@ -163,6 +181,7 @@ async def _launch_nodes(args: argparse.Namespace, settings, profile, restart: bo
     try:
         head = await nodes.get(profile.nodes[0])
         before = await multinode.expand(nodes, await serving.status(head)) if restart else None
+        _ask_before_stopping(args, before or {}, f"and start {profile.name}")
         if before and before["state"] in serving.RUNNING_STATES:
             if before.get("nodes"):
                 await multinode.stop(nodes, before)
@@ -242,11 +261,19 @@ def _raise_unless_ready(st: dict, timeout: float) -> None:
 
 
 async def stop(args: argparse.Namespace) -> int:
+    try:
+        return await _stop(args)
+    except _LeftRunning:
+        return 1
+
+
+async def _stop(args: argparse.Namespace) -> int:
     settings = load_settings(args)
     conn = await connect(args, settings)
     nodes = multinode.Nodes(settings)
     try:
         current = await serving.status(conn, port=args.port)
+        _ask_before_stopping(args, current)
         if (current.get("args") or {}).get("nodes"):
             nodes.adopt(current["args"]["nodes"][current["args"].get("node_rank") or 0], conn)
             out = await multinode.stop(nodes, current, grace=args.timeout)
@@ -273,6 +300,22 @@ async def stop(args: argparse.Namespace) -> int:
         for line in waited:
             print(f"  waited for {line}")
     return 0
+
+
+class _LeftRunning(Exception):
+    """The operator answered no: nothing was stopped."""
+
+
+def _ask_before_stopping(args: argparse.Namespace, current: dict, then: str = "") -> None:
+    """A ready server may be serving someone: stop it only with --yes or a yes at the terminal (the panel's
+    `x` asks the same); raises _LeftRunning on a no."""
+    if current.get("state") not in serving.SERVING_STATES:
+        return
+    where = f"{current.get('state')}, port {current.get('port')}, pid {current.get('pid')}"
+    what = f"{current.get('profile') or 'a server'} ({where})"
+    doing = " ".join(filter(None, ("stop it", then)))
+    if not confirmed(args, f"{what} is serving. {doing.capitalize()}?", f"{what} is serving; pass --yes to {doing}"):
+        raise _LeftRunning
 
 
 async def status(args: argparse.Namespace) -> int:

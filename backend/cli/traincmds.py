@@ -10,6 +10,7 @@ from backend import serving, training
 from backend.cli.common import (
     add_json,
     add_raw,
+    confirmed,
     connected,
     emit_json,
     emit_json_line,
@@ -235,11 +236,10 @@ async def serve(args: argparse.Namespace) -> int:
         current = await serving.status(conn)
         if current.get("state") in serving.RUNNING_STATES and not args.yes:
             what = f"{current.get('profile')} (job {current.get('job')})"
-            if not sys.stdin.isatty():
-                raise UsageError(f"a server runs: {what}; pass --yes to stop it and serve {chosen['name']}")
-            answer = input(f"a server runs: {what}. Stop it and serve {chosen['name']}? [y/N] ")
-            if answer.strip().lower() not in ("y", "yes"):
-                print("left it running")
+            question = f"a server runs: {what}. Stop it and serve {chosen['name']}?"
+            if not confirmed(
+                args, question, f"a server runs: {what}; pass --yes to stop it and serve {chosen['name']}"
+            ):
                 return 1
         if not chosen["servable"] and not chosen["untrusted"] and not args.json:
             print(f"exporting {chosen['name']} for SGLang (specforge export --to sglang)…", file=sys.stderr, flush=True)

@@ -530,6 +530,9 @@ class ServePane(ShellPane):
         if what in ("restart", "switch") and st is not None and st.running:
             self._confirm_replace(what, st, force)
             return
+        if what == "stop" and st is not None and st.state in serving.SERVING_STATES:
+            self._confirm_stop(st)
+            return
         self.busy = what
         self._run_action(what, force)
 
@@ -551,6 +554,19 @@ class ServePane(ShellPane):
         title = "Restart the server?" if what == "restart" else "Switch profiles?"
         yes = "Restart" if what == "restart" else "Switch"
         self.app.push_screen(ConfirmScreen(title, question, yes, "Keep it running"), answered)
+
+    def _confirm_stop(self, st: serving.ServerStatus) -> None:
+        """Ask before stopping a server that may be serving someone (the Fleet tab's `x` asks the same)."""
+        question = f"Stop {serving.running_text(st, time.time())}"
+        question += f" on port {st.port}?" if st.port else "?"
+        question += " Requests in flight fail, and starting it again takes minutes on a large model."
+
+        def answered(yes: bool | None) -> None:
+            if yes and not self.busy:
+                self.busy = "stop"
+                self._run_action("stop", False)
+
+        self.app.push_screen(ConfirmScreen("Stop the server?", question, "Stop", "Keep it running"), answered)
 
     def _restart_target(self, st: serving.ServerStatus | None) -> str | None:
         """The profile a restart starts: the running server's, else the selected one."""
