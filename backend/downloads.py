@@ -13,6 +13,7 @@ from collections.abc import AsyncIterator, Iterable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from backend.agent.host.units import human_bytes
 from backend.connection import Connection
 from backend.errors import UsageError
 from backend.jobs import JobInfo, list_jobs
@@ -254,8 +255,21 @@ class Progress:
 
 
 def human_rate(bps: float) -> str:
-    """Transfer speed as the operator reads it: 148.2 MB/s."""
-    return f"{bps / 1e6:,.1f} MB/s" if bps >= 1e5 else f"{bps / 1e3:,.1f} kB/s"
+    """Transfer speed in the units sizes are written in (``human_bytes``: GiB, MiB), so bytes and bytes/s
+    beside each other are one scale: 141.3 MiB/s, 97.7 KiB/s."""
+    return f"{bps / 2**20:,.1f} MiB/s" if bps >= 2**17 else f"{bps / 2**10:,.1f} KiB/s"
+
+
+def start_text(name: str, plan: dict) -> str:
+    """What starting a download does, from its preflight plan: ``downloading 2.22 GiB into …``, or, with every
+    file already its full size there, that it only re-verifies them (huggingface_hub keeps them; the job hashes
+    each against the hub's sha256)."""
+    total = human_bytes(plan["total"])
+    have = sum(f["size"] for f in plan["files"] if f.get("local_bytes") == f["size"])
+    if have >= plan["total"]:
+        return f"{name}: already downloaded ({total}): re-verifying its sha256 against the hub, nothing to fetch"
+    part = f"{human_bytes(plan['total'] - have)} ({human_bytes(have)} of {total} already there)" if have else total
+    return f"{name}: downloading {part} into {plan['to']}"
 
 
 def human_eta(seconds: float | None) -> str:

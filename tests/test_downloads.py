@@ -141,7 +141,7 @@ async def test_cli_prints_bars_and_drafter_name_from_config(hub, tmp_path):
     assert "model.safetensors: 48.00 MiB, sha256" in res.stdout and "verified" in res.stdout
     shutil.rmtree(to)
     screen = on_a_terminal([sys.executable, "-m", "backend.cli.main", "download", "aq", "--config", str(config)])
-    assert "model.safetensors" in screen and "━" in screen and "100.0%" in screen and "MB/s" in screen  # rich's bars
+    assert "model.safetensors" in screen and "━" in screen and "100.0%" in screen and "MiB/s" in screen  # rich's bars
     assert "model.safetensors: 48.00 MiB, sha256" in screen
     bad = subprocess.run(
         [sys.executable, "-m", "backend.cli.main", "download", "ours", "--config", str(config)],
@@ -384,6 +384,11 @@ def test_progress_model_and_rendering():
     assert "25.0%" in text and "ETA 0:08" in text
     p.apply({"event": "verifying", "file": "model.safetensors", "bytes": 500, "total": 1000, "bytes_per_s": 1000})
     assert (f.phase, f.fraction, p.bytes) == ("verifying", 0.5, 1000)
+    p.apply({"event": "verifying", "file": "model.safetensors", "bytes": 3, "total": 1000, "bytes_per_s": 1000})
+    assert numbers(f).startswith("sha256   0.3%")  # the bytes hashed, said so: not the download gone back
+    from tui.widgets.download_progress import file_detail
+
+    assert file_detail(f).startswith("sha256 3 B/1000 B")
     p.apply({"event": "failed", "reason": "checksum mismatch", "file": "model.safetensors"})
     assert (p.state, p.reason, f.phase) == ("failed", "checksum mismatch", "failed")
     assert downloads.human_eta(3725) == "1:02:05" and downloads.human_eta(None) == "--:--"
@@ -469,7 +474,7 @@ async def test_drafters_tab_download_verify_compare(hub, tmp_path):
         await until(pilot, moving, "per-file progress")
         view = app.query_one(DownloadView)
         labelled = lambda: any(  # noqa: E731
-            "MB/s" in d and "ETA" in d and "downloading" in d for d in (str(s.content) for s in view.query(".detail"))
+            "MiB/s" in d and "ETA" in d and "downloading" in d for d in (str(s.content) for s in view.query(".detail"))
         )
         await until(pilot, labelled, "progress detail labels with speed and ETA")
         assert cell(app, "aq-medai", "state").startswith("downloading")
@@ -479,6 +484,10 @@ async def test_drafters_tab_download_verify_compare(hub, tmp_path):
 
         await pilot.press("v")
         await until(pilot, lambda: any("matches the hub" in n for n in notes(app)), "the verify notice")
+        # d on a verified drafter fetches nothing: it says so, not "downloading 48.00 MiB" (issue 33).
+        await pilot.press("d")
+        await until(pilot, lambda: any("re-verifying" in n for n in notes(app)), "the re-verify notice")
+        await until(pilot, lambda: any("nothing fetched" in n for n in notes(app)), "the re-verify's end")
 
         await pilot.press("o")
         await until(pilot, lambda: app.query_one(TabbedContent).active == "compare", "the Compare tab")
@@ -510,6 +519,33 @@ async def test_drafters_tab_reattaches_and_cancels(tmp_path):
             await until(pilot, lambda: any("download cancelled" in n for n in notes(app)), "the cancel notice")
             await until(pilot, lambda: cell(app, "aq-medai", "state") in ("partial", "missing"), "no longer there")
     assert not (tmp_path / "aq" / "model.safetensors").exists() and incomplete_files(str(tmp_path / "aq")) == []
+
+
+def test_a_running_downloads_partial_files_are_its_own(tmp_path):
+    """While a job downloads into the folder, its *.incomplete files are counted in the drafter's size and
+    not called "from an earlier run"; with no job they are leftovers (issue 33: 650 B at 1.59 GiB done)."""
+    from backend.agent.host.download import drafter_state
+
+    to = tmp_path / "aq"
+    part = to / ".cache" / "huggingface" / "download" / "model.safetensors.abc.incomplete"
+    part.parent.mkdir(parents=True)
+    part.write_bytes(b"\0" * 5000)
+    (to / "config.json").write_text("{}" * 325)
+    drafter = {"name": "aq", "path": str(to), "files": ["config.json", "model.safetensors"]}
+    moving = drafter_state(drafter, {"id": "download-1", "progress": None})
+    assert moving["state"] == "downloading" and moving["leftovers"] == [] and moving["bytes"] == 5650
+    left = drafter_state(drafter, None)
+    assert left["state"] == "partial" and left["leftovers"] == [str(part)] and left["bytes"] == 650
+
+
+def test_download_start_text_and_rate_units():
+    """The start notice says what moves; rates are in the units sizes are (MiB/s beside MiB)."""
+    files = [{"path": "config.json", "size": 650, "local_bytes": 650}, {"path": "m", "size": 2 << 30, "local_bytes": 0}]
+    plan = {"total": 650 + (2 << 30), "files": files, "to": "/d"}
+    assert downloads.start_text("aq", plan) == "aq: downloading 2.00 GiB (650 B of 2.00 GiB already there) into /d"
+    files[1]["local_bytes"] = 2 << 30
+    assert "re-verifying" in downloads.start_text("aq", plan) and "downloading" not in downloads.start_text("aq", plan)
+    assert downloads.human_rate(148 * 2**20) == "148.0 MiB/s" and downloads.human_rate(50_000) == "48.8 KiB/s"
 
 
 def _preflight_in(env: dict, **params) -> dict:

@@ -206,7 +206,8 @@ class Bars:
             fields = {"numbers": numbers(f), "phase": f.phase}
             if f.path not in self.tasks:
                 self.tasks[f.path] = self.bars.add_task(short_name(f.path), total=f.total or 1, **fields)
-            self.bars.update(self.tasks[f.path], completed=f.current, total=f.total or 1, **fields)
+            # The bar is the bytes there (full once downloaded); hashing them is the numbers' own "sha256 N%".
+            self.bars.update(self.tasks[f.path], completed=f.bytes, total=f.total or 1, **fields)
         now = time.monotonic()
         if final or now - self.last >= REDRAW_S:
             self.bars.refresh()
@@ -224,8 +225,10 @@ def short_name(path: str) -> str:
 
 
 def numbers(f: downloads.FileProgress) -> str:
-    """``41.2%  0.92/2.22 GiB  148.0 MB/s  ETA 0:08`` (rate and ETA while the file moves or is hashed)."""
-    out = f"{math.floor(f.fraction * 1000) / 10:5.1f}%  {human_bytes(f.current)}/{human_bytes(f.total)}"
+    """``41.2%  0.92/2.22 GiB  141.3 MiB/s  ETA 0:08`` (rate and ETA while the file moves or is hashed); while
+    verifying, ``sha256  0.3%  …``: the bytes hashed, not a download gone back."""
+    hashing = "sha256 " if f.phase == "verifying" else ""
+    out = f"{hashing}{math.floor(f.fraction * 1000) / 10:5.1f}%  {human_bytes(f.current)}/{human_bytes(f.total)}"
     if f.phase in ("downloading", "verifying"):
         out += f"  {human_rate(f.bytes_per_s)}  ETA {human_eta(f.eta_s)}"
     return out

@@ -9,7 +9,6 @@ import sys
 
 from backend import downloads
 from backend import drafter_find as df
-from backend.agent.host.units import human_bytes
 from backend.checkpoint_sources import Sources, hub_endpoint
 from backend.cli.common import add_json, connect, emit_json, load_settings
 from backend.cli.main import command
@@ -159,7 +158,7 @@ async def add_cmd(args: argparse.Namespace) -> int:
             conn = await sources.connection()
             job, plan = await downloads.start(conn, downloads.drafter_request(added.drafter, host, token=token))
             if not args.json:
-                print(f"downloading {human_bytes(plan['total'])} into {plan['to']} on {host.name} (job {job.id})")
+                print(f"{downloads.start_text(added.drafter.name, plan)} on {host.name} (job {job.id})")
             progress = await watch(conn, job, quiet=args.json)
             result["download"] = {"job": job.id, "state": progress.state, "reason": progress.reason}
             if progress.state != "done":

@@ -115,6 +115,7 @@ class DraftersPane(ShellPane):
         self.rows: dict[str, DrafterStatus] = {}
         self.progress: dict[str, Progress] = {}  # by drafter name (or job id for other downloads)
         self.follows: dict[str, Worker] = {}  # job id → the worker following its events
+        self.reverifying: set[str] = set()  # download jobs started with every file there: they only re-verify
         self._host: str | None = None
         self._timer: Timer | None = None
         self._seen = True  # the drafters' files are read every REFRESH_S only while the tab is seen
@@ -291,7 +292,9 @@ class DraftersPane(ShellPane):
 
     def _notify_end(self, key: str, progress: Progress) -> None:
         size = human_bytes(progress.total)
-        if progress.state == "done":
+        if progress.state == "done" and progress.job_id in self.reverifying:
+            self.notify(f"{key}: every file matches the hub's sha256 ({size}), nothing fetched", title="verified")
+        elif progress.state == "done":
             self.notify(f"{key}: downloaded and verified ({size})", title="download finished")
         elif progress.state == "cancelled":
             self.notify(f"{key}: download cancelled, partial files removed", severity="warning")
@@ -316,7 +319,10 @@ class DraftersPane(ShellPane):
         conn = self.app.connection
         req = downloads.drafter_request(drafter, self.app.host_config)
         job, plan = await downloads.start(conn, req)
-        self.notify(f"{drafter.name}: downloading {human_bytes(plan['total'])} into {plan['to']}")
+        said = downloads.start_text(drafter.name, plan)
+        self.notify(said)
+        if "re-verifying" in said:
+            self.reverifying.add(job.id)
         self.follow(conn, job.id, plan["to"])
         self.refresh_status()
 

@@ -18,8 +18,10 @@ STATE_STYLES = {"running": "bold", "done": "bold green", "failed": "bold red", "
 
 
 def file_detail(f: FileProgress) -> str:
-    """``0.92/2.22 GiB · 148.0 MB/s · ETA 0:08 · downloading`` (speed and ETA only while it moves)."""
-    parts = [f"{human_bytes(f.current)}/{human_bytes(f.total)}"]
+    """``0.92/2.22 GiB · 141.3 MiB/s · ETA 0:08 · downloading`` (speed and ETA only while it moves); while
+    verifying, ``sha256 0.92/2.22 GiB · …``: the bytes hashed (the bar stays at the bytes there)."""
+    hashed = "sha256 " if f.phase == "verifying" else ""
+    parts = [f"{hashed}{human_bytes(f.current)}/{human_bytes(f.total)}"]
     if f.phase in ("downloading", "verifying"):
         parts += [human_rate(f.bytes_per_s), f"ETA {human_eta(f.eta_s)}"]
     parts.append(f.phase)
@@ -65,7 +67,7 @@ class FileRow(Horizontal):
         self.file = f
         if not self.is_mounted:
             return  # drawn by on_mount, once the children exist
-        self.query_one(ProgressBar).update(total=max(f.total, 1), progress=f.current)
+        self.query_one(ProgressBar).update(total=max(f.total, 1), progress=f.bytes)
         self.query_one(".detail", Static).update(file_detail(f))
         self.set_class(f.phase == "failed", "-failed")
 

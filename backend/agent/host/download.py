@@ -89,6 +89,14 @@ def hf_download_dir(folder: str) -> str:
     return os.path.join(folder, HF_DOWNLOAD_DIR)
 
 
+def _size(path: str) -> int:
+    """A file's size, 0 once it is gone (a download renames its partial file when done)."""
+    try:
+        return os.path.getsize(path)
+    except OSError:
+        return 0
+
+
 def incomplete_files(folder: str) -> List[str]:
     """Every ``*.incomplete`` file huggingface_hub left under ``folder`` (partial downloads)."""
     out = []
@@ -619,6 +627,9 @@ def drafter_state(drafter: dict, downloading: Optional[dict]) -> dict:
             }
         )
     leftovers = incomplete_files(folder) if os.path.isdir(folder) else []
+    # A running download's *.incomplete files are its own, not an earlier run's: counted in its size.
+    moving = sum(_size(p) for p in leftovers) if downloading is not None else 0
+    leftovers = leftovers if downloading is None else []
     present = [f for f in files if f["exists"]]
     if downloading is not None:
         state = "downloading"
@@ -636,7 +647,7 @@ def drafter_state(drafter: dict, downloading: Optional[dict]) -> dict:
         "path": folder,
         "repo": drafter.get("repo"),
         "state": state,
-        "bytes": sum(f["bytes"] for f in files),
+        "bytes": sum(f["bytes"] for f in files) + moving,
         "sha256": main["sha256"] if main else None,
         "files": files,
         "leftovers": leftovers,
