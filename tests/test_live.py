@@ -624,3 +624,14 @@ async def test_an_idle_history_thread_is_not_woken_and_loses_no_pending_sample(t
     assert recorder.flush() is None  # idle: nothing new, nothing held
     assert await recorder.query(lambda history: history.imported(run_id_of("local", "serve-x"))) == 100
     recorder.close()
+
+
+def test_a_served_checkpoint_is_named_with_its_profile():
+    """Live's server line (and every message naming the server) says which checkpoint a profile serves."""
+    from backend.jobs import JobInfo
+    from backend.livefeed import describe_server
+
+    tag = {"training": "k25-ft", "checkpoint": "step1200"}
+    job = JobInfo.from_json({"id": "serve-1", "kind": "serve", "state": "running", "args": {"profile": "eagle3-aq",
+                            "port": 30000, "training_checkpoint": tag}})  # fmt: skip
+    assert describe_server(job) == "eagle3-aq with checkpoint k25-ft@step1200 on port 30000"

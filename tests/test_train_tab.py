@@ -4,6 +4,8 @@ bench it and see measured beside predicted, stop."""
 
 from __future__ import annotations
 
+from textual.widgets import Static
+
 from backend import serving
 from backend.settings import load
 from tests.helpers import until
@@ -13,6 +15,15 @@ from tui.app import SpecdeckApp
 from tui.screens.confirm import ConfirmScreen
 from tui.screens.train import TrainPane
 from tui.widgets.traincharts import AccuracyChart
+
+
+def _as_if(wire: dict, **changed):
+    """A serving.status that answers ``wire`` with ``changed`` (another profile's server running)."""
+
+    async def status(*args, **kwargs) -> dict:
+        return {**wire, **changed}
+
+    return status
 
 
 async def test_train_keys(models, tmp_path, monkeypatch):
@@ -49,6 +60,16 @@ async def test_train_keys(models, tmp_path, monkeypatch):
         await until(pilot, lambda: isinstance(app.screen, ConfirmScreen), "the question")
         await pilot.press("n")
         await until(pilot, lambda: not isinstance(app.screen, ConfirmScreen), "kept running")
+        # Another profile's server running: the question names the one the checkpoint is served with (issue 33).
+        status = serving.status
+        monkeypatch.setattr(serving, "status", _as_if(await status(app.connection), profile="baseline"))
+        await keys.press("serve")
+        await until(pilot, lambda: isinstance(app.screen, ConfirmScreen), "the question, baseline running")
+        question = str(app.screen.query_one("#confirm-dialog").query(Static)[1].render())
+        assert question.startswith("Stop baseline (") and "with eagle3-aq's numbers?" in question, question
+        await pilot.press("n")
+        await until(pilot, lambda: not isinstance(app.screen, ConfirmScreen), "kept running again")
+        monkeypatch.setattr(serving, "status", status)
 
         await keys.press("next_training")  # one training configured: it comes round to itself
         await until(pilot, lambda: pane.name_ == "ft" and len(pane.rows) == 3, "the same training again")

@@ -302,8 +302,10 @@ class TrainPane(ShellPane):
             self._serve(row)
             return
         running = serving.running_text(serving.ServerStatus.from_json(wire), time.time())
+        settings = self.app.settings
+        profile = training.profile_of(settings, training.get_training(settings, self.name_)).name
         question = (
-            f"Stop {running} and serve {row['name']} with {wire.get('profile')}'s numbers? Loading the weights "
+            f"Stop {running} and serve {row['name']} with {profile}'s numbers? Loading the weights "
             "and capturing CUDA graphs again takes minutes on a large model."
         )
 
