@@ -126,6 +126,19 @@ async def test_fleet_tab_at_both_sizes_its_keys_and_a_replica_killed(running_fle
         assert plain(pane.query_one("#fleet-head", Static)).startswith(
             "fleet solo: 1 replica on sim-a · SIMULATED SGLang behind the real router"
         )
+        # The fleet started and stopped from the tab, each after a question (issue 33).
+        action = pane.query_one("#fleet-action", Static)
+        await keys.press("up")
+        await until(pilot, lambda: isinstance(app.screen, ConfirmScreen), "the start question")
+        assert app.screen.question.startswith(f"Start fleet solo: eagle3-ours@sim-a:{ports['a']} behind sglang-router")
+        await pilot.press("y")
+        await until(pilot, lambda: "up, every replica ready" in plain(action), "the fleet up", 120)
+        await until(pilot, lambda: all_ready(pane), "solo's replica and router healthy")
+        await keys.press("down")
+        await until(pilot, lambda: isinstance(app.screen, ConfirmScreen), "the stop question")
+        assert app.screen.question.startswith(f"Stop fleet solo: its router, sim-a:{ports['a']}?")
+        await pilot.press("y")
+        await until(pilot, lambda: plain(action) == f"fleet solo: stopped router, sim-a:{ports['a']}", "down", 60)
         keys.assert_all_pressed()
         await pilot.press("1")  # another tab: the Fleet tab stops reading (a poll in flight re-arms none)
         await until(pilot, lambda: not pane.shown and pane._timer is None, "no refresh while hidden")

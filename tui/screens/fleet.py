@@ -3,10 +3,11 @@
 The router's line (its URL and host, health, pid, policy, workers healthy as it sees them, requests and errors
 routed), the imbalance verdict, and a row per replica: its state and pid on its host, the router's word on its
 health, tok/s per stream with a sparkline of the last minutes, accept length, running and queued requests.
-Keys: bench through the router (again: stop it), stop the highlighted replica's server (asks first), pick
-another fleet (when several are configured), refresh now. Everything comes from ``backend.fleet``: the tab
-holds its own connections to the fleet's hosts (``FleetLinks.supervised``), polls ``fleet.status`` on a
-re-armed timer only while it is shown, and redraws only when what it read changed.
+Keys: bench through the router (again: stop it), start the fleet and stop it (each asks first), stop the
+highlighted replica's server (asks first), pick another fleet (when several are configured), refresh now.
+Everything comes from ``backend.fleet``: the tab holds its own connections to the fleet's hosts
+(``FleetLinks.supervised``), polls ``fleet.status`` on a re-armed timer only while it is shown, and redraws
+only when what it read changed.
 """
 
 from __future__ import annotations
@@ -55,7 +56,7 @@ class FleetPane(ShellPane):
     FleetPane #fleet-head { text-style: bold; }
     FleetPane #fleet-router.-down, FleetPane #fleet-imbalance.-lagging { color: $text-warning; }
     FleetPane #fleet-replicas { height: 1fr; margin-top: 1; }
-    FleetPane #fleet-bench { height: auto; color: $text-secondary; }
+    FleetPane #fleet-bench, FleetPane #fleet-action { height: auto; color: $text-secondary; }
     """
 
     BINDINGS = [
@@ -67,6 +68,8 @@ class FleetPane(ShellPane):
             id="fleet.stop_replica",
             tooltip="Stop the highlighted replica's server (asks first)",
         ),
+        Binding("u", "up", "Up", id="fleet.up", tooltip="Start the fleet: its replicas, then the router (asks first)"),
+        Binding("D", "down", "Down", id="fleet.down", tooltip="Stop the fleet's router and every replica (asks first)"),
         Binding("n", "pick_fleet", "Fleet", id="fleet.pick", tooltip="Pick another configured fleet"),
         Binding("f5", "refresh", "Refresh", id="fleet.refresh", tooltip="Read the fleet's status again now"),
     ]
@@ -78,6 +81,7 @@ class FleetPane(ShellPane):
         self.status: FleetStatus | None = None
         self.trends: dict[str, deque[float | None]] = {}
         self.benching = False
+        self.changing: str | None = None  # "up" or "down" while the fleet is being started or stopped
         self.shown = False
         self._timer: Timer | None = None
         self._drawn: tuple | None = None  # what the screen shows, to redraw only on change
@@ -87,6 +91,7 @@ class FleetPane(ShellPane):
         yield Static(id="fleet-router", markup=False)
         yield Static(id="fleet-imbalance", markup=False)
         yield DataTable(id="fleet-replicas", cursor_type="row", zebra_stripes=True)
+        yield Static(id="fleet-action", markup=False)
         yield Static(id="fleet-bench", markup=False)
 
     def on_mount(self) -> None:
@@ -316,6 +321,75 @@ class FleetPane(ShellPane):
         self.app.notify(f"{fleet.replica_label(replica)}: its server is stopped")
         self._poll()
 
+    def action_up(self) -> None:
+        if not self._ready() or self._changing():
+            return
+        assert self.links is not None
+        question = (
+            f"Start fleet {self.name_}: {fleet.describe(self.links.fleet)}? The replicas start first, then the "
+            "router; one already serving its profile is kept. Loading the weights takes minutes on a large model."
+        )
+
+        def answered(yes: bool | None) -> None:
+            if yes and not self.changing:
+                self._up()
+
+        self.app.push_screen(ConfirmScreen("Start the fleet?", question, "Start it", "Not now"), answered)
+
+    def action_down(self) -> None:
+        if not self._ready() or self._changing():
+            return
+        running = [r.label for r in self.status.replicas if r.pid is not None] if self.status else []
+        router = self.status is not None and self.status.router.pid is not None
+        what = ", ".join(["its router"] * router + running) or "whatever of it runs"
+        question = (
+            f"Stop fleet {self.name_}: {what}? Requests in flight fail; `u` starts it again "
+            "(loading the weights takes minutes on a large model)."
+        )
+
+        def answered(yes: bool | None) -> None:
+            if yes and not self.changing:
+                self._down()
+
+        self.app.push_screen(ConfirmScreen("Stop the fleet?", question, "Stop it", "Keep it running"), answered)
+
+    def _changing(self) -> bool:
+        if self.changing:
+            self.app.notify(f"fleet {self.name_}: {self.changing} is still under way", severity="warning")
+        return bool(self.changing)
+
+    @work(group="fleet-change", exclusive=True, exit_on_error=False, description="start the fleet")
+    async def _up(self) -> None:
+        assert self.links is not None
+        links, line = self.links, self.query_one("#fleet-action", Static)
+        self.changing = "up"
+        line.update(f"fleet {self.name_}: preflight…")
+        try:
+            await fleet.up(links, on_event=lambda text: line.update(f"fleet {links.fleet.name}: {text}"))
+            line.update(f"fleet {links.fleet.name}: up, every replica ready behind the router")
+        except BaseException as exc:
+            line.update(f"fleet {links.fleet.name}: not started: {exc}" if str(exc) else "")
+            raise
+        finally:
+            self.changing = None
+            self._poll()
+
+    @work(group="fleet-change", exclusive=True, exit_on_error=False, description="stop the fleet")
+    async def _down(self) -> None:
+        assert self.links is not None
+        links, line = self.links, self.query_one("#fleet-action", Static)
+        self.changing = "down"
+        line.update(f"fleet {self.name_}: stopping…")
+        try:
+            stopped = await fleet.down(links)
+            line.update(f"fleet {links.fleet.name}: " + (f"stopped {', '.join(stopped)}" if stopped else "nothing ran"))
+        except BaseException as exc:
+            line.update(f"fleet {links.fleet.name}: stop failed: {exc}")
+            raise
+        finally:
+            self.changing = None
+            self._poll()
+
     def action_pick_fleet(self) -> None:
         fleets = self.app.settings.fleets
         choices = [(name, fleet.describe(f)) for name, f in sorted(fleets.items())]
@@ -327,6 +401,7 @@ class FleetPane(ShellPane):
         old = self.links
         self.name_, self.status, self.trends, self.links = name, None, {}, None
         self.query_one("#fleet-bench", Static).update("")
+        self.query_one("#fleet-action", Static).update("")
         if old is not None:
             self._close(old)
         self._link(name)
