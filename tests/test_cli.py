@@ -266,3 +266,15 @@ def test_quitting_the_demo_says_how_to_stop_the_sandbox(monkeypatch, capsys):
     assert asyncio.run(sandboxcmds.demo(args)) == 0
     said = capsys.readouterr().out
     assert "specdeck sandbox down" in said and "--host sandbox" in said
+
+
+def test_serve_cmd_refuses_a_profile_preflight_refuses(tmp_path):
+    """`serve cmd` printed a launch line for steps 0 (exit 0) that `serve start` refuses: now exit 2, why."""
+    config = tmp_path / "config.toml"
+    config.write_text(
+        '[profiles.zero]\ndrafter = "ours"\nalgorithm = "EAGLE3"\nsteps = 0\ntopk = 1\ndraft_tokens = 1\n'
+    )
+    res = cli("serve", "cmd", "zero", "--config", str(config), "--host", "local", check_rc=2)
+    assert res.stdout == "" and "profile zero would not start (speculative numbers:" in res.stderr
+    assert res.stderr.count("\n") == 1
+    assert "--speculative-num-steps 3" in cli("serve", "cmd", "eagle3-ours", "--host", "local").stdout

@@ -83,6 +83,11 @@ async def cmd(args: argparse.Namespace) -> int:
     if multinode.is_multinode(profile):
         return _multinode_cmd(settings, profile, args.json)
     host = resolve_host(settings, args.host, python=args.python, workdir=args.workdir)
+    # A line `serve start` would refuse is no launch command: the checks that need no host decide it.
+    failed = [c for c in serving.profile_checks(settings, profile, host.sglang_version) if c.status == "fail"]
+    if failed:
+        why = "; ".join(f"{c.name}: {c.message}" for c in failed)
+        raise UsageError(f"profile {profile.name} would not start ({why}); fix it in the config or the Serve tab")
     out = serving.profile_command(settings, host, profile)
     if args.json:
         emit_json(out)
