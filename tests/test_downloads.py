@@ -142,6 +142,7 @@ async def test_cli_prints_bars_and_drafter_name_from_config(hub, tmp_path):
     shutil.rmtree(to)
     screen = on_a_terminal([sys.executable, "-m", "backend.cli.main", "download", "aq", "--config", str(config)])
     assert "model.safetensors" in screen and "━" in screen and "100.0%" in screen and "MiB/s" in screen  # rich's bars
+    assert "\x1b[" in screen and "\\x1b[" not in screen  # its colours and redraws as escapes, not shown as text
     assert "model.safetensors: 48.00 MiB, sha256" in screen
     bad = subprocess.run(
         [sys.executable, "-m", "backend.cli.main", "download", "ours", "--config", str(config)],

@@ -16,7 +16,7 @@ import sys
 import time
 from typing import TextIO
 
-from backend import downloads
+from backend import downloads, hosttext
 from backend.agent.host.units import human_bytes
 from backend.cli.common import add_json, connected, emit_json_line, load_settings
 from backend.cli.main import command
@@ -179,7 +179,9 @@ class Bars:
         from rich.table import Column
 
         self.out = out
-        self.console = Console(file=out)
+        # rich's own control sequences (colours, the redraw) go beneath the guard; the one piece of host text in
+        # a bar, the file's name, is made visible by hand (short_name).
+        self.console = Console(file=hosttext.unguarded(out))
         self.bars = RichProgress(
             TextColumn("{task.description}"),
             BarColumn(bar_width=None),
@@ -221,6 +223,8 @@ class Bars:
 
 
 def short_name(path: str) -> str:
+    """The file's name as a bar shows it: the host's text made visible, cut to 28 characters."""
+    path = hosttext.visible(path)
     return path if len(path) <= 28 else "…" + path[-27:]
 
 
