@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from backend.errors import UsageError
-from backend.sglang_versions import KNOWN, flag_table_version
+from backend.sglang_versions import TABLES, flag_table_version
 
 DATA = Path(__file__).resolve().with_name("sglang_flag_data")
 
@@ -264,8 +264,8 @@ def removed_env_message(name: str, version: str | None) -> str:
 
 
 # The tables every caller that does not know the host uses: the flags whose dests specdeck manages are the same
-# in both releases.
-FLAGS: dict[str, Flag] = {name: spec for v in KNOWN for name, spec in _load(v).flags.items()}
+# in every release.
+FLAGS: dict[str, Flag] = {name: spec for v in TABLES for name, spec in _load(v).flags.items()}
 
 
 def build_parser(

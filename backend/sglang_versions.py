@@ -24,6 +24,9 @@ import re
 
 KNOWN = ("0.5.6", "0.5.23")  # read from the wheels, tested end to end
 OLDEST, NEWEST = KNOWN[0], KNOWN[-1]
+# Flag tables read from the wheels: the known releases, and those that tell speculation's features apart
+# (0.5.11: adaptive and DFLASH; 0.5.13: --speculative-draft-window-size; 0.5.16: DSPARK).
+TABLES = ("0.5.6", "0.5.11", "0.5.13", "0.5.16", "0.5.23")
 SIM_VERSIONS = KNOWN  # what the sandbox simulator can speak
 DEFAULT_SIM_VERSION = NEWEST
 SIM_SUFFIX = "-sim"
@@ -60,6 +63,7 @@ def parse(version: str | None) -> tuple[int, int, int] | None:
 
 
 _KNOWN_NUMBERS = [parse(known) for known in KNOWN]
+_TABLE_NUMBERS = [parse(table) for table in TABLES]
 
 
 def accept_rate_definition(version: str | None) -> str | None:
@@ -92,11 +96,11 @@ def support(version: str | None) -> str:
 
 
 def flag_table_version(version: str | None) -> str:
-    """The known release whose flag table fits ``version`` best: the newest one not newer than it."""
+    """The release whose flag table fits ``version`` best: the newest table not newer than it."""
     numbers = parse(version)
     if numbers is None:
         return NEWEST
-    fits = [known for i, known in enumerate(KNOWN) if _KNOWN_NUMBERS[i] <= numbers]
+    fits = [table for i, table in enumerate(TABLES) if _TABLE_NUMBERS[i] <= numbers]
     return fits[-1] if fits else OLDEST
 
 

@@ -3,7 +3,9 @@
     pip download --no-deps sglang==0.5.6 sglang==0.5.23 -d wheels/      # the wheels, from PyPI
     pip install msgspec                                                 # 0.5.23's arg_groups need it
     python scripts/sglang_flag_tables.py wheels/sglang-0.5.6-*.whl wheels/sglang-0.5.23-*.whl
+    python scripts/sglang_flag_tables.py --parse argvs.json wheels/sglang-0.5.23-*.whl  # SGLang's own parser
 
+The first form
 writes ``backend/sglang_flag_data/v<version>.json`` for each wheel: every option ``ServerArgs.add_cli_args``
 registers, in order, with its option strings, dest, type, choices, default, nargs, const, required, the
 first sentence of its help, and the file and function of the wheel that registered it.
@@ -14,6 +16,11 @@ imports (torch, transformers, CUDA kernels…) are replaced by inert stand-ins w
 of them is called to build the parser. Choices computed from a registry at that moment (reasoning and
 tool-call parsers) are kept when they came out as strings and left open otherwise (the host's ``--help``
 decides those). The wheels are not committed; only this script and its output are.
+
+``--parse FILE WHEEL``: FILE holds a JSON list of launch argument lists; each is parsed by the parser the wheel's
+own ``ServerArgs.add_cli_args`` builds (a plain ``ArgumentParser``, as ``launch_server`` makes it), and one JSON
+line per list says whether it parsed and, if so, the values of its ``speculative_*`` dests (else argparse's
+error). tests/test_profiles.py runs this when ``SPECDECK_SGLANG_WHEEL`` names a wheel.
 """
 
 from __future__ import annotations
@@ -152,27 +159,56 @@ def _type_name(action: argparse.Action) -> str:
     return _PARSERS.get(name, name)
 
 
+def _parser(wheel: Path, root: Path) -> tuple[str, _Recorder]:
+    """The wheel's version and the parser its own ``ServerArgs.add_cli_args`` builds (unpacked into ``root``)."""
+    with zipfile.ZipFile(wheel) as archive:
+        archive.extractall(root)
+    metadata = next(root.glob("sglang-*.dist-info/METADATA")).read_text()
+    version = next(line.split(":", 1)[1].strip() for line in metadata.splitlines() if line.startswith("Version:"))
+    finder = _Stand(root)
+    saved = dict(sys.modules)
+    sys.path.insert(0, str(root))
+    sys.meta_path.insert(0, finder)
+    try:
+        server_args = importlib.import_module("sglang.srt.server_args")
+        parser = _Recorder(root)
+        server_args.ServerArgs.add_cli_args(parser)
+    finally:
+        sys.meta_path.remove(finder)
+        sys.path.remove(str(root))
+        for name in set(sys.modules) - set(saved):
+            del sys.modules[name]
+    return version, parser
+
+
+def parse_with_wheel(wheel: Path, argvs: list[list[str]]) -> list[dict[str, Any]]:
+    """Each argument list parsed by the wheel's own parser: ``{"ok", "speculative"}`` or ``{"ok", "error"}``."""
+    results = []
+    with tempfile.TemporaryDirectory() as tmp:
+        _, parser = _parser(wheel, Path(tmp))
+
+        class Refused(Exception):
+            pass
+
+        def error(message: str) -> None:
+            raise Refused(message)
+
+        parser.error = error  # type: ignore[method-assign]
+        for argv in argvs:
+            try:
+                values = vars(parser.parse_args(argv))
+            except Refused as exc:
+                results.append({"ok": False, "error": str(exc)})
+                continue
+            spec = {k: _plain(v) for k, v in values.items() if k.startswith("speculative_")}
+            results.append({"ok": True, "speculative": spec})
+    return results
+
+
 def table(wheel: Path) -> dict[str, Any]:
     """Every option of the wheel's ``ServerArgs.add_cli_args``, read by running it."""
     with tempfile.TemporaryDirectory() as tmp:
-        root = Path(tmp)
-        with zipfile.ZipFile(wheel) as archive:
-            archive.extractall(root)
-        metadata = next(root.glob("sglang-*.dist-info/METADATA")).read_text()
-        version = next(line.split(":", 1)[1].strip() for line in metadata.splitlines() if line.startswith("Version:"))
-        finder = _Stand(root)
-        saved = dict(sys.modules)
-        sys.path.insert(0, str(root))
-        sys.meta_path.insert(0, finder)
-        try:
-            server_args = importlib.import_module("sglang.srt.server_args")
-            parser = _Recorder(root)
-            server_args.ServerArgs.add_cli_args(parser)
-        finally:
-            sys.meta_path.remove(finder)
-            sys.path.remove(str(root))
-            for name in set(sys.modules) - set(saved):
-                del sys.modules[name]
+        version, parser = _parser(wheel, Path(tmp))
         flags = []
         for action in parser._actions:
             if not action.option_strings:
@@ -206,6 +242,10 @@ def main(argv: list[str]) -> int:
     if not argv:
         print(__doc__)
         return 2
+    if argv[0] == "--parse" and len(argv) == 3:
+        for result in parse_with_wheel(Path(argv[2]), json.loads(Path(argv[1]).read_text())):
+            print(json.dumps(result))
+        return 0
     OUT.mkdir(exist_ok=True)
     for name in argv:
         data = table(Path(name))

@@ -197,7 +197,10 @@ def test_server_info_per_dp_rank() -> None:
         ("0.5.6", BONUS_COUNTED, "known", "0.5.6", "sglang 0.5.6"),
         ("0.5.6.post2", BONUS_COUNTED, "known", "0.5.6", "sglang 0.5.6.post2"),
         ("0.5.10.post1", BONUS_COUNTED, "between", "0.5.6", "sglang 0.5.10.post1"),  # the last bonus-counting
-        ("0.5.11", DRAFTS_ONLY, "between", "0.5.6", "sglang 0.5.11"),
+        ("0.5.11", DRAFTS_ONLY, "between", "0.5.11", "sglang 0.5.11"),  # adaptive and DFLASH appear
+        ("0.5.12.post1", DRAFTS_ONLY, "between", "0.5.11", "sglang 0.5.12.post1"),
+        ("0.5.15.post1", DRAFTS_ONLY, "between", "0.5.13", "sglang 0.5.15.post1"),
+        ("0.5.18", DRAFTS_ONLY, "between", "0.5.16", "sglang 0.5.18"),  # DSPARK appeared in 0.5.16
         ("0.5.23", DRAFTS_ONLY, "known", "0.5.23", "sglang 0.5.23"),
         ("0.5.24", DRAFTS_ONLY, "untested", "0.5.23", "sglang 0.5.24 (untested version)"),
         ("0.6.0rc1", DRAFTS_ONLY, "untested", "0.5.23", "sglang 0.6.0rc1 (untested version)"),
