@@ -31,7 +31,7 @@ import re
 import time
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from urllib.parse import urlsplit
 
 from backend import host_facts, jobs, serving
@@ -73,6 +73,7 @@ class Rank:
     argv: list[str]
     env: dict[str, str]
     cwd: str
+    files: dict[str, str] = field(default_factory=dict)  # what the launch reads on the host (serve.start writes)
 
 
 def rank_ports(profile: ProfileConfig, hosts: list[HostConfig]) -> list[int]:
@@ -96,7 +97,7 @@ def plan(settings: Settings, profile: ProfileConfig, dist_port: int | None = Non
     for rank, (host, port) in enumerate(zip(hosts, ports, strict=True)):
         cmd = serving.profile_command(settings, host, replace(profile, port=port, nodes=()))
         flags = ["--nnodes", str(len(hosts)), "--node-rank", str(rank), "--dist-init-addr", dist]
-        out.append(Rank(host.name, rank, host, port, cmd["argv"] + flags, cmd["env"], cmd["cwd"]))
+        out.append(Rank(host.name, rank, host, port, cmd["argv"] + flags, cmd["env"], cmd["cwd"], cmd["files"]))
     return out
 
 
@@ -279,7 +280,7 @@ async def start(
             if rank.rank == 0:
                 args["peers"] = [{"node": r.node, "rank": r.rank, "job": st["job"]} for r, st in started]
             conn = await nodes.get(rank.node)
-            st = await conn.call("serve.start", argv=rank.argv, env=rank.env, cwd=rank.cwd, args=args)
+            st = await conn.call("serve.start", argv=rank.argv, env=rank.env, cwd=rank.cwd, files=rank.files, args=args)
             started.append((rank, st))
     except BaseException:
         await asyncio.shield(_stop_all(nodes, [(r.node, st["job"]) for r, st in started], REAP_GRACE_S))

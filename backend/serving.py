@@ -29,13 +29,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, cast
 
-from backend import checkpoints, jobs, sglang_flags, sglang_versions
+from backend import checkpoints, jobs, sglang_flags, sglang_speculation, sglang_versions
+from backend.agent.client import state_dir as host_state_dir
 from backend.agent.host.server_states import DRAFT_PHASES, PHASES
 from backend.agent.host.server_states import STATES as STATES  # computed on the host; re-exported for CLI and TUI
 from backend.agent.host.units import duration
 from backend.connection import Connection
 from backend.errors import OperationFailed, RemoteError, UsageError
-from backend.settings import HostConfig, ProfileConfig, Settings
+from backend.settings import EAGLE_FAMILY, FIELD, PROFILE_FIELDS, HostConfig, ProfileConfig, Settings
 from backend.sglang_versions import DEFAULT_SIM_VERSION, SIM_SUFFIX, SIM_VERSION_ENV
 
 RUNNING_STATES = ("starting", "ready", "orphaned", "stopping")
@@ -51,22 +52,16 @@ SIMULATOR_MODULE = "backend.sandbox.simulator"
 SERVER_HOST = "127.0.0.1"  # the server listens on the host's loopback; the agent (or a forward) reaches it
 DECODE_LOG_INTERVAL = 40  # SGLang's default, written out so Live knows the interval
 STOP_GRACE_S = 30.0
-NEEDS_DRAFTER = ("EAGLE", "EAGLE3", "STANDALONE")
+NEEDS_DRAFTER = ("EAGLE", "EAGLE3", "STANDALONE", "DFLASH")  # DSPARK's may be bundled in the target
 # Flags the profile itself sets (by ServerArgs field, so aliases count): extra_args must not repeat them.
 _MANAGED = {
     sglang_flags.FLAGS[name].field
-    for name in (
-        "--model-path",
-        "--tp-size",
-        "--host",
-        "--port",
-        "--speculative-algorithm",
-        "--speculative-draft-model-path",
-        "--speculative-num-steps",
-        "--speculative-eagle-topk",
-        "--speculative-num-draft-tokens",
-    )
+    for name in ("--host", *(flag for d in PROFILE_FIELDS for flag in d.flags))
+    if name in sglang_flags.FLAGS
 }
+_FIRST = ("model", "tp", "port")  # written first, with the flags every server gets
+_ARGV_ORDER = sorted(PROFILE_FIELDS, key=lambda d: d.name != "algorithm")  # the algorithm, then the declarations
+SPEC_FILES = "spec"  # the folder of the state dir that holds the adaptive configs written for launches
 _DEFAULTED = ("--decode-log-interval",)  # written by us unless the profile's extra flags set it
 
 
@@ -113,30 +108,53 @@ def _extra_dests(profile: ProfileConfig) -> set[str]:
     return {sglang_flags.FLAGS[n].field for n in names if n in sglang_flags.FLAGS}
 
 
-def profile_argv(settings: Settings, profile: ProfileConfig) -> list[str]:
-    """The launch flags of ``profile`` (without the launcher): full names, the profile's extra flags last."""
+def adaptive_file(profile: ProfileConfig, state_dir: str = ".specdeck") -> tuple[str, str] | None:
+    """Where ``profile``'s adaptive config goes on the host and its text, or None when SGLang reads no file (no
+    adaptive, or SGLang's default ladder). Named by its content, so each config is one file."""
+    if not profile.adaptive or profile.adaptive_config is None:
+        return None
+    import hashlib
+
+    text = json.dumps(profile.adaptive_config, indent=1, sort_keys=True) + "\n"
+    digest = hashlib.sha256(text.encode()).hexdigest()[:12]
+    return f"{state_dir.rstrip('/')}/{SPEC_FILES}/adaptive-{digest}.json", text
+
+
+def profile_argv(
+    settings: Settings, profile: ProfileConfig, version: str | None = None, state_dir: str = ".specdeck"
+) -> list[str]:
+    """The launch flags of ``profile`` (without the launcher): full names, each declared field's flag as SGLang
+    ``version`` names it (None: the newest known release), the profile's extra flags last. ``state_dir``: the
+    host's specdeck folder, where an adaptive config file goes (``adaptive_file``)."""
     argv = ["--model-path", target_path(settings, profile), "--tp-size", str(profile.tp), "--trust-remote-code"]
     argv += ["--host", profile.listen, "--port", str(profile.port), "--enable-metrics"]
     extra = _extra_dests(profile)
     if sglang_flags.FLAGS["--decode-log-interval"].field not in extra:
         argv += ["--decode-log-interval", str(DECODE_LOG_INTERVAL)]
     if profile.algorithm:
-        argv += ["--speculative-algorithm", profile.algorithm]
-        drafter = drafter_path(settings, profile)
-        if drafter:
-            argv += ["--speculative-draft-model-path", drafter]
-        for flag, value in (
-            ("--speculative-num-steps", profile.steps),
-            ("--speculative-eagle-topk", profile.topk),
-            ("--speculative-num-draft-tokens", profile.draft_tokens),
-        ):
-            if value is not None:
-                argv += [flag, str(value)]
+        known = sglang_flags.table(version).flags
+        for declared in _ARGV_ORDER:
+            value = getattr(profile, declared.name)
+            if declared.name in _FIRST or not declared.flags or value in (None, False):
+                continue
+            if declared.name == "drafter":
+                value = drafter_path(settings, profile)
+            elif declared.name == "adaptive_config":
+                written = adaptive_file(profile, state_dir)
+                if written is None:
+                    continue
+                value = written[0]
+            flag = next((name for name in declared.flags if name in known), declared.flags[0])
+            argv += [flag] if value is True else [flag, str(value)]
     return argv + list(profile.extra_args)
 
 
-def profile_command(settings: Settings, host: HostConfig, profile: ProfileConfig | str) -> dict:
-    """``{"argv", "env", "cwd"}`` that starts ``profile``'s server on ``host``."""
+def profile_command(
+    settings: Settings, host: HostConfig, profile: ProfileConfig | str, version: str | None = None
+) -> dict:
+    """``{"argv", "env", "cwd", "files"}`` that starts ``profile``'s server on ``host`` (SGLang ``version``: the
+    simulator's on a sandbox host, else as given); ``files`` maps a path in the host's state dir to the text the
+    launch reads there (an adaptive config), written by ``serve.start`` before the server starts."""
     if isinstance(profile, str):
         profile = get_profile(settings, profile)
     if profile.nodes:  # backend.multinode plans each rank's command (this one without nodes)
@@ -147,8 +165,20 @@ def profile_command(settings: Settings, host: HostConfig, profile: ProfileConfig
     launcher = launcher_argv(host)
     # The simulator is this checkout's code: run it from here so `-m backend...` imports on any interpreter.
     cwd = str(Path(__file__).resolve().parents[1]) if host.launcher == "simulator" else host.workdir
-    env = {"PYTHONUNBUFFERED": "1", **launch_env(host), **profile.env}
-    return {"argv": launcher + profile_argv(settings, profile), "env": env, "cwd": cwd}
+    env = {"PYTHONUNBUFFERED": "1", **launch_env(host), **_field_env(profile), **profile.env}
+    if version is None and host.launcher == "simulator":
+        version = sim_version(host)
+    state = host_state_dir(host.workdir)
+    written = adaptive_file(profile, state)
+    argv = launcher + profile_argv(settings, profile, version, state)
+    return {"argv": argv, "env": env, "cwd": cwd, "files": dict([written]) if written else {}}
+
+
+def _field_env(profile: ProfileConfig) -> dict[str, str]:
+    """The environment variables declared fields become (DSPARK's ragged verify mode)."""
+    if not profile.algorithm:
+        return {}
+    return {d.env: str(getattr(profile, d.name)) for d in PROFILE_FIELDS if d.env and getattr(profile, d.name)}
 
 
 def launch_env(host: HostConfig) -> dict[str, str]:
@@ -193,7 +223,16 @@ def job_args(settings: Settings, profile: ProfileConfig) -> dict:
         "topk": profile.topk,
         "draft_tokens": profile.draft_tokens,
         "tp": profile.tp,
+        # the other speculative fields, where set (an adaptive run, a DFLASH block size…)
+        **{
+            d.name: getattr(profile, d.name)
+            for d in PROFILE_FIELDS
+            if d.algorithms and d.name not in _JOB_FIELDS and getattr(profile, d.name) not in (None, False)
+        },
     }
+
+
+_JOB_FIELDS = ("drafter", "steps", "topk", "draft_tokens")
 
 
 def shell_line(argv: list[str], env: dict[str, str] | None = None) -> str:
@@ -258,12 +297,9 @@ class PreflightFailed(UsageError):
 def speculative_problem(steps: int | None, topk: int | None, draft_tokens: int | None) -> str | None:
     """Why SGLang cannot run these speculative numbers, in one sentence; None when it can (or none are set).
     The editor refuses them and preflight fails on them, so ``--speculative-num-steps 0`` never reaches a host."""
-    if steps is not None and steps < 1:
-        return f"steps {steps}: a speculative server drafts at least 1 step"
-    if topk is not None and topk < 1:
-        return f"topk {topk}: each draft step keeps at least 1 candidate"
-    if draft_tokens is not None and draft_tokens < 2:
-        return f"draft tokens {draft_tokens}: a verify needs at least 2 (the bonus token and one draft)"
+    for name, value in (("steps", steps), ("topk", topk), ("draft_tokens", draft_tokens)):
+        if (problem := FIELD[name].problem(value)) is not None:
+            return problem
     if topk == 1 and steps is not None and draft_tokens is not None and draft_tokens < steps + 1:
         return f"draft tokens {draft_tokens} with topk 1 is fewer than steps + 1 = {steps + 1}"
     return None
@@ -281,8 +317,9 @@ def _sentence(text: str) -> str:
 
 
 def profile_checks(settings: Settings, profile: ProfileConfig, version: str | None = None) -> list[Check]:
-    """The checks that need no host: the speculative numbers, the algorithm, the command line itself (parsed
-    with the flag table of SGLang ``version``, the host's when known, else the newest known release)."""
+    """The checks that need no host: the speculative numbers, the algorithm's rules on SGLang ``version``
+    (``sglang_speculation``), the command line itself (parsed with the flag table of that release, the host's
+    when known, else the newest known release)."""
     numbers = {"steps": profile.steps, "topk": profile.topk, "draft tokens": profile.draft_tokens}
     given = [k for k, v in numbers.items() if v is not None]
     checks = []
@@ -291,47 +328,95 @@ def profile_checks(settings: Settings, profile: ProfileConfig, version: str | No
         checks.append(Check(name, status, message))
 
     if not profile.algorithm:
+        others = [
+            d.name
+            for d in PROFILE_FIELDS
+            if d.algorithms and d.name not in _JOB_FIELDS and getattr(profile, d.name) not in (None, False)
+        ]
         if profile.drafter:
             add("algorithm", "fail", f'drafter {profile.drafter} is set but no algorithm: set algorithm = "EAGLE3"')
-        elif given:
+        elif given or others:
             add(
                 "speculative numbers",
                 "fail",
-                f"{', '.join(given)} set without a speculative algorithm: set algorithm or clear them",
+                f"{', '.join(given + others)} set without a speculative algorithm: set algorithm or clear them",
             )
         else:
             add("speculative numbers", "ok", "no speculation (baseline)")
     else:
         if profile.algorithm in NEEDS_DRAFTER and not profile.drafter:
             add("algorithm", "fail", f"{profile.algorithm} needs a drafter: set the profile's drafter")
-        if not given:
-            add("speculative numbers", "ok", "none set: SGLang chooses steps, topk and draft tokens")
-        elif len(given) < len(numbers):
-            missing = ", ".join(k for k, v in numbers.items() if v is None)
-            add(
-                "speculative numbers",
-                "fail",
-                f"set all three of steps, topk and draft tokens or none ({missing} "
-                "missing): SGLang refuses a partial set",
-            )
-        elif problem := speculative_problem(profile.steps, profile.topk, profile.draft_tokens):
-            add("speculative numbers", "fail", f"{problem}: SGLang refuses it")
-        else:
-            add(
-                "speculative numbers",
-                "ok",
-                f"steps {profile.steps}, topk {profile.topk}, draft tokens {profile.draft_tokens}",
-            )
-            if profile.topk == 1 and profile.draft_tokens != profile.steps + 1:
-                add(
-                    "topk 1",
-                    "fail",
-                    f"with topk 1 draft tokens must be steps + 1 = {profile.steps + 1}, not "
-                    f"{profile.draft_tokens} (SGLang would change it)",
-                )
+        checks += _number_checks(profile, numbers, given)
     checks.append(_command_check(settings, profile, version))
+    args = launch_args(settings, profile, version)
+    checks += [Check(r.name, r.status, r.message) for r in sglang_speculation.profile_rules(profile, version, args)]
     checks += _env_checks(profile, version)
     return checks
+
+
+def launch_args(settings: Settings, profile: ProfileConfig, version: str | None = None) -> dict[str, Any]:
+    """The launch flags' values by ServerArgs field, as SGLang ``version``'s parser reads the profile's command
+    (``{}`` when it would not parse: the flags check says why)."""
+    table = sglang_flags.table(version)
+    try:
+        return table.server_args(table.parse(profile_argv(settings, profile, version)))
+    except UsageError:
+        return {}
+
+
+def _number_checks(profile: ProfileConfig, numbers: dict, given: list[str]) -> list[Check]:
+    """Steps, topk and draft tokens as the algorithm takes them."""
+    if problem := speculative_problem(profile.steps, profile.topk, profile.draft_tokens):
+        return [Check("speculative numbers", "fail", f"{problem}: SGLang refuses it")]
+    if profile.algorithm not in EAGLE_FAMILY:
+        return [Check("speculative numbers", "ok", algorithm_summary(profile))]
+    if profile.adaptive:  # SGLang resolves topk and draft tokens from the tier (speculative_hook.py:1392-1427)
+        return [Check("speculative numbers", "ok", algorithm_summary(profile))]
+    if not given:
+        return [Check("speculative numbers", "ok", "none set: SGLang chooses steps, topk and draft tokens")]
+    if len(given) < len(numbers):
+        missing = ", ".join(k for k, v in numbers.items() if v is None)
+        return [
+            Check(
+                "speculative numbers",
+                "fail",
+                f"set all three of steps, topk and draft tokens or none ({missing} missing): SGLang refuses a "
+                "partial set",
+            )
+        ]
+    out = [Check("speculative numbers", "ok", algorithm_summary(profile))]
+    if profile.topk == 1 and profile.draft_tokens != profile.steps + 1:
+        out.append(
+            Check(
+                "topk 1",
+                "fail",
+                f"with topk 1 draft tokens must be steps + 1 = {profile.steps + 1}, not {profile.draft_tokens} "
+                "(SGLang would change it)",
+            )
+        )
+    return out
+
+
+def algorithm_summary(profile: ProfileConfig) -> str:
+    """The profile's speculation in a few words: ``steps 3, topk 1, draft tokens 4``, ``adaptive from steps 3``,
+    ``DFLASH block 8``, ``DSPARK gamma from the drafter``."""
+    algorithm = profile.algorithm
+    if not algorithm:
+        return "no speculation"
+    if profile.adaptive:
+        start = f"from steps {profile.steps}" if profile.steps is not None else "from the ladder's middle tier"
+        return f"{algorithm} adaptive {start}"
+    if algorithm == "DFLASH":
+        block = profile.dflash_block_size or profile.draft_tokens
+        return f"DFLASH block {block}" if block else "DFLASH block size from the drafter's config"
+    if algorithm == "DSPARK":
+        gamma = profile.dspark_block_size or (profile.draft_tokens - 1 if profile.draft_tokens else None)
+        return f"DSPARK gamma {gamma}" if gamma else "DSPARK gamma from the drafter's config"
+    if algorithm == "NGRAM":
+        return f"NGRAM draft tokens {profile.draft_tokens or 12}"
+    if profile.steps is None:
+        return f"{algorithm}: SGLang chooses steps, topk and draft tokens"
+    return f"steps {profile.steps}, topk {profile.topk}, draft tokens {profile.draft_tokens}"
 
 
 def _env_checks(profile: ProfileConfig, version: str | None) -> list[Check]:
@@ -412,6 +497,13 @@ async def preflight(conn: Connection, settings: Settings, profile: ProfileConfig
     checks += _target_checks(target, target_cfg)
     checks += _drafter_checks(profile, drafter, inspected, target_cfg, force)
     checks += _window_checks(profile, inspected, target_cfg)
+    drafter_cfg = inspected.get("config") if isinstance(inspected, dict) else None
+    target_lang = checkpoints.language_config(target_cfg if isinstance(target_cfg, dict) else None)
+    names = [g.get("name") or "" for g in gpus.get("gpus") or []] if gpus.get("nvidia_smi") else None
+    rules = sglang_speculation.drafter_rules(
+        profile, target_lang, checkpoints.language_config(drafter_cfg), launch_args(settings, profile, version), names
+    )
+    checks += [Check(r.name, r.status, r.message) for r in rules]
     checks = _sglang_checks(checks, profile, helped, settings)
     checks.append(_port_check(port))
     checks.append(_tp_check(profile, gpus))
@@ -621,6 +713,7 @@ async def start(
         argv=cmd["argv"],
         env=cmd["env"],
         cwd=cmd["cwd"],
+        files=cmd["files"],
         args={**job_args(settings, profile), **(tags or {})},
     )
     status["preflight"] = checks.to_json()

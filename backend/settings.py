@@ -63,26 +63,278 @@ class DrafterConfig:
     files: tuple[str, ...] = ("config.json", "model.safetensors")
 
 
+# --- a profile's fields, each declared once -------------------------------------------------------------------
+# SGLang declares each launch option once (0.5.23 sglang/srt/arg_groups/fields/*.py) and derives its flag, help
+# and checks from that declaration; a profile's fields are declared the same way, on ProfileConfig itself: settings
+# parses and range-checks them, serving writes their flags, preflight and the Serve tab's editor check them.
+
+ALGORITHMS = ("EAGLE", "EAGLE3", "NEXTN", "STANDALONE", "NGRAM", "DFLASH", "DSPARK")  # SGLang's names
+EAGLE_FAMILY = ("EAGLE", "EAGLE3", "NEXTN", "STANDALONE")  # _handle_eagle_family (0.5.23 speculative_hook.py)
+ADAPTIVE = ("EAGLE", "EAGLE3", "NEXTN")  # adaptive_unsupported_reason: EAGLE/EAGLE3 only, NEXTN resolves to EAGLE
+DRAFTED = ("EAGLE", "EAGLE3", "NEXTN", "STANDALONE", "DFLASH", "DSPARK")  # a draft model (NEXTN: the target's own)
+WINDOWED = ("EAGLE", "EAGLE3", "NEXTN", "DFLASH")  # --speculative-draft-window-size has no effect on the others
+
+
+@dataclass(frozen=True)
+class Declared:
+    """What one profile field is: its help, the SGLang flag (or environment variable) it becomes, the algorithms
+    it applies to (None: any profile), its range or choices, its label in the Serve tab's editor. ``name`` and
+    ``kind`` come from the ProfileConfig field it is declared on (``PROFILE_FIELDS``)."""
+
+    help: str
+    flags: tuple[str, ...] = ()  # several: the names releases gave it, the newest first (a release takes its own)
+    env: str | None = None
+    algorithms: tuple[str, ...] | None = None
+    low: int | None = None
+    high: int | None = None
+    why: str = ""  # why the range is what it is, said where a value is refused
+    choices: tuple[str, ...] | None = None
+    flag_choices: bool = False  # the release's own choices for the flag (its flag table)
+    label: str = ""
+    editor: bool = False  # one of the Serve tab editor's inputs (when the profile's algorithm takes it)
+    saved: bool = True  # written back by save_profile
+    name: str = ""
+    kind: type = str
+    optional: bool = True  # None is a value (unset: SGLang or the drafter decides)
+
+    @property
+    def text(self) -> str:
+        return self.label or self.name.replace("_", " ")
+
+    def applies(self, algorithm: str | None) -> bool:
+        return self.algorithms is None or algorithm in self.algorithms
+
+    def problem(self, value: Any) -> str | None:
+        """Why ``value`` cannot be this field's, in one clause naming it (``steps 0: a speculative server drafts
+        at least 1 step``); None when it can. Choices read from a flag table are preflight's to check."""
+        if value is None or self.kind not in (int, str):
+            return None
+        if self.choices is not None and value not in self.choices:
+            return f"{self.text} {value!r} is not one of {', '.join(self.choices)}"
+        if self.kind is int and (
+            (self.low is not None and value < self.low) or (self.high is not None and value > self.high)
+        ):
+            bounds = f"{self.low}-{self.high}" if self.high is not None else f"at least {self.low}"
+            return f"{self.text} {value}: {self.why or 'must be ' + bounds}"
+        return None
+
+    def read(self, text: str) -> Any:
+        """The value typed into the editor (empty: unset); raises ValueError with a sentence on bad text."""
+        text = text.strip()
+        if not text:
+            if self.optional:
+                return None
+            raise ValueError(f"{self.text} must be set")
+        if self.kind is int:
+            try:
+                return int(text)
+            except ValueError:
+                raise ValueError(f"{self.text} must be a whole number") from None
+        return text
+
+
+def declare(default: Any = None, **declared: Any) -> Any:
+    """A ProfileConfig field with its declaration (see ``Declared``)."""
+    factory = {"default_factory": default} if callable(default) else {"default": default}
+    return field(metadata={"declared": Declared(**declared)}, **factory)
+
+
 @dataclass(frozen=True)
 class ProfileConfig:
-    """A way to launch SGLang: the target plus an optional drafter and its speculative numbers."""
+    """A way to launch SGLang: the target plus an optional drafter and its speculative settings. Each field is
+    declared once, here (``declare``); ``PROFILE_FIELDS`` lists the declarations."""
 
     name: str
-    drafter: str | None = None
-    algorithm: str | None = None
-    steps: int | None = None
-    topk: int | None = None
-    draft_tokens: int | None = None
-    tp: int = 8
-    port: int = 30000
-    model: str | None = None  # None: the configured target
-    extra_args: tuple[str, ...] = ()
-    env: dict[str, str] = field(default_factory=dict)
+    drafter: str | None = declare(
+        help="a configured drafter's name: its path becomes the draft model",
+        flags=("--speculative-draft-model-path",),
+        algorithms=DRAFTED,
+    )
+    algorithm: str | None = declare(
+        help="SGLang's speculative algorithm (none: serve without speculation)",
+        flags=("--speculative-algorithm",),
+        choices=ALGORITHMS,
+    )
+    steps: int | None = declare(
+        help="draft steps per verify (adaptive: the tier it starts on)",
+        flags=("--speculative-num-steps",),
+        algorithms=EAGLE_FAMILY,
+        low=1,
+        why="a speculative server drafts at least 1 step",
+        editor=True,
+    )
+    topk: int | None = declare(
+        help="candidates kept per draft step",
+        flags=("--speculative-eagle-topk",),
+        algorithms=EAGLE_FAMILY,
+        low=1,
+        why="each draft step keeps at least 1 candidate",
+        editor=True,
+    )
+    draft_tokens: int | None = declare(
+        help="tokens verified per pass, the bonus token included",
+        flags=("--speculative-num-draft-tokens",),
+        algorithms=ALGORITHMS,
+        low=2,
+        why="a verify needs at least 2 (the bonus token and one draft)",
+        label="draft tok",
+        editor=True,
+    )
+    tp: int = declare(8, help="tensor-parallel GPUs", flags=("--tp-size",), low=1, editor=True)
+    port: int = declare(
+        30000, help="the server's port on the host", flags=("--port",), low=1, high=65535, why="a TCP port is 1-65535",
+        editor=True,
+    )  # fmt: skip
+    model: str | None = declare(help="the target's path (none: the configured target)", flags=("--model-path",))
+    adaptive: bool = declare(
+        False,
+        help="let SGLang pick the step count per batch (--speculative-adaptive, 0.5.11+)",
+        flags=("--speculative-adaptive",),
+        algorithms=ADAPTIVE,
+    )
+    adaptive_config: dict | None = declare(  # noqa: RUF009 (declare is a dataclasses.field)
+        help="the adaptive config in SGLang's own JSON keys, written to a file on the host",
+        flags=("--speculative-adaptive-config",),
+        algorithms=ADAPTIVE,
+    )
+    dflash_block_size: int | None = declare(
+        help="DFLASH's verify window (block size), the bonus position included",
+        flags=("--speculative-dflash-block-size",),
+        algorithms=("DFLASH",),
+        low=1,
+        why="a DFLASH block holds at least 1 position",
+        label="block",
+        editor=True,
+    )
+    draft_window: int | None = declare(
+        help="the draft model's sliding attention window",
+        flags=("--speculative-draft-window-size", "--speculative-dflash-draft-window-size"),
+        algorithms=WINDOWED,
+        low=1,
+        label="window",
+        editor=True,
+    )
+    dspark_block_size: int | None = declare(
+        help="DSPARK's gamma: drafts proposed per verify (the verify window is gamma + 1)",
+        flags=("--speculative-dspark-block-size",),
+        algorithms=("DSPARK",),
+        low=1,
+        why="DSPARK drafts at least 1 token",
+        label="gamma",
+        editor=True,
+    )
+    dspark_ragged_verify: str | None = declare(
+        help="DSPARK's ragged verify: static, cap-accept or compact (cap len shows in the last two)",
+        env="SGLANG_RAGGED_VERIFY_MODE",
+        algorithms=("DSPARK",),
+        choices=("static", "cap-accept", "compact"),
+        label="ragged",
+        editor=True,
+    )
+    dspark_sps_table: str | None = declare(
+        help="DSPARK's pre-profiled SPS cost table (JSON) on the host",
+        flags=("--speculative-dspark-sps-table-path",),
+        algorithms=("DSPARK",),
+    )
+    dspark_confidence_sts: str | None = declare(
+        help="DSPARK's STS calibration (JSON) on the host",
+        flags=("--speculative-dspark-confidence-sts-path",),
+        algorithms=("DSPARK",),
+    )
+    dspark_align_verify: bool = declare(
+        False,
+        help="DSPARK compact mode: align verify tokens to the CUDA-graph tier",
+        flags=("--speculative-dspark-align-verify-tokens-to-graph-tier",),
+        algorithms=("DSPARK",),
+    )
+    ngram_min_bfs_breadth: int | None = declare(
+        help="NGRAM's minimum BFS breadth", flags=("--speculative-ngram-min-bfs-breadth",), algorithms=("NGRAM",),
+        low=1,
+    )  # fmt: skip
+    ngram_max_bfs_breadth: int | None = declare(
+        help="NGRAM's maximum BFS breadth (its topk)",
+        flags=("--speculative-ngram-max-bfs-breadth",),
+        algorithms=("NGRAM",),
+        low=1,
+        label="breadth",
+        editor=True,
+    )
+    ngram_match_type: str | None = declare(
+        help="NGRAM's cache-tree match type",
+        flags=("--speculative-ngram-match-type",),
+        algorithms=("NGRAM",),
+        flag_choices=True,
+    )
+    ngram_max_trie_depth: int | None = declare(
+        help="NGRAM's trie depth",
+        flags=("--speculative-ngram-max-trie-depth",),
+        algorithms=("NGRAM",),
+        low=1,
+        label="trie",
+        editor=True,
+    )
+    ngram_capacity: int | None = declare(
+        help="NGRAM's cache capacity", flags=("--speculative-ngram-capacity",), algorithms=("NGRAM",), low=1
+    )
+    ngram_external_corpus: str | None = declare(
+        help="a JSONL corpus on the host pre-loaded into NGRAM's SAM",
+        flags=("--speculative-ngram-external-corpus-path",),
+        algorithms=("NGRAM",),
+    )
+    ngram_external_sam_budget: int | None = declare(
+        help="draft nodes reserved for the external corpus",
+        flags=("--speculative-ngram-external-sam-budget",),
+        algorithms=("NGRAM",),
+        low=0,
+    )
+    ngram_external_corpus_max_tokens: int | None = declare(
+        help="the external corpus's token limit",
+        flags=("--speculative-ngram-external-corpus-max-tokens",),
+        algorithms=("NGRAM",),
+        low=1,
+    )
+    draft_attention_backend: str | None = declare(
+        help="the draft model's attention backend (an MLA target's non-MLA draft needs one, SGLang #23490)",
+        flags=("--speculative-draft-attention-backend",),
+        algorithms=DRAFTED,
+        label="draft attn",
+        editor=True,
+    )
+    moe_runner_backend: str | None = declare(
+        help="the draft model's MoE runner backend",
+        flags=("--speculative-moe-runner-backend",),
+        algorithms=DRAFTED,
+        flag_choices=True,
+    )
+    extra_args: tuple[str, ...] = declare(tuple, help="more launch flags, full names")
+    env: dict[str, str] = declare(dict, help="environment variables of the server", saved=False)  # noqa: RUF009
     # Configured host names of a multi-node server (rank 0 first; backend.multinode); () serves on one host.
-    nodes: tuple[str, ...] = ()
+    nodes: tuple[str, ...] = declare(tuple, help="hosts of a multi-node server, rank 0 first", saved=False)
     # Where the server listens: its host's loopback. Not configured: a fleet's replica on another machine than
     # the router listens on that machine's address (backend.fleet.replica_profile).
     listen: str = "127.0.0.1"
+
+
+def _declared_fields() -> tuple[Declared, ...]:
+    import typing
+    from dataclasses import fields
+
+    hints = typing.get_type_hints(ProfileConfig)
+    out = []
+    for f in fields(ProfileConfig):
+        if "declared" not in f.metadata:
+            continue
+        kind = hints[f.name]
+        optional = type(None) in typing.get_args(kind)
+        if optional:  # X | None: X
+            kind = next(a for a in typing.get_args(kind) if a is not type(None))
+        declared = f.metadata["declared"]
+        out.append(replace(declared, name=f.name, kind=typing.get_origin(kind) or kind, optional=optional))
+    return tuple(out)
+
+
+PROFILE_FIELDS: tuple[Declared, ...] = _declared_fields()  # nodes last: settings checks them against the hosts
+FIELD = {d.name: d for d in PROFILE_FIELDS}
 
 
 @dataclass(frozen=True)
@@ -282,7 +534,7 @@ def load(explicit: str | os.PathLike | None = None, host: str | None = None) -> 
 
 # --- writing profiles back ---------------------------------------------------------------------------------
 
-_SAVED = ("drafter", "algorithm", "steps", "topk", "draft_tokens", "tp", "port", "model", "extra_args")
+_SAVED = tuple(d.name for d in PROFILE_FIELDS if d.saved)
 
 
 def ssh_url_problem(url: str) -> str | None:
@@ -330,6 +582,8 @@ def save_profile(settings: Settings, profile: ProfileConfig) -> tuple[Settings, 
                 continue  # what the file leaves to the defaults stays left to them
             if key == "extra_args":
                 value = list(value) or None
+            elif isinstance(value, bool) and not value:
+                value = None  # a switch left off is the default: the key goes
             if value is None:
                 table.pop(key, None)
             elif table.get(key) != value:
@@ -457,26 +711,13 @@ def _kind_name(kind: type | tuple[type, ...]) -> str:
 _TOP = {"default_host", "target", "hosts", "drafters", "profiles", "reference", "trainings", "fleets"}
 _HOST = {"url", "python", "workdir", "identity", "known_hosts", "launcher", "sandbox", "hub_endpoint", "sglang_version"}
 _DRAFTER = {"path", "repo", "revision", "files"}
-_PROFILE = {
-    "drafter",
-    "algorithm",
-    "steps",
-    "topk",
-    "draft_tokens",
-    "tp",
-    "port",
-    "model",
-    "extra_args",
-    "env",
-    "nodes",
-}
+_PROFILE = {d.name for d in PROFILE_FIELDS}
 _REFERENCE = {"baseline_tok_s", "cycle_ms", "gpu_hour_usd"}
 _TRAINING_STR = ("data", "output", "init", "target", "era", "script", "profile", "vocab_mapping", "eval_data", "run_id")
 _TRAINING_INT = ("epochs", "max_steps", "batch_size", "max_length", "ttt_length", "save_interval", "eval_interval")
 _TRAINING_INT += ("log_interval", "gpus")
 _TRAINING = {*_TRAINING_STR, *_TRAINING_INT, "command", "learning_rate", "env"}
 ERAS = ("unified", "script")
-ALGORITHMS = ("EAGLE", "EAGLE3", "NEXTN", "STANDALONE", "NGRAM")
 
 
 def parse(data: dict, source: str) -> Settings:
@@ -551,25 +792,8 @@ def parse(data: dict, source: str) -> Settings:
         key = f"profiles.{name}"
         c.table({name: raw}, name, _PROFILE, "profiles.")
         prev = profiles.get(name) or ProfileConfig(name=name)
-        values: dict[str, Any] = {}
-        for k in ("drafter", "algorithm", "model"):
-            values[k] = c.get(raw, k, str, f"{key}.{k}", getattr(prev, k))
-        for k in ("steps", "topk", "draft_tokens", "tp", "port"):
-            values[k] = c.get(raw, k, int, f"{key}.{k}", getattr(prev, k))
-            if values[k] is not None and values[k] < (0 if k in ("steps",) else 1):
-                raise c.fail(f"{key}.{k}", f"must be positive, got {values[k]}")
-        if not 1 <= values["port"] <= 65535:
-            raise c.fail(f"{key}.port", f"must be a TCP port (1-65535), got {values['port']}")
-        if values["algorithm"] is not None and values["algorithm"] not in ALGORITHMS:
-            raise c.fail(f"{key}.algorithm", f"must be one of {', '.join(ALGORITHMS)}, got {values['algorithm']!r}")
-        extra = c.get(raw, "extra_args", list, f"{key}.extra_args", list(prev.extra_args))
-        if not all(isinstance(a, str) for a in extra):
-            raise c.fail(f"{key}.extra_args", "must be a list of strings")
-        env = c.get(raw, "env", dict, f"{key}.env", dict(prev.env))
-        if not all(isinstance(v, str) for v in env.values()):
-            raise c.fail(f"{key}.env", "values must be strings")
-        nodes = _nodes(c, key, raw, prev, hosts)
-        profiles[name] = ProfileConfig(name=name, extra_args=tuple(extra), env=env, nodes=nodes, **values)
+        values = {d.name: _profile_value(c, raw, d, f"{key}.{d.name}", prev) for d in PROFILE_FIELDS[:-1]}
+        profiles[name] = ProfileConfig(name=name, nodes=_nodes(c, key, raw, prev, hosts), **values)
 
     for pname, prof in profiles.items():
         if prof.drafter is not None and prof.drafter not in drafters:
@@ -615,6 +839,42 @@ def parse(data: dict, source: str) -> Settings:
         trainings=trainings,
         fleets=fleets,
     )
+
+
+def _profile_value(c: _Check, raw: dict, declared: Declared, full: str, prev: ProfileConfig) -> Any:
+    """One profile field read by its declaration: its type, range or choices (``Declared.problem``)."""
+    before = getattr(prev, declared.name)
+    if declared.kind is tuple:
+        value = c.get(raw, declared.name, list, full, list(before))
+        if not all(isinstance(a, str) for a in value):
+            raise c.fail(full, "must be a list of strings")
+        return tuple(value)
+    if declared.kind is dict and declared.name == "env":
+        value = c.get(raw, declared.name, dict, full, dict(before))
+        if not all(isinstance(v, str) for v in value.values()):
+            raise c.fail(full, "values must be strings")
+        return value
+    if declared.kind is dict:
+        value = c.get(raw, declared.name, dict, full, before)
+        if value is not None:
+            from backend.sglang_adaptive import format_problem
+
+            if (why := format_problem(value)) is not None:
+                raise c.fail(full, why)
+            value = _plain_table(value)
+        return value
+    value = c.get(raw, declared.name, declared.kind, full, before)
+    if (why := declared.problem(value)) is not None:
+        raise c.fail(full, why)
+    return value
+
+
+def _plain_table(value: dict) -> dict:
+    """A TOML table as plain dicts and lists (what json.dumps and equality take)."""
+    return {
+        str(k): _plain_table(v) if isinstance(v, dict) else list(v) if isinstance(v, list) else v
+        for k, v in value.items()
+    }
 
 
 def _nodes(c: _Check, key: str, raw: dict, prev: ProfileConfig, hosts: dict[str, HostConfig]) -> tuple[str, ...]:

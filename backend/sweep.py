@@ -82,7 +82,8 @@ def _command(settings: Settings, host: Any, profile: ProfileConfig) -> tuple[dic
     cmd = serving.profile_command(settings, host, profile)
     # SGLang's own step times (step_time_dict in /server_info) give each point's cycle; a list append a log line.
     env = {"SGLANG_RECORD_STEP_TIME": "1", **cmd["env"]}
-    return {"argv": cmd["argv"], "cwd": cmd["cwd"], "args": serving.job_args(settings, profile)}, env
+    point = {"argv": cmd["argv"], "cwd": cmd["cwd"], "args": serving.job_args(settings, profile)}
+    return {**point, "files": cmd["files"]} if cmd["files"] else point, env
 
 
 async def start(

@@ -56,6 +56,7 @@ def settings(tmp_path) -> Settings:
             "eagle3-ours": {"drafter": "ours", **eagle, "tp": 2, "port": port, "env": SCALE},  # gpu_box's 2 GPUs
             "eagle3-aq": {"drafter": "ours", **eagle, "port": free_port(), "env": SCALE},
             "oom": {"drafter": "ours", **eagle, "port": free_port(), "env": {**SCALE, "SPECDECK_SIM_FAIL": "oom"}},
+            "dflash": {"drafter": "ours", "algorithm": "DFLASH", "dflash_block_size": 8, "port": free_port()},
         },
     }
     path = tmp_path / "config.toml"
@@ -286,6 +287,38 @@ async def test_editor_refuses_numbers_sglang_refuses_and_shows_the_stored_profil
         assert text(app, "#checks").split("\n")[0].startswith("✗ ") and "fail" in text(app, "#checks").split("\n")[0]
         left = pane.query_one("#serve-left")
         await until(pilot, lambda: left.max_scroll_y == 0 or left.scroll_y > 0, "the checks scrolled into view")
+
+
+async def test_the_editor_offers_what_the_algorithm_takes_and_A_turns_adaptive_on(settings):
+    """Fields come from the profile declarations: a DFLASH profile edits its block and window, not steps or topk;
+    ranges are the declarations' (block 0 refused, never saved); A toggles SGLang's adaptive steps, saved."""
+    app = SpecdeckApp(settings, host="sim")
+    async with app.run_test(size=SIZE) as pilot:
+        pane = await open_serve_tab(app, pilot)
+
+        def shown(name: str) -> bool:
+            return pane.query_one(f"#edit-{name}", Input).display
+
+        await select(pilot, pane, "dflash")
+        assert shown("dflash_block_size") and shown("draft_window") and shown("draft_attention_backend")
+        assert not shown("steps") and not shown("topk") and not shown("dspark_block_size")
+        assert pane.query_one("#edit-dflash_block_size", Input).value == "8"
+        assert "--speculative-dflash-block-size 8" in text(app, "#preview")
+        pane.query_one("#edit-dflash_block_size", Input).value = "0"
+        await until(pilot, lambda: "block 0: a DFLASH block holds at least 1 position" in text(app, "#preview"), "0")
+        assert "not saved" in text(app, "#preview") and "dflash" not in pane.edits
+        pane._fill_editor()
+        await pilot.press("A")  # DFLASH has no adaptive steps: said, nothing changes
+        await until(pilot, lambda: any("adapts the steps of" in n.message for n in app._notifications), "refused")
+
+        await select(pilot, pane, "eagle3-aq")
+        assert shown("steps") and shown("topk") and not shown("dflash_block_size")
+        await pilot.press("A")
+        await until(pilot, lambda: load(settings.source).profiles["eagle3-aq"].adaptive, "adaptive saved")
+        assert "--speculative-adaptive" in text(app, "#preview").split()
+        assert "EAGLE3 adaptive" in str(pane.query_one("#profiles").get_option("eagle3-aq").prompt)
+        await pilot.press("A")
+        await until(pilot, lambda: not load(settings.source).profiles["eagle3-aq"].adaptive, "adaptive off again")
 
 
 async def test_typing_at_full_speed_into_an_input_just_emptied_keeps_every_key(settings):

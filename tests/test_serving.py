@@ -519,7 +519,8 @@ def test_cli_contract(models, tmp_path):
     config = write_config(tmp_path / "config.toml", models, tmp_path / "host", {"a": free_port(), "b": free_port()})
     try:
         cmd = json.loads(specdeck(config, "serve", "cmd", "eagle3-ours", "--json").stdout)
-        assert set(cmd) == {"argv", "env", "cwd"} and cmd["argv"][1:3] == ["-m", "backend.sandbox.simulator"]
+        assert set(cmd) == {"argv", "env", "cwd", "files"} and cmd["files"] == {}
+        assert cmd["argv"][1:3] == ["-m", "backend.sandbox.simulator"]
         text = specdeck(config, "serve", "cmd", "eagle3-ours").stdout
         assert text.startswith("SGLANG_LOG_MS=1 SPECDECK_SIM_SGLANG_VERSION=0.5.23 ")  # ms stamps; the release
         assert f" SPECDECK_SIM_TIME_SCALE={TIME_SCALE} " in text and "--speculative-num-steps 3" in text

@@ -229,29 +229,10 @@ async def test_serve_keys(sandbox):
         # Each keystroke's Changed message reaches the pane on its own: the whole word filters a moment later.
         await until(pilot, lambda: log.lines_shown and all("ready" in x.lower() for x in log.lines_shown), "filtered")
 
-        # Find on the Hub: the search fills its own screen; search again, close; open it again and add one.
-        async def find_screen() -> tuple[FindScreen, FooterKeys]:
-            await keys.press("find")
-            await until(pilot, lambda: isinstance(app.screen, FindScreen) and app.screen.found, "the Hub searched", 60)
-            return app.screen, FooterKeys(pilot, footer_keys(app))
-
-        found, find_keys = await find_screen()
-        first = found.found
-        await find_keys.press("search")
-        await until(pilot, lambda: found.found is not first, "searched again", timeout=60)
-        await find_keys.press("close")
-        await until(pilot, lambda: not isinstance(app.screen, FindScreen), "back on the Drafters tab")
-        found, again = await find_screen()
-        found_table = found.query_one(DataTable)
-        found_table.move_cursor(row=found_table.get_row_index("AQ-MedAI/Kimi-K25-eagle3"))
-        await again.press("add")
-        await until(pilot, lambda: "kimi-k25-eagle3" in pane.rows, "the added drafter on the host's table", 60)
-        assert app.settings.profiles["eagle3-kimi-k25-eagle3"].drafter == "kimi-k25-eagle3"
-        profiles = app.query_one("#profiles", OptionList)  # the Serve tab's list has the new profile, once
-        ids = [profiles.get_option_at_index(i).id for i in range(profiles.option_count)]
-        assert ids.count("eagle3-kimi-k25-eagle3") == 1 and len(ids) == len(set(ids))
-        find_keys.pressed |= again.pressed
-        find_keys.assert_all_pressed()
+        await keys.press("adaptive")  # SGLang picks eagle3-ours's steps per batch; the same key turns it off
+        await until(pilot, lambda: pane._profile("eagle3-ours").adaptive, "adaptive on")
+        await keys.press("adaptive")
+        await until(pilot, lambda: not pane._profile("eagle3-ours").adaptive, "adaptive off")
 
         await keys.press("open_compare")
         await until(pilot, lambda: app.query_one(TabbedContent).active == "compare", "the Compare tab")

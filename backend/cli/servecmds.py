@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import shlex
 import time
 
 from backend import multinode, serving
@@ -91,8 +92,10 @@ async def cmd(args: argparse.Namespace) -> int:
     out = serving.profile_command(settings, host, profile)
     if args.json:
         emit_json(out)
-    else:
-        print(serving.shell_line(out["argv"], out["env"]))
+        return 0
+    for path, text in out["files"].items():  # what the launch reads on the host (an adaptive config), first
+        print(f"mkdir -p {shlex.quote(path.rsplit('/', 1)[0])} && cat > {shlex.quote(path)} <<'EOF'\n{text}EOF")
+    print(serving.shell_line(out["argv"], out["env"]))
     return 0
 
 

@@ -210,6 +210,15 @@ repo = "{AQ_REPO}"
 files = ["config.json", "model.safetensors"]
 path = {_q(str(layout.aq))}
 
+# AQ-MedAI's drafter with SGLang picking the step count per batch (--speculative-adaptive, its default ladder;
+# SGLang 0.5.11 and later). Starts at 3 steps; `specdeck advise --adaptive` proposes a ladder of its own.
+[profiles.{ADAPTIVE_PROFILE}]
+drafter = "aq-medai"
+algorithm = "EAGLE3"
+adaptive = true
+steps = 3
+topk = 1
+
 # Fine-tune AQ-MedAI's drafter for K2.5 with the SIMULATED SpecForge: a one-minute run.
 [trainings.k25-ft]
 init = "aq-medai"
@@ -224,6 +233,7 @@ eval_interval = 100
 {fleet_table(hosts or sandbox_hosts(layout))}"""
 
 
+ADAPTIVE_PROFILE = "aq-adaptive"
 FLEET_NAME = "sandbox"
 FLEET_PROFILE = "eagle3-ours"  # its drafter is on the sandbox from the start (aq-medai is downloaded first)
 REPLICA_PORT = 30000  # the first host's replica; each next host's 10 ports on (they share this machine's ports)
@@ -294,7 +304,7 @@ def write_config(
             else:
                 host.pop(key, None)
     _refresh_fleet(doc, fresh)
-    for table in ("drafters", "trainings"):
+    for table in ("drafters", "trainings", "profiles"):
         mine = doc.setdefault(table, tomlkit.table())
         for name, values in fresh[table].items():  # type: ignore[union-attr]
             if name not in mine:

@@ -1,5 +1,7 @@
 """The Serve tab: pick a profile, adjust its numbers, start / stop / restart / switch SGLang with one key each,
-and watch it come up (phase timeline, GPU memory, the log following its tail) or read why it died.
+and watch it come up (phase timeline, GPU memory, the log following its tail) or read why it died. The editor
+offers the fields the profile's algorithm takes (``settings.PROFILE_FIELDS``, declared once: their ranges and
+labels come from there) and ``A`` turns SGLang's adaptive step count on or off.
 
 Everything shown comes from the host: the server's status is pushed by the agent (``serving.watch``) and the
 log is followed by byte offset (``serving.follow``); both resume by themselves after a reconnect, so the tab
@@ -32,7 +34,7 @@ from textual.worker import Worker
 from backend import multinode, serving
 from backend.connection import Connection
 from backend.errors import SpecdeckError, UsageError
-from backend.settings import ProfileConfig
+from backend.settings import FIELD, PROFILE_FIELDS, Declared, ProfileConfig
 from tui.messages import ConnectionChanged, OpenInCompare, ProfileSaved
 from tui.screens.confirm import ConfirmScreen
 from tui.screens.pane import ShellPane
@@ -44,9 +46,8 @@ GPU_EVERY_S = 5.0
 NODES_EVERY_S = 1.0  # a multi-node server: every node's status this often while it runs
 CLOCK_LATE_S = 0.02  # the clock wakes this long after a figure's second turns, so it reads the new one
 SAVE_AFTER_S = 1.0  # edits reach the config file once typing pauses this long
-# (ProfileConfig field, label) of the numbers the editor offers; extra flags have their own line.
-FIELDS = (("steps", "steps"), ("topk", "topk"), ("draft_tokens", "draft tok"), ("tp", "tp"), ("port", "port"))
-SPECULATIVE_FIELDS = ("steps", "topk", "draft_tokens")
+# The fields the editor offers (each shown when the profile's algorithm takes it); extra flags have their own line.
+FIELDS: tuple[Declared, ...] = tuple(d for d in PROFILE_FIELDS if d.editor)
 STATE_MARKS = {
     "none": ("○", "$text-muted"),
     "starting": ("◌", "$warning"),
@@ -68,6 +69,17 @@ CHECK_MARKS = {
     "fail": ("✗", "$error"),
     "skip": ("-", "$text-muted"),
 }
+
+
+def _spec_text(profile: ProfileConfig) -> str:
+    """A profile's speculation in the list: ``EAGLE3 3/1/4``, ``EAGLE3 adaptive``, ``DFLASH block 8``."""
+    if not profile.algorithm:
+        return "no speculation"
+    if profile.adaptive:
+        return f"{profile.algorithm} adaptive"
+    if profile.algorithm in ("DFLASH", "DSPARK", "NGRAM"):
+        return serving.algorithm_summary(profile)
+    return f"{profile.algorithm} {profile.steps}/{profile.topk}/{profile.draft_tokens}"
 
 
 def _count(items: list, one: str, many: str) -> str:
@@ -164,6 +176,14 @@ class ServePane(ShellPane):
         Binding(
             "o", "open_compare", "Compare", id="serve.compare", tooltip="Compare the server's drafter with the target"
         ),
+        Binding(
+            "A",
+            "adaptive",
+            "Adaptive",
+            id="serve.adaptive",
+            tooltip="Let SGLang pick the step count per batch (--speculative-adaptive) for the selected profile, "
+            "or go back to its fixed steps",
+        ),
     ]
 
     # The host's last word on the server and the action in flight (one at a time): either redraws the state.
@@ -194,11 +214,12 @@ class ServePane(ShellPane):
                 yield Static("Profiles", classes="title")
                 yield OptionList(id="profiles", compact=True)
                 with Grid(id="editor"):
-                    for key, label in FIELDS:
-                        yield Label(label)
+                    for declared in FIELDS:
+                        yield Label(declared.text, id=f"label-{declared.name}")
                         yield FieldInput(
-                            id=f"edit-{key}", type="integer", compact=True, select_on_focus=False,
-                            placeholder="—" if key in SPECULATIVE_FIELDS else "",
+                            id=f"edit-{declared.name}", type="integer" if declared.kind is int else "text",
+                            compact=True, select_on_focus=False, placeholder="—" if declared.optional else "",
+                            tooltip=declared.help,
                         )  # fmt: skip
                 yield Label("extra flags", id="extra-label")
                 yield FieldInput(id="edit-extra", placeholder="--mem-fraction-static 0.85", compact=True)
@@ -339,7 +360,7 @@ class ServePane(ShellPane):
         shown = {options.get_option_at_index(i).id for i in range(options.option_count)}
         for name in self.app.settings.profiles:
             p = self._profile(name)
-            spec = f"{p.algorithm} {p.steps}/{p.topk}/{p.draft_tokens}" if p.algorithm else "no speculation"
+            spec = _spec_text(p)
             mark = "[$success]●[/]" if name == running else " "
             edited = "*" if name in self.edits and self.edits[name] != self.app.settings.profiles[name] else ""
             label = escape(f"{name}{edited}".ljust(width))
@@ -360,12 +381,13 @@ class ServePane(ShellPane):
         if profile is None:
             return
         with self.prevent(Input.Changed):
-            for key, _ in FIELDS:
-                value = getattr(profile, key)
-                field = self.query_one(f"#edit-{key}", Input)
+            for declared in FIELDS:
+                value = getattr(profile, declared.name)
+                field = self.query_one(f"#edit-{declared.name}", Input)
                 field.value = "" if value is None else str(value)
-                if key in SPECULATIVE_FIELDS:  # a profile without speculation has none of them to edit
-                    field.disabled = not profile.algorithm
+                # Only what the profile's algorithm takes (a profile without speculation: tp and port).
+                shown = declared.applies(profile.algorithm) and (declared.algorithms is None or bool(profile.algorithm))
+                field.display = self.query_one(f"#label-{declared.name}", Label).display = shown
             self.query_one("#edit-extra", Input).value = shlex.join(profile.extra_args)
         self._fill_preview()
 
@@ -410,21 +432,20 @@ class ServePane(ShellPane):
 
     def _read_editor(self) -> ProfileConfig:
         """The selected profile with the editor's values; raises UsageError on a value SGLang can't take."""
-        base = self.app.settings.profiles[self.selected]
+        base = self._profile(self.selected) or self.app.settings.profiles[self.selected]
         values: dict[str, Any] = {}
-        for key, label in FIELDS:
-            text = self.query_one(f"#edit-{key}", Input).value.strip()
-            if not text and key in SPECULATIVE_FIELDS:
-                values[key] = None
+        for declared in FIELDS:
+            if not declared.applies(base.algorithm):
                 continue
             try:
-                values[key] = int(text)
-            except ValueError:
-                raise UsageError(f"{label} must be a whole number") from None
-            if values[key] < (0 if key in SPECULATIVE_FIELDS else 1) or (key == "port" and values[key] > 65535):
-                raise UsageError(f"{label} {values[key]} is out of range")
+                value = declared.read(self.query_one(f"#edit-{declared.name}", Input).value)
+            except ValueError as exc:
+                raise UsageError(str(exc)) from None
+            if (problem := declared.problem(value)) is not None:
+                raise UsageError(f"{problem}: SGLang refuses it, so it is not saved")
+            values[declared.name] = value
         if base.algorithm and (
-            problem := serving.speculative_problem(values["steps"], values["topk"], values["draft_tokens"])
+            problem := serving.speculative_problem(values.get("steps"), values.get("topk"), values.get("draft_tokens"))
         ):
             raise UsageError(f"{problem}: SGLang refuses it, so it is not saved")
         try:
@@ -507,6 +528,25 @@ class ServePane(ShellPane):
 
     def action_filter(self) -> None:
         self.query_one("#log-filter", Input).focus()
+
+    def action_adaptive(self) -> None:
+        """Turn SGLang's adaptive step count on or off for the selected profile (saved like any edit)."""
+        profile = self._profile(self.selected)
+        if profile is None:
+            return
+        if not profile.algorithm or not FIELD["adaptive"].applies(profile.algorithm):
+            takers = ", ".join(FIELD["adaptive"].algorithms or ())
+            self.notify(
+                f"{profile.name} runs {profile.algorithm or 'without speculation'}: SGLang adapts the steps of "
+                f"{takers} only",
+                severity="warning",
+            )
+            return
+        self.edits[profile.name] = replace(profile, adaptive=not profile.adaptive)
+        self._save_soon()
+        self.checks = None
+        self._fill_profiles()
+        self._fill_preview()
 
     def action_open_compare(self) -> None:
         """Compare the drafter that failed (or the selected profile's) against the target."""

@@ -680,13 +680,35 @@ def status(params: dict, ctx) -> dict:
     return status_of(pick(ctx.state_dir, params.get("job"), _port_param(params)))
 
 
+LAUNCH_FILES = "spec"  # the state dir's folder for files a launch reads (adaptive configs; serving.SPEC_FILES)
+
+
+def write_launch_files(state_dir: str, files: Optional[Dict[str, str]]) -> None:
+    """Write ``{path: text}`` a launch reads (an adaptive config) before it starts: only plain files directly in
+    the state dir's ``spec/`` folder, each written whole (a temporary file renamed into place)."""
+    folder = os.path.join(state_dir, LAUNCH_FILES)
+    for path, text in (files or {}).items():
+        name = os.path.basename(str(path))
+        if os.path.dirname(str(path)) != folder or not name.endswith(".json") or name.startswith("."):
+            raise AgentError("a launch file must be a .json file in %s, not %r" % (folder, path), "invalid")
+        if not isinstance(text, str):
+            raise AgentError("launch file %s: its text must be a string" % name, "invalid")
+        os.makedirs(folder, mode=0o700, exist_ok=True)
+        tmp = os.path.join(folder, ".%s.%d.tmp" % (name, os.getpid()))
+        with open(tmp, "w") as f:
+            f.write(text)
+        os.replace(tmp, os.path.join(folder, name))
+
+
 @method("serve.start")
 def start(params: dict, ctx) -> dict:
-    """Start a server job ``{argv, args, env, cwd}``; refused while another server holds ``args.port``."""
+    """Start a server job ``{argv, args, env, cwd, files?}``; refused while another server holds ``args.port``.
+    ``files`` (``{path: text}`` in the state dir's ``spec/``) are written first: what the launch reads."""
     args = params.get("args") or {}
     port = _port_of({"args": args})
     if port is None:
         raise AgentError("serve.start needs args.port", "invalid")
+    write_launch_files(ctx.state_dir, params.get("files"))
     lock_path = os.path.join(ctx.state_dir, "serve.lock")
     with open(lock_path, "a") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)  # one start at a time per host, across agents

@@ -161,8 +161,10 @@ class Sweep(Order):
     def stop(self, job_id: str) -> None:
         serve.stop({"job": job_id, "timeout": STOP_TIMEOUT_S}, self.ctx)
 
-    def start_server(self, argv: List[str], args: dict, env: Dict[str, str], cwd: Optional[str]) -> dict:
-        return serve.start({"argv": argv, "args": args, "env": env, "cwd": cwd}, self.ctx)
+    def start_server(
+        self, argv: List[str], args: dict, env: Dict[str, str], cwd: Optional[str], files: Optional[dict] = None
+    ) -> dict:
+        return serve.start({"argv": argv, "args": args, "env": env, "cwd": cwd, "files": files}, self.ctx)
 
     def wait_ready(self, index: int, job_id: str, timeout: float) -> dict:
         """The server's status once it is no longer starting (or ``timeout`` passed); each startup phase it
@@ -188,7 +190,9 @@ class Sweep(Order):
         if current is not None:
             self.stop(current["id"])
         self.emit({"event": "phase", "index": index, "phase": "starting"})
-        started = self.start_server(point["argv"], args, self.env.get("points") or {}, point.get("cwd"))
+        started = self.start_server(
+            point["argv"], args, self.env.get("points") or {}, point.get("cwd"), point.get("files")
+        )
         self.started_job = started["job"]
         self.restarts += 1
         status = self.wait_ready(index, started["job"], float(self.params.get("ready_timeout") or 1800))
