@@ -437,7 +437,7 @@ def drafter_kind(drafter: dict) -> str | None:
     cfg, _ = drafter_config(drafter.get("config"))
     family = drafter_family(cfg)
     if family is not None:
-        return "DFLASH" if family == "DFlash" else None
+        return {"DFlash": "DFLASH", "DSpark": "DSPARK"}.get(family)
     named, layout = _algorithm(cfg), _layout(cfg, drafter.get("tensors") or {})
     if named in BLOCK_ALGORITHMS:
         return named  # a block drafter's fc fuses several target layers too: its layout alone reads as EAGLE-3
@@ -445,12 +445,17 @@ def drafter_kind(drafter: dict) -> str | None:
 
 
 def drafter_family(cfg: dict | None) -> str | None:
-    """``DFlash`` or ``MTP`` where the config says the drafter is one (its own config block or class: SpecForge's
-    ``dflash_config`` / ``DFlashDraftModel``, ``mtp_config`` / ``Qwen3_5MTPDraftModel``): such a drafter is not
-    built like EAGLE's and is not judged by EAGLE's rules. None for everything else."""
+    """``DFlash``, ``DSpark`` or ``MTP`` where the config says the drafter is one (its own config block or class:
+    SpecForge's ``dflash_config`` / ``DFlashDraftModel``; DSpark's ``dspark_config``, the ``dspark_*`` keys of a
+    draft bundled in its target, or a ``…DSpark…`` class; ``mtp_config`` / ``Qwen3_5MTPDraftModel``): such a
+    drafter is not built like EAGLE's and is not judged by EAGLE's rules. None for everything else. DSpark is
+    told apart first: published DSpark drafts nest their fields under ``dflash_config`` (SGLang 0.5.23
+    speculative/dspark_components/dspark_config.py:206-211)."""
     if not isinstance(cfg, dict):
         return None
     archs = " ".join(a for a in cfg.get("architectures") or [] if isinstance(a, str)).lower()
+    if "dspark" in archs or isinstance(cfg.get("dspark_config"), dict) or any(k.startswith("dspark_") for k in cfg):
+        return "DSpark"
     if isinstance(cfg.get("dflash_config"), dict) or "dflash" in archs:
         return "DFlash"
     if isinstance(cfg.get("mtp_config"), dict) or "mtpdraft" in archs:
@@ -476,6 +481,13 @@ def config_facts(cfg: dict | None) -> list[str]:
         if dflash.get("target_layer_ids") is not None:
             said.append(f"target layers {dflash.get('target_layer_ids')} of {cfg.get('num_target_layers')}")
         facts.append(f"a DFlash block drafter ({arch}): {', '.join(said)}; judged by its own kind, not EAGLE's")
+    elif family == "DSpark":
+        block = _block_config(cfg)
+        facts.append(
+            f"a DSpark block drafter ({arch}): gamma {block.get('block_size')}, markov rank {block.get('markov_rank')} "
+            f"({block.get('markov_head_type')}), target layers {block.get('target_layer_ids')}; judged by its own "
+            "kind, not EAGLE's"
+        )
     elif family == "MTP":
         mtp = cfg.get("mtp_config") if isinstance(cfg.get("mtp_config"), dict) else {}
         shared = " that shares the target's lm_head (no lm_head of its own)" if mtp.get("share_lm_head") else ""
@@ -583,6 +595,9 @@ def verdict(drafter: dict, target_config: dict | None) -> dict:
         )
 
     if family == "MTP":
+        vocab_d = _int(cfg, "vocab_size")
+        if vocab_d and vocab_t and vocab_d != vocab_t:
+            problems.append(f"vocab_size is {vocab_d} but the target's is {vocab_t}: an MTP head predicts its tokens")
         unchecked.append(
             "the MTP drafter's tensors: "
             + ("specdeck checks EAGLE and block layouts only" if tensors else "no safetensors read (config.json alone)")
@@ -836,10 +851,18 @@ def _block_checks(
     (n × h inputs), the decoder layers have width h, and the target's embedding and lm_head are used, so the
     vocabularies must be the same; ``mask_token_id`` is a target token."""
     cfg = cfg or {}
-    dflash = cfg.get("dflash_config") if isinstance(cfg.get("dflash_config"), dict) else {}
+    dflash = _block_config(cfg)
     ids = dflash.get("target_layer_ids")
+    algorithm = "DSPARK" if drafter_family(cfg) == "DSpark" else "DFLASH"
+    builds = [name for name, needs in DRAFT_ARCHITECTURES.items() if needs == algorithm]
+    archs = architectures(cfg)
+    bundled = algorithm == "DSPARK" and "DeepseekV4ForCausalLM" in archs  # SGLang picks ...DSpark for it
+    if archs and not bundled and not set(archs) & set(builds):
+        problems.append(
+            f"architectures is {archs}: SGLang 0.5.23 builds a {algorithm} draft as one of {', '.join(builds)}"
+        )
     layers = _int(target, "num_hidden_layers")
-    if not dflash:
+    if dflash is cfg:
         unchecked.append(
             "dflash_config: the config has none (target_layer_ids, mask_token_id), so which target layers the "
             "drafter reads could not be checked; SGLang falls back to its defaults"
@@ -875,7 +898,66 @@ def _block_checks(
     mask = _int(dflash, "mask_token_id")
     if mask is not None and vocab_t and not 0 <= mask < vocab_t:
         problems.append(f"dflash_config.mask_token_id {mask} is not a token of the target's {vocab_t}")
+    if algorithm == "DSPARK":
+        _dspark_rules(dflash, mask, problems, notes)
+    else:
+        _dflash_rules(dflash, problems, notes)
     notes.append("no embed_tokens or lm_head of its own: a block drafter uses the target's")
+
+
+def _block_config(cfg: dict) -> dict:
+    """A block drafter's keys as SGLang reads them: ``dflash_config`` (and DSpark's ``dspark_config``) over the
+    top level, and a bundled DSpark draft's ``dspark_``-prefixed keys (0.5.23 dflash_utils._cfg_get;
+    dspark_config.py:162-237). The config itself when it has none of them."""
+    blocks = [cfg[k] for k in ("dflash_config", "dspark_config") if isinstance(cfg.get(k), dict)]
+    prefixed = {k[len("dspark_") :]: v for k, v in cfg.items() if k.startswith("dspark_") and k != "dspark_config"}
+    if not blocks and not prefixed:
+        return cfg
+    merged = {**cfg, **prefixed}
+    if "noise_token_id" in prefixed and "mask_token_id" not in merged:
+        merged["mask_token_id"] = prefixed["noise_token_id"]
+    for block in blocks:
+        merged.update(block)
+    return merged
+
+
+def _dflash_rules(block: dict, problems: list[str], notes: list[str]) -> None:
+    """What SGLang 0.5.23's DFLASH parser refuses beyond the shapes (speculative/dflash_utils.py:445-800), and the
+    block size it will verify."""
+    for pair in (("conv_kernel_size", "conv_group_size"), ("selector_rank", "selector_top_k")):
+        if (block.get(pair[0]) is None) != (block.get(pair[1]) is None):
+            problems.append(f"{pair[0]} and {pair[1]} are set together or not at all (SGLang refuses one alone)")
+    multiplier = block.get("output_multiplier")
+    if multiplier is not None and not (isinstance(multiplier, int | float) and multiplier > 0):
+        problems.append(f"output_multiplier is {multiplier!r}: SGLang needs a positive number")
+    size = block.get("block_size")
+    if size is not None and not (type(size) is int and size >= 1):
+        problems.append(f"block_size is {size!r}: SGLang needs a whole number 1 or more")
+    notes.append(
+        f"DFLASH verifies {size} positions per pass (block_size; the profile's dflash_block_size overrides it)"
+        if size
+        else "no block_size: SGLang verifies 16 positions unless the profile sets dflash_block_size"
+    )
+    layer_types = block.get("layer_types") or []
+    if block.get("is_causal") is True or (layer_types and all(t == "sliding_attention" for t in layer_types)):
+        notes.append("every draft layer is sliding (or causal): SGLang may run the draft on trtllm_mha")
+
+
+def _dspark_rules(block: dict, mask: int | None, problems: list[str], notes: list[str]) -> None:
+    """What SGLang 0.5.23's DSpark parser and worker refuse (dspark_config.py:214-322, its words), and gamma."""
+    if mask is None:
+        problems.append("DSpark requires mask_token_id to be set in the draft model config.")
+    rank, head = block.get("markov_rank"), block.get("markov_head_type")
+    if not (type(rank) is int and rank > 0):
+        problems.append(f"DSpark draft requires markov_rank > 0; got markov_rank={rank}.")
+    elif head not in ("vanilla", "gated", "rnn"):
+        problems.append(f"markov_head_type is {head!r}: SGLang builds vanilla, gated or rnn")
+    size = block.get("block_size")
+    gamma = size if type(size) is int and size > 0 else 7
+    notes.append(
+        f"DSPARK drafts gamma = {gamma} tokens per verify (window {gamma + 1})"
+        + ("" if size else ": no block_size, SGLang's default")
+    )
 
 
 def _mla_checks(

@@ -615,11 +615,22 @@ def _drafter_checks(profile: ProfileConfig, path: str | None, inspected: Any, ta
             )
         )
     needed = judged["algorithm"]
-    if needed and profile.algorithm and needed != profile.algorithm:
-        if needed == "EAGLE3":
+    aliases = {needed, profile.algorithm} <= {"EAGLE", "NEXTN"}  # SGLang resolves NEXTN to EAGLE
+    if needed and profile.algorithm and needed != profile.algorithm and not aliases:
+        if needed == "EAGLE3" and profile.algorithm in ("EAGLE", "NEXTN"):
             message = (
                 f"{profile.drafter} is an EAGLE-3 drafter ({checkpoints.EAGLE3_ARCH}): use algorithm EAGLE3; "
                 f"with {profile.algorithm} it loads and silently accepts nothing (accept length 1.00)"
+            )
+        elif needed in ("DFLASH", "DSPARK"):
+            message = (
+                f"{profile.drafter} is a {needed} block drafter, not an EAGLE head: use algorithm {needed}, not "
+                f"{profile.algorithm}"
+            )
+        elif profile.algorithm in ("DFLASH", "DSPARK"):
+            message = (
+                f"{profile.drafter} is an {needed} drafter, not a {profile.algorithm} block drafter (no dflash_config, "
+                f"no mask token): use algorithm {needed}"
             )
         else:
             message = f"{profile.drafter} is an {needed} drafter: use algorithm {needed}, not {profile.algorithm}"

@@ -389,6 +389,17 @@ def test_the_adaptive_policy_answers_as_sglangs_own_code_did():
     assert switches > 40  # the traces move the tiers both ways, more than once
 
 
+def test_the_docs_flat_example_runs_on_0_5_12_and_is_refused_from_0_5_13():
+    """SGLang's docs page still shows the 0.5.11 flat config; 0.5.13's loader refuses it (no batch-size key)."""
+    example = json.loads((REPO / "tests" / "fixtures" / "real" / "adaptive-config-docs-flat-example.json").read_text())
+    example.pop("_source")
+    assert sglang_adaptive.problem(example, "0.5.12", 3) is None
+    refused = sglang_adaptive.problem(example, "0.5.23", 3)
+    assert "must contain at least one integer-string BS key" in refused and 'put the ladder under "1"' in refused
+    profile = replace(ALGORITHM_PROFILES["eagle3-ladder"], adaptive_config=example)
+    assert "at least one integer-string BS key" in failed(profile)["adaptive config"]
+
+
 def test_the_shipped_ladders_per_release():
     assert sglang_adaptive.default_config("0.5.11") == {"candidate_steps": [1, 3, 7]}
     assert sglang_adaptive.candidate_union(sglang_adaptive.default_config("0.5.13")) == [1, 3, 7]
