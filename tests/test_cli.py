@@ -278,3 +278,23 @@ def test_serve_cmd_refuses_a_profile_preflight_refuses(tmp_path):
     assert res.stdout == "" and "profile zero would not start (speculative numbers:" in res.stderr
     assert res.stderr.count("\n") == 1
     assert "--speculative-num-steps 3" in cli("serve", "cmd", "eagle3-ours", "--host", "local").stdout
+
+
+def test_no_asyncio_notice_after_the_answer():
+    """A command whose local agent ends after its loop closed printed asyncio's "Loop … that handles pid N is
+    closed" after its answer: the CLI drops that notice (the agent ending on its closed pipe is the design)."""
+    code = (
+        "import asyncio, sys, time\n"
+        "from backend.cli import main\n"
+        "async def run(args):\n"
+        "    await asyncio.create_subprocess_exec('sleep', '0.2')\n"
+        "    print('answer')\n"
+        "    return 0\n"
+        "main.build_parser = lambda modules: type('P', (), {'parse_args': lambda self, a: __import__('argparse')"
+        ".Namespace(run=run, command='x')})()\n"
+        "code = main._main([])\n"
+        "time.sleep(0.6)\n"
+        "sys.exit(code)\n"
+    )
+    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=30)
+    assert (res.returncode, res.stdout, res.stderr) == (0, "answer\n", "")
