@@ -34,6 +34,15 @@ async def test_info_and_ping(host: HostConfig):
         assert rtt["median"] > 0
         state = info["state_dir"]
         assert stat.S_IMODE(os.stat(state).st_mode) == 0o700
+        # In `ps` the agent is a short line, its zipapp through the checked folder's descriptor; the boot
+        # program's text (safepath.py, ~5 KB after -c) was its command line only until its checks passed.
+        with open(f"/proc/{conn.agent.hello['pid']}/cmdline", "rb") as f:
+            argv = f.read().decode().split("\0")[:-1]
+        assert argv[1].startswith("/proc/self/fd/") and argv[1].endswith(".pyz") and argv[2:] == ["serve", state]
+        assert len("\0".join(argv)) < 300 and "-c" not in argv
+        # Jobs still run the agent through that descriptor (a job runner re-invokes it).
+        job = await conn.call("jobs.start", kind="test", argv=["sh", "-c", "echo hi"])
+        assert (await wait_state(conn, job["id"], "done"))["state"] == "done"
     finally:
         await conn.close()
 

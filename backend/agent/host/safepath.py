@@ -7,7 +7,9 @@ has no race; the folder is then opened once and the agent (and every job runner 
 that descriptor (``/proc/self/fd/N/agent-*.pyz``), never by resolving the path again.
 
 This file also runs on its own, before any of the zipapp is trusted: the client sends its text as the
-``python -c`` program that starts the agent (see ``backend/agent/bundle.py``), which calls :func:`boot`.
+``python -c`` program that starts the agent (see ``backend/agent/bundle.py``), which calls :func:`boot`; once
+its checks pass, it execs the interpreter on the zipapp through the opened folder, so the long ``-c`` text
+is the agent's command line only for those few milliseconds.
 """
 
 from __future__ import annotations
@@ -186,6 +188,15 @@ def boot(argv: List[str]) -> int:
         through = os.path.join(state_dir, name)
     # The zipapp's own __main__ (it runs from the folder it unpacks beside itself, inside this one).
     sys.argv = [through, "serve", state_dir]
+    if sys.executable:
+        # Run as a fresh interpreter on the same descriptor: the agent's command line (`ps`) is then
+        # ``python /proc/self/fd/N/agent-….pyz serve STATE_DIR``, not this program's whole text after -c.
+        # Nothing is resolved again: the descriptor checked above is inherited, the pid stays.
+        os.set_inheritable(fd, True)
+        try:
+            os.execv(sys.executable, [sys.executable, *sys.argv])
+        except OSError:
+            os.set_inheritable(fd, False)  # no exec here: run it in this interpreter, as before
     import runpy
 
     runpy.run_path(through, run_name="__main__")
