@@ -698,6 +698,22 @@ def default_name(repo: str, settings: Settings) -> str:
     return f"{owner}-{base}"
 
 
+def profile_values(algorithm: str, card: Card) -> tuple[dict[str, Any], str]:
+    """The profile fields a drafter of ``algorithm`` is served with, and where they came from: the steps, topk
+    and draft tokens (or a DFLASH block) its card's claims were measured at, else the algorithm's usual ones,
+    else none (SGLang picks them: a block drafter's from its config)."""
+    values: dict[str, Any] = {"algorithm": algorithm}
+    numbers = card_numbers(card)
+    block = next((c.config["block_size"] for c in card.claims if isinstance(c.config.get("block_size"), int)), None)
+    if algorithm == "DFLASH" and block is not None:
+        return {**values, "dflash_block_size": block}, "the card's claims"
+    if algorithm in DEFAULT_NUMBERS:
+        steps, topk, draft = numbers or DEFAULT_NUMBERS[algorithm]
+        values.update(steps=steps, topk=topk, draft_tokens=draft)
+        return values, "the card's claims" if numbers else f"{algorithm}'s usual numbers"
+    return values, "SGLang's defaults"
+
+
 def card_numbers(card: Card) -> tuple[int, int, int] | None:
     """The steps/topk/draft tokens most of the card's claims were measured at, None when it names none."""
     seen = [
@@ -771,11 +787,9 @@ def add(
         raise UsageError(
             f"profile {profile_name} serves {current.drafter or 'no drafter'} already: pick another --profile"
         )
-    numbers = card_numbers(candidate.card)
-    source = "the card's claims" if numbers else f"{algorithm}'s usual numbers"
-    steps, topk, draft = numbers or DEFAULT_NUMBERS.get(algorithm, (None, None, None))
+    values, source = profile_values(algorithm, candidate.card)
     if current is None:
-        prof = ProfileConfig(profile_name, name, algorithm, steps, topk, draft)
-        settings, written = save_profile(settings, prof)
-    note = f"profile {profile_name}: {algorithm} {steps}/{topk}/{draft} from {source}" if current is None else None
+        settings, written = save_profile(settings, ProfileConfig(name=profile_name, drafter=name, **values))
+    shown = ", ".join(f"{k.replace('_', ' ')} {v}" for k, v in values.items() if k != "algorithm") or "SGLang's own"
+    note = f"profile {profile_name}: {algorithm}, {shown} from {source}" if current is None else None
     return Added(settings, settings.drafters[name], settings.profiles[profile_name], note, str(written))

@@ -280,7 +280,12 @@ def test_add_writes_the_drafter_and_its_profile_keeping_the_comments_and_refuses
     assert "[drafters.qwen3-32b-eagle3]" not in config.read_text()  # nothing half-written
     out = json.loads(specdeck(config, "drafters", "add", K25_EAGLE3, "--no-download", "--json").stdout)
     assert out["drafter"]["path"] == str(tmp_path / "host" / "drafters" / "kimi-k25-eagle3")
-    assert out["profile_note"] == "profile eagle3-kimi-k25-eagle3: EAGLE3 3/1/4 from EAGLE3's usual numbers"
+    assert out["profile_note"] == (
+        "profile eagle3-kimi-k25-eagle3: EAGLE3, steps 3, topk 1, draft tokens 4 from EAGLE3's usual numbers"
+    )
+    dflash = json.loads(specdeck(config, "drafters", "add", "z-lab/Kimi-K2.5-DFlash", "--no-download", "--json").stdout)
+    assert dflash["profile"]["algorithm"] == "DFLASH" and dflash["profile"]["dflash_block_size"] == 8  # the card's
+    assert dflash["profile"]["steps"] is None
     text = config.read_text()
     assert "# the operator's own drafter stays as it was written" in text
     assert 'path = "/data/ours"  # trained here' in text
