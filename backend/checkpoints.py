@@ -14,7 +14,7 @@ from typing import Any
 
 from backend.agent.host.checkpoint_scan import CONFIG, CONFIG_ALONE, build_result, inspect_checkpoint
 from backend.agent.host.safetensors_header import MAX_HEADER, CheckpointError, validate_header
-from backend.agent.host.units import human_bytes
+from backend.agent.host.units import counted, human_bytes
 from backend.errors import OperationFailed, UsageError
 
 HUB_PREFIX = "hf://"
@@ -1009,7 +1009,11 @@ def format_tensor(side: dict | None) -> str:
 
 def format_totals(totals: dict, sep: str = ", ") -> str:
     """A summary entry (``{"params", "bytes", "tensors"}``): ``1.19 B params, 2.22 GiB, 15 tensors``."""
-    parts = (f"{format_params(totals['params'])} params", human_bytes(totals["bytes"]), f"{totals['tensors']} tensors")
+    parts = (
+        f"{format_params(totals['params'])} params",
+        human_bytes(totals["bytes"]),
+        counted(totals["tensors"], "tensor"),
+    )
     return sep.join(parts)
 
 

@@ -203,10 +203,15 @@ async def running(conn: Connection) -> JobInfo | None:
 
 
 def point_name(event: dict) -> str:
-    """A point as people count it, from 1 (events carry its 0-based ``index``): ``point 3``; ``sweep`` for an
-    event of no point (restoring the server found)."""
+    """A point by its numbers, ``steps 4 (topk 1, draft 5)``: its place in the grid (``index``) is not the order
+    a smart sweep measures in, so "point 4" read as steps 4 on the second point. ``sweep`` for an event of no
+    point (restoring the server found); ``grid point N`` from an agent whose events carry no numbers."""
     index = event.get("index")
-    return f"point {index + 1}" if isinstance(index, int) else "sweep"
+    if not isinstance(index, int):
+        return "sweep"
+    if event.get("steps") is None:
+        return f"grid point {index + 1}"
+    return f"steps {event['steps']} (topk {event.get('topk')}, draft {event.get('draft_tokens')})"
 
 
 def point_line(point: dict) -> str:

@@ -67,6 +67,7 @@ def test_cost_fitted_with_its_error_or_bounded_by_the_plain_step():
     assert fit_cost([(3, 33.0, 0.5), (3, 34.0, 0.5)]) is None  # one step count: no slope to fit
     fitted = CostModel.from_points([(1, 27.0, 0.5), (3, 33.0, 0.5)], 12.2, (3, 30.0))
     assert fitted.source == "fitted" and not fitted.assumed and fitted(4) == pytest.approx(36.0)
+    assert f"{fitted.source}: {fitted.detail}" == "fitted: 2 points at steps 1, 3"  # not "fitted: fitted over"
     # One step count (T1 at K = 3: 11.41 ms): per step between 0 and (11.41 − 7.07) / 3, the middle assumed.
     one = CostModel.from_points([(3, 11.41, 0.2)], T1_PLAIN, (3, 30.0))
     assert one.assumed and one.per_step_range == pytest.approx((0.0, (11.41 - T1_PLAIN) / 3))

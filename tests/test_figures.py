@@ -71,3 +71,13 @@ def test_cli_prints_each_quantity_one_way(tmp_path):
         out.append(res.stdout)
     text = "\n".join(out)
     assert "82.0 tok/s" in text and printed_two_ways(text) == []
+
+
+def test_counts_agree_with_their_nouns():
+    """ "1 tensors", "1 restarts saved" (issue 33): one home for a count and its noun."""
+    from backend.agent.host.units import counted
+    from backend.checkpoints import format_totals
+
+    assert (counted(1, "restart"), counted(3, "restart")) == ("1 restart", "3 restarts")
+    assert counted(0, "tensor") == "0 tensors"
+    assert format_totals({"params": 1000, "bytes": 2048, "tensors": 1}).endswith("2.00 KiB, 1 tensor")

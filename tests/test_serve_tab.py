@@ -125,6 +125,7 @@ async def test_edit_start_watch_and_stop(settings, cleanup, gpu_box):
     async with app.run_test(size=SIZE) as pilot:
         pane = await open_serve_tab(app, pilot)
         assert state(app) == "none" and "no server" in state_text(app)
+        assert not pane.query_one("#edit-extra", Input).placeholder.startswith("--")  # empty reads as empty
         await select(pilot, pane, "eagle3-ours")
         assert "--speculative-num-steps 3 --speculative-eagle-topk 1 --speculative-num-draft-tokens 4" in text(
             app, "#preview"

@@ -64,6 +64,9 @@ async def test_sweep_restarts_benches_records_and_leaves_the_server_as_found(con
 
     phases = [e["phase"] for e in seen if e.get("event") == "phase" and e.get("index") == 0]
     assert phases[:2] == ["stopping", "starting"] and phases[-2:] == ["warming up", "benching"]
+    # A point is named by its numbers, not its place in the grid (issue 33: "point 4" was steps 4, 2nd point).
+    named = {sweep_mod.point_name(e) for e in seen if e.get("event") == "phase" and e.get("index") == 1}
+    assert named == {"steps 3 (topk 1, draft 4)"}
     assert [(p["steps"], p["draft_tokens"]) for p in done["points"]] == [(1, 2), (3, 4)]
     for point in done["points"]:
         assert point["tok_s"] > 0 and point["cycle_ms"] > 0 and point["accept_len"] > 1 and "failed" not in point

@@ -6,7 +6,7 @@ import argparse
 import sys
 
 from backend import checkpoints as ck
-from backend.agent.host.units import human_bytes
+from backend.agent.host.units import counted, human_bytes
 from backend.checkpoint_sources import (
     HOST,
     HUB,
@@ -125,13 +125,13 @@ def render_inspect(info: dict, where: str) -> list[str]:
     """``specdeck inspect`` without --json: config line, files, metadata, the tensor table, notes."""
     lines = [f"{info['path']}  ({where})", _config_line(info["config"])]
     for f in info["files"]:
-        lines.append(f"file: {f['name']}  {human_bytes(f['bytes'])}, {f['tensors']} tensors")
+        lines.append(f"file: {f['name']}  {human_bytes(f['bytes'])}, {counted(f['tensors'], 'tensor')}")
     if info["metadata"]:
         lines.append("metadata: " + ", ".join(f"{k}={v}" for k, v in sorted(info["metadata"].items())))
     tensors = info["tensors"]
     if info["files"]:
         params, size = ck.format_params(info["total_params"]), human_bytes(info["total_bytes"])
-        lines.append(f"{len(tensors)} tensors, {params} params, {size}")
+        lines.append(f"{counted(len(tensors), 'tensor')}, {params} params, {size}")
         rows = [("tensor", "dtype", "shape", "size")]
         rows += [(n, t["dtype"], str(t["shape"]), human_bytes(t["bytes"])) for n, t in tensors.items()]
         lines += _table(rows)

@@ -7,6 +7,7 @@ import sys
 
 from backend import advisor, bench_records
 from backend import sweep as sweep_mod
+from backend.agent.host.units import counted
 from backend.bench import DEFAULT_MAX_TOKENS, DEFAULT_REQUESTS
 from backend.cli.common import add_json, connect, connected, emit_json, emit_json_line, load_settings, print_detached
 from backend.cli.main import command
@@ -177,7 +178,7 @@ def _print_done(args: argparse.Namespace, plan: sweep_mod.SweepPlan, done: dict)
         ties = ", ".join(str(k) for k in best["tied_with"])
         print(f"  within noise of steps {ties}: ties go to the fewest steps")
     if plan.smart:
-        print(f"{done['restarts']} restarts for a grid of {done['grid']}: {done['saved']} saved")
+        print(f"{counted(done['restarts'], 'restart')} for a grid of {done['grid']}: {done['saved']} saved")
     return 0
 
 

@@ -222,7 +222,11 @@ class ServePane(ShellPane):
                             tooltip=declared.help,
                         )  # fmt: skip
                 yield Label("extra flags", id="extra-label")
-                yield FieldInput(id="edit-extra", placeholder="--mem-fraction-static 0.85", compact=True)
+                # An empty box must not read as a value: no flag in its placeholder (the tooltip has an example).
+                yield FieldInput(
+                    id="edit-extra", placeholder="— none", compact=True,
+                    tooltip="More SGLang flags, as on its command line, e.g. --mem-fraction-static 0.85",
+                )  # fmt: skip
                 yield Static(id="checks")
                 yield Static(id="preview", markup=False)
             with Vertical(id="serve-right"):

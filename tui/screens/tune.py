@@ -421,7 +421,7 @@ class TunePane(ShellPane):
                     self.query_one(StepsChart).show(self.advice, self._sweep_points_of(self.advice))
                 elif kind == "done":
                     self.sweep_best = event.get("best")
-                    saved = f", {event['saved']} restarts saved" if event.get("saved") else ""
+                    saved = f", {units.counted(event['saved'], 'restart')} saved" if event.get("saved") else ""
                     self.app.notify(
                         "sweep done: best "
                         + (sweep_mod.point_line(self.sweep_best) if self.sweep_best else "none")

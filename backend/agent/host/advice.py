@@ -321,7 +321,8 @@ class CostModel:
         if fit is not None:
             a, b, cov = fit
             steps = sorted({k for k, _, _ in points})
-            detail = "fitted over %d points at steps %s" % (len(points), steps)
+            # Read after the source ("fitted: …"), so it does not say "fitted" again.
+            detail = "%d points at steps %s" % (len(points), ", ".join(str(k) for k in steps))
             return cls(a, b, "fitted", detail, floor_ms=floor_ms, cov=cov)
         if points:
             k0 = points[0][0]

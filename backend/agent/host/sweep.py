@@ -151,6 +151,12 @@ class Sweep(Order):
     def emit(self, event: dict) -> None:
         self.events.write(dict(event, t=round(time.time(), 3)), durable=event.get("event") in ("point", "done"))
 
+    def phase(self, index: int, phase: str, **extra: object) -> None:
+        """A point's phase event, with the point's numbers: people name a point by its steps, not its place in
+        the grid (a smart sweep measures them out of order)."""
+        numbers = {k: self.points[index]["args"].get(k) for k in ("steps", "topk", "draft_tokens")}
+        self.emit(dict({"event": "phase", "index": index, "phase": phase}, **numbers, **extra))
+
     # --- the server ---
 
     def running_server(self) -> Optional[dict]:
@@ -174,7 +180,7 @@ class Sweep(Order):
         def on_status(status: dict) -> None:
             if status["state"] == "starting" and status.get("phase") not in phases:
                 phases.append(status.get("phase"))
-                self.emit({"event": "phase", "index": index, "phase": "starting", "server_phase": phases[-1]})
+                self.phase(index, "starting", server_phase=phases[-1])
 
         until = [state for state in SERVER_STATES if state != "starting"]
         return serve.wait({"job": job_id, "until": until, "timeout": timeout}, Context(self.state_dir, on_status))
@@ -185,11 +191,11 @@ class Sweep(Order):
         point = self.points[index]
         args = dict(point["args"], sweep=self.id, point=index, **self.params.get("tags", {}))
         t0 = time.time()
-        self.emit({"event": "phase", "index": index, "phase": "stopping"})
+        self.phase(index, "stopping")
         current = self.running_server()
         if current is not None:
             self.stop(current["id"])
-        self.emit({"event": "phase", "index": index, "phase": "starting"})
+        self.phase(index, "starting")
         started = self.start_server(
             point["argv"], args, self.env.get("points") or {}, point.get("cwd"), point.get("files")
         )
@@ -208,11 +214,11 @@ class Sweep(Order):
                 self.stop(started["job"])
             return dict(record, failed="the server %s: %s" % (status["state"], reason))
         port = int(point["args"]["port"])
-        self.emit({"event": "phase", "index": index, "phase": "warming up"})
+        self.phase(index, "warming up")
         warm = loadgen.one_request(port, loadgen.PROMPTS[0], WARMUP_TOKENS)
         if "error" in warm:
             return dict(record, failed="warm-up failed: %s" % warm["error"])
-        self.emit({"event": "phase", "index": index, "phase": "benching"})
+        self.phase(index, "benching")
         bench = loadgen.start(
             {
                 "port": port,

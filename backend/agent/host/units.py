@@ -14,6 +14,12 @@ def human_bytes(n: float) -> str:
     return "%.2f TiB" % n  # pragma: no cover - the loop returns at TiB
 
 
+def counted(n: int, one: str, many: Optional[str] = None) -> str:
+    """A count with its noun agreeing: ``1 tensor``, ``3 tensors``, ``1 restart saved`` (``many`` when the plural
+    is not ``one`` + s)."""
+    return "%d %s" % (n, one if n == 1 else (many or one + "s"))
+
+
 def duration(seconds: Optional[float]) -> str:
     """A short duration: 9s, 3m05s, 2h04m; a dash when unknown."""
     if seconds is None:
