@@ -851,6 +851,7 @@ class ServerStatus:
     hint_action: str | None = None
     log_path: str | None = None
     nodes: tuple[dict, ...] = ()  # a multi-node server's line per node (backend.multinode.expand)
+    spec_steps_now: int | None = None  # the draft steps in force (an adaptive server's tier); None without speculation
 
     @classmethod
     def from_json(cls, wire: dict) -> ServerStatus:
@@ -878,6 +879,7 @@ class ServerStatus:
             hint_action=wire.get("hint_action"),
             log_path=wire.get("log_path"),
             nodes=tuple(wire.get("nodes") or ()),
+            spec_steps_now=wire.get("spec_steps_now"),
         )
 
     @property
@@ -988,6 +990,13 @@ def since_text(status: ServerStatus, now: float, minutes: bool = False) -> str:
     age = max(0.0, now - status.since)
     text = f"{int(age // 60)}m" if minutes and 60 <= age < 3600 else duration(age)
     return f"for {text}" if status.running else f"{text} ago"
+
+
+def steps_now_text(status: ServerStatus) -> str | None:
+    """``adaptive: 5 steps now`` for an adaptive server (SGLang picks the tier per batch); None otherwise."""
+    if not status.args.get("adaptive") or status.spec_steps_now is None:
+        return None
+    return f"adaptive: {status.spec_steps_now} steps now (SGLang picks the tier per batch)"
 
 
 def speculative_summary(info: dict | None) -> str | None:

@@ -186,3 +186,65 @@ def test_predict_from_rates_costs_given_acceptance_with_this_hosts_runs(history)
     assert advice.rows[4]["extrapolated"]
     with pytest.raises(UsageError, match="within"):
         advisor.predict_from_rates([1.2], [0.1], history.runs(), Yardstick(82.0, 30.0))
+
+
+def bench_at(history: History, n: int, streams: int, tok_s: float, cycle: float) -> None:
+    """A bench of run ``serve-<n>`` at ``streams`` concurrent requests (a point of its curve)."""
+    result = {"tok_s": tok_s, "accept_len": 2.0, "cycle_ms": cycle, "server_job": f"serve-{n}", "concurrency": streams}
+    history.record_bench("box", JobInfo(f"bench-{n}-{streams}", state="done", ended=1500.0 + 10 * n + streams), result)
+
+
+def test_the_adaptive_config_climbs_at_one_stream_and_stops_drafting_where_the_baseline_wins(history):
+    """Runs at 1, 3 and 5 steps of one drafter, each benched at 1, 8 and 32 streams; the baseline benched there
+    too. The proposal is SGLang's own config (batch-size keys, candidate_steps) whose slots SGLang's policy,
+    fed this drafter's acceptance, settles on the fastest tier at each concurrency; at 32 streams the baseline
+    is ahead and the slot stops drafting (tier 0, SGLang 0.5.14+). The fixed step count to beat is 3 (measured
+    fastest; 4 only predicted)."""
+    add_benched_run(history, 1, 1, 27.0, 70.0, [20, 80])
+    add_benched_run(history, 2, 3, 33.0, 95.0, [5, 10, 20, 65])
+    add_benched_run(history, 3, 5, 39.0, 90.0, None)
+    for n, (at8, at32) in {1: (60.0, 30.0), 2: (70.0, 28.0), 3: (62.0, 22.0)}.items():
+        bench_at(history, n, 8, at8, 50.0)
+        bench_at(history, n, 32, at32, 120.0)
+    yardstick = Yardstick(82.0, 30.0, "box/serve-0", {1: 82.0}, {1: 82.0, 8: 55.0, 32: 40.0})
+    proposal = advisor.propose_adaptive(history.runs(), yardstick, version="0.5.23", max_steps=5)
+    config = proposal.config
+    assert set(config) == {"1", "32"}  # 8 streams wants the ladder 1 streams has: one slot serves both
+    # SGLang's policy follows acceptance, not speed: where the baseline is ahead the slot holds tier 0 alone.
+    assert config["1"] == {"candidate_steps": [1, 3]} and config["32"] == {"candidate_steps": [0]}
+    from backend.sglang_adaptive import problem
+
+    assert problem(config, "0.5.23", proposal.steps) is None and proposal.steps == 3
+    rows = {r["concurrency"]: r for r in proposal.expected}
+    assert rows[1]["steps"] == [3] and rows[1]["tok_s"] == 95.0 and rows[1]["basis"] == "measured"
+    assert rows[8]["steps"] == [3] and rows[8]["tok_s"] == 70.0
+    assert rows[32]["steps"] == [0] and rows[32]["tok_s"] == 40.0 and rows[32]["basis"] == "baseline"
+    assert all(r["tok_s_low"] <= r["tok_s"] <= r["tok_s_high"] for r in proposal.expected)
+    assert proposal.fixed["steps"] == 3  # the best one step count over the same concurrencies
+    assert [r["tok_s"] for r in proposal.fixed["expected"]] == [95.0, 70.0, 28.0]
+    # Before 0.5.14 there is no tier 0: the 32-stream slot keeps drafting, at its cheapest.
+    old = advisor.propose_adaptive(history.runs(), yardstick, version="0.5.13", max_steps=5)
+    assert 0 not in {s for slot in old.config.values() for s in slot["candidate_steps"]}
+    assert any("no tier 0" in n for n in old.notes)
+
+
+def test_advise_adaptive_cli_json_contract(tmp_path):
+    path = tmp_path / "cli.sqlite3"
+    env = dict(os.environ, SPECDECK_HISTORY=str(path))
+    with History.open(path) as h:
+        add_benched_run(h, 1, 3, 33.0, 100.0, [5, 10, 20, 65])
+    out = subprocess.run(
+        [sys.executable, "-m", "backend.cli.main", "advise", "--adaptive", "--json"],
+        env=env,
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+    )
+    assert out.returncode == 0, out.stderr
+    doc = json.loads(out.stdout)
+    assert set(doc["adaptive_config"]) == {"1"} and doc["adaptive_config"]["1"]["candidate_steps"][-1] == doc["steps"]
+    assert [set(r) >= {"concurrency", "tok_s", "tok_s_low", "tok_s_high"} for r in doc["expected"]] == [True]
+    text = subprocess.run(
+        [sys.executable, "-m", "backend.cli.main", "advise", "--adaptive"], env=env, cwd=REPO, capture_output=True
+    )
+    assert text.returncode == 0 and b"adaptive config for" in text.stdout

@@ -359,6 +359,8 @@ def _print_status(wire: dict) -> None:
     summary = serving.speculative_summary(st.server_info)
     if summary:
         print(f"  {summary}")
+    if now := serving.steps_now_text(st):
+        print(f"  {now}")
     timed = serving.startup_text(st)
     if timed:
         print(f"  {timed}")

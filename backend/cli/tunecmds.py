@@ -43,6 +43,11 @@ def register(sub) -> None:
     p.add_argument(
         "--batch-size", type=int, metavar="B", help="with --from: the records' batch size (default 1, else smallest)"
     )
+    p.add_argument(
+        "--adaptive",
+        action="store_true",
+        help="propose SGLang's --speculative-adaptive-config (a step ladder per batch size) and what it should give",
+    )
     add_json(p)
     p.set_defaults(run=advise)
 
@@ -81,6 +86,8 @@ async def advise(args: argparse.Namespace) -> int:
     if args.from_file:
         if args.ref:
             raise UsageError("give a RUN or --from FILE, not both.")
+        if args.adaptive:
+            raise UsageError("--adaptive advises from the run history (its benches per concurrency), not --from FILE.")
         records = bench_records.load(args.from_file, args.batch_size)
         yardstick = Yardstick(ref.baseline_tok_s, ref.cycle_ms)
         advice = advisor.advise_bench(records, yardstick, max_steps=args.max_steps, targets=targets)
@@ -91,6 +98,13 @@ async def advise(args: argparse.Namespace) -> int:
             run_id = history.resolve(args.ref) if args.ref else None
             yardstick = history.yardstick(ref.baseline_tok_s, ref.cycle_ms)
             runs = history.runs()
+        if args.adaptive:
+            proposal = advisor.propose_adaptive(runs, yardstick, run_id, max_steps=args.max_steps)
+            if args.json:
+                emit_json(proposal.to_json())
+            else:
+                print("\n".join(advisor.adaptive_lines(proposal)))
+            return 0
         advice = advisor.advise(runs, yardstick, run_id, max_steps=args.max_steps, targets=targets)
     if args.json:
         emit_json(advice.to_json())

@@ -46,3 +46,28 @@ def record(line: str) -> Record:
     if found is not None:
         return Record(found.group(1), found.group(2), found.group(3).strip(), found.end())
     return Record(None, None, "", LEAD.match(line).end())
+
+
+# SGLang's adaptive step count (--speculative-adaptive) as its log says it, format strings read from the 0.5.23
+# wheel: the tier the worker swaps to ("Switch adaptive runtime state: steps A -> B, draft_tokens …",
+# speculative/eagle_worker_v2.py:1866-1872; 0.5.12+), and a batch-size slot's decision ("Adaptive spec params
+# updated: steps A -> B (ema_accept_len=…)", speculative/adaptive_spec_params.py:266-270; 0.5.11's v1 worker
+# switched on it directly).
+TIER_SWITCH = re.compile(r"Switch adaptive runtime state: steps (\d+) -> (\d+)")
+TIER_DECIDED = re.compile(r"Adaptive spec params updated: steps (\d+) -> (\d+)")
+
+
+class Tier(NamedTuple):
+    steps: int  # the tier now in force (or decided, for a slot's line)
+    switch: bool  # the worker's own switch line (else a slot's decision)
+
+
+def tier_line(message: str) -> Optional[Tier]:
+    """The adaptive tier a log message announces, or None for any other message."""
+    if "daptive " not in message:  # "Switch adaptive …", "Adaptive spec …": a quick no for every other line
+        return None
+    found = TIER_SWITCH.search(message)
+    if found:
+        return Tier(int(found.group(2)), True)
+    found = TIER_DECIDED.search(message)
+    return Tier(int(found.group(2)), False) if found else None

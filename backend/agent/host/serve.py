@@ -27,7 +27,7 @@ import time
 from typing import Dict, List, Optional, Tuple
 
 from . import jobs, ports
-from .logline import record
+from .logline import record, tier_line
 from .probes import fetch, gpus
 from .registry import AgentError, method
 from .watch import Watch
@@ -187,6 +187,8 @@ class LogScan(object):
         self.elapsed: Dict[str, float] = {}  # phase -> seconds the log itself measured (load, capture)
         self.startup_timings: Optional[dict] = None  # 0.5.23's "Engine startup timings (s): …"
         self.kv_tokens: Optional[int] = None  # max_total_num_tokens: what the KV cache holds, in tokens
+        self.tier: Optional[int] = None  # the adaptive step count in force, as the last switch line said
+        self.switch_lines = False  # the worker logs its switches (0.5.12+): a slot's decision is not one
 
     @property
     def phase(self) -> str:
@@ -236,6 +238,12 @@ class LogScan(object):
             accept = _ACCEPT.search(message)
             if accept:
                 self.accept.append(float(accept.group(1)))
+            return
+        tier = tier_line(message)
+        if tier is not None:
+            self.switch_lines = self.switch_lines or tier.switch
+            if tier.switch or not self.switch_lines:  # once the worker logs its switches, a slot's line is none
+                self.tier = tier.steps
             return
         ts = ts or self.last_ts
         lowered = message.lower()
@@ -470,6 +478,7 @@ NONE_STATUS = {
     "log_path": None,
     "error": None,
     "hint": None,
+    "spec_steps_now": None,
 }
 
 
@@ -523,6 +532,29 @@ def _server_info(scan: LogScan, port: int, host: str, key: Optional[str]) -> Opt
     return scan.server_info
 
 
+def _steps_now(scan: LogScan, args: dict) -> Optional[int]:
+    """The draft steps in force: an adaptive server's last switch, else its resolved (or launched) steps; None
+    without speculation or before anything says (DFLASH and DSPARK resolve to 1)."""
+    if not args.get("algorithm"):
+        return None
+    if scan.tier is not None:
+        return scan.tier
+    resolved = (scan.server_info or {}).get("speculative_num_steps")
+    return resolved if isinstance(resolved, int) else args.get("steps")
+
+
+def _live_tier(port: int) -> Optional[int]:
+    """``internal_states[0].speculative_num_steps`` of ``/server_info``: the tier DP rank 0's scheduler runs now
+    (the worker publishes each switch there; 0.5.23 eagle_worker_v2.py:1901-1905)."""
+    status, text = _probe("http://127.0.0.1:%d/server_info" % port)
+    try:
+        states = json.loads(text).get("internal_states") if status == 200 and text else None
+        steps = states[0].get("speculative_num_steps") if isinstance(states, list) and states else None
+    except (ValueError, AttributeError):
+        return None
+    return steps if isinstance(steps, int) and not isinstance(steps, bool) else None
+
+
 def _mismatches(args: dict, info: Optional[dict]) -> List[str]:
     if not info:
         return []
@@ -574,6 +606,7 @@ def status_of(job: Optional[dict]) -> dict:
             "error_lines": [],
             "hint_action": None,
             "accept_len": scan.accept[-1] if scan.accept else None,
+            "spec_steps_now": _steps_now(scan, args),
             "log_size": scan.offset,
         }
     )
@@ -676,8 +709,13 @@ def _port_param(params: dict) -> Optional[int]:
 
 @method("serve.status")
 def status(params: dict, ctx) -> dict:
-    """``{job?, port?}`` → the status of that server, else the newest running one, else the newest."""
-    return status_of(pick(ctx.state_dir, params.get("job"), _port_param(params)))
+    """``{job?, port?}`` → the status of that server, else the newest running one, else the newest. An adaptive
+    server's ``spec_steps_now`` is asked of the server itself (``_live_tier``), its log's last switch else."""
+    out = status_of(pick(ctx.state_dir, params.get("job"), _port_param(params)))
+    if out["state"] == "ready" and (out.get("args") or {}).get("adaptive") and out.get("port"):
+        live = _live_tier(out["port"])
+        out["spec_steps_now"] = live if live is not None else out["spec_steps_now"]
+    return out
 
 
 LAUNCH_FILES = "spec"  # the state dir's folder for files a launch reads (adaptive configs; serving.SPEC_FILES)
