@@ -29,6 +29,7 @@ from tui.screens.pane import ShellPane
 from tui.screens.prompt import PromptScreen
 from tui.widgets.breakeven_panel import BreakevenPanel
 from tui.widgets.chart import SeriesChart
+from tui.widgets.diff_table import DiffTable
 from tui.widgets.logview import LogView
 
 SIZE = (160, 45)
@@ -150,6 +151,14 @@ async def test_compare_keys(sandbox, tmp_path, monkeypatch):
 
         await keys.press("differences_only")
         await until(pilot, lambda: pane.differences_only, "differences only")
+        # The demo's drafters differ where real ones do (issue 33): the config's context and aux layers; the
+        # tensors, none, and the table says so rather than standing empty.
+        config, tensors = pane.query_one("#compare-config", DiffTable), pane.query_one("#compare-tensors", DiffTable)
+        assert {r.label for r in config.shown} == {
+            "max_position_embeddings",
+            "eagle_config.eagle_aux_hidden_state_layer_ids",
+        }
+        assert tensors.row_count == 1 and str(tensors.get_row_at(0)[0]).startswith("no differences: all 15 are the")
         await keys.press("swap")
         await until(pilot, lambda: (pane.picks["a"], pane.picks["b"]) == ("aq-medai", "ours"), "swapped")
 

@@ -164,10 +164,20 @@ LLAMA3_8B_DRAFTER_CONFIG = {
     "eagle_config": {"eagle_aux_hidden_state_layer_ids": [1, 15, 29], "use_aux_hidden_state": True},
 }
 
+# The team's drafter: the K2 shapes, trained with SpecForge on Kimi-K2.5, so its config says what that run did
+# and AQ-MedAI's K2 drafter does not: K2.5's context (262144, as AQ-MedAI's own K2.5 drafter publishes, not
+# K2-Instruct's 131072) and SpecForge's default aux layers for Kimi, [1, 29, 57] (AQ-MedAI's: [2, 30, 58];
+# both noted in backend/sandbox/catalog/AQ-MedAI__*.json). Compare has two real differences to show.
+OURS_DRAFTER_CONFIG = {
+    **copy.deepcopy(KIMI_K2_DRAFTER_CONFIG),
+    "max_position_embeddings": 262144,
+    "eagle_config": {"eagle_aux_hidden_state_layer_ids": [1, 29, 57], "use_aux_hidden_state": True},
+}
+
 # kind → (tensors, config, safetensors metadata). "ours" has the K2 shapes and its own metadata.
 DRAFTERS = {
     "aq_medai_k2": (KIMI_K2_DRAFTER_TENSORS, KIMI_K2_DRAFTER_CONFIG, {"format": "pt"}),
-    "ours": (KIMI_K2_DRAFTER_TENSORS, KIMI_K2_DRAFTER_CONFIG, {"format": "pt", "specforge_samples": "37000"}),
+    "ours": (KIMI_K2_DRAFTER_TENSORS, OURS_DRAFTER_CONFIG, {"format": "pt", "specforge_samples": "37000"}),
     "llama3_8b": (LLAMA3_8B_DRAFTER_TENSORS, LLAMA3_8B_DRAFTER_CONFIG, {"format": "pt"}),
 }
 

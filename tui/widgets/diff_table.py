@@ -58,6 +58,9 @@ def theme_styles(variables: dict[str, str]) -> dict[str, tuple[Style, Style]]:
     }
 
 
+NO_DIFFERENCES = "—no differences"  # the key of the one row a "differences only" table with none shows
+
+
 class DiffTable(DataTable):
     """A, B and status columns after a label column; ``show`` sets the rows, ``differences_only`` filters."""
 
@@ -97,6 +100,12 @@ class DiffTable(DataTable):
     def redraw(self) -> None:
         styles = theme_styles(self.app.get_css_variables())
         self.clear()
+        if self.differences_only and self.rows_all and not self.shown:
+            # An empty table would read as "nothing was compared": say that everything compared is the same.
+            same = styles["same"][1]
+            what = f"no differences: all {len(self.rows_all)} are the same in A and B"
+            self.add_row(Text(what, style=same), Text(""), Text(""), Text(""), key=NO_DIFFERENCES)
+            return
         for row in self.shown:
             label, cell = styles.get(row.status, styles["same"])
             self.add_row(
