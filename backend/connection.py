@@ -18,7 +18,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from backend.agent.client import AgentClient
-from backend.agent.host.quantiles import round_trips
+from backend.agent.host.shared.quantiles import round_trips
 from backend.errors import ConnectionBlocked, ConnectionFailed, UsageError
 from backend.settings import HostConfig, Settings, ssh_url_problem
 

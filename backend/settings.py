@@ -33,7 +33,7 @@ class HostConfig:
     sandbox: bool = False
     # Local Hub-compatible endpoint the sandbox serves; real hosts use huggingface.co or HF_ENDPOINT.
     hub_endpoint: str | None = None
-    # The SGLang release the sandbox's simulator speaks (backend.sglang_versions.SIM_VERSIONS); real hosts
+    # The SGLang release the sandbox's simulator speaks (backend.sglang.versions.SIM_VERSIONS); real hosts
     # are asked for theirs.
     sglang_version: str | None = None
 
@@ -308,10 +308,10 @@ class ProfileConfig:
     )
     extra_args: tuple[str, ...] = declare(tuple, help="more launch flags, full names")
     env: dict[str, str] = declare(dict, help="environment variables of the server", saved=False)  # noqa: RUF009
-    # Configured host names of a multi-node server (rank 0 first; backend.multinode); () serves on one host.
+    # Configured host names of a multi-node server (rank 0 first; backend.serve.multinode); () serves on one host.
     nodes: tuple[str, ...] = declare(tuple, help="hosts of a multi-node server, rank 0 first", saved=False)
     # Where the server listens: its host's loopback. Not configured: a fleet's replica on another machine than
-    # the router listens on that machine's address (backend.fleet.replica_profile).
+    # the router listens on that machine's address (backend.fleet.fleets.replica_profile).
     listen: str = "127.0.0.1"
 
 
@@ -750,7 +750,7 @@ def parse(data: dict, source: str) -> Settings:
         hub = c.get(raw, "hub_endpoint", str, f"{key}.hub_endpoint")
         sim_version = c.get(raw, "sglang_version", str, f"{key}.sglang_version")
         if sim_version is not None:
-            from backend.sglang_versions import SIM_VERSIONS
+            from backend.sglang.versions import SIM_VERSIONS
 
             if launcher != "simulator":
                 raise c.fail(f"{key}.sglang_version", "only the simulator takes a version; SGLang hosts are asked")
@@ -857,7 +857,7 @@ def _profile_value(c: _Check, raw: dict, declared: Declared, full: str, prev: Pr
     if declared.kind is dict:
         value = c.get(raw, declared.name, dict, full, before)
         if value is not None:
-            from backend.sglang_adaptive import format_problem
+            from backend.sglang.adaptive import format_problem
 
             if (why := format_problem(value)) is not None:
                 raise c.fail(full, why)

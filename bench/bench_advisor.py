@@ -13,11 +13,11 @@ import random
 import tempfile
 from pathlib import Path
 
-from backend import advisor
-from backend.agent.host.acceptance import reach
-from backend.agent.host.advice import REPLICATES, Acceptance
+from backend.agent.host.shared.acceptance import reach
+from backend.agent.host.shared.advice import REPLICATES, Acceptance
 from backend.history import History, Yardstick
 from backend.jobs import JobInfo
+from backend.tune import advisor
 from bench.harness import Row, median_ms, timeit
 
 ISSUE = 18

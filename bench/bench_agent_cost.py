@@ -17,9 +17,9 @@ import tempfile
 import time
 from pathlib import Path
 
-from backend import serving
 from backend.connection import Connection
 from backend.sandbox import fixtures
+from backend.serve import serving
 from backend.settings import HostConfig, parse
 from bench.bench_live import FLOOD
 from bench.harness import Row

@@ -20,8 +20,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from backend import downloads
 from backend.connection import Connection
+from backend.drafters import downloads
 from backend.sandbox.hub import HubServer
 from backend.settings import HostConfig
 from bench.bench_hub import FILENAME, REPO, SIZE, plain_download, write_sparse_safetensors

@@ -15,8 +15,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from backend import drafter_find as df
 from backend.agent.host import hub_search
+from backend.drafters import find as df
 from backend.sandbox import hub_catalog
 from bench.harness import Row
 

@@ -17,7 +17,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from backend import fleet
+from backend.fleet import fleets
 from backend.sandbox import fixtures
 from backend.settings import parse
 from bench.bench_startup import _env
@@ -60,15 +60,15 @@ def _settings(root: Path):
     return data, parse(data, "bench")
 
 
-async def _sequential(links: fleet.FleetLinks) -> None:
+async def _sequential(links: fleets.FleetLinks) -> None:
     """The alternative: every read of `status`, one after another."""
     for replica in links.fleet.replicas:
         conn = links.conn(replica.host)
         await conn.call("serve.status", port=replica.port)
         await conn.call("http.request", url=f"http://127.0.0.1:{replica.port}/metrics", timeout=2)
     conn = links.conn(links.fleet.router.host)
-    await conn.call("jobs.list", kind=fleet.ROUTER_KIND)
-    base = fleet.router_url(links.fleet)
+    await conn.call("jobs.list", kind=fleets.ROUTER_KIND)
+    base = fleets.router_url(links.fleet)
     for url in (base + "/health", base + "/workers", f"http://127.0.0.1:{links.fleet.router.prometheus_port}/metrics"):
         await conn.call("http.request", url=url, timeout=2)
 
@@ -81,16 +81,16 @@ def _process_ms(config: Path, env: dict[str, str]) -> float:
 
 
 async def _measure(settings, config: Path, env: dict[str, str]) -> tuple[list[float], list[float], float, int, float]:
-    links = await fleet.FleetLinks.open(settings, "eight")
+    links = await fleets.FleetLinks.open(settings, "eight")
     try:
         t0 = time.perf_counter()
-        st = await fleet.up(links)
+        st = await fleets.up(links)
         up_s = time.perf_counter() - t0
         ready = sum(r.healthy for r in st.replicas)
         concurrent, sequential = [], []
         for _ in range(RUNS):  # interleaved: load on the box falls on both alike
             t0 = time.perf_counter()
-            await fleet.status(links)
+            await fleets.status(links)
             concurrent.append(time.perf_counter() - t0)
             t0 = time.perf_counter()
             await _sequential(links)
@@ -98,7 +98,7 @@ async def _measure(settings, config: Path, env: dict[str, str]) -> tuple[list[fl
         process_ms = await asyncio.to_thread(_process_ms, config, env)
         return concurrent, sequential, up_s, ready, process_ms
     finally:
-        await fleet.down(links)
+        await fleets.down(links)
         await links.close()
 
 

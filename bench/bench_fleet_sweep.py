@@ -15,11 +15,11 @@ import tempfile
 import time
 from pathlib import Path
 
-from backend import fleet_sweep
-from backend import sweep as sweep_mod
 from backend.connection import Connection
+from backend.fleet import sweep as fleet_sweep
 from backend.sandbox import fixtures
 from backend.settings import HostConfig, Settings, parse
+from backend.tune import sweep as sweep_mod
 from bench.harness import Row
 
 ISSUE = 24

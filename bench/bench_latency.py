@@ -5,9 +5,9 @@ from __future__ import annotations
 import random
 import statistics
 
-from backend import latency
-from backend.latency import HISTOGRAMS, Histogram
-from backend.sandbox.sim_histograms import BUCKETS
+from backend.measure import latency
+from backend.measure.latency import HISTOGRAMS, Histogram
+from backend.sandbox.sglang_sim.histograms import BUCKETS
 from bench.harness import Row, median_ms, timeit
 
 ISSUE = 23

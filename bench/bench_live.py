@@ -23,8 +23,8 @@ from rich.text import Text
 from textual.app import App, ComposeResult
 from textual.geometry import Region
 
-from backend.metrics import Sample
-from backend.series import DAY_AT_1HZ, LiveSeries, RingSeries
+from backend.measure.metrics import Sample
+from backend.measure.series import DAY_AT_1HZ, LiveSeries, RingSeries
 from bench.harness import Row
 from tui.widgets.chart import RefLine, SeriesChart, cell_style
 

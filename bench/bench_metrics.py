@@ -13,9 +13,9 @@ import time
 import tracemalloc
 from datetime import datetime
 
-from backend import metrics
-from backend.metrics import Sample, parse_line
-from backend.series import DAY_AT_1HZ, RingSeries
+from backend.measure import metrics
+from backend.measure.metrics import Sample, parse_line
+from backend.measure.series import DAY_AT_1HZ, RingSeries
 from bench.harness import Row, median_ms, timeit
 
 ISSUE = 6

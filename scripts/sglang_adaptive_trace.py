@@ -1,4 +1,4 @@
-"""Record SGLang's own adaptive step policy on fixed inputs, for backend.sglang_adaptive's tests.
+"""Record SGLang's own adaptive step policy on fixed inputs, for backend.sglang.adaptive's tests.
 
     pip download --no-deps sglang==0.5.23 -d wheels/                 # the wheel, from PyPI
     python scripts/sglang_adaptive_trace.py wheels/sglang-0.5.23-*.whl

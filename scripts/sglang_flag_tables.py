@@ -6,7 +6,7 @@
     python scripts/sglang_flag_tables.py --parse argvs.json wheels/sglang-0.5.23-*.whl  # SGLang's own parser
 
 The first form
-writes ``backend/sglang_flag_data/v<version>.json`` for each wheel: every option ``ServerArgs.add_cli_args``
+writes ``backend/sglang/flag_data/v<version>.json`` for each wheel: every option ``ServerArgs.add_cli_args``
 registers, in order, with its option strings, dest, type, choices, default, nargs, const, required, the
 first sentence of its help, and the file and function of the wheel that registered it.
 
@@ -38,7 +38,7 @@ from pathlib import Path
 from typing import Any
 from unittest import mock
 
-OUT = Path(__file__).resolve().parents[1] / "backend" / "sglang_flag_data"
+OUT = Path(__file__).resolve().parents[1] / "backend" / "sglang" / "flag_data"
 # What loads for real from the wheel: the modules add_cli_args is made of. Everything else under sglang (and
 # every third-party module that is missing here) is a stand-in.
 REAL = (
@@ -47,7 +47,7 @@ REAL = (
     "sglang.srt.environ",
 )
 _TYPE_NAMES = {str: "str", int: "int", float: "float"}
-# SGLang's parser functions and actions -> the names backend.sglang_flags parses with; others keep their own
+# SGLang's parser functions and actions -> the names backend.sglang.flags parses with; others keep their own
 # name (specdeck reads their values as strings and lets the host's SGLang judge them).
 _PARSERS = {
     "loads": "json",

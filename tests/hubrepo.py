@@ -5,8 +5,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from backend import downloads
 from backend.connection import Connection
+from backend.drafters import downloads
 from backend.sandbox import fixtures
 
 REPO = "org/drafter"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from backend.history import History, filter_tail
 from backend.jobs import JobInfo
-from backend.metrics import Sample
+from backend.measure.metrics import Sample
 
 T0 = 1_800_000_000.0
 AQ = "/data/eagle3/aq_medai_k2"

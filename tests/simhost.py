@@ -13,11 +13,11 @@ import time
 from collections.abc import AsyncIterator
 from pathlib import Path
 
-from backend import serving
 from backend.connection import Connection
 from backend.history import History
 from backend.jobs import JobInfo, get_job
-from backend.metrics import live_samples
+from backend.measure.metrics import live_samples
+from backend.serve import serving
 from backend.settings import HostConfig, Settings, parse
 from tests.sshd import free_port
 
@@ -91,7 +91,7 @@ def fake_nvidia_smi(bin_dir: Path, other_pid_file: Path) -> None:
         'case "$1" in\n'
         '  --query-gpu=*) echo "0, GPU-a, NVIDIA H200, 71000, 143771, 35"\n'
         '    echo "1, GPU-b, NVIDIA H200, 69000, 143771, 0";;\n'
-        '  --query-compute-apps=*) for p in $(pgrep -f backend.sandbox.simulator); do echo "GPU-a, $p, 70000"; done;\n'
+        '  --query-compute-apps=*) for p in $(pgrep -f backend.sandbox.sglang_sim); do echo "GPU-a, $p, 70000"; done;\n'
         f'    test -f {other_pid_file} && echo "GPU-b, $(cat {other_pid_file}), 69000";;\n'
         "esac\n"
     )
@@ -121,7 +121,7 @@ PROFILES = {"baseline": None, "eagle3-ours": "ours", "eagle3-aq": "aq-medai"}
 
 def server_argv(models: dict, profile: str, port: int) -> list[str]:
     """The simulator with a profile's flags (as `specdeck serve` would launch SGLang)."""
-    argv = [sys.executable, "-m", "backend.sandbox.simulator", "--model-path", models["target"], "--tp-size", "8"]
+    argv = [sys.executable, "-m", "backend.sandbox.sglang_sim", "--model-path", models["target"], "--tp-size", "8"]
     argv += ["--host", "127.0.0.1", "--port", str(port), "--enable-metrics", "--decode-log-interval", "5"]
     argv += ["--random-seed", "7"]
     drafter = PROFILES[profile]

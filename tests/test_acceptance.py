@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from backend.agent.host import acceptance
+from backend.agent.host.shared import acceptance
 
 
 def test_histogram_gives_per_position_acceptance_and_accept_length():

@@ -11,8 +11,8 @@ made from SGLang 0.5.23's own format strings, quoted with their place in the whe
 
 from __future__ import annotations
 
-from backend.agent.host.logline import tier_line
 from backend.agent.host.serve import LogScan, _steps_now
+from backend.agent.host.shared.logline import tier_line
 
 STAMP = "[2026-10-30 12:00:0{}.{:03d} TP0] "
 

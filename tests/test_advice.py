@@ -8,7 +8,7 @@ import random
 
 import pytest
 
-from backend.agent.host.advice import (
+from backend.agent.host.shared.advice import (
     Acceptance,
     CostModel,
     Point,
@@ -206,7 +206,7 @@ def test_one_best_ties_go_to_fewer_steps():
 
 
 def test_an_assumed_cost_never_ends_a_sweep():
-    from backend.agent.host.advice import stop_rule
+    from backend.agent.host.shared.advice import stop_rule
 
     rows = [row(3, 100.0, 98.0, 102.0), row(4, 101.0, 99.0, 103.0), row(5, None, None, None, tok=80.0)]
     rows[2].update(tok_s_low=70.0, tok_s_high=90.0)

@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from backend import advisor
 from backend.errors import UsageError
 from backend.history import History, Yardstick
 from backend.jobs import JobInfo
+from backend.tune import advisor
 from tests.runs import add_benched_run
 
 REPO = Path(__file__).resolve().parents[1]
@@ -87,7 +87,7 @@ def test_advise_cli_json_and_no_data(tmp_path):
 
 
 def test_report_of_a_sweep_and_the_acceptance_of_its_runs(history, tmp_path):
-    from backend import report
+    from backend.report import document
 
     add_benched_run(history, 1, 2, 30.0, 90.0, [20, 48, 32], sweep="sweep-abc")
     add_benched_run(history, 2, 3, 33.0, 100.0, [5, 10, 20, 65], sweep="sweep-abc")
@@ -97,13 +97,13 @@ def test_report_of_a_sweep_and_the_acceptance_of_its_runs(history, tmp_path):
     assert runs[0].to_json(Yardstick(82.0, 30.0))["sweep"] == "sweep-abc"
     with pytest.raises(UsageError, match="no run of sweep"):
         history.sweep_runs("sweep-zzz")
-    blocks = report.build(history, [r.id for r in runs], Yardstick(82.0, 30.0), None, "sweep-abc")
-    text = report.to_markdown(blocks)
+    blocks = document.build(history, [r.id for r in runs], Yardstick(82.0, 30.0), None, "sweep-abc")
+    text = document.to_markdown(blocks)
     assert "## Sweep sweep-abc" in text and "| 3 | 1 | — | 100.0 | 2.00 | 33.0 | +22% |" in text
     assert "tok/s by draft steps" in text and "baseline 82.0 tok/s" in text and "break-even (+)" in text
     assert "Acceptance per position: aq-medai (serve-2)" in text and "| 3 | 65 | 65% |" in text
     assert "| 1 | 0.950 |" in text and "acceptance per draft position" in text  # a_1 = 95/100
-    page = report.to_html(blocks, "static")
+    page = document.to_html(blocks, "static")
     assert page.count("<svg") >= 4 and "draft steps" in page and page.count('<polygon class="band"') == 2
 
 
@@ -212,7 +212,7 @@ def test_the_adaptive_config_climbs_at_one_stream_and_stops_drafting_where_the_b
     assert set(config) == {"1", "32"}  # 8 streams wants the ladder 1 streams has: one slot serves both
     # SGLang's policy follows acceptance, not speed: where the baseline is ahead the slot holds tier 0 alone.
     assert config["1"] == {"candidate_steps": [1, 3]} and config["32"] == {"candidate_steps": [0]}
-    from backend.sglang_adaptive import problem
+    from backend.sglang.adaptive import problem
 
     assert problem(config, "0.5.23", proposal.steps) is None and proposal.steps == 3
     rows = {r["concurrency"]: r for r in proposal.expected}

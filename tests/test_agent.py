@@ -203,8 +203,8 @@ async def test_missing_python_is_one_sentence(host: HostConfig):
 
 
 def test_unknown_method_is_an_error():
-    from backend.agent.host import protocol
     from backend.agent.host.main import Agent
+    from backend.agent.host.shared import protocol
 
     out = []
 

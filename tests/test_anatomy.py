@@ -16,10 +16,11 @@ from pathlib import Path
 
 import pytest
 
-from backend import anatomy, report
 from backend.agent.host.cycle_anatomy import SPEC_STAGES
 from backend.history import History
-from backend.sandbox import sim_traces
+from backend.measure import anatomy
+from backend.report import document
+from backend.sandbox.sglang_sim import traces
 from tests.runs import add_run
 
 TRACES = Path(__file__).parent / "fixtures" / "real" / "traces"
@@ -43,7 +44,7 @@ def simulated(tmp_path: Path, name: str, ms: float, spec: dict, graph: bool = Tr
     paths = []
     for rank in range(tp):
         path = tmp_path / f"{name}-TP-{rank}.trace.json.gz"
-        sim_traces.write_trace(str(path), passes, rank, tp, kw.get("version", "0.5.23"), kw.get("current", True), COSTS)
+        traces.write_trace(str(path), passes, rank, tp, kw.get("version", "0.5.23"), kw.get("current", True), COSTS)
         paths.append(str(path))
     return paths
 
@@ -61,8 +62,8 @@ def test_the_simulated_eager_verify_predicts_the_simulated_graph_verify(tmp_path
     assert what_if.break_even == pytest.approx(33.0 * 82 / 1000, abs=0.01)
     assert "--cuda-graph-max-bs-decode" in what_if.text and "FIELD-NOTES" in what_if.source
     # the same server with verify replayed as a graph: the cycle the what-if named
-    monkeypatch.setenv(sim_traces.VERIFY_ENV, "graph")
-    saved = sim_traces.verify_graph_saving(33.0, SPEC, True, COSTS["draft_step_ms"], COSTS["eager_factor"])
+    monkeypatch.setenv(traces.VERIFY_ENV, "graph")
+    saved = traces.verify_graph_saving(33.0, SPEC, True, COSTS["draft_step_ms"], COSTS["eager_factor"])
     graph = anatomy.read_traces(simulated(tmp_path, "graph", 33.0 - saved, SPEC))
     assert graph.stage("verify").graph is True
     assert graph.cycle_ms == pytest.approx(what_if.new_cycle_ms, rel=0.01)
@@ -138,12 +139,12 @@ def test_the_report_shows_a_kept_profile(tmp_path):
         history.set_anatomy(run, a.to_json())
         summary = history.run(run)
         assert anatomy.CycleAnatomy.from_json(summary.anatomy) == a
-        blocks = report.anatomy_blocks([summary], 82.0)
-    md = report.to_markdown(blocks)
+        blocks = document.anatomy_blocks([summary], 82.0)
+    md = document.to_markdown(blocks)
     assert "## Where a cycle's time goes (SGLang's own profiler)" in md
     assert "| verify | 1.27 | 63% | 1.10 | 0.17 | graph | 1.08 |" in md
     assert "baseline |" in md and "speculation adds 0.91 ms" in md
-    assert report.anatomy_blocks([replace(summary, anatomy=None)], 82.0) == []
+    assert document.anatomy_blocks([replace(summary, anatomy=None)], 82.0) == []
 
 
 def test_the_bar_keeps_its_length_proportional():

@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from backend import checkpoints as ck
-from backend import serving
+from backend.drafters import checkpoints as ck
 from backend.sandbox import fixtures as fx
+from backend.serve import serving
 from backend.settings import ProfileConfig, builtin_defaults
 
 REAL = Path(__file__).parent / "fixtures" / "real"

@@ -6,7 +6,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from backend.breakeven import (
+from backend.errors import UsageError
+from backend.measure.breakeven import (
     accept_len_for,
     breakeven,
     chain_accept_len,
@@ -15,7 +16,6 @@ from backend.breakeven import (
     first_rate_for,
     live_breakeven,
 )
-from backend.errors import UsageError
 
 
 def test_the_operators_figures() -> None:

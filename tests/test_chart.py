@@ -8,7 +8,7 @@ import re
 import pytest
 from textual.app import App, ComposeResult
 
-from backend.series import RingSeries
+from backend.measure.series import RingSeries
 from tui.widgets.chart import RefLine, SeriesChart, nice_ticks, row_ticks, stretches, tick_label
 
 

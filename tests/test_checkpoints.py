@@ -13,14 +13,14 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from backend import checkpoints as ck
 from backend.agent.bundle import agent_zip
 from backend.agent.host import checkpoint as host_methods  # registers checkpoint.inspect / compare_weights
-from backend.agent.host import checkpoint_scan as host_ck
 from backend.agent.host.registry import METHODS, AgentError, Context
-from backend.agent.host.safetensors_header import CheckpointError
-from backend.agent.host.units import human_bytes
+from backend.agent.host.shared import checkpoint_scan as host_ck
+from backend.agent.host.shared.safetensors_header import CheckpointError
+from backend.agent.host.shared.units import human_bytes
 from backend.connection import Connection
+from backend.drafters import checkpoints as ck
 from backend.errors import RemoteError, UsageError
 from backend.sandbox import fixtures as fx
 from tests.realweights import bf16_bits, write_real

@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from backend import serving
 from backend.connection import Connection
 from backend.errors import ConnectionFailed
+from backend.serve import serving
 from backend.settings import HostConfig
 from tests.simhost import make_settings
 

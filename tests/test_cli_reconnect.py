@@ -14,9 +14,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-from backend import serving
 from backend.connection import Connection
 from backend.sandbox.hub import HubServer
+from backend.serve import serving
 from backend.settings import load
 from tests.hubrepo import REPO, write_repo
 from tests.simhost import write_config

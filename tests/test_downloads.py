@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from backend import downloads
 from backend.agent.host.download import SIDECAR, incomplete_files
 from backend.connection import Connection
+from backend.drafters import downloads
 from backend.errors import RemoteError
 from backend.sandbox import fixtures
 from backend.sandbox.hub import CACHE_DIR_NAME, HubServer

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from backend.drafter_cards import parse_card
-from backend.drafter_find import claim_line
+from backend.drafters.cards import parse_card
+from backend.drafters.find import claim_line
 from backend.sandbox import hub_catalog
 
 CARDS = Path(__file__).parent / "fixtures" / "cards"

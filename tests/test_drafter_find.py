@@ -18,11 +18,11 @@ from pathlib import Path
 import pytest
 from huggingface_hub import HfApi
 
-from backend import checkpoints
-from backend import drafter_find as df
 from backend import settings as settings_mod
 from backend.agent.host import hub_search
-from backend.checkpoint_sources import Sources
+from backend.drafters import checkpoints
+from backend.drafters import find as df
+from backend.drafters.sources import Sources
 from backend.sandbox import fixtures, hub_catalog
 from backend.sandbox.hub import HubServer, parse_front_matter
 from tests.simhost import PY38
@@ -208,7 +208,7 @@ def test_verdicts_of_the_new_kinds(root):
     def inspect(repo: str) -> dict:
         item = hub_catalog.entry(repo)
         path = str(root / repo)
-        from backend.agent.host.checkpoint_scan import inspect_checkpoint
+        from backend.agent.host.shared.checkpoint_scan import inspect_checkpoint
 
         return inspect_checkpoint(path) if item.get("weights") else {"config": item["config"], "tensors": {}}
 

@@ -17,11 +17,12 @@ from pathlib import Path
 
 import pytest
 
-from backend import downloads, serving
 from backend.agent import client
 from backend.connection import Connection
+from backend.drafters import downloads
 from backend.errors import ConnectionFailed
 from backend.sandbox.hub import HubServer
+from backend.serve import serving
 from backend.settings import HostConfig
 from tests.helpers import eventually
 from tests.sshd import Sshd

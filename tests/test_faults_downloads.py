@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from backend import downloads
 from backend.connection import Connection
+from backend.drafters import downloads
 from backend.sandbox.hub import HubServer
 from backend.settings import DrafterConfig, HostConfig
 from tests.conftest import TMPFS_BYTES

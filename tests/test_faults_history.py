@@ -194,8 +194,8 @@ async def test_truncated_log_is_followed_and_recorded_again_from_its_start(tmp_p
     keeps the 30 samples from before and records the 20 after (none lost, none twice)."""
     from backend.connection import Connection
     from backend.history import HistoryThread, run_id_of
-    from backend.livefeed import LiveFeed
-    from backend.series import LiveSeries
+    from backend.measure.livefeed import LiveFeed
+    from backend.measure.series import LiveSeries
     from backend.settings import HostConfig
 
     conn = await Connection.open(HostConfig(name="local", url="local", python=sys.executable, workdir=str(tmp_path)))

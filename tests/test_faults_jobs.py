@@ -2,7 +2,7 @@
 
 Each test breaks something the way real hosts do (kill -9 of a job's runner, a spawn that fails, a folder an
 agent died in the middle of writing, two cancels at once) and states what must hold afterwards. SGLang is the
-SIMULATED one (backend/sandbox/simulator.py).
+SIMULATED one (backend/sandbox/sglang_sim/server.py).
 """
 
 from __future__ import annotations
@@ -18,9 +18,9 @@ from dataclasses import replace
 
 import pytest
 
-from backend import serving
 from backend.connection import Connection
 from backend.errors import RemoteError
+from backend.serve import serving
 from backend.settings import HostConfig
 from tests.helpers import fill, host_args
 from tests.simhost import make_settings, process_gone, until_gone
@@ -265,7 +265,7 @@ async def test_a_truncated_or_rotated_log_restarts_its_followers_from_the_top(co
 )
 def test_lines_json_is_exactly_what_json_dumps_writes(block: bytes):
     """The followers' fast encoding equals the plain one for every kind of line (escapes, odd breaks)."""
-    from backend.agent.host.protocol import lines_json
+    from backend.agent.host.shared.protocol import lines_json
 
     plain = json.dumps(block.decode("utf-8", "replace").splitlines(), separators=(",", ":")).encode()
     assert lines_json(block) == plain

@@ -1,4 +1,4 @@
-"""One rounding rule per quantity (``backend.agent.host.units``): every tok/s figure the CLI, the reports and the
+"""One rounding rule per quantity (``backend.agent.host.shared.units``): every tok/s figure the CLI, the reports and the
 training lines print has one decimal, every accept length and break-even two, so one figure never reads two
 ways (82 and 82.0, 2.7 and 2.71). Read from the rendered text, as an operator meets it."""
 
@@ -9,10 +9,12 @@ import re
 import subprocess
 import sys
 
-from backend import advisor, report, training
-from backend.agent.host.advice import CostModel
+from backend.agent.host.shared.advice import CostModel
 from backend.history import History, Yardstick
-from backend.train_predict import Basis
+from backend.report import document
+from backend.train import training
+from backend.train.predict import Basis
+from backend.tune import advisor
 from tests.runs import add_benched_run
 
 NUMBER = r"(\d+(?:\.\d+)?)"
@@ -50,7 +52,7 @@ def test_reports_advice_and_training_lines_print_each_quantity_one_way(tmp_path)
         add_benched_run(history, 1, 2, 30.0, 90.0, [20, 48, 32], sweep="sweep-abc")
         add_benched_run(history, 2, 3, 33.0, 100.0, [5, 10, 20, 65], sweep="sweep-abc")
         runs = history.sweep_runs("sweep-abc")
-        text = report.to_markdown(report.build(history, [r.id for r in runs], yardstick, None, "sweep-abc"))
+        text = document.to_markdown(document.build(history, [r.id for r in runs], yardstick, None, "sweep-abc"))
         text += "\n" + "\n".join(advisor.advice_lines(advisor.advise(history.runs(), yardstick)))
     row = {"step": 1200, "name": "ft-step1200", "predicted_accept_len": 3.1, "predicted_accept_len_low": 2.9,
            "predicted_accept_len_high": 3.3, "predicted_tok_s": 96.04, "predicted_tok_s_low": 89.0,
@@ -75,8 +77,8 @@ def test_cli_prints_each_quantity_one_way(tmp_path):
 
 def test_counts_agree_with_their_nouns():
     """ "1 tensors", "1 restarts saved" (issue 33): one home for a count and its noun."""
-    from backend.agent.host.units import counted
-    from backend.checkpoints import format_totals
+    from backend.agent.host.shared.units import counted
+    from backend.drafters.checkpoints import format_totals
 
     assert (counted(1, "restart"), counted(3, "restart")) == ("1 restart", "3 restarts")
     assert counted(0, "tensor") == "0 tensors"

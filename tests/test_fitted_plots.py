@@ -11,7 +11,7 @@ import pytest
 from textual.app import App, ComposeResult
 from textual.containers import Horizontal
 
-from backend.report_charts import Chart
+from backend.report.charts import Chart
 from tui.widgets.chart import Y_STEPS, FittedPlot, tick_label
 from tui.widgets.runchart import RunChart
 from tui.widgets.traincharts import AcceptChart, AccuracyChart, LossChart

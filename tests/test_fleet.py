@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from backend import fleet, router_metrics
 from backend import settings as settings_mod
 from backend.errors import ConfigError
+from backend.fleet import fleets, router_metrics
 
 HOSTS = """
 [hosts.gpu-a]
@@ -48,7 +48,7 @@ router = {host = "gpu-a", port = 8000, policy = "round_robin", prometheus_port =
     ]
     assert f.router == settings_mod.RouterConfig(host="gpu-a", port=8000, policy="round_robin", prometheus_port=29001)
     # the router reaches a replica on its own machine by loopback, the others at their host's address
-    assert [fleet.replica_url(s, f, r) for r in f.replicas] == [
+    assert [fleets.replica_url(s, f, r) for r in f.replicas] == [
         "http://127.0.0.1:30000",
         "http://10.9.0.2:30001",
         "http://127.0.0.1:30002",
@@ -60,7 +60,7 @@ def test_replica_launch_flags_and_the_routers_command(tmp_path):
     """A second replica on one machine starts past the first's GPUs; one on another machine than the router
     listens beyond loopback (on every interface where its address is not known); the router gets every
     replica's URL, on its loopback."""
-    from backend import serving
+    from backend.serve import serving
 
     s = load(
         tmp_path,
@@ -72,12 +72,12 @@ router = {host = "gpu-a", policy = "power_of_two"}
 """,
     )
     f = s.fleets["f"]
-    profiles = [fleet.replica_profile(s, f, r) for r in f.replicas]
+    profiles = [fleets.replica_profile(s, f, r) for r in f.replicas]
     assert [p.extra_args for p in profiles] == [(), ("--base-gpu-id", "8"), ()]
     assert [p.listen for p in profiles] == ["127.0.0.1", "127.0.0.1", "0.0.0.0"]
-    argv = serving.profile_argv(s, fleet.replica_profile(s, f, f.replicas[1]))
+    argv = serving.profile_argv(s, fleets.replica_profile(s, f, f.replicas[1]))
     assert argv[argv.index("--port") + 1] == "30001" and argv[-2:] == ["--base-gpu-id", "8"]
-    assert fleet.router_argv(s, f, "/opt/py/bin/python") == [
+    assert fleets.router_argv(s, f, "/opt/py/bin/python") == [
         "/opt/py/bin/python",
         "-m",
         "sglang_router.launch_router",
@@ -163,45 +163,45 @@ def test_config_show_lists_fleets(tmp_path):
     assert "fleet pair: baseline@local:30000, baseline@local:30001 behind sglang-router cache_aware" in text
 
 
-def replica(port: int, **kw) -> fleet.ReplicaStatus:
+def replica(port: int, **kw) -> fleets.ReplicaStatus:
     values = {"tok_s": 40.0, "accept_len": 2.9, "running": 4, "queued": 0, "state": "ready", "healthy": True}
     values.update(kw)
-    return fleet.ReplicaStatus(
+    return fleets.ReplicaStatus(
         host="gpu-a", url=f"http://127.0.0.1:{port}", pid=100 + port, port=port, label=f"gpu-a:{port}", **values
     )
 
 
 def test_imbalance_verdicts():
-    assert fleet.imbalance([replica(1), replica(2), replica(3)]).verdict == "balanced"
-    slow = fleet.imbalance([replica(1), replica(2, tok_s=20.0), replica(3)])
+    assert fleets.imbalance([replica(1), replica(2), replica(3)]).verdict == "balanced"
+    slow = fleets.imbalance([replica(1), replica(2, tok_s=20.0), replica(3)])
     assert slow.lagging == "http://127.0.0.1:2" and "gpu-a:2 lags" in slow.verdict and "20.0" in slow.verdict
-    queued = fleet.imbalance([replica(1, queued=9), replica(2)])
+    queued = fleets.imbalance([replica(1, queued=9), replica(2)])
     assert queued.lagging == "http://127.0.0.1:1" and "9 queued" in queued.verdict
-    gone = fleet.imbalance([replica(1), replica(2, state="crashed", healthy=False, tok_s=None)])
+    gone = fleets.imbalance([replica(1), replica(2, state="crashed", healthy=False, tok_s=None)])
     assert gone.lagging == "http://127.0.0.1:2" and gone.verdict == "gpu-a:2 is gone"
-    assert fleet.imbalance([replica(1, state="none", healthy=False)]).verdict == "no replica is running"
+    assert fleets.imbalance([replica(1, state="none", healthy=False)]).verdict == "no replica is running"
     # without a router none is seen healthy: the verdict says the router is down, their own figures judge them
     blind = [replica(1, healthy=False), replica(2, healthy=False, tok_s=20.0), replica(3, healthy=False)]
-    down = fleet.imbalance(blind, router_down="not running")
+    down = fleets.imbalance(blind, router_down="not running")
     assert down.lagging == "http://127.0.0.1:2", down
     assert down.verdict.startswith("the router is down (not running); by the replicas' own figures: gpu-a:2 lags")
-    fine = fleet.imbalance([replica(1, healthy=False), replica(2, healthy=False)], router_down="not answering")
-    assert fine == fleet.Imbalance("the router is down (not answering); by the replicas' own figures: balanced")
+    fine = fleets.imbalance([replica(1, healthy=False), replica(2, healthy=False)], router_down="not answering")
+    assert fine == fleets.Imbalance("the router is down (not answering); by the replicas' own figures: balanced")
     crashed = [replica(1, healthy=False), replica(2, state="crashed", healthy=False)]
-    assert fleet.imbalance(crashed, router_down="not running").lagging == "http://127.0.0.1:2"
+    assert fleets.imbalance(crashed, router_down="not running").lagging == "http://127.0.0.1:2"
     stopped = [replica(1, state="stopped", healthy=False)]
-    assert fleet.imbalance(stopped, router_down="not running").verdict == (
+    assert fleets.imbalance(stopped, router_down="not running").verdict == (
         "the router is down (not running) and no replica is running"
     )
-    assert fleet.imbalance(blind).verdict == "gpu-a:1 is unhealthy as the router sees it"  # a live router's word
+    assert fleets.imbalance(blind).verdict == "gpu-a:1 is unhealthy as the router sees it"  # a live router's word
     # one stream each is noise: no verdict either way
-    idle = fleet.imbalance([replica(1, running=1), replica(2, running=1, tok_s=10.0)])
+    idle = fleets.imbalance([replica(1, running=1), replica(2, running=1, tok_s=10.0)])
     assert idle.lagging is None and idle.verdict.startswith("too little load")
 
 
 def test_status_json_is_the_issues_shape():
-    router = fleet.RouterStatus(host="gpu-a", url="http://127.0.0.1:8000", pid=7, healthy=True, policy="cache_aware")
-    st = fleet.FleetStatus("f", router, (replica(1),), fleet.Imbalance("balanced"))
+    router = fleets.RouterStatus(host="gpu-a", url="http://127.0.0.1:8000", pid=7, healthy=True, policy="cache_aware")
+    st = fleets.FleetStatus("f", router, (replica(1),), fleets.Imbalance("balanced"))
     out = st.to_json()
     assert set(out) == {"router", "replicas", "imbalance", "key"} and out["key"] is None  # all on loopback
     assert {"host", "url", "pid", "healthy"} <= set(out["router"])
@@ -293,13 +293,13 @@ async def test_fleet_up_status_bench_kill_down(tmp_path, models, fleet_ports):
 
     async def until(links, done, what: str) -> dict:
         deadline = time.monotonic() + 60
-        while not done(st := (await fleet.status(links)).to_json()):
+        while not done(st := (await fleets.status(links)).to_json()):
             assert time.monotonic() < deadline, (what, st)
             await asyncio.sleep(0.02)
         return st
 
     config = fleet_config(tmp_path, models, fleet_ports)
-    links = await fleet.FleetLinks.open(settings_mod.load(config), "pair")
+    links = await fleets.FleetLinks.open(settings_mod.load(config), "pair")
     try:
         up = json.loads(specdeck(config, "fleet", "up", "pair", "--json").stdout)
         assert up["router"]["healthy"] is True and up["router"]["workers"] == 2, up
@@ -313,7 +313,7 @@ async def test_fleet_up_status_bench_kill_down(tmp_path, models, fleet_ports):
         servers = [(await links.conn(h).call("serve.status", port=fleet_ports[k]))["job"] for h, k in SIM_PORTS]
         assert {f"{h}/{j}" for (h, _), j in zip(SIM_PORTS, servers, strict=True)} <= {r["id"] for r in kept["runs"]}
         assert any(b["job_id"] == bench["job"] and b["host"] == "sim-a" for b in kept["benches"]), kept["benches"]
-        st = (await fleet.status(links)).to_json()
+        st = (await fleets.status(links)).to_json()
         assert st["router"]["requests_total"] >= 4  # the bench went through the router
         assert all(r["accept_len"] is not None for r in st["replicas"]), st  # each replica served some of it
 
@@ -344,8 +344,8 @@ async def test_fleet_up_status_bench_kill_down(tmp_path, models, fleet_ports):
         text = specdeck(config, "fleet", "status", "pair").stdout
         assert "imbalance: the router is down (not running)" in text and " unhealthy " not in text, text
     finally:
-        await fleet.down(links)
-        after = (await fleet.status(links)).to_json()
+        await fleets.down(links)
+        after = (await fleets.status(links)).to_json()
         await links.close()
     assert process_gone(router_pid)
     assert after["router"]["healthy"] is False and after["router"]["pid"] is None
@@ -359,7 +359,7 @@ async def test_fleet_up_refuses_before_starting_anything(tmp_path, models, fleet
     import subprocess
     from dataclasses import replace
 
-    from backend import serving
+    from backend.serve import serving
     from tests.simhost import specdeck
 
     bare = tmp_path / "bare"  # a Python without sglang-router (the agent needs the standard library only)
@@ -381,10 +381,10 @@ replicas = [{{host = "sim-a", port = {fleet_ports["a"]}}}, {{host = "far"}}]
 """
     config = fleet_config(tmp_path, models, fleet_ports, extra)
     settings = settings_mod.load(config)
-    async with await fleet.FleetLinks.open(settings, "unrouted") as links:
-        with pytest.raises(fleet.FleetPreflightFailed) as err:  # what the CLI prints, exit 2
-            await fleet.up(links)
-        st = (await fleet.status(links)).to_json()
+    async with await fleets.FleetLinks.open(settings, "unrouted") as links:
+        with pytest.raises(fleets.FleetPreflightFailed) as err:  # what the CLI prints, exit 2
+            await fleets.up(links)
+        st = (await fleets.status(links)).to_json()
     assert "router: sglang-router is not installed in bare's Python" in str(err.value)
     assert str(err.value).endswith("run `pip install sglang-router==0.3.2` there")
     assert st["router"]["pid"] is None and [r["state"] for r in st["replicas"]] == ["none"]
@@ -394,25 +394,25 @@ replicas = [{{host = "sim-a", port = {fleet_ports["a"]}}}, {{host = "far"}}]
         res = specdeck(config, "fleet", "up", "pair", rc=2)
     assert f"sim-b:{fleet_ports['b']}: port {fleet_ports['b']} on the host is taken" in res.stderr, res.stderr
     assert res.stderr.count("\n") == 1 and "Traceback" not in res.stderr
-    async with await fleet.FleetLinks.open(settings, "pair") as links:
-        st = (await fleet.status(links)).to_json()
+    async with await fleets.FleetLinks.open(settings, "pair") as links:
+        st = (await fleets.status(links)).to_json()
         assert st["router"]["pid"] is None and [r["state"] for r in st["replicas"]] == ["none", "none"]
         # another profile's server on a replica's port is not taken for the fleet's
         other = replace(settings.profiles["baseline"], port=fleet_ports["a"], env={"SPECDECK_SIM_TIME_SCALE": "0.02"})
         job = (await serving.start(links.conn("sim-a"), settings, other))["job"]
         try:
-            with pytest.raises(fleet.FleetPreflightFailed) as err:
-                await fleet.up(links)
+            with pytest.raises(fleets.FleetPreflightFailed) as err:
+                await fleets.up(links)
             assert f"sim-a:{fleet_ports['a']}: port {fleet_ports['a']} serves profile baseline (job {job})" in str(
                 err.value
             )
-            assert [r["state"] for r in (await fleet.status(links)).to_json()["replicas"]][1] == "none"
+            assert [r["state"] for r in (await fleets.status(links)).to_json()["replicas"]][1] == "none"
         finally:
             await serving.stop(links.conn("sim-a"), job=job)
     assert specdeck(config, "fleet", "up", "nope", rc=2).stderr.startswith("specdeck: no fleet named 'nope'")
     # a host that cannot be reached: `up` cannot start (exit 3), `status` shows it so beside the rest
-    with pytest.raises(fleet.ConnectionFailed, match=r"cannot reach root@127\.0\.0\.1:1"):
-        await fleet.FleetLinks.open(settings, "far")
+    with pytest.raises(fleets.ConnectionFailed, match=r"cannot reach root@127\.0\.0\.1:1"):
+        await fleets.FleetLinks.open(settings, "far")
     far = json.loads(specdeck(config, "fleet", "status", "far", "--json").stdout)
     assert [(r["host"], r["state"], r["healthy"]) for r in far["replicas"]] == [
         ("sim-a", "stopped", False),  # the other profile's server, stopped above
@@ -471,9 +471,9 @@ async def test_a_router_that_exits_at_start_says_its_last_line(tmp_path):
     try:
         line = "\x1b[2m2026-12-01\x1b[0m \x1b[31mERROR\x1b[0m smg::server: Failed to bind 127.0.0.1:8000"
         argv = [sys.executable, "-c", f"print({line!r}); raise SystemExit(1)"]
-        wire = await conn.call("jobs.start", kind=fleet.ROUTER_KIND, argv=argv, args={"fleet": "f", "port": 1})
-        with pytest.raises(fleet.OperationFailed) as err:
-            await fleet._router_ready(conn, JobInfo.from_json(wire), 2)
+        wire = await conn.call("jobs.start", kind=fleets.ROUTER_KIND, argv=argv, args={"fleet": "f", "port": 1})
+        with pytest.raises(fleets.OperationFailed) as err:
+            await fleets._router_ready(conn, JobInfo.from_json(wire), 2)
         assert str(err.value).endswith("2026-12-01 ERROR smg::server: Failed to bind 127.0.0.1:8000"), err.value
         assert str(err.value).startswith("sglang-router exited (")
     finally:

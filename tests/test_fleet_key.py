@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from backend import fleet_key
+from backend.fleet import key as fleet_key
 from backend.history import history_path
 from tests.simhost import TIME_SCALE, specdeck
 from tests.sshd import free_port, start_sshd
@@ -52,7 +52,7 @@ def test_the_simulator_refuses_a_keyless_request_as_sglang_does(models, tmp_path
     config = tmp_path / "key.yaml"
     config.write_text(json.dumps({"api-key": KEY}) + "\n")  # JSON is YAML
     port = free_port()
-    argv = [sys.executable, "-m", "backend.sandbox.simulator", "--model-path", models["target"], "--port", str(port)]
+    argv = [sys.executable, "-m", "backend.sandbox.sglang_sim", "--model-path", models["target"], "--port", str(port)]
     argv += ["--enable-metrics", "--config", str(config)]
     env = {**os.environ, "SPECDECK_SIM_TIME_SCALE": TIME_SCALE, "SPECDECK_SIM_SGLANG_VERSION": version}
     server = subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)

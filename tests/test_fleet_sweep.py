@@ -15,13 +15,14 @@ from pathlib import Path
 
 import pytest
 
-from backend import fleet_sweep, serving
-from backend import sweep as sweep_mod
 from backend.connection import Connection
 from backend.errors import UsageError
+from backend.fleet import sweep as fleet_sweep
 from backend.history import History, Yardstick
-from backend.report import sweep_blocks
+from backend.report.document import sweep_blocks
+from backend.serve import serving
 from backend.settings import HostConfig, load
+from backend.tune import sweep as sweep_mod
 from tests.simhost import EAGLE, make_settings
 from tests.sshd import free_port
 

@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 from textual.widgets import DataTable, Static
 
-from backend import fleet
-from backend.bench import BenchPlan
+from backend.fleet import fleets
+from backend.measure.bench import BenchPlan
 from backend.settings import builtin_defaults, load
 from tests.helpers import until
 from tests.simhost import specdeck
@@ -57,7 +57,7 @@ def all_ready(pane: FleetPane) -> bool:
 async def test_fleet_tab_at_both_sizes_its_keys_and_a_replica_killed(running_fleet, monkeypatch):
     config, ports = running_fleet
     # a short bench (the tab's own is two rounds of 256 tokens): what is tested is that it goes through the router
-    monkeypatch.setattr(fleet, "bench_plan", lambda f: BenchPlan(requests=4, max_tokens=32, concurrency=4))
+    monkeypatch.setattr(fleets, "bench_plan", lambda f: BenchPlan(requests=4, max_tokens=32, concurrency=4))
     app = SpecdeckApp(load(config), host="sim-a")
     async with app.run_test(size=(100, 30)) as pilot:
         pane, keys = await open_tab(pilot, 8)
@@ -83,7 +83,7 @@ async def test_fleet_tab_at_both_sizes_its_keys_and_a_replica_killed(running_fle
         await until(pilot, lambda: "tok/s per stream" in plain(bench), "the bench's result", 120)
         await keys.press("refresh")
         await until(pilot, lambda: (pane.status.router.requests_total or 0) >= 4, "the router counted the bench")
-        monkeypatch.setattr(fleet, "bench_plan", lambda f: BenchPlan(requests=4, max_tokens=4000, concurrency=4))
+        monkeypatch.setattr(fleets, "bench_plan", lambda f: BenchPlan(requests=4, max_tokens=4000, concurrency=4))
         await keys.press("bench")  # a long one, and b again stops it
         await until(pilot, lambda: "starting" in plain(bench) or "requests" in plain(bench), "the bench under way")
         await keys.press("bench")

@@ -16,7 +16,7 @@ import pytest
 
 from backend.agent import client
 from backend.agent.host import main as agent_main
-from backend.agent.host import protocol
+from backend.agent.host.shared import protocol
 from backend.connection import Connection
 from backend.errors import ConnectionFailed, RemoteError
 from backend.settings import HostConfig

@@ -21,9 +21,9 @@ from textual.widgets import DataTable, Static
 from backend.connection import Connection
 from backend.history import History, LiveRecorder, filter_tail, parse_server_args, primed_filter, sync_from_host
 from backend.jobs import JobInfo
-from backend.metrics import Sample, live_samples, parse_lines
-from backend.report import break_even_cell
-from backend.report_charts import Chart, svg_chart, text_chart
+from backend.measure.metrics import Sample, live_samples, parse_lines
+from backend.report.charts import Chart, svg_chart, text_chart
+from backend.report.document import break_even_cell
 from backend.settings import HostConfig, builtin_defaults
 from tests.helpers import dialog_input, until
 from tests.runs import T0, add_run
@@ -49,7 +49,7 @@ WRITER = """
 import sys, time
 from backend.history import History, LiveRecorder
 from backend.jobs import JobInfo
-from backend.metrics import Sample
+from backend.measure.metrics import Sample
 history = History.open(sys.argv[1])
 rec = LiveRecorder(history, "local")
 rec.begin(JobInfo("serve-kill", started=0, args={"profile": "p"}))
@@ -261,7 +261,7 @@ async def test_sync_from_host_imports_a_simulator_run_and_its_bench(tmp_path, mo
     host = HostConfig(name="local", url="local", python=sys.executable, workdir=str(tmp_path / "hostwork"))
     conn = await Connection.open(host)
     port = free_port()
-    argv = [sys.executable, "-m", "backend.sandbox.simulator", "--model-path", models["target"], "--tp-size", "8",
+    argv = [sys.executable, "-m", "backend.sandbox.sglang_sim", "--model-path", models["target"], "--tp-size", "8",
             "--host", "127.0.0.1", "--port", str(port), "--enable-metrics", "--decode-log-interval", "5",
             "--random-seed", "7", "--speculative-algorithm", "EAGLE3",
             "--speculative-draft-model-path", models["aq-medai"], "--speculative-num-steps", "3",

@@ -20,8 +20,8 @@ from textual.widgets import DataTable, Static
 from backend.errors import ConnectionFailed
 from backend.history import History
 from backend.jobs import JobInfo
-from backend.livefeed import LiveFeed
-from backend.series import LiveSeries
+from backend.measure.livefeed import LiveFeed
+from backend.measure.series import LiveSeries
 from backend.settings import builtin_defaults
 from tests.helpers import eventually, until
 from tests.runs import add_run

@@ -16,10 +16,11 @@ from subprocess import PIPE
 
 import pytest
 
-from backend import jobs, serving
+from backend import jobs
 from backend.agent.host.procstate import lingering
 from backend.connection import Connection
 from backend.errors import OperationFailed
+from backend.serve import serving
 from backend.settings import HostConfig
 from tests.helpers import eventually
 from tests.simhost import start_server

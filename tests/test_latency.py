@@ -1,4 +1,5 @@
-"""backend.latency: Prometheus's histogram_quantile, bucket-by-bucket merging across ranks, windows by difference."""
+"""backend.measure.latency: Prometheus's histogram_quantile, bucket-by-bucket merging across ranks, windows
+by difference."""
 
 from __future__ import annotations
 
@@ -10,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from backend import latency
-from backend.latency import Histogram, LatencyWindow, bucket_quantile
+from backend.measure import latency
+from backend.measure.latency import Histogram, LatencyWindow, bucket_quantile
 
 INF = math.inf
 
@@ -151,7 +152,7 @@ def test_a_page_gives_every_series_and_the_streaming_split_is_summed() -> None:
 
 
 def test_the_reader_keeps_every_histogram_series_and_no_row_for_them() -> None:
-    from backend.prometheus import read_scrape
+    from backend.measure.prometheus import read_scrape
 
     scrape = read_scrape(PAGE)
     ttft = "sglang:time_to_first_token_seconds"
@@ -254,8 +255,8 @@ async def test_the_feed_stops_asking_a_server_without_metrics_and_says_when_a_pa
     import asyncio
 
     from backend.jobs import JobInfo
-    from backend.livefeed import LiveFeed
-    from backend.series import LiveSeries
+    from backend.measure.livefeed import LiveFeed
+    from backend.measure.series import LiveSeries
 
     job = JobInfo("serve-1", args={"port": 30000})
     feed = LiveFeed(_Pages({"status": 404, "text": "Not Found"}), LiveSeries())  # type: ignore[arg-type]
@@ -295,9 +296,9 @@ async def test_one_metrics_scrape_feeds_the_gauges_and_the_latency_histograms() 
     import asyncio
 
     from backend.jobs import JobInfo
-    from backend.livefeed import LiveFeed
-    from backend.prometheus import read_scrape
-    from backend.series import LiveSeries
+    from backend.measure.livefeed import LiveFeed
+    from backend.measure.prometheus import read_scrape
+    from backend.measure.series import LiveSeries
 
     job = JobInfo("serve-1", args={"port": 30000})
     conn = _Asked({"status": 200, "text": PAGE})

@@ -9,7 +9,7 @@ import sys
 
 CLIENT = """
 import json, sys
-import backend.agent.client, backend.connection, backend.serving, backend.livefeed, backend.bench
+import backend.agent.client, backend.connection, backend.serve.serving, backend.measure.livefeed, backend.measure.bench
 from backend.cli.main import build_parser
 import tui.app
 build_parser()  # imports every command module

@@ -14,16 +14,16 @@ from pathlib import Path
 
 import pytest
 
-from backend.bench import BenchPlan, run_bench
 from backend.cli.livecmds import _watch_line
 from backend.connection import Connection
 from backend.errors import OperationFailed, UsageError
 from backend.history import History, HistoryThread, filter_tail, run_id_of, sync_from_host
 from backend.jobs import JobInfo
-from backend.livefeed import LiveFeed
-from backend.metrics import Sample
-from backend.sandbox.simulator import crossover_batch
-from backend.series import LiveSeries
+from backend.measure.bench import BenchPlan, run_bench
+from backend.measure.livefeed import LiveFeed
+from backend.measure.metrics import Sample
+from backend.measure.series import LiveSeries
+from backend.sandbox.sglang_sim.server import crossover_batch
 from backend.settings import HostConfig
 from tests.helpers import eventually, host_args
 from tests.sglang_lines import GENERATIONS
@@ -629,7 +629,7 @@ async def test_an_idle_history_thread_is_not_woken_and_loses_no_pending_sample(t
 def test_a_served_checkpoint_is_named_with_its_profile():
     """Live's server line (and every message naming the server) says which checkpoint a profile serves."""
     from backend.jobs import JobInfo
-    from backend.livefeed import describe_server
+    from backend.measure.livefeed import describe_server
 
     tag = {"training": "k25-ft", "checkpoint": "step1200"}
     job = JobInfo.from_json({"id": "serve-1", "kind": "serve", "state": "running", "args": {"profile": "eagle3-aq",

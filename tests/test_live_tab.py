@@ -14,11 +14,11 @@ from textual.content import Content
 from textual.pilot import Pilot
 from textual.widgets import DataTable, Input, Static
 
-from backend.bench import BenchPlan, run_bench
 from backend.connection import local_workdir
 from backend.history import History
-from backend.livefeed import find_server
-from backend.metrics import Sample
+from backend.measure.bench import BenchPlan, run_bench
+from backend.measure.livefeed import find_server
+from backend.measure.metrics import Sample
 from backend.settings import HostConfig, builtin_defaults
 from tests.helpers import dialog_input, until
 from tests.runs import record_run

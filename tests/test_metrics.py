@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from backend.metrics import (
+from backend.measure.metrics import (
     LiveFilter,
     Sample,
     live_samples,
@@ -17,7 +17,7 @@ from backend.metrics import (
     parse_lines,
     server_info_numbers,
 )
-from backend.prometheus import parse_metrics
+from backend.measure.prometheus import parse_metrics
 from tests.sglang_lines import GENERATIONS
 
 TS = datetime(2025, 1, 5, 10, 0, 7).timestamp()

@@ -20,13 +20,14 @@ from pathlib import Path
 
 import pytest
 
-from backend import multinode, serving, sweep
-from backend.cost import gpus_of
 from backend.errors import ConfigError, UsageError
-from backend.host_facts import HostFacts
+from backend.measure.cost import gpus_of
+from backend.serve import multinode, serving
+from backend.serve.host_facts import HostFacts
 from backend.settings import HostConfig, Settings, load, parse
-from backend.sglang_flags import parse as parse_flags
-from backend.sglang_flags import server_args
+from backend.sglang.flags import parse as parse_flags
+from backend.sglang.flags import server_args
+from backend.tune import sweep
 from tests.leftover_jobs import stop_jobs
 from tests.simhost import EAGLE, TIME_SCALE, process_gone, specdeck, until_gone
 from tests.sshd import free_port

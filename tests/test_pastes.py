@@ -11,7 +11,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from backend.prometheus import read_scrape
+from backend.measure.prometheus import read_scrape
 
 REAL = Path(__file__).parent / "fixtures" / "real"
 
@@ -48,7 +48,7 @@ def test_a_page_pasted_with_its_curl_line() -> None:
     assert ttft.count == 1.0 and math.isclose(ttft.total, 0.30457592010498047)
     assert ttft.counts[ttft.bounds.index(0.25)] == 0.0 and ttft.counts[ttft.bounds.index(0.5)] == 1.0
     assert scrape.notes[0] == "1 shell line skipped: '$ curl http://localhost:30000/metrics'"
-    from backend import latency
+    from backend.measure import latency
 
     figures = latency.summary(latency.of_scrape(scrape))
     assert 250 < figures["ttft_ms"].quantiles["p50"].value <= 500  # one request, in (0.25, 0.5] s
@@ -126,7 +126,7 @@ def test_parse_metrics_says_what_it_could_not_read() -> None:
 def test_a_0_2_router_page_reads_its_sgl_router_names() -> None:
     """sglang PR #6537: the router's first Prometheus page, from its `curl localhost:9000` line, cut inside a
     summary: 2 active workers, 9 + 7 requests processed, 1 + 1 running."""
-    from backend import router_metrics
+    from backend.fleet import router_metrics
 
     view = router_metrics.read(None, _text("router-prom-0.2-curl-sgl-router-pr6537.prom"))
     assert (view.workers, view.requests_active, view.requests_total) == (2, 2, 16)
@@ -137,7 +137,7 @@ def test_a_0_2_router_page_reads_its_sgl_router_names() -> None:
 def test_a_hand_shortened_router_page_is_said_unreadable() -> None:
     """A run book's reading of a 0.3.2 page (`smg_worker_health{r0} 1      smg_worker_health{r1} 1`, a value
     written as `absent (zero)`): not exposition, so no figure, and the lines named."""
-    from backend import router_metrics
+    from backend.fleet import router_metrics
 
     view = router_metrics.read(None, _text("router-prom-smg-hand-shortened-runbook.txt"))
     assert view.workers is None and view.healthy_workers is None and view.errors_total is None
@@ -147,7 +147,7 @@ def test_a_hand_shortened_router_page_is_said_unreadable() -> None:
 def test_a_shortened_workers_answer_is_unknown_not_zero() -> None:
     """No real /workers paste was found (INDEX.md says so); its shape as sgl-model-gateway answers it, shortened
     with `...` as people shorten JSON."""
-    from backend import router_metrics
+    from backend.fleet import router_metrics
 
     view = router_metrics.read('{"workers": [{"url": "http://10.0.0.1:30000", "is_healthy": true}, ...]}', None)
     assert view.workers is None and view.healthy_workers is None
@@ -158,7 +158,7 @@ def test_a_shortened_workers_answer_is_unknown_not_zero() -> None:
 
 
 def _log(name: str):
-    from backend.metrics import read_log
+    from backend.measure.metrics import read_log
 
     return read_log(_text(name).splitlines())
 
@@ -253,7 +253,7 @@ def test_a_cut_traceback_says_where_it_stops_and_on_which_rank() -> None:
 
 def test_a_docker_compose_prefix_is_read_past() -> None:
     """sglang #12076: every line behind `sglang-1  | `; the request failed with CancelledError."""
-    from backend.agent.host.logline import record
+    from backend.agent.host.shared.logline import record
 
     assert _failure("log-docker-compose-prefix-cancelled-12076.log") == (None, "asyncio.exceptions.CancelledError")
     line = "sglang-1  | asyncio.exceptions.CancelledError"
@@ -354,7 +354,7 @@ def _config_folder(tmp_path: Path, name: str) -> Path:
 
 
 def _judged(tmp_path: Path, name: str) -> tuple[dict, dict]:
-    from backend.checkpoints import inspect_local, verdict
+    from backend.drafters.checkpoints import inspect_local, verdict
 
     info = inspect_local(str(_config_folder(tmp_path, name)))
     return info, verdict(info, None)

@@ -1,6 +1,6 @@
 """Profiles for every SGLang speculative algorithm: each field declared once (settings.ProfileConfig) and read,
 range-checked, written as SGLang's flag and checked by preflight from that declaration; the algorithms' rules per
-release (backend.sglang_speculation); SGLang's adaptive config and policy (backend.sglang_adaptive).
+release (backend.sglang.speculation); SGLang's adaptive config and policy (backend.sglang.adaptive).
 
 Judged by SGLang itself: every profile built here is parsed by the flag table generated from the release's own
 ``ServerArgs.add_cli_args`` (scripts/sglang_flag_tables.py), and, where ``SPECDECK_SGLANG_WHEEL`` names a wheel (and
@@ -21,10 +21,12 @@ from pathlib import Path
 
 import pytest
 
-from backend import serving, sglang_adaptive, sglang_flags
 from backend.errors import ConfigError
 from backend.sandbox import environment
+from backend.serve import serving
 from backend.settings import ALGORITHMS, FIELD, PROFILE_FIELDS, ProfileConfig, builtin_defaults, parse, save_profile
+from backend.sglang import adaptive as sglang_adaptive
+from backend.sglang import flags
 
 REPO = Path(__file__).resolve().parents[1]
 TRACE = REPO / "tests" / "fixtures" / "sglang" / "adaptive-0.5.23-trace.json"
@@ -102,10 +104,10 @@ def test_every_field_is_declared_once_and_every_flag_is_sglangs():
     # Every field a config file sets is declared; name is the table's, listen is set for a fleet's replica.
     assert set(names) == set(ProfileConfig.__dataclass_fields__) - {"name", "listen"}
     for declared in PROFILE_FIELDS:
-        assert declared.help and all(flag in sglang_flags.FLAGS for flag in declared.flags), declared.name
+        assert declared.help and all(flag in flags.FLAGS for flag in declared.flags), declared.name
         assert declared.algorithms is None or set(declared.algorithms) <= set(ALGORITHMS)
     # The newest release's flag for each one: the names only 0.5.11 had come second.
-    newest = sglang_flags.table("0.5.23").flags
+    newest = flags.table("0.5.23").flags
     assert all(d.flags[0] in newest for d in PROFILE_FIELDS if d.flags)
     assert ALGORITHMS == ("EAGLE", "EAGLE3", "NEXTN", "STANDALONE", "NGRAM", "DFLASH", "DSPARK")
 
@@ -165,7 +167,7 @@ def test_each_algorithms_profile_means_exactly_its_fields_to_sglangs_parser(name
     settings = builtin_defaults()
     profile = ALGORITHM_PROFILES[name]
     argv = serving.profile_argv(settings, profile)
-    table = sglang_flags.table("0.5.23")
+    table = flags.table("0.5.23")
     args = table.server_args(table.parse(argv))
     assert args["speculative_algorithm"] == profile.algorithm
     for declared in PROFILE_FIELDS:
@@ -192,15 +194,15 @@ def test_a_release_gets_the_flag_names_it_knows():
     assert "--speculative-dflash-draft-window-size" in old and "--speculative-draft-window-size" not in old
     # 0.5.12 renamed it (the old name stays a hidden alias to 0.5.19, so 0.5.12 takes either).
     assert "--speculative-draft-window-size" in serving.profile_argv(settings, dflash, "0.5.13")
-    sglang_flags.table("0.5.11").parse(old)
+    flags.table("0.5.11").parse(old)
     # The feature tables tell releases apart: DSPARK's flags are refused before 0.5.16, adaptive before 0.5.11.
     dspark = serving.profile_argv(settings, ALGORITHM_PROFILES["dspark"])
     with pytest.raises(Exception, match="unrecognized arguments: --speculative-dspark-block-size"):
-        sglang_flags.table("0.5.15").parse(dspark)
-    sglang_flags.table("0.5.16").parse(dspark)
+        flags.table("0.5.15").parse(dspark)
+    flags.table("0.5.16").parse(dspark)
     adaptive = serving.profile_argv(settings, ALGORITHM_PROFILES["eagle3-adaptive"])
     with pytest.raises(Exception, match="unrecognized arguments: --speculative-adaptive"):
-        sglang_flags.table("0.5.10").parse(adaptive)
+        flags.table("0.5.10").parse(adaptive)
 
 
 def test_an_adaptive_config_goes_to_a_file_in_the_hosts_state_dir():
@@ -235,7 +237,7 @@ def test_every_profile_parses_with_the_wheels_own_parser(tmp_path):
         check=True,
     )
     answers = [json.loads(line) for line in out.stdout.splitlines()]
-    table = sglang_flags.table("0.5.23")
+    table = flags.table("0.5.23")
     assert len(answers) == len(built)
     for (name, argv), answer in zip(built, answers, strict=True):
         assert answer["ok"], (name, answer)
@@ -354,7 +356,7 @@ def test_warnings_name_the_issue_that_found_them():
 def test_an_mla_target_with_a_non_mla_draft_needs_its_own_attention_backend():
     """SGLang #23490: Kimi-K2.6 (MLA) with a Llama-shaped EAGLE-3 draft died building the draft worker: the draft
     inherited trtllm_mla. The fix is --speculative-draft-attention-backend."""
-    from backend.sglang_speculation import drafter_rules
+    from backend.sglang.speculation import drafter_rules
 
     target = {"kv_lora_rank": 512, "hidden_size": 7168}
     draft = {"hidden_size": 7168, "architectures": ["LlamaForCausalLMEagle3"]}

@@ -7,9 +7,10 @@ from array import array
 
 import pytest
 
-from backend.agent.host import advice, loadgen
-from backend.agent.host.quantiles import quantile, quantiles
-from backend.series import SeriesView
+from backend.agent.host import loadgen
+from backend.agent.host.shared import advice
+from backend.agent.host.shared.quantiles import quantile, quantiles
+from backend.measure.series import SeriesView
 
 
 def test_the_rule_and_its_edges():

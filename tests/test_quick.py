@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from backend.agent.host import protocol
+from backend.agent.host.shared import protocol
 from backend.cli import quick, resolved
 from backend.settings import HostConfig
 from backend.transport import blocking, controlsock, sshimport

@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from backend.metrics import parse_lines
-from backend.prometheus import read_scrape
+from backend.measure.metrics import parse_lines
+from backend.measure.prometheus import read_scrape
 
 REAL = Path(__file__).parent / "fixtures" / "real"
 
@@ -148,7 +148,7 @@ def test_glm51_prefill_with_pending_tokens() -> None:
 @pytest.mark.parametrize("name", sorted(p.name for p in REAL.glob("*.log")))
 def test_the_host_phase_scan_reads_the_same_records(name: str) -> None:
     """One rule for every reader: the host's scan finds each record where parse-log does."""
-    from backend.agent.host.logline import record
+    from backend.agent.host.shared.logline import record
 
     for line in _text(name).splitlines():
         found = record(line)
@@ -162,8 +162,8 @@ def test_the_host_phase_scan_reads_the_same_records(name: str) -> None:
 
 
 def test_a_development_build_is_untested_drafts_only_and_says_so() -> None:
-    from backend.metrics import server_info_numbers
-    from backend.sglang_versions import flag_table_version, support, version_text
+    from backend.measure.metrics import server_info_numbers
+    from backend.sglang.versions import flag_table_version, support, version_text
 
     info = json.loads(_text("server-info-dev-build.json"))
     numbers = server_info_numbers(info)
@@ -277,7 +277,7 @@ LLAMA2_7B |= {"num_hidden_layers": 32, "vocab_size": 32000}
 
 
 def test_an_eagle1_drafter_is_judged_by_eagle1_rules_and_needs_eagle() -> None:
-    from backend import checkpoints
+    from backend.drafters import checkpoints
 
     cfg = _config("drafter-eagle1-llama2-chat-7b-config.json")
     drafter = {"config": cfg, "tensors": _eagle1_tensors(cfg)}
@@ -294,7 +294,7 @@ def test_an_eagle1_drafter_is_judged_by_eagle1_rules_and_needs_eagle() -> None:
 
 
 def test_preflight_tells_an_eagle1_drafter_to_use_eagle(tmp_path: Path) -> None:
-    from backend import checkpoints
+    from backend.drafters import checkpoints
 
     cfg = _config("drafter-eagle1-llama2-chat-7b-config.json")
     judged = checkpoints.verdict({"config": cfg, "tensors": _eagle1_tensors(cfg, bias=False)}, LLAMA2_7B)
@@ -302,7 +302,7 @@ def test_preflight_tells_an_eagle1_drafter_to_use_eagle(tmp_path: Path) -> None:
 
 
 def test_specforge_eagle3_configs_stay_eagle3() -> None:
-    from backend import checkpoints
+    from backend.drafters import checkpoints
 
     cfg = _config("drafter-eagle3-kimi-k25-specforge-config.json")
     assert checkpoints.drafter_kind({"config": cfg, "tensors": {}}) == "EAGLE3"
@@ -313,7 +313,7 @@ def test_specforge_eagle3_configs_stay_eagle3() -> None:
 
 
 def test_a_target_config_without_sizes_says_which_checks_were_not_made() -> None:
-    from backend import checkpoints
+    from backend.drafters import checkpoints
 
     vl = _config("drafter-eagle3-qwen3-vl-8b-specforge-config.json")
     h, v = vl["hidden_size"], vl["draft_vocab_size"]
@@ -336,7 +336,7 @@ def test_a_target_config_without_sizes_says_which_checks_were_not_made() -> None
 
 
 def test_a_nested_speculators_config_is_read_from_where_it_nests() -> None:
-    from backend import checkpoints
+    from backend.drafters import checkpoints
 
     # vLLM's speculators layout (as vllm's tests and SpecForge exports write it), around SpecForge's real sizes
     inner = _config("drafter-eagle3-qwen3-vl-8b-specforge-config.json")
@@ -366,8 +366,8 @@ def _steady(name: str) -> list[str]:
 
 
 def test_each_dp_rank_is_its_own_stream_and_the_engine_their_sum() -> None:
-    from backend.metrics import LiveFilter
-    from backend.series import LiveSeries
+    from backend.measure.metrics import LiveFilter
+    from backend.measure.series import LiveSeries
 
     lines = _steady("log-dp16-node1-pr20766.log")
     live = LiveFilter()
@@ -386,7 +386,7 @@ def test_each_dp_rank_is_its_own_stream_and_the_engine_their_sum() -> None:
 
 def test_parse_log_and_watch_say_the_engines_sum_and_each_rank(tmp_path: Path) -> None:
     from backend.cli.livecmds import _watch_line
-    from backend.series import LiveSeries
+    from backend.measure.series import LiveSeries
 
     log = tmp_path / "dp.log"
     log.write_text("\n".join(_steady("log-dp16-node1-pr20766.log")) + "\n")
@@ -408,7 +408,7 @@ def test_parse_log_and_watch_say_the_engines_sum_and_each_rank(tmp_path: Path) -
 
 def test_the_history_keeps_the_engines_sum_per_second() -> None:
     from backend.history.samples import downsample, filter_tail, primed_filter
-    from backend.metrics import LiveFilter
+    from backend.measure.metrics import LiveFilter
 
     live = LiveFilter()
     kept = [live.accept(s) for s in parse_lines(_steady("log-dp16-node1-pr20766.log"))]
@@ -425,7 +425,7 @@ def test_the_history_keeps_the_engines_sum_per_second() -> None:
 def test_a_learned_shape_reads_every_line_as_the_field_by_field_path_does() -> None:
     """The fast path (one compiled match per known shape) gives the same samples as the slow one, and a value it
     cannot read (nan, a cut-off number) falls back to the slow one instead of losing or inventing a field."""
-    from backend import metrics
+    from backend.measure import metrics
 
     lines = [line for path in sorted(REAL.glob("*.log")) for line in path.read_text(encoding="utf-8").splitlines()]
     for shapes in metrics._SHAPES.values():
@@ -442,7 +442,7 @@ def test_a_learned_shape_reads_every_line_as_the_field_by_field_path_does() -> N
 def test_the_live_tabs_server_line_gives_a_line_per_dp_rank() -> None:
     from types import SimpleNamespace
 
-    from backend.series import LiveSeries
+    from backend.measure.series import LiveSeries
     from tui.widgets.serverline import ServerFacts
 
     series = LiveSeries(82.0)

@@ -15,8 +15,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from safetensors import TensorSpec, safe_open
 
-from backend.agent.host import safetensors_header as sh
-from backend.agent.host.safetensors_header import DTYPES, CheckpointError, parse_header, read_header
+from backend.agent.host.shared import safetensors_header as sh
+from backend.agent.host.shared.safetensors_header import DTYPES, CheckpointError, parse_header, read_header
 from backend.sandbox.fixtures import (
     CORRUPT_FILES,
     KIMI_K2_DRAFTER_BYTES,

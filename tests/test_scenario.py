@@ -12,12 +12,12 @@ from pathlib import Path
 
 import pytest
 
-from backend import sweep as sweep_mod
-from backend.agent.host.advice import chain
+from backend.agent.host.shared.advice import chain
 from backend.connection import Connection
-from backend.sandbox import scenario
-from backend.sandbox import simulator as sim
+from backend.sandbox.sglang_sim import scenario
+from backend.sandbox.sglang_sim import server as sim
 from backend.settings import HostConfig
+from backend.tune import sweep as sweep_mod
 from tests.simhost import EAGLE, make_settings
 
 REPO = Path(__file__).resolve().parents[1]

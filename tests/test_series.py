@@ -9,8 +9,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from backend.metrics import LiveFilter, Sample
-from backend.series import DAY_AT_1HZ, LiveSeries, RingSeries
+from backend.measure.metrics import LiveFilter, Sample
+from backend.measure.series import DAY_AT_1HZ, LiveSeries, RingSeries
 
 
 def _filled(n: int, capacity: int) -> RingSeries:

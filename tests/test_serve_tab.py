@@ -17,9 +17,9 @@ from textual.app import App, ComposeResult
 from textual.pilot import Pilot
 from textual.widgets import Input, Static, TabbedContent
 
-from backend import serving
 from backend.connection import Connection
 from backend.sandbox import fixtures
+from backend.serve import serving
 from backend.settings import Settings, load
 from tests.helpers import until
 from tests.simhost import fake_nvidia_smi

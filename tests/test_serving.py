@@ -21,13 +21,13 @@ from pathlib import Path
 
 import pytest
 
-from backend import serving
 from backend.connection import Connection
 from backend.errors import RemoteError, UsageError
 from backend.sandbox import environment
+from backend.serve import serving
 from backend.settings import HostConfig, ProfileConfig, builtin_defaults, parse
-from backend.sglang_flags import FLAGS, server_args
-from backend.sglang_flags import parse as parse_flags
+from backend.sglang.flags import FLAGS, server_args
+from backend.sglang.flags import parse as parse_flags
 from tests.simhost import (
     EAGLE,
     PY38,
@@ -126,10 +126,10 @@ def test_the_simulator_runs_only_on_sandbox_hosts_of_this_machine(tmp_path):
     assert serving.profile_command(sandbox, host, "baseline")["argv"][:3] == [
         sys.executable,
         "-m",
-        "backend.sandbox.simulator",
+        "backend.sandbox.sglang_sim",
     ]
     loopback_ssh = HostConfig(name="t", url="ssh://me@127.0.0.1:2222", launcher="simulator", sandbox=True)
-    assert serving.launcher_argv(loopback_ssh)[1:] == ["-m", "backend.sandbox.simulator"]
+    assert serving.launcher_argv(loopback_ssh)[1:] == ["-m", "backend.sandbox.sglang_sim"]
     for bad in (
         replace(settings.hosts["gpu-box"], launcher="simulator", sandbox=True),  # the real host, even if "sandbox"
         replace(host, sandbox=False),  # local but not a sandbox
@@ -520,7 +520,7 @@ def test_cli_contract(models, tmp_path):
     try:
         cmd = json.loads(specdeck(config, "serve", "cmd", "eagle3-ours", "--json").stdout)
         assert set(cmd) == {"argv", "env", "cwd", "files"} and cmd["files"] == {}
-        assert cmd["argv"][1:3] == ["-m", "backend.sandbox.simulator"]
+        assert cmd["argv"][1:3] == ["-m", "backend.sandbox.sglang_sim"]
         text = specdeck(config, "serve", "cmd", "eagle3-ours").stdout
         assert text.startswith("SGLANG_LOG_MS=1 SPECDECK_SIM_SGLANG_VERSION=0.5.23 ")  # ms stamps; the release
         assert f" SPECDECK_SIM_TIME_SCALE={TIME_SCALE} " in text and "--speculative-num-steps 3" in text

@@ -13,11 +13,11 @@ from pathlib import Path
 
 import pytest
 
-from backend import sglang_versions
 from backend.agent.host.serve import LogScan
-from backend.metrics import parse_line, parse_lines, server_info_numbers
-from backend.prometheus import parse_metrics, startup_seconds
-from backend.sglang_versions import BONUS_COUNTED, DRAFTS_ONLY
+from backend.measure.metrics import parse_line, parse_lines, server_info_numbers
+from backend.measure.prometheus import parse_metrics, startup_seconds
+from backend.sglang import versions
+from backend.sglang.versions import BONUS_COUNTED, DRAFTS_ONLY
 
 FIXTURES = Path(__file__).parent / "fixtures"
 VERSIONS = ("0.5.6", "0.5.23")
@@ -58,7 +58,7 @@ def test_a_saved_log_gives_the_right_samples(version: str) -> None:
     assert decode[0].ts == pytest.approx(want["first"]) and all(s.ranks == "TP0" for s in samples)
     assert [s.kind for s in samples].count("prefill") == 2
     # Accept length is the same quantity in both; the rate is not: 0.5.23's counts drafts only.
-    definition = sglang_versions.accept_rate_definition(version)
+    definition = versions.accept_rate_definition(version)
     assert definition == want["definition"]
     for s in decode:
         drafts_only = (s.accept_len - 1) / 3  # steps 3, topk 1: 3 drafts per verify
@@ -208,14 +208,14 @@ def test_server_info_per_dp_rank() -> None:
     ],
 )
 def test_versions_are_told_apart(version, definition, support, table, text) -> None:
-    assert sglang_versions.accept_rate_definition(version) == definition
-    assert sglang_versions.support(version) == support
-    assert sglang_versions.flag_table_version(version) == table
-    assert sglang_versions.version_text(version) == text
+    assert versions.accept_rate_definition(version) == definition
+    assert versions.support(version) == support
+    assert versions.flag_table_version(version) == table
+    assert versions.version_text(version) == text
 
 
 def test_a_real_server_past_the_newest_known_release_is_marked_untested() -> None:
-    from backend.serving import speculative_summary
+    from backend.serve.serving import speculative_summary
 
     assert speculative_summary({"version": "0.5.24"}) == "sglang 0.5.24 (untested version): no speculation"
     assert speculative_summary({"version": "0.5.23"}) == "sglang 0.5.23: no speculation"
@@ -223,15 +223,15 @@ def test_a_real_server_past_the_newest_known_release_is_marked_untested() -> Non
 
 
 def test_labels_never_leave_a_rate_unnamed() -> None:
-    assert sglang_versions.accept_rate_label("0.5.23") == "accept rate (drafts only)"
-    assert sglang_versions.accept_rate_label("0.5.6") == "accept rate (bonus counted)"
-    assert sglang_versions.accept_rate_label(None) == "accept rate (definition unknown)"
-    assert sglang_versions.version_text("0.5.6", simulated=True) == "sglang 0.5.6-sim SIMULATED"
-    assert sglang_versions.version_text(None) == "sglang not installed"
+    assert versions.accept_rate_label("0.5.23") == "accept rate (drafts only)"
+    assert versions.accept_rate_label("0.5.6") == "accept rate (bonus counted)"
+    assert versions.accept_rate_label(None) == "accept rate (definition unknown)"
+    assert versions.version_text("0.5.6", simulated=True) == "sglang 0.5.6-sim SIMULATED"
+    assert versions.version_text(None) == "sglang not installed"
 
 
 def test_an_unknown_newer_release_still_works_the_hosts_help_decides() -> None:
-    from backend import serving
+    from backend.serve import serving
     from backend.settings import builtin_defaults
     from tui.widgets.hostbar import sglang_text
 
@@ -245,7 +245,7 @@ def test_an_unknown_newer_release_still_works_the_hosts_help_decides() -> None:
     helped = {
         "version": "0.5.24",
         "help": "  --model-path MODEL_PATH\n  --speculative-brand-new N\n"
-        + "".join(f"  {name} X\n" for name in serving.sglang_flags.table("0.5.23").flags),
+        + "".join(f"  {name} X\n" for name in serving.flags.table("0.5.23").flags),
     }
     judged = {c.name: c for c in serving._sglang_checks(checks, newer, helped, settings)}
     assert judged["flags"].status == "warn" and "the host runs sglang 0.5.24" in judged["flags"].message

@@ -1,5 +1,5 @@
 """The SIMULATED server's latency histograms: SGLang's names, buckets and labels per release, read back by
-prometheus_client's own text parser and by backend.latency."""
+prometheus_client's own text parser and by backend.measure.latency."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ import urllib.request
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from backend import latency
-from backend.sandbox.sim_histograms import BUCKETS, E2E, ITL, QUEUE, TPOT, TTFT, SimHistograms
+from backend.measure import latency
+from backend.sandbox.sglang_sim.histograms import BUCKETS, E2E, ITL, QUEUE, TPOT, TTFT, SimHistograms
 from tests.test_simulator import launch, sims  # noqa: F401  (sims is a fixture)
 
 ARGS = {"served_model_name": "kimi", "tp_size": 8, "dp_size": 1}

@@ -19,11 +19,11 @@ from pathlib import Path
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from backend.breakeven import chain_accept_len
 from backend.errors import UsageError
-from backend.metrics import server_info_numbers
-from backend.sandbox.simulator import crossover_batch, drafter_rates, pass_ms, spec_meta_info
-from backend.sglang_flags import parse_help_flags, table, unknown_flags
+from backend.measure.breakeven import chain_accept_len
+from backend.measure.metrics import server_info_numbers
+from backend.sandbox.sglang_sim.server import crossover_batch, drafter_rates, pass_ms, spec_meta_info
+from backend.sglang.flags import parse_help_flags, table, unknown_flags
 from tests.simhost import PY38
 from tests.sshd import free_port
 
@@ -227,7 +227,7 @@ def test_best_step_count_for_aq_medai_lies_inside_one_to_seven():
 
 
 def test_spec_meta_info_by_version():
-    from backend.sandbox.simulator import Request
+    from backend.sandbox.sglang_sim.server import Request
 
     req = Request(4, 16, steps=3)
     req.verify_ct, req.accepted_drafts, req.histogram = 5, 6, [1, 2, 1, 1]
@@ -261,7 +261,7 @@ class Sim:
         self.base = f"http://127.0.0.1:{self.port}"
         self.log_path = tmp / f"sim-{self.port}.log"
         environment = dict(os.environ, SPECDECK_SIM_TIME_SCALE="0.05", **(env or {}))
-        cmd = [python, "-m", "backend.sandbox.simulator", *argv, "--host", "127.0.0.1", "--port", str(self.port)]
+        cmd = [python, "-m", "backend.sandbox.sglang_sim", *argv, "--host", "127.0.0.1", "--port", str(self.port)]
         with open(self.log_path, "wb") as out:
             self.proc = subprocess.Popen(cmd, cwd=REPO, env=environment, stdout=out, stderr=subprocess.STDOUT)
 

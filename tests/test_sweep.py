@@ -10,12 +10,12 @@ from dataclasses import replace
 
 import pytest
 
-from backend import serving
-from backend import sweep as sweep_mod
 from backend.connection import Connection
 from backend.errors import OperationFailed, RemoteError, UsageError
 from backend.history import History, sync_from_host
+from backend.serve import serving
 from backend.settings import HostConfig
+from backend.tune import sweep as sweep_mod
 from tests.simhost import EAGLE, PY38, make_settings, specdeck, write_config
 from tests.sshd import free_port
 
@@ -257,8 +257,8 @@ async def test_the_sweep_job_runs_on_python_3_8(models, tmp_path):
 
 
 def test_the_done_best_is_the_advisors_and_trees_are_not_modelled(tmp_path):
+    from backend.agent.host.shared.sweep_order import chains_of
     from backend.agent.host.sweep import Sweep
-    from backend.agent.host.sweep_order import chains_of
 
     def point(steps, topk, tokens, tok_s):
         return {"argv": [], "args": {"steps": steps, "topk": topk, "draft_tokens": tokens}, "tok_s": tok_s}

@@ -14,10 +14,10 @@ from textual.pilot import Pilot
 from textual.widgets import DataTable, Input, OptionList, Static, TabbedContent
 from textual.widgets._footer import FooterKey
 
-from backend import serving
 from backend.connection import Connection
 from backend.history import History
 from backend.sandbox import environment
+from backend.serve import serving
 from backend.settings import Settings, load
 from tests.helpers import dialog_input, until
 from tests.runs import record_run

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from textual.widgets import Static
 
-from backend import serving
+from backend.serve import serving
 from backend.settings import load
 from tests.helpers import until
 from tests.test_tab_keys import SIZE, open_tab, plain

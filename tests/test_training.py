@@ -12,13 +12,13 @@ from pathlib import Path
 
 import pytest
 
-from backend import training
 from backend.agent.host.train import Reader, scan_checkpoints
 from backend.connection import Connection
 from backend.history import History, Yardstick
 from backend.sandbox.environment import write_hidden_states
 from backend.settings import load
-from backend.train_predict import predict
+from backend.train import training
+from backend.train.predict import predict
 from tests.simhost import TIME_SCALE, specdeck
 from tests.sshd import free_port
 

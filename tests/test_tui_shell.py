@@ -16,7 +16,7 @@ from textual.binding import Binding
 from textual.command import CommandList, CommandPalette
 from textual.widgets import Input, OptionList, Static, TabbedContent
 
-from backend.agent.host.units import duration
+from backend.agent.host.shared.units import duration
 from backend.errors import OperationFailed
 from backend.settings import builtin_defaults, load, parse
 from tests.helpers import dialog_input, until

@@ -4,12 +4,12 @@ as "= baseline", no accept figures for a server that does not speculate."""
 
 from __future__ import annotations
 
-from backend.breakeven import live_breakeven
 from backend.history import History
 from backend.jobs import JobInfo
-from backend.metrics import Sample
-from backend.report import break_even_cell
-from backend.series import SeriesView
+from backend.measure.breakeven import live_breakeven
+from backend.measure.metrics import Sample
+from backend.measure.series import SeriesView
+from backend.report.document import break_even_cell
 from tui.widgets.numbers import LiveNumbers, verdict
 from tui.widgets.serverline import ServerFacts
 
@@ -47,7 +47,7 @@ def test_no_accept_figures_for_a_server_without_speculation():
 
 def test_the_baseline_run_reads_equal_baseline_in_history_and_reports(models, tmp_path):
     from backend.history import History
-    from backend.report import run_cells
+    from backend.report.document import run_cells
     from tests.runs import add_run
 
     with History.open(tmp_path / "h.sqlite3") as history:

@@ -105,7 +105,7 @@ async def start_download(story: Story) -> None:
     table.move_cursor(row=1)
     await story.pilot.press("d")
 
-    from backend import downloads
+    from backend.drafters import downloads
 
     async def started() -> bool:
         running = await downloads.running_jobs(story.conn)
@@ -124,7 +124,8 @@ async def download_done(story: Story) -> None:
 
 async def measured_run(story: Story, profile: str, keep: bool = False) -> JobInfo:
     """Serve ``profile``, bench it until its result is in, and stop it unless ``keep``; returns the serve job."""
-    from backend import bench, serving
+    from backend.measure import bench
+    from backend.serve import serving
 
     status = await serving.start(story.conn, story.settings, serving.get_profile(story.settings, profile))
     job_id = status["job"]
@@ -180,7 +181,7 @@ async def shot_serve(story: Story) -> None:
 
 async def shot_live(story: Story) -> None:
     """Live charts of the AQ-MedAI server under a bench, with the baseline and break-even lines."""
-    from backend import bench
+    from backend.measure import bench
 
     job = story.servers["eagle3-aq"]
     plan = bench.BenchPlan(requests=story.live_requests, max_tokens=story.max_tokens)
@@ -230,8 +231,10 @@ async def shot_tune(story: Story) -> None:
 async def shot_train(story: Story) -> None:
     """AQ-MedAI's drafter fine-tuned for K2.5 (the SIMULATED SpecForge): its curves, and its checkpoints
     predicted before a restart beside the one served and benched."""
-    from backend import bench, serving, training
     from backend.history import sync_from_host
+    from backend.measure import bench
+    from backend.serve import serving
+    from backend.train import training
     from tui.screens.train import TrainPane
 
     pane = story.app.query_one(TrainPane)
@@ -257,19 +260,21 @@ async def shot_train(story: Story) -> None:
 async def shot_fleet(story: Story) -> None:
     """The sandbox's fleet (a replica on each of its two hosts, the real sglang-router on the first) under a
     bench sent through the router: its line, the verdict, the replicas' figures and sparklines."""
-    from backend import bench, fleet, serving
+    from backend.fleet import fleets
+    from backend.measure import bench
+    from backend.serve import serving
     from tui.screens.fleet import FleetPane
 
     for job in await list_jobs(story.conn, kind="serve"):  # the earlier shots' servers hold the fleet's port
         if job.active:
             await serving.stop(story.conn, job=job.id)
     pane = story.app.query_one(FleetPane)
-    links = await fleet.FleetLinks.open(story.settings, "sandbox")
+    links = await fleets.FleetLinks.open(story.settings, "sandbox")
     try:
-        await fleet.up(links)
+        await fleets.up(links)
         story.app.action_show_tab("fleet")
         plan = bench.BenchPlan(requests=8, max_tokens=story.max_tokens, concurrency=4)
-        sent = asyncio.ensure_future(fleet.bench(links, plan))
+        sent = asyncio.ensure_future(fleets.bench(links, plan))
         points = 1 if story.quick else 12  # a poll every 2 s: half a minute of sparkline
 
         def loaded() -> bool:
@@ -282,7 +287,7 @@ async def shot_fleet(story: Story) -> None:
         save(story, "fleet")
         await sent
     finally:
-        await fleet.down(links)
+        await fleets.down(links)
         await links.close()
 
 

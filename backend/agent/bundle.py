@@ -55,7 +55,9 @@ sys.exit(main())
 
 
 def _sources() -> list[tuple[str, bytes]]:
-    return [(f"{PACKAGE}/{p.name}", p.read_bytes()) for p in sorted(HOST_DIR.glob("*.py"))]
+    """Every ``.py`` under host/, subfolders too (``shared/``), by relative path: the same order everywhere."""
+    files = sorted((p.relative_to(HOST_DIR).as_posix(), p) for p in HOST_DIR.rglob("*.py"))
+    return [(f"{PACKAGE}/{rel}", p.read_bytes()) for rel, p in files]
 
 
 @functools.cache

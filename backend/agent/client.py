@@ -8,8 +8,8 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 from backend.agent.bundle import agent_name, agent_zip, boot_program
-from backend.agent.host.protocol import HEADER_LEN, MAX_FRAME, FrameError, decode, encode, frame_length, mib
 from backend.agent.host.safepath import REFUSED, UNSAFE
+from backend.agent.host.shared.protocol import HEADER_LEN, MAX_FRAME, FrameError, decode, encode, frame_length, mib
 from backend.errors import ConnectionBlocked, ConnectionFailed, RemoteError
 from backend.transport.base import Pipe, Transport
 

@@ -123,8 +123,8 @@ async def keep_in_history(conn, server: JobInfo, benches: Sequence[tuple[JobInfo
 async def server_latency(conn, server: JobInfo) -> dict | None:
     """The running server's latency figures since it started (its /metrics histograms); None when it has none
     or cannot be asked now."""
-    from backend import latency
     from backend.errors import ConnectionFailed, RemoteError
+    from backend.measure import latency
 
     try:
         page = await conn.call("http.request", url=f"http://127.0.0.1:{server.port}/metrics")

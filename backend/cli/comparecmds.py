@@ -5,9 +5,12 @@ from __future__ import annotations
 import argparse
 import sys
 
-from backend import checkpoints as ck
-from backend.agent.host.units import counted, human_bytes
-from backend.checkpoint_sources import (
+from backend.agent.host.shared.units import counted, human_bytes
+from backend.cli.common import add_json, connect, emit_json, emit_json_line, load_settings
+from backend.cli.main import command
+from backend.connection import resolve_host
+from backend.drafters import checkpoints as ck
+from backend.drafters.sources import (
     HOST,
     HUB,
     Source,
@@ -18,9 +21,6 @@ from backend.checkpoint_sources import (
     read_diff,
     target_source,
 )
-from backend.cli.common import add_json, connect, emit_json, emit_json_line, load_settings
-from backend.cli.main import command
-from backend.connection import resolve_host
 from backend.errors import UsageError
 from backend.hosttext import unguarded, visible
 from backend.settings import HostConfig, Settings

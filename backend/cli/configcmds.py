@@ -6,7 +6,7 @@ import argparse
 from pathlib import Path
 
 from backend import settings as settings_mod
-from backend.agent.host import units
+from backend.agent.host.shared import units
 from backend.cli.common import add_json, emit_json, load_settings
 from backend.cli.main import command
 from backend.errors import UsageError
@@ -41,7 +41,7 @@ async def show(args: argparse.Namespace) -> int:
         nodes = f" nodes={','.join(p.nodes)}" if p.nodes else ""
         print(f"profile {p.name}: tp={p.tp} port={p.port}{nodes}" + (spec if p.algorithm else " (no speculation)"))
     if s.fleets:
-        from backend.fleet import describe
+        from backend.fleet.fleets import describe
 
         for f in s.fleets.values():
             print(f"fleet {f.name}: {describe(f)}")

@@ -16,12 +16,13 @@ import sys
 import time
 from typing import TextIO
 
-from backend import downloads, hosttext
-from backend.agent.host.units import human_bytes
+from backend import hosttext
+from backend.agent.host.shared.units import human_bytes
 from backend.cli.common import add_json, connected, emit_json_line, load_settings
 from backend.cli.main import command
 from backend.connection import resolve_host
-from backend.downloads import Progress, human_eta, human_rate
+from backend.drafters import downloads
+from backend.drafters.downloads import Progress, human_eta, human_rate
 from backend.errors import OperationFailed, UsageError
 from backend.jobs import JobInfo, get_job, wait_job
 from backend.settings import Settings

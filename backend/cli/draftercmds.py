@@ -7,12 +7,12 @@ import argparse
 import os
 import sys
 
-from backend import downloads
-from backend import drafter_find as df
-from backend.checkpoint_sources import Sources, hub_endpoint
 from backend.cli.common import add_json, connect, emit_json, load_settings
 from backend.cli.main import command
 from backend.connection import resolve_host
+from backend.drafters import downloads
+from backend.drafters import find as df
+from backend.drafters.sources import Sources, hub_endpoint
 from backend.errors import OperationFailed, UsageError
 from backend.settings import HostConfig, Settings
 
@@ -80,7 +80,7 @@ def _sources(args: argparse.Namespace) -> tuple[Sources, Settings, HostConfig]:
 
 
 def _algorithms(args: argparse.Namespace) -> list[str]:
-    from backend.checkpoints import DRAFT_ARCHITECTURES
+    from backend.drafters.checkpoints import DRAFT_ARCHITECTURES
 
     known = sorted({*DRAFT_ARCHITECTURES.values(), "STANDALONE"})
     wanted = [a.upper() for a in args.algorithm or []]

@@ -41,16 +41,16 @@ def register(sub) -> None:
 
 
 async def _links(args: argparse.Namespace, partial: bool = False):
-    from backend import fleet
+    from backend.fleet import fleets
 
     settings = load_settings(args)
-    fleet.get_fleet(settings, args.name)  # an unknown name is bad input before any connection
+    fleets.get_fleet(settings, args.name)  # an unknown name is bad input before any connection
     shared = not getattr(args, "no_persist", False)
-    return await fleet.FleetLinks.open(settings, args.name, shared=shared, partial=partial)
+    return await fleets.FleetLinks.open(settings, args.name, shared=shared, partial=partial)
 
 
 async def up(args: argparse.Namespace) -> int:
-    from backend import fleet
+    from backend.fleet import fleets
 
     def say(text: str) -> None:
         if not args.json:
@@ -58,8 +58,8 @@ async def up(args: argparse.Namespace) -> int:
 
     async with await _links(args) as links:
         try:
-            st = await fleet.up(links, force=args.force, on_event=say)
-        except fleet.FleetPreflightFailed as exc:
+            st = await fleets.up(links, force=args.force, on_event=say)
+        except fleets.FleetPreflightFailed as exc:
             if args.json:
                 emit_json(exc.preflight.to_json())
             raise
@@ -94,10 +94,10 @@ def _keep_bench(host: str, job, result: dict) -> None:
 
 
 async def status(args: argparse.Namespace) -> int:
-    from backend import fleet
+    from backend.fleet import fleets
 
     async with await _links(args, partial=True) as links:  # an unreachable host reads as such, the rest shown
-        st = await fleet.status(links)
+        st = await fleets.status(links)
         _show(args, st, links.settings)
     return 0
 
@@ -135,16 +135,16 @@ def _show(args: argparse.Namespace, st, settings) -> None:
 
 
 async def down(args: argparse.Namespace) -> int:
-    from backend import fleet
+    from backend.fleet import fleets
 
     async with await _links(args) as links:
-        if not args.yes and await fleet.live(links):
+        if not args.yes and await fleets.live(links):
             question = f"fleet {args.name} is running. Stop its router and every replica?"
             if not confirmed(
                 args, question, f"fleet {args.name} is running; pass --yes to stop its router and replicas"
             ):
                 return 1
-        stopped = await fleet.down(links)
+        stopped = await fleets.down(links)
     if args.json:
         emit_json({"stopped": stopped})
     else:
@@ -153,9 +153,9 @@ async def down(args: argparse.Namespace) -> int:
 
 
 async def bench(args: argparse.Namespace) -> int:
-    from backend import bench as bench_mod
-    from backend import fleet
+    from backend.fleet import fleets
     from backend.jobs import get_job
+    from backend.measure import bench as bench_mod
 
     prompts = bench_mod.read_prompts(args.prompts) if args.prompts else None
     levels = bench_mod.parse_levels(args.concurrency)
@@ -164,14 +164,14 @@ async def bench(args: argparse.Namespace) -> int:
     plan = bench_mod.BenchPlan(args.requests, args.max_tokens, levels[0], prompts)
     slo = bench_mod.Slo(args.slo_ttft_ms, args.slo_itl_ms)
     async with await _links(args) as links:
-        where = fleet.router_url(links.fleet)
+        where = fleets.router_url(links.fleet)
         print(
             f"bench through fleet {args.name}'s router ({where}): {plan.requests} requests of {plan.max_tokens} "
             f"tokens, {plan.concurrency} at a time",
             file=sys.stderr,
             flush=True,
         )
-        result = await fleet.bench(links, plan, _progress)
+        result = await fleets.bench(links, plan, _progress)
         baseline = links.settings.reference.baseline_tok_s
         router_host = links.fleet.router.host
         _keep_bench(router_host, await get_job(links.conn(router_host), result["job"]), result)

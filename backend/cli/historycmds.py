@@ -12,7 +12,8 @@ from backend.cli.common import add_json, connected, emit_json, load_settings
 from backend.cli.main import command
 from backend.errors import SpecdeckError, UsageError
 from backend.history import History, RunSummary, Yardstick, sync_from_host
-from backend.report import (
+from backend.report.charts import CHART_MODES
+from backend.report.document import (
     VS_LEGEND,
     Bullets,
     DrafterFacts,
@@ -25,8 +26,7 @@ from backend.report import (
     samples_csv,
     to_markdown,
 )
-from backend.report_charts import CHART_MODES
-from backend.train_predict import gap_line
+from backend.train.predict import gap_line
 
 
 def register(sub) -> None:
@@ -207,7 +207,7 @@ async def _drafter_facts(args: argparse.Namespace, runs: list[RunSummary]) -> Dr
 
 
 async def report(args: argparse.Namespace) -> int:
-    from backend import report as report_mod
+    from backend.report import document as report_mod
 
     kind = report_format(args.out)
     if not kind:

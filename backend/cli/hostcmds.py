@@ -7,7 +7,7 @@ import sys
 import time
 from typing import TYPE_CHECKING
 
-from backend.agent.host.units import duration
+from backend.agent.host.shared.units import duration
 from backend.cli.common import add_json, connected, emit_json, load_settings
 from backend.cli.main import command
 from backend.cli.pingview import ping_report, render_ping

@@ -7,21 +7,21 @@ import sys
 import time
 from collections.abc import Iterable
 
-from backend import bench as bench_mod
-from backend.advisor import acceptance_lines
-from backend.agent.host import units
-from backend.breakeven import breakeven, cycle_ms
+from backend.agent.host.shared import units
 from backend.cli.common import add_json, connected, emit_json, emit_json_line, keep_in_history, load_settings
 from backend.cli.main import command
 from backend.errors import UsageError
 from backend.history import load_yardstick
 from backend.jobs import JobInfo, get_job
-from backend.latency import format_ms
-from backend.livefeed import profile_steps
-from backend.metrics import LogReading, Sample, read_log
-from backend.prometheus import Scrape, read_scrape
-from backend.series import LiveSeries, engine_sum
-from backend.sglang_versions import accept_rate_definition, accept_rate_label
+from backend.measure import bench as bench_mod
+from backend.measure.breakeven import breakeven, cycle_ms
+from backend.measure.latency import format_ms
+from backend.measure.livefeed import profile_steps
+from backend.measure.metrics import LogReading, Sample, read_log
+from backend.measure.prometheus import Scrape, read_scrape
+from backend.measure.series import LiveSeries, engine_sum
+from backend.sglang.versions import accept_rate_definition, accept_rate_label
+from backend.tune.advisor import acceptance_lines
 
 DEFAULT_TARGETS = (150.0, 200.0)  # the operator's goals (FIELD-NOTES §1)
 
@@ -253,7 +253,7 @@ _SCRAPE_COLUMNS = (  # (heading, key, format)
 def _scrape_latency(args: argparse.Namespace, first: Scrape, later: Scrape | None) -> dict | None:
     """parse-metrics' latency figures: the histograms of FILE, or their increase up to LATER; None when FILE has
     none and none were asked for (NoHistograms when they were: --latency, or two scrapes)."""
-    from backend import latency
+    from backend.measure import latency
 
     start = latency.of_scrape(first)
     if later is None and not args.latency and not start:
@@ -422,7 +422,7 @@ def latency_text(figures: dict) -> str:
 
 
 async def watch(args: argparse.Namespace) -> int:
-    from backend.livefeed import LiveFeed, describe_server, log_end, require_server
+    from backend.measure.livefeed import LiveFeed, describe_server, log_end, require_server
 
     if not args.window > 0:
         raise UsageError(f"--window must be a number of seconds above 0, got {args.window:g}.")
@@ -462,7 +462,7 @@ async def watch(args: argparse.Namespace) -> int:
 
 
 async def bench(args: argparse.Namespace) -> int:
-    from backend.livefeed import describe_server, require_server
+    from backend.measure.livefeed import describe_server, require_server
 
     prompts = bench_mod.read_prompts(args.prompts) if args.prompts else None
     levels = bench_mod.parse_levels(args.concurrency)
@@ -501,7 +501,7 @@ async def bench(args: argparse.Namespace) -> int:
 
 def _level_extras(result: dict, server: JobInfo, settings, slo: bench_mod.Slo) -> tuple[dict, list[str]]:
     """A bench level's cost per million tokens (and goodput under ``slo``) for the JSON, and the lines saying them."""
-    from backend.cost import gpus_of, per_million
+    from backend.measure.cost import gpus_of, per_million
 
     streams = result.get("concurrency") or 1
     cost = per_million(result.get("total_tok_s"), gpus_of(server.args, server.argv), settings.reference.gpu_hour_usd)
@@ -525,7 +525,7 @@ async def _sweep(
     """``bench --concurrency 1,2,4,8``: the bench at each level, recorded in the history with the server's run,
     judged per level against the baseline's bench at the same concurrency (else the single-stream figure)."""
     from backend.history import History, HistoryUnavailable, Yardstick
-    from backend.livefeed import describe_server
+    from backend.measure.livefeed import describe_server
 
     print(
         f"bench sweep on {describe_server(server)}: concurrency {','.join(map(str, levels))}, "

@@ -5,9 +5,9 @@ from __future__ import annotations
 import argparse
 import sys
 
-from backend import anatomy as anatomy_mod
 from backend.cli.common import add_json, connected, emit_json, keep_in_history, load_settings
 from backend.cli.main import command
+from backend.measure import anatomy as anatomy_mod
 
 
 def register(sub) -> None:
@@ -57,7 +57,7 @@ async def profile(args: argparse.Namespace) -> int:
         result = anatomy_mod.read_traces(args.files)
         _show(args, result, anatomy_mod.findings(result, baseline), None)
         return 0
-    from backend.livefeed import describe_server, require_server
+    from backend.measure.livefeed import describe_server, require_server
 
     plan = anatomy_mod.ProfilePlan(
         anatomy_mod.check_steps(args.steps), anatomy_mod.parse_ranks(args.ranks), args.load, args.timeout

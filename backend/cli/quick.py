@@ -65,7 +65,7 @@ def answer(argv: list[str]) -> int | None:
     entry = resolved.lookup(opts)
     if entry is None:
         return None
-    from backend.agent.host.quantiles import round_trips
+    from backend.agent.host.shared.quantiles import round_trips
     from backend.cli.pingview import ping_report, render_ping
     from backend.transport.blocking import BlockingAgent, Fallback
 

@@ -51,9 +51,19 @@ def _file_signature(path: str) -> list:
 
 
 def _agent_signature() -> list:
-    """The agent's sources as files (cheaper than bundle.agent_name's hash, and changes with it)."""
-    with os.scandir(HOST_DIR) as it:
-        return sorted([e.name, e.stat().st_size, e.stat().st_mtime_ns] for e in it if e.name.endswith(".py"))
+    """The agent's sources as files, subfolders too (cheaper than bundle.agent_name's hash, and changes with it)."""
+
+    def scan(folder: str, prefix: str) -> list:
+        out = []
+        with os.scandir(folder) as it:
+            for e in it:
+                if e.name.endswith(".py"):
+                    out.append([prefix + e.name, e.stat().st_size, e.stat().st_mtime_ns])
+                elif e.is_dir() and not e.name.startswith(("_", ".")):
+                    out += scan(e.path, f"{prefix}{e.name}/")
+        return out
+
+    return sorted(scan(HOST_DIR, ""))
 
 
 def lookup(opts: dict[str, str | None]) -> dict | None:

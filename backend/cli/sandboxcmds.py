@@ -54,7 +54,7 @@ def _add_scenario(p: argparse.ArgumentParser) -> None:
 
 
 def _add_version(p: argparse.ArgumentParser) -> None:
-    from backend.sglang_versions import SIM_VERSIONS
+    from backend.sglang.versions import SIM_VERSIONS
 
     p.add_argument(
         "--sglang-version",

@@ -6,7 +6,6 @@ import argparse
 import shlex
 import time
 
-from backend import multinode, serving
 from backend.cli.common import (
     add_json,
     add_raw,
@@ -22,6 +21,7 @@ from backend.cli.main import command
 from backend.connection import resolve_host
 from backend.errors import OperationFailed, UsageError
 from backend.jobs import get_job
+from backend.serve import multinode, serving
 
 CHECK_MARKS = {"ok": "✓", "warn": "!", "fail": "✗", "skip": "-"}
 WAIT_READY_S = 3600.0  # Kimi-K2 on 8 GPUs takes minutes; an hour means something is wrong

@@ -6,7 +6,6 @@ from __future__ import annotations
 import argparse
 import sys
 
-from backend import serving, training
 from backend.cli.common import (
     add_json,
     add_raw,
@@ -22,7 +21,9 @@ from backend.cli.common import (
 from backend.cli.main import command
 from backend.errors import UsageError
 from backend.jobs import get_job
+from backend.serve import serving
 from backend.settings import Settings
+from backend.train import training
 
 
 def register(sub) -> None:
@@ -199,7 +200,7 @@ async def stop(args: argparse.Namespace) -> int:
     return 0
 
 
-async def _predicted(conn, settings, name: str) -> tuple[list[dict], training.train_predict.Basis | None]:
+async def _predicted(conn, settings, name: str) -> tuple[list[dict], training.predict.Basis | None]:
     found = await training.checkpoint_list(conn, name)
     ref = settings.reference
     with _history() as history:

@@ -5,15 +5,16 @@ from __future__ import annotations
 import argparse
 import sys
 
-from backend import advisor, bench_records
-from backend import sweep as sweep_mod
-from backend.agent.host.units import counted
-from backend.bench import DEFAULT_MAX_TOKENS, DEFAULT_REQUESTS
+from backend.agent.host.shared.units import counted
 from backend.cli.common import add_json, connect, connected, emit_json, emit_json_line, load_settings, print_detached
 from backend.cli.main import command
 from backend.errors import UsageError
 from backend.history import History, Yardstick, measured_baseline, sync_from_host
 from backend.jobs import get_job
+from backend.measure import bench_records
+from backend.measure.bench import DEFAULT_MAX_TOKENS, DEFAULT_REQUESTS
+from backend.tune import advisor
+from backend.tune import sweep as sweep_mod
 
 
 def register(sub) -> None:
@@ -197,9 +198,9 @@ def _print_done(args: argparse.Namespace, plan: sweep_mod.SweepPlan, done: dict)
 
 
 async def _fleet_sweep(args: argparse.Namespace, settings, baseline: float) -> int:
-    """`sweep PROFILE --fleet NAME`: the grid over the fleet's hosts (``backend.fleet_sweep``), followed from
+    """`sweep PROFILE --fleet NAME`: the grid over the fleet's hosts (``backend.fleet.sweep``), followed from
     here to its end; then every host's runs imported, so `report --sweep ID` has them at once."""
-    from backend import fleet_sweep
+    from backend.fleet import sweep as fleet_sweep
 
     if args.detach or args.resume:
         raise UsageError("a fleet sweep is driven from here: drop --detach and --resume (or --fleet).")

@@ -7,7 +7,7 @@ import time
 from backend.history.samples import filter_tail
 from backend.history.store import History
 from backend.jobs import JobInfo
-from backend.metrics import Sample
+from backend.measure.metrics import Sample
 
 COMMIT_EVERY_S = 1.0  # LiveRecorder: at most one commit a second
 

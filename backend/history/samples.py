@@ -6,7 +6,7 @@ import math
 from collections.abc import Iterable
 from typing import Any
 
-from backend.metrics import LiveFilter, Sample
+from backend.measure.metrics import LiveFilter, Sample
 
 
 def _bucket_row() -> dict[str, Any]:

@@ -15,7 +15,7 @@ from backend.errors import SpecdeckError, UsageError
 from backend.history.recorder import COMMIT_EVERY_S, LiveRecorder
 from backend.history.store import History, history_path, run_id_of, unusable
 from backend.jobs import JobInfo
-from backend.metrics import Sample
+from backend.measure.metrics import Sample
 
 T = TypeVar("T")
 
@@ -24,7 +24,7 @@ class HistoryThread:
     """The history for an event loop: one connection, used on one thread of its own, so SQLite never runs on
     the loop.
 
-    It records what a ``backend.livefeed.LiveFeed`` follows (it is the feed's ``recorder``): ``record(host)``
+    It records what a ``backend.measure.livefeed.LiveFeed`` follows (it is the feed's ``recorder``): ``record(host)``
     names the host whose runs are recorded, then ``begin``/``add``/``mark``/``end`` (``LiveRecorder``'s
     contract) only queue the call, which costs a list append. ``flush()`` hands the queue to the thread, where
     a ``LiveRecorder`` replays it in order and commits at most once every ``every_s``; call it about once a

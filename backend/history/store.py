@@ -32,14 +32,14 @@ from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any, TypeVar
 
-from backend.breakeven import cycle_ms as cycle_ms_of
 from backend.errors import OperationFailed, UsageError
 from backend.history.samples import downsample
 from backend.history.summary import BenchLevel, Level, RunSummary, Yardstick
 from backend.jobs import JobInfo
-from backend.metrics import Sample
-from backend.series import batch_sem
-from backend.sglang_versions import accept_rate_definition
+from backend.measure.breakeven import cycle_ms as cycle_ms_of
+from backend.measure.metrics import Sample
+from backend.measure.series import batch_sem
+from backend.sglang.versions import accept_rate_definition
 
 SCHEMA_VERSION = 5
 HEAD_BYTES = 1024  # the first bytes of a run's log kept to tell the same file from a rotated one
@@ -133,9 +133,9 @@ _MIGRATIONS = {
     """,
     # The log's first bytes (the recorders table comes with the schema script).
     3: "ALTER TABLE runs ADD COLUMN log_head BLOB",
-    # The server's latency histograms as last read (backend.latency.summary_json, since the server started).
+    # The server's latency histograms as last read (backend.measure.latency.summary_json, since the server started).
     4: "ALTER TABLE runs ADD COLUMN latency TEXT",
-    # The newest profile of its server: where a cycle's time went (backend.anatomy.CycleAnatomy.to_json).
+    # The newest profile of its server: where a cycle's time went (backend.measure.anatomy.CycleAnatomy.to_json).
     5: "ALTER TABLE runs ADD COLUMN anatomy TEXT",
 }
 
@@ -443,7 +443,7 @@ class History:
         return row["holder"] if row is not None and _alive(row["pid"], row["since"]) else None
 
     def set_latency(self, run_id: str, figures: dict[str, Any]) -> None:
-        """Keep the run's latency figures (``backend.latency.summary_json`` of its server's histograms since it
+        """Keep the run's latency figures (``backend.measure.latency.summary_json`` of its server's histograms since it
         started, the newest read replacing the last); a run not in the history is left alone."""
         with self.transaction() as db:
             db.execute("UPDATE runs SET latency = ? WHERE id = ?", (json.dumps(figures), run_id))

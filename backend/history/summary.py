@@ -7,8 +7,8 @@ from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from backend.breakeven import live_breakeven
-from backend.series import clears, interval95
+from backend.measure.breakeven import live_breakeven
+from backend.measure.series import clears, interval95
 
 
 @dataclass(frozen=True)
@@ -169,8 +169,8 @@ class RunSummary:
     bench: dict | None = None  # the newest bench of this run (tok_s, accept_len, cycle_ms, ttft_ms, ...)
     server_info: dict = field(default_factory=dict)
     sweep: str | None = None  # the sweep job that started this run as one of its points
-    latency: dict | None = None  # its server's latency histograms as last read (backend.latency.summary_json)
-    anatomy: dict | None = None  # its server's newest profile: where a cycle's time went (backend.anatomy)
+    latency: dict | None = None  # its server's latency histograms as last read (backend.measure.latency.summary_json)
+    anatomy: dict | None = None  # its server's newest profile: where a cycle's time went (backend.measure.anatomy)
     # The training checkpoint it served and what that predicted before the restart (`specdeck train serve`).
     training: dict | None = None
     # The error of ``accept_len``: batch means over its per-second log samples (None under 20 of them).

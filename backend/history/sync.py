@@ -18,7 +18,7 @@ from backend.history.service import HistoryThread
 from backend.history.store import HEAD_BYTES, History, run_id_of
 from backend.history.summary import RunSummary
 from backend.jobs import JobInfo, list_jobs
-from backend.metrics import parse_line
+from backend.measure.metrics import parse_line
 
 READ_CHUNK = 1 << 20  # bytes of a log read per agent call while importing (its JSON is parsed on the loop)
 

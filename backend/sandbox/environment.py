@@ -30,8 +30,8 @@ import tomlkit.exceptions
 
 from backend.errors import OperationFailed, UsageError
 from backend.jobs import JobInfo, get_job, list_jobs
-from backend.sandbox import scenario
-from backend.sglang_versions import DEFAULT_SIM_VERSION, SIM_VERSIONS
+from backend.sandbox.sglang_sim import scenario
+from backend.sglang.versions import DEFAULT_SIM_VERSION, SIM_VERSIONS
 
 HOST_NAME = "sandbox"
 AQ_REPO = "AQ-MedAI/Kimi-K2-Instruct-eagle3"

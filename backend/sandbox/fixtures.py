@@ -12,7 +12,7 @@ import json
 import os
 import struct
 
-from backend.agent.host.safetensors_header import DTYPES
+from backend.agent.host.shared.safetensors_header import DTYPES
 
 _ORDER = {dtype: i for i, dtype in enumerate(DTYPES)}
 

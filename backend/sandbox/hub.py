@@ -566,7 +566,7 @@ class HubServer:
 
     def _parameters(self, repo: Repo) -> dict[str, object] | None:
         """``{"parameters": {dtype: count}, "total": n}`` counted from the safetensors headers; None without any."""
-        from backend.agent.host.safetensors_header import CheckpointError, read_header
+        from backend.agent.host.shared.safetensors_header import CheckpointError, read_header
 
         counts: dict[str, int] = {}
         for f in repo.files.values():

@@ -15,7 +15,7 @@ import json
 import os
 import time
 
-from backend.agent.host.protocol import HEADER_LEN, FrameError, decode, encode, frame_length
+from backend.agent.host.shared.protocol import HEADER_LEN, FrameError, decode, encode, frame_length
 from backend.transport.controlsock import (
     EXIT,
     FRAME,

@@ -31,7 +31,7 @@ import sys
 import time
 from collections.abc import Sequence
 
-from backend.agent.host.protocol import decode
+from backend.agent.host.shared.protocol import decode
 from backend.errors import ConnectionFailed
 from backend.settings import HostConfig
 from backend.transport.base import RunResult, shell_command

@@ -17,7 +17,7 @@ import os
 import sys
 import time
 
-from backend.agent.host.protocol import decode
+from backend.agent.host.shared.protocol import decode
 from backend.transport.controlsock import EXIT, FRAME, STDERR, STDIN, STDIN_EOF, STDOUT, lock_path, peer_uid
 from backend.transport.ssh import SSHTransport
 

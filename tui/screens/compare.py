@@ -19,8 +19,8 @@ from textual.binding import Binding
 from textual.containers import Horizontal
 from textual.widgets import Static
 
-from backend import checkpoints as ck
-from backend.checkpoint_sources import HOST, Source, Sources, hub_endpoint, parse_source, read_diff, target_source
+from backend.drafters import checkpoints as ck
+from backend.drafters.sources import HOST, Source, Sources, hub_endpoint, parse_source, read_diff, target_source
 from backend.errors import SpecdeckError, UsageError
 from tui.messages import ConnectionChanged
 from tui.screens.pane import ShellPane

@@ -5,7 +5,7 @@ verified-digest sidecar, refreshed every few seconds while connected. Download, 
 Compare act on the selected row; find searches the Hub for the target's drafters (``tui/screens/find.py``) and
 adds the one picked (config, profile, then the download). Download jobs run on the host; the tab follows their
 events (resuming from the last offset after a reconnect, and picking up jobs that were already running when it
-connected) and draws per-file bars from a ``backend.downloads.Progress``; a download that ends notifies.
+connected) and draws per-file bars from a ``backend.drafters.downloads.Progress``; a download that ends notifies.
 """
 
 from __future__ import annotations
@@ -24,10 +24,10 @@ from textual.timer import Timer
 from textual.widgets import DataTable, Static
 from textual.worker import Worker
 
-from backend import downloads
-from backend.agent.host.units import human_bytes
+from backend.agent.host.shared.units import human_bytes
 from backend.connection import Connection
-from backend.downloads import DrafterStatus, Progress
+from backend.drafters import downloads
+from backend.drafters.downloads import DrafterStatus, Progress
 from backend.jobs import wait_job
 from backend.settings import DrafterConfig
 from tui.messages import ConnectionChanged, OpenInCompare
@@ -35,7 +35,7 @@ from tui.screens.pane import ShellPane
 from tui.widgets.download_progress import DownloadView
 
 if TYPE_CHECKING:  # the search and its screen are imported when the find key is first pressed
-    from backend.drafter_find import Candidate
+    from backend.drafters.find import Candidate
 
 REFRESH_S = 5.0
 # (key, label, width): widths fit the longest value each column takes (None: the content's own). By priority,
@@ -394,10 +394,10 @@ class DraftersPane(ShellPane):
     @work(group="drafters-action", exit_on_error=False, description="add a drafter from the Hub")
     async def _add(self, candidate: Candidate) -> None:
         """`drafters add` from the panel: the config written (drafter, profile), then the usual download."""
-        from backend import drafter_find
+        from backend.drafters import find
 
         app = self.app
-        added = await asyncio.to_thread(drafter_find.add, candidate, app.settings, app.host_config)
+        added = await asyncio.to_thread(find.add, candidate, app.settings, app.host_config)
         drafter = added.drafter
         if added.profile is not None and added.profile_note:
             app._profile_saved(added.settings, added.profile, Path(added.path))  # settings, panes told, notified

@@ -12,9 +12,9 @@ from textual.containers import VerticalScroll
 from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Static
 
-from backend import drafter_find as df
-from backend.agent.host.units import human_bytes
-from backend.checkpoint_sources import Sources, hub_endpoint
+from backend.agent.host.shared.units import human_bytes
+from backend.drafters import find as df
+from backend.drafters.sources import Sources, hub_endpoint
 from backend.errors import SpecdeckError
 from tui.widgets.columns import fit_table
 

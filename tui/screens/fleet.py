@@ -5,7 +5,7 @@ routed), the imbalance verdict, and a row per replica: its state and pid on its 
 health, tok/s per stream with a sparkline of the last minutes, accept length, running and queued requests.
 Keys: bench through the router (again: stop it), start the fleet and stop it (each asks first), stop the
 highlighted replica's server (asks first), pick another fleet (when several are configured), refresh now.
-Everything comes from ``backend.fleet``: the tab holds its own connections to the fleet's hosts
+Everything comes from ``backend.fleet.fleets``: the tab holds its own connections to the fleet's hosts
 (``FleetLinks.supervised``), polls ``fleet.status`` on a re-armed timer only while it is shown, and redraws
 only when what it read changed.
 """
@@ -20,11 +20,11 @@ from textual.binding import Binding
 from textual.timer import Timer
 from textual.widgets import DataTable, Static
 
-from backend import fleet
-from backend.bench import summary_line
 from backend.connection import ConnState
 from backend.errors import OperationFailed
-from backend.fleet import FleetLinks, FleetStatus, ReplicaStatus
+from backend.fleet import fleets as fleet
+from backend.fleet.fleets import FleetLinks, FleetStatus, ReplicaStatus
+from backend.measure.bench import summary_line
 from tui.screens.confirm import ConfirmScreen
 from tui.screens.pane import ShellPane
 from tui.screens.pick import PickScreen

@@ -29,7 +29,7 @@ from textual.widgets import DataTable, Static
 
 from backend.errors import SpecdeckError
 from backend.history import History, HistoryThread, HistoryUnavailable, RunSummary, Yardstick, sync_from_host
-from backend.report import Table, charts, comparison_table, run_cells, server_latency_cells
+from backend.report.document import Table, charts, comparison_table, run_cells, server_latency_cells
 from tui.messages import ConnectionChanged
 from tui.screens.confirm import ConfirmScreen
 from tui.screens.pane import ShellPane

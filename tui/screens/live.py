@@ -1,7 +1,7 @@
 """The Live tab: tok/s and accept-length charts against the baseline and the break-even, the numbers
 of the window, the break-even calculator and the built-in bench.
 
-Data flows one way: a ``backend.livefeed.LiveFeed`` worker follows the host's running server into a
+Data flows one way: a ``backend.measure.livefeed.LiveFeed`` worker follows the host's running server into a
 ``LiveSeries`` and posts a coalescing ``LiveFeedUpdated``; the pane only marks itself dirty then. A timer
 (paused while the tab is hidden) redraws the charts from the series, each at most twice a second and never
 both in one frame; once a second the window's stats are computed in a thread from a snapshot. Pausing
@@ -27,13 +27,13 @@ from textual.reactive import reactive
 from textual.timer import Timer
 from textual.widgets import Static
 
-from backend.advisor import acceptance_lines
 from backend.connection import Connection
 from backend.errors import SpecdeckError
 from backend.history import HistoryThread, RunSummary, Yardstick, run_id_of
-from backend.livefeed import LiveFeed, profile_steps
-from backend.series import LiveSeries, RingSeries
+from backend.measure.livefeed import LiveFeed, profile_steps
+from backend.measure.series import LiveSeries, RingSeries
 from backend.settings import Reference
+from backend.tune.advisor import acceptance_lines
 from tui.messages import ConnectionChanged, LiveFeedUpdated
 from tui.screens.pane import ShellPane
 from tui.state import Baseline

@@ -31,9 +31,9 @@ from textual.widgets import Input, Label, OptionList, Static
 from textual.widgets.option_list import Option
 from textual.worker import Worker
 
-from backend import multinode, serving
 from backend.connection import Connection
 from backend.errors import SpecdeckError, UsageError
+from backend.serve import multinode, serving
 from backend.settings import FIELD, PROFILE_FIELDS, Declared, ProfileConfig
 from tui.messages import ConnectionChanged, OpenInCompare, ProfileSaved
 from tui.screens.confirm import ConfirmScreen

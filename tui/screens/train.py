@@ -3,7 +3,7 @@
 The head line says the training's state, step, ETA, loss and learning rate; traps (NaN, OOM, vocab mapping, a
 resume that restarted) are said under it. Three charts: per-position accuracy by step, the accept length it
 implies at the serving profile's steps against the break-even, and the loss. The checkpoints table has each
-checkpoint's predicted accept length and tok/s with their intervals (``backend.training.predictions``, through
+checkpoint's predicted accept length and tok/s with their intervals (``backend.train.training.predictions``, through
 the advisor's cost model from this host's runs) beside what a bench of it measured. Keys: start, stop, resume,
 serve the highlighted checkpoint (exporting it first when needed; asking first when a server runs, which it
 stops), bench the running server, next training. The training's parsed records come from the host
@@ -21,10 +21,11 @@ from textual.containers import Horizontal
 from textual.timer import Timer
 from textual.widgets import DataTable, Static
 
-from backend import serving, training
 from backend.errors import SpecdeckError
 from backend.history import History, sync_from_host
 from backend.jobs import JobInfo, get_job
+from backend.serve import serving
+from backend.train import training
 from tui.messages import ConnectionChanged
 from tui.screens.confirm import ConfirmScreen
 from tui.screens.pane import ShellPane

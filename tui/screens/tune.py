@@ -2,12 +2,12 @@
 sweep on the host.
 
 The runs with an acceptance histogram (benches on SGLang 0.5.23+) are listed; the highlighted one's histogram,
-per-position acceptance and the advisor's table (``backend.advisor``: predicted accept length, cycle, tok/s with
+per-position acceptance and the advisor's table (``backend.tune.advisor``: predicted accept length, cycle, tok/s with
 interval, against the baseline, measured where a run exists) are shown beside the predicted tok/s curve with
-the measured points. A sweep (``backend.sweep``) runs on the host as a job: the grid is typed in, ``s`` starts
+the measured points. A sweep (``backend.tune.sweep``) runs on the host as a job: the grid is typed in, ``s`` starts
 it, its events show each point's phase, elapsed time and an ETA from the restarts so far, and ``x`` cancels it
 (the server it started is stopped). ``F`` (where a fleet is configured) runs the same grid across the fleet's
-hosts (``backend.fleet_sweep``), one point per host at a time; ``x`` cancels it on every host. ``a`` writes
+hosts (``backend.fleet.sweep``), one point per host at a time; ``x`` cancels it on every host. ``a`` writes
 the one best step count (the advisor's, the row marked best) into the sweep's profile and the config file.
 The host's runs are imported on connect, on ``f5`` and when a sweep ends; every query runs on the App's history thread.
 """
@@ -23,12 +23,14 @@ from textual.binding import Binding
 from textual.containers import Horizontal
 from textual.widgets import DataTable, Input, Label, Static
 
-from backend import advisor, fleet_sweep, serving
-from backend import sweep as sweep_mod
-from backend.agent.host import units
-from backend.bench import DEFAULT_MAX_TOKENS, DEFAULT_REQUESTS
+from backend.agent.host.shared import units
 from backend.errors import SpecdeckError, UsageError
+from backend.fleet import sweep as fleet_sweep
 from backend.history import History, RunSummary, Yardstick, sync_from_host
+from backend.measure.bench import DEFAULT_MAX_TOKENS, DEFAULT_REQUESTS
+from backend.serve import serving
+from backend.tune import advisor
+from backend.tune import sweep as sweep_mod
 from tui.messages import ConnectionChanged
 from tui.screens.confirm import ConfirmScreen
 from tui.screens.pane import ShellPane
@@ -341,7 +343,7 @@ class TunePane(ShellPane):
 
     @work(group="tune-sweep", exclusive=True, exit_on_error=False, description="sweep across the fleet")
     async def _start_fleet(self, plan: sweep_mod.SweepPlan, fleet: str) -> None:
-        """``backend.fleet_sweep`` from the panel: its events shown as a host sweep's are (each point with its
+        """``backend.fleet.sweep`` from the panel: its events shown as a host sweep's are (each point with its
         host); x cancels this worker, which cancels every host's sweep and leaves each as found."""
         assert self.profile is not None and self.yardstick is not None
         hosts = ", ".join(host for host, _ in fleet_sweep.members_of(self.app.settings, fleet))

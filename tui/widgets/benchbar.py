@@ -12,9 +12,9 @@ from textual.reactive import reactive
 from textual.widgets import Static
 from textual.worker import Worker
 
-from backend.bench import BenchPlan, start_bench, stop_bench, summary_line, wait_result
 from backend.errors import OperationFailed
 from backend.jobs import JobInfo
+from backend.measure.bench import BenchPlan, start_bench, stop_bench, summary_line, wait_result
 
 
 class BenchBar(Static):

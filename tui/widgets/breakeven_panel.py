@@ -11,8 +11,8 @@ from textual.containers import Horizontal, Vertical
 from textual.markup import escape
 from textual.widgets import Input, Label, Static
 
-from backend.breakeven import breakeven
 from backend.errors import UsageError
+from backend.measure.breakeven import breakeven
 from tui.widgets.fieldinput import FieldInput
 
 
@@ -53,7 +53,7 @@ def render_result(result: dict[str, Any]) -> str:
 
 
 class BreakevenPanel(Vertical):
-    """Inputs and figures; ``result`` is the last good ``backend.breakeven.breakeven`` answer, ``error`` the
+    """Inputs and figures; ``result`` is the last good ``backend.measure.breakeven.breakeven`` answer, ``error`` the
     sentence shown instead while an input is wrong."""
 
     def __init__(

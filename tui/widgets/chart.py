@@ -36,7 +36,7 @@ from textual.style import Style as VisualStyle
 from textual.visual import RenderOptions, Visual
 from textual_plotext import PlotextPlot
 
-from backend.series import RingSeries
+from backend.measure.series import RingSeries
 
 AXIS_COLUMNS = 10  # what plotext's y tick labels and frame take from the widget's width
 MIN_COLUMNS = 10

@@ -1,6 +1,6 @@
 """Per-file progress bars for one download (or verification) job: bytes, speed, ETA and phase per file.
 
-The widget draws a ``backend.downloads.Progress`` the pane keeps; it never talks to the host. ``show`` is
+The widget draws a ``backend.drafters.downloads.Progress`` the pane keeps; it never talks to the host. ``show`` is
 cheap to call on every update: rows are mounted once per file and then only updated.
 """
 
@@ -11,8 +11,8 @@ from textual.app import ComposeResult
 from textual.containers import Horizontal, Vertical
 from textual.widgets import ProgressBar, Static
 
-from backend.agent.host.units import human_bytes
-from backend.downloads import FileProgress, Progress, human_eta, human_rate
+from backend.agent.host.shared.units import human_bytes
+from backend.drafters.downloads import FileProgress, Progress, human_eta, human_rate
 
 STATE_STYLES = {"running": "bold", "done": "bold green", "failed": "bold red", "cancelled": "bold yellow"}
 

@@ -13,10 +13,10 @@ from textual.app import ComposeResult
 from textual.containers import Horizontal
 from textual.widgets import Static
 
-from backend.agent.host.units import duration
+from backend.agent.host.shared.units import duration
 from backend.connection import ConnState
 from backend.settings import HostConfig
-from backend.sglang_versions import DEFAULT_SIM_VERSION, version_text
+from backend.sglang.versions import DEFAULT_SIM_VERSION, version_text
 
 
 def badge_text(state: ConnState, now: float) -> str:

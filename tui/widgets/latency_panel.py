@@ -1,6 +1,6 @@
 """The Live tab's latency panel: time to first token and inter-token latency, p50 and p95, over the window.
 
-The figures are the server's own histograms (``backend.latency``): scraped once a second, merged across
+The figures are the server's own histograms (``backend.measure.latency``): scraped once a second, merged across
 ranks bucket by bucket, windowed by difference and read as Prometheus's histogram_quantile reads them, so a
 figure past the last bucket says ``>`` its bound instead of inventing a value.
 """
@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from textual.widgets import Static
 
-from backend.latency import Figures
+from backend.measure.latency import Figures
 
 ROWS = (("ttft_ms", "TTFT ms"), ("itl_ms", "ITL ms"))
 

@@ -11,8 +11,8 @@ from dataclasses import dataclass, replace
 from textual.markup import escape
 from textual.widgets import Static
 
-from backend.agent.host import units
-from backend.series import BATCHES, SeriesView, Stats, clears, interval95
+from backend.agent.host.shared import units
+from backend.measure.series import BATCHES, SeriesView, Stats, clears, interval95
 from backend.settings import Reference
 
 EMPTY = Stats(0, None, None, None, None, None, None)

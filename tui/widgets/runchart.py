@@ -1,4 +1,4 @@
-"""Recorded runs overlaid on one chart: the History tab's comparison, drawn from a ``backend.report_charts.Chart``.
+"""Recorded runs overlaid on one chart: the History tab's comparison, drawn from a ``backend.report.charts.Chart``.
 
 The same chart model the reports draw (as text and SVG) is drawn here by plotext: one coloured line per run
 on a shared "time since the run's first sample" axis with round ticks, decimated to the widget's width, and
@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from array import array
 
-from backend.report_charts import Chart
-from backend.series import SeriesView
+from backend.measure.series import SeriesView
+from backend.report.charts import Chart
 from tui.widgets.chart import MIN_SPAN, FittedPlot, elapsed_ticks
 
 RUN_COLORS = ("cyan", "magenta", "green", "orange", "blue", "red", "yellow", "white")

@@ -18,8 +18,8 @@ from textual.widgets import Static
 
 from backend.history import RunSummary
 from backend.jobs import JobInfo
-from backend.livefeed import LiveFeed, describe_server
-from backend.sglang_versions import accept_rate_label, version_text
+from backend.measure.livefeed import LiveFeed, describe_server
+from backend.sglang.versions import accept_rate_label, version_text
 
 NO_SERVER = "no SGLang server is running on this host (start one on the Serve tab)"
 

@@ -1,7 +1,7 @@
 """The Tune tab's charts: a run's acceptance histogram (bars), its per-position acceptance with the interval, and
 predicted tok/s against draft steps with the interval, the measured points and the labelled baseline.
 
-Each draws what it is given (``backend.advisor.Advice`` or a sweep's points) and repaints on the next frame;
+Each draws what it is given (``backend.tune.advisor.Advice`` or a sweep's points) and repaints on the next frame;
 they hold no data of their own beyond what the last draw showed.
 """
 
@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from backend.advisor import Advice
+from backend.tune.advisor import Advice
 from tui.widgets.chart import FittedPlot
 
 MEASURED = (215, 165, 0)  # gold: the measured points stand out from the predicted lines

@@ -8,9 +8,9 @@ from __future__ import annotations
 import math
 from typing import Optional
 
-from .checkpoint_scan import _numel, _scan, inspect_checkpoint
 from .registry import AgentError, Context, method
-from .safetensors_header import CheckpointError
+from .shared.checkpoint_scan import _numel, _scan, inspect_checkpoint
+from .shared.safetensors_header import CheckpointError
 
 
 def _agent_call(fn, *args):

@@ -28,8 +28,8 @@ from typing import Callable, Dict, List, Optional, Tuple
 from . import jobs
 from .jobs import Cancelled
 from .registry import AgentError, Context, method
-from .safetensors_header import CheckpointError, read_header
-from .units import human_bytes
+from .shared.safetensors_header import CheckpointError, read_header
+from .shared.units import human_bytes
 
 DEFAULT_ENDPOINT = "https://huggingface.co"
 DEFAULT_FILES = ("config.json", "model.safetensors")

@@ -44,9 +44,9 @@ from .ownership import (
     remove_cgroup,
     send,
 )
-from .protocol import lines_json
 from .registry import AgentError, method
 from .safepath import fd_of, still_ours
+from .shared.protocol import lines_json
 from .watch import Watch
 
 STATES = ("running", "orphaned", "done", "failed", "cancelled")

@@ -6,7 +6,7 @@ from its chunks come the time to the first token, the decode rate after it (the 
 82 tok/s baseline is), and the accept length ``completion_tokens / spec_verify_ct`` (1.0 without
 speculation) — the quantities of SGLang's own ``sglang.test.send_one``, so the two can be cross-checked.
 Where the server returns ``spec_correct_drafts_histogram`` (SGLang 0.5.23+) the result also carries the
-per-position acceptance summed over the requests (``acceptance.py``).
+per-position acceptance summed over the requests (``shared/acceptance.py``).
 
 The job's ``events.jsonl`` gets a ``progress`` event per finished request and ends with one
 ``{"event": "result", ...}`` holding the summary, which the run history reads back later. Stdlib only,
@@ -24,10 +24,11 @@ import time
 from typing import Any, Callable, Dict, List, Optional
 from urllib import error as urlerror
 
-from . import acceptance, advice, loopback
+from . import loopback
 from .jobs import start_job, worker_argv
-from .quantiles import quantiles
 from .registry import AgentError, method
+from .shared import acceptance, advice
+from .shared.quantiles import quantiles
 
 # A small built-in prompt set: varied enough that a drafter's acceptance is not judged on one kind of text.
 PROMPTS = [
@@ -144,7 +145,7 @@ QUANTILES = (("p50", 0.5), ("p90", 0.9), ("p95", 0.95), ("p99", 0.99))
 
 
 def percentiles(values: List[float]) -> Dict[str, Optional[float]]:
-    """p50-p99 of ``values`` by the one percentile rule (``quantiles.py``)."""
+    """p50-p99 of ``values`` by the one percentile rule (``shared/quantiles.py``)."""
     return dict(zip([key for key, _ in QUANTILES], quantiles(values, [q for _, q in QUANTILES])))
 
 

@@ -11,8 +11,8 @@ import os
 import sys
 import threading
 
-from .protocol import MAX_FRAME, PROTOCOL_VERSION, FrameError, decode, dumps, encode_line, frame, mib, read_frame
 from .registry import AgentError, Context, lookup
+from .shared.protocol import MAX_FRAME, PROTOCOL_VERSION, FrameError, decode, dumps, encode_line, frame, mib, read_frame
 
 # typing only for the checker: the agent's hello waits for every module imported before it (~5 ms here)
 TYPE_CHECKING = False

@@ -1,5 +1,5 @@
 """What a multi-node server needs from each of its hosts: a free rendezvous port on rank 0's, and a stop
-announced on every rank before any is signalled (``backend.multinode`` drives them across hosts).
+announced on every rank before any is signalled (``backend.serve.multinode`` drives them across hosts).
 
 Stdlib only, Python 3.8+.
 """

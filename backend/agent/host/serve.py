@@ -27,9 +27,9 @@ import time
 from typing import Dict, List, Optional, Tuple
 
 from . import jobs, ports
-from .logline import record, tier_line
 from .probes import fetch, gpus
 from .registry import AgentError, method
+from .shared.logline import record, tier_line
 from .watch import Watch
 
 KIND = "serve"
@@ -384,7 +384,7 @@ def holder(state_dir: str, port: int) -> Optional[dict]:
 
 # --- API keys ---------------------------------------------------------------------------------------------
 
-ROUTER_KIND = "router"  # a fleet's router job (backend/fleet.py starts it)
+ROUTER_KIND = "router"  # a fleet's router job (backend/fleet/fleets.py starts it)
 KEYS = "keys"  # <state>/keys/<name>.yaml: an API key a server of ours reads with SGLang's --config, 0600
 
 

@@ -10,7 +10,7 @@ the one that was running is started again (its command came with the input), or 
 stops the server the sweep started and ends the sweep.
 
 ``smart``: the profile's own point first, then as the advisor ranks them until its stop rule holds
-(``sweep_order.py``, which the client's fleet sweep shares). ``fed``: the points come one at a time from the
+(``shared/sweep_order.py``, which the client's fleet sweep shares). ``fed``: the points come one at a time from the
 client (``sweep.feed``: a point's index, or the end), which spreads one grid over several hosts; the sweep
 waits ``feed_idle_s`` at most for the next, then ends as done (its client is gone), the host left as found.
 
@@ -39,8 +39,8 @@ from typing import Dict, List, Optional
 
 from . import jobs, loadgen, serve
 from .registry import AgentError, Context, method
-from .server_states import STATES as SERVER_STATES
-from .sweep_order import Order
+from .shared.server_states import STATES as SERVER_STATES
+from .shared.sweep_order import Order
 from .watch import Watch
 
 KIND = "sweep"

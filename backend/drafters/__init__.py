@@ -1,0 +1,1 @@
+"""Drafter checkpoints: reading and comparing them, where they come from, downloading them."""

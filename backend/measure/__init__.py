@@ -1,0 +1,1 @@
+"""Measuring a server: benches and their records, metrics, latency, live feeds, break-even, cost."""

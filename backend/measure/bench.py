@@ -1,0 +1,280 @@
+"""specdeck's own bench: what a client of the running server sees, measured from the host.
+
+The requests are sent by the host agent's load generator (``backend/agent/host/loadgen.py``), run as a
+detached job of kind ``bench`` so a bench outlives the connection, never crosses the network and ends with a
+``{"event": "result", ...}`` record in the job's events for history to read. This module starts, follows,
+stops and summarises those jobs for the CLI and the Live tab.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+from backend.connection import Connection
+from backend.errors import OperationFailed, UsageError
+from backend.jobs import JobInfo, get_job, list_jobs, newest_running
+from backend.measure.latency import format_ms
+from backend.measure.livefeed import describe_server
+
+DEFAULT_REQUESTS = 4
+DEFAULT_MAX_TOKENS = 256
+DEFAULT_CONCURRENCY = 1
+RESULT_KEYS = ("tok_s", "accept_len", "cycle_ms", "ttft_ms", "requests", "tokens", "acceptance", "per_request")
+MAX_PROMPTS_BYTES = 16 << 20
+
+
+@dataclass(frozen=True)
+class BenchPlan:
+    """What to send: ``requests`` streams of ``max_tokens`` tokens, ``concurrency`` at a time."""
+
+    requests: int = DEFAULT_REQUESTS
+    max_tokens: int = DEFAULT_MAX_TOKENS
+    concurrency: int = DEFAULT_CONCURRENCY
+    prompts: tuple[str, ...] | None = None  # None: the load generator's built-in set
+
+    def __post_init__(self) -> None:
+        for name in ("requests", "max_tokens", "concurrency"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                flag = name.replace("_", "-")
+                raise UsageError(f"--{flag} must be a whole number of at least 1, got {value!r}.")
+        if self.prompts is not None and not self.prompts:
+            raise UsageError("the prompts file holds no prompts; give one prompt per line or a JSON list.")
+
+
+@dataclass(frozen=True)
+class Slo:
+    """A latency objective per request: time to first token and mean inter-token latency, in ms (None: not
+    judged). A failed request never meets it."""
+
+    ttft_ms: float | None = None
+    itl_ms: float | None = None
+
+    def __post_init__(self) -> None:
+        for flag, value in (("--slo-ttft-ms", self.ttft_ms), ("--slo-itl-ms", self.itl_ms)):
+            if value is not None and not 0 < value < float("inf"):
+                raise UsageError(f"{flag} must be a number of milliseconds above 0, got {value:g}.")
+
+    def __bool__(self) -> bool:
+        return self.ttft_ms is not None or self.itl_ms is not None
+
+    def met(self, request: dict) -> bool:
+        if "error" in request:
+            return False
+        if self.ttft_ms is not None and not request.get("ttft_ms", float("inf")) <= self.ttft_ms:
+            return False
+        itl = request.get("itl_ms")
+        return self.itl_ms is None or itl is None or itl <= self.itl_ms
+
+    def text(self) -> str:
+        parts = [f"TTFT <= {self.ttft_ms:g} ms"] if self.ttft_ms is not None else []
+        if self.itl_ms is not None:
+            parts.append(f"ITL <= {self.itl_ms:g} ms")
+        return " and ".join(parts)
+
+
+def goodput(result: dict, slo: Slo) -> dict:
+    """The share of a bench's requests that met ``slo`` and their output tok/s over the bench's wall time."""
+    requests = result.get("per_request") or []
+    good = [r for r in requests if slo.met(r)]
+    duration = result.get("duration_s") or 0
+    return {
+        "slo": {"ttft_ms": slo.ttft_ms, "itl_ms": slo.itl_ms},
+        "share": len(good) / len(requests) if requests else None,
+        "requests": len(good),
+        "of": len(requests),
+        "tok_s": sum(r.get("tokens") or 0 for r in good) / duration if duration > 0 else None,
+    }
+
+
+def read_prompts(path: str | Path) -> tuple[str, ...]:
+    """Prompts from a local file: a JSON list of strings, or one prompt per non-empty line."""
+    file = Path(path).expanduser()
+    try:
+        if file.stat().st_size > MAX_PROMPTS_BYTES:
+            raise UsageError(f"{file} is over 16 MiB; a bench needs a few prompts, not a data set.")
+        text = file.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise UsageError(f"prompts file {file} does not exist.") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise UsageError(f"cannot read prompts file {file}: {exc}.") from None
+    if text.lstrip().startswith("["):
+        try:
+            prompts = json.loads(text)
+        except ValueError as exc:
+            raise UsageError(f"{file} starts like JSON but is not valid JSON: {exc}.") from None
+        if not isinstance(prompts, list) or not all(isinstance(p, str) and p.strip() for p in prompts):
+            raise UsageError(f"{file}: a JSON prompts file must be a list of non-empty strings.")
+        return tuple(prompts)
+    return tuple(line for line in text.splitlines() if line.strip())
+
+
+async def start_bench(conn: Connection, server: JobInfo, plan: BenchPlan) -> JobInfo:
+    """Start a bench job against ``server`` (a running serve job); returns the bench job's description."""
+    port = server.port
+    health = await conn.call("http.request", url=f"http://127.0.0.1:{port}/health")
+    if health.get("status") != 200:
+        state = "is not answering" if health.get("status") is None else "is still starting"
+        raise OperationFailed(
+            f"the server ({describe_server(server)}) {state}; wait until `specdeck serve status` says ready."
+        )
+    params: dict[str, Any] = {
+        "port": port,
+        "requests": plan.requests,
+        "max_tokens": plan.max_tokens,
+        "concurrency": plan.concurrency,
+        "profile": server.args.get("profile"),
+        "server_job": server.id,
+    }
+    if plan.prompts is not None:
+        params["prompts"] = list(plan.prompts)
+    return JobInfo.from_json(await conn.call("bench.start", **params))
+
+
+async def bench_events(conn: Connection, job_id: str) -> AsyncIterator[dict]:
+    """The bench job's events (progress, then result or failed) as they are written; ends with the job."""
+    params = {"id": job_id, "stream": "events", "offset": 0}
+    async for event in conn.subscribe("jobs.follow", params, lambda p, ev: {**p, "offset": ev["offset"]}):
+        for line in event["lines"]:
+            try:
+                record = json.loads(line)
+            except ValueError:
+                continue
+            if isinstance(record, dict):
+                yield record
+
+
+async def wait_result(conn: Connection, job_id: str, on_progress: Callable[[dict], None] | None = None) -> dict:
+    """Follow a bench job to its end; its result record, or OperationFailed saying why there is none."""
+    result = failed = None
+    async for record in bench_events(conn, job_id):
+        kind = record.get("event")
+        if kind == "progress" and on_progress is not None:
+            on_progress(record)
+        elif kind == "result":
+            result = record
+        elif kind == "failed":
+            failed = record
+    if result is not None:
+        return result
+    job = await get_job(conn, job_id)
+    reason = (failed or {}).get("reason") or job.reason or job.state
+    raise OperationFailed(f"the bench did not finish: {reason}.")
+
+
+async def running_bench(conn: Connection) -> JobInfo | None:
+    """The newest running bench job on the host, if any."""
+    return newest_running(await list_jobs(conn, "bench"))
+
+
+async def stop_bench(conn: Connection, job_id: str) -> dict:
+    """Cancel a bench job (its process group); returns its final description."""
+    return await conn.call("jobs.cancel", id=job_id)
+
+
+async def _bench_job(
+    conn: Connection, server: JobInfo, plan: BenchPlan, on_progress: Callable[[dict], None] | None
+) -> tuple[JobInfo, dict]:
+    """(job, result) of one bench; the job is cancelled if the caller gives up (Ctrl-C)."""
+    job = await start_bench(conn, server, plan)
+    finished = False
+    try:
+        result = await wait_result(conn, job.id, on_progress)
+        finished = True
+        return job, {"job": job.id, **result}
+    finally:
+        if not finished and conn.connected:
+            await stop_bench(conn, job.id)
+
+
+async def run_bench(
+    conn: Connection, server: JobInfo, plan: BenchPlan, on_progress: Callable[[dict], None] | None = None
+) -> dict:
+    """Start a bench and wait for its result; the job is cancelled if the caller gives up (Ctrl-C)."""
+    return (await _bench_job(conn, server, plan, on_progress))[1]
+
+
+def parse_levels(text: str) -> tuple[int, ...]:
+    """``--concurrency`` as typed: one level (``2``) or several for a sweep (``1,2,4,8``), ascending, no repeats."""
+    try:
+        levels = [int(part) for part in text.split(",")]
+    except ValueError:
+        levels = []
+    if not levels or any(level < 1 for level in levels):
+        raise UsageError(f"--concurrency takes whole numbers of at least 1, comma-separated (1,2,4,8), got {text!r}.")
+    return tuple(sorted(set(levels)))
+
+
+async def run_sweep(
+    conn: Connection,
+    server: JobInfo,
+    plan: BenchPlan,
+    levels: tuple[int, ...],
+    on_level: Callable[[int, dict], None] | None = None,
+    on_progress: Callable[[dict], None] | None = None,
+) -> list[tuple[JobInfo, dict]]:
+    """The same bench at each concurrency in ``levels``, one bench job after another: [(job, result)].
+
+    Each level sends at least as many requests as it runs at once, so every stream is busy for the whole level.
+    """
+    out = []
+    for level in levels:
+        step = replace(plan, concurrency=level, requests=max(plan.requests, level))
+        job, result = await _bench_job(conn, server, step, on_progress)
+        out.append((job, result))
+        if on_level is not None:
+            on_level(level, result)
+    return out
+
+
+def public_result(record: dict) -> dict:
+    """A result record as `specdeck bench --json` prints it: the contract's keys first, then the rest."""
+    out = {key: record.get(key) for key in RESULT_KEYS}
+    out.update({k: v for k, v in record.items() if k not in out and k != "event"})
+    return out
+
+
+def summary_line(result: dict, baseline: float, basis: str = "single-stream baseline") -> str:
+    """One line: per-stream tok/s at the bench's concurrency against ``baseline`` (per stream, described by
+    ``basis``), the aggregate, accept length against its break-even, TTFT."""
+
+    def num(value: float | None, fmt: str) -> str:
+        return "-" if value is None else format(value, fmt)
+
+    tok_s, accept, cycle = result.get("tok_s"), result.get("accept_len"), result.get("cycle_ms")
+    streams = result.get("concurrency") or 1
+    vs = f" ({(tok_s / baseline - 1) * 100:+.0f}% vs {baseline:.1f} {basis})" if tok_s else ""
+    line = f"{num(tok_s, '.1f')} tok/s per stream at {streams} stream(s){vs}"
+    if streams > 1:
+        line += f", {num(result.get('total_tok_s'), '.1f')} tok/s in all"
+    line += f", accept length {num(accept, '.2f')}"
+    if cycle and result.get("speculative"):
+        line += f" (break-even {cycle * baseline / 1000:.2f} at {cycle:.1f} ms cycles)"
+    return line + f", TTFT {num(result.get('ttft_ms'), '.0f')} ms"
+
+
+def latency_line(result: dict) -> str | None:
+    """``TTFT p50 212 / p95 240 ms, ITL p50 10.1 / p95 31.0 ms, e2e p50 2.9 / p95 3.1 s``, None for older results."""
+    figures = result.get("latency")
+    if not isinstance(figures, dict):
+        return None
+    parts = []
+    for key, name in (("ttft_ms", "TTFT"), ("itl_ms", "ITL"), ("e2e_ms", "e2e")):
+        got = figures.get(key) or {}
+        if got.get("p50") is None:
+            continue
+        parts.append(f"{name} p50 {format_ms(got['p50'])} / p95 {format_ms(got['p95'])} ms")
+    return ", ".join(parts) or None
+
+
+def goodput_line(good: dict, streams: int, slo: Slo) -> str:
+    """``goodput 87% at 8 streams (7 of 8 requests within TTFT <= 500 ms and ITL <= 30 ms), 410.2 tok/s``."""
+    share = "-" if good["share"] is None else f"{good['share'] * 100:.0f}%"
+    tok_s = "-" if good["tok_s"] is None else f"{good['tok_s']:.1f}"
+    what = "stream" if streams == 1 else "streams"
+    within = f"{good['requests']} of {good['of']} requests within {slo.text()}"
+    return f"goodput {share} at {streams} {what} ({within}), {tok_s} tok/s"

@@ -1,0 +1,1 @@
+"""Reports of runs: the document and its charts."""

@@ -1,0 +1,764 @@
+"""Reports: recorded runs side by side, as Markdown or self-contained HTML to paste into a document.
+
+A report is a list of blocks (headings, paragraphs, bullets, tables, code, charts) built once from the
+history, then rendered by ``to_markdown`` or ``to_html``. Charts are plain data (``backend.report.charts``):
+a plotext text plot in a fenced block for Markdown, an interactive plotly.js figure carried inline (or a small
+static SVG, ``--charts static``) for HTML, each with labelled reference lines at the baseline and the
+break-even and shaded prediction intervals. The drafters' diff summary comes from the host
+(``checkpoint.inspect``) when it can be reached; otherwise the report says why it is missing.
+"""
+
+from __future__ import annotations
+
+import csv
+import html
+import io
+import json
+import shlex
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from backend.agent.host.shared import units
+from backend.agent.host.shared.acceptance import per_position
+from backend.agent.host.shared.units import human_bytes
+from backend.drafters import checkpoints
+from backend.errors import SpecdeckError
+from backend.history import History, RunSummary, Yardstick, crossover
+from backend.measure.cost import Cost, drafter_sentence, gpus_of, per_million
+from backend.report.charts import Band, Chart, ChartMode, html_chart, html_head, text_chart
+from backend.train.predict import gap_line
+
+# --- blocks -----------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Heading:
+    text: str
+    level: int = 2
+
+
+@dataclass(frozen=True)
+class Para:
+    text: str
+
+
+@dataclass(frozen=True)
+class Bullets:
+    items: list[str]
+
+
+@dataclass(frozen=True)
+class Table:
+    headers: list[str]
+    rows: list[list[str]]
+
+
+@dataclass(frozen=True)
+class Code:
+    text: str
+
+
+Block = Heading | Para | Bullets | Table | Code | Chart
+
+
+# --- numbers ----------------------------------------------------------------------------------------------
+
+
+def fmt(value: float | None, digits: int = 1, signed: bool = False, suffix: str = "") -> str:
+    """A number for a table cell; an em dash when there is none."""
+    if value is None:
+        return "—"
+    return f"{value:+.{digits}f}{suffix}" if signed else f"{value:.{digits}f}{suffix}"
+
+
+def break_even_cell(run: RunSummary, yardstick: Yardstick) -> str:
+    """``met (+0.84 ±0.05)`` / ``not met`` / ``within noise`` against the break-even, by whether the accept
+    length's 95% interval (± its half-width) clears it; ``too few samples (+0.84)`` without one; ``—`` without
+    speculation. A run at N > 1 streams against its own at that batch, ``met (+0.30 ±0.04 of 3.11 @4)``."""
+    said = run.break_even_verdict(yardstick)
+    if said is None or run.accept_len is None:
+        return "—"
+    target = run.break_even(yardstick)
+    interval = run.accept_interval()
+    spread = "" if interval is None else f" ±{(interval[1] - interval[0]) / 2:.2f}"
+    at = f" of {target:.2f} @{run.streams}" if (run.streams or 1) > 1 else ""
+    return f"{said} ({run.accept_len - target:+.2f}{spread}{at})"
+
+
+def run_cells(run: RunSummary, yardstick: Yardstick) -> dict[str, str]:
+    """A run's table cells as every table shows them (CLI, History tab, reports).
+
+    ``tok_s`` is per stream, ``total_tok_s`` the aggregate, ``streams`` the concurrency seen; ``vs_baseline``
+    says what it compared: ``@N`` against the baseline measured at N streams, ``/stream`` per stream against
+    the single-stream baseline.
+    """
+    versus = yardstick.versus(run)
+    return {
+        "profile": run.profile or "—",
+        "drafter": run.drafter or "—",
+        "outcome": run.outcome or "—",
+        "samples": str(run.samples),
+        "streams": run.concurrency_text(),
+        "tok_s": fmt(run.tok_s),
+        "total_tok_s": fmt(run.total_tok_s),
+        "accept": fmt(run.accept_len, 2),
+        "cycle_ms": fmt(run.cycle_ms),
+        # The baseline's own run is the baseline: "= baseline", never a verdict of +0% against itself.
+        "vs_baseline": "= baseline" if run.id == yardstick.baseline_run else "—" if versus is None else versus.cell(),
+        "break_even": break_even_cell(run, yardstick),
+    }
+
+
+VS_LEGEND = (
+    "vs baseline: @N compares per-stream tok/s at N running requests with the baseline measured at N; "
+    "/stream compares per-stream tok/s with the single-stream baseline (no baseline measured at that concurrency)."
+)
+
+
+def bench_cell(run: RunSummary) -> str:
+    """The run's bench per-stream tok/s with its concurrency: the whole curve when benched at several levels."""
+    if len(run.curve) > 1:
+        return " ".join(f"{units.tok_s(p.tok_s)}@{p.streams}" for p in run.curve)
+    bench = run.bench or {}
+    return fmt(bench.get("tok_s")) + (f"@{bench['concurrency']}" if bench.get("concurrency") else "")
+
+
+def run_label(run: RunSummary) -> str:
+    return f"{run.profile or run.job_id}" + (f" [{run.drafter}]" if run.drafter else "")
+
+
+def _when(ts: float | None) -> str:
+    return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(ts)) if ts else "—"
+
+
+# --- building ---------------------------------------------------------------------------------------------
+
+
+def comparison_table(runs: list[RunSummary], yardstick: Yardstick) -> Table:
+    """Concurrency, per-stream and aggregate tok/s, accept length, cycle ms, vs baseline and vs break-even, one row
+    per run."""
+    headers = ["run", "profile", "drafter", "samples", "streams", "tok/s per stream", "total tok/s",
+               "accept length", "cycle ms", "vs baseline", f"vs break-even {yardstick.break_even:.2f}",
+               "bench tok/s per stream @streams"]  # fmt: skip
+    rows = []
+    columns = ("profile", "drafter", "samples", "streams", "tok_s", "total_tok_s", "accept", "cycle_ms", "vs_baseline",
+               "break_even")  # fmt: skip
+    base, _ = baseline_curve(runs, yardstick)
+    swept = base and any(len(r.curve) > 1 for r in runs)
+    if swept:
+        headers.append("bench below baseline from")
+    for run in runs:
+        cells = run_cells(run, yardstick)
+        name = run.job_id + (" ★" if run.is_baseline else "")
+        rows.append(
+            [name, *(cells[c] for c in columns), bench_cell(run)] + ([crossover_cell(run, base)] if swept else [])
+        )
+    return Table(headers, rows)
+
+
+def crossover_cell(run: RunSummary, base: dict[int, float]) -> str:
+    """The concurrency at which a benched drafter falls below the baseline curve; ``none to N`` when it stays
+    ahead up to the highest level both were benched at; ``—`` without speculation or shared levels."""
+    ours = {p.streams: p.tok_s for p in run.curve}
+    shared = sorted(base.keys() & ours.keys())
+    if not run.speculative or not shared:
+        return "—"
+    falls = crossover(base, ours)
+    return f"none to {shared[-1]}" if falls is None else str(falls)
+
+
+def charts(history: History, runs: list[RunSummary], yardstick: Yardstick) -> list[Chart]:
+    """tok/s against the baseline and accept length against the break-even, every run overlaid."""
+    tok = [(run_label(r), *history.series(r.id, "tok_s")) for r in runs]
+    acc = [(run_label(r), *history.series(r.id, "accept_len")) for r in runs]
+    return [
+        Chart(
+            "Decode throughput per stream (tok/s)",
+            "tok/s per stream",
+            tok,
+            [(yardstick.baseline_tok_s, f"baseline {yardstick.baseline_tok_s:.1f} tok/s")],
+        ),
+        Chart(
+            "Accept length",
+            "accept length",
+            acc,
+            [(yardstick.break_even, f"break-even {yardstick.break_even:.2f}")],
+        ),
+    ]
+
+
+def baseline_curve(runs: list[RunSummary], yardstick: Yardstick) -> tuple[dict[int, float], str]:
+    """(per-stream bench tok/s by concurrency, where it comes from) of the baseline: the marked baseline run's
+    benches, else those of a run without speculation among ``runs``; empty when neither was benched."""
+    if yardstick.bench_by_streams:
+        return dict(yardstick.bench_by_streams), f"measured by run {yardstick.baseline_run}"
+    for run in runs:
+        if not run.speculative and run.curve:
+            return {p.streams: p.tok_s for p in run.curve}, f"run {run.job_id}, no speculation"
+    return {}, ""
+
+
+def crossover_text(run: RunSummary, base: dict[int, float], source: str) -> str:
+    """Where ``run`` falls below the baseline curve, in one sentence."""
+    ours = {p.streams: p.tok_s for p in run.curve}
+    shared = sorted(base.keys() & ours.keys())
+    if not shared:
+        return f"{run_label(run)}: no baseline bench at its levels; sweep a server without speculation too."
+    falls = crossover(base, ours)
+    if falls is None:
+        return (
+            f"{run_label(run)} stays ahead of the baseline ({source}) at every concurrency measured (to {shared[-1]})."
+        )
+    ahead = [c for c in shared if c < falls]
+    return f"{run_label(run)} falls below the baseline ({source}) at {falls} concurrent stream(s)" + (
+        f"; ahead at {ahead[-1]}." if ahead else ", already at the lowest level measured."
+    )
+
+
+def _curve_series(run: RunSummary, key: str) -> tuple[str, list[float], list[float]]:
+    points = [p for p in run.curve if getattr(p, key) is not None]
+    return run_label(run), [float(p.streams) for p in points], [getattr(p, key) for p in points]
+
+
+def concurrency_blocks(runs: list[RunSummary], yardstick: Yardstick) -> list[Block]:
+    """The bench curves (per-stream and aggregate tok/s against concurrency) and where speculation stops paying."""
+    curved = [r for r in runs if len(r.curve) > 1]
+    if not curved:
+        return []
+    base, source = baseline_curve(runs, yardstick)
+    levels = sorted({p.streams for r in curved for p in r.curve} | base.keys())
+    rows = []
+    for run in curved:
+        at = {p.streams: p for p in run.curve}
+        cells = [
+            f"{fmt(at[c].tok_s)} / {fmt(at[c].total_tok_s, 0)}{_itl_cell(at[c])}" if c in at else "—" for c in levels
+        ]
+        rows.append(
+            [run.job_id + (" ★" if run.is_baseline else ""), run.profile or "—", *cells, crossover_cell(run, base)]
+        )
+    table = Table(["run", "profile", *(f"{c} stream(s)" for c in levels), "below baseline from"], rows)
+    per_stream = [_curve_series(r, "tok_s") for r in curved]
+    total = [_curve_series(r, "total_tok_s") for r in curved]
+    if base and not any(r.is_baseline for r in curved) and yardstick.bench_by_streams:
+        per_stream.append((f"baseline ({source})", [float(c) for c in sorted(base)], [base[c] for c in sorted(base)]))
+    blocks: list[Block] = [
+        Heading("Throughput against concurrency"),
+        Para(
+            "Benches at several concurrency levels (`specdeck bench --concurrency 1,2,4,8`), newest per level: "
+            "tok/s per stream / in all · inter-token latency p50/p95 ms. Speculation pays while a drafter's "
+            "per-stream tok/s stays over the baseline's at the same concurrency; verify cost grows with the batch, "
+            "so the gain shrinks with load (and inter-token latency rises with it)."
+        ),
+        table,
+        Chart("Decode throughput per stream against concurrency", "tok/s per stream", per_stream,
+              x_label="concurrent streams"),
+        Chart("Decode throughput in all against concurrency", "tok/s in all", total, x_label="concurrent streams"),
+        *itl_charts(curved),
+    ]  # fmt: skip
+    speculative = [r for r in curved if r.speculative]
+    if speculative:
+        blocks.append(Bullets([crossover_text(r, base, source) for r in speculative]))
+    return blocks
+
+
+def _pct(latency: dict | None, key: str, q: str) -> float | None:
+    return ((latency or {}).get(key) or {}).get(q)
+
+
+def _quantile_cell(latency: dict | None, key: str, q: str, digits: int = 0) -> str:
+    """One percentile (ms) from a latency dict; a histogram's figure past its last bucket as ``>N``."""
+    value = _pct(latency, key, q)
+    over = q in ((latency or {}).get(key) or {}).get("over_last_bucket", ())
+    return fmt(value, digits) if not over else f">{value:.0f}"
+
+
+def _p50_p95(latency: dict | None, key: str, digits: int = 0) -> str:
+    """``212 / 380`` (ms) from a latency dict; a histogram's figure past its last bucket as ``>N``."""
+    return " / ".join(_quantile_cell(latency, key, q, digits) for q in ("p50", "p95"))
+
+
+def server_latency_cells(run: RunSummary) -> tuple[str, str]:
+    """The run's inter-token p50 / p95 and TTFT p95 (ms) from its server's histograms (``runs.latency``), as the
+    History tab's detail shows them; dashes for a run recorded before latency was kept."""
+    return _p50_p95(run.latency, "itl_ms", 1), _quantile_cell(run.latency, "ttft_ms", "p95")
+
+
+def cost_curve(run: RunSummary, gpu_hour_usd: float | None) -> dict[int, Cost]:
+    """A run's cost per million output tokens at each benched concurrency (its total tok/s there)."""
+    gpus = gpus_of({}, run.argv)
+    out = {}
+    for point in run.curve:
+        cost = per_million(point.total_tok_s, gpus, gpu_hour_usd)
+        if cost is not None:
+            out[point.streams] = cost
+    return out
+
+
+def _itl_cell(point) -> str:
+    """`` · 10.0/33.0 ms``: a bench level's inter-token latency p50/p95; nothing for benches before it was kept."""
+    p50, p95 = point.itl_ms("p50"), point.itl_ms("p95")
+    return "" if p50 is None or p95 is None else f" · {p50:.1f}/{p95:.1f} ms"
+
+
+def itl_charts(curved: list[RunSummary]) -> list[Chart]:
+    """Inter-token latency p50 and p95 against concurrency, per benched curve (none before latency was kept)."""
+    series = []
+    for run in curved:
+        for q in ("p50", "p95"):
+            points = [p for p in run.curve if p.itl_ms(q) is not None]
+            if points:
+                series.append(
+                    (f"{run_label(run)} {q}", [float(p.streams) for p in points], [p.itl_ms(q) for p in points])
+                )
+    if not series:
+        return []
+    return [Chart("Inter-token latency against concurrency", "ms per token", series, x_label="concurrent streams")]
+
+
+def latency_blocks(runs: list[RunSummary], baseline: RunSummary | None, gpu_hour_usd: float | None) -> list[Block]:
+    """Latency and cost: per-request percentiles of each bench level (TTFT, inter-token, end-to-end), the server's
+    own histograms as last read, dollars (or GPU-seconds) per million output tokens, and a sentence per drafter
+    against the baseline (the inter-token curve against concurrency sits with the tok/s curves)."""
+    rows = []
+    for run in runs:
+        gpus = gpus_of({}, run.argv)
+        points = [(str(p.streams), p.latency, p.total_tok_s) for p in run.curve]
+        if not points and run.bench:
+            bench = run.bench
+            points = [
+                (str(bench.get("concurrency") or 1), bench["result"].get("latency"), bench["result"].get("total_tok_s"))
+            ]
+        for streams, latency, total in points:
+            cost = per_million(total, gpus, gpu_hour_usd)
+            rows.append([run.job_id, run_label(run), f"bench @{streams}", _p50_p95(latency, "ttft_ms"),
+                         _p50_p95(latency, "itl_ms", 1), fmt(_pct(latency, "e2e_ms", "p95"), 0),
+                         "—" if cost is None else cost.text().replace(" per million tokens", "")])  # fmt: skip
+        if run.latency:
+            cost = per_million(run.total_tok_s, gpus, gpu_hour_usd)
+            rows.append([run.job_id, run_label(run), "server histograms", _p50_p95(run.latency, "ttft_ms"),
+                         _p50_p95(run.latency, "itl_ms", 1), fmt(_pct(run.latency, "e2e_ms", "p95"), 0),
+                         "—" if cost is None else cost.text().replace(" per million tokens", "")])  # fmt: skip
+    if not rows:
+        return []
+    unit = "$ per million output tokens" if gpu_hour_usd else "GPU-s per million output tokens"
+    price = (
+        f"at ${gpu_hour_usd:g} per GPU-hour ([reference] gpu_hour_usd)"
+        if gpu_hour_usd
+        else "in GPU-seconds (set [reference] gpu_hour_usd for dollars)"
+    )
+    blocks: list[Block] = [
+        Heading("Latency and cost"),
+        Para(
+            "Bench levels: percentiles over the requests (TTFT, end-to-end) and over every token gap (inter-token; "
+            "a chunk of n tokens after t counts n gaps of t/n, as SGLang's histogram does), measured per streaming "
+            "request on the host. Server histograms: SGLang's own, merged across ranks bucket by bucket and read as "
+            "Prometheus's histogram_quantile, since the server started, as last read by a live view or a bench; "
+            f">N lies past the last bucket. Cost {price}: the server's GPUs (tp × nodes) for the time a million "
+            "output tokens take at the level's total tok/s (the run's mean for its server histograms row); it "
+            "assumes the GPUs do nothing else and counts output tokens only."
+        ),
+        Table(["run", "profile", "measured", "TTFT p50 / p95 ms", "ITL p50 / p95 ms", "e2e p95 ms", unit], rows),
+    ]
+    base = (
+        baseline
+        if baseline is not None and baseline.curve
+        else next((r for r in runs if not r.speculative and r.curve), None)
+    )
+    sentences = []
+    for run in runs:
+        if run.speculative and run.drafter and base is not None and run.id != base.id:
+            sentence = drafter_sentence(run.drafter, run.algorithm or "speculation", cost_curve(run, gpu_hour_usd),
+                                        cost_curve(base, gpu_hour_usd))  # fmt: skip
+            if sentence:
+                sentences.append(sentence[0].upper() + sentence[1:])
+    if sentences:
+        blocks.append(Bullets(sentences))
+    return blocks
+
+
+@dataclass
+class DrafterFacts:
+    """What the host told about the runs' drafters: inspect dicts by path, the target config, or why not."""
+
+    inspected: dict[str, dict] = field(default_factory=dict)
+    target: dict | None = None
+    note: str | None = None
+
+
+async def read_drafters(conn, runs: list[RunSummary]) -> DrafterFacts:
+    """Inspect every drafter folder of ``runs`` on the host (headers only) and read the target's config."""
+    facts = DrafterFacts()
+    problems = []
+    for path in dict.fromkeys(r.drafter_path for r in runs if r.drafter_path):
+        try:
+            facts.inspected[path] = await conn.call("checkpoint.inspect", path=path)
+        except SpecdeckError as exc:
+            problems.append(f"{path}: {exc}")
+    model = next((_flag(r.argv, "--model-path") for r in runs if _flag(r.argv, "--model-path")), None)
+    if model:
+        try:
+            got = await conn.call("fs.read", path=f"{model.rstrip('/')}/config.json", text=True)
+            facts.target = json.loads(got["text"])
+        except (SpecdeckError, ValueError) as exc:
+            problems.append(f"the target's config.json ({model}): {exc}")
+    if problems:
+        facts.note = "; ".join(problems)
+    return facts
+
+
+def _flag(argv: list[str], name: str) -> str | None:
+    for i, arg in enumerate(argv):
+        if arg == name and i + 1 < len(argv):
+            return argv[i + 1]
+    return None
+
+
+def drafter_blocks(runs: list[RunSummary], facts: DrafterFacts | None) -> list[Block]:
+    """The drafters' identity, their verdicts against the target and how the first differs from the others."""
+    drafters: dict[str, RunSummary] = {}
+    for run in runs:
+        if run.drafter_path:
+            drafters.setdefault(run.drafter_path, run)
+    blocks: list[Block] = [Heading("Drafters")]
+    if not drafters:
+        return [*blocks, Para("No drafter: these runs decode without speculation.")]
+    if facts is None:
+        blocks.append(Para("Diff summary not included: the host was not asked (--no-inspect)."))
+    elif facts.note:
+        blocks.append(Para(f"Diff summary incomplete: the host could not be read ({facts.note})."))
+    inspected = (facts.inspected if facts else {}) or {}
+    rows = []
+    for path, run in drafters.items():
+        info = inspected.get(path)
+        verdict = checkpoints.verdict(info, facts.target) if info and facts and facts.target else None
+        size = run.drafter_size or (info or {}).get("total_bytes")
+        rows.append(
+            [
+                run.drafter or "—",
+                path,
+                checkpoints.format_params(info["total_params"]) if info else "—",
+                human_bytes(size) if size else "—",
+                (run.drafter_sha256 or "")[:16] or "not verified",
+                "—" if verdict is None else checkpoints.verdict_word(verdict),
+            ]
+        )
+    blocks.append(Table(["drafter", "path", "params", "size", "sha256", "vs target"], rows))
+    paths = [p for p in drafters if p in inspected]
+    for other in paths[1:]:
+        a, b = drafters[paths[0]], drafters[other]
+        d = checkpoints.diff(inspected[paths[0]], inspected[other], facts.target if facts else None)
+        counts: dict[str, int] = {}
+        for row in d["tensors"]:
+            counts[row["status"]] = counts.get(row["status"], 0) + 1
+        changed = [r for r in d["config"] if r["status"] != "same"]
+        items = [
+            "tensors: " + ", ".join(f"{n} {status}" for status, n in sorted(counts.items())),
+            f"config: {len(changed)} of {len(d['config'])} keys differ"
+            + (": " + ", ".join(f"{r['key']} ({r['a']} → {r['b']})" for r in changed[:8]) if changed else ""),
+            "verdict: " + checkpoints.verdict_word(d["verdict"]),
+            *d["verdict"]["problems"],
+        ]
+        blocks += [Heading(f"{a.drafter or paths[0]} vs {b.drafter or other}", 3), Bullets(items)]
+    return blocks
+
+
+def build(
+    history: History,
+    run_ids: list[str],
+    yardstick: Yardstick,
+    facts: DrafterFacts | None = None,
+    sweep: str | None = None,
+    gpu_hour_usd: float | None = None,
+) -> list[Block]:
+    """The report of ``run_ids`` (in that order) as blocks, with sweep ``sweep``'s table and charts first; costs in
+    dollars at ``gpu_hour_usd`` per GPU-hour, else GPU-seconds."""
+    runs = [history.run(i) for i in run_ids]
+    baseline = history.baseline_run()
+    blocks: list[Block] = [
+        Heading("specdeck report: " + " vs ".join(run_label(r) for r in runs), 1),
+        Para(
+            f"Generated {_when(time.time())}. Baseline {yardstick.baseline_tok_s:.1f} tok/s ({yardstick.source}), "
+            f"verify cycle {yardstick.cycle_ms:g} ms, break-even accept length {yardstick.break_even:.2f} "
+            "(cycle × baseline). Means are over the runs' decode log lines while requests ran, one point per "
+            "second; per stream is SGLang's gen throughput divided by the running requests."
+        ),
+        *(sweep_blocks(history.sweep_runs(sweep), yardstick, sweep) if sweep else []),
+        Heading("Comparison"),
+        comparison_table(runs, yardstick),
+        Para(VS_LEGEND),
+        Heading("Charts"),
+        *charts(history, runs, yardstick),
+        *concurrency_blocks(runs, yardstick),
+        *latency_blocks(runs, baseline, gpu_hour_usd),
+        *anatomy_blocks(runs, yardstick.baseline_tok_s),
+        *acceptance_blocks(runs),
+        *drafter_blocks(runs, facts),
+        *training_blocks(runs),
+        Heading("Launch commands"),
+    ]
+    for run in runs:
+        blocks += [Para(f"{run.job_id} ({run_label(run)}):"), Code(shlex.join(run.argv) if run.argv else "—")]
+    blocks += [Heading("Runs"), runs_table(runs)]
+    return blocks
+
+
+def anatomy_blocks(runs: list[RunSummary], baseline_tok_s: float) -> list[Block]:
+    """Where each profiled run's cycle went (its newest `specdeck profile`): the stage table, the bar, what it
+    means with its sources, and what to know about the trace."""
+    from backend.measure import anatomy
+
+    blocks: list[Block] = []
+    for run in runs:
+        if not run.anatomy:
+            continue
+        a = anatomy.CycleAnatomy.from_json(run.anatomy)
+        found = anatomy.findings(a, baseline_tok_s, run.version)
+        blocks += [
+            Para(f"{run_label(run)}: {anatomy.summary_line(a)}."),
+            Table(list(anatomy.headers(a)), [list(r) for r in anatomy.rows(a)]),
+            Code("\n".join(anatomy.bar_text(a))),
+            Bullets(
+                [f.text + (f" ({f.source})" if f.source else "") for f in found] + [*a.notes, anatomy.trace_line(a)]
+            ),
+        ]
+    return [Heading("Where a cycle's time goes (SGLang's own profiler)"), *blocks] if blocks else []
+
+
+def training_blocks(runs: list[RunSummary]) -> list[Block]:
+    """Runs that served a training checkpoint: its prediction before the restart beside what was measured."""
+    lines = [line for line in map(gap_line, runs) if line]
+    if not lines:
+        return []
+    return [Heading("Training checkpoints: predicted before the restart, then measured"), Bullets(lines)]
+
+
+def acceptance_blocks(runs: list[RunSummary]) -> list[Block]:
+    """Each run's acceptance histogram (bars) and per-position acceptance, from its newest bench."""
+    from backend.tune.advisor import histogram_of
+
+    blocks: list[Block] = []
+    curves: list[tuple[str, list[float], list[float]]] = []
+    for run in runs:
+        histogram = histogram_of(run)
+        if histogram is None:
+            continue
+        measured = [(float(i), a) for i, a in enumerate(per_position(histogram), 1) if a is not None]
+        curves.append((run_label(run), [x for x, _ in measured], [a for _, a in measured]))
+        n = sum(histogram)
+        top = max(histogram)
+        rates = per_position(histogram)
+        blocks += [
+            Heading(f"Acceptance per position: {run.drafter or run.drafter_path} ({run.job_id})", 3),
+            Table(
+                ["drafts accepted", "verifies", "share", ""],
+                [[str(k), str(h), f"{h / n:.0%}", "█" * round(30 * h / top)] for k, h in enumerate(histogram)],
+            ),
+            Table(
+                ["position", "a_i (accepted given the one before was)"],
+                [[str(i), fmt(a, 3)] for i, a in enumerate(rates, 1)],
+            ),
+        ]
+    if not blocks:
+        return []
+    chart = Chart("acceptance per draft position", "a_i", curves, x_label="draft position")
+    return [Heading("Acceptance"), chart, *blocks]
+
+
+SWEEP_COLUMNS = ["steps", "topk", "draft tokens", "tok/s", "accept length", "cycle ms", "vs baseline", "outcome", "run"]
+
+
+def sweep_blocks(runs: list[RunSummary], yardstick: Yardstick, sweep: str) -> list[Block]:
+    """A sweep's points (one run each) as a table, and tok/s and accept length against draft steps: measured
+    points, the advisor's predicted curve with its interval, the baseline and the break-even lines."""
+    from backend.tune import advisor
+
+    points = sorted(((advisor.run_steps(r) or 0, r) for r in runs), key=lambda p: p[0])
+    fleet = len({r.host for r in runs}) > 1  # a fleet sweep's: which host measured each point
+    rows = []
+    for steps, run in points:
+        bench = run.bench or {}
+        tok_s = bench.get("tok_s")
+        vs = None if tok_s is None else 100.0 * (tok_s / yardstick.baseline_tok_s - 1)
+        tokens = _flag(run.argv, "--speculative-num-draft-tokens") or "—"
+        rows.append([str(steps), str(advisor.run_topk(run)), tokens, fmt(tok_s), fmt(bench.get("accept_len"), 2),
+                     fmt(bench.get("cycle_ms")), fmt(vs, 0, True, "%"), run.outcome or "—", run.job_id]
+                    + ([run.host] if fleet else []))  # fmt: skip
+    blocks: list[Block] = [
+        Heading(f"Sweep {sweep}"),
+        Table(SWEEP_COLUMNS + ["host"] * fleet, rows),
+    ]
+    with_hist = [r for _, r in points if advisor.histogram_of(r) is not None]
+    bands_tok: list[Band] = []
+    bands_acc: list[Band] = []
+    measured_tok = [(float(k), r.bench["tok_s"]) for k, r in points if (r.bench or {}).get("tok_s")]
+    measured_acc = [(float(k), r.bench["accept_len"]) for k, r in points if (r.bench or {}).get("accept_len")]
+    series_tok = [("measured", [x for x, _ in measured_tok], [y for _, y in measured_tok])]
+    series_acc = [("measured", [x for x, _ in measured_acc], [y for _, y in measured_acc])]
+    if with_hist:
+        source = max(with_hist, key=lambda r: (advisor.run_steps(r) or 0, sum(advisor.histogram_of(r) or [])))
+        advice = advisor.advise(runs, yardstick, source.id)
+        ks = [float(r["steps"]) for r in advice.rows]
+        series_tok.append(("predicted", ks, [r["tok_s"] for r in advice.rows]))
+        series_acc += [
+            ("predicted", ks, [r["accept_len"] for r in advice.rows]),
+            ("break-even", ks, [r["cycle_ms"] * yardstick.baseline_tok_s / 1000.0 for r in advice.rows]),
+        ]
+        bands_tok = [_interval(advice.rows, ks, "tok_s")]
+        bands_acc = [_interval(advice.rows, ks, "accept_len")]
+        acc = advice.acceptance
+        blocks.append(
+            Para(
+                f"Predicted from the per-position acceptance of the drafter's runs ({acc.steps} positions measured; "
+                f"{acc.extrapolation()}); cost model {advice.cost.source}: {advice.cost.detail}. Interval: "
+                f"{acc.to_json()['interval']}. Break-even: the accept length that matches the baseline at each "
+                "step count's cycle time."
+            )
+        )
+        if advice.best is not None:
+            blocks.append(Para(advisor.best_line(advice)))
+    baseline = f"baseline {units.tok_s(yardstick.baseline_tok_s)} tok/s ({yardstick.source})"
+    blocks += [
+        Chart("tok/s by draft steps", "tok/s per stream", series_tok, [(yardstick.baseline_tok_s, baseline)],
+              x_label="draft steps", bands=bands_tok),
+        Chart("accept length by draft steps", "accept length", series_acc, x_label="draft steps", bands=bands_acc),
+    ]  # fmt: skip
+    return blocks
+
+
+def _interval(rows: list[dict], ks: list[float], key: str) -> Band:
+    """The advisor's 95% interval of ``key`` along the draft steps, shaded around its prediction."""
+    return Band("predicted 95% interval", ks, [r[f"{key}_low"] for r in rows], [r[f"{key}_high"] for r in rows],
+                series="predicted")  # fmt: skip
+
+
+def runs_table(runs: list[RunSummary]) -> Table:
+    """When and how each run went, with the speculative numbers the server resolved."""
+    rows = []
+    for run in runs:
+        info = run.server_info
+        spec = "/".join(
+            str(info.get(k, "—"))
+            for k in ("speculative_num_steps", "speculative_eagle_topk", "speculative_num_draft_tokens")
+        )
+        rows.append(
+            [
+                run.id,
+                _when(run.started),
+                _when(run.stopped),
+                (run.outcome or "—") + (f": {run.reason}" if run.reason and run.outcome == "crashed" else ""),
+                run.version or "—",
+                spec if info.get("speculative_algorithm") else "—",
+            ]
+        )
+    return Table(["run", "started", "stopped", "outcome", "sglang", "steps/topk/draft tokens"], rows)
+
+
+# --- Markdown ---------------------------------------------------------------------------------------------
+
+
+def _md_cell(text: str) -> str:
+    return text.replace("|", "\\|").replace("\n", " ")
+
+
+def to_markdown(blocks: list[Block]) -> str:
+    """The report as Markdown (charts as text plots in fenced blocks)."""
+    out: list[str] = []
+    for b in blocks:
+        if isinstance(b, Heading):
+            out += ["#" * b.level + " " + b.text, ""]
+        elif isinstance(b, Para):
+            out += [b.text, ""]
+        elif isinstance(b, Bullets):
+            out += [f"- {item}" for item in b.items] + [""]
+        elif isinstance(b, Table):
+            out.append("| " + " | ".join(_md_cell(h) for h in b.headers) + " |")
+            out.append("|" + "---|" * len(b.headers))
+            out += ["| " + " | ".join(_md_cell(c) for c in row) + " |" for row in b.rows]
+            out.append("")
+        elif isinstance(b, Code):
+            out += ["```sh", b.text, "```", ""]
+        elif isinstance(b, Chart):
+            body = "(no samples recorded)" if b.empty else text_chart(b)
+            out += [f"**{b.title}**", "", "```text", body, "```", ""]
+    return "\n".join(out)
+
+
+# --- HTML and SVG -----------------------------------------------------------------------------------------
+
+
+_CSS = """
+body { font-family: -apple-system, "Segoe UI", Roboto, sans-serif; max-width: 1100px; margin: 2em auto;
+       padding: 0 1em; color: #222; }
+table { border-collapse: collapse; margin: 0.5em 0 1.5em; font-size: 0.92em; }
+th, td { border: 1px solid #ccc; padding: 0.3em 0.6em; text-align: left; }
+th { background: #f3f3f3; }
+pre { background: #f6f6f6; padding: 0.8em; white-space: pre-wrap; word-break: break-all; font-size: 0.85em; }
+figure { margin: 1em 0; }
+"""
+
+
+def to_html(blocks: list[Block], charts: ChartMode = "interactive") -> str:
+    """The report as one self-contained HTML page: charts drawn by plotly.js, which the page carries inline (no
+    request leaves the file), or as small static SVGs (``charts="static"``)."""
+    e = html.escape
+    title = next((b.text for b in blocks if isinstance(b, Heading)), "specdeck report")
+    head = html_head(charts) if any(isinstance(b, Chart) for b in blocks) else ""
+    out = [f'<!DOCTYPE html>\n<html lang="en">\n<head>\n<meta charset="utf-8">\n<title>{e(title)}</title>',
+           f"<style>{_CSS}</style>", head, "</head>\n<body>"]  # fmt: skip
+    n_charts = 0
+    for b in blocks:
+        if isinstance(b, Heading):
+            out.append(f"<h{b.level}>{e(b.text)}</h{b.level}>")
+        elif isinstance(b, Para):
+            out.append(f"<p>{e(b.text)}</p>")
+        elif isinstance(b, Bullets):
+            out.append("<ul>" + "".join(f"<li>{e(i)}</li>" for i in b.items) + "</ul>")
+        elif isinstance(b, Table):
+            cells = "".join(f"<th>{e(h)}</th>" for h in b.headers)
+            body = "".join("<tr>" + "".join(f"<td>{e(c)}</td>" for c in row) + "</tr>" for row in b.rows)
+            out.append(f"<table><thead><tr>{cells}</tr></thead><tbody>{body}</tbody></table>")
+        elif isinstance(b, Code):
+            out.append(f"<pre><code>{e(b.text)}</code></pre>")
+        elif isinstance(b, Chart):
+            out.append(f"<figure>{html_chart(b, charts, n_charts)}</figure>")
+            n_charts += 1
+    out.append("</body>\n</html>\n")
+    return "\n".join(out)
+
+
+def render(blocks: list[Block], fmt_name: str, charts: ChartMode = "interactive") -> str:
+    """``md`` or ``html`` (its charts ``interactive`` or ``static``)."""
+    return to_html(blocks, charts) if fmt_name == "html" else to_markdown(blocks)
+
+
+def report_format(path: str) -> str:
+    """The format an output file's name asks for: ``md`` or ``html`` (None for anything else)."""
+    lower = path.lower()
+    if lower.endswith((".html", ".htm")):
+        return "html"
+    if lower.endswith((".md", ".markdown")):
+        return "md"
+    return ""
+
+
+def samples_csv(samples: list[dict[str, Any]]) -> str:
+    """Samples as CSV (the columns of ``History.samples``)."""
+    buf = io.StringIO()
+    keys = [
+        "t",
+        "tok_s",
+        "total_tok_s",
+        "accept_len",
+        "accept_rate",
+        "accept_rate_definition",
+        "cycle_ms",
+        "running_req",
+        "queue_req",
+        "token_usage",
+    ]
+    writer = csv.DictWriter(buf, fieldnames=keys, lineterminator="\n")
+    writer.writeheader()
+    for row in samples:
+        writer.writerow({k: "" if row.get(k) is None else row[k] for k in keys})
+    return buf.getvalue()

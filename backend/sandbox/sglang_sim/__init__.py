@@ -1,0 +1,1 @@
+"""The SIMULATED SGLang server (python -m backend.sandbox.sglang_sim) and its parts."""

@@ -1,0 +1,160 @@
+"""What a training checkpoint predicts on this host, before a restart: the advisor's prediction
+(``backend.tune.advisor.predict_from_rates``) fed with the checkpoint's per-position accuracy.
+
+- Accept length at the serving profile's K draft steps: L = 1 + Σ_{k≤K} Π_{i≤k} acc_i. SpecForge's
+  ``simulated_acc_len`` is the same sum without the leading 1 (it leaves out SGLang's bonus token). Past the
+  positions trained, acc decays as the advisor extrapolates.
+- Its interval: each acc_i carries the spread of the logs it rests on (the host's ``accuracy_at``: the
+  half-range taken as 1.96 standard errors); the advisor draws those with its cost model's error. The
+  training-serving gap is not in it: the measured column says it.
+- tok/s: the advisor's cycle-cost model over the speculative runs measured on this host (a cycle's cost is the
+  target's verify and the draft passes, not the drafter's weights, so any drafter's runs count), labelled
+  assumed where it is; with no run measured here at all, the configured cycle with the advisor's assumed
+  per-step cost (``assess`` on no points), said so. Against the baseline (measured or configured, said which)
+  and the break-even accept length c(K) · baseline.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from backend.agent.host.shared import units
+from backend.agent.host.shared.advice import Acceptance, CostModel, assess
+from backend.errors import UsageError
+from backend.history import RunSummary, Yardstick
+from backend.measure.series import clears
+from backend.tune.advisor import DEFAULT_STEPS, predict_from_rates, single_stream
+
+Z = 1.96
+MIN_SE = 0.005  # one log has no spread: an accuracy is still not known to better than this
+
+
+@dataclass(frozen=True)
+class Basis:
+    """What every checkpoint's prediction is judged with: the cost model and the baseline, and where each
+    came from."""
+
+    cost: CostModel
+    baseline_tok_s: float
+    baseline_source: str
+    measured_runs: int
+
+    def break_even(self, steps: int) -> float:
+        return self.cost(steps) * self.baseline_tok_s / 1000.0
+
+    @property
+    def assumed(self) -> bool:
+        return self.cost.assumed
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "cost_model": self.cost.to_json(),
+            "baseline_tok_s": self.baseline_tok_s,
+            "baseline": self.baseline_source,
+            "measured_runs": self.measured_runs,
+        }
+
+
+def _errors(accuracy: dict) -> list[float]:
+    acc, low, high = accuracy["acc"], accuracy.get("low") or accuracy["acc"], accuracy.get("high") or accuracy["acc"]
+    return [max(MIN_SE, (high[i] - low[i]) / 2.0 / Z) for i in range(len(acc))]
+
+
+def advised(
+    accuracy: dict, steps: int, runs: Sequence[RunSummary], yardstick: Yardstick
+) -> tuple[dict[str, Any], Basis]:
+    """The advisor's row at ``steps`` draft steps for this accuracy, and the basis it was costed on."""
+    rates = [min(1.0, max(0.0, a)) for a in accuracy["acc"]]
+    errors = _errors(accuracy)
+    try:
+        advice = predict_from_rates(rates, errors, runs, yardstick, max_steps=steps)
+        rows, cost, measured = advice.rows, advice.cost, len([r for r in runs if r.speculative])
+    except UsageError:  # nothing measured on this host: the configured cycle, the per-step cost assumed
+        acceptance = Acceptance.given(rates, errors, "a checkpoint's per-position accuracy")
+        done = assess(
+            [],
+            1000.0 / yardstick.baseline_tok_s,
+            yardstick.baseline_tok_s,
+            steps,
+            fallback_cycle=(DEFAULT_STEPS, yardstick.cycle_ms),
+            acceptance=acceptance,
+        )
+        rows, cost, measured = done["rows"], done["cost"], 0
+    row = next(r for r in rows if r["steps"] == steps)
+    return row, Basis(cost, yardstick.baseline_tok_s, yardstick.source, measured)
+
+
+def verdict(low: float, high: float, line: float) -> str:
+    """beats / falls short of / too close to call against: only where the whole interval clears the line."""
+    return {1: "beats", -1: "falls short of", 0: "too close to call against"}[clears(low, high, line)]
+
+
+EMPTY = {
+    k: None
+    for k in (
+        "predicted_accept_len",
+        "predicted_accept_len_low",
+        "predicted_accept_len_high",
+        "predicted_tok_s",
+        "predicted_tok_s_low",
+        "predicted_tok_s_high",
+        "cycle_ms",
+        "break_even",
+        "versus_baseline",
+        "versus_break_even",
+    )
+}
+
+
+def predict(
+    accuracy: dict | None, steps: int, runs: Sequence[RunSummary], yardstick: Yardstick
+) -> tuple[dict[str, Any], Basis | None]:
+    """The checkpoint's predicted accept length and tok/s at ``steps`` draft steps with their intervals and
+    the verdicts against the baseline and the break-even (None figures when it carries no accuracy)."""
+    if not accuracy or not accuracy.get("acc"):
+        return dict(EMPTY), None
+    row, basis = advised(accuracy, steps, runs, yardstick)
+    line = basis.break_even(steps)
+    return {
+        "predicted_accept_len": round(row["accept_len"], 3),
+        "predicted_accept_len_low": round(row["accept_len_low"], 3),
+        "predicted_accept_len_high": round(row["accept_len_high"], 3),
+        "predicted_tok_s": row["tok_s"],
+        "predicted_tok_s_low": row["tok_s_low"],
+        "predicted_tok_s_high": row["tok_s_high"],
+        "cycle_ms": row["cycle_ms"],
+        "break_even": round(line, 3),
+        "versus_baseline": verdict(row["tok_s_low"], row["tok_s_high"], basis.baseline_tok_s),
+        "versus_break_even": verdict(row["accept_len_low"], row["accept_len_high"], line),
+        "assumed": row.get("notes") or [],
+    }, basis
+
+
+def measured(runs: Sequence[RunSummary], serve_path: str | None) -> dict[str, Any]:
+    """What the newest run that served this checkpoint's folder measured: tok/s of one stream and accept
+    length, or None figures when none did."""
+    for r in runs:
+        if not serve_path or r.drafter_path != serve_path:
+            continue
+        tok_s, _ = single_stream(r)
+        accept = (r.bench or {}).get("accept_len") or r.accept_len
+        if tok_s is not None or accept is not None:
+            return {"measured_tok_s": tok_s, "measured_accept_len": accept, "measured_run": r.id}
+    return {"measured_tok_s": None, "measured_accept_len": None, "measured_run": None}
+
+
+def gap_line(run: RunSummary) -> str | None:
+    """For a run that served a training checkpoint (``specdeck train serve``): what the checkpoint predicted
+    before the restart against what the run measured; None for any other run."""
+    t = run.training or {}
+    if t.get("predicted_tok_s") is None:
+        return None
+    tok_s = single_stream(run)[0]
+    measured = "not measured yet" if tok_s is None else f"measured {tok_s:.1f} tok/s"
+    return (
+        f"{run.id}: {t.get('training')} {t.get('checkpoint')} predicted {units.tok_s(t['predicted_tok_s'])} tok/s "
+        f"({units.tok_s_range(t['predicted_tok_s_low'], t['predicted_tok_s_high'])}), accept "
+        f"{t['predicted_accept_len']:.2f}; {measured}"
+    )

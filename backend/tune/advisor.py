@@ -1,0 +1,573 @@
+"""The step-count advisor over the run history: which draft step count pays, predicted from the per-position
+acceptance of a drafter's runs and the cycle times they measured (arithmetic in ``backend.agent.host.shared.advice``;
+it states its cost model, extrapolation and interval).
+
+``advise(runs, ...)`` takes ``History.runs()`` (read on a history thread by the TUI, directly by the CLI) and
+returns an ``Advice``: the acceptance, the cost model, a row per step count (predicted accept length, cycle,
+tok/s with a 95% interval and what it rests on, against the baseline, measured where a run at that step count
+exists), the one best step count, whether a smart sweep would stop and what it would measure next, and what
+each target tok/s needs per position at the best step count (``backend.measure.breakeven``). Only runs like the one
+advised count: the same drafter, topk 1 and draft tokens = steps + 1, one stream.
+
+``predict_from_rates`` is the same arithmetic for per-position acceptance from elsewhere (a checkpoint's
+measured accuracy): rates with their errors plus this host's measured runs → accept length and tok/s rows.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from backend.agent.host.shared import units
+from backend.agent.host.shared.advice import (
+    RECORD_SE,
+    Acceptance,
+    CostModel,
+    Point,
+    assess,
+    lengths_acceptance,
+    step_times_ms,
+)
+from backend.errors import UsageError
+from backend.history import RunSummary, Yardstick
+from backend.measure.bench_records import BenchSweep
+from backend.measure.breakeven import breakeven
+
+DEFAULT_MAX_STEPS = 7
+DEFAULT_STEPS = 3  # the configured cycle is the operator's, measured at 3 draft steps
+
+
+def _flag(argv: Sequence[str], name: str) -> str | None:
+    for i, arg in enumerate(argv):
+        if arg == name and i + 1 < len(argv):
+            return argv[i + 1]
+        if arg.startswith(name + "="):
+            return arg.split("=", 1)[1]
+    return None
+
+
+def _int(value: object) -> int | None:
+    try:
+        return int(value)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        return None
+
+
+def run_steps(run: RunSummary) -> int | None:
+    """The run's draft steps as the server resolved them, else as launched; None without speculation."""
+    steps = _int(run.server_info.get("speculative_num_steps"))
+    return steps if steps is not None else _int(_flag(run.argv, "--speculative-num-steps"))
+
+
+def run_topk(run: RunSummary) -> int:
+    topk = _int(run.server_info.get("speculative_eagle_topk"))
+    return topk if topk is not None else _int(_flag(run.argv, "--speculative-eagle-topk")) or 1
+
+
+def run_draft_tokens(run: RunSummary) -> int | None:
+    """Draft tokens per verify as resolved, else as launched; None when neither says (SGLang: steps + 1)."""
+    tokens = _int(run.server_info.get("speculative_num_draft_tokens"))
+    return tokens if tokens is not None else _int(_flag(run.argv, "--speculative-num-draft-tokens"))
+
+
+def histogram_of(run: RunSummary) -> list[int] | None:
+    acceptance = (run.bench or {}).get("acceptance") or {}
+    histogram = acceptance.get("histogram")
+    return histogram if isinstance(histogram, list) and sum(histogram) > 0 else None
+
+
+def single_stream(run: RunSummary) -> tuple[float | None, float | None]:
+    """(tok/s, cycle ms) of one stream: the run's newest bench at concurrency 1, else its decode means when it ran
+    one stream (a cycle measured under load is a batch's, not the step count's)."""
+    level = next((lv for lv in run.curve if lv.streams == 1), None)
+    if level is not None:
+        return level.tok_s, level.cycle_ms
+    if run.streams in (None, 1):
+        return run.tok_s, run.cycle_ms
+    return None, None
+
+
+def same_drafter(runs: Iterable[RunSummary], like: RunSummary) -> list[RunSummary]:
+    """Speculative runs of ``like``'s drafter with a known step count at topk 1 and draft tokens = steps + 1
+    (the chain the advisor models; a tree or a cut draft would not compare)."""
+    out = []
+    for r in runs:
+        steps = run_steps(r)
+        if r.drafter_path != like.drafter_path or not r.speculative or steps is None or run_topk(r) != 1:
+            continue
+        if run_draft_tokens(r) not in (None, steps + 1):
+            continue
+        out.append(r)
+    return out
+
+
+def run_point(run: RunSummary) -> Point | None:
+    """The run as a measured point of one stream: its bench's requests when that bench ran one stream, else
+    its decode means (with the pooled histogram); the cycle from SGLang's step times when it recorded them."""
+    steps = run_steps(run)
+    if steps is None:
+        return None
+    bench = run.bench or {}
+    if bench and bench.get("concurrency") in (None, 1) and bench.get("tok_s"):
+        result = dict(bench.get("result") or {})
+        result.update({k: bench.get(k) for k in ("tok_s", "cycle_ms", "accept_len", "acceptance")})
+        point = Point.from_bench(steps, result)
+    else:
+        tok_s, cycle = single_stream(run)
+        if tok_s is None:
+            return None
+        histogram = histogram_of(run)
+        point = Point(steps, [histogram] if histogram else [], tok_s, cycle)
+    point.source = run.id
+    point.use_step_times(step_times_ms(run.server_info, 1))
+    return point
+
+
+@dataclass(frozen=True)
+class Advice:
+    run: RunSummary | None  # the run advised on; None for records from elsewhere (``advise_bench``)
+    acceptance: Acceptance
+    cost: CostModel
+    yardstick: Yardstick
+    rows: list[dict[str, Any]]
+    best: dict[str, Any] | None
+    targets: dict[str, Any] | None  # breakeven() at the best step count
+    stop: dict[str, Any]  # can_stop, next, why (advice.stop_rule)
+    source: str = ""  # where the points come from, when not the history (a bench_speculative.py file)
+
+    def measured(self) -> dict[int, float]:
+        return {r["steps"]: r["measured_tok_s"] for r in self.rows if r["measured_tok_s"] is not None}
+
+    def to_json(self) -> dict[str, Any]:
+        run = self.run
+        return {
+            "run": run.id if run else None,
+            "source": self.source or (run.id if run else None),
+            "drafter": run.drafter if run else None,
+            "drafter_path": run.drafter_path if run else None,
+            "acceptance": self.acceptance.to_json(),
+            "cost_model": self.cost.to_json(),
+            "baseline": self.yardstick.to_json(),
+            "rows": self.rows,
+            "best": self.best,
+            "can_stop": self.stop["can_stop"],
+            "next": self.stop["next"],
+            "why": self.stop["why"],
+            "targets": self.targets,
+        }
+
+
+def pick_run(runs: Sequence[RunSummary], run_id: str | None) -> RunSummary:
+    """The run whose drafter to advise on: ``run_id``, else, of the drafter of the newest run with a
+    per-position histogram, the run that measured the most draft positions."""
+    if run_id is not None:
+        run = next((r for r in runs if r.id == run_id), None)
+        if run is None:
+            raise UsageError(f"no run {run_id} in the history")
+        if histogram_of(run) is None:
+            raise UsageError(
+                f"run {run.id} has no per-position acceptance: bench it on SGLang 0.5.23 or later "
+                "(`specdeck bench`), then `specdeck history --sync`"
+            )
+        return run
+    newest = next((r for r in runs if histogram_of(r) is not None), None)  # runs come newest first
+    if newest is not None:
+        # The same drafter's run that measured the most positions (then the most verifies): the least extrapolated.
+        peers = [r for r in runs if r.drafter_path == newest.drafter_path and histogram_of(r) is not None]
+        return max(peers, key=lambda r: (len(histogram_of(r) or []), sum(histogram_of(r) or [])))
+    raise UsageError(
+        "no run in the history has a per-position acceptance yet: serve a speculative profile, run "
+        "`specdeck bench` (SGLang 0.5.23 or later), then `specdeck history --sync`"
+    )
+
+
+def _advice(
+    run: RunSummary | None,
+    points: list[Point],
+    yardstick: Yardstick,
+    max_steps: int,
+    targets: Iterable[float],
+    reference_steps: int,
+    acceptance: Acceptance | None = None,
+    source: str = "",
+) -> Advice:
+    if max_steps < 1:
+        raise UsageError(f"--max-steps must be at least 1, got {max_steps}.")
+    plain_ms = 1000.0 / yardstick.baseline_tok_s  # the plain decode step: no cycle is shorter
+    done = assess(
+        points,
+        plain_ms,
+        yardstick.baseline_tok_s,
+        max_steps,
+        fallback_cycle=(reference_steps, yardstick.cycle_ms),
+        acceptance=acceptance,
+    )
+    top = done["best"]
+    needs = None
+    if top is not None:
+        needs = breakeven(top["cycle_ms"], yardstick.baseline_tok_s, targets, steps=top["steps"])
+    return Advice(run, done["acceptance"], done["cost"], yardstick, done["rows"], top, needs, done["stop"], source)
+
+
+def advise(
+    runs: Sequence[RunSummary],
+    yardstick: Yardstick,
+    run_id: str | None = None,
+    *,
+    max_steps: int = DEFAULT_MAX_STEPS,
+    targets: Iterable[float] = (150.0, 200.0),
+    reference_steps: int = DEFAULT_STEPS,
+) -> Advice:
+    """The advice for ``run_id``'s drafter (else see ``pick_run``) over ``runs`` (newest first)."""
+    if max_steps < 1:
+        raise UsageError(f"--max-steps must be at least 1, got {max_steps}.")
+    run = pick_run(runs, run_id)
+    points = [p for p in (run_point(r) for r in same_drafter(runs, run)) if p is not None]
+    return _advice(run, points, yardstick, max_steps, targets, reference_steps)
+
+
+def advise_bench(
+    sweep: BenchSweep,
+    yardstick: Yardstick,
+    *,
+    max_steps: int = DEFAULT_MAX_STEPS,
+    targets: Iterable[float] = (150.0, 200.0),
+) -> Advice:
+    """The advice from bench_speculative.py records (``backend.measure.bench_records``): each chain record a measured
+    point at the file's batch size (its step_time the cycle, its speed the tok/s per stream, its acc_length
+    the accept length), the plain-decoding record the plain step and the baseline (else the configured one)."""
+    lengths: dict[int, list[float]] = {}
+    points = []
+    for r in sweep.chains:
+        lengths.setdefault(r.steps, []).append(r.acc_length)
+        point = Point(r.steps, tok_s=r.speed, cycle_ms=1000.0 * r.step_time, accept_len=r.acc_length, spread=RECORD_SE)
+        point.source = f"{sweep.path} line {r.line}"
+        points.append(point)
+    acceptance = lengths_acceptance({k: sum(v) / len(v) for k, v in lengths.items()}, RECORD_SE)
+    if sweep.plain is not None:
+        plain = sweep.plain
+        where = f"{sweep.path} line {plain.line}"
+        yardstick = Yardstick(plain.speed, yardstick.cycle_ms, where, {1: plain.speed})
+    source = f"{sweep.path} at batch size {sweep.batch_size}: {len(sweep.chains)} chain records"
+    if sweep.set_aside:
+        source += f"; set aside (draft tokens ≠ steps + 1): lines {', '.join(str(r.line) for r in sweep.set_aside)}"
+    return _advice(None, points, yardstick, max_steps, targets, DEFAULT_STEPS, acceptance, source)
+
+
+def predict_from_rates(
+    rates: Sequence[float],
+    errors: Sequence[float],
+    runs: Sequence[RunSummary],
+    yardstick: Yardstick,
+    like: RunSummary | None = None,
+    *,
+    max_steps: int = DEFAULT_MAX_STEPS,
+    targets: Iterable[float] = (150.0, 200.0),
+) -> Advice:
+    """Accept length and tok/s per step count for per-position acceptance measured elsewhere (``rates`` a_1..a_K
+    with standard errors ``errors``, e.g. a checkpoint's per-position accuracy), costed by this host's measured
+    runs of ``like``'s drafter (else of every speculative chain run): the cost model fitted from them, or assumed
+    (labelled) from one step count or the configured cycle. The Advice says what was assumed (``cost.source``,
+    each row's ``notes``); ``run`` is ``like`` or the newest such run."""
+    if len(rates) != len(errors) or not rates or any(not 0.0 <= a <= 1.0 for a in rates):
+        raise UsageError("per-position acceptance needs one error per rate and every rate within [0, 1].")
+    chain_runs = [r for r in runs if r.speculative and run_steps(r) is not None and run_topk(r) == 1]
+    peers = same_drafter(runs, like) if like is not None else chain_runs
+    if not peers:
+        raise UsageError("no measured speculative run on this host to cost the prediction: bench one first.")
+    acceptance = Acceptance.given(rates, errors, "per-position acceptance given with its errors")
+    points = [p for p in (run_point(r) for r in peers) if p is not None]
+    for p in points:  # their tok/s were measured with another drafter's acceptance: keep only their cycles
+        p.tok_s = p.tok_s_se = None
+    return _advice(like or peers[0], points, yardstick, max_steps, targets, DEFAULT_STEPS, acceptance)
+
+
+def acceptance_lines(acceptance: dict | None, drafter: str | None, width: int = 16) -> list[str]:
+    """A bench's acceptance as text: one bar per histogram bin, then the per-position curve; or why it is absent."""
+    if not acceptance:
+        return []
+    histogram = acceptance.get("histogram")
+    if not histogram:
+        return [f"acceptance per position: {acceptance.get('reason') or 'not measured'}"]
+    n, top = sum(histogram), max(histogram) or 1
+    out = [f"acceptance: {drafter or 'drafter'}, {n} verifies"]
+    out += [f"{k} {'█' * round(width * h / top):<{width}} {h / n:4.0%}" for k, h in enumerate(histogram)]
+    rates = acceptance.get("per_position") or []
+    out.append("a_i " + " → ".join("—" if a is None else f"{a:.2f}" for a in rates))
+    return out
+
+
+def _pct(value: float | None) -> str:
+    return "-" if value is None else f"{value:.0%}"
+
+
+def best_line(advice: Advice) -> str:
+    """The one best step count as a sentence: measured or predicted, and which step counts are within noise of it
+    (the tie rule: the fewest steps)."""
+    b = advice.best
+    if b is None:
+        return "best: none (nothing measured or predicted)"
+    if b.get("basis") == "measured":
+        figure = f"{b['measured_tok_s']:.1f} tok/s measured [{b['measured_low']:.1f}-{b['measured_high']:.1f}]"
+    else:
+        figure = f"{b['tok_s']:.1f} tok/s predicted [{b['tok_s_low']:.1f}-{b['tok_s_high']:.1f}]"
+    ties = b.get("tied_with") or []
+    tie = f"; within noise of steps {', '.join(map(str, ties))} (ties go to the fewest steps)" if ties else ""
+    return f"best: {b['steps']} steps, {figure}{tie}"
+
+
+def advice_lines(advice: Advice) -> list[str]:
+    """The advice as text: acceptance, cost model, the table, the best step count, the stop rule and what
+    targets need."""
+    acc, cost, ys = advice.acceptance, advice.cost, advice.yardstick
+    run = advice.run
+    head = (
+        f"run {run.id}: drafter {run.drafter or run.drafter_path or '?'}, {acc.steps} positions measured over "
+        f"{sum(acc.histogram)} verifies"
+        if run is not None
+        else f"{advice.source}; {acc.steps} positions from accept lengths"
+    )
+    out = [
+        head,
+        "per-position acceptance: "
+        + "  ".join(
+            f"a{i + 1} {a:.2f} [{lo:.2f}-{hi:.2f}]"
+            for i, (a, lo, hi) in enumerate(zip(acc.rates, acc.low, acc.high, strict=True))
+        ),
+        f"beyond {acc.steps} steps: {acc.extrapolation()}",
+        f"cost model ({cost.source}): c(k) = {cost.intercept:.2f} + {cost.per_step:.2f}·k ms; {cost.detail}",
+        f"baseline: {units.tok_s(ys.baseline_tok_s)} tok/s ({ys.source}); no cycle below its plain decode step",
+        "",
+        f"{'steps':>5}  {'accept len':>18}  {'cycle ms':>8}  {'tok/s':>20}  {'vs base':>7}  {'measured':>20}",
+    ]
+    for r in advice.rows:
+        mark = ("*" if r["extrapolated"] else "") + ("~" if "per-step cost assumed" in r["notes"] else "")
+        length = f"{r['accept_len']:.2f} [{r['accept_len_low']:.2f}-{r['accept_len_high']:.2f}]"
+        tok = f"{r['tok_s']:.1f} [{r['tok_s_low']:.1f}-{r['tok_s_high']:.1f}]"
+        measured = (
+            "-"
+            if r["measured_tok_s"] is None
+            else f"{r['measured_tok_s']:.1f} [{r['measured_low']:.1f}-{r['measured_high']:.1f}]"
+        )
+        out.append(
+            f"{r['steps']:>5}  {length:>18}  {r['cycle_ms']:>8.1f}  {tok:>20}  {r['vs_baseline_pct']:>+6.0f}%  "
+            f"{measured:>20} {mark}"
+        )
+    legend = ["* extrapolated past the measured positions"] if any(r["extrapolated"] for r in advice.rows) else []
+    if cost.assumed:
+        legend.append("~ per-step cost assumed (one step count measured)")
+    out.append("; ".join([*legend, f"intervals 95%: {acc.to_json()['interval']}"]))
+    out += ["", best_line(advice)]
+    stop = advice.stop
+    out.append(
+        "a smart sweep would stop here"
+        if stop["can_stop"]
+        else f"a smart sweep would measure {stop['next']} steps next"
+    )
+    out[-1] += f" ({stop['why']})"
+    if advice.best is not None and advice.targets is not None:
+        b, t = advice.best, advice.targets
+        out.append(
+            f"at {b['steps']} steps ({b['cycle_ms']:.1f} ms cycles, ceiling {units.tok_s(t['max_tok_s'])} tok/s), "
+            f"break-even accept length {t['break_even_accept_len']:.2f}:"
+        )
+        for row in t["targets"]:
+            need = (
+                f"a = {_pct(row['p_steps'])} at every position"
+                if row["reachable"]
+                else f"out of reach at {b['steps']} steps (accept length at most {b['steps'] + 1})"
+            )
+            out.append(
+                f"  {units.tok_s(row['tok_s'])} tok/s: accept length {row['accept_len']:.2f}, {need}; "
+                f"unbounded-steps limit a = {_pct(row['p_limit'])}"
+            )
+    return out
+
+
+# --- the adaptive config (--speculative-adaptive-config) ----------------------------------------------------
+
+
+@dataclass(frozen=True)
+class AdaptiveProposal:
+    """The ``--speculative-adaptive-config`` proposed for a drafter, in SGLang's own keys, and what it is expected
+    to give at each concurrency (per-stream tok/s, 95% interval), beside the one best fixed step count."""
+
+    advice: Advice
+    config: dict[str, Any]  # {"1": {"candidate_steps": [...]}, "8": {...}}: per batch-size slot
+    steps: int  # the tier it starts on (the profile's steps): one of the candidates
+    expected: list[dict[str, Any]]  # {"concurrency", "steps", "tok_s", "tok_s_low", "tok_s_high", "basis"}
+    fixed: dict[str, Any]  # the best fixed step count: {"steps", "expected": [...]} at the same concurrencies
+    notes: list[str]
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "adaptive_config": self.config,
+            "steps": self.steps,
+            "expected": self.expected,
+            "fixed": self.fixed,
+            "notes": self.notes,
+            "run": self.advice.run.id if self.advice.run else None,
+            "drafter": self.advice.run.drafter if self.advice.run else None,
+        }
+
+
+def _tok_s_grid(advice: Advice, runs: Sequence[RunSummary], yardstick: Yardstick) -> tuple[dict, list[str]]:
+    """Per-stream tok/s with its 95% interval at each (concurrency, steps): one stream's from the advice rows;
+    other concurrencies measured where a run of that step count benched there, else one stream's scaled by the
+    cycle the drafter's benches measured at that concurrency against one stream (the batch's own cost)."""
+    grid: dict[tuple[int, int], tuple[float, float, float, str]] = {}
+    for row in advice.rows:
+        value, low, high = (
+            (row["measured_tok_s"], row["measured_low"], row["measured_high"])
+            if row["measured_tok_s"] is not None
+            else (row["tok_s"], row["tok_s_low"], row["tok_s_high"])
+        )
+        if value is not None:
+            grid[(1, row["steps"])] = (value, low, high, "measured" if row["measured_tok_s"] else "predicted")
+    peers = same_drafter(runs, advice.run) if advice.run is not None else []
+    ratios: dict[int, list[float]] = {}
+    for run in peers:
+        steps = run_steps(run)
+        one = next((lv for lv in run.curve if lv.streams == 1), None)
+        for level in run.curve:
+            if level.streams > 1 and steps is not None:
+                width = grid.get((1, steps))
+                rel = ((width[2] - width[1]) / 2 / width[0]) if width and width[0] else 0.05
+                grid[(level.streams, steps)] = (
+                    level.tok_s,
+                    level.tok_s * (1 - rel),
+                    level.tok_s * (1 + rel),
+                    "measured",
+                )
+                if one is not None and one.cycle_ms and level.cycle_ms:
+                    ratios.setdefault(level.streams, []).append(level.cycle_ms / one.cycle_ms)
+    notes = []
+    for streams, seen in sorted(ratios.items()):
+        ratio = sum(seen) / len(seen)
+        for steps in range(1, max(k for _, k in grid) + 1):
+            if (streams, steps) not in grid and (1, steps) in grid:
+                value, low, high, _ = grid[(1, steps)]
+                grid[(streams, steps)] = (value / ratio, low / ratio, high / ratio, "scaled")
+        notes.append(f"at {streams} streams a cycle took {ratio:.2f}× one stream's (the drafter's benches)")
+    for streams in {c for c, _ in grid}:
+        base = yardstick.at(streams)
+        grid[(streams, 0)] = (base, base, base, "baseline")
+    return grid, notes
+
+
+def settled_tiers(knobs: dict[str, Any], start: int, accepted: Any) -> list[int]:
+    """The tiers SGLang's policy (``sglang_adaptive.Slot``) holds for a slot when each verify at tier k accepts
+    ``accepted(k)`` drafts on average: fed verify by verify until it repeats; one tier, or the ones it cycles."""
+    from backend.sglang.adaptive import Slot
+
+    slot = Slot(start, knobs)
+    seen: list[int] = []
+    for _ in range(400):
+        slot.feed([accepted(slot.steps)])
+        seen.append(slot.steps)
+    tail = seen[-100:]
+    return sorted(set(tail))
+
+
+def propose_adaptive(
+    runs: Sequence[RunSummary],
+    yardstick: Yardstick,
+    run_id: str | None = None,
+    *,
+    version: str | None = None,
+    max_steps: int = DEFAULT_MAX_STEPS,
+) -> AdaptiveProposal:
+    """The adaptive config for ``run_id``'s drafter (else ``pick_run``'s): a batch-size slot per concurrency the
+    drafter's runs measured (merged where the next asks the same), its ladder topped by the step count fastest
+    there, with tier 1 under it to fall back to when acceptance drops; tier 0 alone (no drafting; SGLang 0.5.14+)
+    where the baseline is ahead. What each slot settles on is SGLang's own policy fed the drafter's measured
+    per-position acceptance (``settled_tiers``), and the expected tok/s is that tier's at that concurrency."""
+    from backend.sglang.adaptive import ZERO_STEPS_FROM
+    from backend.sglang.versions import parse as parse_version
+
+    advice = advise(runs, yardstick, run_id, max_steps=max_steps)
+    version = version or (advice.run.version if advice.run else None)
+    grid, notes = _tok_s_grid(advice, runs, yardstick)
+    zero = (parse_version(version) or (99999, 0, 0)) >= ZERO_STEPS_FROM
+    concurrencies = sorted({c for c, _ in grid})
+
+    def accepted(k: int) -> float:
+        return 0.0 if k == 0 else max(0.0, advice.acceptance.accept_len(k) - 1.0)
+
+    def best_at(c: int) -> int:
+        """One stream: the advisor's best (measured where measured, ties to the fewest steps); more streams: the
+        fastest step count measured there, else scaled."""
+        if c == 1 and advice.best is not None:
+            return advice.best["steps"]
+        options = [k for k in range(1, max_steps + 1) if (c, k) in grid]
+        measured = [k for k in options if grid[(c, k)][3] == "measured"] or options
+        return max(measured, key=lambda k: (grid[(c, k)][0], -k))
+
+    slots: dict[str, dict[str, Any]] = {}
+    for c in concurrencies:
+        top = best_at(c)
+        # SGLang's policy follows acceptance, not speed: a slot drafts up to the fastest tier (1 under it for when
+        # acceptance drops); where the baseline is ahead the slot holds tier 0 alone (no drafting, 0.5.14+).
+        ladder = [0] if zero and grid[(c, 0)][0] > grid[(c, top)][0] else sorted({1, top})
+        previous = next(reversed(slots.values()), None)
+        if previous is None or previous["candidate_steps"] != ladder:
+            slots[str(c)] = {"candidate_steps": ladder}
+    start = max(slots["1"]["candidate_steps"]) if "1" in slots else 1
+    config = dict(slots)
+    expected, fixed_rows = [], []
+    # The one fixed step count to beat: of those measured (else all), the fastest against the baseline over the
+    # concurrencies.
+    measured = [r["steps"] for r in advice.rows if r["measured_tok_s"] is not None] or range(1, max_steps + 1)
+    fixed = max(measured, key=lambda k: sum(grid[(c, k)][0] / grid[(c, 0)][0] for c in concurrencies if (c, k) in grid))
+    from backend.sglang.adaptive import AdaptivePolicy
+
+    policy = AdaptivePolicy(config, start)
+    for c in concurrencies:
+        slot = policy.slot(c)
+        knobs = {"candidate_steps": slot.candidates}
+        tiers = settled_tiers(knobs, slot.steps, accepted)
+        held = [k for k in tiers if (c, k) in grid]
+        if not held:
+            continue
+        k = max(held, key=lambda t: grid[(c, t)][0]) if len(held) == 1 else held[0]
+        value, low, high, basis = grid[(c, k)]
+        if len(held) > 1:  # it cycles: expect the mean of the tiers, the interval spanning them
+            value = sum(grid[(c, t)][0] for t in held) / len(held)
+            low, high = min(grid[(c, t)][1] for t in held), max(grid[(c, t)][2] for t in held)
+            basis = "cycling " + "/".join(map(str, held))
+        expected.append(_row(c, value, low, high, basis, steps=held))
+        if (c, fixed) in grid:
+            f_value, f_low, f_high, f_basis = grid[(c, fixed)]
+            fixed_rows.append(_row(c, f_value, f_low, f_high, f_basis))
+    if not zero:
+        notes.append(f"SGLang {version} has no tier 0 (0.5.14+): no slot stops drafting")
+    if len(concurrencies) == 1:
+        notes.append("one concurrency measured: bench the drafter at more streams for a ladder per batch size")
+    return AdaptiveProposal(advice, config, start, expected, {"steps": fixed, "expected": fixed_rows}, notes)
+
+
+def _row(c: int, value: float, low: float, high: float, basis: str, **more: Any) -> dict[str, Any]:
+    rounded = {"tok_s": round(value, 2), "tok_s_low": round(low, 2), "tok_s_high": round(high, 2)}
+    return {"concurrency": c, **more, **rounded, "basis": basis}
+
+
+def adaptive_lines(proposal: AdaptiveProposal) -> list[str]:
+    """The proposal as text: the config SGLang reads, then expected tok/s per concurrency against fixed steps."""
+    import json
+
+    fixed_head = f"fixed {proposal.fixed['steps']} steps"
+    out = [
+        f"adaptive config for {proposal.advice.run.drafter if proposal.advice.run else 'the drafter'} "
+        f"(starts at {proposal.steps} steps): {json.dumps(proposal.config)}",
+        f"{'streams':>7}  {'tiers':>7}  {'adaptive tok/s':>22}  {fixed_head:>22}",
+    ]
+    fixed = {r["concurrency"]: r for r in proposal.fixed["expected"]}
+    for row in proposal.expected:
+        f = fixed.get(row["concurrency"])
+        mine = f"{row['tok_s']:.1f} [{row['tok_s_low']:.1f}-{row['tok_s_high']:.1f}]"
+        theirs = "-" if f is None else f"{f['tok_s']:.1f} [{f['tok_s_low']:.1f}-{f['tok_s_high']:.1f}]"
+        tiers = "/".join(map(str, row["steps"]))
+        out.append(f"{row['concurrency']:>7}  {tiers:>7}  {mine:>22}  {theirs:>22}")
+    out += [f"note: {n}" for n in proposal.notes]
+    return out

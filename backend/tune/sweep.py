@@ -1,0 +1,244 @@
+"""Sweeps from the client: a profile and a grid of speculative numbers → the host's sweep job
+(``backend.agent.host.sweep``), followed to its ``done`` event; the CLI and the Tune tab share these calls.
+
+The client builds each point's exact command from the profile with the point's steps/topk/draft tokens (the
+same ``profile_command`` Serve uses), and the command that restarts whatever server was running, so the host
+needs nothing but the commands. topk 1 means draft tokens = steps + 1 (SGLang adjusts it anyway).
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass, replace
+from typing import Any
+
+from backend.connection import Connection
+from backend.errors import OperationFailed, UsageError
+from backend.jobs import JobInfo, get_job, list_jobs, newest_running
+from backend.measure.bench import DEFAULT_MAX_TOKENS, DEFAULT_REQUESTS, bench_events
+from backend.serve import serving
+from backend.settings import ProfileConfig, Settings
+
+READY_TIMEOUT_S = 1800.0  # a 1T MoE on 8 GPUs takes minutes to load and capture graphs
+TERMINAL = ("done", "cancelled")
+
+
+def parse_ints(text: str, what: str) -> tuple[int, ...]:
+    """``"1,2,4"`` → (1, 2, 4); UsageError naming ``what`` on anything else."""
+    try:
+        values = tuple(int(part) for part in text.split(",") if part.strip())
+    except ValueError:
+        raise UsageError(f"{what} must be whole numbers separated by commas, e.g. 1,2,4; got {text!r}.") from None
+    if not values or any(v < 1 for v in values):
+        raise UsageError(f"{what} must be whole numbers of at least 1, e.g. 1,2,4; got {text!r}.")
+    return tuple(dict.fromkeys(values))
+
+
+@dataclass(frozen=True)
+class SweepPlan:
+    """The grid (steps × draft tokens at one topk) and what each point's bench sends."""
+
+    steps: tuple[int, ...]
+    topk: int = 1
+    draft_tokens: tuple[int, ...] | None = None  # None: auto (steps + 1, topk 1 only)
+    requests: int = DEFAULT_REQUESTS
+    max_tokens: int = DEFAULT_MAX_TOKENS
+    smart: bool = False
+    ready_timeout: float = READY_TIMEOUT_S
+
+    def __post_init__(self) -> None:
+        if self.topk < 1:
+            raise UsageError(f"--topk must be at least 1, got {self.topk}.")
+        if self.draft_tokens is None and self.topk != 1:
+            raise UsageError("--draft-tokens auto means steps + 1, which needs --topk 1; give --draft-tokens 8,16.")
+        if self.smart and self.topk != 1:
+            raise UsageError("--smart ranks step counts at topk 1 only; drop --smart or use --topk 1.")
+        for name in ("requests", "max_tokens"):
+            if getattr(self, name) < 1:
+                raise UsageError(f"--{name.replace('_', '-')} must be at least 1, got {getattr(self, name)}.")
+
+    def grid(self) -> list[tuple[int, int, int]]:
+        """(steps, topk, draft tokens) of every point, in the order given."""
+        return [
+            (steps, self.topk, tokens)
+            for steps in self.steps
+            for tokens in (self.draft_tokens if self.draft_tokens is not None else (steps + 1,))
+        ]
+
+
+def first_index(profile: ProfileConfig, plan: SweepPlan) -> int:
+    """The grid index of the profile's own point (a smart sweep measures it first), else 0."""
+    own = (profile.steps, profile.topk or 1, profile.draft_tokens or (profile.steps or 0) + 1)
+    grid = plan.grid()
+    return grid.index(own) if own in grid else 0
+
+
+def point_profile(profile: ProfileConfig, steps: int, topk: int, draft_tokens: int) -> ProfileConfig:
+    return replace(profile, steps=steps, topk=topk, draft_tokens=draft_tokens)
+
+
+def _command(settings: Settings, host: Any, profile: ProfileConfig) -> tuple[dict, dict]:
+    """(the point as the host takes it: argv, cwd, args; the env that goes through the job's environment)."""
+    cmd = serving.profile_command(settings, host, profile)
+    # SGLang's own step times (step_time_dict in /server_info) give each point's cycle; a list append a log line.
+    env = {"SGLANG_RECORD_STEP_TIME": "1", **cmd["env"]}
+    point = {"argv": cmd["argv"], "cwd": cmd["cwd"], "args": serving.job_args(settings, profile)}
+    return {**point, "files": cmd["files"]} if cmd["files"] else point, env
+
+
+async def start(
+    conn: Connection,
+    settings: Settings,
+    profile_name: str,
+    plan: SweepPlan,
+    *,
+    baseline_tok_s: float,
+    resume: str | None = None,
+    force: bool = False,
+    fed: dict | None = None,
+) -> JobInfo:
+    """Check the profile, build every point's command and start the sweep job; returns its description.
+    ``fed``: one host of a fleet sweep (``backend.fleet.sweep``): ``{"tags", "host", "port", "feed_idle_s"}``,
+    the job measures the points the client feeds it, its servers on ``port`` and tagged with ``tags``, its
+    records with ``host``."""
+    profile = serving.get_profile(settings, profile_name)
+    if fed is not None and fed.get("port"):
+        profile = replace(profile, port=fed["port"])
+    if not profile.algorithm:
+        raise UsageError(f"profile {profile.name} runs without speculation: sweep a profile with a drafter.")
+    if resume is None:  # a resumed sweep leaves the host as the first one found it
+        await restore_found(conn, settings)
+    current = await serving.status(conn)
+    running = current.get("state") in serving.RUNNING_STATES
+    if running and (current.get("args") or {}).get("nodes"):
+        args = current["args"]
+        raise UsageError(
+            f"{conn.host.name} serves rank {args.get('node_rank') or 0} of {args.get('profile')}, a multi-node server "
+            f"on {', '.join(args['nodes'])}: stop it with `specdeck serve stop` first (a sweep leaves one host's "
+            "server as it found it, not a multi-node one)."
+        )
+    checks = await serving.preflight(conn, settings, profile, force=force)
+    # The sweep stops the running server itself: its port being held is no reason to refuse.
+    held = [c for c in checks.failures if c.name == "port" and running]
+    if len(checks.failures) > len(held):
+        raise serving.PreflightFailed(replace(checks, checks=tuple(c for c in checks.checks if c not in held)))
+    points, env = [], {}
+    for steps, topk, tokens in plan.grid():
+        point, env = _command(settings, conn.host, point_profile(profile, steps, topk, tokens))
+        points.append(point)
+    restore = restore_env = None
+    found = current.get("profile")
+    if running and found in settings.profiles:
+        # Its own command, as found (a fleet's replica serves its profile on its own port, with flags of its own);
+        # the env, which the host keeps nowhere, from the profile.
+        _, restore_env = _command(settings, conn.host, settings.profiles[found])
+        job = await conn.call("jobs.get", id=current["job"])
+        restore = {"argv": job["argv"], "cwd": job.get("cwd"), "args": job["args"]}
+    params = {
+        "points": points,
+        "requests": plan.requests,
+        "max_tokens": plan.max_tokens,
+        "smart": plan.smart,
+        "first": first_index(profile, plan),
+        "ready_timeout": plan.ready_timeout,
+        "baseline_tok_s": baseline_tok_s,
+        "restore": restore,
+        "resume": resume,
+        "env": {"points": env, "restore": restore_env or {}},
+    }
+    if fed is not None:
+        params.update(fed=True, tags=fed.get("tags") or {}, host=fed.get("host"), feed_idle_s=fed.get("feed_idle_s"))
+    return JobInfo.from_json(await conn.call("sweep.start", **params))
+
+
+async def restore_found(conn: Connection, settings: Settings) -> dict | None:
+    """Leave the host as the newest sweep found it when that sweep could not (killed outright, or cancelled
+    while its server drained): stop the sweep's leftover server, start the profile it found running. What was
+    done (``{"sweep", "profile", "leftover", "started"}``), else None; the host makes sure it happens once."""
+    owed = await conn.call("sweep.unrestored")
+    if owed["sweep"] is None:
+        return None
+    for job in owed["leftover"]:
+        await serving.stop(conn, job=job)
+    profile = owed["profile"]
+    if profile is not None and profile not in settings.profiles:
+        raise OperationFailed(
+            f"sweep {owed['sweep']} found profile {profile} running, which this config does not have: start it "
+            "yourself with `specdeck serve start`."
+        )
+    started = await serving.start(conn, settings, settings.profiles[profile], force=True) if profile else None
+    return {**owed, "started": started["job"] if started else None}
+
+
+async def events(conn: Connection, job_id: str) -> AsyncIterator[dict]:
+    """The sweep's events as they are written, from the first; ends with the job."""
+    async for record in bench_events(conn, job_id):
+        yield record
+
+
+async def follow(conn: Connection, job_id: str, on_event: Callable[[dict], None] | None = None) -> dict:
+    """Follow a sweep to its end; its ``done`` event, or OperationFailed saying why there is none."""
+    last = None
+    async for record in events(conn, job_id):
+        if on_event is not None:
+            on_event(record)
+        if record.get("event") in TERMINAL:
+            last = record
+    if last is not None and last["event"] == "done":
+        return last
+    job = await get_job(conn, job_id)
+    if last is not None:
+        raise OperationFailed(f"sweep {job_id} was cancelled; the server it started was stopped.")
+    raise OperationFailed(f"sweep {job_id} ended without a result: {job.reason or job.state}.")
+
+
+async def cancel(conn: Connection, job_id: str) -> dict:
+    """Cancel a sweep: it SIGTERMs the server and bench it started, then ends."""
+    return await conn.call("jobs.cancel", id=job_id, timeout=15)
+
+
+async def running(conn: Connection) -> JobInfo | None:
+    """The newest running sweep job on the host, if any."""
+    return newest_running(await list_jobs(conn, "sweep"))
+
+
+def point_name(event: dict) -> str:
+    """A point by its numbers, ``steps 4 (topk 1, draft 5)``: its place in the grid (``index``) is not the order
+    a smart sweep measures in, so "point 4" read as steps 4 on the second point. ``sweep`` for an event of no
+    point (restoring the server found); ``grid point N`` from an agent whose events carry no numbers."""
+    index = event.get("index")
+    if not isinstance(index, int):
+        return "sweep"
+    if event.get("steps") is None:
+        return f"grid point {index + 1}"
+    return f"steps {event['steps']} (topk {event.get('topk')}, draft {event.get('draft_tokens')})"
+
+
+def point_line(point: dict) -> str:
+    """One point as a line of text: its numbers and what was measured (or why it failed)."""
+    head = f"steps {point.get('steps')}, topk {point.get('topk')}, draft tokens {point.get('draft_tokens')}"
+    if point.get("host"):  # a fleet sweep's: which host measured it
+        head += f" on {point['host']}"
+    if point.get("failed"):
+        return f"{head}: failed: {point['failed']}"
+    tok_s, accept, cycle = point.get("tok_s"), point.get("accept_len"), point.get("cycle_ms")
+    return (
+        f"{head}: {tok_s:.1f} tok/s, accept length {accept:.2f}, cycle {cycle:.1f} ms (run {point.get('run')})"
+        if tok_s is not None and accept is not None and cycle is not None
+        else f"{head}: no figures (run {point.get('run')})"
+    )
+
+
+def public_done(done: dict) -> dict:
+    """The done event as `specdeck sweep --json` prints it: the point keys of the contract first."""
+    keys = ("steps", "topk", "draft_tokens", "tok_s", "accept_len", "cycle_ms", "run")
+
+    def point(p: dict) -> dict:
+        out = {k: p.get(k) for k in keys}
+        out.update({k: v for k, v in p.items() if k not in out and k not in ("acceptance", "per_request")})
+        return out
+
+    out = {k: v for k, v in done.items() if k not in ("points", "best", "t")}
+    out["points"] = [point(p) for p in done.get("points") or []]
+    out["best"] = point(done["best"]) if done.get("best") else None
+    return out
