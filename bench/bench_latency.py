@@ -6,7 +6,7 @@ import random
 import statistics
 
 from backend.measure import latency
-from backend.measure.latency import HISTOGRAMS, Histogram
+from backend.measure.histogram import HISTOGRAMS, Histogram
 from backend.sandbox.sglang_sim.histograms import BUCKETS
 from bench.harness import Row, median_ms, timeit
 

@@ -12,7 +12,8 @@ from pathlib import Path
 import pytest
 
 from backend.measure import latency
-from backend.measure.latency import Histogram, LatencyWindow, bucket_quantile
+from backend.measure.histogram import Histogram, bucket_quantile
+from backend.measure.latency import LatencyWindow
 
 INF = math.inf
 

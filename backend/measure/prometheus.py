@@ -34,8 +34,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
-from backend.measure.latency import HISTOGRAMS, Histogram, HistogramKey
-from backend.measure.latency import OLD_NAMES as OLD_HISTOGRAMS
+from backend.measure.histogram import HISTOGRAMS, Histogram, HistogramKey
+from backend.measure.histogram import OLD_NAMES as OLD_HISTOGRAMS
 
 DRAFT = "draft"  # the draft worker's engine_type
 
