@@ -21,12 +21,13 @@ from backend.serve import serving
 from backend.settings import Settings, load
 from tests.helpers import dialog_input, until
 from tests.runs import record_run
-from tui.app import TABS, SpecdeckApp
+from tui.app import SpecdeckApp
 from tui.screens.compare import ComparePane
 from tui.screens.confirm import ConfirmScreen
 from tui.screens.find import FindScreen
 from tui.screens.pane import ShellPane
 from tui.screens.prompt import PromptScreen
+from tui.tabs import TABS
 from tui.widgets.breakeven_panel import BreakevenPanel
 from tui.widgets.chart import SeriesChart
 from tui.widgets.diff_table import DiffTable

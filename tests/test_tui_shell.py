@@ -20,10 +20,11 @@ from backend.agent.host.shared.units import duration
 from backend.errors import OperationFailed
 from backend.settings import builtin_defaults, load, parse
 from tests.helpers import dialog_input, until
-from tui.app import TABS, SpecdeckApp
+from tui.app import SpecdeckApp
 from tui.screens.confirm import ConfirmScreen
 from tui.screens.hostkey import HostKeyScreen
 from tui.screens.hosts import HostSwitchScreen
+from tui.tabs import TABS
 from tui.widgets.hostbar import HostBar, badge_text, gpu_summary
 
 SIZE = (130, 30)

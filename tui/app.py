@@ -35,31 +35,15 @@ from tui.driver import QuietLinuxDriver
 from tui.messages import ConnectionChanged, OpenInCompare, ProfileSaved
 from tui.screens.compare import ComparePane
 from tui.screens.confirm import ConfirmScreen
-from tui.screens.drafters import DraftersPane
-from tui.screens.fleet import FleetPane
-from tui.screens.history import HistoryPane
 from tui.screens.hostkey import HostKeyScreen
 from tui.screens.hosts import HostSwitchScreen
-from tui.screens.live import COMMIT_EVERY_S, LivePane
+from tui.screens.live import COMMIT_EVERY_S
 from tui.screens.pane import ShellPane
-from tui.screens.serve import ServePane
-from tui.screens.train import TrainPane
-from tui.screens.tune import TunePane
 from tui.state import Baseline
+from tui.tabs import TABS
 from tui.visiblefilter import VisibleControls
 from tui.widgets.hostbar import HostBar
 
-# (tab id, title, pane class): the number keys follow this order.
-TABS: tuple[tuple[str, str, type[ShellPane]], ...] = (
-    ("drafters", "Drafters", DraftersPane),
-    ("compare", "Compare", ComparePane),
-    ("serve", "Serve", ServePane),
-    ("live", "Live", LivePane),
-    ("history", "History", HistoryPane),
-    ("tune", "Tune", TunePane),
-    ("train", "Train", TrainPane),
-    ("fleet", "Fleet", FleetPane),
-)
 RTT_EVERY_S = 15.0  # the header's round trip; each new figure repaints it, so an idle panel asks seldom
 _TAB_KEYS = Binding.Group("tabs", compact=True)
 _VISIBLE = VisibleControls()  # one instance: Textual caches each line's filtered form per filter

@@ -12,13 +12,13 @@ from functools import partial
 from textual.binding import Binding
 from textual.command import DiscoveryHit, Hit, Hits, Provider
 
+from tui.tabs import TABS
+
 
 class ActionsProvider(Provider):
     """Lists bindings that have an id: the tooltip names the command, the help line gives its key."""
 
     def _commands(self) -> Iterator[tuple[str, str, partial]]:
-        from tui.app import TABS
-
         for binding in Binding.make_bindings(self.app.BINDINGS):
             if binding.id and binding.action != "command_palette":
                 yield self._entry(binding, partial(self.app.run_action, binding.action))
