@@ -20,12 +20,20 @@ self-check whose metrics part republishes the gauges (read from the PyPI wheels)
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING, Optional
-
-if TYPE_CHECKING:
-    from backend.sandbox.sglang_sim.server import Engine
+from typing import Any, List, Optional, Protocol
 
 IDLE_LOG_S = 30.0  # both releases: "During idle time, also collect metrics every 30 seconds."
+
+
+class Engine(Protocol):
+    """What an idle pass reads of the scheduler (``server.Engine``, which imports this module)."""
+
+    metrics: Any
+    running: List[Any]
+    waiting: Any
+    max_total_tokens: int
+
+    def _used_tokens(self) -> int: ...
 
 
 class IdleCheck:

@@ -34,7 +34,8 @@ import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Dict, List, Optional, Tuple
 
-from backend.sandbox.sglang_sim.server import _SCHEDULER_FRAMES, Dialect, Log, Startup, traceback_text
+from backend.sandbox.sglang_sim.dialect import Dialect
+from backend.sandbox.sglang_sim.log import SCHEDULER_FRAMES, Log, traceback_text
 
 CONNECT_RETRY_S = 0.1
 HELLO_TIMEOUT_S = 10.0
@@ -53,17 +54,23 @@ def split_addr(addr: str) -> Tuple[str, int]:
     return host.strip("[]"), int(port)
 
 
-class NodeStartup(Startup):
-    """The launch sequence of one node: this node's TP ranks only, and the rendezvous with the others."""
+class Node:
+    """One node of the server, for its launch sequence (``server.Startup``): its TP ranks, the rendezvous with
+    the others, a peer's death and, on a node of rank >= 1, the dummy health server."""
 
-    def __init__(self, args: Dict[str, Any], target: dict, log: Log, dialect: Dialect) -> None:
-        super().__init__(args, target, log, dialect)
+    def __init__(self, args: Dict[str, Any], log: Log, dialect: Dialect) -> None:
+        self.args, self.log, self.dialect = args, log, dialect
         self.nnodes, self.rank = int(args["nnodes"]), int(args["node_rank"])
-        per_node = max(1, len(self.ranks) // self.nnodes)
-        self.ranks = self.ranks[per_node * self.rank : per_node * (self.rank + 1)] or self.ranks[:1]
+        self.ranks: List[str] = []
         self.dist = split_addr(args["dist_init_addr"])
         self.links: List[Tuple[socket.socket, Tuple[str, int]]] = []  # (connection, the peer's address)
         self._dying = threading.Lock()
+
+    def local_ranks(self, ranks: List[str]) -> List[str]:
+        """This node's share of every scheduler rank's log prefix (``ranks``, the whole server's)."""
+        per_node = max(1, len(ranks) // self.nnodes)
+        self.ranks = ranks[per_node * self.rank : per_node * (self.rank + 1)] or ranks[:1]
+        return self.ranks
 
     def join(self) -> None:
         """Rank 0 accepts every other node; a node ≥ 1 connects to rank 0, retrying until it listens."""
@@ -109,7 +116,7 @@ class NodeStartup(Startup):
         """A peer's death, as this node's schedulers meet it in their next collective; ends this node."""
         if not self._dying.acquire(blocking=False):
             return
-        text = traceback_text([*_SCHEDULER_FRAMES[:1], *_PEER_FRAMES], _CLOSED % peer)
+        text = traceback_text([*SCHEDULER_FRAMES[:1], *_PEER_FRAMES], _CLOSED % peer)
         for ranks in self.ranks:
             self.log.error("Scheduler hit an exception: %s" % text, ranks)
         if self.rank == 0:

@@ -75,22 +75,23 @@ import time
 import urllib.request
 import uuid
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any, Callable, Dict, List, Optional, Tuple
+from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Tuple
 
 from backend.agent.host.shared.safetensors_header import CheckpointError, read_header
 from backend.measure.breakeven import decayed_rates, first_rate_for
 from backend.sandbox.sglang_sim import idle, loads, scenario
+from backend.sandbox.sglang_sim.dialect import Dialect, dialect_from_env
 from backend.sandbox.sglang_sim.histograms import SimHistograms
+from backend.sandbox.sglang_sim.log import SCHEDULER_FRAMES, Log, env_flag, rank_prefixes, traceback_text
 from backend.sglang.flags import table
 from backend.sglang.versions import (
-    DEFAULT_SIM_VERSION,
-    DRAFTS_ONLY,
-    SIM_SUFFIX,
     SIM_VERSION_ENV,
     SIM_VERSIONS,
-    accept_rate_definition,
     parse,
 )
+
+if TYPE_CHECKING:
+    from backend.sandbox.sglang_sim.multinode import Node
 
 BASELINE_TOK_S = 82.0
 VERIFY_BASE_MS = 22.5
@@ -128,7 +129,6 @@ _MTP_ARCHS = {
     "BailingMoeV2ForCausalLM",
 }
 EAGLE3_ARCH = "LlamaForCausalLMEagle3"
-_SITE = "/usr/local/lib/python3.12/dist-packages/sglang"
 # The text every response is made of, one word per token (a sentence so streamed text stays readable).
 _TEXT = "The simulated server streams these words one token at a time while the panel measures speed. "
 _WORDS = _TEXT.split(" ")[:-1]
@@ -165,31 +165,6 @@ def crossover_batch(spec: Dict[str, Any], accept_len: float, up_to: int = 1024) 
     return None
 
 
-class Dialect(object):
-    """What differs between the SGLang releases the simulator speaks (FIELD-NOTES §5b)."""
-
-    def __init__(self, version: str) -> None:
-        self.version = version
-        self.label = version + SIM_SUFFIX  # what /server_info's ``version`` says
-        # 0.5.23's log lines, startup milestones, Prometheus names and per-request meta_info.
-        self.current = parse(version) >= (0, 5, 23)  # type: ignore[operator]
-        # The decode line's and gauge's accept rate: drafts only, or (0.5.6) the bonus token counted too.
-        self.drafts_only = accept_rate_definition(version) == DRAFTS_ONLY
-
-
-def dialect_from_env() -> Dialect:
-    """The release named by ``SPECDECK_SIM_SGLANG_VERSION`` (default 0.5.23); ValueError for another one."""
-    version = os.environ.get(SIM_VERSION_ENV) or DEFAULT_SIM_VERSION
-    if version not in SIM_VERSIONS:
-        raise ValueError(version)
-    return Dialect(version)
-
-
-def env_flag(name: str) -> bool:
-    """An SGLang boolean environment variable (``envs.X.get()``): 1/true/yes/on."""
-    return os.environ.get(name, "").strip().lower() in ("1", "true", "yes", "on")
-
-
 def time_scale() -> float:
     """Startup-time multiplier from ``SPECDECK_SIM_TIME_SCALE`` (1.0: a few seconds)."""
     return float(os.environ.get("SPECDECK_SIM_TIME_SCALE", "1.0"))
@@ -203,84 +178,13 @@ class SimExit(Exception):
         self.code = code
 
 
-# ----------------------------------------------------------------------------------------------------------
-# Logging in SGLang's and uvicorn's formats
-
-
-class Log:
-    """SGLang's ``[YYYY-MM-DD HH:MM:SS{ranks}] message`` lines on stderr; uvicorn access lines on stdout."""
-
-    def __init__(self, level: str = "info") -> None:
-        self._lock = threading.Lock()
-        self._quiet = level.lower() in ("warning", "error", "critical")
-        self._ms = env_flag("SGLANG_LOG_MS")  # `[2026-10-14 09:16:13.517 TP0]`, as configure_logger writes it
-
-    def stamp(self, ms: bool = True) -> str:
-        now = time.time()
-        text = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(now))
-        return text + ".%03d" % (int(now * 1000) % 1000) if ms and self._ms else text
-
-    def _write(self, stream: Any, text: str) -> None:
-        with self._lock:
-            stream.write(text + "\n")
-            stream.flush()
-
-    def info(self, message: str, ranks: str = "") -> None:
-        if not self._quiet:
-            self._write(sys.stderr, "[%s%s] %s" % (self.stamp(), ranks, message))
-
-    def warning(self, message: str, ranks: str = "") -> None:
-        self._write(sys.stderr, "[%s%s] %s" % (self.stamp(), ranks, message))
-
-    error = warning
-
-    def uvicorn(self, level: str, message: str) -> None:
-        self._write(sys.stderr, "[%s] %-9s %s" % (self.stamp(ms=False), level + ":", message))
-
-    def access(self, client: str, request_line: str, status: int, phrase: str) -> None:
-        if not self._quiet:
-            line = '[%s] INFO:     %s - "%s" %d %s' % (self.stamp(ms=False), client, request_line, status, phrase)
-            self._write(sys.stdout, line)
-
-
-def rank_prefixes(dp: int, pp: int, tp: int, ep: int) -> List[str]:
-    """The log prefix of every scheduler rank, SGLang's order: `` DP0 PP0 TP0 EP0`` (each only when > 1)."""
-    out = []
-    for d in range(dp):
-        for p in range(pp):
-            for t in range(tp):
-                prefix = " DP%d" % d if dp > 1 else ""
-                prefix += " PP%d" % p if pp > 1 else ""
-                prefix += " TP%d" % t if tp > 1 else ""
-                prefix += " EP%d" % (t // max(1, tp // ep)) if ep > 1 else ""
-                out.append(prefix)
-    return out
-
-
-def traceback_text(frames: List[str], error: str) -> str:
-    """A Python traceback block; each frame is ``"path-under-sglang:line function | source"``."""
-    lines = ["Traceback (most recent call last):"]
-    for frame in frames:
-        where, source = frame.split(" | ", 1)
-        location, func = where.split(" ", 1)
-        path, line = location.rsplit(":", 1)
-        lines.append('  File "%s/%s", line %s, in %s' % (_SITE, path, line, func))
-        lines.append("    " + source)
-    lines.append(error)
-    return "\n".join(lines)
-
-
-_SCHEDULER_FRAMES = [
-    "srt/managers/scheduler.py:2654 run_scheduler_process | scheduler = Scheduler(",
-    "srt/managers/scheduler.py:312 __init__ | self.init_model_worker()",
-]
 _TARGET_FRAMES = [
-    *_SCHEDULER_FRAMES,
+    *SCHEDULER_FRAMES,
     "srt/managers/scheduler.py:475 init_model_worker | self.tp_worker = TpModelWorker(",
     "srt/managers/tp_worker.py:246 __init__ | self._model_runner = ModelRunner(",
 ]
 _DRAFT_FRAMES = [
-    *_SCHEDULER_FRAMES,
+    *SCHEDULER_FRAMES,
     "srt/managers/scheduler.py:497 init_model_worker | self.draft_worker = DraftWorkerClass(",
     "srt/speculative/eagle_worker.py:148 __init__ | super().__init__(",
     "srt/managers/tp_worker.py:246 __init__ | self._model_runner = ModelRunner(",
@@ -1305,11 +1209,16 @@ class Handler(BaseHTTPRequestHandler):
 class Startup:
     """SGLang's launch sequence, phase by phase, with the checks and failures that end it."""
 
-    def __init__(self, args: Dict[str, Any], target: dict, log: Log, dialect: Dialect) -> None:
+    def __init__(
+        self, args: Dict[str, Any], target: dict, log: Log, dialect: Dialect, node: Optional[Node] = None
+    ) -> None:
         self.args, self.target, self.log, self.dialect = args, target, log, dialect
         self.scale = time_scale()
         self.fail = os.environ.get("SPECDECK_SIM_FAIL", "")
         self.ranks = rank_prefixes(args["dp_size"], args["pp_size"], args["tp_size"], args["ep_size"])
+        self.node = node  # across nodes: this node's ranks only, and the rendezvous with the others
+        if node is not None:
+            self.ranks = node.local_ranks(self.ranks)
         self.avail = GPU_MEM_GB
         self.max_total_tokens = 0
         self.began = time.perf_counter()
@@ -1324,7 +1233,9 @@ class Startup:
             self.log.info(message, ranks)
 
     def join(self) -> None:
-        """The rendezvous with the other nodes (``multinode.NodeStartup``); one node has none."""
+        """The rendezvous with the other nodes (``multinode.Node``); one node has none."""
+        if self.node is not None:
+            self.node.join()
 
     def crash(self, frames: List[str], error: str) -> None:
         """Every scheduler rank reports the exception, then the launcher gives up (SGLang's SIGQUIT path)."""
@@ -1694,6 +1605,7 @@ def serve(argv: List[str]) -> int:
         return 1
     args = resolve_args(args, target, log)
     log.info("server_args=ServerArgs(%s)" % ", ".join("%s=%r" % kv for kv in args.items()))
+    node: Optional[Node] = None
     if args["nnodes"] > 1:
         from backend.sandbox.sglang_sim import multinode  # only a multi-node server loads it
 
@@ -1701,12 +1613,11 @@ def serve(argv: List[str]) -> int:
         if refused:
             sys.stderr.write(_main_traceback([], "AssertionError: %s" % refused) + "\n")
             return 1
-        startup: Startup = multinode.NodeStartup(args, target, log, dialect)
-    else:
-        startup = Startup(args, target, log, dialect)
+        node = multinode.Node(args, log, dialect)
+    startup = Startup(args, target, log, dialect, node)
     spec, tokens, memory = startup.run()
-    if args["node_rank"]:
-        return startup.follow()  # type: ignore[attr-defined]  # a node >= 1 serves no API
+    if node is not None and node.rank:
+        return node.follow()  # a node >= 1 serves no API
     metrics = Metrics(args["served_model_name"], args["dp_size"] > 1, dialect)
     metrics.histograms = SimHistograms(dialect.version, args)
     engine = Engine(args, spec, log, metrics, startup.ranks[0], dialect)
