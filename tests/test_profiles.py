@@ -439,6 +439,24 @@ async def test_an_adaptive_profile_serves_with_its_config_written_on_the_host(mo
         ready = await serving.wait(conn, started["job"], within=60)
         assert ready["state"] == "ready", ready
         assert ready["args"]["adaptive"] is True and ready["args"]["adaptive_config"] == LADDER
+        # SIMULATED SGLang runs SGLang's policy on the written ladder: it starts at the middle of the union
+        # ([1, 2, 3, 5] -> 3), and AQ-MedAI's drafter (≈0.93 per position) climbs to 5 at one stream.
+        log = Path(ready["log_path"]).read_text()
+        assert "AdaptiveSpeculativeParams initialized: steps=3, candidate_steps=[1, 3, 5]" in log
+        assert all(f"Built adaptive runtime state steps={k}: " in log for k in (1, 2, 3, 5))
+        from backend.measure.bench import BenchPlan, run_bench
+        from backend.measure.livefeed import find_server
+
+        await run_bench(conn, await find_server(conn), BenchPlan(requests=1, max_tokens=300))
+        log = Path(ready["log_path"]).read_text()
+        assert "Adaptive spec params updated: steps 3 -> 5 (ema_accept_len=" in log
+        assert "Switch adaptive runtime state: steps 3 -> 5, draft_tokens 4 -> 6" in log
+        status = await serving.status(conn)
+        answer = await conn.call("http.request", url=f"http://127.0.0.1:{profile.port}/server_info")
+        info = json.loads(answer["text"])
+        last = [line for line in Path(ready["log_path"]).read_text().splitlines() if "Switch adaptive" in line][-1]
+        now = info["internal_states"][0]["speculative_num_steps"]
+        assert status["spec_steps_now"] == now and f"-> {now}, draft_tokens" in last  # the log and the server agree
         # The host writes only .json files of its own spec/ folder, whatever a client asks.
         cmd = serving.profile_command(settings, host, replace(profile, port=profile.port + 1))
         with pytest.raises(RemoteError, match=r"a launch file must be a \.json file in"):

@@ -80,6 +80,7 @@ from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Tuple
 from backend.agent.host.shared.safetensors_header import CheckpointError, read_header
 from backend.measure.breakeven import decayed_rates, first_rate_for
 from backend.sandbox.sglang_sim import idle, loads, scenario
+from backend.sandbox.sglang_sim import spec as sim_spec
 from backend.sandbox.sglang_sim.dialect import Dialect, dialect_from_env
 from backend.sandbox.sglang_sim.histograms import SimHistograms
 from backend.sandbox.sglang_sim.log import SCHEDULER_FRAMES, Log, env_flag, rank_prefixes, traceback_text
@@ -369,6 +370,13 @@ def resolve_args(args: Dict[str, Any], target: dict, log: Log) -> Dict[str, Any]
         args["speculative_draft_model_revision"] = "main"
     if algo == "NEXTN":
         algo = args["speculative_algorithm"] = "EAGLE"
+    if args.get("speculative_adaptive"):  # before the algorithm's own hook, as 0.5.23's speculative_hook runs it
+        try:
+            sim_spec.resolve(args, algo, log)
+        except sim_spec.Refused as exc:
+            frames = [_SPEC_FRAME, "srt/arg_groups/speculative_hook.py:1416 _init_adaptive_speculative_params"]
+            sys.stderr.write(_main_traceback(frames, "ValueError: %s" % exc) + "\n")
+            raise SimExit(1) from None
     if algo in ("EAGLE", "EAGLE3", "STANDALONE"):
         if args["max_running_requests"] is None:
             args["max_running_requests"] = 48
@@ -630,7 +638,7 @@ class Engine:
                 ease = min(1.2, max(0.8, self.rng.gauss(1.0, REQUEST_SPREAD)))
             else:
                 ease = min(scenario.MAX_EASE, max(0.0, self.rng.gauss(1.0, spread)))
-            req = Request(prompt_tokens, max_new_tokens, self.spec.get("steps", 0), ease)
+            req = Request(prompt_tokens, max_new_tokens, self.spec.get("positions", self.spec.get("steps", 0)), ease)
             histograms = self.metrics.histograms
             if histograms is not None:
                 histograms.arrived(req.rid, req.created, stream)
@@ -743,18 +751,24 @@ class Engine:
             batch = list(self.running)
         n = len(batch)
         graph = n <= self.graph_max_bs
+        tiers = self.spec.get("adaptive")
+        if tiers is not None:  # SGLang routes the batch to its slot's tier before drafting (activate_step_by_batch)
+            steps = tiers.route(n)
+            self.spec.update(steps=steps, draft_tokens=steps + 1, draft_steps=steps)
         self._sleep(pass_ms(n, self.spec, graph))
+        accepted_drafts: List[int] = []
         with self._cv:
             for req in batch:
                 if req.aborted:
                     continue
                 count = 1
                 if self.spec:
-                    rates = self.spec["rates"]
+                    rates = self.spec["rates"][: self.spec["steps"]]
                     accepted = 0
                     while accepted < len(rates) and self.rng.random() < rates[accepted] * req.ease:
                         accepted += 1
                     count += accepted
+                    accepted_drafts.append(accepted)
                     req.verify_ct += 1
                     self.spec_tokens += count
                     self.spec_correct += accepted
@@ -770,6 +784,8 @@ class Engine:
                 else:
                     req.push(ids, False, self.stream_interval)
             self.running = [r for r in self.running if not r.finished and not r.aborted]
+            if tiers is not None:  # on_verify_complete: the slot's EMA, and its decision
+                tiers.feed(n, accepted_drafts)
             self.forward_ct += 1
             self.forward_ct_decode += 1
             if self.forward_ct_decode % self.interval == 0:
@@ -893,6 +909,9 @@ class Server:
             times = self.engine.step_time_dict
             if times is not None:
                 internal["step_time_dict"] = {str(k): list(v) for k, v in times.items()}
+        if self.engine.spec.get("adaptive") is not None:  # the worker publishes each switch (runtime override)
+            internal["speculative_num_steps"] = self.engine.spec["steps"]
+            internal["speculative_num_draft_tokens"] = self.engine.spec["draft_tokens"]
         states = [dict(internal, dp_rank=rank) for rank in range(max(1, int(self.args["dp_size"])))]
         info = dict(self.args)
         info.update(self.scheduler_info)
@@ -914,7 +933,10 @@ class Server:
         if finished:
             spec = self.engine.spec
             if spec and req.verify_ct:
-                meta.update(spec_meta_info(self.dialect.version, req, len(ids), spec["draft_tokens"]))
+                # The tokenizer process knows the startup config only: under adaptive every pass counts as the
+                # first tier's (0.5.23 tokenizer_manager.py:3138-3210; PR #34814 says the same).
+                tokens = spec.get("initial_draft_tokens", spec["draft_tokens"])
+                meta.update(spec_meta_info(self.dialect.version, req, len(ids), tokens))
             meta["e2e_latency"] = req.finished_time - req.created
         return meta
 
@@ -1460,16 +1482,24 @@ class Startup:
                 self.capture("draft", 0.4, _DRAFT_FRAMES)
             self.capture("draft_extend", 0.3, _DRAFT_FRAMES)
             steps = int(args["speculative_num_steps"])
-            rates = drafter_rates(args["speculative_draft_model_path"], draft_config, steps)
+            tiers = None
+            if args.get("speculative_adaptive"):  # one runtime state per tier, the drafter's rates up to the top
+                graphs = 0 if args["disable_cuda_graph"] else int(args["cuda_graph_max_bs"])
+                tiers = sim_spec.Tiers(args, self.log, self.ranks[0], graphs)
+                tiers.built(0.3 * self.scale)
+            positions = max(tiers.tiers) if tiers is not None else steps
+            rates = drafter_rates(args["speculative_draft_model_path"], draft_config, positions)
             # EAGLE with an EAGLE-3 drafter loads and accepts nothing (sglang PR #21272).
             if algo == "EAGLE" and draft_arch == EAGLE3_ARCH:
-                rates = [0.0] * steps
+                rates = [0.0] * positions
             spec = {
                 "steps": steps,
                 "draft_tokens": int(args["speculative_num_draft_tokens"]),
                 "rates": widened(rates, int(args["speculative_eagle_topk"] or 1)),
                 "draft_steps": steps,
             }
+            if tiers is not None:
+                spec.update(adaptive=tiers, positions=positions, initial_draft_tokens=steps + 1)
             chosen = scenario.active()
             spread = chosen.spread(scenario.drafter_name(args["speculative_draft_model_path"])) if chosen else None
             if spread is not None:
