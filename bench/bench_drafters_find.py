@@ -15,7 +15,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from backend.agent.host import hub_search
+from backend.agent.host.shared import hub_search
 from backend.drafters import find as df
 from backend.sandbox import hub_catalog
 from bench.harness import Row

@@ -19,7 +19,7 @@ import pytest
 from huggingface_hub import HfApi
 
 from backend import settings as settings_mod
-from backend.agent.host import hub_search
+from backend.agent.host.shared import hub_search
 from backend.drafters import checkpoints
 from backend.drafters import find as df
 from backend.drafters.sources import Sources

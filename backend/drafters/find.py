@@ -1,6 +1,6 @@
 """`drafters find`: every published drafter for the target, judged against it before a byte of weights moves.
 
-The Hub lists models and SGLang serves them; this joins the two. The search (``backend.agent.host.hub_search``:
+The Hub lists models and SGLang serves them; this joins the two. The search (``backend.agent.host.shared.hub_search``:
 ``list_models`` queries, then each candidate's config.json, README.md and safetensors headers read in parallel)
 runs on this machine, or on the host when only the host can reach the Hub. Each candidate is then judged here:
 
@@ -26,7 +26,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from backend.agent.host import hub_search
+from backend.agent.host.shared import hub_search
 from backend.agent.host.shared.units import human_bytes
 from backend.drafters import checkpoints
 from backend.drafters.cards import Card, Claim, parse_card

@@ -1,10 +1,10 @@
-"""The Hub search on the host: the RPC method ``hub.search`` runs ``hub_search.search`` with the host's own
+"""The Hub search on the host: the RPC method ``hub.search`` runs ``shared.hub_search.search`` with the host's own
 huggingface_hub and token, for a client with no route to the Hub. Stdlib only at import, Python 3.8+."""
 
 from __future__ import annotations
 
-from .hub_search import NO_HUB, NO_LIBRARY, WORKERS, HubSearchError, search
 from .registry import AgentError, Context, method
+from .shared.hub_search import NO_HUB, NO_LIBRARY, WORKERS, HubSearchError, search
 
 
 @method("hub.search")

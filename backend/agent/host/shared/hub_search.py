@@ -1,7 +1,8 @@
 """The Hub search behind ``drafters find``: list the candidates, read each one's config.json, README.md and
 safetensors headers, never a byte of weights. It runs where the Hub can be reached: on this machine, or on the
-host as the RPC method ``hub.search`` (the same function, the host's huggingface_hub), so a client with no
-route to the Hub still searches. What it returns is raw (what the Hub said, per repo); the client judges.
+host as the RPC method ``hub.search`` (``host/hub.py``: the same function, the host's huggingface_hub), so a
+client with no route to the Hub still searches. What it returns is raw (what the Hub said, per repo); the
+client judges.
 
 Every read goes through the real ``huggingface_hub`` client: ``HfApi.list_models`` (its query parameters,
 pages by ``Link`` headers), its session for the small files (``hf_hub_url``, ``build_hf_headers``,
