@@ -17,7 +17,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from backend.agent.host.chrome_trace import events
+from backend.agent.host.shared.chrome_trace import events
 from bench.harness import Row
 
 ISSUE = 37
@@ -34,7 +34,7 @@ wall = time.perf_counter() - t0
 print(json.dumps({{"s": wall, "peak_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, "out": out}}))
 """
 READER = """
-from backend.agent.host.cycle_anatomy import anatomy
+from backend.agent.host.shared.cycle_anatomy import anatomy
 a = anatomy([sys.argv[1]])
 out = {"cycles": a["cycles"], "cycle_ms": a["cycle_ms"]}
 """

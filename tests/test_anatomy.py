@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from backend.agent.host.cycle_anatomy import SPEC_STAGES
+from backend.agent.host.shared.cycle_anatomy import SPEC_STAGES
 from backend.history import History
 from backend.measure import anatomy
 from backend.report import document

@@ -14,9 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from backend.agent.host import chrome_trace, cycle_anatomy
-from backend.agent.host.chrome_trace import TraceError
-from backend.agent.host.cycle_anatomy import anatomy, span_stage
+from backend.agent.host.shared import chrome_trace, cycle_anatomy
+from backend.agent.host.shared.chrome_trace import TraceError
+from backend.agent.host.shared.cycle_anatomy import anatomy, span_stage
 from tests.simhost import PY38
 
 REAL = Path(__file__).parent / "fixtures" / "real"

@@ -2,10 +2,10 @@
 
 ``capture`` starts the running server's torch profiler through a host job (``backend/agent/host/profiler.py``:
 the traces are read where they are written, only the summary comes back), ``read_traces`` reads saved
-``.trace.json.gz`` files here with the same reader (``backend/agent/host/cycle_anatomy.py``). ``CycleAnatomy`` is
-the summary, typed where it arrives; ``findings`` says which stage dominates and what the break-even would be if
-it shrank (``backend/measure/breakeven.py``), with the SGLang flags that change it, never as a promise. The CLI,
-the panel and reports draw ``rows`` and ``findings``.
+``.trace.json.gz`` files here with the same reader (``backend/agent/host/shared/cycle_anatomy.py``).
+``CycleAnatomy`` is the summary, typed where it arrives; ``findings`` says which stage dominates and what the
+break-even would be if it shrank (``backend/measure/breakeven.py``), with the SGLang flags that change it, never as
+a promise. The CLI, the panel and reports draw ``rows`` and ``findings``.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any
 
-from backend.agent.host.chrome_trace import TraceError
+from backend.agent.host.shared.chrome_trace import TraceError
 from backend.errors import OperationFailed, UsageError
 from backend.jobs import JobInfo
 from backend.measure.breakeven import live_breakeven
@@ -301,7 +301,7 @@ def trace_line(a: CycleAnatomy, where: str = "") -> str:
 def read_traces(paths: list[str]) -> CycleAnatomy:
     """Saved traces (``.trace.json.gz``, one per rank; a plain decode trace among them is the baseline) read here;
     UsageError with the reader's sentence when one is not a trace."""
-    from backend.agent.host.cycle_anatomy import anatomy
+    from backend.agent.host.shared.cycle_anatomy import anatomy
 
     try:
         return CycleAnatomy.from_json(anatomy(paths))

@@ -22,9 +22,9 @@ from typing import Any, Callable, Dict, List, Optional
 from urllib import error as urlerror
 
 from . import jobs, loadgen, loopback
-from .chrome_trace import TraceError
-from .cycle_anatomy import anatomy
 from .registry import AgentError, method
+from .shared.chrome_trace import TraceError
+from .shared.cycle_anatomy import anatomy
 
 KIND = "profile"
 INPUTS = "profile-inputs"
