@@ -147,6 +147,22 @@ def test_the_report_shows_a_kept_profile(tmp_path):
     assert document.anatomy_blocks([replace(summary, anatomy=None)], 82.0) == []
 
 
+def test_a_kept_baseline_profile_is_the_baseline_step_of_a_later_one():
+    spec = anatomy.read_traces([real("spec-graph-bs8")])
+    assert anatomy.with_kept_baseline(spec, "box") is spec  # nothing kept yet
+    with History.open() as history:
+        base = add_run(history, {"target": "/t", "ours": "/d"}, "serve-1", None, 82.0, None)
+        spec_run = add_run(history, {"target": "/t", "ours": "/d"}, "serve-2", "ours", 60.0, 2.0)
+        history.set_anatomy(spec_run, spec.to_json())  # a speculating server's profile is never a baseline
+    assert anatomy.with_kept_baseline(spec, "local") is spec
+    assert anatomy.keep(base, anatomy.read_traces([real("decode-graph-bs8")])) is None
+    got = anatomy.with_kept_baseline(spec, "local")
+    assert got.baseline is not None and got.baseline.stage("decode").graph is True
+    assert got.notes[-1].startswith(f"the baseline step is run {base}'s kept profile")
+    assert got.to_json()["baseline_step"]["cycles"] == 8
+    assert anatomy.with_kept_baseline(spec, "elsewhere") is spec
+
+
 def test_the_bar_keeps_its_length_proportional():
     a = anatomy.read_traces([real("spec-eager-bs8"), real("decode-eager-bs8")])
     cells = anatomy.bar_cells(a.stages, 100, a.cycle_ms)

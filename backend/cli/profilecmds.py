@@ -70,6 +70,7 @@ async def profile(args: argparse.Namespace) -> int:
         run_id = await keep_in_history(conn, server)
         if run_id and (why := anatomy_mod.keep(run_id, result)):
             print(f"specdeck: the profile is not kept in the run history: {why}", file=sys.stderr)
+        result = anatomy_mod.with_kept_baseline(result, conn.host.name)
     _show(args, result, anatomy_mod.findings(result, baseline, version), run_id)
     return 0
 

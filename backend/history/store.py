@@ -453,6 +453,13 @@ class History:
         with self.transaction() as db:
             db.execute("UPDATE runs SET anatomy = ? WHERE id = ?", (json.dumps(anatomy), run_id))
 
+    def profiles(self, host: str) -> list[tuple[str, dict[str, Any]]]:
+        """(run id, kept profile) of ``host``'s runs that have one, newest run first."""
+        rows = self.db.execute(
+            "SELECT id, anatomy FROM runs WHERE host = ? AND anatomy IS NOT NULL ORDER BY started DESC", (host,)
+        ).fetchall()
+        return [(row["id"], json.loads(row["anatomy"])) for row in rows]
+
     def record_bench(self, host: str, job: JobInfo, result: dict | None) -> str:
         """Create or refresh the bench of bench job ``job``; ``result`` is its ``result`` event (None if it failed)."""
         bench_id = f"{host}/{job.id}"

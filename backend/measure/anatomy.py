@@ -422,6 +422,27 @@ async def capture(
             await conn.call("jobs.cancel", id=job.id)
 
 
+def with_kept_baseline(a: CycleAnatomy, host: str) -> CycleAnatomy:
+    """``a`` with the newest profile kept in the run history of a plain decode server on ``host`` as its baseline
+    step (the same table then says what speculation adds to a step); as it is when it has one, speculates not, or
+    none was kept (or the history cannot be read)."""
+    if a.baseline is not None or not a.speculative:
+        return a
+    from backend.history import History, HistoryUnavailable
+
+    try:
+        with History.open() as history:
+            kept = history.profiles(host)
+    except HistoryUnavailable:
+        return a
+    for run_id, wire in kept:
+        if wire.get("cycles") and not any(s.get("name") == "verify" for s in wire.get("stages") or ()):
+            base = CycleAnatomy.from_json(wire)
+            note = f"the baseline step is run {run_id}'s kept profile: profile the baseline server again to renew it"
+            return replace(a, baseline=base, notes=(*a.notes, note))
+    return a
+
+
 def keep(run_id: str, a: CycleAnatomy) -> str | None:
     """Keep ``a`` with run ``run_id`` in the run history (reports show it); the reason when it cannot be."""
     from backend.history import History, HistoryUnavailable
