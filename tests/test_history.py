@@ -191,6 +191,7 @@ def test_a_measured_baseline_is_the_yardstick_at_its_own_concurrency(models, tmp
         assert y.measured and y.baseline_tok_s == pytest.approx(82.0)
         assert y.by_streams == pytest.approx({1: 82.0, 2: 78.5}) and y.at(2) == pytest.approx(78.5) and y.at(4) == 82
         assert [lv.streams for lv in history.run(base).levels] == [1, 2]  # the idle second is no level
+        assert history.run(base).concurrency_text() == "1 (50%) 2 (50%)"
         aq = history.run(add_run(history, models, "serve-aq2", "aq-medai", 91.0, 3.3, streams=2))
         versus = y.versus(aq)
         assert versus.streams == 2 and versus.pct == pytest.approx(100 * (91 / 78.5 - 1))
@@ -553,3 +554,46 @@ async def test_history_detail_shows_the_highlighted_runs_latency(three_runs, tmp
         assert "11.0 / 35.5" in row and ">8000" in row
         if size[0] < 130:
             assert "samples" not in headers and len(headers) < 15
+
+
+def test_cli_history_prints_every_level_and_no_markdown():
+    """`specdeck history` (issue 33): the streams column names every concurrency the run saw (the first three by
+    time dropped a bench's 4-stream share), and the bench curves are an aligned table like the runs above
+    them, not a Markdown one."""
+    with History.open() as history:
+        run = history.upsert_run("local", JobInfo("serve-levels", state="done", started=T0, args={"profile": "p"}))
+        seconds = {1: 12, 2: 6, 8: 4, 4: 2}  # the 4-stream share is the smallest
+        samples, t = [], T0
+        for streams, n in seconds.items():
+            for _ in range(n):
+                t += 1
+                samples.append(Sample(t, "decode", gen_tps=80.0 * streams, accept_len=3.0, running_req=streams))
+        assert history.import_chunk(run, 0, 10, samples, [])
+        assert history.run(run).concurrency_text() == "1 (50%) 2 (25%) 4 (8%) 8 (17%)"
+        for streams, tok in ((1, 95.0), (4, 77.0)):
+            result = {"server_job": "serve-levels", "tok_s": tok, "concurrency": streams, "ended": t + streams}
+            history.record_bench("local", JobInfo(f"bench-{streams}", state="done"), result)
+    out = cli("history").stdout
+    assert "4 (8%)" in out and "|---|" not in out and "| run |" not in out
+    curves = out.split("by concurrency:\n", 1)[1].splitlines()
+    assert curves[0].split()[:4] == ["run", "profile", "1", "stream(s)"] and "serve-levels" in curves[1]
+
+
+@pytest.mark.parametrize("size", [(100, 30), (160, 45)])
+async def test_sweep_points_in_history_say_their_steps_and_host(tmp_path, monkeypatch, size):
+    """A sweep's points are one profile at several steps (issue 33): the runs table says each one's steps/topk/
+    draft from its launch command, and which host ran it, at both sizes."""
+    from tests.runs import add_benched_run
+
+    with History.open() as history:
+        for n, steps in ((1, 2), (2, 4)):
+            add_benched_run(history, n, steps, 30.0 + steps, 90.0 + steps, None, sweep="sweep-1")
+    app = SpecdeckApp(builtin_defaults(), host="local")
+    async with app.run_test(size=size) as pilot:
+        await pilot.press("5")
+        pane = app.query_one(HistoryPane)
+        runs = pane.query_one("#history-runs", DataTable)
+        await until(pilot, lambda: runs.row_count == 2 and runs.size.width > 0, "the two points")
+        assert column_shown(runs, "steps/topk/draft") and column_shown(runs, "host")
+        cells = [[str(c) for c in runs.get_row_at(i)] for i in range(2)]
+        assert sorted(row[3] for row in cells) == ["2/1/?", "4/1/?"]

@@ -18,13 +18,14 @@ from backend.report.document import (
     Bullets,
     DrafterFacts,
     Table,
+    aligned,
     concurrency_blocks,
     fmt,
     read_drafters,
     report_format,
     run_cells,
     samples_csv,
-    to_markdown,
+    to_text,
 )
 from backend.train.predict import gap_line
 
@@ -114,30 +115,23 @@ def print_runs(runs: list[RunSummary], yardstick: Yardstick) -> None:
     if not runs:
         print("no runs recorded yet (`specdeck history --sync` imports the host's servers)")
         return
-    head = ("RUN", "PROFILE", "DRAFTER", "OUTCOME", "SAMPLES", "STREAMS", "TOK/S/STREAM", "TOTAL", "ACCEPT",
-            "VS BASE", "BREAK-EVEN")  # fmt: skip
-    columns = ("profile", "drafter", "outcome", "samples", "streams", "tok_s", "total_tok_s", "accept", "vs_baseline",
-               "break_even")  # fmt: skip
+    head = ("RUN", "PROFILE", "DRAFTER", "STEPS/TOPK/DRAFT", "OUTCOME", "SAMPLES", "STREAMS", "TOK/S/STREAM", "TOTAL",
+            "ACCEPT", "VS BASE", "BREAK-EVEN")  # fmt: skip
+    columns = ("profile", "drafter", "spec", "outcome", "samples", "streams", "tok_s", "total_tok_s", "accept",
+               "vs_baseline", "break_even")  # fmt: skip
     rows = [head]
     for r in runs:
         cells = run_cells(r, yardstick)
         rows.append((r.id + (" ★" if r.is_baseline else ""), *(cells[c] for c in columns)))
-    # Columns as wide as their widest cell; numbers right-aligned, the last column left as is.
-    widths = [max(len(row[i]) for row in rows) for i in range(len(head))]
-    numbers = range(4, len(head) - 1)
-    for row in rows:
-        cells = [
-            cell.rjust(widths[i]) if i in numbers else cell if i == len(head) - 1 else cell.ljust(widths[i])
-            for i, cell in enumerate(row)
-        ]
-        print("  ".join(cells).rstrip())
+    for line in aligned(rows, right=range(5, len(head) - 1)):  # numbers right-aligned
+        print(line)
     if runs:
         print(VS_LEGEND)
     for line in filter(None, map(gap_line, runs)):
         print(line)
     curves = [b for b in concurrency_blocks(runs, yardstick) if isinstance(b, Table | Bullets)]
     if curves:
-        print("\nbench tok/s per stream / in all, by concurrency:\n" + to_markdown(curves).rstrip())
+        print("\nbench tok/s per stream / in all, by concurrency:\n" + to_text(curves).rstrip())
 
 
 async def baseline(args: argparse.Namespace) -> int:

@@ -183,17 +183,43 @@ class RunSummary:
         accepts = [self.accept_len, (self.bench or {}).get("accept_len"), *(p.accept_len for p in self.curve)]
         return bool(self.algorithm) or any(a is not None and a > 1.0 for a in accepts)
 
+    def spec_numbers(self) -> tuple[int | None, int | None, int | None] | None:
+        """(steps, topk, draft tokens) as the server resolved them, else as its launch command states them; None
+        for a run launched without speculation."""
+        keys = ("speculative_num_steps", "speculative_eagle_topk", "speculative_num_draft_tokens")
+        flags = ("--speculative-num-steps", "--speculative-eagle-topk", "--speculative-num-draft-tokens")
+        stated = any(flag in self.argv for flag in ("--speculative-algorithm", *flags))
+        if not (self.server_info.get("speculative_algorithm") or self.algorithm or stated):
+            return None
+        out = []
+        for key, flag in zip(keys, flags, strict=True):
+            value = self.server_info.get(key)
+            if value is None and flag in self.argv[:-1]:
+                value = self.argv[self.argv.index(flag) + 1]
+            try:
+                out.append(int(value) if value is not None else None)
+            except (TypeError, ValueError):
+                out.append(None)
+        return out[0], out[1], out[2]
+
+    def spec_text(self) -> str:
+        """``3/1/4`` (steps/topk/draft tokens; ``?`` for one not stated), ``—`` without speculation."""
+        numbers = self.spec_numbers()
+        return "—" if numbers is None else "/".join("?" if n is None else str(n) for n in numbers)
+
     @property
     def streams(self) -> int | None:
         """The concurrency the run spent most seconds at (None without samples)."""
         return self.levels[0].streams if self.levels else None
 
     def concurrency_text(self) -> str:
-        """The concurrency seen: ``1`` for one level, ``2 (80%) 1 (20%)`` for several."""
+        """The concurrency seen: ``1`` for one level, ``1 (60%) 2 (15%) 4 (5%) 8 (20%)`` for several: every level,
+        by concurrency (the first three by time dropped a bench's 4-stream share)."""
         total = sum(lv.seconds for lv in self.levels)
         if len(self.levels) <= 1:
             return str(self.streams) if self.levels else "—"
-        return " ".join(f"{lv.streams} ({100 * lv.seconds / total:.0f}%)" for lv in self.levels[:3])
+        by_streams = sorted(self.levels, key=lambda lv: lv.streams)
+        return " ".join(f"{lv.streams} ({100 * lv.seconds / total:.0f}%)" for lv in by_streams)
 
     def vs_baseline_pct(self, yardstick: Yardstick) -> float | None:
         """How much faster (+) or slower (−) than the baseline, in percent (see ``Yardstick.versus``)."""

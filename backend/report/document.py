@@ -97,6 +97,8 @@ def run_cells(run: RunSummary, yardstick: Yardstick) -> dict[str, str]:
     return {
         "profile": run.profile or "—",
         "drafter": run.drafter or "—",
+        "spec": run.spec_text(),
+        "host": run.host,
         "outcome": run.outcome or "—",
         "samples": str(run.samples),
         "streams": run.concurrency_text(),
@@ -636,11 +638,6 @@ def runs_table(runs: list[RunSummary]) -> Table:
     """When and how each run went, with the speculative numbers the server resolved."""
     rows = []
     for run in runs:
-        info = run.server_info
-        spec = "/".join(
-            str(info.get(k, "—"))
-            for k in ("speculative_num_steps", "speculative_eagle_topk", "speculative_num_draft_tokens")
-        )
         rows.append(
             [
                 run.id,
@@ -648,7 +645,7 @@ def runs_table(runs: list[RunSummary]) -> Table:
                 _when(run.stopped),
                 (run.outcome or "—") + (f": {run.reason}" if run.reason and run.outcome == "crashed" else ""),
                 run.version or "—",
-                spec if info.get("speculative_algorithm") else "—",
+                run.spec_text(),  # as resolved, else as its launch command states (no "—" for a stated number)
             ]
         )
     return Table(["run", "started", "stopped", "outcome", "sglang", "steps/topk/draft tokens"], rows)
@@ -681,6 +678,41 @@ def to_markdown(blocks: list[Block]) -> str:
         elif isinstance(b, Chart):
             body = "(no samples recorded)" if b.empty else text_chart(b)
             out += [f"**{b.title}**", "", "```text", body, "```", ""]
+    return "\n".join(out)
+
+
+# --- the terminal -----------------------------------------------------------------------------------------
+
+
+def aligned(rows: list[list[str]] | list[tuple[str, ...]], right: range | tuple[int, ...] = ()) -> list[str]:
+    """Rows as a terminal prints a table: each column as wide as its widest cell, two spaces apart, the columns
+    in ``right`` right-aligned (numbers), the last left as is (no trailing spaces)."""
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    last = len(widths) - 1
+    return [
+        "  ".join(
+            cell if i == last and i not in right else cell.rjust(widths[i]) if i in right else cell.ljust(widths[i])
+            for i, cell in enumerate(row)
+        ).rstrip()
+        for row in rows
+    ]
+
+
+def to_text(blocks: list[Block]) -> str:
+    """Blocks for a terminal (`specdeck history`): tables aligned as the command's own, no Markdown syntax; charts
+    as text plots."""
+    out: list[str] = []
+    for b in blocks:
+        if isinstance(b, Heading | Para):
+            out += [b.text, ""]
+        elif isinstance(b, Bullets):
+            out += [f"- {item}" for item in b.items] + [""]
+        elif isinstance(b, Table):
+            out += [*aligned([b.headers, *b.rows]), ""]
+        elif isinstance(b, Code):
+            out += [b.text, ""]
+        elif isinstance(b, Chart):
+            out += [b.title, "(no samples recorded)" if b.empty else text_chart(b), ""]
     return "\n".join(out)
 
 

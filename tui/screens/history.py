@@ -40,11 +40,13 @@ from tui.widgets.runchart import RunChart
 T = TypeVar("T")
 _DIGITS = re.compile(r"\d")
 SYNC_EVERY_S = 10.0
-COLUMNS = ("", "profile", "drafter", "started", "outcome", "samples", "streams", "tok/s/stream", "total", "accept",
-           "vs baseline", "break-even")  # fmt: skip
-# The runs table's columns by priority: the figures judged first, then what tells runs apart.
-RUNS_PRIORITY = ("", "profile", "drafter", "tok/s/stream", "accept", "vs baseline", "break-even", "started", "outcome",
-                 "streams", "total", "samples")  # fmt: skip
+SPEC = "steps/topk/draft"
+COLUMNS = ("", "profile", "drafter", SPEC, "host", "started", "outcome", "samples", "streams", "tok/s/stream", "total",
+           "accept", "vs baseline", "break-even")  # fmt: skip
+# The runs table's columns by priority: the figures judged first, then what tells runs apart (a sweep's points
+# are one profile at several steps, on one host or several).
+RUNS_PRIORITY = ("", "profile", "drafter", "tok/s/stream", "accept", "vs baseline", "break-even", SPEC, "host",
+                 "started", "outcome", "streams", "total", "samples")  # fmt: skip
 
 # The detail panel's latency columns: the highlighted runs' server histograms (what `report` calls them).
 LATENCY_HEADERS = ("ITL p50/p95 ms", "TTFT p95 ms")
@@ -183,7 +185,8 @@ class HistoryPane(ShellPane):
             mark = ("✓" if r.id in self.selected else " ") + ("★" if r.is_baseline else " ")
             c = run_cells(r, yardstick)
             rows.append([
-                mark, c["profile"], c["drafter"], _started(r.started), c["outcome"], c["samples"], c["streams"],
+                mark, c["profile"], c["drafter"], c["spec"], c["host"], _started(r.started), c["outcome"],
+                c["samples"], c["streams"],
                 c["tok_s"], c["total_tok_s"], c["accept"], c["vs_baseline"], c["break_even"],
             ])  # fmt: skip
         self._runs_rows = (rows, [r.id for r in runs])
