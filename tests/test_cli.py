@@ -269,13 +269,14 @@ def test_quitting_the_demo_says_how_to_stop_the_sandbox(monkeypatch, capsys):
 
 
 def test_serve_cmd_refuses_a_profile_preflight_refuses(tmp_path):
-    """`serve cmd` printed a launch line for steps 0 (exit 0) that `serve start` refuses: now exit 2, why."""
+    """`serve cmd` printed a launch line (exit 0) for a profile `serve start` refuses: now exit 2, and why. (Steps 0,
+    the issue's case, the config itself refuses now; topk 1 with draft tokens other than steps + 1 reaches here.)"""
     config = tmp_path / "config.toml"
     config.write_text(
-        '[profiles.zero]\ndrafter = "ours"\nalgorithm = "EAGLE3"\nsteps = 0\ntopk = 1\ndraft_tokens = 1\n'
+        '[profiles.odd]\ndrafter = "ours"\nalgorithm = "EAGLE3"\nsteps = 3\ntopk = 1\ndraft_tokens = 6\n'
     )
-    res = cli("serve", "cmd", "zero", "--config", str(config), "--host", "local", check_rc=2)
-    assert res.stdout == "" and "profile zero would not start (speculative numbers:" in res.stderr
+    res = cli("serve", "cmd", "odd", "--config", str(config), "--host", "local", check_rc=2)
+    assert res.stdout == "" and "profile odd would not start (topk 1:" in res.stderr, res.stderr
     assert res.stderr.count("\n") == 1
     assert "--speculative-num-steps 3" in cli("serve", "cmd", "eagle3-ours", "--host", "local").stdout
 
