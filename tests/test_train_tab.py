@@ -40,7 +40,10 @@ async def test_train_keys(models, tmp_path, monkeypatch):
         await until(pilot, lambda: pane.job is not None and pane.job.state == "done", "the training done", 120)
         await until(pilot, lambda: len(pane.rows) == 3, "three checkpoints judged")
         assert pane.query_one(AccuracyChart).lines == 4 and pane.evals
-        assert all(r["versus_baseline"] == "beats" for r in pane.rows)
+        # No checkpoint served on this host yet: the intervals carry the published training-serving gap, too wide
+        # to call a win over the baseline before one is served (issue 32).
+        assert all(r["versus_baseline"] == "too close to call against" for r in pane.rows)
+        assert "prior: 4 published pairs" in plain(pane.query_one("#train-basis"))
         assert "done · step 150/150" in plain(head)
 
         await keys.press("resume")  # from step 150 of 150: a resume with nothing left to train
@@ -54,7 +57,7 @@ async def test_train_keys(models, tmp_path, monkeypatch):
         await keys.press("bench")
         await until(pilot, lambda: pane.rows[0]["measured_tok_s"] is not None, "measured beside predicted", 120)
         row = pane.rows[0]
-        assert row["predicted_tok_s_low"] - 15 < row["measured_tok_s"] < row["predicted_tok_s_high"] + 15
+        assert row["predicted_tok_s_low"] <= row["measured_tok_s"] <= row["predicted_tok_s_high"]
 
         await keys.press("serve")  # a server runs now: asked first, and n keeps it
         await until(pilot, lambda: isinstance(app.screen, ConfirmScreen), "the question")

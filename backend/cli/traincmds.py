@@ -219,13 +219,12 @@ async def ckpts(args: argparse.Namespace) -> int:
     if not rows:
         print(f"training {args.name} has no checkpoint yet")
         return 0
-    if basis is not None:
-        print(training.basis_line(basis, rows[0]["steps"]))
     for row in rows:
         print(
             training.checkpoint_line(row, settings.reference.baseline_tok_s if basis is None else basis.baseline_tok_s)
         )
-    print("intervals: the spread of the accuracy logs each checkpoint rests on; not the training-serving gap")
+    if basis is not None:  # last: what the intervals cover is read after them
+        print(training.basis_line(basis, rows[0]["steps"]))
     return 0
 
 

@@ -4,9 +4,11 @@
 - Accept length at the serving profile's K draft steps: L = 1 + Σ_{k≤K} Π_{i≤k} acc_i. SpecForge's
   ``simulated_acc_len`` is the same sum without the leading 1 (it leaves out SGLang's bonus token). Past the
   positions trained, acc decays as the advisor extrapolates.
-- Its interval: each acc_i carries the spread of the logs it rests on (the host's ``accuracy_at``: the
-  half-range taken as 1.96 standard errors); the advisor draws those with its cost model's error. The
-  training-serving gap is not in it: the measured column says it.
+- Its interval covers what the bench after ``train serve`` will measure (``backend.agent.host.shared.expect``):
+  each acc_i carries the spread of the logs it rests on (the host's ``accuracy_at``: the half-range taken as
+  1.96 standard errors) and the advisor draws those with its cost model's error; to that come the bench's own
+  sampling noise at its request count and the training-serving gap, calibrated from this host's served
+  checkpoints (their prediction at serve time against their run's bench), the published prior before any.
 - tok/s: the advisor's cycle-cost model over the speculative runs measured on this host (a cycle's cost is the
   target's verify and the draft passes, not the drafter's weights, so any drafter's runs count), labelled
   assumed where it is; with no run measured here at all, the configured cycle with the advisor's assumed
@@ -20,12 +22,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from backend.agent.host.shared import units
+from backend.agent.host.shared import expect, units
 from backend.agent.host.shared.advice import Acceptance, CostModel, assess
 from backend.errors import UsageError
 from backend.history import RunSummary, Yardstick
+from backend.measure.bench import DEFAULT_REQUESTS
 from backend.measure.series import clears
-from backend.tune.advisor import DEFAULT_STEPS, predict_from_rates, single_stream
+from backend.tune.advisor import DEFAULT_STEPS, bench_lists, predict_from_rates, single_stream
 
 Z = 1.96
 MIN_SE = 0.005  # one log has no spread: an accuracy is still not known to better than this
@@ -40,6 +43,13 @@ class Basis:
     baseline_tok_s: float
     baseline_source: str
     measured_runs: int
+    noise: expect.BenchNoise | None = None  # the bench the intervals cover
+    gap: expect.Gap | None = None  # the training-serving gap they include
+
+    def covers(self) -> str:
+        """What the intervals cover, in words."""
+        parts = [p.text() for p in (self.noise, self.gap) if p is not None]
+        return "intervals 95% for " + " and ".join(parts) if parts else "intervals 95% of the model alone"
 
     def break_even(self, steps: int) -> float:
         return self.cost(steps) * self.baseline_tok_s / 1000.0
@@ -54,6 +64,8 @@ class Basis:
             "baseline_tok_s": self.baseline_tok_s,
             "baseline": self.baseline_source,
             "measured_runs": self.measured_runs,
+            "bench_noise": None if self.noise is None else self.noise.to_json(),
+            "gap": None if self.gap is None else self.gap.to_json(),
         }
 
 
@@ -62,14 +74,33 @@ def _errors(accuracy: dict) -> list[float]:
     return [max(MIN_SE, (high[i] - low[i]) / 2.0 / Z) for i in range(len(acc))]
 
 
+def gap_pairs(runs: Sequence[RunSummary], noise: expect.BenchNoise) -> list[tuple[float, float, float]]:
+    """(predicted, measured accept length, the measurement's relative error) of each run that served a
+    training checkpoint and benched it: the prediction the model made at serve time (before any gap moved it)."""
+    out = []
+    for r in runs:
+        t = r.training or {}
+        predicted = t.get("model_accept_len") or t.get("predicted_accept_len")
+        bench = r.bench or {}
+        measured = bench.get("accept_len")
+        if predicted and measured:
+            n = int(bench.get("requests") or (bench.get("result") or {}).get("requests") or 1)
+            se = expect.BenchNoise(n, noise.accept_rel_sd, noise.tok_s_rel_sd, noise.source).accept_se()
+            out.append((float(predicted), float(measured), se))
+    return out
+
+
 def advised(
-    accuracy: dict, steps: int, runs: Sequence[RunSummary], yardstick: Yardstick
+    accuracy: dict, steps: int, runs: Sequence[RunSummary], yardstick: Yardstick, requests: int = DEFAULT_REQUESTS
 ) -> tuple[dict[str, Any], Basis]:
-    """The advisor's row at ``steps`` draft steps for this accuracy, and the basis it was costed on."""
+    """The advisor's row at ``steps`` draft steps for this accuracy, its intervals covering a bench of
+    ``requests`` requests and the training-serving gap, and the basis it was costed on."""
     rates = [min(1.0, max(0.0, a)) for a in accuracy["acc"]]
     errors = _errors(accuracy)
+    noise = expect.bench_noise(bench_lists(runs), requests)
+    gap = expect.calibrate(gap_pairs(runs, noise))
     try:
-        advice = predict_from_rates(rates, errors, runs, yardstick, max_steps=steps)
+        advice = predict_from_rates(rates, errors, runs, yardstick, max_steps=steps, requests=requests, gap=gap)
         rows, cost, measured = advice.rows, advice.cost, len([r for r in runs if r.speculative])
     except UsageError:  # nothing measured on this host: the configured cycle, the per-step cost assumed
         acceptance = Acceptance.given(rates, errors, "a checkpoint's per-position accuracy")
@@ -81,9 +112,9 @@ def advised(
             fallback_cycle=(DEFAULT_STEPS, yardstick.cycle_ms),
             acceptance=acceptance,
         )
-        rows, cost, measured = done["rows"], done["cost"], 0
+        rows, cost, measured = [expect.cover(r, noise, gap) for r in done["rows"]], done["cost"], 0
     row = next(r for r in rows if r["steps"] == steps)
-    return row, Basis(cost, yardstick.baseline_tok_s, yardstick.source, measured)
+    return row, Basis(cost, yardstick.baseline_tok_s, yardstick.source, measured, noise, gap)
 
 
 def verdict(low: float, high: float, line: float) -> str:
@@ -97,6 +128,7 @@ EMPTY = {
         "predicted_accept_len",
         "predicted_accept_len_low",
         "predicted_accept_len_high",
+        "model_accept_len",
         "predicted_tok_s",
         "predicted_tok_s_low",
         "predicted_tok_s_high",
@@ -121,6 +153,7 @@ def predict(
         "predicted_accept_len": round(row["accept_len"], 3),
         "predicted_accept_len_low": round(row["accept_len_low"], 3),
         "predicted_accept_len_high": round(row["accept_len_high"], 3),
+        "model_accept_len": round(row["model_accept_len"], 3),
         "predicted_tok_s": row["tok_s"],
         "predicted_tok_s_low": row["tok_s_low"],
         "predicted_tok_s_high": row["tok_s_high"],

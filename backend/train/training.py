@@ -411,7 +411,8 @@ async def serve(conn: Connection, settings: Settings, name: str, checkpoint: dic
     running server first (the caller asked). Returns the server's status with ``checkpoint``."""
     path = await export(conn, settings, name, checkpoint)
     changed, profile = serving_settings(settings, name, checkpoint["name"], path)
-    keys = ("predicted_accept_len", "predicted_accept_len_low", "predicted_accept_len_high", "predicted_tok_s")
+    keys = ("predicted_accept_len", "predicted_accept_len_low", "predicted_accept_len_high", "model_accept_len")
+    keys += ("predicted_tok_s",)
     keys += ("predicted_tok_s_low", "predicted_tok_s_high", "steps", "step")
     tag = {"training": name, "checkpoint": checkpoint["name"], **{k: checkpoint.get(k) for k in keys}}
     out = await serving.restart(conn, changed, profile, force=force, tags={"training_checkpoint": tag})
@@ -470,5 +471,5 @@ def basis_line(basis: predict.Basis, steps: int) -> str:
     return (
         f"at {steps} draft steps: cycle {cost(steps):.1f} ms ({cost.source}: {cost.detail}); baseline "
         f"{units.tok_s(basis.baseline_tok_s)} tok/s ({basis.baseline_source}); "
-        f"break-even accept length {basis.break_even(steps):.2f}"
+        f"break-even accept length {basis.break_even(steps):.2f}; {basis.covers()}"
     )

@@ -7,7 +7,9 @@ returns an ``Advice``: the acceptance, the cost model, a row per step count (pre
 tok/s with a 95% interval and what it rests on, against the baseline, measured where a run at that step count
 exists), the one best step count, whether a smart sweep would stop and what it would measure next, and what
 each target tok/s needs per position at the best step count (``backend.measure.breakeven``). Only runs like the one
-advised count: the same drafter, topk 1 and draft tokens = steps + 1, one stream.
+advised count: the same drafter, topk 1 and draft tokens = steps + 1, one stream. The rows' intervals cover what
+a bench of ``requests`` requests will print (``backend.agent.host.shared.expect``: one request's spread measured
+on the drafter's benches), the model's own kept as ``mean_*`` for the stop rule.
 
 ``predict_from_rates`` is the same arithmetic for per-position acceptance from elsewhere (a checkpoint's
 measured accuracy): rates with their errors plus this host's measured runs → accept length and tok/s rows.
@@ -19,7 +21,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from backend.agent.host.shared import units
+from backend.agent.host.shared import expect, units
 from backend.agent.host.shared.advice import (
     RECORD_SE,
     Acceptance,
@@ -31,6 +33,7 @@ from backend.agent.host.shared.advice import (
 )
 from backend.errors import UsageError
 from backend.history import RunSummary, Yardstick
+from backend.measure.bench import DEFAULT_REQUESTS
 from backend.measure.bench_records import BenchSweep
 from backend.measure.breakeven import breakeven
 
@@ -135,6 +138,7 @@ class Advice:
     targets: dict[str, Any] | None  # breakeven() at the best step count
     stop: dict[str, Any]  # can_stop, next, why (advice.stop_rule)
     source: str = ""  # where the points come from, when not the history (a bench_speculative.py file)
+    noise: expect.BenchNoise | None = None  # the bench the rows' intervals cover (``expect.cover``)
 
     def measured(self) -> dict[int, float]:
         return {r["steps"]: r["measured_tok_s"] for r in self.rows if r["measured_tok_s"] is not None}
@@ -155,6 +159,7 @@ class Advice:
             "next": self.stop["next"],
             "why": self.stop["why"],
             "targets": self.targets,
+            "covers": None if self.noise is None else self.noise.to_json(),
         }
 
 
@@ -182,6 +187,16 @@ def pick_run(runs: Sequence[RunSummary], run_id: str | None) -> RunSummary:
     )
 
 
+def bench_lists(runs: Iterable[RunSummary]) -> list[list[dict]]:
+    """The per-request lists of the runs' newest benches (what one request's spread is measured from)."""
+    out = []
+    for run in runs:
+        per_request = ((run.bench or {}).get("result") or {}).get("per_request")
+        if isinstance(per_request, list):
+            out.append(per_request)
+    return out
+
+
 def _advice(
     run: RunSummary | None,
     points: list[Point],
@@ -191,7 +206,12 @@ def _advice(
     reference_steps: int,
     acceptance: Acceptance | None = None,
     source: str = "",
+    noise: expect.BenchNoise | None = None,
+    gap: expect.Gap | None = None,
 ) -> Advice:
+    """The advice over ``points``; its rows' intervals cover what a bench (``noise``) will measure, while the
+    stop rule judged the model's own (a point's true mean, not one bench's reading of it); ``gap``: the
+    training-serving gap, for acceptance from a checkpoint's training accuracy."""
     if max_steps < 1:
         raise UsageError(f"--max-steps must be at least 1, got {max_steps}.")
     plain_ms = 1000.0 / yardstick.baseline_tok_s  # the plain decode step: no cycle is shorter
@@ -203,11 +223,13 @@ def _advice(
         fallback_cycle=(reference_steps, yardstick.cycle_ms),
         acceptance=acceptance,
     )
-    top = done["best"]
+    noise = noise or expect.bench_noise([], DEFAULT_REQUESTS)
+    rows = [expect.cover(r, noise, gap) for r in done["rows"]]
+    top = None if done["best"] is None else expect.cover(done["best"], noise, gap)
     needs = None
     if top is not None:
         needs = breakeven(top["cycle_ms"], yardstick.baseline_tok_s, targets, steps=top["steps"])
-    return Advice(run, done["acceptance"], done["cost"], yardstick, done["rows"], top, needs, done["stop"], source)
+    return Advice(run, done["acceptance"], done["cost"], yardstick, rows, top, needs, done["stop"], source, noise)
 
 
 def advise(
@@ -218,13 +240,17 @@ def advise(
     max_steps: int = DEFAULT_MAX_STEPS,
     targets: Iterable[float] = (150.0, 200.0),
     reference_steps: int = DEFAULT_STEPS,
+    requests: int = DEFAULT_REQUESTS,
 ) -> Advice:
-    """The advice for ``run_id``'s drafter (else see ``pick_run``) over ``runs`` (newest first)."""
+    """The advice for ``run_id``'s drafter (else see ``pick_run``) over ``runs`` (newest first); its intervals
+    cover a bench of ``requests`` requests."""
     if max_steps < 1:
         raise UsageError(f"--max-steps must be at least 1, got {max_steps}.")
     run = pick_run(runs, run_id)
-    points = [p for p in (run_point(r) for r in same_drafter(runs, run)) if p is not None]
-    return _advice(run, points, yardstick, max_steps, targets, reference_steps)
+    peers = same_drafter(runs, run)
+    points = [p for p in (run_point(r) for r in peers) if p is not None]
+    noise = expect.bench_noise(bench_lists(peers), requests)
+    return _advice(run, points, yardstick, max_steps, targets, reference_steps, noise=noise)
 
 
 def advise_bench(
@@ -264,6 +290,8 @@ def predict_from_rates(
     *,
     max_steps: int = DEFAULT_MAX_STEPS,
     targets: Iterable[float] = (150.0, 200.0),
+    requests: int = DEFAULT_REQUESTS,
+    gap: expect.Gap | None = None,
 ) -> Advice:
     """Accept length and tok/s per step count for per-position acceptance measured elsewhere (``rates`` a_1..a_K
     with standard errors ``errors``, e.g. a checkpoint's per-position accuracy), costed by this host's measured
@@ -280,7 +308,10 @@ def predict_from_rates(
     points = [p for p in (run_point(r) for r in peers) if p is not None]
     for p in points:  # their tok/s were measured with another drafter's acceptance: keep only their cycles
         p.tok_s = p.tok_s_se = None
-    return _advice(like or peers[0], points, yardstick, max_steps, targets, DEFAULT_STEPS, acceptance)
+    noise = expect.bench_noise(bench_lists(chain_runs), requests)
+    return _advice(
+        like or peers[0], points, yardstick, max_steps, targets, DEFAULT_STEPS, acceptance, noise=noise, gap=gap
+    )
 
 
 def acceptance_lines(acceptance: dict | None, drafter: str | None, width: int = 16) -> list[str]:
@@ -357,7 +388,8 @@ def advice_lines(advice: Advice) -> list[str]:
     legend = ["* extrapolated past the measured positions"] if any(r["extrapolated"] for r in advice.rows) else []
     if cost.assumed:
         legend.append("~ per-step cost assumed (one step count measured)")
-    out.append("; ".join([*legend, f"intervals 95%: {acc.to_json()['interval']}"]))
+    covers = f"; they cover {advice.noise.text()}" if advice.noise is not None else ""
+    out.append("; ".join([*legend, f"intervals 95%: {acc.to_json()['interval']}{covers}"]))
     out += ["", best_line(advice)]
     stop = advice.stop
     out.append(

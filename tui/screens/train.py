@@ -227,7 +227,7 @@ class TrainPane(ShellPane):
         if basis is None:
             text = "no checkpoint yet" if not self.rows else "no accuracy logged before the checkpoints"
         else:
-            text = training.basis_line(basis, self.steps) + " · intervals: log spread, not the training-serving gap"
+            text = training.basis_line(basis, self.steps)
         self.query_one("#train-basis", Static).update(text)
         self._draw()
 
