@@ -2,7 +2,7 @@
 
 Each test breaks something the way real hosts do (kill -9 of a job's runner, a spawn that fails, a folder an
 agent died in the middle of writing, two cancels at once) and states what must hold afterwards. SGLang is the
-SIMULATED one (backend/sandbox/sglang_sim/server.py).
+SIMULATED one (backend/sandbox/sglang_sim/).
 """
 
 from __future__ import annotations

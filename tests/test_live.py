@@ -23,7 +23,7 @@ from backend.measure.bench import BenchPlan, run_bench
 from backend.measure.livefeed import LiveFeed
 from backend.measure.metrics import Sample
 from backend.measure.series import LiveSeries
-from backend.sandbox.sglang_sim.server import crossover_batch
+from backend.sandbox.sglang_sim.timing import crossover_batch
 from backend.settings import HostConfig
 from tests.helpers import eventually, host_args
 from tests.sglang_lines import GENERATIONS

@@ -15,7 +15,7 @@ import pytest
 from backend.agent.host.shared.advice import chain
 from backend.connection import Connection
 from backend.sandbox.sglang_sim import scenario
-from backend.sandbox.sglang_sim import server as sim
+from backend.sandbox.sglang_sim import timing as sim
 from backend.settings import HostConfig
 from backend.tune import sweep as sweep_mod
 from tests.simhost import EAGLE, make_settings

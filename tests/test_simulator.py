@@ -22,7 +22,8 @@ from prometheus_client.parser import text_string_to_metric_families
 from backend.errors import UsageError
 from backend.measure.breakeven import chain_accept_len
 from backend.measure.metrics import server_info_numbers
-from backend.sandbox.sglang_sim.server import crossover_batch, drafter_rates, pass_ms, spec_meta_info
+from backend.sandbox.sglang_sim.api import spec_meta_info
+from backend.sandbox.sglang_sim.timing import crossover_batch, drafter_rates, pass_ms
 from backend.sglang.flags import parse_help_flags, table, unknown_flags
 from tests.simhost import PY38
 from tests.sshd import free_port
@@ -227,7 +228,7 @@ def test_best_step_count_for_aq_medai_lies_inside_one_to_seven():
 
 
 def test_spec_meta_info_by_version():
-    from backend.sandbox.sglang_sim.server import Request
+    from backend.sandbox.sglang_sim.engine import Request
 
     req = Request(4, 16, steps=3)
     req.verify_ct, req.accepted_drafts, req.histogram = 5, 6, [1, 2, 1, 1]

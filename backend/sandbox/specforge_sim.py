@@ -37,7 +37,8 @@ import time
 from typing import Any, Dict, List, Optional, Tuple
 
 from backend.sandbox import fixtures
-from backend.sandbox.sglang_sim.server import drafter_rates, expected_eagle3_shapes, first_misfit
+from backend.sandbox.sglang_sim.folders import expected_eagle3_shapes, first_misfit
+from backend.sandbox.sglang_sim.timing import drafter_rates
 
 TAU = 150.0  # steps for the accuracy to close 63% of its gap to the ceiling
 NOISE = 0.012  # the logged accuracy's noise per log

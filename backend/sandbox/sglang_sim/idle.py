@@ -26,7 +26,7 @@ IDLE_LOG_S = 30.0  # both releases: "During idle time, also collect metrics ever
 
 
 class Engine(Protocol):
-    """What an idle pass reads of the scheduler (``server.Engine``, which imports this module)."""
+    """What an idle pass reads of the scheduler (``engine.Engine``, which imports this module)."""
 
     metrics: Any
     running: List[Any]

@@ -1,8 +1,9 @@
 """SIMULATED SGLang's log: its ``[YYYY-MM-DD HH:MM:SS{ranks}] message`` lines and uvicorn's, the scheduler
-ranks' prefixes, and tracebacks with the frames SGLang's own would show (paths under its site-packages).
+ranks' prefixes, tracebacks with the frames SGLang's own would show (paths under its site-packages), and
+``SimExit``, which ends the process once its last lines are written.
 
-Shared by the server (``backend.sandbox.sglang_sim.server``) and a node of a multi-node server
-(``multinode``). Stdlib only, Python 3.8+.
+Shared by every part of the server (``args``, ``engine``, ``startup``, ``api``, ``server``) and a node of a
+multi-node server (``multinode``). Stdlib only, Python 3.8+.
 """
 
 from __future__ import annotations
@@ -19,6 +20,14 @@ _SITE = "/usr/local/lib/python3.12/dist-packages/sglang"
 def env_flag(name: str) -> bool:
     """An SGLang boolean environment variable (``envs.X.get()``): 1/true/yes/on."""
     return os.environ.get(name, "").strip().lower() in ("1", "true", "yes", "on")
+
+
+class SimExit(Exception):
+    """Ends the simulated server with ``code`` after its last lines were logged."""
+
+    def __init__(self, code: int) -> None:
+        super().__init__(code)
+        self.code = code
 
 
 class Log:

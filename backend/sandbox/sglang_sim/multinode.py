@@ -55,7 +55,7 @@ def split_addr(addr: str) -> Tuple[str, int]:
 
 
 class Node:
-    """One node of the server, for its launch sequence (``server.Startup``): its TP ranks, the rendezvous with
+    """One node of the server, for its launch sequence (``startup.Startup``): its TP ranks, the rendezvous with
     the others, a peer's death and, on a node of rank >= 1, the dummy health server."""
 
     def __init__(self, args: Dict[str, Any], log: Log, dialect: Dialect) -> None:

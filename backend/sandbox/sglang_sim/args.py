@@ -1,0 +1,177 @@
+"""SIMULATED SGLang's server args as ServerArgs resolves them: ``--config FILE`` merged before the command line,
+the model-dependent defaults ``__post_init__`` fills (speculative steps, topk, draft tokens by architecture,
+max running requests, CUDA graph batch) with SGLang's warnings, and the tracebacks its checks raise in the
+launcher process. A new speculative algorithm's defaults and checks go in ``resolve_args``. Stdlib only (PyYAML
+for --config, as SGLang), Python 3.8+.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import random
+import sys
+from typing import Any, Dict, List
+
+from backend.sandbox.sglang_sim import spec as sim_spec
+from backend.sandbox.sglang_sim.folders import text_config
+from backend.sandbox.sglang_sim.log import Log, SimExit, traceback_text
+
+UNLIMITED_MAX_RUNNING = 1024
+
+
+# SGLang's auto_choose_speculative_params: (steps, topk, draft tokens) by target architecture.
+_SPEC_DEFAULTS_3_1_4 = {
+    "DeepseekV32ForCausalLM",
+    "DeepseekV3ForCausalLM",
+    "DeepseekV2ForCausalLM",
+    "GptOssForCausalLM",
+    "BailingMoeForCausalLM",
+    "BailingMoeV2ForCausalLM",
+}
+_MTP_ARCHS = {
+    "DeepseekV32ForCausalLM",
+    "DeepseekV3ForCausalLM",
+    "Glm4MoeForCausalLM",
+    "BailingMoeForCausalLM",
+    "BailingMoeV2ForCausalLM",
+}
+
+
+def main_traceback(frames: List[str], error: str) -> str:
+    """An exception in ServerArgs.__post_init__ (the launcher process), ``frames`` from there on."""
+    head = [
+        "launch_server.py:24 <module> | server_args = prepare_server_args(sys.argv[1:])",
+        "srt/server_args.py:4371 prepare_server_args | return ServerArgs.from_cli_args(raw_args)",
+        "srt/server_args.py:3924 from_cli_args | return cls(**{attr: getattr(args, attr) for attr in attrs})",
+    ]
+    return traceback_text(head + frames, error)
+
+
+HF_CONFIG_FRAMES = [
+    "srt/server_args.py:620 __post_init__ | self._handle_model_specific_adjustments()",
+    "srt/server_args.py:937 _handle_model_specific_adjustments | hf_config = self.get_hf_config()",
+    "srt/server_args.py:3934 get_hf_config | hf_config = get_config(",
+    "srt/utils/hf_transformers_utils.py:219 get_config | config = AutoConfig.from_pretrained(",
+]
+_SPEC_FRAME = "srt/server_args.py:645 __post_init__ | self._handle_speculative_decoding()"
+
+
+def resolve_args(args: Dict[str, Any], target: dict, log: Log) -> Dict[str, Any]:
+    """Fill the model-dependent defaults ServerArgs.__post_init__ fills, with SGLang's warnings.
+
+    Raises ``SimExit`` (after printing the traceback) where SGLang's checks raise in the main process.
+    """
+    model = args["model_path"]
+    tcfg = text_config(target)
+    arch = (target.get("architectures") or ["LlamaForCausalLM"])[0]
+    args["tokenizer_path"] = args["tokenizer_path"] or model
+    args["served_model_name"] = args["served_model_name"] or model
+    args["device"] = args["device"] or "cuda"
+    if args["random_seed"] is None:
+        args["random_seed"] = random.randint(0, 1 << 30)
+    if args["context_length"] is None:
+        args["context_length"] = int(tcfg.get("max_position_embeddings", 131072))
+    if args["mem_fraction_static"] is None:
+        args["mem_fraction_static"] = 0.8
+    if args["chunked_prefill_size"] is None:
+        args["chunked_prefill_size"] = 8192
+    algo = args["speculative_algorithm"]
+    if args["speculative_draft_model_path"] is not None and args["speculative_draft_model_revision"] is None:
+        args["speculative_draft_model_revision"] = "main"
+    if algo == "NEXTN":
+        algo = args["speculative_algorithm"] = "EAGLE"
+    if args.get("speculative_adaptive"):  # before the algorithm's own hook, as 0.5.23's speculative_hook runs it
+        try:
+            sim_spec.resolve(args, algo, log)
+        except sim_spec.Refused as exc:
+            frames = [_SPEC_FRAME, "srt/arg_groups/speculative_hook.py:1416 _init_adaptive_speculative_params"]
+            sys.stderr.write(main_traceback(frames, "ValueError: %s" % exc) + "\n")
+            raise SimExit(1) from None
+    if algo in ("EAGLE", "EAGLE3", "STANDALONE"):
+        if args["max_running_requests"] is None:
+            args["max_running_requests"] = 48
+            log.warning(
+                "Max running requests is reset to 48 for speculative decoding. You can override this by "
+                "explicitly setting --max-running-requests."
+            )
+        args["disable_overlap_schedule"] = True
+        log.warning("Overlap scheduler is disabled because of using eagle3 or standalone speculative decoding.")
+        if arch in _MTP_ARCHS:
+            if args["speculative_draft_model_path"] is None:
+                args["speculative_draft_model_path"] = model
+                args["speculative_draft_model_revision"] = args["revision"]
+            else:
+                log.warning("DeepSeek MTP does not require setting speculative_draft_model_path.")
+        if args["speculative_num_steps"] is None:
+            if args["speculative_eagle_topk"] is not None or args["speculative_num_draft_tokens"] is not None:
+                error = main_traceback(
+                    [_SPEC_FRAME, "srt/server_args.py:1723 _handle_speculative_decoding | assert ("],
+                    "AssertionError",
+                )
+                sys.stderr.write(error + "\n")
+                raise SimExit(1)
+            auto = (3, 1, 4) if arch in _SPEC_DEFAULTS_3_1_4 or algo == "STANDALONE" else (5, 4, 8)
+            (
+                args["speculative_num_steps"],
+                args["speculative_eagle_topk"],
+                args["speculative_num_draft_tokens"],
+            ) = auto
+        if args["speculative_eagle_topk"] is None:
+            frames = [
+                _SPEC_FRAME,
+                "srt/server_args.py:1753 _handle_speculative_decoding | self.speculative_eagle_topk > 1",
+            ]
+            error = "TypeError: '>' not supported between instances of 'NoneType' and 'int'"
+            sys.stderr.write(main_traceback(frames, error) + "\n")
+            raise SimExit(1)
+        steps = args["speculative_num_steps"]
+        if args["speculative_eagle_topk"] == 1 and args["speculative_num_draft_tokens"] != steps + 1:
+            log.warning(
+                "speculative_num_draft_tokens is adjusted to speculative_num_steps + 1 when speculative_eagle_topk == 1"
+            )
+            args["speculative_num_draft_tokens"] = steps + 1
+    elif algo == "NGRAM":
+        if args["max_running_requests"] is None:
+            args["max_running_requests"] = 48
+        args["disable_overlap_schedule"] = True
+        args["speculative_eagle_topk"] = args["speculative_ngram_max_bfs_breadth"]
+        if args["speculative_num_draft_tokens"] is None:
+            args["speculative_num_draft_tokens"] = args.get("speculative_ngram_max_match_window_size") or 12
+    # 0.5.23 names it per phase (--cuda-graph-max-bs-decode); the decode graph is the one the simulator has.
+    max_bs = args.get("cuda_graph_max_bs", args.get("cuda_graph_max_bs_decode"))
+    args["cuda_graph_max_bs"] = (48 if algo else 256) if max_bs is None else max_bs
+    return args
+
+
+def merge_config(argv: List[str], parser: argparse.ArgumentParser) -> List[str]:
+    """SGLang's ``--config FILE``: a YAML mapping of options read in the process (so what it holds, an API key,
+    is in no command line) and put before the command line's own, which win (ConfigArgumentMerger)."""
+    if "--config" not in argv:
+        return argv
+    at = argv.index("--config")
+    if at == len(argv) - 1:
+        raise ValueError("No config file specified after --config flag!")
+    path = argv[at + 1]
+    if os.path.splitext(path)[1].lower() not in (".yaml", ".yml"):
+        raise ValueError("Config file must be YAML format, got: %s" % os.path.splitext(path)[1])
+    if not os.path.exists(path):
+        raise ValueError("Config file not found: %s" % path)
+    import yaml  # as SGLang: PyYAML, only where a config file is given
+
+    with open(path) as f:
+        config = yaml.safe_load(f) or {}
+    if not isinstance(config, dict):
+        raise ValueError("Config file must contain a dictionary at root level")
+    flags = {a.dest for a in parser._actions if isinstance(a, argparse._StoreTrueAction)}
+    merged: List[str] = []
+    for key, value in config.items():
+        if isinstance(value, bool):
+            if key.replace("-", "_") not in flags:
+                merged += ["--%s" % key, str(value).lower()]
+            elif value:
+                merged.append("--%s" % key)
+        else:
+            for item in value if isinstance(value, list) else [value]:
+                merged += ["--%s" % key, str(item)]
+    return merged + argv[:at] + argv[at + 2 :]
