@@ -16,9 +16,11 @@ Where things live (a module per part; each says more in its own docstring):
 - ``args``: ``--config`` and the defaults and checks ServerArgs fills (``resolve_args``).
 - ``folders``: model folders: config.json, weight files, the EAGLE-3 drafter's shapes.
 - ``startup``: the launch sequence (weights, KV cache, CUDA graphs, the drafter), its failures, the warmup; it
-  returns ``spec``, the speculative model the engine decodes with.
+  returns the speculative model the engine decodes with (a dict: steps, draft tokens, rates per position).
 - ``timing``: the timing and acceptance model (``pass_ms``, ``drafter_rates``); ``scenario``: a scenario file
   that replaces it.
+- ``spec``: adaptive speculation (``--speculative-adaptive``): its arg hooks and the tiers a decode batch is
+  routed to.
 - ``engine``: the scheduler: requests, prefill and decode passes, their log lines and gauges.
 - ``idle``: the idle scheduler's self-check of the gauges.
 - ``metrics``: the ``/metrics`` page; ``histograms``: its latency histograms.
@@ -27,10 +29,11 @@ Where things live (a module per part; each says more in its own docstring):
 - ``multinode``: ``--nnodes`` > 1: the rendezvous, rank ≥ 1's dummy health server, a peer's death.
 - ``traces``: the profiler's traces.
 
-A new speculative algorithm touches, in order: ``args.resolve_args`` (its defaults and checks), ``startup``
-(``Startup.run``: loading its drafter and the ``spec`` it returns), ``timing`` (what its cycle costs and what it
-accepts), ``engine`` (``_decode`` and ``_log_decode``, where a cycle's acceptance is drawn and logged) and
-``api.spec_meta_info`` (what its requests report).
+A new speculative algorithm touches, in order: ``args.resolve_args`` (its defaults and checks; a policy of its
+own in a module beside them, as ``spec`` is adaptive's), ``startup.Startup.run`` (loading its drafter and the
+speculative model it returns), ``timing`` (what its cycle costs and what it accepts), ``engine`` (``_decode`` and
+``_log_decode``: where a cycle's acceptance is drawn and logged) and ``api.spec_meta_info`` (what its requests
+report).
 
 Where it differs from SGLang 0.5.6, on purpose: a crash exits with status 1 and a drained SIGTERM with 0
 (SGLang SIGKILLs its own process tree in both cases); one scheduler serves every DP rank; memory figures and
