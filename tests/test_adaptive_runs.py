@@ -11,6 +11,8 @@ made from SGLang 0.5.23's own format strings, quoted with their place in the whe
 
 from __future__ import annotations
 
+import pytest
+
 from backend.agent.host.serve import LogScan, _steps_now
 from backend.agent.host.shared.logline import tier_line
 
@@ -30,8 +32,10 @@ def decided(old: int, new: int, ema: float) -> str:
 
 
 def test_the_tier_lines_of_sglangs_log():
-    assert tier_line(switch(3, 5)) == (5, True)
-    assert tier_line(decided(5, 1, 0.12)) == (1, False)
+    assert tier_line(switch(3, 5)) == (5, True, False)
+    assert tier_line(decided(5, 1, 0.12)) == (1, False, False)
+    # adaptive_spec_params.py:298-303: f"AdaptiveSpeculativeParams initialized: steps={…}, candidate_steps={…}"
+    assert tier_line("AdaptiveSpeculativeParams initialized: steps=3, candidate_steps=[1, 3, 5, 7]") == (3, False, True)
     assert tier_line("Decode batch, #running-req: 1, accept len: 2.00") is None
 
 
@@ -51,3 +55,26 @@ def test_the_tier_in_force_is_the_workers_last_switch():
     fixed = LogScan()
     fixed.server_info = {"speculative_num_steps": 4}
     assert _steps_now(fixed, {"algorithm": "EAGLE3"}) == 4  # as resolved
+
+
+def test_the_live_series_draws_the_tier_as_a_step_line_and_counts_time_per_tier():
+    from backend.measure.metrics import Sample, parse_tier
+    from backend.measure.series import LiveSeries
+
+    series = LiveSeries()
+    lines = [
+        line(0, "AdaptiveSpeculativeParams initialized: steps=3, candidate_steps=[1, 3, 5, 7]"),
+        line(4, switch(3, 5)),
+        line(6, decided(5, 3, 2.1)),  # a slot's decision: the worker's switch line says when it takes effect
+        line(7, switch(5, 3)),
+    ]
+    for text in lines:
+        ts, tier = parse_tier(text)
+        series.feed_tier(ts, tier.steps, tier.switch, tier.start)
+    t0 = parse_tier(lines[0])[0]
+    series.feed(Sample(ts=t0 + 9.010, kind="decode", gen_tps=90.0, accept_len=3.0, running_req=1))  # at 9.010 s
+    assert [round(v) for v in series.steps.window(None).ys] == [3, 3, 5, 5, 3, 3]  # a step at each switch
+    shares = dict(series.tier_shares())
+    # 3 steps from 0.000 to 4.004 and from 7.007 to 9.010, 5 steps from 4.004 to 7.007
+    assert shares[3] == pytest.approx((4.004 + 2.003) / 9.010) and shares[5] == pytest.approx(3.003 / 9.010)
+    assert series.tier_title().startswith("steps in force (SGLang adaptive): 3 67% · 5 33%")

@@ -30,7 +30,7 @@ from backend.errors import ConnectionFailed, OperationFailed, RemoteError, Usage
 from backend.history import read_lines
 from backend.jobs import JobInfo, get_job, list_jobs
 from backend.measure.latency import LatencyWindow, of_scrape, summary_json
-from backend.measure.metrics import LiveFilter, Sample, parse_line, server_info_numbers
+from backend.measure.metrics import LiveFilter, Sample, parse_line, parse_tier, server_info_numbers
 from backend.measure.prometheus import Scrape, read_scrape
 from backend.measure.series import LiveSeries
 from backend.settings import Settings
@@ -232,6 +232,10 @@ class LiveFeed:
                             await asyncio.sleep(0)
                         sample = parse_line(line)
                         if sample is None:
+                            tier = parse_tier(line)
+                            if tier is not None:
+                                ts, said = tier
+                                self.series.feed_tier(ts or time.time(), said.steps, said.switch, said.start)
                             continue
                         now = time.time()
                         self.samples += 1

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Literal, NamedTuple
 
-from backend.agent.host.shared.logline import record
+from backend.agent.host.shared.logline import Tier, record, tier_line
 from backend.sglang.versions import accept_rate_definition
 
 Kind = Literal["decode", "prefill"]
@@ -190,6 +190,19 @@ def _parse_head(head: str) -> tuple[float | None, str | None] | None:
     if found.millis:  # SGLANG_LOG_MS=1: ``.%(msecs)03d`` after the seconds
         ts += int(found.millis) / 1000
     return ts, found.ranks or None
+
+
+def parse_tier(line: str) -> tuple[float | None, Tier] | None:
+    """(log time, tier) of a line where SGLang says the adaptive step count it switched to or decided
+    (``logline.tier_line``), None for any other line (never raises)."""
+    if not isinstance(line, str) or "daptive" not in line:
+        return None
+    found = record(line)
+    tier = tier_line(line[found.start :])
+    if tier is None:
+        return None
+    head = _parse_head(line[: found.start]) if found.stamp else None
+    return (head[0] if head else None), tier
 
 
 def parse_line(line: str) -> Sample | None:

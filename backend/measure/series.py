@@ -276,6 +276,10 @@ class LiveSeries:
     samples pass through a ``LiveFilter`` first (feed prefill samples too, so it sees idle spells): the first
     line after idle and lines with 0 running requests add no throughput. Cycle time and break-even are derived
     when a sample has both throughput and accept length.
+
+    An adaptive server's step tier (``feed_tier``: SGLang's switch lines) is ``steps``, a step line (a point just
+    before and at each switch, and one at each decode sample so it reaches the present), and ``tier_seconds``
+    the log time spent in each tier.
     """
 
     def __init__(
@@ -295,14 +299,52 @@ class LiveSeries:
         self.rank_capacity = min(capacity, RANK_CAPACITY)
         self.ranks: dict[int, RankSeries] = {}  # per DP rank, when the log has DP prefixes
         self.latest: dict[int, RankNow] = {}
+        self.steps = RingSeries(capacity)
+        self.tier_seconds: dict[int, float] = {}
+        self.tier: tuple[float, int] | None = None  # (since, steps) of the tier in force
+        self.switch_lines = False  # the worker says its switches: a slot's decision is not one
 
     def reset(self) -> None:
         """Empty every series and forget the idle history."""
         for series in (self.tok_s, self.total_tok_s, self.streams, self.accept_len, self.cycle_ms, self.breakeven):
             series.clear()
+        self.steps.clear()
+        self.tier_seconds.clear()
+        self.tier = None
         self.ranks.clear()
         self.latest.clear()
         self.filter.reset()
+
+    def feed_tier(self, t: float, steps: int, switch: bool = True, start: bool = False) -> None:
+        """The adaptive tier SGLang switched to at ``t`` (``switch``), started on (``start``), or a slot decided
+        (counted only while the log has no switch lines: 0.5.11's worker switched on the decision itself)."""
+        self.switch_lines = self.switch_lines or switch
+        if not (switch or start) and self.switch_lines:
+            return
+        if self.tier is not None:
+            since, old = self.tier
+            if old == steps:
+                return
+            self.tier_seconds[old] = self.tier_seconds.get(old, 0.0) + max(0.0, t - since)
+            self.steps.append(t, old)
+        self.steps.append(t, steps)
+        self.tier = (t, steps)
+
+    def tier_title(self) -> str:
+        """``steps in force (SGLang adaptive): 3 42% · 5 58%``: the step chart's title, time per tier."""
+        shares = self.tier_shares()
+        parts = " · ".join(f"{steps} {share:.0%}" for steps, share in shares)
+        return "steps in force (SGLang adaptive)" + (f": {parts}" if parts else "")
+
+    def tier_shares(self, now: float | None = None) -> list[tuple[int, float]]:
+        """(steps, share of the time) per tier seen, the tier in force counted up to ``now`` (its last sample)."""
+        seconds = dict(self.tier_seconds)
+        if self.tier is not None:
+            since, steps = self.tier
+            end = now if now is not None else (self.steps.last or (since, 0))[0]
+            seconds[steps] = seconds.get(steps, 0.0) + max(0.0, end - since)
+        total = sum(seconds.values())
+        return [(k, v / total) for k, v in sorted(seconds.items())] if total > 0 else []
 
     def ranks_now(self) -> list[RankNow]:
         """Each DP rank's newest figures, the ranks heard from within ``RANK_STALE_S`` of the newest one."""
@@ -317,6 +359,8 @@ class LiveSeries:
         sample = self.filter.accept(sample, t)
         if sample.kind != "decode":
             return
+        if self.tier is not None:  # the step line reaches every decode sample
+            self.steps.append(t, self.tier[1])
         per_stream, accept = sample.stream_tps, sample.accept_len
         rank = sample.dp_rank
         if rank is not None:

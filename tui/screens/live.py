@@ -48,7 +48,7 @@ WINDOWS: tuple[tuple[str, float | None], ...] = (("1 m", 60.0), ("5 m", 300.0), 
 DEFAULT_WINDOW = 1  # 5 m
 TICK_S = 0.25  # the two charts take turns: each redraws at most twice a second, never both in one frame
 STATS_EVERY = 4  # ticks between stats: once a second
-CHARTS = ("tok", "accept")
+CHARTS = ("tok", "accept", "steps")
 TOK_TITLES = {False: "decode tok/s per stream", True: "decode tok/s in all"}
 TARGETS = (150.0, 200.0)
 RECORD_EVERY_S = 1.0  # hand what was followed to the history thread, which commits it
@@ -81,6 +81,8 @@ class LivePane(ShellPane):
     LivePane #live-body { height: 1fr; }
     LivePane #live-charts { width: 1fr; }
     LivePane SeriesChart { height: 1fr; }
+    LivePane #steps-chart { height: 1fr; max-height: 8; min-height: 5; display: none; }
+    LivePane #steps-chart.-adaptive { display: block; }
     LivePane #live-side { width: 46; padding-left: 1; }
     LivePane #live-numbers { height: auto; margin-bottom: 1; }
     LivePane #live-latency { height: auto; margin-bottom: 1; }
@@ -165,6 +167,7 @@ class LivePane(ShellPane):
             with Vertical(id="live-charts"):
                 yield SeriesChart(TOK_TITLES[False], "cyan", id="tok-chart")
                 yield SeriesChart("accept length", "cyan", id="accept-chart")
+                yield SeriesChart("steps in force (SGLang adaptive)", "magenta", id="steps-chart")
             with Vertical(id="live-side"):
                 yield NumbersPanel(id="live-numbers")
                 yield LatencyPanel(id="live-latency")
@@ -452,7 +455,7 @@ class LivePane(ShellPane):
         return (self._aggregate_lines() if self.aggregate else tok), accept
 
     def redraw(self, *charts: str) -> None:
-        """Redraw ``charts`` ("tok", "accept"; default both) from the series (the caller keeps this ≤ 2/s)."""
+        """Redraw ``charts`` ("tok", "accept", "steps"; default all) from the series (the caller keeps this ≤ 2/s)."""
         _, seconds = self.window
         tok_refs, accept_refs = self.reference_lines()
         tok_series = self.series.total_tok_s if self.aggregate else self.series.tok_s
@@ -466,6 +469,12 @@ class LivePane(ShellPane):
                 tok.title = self.tok_title()
                 least = MIN_SPAN * (tok_refs[0].y if tok_refs else self.baseline)
                 tok.redraw(tok_series, seconds, tok_refs, empty, span=span, min_span=least)
+            elif chart == "steps":  # an adaptive server's tier under its accept length: a step line
+                steps = self.query_one("#steps-chart", SeriesChart)
+                steps.set_class(len(self.series.steps) > 0, "-adaptive")
+                if len(self.series.steps):
+                    steps.title = self.series.tier_title()
+                    steps.redraw(self.series.steps, seconds, (), empty, span=span, min_span=2.0)
             else:
                 self.query_one("#accept-chart", SeriesChart).redraw(
                     self.series.accept_len,

@@ -242,7 +242,7 @@ class LogScan(object):
         tier = tier_line(message)
         if tier is not None:
             self.switch_lines = self.switch_lines or tier.switch
-            if tier.switch or not self.switch_lines:  # once the worker logs its switches, a slot's line is none
+            if tier.switch or tier.start or not self.switch_lines:  # with switch lines, a slot's line is none
                 self.tier = tier.steps
             return
         ts = ts or self.last_ts

@@ -125,7 +125,10 @@ class Engine:
                 ease = min(1.2, max(0.8, self.rng.gauss(1.0, REQUEST_SPREAD)))
             else:
                 ease = min(scenario.MAX_EASE, max(0.0, self.rng.gauss(1.0, spread)))
-            req = Request(prompt_tokens, max_new_tokens, self.spec.get("positions", self.spec.get("steps", 0)), ease)
+            # SGLang grows a request's histogram as passes accept more (batch_result_processor.py:829-842): sized for
+            # the fixed steps here, from one bin under adaptive (no pass shows positions past its tier)
+            bins = 0 if "adaptive" in self.spec else self.spec.get("steps", 0)
+            req = Request(prompt_tokens, max_new_tokens, bins, ease)
             histograms = self.metrics.histograms
             if histograms is not None:
                 histograms.arrived(req.rid, req.created, stream)
@@ -263,6 +266,7 @@ class Engine:
                 count = min(count, req.max_new_tokens - len(req.output_ids))
                 req.accepted_drafts += count - 1
                 if self.spec:
+                    req.histogram += [0] * (count - len(req.histogram))
                     req.histogram[count - 1] += 1
                 self.generated_since_log += count
                 ids = self._tokens(count)

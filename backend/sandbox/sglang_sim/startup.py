@@ -332,7 +332,7 @@ class Startup:
                 "draft_steps": steps,
             }
             if tiers is not None:
-                spec.update(adaptive=tiers, positions=positions, initial_draft_tokens=steps + 1)
+                spec.update(adaptive=tiers, initial_draft_tokens=steps + 1)
             chosen = scenario.active()
             spread = chosen.spread(scenario.drafter_name(args["speculative_draft_model_path"])) if chosen else None
             if spread is not None:

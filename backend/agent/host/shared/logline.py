@@ -55,19 +55,25 @@ def record(line: str) -> Record:
 # switched on it directly).
 TIER_SWITCH = re.compile(r"Switch adaptive runtime state: steps (\d+) -> (\d+)")
 TIER_DECIDED = re.compile(r"Adaptive spec params updated: steps (\d+) -> (\d+)")
+# The tier it starts on, said once when the worker is built (adaptive_spec_params.py:298-303).
+TIER_START = re.compile(r"AdaptiveSpeculativeParams initialized: steps=(\d+)")
 
 
 class Tier(NamedTuple):
     steps: int  # the tier now in force (or decided, for a slot's line)
-    switch: bool  # the worker's own switch line (else a slot's decision)
+    switch: bool  # the worker's own switch line (else a slot's decision, or the start)
+    start: bool = False  # the tier the server starts on
 
 
 def tier_line(message: str) -> Optional[Tier]:
     """The adaptive tier a log message announces, or None for any other message."""
-    if "daptive " not in message:  # "Switch adaptive …", "Adaptive spec …": a quick no for every other line
+    if "daptive" not in message:  # "Switch adaptive …", "Adaptive spec …", "AdaptiveSpec…": a quick no otherwise
         return None
     found = TIER_SWITCH.search(message)
     if found:
         return Tier(int(found.group(2)), True)
     found = TIER_DECIDED.search(message)
-    return Tier(int(found.group(2)), False) if found else None
+    if found:
+        return Tier(int(found.group(2)), False)
+    found = TIER_START.search(message)
+    return Tier(int(found.group(1)), False, True) if found else None
