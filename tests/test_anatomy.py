@@ -17,11 +17,13 @@ from pathlib import Path
 import pytest
 
 from backend.agent.host.shared.cycle_anatomy import SPEC_STAGES
+from backend.errors import OperationFailed
 from backend.history import History
 from backend.measure import anatomy
 from backend.report import document
 from backend.sandbox.sglang_sim import traces
 from tests.runs import add_run
+from tests.simhost import log_lines_of, servers
 
 TRACES = Path(__file__).parent / "fixtures" / "real" / "traces"
 SPEC = {"steps": 3, "draft_tokens": 4, "draft_steps": 3}
@@ -171,6 +173,47 @@ def test_the_bar_keeps_its_length_proportional():
     assert sum(b + i for _, b, i in base) == round(100 * a.baseline.cycle_ms / a.cycle_ms)
     verify = dict((n, (b, i)) for n, b, i in cells)["verify"]
     assert verify[1] > verify[0]  # eager verify: idle (launch gaps under the profiler) outweighs busy
+
+
+# --- end to end: SGLang's (SIMULATED) profiler on a running server, the traces read on the host -----------------
+
+
+async def test_profile_a_running_server_reads_its_traces_on_the_host(sim_host, models):
+    async with servers(sim_host, models, "eagle3-ours", "baseline") as (conn, jobs):
+        plan = anatomy.ProfilePlan(steps=4)
+        seen: list[dict] = []
+        spec = await anatomy.capture(conn, jobs["eagle3-ours"], plan, seen.append)
+        base = await anatomy.capture(conn, jobs["baseline"], replace(plan, ranks=(0, 7)), seen.append)
+    assert spec.simulated and spec.speculative and spec.cycles >= 2
+    # the simulator's own 24 + 3k ms at 3 steps (a late scheduler beside a CPU hog leaves the GPU waiting: "other")
+    assert spec.stage("verify").ms == pytest.approx(26.0, rel=0.01) and spec.cycle_ms >= 33.0 * 0.99
+    assert spec.stage("verify").graph is False and spec.stage("draft").graph is True
+    assert len(spec.ranks) == 8 and spec.straggler is None  # --tp-size 8: a trace per rank, read on the host
+    trace_dir = Path(spec.trace).parent
+    assert trace_dir.parent == Path(sim_host.workdir) / "traces"
+    dialect = sim_host.sglang_version
+    suffix = "-DECODE" if dialect == "0.5.23" else ""
+    assert sorted(p.name for p in trace_dir.iterdir())[0].endswith(f"-TP-0{suffix}.trace.json.gz")
+    assert [s.name for s in base.stages] == ["decode", "sample", "other"] and len(base.ranks) == 2
+    assert base.stage("decode").ms == pytest.approx(1000 / 82 - 0.8, rel=0.01) and base.cycle_ms >= 1000 / 82 * 0.99
+    stages = [e.get("stage") for e in seen]
+    assert "profiling" in stages and "reading" in stages
+    # the server's own words, as its release logs them
+    log = log_lines_of(jobs["eagle3-ours"])
+    assert any("Profiling done. Traces are saved to: " + str(trace_dir) in line for line in log)
+
+
+async def test_profile_says_why_when_the_server_cannot_be_profiled(sim_host, models):
+    async with servers(sim_host, models, "eagle3-ours") as (conn, jobs):
+        job = jobs["eagle3-ours"]
+        started = await conn.call("http.request", url=f"http://127.0.0.1:{job.port}/start_profile", json={})
+        assert started["status"] == 200 and started["text"] == "Start profiling.\n"
+        with pytest.raises(OperationFailed, match="Profiling is already in progress"):
+            await anatomy.capture(conn, job, anatomy.ProfilePlan(steps=2, load=0, timeout_s=30))
+        stopped = await conn.call("http.request", url=f"http://127.0.0.1:{job.port}/stop_profile", json={})
+        assert stopped["status"] == 200
+        with pytest.raises(OperationFailed, match="was the server decoding"):
+            await anatomy.capture(conn, job, anatomy.ProfilePlan(steps=2, load=0, timeout_s=2))
 
 
 def test_what_speculation_adds_to_a_step_read_off_fastrl_7():

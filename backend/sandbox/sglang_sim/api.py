@@ -267,11 +267,21 @@ class Handler(BaseHTTPRequestHandler):
             self._json(200, {"object": "list", "data": [card]})
         elif path in ("/generate", "/v1/completions", "/v1/chat/completions"):
             self._json(405, {"detail": "Method Not Allowed"})
+        elif path in ("/start_profile", "/stop_profile"):
+            self._profile(None)
         elif path == loads.path_for(sim.dialect.current):
             body, kind = loads.answer(sim, self.path.partition("?")[2])
             self._send(200, body.encode(), kind)
         else:
             self._json(404, {"detail": "Not Found"})
+
+    def _profile(self, body: Optional[Dict[str, Any]]) -> None:
+        """``/start_profile`` and ``/stop_profile`` (GET or POST): plain-text answers, as SGLang's."""
+        profiler = self.sim.engine.profiler
+        assert profiler is not None
+        path = self.path.split("?", 1)[0]
+        status, text = profiler.start(body) if path == "/start_profile" else profiler.stop()
+        self._send(status, text.encode(), "text/plain; charset=utf-8")
 
     def do_POST(self) -> None:
         path = self.path.split("?", 1)[0]
@@ -281,6 +291,8 @@ class Handler(BaseHTTPRequestHandler):
             "/generate": self._generate,
             "/v1/completions": self._completions,
             "/v1/chat/completions": self._chat,
+            "/start_profile": self._profile,
+            "/stop_profile": self._profile,
         }
         if path not in routes:
             self._json(404, {"detail": "Not Found"})

@@ -13,12 +13,20 @@ import time
 import uuid
 from typing import Any, Callable, Dict, List, Optional
 
-from backend.sandbox.sglang_sim import idle, scenario
+from backend.sandbox.sglang_sim import idle, scenario, traces
 from backend.sandbox.sglang_sim.args import UNLIMITED_MAX_RUNNING
 from backend.sandbox.sglang_sim.dialect import Dialect
 from backend.sandbox.sglang_sim.log import Log, env_flag
 from backend.sandbox.sglang_sim.metrics import Metrics
-from backend.sandbox.sglang_sim.timing import PREFILL_MS, PREFILL_MS_PER_TOKEN, REQUEST_SPREAD, pass_ms, time_scale
+from backend.sandbox.sglang_sim.timing import (
+    DRAFT_STEP_MS,
+    NO_CUDA_GRAPH_FACTOR,
+    PREFILL_MS,
+    PREFILL_MS_PER_TOKEN,
+    REQUEST_SPREAD,
+    pass_ms,
+    time_scale,
+)
 
 STALL_S = 1.0  # lateness the decode clock catches up; longer is a stall, not load
 
@@ -113,6 +121,7 @@ class Engine:
         self.idle = idle.IdleCheck(bool(args["enable_metrics"]), dialect.current, time_scale())
         self._clock = 0.0
         self._word = 0
+        self.profiler: Optional[traces.Profiler] = None  # /start_profile's, told of every forward
 
     def start(self, max_total_tokens: int) -> None:
         self.max_total_tokens = max(1, max_total_tokens)
@@ -197,6 +206,8 @@ class Engine:
         ms = PREFILL_MS + PREFILL_MS_PER_TOKEN * new_tokens
         self._sleep(ms)
         self.forward_ct += 1
+        if self.profiler is not None:
+            self.profiler.on_pass(False, len(admitted), False, ms, self.spec)
         with self._cv:
             running_bs = len(self.running)
             for req in admitted:
@@ -245,7 +256,12 @@ class Engine:
         if tiers is not None:  # SGLang routes the batch to its slot's tier before drafting (activate_step_by_batch)
             steps = tiers.route(n)
             self.spec.update(steps=steps, draft_tokens=steps + 1, draft_steps=steps)
-        self._sleep(pass_ms(n, self.spec, graph))
+        ms = pass_ms(n, self.spec, graph)
+        if traces.verify_graph():  # SPECDECK_SIM_VERIFY=graph: verify replays as a graph, its gaps go
+            ms -= traces.verify_graph_saving(ms, self.spec, graph, DRAFT_STEP_MS, NO_CUDA_GRAPH_FACTOR)
+        self._sleep(ms)
+        if self.profiler is not None:
+            self.profiler.on_pass(True, n, graph, ms, dict(self.spec))
         accepted_drafts: List[int] = []
         with self._cv:
             for req in batch:

@@ -14,7 +14,7 @@ import threading
 import time
 from typing import TYPE_CHECKING, List, Optional
 
-from backend.sandbox.sglang_sim import scenario
+from backend.sandbox.sglang_sim import scenario, traces
 from backend.sandbox.sglang_sim.api import Handler, Server, bind
 from backend.sandbox.sglang_sim.args import HF_CONFIG_FRAMES, main_traceback, merge_config, resolve_args
 from backend.sandbox.sglang_sim.dialect import dialect_from_env
@@ -24,6 +24,7 @@ from backend.sandbox.sglang_sim.histograms import SimHistograms
 from backend.sandbox.sglang_sim.log import Log, SimExit
 from backend.sandbox.sglang_sim.metrics import Metrics
 from backend.sandbox.sglang_sim.startup import FAILURES, Startup, warmup
+from backend.sandbox.sglang_sim.timing import DRAFT_STEP_MS, NO_CUDA_GRAPH_FACTOR
 from backend.sglang.flags import table
 from backend.sglang.versions import SIM_VERSION_ENV, SIM_VERSIONS
 
@@ -89,6 +90,8 @@ def serve(argv: List[str]) -> int:
     metrics = Metrics(args["served_model_name"], args["dp_size"] > 1, dialect)
     metrics.histograms = SimHistograms(dialect.version, args)
     engine = Engine(args, spec, log, metrics, startup.ranks[0], dialect)
+    costs = {"draft_step_ms": DRAFT_STEP_MS, "eager_factor": NO_CUDA_GRAPH_FACTOR}
+    engine.profiler = traces.Profiler(dialect.version, dialect.current, args["tp_size"], log.info, startup.ranks, costs)
     sim = Server(args, engine, metrics, log, dialect)
     sim.memory_usage = memory
     if dialect.current:
