@@ -22,6 +22,7 @@ from backend.settings import Settings, load
 from tests.helpers import dialog_input, until
 from tests.runs import record_run
 from tui.app import SpecdeckApp
+from tui.screens.anatomy import AnatomyScreen
 from tui.screens.compare import ComparePane
 from tui.screens.confirm import ConfirmScreen
 from tui.screens.find import FindScreen
@@ -214,6 +215,7 @@ async def test_serve_keys(sandbox):
         await until(pilot, lambda: state()[0] == "stopped", "stopped", timeout=60)
         await keys.press("start(True)")
         await until(pilot, lambda: state() == ("ready", "eagle3-ours"), "started anyway", timeout=60)
+        await profiled(pilot, keys, pane)
 
         log = pane.query_one(LogView)
         await keys.press("errors_only")
@@ -249,6 +251,22 @@ async def test_serve_keys(sandbox):
         assert app.query_one(ComparePane).picks["b"] == "ours"
         keys.assert_all_pressed()
         await serving.stop(app.connection)
+
+
+async def profiled(pilot: Pilot, keys: FooterKeys, pane: ShellPane) -> None:
+    """The Profile key: SGLang's (SIMULATED) profiler on the running server, its anatomy in a modal; Escape
+    gives the tab its keys back."""
+    app = pilot.app
+    await keys.press("profile")
+    await until(pilot, lambda: isinstance(app.screen, AnatomyScreen), "the profile modal")
+    modal = app.screen
+    await until(pilot, lambda: modal.result is not None, "the cycle's anatomy", timeout=60)
+    assert modal.result.simulated and modal.result.stage("verify").graph is False
+    table = modal.query_one(DataTable)
+    assert [str(table.get_row_at(i)[0]) for i in range(table.row_count)][:2] == ["draft", "verify"]
+    assert "verify dominates" in plain(modal.query_one("#anatomy-meaning", Static))
+    await pilot.press("escape")
+    await until(pilot, lambda: app.focused is pane.key_widget(), "the tab's keys back")
 
 
 async def test_live_keys(sandbox):
@@ -288,6 +306,7 @@ async def test_live_keys(sandbox):
         await until(pilot, lambda: tok.title == "decode tok/s per stream", "per stream again")
         await keys.press("toggle_overlay")
         await until(pilot, lambda: "dashed: last run of baseline" in plain(server), "the overlay")
+        await profiled(pilot, keys, pane)
         before = len(pane.series.tok_s)
         await keys.press("reset")
         await until(pilot, lambda: len(pane.series.tok_s) < before, "the charts reset")

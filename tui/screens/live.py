@@ -35,6 +35,7 @@ from backend.measure.series import LiveSeries, RingSeries
 from backend.settings import Reference
 from backend.tune.advisor import acceptance_lines
 from tui.messages import ConnectionChanged, LiveFeedUpdated
+from tui.screens.anatomy import PROFILE_TOOLTIP, AnatomyScreen
 from tui.screens.pane import ShellPane
 from tui.state import Baseline
 from tui.widgets.benchbar import BenchBar
@@ -122,6 +123,7 @@ class LivePane(ShellPane):
             id="live.overlay",
             tooltip="Overlay the last run of each profile from the history (again to hide)",
         ),
+        Binding("P", "profile", "Profile", id="live.profile", tooltip=PROFILE_TOOLTIP),
     ]
 
     paused: reactive[bool] = reactive(False, init=False)  # drawing stops, recording goes on
@@ -576,6 +578,13 @@ class LivePane(ShellPane):
             self.notify("no live cycle time yet: it needs decode samples with an accept length", severity="warning")
             return
         self.query_one(BreakevenPanel).set_cycle(cycle)
+
+    def action_profile(self) -> None:
+        server = self.feed.running_server if self.feed is not None else None
+        if server is None:
+            self.notify("no server is running to profile; start one on the Serve tab", severity="warning")
+            return
+        self.app.push_screen(AnatomyScreen(server.id))
 
     def action_toggle_bench(self) -> None:
         self.query_one(BenchBar).toggle(self.feed.running_server if self.feed is not None else None)

@@ -36,6 +36,7 @@ from backend.errors import SpecdeckError, UsageError
 from backend.serve import multinode, serving
 from backend.settings import FIELD, PROFILE_FIELDS, Declared, ProfileConfig
 from tui.messages import ConnectionChanged, OpenInCompare, ProfileSaved
+from tui.screens.anatomy import PROFILE_TOOLTIP, AnatomyScreen
 from tui.screens.confirm import ConfirmScreen
 from tui.screens.pane import ShellPane
 from tui.widgets.fieldinput import FieldInput
@@ -184,6 +185,7 @@ class ServePane(ShellPane):
             tooltip="Let SGLang pick the step count per batch (--speculative-adaptive) for the selected profile, "
             "or go back to its fixed steps",
         ),
+        Binding("P", "profile", "Profile", id="serve.profile", tooltip=PROFILE_TOOLTIP),
     ]
 
     # The host's last word on the server and the action in flight (one at a time): either redraws the state.
@@ -551,6 +553,13 @@ class ServePane(ShellPane):
         self.checks = None
         self._fill_profiles()
         self._fill_preview()
+
+    def action_profile(self) -> None:
+        status = self.status
+        if status is None or status.state != "ready" or not status.job:
+            self.notify("no server is ready to profile; start one first", severity="warning")
+            return
+        self.app.push_screen(AnatomyScreen(status.job))
 
     def action_open_compare(self) -> None:
         """Compare the drafter that failed (or the selected profile's) against the target."""
