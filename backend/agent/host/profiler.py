@@ -90,6 +90,10 @@ def start(params: dict, ctx) -> dict:
         raise AgentError(
             "cannot make the trace folder %s: %s" % (checked["trace_dir"], exc.strerror), "permission"
         ) from None
+    from .serve import key_file_of, listen_of, server_on  # here: only a profile's start needs the servers
+
+    server = server_on(ctx.state_dir, checked["port"])
+    checked["key_file"], checked["address"] = key_file_of(server), listen_of(server)  # the key's file, never it
     folder = os.path.join(ctx.state_dir, INPUTS)
     os.makedirs(folder, mode=0o700, exist_ok=True)
     path = os.path.join(folder, stamp + ".json")
@@ -107,11 +111,20 @@ class ProfileError(Exception):
     """The profile could not be taken; the message says why and what to do."""
 
 
-def _post(port: int, path: str, body: Optional[dict], timeout: float = 30.0) -> str:
+class Server(object):
+    """Where our requests reach the server and the API key they send (``serve.reach``'s, read in the job)."""
+
+    def __init__(self, port: int, address: str, key: Optional[str]) -> None:
+        self.port, self.address, self.key = port, address, key
+
+    def url(self, path: str) -> str:
+        return "http://%s:%d%s" % (self.address, self.port, path)
+
+
+def _post(server: Server, path: str, body: Optional[dict], timeout: float = 30.0) -> str:
     data = json.dumps(body).encode() if body is not None else b""
-    req = loopback.request(
-        "http://127.0.0.1:%d%s" % (port, path), data, {"Content-Type": "application/json"}, method="POST"
-    )
+    headers = {"Content-Type": "application/json", **loopback.bearer(server.key)}
+    req = loopback.request(server.url(path), data, headers, method="POST")
     try:
         with loopback.urlopen(req, timeout=timeout) as resp:
             return resp.read().decode("utf-8", "replace")
@@ -121,13 +134,14 @@ def _post(port: int, path: str, body: Optional[dict], timeout: float = 30.0) -> 
             raise ProfileError("the server refused %s (%d): it wants its admin API key" % (path, exc.code)) from None
         raise ProfileError("the server answered %s with %d: %s" % (path, exc.code, text or exc.reason)) from None
     except (urlerror.URLError, OSError) as exc:
-        raise ProfileError("the server on port %d did not answer %s (%s)" % (port, path, exc)) from None
+        raise ProfileError("the server on port %d did not answer %s (%s)" % (server.port, path, exc)) from None
 
 
-def running_requests(port: int) -> Optional[float]:
+def running_requests(server: Server) -> Optional[float]:
     """The server's running requests from its /metrics (None without metrics)."""
+    req = loopback.request(server.url("/metrics"), headers=loopback.bearer(server.key))
     try:
-        with loopback.urlopen("http://127.0.0.1:%d/metrics" % port, timeout=5.0) as resp:
+        with loopback.urlopen(req, timeout=5.0) as resp:
             text = resp.read().decode("utf-8", "replace")
     except (urlerror.URLError, OSError):
         return None
@@ -144,8 +158,8 @@ def running_requests(port: int) -> Optional[float]:
 class _Load:
     """``streams`` streaming requests at a time, one after another, until stopped: decode steps to profile."""
 
-    def __init__(self, port: int, streams: int) -> None:
-        self.port = port
+    def __init__(self, server: Server, streams: int) -> None:
+        self.server = server
         self.stop = threading.Event()
         self.sent = 0
         self.threads = [threading.Thread(target=self._run, args=(i,), daemon=True) for i in range(streams)]
@@ -154,7 +168,9 @@ class _Load:
 
     def _run(self, i: int) -> None:
         while not self.stop.is_set():
-            loadgen.one_request(self.port, loadgen.PROMPTS[(i + self.sent) % len(loadgen.PROMPTS)], LOAD_TOKENS)
+            prompt = loadgen.PROMPTS[(i + self.sent) % len(loadgen.PROMPTS)]
+            server = self.server
+            loadgen.one_request(server.port, prompt, LOAD_TOKENS, key=server.key, host=server.address)
             self.sent += 1
 
     def end(self) -> None:
@@ -219,8 +235,10 @@ class _Run:
     """One profile: the load it brought, whether the server is profiling, and the job's events."""
 
     def __init__(self, params: dict, job_dir: str) -> None:
+        from .serve import read_key
+
         self.params = params
-        self.port = params["port"]
+        self.server = Server(params["port"], params.get("address") or "127.0.0.1", read_key(params.get("key_file")))
         self.events = loadgen._Events(os.path.join(job_dir, "events.jsonl"))
         self.deadline = time.time() + params["timeout_s"]
         self.load: Optional[_Load] = None
@@ -233,16 +251,16 @@ class _Run:
         """Start the profiler (with our own load first when the server has none) and wait for its traces."""
         params = self.params
         body = dict(params["body"], output_dir=params["trace_dir"])
-        running = running_requests(self.port)
+        running = running_requests(self.server)
         streams = params["load"]
         if streams is None:  # auto: one stream of our own when the server has nothing running
             streams = 0 if running else 1
         if streams:
             # before the start: a release whose /start_profile answers once its steps ran needs them decoding
             print("profile: %d stream(s) of %d tokens keep the server decoding" % (streams, LOAD_TOKENS), flush=True)
-            self.load = _Load(self.port, streams)
+            self.load = _Load(self.server, streams)
         print("profile: POST /start_profile %s" % json.dumps(body), flush=True)
-        answer = _post(self.port, "/start_profile", body, timeout=max(1.0, self.deadline - time.time()))
+        answer = _post(self.server, "/start_profile", body, timeout=max(1.0, self.deadline - time.time()))
         self.profiling = True  # ours to stop from here: a refused start may be someone else's profile running
         print("server: %s" % answer.strip(), flush=True)
         self.progress("profiling", running=running, load=streams, trace_dir=params["trace_dir"])
@@ -261,7 +279,7 @@ class _Run:
             self.load.end()
         if self.profiling:
             try:
-                _post(self.port, "/stop_profile", None, timeout=10.0)
+                _post(self.server, "/stop_profile", None, timeout=10.0)
             except ProfileError as exc:
                 print("profile: /stop_profile: %s" % exc, flush=True)
 
