@@ -409,10 +409,6 @@ class Reference:
     cycle_ms: float = 30.0
     gpu_hour_usd: float | None = None  # one GPU's price per hour: costs in dollars, else in GPU-seconds
 
-    @property
-    def break_even_accept_len(self) -> float:
-        return self.cycle_ms / 1000 * self.baseline_tok_s
-
 
 @dataclass(frozen=True)
 class Settings:
@@ -434,9 +430,7 @@ class Settings:
             raise ConfigError(f"unknown host {name!r} (configured: {known}; or use local or ssh://user@addr)") from None
 
     def to_json(self) -> dict[str, Any]:
-        out = asdict(self)
-        out["reference"]["break_even_accept_len"] = round(self.reference.break_even_accept_len, 4)
-        return out
+        return asdict(self)
 
 
 def builtin_defaults() -> Settings:

@@ -21,6 +21,7 @@ from textual.widgets import DataTable, Static
 from backend.connection import Connection
 from backend.history import History, LiveRecorder, filter_tail, parse_server_args, primed_filter, sync_from_host
 from backend.jobs import JobInfo
+from backend.measure import judge
 from backend.measure.metrics import Sample, live_samples, parse_lines
 from backend.report.charts import Chart, svg_chart, text_chart
 from backend.report.document import break_even_cell
@@ -159,8 +160,9 @@ def test_baseline_and_yardstick(three_runs):
         assert y.baseline_run == three_runs["baseline"] and y.break_even == pytest.approx(2.46)
         runs = {r.id: r for r in history.runs()}
         ours, aq, base = runs[three_runs["ours"]], runs[three_runs["aq"]], runs[three_runs["baseline"]]
-        assert ours.vs_baseline_pct(y) == pytest.approx(100 * (60.6 / 82 - 1))
-        assert ours.break_even_met(y) is False and aq.break_even_met(y) is True and base.break_even_met(y) is None
+        assert judge.run_versus(ours, y).pct == pytest.approx(100 * (60.6 / 82 - 1))
+        assert judge.break_even_met(ours, y) is False and judge.break_even_met(aq, y) is True
+        assert judge.break_even_met(base, y) is None
         history.delete([three_runs["baseline"]])
         assert history.measured_baseline() is None  # back to the configured figure
         with pytest.raises(Exception, match="no run"):
@@ -173,7 +175,7 @@ def test_a_baseline_at_concurrency_2_is_judged_per_stream_not_as_a_doubling(mode
         run = history.run(run_id)
         assert run.total_tok_s == pytest.approx(160.5) and run.tok_s == pytest.approx(80.25)
         assert run.streams == 2 and run.concurrency_text() == "2"
-        versus = history.yardstick(82.0, 30.0).versus(run)
+        versus = judge.run_versus(run, history.yardstick(82.0, 30.0))
         assert versus.streams is None and "single-stream baseline (configured)" in versus.basis
         assert versus.pct == pytest.approx(-2.1, abs=0.1) and versus.cell() == "-2.1% /stream"  # not +95.7%
 
@@ -189,35 +191,41 @@ def test_a_measured_baseline_is_the_yardstick_at_its_own_concurrency(models, tmp
         history.set_baseline(base)
         y = history.yardstick(85.0, 30.0)
         assert y.measured and y.baseline_tok_s == pytest.approx(82.0)
-        assert y.by_streams == pytest.approx({1: 82.0, 2: 78.5}) and y.at(2) == pytest.approx(78.5) and y.at(4) == 82
+        assert y.by_streams == pytest.approx({1: 82.0, 2: 78.5}) and judge.baseline_at(y, 2) == (pytest.approx(78.5), 2)
+        assert judge.baseline_at(y, 4) == (82, None)
         assert [lv.streams for lv in history.run(base).levels] == [1, 2]  # the idle second is no level
         assert history.run(base).concurrency_text() == "1 (50%) 2 (50%)"
         aq = history.run(add_run(history, models, "serve-aq2", "aq-medai", 91.0, 3.3, streams=2))
-        versus = y.versus(aq)
+        versus = judge.run_versus(aq, y)
         assert versus.streams == 2 and versus.pct == pytest.approx(100 * (91 / 78.5 - 1))
-        assert versus.cell().endswith("@2") and aq.live_break_even(y) == pytest.approx(aq.cycle_ms * 78.5 / 1000)
+        assert versus.cell().endswith("@2")
+        assert judge.run_live_break_even(aq, y) == pytest.approx(aq.cycle_ms * 78.5 / 1000)
         four = history.run(add_run(history, models, "serve-aq4", "aq-medai", 77.5, 3.3, streams=4))
-        assert y.versus(four).streams is None and y.versus(four).pct == pytest.approx(100 * (77.5 / 82 - 1))
+        four_vs = judge.run_versus(four, y)
+        assert four_vs.streams is None and four_vs.pct == pytest.approx(100 * (77.5 / 82 - 1))
         # Break-even at the same batch: its own cycle there × the baseline per stream there (else single-stream).
-        assert aq.break_even(y) == pytest.approx(aq.cycle_ms * 78.5 / 1000) and aq.break_even(y) > y.break_even
-        assert four.break_even(y) == pytest.approx(four.cycle_ms * 82.0 / 1000)
-        assert break_even_cell(aq, y).endswith(f" of {aq.break_even(y):.2f} @2)")
+        line = judge.run_break_even_line(aq, y)
+        assert line == pytest.approx(aq.cycle_ms * 78.5 / 1000) and line > y.break_even
+        assert judge.run_break_even_line(four, y) == pytest.approx(four.cycle_ms * 82.0 / 1000)
+        assert break_even_cell(aq, y).endswith(f" of {judge.run_break_even_line(aq, y):.2f} @2)")
         doc = y.to_json()
         assert doc["baseline_by_streams"] == {"1": 82.0, "2": 78.5} and doc["baseline_source"] == "measured"
         # Like with like: runs (log figures) against the baseline's log at 2 streams, benches against its bench.
         result = {"server_job": "serve-base", "tok_s": 80.0, "concurrency": 2, "ended": T0 + 60}
         history.record_bench("local", JobInfo("bench-base2", state="done"), result)
         y = history.yardstick(85.0, 30.0)
-        assert y.bench_by_streams == {2: 80.0} and y.measured_at(2) == pytest.approx(78.5)
-        assert y.versus(aq).pct == pytest.approx(100 * (91 / 78.5 - 1))
-        assert y.bench_versus(2, 84.0).pct == pytest.approx(5.0) and y.bench_versus(2, 84.0).streams == 2
+        assert y.bench_by_streams == {2: 80.0} and judge.measured_at(y, 2) == pytest.approx(78.5)
+        assert judge.run_versus(aq, y).pct == pytest.approx(100 * (91 / 78.5 - 1))
+        assert judge.versus(y, 84.0, 2, bench=True).pct == pytest.approx(5.0)
+        assert judge.versus(y, 84.0, 2, bench=True).streams == 2
         # A baseline run benched only at 4 streams (its log not imported yet) keeps the configured single stream.
         only = history.upsert_run("local", JobInfo("serve-b4", started=T0))
         bench4 = {"server_job": "serve-b4", "tok_s": 73.0, "concurrency": 4, "ended": T0 + 80}
         history.record_bench("local", JobInfo("bench-b4", state="done"), bench4)
         history.set_baseline(only)
         y = history.yardstick(82.0, 30.0)
-        assert not y.measured and y.baseline_tok_s == 82.0 and y.at(4) == 73.0 and history.measured_baseline() is None
+        assert not y.measured and y.baseline_tok_s == 82.0 and judge.baseline_at(y, 4)[0] == 73.0
+        assert history.measured_baseline() is None
         assert y.source == f"configured; run {only} measured 4 streams only"
 
 

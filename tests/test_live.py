@@ -17,7 +17,7 @@ import pytest
 from backend.cli.livecmds import _watch_line
 from backend.connection import Connection
 from backend.errors import OperationFailed, UsageError
-from backend.history import History, HistoryThread, filter_tail, run_id_of, sync_from_host
+from backend.history import History, HistoryThread, Yardstick, filter_tail, run_id_of, sync_from_host
 from backend.jobs import JobInfo
 from backend.measure.bench import BenchPlan, run_bench
 from backend.measure.livefeed import LiveFeed
@@ -144,9 +144,14 @@ def test_parse_log_table_and_averages_leave_out_post_idle_throughput(tmp_path):
 
 
 def test_watch_lines_judge_per_stream_throughput():
-    line = _watch_line(Sample(None, "decode", gen_tps=160.0, accept_len=2.0, running_req=2), 82.0)
-    assert "80.0 tok/s per stream (  -2% vs 82), 160.0 in all" in line and "cycle 25.0 ms" in line
-    idle = _watch_line(Sample(None, "decode", gen_tps=0.4, running_req=0), 82.0)
+    configured = Yardstick(82.0, 30.0)
+    line = _watch_line(Sample(None, "decode", gen_tps=160.0, accept_len=2.0, running_req=2), configured)
+    assert "80.0 tok/s per stream (-2.4% /stream vs 82.0), 160.0 in all" in line and "cycle 25.0 ms" in line
+    # A baseline measured at 2 streams judges a sample at 2 streams, its break-even too.
+    measured = Yardstick(82.0, 30.0, "local/serve-b", {1: 82.0, 2: 78.0})
+    line = _watch_line(Sample(None, "decode", gen_tps=160.0, accept_len=2.0, running_req=2), measured)
+    assert "+2.6% @2 vs 78.0)" in line and "break-even 1.95" in line
+    idle = _watch_line(Sample(None, "decode", gen_tps=0.4, running_req=0), configured)
     assert "left out" in idle
 
 

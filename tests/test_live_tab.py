@@ -91,7 +91,7 @@ async def test_reference_lines_are_in_both_plots_before_any_sample():
         pane = await open_live(pilot)
         tok, accept = app.query_one("#tok-chart", SeriesChart), app.query_one("#accept-chart", SeriesChart)
         assert drawn(tok) == ([82.0], ["baseline 82.0 tok/s (configured)"])
-        assert drawn(accept) == ([2.46], ["break-even 2.46 (configured)"])
+        assert drawn(accept) == ([2.46], ["break-even 2.46 (configured cycle)"])
         assert "no SGLang server is running" in server_text(app)
         # Redrawn again (clear_data drops hlines and text): still there, and the live break-even joins them.
         feed_synthetic(pane, 30, accept=2.2, tok_s=66.0)
@@ -208,7 +208,7 @@ async def test_live_tab_follows_a_server_and_runs_the_bench(models):
             await pilot.press("b")
             await until(pilot, lambda: "tok/s per stream" in plain(app, "#live-bench"), "the bench result", timeout=30)
             # The server's accept rate comes with what it counts (0.5.23: drafts only).
-            await until(pilot, lambda: "accept rate (drafts only) 0." in server_text(app), "the labelled rate")
+            await until(pilot, lambda: "accept rate (drafts only) now 0." in server_text(app), "the labelled rate")
             assert " · started in " in server_text(app)  # 0.5.23's startup_time_seconds gauge
             # The histogram as bars and a_i per position; drawn with the next metrics sample, not the rate line.
             await until(pilot, lambda: "acceptance: aq-medai" in plain(app, "#live-acceptance"), "the acceptance bars")
@@ -383,7 +383,7 @@ async def test_overlay_shows_the_last_run_of_each_profile():
         await pilot.press("o")
         await until(pilot, lambda: not any(r.dashed for r in tok.refs), "the overlay hidden")
         assert pane.overlay is None and "dashed" not in server_text(app)
-        assert drawn(accept)[1][0] == "break-even 2.46 (configured)"
+        assert drawn(accept)[1][0] == "break-even 2.46 (configured cycle)"
 
         # The key is a palette command too.
         await pilot.press("ctrl+p")

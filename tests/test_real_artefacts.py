@@ -386,6 +386,7 @@ def test_each_dp_rank_is_its_own_stream_and_the_engine_their_sum() -> None:
 
 def test_parse_log_and_watch_say_the_engines_sum_and_each_rank(tmp_path: Path) -> None:
     from backend.cli.livecmds import _watch_line
+    from backend.history import Yardstick
     from backend.measure.series import LiveSeries
 
     log = tmp_path / "dp.log"
@@ -402,7 +403,7 @@ def test_parse_log_and_watch_say_the_engines_sum_and_each_rank(tmp_path: Path) -
     samples = list(parse_lines(log.read_text().splitlines()))
     for sample in samples:
         series.feed(sample, now=0.0)
-    line = _watch_line(series.filter.accept(samples[-1]), 82.0, series)
+    line = _watch_line(series.filter.accept(samples[-1]), Yardstick(82.0, 30.0), series)
     assert line.split()[1] == "DP8" and "engine (8 DP ranks): 30.6 tok/s over 96 running" in line
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from backend.history import History
 from backend.jobs import JobInfo
+from backend.measure import judge
 from backend.measure.breakeven import live_breakeven
 from backend.measure.metrics import Sample
 from backend.measure.series import SeriesView
@@ -42,7 +43,7 @@ def test_no_accept_figures_for_a_server_without_speculation():
     spec = ServerFacts(JobInfo("serve-2", state="running", args={"algorithm": "EAGLE3"}),
                        info={**info, "speculative_algorithm": "EAGLE3", "avg_spec_accept_length": 3.1},
                        metrics={"spec_accept_rate": 0.7})  # fmt: skip
-    assert "lifetime accept 3.10" in spec.text() and "accept rate (drafts only) 0.70" in spec.text()
+    assert "lifetime accept 3.10" in spec.text() and "accept rate (drafts only) now 0.70" in spec.text()
 
 
 def test_the_baseline_run_reads_equal_baseline_in_history_and_reports(models, tmp_path):
@@ -73,9 +74,10 @@ def test_history_break_even_verdict_needs_an_interval_that_clears_it(tmp_path):
         y = history.yardstick(82.0, 30.0)
         # Mean above the line but swinging across it: within noise, no "met" and no break_even_met.
         swings = _run_with_accepts(history, "serve-swing", [line + (0.9 if (i // 4) % 2 else -0.8) for i in range(40)])
-        assert swings.accept_len > line and swings.break_even_met(y) is None
-        assert break_even_cell(swings, y).startswith("within noise (+") and swings.to_json(y)["accept_len_low"] < line
+        assert swings.accept_len > line and judge.break_even_met(swings, y) is None
+        assert break_even_cell(swings, y).startswith("within noise (+") and swings.to_json()["accept_len_low"] < line
         steady = _run_with_accepts(history, "serve-steady", [line + 0.5 + 0.01 * (i % 3) for i in range(40)])
-        assert steady.break_even_met(y) is True and break_even_cell(steady, y).startswith("met (+0.5")
+        assert judge.break_even_met(steady, y) is True and break_even_cell(steady, y).startswith("met (+0.5")
         few = _run_with_accepts(history, "serve-few", [3.0] * 5)
-        assert few.break_even_met(y) is None and break_even_cell(few, y) == f"too few samples ({3.0 - line:+.2f})"
+        assert judge.break_even_met(few, y) is None
+        assert break_even_cell(few, y) == f"too few samples ({3.0 - line:+.2f})"

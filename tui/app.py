@@ -27,7 +27,7 @@ from textual.worker import Worker, WorkerState
 from backend import jobs
 from backend.connection import Connection, ConnState, resolve_host
 from backend.errors import ConnectionFailed, HostKeyUnknown, SpecdeckError
-from backend.history import HistoryThread
+from backend.history import HistoryThread, Yardstick
 from backend.hosttext import visible
 from backend.settings import HostConfig, ProfileConfig, Settings, save_host, save_profile
 from tui.commands import ActionsProvider
@@ -126,6 +126,15 @@ class SpecdeckApp(App[int]):
         # Textual's own terminal driver wakes its input thread ten times a second: ours sleeps until input.
         driver = super().get_driver_class()
         return QuietLinuxDriver if driver is LinuxDriver else driver
+
+    async def yardstick(self) -> Yardstick:
+        """What every figure is judged against now: the history's (the measured baseline by concurrency), else
+        the configured figures (the history's failure is the Live tab's to say)."""
+        ref = self.settings.reference
+        try:
+            return await self.history.query(lambda history: history.yardstick(ref.baseline_tok_s, ref.cycle_ms))
+        except SpecdeckError:
+            return Yardstick(ref.baseline_tok_s, ref.cycle_ms)
 
     @property
     def sandbox(self) -> bool:

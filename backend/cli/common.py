@@ -16,6 +16,7 @@ from backend import settings as settings_mod
 from backend.settings import Settings
 
 if TYPE_CHECKING:  # backend.jobs (and its dataclasses) only for the commands that use jobs
+    from backend.history import Yardstick
     from backend.jobs import JobInfo
 
 
@@ -120,6 +121,19 @@ async def keep_in_history(conn, server: JobInfo, benches: Sequence[tuple[JobInfo
     return run_id
 
 
+def yardstick_of(settings: Settings) -> Yardstick:
+    """What this host's figures are judged against (the measured baseline when one is marked); the configured
+    figures, said on stderr, when the history cannot be read."""
+    from backend.history import HistoryUnavailable, Yardstick, load_yardstick
+
+    ref = settings.reference
+    try:
+        return load_yardstick(ref.baseline_tok_s, ref.cycle_ms)
+    except HistoryUnavailable as exc:
+        print(f"specdeck: the run history cannot be read ({exc}); judged by the configured baseline", file=sys.stderr)
+        return Yardstick(ref.baseline_tok_s, ref.cycle_ms)
+
+
 async def server_latency(conn, server: JobInfo) -> dict | None:
     """The running server's latency figures since it started (its /metrics histograms); None when it has none
     or cannot be asked now."""
@@ -168,10 +182,10 @@ def log_stream(args: argparse.Namespace) -> TextIO:
     return hosttext.unguarded(sys.stdout)
 
 
-def confirmed(args: argparse.Namespace, question: str, refusal: str) -> bool:
-    """Whether to go on with something that stops a live server: ``--yes``, else the terminal's y/N answer to
-    ``question`` (no prints "left it running"); without a terminal, UsageError with ``refusal``, which names
-    ``--yes`` (a script must say it means it)."""
+def confirmed(args: argparse.Namespace, question: str, refusal: str, declined: str = "left it running") -> bool:
+    """Whether to go on with something that stops a live server (or another thing to ask about): ``--yes``, else
+    the terminal's y/N answer to ``question`` (no prints ``declined``); without a terminal, UsageError with
+    ``refusal``, which names ``--yes`` (a script must say it means it)."""
     if args.yes:
         return True
     if not sys.stdin.isatty():
@@ -180,7 +194,7 @@ def confirmed(args: argparse.Namespace, question: str, refusal: str) -> bool:
         raise UsageError(refusal)
     if input(f"{question} [y/N] ").strip().lower() in ("y", "yes"):
         return True
-    print("left it running")
+    print(declined)
     return False
 
 

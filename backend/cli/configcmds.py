@@ -10,6 +10,7 @@ from backend.agent.host.shared import units
 from backend.cli.common import add_json, emit_json, load_settings
 from backend.cli.main import command
 from backend.errors import UsageError
+from backend.measure.breakeven import live_breakeven
 
 
 def register(sub) -> None:
@@ -26,6 +27,8 @@ def register(sub) -> None:
 async def show(args: argparse.Namespace) -> int:
     s = load_settings(args)
     data = s.to_json()
+    ref = data["reference"]
+    ref["break_even_accept_len"] = round(live_breakeven(ref["cycle_ms"], ref["baseline_tok_s"]), 4)
     if args.json:
         emit_json(data)
         return 0
@@ -48,7 +51,7 @@ async def show(args: argparse.Namespace) -> int:
     r = s.reference
     print(
         f"reference: baseline {units.tok_s(r.baseline_tok_s)} tok/s, cycle {r.cycle_ms:g} ms, "
-        f"break-even accept length {r.break_even_accept_len:.2f}"
+        f"break-even accept length {live_breakeven(r.cycle_ms, r.baseline_tok_s):.2f}"
     )
     return 0
 

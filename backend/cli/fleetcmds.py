@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from backend.cli.common import add_json, confirmed, emit_json, keep_in_history, load_settings
+from backend.cli.common import add_json, confirmed, emit_json, keep_in_history, load_settings, yardstick_of
 from backend.cli.main import command
 from backend.errors import UsageError
 
@@ -114,7 +114,7 @@ def _show(args: argparse.Namespace, st, settings) -> None:
     r = st.router
     line = f"router {r.host} {r.url} ({r.policy}): " + ("healthy" if r.healthy else f"NOT healthy: {r.error}")
     if r.workers is not None:
-        line += f", {_num(r.healthy_workers, 'd')}/{r.workers} workers healthy"
+        line += f", {st.workers_text()}"
     if r.requests_total is not None:
         line += f", {r.requests_total} requests routed"
     print(line)
@@ -172,14 +172,13 @@ async def bench(args: argparse.Namespace) -> int:
             flush=True,
         )
         result = await fleets.bench(links, plan, _progress)
-        baseline = links.settings.reference.baseline_tok_s
         router_host = links.fleet.router.host
         _keep_bench(router_host, await get_job(links.conn(router_host), result["job"]), result)
     good = bench_mod.goodput(result, slo) if slo else None
     if args.json:
         emit_json({**bench_mod.public_result(result), **({"goodput": good} if good else {})})
         return 0
-    print(bench_mod.summary_line(result, baseline))
+    print(bench_mod.summary_line(result, yardstick_of(links.settings)))
     if line := bench_mod.latency_line(result):
         print(line)
     if good:

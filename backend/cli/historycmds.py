@@ -12,6 +12,7 @@ from backend.cli.common import add_json, connected, emit_json, load_settings
 from backend.cli.main import command
 from backend.errors import SpecdeckError, UsageError
 from backend.history import History, RunSummary, Yardstick, sync_from_host
+from backend.measure import judge
 from backend.report.charts import CHART_MODES
 from backend.report.document import (
     VS_LEGEND,
@@ -85,7 +86,7 @@ async def list_runs(args: argparse.Namespace) -> int:
             emit_json(
                 {
                     "yardstick": yardstick.to_json(),
-                    "runs": [r.to_json(yardstick) for r in runs],
+                    "runs": [judge.run_json(r, yardstick) for r in runs],
                     "benches": history.benches(standalone=True),
                     "sync": synced.to_json() if synced else None,
                     "database": str(history.path),
@@ -229,7 +230,7 @@ async def export(args: argparse.Namespace) -> int:
         if args.csv:
             text = samples_csv(samples)
         else:
-            run = history.run(run_id).to_json(_yardstick(history, args))
+            run = judge.run_json(history.run(run_id), _yardstick(history, args))
             doc = {"run": run, "samples": samples, "benches": history.benches(run_id)}
             text = json.dumps(doc, indent=2, default=str) + "\n"
     if args.out:

@@ -8,12 +8,21 @@ import time
 from collections.abc import Iterable
 
 from backend.agent.host.shared import units
-from backend.cli.common import add_json, connected, emit_json, emit_json_line, keep_in_history, load_settings
+from backend.cli.common import (
+    add_json,
+    connected,
+    emit_json,
+    emit_json_line,
+    keep_in_history,
+    load_settings,
+    yardstick_of,
+)
 from backend.cli.main import command
 from backend.errors import UsageError
-from backend.history import load_yardstick
+from backend.history import Yardstick, load_yardstick
 from backend.jobs import JobInfo, get_job
 from backend.measure import bench as bench_mod
+from backend.measure import judge
 from backend.measure.breakeven import breakeven, cycle_ms
 from backend.measure.latency import format_ms
 from backend.measure.livefeed import profile_steps
@@ -210,7 +219,7 @@ async def parse_log(args: argparse.Namespace) -> int:
         total, streams = series.total_tok_s.stats(), series.streams.stats()
         print(
             f"per-stream tok/s: mean {tok.mean:.1f}, p50 {tok.p50:.1f}, p95 {tok.p95:.1f} "
-            f"({(tok.mean / baseline - 1) * 100:+.0f}% vs the {baseline:g} single-stream baseline; "
+            f"({judge.pct_text(judge.pct(tok.mean, baseline))} vs the {baseline:g} single-stream baseline; "
             f"{dropped} idle, first-after-idle or batch-change samples left out)"
         )
         print(
@@ -228,7 +237,8 @@ async def parse_log(args: argparse.Namespace) -> int:
     if accept.count:
         print(f"accept length: mean {accept.mean:.2f}, p50 {accept.p50:.2f}, p95 {accept.p95:.2f}")
     if cycle.count:
-        print(f"cycle time: mean {cycle.mean:.1f} ms; break-even accept length {cycle.mean * baseline / 1000:.2f}")
+        line = judge.break_even(cycle.mean, baseline)
+        print(f"cycle time: mean {cycle.mean:.1f} ms; break-even accept length {line:.2f}")
     if any(s.accept_rate is not None for s in samples):
         print(_rate_note(args.sglang_version))
     if notes:
@@ -383,25 +393,27 @@ async def breakeven_cmd(args: argparse.Namespace) -> int:
 # --- watch ----------------------------------------------------------------------------------------------
 
 
-def _watch_line(sample: Sample, baseline: float, series: LiveSeries | None = None) -> str:
-    """One sample as `watch` prints it; with DP ranks it names its rank and ends with the engine's sum."""
+def _watch_line(sample: Sample, yardstick: Yardstick, series: LiveSeries | None = None) -> str:
+    """One sample as `watch` prints it, judged against the baseline at its running requests (``judge.versus``);
+    with DP ranks it names its rank and ends with the engine's sum."""
     rank = "" if sample.dp_rank is None else f"DP{sample.dp_rank} "
     if sample.kind == "prefill":
         return f"{_clock(sample.ts)}  {rank}prefill  #running-req {_num(sample.running_req, 'd')}"
     parts = [f"{_clock(sample.ts)}  {rank}decode "]
     per_stream = sample.stream_tps
+    baseline, _ = judge.baseline_at(yardstick, sample.running_req)
     if per_stream is None:
         parts.append("     - tok/s (idle or first after idle: left out)")
     else:
+        vs = judge.versus(yardstick, per_stream, sample.running_req)
         parts.append(
-            f"{per_stream:6.1f} tok/s per stream ({(per_stream / baseline - 1) * 100:+4.0f}% vs {baseline:g}), "
-            f"{sample.gen_tps:.1f} in all"
+            f"{per_stream:6.1f} tok/s per stream ({vs.cell():>12} vs {vs.baseline:.1f}), {sample.gen_tps:.1f} in all"
         )
     if sample.accept_len is not None:
         parts.append(f"accept {sample.accept_len:.2f}")
         if per_stream:
             cycle = cycle_ms(sample.accept_len, per_stream)
-            parts.append(f"cycle {cycle:.1f} ms, break-even {cycle * baseline / 1000:.2f}")
+            parts.append(f"cycle {cycle:.1f} ms, break-even {judge.break_even(cycle, baseline):.2f}")
     parts.append(f"#running-req {_num(sample.running_req, 'd')}")
     ranks = series.ranks_now() if series is not None and sample.dp_rank is not None else []
     if len(ranks) > 1:
@@ -427,7 +439,7 @@ async def watch(args: argparse.Namespace) -> int:
     if not args.window > 0:
         raise UsageError(f"--window must be a number of seconds above 0, got {args.window:g}.")
     settings = load_settings(args)
-    baseline = settings.reference.baseline_tok_s
+    yardstick = yardstick_of(settings)
     async with connected(args, settings, follow=True) as conn:
         server = await require_server(conn, args.port)
         offset = 0 if args.from_start else await log_end(conn, server)
@@ -447,12 +459,12 @@ async def watch(args: argparse.Namespace) -> int:
             else:
                 print(f"{_clock(time.time())}  latency ({args.window:g} s)  {latency_text(figures)}", flush=True)
 
-        feed = LiveFeed(conn, LiveSeries(baseline), on_change)
+        feed = LiveFeed(conn, LiveSeries(yardstick.baseline_tok_s), on_change)
         async for sample in feed.follow(server, offset):
             if args.json:
                 emit_json_line(sample.to_json())
             else:
-                print(_watch_line(sample, baseline, feed.series), flush=True)
+                print(_watch_line(sample, yardstick, feed.series), flush=True)
         state = feed.server.state if feed.server is not None else "ended"
         print(f"the server stopped ({state})", file=sys.stderr)
     return 0
@@ -488,7 +500,7 @@ async def bench(args: argparse.Namespace) -> int:
     if args.json:
         emit_json({**bench_mod.public_result(result), **extra, "run": run_id})
     else:
-        print(bench_mod.summary_line(result, settings.reference.baseline_tok_s))
+        print(bench_mod.summary_line(result, yardstick_of(settings), run_id))
         for line in lines:
             print(line)
         for line in acceptance_lines(result.get("acceptance"), server.args.get("drafter")):
@@ -554,27 +566,32 @@ async def _sweep(
             print(f"specdeck: the run history cannot be read: {exc}", file=sys.stderr)
     rows = []
     for (_, result), level in zip(done, levels, strict=True):
-        versus = yardstick.bench_versus(level, result["tok_s"]) if result.get("tok_s") else None
+        tok_s = result.get("tok_s")
+        versus = judge.versus(yardstick, tok_s, level, bench=True, run_id=run_id) if tok_s else None
         row = bench_mod.public_result(result)
         row.update(_level_extras(result, server, settings, slo)[0])
         row.update(
             concurrency=level,
-            vs_baseline_pct=None if versus is None else round(versus.pct, 2),
+            vs_baseline_pct=None if versus is None or versus.own else round(versus.pct, 2),
             vs_baseline_streams=None if versus is None else versus.streams,
             vs_baseline_basis=None if versus is None else versus.basis,
+            vs_baseline_cell="—" if versus is None else versus.cell(),
         )
         rows.append(row)
-    falls = None if run is None else run.falls_below_baseline_at(yardstick)
+    curve = None if run is None else judge.run_curve(run, yardstick)
+    falls = None if curve is None else curve.falls_at
     if args.json:
-        emit_json({"run": run_id, "levels": rows, "yardstick": yardstick.to_json(), "falls_below_baseline_at": falls})
+        emit_json({
+            "run": run_id, "levels": rows, "yardstick": yardstick.to_json(), "falls_below_baseline_at": falls,
+            "no_baseline_at": None if curve is None else list(curve.unjudged),
+        })  # fmt: skip
         return 0
     print(
         f"{'STREAMS':>7}  {'TOK/S/STREAM':>12}  {'TOTAL':>7}  {'ACCEPT':>6}  {'CYCLE MS':>8}  {'TTFT P95':>8}  "
         f"{'ITL P50/P95':>11}  {'GOODPUT':>7}  VS BASELINE"
     )
     for row in rows:
-        vs = "—" if row["vs_baseline_pct"] is None else f"{row['vs_baseline_pct']:+.1f}%"
-        vs += f" @{row['vs_baseline_streams']}" if row["vs_baseline_streams"] else " /stream"
+        vs = row["vs_baseline_cell"]
         lat = row.get("latency") or {}
         itl = lat.get("itl_ms") or {}
         itl_cell = f"{_num(itl.get('p50'), '.1f')}/{_num(itl.get('p95'), '.1f')}"
@@ -599,12 +616,8 @@ async def _sweep(
     if run is None:
         return 0
     print(f"recorded with run {run_id}: `specdeck report {run_id} --out report.md` draws the curve")
-    if not run.speculative:
+    if curve is None:
         print(f"no speculation here: `specdeck history baseline {run_id}` makes these the yardstick per concurrency")
-    elif not yardstick.bench_by_streams:
-        print("no baseline bench per concurrency yet: sweep a server without speculation and mark its run")
-    elif falls is None:
-        print("speculation stays ahead of the baseline at every concurrency measured")
     else:
-        print(f"speculation falls below the baseline at {falls} concurrent streams")
+        print(curve.sentence())
     return 0

@@ -136,6 +136,18 @@ class FleetStatus:
     imbalance: Imbalance
     key: str = ""  # how the fleet's key reaches replicas and router (fleet_key.HOW), "" for an all-loopback fleet
 
+    def workers_text(self) -> str:
+        """``1/2 workers healthy``: the replicas the router counts healthy whose server still runs (the rows'
+        word), and the router's own count where its last health check has not caught up ('' without workers)."""
+        r = self.router
+        if r.workers is None:
+            return ""
+        healthy = sum(1 for x in self.replicas if x.healthy)
+        text = f"{healthy}/{r.workers} workers healthy"
+        if r.healthy_workers is not None and r.healthy_workers != healthy:
+            text += f" (the router still counts {r.healthy_workers}: its health check has not caught up)"
+        return text
+
     def to_json(self) -> dict[str, Any]:
         """What `specdeck fleet status --json` prints (the issue's shape, and the key's way)."""
         return {

@@ -20,7 +20,7 @@ from backend.history.store import (
     run_id_of,
     unusable,
 )
-from backend.history.summary import RunSummary, Yardstick, crossover
+from backend.history.summary import RunSummary, Yardstick
 from backend.history.sync import parse_server_args, read_lines, record_run, sync_from_host
 
 __all__ = [
@@ -30,7 +30,6 @@ __all__ = [
     "LiveRecorder",
     "RunSummary",
     "Yardstick",
-    "crossover",
     "filter_tail",
     "history_path",
     "load_yardstick",

@@ -1,5 +1,5 @@
 """What the history reads back: a run's summary, its concurrency levels and bench curve, and the yardstick
-(baseline and cycle time) runs are judged against."""
+(baseline and cycle time) runs are judged against; the judging itself is ``backend.measure.judge``'s."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from backend.measure.breakeven import live_breakeven
-from backend.measure.series import clears, interval95
+from backend.measure.series import interval95
 
 
 @dataclass(frozen=True)
@@ -39,20 +39,6 @@ class BenchLevel:
 
 
 @dataclass(frozen=True)
-class Versus:
-    """A run against the baseline, like with like: at its own concurrency when the baseline was measured
-    there, else per stream against the single-stream baseline."""
-
-    pct: float
-    streams: int | None  # the concurrency both were measured at; None: per stream vs the single-stream figure
-    basis: str  # what was compared, in words
-
-    def cell(self) -> str:
-        """``+1.2% @2`` (same concurrency) or ``-4.0% /stream`` (per stream vs single-stream)."""
-        return f"{self.pct:+.1f}% " + (f"@{self.streams}" if self.streams else "/stream")
-
-
-@dataclass(frozen=True)
 class Yardstick:
     """What runs are judged against: the single-stream baseline tok/s (measured run or configured), the
     per-stream tok/s the measured baseline run saw at each concurrency, and the cycle time."""
@@ -70,7 +56,7 @@ class Yardstick:
     @property
     def measured(self) -> bool:
         """Whether the single-stream figure was measured (the baseline run decoded one stream at a time)."""
-        return self.baseline_run is not None and self.measured_at(1) is not None
+        return self.baseline_run is not None and (self.by_streams.get(1) or self.bench_by_streams.get(1)) is not None
 
     @property
     def source(self) -> str:
@@ -80,42 +66,6 @@ class Yardstick:
             levels = self.by_streams.keys() | self.bench_by_streams.keys()
             return f"configured; run {self.baseline_run} measured {_levels_text(levels)} streams only"
         return "configured"
-
-    def measured_at(self, streams: int | None) -> float | None:
-        """The per-stream tok/s the baseline run's log showed at ``streams`` running requests (what runs' and the
-        Live tab's log figures compare with: like with like), else its bench there; None when it never ran at
-        that concurrency. Benches compare with benches (``bench_versus``)."""
-        streams = streams or 1
-        return self.by_streams.get(streams) or self.bench_by_streams.get(streams)
-
-    def at(self, streams: int | None) -> float:
-        """Per-stream baseline tok/s at ``streams`` running requests: measured there, else the single-stream figure."""
-        measured = self.measured_at(streams) if (streams or 1) > 1 else None
-        return self.baseline_tok_s if measured is None else measured
-
-    def versus(self, run: RunSummary) -> Versus | None:
-        """``run`` against the baseline at the same concurrency when measured, else per stream vs single-stream."""
-        streams = run.streams
-        level = next((lv for lv in run.levels if lv.streams == streams), None)
-        measured = self.measured_at(streams) if level is not None else None
-        if measured is not None:
-            pct = 100.0 * (level.tok_s / measured - 1.0)
-            return Versus(pct, streams, f"at {streams} stream(s) vs the baseline measured at {streams}")
-        if run.tok_s is None:
-            return None
-        where = "measured" if self.measured else "configured"
-        pct = 100.0 * (run.tok_s / self.baseline_tok_s - 1.0)
-        return Versus(pct, None, f"per stream vs the single-stream baseline ({where})")
-
-    def bench_versus(self, streams: int, tok_s: float) -> Versus:
-        """A bench's per-stream tok/s at ``streams`` against the baseline's bench at the same concurrency when
-        one was measured, else per stream against the single-stream baseline."""
-        if streams in self.bench_by_streams:
-            pct = 100.0 * (tok_s / self.bench_by_streams[streams] - 1.0)
-            return Versus(pct, streams, f"vs the baseline's bench at {streams} stream(s)")
-        where = "measured" if self.measured else "configured"
-        pct = 100.0 * (tok_s / self.baseline_tok_s - 1.0)
-        return Versus(pct, None, f"per stream vs the single-stream baseline ({where})")
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -127,12 +77,6 @@ class Yardstick:
             "cycle_ms": self.cycle_ms,
             "break_even_accept_len": round(self.break_even, 4),
         }
-
-
-def crossover(baseline: dict[int, float], drafter: dict[int, float]) -> int | None:
-    """The lowest concurrency measured for both at which the drafter's per-stream tok/s is below the
-    baseline's (None when it stays ahead at every shared level)."""
-    return next((c for c in sorted(baseline.keys() & drafter.keys()) if drafter[c] < baseline[c]), None)
 
 
 def _levels_text(levels: Iterable[int]) -> str:
@@ -221,65 +165,18 @@ class RunSummary:
         by_streams = sorted(self.levels, key=lambda lv: lv.streams)
         return " ".join(f"{lv.streams} ({100 * lv.seconds / total:.0f}%)" for lv in by_streams)
 
-    def vs_baseline_pct(self, yardstick: Yardstick) -> float | None:
-        """How much faster (+) or slower (−) than the baseline, in percent (see ``Yardstick.versus``)."""
-        versus = yardstick.versus(self)
-        return None if versus is None else versus.pct
-
-    def break_even(self, yardstick: Yardstick) -> float:
-        """The accept length this run had to reach: the configured break-even for one stream; for a run at more
-        streams, its own cycle at that batch × the baseline per stream at that concurrency (the configured
-        cycle and the single-stream baseline are one stream's figures)."""
-        if (self.streams or 1) > 1 and self.cycle_ms is not None:
-            return live_breakeven(self.cycle_ms, yardstick.at(self.streams))
-        return yardstick.break_even
-
     def accept_interval(self) -> tuple[float, float] | None:
         """The log accept length's 95% interval (None under 20 seconds of samples)."""
         if self.accept_len is None or self.accept_len_sem is None:
             return None
         return interval95(self.accept_len, self.accept_len_sem, self.accept_len_dof)
 
-    def break_even_verdict(self, yardstick: Yardstick) -> str | None:
-        """``met`` / ``not met`` where the accept length's 95% interval clears the break-even, ``within noise``
-        where it straddles it, ``too few samples`` without an interval; None without speculation or samples."""
-        if not self.speculative or self.accept_len is None:
-            return None
-        interval = self.accept_interval()
-        if interval is None:
-            return "too few samples"
-        return {1: "met", -1: "not met", 0: "within noise"}[clears(*interval, self.break_even(yardstick))]
-
-    def break_even_met(self, yardstick: Yardstick) -> bool | None:
-        """True / False only where the accept length's interval clears the break-even; else None."""
-        return {"met": True, "not met": False}.get(self.break_even_verdict(yardstick) or "")
-
-    def live_break_even(self, yardstick: Yardstick) -> float | None:
-        """The break-even for this run's own measured cycle time and the baseline at its concurrency."""
-        return None if self.cycle_ms is None else live_breakeven(self.cycle_ms, yardstick.at(self.streams))
-
-    def falls_below_baseline_at(self, yardstick: Yardstick) -> int | None:
-        """The lowest benched concurrency at which this speculative run is slower per stream than the baseline's
-        bench at the same concurrency (None without speculation, a baseline curve, or a crossing)."""
-        if not self.speculative:
-            return None
-        return crossover(yardstick.bench_by_streams, {point.streams: point.tok_s for point in self.curve})
-
-    def to_json(self, yardstick: Yardstick) -> dict[str, Any]:
+    def to_json(self) -> dict[str, Any]:
+        """The run's figures (``backend.measure.judge.run_json`` adds what they are judged to say)."""
         out = asdict(self)
         out["streams"] = self.streams
-        versus = yardstick.versus(self)
-        out["vs_baseline_pct"] = None if versus is None else round(versus.pct, 2)
-        out["vs_baseline_streams"] = None if versus is None else versus.streams
-        out["vs_baseline_basis"] = None if versus is None else versus.basis
-        out["break_even"] = round(self.break_even(yardstick), 4)
-        out["break_even_met"] = self.break_even_met(yardstick)
-        out["break_even_verdict"] = self.break_even_verdict(yardstick)
         interval = self.accept_interval()
         out["accept_len_low"], out["accept_len_high"] = (
             (None, None) if interval is None else map(round, interval, (4, 4))
         )
-        out["falls_below_baseline_at"] = self.falls_below_baseline_at(yardstick)
-        live = self.live_break_even(yardstick)
-        out["live_break_even"] = None if live is None else round(live, 4)
         return out

@@ -16,7 +16,9 @@ from typing import Any
 
 from backend.connection import Connection
 from backend.errors import OperationFailed, UsageError
+from backend.history import Yardstick
 from backend.jobs import JobInfo, get_job, list_jobs, newest_running
+from backend.measure import judge
 from backend.measure.latency import format_ms
 from backend.measure.livefeed import describe_server
 
@@ -238,22 +240,25 @@ def public_result(record: dict) -> dict:
     return out
 
 
-def summary_line(result: dict, baseline: float, basis: str = "single-stream baseline") -> str:
-    """One line: per-stream tok/s at the bench's concurrency against ``baseline`` (per stream, described by
-    ``basis``), the aggregate, accept length against its break-even, TTFT."""
+def summary_line(result: dict, yardstick: Yardstick, run_id: str | None = None) -> str:
+    """One line: per-stream tok/s at the bench's concurrency against the baseline that judges it (the judge's
+    like with like, with its requests' verdict), the aggregate, accept length against the break-even of its own
+    cycle, TTFT. ``run_id``: the run it measured (the baseline's own reads = baseline)."""
 
     def num(value: float | None, fmt: str) -> str:
         return "-" if value is None else format(value, fmt)
 
+    judged = judge.bench(result, yardstick, run_id)
     tok_s, accept, cycle = result.get("tok_s"), result.get("accept_len"), result.get("cycle_ms")
     streams = result.get("concurrency") or 1
-    vs = f" ({(tok_s / baseline - 1) * 100:+.0f}% vs {baseline:.1f} {basis})" if tok_s else ""
-    line = f"{num(tok_s, '.1f')} tok/s per stream at {streams} stream(s){vs}"
+    line = f"{num(tok_s, '.1f')} tok/s per stream at {streams} stream(s)"
+    if speed := judged.speed_text():
+        line += f" ({speed})"
     if streams > 1:
         line += f", {num(result.get('total_tok_s'), '.1f')} tok/s in all"
     line += f", accept length {num(accept, '.2f')}"
-    if cycle and result.get("speculative"):
-        line += f" (break-even {cycle * baseline / 1000:.2f} at {cycle:.1f} ms cycles)"
+    if judged.break_even is not None:
+        line += f" {judged.accept_text()} at this bench's {cycle:.1f} ms cycles"
     return line + f", TTFT {num(result.get('ttft_ms'), '.0f')} ms"
 
 

@@ -24,7 +24,8 @@ from backend.agent.host.shared.acceptance import per_position
 from backend.agent.host.shared.units import human_bytes
 from backend.drafters import checkpoints
 from backend.errors import SpecdeckError
-from backend.history import History, RunSummary, Yardstick, crossover
+from backend.history import History, RunSummary, Yardstick
+from backend.measure import judge
 from backend.measure.cost import Cost, drafter_sentence, gpus_of, per_million
 from backend.report.charts import Band, Chart, ChartMode, html_chart, html_head, text_chart
 from backend.train.predict import gap_line
@@ -73,17 +74,9 @@ def fmt(value: float | None, digits: int = 1, signed: bool = False, suffix: str 
 
 
 def break_even_cell(run: RunSummary, yardstick: Yardstick) -> str:
-    """``met (+0.84 ±0.05)`` / ``not met`` / ``within noise`` against the break-even, by whether the accept
-    length's 95% interval (± its half-width) clears it; ``too few samples (+0.84)`` without one; ``—`` without
-    speculation. A run at N > 1 streams against its own at that batch, ``met (+0.30 ±0.04 of 3.11 @4)``."""
-    said = run.break_even_verdict(yardstick)
-    if said is None or run.accept_len is None:
-        return "—"
-    target = run.break_even(yardstick)
-    interval = run.accept_interval()
-    spread = "" if interval is None else f" ±{(interval[1] - interval[0]) / 2:.2f}"
-    at = f" of {target:.2f} @{run.streams}" if (run.streams or 1) > 1 else ""
-    return f"{said} ({run.accept_len - target:+.2f}{spread}{at})"
+    """The judge's break-even verdict as a cell (``judge.BreakEven.cell``); ``—`` without speculation."""
+    judged = judge.run_break_even(run, yardstick)
+    return "—" if judged is None else judged.cell()
 
 
 def run_cells(run: RunSummary, yardstick: Yardstick) -> dict[str, str]:
@@ -93,7 +86,7 @@ def run_cells(run: RunSummary, yardstick: Yardstick) -> dict[str, str]:
     says what it compared: ``@N`` against the baseline measured at N streams, ``/stream`` per stream against
     the single-stream baseline.
     """
-    versus = yardstick.versus(run)
+    versus = judge.run_versus(run, yardstick)
     return {
         "profile": run.profile or "—",
         "drafter": run.drafter or "—",
@@ -102,12 +95,11 @@ def run_cells(run: RunSummary, yardstick: Yardstick) -> dict[str, str]:
         "outcome": run.outcome or "—",
         "samples": str(run.samples),
         "streams": run.concurrency_text(),
-        "tok_s": fmt(run.tok_s),
+        "tok_s": judge.run_figure(run, yardstick),
         "total_tok_s": fmt(run.total_tok_s),
         "accept": fmt(run.accept_len, 2),
         "cycle_ms": fmt(run.cycle_ms),
-        # The baseline's own run is the baseline: "= baseline", never a verdict of +0% against itself.
-        "vs_baseline": "= baseline" if run.id == yardstick.baseline_run else "—" if versus is None else versus.cell(),
+        "vs_baseline": "—" if versus is None else versus.cell(),
         "break_even": break_even_cell(run, yardstick),
     }
 
@@ -146,7 +138,7 @@ def comparison_table(runs: list[RunSummary], yardstick: Yardstick) -> Table:
     rows = []
     columns = ("profile", "drafter", "samples", "streams", "tok_s", "total_tok_s", "accept", "cycle_ms", "vs_baseline",
                "break_even")  # fmt: skip
-    base, _ = baseline_curve(runs, yardstick)
+    base, _ = judge.baseline_curve(yardstick, runs)
     swept = base and any(len(r.curve) > 1 for r in runs)
     if swept:
         headers.append("bench below baseline from")
@@ -162,12 +154,10 @@ def comparison_table(runs: list[RunSummary], yardstick: Yardstick) -> Table:
 def crossover_cell(run: RunSummary, base: dict[int, float]) -> str:
     """The concurrency at which a benched drafter falls below the baseline curve; ``none to N`` when it stays
     ahead up to the highest level both were benched at; ``—`` without speculation or shared levels."""
-    ours = {p.streams: p.tok_s for p in run.curve}
-    shared = sorted(base.keys() & ours.keys())
-    if not run.speculative or not shared:
+    curve = judge.curve_verdict(base, {p.streams: p.tok_s for p in run.curve})
+    if not run.speculative or not curve.judged:
         return "—"
-    falls = crossover(base, ours)
-    return f"none to {shared[-1]}" if falls is None else str(falls)
+    return f"none to {curve.judged[-1]}" if curve.falls_at is None else str(curve.falls_at)
 
 
 def charts(history: History, runs: list[RunSummary], yardstick: Yardstick) -> list[Chart]:
@@ -190,32 +180,10 @@ def charts(history: History, runs: list[RunSummary], yardstick: Yardstick) -> li
     ]
 
 
-def baseline_curve(runs: list[RunSummary], yardstick: Yardstick) -> tuple[dict[int, float], str]:
-    """(per-stream bench tok/s by concurrency, where it comes from) of the baseline: the marked baseline run's
-    benches, else those of a run without speculation among ``runs``; empty when neither was benched."""
-    if yardstick.bench_by_streams:
-        return dict(yardstick.bench_by_streams), f"measured by run {yardstick.baseline_run}"
-    for run in runs:
-        if not run.speculative and run.curve:
-            return {p.streams: p.tok_s for p in run.curve}, f"run {run.job_id}, no speculation"
-    return {}, ""
-
-
 def crossover_text(run: RunSummary, base: dict[int, float], source: str) -> str:
-    """Where ``run`` falls below the baseline curve, in one sentence."""
-    ours = {p.streams: p.tok_s for p in run.curve}
-    shared = sorted(base.keys() & ours.keys())
-    if not shared:
-        return f"{run_label(run)}: no baseline bench at its levels; sweep a server without speculation too."
-    falls = crossover(base, ours)
-    if falls is None:
-        return (
-            f"{run_label(run)} stays ahead of the baseline ({source}) at every concurrency measured (to {shared[-1]})."
-        )
-    ahead = [c for c in shared if c < falls]
-    return f"{run_label(run)} falls below the baseline ({source}) at {falls} concurrent stream(s)" + (
-        f"; ahead at {ahead[-1]}." if ahead else ", already at the lowest level measured."
-    )
+    """Where ``run`` falls below the baseline curve, in one sentence (``judge.Curve.sentence``)."""
+    curve = judge.curve_verdict(base, {p.streams: p.tok_s for p in run.curve})
+    return curve.sentence(run_label(run), source) + "."
 
 
 def _curve_series(run: RunSummary, key: str) -> tuple[str, list[float], list[float]]:
@@ -228,7 +196,7 @@ def concurrency_blocks(runs: list[RunSummary], yardstick: Yardstick) -> list[Blo
     curved = [r for r in runs if len(r.curve) > 1]
     if not curved:
         return []
-    base, source = baseline_curve(runs, yardstick)
+    base, source = judge.baseline_curve(yardstick, runs)
     levels = sorted({p.streams for r in curved for p in r.curve} | base.keys())
     rows = []
     for run in curved:
@@ -280,10 +248,16 @@ def _p50_p95(latency: dict | None, key: str, digits: int = 0) -> str:
     return " / ".join(_quantile_cell(latency, key, q, digits) for q in ("p50", "p95"))
 
 
-def server_latency_cells(run: RunSummary) -> tuple[str, str]:
-    """The run's inter-token p50 / p95 and TTFT p95 (ms) from its server's histograms (``runs.latency``), as the
-    History tab's detail shows them; dashes for a run recorded before latency was kept."""
-    return _p50_p95(run.latency, "itl_ms", 1), _quantile_cell(run.latency, "ttft_ms", "p95")
+def latency_cells(run: RunSummary) -> tuple[str, str]:
+    """The run's inter-token p50 / p95 and TTFT p95 (ms) as the History tab's detail shows them: its newest
+    bench's (its own requests, what was benched); else its server's histograms since the server started, marked
+    ``srv`` (SGLang's warm-up request is among them: its TTFT lifts the p95 of a short run); dashes for neither."""
+    bench = ((run.bench or {}).get("result") or {}).get("latency")
+    if bench:
+        return _p50_p95(bench, "itl_ms", 1), _quantile_cell(bench, "ttft_ms", "p95")
+    if not run.latency:
+        return "—", "—"
+    return _p50_p95(run.latency, "itl_ms", 1) + " srv", _quantile_cell(run.latency, "ttft_ms", "p95") + " srv"
 
 
 def cost_curve(run: RunSummary, gpu_hour_usd: float | None) -> dict[int, Cost]:
@@ -581,10 +555,10 @@ def sweep_blocks(runs: list[RunSummary], yardstick: Yardstick, sweep: str) -> li
     for steps, run in points:
         bench = run.bench or {}
         tok_s = bench.get("tok_s")
-        vs = None if tok_s is None else 100.0 * (tok_s / yardstick.baseline_tok_s - 1)
+        vs = "—" if tok_s is None else judge.pct_text(judge.versus(yardstick, tok_s, 1, bench=True).pct)
         tokens = _flag(run.argv, "--speculative-num-draft-tokens") or "—"
         rows.append([str(steps), str(advisor.run_topk(run)), tokens, fmt(tok_s), fmt(bench.get("accept_len"), 2),
-                     fmt(bench.get("cycle_ms")), fmt(vs, 0, True, "%"), run.outcome or "—", run.job_id]
+                     fmt(bench.get("cycle_ms")), vs, run.outcome or "—", run.job_id]
                     + ([run.host] if fleet else []))  # fmt: skip
     blocks: list[Block] = [
         Heading(f"Sweep {sweep}"),
@@ -604,7 +578,7 @@ def sweep_blocks(runs: list[RunSummary], yardstick: Yardstick, sweep: str) -> li
         series_tok.append(("predicted", ks, [r["tok_s"] for r in advice.rows]))
         series_acc += [
             ("predicted", ks, [r["accept_len"] for r in advice.rows]),
-            ("break-even", ks, [r["cycle_ms"] * yardstick.baseline_tok_s / 1000.0 for r in advice.rows]),
+            ("break-even", ks, [judge.break_even(r["cycle_ms"], yardstick.baseline_tok_s) for r in advice.rows]),
         ]
         bands_tok = [_interval(advice.rows, ks, "tok_s")]
         bands_acc = [_interval(advice.rows, ks, "accept_len")]

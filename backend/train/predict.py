@@ -26,8 +26,8 @@ from backend.agent.host.shared import expect, units
 from backend.agent.host.shared.advice import Acceptance, CostModel, assess
 from backend.errors import UsageError
 from backend.history import RunSummary, Yardstick
+from backend.measure import judge
 from backend.measure.bench import DEFAULT_REQUESTS
-from backend.measure.series import clears
 from backend.tune.advisor import DEFAULT_STEPS, bench_lists, predict_from_rates, single_stream
 
 Z = 1.96
@@ -52,7 +52,7 @@ class Basis:
         return "intervals 95% for " + " and ".join(parts) if parts else "intervals 95% of the model alone"
 
     def break_even(self, steps: int) -> float:
-        return self.cost(steps) * self.baseline_tok_s / 1000.0
+        return judge.break_even(self.cost(steps), self.baseline_tok_s)
 
     @property
     def assumed(self) -> bool:
@@ -118,8 +118,9 @@ def advised(
 
 
 def verdict(low: float, high: float, line: float) -> str:
-    """beats / falls short of / too close to call against: only where the whole interval clears the line."""
-    return {1: "beats", -1: "falls short of", 0: "too close to call against"}[clears(low, high, line)]
+    """beats / falls short of / too close to call against: the judge's, only where the whole interval clears
+    the line."""
+    return judge.clear_word(low, high, line, ("beats", "falls short of"), "too close to call against")
 
 
 EMPTY = {

@@ -209,7 +209,7 @@ class FleetPane(ShellPane):
         else:
             parts.append(f"not healthy: {r.error}")
         if r.workers is not None:
-            parts.append(f"{_num(r.healthy_workers, 'd')}/{r.workers} workers healthy")
+            parts.append(st.workers_text())
         for value, what in ((r.requests_active, "active"), (r.requests_total, "routed"), (r.errors_total, "errors")):
             if value is not None:
                 parts.append(f"{value} {what}")
@@ -279,7 +279,7 @@ class FleetPane(ShellPane):
             result = await fleet.bench(
                 links, plan, lambda e: line.update(f"bench: {e.get('done')}/{e.get('total')} requests")
             )
-            line.update("bench through the router: " + summary_line(result, self.app.baseline.tok_s))
+            line.update("bench through the router: " + summary_line(result, await self.app.yardstick()))
         except OperationFailed as exc:
             line.update(f"bench: failed: {exc}")
             raise

@@ -29,7 +29,7 @@ from textual.widgets import DataTable, Static
 
 from backend.errors import SpecdeckError
 from backend.history import History, HistoryThread, HistoryUnavailable, RunSummary, Yardstick, sync_from_host
-from backend.report.document import Table, charts, comparison_table, run_cells, server_latency_cells
+from backend.report.document import Table, charts, comparison_table, latency_cells, run_cells
 from tui.messages import ConnectionChanged
 from tui.screens.confirm import ConfirmScreen
 from tui.screens.pane import ShellPane
@@ -219,7 +219,7 @@ class HistoryPane(ShellPane):
         else:
             title.update("The highlighted run  (space selects runs to compare)")
         model = comparison_table(runs, y)
-        rows = [[*row, *server_latency_cells(run)] for row, run in zip(model.rows, runs, strict=True)]
+        rows = [[*row, *latency_cells(run)] for row, run in zip(model.rows, runs, strict=True)]
         self._detail = Table([*model.headers, *LATENCY_HEADERS], rows)
         self._fill_detail()
         self._load_charts(runs, y)

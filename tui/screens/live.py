@@ -30,6 +30,7 @@ from textual.widgets import Static
 from backend.connection import Connection
 from backend.errors import SpecdeckError
 from backend.history import HistoryThread, RunSummary, Yardstick, run_id_of
+from backend.measure import judge
 from backend.measure.livefeed import LiveFeed, profile_steps
 from backend.measure.series import LiveSeries, RingSeries
 from backend.settings import Reference
@@ -164,7 +165,10 @@ class LivePane(ShellPane):
         yield ServerLine(tuple(label for label, _ in WINDOWS), id="live-server").data_bind(
             LivePane.paused, LivePane.window_index, LivePane.overlay
         )
-        yield BenchBar(lambda: self.baseline, id="live-bench")
+        yield BenchBar(
+            lambda: self.app.yardstick(), lambda server: run_id_of(self.app.connection.host.name, server.id),
+            id="live-bench",
+        )  # fmt: skip
         with Horizontal(id="live-body"):
             with Vertical(id="live-charts"):
                 yield SeriesChart(TOK_TITLES[False], "cyan", id="tok-chart")
@@ -393,7 +397,7 @@ class LivePane(ShellPane):
         streams, y = self.streams, self.yardstick
         if streams is None or y is None or y.baseline_run != self.baseline_run or self.baseline_run is None:
             return None
-        return y.measured_at(streams)
+        return judge.measured_at(y, streams)
 
     def stream_baseline(self) -> tuple[float, int | None]:
         """(per-stream baseline the live numbers are judged by, the concurrency it was measured at): measured at
@@ -402,6 +406,10 @@ class LivePane(ShellPane):
         if measured is None or streams == 1:
             return self.baseline, None
         return measured, streams
+
+    def configured_break_even(self) -> float:
+        """The configured cycle × the baseline (as History's yardstick has it: the measured baseline once marked)."""
+        return judge.break_even(self.app.settings.reference.cycle_ms, self.baseline)
 
     def aggregate_baseline(self) -> float | None:
         """The baseline tok/s in all at the current concurrency: measured there times the streams; None when no
@@ -435,17 +443,15 @@ class LivePane(ShellPane):
     def reference_lines(self) -> tuple[list[RefLine], list[RefLine]]:
         """(tok/s chart lines, accept-length chart lines) for the current numbers and overlay."""
         base = self.baseline
-        ref = self.app.settings.reference
         tok = [RefLine(base, baseline_label(base, self.baseline_run), "green")]
         same, streams = self.stream_baseline()
         if streams is not None:  # judged at the same concurrency: that line too
             tok.append(RefLine(same, baseline_label(same, self.baseline_run, streams), "green"))
-        accept = [
-            RefLine(ref.break_even_accept_len, f"break-even {ref.break_even_accept_len:.2f} (configured)", "orange")
-        ]
+        configured = self.configured_break_even()
+        accept = [RefLine(configured, f"break-even {configured:.2f} (configured cycle)", "orange")]
         live = self.numbers.breakeven.mean
         if live is None and self.series.cycle_ms.last is not None:
-            live = self.series.cycle_ms.last[1] * same / 1000.0
+            live = judge.break_even(self.series.cycle_ms.last[1], same)
         if live is not None:
             accept.append(RefLine(live, f"live break-even {live:.2f}", "red"))
         for run, color in zip(self.overlay or (), cycle(OVERLAY_COLORS)):
@@ -462,7 +468,6 @@ class LivePane(ShellPane):
         tok_refs, accept_refs = self.reference_lines()
         tok_series = self.series.total_tok_s if self.aggregate else self.series.tok_s
         span = self.chart_span(tok_series, seconds)
-        ref = self.app.settings.reference
         for chart in charts or CHARTS:
             empty = self.empty_hint(chart)
             self._dirty.discard(chart)
@@ -484,7 +489,7 @@ class LivePane(ShellPane):
                     accept_refs,
                     empty,
                     span=span,
-                    min_span=MIN_SPAN * ref.break_even_accept_len,
+                    min_span=MIN_SPAN * self.configured_break_even(),
                 )
         self.redraws += 1
 
@@ -516,12 +521,11 @@ class LivePane(ShellPane):
         parts = (series.tok_s, series.accept_len, series.cycle_ms, series.total_tok_s, series.streams)
         views = [s.window(seconds) for s in parts]
         tok, accept, cycle_ms, total, streams = await asyncio.to_thread(lambda: [window_stats(v) for v in views])
-        ref = self.app.settings.reference
         before = self.numbers.breakeven.mean
         baseline, at = self.stream_baseline()
         own = self.baseline_run is not None and self._followed()[1] == self.baseline_run
         self.numbers = LiveNumbers(
-            tok, accept, cycle_ms, baseline, ref.break_even_accept_len, label, self.baseline_run, total, streams, at,
+            tok, accept, cycle_ms, baseline, self.configured_break_even(), label, self.baseline_run, total, streams, at,
             own_baseline=own,
         )  # fmt: skip
         self.query_one(NumbersPanel).show(self.numbers)

@@ -22,8 +22,9 @@ from textual.timer import Timer
 from textual.widgets import DataTable, Static
 
 from backend.errors import SpecdeckError
-from backend.history import History, sync_from_host
+from backend.history import History, run_id_of, sync_from_host
 from backend.jobs import JobInfo, get_job
+from backend.measure import judge
 from backend.serve import serving
 from backend.train import training
 from tui.messages import ConnectionChanged
@@ -103,7 +104,10 @@ class TrainPane(ShellPane):
             yield LossChart(id="train-loss")
         yield Static(id="train-basis", markup=False)
         yield DataTable(id="train-checkpoints", cursor_type="row", zebra_stripes=True)
-        yield BenchBar(lambda: self.app.baseline.tok_s, id="train-bench")
+        yield BenchBar(
+            lambda: self.app.yardstick(), lambda server: run_id_of(self.app.connection.host.name, server.id),
+            id="train-bench",
+        )  # fmt: skip
 
     def on_mount(self) -> None:
         self._fill_checkpoints()
@@ -167,13 +171,13 @@ class TrainPane(ShellPane):
         found = await training.checkpoint_list(conn, name)
         ref, settings, host = self.app.settings.reference, self.app.settings, self.app.host_config.name
 
-        def judge(history: History):
+        def read(history: History):
             runs = history.runs(host)
             return training.predictions(
                 settings, name, found, runs, history.yardstick(ref.baseline_tok_s, ref.cycle_ms)
             )
 
-        self.rows, self.basis = await self.app.history.query(judge)
+        self.rows, self.basis = await self.app.history.query(read)
         self._show_checkpoints()
 
     # --- drawing -----------------------------------------------------------------------------------------------
@@ -205,7 +209,7 @@ class TrainPane(ShellPane):
         line = (
             self.basis.break_even(self.steps)
             if self.basis is not None
-            else self.app.settings.reference.break_even_accept_len
+            else judge.break_even(self.app.settings.reference.cycle_ms, self.app.baseline.tok_s)
         )
         self.query_one(AccuracyChart).show(self.train, self.evals)
         self.query_one(AcceptChart).show(self.train, self.steps, line)

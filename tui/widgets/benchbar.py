@@ -4,7 +4,7 @@ bench posts ``BenchBar.Finished`` with its result, for what else the tab shows f
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 
 from textual import work
 from textual.message import Message
@@ -13,6 +13,7 @@ from textual.widgets import Static
 from textual.worker import Worker
 
 from backend.errors import OperationFailed
+from backend.history import Yardstick
 from backend.jobs import JobInfo
 from backend.measure.bench import BenchPlan, start_bench, stop_bench, summary_line, wait_result
 
@@ -34,9 +35,13 @@ class BenchBar(Static):
             super().__init__()
             self.server, self.result = server, result
 
-    def __init__(self, baseline: Callable[[], float], *, id: str | None = None) -> None:
+    def __init__(
+        self, yardstick: Callable[[], Awaitable[Yardstick]], run_of: Callable[[JobInfo], str | None], *,
+        id: str | None = None,
+    ) -> None:  # fmt: skip
         super().__init__(id=id, markup=False)
-        self.baseline = baseline  # the per-stream tok/s the result is judged against, read when it comes
+        self.yardstick = yardstick  # what the result is judged against, read when it comes
+        self.run_of = run_of  # the History run of a server (the baseline's own reads = baseline)
         self.plan = BenchPlan()
         self.job: JobInfo | None = None
         self._stopping = False
@@ -66,7 +71,7 @@ class BenchBar(Static):
         try:
             self.job = await start_bench(conn, server, self.plan)
             result = await wait_result(conn, self.job.id, self._progress)
-            self.text = "bench: " + summary_line(result, self.baseline())
+            self.text = "bench: " + summary_line(result, await self.yardstick(), self.run_of(server))
             self.post_message(self.Finished(server, result))
         except OperationFailed:
             if not self._stopping:

@@ -12,7 +12,8 @@ from textual.markup import escape
 from textual.widgets import Static
 
 from backend.agent.host.shared import units
-from backend.measure.series import BATCHES, SeriesView, Stats, clears, interval95
+from backend.measure import judge
+from backend.measure.series import SeriesView, Stats
 from backend.settings import Reference
 
 EMPTY = Stats(0, None, None, None, None, None, None)
@@ -59,7 +60,7 @@ class LiveNumbers:
     accept_len: Stats = EMPTY
     cycle_ms: Stats = EMPTY
     baseline: float = Reference.baseline_tok_s
-    configured_breakeven: float = Reference().break_even_accept_len
+    configured_breakeven: float = judge.break_even(Reference.cycle_ms, Reference.baseline_tok_s)
     window: str = "5 m"
     baseline_run: str | None = None  # the History run measuring ``baseline``; None for the configured figure
     total_tok_s: Stats = EMPTY  # all streams together (SGLang's gen throughput)
@@ -69,8 +70,8 @@ class LiveNumbers:
 
     @property
     def breakeven(self) -> Stats:
-        """The live break-even of the window: cycle ms × baseline / 1000, sample by sample."""
-        return scaled(self.cycle_ms, self.baseline / 1000.0)
+        """The live break-even of the window, sample by sample (``judge.break_even`` is linear in the cycle)."""
+        return scaled(self.cycle_ms, judge.break_even(1.0, self.baseline))
 
 
 def _cell(value: float | None, fmt: str) -> str:
@@ -82,38 +83,37 @@ def _row(name: str, stats: Stats, fmt: str) -> str:
     return f"{name:<11}" + " ".join(cells)
 
 
-def _vs(value: float | None, baseline: float) -> str:
+def _vs(value: float | None, numbers: LiveNumbers) -> str:
     if value is None:
         return f"{'-':>7}"
-    pct = (value / baseline - 1) * 100
-    style = "$text-success" if pct >= 0 else "$text-error"
-    return f"[{style}]{pct:>+6.0f}%[/]"
+    if numbers.own_baseline:
+        return f"{'=':>7}"
+    change = judge.pct(value, numbers.baseline)
+    style = "$text-success" if change >= 0 else "$text-error"
+    return f"[{style}]{judge.pct_text(change):>7}[/]"
+
+
+VERDICT_STYLE = {"beats": "$text-success", "below": "$text-error"}
 
 
 def verdict(numbers: LiveNumbers) -> str:
-    """One line on whether the server beats the baseline in this window, and why (markup): beats or below only
-    where the mean's 95% interval (batch means, ``Stats.sem``) clears the baseline; the baseline's own run reads
-    "= baseline"; else within noise."""
-    mean_accept = numbers.accept_len.mean
-    tok = numbers.tok_s
-    if tok.mean is None:
+    """The judge's verdict on the window (``judge.speed_verdict``: beats or below only where the mean's 95%
+    interval clears the baseline) in one line with why (markup)."""
+    said = judge.speed_verdict(numbers.tok_s, numbers.baseline, numbers.own_baseline)
+    if said.word == "waiting":
         return "[$text-muted]waiting for decode samples[/]"
-    if numbers.own_baseline:
+    if said.word == "= baseline":
         return "[$text-muted]= baseline (this is the baseline run)[/]"
-    if tok.sem is None:
-        return f"[$text-muted]not enough samples to judge ({tok.count}/{2 * BATCHES})[/]"
-    low, high = interval95(tok.mean, tok.sem, tok.sem_dof)
-    side = clears(low, high, numbers.baseline)
-    if side > 0:
-        head = "[$text-success]beats baseline[/]"
-    elif side < 0:
-        head = "[$text-error]below baseline[/]"
-    else:
-        return f"[$text-muted]within noise of baseline (95% {units.tok_s_range(low, high)})[/]"
-    if mean_accept is None or numbers.breakeven.mean is None:
+    if said.word == "not enough samples":
+        return f"[$text-muted]not enough samples to judge ({said.count}/{said.needed})[/]"
+    if said.word == "within noise":
+        return f"[$text-muted]within noise of baseline (95% {units.tok_s_range(said.low, said.high)})[/]"
+    head = f"[{VERDICT_STYLE[said.word]}]{said.word} baseline[/]"
+    mean_accept, line = numbers.accept_len.mean, numbers.breakeven.mean
+    if mean_accept is None or line is None:
         return head
-    sign = ">" if mean_accept >= numbers.breakeven.mean else "<"
-    return f"{head}: accept {mean_accept:.2f} {sign} break-even {numbers.breakeven.mean:.2f}"
+    sign = ">" if mean_accept >= line else "<"
+    return f"{head}: accept {mean_accept:.2f} {sign} break-even {line:.2f}"
 
 
 def render_numbers(numbers: LiveNumbers) -> str:
@@ -126,9 +126,9 @@ def render_numbers(numbers: LiveNumbers) -> str:
         _row("accept len", numbers.accept_len, ".2f"),
         _row("cycle ms", numbers.cycle_ms, ".1f"),
         f"{'vs ' + baseline_number(numbers.baseline, numbers.baseline_run):<11}"
-        + _vs(numbers.tok_s.current, numbers.baseline)
+        + _vs(numbers.tok_s.current, numbers)
         + " "
-        + _vs(numbers.tok_s.mean, numbers.baseline),
+        + _vs(numbers.tok_s.mean, numbers),
         f"[$text-muted]{escape(baseline_label(numbers.baseline, numbers.baseline_run, numbers.baseline_streams))}[/]",
         f"break-even {numbers.configured_breakeven:.2f} configured"
         + (f", {numbers.breakeven.mean:.2f} live" if numbers.breakeven.mean is not None else ""),

@@ -81,7 +81,8 @@ class ServerFacts:
             if len(ranks) > 1:  # one scheduler per DP rank, each with its own drafts
                 text += " (DP ranks " + " / ".join("-" if a is None else f"{a:.2f}" for a in ranks) + ")"
         if speculates and metrics.get("spec_accept_rate") is not None and info.get("version"):
-            text += f" · {accept_rate_label(info['version'])} {metrics['spec_accept_rate']:.2f}"
+            # The gauge is the last decode batch's, beside a lifetime length: each says its window.
+            text += f" · {accept_rate_label(info['version'])} now {metrics['spec_accept_rate']:.2f}"
         if self.usage_by_rank:  # each DP rank has its own KV pool: one figure would hide the fullest
             text += " · token usage per DP rank " + " / ".join(f"{u:.2f}" for u in self.usage_by_rank)
         if self.started_s is not None:

@@ -90,8 +90,12 @@ class AcceptChart(FittedPlot):
             self.set_titles(f"accept length at {steps} steps: none yet", "accept length: none yet")
             plt.xlabel("step")
         else:
+            # The newest logged step's figure, said so: the checkpoints table beside it predicts each checkpoint's.
+            step = pts[-1][0]
             self.set_titles(
-                f"accept length at {steps} steps: {self.last:.2f}", f"accept length: {self.last:.2f}", "accept length"
+                f"accept length at {steps} steps: {self.last:.2f} at step {step} (train log)",
+                f"accept length: {self.last:.2f} at step {step}",
+                "accept length",
             )
             plt.plot([s for s, _ in pts], [v for _, v in pts], color="cyan", marker="hd")
             plt.hline(break_even, BOUND)

@@ -1,0 +1,478 @@
+"""The one judge: every verdict and comparison specdeck shows (Live, History, watch, bench, fleet bench, sweeps,
+Tune, reports, training) is computed here, and screens draw what it returns.
+
+Like with like. A figure is judged against the baseline measured at the same concurrency (per stream against
+per stream; a bench against the baseline's bench, a log window against the baseline's log there). Where the
+baseline was not measured at that concurrency, a per-stream figure is set against the single-stream baseline and
+labelled so (``/stream``): a figure, never a verdict about that concurrency. "Ahead at every concurrency" is said
+only over concurrencies where a baseline was measured; the others are named ("no baseline measured at 2, 4,
+8 streams: bench the baseline there").
+
+Intervals. beats / below / met / not met only where a 95% interval clears the line (``series.clears``); else
+within noise; without an interval, not enough samples, with the count it needs. The break-even is
+``breakeven.live_breakeven`` (cycle × baseline / 1000) of the figures judged, nowhere else.
+
+Words. One way to write a change (``pct_text``: ``+12.6%``, ``0.0%``, never ``-0%`` or ``+0.0%``) and a figure
+whose concurrency is not the reader's default (``at_text``: ``60.0 @8``).
+
+The best of a sweep is the arithmetic's on the host (``backend.agent.host.shared.advice.best``: the fastest measured
+point, the points its interval does not separate it from and how many more requests a point would); this module
+says it in words (``best_sentence``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+
+from backend.agent.host.shared.advice import t975
+from backend.history.summary import Level, RunSummary, Yardstick
+from backend.measure.breakeven import live_breakeven
+from backend.measure.series import BATCHES, Stats, clears, interval95
+
+# --- words and figures -------------------------------------------------------------------------------------
+
+
+def pct(value: float, base: float) -> float:
+    """The change of ``value`` against ``base``, in percent."""
+    return 100.0 * (value / base - 1.0)
+
+
+def pct_text(change: float | None, digits: int = 1) -> str:
+    """``+12.6%`` / ``-5.4%``; a change that rounds to nothing is ``0.0%`` (never ``-0%`` nor ``+0.0%``)."""
+    if change is None:
+        return "—"
+    shown = round(change, digits)
+    if shown == 0:
+        return f"{0:.{digits}f}%"
+    return f"{shown:+.{digits}f}%"
+
+
+def at_text(value: float | None, streams: int | None, digits: int = 1) -> str:
+    """``60.0 @8``: a figure with the concurrency it was measured at (one stream: the figure alone)."""
+    if value is None:
+        return "—"
+    return f"{value:.{digits}f}" + (f" @{streams}" if streams and streams > 1 else "")
+
+
+def levels_text(levels: Iterable[int]) -> str:
+    """``2, 4, 8``."""
+    return ", ".join(str(n) for n in sorted(levels))
+
+
+# --- which baseline judges a figure ------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Versus:
+    """A per-stream figure against the baseline that judges it: measured at the same concurrency (``streams``)
+    or, where none was, the single-stream baseline (``streams`` None: a figure, not a verdict about that
+    concurrency). ``own``: the figure is the baseline's own run, which is the baseline, never +0% against it."""
+
+    value: float  # the figure judged, per stream
+    baseline: float  # what it is judged against, per stream
+    streams: int | None  # the concurrency both were measured at; None: against the single-stream baseline
+    basis: str  # what was compared, in words
+    own: bool = False
+
+    @property
+    def pct(self) -> float:
+        return pct(self.value, self.baseline)
+
+    def cell(self) -> str:
+        """``= baseline``, ``+1.2% @2`` (same concurrency) or ``-4.0% /stream`` (against the single-stream)."""
+        if self.own:
+            return "= baseline"
+        return pct_text(self.pct) + (f" @{self.streams}" if self.streams else " /stream")
+
+
+def measured_at(yardstick: Yardstick, streams: int | None, bench: bool = False) -> float | None:
+    """The baseline's per-stream tok/s measured at ``streams``: a bench's against its bench there; a log figure
+    against its log there, else its bench there. None where the baseline run never ran at that concurrency."""
+    streams = streams or 1
+    if bench:
+        return yardstick.bench_by_streams.get(streams)
+    return yardstick.by_streams.get(streams) or yardstick.bench_by_streams.get(streams)
+
+
+def baseline_at(yardstick: Yardstick, streams: int | None, bench: bool = False) -> tuple[float, int | None]:
+    """(per-stream baseline judging a figure at ``streams``, the concurrency it was measured at): measured
+    there, else the single-stream figure (None)."""
+    measured = measured_at(yardstick, streams, bench)
+    if measured is None:
+        return yardstick.baseline_tok_s, None
+    return measured, streams or 1
+
+
+def versus(
+    yardstick: Yardstick, value: float, streams: int | None, *, bench: bool = False, run_id: str | None = None
+) -> Versus:
+    """``value`` (per stream, at ``streams``) against the baseline that judges it; ``run_id`` the run it was
+    measured on (the baseline's own reads ``= baseline``)."""
+    base, at = baseline_at(yardstick, streams, bench)
+    own = run_id is not None and run_id == yardstick.baseline_run
+    if at is not None:
+        kind = "bench" if bench else "measured figure"
+        return Versus(value, base, at, f"at {at} stream(s) vs the baseline's {kind} at {at}", own)
+    where = "measured" if yardstick.measured else "configured"
+    return Versus(value, base, None, f"per stream vs the single-stream baseline ({where})", own)
+
+
+def run_level(run: RunSummary, yardstick: Yardstick) -> Level | None:
+    """The concurrency a run is judged at: the baseline's own run at one stream (the figure the yardstick
+    takes); another run at the level it spent most seconds at among those where the baseline was measured,
+    else at its busiest level."""
+    if not run.levels:
+        return None
+    if run.id == yardstick.baseline_run:
+        return next((lv for lv in run.levels if lv.streams == 1), run.levels[0])
+    like = [lv for lv in run.levels if measured_at(yardstick, lv.streams) is not None]
+    return (like or list(run.levels))[0]
+
+
+def run_versus(run: RunSummary, yardstick: Yardstick) -> Versus | None:
+    """A run's log figure at the level it is judged at (``run_level``) against the baseline there; None
+    without samples. The figure shown beside the change is ``Versus.value``, the one compared."""
+    level = run_level(run, yardstick)
+    if level is None:
+        return None
+    return versus(yardstick, level.tok_s, level.streams, run_id=run.id)
+
+
+def run_figure(run: RunSummary, yardstick: Yardstick) -> str:
+    """A run's per-stream tok/s cell: the figure its change was computed from, ``@N`` where the run saw
+    several concurrencies or ran at more than one stream."""
+    level = run_level(run, yardstick)
+    if level is None:
+        return "—"
+    if len(run.levels) > 1 and level.streams == 1:
+        return f"{level.tok_s:.1f} @1"
+    return at_text(level.tok_s, level.streams)
+
+
+def bench_figure(run: RunSummary) -> tuple[float | None, float | None, int]:
+    """(per-stream tok/s, accept length, concurrency) of a run's bench as a table of runs compares them: its
+    one-stream bench where it has one (drafters side by side at the same concurrency), else its newest bench,
+    whose concurrency is then said (``at_text``)."""
+    one = next((p for p in run.curve if p.streams == 1), None)
+    if one is not None:
+        return one.tok_s, one.accept_len, 1
+    bench = run.bench or {}
+    return bench.get("tok_s"), bench.get("accept_len"), int(bench.get("concurrency") or 1)
+
+
+# --- intervals ---------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """An interval against a line: ``word`` is beats / below / within noise (speed), met / not met / within
+    noise (break-even), = baseline, not enough samples or waiting; ``low``/``high`` the 95% interval."""
+
+    word: str
+    low: float | None = None
+    high: float | None = None
+    count: int = 0  # samples seen (for not enough samples)
+    needed: int = 0  # samples an interval needs
+
+    @property
+    def decided(self) -> bool:
+        return self.word in ("beats", "below", "met", "not met")
+
+
+def speed_verdict(tok: Stats, baseline: float, own: bool = False) -> Verdict:
+    """A window's per-stream tok/s against ``baseline``: beats or below only where the mean's 95% interval
+    (batch means, ``Stats.sem``) clears it; the baseline's own run is the baseline."""
+    if tok.mean is None:
+        return Verdict("waiting")
+    if own:
+        return Verdict("= baseline")
+    if tok.sem is None:
+        return Verdict("not enough samples", count=tok.count, needed=2 * BATCHES)
+    low, high = interval95(tok.mean, tok.sem, tok.sem_dof)
+    return Verdict(clear_word(low, high, baseline, ("beats", "below")), low, high, tok.count)
+
+
+def clear_word(low: float, high: float, line: float, words: tuple[str, str], within: str = "within noise") -> str:
+    """``words[0]`` where the interval [low, high] is wholly above ``line``, ``words[1]`` wholly below, else
+    ``within``."""
+    return {1: words[0], -1: words[1], 0: within}[clears(low, high, line)]
+
+
+def requests_interval(values: Iterable[float | None]) -> tuple[float, float, float, int] | None:
+    """(mean, low, high, n) of a bench's per-request figures: the mean's 95% interval by Student's t over the
+    requests; None under two."""
+    got = [float(v) for v in values if v]
+    if len(got) < 2:
+        return None
+    mean = sum(got) / len(got)
+    sd = (sum((v - mean) ** 2 for v in got) / (len(got) - 1)) ** 0.5
+    half = t975(len(got) - 1) * sd / len(got) ** 0.5
+    return mean, mean - half, mean + half, len(got)
+
+
+def interval_verdict(
+    interval: tuple[float, float, float, int] | None, line: float, words: tuple[str, str], count: int = 0
+) -> Verdict:
+    """``words`` (above, below) where the interval clears ``line``, else within noise; not enough samples
+    (``count`` of them) without an interval."""
+    if interval is None:
+        return Verdict("not enough samples", count=count, needed=2)
+    _, low, high, n = interval
+    return Verdict(clear_word(low, high, line, words), low, high, n)
+
+
+# --- the break-even ----------------------------------------------------------------------------------------
+
+
+def break_even(cycle_ms: float, baseline: float) -> float:
+    """The accept length that matches ``baseline`` (per stream) with cycles of ``cycle_ms``."""
+    return live_breakeven(cycle_ms, baseline)
+
+
+@dataclass(frozen=True)
+class BreakEven:
+    """An accept length against the break-even it had to reach (``line``, at ``streams``)."""
+
+    accept_len: float
+    line: float
+    streams: int
+    verdict: Verdict
+
+    @property
+    def margin(self) -> float:
+        return self.accept_len - self.line
+
+    @property
+    def word(self) -> str:
+        """met / not met / within noise / too few samples."""
+        return "too few samples" if self.verdict.word == "not enough samples" else self.verdict.word
+
+    def cell(self) -> str:
+        """``met (+0.84 ±0.05)`` / ``not met (…)`` / ``within noise (…)`` / ``too few samples (+0.84)``; a run
+        judged at N > 1 streams names its own line: ``met (+0.30 ±0.04 of 3.11 @4)``."""
+        v = self.verdict
+        spread = "" if v.low is None or v.high is None else f" ±{(v.high - v.low) / 2:.2f}"
+        at = f" of {self.line:.2f} @{self.streams}" if self.streams > 1 else ""
+        return f"{self.word} ({self.margin:+.2f}{spread}{at})"
+
+
+def run_break_even_line(run: RunSummary, yardstick: Yardstick) -> float:
+    """The accept length a run had to reach: the configured break-even for one stream; at more streams, its own
+    cycle at that batch × the baseline per stream at that concurrency (the configured cycle and the
+    single-stream baseline are one stream's figures)."""
+    if (run.streams or 1) > 1 and run.cycle_ms is not None:
+        return break_even(run.cycle_ms, baseline_at(yardstick, run.streams)[0])
+    return yardstick.break_even
+
+
+def run_live_break_even(run: RunSummary, yardstick: Yardstick) -> float | None:
+    """The break-even for a run's own measured cycle and the baseline at its concurrency."""
+    return None if run.cycle_ms is None else break_even(run.cycle_ms, baseline_at(yardstick, run.streams)[0])
+
+
+def run_break_even(run: RunSummary, yardstick: Yardstick) -> BreakEven | None:
+    """A speculative run's accept length against its break-even: met / not met where the accept length's 95%
+    interval clears it, within noise where it straddles it, not enough samples without one; None without
+    speculation or samples."""
+    if not run.speculative or run.accept_len is None:
+        return None
+    line = run_break_even_line(run, yardstick)
+    interval = run.accept_interval()
+    if interval is None:
+        verdict = Verdict("not enough samples", count=run.samples, needed=2 * BATCHES)
+    else:
+        word = clear_word(*interval, line, ("met", "not met"))
+        verdict = Verdict(word, interval[0], interval[1], run.samples)
+    return BreakEven(run.accept_len, line, run.streams or 1, verdict)
+
+
+def break_even_met(run: RunSummary, yardstick: Yardstick) -> bool | None:
+    """True / False only where the accept length's interval clears the break-even; else None."""
+    judged = run_break_even(run, yardstick)
+    return None if judged is None else {"met": True, "not met": False}.get(judged.verdict.word)
+
+
+# --- across concurrency ------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Curve:
+    """Speculation's bench curve against the baseline's: where it falls below (over concurrencies where a
+    baseline was measured), and the concurrencies it was benched at with no baseline there."""
+
+    benched: tuple[int, ...]  # where speculation was benched
+    judged: tuple[int, ...]  # of those, where the baseline was benched too
+    falls_at: int | None  # the lowest judged concurrency where it is slower per stream
+
+    @property
+    def unjudged(self) -> tuple[int, ...]:
+        return tuple(c for c in self.benched if c not in self.judged)
+
+    def missing_text(self) -> str:
+        """``no baseline measured at 2, 4, 8 streams: bench the baseline there`` ('' when none is missing)."""
+        if not self.unjudged:
+            return ""
+        return f"no baseline measured at {levels_text(self.unjudged)} streams: bench the baseline there"
+
+    def sentence(self, who: str = "speculation", source: str = "") -> str:
+        """Where ``who`` stands against the baseline (``source``: where its curve comes from) across the
+        concurrencies benched, in one sentence."""
+        missing = self.missing_text()
+        if not self.judged:
+            return f"{who}: {missing}" if missing else f"{who}: no bench to judge"
+        base = f"the baseline ({source})" if source else "the baseline"
+        if self.falls_at is not None:
+            ahead = [c for c in self.judged if c < self.falls_at]
+            head = f"{who} falls below {base} at {self.falls_at} concurrent stream(s)" + (
+                f", ahead at {ahead[-1]}" if ahead else ", already at the lowest level measured"
+            )
+        elif self.unjudged:
+            head = f"{who} is ahead of {base} at {levels_text(self.judged)} stream(s)"
+        else:
+            head = f"{who} stays ahead of {base} at every concurrency measured ({levels_text(self.judged)})"
+        return head + (f"; {missing}" if missing else "")
+
+
+def curve_verdict(baseline: Mapping[int, float], curve: Mapping[int, float]) -> Curve:
+    """``curve`` (per-stream bench tok/s by concurrency) against the baseline's, like with like."""
+    benched = tuple(sorted(curve))
+    judged = tuple(c for c in benched if c in baseline)
+    falls = next((c for c in judged if curve[c] < baseline[c]), None)
+    return Curve(benched, judged, falls)
+
+
+def baseline_curve(yardstick: Yardstick, runs: Iterable[RunSummary] = ()) -> tuple[dict[int, float], str]:
+    """(the baseline's per-stream bench tok/s by concurrency, where it comes from): the marked baseline run's
+    benches, else those of a run without speculation among ``runs``; empty when neither was benched."""
+    if yardstick.bench_by_streams:
+        return dict(yardstick.bench_by_streams), f"measured by run {yardstick.baseline_run}"
+    for run in runs:
+        if not run.speculative and run.curve:
+            return {p.streams: p.tok_s for p in run.curve}, f"run {run.job_id}, no speculation"
+    return {}, ""
+
+
+def run_curve(run: RunSummary, yardstick: Yardstick, runs: Iterable[RunSummary] = ()) -> Curve | None:
+    """A speculative run's bench curve against the baseline's (None without speculation or benches)."""
+    if not run.speculative or not run.curve:
+        return None
+    return curve_verdict(baseline_curve(yardstick, runs)[0], {p.streams: p.tok_s for p in run.curve})
+
+
+# --- the best of a sweep -----------------------------------------------------------------------------------
+
+
+def best_figure(best: Mapping) -> tuple[float | None, float | None, float | None]:
+    """(tok/s, low, high) the best is judged by: measured where measured (an advisor row's ``measured_tok_s``, a
+    sweep point's ``tok_s``), else predicted."""
+    if best.get("basis") == "predicted":
+        return best.get("tok_s"), best.get("tok_s_low"), best.get("tok_s_high")
+    value = best["measured_tok_s"] if best.get("measured_tok_s") is not None else best.get("tok_s")
+    return value, best.get("measured_low"), best.get("measured_high")
+
+
+def best_sentence(best: Mapping | None, what: str = "steps") -> str:
+    """``steps 4 measured fastest (101.0 tok/s [96.2-105.8]); not separated from 3 at 4 requests a point:
+    ≈ 12 more each would``; ``best: none`` without one."""
+    if not best:
+        return "none (nothing measured)"
+    value, low, high = best_figure(best)
+    basis = best.get("basis", "measured")
+    interval = f" [{low:.1f}-{high:.1f}]" if low is not None and high is not None else ""
+    figure = "" if value is None else f" ({value:.1f} tok/s{interval})"
+    head = f"{what} {best['steps']} {basis} fastest{figure}"
+    others = best.get("not_separated_from") or []
+    if not others:
+        return head + ("; separated from every other point" if basis == "measured" and best.get("compared") else "")
+    names = ", ".join(str(s) for s in others)
+    requests = best.get("requests")
+    at = f" at {requests} requests a point" if requests else ""
+    more = best.get("requests_to_separate")
+    tail = f": ≈ {more} more each would" if more is not None else ""
+    if more is None and basis == "measured":
+        tail = ": closer than two benches can be told apart, whatever their length"
+    return f"{head}; not separated from {names}{at}{tail}"
+
+
+# --- a bench ----------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class BenchJudgement:
+    """A bench's result judged: its per-stream tok/s against the baseline's bench at its concurrency (and by its
+    requests' interval), its accept length against the break-even of its own cycle (and by its requests')."""
+
+    versus: Versus | None
+    speed: Verdict
+    break_even: float | None  # its own cycle × the baseline that judges it; None without speculation or cycle
+    accept: Verdict
+
+    def speed_text(self) -> str:
+        """``+23.7% vs 82.0, the baseline's bench at 1 stream(s); beats it, 95% 98.20-104.60 over 4 requests``."""
+        v = self.versus
+        if v is None:
+            return ""
+        if v.own:
+            return "= baseline (this is the baseline run)"
+        where = f"the baseline's bench at {v.streams} stream(s)" if v.streams else "the single-stream baseline"
+        return f"{pct_text(v.pct)} vs {v.baseline:.1f}, {where}" + _verdict_tail(self.speed, "it", 1)
+
+    def accept_text(self) -> str:
+        """``vs break-even 2.71 (met, 95% 3.10-3.60 over 4 requests)``; '' without speculation."""
+        if self.break_even is None:
+            return ""
+        tail = _verdict_tail(self.accept, "", 2)
+        return f"vs break-even {self.break_even:.2f}" + (f" ({tail.removeprefix('; ')})" if tail else "")
+
+
+def _verdict_tail(verdict: Verdict, it: str, digits: int) -> str:
+    """``; beats it, 95% 98.2-104.6 over 4 requests`` (or why there is no verdict); '' before any figure."""
+    if verdict.word == "not enough samples":
+        return f"; not enough requests to judge: {verdict.count}/{verdict.needed}"
+    if verdict.low is None or verdict.high is None:
+        return ""
+    word = f"{verdict.word} {it}".rstrip() if verdict.word in ("beats", "below") else verdict.word
+    return f"; {word}, 95% {verdict.low:.{digits}f}-{verdict.high:.{digits}f} over {verdict.count} requests"
+
+
+def bench(result: Mapping, yardstick: Yardstick, run_id: str | None = None) -> BenchJudgement:
+    """A bench result (``loadgen.summarize``) judged like with like: against the baseline's bench at its
+    concurrency, else per stream against the single-stream baseline."""
+    requests = [r for r in result.get("per_request") or [] if isinstance(r, dict) and "error" not in r]
+    tok_s, streams = result.get("tok_s"), int(result.get("concurrency") or 1)
+    judged = None if not tok_s else versus(yardstick, float(tok_s), streams, bench=True, run_id=run_id)
+    speed = Verdict("waiting")
+    if judged is not None:
+        rates = requests_interval(r.get("decode_tok_s") for r in requests)
+        speed = interval_verdict(rates, judged.baseline, ("beats", "below"), len(requests))
+    cycle, accept = result.get("cycle_ms"), result.get("accept_len")
+    line = None
+    verdict = Verdict("waiting")
+    if result.get("speculative") and cycle and accept:
+        line = break_even(float(cycle), baseline_at(yardstick, streams, bench=True)[0])
+        lengths = requests_interval(r.get("accept_len") for r in requests)
+        verdict = interval_verdict(lengths, line, ("met", "not met"), len(requests))
+    return BenchJudgement(judged, speed, line, verdict)
+
+
+def run_json(run: RunSummary, yardstick: Yardstick) -> dict:
+    """A run as `history --json` prints it: its figures and what the judge says of them."""
+    out = run.to_json()
+    judged = run_versus(run, yardstick)
+    level = run_level(run, yardstick)
+    out["judged_streams"] = None if level is None else level.streams
+    out["judged_tok_s"] = None if level is None else round(level.tok_s, 4)
+    out["vs_baseline_pct"] = None if judged is None or judged.own else round(judged.pct, 2)
+    out["vs_baseline_streams"] = None if judged is None else judged.streams
+    out["vs_baseline_basis"] = None if judged is None else ("the baseline's own run" if judged.own else judged.basis)
+    out["break_even"] = round(run_break_even_line(run, yardstick), 4)
+    be = run_break_even(run, yardstick)
+    out["break_even_met"] = break_even_met(run, yardstick)
+    out["break_even_verdict"] = None if be is None else be.word
+    curve = run_curve(run, yardstick)
+    out["falls_below_baseline_at"] = None if curve is None else curve.falls_at
+    out["no_baseline_at"] = None if curve is None else list(curve.unjudged)
+    live = run_live_break_even(run, yardstick)
+    out["live_break_even"] = None if live is None else round(live, 4)
+    return out

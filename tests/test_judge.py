@@ -1,0 +1,118 @@
+"""The one judge (backend/measure/judge.py): like with like, verdicts only where an interval clears the line, one
+way to write a change, and each mismatch issue 32 found between surfaces reproduced and held."""
+
+from __future__ import annotations
+
+import pytest
+
+from backend.history import History, Yardstick
+from backend.history.summary import Level, RunSummary
+from backend.jobs import JobInfo
+from backend.measure import judge
+from backend.measure.bench import summary_line
+from backend.measure.metrics import Sample
+from backend.report.document import run_cells
+
+T0 = 1_800_000_000.0
+
+
+def _run(run_id: str, levels: list[Level], *, algorithm: str | None = "EAGLE3", **kw) -> RunSummary:
+    seconds = sum(lv.seconds for lv in levels)
+    mean = sum(lv.tok_s * lv.seconds for lv in levels) / seconds if seconds else None
+    fields = dict(
+        id=run_id, host="local", job_id=run_id.split("/")[-1], profile="eagle3-aq", drafter="aq-medai",
+        drafter_path="/m/aq", drafter_size=None, drafter_sha256=None, algorithm=algorithm, started=T0, stopped=None,
+        outcome="stopped", reason=None, is_baseline=False, version="0.5.23", argv=[], samples=seconds, tok_s=mean,
+        accept_len=3.3 if algorithm else None, cycle_ms=33.0 if algorithm else None,
+        levels=tuple(sorted(levels, key=lambda lv: -lv.seconds)),
+    )  # fmt: skip
+    fields.update(kw)
+    return RunSummary(**fields)
+
+
+def test_a_change_is_written_one_way():
+    assert judge.pct_text(12.56) == "+12.6%" and judge.pct_text(-5.44) == "-5.4%"
+    # Issue 32: "-0%" on one screen and "+0.0%" on another for the same nothing.
+    assert judge.pct_text(-0.04) == judge.pct_text(0.0) == judge.pct_text(0.049) == "0.0%"
+    assert judge.pct_text(None) == "—"
+    assert judge.at_text(60.0, 8) == "60.0 @8" and judge.at_text(61.8, 1) == "61.8"
+
+
+def test_ahead_at_every_concurrency_only_where_a_baseline_was_measured():
+    # Issue 32: -5.4% and -26.8% per stream at 4 and 8 streams against the one-stream baseline, then "speculation
+    # stays ahead of the baseline at every concurrency measured" with no baseline above one stream.
+    curve = judge.curve_verdict({1: 82.0}, {1: 101.0, 2: 95.0, 4: 77.6, 8: 60.0})
+    said = curve.sentence()
+    assert curve.judged == (1,) and curve.unjudged == (2, 4, 8) and curve.falls_at is None
+    assert "every concurrency" not in said
+    assert "no baseline measured at 2, 4, 8 streams: bench the baseline there" in said
+    full = judge.curve_verdict({1: 82.0, 2: 80.0, 4: 77.0, 8: 70.0}, {1: 101.0, 2: 95.0, 4: 77.6, 8: 60.0})
+    assert (
+        full.falls_at == 8
+        and full.sentence() == "speculation falls below the baseline at 8 concurrent stream(s), ahead at 4"
+    )
+    none = judge.curve_verdict({}, {1: 101.0, 2: 95.0})
+    assert none.sentence() == "speculation: no baseline measured at 1, 2 streams: bench the baseline there"
+
+
+def test_a_bench_is_judged_by_the_baselines_bench_at_its_concurrency():
+    # Issue 32: the fleet bench judged 4 streams against the single-stream baseline though baselines at 2 and 4
+    # were measured (its line took a float).
+    y = Yardstick(82.0, 30.0, "local/serve-base", {1: 82.0}, {1: 81.0, 2: 79.0, 4: 75.0})
+    result = {"tok_s": 77.6, "concurrency": 4, "total_tok_s": 310.4, "accept_len": 3.1, "cycle_ms": 40.0,
+              "speculative": True, "ttft_ms": 44.0}  # fmt: skip
+    judged = judge.bench(result, y)
+    assert judged.versus.streams == 4 and judged.versus.baseline == 75.0
+    assert judged.break_even == pytest.approx(judge.break_even(40.0, 75.0))
+    line = summary_line(result, y)
+    assert "(+3.5% vs 75.0, the baseline's bench at 4 stream(s)" in line and f"break-even {40 * 75 / 1000:.2f}" in line
+    # A concurrency the baseline never ran at: against the single-stream figure, said so.
+    lone = summary_line({**result, "concurrency": 8}, y)
+    assert "vs 82.0, the single-stream baseline" in lone
+    # The baseline's own bench is the baseline.
+    assert "= baseline" in summary_line({**result, "concurrency": 1, "tok_s": 81.0}, y, "local/serve-base")
+
+
+def test_a_bench_verdict_comes_from_its_requests():
+    y = Yardstick(82.0, 30.0)
+    steady = [{"decode_tok_s": 100.0 + i % 3, "accept_len": 3.3 + 0.01 * (i % 2)} for i in range(4)]
+    result = {"tok_s": 101.0, "concurrency": 1, "accept_len": 3.3, "cycle_ms": 33.0, "speculative": True,
+              "per_request": steady}  # fmt: skip
+    judged = judge.bench(result, y)
+    assert judged.speed.word == "beats" and judged.accept.word == "met" and judged.speed.count == 4
+    swinging = [{"decode_tok_s": v, "accept_len": a} for v, a in ((60.0, 2.0), (110.0, 3.6), (70.0, 2.2))]
+    judged = judge.bench({**result, "tok_s": 80.0, "per_request": swinging}, y)
+    assert judged.speed.word == "within noise" and judged.accept.word == "within noise"
+    one = judge.bench({**result, "per_request": steady[:1]}, y)
+    assert one.speed.word == "not enough samples" and "not enough requests to judge: 1/2" in one.speed_text()
+
+
+def test_a_runs_change_is_computed_from_the_figure_beside_it():
+    # Issue 32: History's "92.3 tok/s/stream ... +22.1% @1": the percentage used the one-stream seconds (100.1),
+    # the figure all of them.
+    y = Yardstick(82.0, 30.0, "local/serve-base", {1: 82.0, 4: 70.0})
+    run = _run("local/serve-aq", [Level(1, 60, 100.1, 100.1), Level(8, 40, 80.1, 640.8)])
+    assert run.tok_s == pytest.approx(92.1, abs=0.1)
+    cells = run_cells(run, y)
+    versus = judge.run_versus(run, y)
+    assert versus.streams == 1 and cells["vs_baseline"] == "+22.1% @1"
+    assert cells["tok_s"] == "100.1 @1" and versus.value == pytest.approx(100.1)
+    # At a level the baseline never ran at, a figure against the single-stream baseline, labelled so.
+    busy = _run("local/serve-aq8", [Level(8, 60, 60.0, 480.0)])
+    assert run_cells(busy, y)["tok_s"] == "60.0 @8" and run_cells(busy, y)["vs_baseline"] == "-26.8% /stream"
+
+
+def test_the_baselines_own_row_shows_the_figure_the_baseline_is(tmp_path):
+    # Issue 32: "baseline 82.0 (measured by run …)" beside that run's own row at 77.6 (its mean over 1, 2, 4 streams).
+    with History.open(tmp_path / "h.sqlite3") as history:
+        base = history.upsert_run("local", JobInfo("serve-base", state="done", started=T0))
+        samples = [Sample(T0 + i, "decode", gen_tps=82.0, running_req=1) for i in range(20)]
+        samples += [Sample(T0 + 20 + i, "decode", gen_tps=4 * 73.2, running_req=4) for i in range(20)]
+        assert history.import_chunk(base, 0, 10, samples, [])
+        history.set_baseline(base)
+        y = history.yardstick(82.0, 30.0)
+        run = history.run(base)
+    assert run.tok_s == pytest.approx(77.6) and y.baseline_tok_s == pytest.approx(82.0)
+    cells = run_cells(run, y)
+    assert cells["vs_baseline"] == "= baseline" and cells["tok_s"] == "82.0 @1"
+    assert judge.run_json(run, y)["judged_tok_s"] == pytest.approx(82.0)
