@@ -195,14 +195,35 @@ def row(steps, measured, low, high, tok=None):
             "tok_s": tok or measured, "tok_s_low": low, "tok_s_high": high}  # fmt: skip
 
 
-def test_one_best_ties_go_to_fewer_steps():
+def test_the_best_is_the_fastest_measured_and_says_what_it_is_not_separated_from():
     rows = [row(3, 100.0, 97.0, 103.0), row(4, 101.0, 98.0, 104.0), row(5, 110.0, 108.0, 112.0)]
-    assert best(rows)["steps"] == 5 and best(rows)["tied_with"] == []
-    noisy = [row(4, 105.0, 100.0, 110.0), row(5, 109.1, 100.0, 118.0)]  # 4 steps within noise of 5: 4
+    assert best(rows)["steps"] == 5 and best(rows)["not_separated_from"] == []
+    noisy = [row(4, 105.0, 100.0, 110.0), row(5, 109.1, 100.0, 118.0)]  # 5 measured fastest, 4 within noise
     top = best(noisy)
-    assert top["steps"] == 4 and top["tied_with"] == [5] and top["basis"] == "measured"
+    assert top["steps"] == 5 and top["not_separated_from"] == [4] and top["basis"] == "measured"
     predicted = [{"steps": 2, "measured_tok_s": None, "tok_s": 90.0, "tok_s_low": 80.0, "tok_s_high": 99.0}]
     assert best(predicted)["basis"] == "predicted"
+
+
+def test_two_requests_a_point_never_make_the_slowest_point_best():
+    # Issue 32: `sweep eagle3-aq --steps 1,2,4 --requests 2` measured 4 steps at 103 and 1 at 73 (below the 82
+    # baseline), all "tied" at two requests a point, and said "best: steps 1" (ties went to the fewest steps).
+    rows = [row(1, 73.0, 40.0, 106.0), row(2, 90.0, 57.0, 123.0), row(4, 103.0, 70.0, 136.0)]
+    for r, n in zip(rows, (2, 2, 2), strict=True):
+        r.update(measured_requests=n, request_rel_sd=0.08)
+    top = best(rows)
+    assert top["steps"] == 4 and top["not_separated_from"] == [1, 2] and top["requests"] == 2
+    # How many more requests a point would part 4 from 1 and 2 (8% a request, the 2% floor): the larger count.
+    more = top["requests_to_separate"]
+    assert more is not None and 2 < more < 50
+    from backend.agent.host.shared.advice import requests_to_separate
+
+    assert requests_to_separate(top, [rows[0]]) < more  # 1 step (30 tok/s apart) parts sooner than 2 (13 apart)
+    # Two points closer than two benches are known to (the 2% floor) part at no request count.
+    close = [row(3, 100.0, 90.0, 110.0), row(4, 102.8, 92.0, 113.0)]
+    for r in close:
+        r.update(measured_requests=4, request_rel_sd=0.075)
+    assert best(close)["not_separated_from"] == [3] and best(close)["requests_to_separate"] is None
 
 
 def test_an_assumed_cost_never_ends_a_sweep():

@@ -38,14 +38,16 @@ def test_advice_fits_cost_from_runs_and_predicts(history):
     assert advice.cost.source == "fitted" and advice.cost(3) == pytest.approx(33.0)
     assert [r["tok_s"] for r in advice.rows] == pytest.approx([1800 / 27, 2120 / 30, 2184 / 33], abs=0.01)
     assert advice.measured() == {1: 70.0, 2: 70.0}
-    # 1 and 2 steps both measured 70 tok/s: within noise, the fewer steps is the one best.
-    assert advice.best["steps"] == 1 and advice.best["tied_with"] == [2] and advice.best["basis"] == "measured"
+    # 1 and 2 steps both measured 70 tok/s: the first of the fastest, not separated from the other.
+    assert advice.best["steps"] == 1 and advice.best["not_separated_from"] == [2]
+    assert advice.best["basis"] == "measured"
     needs = advice.targets["targets"]
     assert advice.targets["steps"] == 1 and advice.targets["max_tok_s"] == pytest.approx(2000 / 27)
     assert needs[0]["tok_s"] == 150 and needs[0]["reachable"] is False  # 4.5 > 2: out of reach at 1 step
     assert advice.stop["can_stop"] is False and advice.stop["next"] == 3  # fitted, but 3 may still beat 70
     text = "\n".join(advisor.advice_lines(advice))
-    assert "cost model (fitted)" in text and "best: 1 steps" in text and "within noise of steps 2" in text
+    assert "cost model (fitted)" in text and "best: steps 1 measured fastest (70.0 tok/s" in text
+    assert "not separated from 2" in text
     assert "out of reach" in text and "would measure 3 steps next" in text
 
 
@@ -94,12 +96,12 @@ def test_report_of_a_sweep_and_the_acceptance_of_its_runs(history, tmp_path):
     add_benched_run(history, 3, 3, 33.0, 100.0, None)  # not the sweep's
     runs = history.sweep_runs("sweep-a")  # a unique prefix will do
     assert [r.job_id for r in runs] == ["serve-1", "serve-2"] and runs[0].sweep == "sweep-abc"
-    assert runs[0].to_json(Yardstick(82.0, 30.0))["sweep"] == "sweep-abc"
+    assert runs[0].to_json()["sweep"] == "sweep-abc"
     with pytest.raises(UsageError, match="no run of sweep"):
         history.sweep_runs("sweep-zzz")
     blocks = document.build(history, [r.id for r in runs], Yardstick(82.0, 30.0), None, "sweep-abc")
     text = document.to_markdown(blocks)
-    assert "## Sweep sweep-abc" in text and "| 3 | 1 | — | 100.0 | 2.00 | 33.0 | +22% |" in text
+    assert "## Sweep sweep-abc" in text and "| 3 | 1 | — | 100.0 | 2.00 | 33.0 | +22.0% |" in text
     assert "tok/s by draft steps" in text and "baseline 82.0 tok/s" in text and "break-even (+)" in text
     assert "Acceptance per position: aq-medai (serve-2)" in text and "| 3 | 65 | 65% |" in text
     assert "| 1 | 0.950 |" in text and "acceptance per draft position" in text  # a_1 = 95/100
@@ -154,9 +156,11 @@ def test_advise_from_bench_speculative_json_lines_and_csv(tmp_path):
     assert out.returncode == 0, out.stderr
     doc = json.loads(out.stdout)
     assert doc["can_stop"] is True and doc["next"] is None  # every step count measured
-    # 4 is the published fastest; the ones within noise of it are a tie, and the tie goes to the fewest steps.
-    tie = [doc["best"]["steps"], *doc["best"]["tied_with"]]
-    assert 4 in tie and doc["best"]["steps"] == min(tie)
+    # 4 is the published fastest: the best is it, with the step counts it is not separated from (records carry
+    # no requests: no count that would separate them).
+    rows = {r["steps"]: r for r in doc["rows"]}
+    assert doc["best"]["steps"] == 4 and doc["best"]["requests_to_separate"] is None
+    assert all(rows[k]["measured_tok_s"] <= doc["best"]["measured_tok_s"] for k in doc["best"]["not_separated_from"])
     text = advise_from(tmp_path, "sweep.csv", csv_text).stdout
     assert "sweep.csv at batch size 1: 6 chain records" in text and "best: " in text
 

@@ -71,12 +71,11 @@ async def test_sweep_restarts_benches_records_and_leaves_the_server_as_found(con
     for point in done["points"]:
         assert point["tok_s"] > 0 and point["cycle_ms"] > 0 and point["accept_len"] > 1 and "failed" not in point
         assert len(point["acceptance"]["histogram"]) == point["steps"] + 1
-    # 3.3 per 33 ms beats 1.9 per 27 ms, unless two requests a point cannot tell them apart (then: fewer steps).
+    # The best is the fastest point measured (3.3 per 33 ms beats 1.9 per 27 ms), and says whether two requests a
+    # point could tell them apart.
     best = done["best"]
-    assert (
-        best["steps"] == (1 if best["tied_with"] else 3)
-        and best["tok_s"] == done["points"][best["steps"] // 2]["tok_s"]
-    )
+    assert best["tok_s"] == max(p["tok_s"] for p in done["points"]) and best["steps"] == 3
+    assert best["not_separated_from"] in ([], [1]) and best["requests"] == SMALL["requests"]
     assert done["restarts"] == 2 and done["grid"] == 2 and done["sweep"] == job.id
 
     # Left as found: the baseline server runs again; each point's server was a serve job tagged with the sweep.

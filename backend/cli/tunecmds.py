@@ -5,13 +5,23 @@ from __future__ import annotations
 import argparse
 import sys
 
+from backend import settings as settings_mod
 from backend.agent.host.shared.units import counted
-from backend.cli.common import add_json, connect, connected, emit_json, emit_json_line, load_settings, print_detached
+from backend.cli.common import (
+    add_json,
+    confirmed,
+    connect,
+    connected,
+    emit_json,
+    emit_json_line,
+    load_settings,
+    print_detached,
+)
 from backend.cli.main import command
 from backend.errors import UsageError
 from backend.history import History, Yardstick, measured_baseline, sync_from_host
 from backend.jobs import get_job
-from backend.measure import bench_records
+from backend.measure import bench_records, judge
 from backend.measure.bench import DEFAULT_MAX_TOKENS, DEFAULT_REQUESTS
 from backend.tune import advisor
 from backend.tune import sweep as sweep_mod
@@ -49,6 +59,13 @@ def register(sub) -> None:
         action="store_true",
         help="propose SGLang's --speculative-adaptive-config (a step ladder per batch size) and what it should give",
     )
+    p.add_argument(
+        "--apply",
+        metavar="PROFILE",
+        help="write the best step count (topk 1, draft tokens steps + 1) into PROFILE in the config file",
+    )
+    p.add_argument("--steps", type=int, metavar="K", help="with --apply: this step count instead of the best")
+    p.add_argument("--yes", action="store_true", help="with --apply: apply a point that measured slower without asking")
     add_json(p)
     p.set_defaults(run=advise)
 
@@ -84,6 +101,8 @@ def register(sub) -> None:
 async def advise(args: argparse.Namespace) -> int:
     ref = load_settings(args).reference
     targets = args.target or (150.0, 200.0)
+    if args.steps is not None and not args.apply:
+        raise UsageError("--steps goes with --apply PROFILE.")
     if args.from_file:
         if args.ref:
             raise UsageError("give a RUN or --from FILE, not both.")
@@ -107,11 +126,36 @@ async def advise(args: argparse.Namespace) -> int:
                 print("\n".join(advisor.adaptive_lines(proposal)))
             return 0
         advice = advisor.advise(runs, yardstick, run_id, max_steps=args.max_steps, targets=targets)
+    applied = _apply(args, advice) if args.apply else None
     if args.json:
-        emit_json(advice.to_json())
+        emit_json({**advice.to_json(), **({"applied": applied} if args.apply else {})})
     else:
         print("\n".join(advisor.advice_lines(advice)))
+        if applied:
+            print(f"applied: {applied['text']} (saved to {applied['path']})" if applied["saved"] else applied["text"])
     return 0
+
+
+def _apply(args: argparse.Namespace, advice: advisor.Advice) -> dict:
+    """``advise --apply PROFILE``: the best step count (or ``--steps``) written into the profile with
+    ``advisor.apply``; one that measured slower than another point is applied only when asked (``--yes``)."""
+    settings = load_settings(args)
+    profile = settings.profiles.get(args.apply)
+    if profile is None:
+        raise UsageError(f"no profile {args.apply!r} in the config; `specdeck config show` lists them.")
+    if args.steps is None and (advice.best is None or advice.best.get("basis") != "measured"):
+        raise UsageError("nothing was measured to apply: sweep the profile first, or give --steps K.")
+    steps = args.steps if args.steps is not None else int(advice.best["steps"])  # type: ignore[index]
+    applied = advisor.apply(profile, steps, advice)
+    warning = applied.warning()
+    if warning and not confirmed(
+        args, f"{warning}. Apply steps {steps} anyway?", f"{warning}; pass --yes to apply it", "left it as it was"
+    ):
+        return {"text": f"{profile.name} left as it was", "saved": False, "path": None}
+    if not applied.changed:
+        return {"text": f"{profile.name} already runs {steps} steps", "saved": False, "path": None}
+    _, path = settings_mod.save_profile(settings, applied.profile)
+    return {"text": applied.text(), "saved": True, "path": str(path), "warning": warning or None}
 
 
 async def _plan(conn, args: argparse.Namespace) -> sweep_mod.SweepPlan:
@@ -189,9 +233,8 @@ def _print_done(args: argparse.Namespace, plan: sweep_mod.SweepPlan, done: dict)
         print(sweep_mod.point_line(point))
     best = done.get("best")
     print(f"best: {sweep_mod.point_line(best)}" if best else "best: none (no point was measured)")
-    if best and best.get("tied_with"):
-        ties = ", ".join(str(k) for k in best["tied_with"])
-        print(f"  within noise of steps {ties}: ties go to the fewest steps")
+    if best:
+        print(f"  {judge.best_sentence(best)}")
     if plan.smart:
         print(f"{counted(done['restarts'], 'restart')} for a grid of {done['grid']}: {done['saved']} saved")
     return 0

@@ -7,9 +7,11 @@ returns an ``Advice``: the acceptance, the cost model, a row per step count (pre
 tok/s with a 95% interval and what it rests on, against the baseline, measured where a run at that step count
 exists), the one best step count, whether a smart sweep would stop and what it would measure next, and what
 each target tok/s needs per position at the best step count (``backend.measure.breakeven``). Only runs like the one
-advised count: the same drafter, topk 1 and draft tokens = steps + 1, one stream. The rows' intervals cover what
-a bench of ``requests`` requests will print (``backend.agent.host.shared.expect``: one request's spread measured
-on the drafter's benches), the model's own kept as ``mean_*`` for the stop rule.
+advised count: the same drafter, topk 1 and draft tokens = steps + 1, one stream; and when the run advised is a
+sweep's point, only that sweep's points (measured in one window: their figures are the ones its done event
+says). The rows' intervals cover what a bench of ``requests`` requests will print
+(``backend.agent.host.shared.expect``: one request's spread measured on the drafter's benches), the model's own
+kept as ``mean_*`` for the stop rule. ``apply`` writes a step count into a profile, saying what measured faster.
 
 ``predict_from_rates`` is the same arithmetic for per-position acceptance from elsewhere (a checkpoint's
 measured accuracy): rates with their errors plus this host's measured runs → accept length and tok/s rows.
@@ -18,7 +20,7 @@ measured accuracy): rates with their errors plus this host's measured runs → a
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from backend.agent.host.shared import expect, units
@@ -33,9 +35,11 @@ from backend.agent.host.shared.advice import (
 )
 from backend.errors import UsageError
 from backend.history import RunSummary, Yardstick
+from backend.measure import judge
 from backend.measure.bench import DEFAULT_REQUESTS
 from backend.measure.bench_records import BenchSweep
 from backend.measure.breakeven import breakeven
+from backend.settings import ProfileConfig
 
 DEFAULT_MAX_STEPS = 7
 DEFAULT_STEPS = 3  # the configured cycle is the operator's, measured at 3 draft steps
@@ -248,7 +252,9 @@ def advise(
         raise UsageError(f"--max-steps must be at least 1, got {max_steps}.")
     run = pick_run(runs, run_id)
     peers = same_drafter(runs, run)
-    points = [p for p in (run_point(r) for r in peers) if p is not None]
+    # Like with like: a sweep's points were measured in one window, one against another (its done event's figures).
+    measured = [r for r in peers if not run.sweep or r.sweep == run.sweep]
+    points = [p for p in (run_point(r) for r in measured) if p is not None]
     noise = expect.bench_noise(bench_lists(peers), requests)
     return _advice(run, points, yardstick, max_steps, targets, reference_steps, noise=noise)
 
@@ -314,6 +320,49 @@ def predict_from_rates(
     )
 
 
+@dataclass(frozen=True)
+class Applied:
+    """A step count written into a profile (``apply``): the profile as it would be saved, and the measured points
+    faster than the one applied (applying it then is the operator's call, asked for)."""
+
+    profile: ProfileConfig
+    before: ProfileConfig
+    steps: int
+    faster: tuple[tuple[int, float], ...] = ()  # (steps, measured tok/s) that measured faster than ``steps``
+    applied_tok_s: float | None = None  # what ``steps`` measured (None: not measured)
+
+    @property
+    def changed(self) -> bool:
+        return self.profile != self.before
+
+    def text(self) -> str:
+        """``eagle3-aq: steps 4, topk 1, draft tokens 5``."""
+        p = self.profile
+        return f"{p.name}: steps {p.steps}, topk {p.topk}, draft tokens {p.draft_tokens}"
+
+    def warning(self) -> str:
+        """Why applying it needs asking ('' when nothing measured faster)."""
+        if not self.faster:
+            return ""
+        measured = "not measured" if self.applied_tok_s is None else f"measured {self.applied_tok_s:.1f} tok/s"
+        others = ", ".join(f"steps {k} at {v:.1f}" for k, v in self.faster)
+        return f"steps {self.steps} ({measured}) is slower than what was measured at {others}"
+
+
+def apply(profile: ProfileConfig, steps: int, advice: Advice | None = None) -> Applied:
+    """``steps`` draft steps as the advisor models them (a chain: topk 1, draft tokens = steps + 1) written into
+    ``profile``, and the measured points of ``advice`` faster than it (``Applied.warning``)."""
+    if isinstance(steps, bool) or not isinstance(steps, int) or steps < 1:
+        raise UsageError(f"the step count must be a whole number of at least 1, got {steps!r}.")
+    if not profile.algorithm:
+        raise UsageError(f"profile {profile.name} does not speculate: there are no draft steps to set.")
+    measured = advice.measured() if advice is not None else {}
+    own = measured.get(steps)
+    faster = tuple(sorted((k, v) for k, v in measured.items() if k != steps and (own is None or v > own)))
+    updated = replace(profile, steps=steps, topk=1, draft_tokens=steps + 1)
+    return Applied(updated, profile, steps, faster, own)
+
+
 def acceptance_lines(acceptance: dict | None, drafter: str | None, width: int = 16) -> list[str]:
     """A bench's acceptance as text: one bar per histogram bin, then the per-position curve; or why it is absent."""
     if not acceptance:
@@ -334,18 +383,9 @@ def _pct(value: float | None) -> str:
 
 
 def best_line(advice: Advice) -> str:
-    """The one best step count as a sentence: measured or predicted, and which step counts are within noise of it
-    (the tie rule: the fewest steps)."""
-    b = advice.best
-    if b is None:
-        return "best: none (nothing measured or predicted)"
-    if b.get("basis") == "measured":
-        figure = f"{b['measured_tok_s']:.1f} tok/s measured [{b['measured_low']:.1f}-{b['measured_high']:.1f}]"
-    else:
-        figure = f"{b['tok_s']:.1f} tok/s predicted [{b['tok_s_low']:.1f}-{b['tok_s_high']:.1f}]"
-    ties = b.get("tied_with") or []
-    tie = f"; within noise of steps {', '.join(map(str, ties))} (ties go to the fewest steps)" if ties else ""
-    return f"best: {b['steps']} steps, {figure}{tie}"
+    """The one best step count as a sentence (``judge.best_sentence``): the fastest, measured or predicted, and
+    the step counts its interval does not separate it from, with the requests that would."""
+    return "best: " + judge.best_sentence(advice.best)
 
 
 def advice_lines(advice: Advice) -> list[str]:
@@ -528,8 +568,8 @@ def propose_adaptive(
         return 0.0 if k == 0 else max(0.0, advice.acceptance.accept_len(k) - 1.0)
 
     def best_at(c: int) -> int:
-        """One stream: the advisor's best (measured where measured, ties to the fewest steps); more streams: the
-        fastest step count measured there, else scaled."""
+        """One stream: the advisor's best (the fastest measured, else predicted); more streams: the fastest step
+        count measured there, else scaled."""
         if c == 1 and advice.best is not None:
             return advice.best["steps"]
         options = [k for k in range(1, max_steps + 1) if (c, k) in grid]

@@ -15,7 +15,6 @@ The host's runs are imported on connect, on ``f5`` and when a sweep ends; every 
 from __future__ import annotations
 
 import time
-from dataclasses import replace
 
 from textual import work
 from textual.app import ComposeResult
@@ -26,7 +25,8 @@ from textual.widgets import DataTable, Input, Label, Static
 from backend.agent.host.shared import units
 from backend.errors import SpecdeckError, UsageError
 from backend.fleet import sweep as fleet_sweep
-from backend.history import History, RunSummary, Yardstick, sync_from_host
+from backend.history import History, RunSummary, Yardstick, run_id_of, sync_from_host
+from backend.measure import judge
 from backend.measure.bench import DEFAULT_MAX_TOKENS, DEFAULT_REQUESTS
 from backend.serve import serving
 from backend.tune import advisor
@@ -115,6 +115,7 @@ class TunePane(ShellPane):
         self._run_rows: list[list[str]] = []  # likewise the runs table's, and their run ids
         self._run_keys: list[str] = []
         self._runs_shown: list[int] | None = None  # the runs table's columns drawn last
+        self._focus: str | None = None  # the run to highlight once the runs are read again (a sweep's best)
 
     def compose(self) -> ComposeResult:
         yield Static(id="tune-status", markup=False)
@@ -168,14 +169,18 @@ class TunePane(ShellPane):
             histogram = advisor.histogram_of(run)
             if histogram is None:
                 continue
-            bench = run.bench or {}
+            tok_s, accept, streams = judge.bench_figure(run)  # one stream where benched there, else labelled @N
             self._run_rows.append([
-                run.drafter or "—", str(advisor.run_steps(run) or "—"), _num(bench.get("tok_s"), 1),
-                _num(bench.get("accept_len"), 2), str(sum(histogram)), (run.sweep or "—").rsplit("-", 1)[-1],
+                run.drafter or "—", str(advisor.run_steps(run) or "—"), judge.at_text(tok_s, streams),
+                _num(accept, 2), str(sum(histogram)), (run.sweep or "—").rsplit("-", 1)[-1],
                 run.job_id.removeprefix("serve-"),
             ])  # fmt: skip
             self._run_keys.append(run.id)
         self._runs_shown = None  # new rows: drawn again whatever fits
+        if self._focus in self._run_keys:  # a sweep just ended: its best point's run, so the advice is that sweep's
+            self._fill_tables()
+            self.query_one("#tune-runs", DataTable).move_cursor(row=self._run_keys.index(self._focus))
+            self._focus = None
         self.show_advice()
 
     def current_run(self) -> str | None:
@@ -202,7 +207,7 @@ class TunePane(ShellPane):
         self._advice_rows = []
         if advice is not None:
             pick = self.best_steps()
-            ties = (advice.best or {}).get("tied_with") or []
+            ties = (advice.best or {}).get("not_separated_from") or []
             for r in advice.rows:
                 star = "*" if r["extrapolated"] else ""
                 best = "◀ best" if pick and r["steps"] == pick[0] else ("≈ best" if r["steps"] in ties else "")
@@ -375,8 +380,8 @@ class TunePane(ShellPane):
                 on_event=on_event,
             )  # fmt: skip
             self.sweep_best = done["best"]
-            best = sweep_mod.point_line(self.sweep_best) if self.sweep_best else "none"
-            self.app.notify(f"fleet sweep {done['sweep']} done: best {best}")
+            self._focus_best(self.sweep_best)
+            self.app.notify(f"fleet sweep {done['sweep']} done: {judge.best_sentence(self.sweep_best)}")
             for m in members:  # every host's runs, so the runs table lists each point
                 await sync_from_host(self.app.history, m.conn)
         finally:
@@ -423,12 +428,9 @@ class TunePane(ShellPane):
                     self.query_one(StepsChart).show(self.advice, self._sweep_points_of(self.advice))
                 elif kind == "done":
                     self.sweep_best = event.get("best")
-                    saved = f", {units.counted(event['saved'], 'restart')} saved" if event.get("saved") else ""
-                    self.app.notify(
-                        "sweep done: best "
-                        + (sweep_mod.point_line(self.sweep_best) if self.sweep_best else "none")
-                        + saved
-                    )
+                    self._focus_best(self.sweep_best)
+                    saved = f"; {units.counted(event['saved'], 'restart')} saved" if event.get("saved") else ""
+                    self.app.notify(f"sweep done: {judge.best_sentence(self.sweep_best)}{saved}")
                 elif kind == "cancelled":
                     self.app.notify(f"sweep {job_id} cancelled: the server it started was stopped")
                 self._show_progress(kind or "")
@@ -437,6 +439,12 @@ class TunePane(ShellPane):
             self._show_progress("ended")
             self._restore()
             self._sync()
+
+    def _focus_best(self, best: dict | None) -> None:
+        """After a sweep: its best point's run is highlighted once imported, so the table beside it advises over
+        that sweep's points, the figures the toast says."""
+        if best and best.get("run"):
+            self._focus = run_id_of(best.get("host") or self.app.connection.host.name, best["run"])
 
     @work(group="tune-restore", exclusive=True, exit_on_error=False, description="leave the host as found")
     async def _restore(self) -> None:
@@ -487,31 +495,36 @@ class TunePane(ShellPane):
     # --- applying ---------------------------------------------------------------------------------------------
 
     def best_steps(self) -> tuple[int, str] | None:
-        """(steps, where the figure comes from): the advisor's one best (``advice.best``: measured where measured,
-        within noise the fewest steps; the rule the sweep's done event follows), else the sweep's."""
+        """(steps, the judge's sentence): the advisor's best of the highlighted run's points (``advice.best``: the
+        fastest measured, else predicted; a sweep's run: that sweep's points, the figures its done event said),
+        else the last sweep's."""
         b = self.advice.best if self.advice is not None else None
-        if b is not None:
-            basis = b.get("basis") or "predicted"
-            figure = b["measured_tok_s"] if basis == "measured" else b["tok_s"]
-            return int(b["steps"]), f"{basis} {figure:.1f} tok/s"
-        if self.sweep_best and self.sweep_best.get("steps"):
-            return int(self.sweep_best["steps"]), f"measured {self.sweep_best['tok_s']:.1f} tok/s"
-        return None
+        if b is None:
+            b = self.sweep_best if self.sweep_best and self.sweep_best.get("steps") else None
+        return None if b is None else (int(b["steps"]), judge.best_sentence(b))
 
     def action_apply_best(self) -> None:
         best = self.best_steps()
-        name = self.profile
-        if best is None or name is None:
+        if best is None or self.profile is None:
             self.app.notify("nothing to apply yet: pick a run with a histogram or run a sweep", severity="warning")
             return
-        steps, why = best
-        profile = self.app.settings.profiles[name]
-        updated = replace(profile, steps=steps, topk=1, draft_tokens=steps + 1)
-        if updated == profile:
-            self.app.notify(f"{name} already runs {steps} steps")
+        self._apply(best[0], best[1])
+
+    @work(group="tune-apply", exclusive=True, exit_on_error=False, description="apply the best step count")
+    async def _apply(self, steps: int, why: str) -> None:
+        """``advisor.apply``: a point that measured slower than another is applied only when the operator says so."""
+        assert self.profile is not None
+        applied = advisor.apply(self.app.settings.profiles[self.profile], steps, self.advice)
+        if not applied.changed:
+            self.app.notify(f"{self.profile} already runs {steps} steps")
             return
-        self.app.notify(f"{name}: steps {steps}, topk 1, draft tokens {steps + 1} ({why})")
-        self.app.save_profile(updated)
+        if applied.warning():
+            question = f"{applied.warning()}. Write steps {steps} into {self.profile} anyway?"
+            if not await self.app.push_screen_wait(ConfirmScreen("Apply a slower point?", question, "Apply", "Keep")):
+                self.app.notify(f"{self.profile} left as it was")
+                return
+        self.app.notify(f"{applied.text()} ({why})")
+        self.app.save_profile(applied.profile)
 
     def action_refresh(self) -> None:
         if self.app.connection.connected:

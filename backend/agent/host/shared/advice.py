@@ -19,8 +19,9 @@ on, pick one best, and say whether a smart sweep could stop.
 - Interval: ``REPLICATES`` draws of the acceptance (normal, from the sandwich covariance) and of the cost model
   (normal from the fit, or uniform over the assumed range), tok/s = 1000 L / c per draw, the 2.5/97.5
   percentiles (extrapolated rows: the low decay for the low end, the high one for the high end).
-- Best: the fastest point, measured where measured (else predicted); points within noise of it (their
-  difference under 1.96 standard errors) are a tie, broken by one rule: the fewest steps.
+- Best: the fastest point, measured where measured (else predicted); the points within noise of it (their
+  difference under 1.96 standard errors) are named as not separated from it, with the requests per point that
+  would separate them (the requests' spread shrinks as 1/sqrt(n); the ``TOK_S_SE_FLOOR`` never does).
 - Stop (a smart sweep): >= 2 distinct step counts measured, the cost fitted, and the best's lower bound above
   every unmeasured point's upper bound.
 
@@ -104,10 +105,9 @@ class Point:
             cycle_ms = 1000.0 * accept_len / self.tok_s
         self.cycle_ms = cycle_ms
         rel = spread  # without per-request figures: the caller's relative error (1 sd)
-        if len(rates) >= 2:
-            mean = sum(rates) / len(rates)
-            sd = math.sqrt(sum((r - mean) ** 2 for r in rates) / (len(rates) - 1))
-            rel = sd / math.sqrt(len(rates)) / mean if mean else NO_SPREAD_SE
+        self.request_rel_sd = _rel_sd(rates)  # one request's relative spread: what more requests would shrink
+        if self.request_rel_sd is not None:
+            rel = self.request_rel_sd / math.sqrt(len(rates))
         self.q = t975(len(rates) - 1) if len(rates) >= 2 else Z  # a few requests: Student's t, not 1.96
         self.tok_s_se = None if self.tok_s is None else self.tok_s * max(TOK_S_SE_FLOOR, rel)
         # A cycle is L / tok_s: its relative error is at least the tok/s one.
@@ -170,6 +170,17 @@ class Point:
         return point
 
 
+def _rel_sd(rates: Sequence[float]) -> Optional[float]:
+    """The requests' standard deviation over their mean (None under two requests); NO_SPREAD_SE * sqrt(2) for
+    a zero mean, which never happens with real rates."""
+    if len(rates) < 2:
+        return None
+    mean = sum(rates) / len(rates)
+    if not mean:
+        return NO_SPREAD_SE
+    return math.sqrt(sum((r - mean) ** 2 for r in rates) / (len(rates) - 1)) / mean
+
+
 def step_times_ms(server_info: Dict[str, Any], batch: int = 1) -> List[float]:
     """SGLang's own step times at ``batch`` running requests, in ms: ``step_time_dict`` (recorded with
     ``SGLANG_RECORD_STEP_TIME=1``; batch size → seconds per decode forward, a verify cycle under
@@ -214,6 +225,7 @@ def share_spread(points: Sequence[Point]) -> None:
         dof += len(p.request_tok_s) - 1
     rel_sd = math.sqrt(ss / dof)
     for p in groups:
+        p.request_rel_sd = rel_sd
         rel = max(TOK_S_SE_FLOOR, rel_sd / math.sqrt(len(p.request_tok_s)))
         rel = max(rel, p.between_rel)  # a merged point's spread between its runs stays if larger
         p.tok_s_se, p.q = p.tok_s * rel, t975(dof)
@@ -244,6 +256,7 @@ def pooled(points: Sequence[Point]) -> List[Point]:
             source="%d runs" % len(group),
         )
         merged.request_tok_s = [r for p in group for r in p.request_tok_s]
+        merged.request_rel_sd = _rel_sd(merged.request_tok_s)
         # The spread between runs counts too (two benches of one config differ more than their requests say).
         if len(measured) >= 2 and merged.tok_s:
             sd = math.sqrt(sum((p.tok_s - merged.tok_s) ** 2 for p in measured) / (len(measured) - 1))  # type: ignore
@@ -690,6 +703,10 @@ def predict(
                 "measured_tok_s": None if point is None or point.tok_s is None else round(point.tok_s, 2),
                 "measured_low": None if m_lo is None else round(m_lo, 2),
                 "measured_high": None if m_hi is None else round(m_hi, 2),
+                "measured_requests": len(point.request_tok_s) if point is not None and point.request_tok_s else None,
+                "request_rel_sd": None
+                if point is None or point.request_rel_sd is None
+                else round(point.request_rel_sd, 4),
             }
         )
     return rows
@@ -713,19 +730,62 @@ def within_noise(a: Dict[str, Any], b: Dict[str, Any]) -> bool:
 
 
 def best(rows: Sequence[Dict[str, Any]]) -> Optional[Dict[str, Any]]:
-    """The one best row: among measured rows if any, else predicted ones; the fastest, and of the rows within
-    noise of it the fewest steps (the documented tie rule). The row gets ``tied_with``: the other step counts
-    within noise of the fastest."""
+    """The one best row: the fastest measured row (else, nothing measured, the fastest predicted). It gets
+    ``not_separated_from``: the other step counts within noise of it; ``requests``: the requests its figure rests
+    on; ``requests_to_separate``: how many more requests each of those points would need for their intervals
+    to separate (None where none is needed, none can be estimated, or no number would: closer than the
+    ``TOK_S_SE_FLOOR`` two benches are known to)."""
     measured = [r for r in rows if r.get("measured_tok_s") is not None]
     pool = measured or [r for r in rows if r.get("tok_s") is not None]
     if not pool:
         return None
     fastest = max(pool, key=lambda r: _figure(r)[0])  # type: ignore[arg-type,return-value]
-    ties = [r for r in pool if r is fastest or within_noise(r, fastest)]
-    pick = min(ties, key=lambda r: r["steps"])
+    close = [r for r in pool if r is not fastest and within_noise(r, fastest)]
     return dict(
-        pick, tied_with=sorted(r["steps"] for r in ties if r is not pick), basis="measured" if measured else "predicted"
+        fastest,
+        not_separated_from=sorted(r["steps"] for r in close),
+        requests=fastest.get("measured_requests"),
+        requests_to_separate=requests_to_separate(fastest, close) if measured else None,
+        compared=len(pool) > 1,
+        basis="measured" if measured else "predicted",
     )
+
+
+def _se_at(value: float, rel_sd: float, n: int) -> float:
+    """A tok/s figure's standard error at ``n`` requests of relative spread ``rel_sd``, never under the floor."""
+    return value * max(TOK_S_SE_FLOOR, rel_sd / math.sqrt(n))
+
+
+def requests_to_separate(top: Dict[str, Any], others: Sequence[Dict[str, Any]], limit: int = 100000) -> Optional[int]:
+    """More requests per point (the same number at each) for ``top``'s figure to be separated from every one
+    of ``others`` (their difference over Student's t times its standard error, each point's error shrinking as
+    1/sqrt(n) down to the floor); None without others, without per-request spreads, or where the floor keeps
+    them together at any number."""
+    needs = [_requests_apart(top, other, limit) for other in others]
+    if not needs or None in needs:
+        return None
+    return max(needs)  # type: ignore[type-var]
+
+
+def _requests_apart(a: Dict[str, Any], b: Dict[str, Any], limit: int) -> Optional[int]:
+    figures = [(r.get("measured_tok_s"), r.get("request_rel_sd"), r.get("measured_requests")) for r in (a, b)]
+    if any(None in f for f in figures):
+        return None
+    (va, sa, na), (vb, sb, nb) = figures
+    now = max(na, nb)
+
+    def apart(n: int) -> bool:  # Student's t on the two points' requests, as their intervals are drawn
+        return abs(va - vb) > t975(2 * (n - 1)) * math.sqrt(_se_at(va, sa, n) ** 2 + _se_at(vb, sb, n) ** 2)
+
+    if not apart(limit):
+        return None
+    low, high = now, now
+    while not apart(high):
+        low, high = high, high * 2
+    while high - low > 1:
+        mid = (low + high) // 2
+        low, high = (low, mid) if apart(mid) else (mid, high)
+    return max(1, high - now)
 
 
 def stop_rule(

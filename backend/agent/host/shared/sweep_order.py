@@ -6,7 +6,8 @@ registers nothing, so the client imports it. Stdlib only, Python 3.8+.
 ``smart``: the profile's own point first, then the rest in the order the advisor (``advice.py``) ranks them
 from what was measured so far, until its stop rule holds: at least two distinct step counts measured, the
 per-step cost fitted (never assumed), and the measured best's lower bound above the upper end of every
-remaining prediction. ``best`` is ``advice.best``'s: the fastest, and within noise of it the fewest steps.
+remaining prediction. ``best`` is ``advice.best``'s: the fastest measured point, with those it is not separated
+from and the requests per point that would separate them.
 """
 
 from __future__ import annotations
@@ -90,15 +91,22 @@ class Order:
         return order, {"event": "plan", "order": order, "predicted": public, "why": stop["why"]}, None
 
     def best(self) -> Optional[dict]:
-        """The one best measured point (``advice.best``: the fastest, within noise the fewest steps)."""
+        """The best measured point: the fastest (``advice.best``), with the points its interval does not separate
+        it from and the requests per point that would (``not_separated_from``, ``requests_to_separate``)."""
         measured = self.measured()
         if not measured:
             return None
         if not chains_of(measured):  # trees (topk > 1): no model to judge noise by, the fastest
-            return dict(max(measured, key=lambda r: r["tok_s"]), tied_with=[])
+            top = max(measured, key=lambda r: r["tok_s"])
+            return dict(top, not_separated_from=[], requests_to_separate=None, requests=_requests(top))
         top = self.assess([])["best"]
         if top is None:
             return None
         same = [r for r in chains_of(measured) if int(r["steps"]) == top["steps"]]
         pick = max(same, key=lambda r: r["tok_s"]) if same else max(measured, key=lambda r: r["tok_s"])
-        return dict(pick, tied_with=top.get("tied_with") or [])
+        keys = ("not_separated_from", "requests_to_separate", "requests", "measured_low", "measured_high")
+        return dict(pick, **{k: top.get(k) for k in keys})
+
+
+def _requests(record: dict) -> Optional[int]:
+    return len(record.get("per_request") or []) or None
