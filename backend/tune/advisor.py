@@ -523,7 +523,7 @@ def _tok_s_grid(advice: Advice, runs: Sequence[RunSummary], yardstick: Yardstick
                 grid[(streams, steps)] = (value / ratio, low / ratio, high / ratio, "scaled")
         notes.append(f"at {streams} streams a cycle took {ratio:.2f}× one stream's (the drafter's benches)")
     for streams in {c for c, _ in grid}:
-        base = yardstick.at(streams)
+        base = judge.baseline_at(yardstick, streams, bench=True)[0]  # the drafter's benches against the baseline's
         grid[(streams, 0)] = (base, base, base, "baseline")
     return grid, notes
 
