@@ -116,3 +116,17 @@ def test_the_baselines_own_row_shows_the_figure_the_baseline_is(tmp_path):
     cells = run_cells(run, y)
     assert cells["vs_baseline"] == "= baseline" and cells["tok_s"] == "82.0 @1"
     assert judge.run_json(run, y)["judged_tok_s"] == pytest.approx(82.0)
+
+
+def test_a_runs_latency_is_its_benchs_not_the_warm_up():
+    # Issue 32: TTFT p95 175 ms for every run (SGLang's warm-up request in the server histogram) while each bench
+    # measured 42-44 ms.
+    from backend.report.document import latency_cells
+
+    server = {"ttft_ms": {"p50": 44.0, "p95": 175.0}, "itl_ms": {"p50": 10.0, "p95": 12.0}}
+    benched = {"ttft_ms": {"p50": 42.0, "p95": 44.0}, "itl_ms": {"p50": 10.1, "p95": 11.9}}
+    run = _run("local/serve-aq", [Level(1, 30, 100.0, 100.0)], latency=server,
+               bench={"tok_s": 100.0, "result": {"latency": benched}})  # fmt: skip
+    assert latency_cells(run) == ("10.1 / 11.9", "44")
+    alone = _run("local/serve-aq2", [Level(1, 30, 100.0, 100.0)], latency=server)
+    assert latency_cells(alone) == ("10.0 / 12.0 srv", "175 srv")
