@@ -69,3 +69,20 @@ async def test_reference_lines_sit_on_the_rows_the_axis_names(size):
             row = next(i for i, line in enumerate(lines) if ref.label in line)
             expected = r0 + (ref.y - y0) * (r1 - r0) / (y1 - y0)
             assert abs(row - expected) <= 0.5, (ref.label, row, expected, "\n".join(lines))
+
+
+@pytest.mark.parametrize("size", [(100, 14), (160, 20)])
+async def test_solid_labels_on_one_row_do_not_overwrite_each_other(size):
+    """The accept chart's two break-evens, 2.71 live and 2.46 configured, on one row of a short chart: each label
+    whole, side by side (issue 33: "2.5├live break-even 2.71figured)")."""
+    series = RingSeries(600)
+    for t in range(40):
+        series.append(float(t), 3.2 + (t % 3) * 0.1)
+    refs = [RefLine(2.46, "break-even 2.46 (configured)", "orange"), RefLine(2.50, "live break-even 2.50", "red")]
+    async with ChartApp().run_test(size=size) as pilot:
+        chart = pilot.app.query_one(SeriesChart)
+        chart.redraw(series, None, refs, min_span=0.49)
+        await pilot.pause()
+        lines = rows_of(chart)
+        text = "\n".join(lines)
+        assert all(ref.label in text for ref in refs), text

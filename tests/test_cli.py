@@ -272,9 +272,7 @@ def test_serve_cmd_refuses_a_profile_preflight_refuses(tmp_path):
     """`serve cmd` printed a launch line (exit 0) for a profile `serve start` refuses: now exit 2, and why. (Steps 0,
     the issue's case, the config itself refuses now; topk 1 with draft tokens other than steps + 1 reaches here.)"""
     config = tmp_path / "config.toml"
-    config.write_text(
-        '[profiles.odd]\ndrafter = "ours"\nalgorithm = "EAGLE3"\nsteps = 3\ntopk = 1\ndraft_tokens = 6\n'
-    )
+    config.write_text('[profiles.odd]\ndrafter = "ours"\nalgorithm = "EAGLE3"\nsteps = 3\ntopk = 1\ndraft_tokens = 6\n')
     res = cli("serve", "cmd", "odd", "--config", str(config), "--host", "local", check_rc=2)
     assert res.stdout == "" and "profile odd would not start (topk 1:" in res.stderr, res.stderr
     assert res.stderr.count("\n") == 1

@@ -4,17 +4,32 @@ operator needs cut off, and the keys panel beside the tabs rather than over the 
 from __future__ import annotations
 
 import pytest
-from textual.widgets import DataTable, HelpPanel, Input, Static
+from textual.widgets import DataTable, HelpPanel, Input, Static, TabbedContent
+from textual.widgets._footer import FooterKey
 
 from backend.settings import builtin_defaults
 from tests.helpers import until
 from tui.app import SpecdeckApp
+from tui.tabs import TABS
 from tui.widgets.breakeven_panel import BreakevenPanel
 
 
 def inside(widget, size: tuple[int, int]) -> bool:
     r = widget.region
     return r.width > 0 and r.height > 0 and r.right <= size[0] and r.bottom <= size[1]
+
+
+def footer_holds(app: SpecdeckApp, size: tuple[int, int]) -> bool:
+    """The footer shows `? Help` and `q Quit`, whole and on screen."""
+    keys = {k.action: k for k in app.screen.query(FooterKey)}
+    shown = [keys.get(action) for action in ("toggle_help", "quit")]
+    return all(k is not None and inside(k, size) and k.region.width >= 6 for k in shown)
+
+
+def within(widget, container) -> bool:
+    """Every row of ``widget`` inside what ``container`` shows (a scrolled-off widget keeps a region)."""
+    r, view = widget.region, container.content_region
+    return r.height > 0 and view.y <= r.y and r.bottom <= view.bottom and view.x <= r.x and r.right <= view.right
 
 
 def column_shown(table: DataTable, key: str) -> bool:
@@ -44,9 +59,9 @@ async def test_every_tab_holds_at_this_size(size, tmp_path, monkeypatch):
         assert head.size.width >= 45 and head.size.height <= 2  # a line, not a word a line
         assert app.query_one("#profiles").virtual_size.width <= app.query_one("#profiles").size.width + 1
         assert inside(app.query_one("#checks"), size)
-        steps = app.query_one("#edit-steps", Input)  # the baseline's: no speculation, so a dash and no editing
-        await until(pilot, lambda: steps.disabled, "the baseline's editor")
-        assert steps.value == "" and "—" in str(steps.render_line(0).text)
+        steps = app.query_one("#edit-steps", Input)  # the baseline's: no speculation, so no steps to edit
+        await until(pilot, lambda: not steps.display, "the baseline's editor")
+        assert steps.value == ""
 
         await pilot.press("4")
         await until(pilot, lambda: app.query_one(BreakevenPanel).size.height > 0, "the Live tab")
@@ -54,6 +69,10 @@ async def test_every_tab_holds_at_this_size(size, tmp_path, monkeypatch):
         cycle = app.query_one("#calc-cycle")
         cycle.focus()  # the calculator is reached: in view at once, or scrolled into view in a short terminal
         await until(pilot, lambda: inside(cycle, size) and cycle.region.y >= 3, "the calculator in view")
+        # ... with its results: every line of them in the side column's view (issue 33: inputs, no results).
+        result, side = app.query_one("#calc-result", Static), app.query_one("#live-side")
+        await until(pilot, lambda: within(result, side) and "tok/s" in str(result.render()), "its results in view")
+        assert len(str(result.render()).splitlines()) == result.region.height >= 5  # the targets' rows too
         await pilot.press("escape")  # back to the tab's keys, so the next number key is a tab again
 
         await pilot.press("6")
@@ -65,6 +84,13 @@ async def test_every_tab_holds_at_this_size(size, tmp_path, monkeypatch):
         assert all(column_shown(runs, runs.ordered_columns[i].key.value) for i in range(2))  # drafter, run steps
         headers = [str(c.label) for table in (runs, advice) for c in table.ordered_columns]
         assert len(headers) == len(set(headers)) and "run steps" in headers, headers  # each says which it is
+
+        # Every tab's footer keeps `? Help` and `q Quit` in view, however many keys the tab has (issue 33: cut at
+        # 100 columns on every tab, on the Serve tab at 160).
+        for n, (tab, _, _) in enumerate(TABS, 1):
+            await pilot.press(str(n))
+            await until(pilot, lambda: app.query_one(TabbedContent).active == tab, f"the {tab} tab")  # noqa: B023
+            await until(pilot, lambda: footer_holds(app, size), f"the {tab} tab's footer with Help and Quit")
 
         await pilot.press("question_mark")
         await until(pilot, lambda: bool(app.screen.query(HelpPanel)), "the keys panel")

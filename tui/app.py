@@ -21,7 +21,7 @@ from textual.drivers.linux_driver import LinuxDriver
 from textual.filter import LineFilter
 from textual.reactive import reactive
 from textual.timer import Timer
-from textual.widgets import Footer, HelpPanel, TabbedContent, TabPane
+from textual.widgets import HelpPanel, TabbedContent, TabPane
 from textual.worker import Worker, WorkerState
 
 from backend import jobs
@@ -42,6 +42,7 @@ from tui.screens.pane import ShellPane
 from tui.state import Baseline
 from tui.tabs import TABS
 from tui.visiblefilter import VisibleControls
+from tui.widgets.footer import ShellFooter
 from tui.widgets.hostbar import HostBar
 
 RTT_EVERY_S = 15.0  # the header's round trip; each new figure repaints it, so an idle panel asks seldom
@@ -148,7 +149,7 @@ class SpecdeckApp(App[int]):
             for tab, title, pane in TABS:
                 with TabPane(title, id=tab):
                     yield pane(id=f"{tab}-pane")
-        yield Footer(show_command_palette=False)  # ctrl+p is one of our own bindings
+        yield ShellFooter(show_command_palette=False)  # ctrl+p is one of our own bindings
 
     def on_mount(self) -> None:
         # Connect once the first frame is up: start-up paints the shell first, whatever the host does.

@@ -10,13 +10,14 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import VerticalScroll
 from textual.screen import Screen
-from textual.widgets import DataTable, Footer, Static
+from textual.widgets import DataTable, Static
 
 from backend.agent.host.shared.units import human_bytes
 from backend.drafters import find as df
 from backend.drafters.sources import Sources, hub_endpoint
 from backend.errors import SpecdeckError
 from tui.widgets.columns import fit_table
+from tui.widgets.footer import ShellFooter
 
 HEADERS = ("#", "Repo", "Needs", "Trained for", "Size", "Claims", "Verdict")
 # Narrow terminals keep the verdict and the repo first; the size and claims go before the rank does.
@@ -69,7 +70,7 @@ class FindScreen(Screen["df.Candidate | None"]):
         yield DataTable(id="find-table", cursor_type="row", zebra_stripes=True)
         with VerticalScroll(id="find-detail-box"):
             yield Static("", id="find-detail", markup=False)
-        yield Footer(show_command_palette=False)
+        yield ShellFooter(show_command_palette=False)
 
     def on_mount(self) -> None:
         self.action_search()

@@ -19,10 +19,10 @@ import asyncio
 from dataclasses import replace
 from itertools import cycle
 
-from textual import work
+from textual import events, work
 from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.containers import Horizontal, Vertical
+from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.reactive import reactive
 from textual.timer import Timer
 from textual.widgets import Static
@@ -85,7 +85,7 @@ class LivePane(ShellPane):
     LivePane SeriesChart { height: 1fr; }
     LivePane #steps-chart { height: 1fr; max-height: 8; min-height: 5; display: none; }
     LivePane #steps-chart.-adaptive { display: block; }
-    LivePane #live-side { width: 46; padding-left: 1; }
+    LivePane #live-side { width: 47; padding-left: 1; scrollbar-size-vertical: 1; }
     LivePane #live-numbers { height: auto; margin-bottom: 1; }
     LivePane #live-latency { height: auto; margin-bottom: 1; }
     LivePane #live-acceptance { height: auto; margin-bottom: 1; }
@@ -174,7 +174,8 @@ class LivePane(ShellPane):
                 yield SeriesChart(TOK_TITLES[False], "cyan", id="tok-chart")
                 yield SeriesChart("accept length", "cyan", id="accept-chart")
                 yield SeriesChart("steps in force (SGLang adaptive)", "magenta", id="steps-chart")
-            with Vertical(id="live-side"):
+            # Scrolls where the terminal is short (100x30): the numbers first, the calculator below them.
+            with VerticalScroll(id="live-side", can_focus=False):
                 yield NumbersPanel(id="live-numbers")
                 yield LatencyPanel(id="live-latency")
                 yield Static(id="live-acceptance", markup=False)
@@ -185,6 +186,12 @@ class LivePane(ShellPane):
                     TARGETS,
                     id="live-calculator",
                 )
+
+    def on_descendant_focus(self, event: events.DescendantFocus) -> None:
+        """Typing in the calculator: its results in view with its inputs (a short terminal scrolls the side)."""
+        calculator = self.query_one(BreakevenPanel)
+        if calculator in event.widget.ancestors:
+            self.query_one("#live-side", VerticalScroll).scroll_to_widget(calculator, animate=False, top=False)
 
     def on_mount(self) -> None:
         self._timer = self.set_interval(TICK_S, self._tick, pause=True, name="live-redraw")

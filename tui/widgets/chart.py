@@ -352,11 +352,18 @@ class SeriesChart(FittedPlot):
         gap = max(GAP_S, 3 * -left / self.columns)
         for part in stretches([x - end for x in xs], ys, gap):
             plt.plot(*part, marker=MARKER, color=self.color)
+        # Solid labels start at the left edge; ones sharing a row go side by side, left to right (written over
+        # each other they read "2.5├live break-even 2.71figured)"). Dashed labels end at the right edge.
+        column = -left / self.columns
+        starts: list[tuple[float, int]] = []  # (y, columns taken from the left) per labelled row
         for ref in solid:
             plt.hline(ref.y, ref.color)
-            plt.text(ref.label, left, ref.y, color=ref.color, alignment="left")
-        # Dashed labels end at the right edge; ones sharing a row go side by side, right to left.
-        column = -left / self.columns
+            i = next((i for i, (y, _) in enumerate(starts) if abs(y - ref.y) <= row), len(starts))
+            if i == len(starts):
+                starts.append((ref.y, 0))
+            y, taken = starts[i]
+            plt.text(ref.label, left + taken * column, ref.y, color=ref.color, alignment="left")
+            starts[i] = (y, taken + len(ref.label) + 1)
         ends: list[tuple[float, int]] = []  # (y, columns taken from the right) per labelled row
         for ref in dashed:
             i = next((i for i, (y, _) in enumerate(ends) if abs(y - ref.y) <= row), len(ends))
