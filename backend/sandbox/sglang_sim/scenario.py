@@ -105,6 +105,8 @@ class Scenario(object):
     def pass_ms(self, batch: int, spec: Dict[str, Any]) -> float:
         """One decode pass of ``batch`` requests: a plain step, or a cycle of ``spec["steps"]`` draft steps."""
         ms = self.decode_ms(max(1, batch))
+        if spec and spec.get("draft_tokens") == 1:  # adaptive tier 0: the bonus token and the draft's extend
+            return ms + self.draft_step_ms
         if spec:
             k = int(spec.get("draft_steps", spec.get("steps", 0)))
             ms += self.verify_overhead_ms + k * self.draft_step_ms + k * max(1, batch) * self.verify_ms_per_draft_token

@@ -51,6 +51,10 @@ NO_CUDA_GRAPH_FACTOR = 1.6
 PREFILL_MS = 40.0
 PREFILL_MS_PER_TOKEN = 0.02
 ACCEPT_P_NGRAM = 0.3
+# Adaptive tier 0 verifies only the bonus token (a plain pass of the target) and still runs the draft model's
+# extend over it unless SGLANG_SPEC_SKIP_ZERO_STEP_DRAFT_EXTEND=1 (0.5.23 eagle_worker_v2.py:1680-1731,
+# environ.py:1574-1577): a plain pass plus one draft step.
+ZERO_TIER = "plain decode + one draft step"
 
 
 DECAY_OURS = 0.85
@@ -66,6 +70,8 @@ def pass_ms(batch: int, spec: Dict[str, Any], graph: bool = True) -> float:
     chosen = scenario.active()
     if chosen is not None:  # a scenario file's model (backend.sandbox.sglang_sim.scenario) instead of the operator's
         ms = chosen.pass_ms(batch, spec)
+    elif spec and spec.get("draft_tokens") == 1:  # adaptive tier 0: no drafting (see ZERO_TIER)
+        ms = 1000.0 / BASELINE_TOK_S + BATCH_MS_BASELINE * extra + DRAFT_STEP_MS
     elif spec:
         ms = VERIFY_BASE_MS + VERIFY_TOKEN_MS * spec["draft_tokens"] + DRAFT_STEP_MS * spec["draft_steps"]
         ms += VERIFY_MS_PER_TOKEN * extra * spec["draft_tokens"]
