@@ -32,6 +32,7 @@ import time
 from typing import Dict, List, Optional, Tuple
 
 from . import loopback
+from .keyfiles import key_file_of, read_key
 from .ownership import ENV_KEY as TOKEN_KEY
 from .ownership import (
     carries,
@@ -45,8 +46,8 @@ from .ownership import (
     send,
 )
 from .registry import AgentError, method
-from .safepath import fd_of, still_ours
 from .shared.protocol import lines_json
+from .shared.safepath import fd_of, still_ours
 from .watch import Watch
 
 STATES = ("running", "orphaned", "done", "failed", "cancelled")
@@ -587,8 +588,6 @@ def tail(params: dict, ctx) -> dict:
 def secret(job_dir: str) -> Optional[str]:
     """The API key a server job was given in a key file of ours (SGLang writes its server_args, key included,
     into its log: masked wherever the log is read for a client); None for every other job."""
-    from .serve import key_file_of, read_key  # here: serve imports this module
-
     spec = _read_json(os.path.join(job_dir, "spec.json")) or {}
     return read_key(key_file_of({"argv": spec.get("argv") or [], "dir": job_dir}))
 

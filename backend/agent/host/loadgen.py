@@ -26,7 +26,9 @@ from urllib import error as urlerror
 
 from . import loopback
 from .jobs import start_job, worker_argv
+from .keyfiles import key_file_of, read_key
 from .registry import AgentError, method
+from .servers import listen_of, server_on
 from .shared import acceptance, advice
 from .shared.quantiles import quantiles
 
@@ -73,7 +75,7 @@ def one_request(
     host: str = "127.0.0.1",
 ) -> Dict[str, Any]:
     """Stream one ``/generate`` and time it; ``{"error": ...}`` instead of the figures when it fails. ``key``
-    and ``host``: the server's API key and address (see ``serve.reach``)."""
+    and ``host``: the server's API key and address (see ``servers.reach``)."""
     body = {
         "text": prompt,
         "sampling_params": {"max_new_tokens": max_tokens, "temperature": 0.0, "ignore_eos": True},
@@ -288,8 +290,6 @@ def start(params: dict, ctx) -> dict:
     os.makedirs(folder, mode=0o700, exist_ok=True)
     token = "".join(random.choice(string.ascii_lowercase + string.digits) for _ in range(12))
     path = os.path.join(folder, token + ".json")
-    from .serve import key_file_of, listen_of, server_on  # here: only a bench start needs the servers
-
     server = server_on(ctx.state_dir, checked["port"])  # a server, or a fleet's router
     checked["key_file"], checked["address"] = key_file_of(server), listen_of(server)  # the key's file, never it
     with open(path, "w") as f:
@@ -351,8 +351,6 @@ def worker_main(argv: List[str]) -> int:
         flush=True,
     )
     try:
-        from .serve import read_key
-
         key = read_key(params.get("key_file"))
         result = run(
             params["port"],

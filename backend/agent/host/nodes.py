@@ -11,7 +11,7 @@ import time
 
 from . import jobs, ports
 from .registry import AgentError, method
-from .serve import pick
+from .servers import pick
 
 # SGLang derives ZMQ ports from --dist-init-addr's port (+1 … +6: tokenizer, rpc, metrics, scheduler input
 # with DP attention, server_args.py PortArgs.init_new), so the whole run must be free, not just the port.

@@ -382,7 +382,7 @@ def http_request(params: dict, ctx) -> dict:
         raise AgentError("http.request only reaches the host's loopback, not %r" % (parts.hostname or ""), "invalid")
     key = None
     if ctx is not None and parts.port:
-        from .serve import reach  # here: serve imports this module
+        from .servers import reach  # here: it loads jobs, which a cold ``info`` goes without
 
         address, key = reach(ctx.state_dir, parts.port)
         if address != parts.hostname:  # a fleet's replica listens on its machine's address, not on loopback

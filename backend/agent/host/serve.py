@@ -27,12 +27,13 @@ import time
 from typing import Dict, List, Optional, Tuple
 
 from . import jobs, ports
+from .keyfiles import key_file_of, keys_dir, read_key
 from .probes import fetch, gpus
 from .registry import AgentError, method
+from .servers import KIND, holder, listen_of, pick, port_of, serve_jobs
 from .shared.logline import record, tier_line
 from .watch import Watch
 
-KIND = "serve"
 READY_LINE = "The server is fired up and ready to roll!"
 # A node of rank >= 1 serves no API: once its schedulers are up it runs launch_dummy_health_check_server and
 # logs this (utils/common.py), and nothing more; that is its ready.
@@ -333,63 +334,7 @@ def _scan(job: dict) -> LogScan:
     return scan
 
 
-# --- finding the server ---------------------------------------------------------------------------------
-
-
-def serve_jobs(state_dir: str) -> List[dict]:
-    """Every serve job on this host, oldest first."""
-    out = []
-    for job_dir in jobs.job_dirs(jobs.jobs_root(state_dir)):
-        try:
-            with open(os.path.join(job_dir, "spec.json")) as f:
-                if json.load(f).get("kind") != KIND:
-                    continue
-        except (OSError, ValueError):
-            continue
-        out.append(jobs.describe(job_dir))
-    out.sort(key=lambda j: j.get("started") or 0)
-    return out
-
-
-def _port_of(job: dict) -> Optional[int]:
-    try:
-        return int((job.get("args") or {}).get("port"))
-    except (TypeError, ValueError):
-        return None
-
-
-def pick(state_dir: str, job_id: Optional[str] = None, port: Optional[int] = None) -> Optional[dict]:
-    """The server a status is about: ``job_id``; else the newest running one (on ``port``); else the newest."""
-    candidates = serve_jobs(state_dir)
-    if job_id:
-        for job in candidates:
-            if job["id"] == job_id:
-                return job
-        raise AgentError("no server job %s on this host (see `specdeck jobs --kind serve`)" % job_id, "not_found")
-    if port is not None:
-        candidates = [j for j in candidates if _port_of(j) == int(port)]
-    running = [j for j in candidates if j["state"] in jobs.ACTIVE]
-    if running:
-        return running[-1]
-    return candidates[-1] if candidates else None
-
-
-def holder(state_dir: str, port: int) -> Optional[dict]:
-    """The running server job that holds ``port``, if any."""
-    for job in serve_jobs(state_dir):
-        if job["state"] in jobs.ACTIVE and _port_of(job) == port:
-            return job
-    return None
-
-
 # --- API keys ---------------------------------------------------------------------------------------------
-
-ROUTER_KIND = "router"  # a fleet's router job (backend/fleet/fleets.py starts it)
-KEYS = "keys"  # <state>/keys/<name>.yaml: an API key a server of ours reads with SGLang's --config, 0600
-
-
-def _keys_dir(state_dir: str) -> str:
-    return os.path.join(state_dir, KEYS)
 
 
 @method("serve.key")
@@ -400,7 +345,7 @@ def keep_key(params: dict, ctx) -> dict:
     name, key = params.get("name") or "", params.get("key") or ""
     if not re.match(r"^[\w.-]+$", name) or name.startswith(".") or not re.match(r"^[\w-]{16,}$", key):
         raise AgentError("serve.key needs a plain name and a key of 16 or more letters, digits, - or _", "invalid")
-    folder = _keys_dir(ctx.state_dir)
+    folder = keys_dir(ctx.state_dir)
     os.makedirs(folder, mode=0o700, exist_ok=True)
     path = os.path.join(folder, name + ".yaml")
     tmp = "%s.%d.tmp" % (path, os.getpid())
@@ -409,61 +354,6 @@ def keep_key(params: dict, ctx) -> dict:
         f.write(json.dumps({"api-key": key}) + "\n")
     os.replace(tmp, path)
     return {"path": path}
-
-
-def key_file_of(job: Optional[dict]) -> Optional[str]:
-    """The key file of ours a job was started with: an argument naming a file in the state's keys folder (a
-    server's ``--config``, the router's key file)."""
-    if not (job or {}).get("dir"):
-        return None
-    state_dir = os.path.dirname(os.path.dirname(os.path.normpath(job["dir"])))  # <state>/jobs/<id>
-    keys = os.path.normpath(_keys_dir(state_dir))
-    return next((a for a in job.get("argv") or [] if os.path.normpath(os.path.dirname(a)) == keys), None)
-
-
-def read_key(path: Optional[str]) -> Optional[str]:
-    """The API key in a key file (``keep_key``'s), None without one."""
-    if not path:
-        return None
-    try:
-        with open(path) as f:
-            return json.load(f).get("api-key")
-    except (OSError, ValueError, AttributeError):
-        return None
-
-
-def listen_of(job: Optional[dict]) -> str:
-    """Where our own requests reach a server job: the address it listens on (its last ``--host``; a fleet's
-    replica beyond loopback listens on its machine's address alone), loopback for every interface or none."""
-    argv = (job or {}).get("argv") or []
-    hosts = [argv[i + 1] for i, arg in enumerate(argv[:-1]) if arg == "--host"]
-    return hosts[-1] if hosts and hosts[-1] not in ("0.0.0.0", "::", "") else "127.0.0.1"
-
-
-def server_on(state_dir: str, port: int) -> Optional[dict]:
-    """The running job of ours that serves HTTP on ``port``: a server, or a fleet's router."""
-    job = holder(state_dir, port)
-    if job is not None:
-        return job
-    for job_dir in jobs.job_dirs(jobs.jobs_root(state_dir)):
-        try:
-            with open(os.path.join(job_dir, "spec.json")) as f:
-                spec = json.load(f)
-        except (OSError, ValueError):
-            continue
-        if spec.get("kind") == ROUTER_KIND and (spec.get("args") or {}).get("port") == port:
-            job = jobs.describe(job_dir)
-            if job["state"] in jobs.ACTIVE:
-                return job
-    return None
-
-
-def reach(state_dir: str, port: int) -> Tuple[str, Optional[str]]:
-    """(address, API key) of the server (or router) of ours running on ``port``: where our own requests to it
-    go and the key they send, as SGLang's clients do (loopback and None for any other). sglang-router 0.3.2
-    asks its own clients for the worker key it was given, beyond /health."""
-    job = server_on(state_dir, port)
-    return listen_of(job), read_key(key_file_of(job))
 
 
 # --- status -----------------------------------------------------------------------------------------------
@@ -578,7 +468,7 @@ def status_of(job: Optional[dict]) -> dict:
         return dict(NONE_STATUS, phases=[], warnings=[])
     scan = _scan(job)
     args = job.get("args") or {}
-    port = _port_of(job)
+    port = port_of(job)
     cancel_requested = os.path.exists(os.path.join(job["dir"], "cancel.json"))
     out = dict(NONE_STATUS)
     out.update(
@@ -743,7 +633,7 @@ def start(params: dict, ctx) -> dict:
     """Start a server job ``{argv, args, env, cwd, files?}``; refused while another server holds ``args.port``.
     ``files`` (``{path: text}`` in the state dir's ``spec/``) are written first: what the launch reads."""
     args = params.get("args") or {}
-    port = _port_of({"args": args})
+    port = port_of({"args": args})
     if port is None:
         raise AgentError("serve.start needs args.port", "invalid")
     write_launch_files(ctx.state_dir, params.get("files"))

@@ -37,7 +37,7 @@ import os
 import time
 from typing import Dict, List, Optional
 
-from . import jobs, loadgen, serve
+from . import jobs, loadgen, serve, servers
 from .registry import AgentError, Context, method
 from .shared.server_states import STATES as SERVER_STATES
 from .shared.sweep_order import Order
@@ -161,7 +161,7 @@ class Sweep(Order):
 
     def running_server(self) -> Optional[dict]:
         """The newest running server job on this host (a GPU host runs one at a time)."""
-        running = [j for j in serve.serve_jobs(self.state_dir) if j["state"] in jobs.ACTIVE]
+        running = [j for j in servers.serve_jobs(self.state_dir) if j["state"] in jobs.ACTIVE]
         return running[-1] if running else None
 
     def stop(self, job_id: str) -> None:
@@ -419,7 +419,7 @@ def unrestored(params: dict, ctx) -> dict:
     events = _events_of(ctx.state_dir, job["id"])
     if os.path.exists(os.path.join(job["dir"], RESTORED)) or any(e.get("event") == "done" for e in events):
         return nothing
-    later = [s for s in serve.serve_jobs(ctx.state_dir) if (s.get("started") or 0) >= (job.get("started") or 0)]
+    later = [s for s in servers.serve_jobs(ctx.state_dir) if (s.get("started") or 0) >= (job.get("started") or 0)]
     if any((s.get("args") or {}).get("sweep") != job["id"] for s in later):
         return nothing
     found = next((e.get("found") for e in events if e.get("event") == "plan"), None)
