@@ -76,11 +76,11 @@ def test_plotext_and_textual_plotext_internals():
 
 
 def test_interpreter_exit_steps():
-    """backend/cli/quick.py ends a command with os._exit after doing what the interpreter's exit does first:
+    """backend/cli/exits.py ends a command with os._exit after doing what the interpreter's exit does first:
     threading._shutdown (wake idle executor workers, join non-daemon threads) and atexit._run_exitfuncs."""
     import atexit
     import threading
 
-    where = "backend/cli/quick.py (end)"
+    where = "backend/cli/exits.py (end)"
     assert callable(getattr(threading, "_shutdown", None)), moved("threading._shutdown", where)
     assert callable(getattr(atexit, "_run_exitfuncs", None)), moved("atexit._run_exitfuncs", where)

@@ -6,13 +6,12 @@ import argparse
 import asyncio
 import importlib
 import logging  # asyncio's own import: free here
-import os
 import pkgutil
-import select
 import signal
 import sys
 
 from backend import hosttext
+from backend.cli.exits import end, stdout_closed
 from backend.errors import SpecdeckError
 
 # Which module registers each command, so a command builds only its own parser: importing every command module
@@ -217,7 +216,7 @@ def _main(argv: list[str]) -> int:
     except KeyboardInterrupt:
         return 130
     except Exception as exc:
-        if isinstance(exc, BrokenPipeError) and _stdout_closed():
+        if isinstance(exc, BrokenPipeError) and stdout_closed():
             return 128 + signal.SIGPIPE  # the reader went away (`| head`): stop quietly, as Unix tools do
         if args.debug:
             raise
@@ -226,26 +225,7 @@ def _main(argv: list[str]) -> int:
     return code or 0
 
 
-def _stdout_closed() -> bool:
-    """Whether stdout's reader is gone (a pipe with no reader polls as an error); if so, stdout points at
-    /dev/null from now on, so the flush at exit cannot complain about the same broken pipe."""
-    try:
-        fd = sys.stdout.fileno()
-        poll = select.poll()
-        poll.register(fd, select.POLLOUT)
-        if not any(ev & select.POLLERR for _, ev in poll.poll(0)):
-            return False
-    except (OSError, ValueError):
-        return False
-    devnull = os.open(os.devnull, os.O_WRONLY)
-    os.dup2(devnull, fd)
-    os.close(devnull)
-    return True
-
-
-if __name__ == "__main__":  # ends as the installed entry does (quick.end): no teardown of every module and object
-    from backend.cli.quick import end
-
+if __name__ == "__main__":  # ends as the installed entry does (exits.end): no teardown of every module and object
     code = main()
     end(code)
     sys.exit(code)

@@ -15,6 +15,8 @@ from __future__ import annotations
 import sys
 import time
 
+from backend.cli.exits import end, stdout_closed
+
 FLAGS = {f"--{o.replace('_', '-')}": o for o in ("host", "identity", "known_hosts", "python", "workdir", "config")}
 CALL_TIMEOUT_S = 60.0  # info, as Connection.call's default
 PING_TIMEOUT_S = 10.0  # each round trip, as Connection.ping's
@@ -87,9 +89,7 @@ def answer(argv: list[str]) -> int | None:
     except BrokenPipeError:
         import signal
 
-        from backend.cli.main import _stdout_closed
-
-        _stdout_closed()  # the reader went away (`| head`): quiet, as the full CLI
+        stdout_closed()  # the reader went away (`| head`): quiet, as the full CLI
         return 128 + signal.SIGPIPE
     return 0
 
@@ -109,36 +109,6 @@ def main() -> int:
             code = full(argv)
     end(code)
     return code  # where the interpreter lacks what ``end`` needs
-
-
-def end(code: int) -> None:
-    """End the process as the interpreter's own exit would, without its teardown of every module and object:
-    after a command over SSH (asyncssh, cryptography, asyncio loaded) that teardown alone took ~30 ms of a
-    ~400 ms cold `specdeck ping`. What an exit must still do is done here first: non-daemon threads joined
-    (``threading._shutdown``, which wakes idle executor workers first), atexit functions run (logging's flush,
-    weakref finalizers such as a TemporaryDirectory's), stdout and stderr flushed. Returns (and the normal exit
-    follows) where either private function is missing."""
-    import atexit
-    import os
-    import threading
-
-    shutdown = getattr(threading, "_shutdown", None)
-    run_exitfuncs = getattr(atexit, "_run_exitfuncs", None)
-    if shutdown is None or run_exitfuncs is None:
-        return
-    shutdown()
-    run_exitfuncs()
-    try:
-        sys.stdout.flush()
-    except BrokenPipeError:
-        code = code or 141  # the reader went away (`| head`): quietly, as a SIGPIPE'd Unix tool
-    except (OSError, ValueError):
-        code = code or 120  # what the interpreter's exit returns when it cannot flush stdout
-    try:
-        sys.stderr.flush()
-    except (OSError, ValueError):
-        pass
-    os._exit(code)
 
 
 if __name__ == "__main__":
