@@ -11,7 +11,7 @@ under ``TYPE_CHECKING`` too, which a run-time check never sees):
     it is shipped as ``specdeck_host`` and runs on the GPU host's Python 3.8;
 (d) the layers, top to bottom: the interfaces (tui, backend.cli), the services, the agent client and the
     transport, the leaves; a module imports its own layer or those below, never above;
-(e) no import cycle between modules (but those named in KNOWN_CYCLES, each with why).
+(e) no import cycle between modules.
 
 At run time, by importing the client's entry points: no host method registered, no sandbox module loaded.
 """
@@ -79,20 +79,6 @@ SANDBOX_IMPORTS = {
         "backend.serve.serving",
         "backend.sandbox.sglang_sim.scenario",
     ): "a simulator host's server is given the scenario file `sandbox up --scenario` wrote (its name and variable)",
-}
-
-# (e) Cycles that came with work landed while this contract was written, each with why and how to break it;
-# the test fails when one is gone (drop it here) or a new one appears.
-KNOWN_CYCLES = {
-    frozenset({"backend.agent.host.jobs", "backend.agent.host.probes", "backend.agent.host.serve"}): (
-        "216d4ea (issue 30.2): jobs masks a server's key in its log and probes sends it with http.request, both "
-        "asking serve inside a function; to break: the key files (KEYS, key_file_of, read_key) and reach in "
-        "modules below all three"
-    ),
-    frozenset({"backend.cli.main", "backend.cli.quick"}): (
-        "dba63a3 (issue 30.6): main ends through quick.end and quick falls back to main; to break: end and "
-        "_stdout_closed in a module below both"
-    ),
 }
 
 
@@ -264,13 +250,10 @@ def test_no_import_cycles():
     for i in imports():
         if i.target in graph and i.target != i.module:
             graph[i.module].add(i.target)
-    cycles = {frozenset(c) for c in strongly_connected(graph)}
-    new = [sorted(c) for c in cycles - set(KNOWN_CYCLES)]
-    assert not new, "import cycles (function-level and TYPE_CHECKING imports count): " + "; ".join(
-        " <-> ".join(c) for c in new
+    cycles = [sorted(c) for c in strongly_connected(graph)]
+    assert not cycles, "import cycles (function-level and TYPE_CHECKING imports count): " + "; ".join(
+        " <-> ".join(c) for c in cycles
     )
-    gone = [sorted(c) for c in set(KNOWN_CYCLES) - cycles]
-    assert not gone, f"no longer cycles, drop them from KNOWN_CYCLES: {gone}"
 
 
 def strongly_connected(graph: dict[str, set[str]]) -> list[list[str]]:
