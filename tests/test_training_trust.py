@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from backend.agent.host import safepath
+from backend.agent.host.shared import safepath
 from tests.simhost import specdeck
 from tests.test_training import write_config
 

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from backend.agent.bundle import agent_name
-from backend.agent.host import safepath
+from backend.agent.host.shared import safepath
 from backend.connection import Connection
 from backend.errors import ConnectionBlocked, RemoteError
 from backend.settings import HostConfig

@@ -82,8 +82,8 @@ exec(compile(SOURCE, "specdeck-boot", "exec"))
 
 @functools.cache
 def boot_program() -> str:
-    """``python -c`` text that runs ``boot(PYZ, STATE_DIR)`` of ``host/safepath.py`` (see there)."""
-    source = (HOST_DIR / "safepath.py").read_text() + "\nsys.exit(boot(sys.argv[1:]))\n"
+    """``python -c`` text that runs ``boot(PYZ, STATE_DIR)`` of ``host/shared/safepath.py`` (see there)."""
+    source = (HOST_DIR / "shared" / "safepath.py").read_text() + "\nsys.exit(boot(sys.argv[1:]))\n"
     return BOOT.replace("SOURCE", repr(source))
 
 

@@ -8,8 +8,8 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 from backend.agent.bundle import agent_name, agent_zip, boot_program
-from backend.agent.host.safepath import REFUSED, UNSAFE
 from backend.agent.host.shared.protocol import HEADER_LEN, MAX_FRAME, FrameError, decode, encode, frame_length, mib
+from backend.agent.host.shared.safepath import REFUSED, UNSAFE
 from backend.errors import ConnectionBlocked, ConnectionFailed, RemoteError
 from backend.transport.base import Pipe, Transport
 
@@ -31,7 +31,7 @@ _GUARD = (
 _START = (
     "echo specdeck-step:workdir; D=$3; " + _GUARD + 'test -f "$1" || exit 97; chmod 700 "$D"; '
     'if [ -L "$1" ] || [ ! -O "$1" ]; then echo "${1##*/} in it is not a file owned by $(id -un)" >&2; exit 96; fi; '
-    'echo specdeck-step:python; exec "$2" -c "$4" "$1" "$3"'  # boot_program: see host/safepath.py
+    'echo specdeck-step:python; exec "$2" -c "$4" "$1" "$3"'  # boot_program: see host/shared/safepath.py
 )
 _STEPS = {
     "specdeck-step:workdir": "checking for the agent in {state_dir} (a stuck filesystem?)",

@@ -47,7 +47,7 @@ from typing import Any, Dict, List, Optional, Tuple
 
 from . import jobs
 from .registry import AgentError, method
-from .safepath import trust_reason, unsafe_reason
+from .shared.safepath import trust_reason, unsafe_reason
 from .shared.safetensors_header import CheckpointError, read_header
 from .watch import Watch
 
