@@ -352,6 +352,7 @@ async def test_serve_tab_shows_a_line_per_node_and_stops_every_rank(models, tmp_
     from tests.helpers import until
     from tests.test_serve_tab import open_serve_tab, select, state, state_text, text
     from tui.app import SpecdeckApp
+    from tui.screens.confirm import ConfirmScreen
 
     port = free_port()
     app = SpecdeckApp(load(str(_config_file(tmp_path, root, models, port))), host="a")
@@ -372,7 +373,9 @@ async def test_serve_tab_shows_a_line_per_node_and_stops_every_rank(models, tmp_
         shown = state_text(app)
         assert f"a  rank 0  ready  port {port}" in shown and f"b  rank 1  ready  port {port + 1}" in shown
         pids = [e["pid"] for e in pane.status.nodes]
-        await pilot.press("x")
+        await pilot.press("x")  # a ready server: asks first (issue 33)
+        await until(pilot, lambda: isinstance(app.screen, ConfirmScreen), "the stop question")
+        await pilot.press("y")
         await until(pilot, lambda: state(app) == "stopped", "stopped")
         assert "b  rank 1  stopped" in state_text(app)
         await until(pilot, lambda: all(process_gone(pid) for pid in pids), "no rank left")
