@@ -104,14 +104,14 @@ def run() -> list[Row]:
     return [
         Row(
             ISSUE,
-            f"read a {what} on the host: time ≤ {TIME_BUDGET:g}× json.load's",
+            f"read {what} on the host: time ≤ {TIME_BUDGET:g}× json.load's",
             f"{ours['s']:.1f} s",
             f"json.load alone: {plain['s']:.1f} s ({plain['s'] / ours['s']:.2f}×)",
             ours["s"] <= TIME_BUDGET * plain["s"],
         ),
         Row(
             ISSUE,
-            f"read a {what}: peak memory ≤ {MEMORY_BUDGET:g}× json.load's",
+            f"read {what}: peak memory ≤ {MEMORY_BUDGET:g}× json.load's",
             f"{ours['peak_mb']:.0f} MB peak",
             f"json.load: {plain['peak_mb']:.0f} MB peak ({plain['peak_mb'] / ours['peak_mb']:.1f}×)",
             ours["peak_mb"] <= MEMORY_BUDGET * plain["peak_mb"],
