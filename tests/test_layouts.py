@@ -3,6 +3,8 @@ operator needs cut off, and the keys panel beside the tabs rather than over the 
 
 from __future__ import annotations
 
+import time
+
 import pytest
 from textual.widgets import DataTable, HelpPanel, Input, Static, TabbedContent
 from textual.widgets._footer import FooterKey
@@ -10,6 +12,7 @@ from textual.widgets._footer import FooterKey
 from backend.settings import builtin_defaults
 from tests.helpers import until
 from tui.app import SpecdeckApp
+from tui.screens.tune import TunePane
 from tui.tabs import TABS
 from tui.widgets.breakeven_panel import BreakevenPanel
 
@@ -84,6 +87,24 @@ async def test_every_tab_holds_at_this_size(size, tmp_path, monkeypatch):
         assert all(column_shown(runs, runs.ordered_columns[i].key.value) for i in range(2))  # drafter, run steps
         headers = [str(c.label) for table in (runs, advice) for c in table.ordered_columns]
         assert len(headers) == len(set(headers)) and "run steps" in headers, headers  # each says which it is
+
+        # A running sweep (its state as the followed events leave it): the count, the time left, the point being
+        # measured and its phase are on screen, above the points done (issue 33: one line at 100x30).
+        tune = app.query_one(TunePane)
+        now = time.time()
+        tune.sweep_job, tune.sweep_total = "sweep-x", 5
+        tune.sweep_points = [{"steps": 3, "topk": 1, "draft_tokens": 4, "tok_s": 101.9, "elapsed_s": 30.0}]
+        tune.sweep_phase = {"index": 3, "steps": 4, "topk": 1, "draft_tokens": 5, "phase": "benching", "t0": now - 12}
+        tune._show_progress("phase")
+        progress = app.query_one("#tune-progress", Static)
+        await until(pilot, lambda: "benching" in str(progress.render()), "the sweep's progress drawn")
+        await pilot.pause()
+        shown = str(progress.render()).splitlines()[: progress.region.height]
+        assert inside(progress, size) and progress.region.width >= 60, progress.region
+        assert shown[0].startswith("sweep sweep-x: 1/5 points · ETA ") and shown[1].startswith(
+            "▶ steps 4 (topk 1, draft 5): benching, 12 s"
+        ), shown
+        tune.sweep_job = None
 
         # Every tab's footer keeps `? Help` and `q Quit` in view, however many keys the tab has (issue 33: cut at
         # 100 columns on every tab, on the Serve tab at 160).

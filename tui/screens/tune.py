@@ -454,26 +454,24 @@ class TunePane(ShellPane):
             self.app.notify(f"started {restored['profile']} again, as sweep {restored['sweep']} found it")
 
     def _show_progress(self, last: str) -> None:
+        """The sweep's state, most wanted first (a short terminal shows two lines): the count and the time left,
+        the point being measured and its phase (a line per host in a fleet sweep), then the points done, newest
+        first."""
         now = time.time()
-        lines = []
-        for p in self.sweep_points:
-            lines.append("✓ " + sweep_mod.point_line(p) if not p.get("failed") else "✗ " + sweep_mod.point_line(p))
+        done = [("✓ " if not p.get("failed") else "✗ ") + sweep_mod.point_line(p) for p in reversed(self.sweep_points)]
         # A fleet sweep's hosts each measure a point: a line each, and the time left shared among them.
-        phases = list(self.fleet_phases.values()) or [self.sweep_phase]
+        phases = [p for p in (list(self.fleet_phases.values()) or [self.sweep_phase]) if p is not None]
+        current, eta = [], ""
         for phase in phases if self.sweep_job is not None else []:
-            if phase is None:
-                continue
             t0 = phase.get("t0") or now
             server = f" ({phase['server_phase']})" if phase.get("server_phase") else ""
             remaining = -(-max(0, self.sweep_total - len(self.sweep_points)) // len(phases))
-            eta = eta_text(self.sweep_points, remaining, t0, now)
+            eta = eta_text(self.sweep_points, remaining, t0, now) or "ETA after the first point"
             where = f"{phase['host']} " if phase.get("host") else ""
-            lines.append(
-                f"▶ {where}{sweep_mod.point_name(phase)}: {phase.get('phase')}{server}, {now - t0:.0f} s"
-                + (f" · {eta}" if eta else "")
-            )
+            current.append(f"▶ {where}{sweep_mod.point_name(phase)}: {phase.get('phase')}{server}, {now - t0:.0f} s")
         head = f"sweep {self.sweep_job}" if self.sweep_job else "last sweep"
-        self._progress(f"{head}: {len(self.sweep_points)}/{self.sweep_total or '?'} points\n" + "\n".join(lines[-5:]))
+        head += f": {len(self.sweep_points)}/{self.sweep_total or '?'} points" + (f" · {eta}" if eta else "")
+        self._progress("\n".join([head, *current, *done][:6]))
 
     def _progress(self, text: str) -> None:
         self.query_one("#tune-progress", Static).update(text)
