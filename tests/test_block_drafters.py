@@ -140,3 +140,64 @@ def test_a_dflash_profile_with_its_drafter_passes():
     checks = serving._drafter_checks(profile, "/d", inspected, TARGET_52, force=False)
     assert {c.name: c.status for c in checks} == {"drafter": "ok", "algorithm": "ok"}
     assert [c for c in serving.profile_checks(builtin_defaults(), profile) if c.status == "fail"] == []
+
+
+# --- a DFlash drafter served by the SIMULATED SGLang --------------------------------------------------------------
+
+T5 = (
+    Path(__file__).resolve().parents[1]
+    / "backend"
+    / "sandbox"
+    / "scenarios"
+    / "t5-kimi-k25-published-eagle3-dflash.json"
+)
+
+
+async def test_kimi_k25_published_accept_lengths_as_a_scenario(models, tmp_path):
+    """t5: the accept lengths the Kimi-K2.5 drafters' cards publish (GSM8K: EAGLE-3 3.20 at 3 steps, DFlash 5.3
+    at block 8), served by SIMULATED SGLang: the DFlash drafter under DFLASH (one draft pass a block), the EAGLE-3
+    head under EAGLE3; each measures its card's length, and DFlash is the faster at one stream."""
+    import sys
+
+    from backend.connection import Connection
+    from backend.measure.bench import BenchPlan, run_bench
+    from backend.measure.livefeed import find_server
+    from backend.sandbox.sglang_sim import scenario
+    from backend.settings import HostConfig
+    from tests.simhost import make_settings
+
+    dflash = fx.write_drafter(str(tmp_path / "models" / "kimi-k25-dflash"), "dflash_k25")
+    host = HostConfig(
+        name="sim", url="local", python=sys.executable, workdir=str(tmp_path / "host"), launcher="simulator",
+        sandbox=True, sglang_version="0.5.23",
+    )  # fmt: skip
+    env = {scenario.ENV: str(T5)}
+    settings = make_settings(
+        {**models, "ours": dflash},
+        dflash={"drafter": "ours", "algorithm": "DFLASH", "dflash_block_size": 8, "env": env},
+        eagle3={"drafter": "aq-medai", "algorithm": "EAGLE3", "steps": 3, "topk": 1, "draft_tokens": 4, "env": env},
+    )
+    measured = {}
+    conn = await Connection.open(host)
+    try:
+        for name in ("dflash", "eagle3"):
+            started = await serving.start(conn, settings, settings.profiles[name])
+            assert started["preflight"]["ok"], started["preflight"]
+            ready = await serving.wait(conn, started["job"], within=60)
+            assert ready["state"] == "ready", ready
+            steps = (
+                ready["server_info"]["speculative_num_steps"],
+                ready["server_info"]["speculative_num_draft_tokens"],
+            )
+            assert steps == ((1, 8) if name == "dflash" else (3, 4))  # DFLASH: one step, the block verified
+            # 16 requests: under DFLASH a request's own acceptance (the card's noise) moves its length by ~0.7
+            plan = BenchPlan(requests=16, max_tokens=200, concurrency=4)
+            result = await run_bench(conn, await find_server(conn), plan)
+            measured[name] = result
+            await serving.stop(conn, grace=10)
+    finally:
+        await conn.close()
+    assert measured["dflash"]["accept_len"] == pytest.approx(5.3, abs=0.5)
+    assert measured["eagle3"]["accept_len"] == pytest.approx(3.2, abs=0.35)
+    # At 4 streams the 8-token verify costs DFLASH more per stream than EAGLE's 4 tokens: the model says 1.15x.
+    assert measured["dflash"]["tok_s"] > measured["eagle3"]["tok_s"]

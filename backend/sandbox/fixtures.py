@@ -174,11 +174,53 @@ OURS_DRAFTER_CONFIG = {
     "eagle_config": {"eagle_aux_hidden_state_layer_ids": [1, 29, 57], "use_aux_hidden_state": True},
 }
 
+
 # kind → (tensors, config, safetensors metadata). "ours" has the K2 shapes and its own metadata.
+def dflash_tensors(hidden: int, layers: int, heads: int, kv_heads: int, head_dim: int, intermediate: int,
+                   target_layers: int) -> dict:  # fmt: skip
+    """``{name: (dtype, shape)}`` of a DFlash block drafter (z-lab/dflash's DFlashDraftModel): fc fusing the
+    target layers it reads, its decoder layers, no embed_tokens or lm_head (the target's are used)."""
+    out = {"fc.weight": ("BF16", [hidden, target_layers * hidden]), "norm.weight": ("BF16", [hidden])}
+    out["hidden_norm.weight"] = ("BF16", [hidden])
+    for i in range(layers):
+        p = f"layers.{i}."
+        out[p + "self_attn.q_proj.weight"] = ("BF16", [heads * head_dim, hidden])
+        out[p + "self_attn.k_proj.weight"] = ("BF16", [kv_heads * head_dim, hidden])
+        out[p + "self_attn.v_proj.weight"] = ("BF16", [kv_heads * head_dim, hidden])
+        out[p + "self_attn.o_proj.weight"] = ("BF16", [hidden, heads * head_dim])
+        out[p + "mlp.gate_proj.weight"] = ("BF16", [intermediate, hidden])
+        out[p + "mlp.up_proj.weight"] = ("BF16", [intermediate, hidden])
+        out[p + "mlp.down_proj.weight"] = ("BF16", [hidden, intermediate])
+        out[p + "input_layernorm.weight"] = ("BF16", [hidden])
+        out[p + "post_attention_layernorm.weight"] = ("BF16", [hidden])
+    return out
+
+
+# A DFlash drafter for Kimi-K2.5 shaped as z-lab/Kimi-K2.5-DFlash's config says (the sandbox Hub's catalog entry:
+# 6 layers, 64 heads of 128, 8 KV heads, intermediate 18432), with the dflash_config SGLang reads: block 8 (its
+# card), the target layers it fuses and a mask token inside Kimi's vocabulary (ours: the catalog has none).
+DFLASH_K25_CONFIG = {
+    "architectures": ["DFlashDraftModel"],
+    "model_type": "qwen3",
+    "hidden_size": 7168,
+    "num_hidden_layers": 6,
+    "num_attention_heads": 64,
+    "num_key_value_heads": 8,
+    "head_dim": 128,
+    "intermediate_size": 18432,
+    "vocab_size": 163840,
+    "max_position_embeddings": 262144,
+    "num_target_layers": 61,
+    "dflash_config": {"block_size": 8, "target_layer_ids": [1, 15, 29, 43, 57], "mask_token_id": 163838},
+    "torch_dtype": "bfloat16",
+}
+DFLASH_K25_TENSORS = dflash_tensors(7168, 6, 64, 8, 128, 18432, 5)
+
 DRAFTERS = {
     "aq_medai_k2": (KIMI_K2_DRAFTER_TENSORS, KIMI_K2_DRAFTER_CONFIG, {"format": "pt"}),
     "ours": (KIMI_K2_DRAFTER_TENSORS, OURS_DRAFTER_CONFIG, {"format": "pt", "specforge_samples": "37000"}),
     "llama3_8b": (LLAMA3_8B_DRAFTER_TENSORS, LLAMA3_8B_DRAFTER_CONFIG, {"format": "pt"}),
+    "dflash_k25": (DFLASH_K25_TENSORS, DFLASH_K25_CONFIG, {"format": "pt"}),
 }
 
 

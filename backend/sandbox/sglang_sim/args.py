@@ -131,6 +131,8 @@ def resolve_args(args: Dict[str, Any], target: dict, log: Log) -> Dict[str, Any]
                 "speculative_num_draft_tokens is adjusted to speculative_num_steps + 1 when speculative_eagle_topk == 1"
             )
             args["speculative_num_draft_tokens"] = steps + 1
+    elif algo == "DFLASH":
+        _dflash(args, log)
     elif algo == "NGRAM":
         if args["max_running_requests"] is None:
             args["max_running_requests"] = 48
@@ -175,3 +177,62 @@ def merge_config(argv: List[str], parser: argparse.ArgumentParser) -> List[str]:
             for item in value if isinstance(value, list) else [value]:
                 merged += ["--%s" % key, str(item)]
     return merged + argv[:at] + argv[at + 2 :]
+
+
+def _dflash(args: Dict[str, Any], log: Log) -> None:
+    """0.5.23's ``_handle_dflash`` (arg_groups/speculative_hook.py:287-446): a draft path, steps and topk forced
+    to 1, the block (verify window) from --speculative-dflash-block-size, --speculative-num-draft-tokens, the
+    drafter's config, else 16; SGLang's own words for each."""
+
+    def refuse(message: str) -> None:
+        frames = [_SPEC_FRAME, "srt/arg_groups/speculative_hook.py:330 _handle_dflash"]
+        sys.stderr.write(main_traceback(frames, "ValueError: %s" % message) + "\n")
+        raise SimExit(1)
+
+    if args["speculative_draft_model_path"] is None:
+        refuse("DFLASH speculative decoding requires setting --speculative-draft-model-path.")
+    if args["max_running_requests"] is None:
+        args["max_running_requests"] = 48
+        log.warning(
+            "Max running requests is reset to 48 for speculative decoding. You can override this by explicitly "
+            "setting --max-running-requests."
+        )
+    for key in ("speculative_num_steps", "speculative_eagle_topk"):
+        if args[key] not in (None, 1):
+            log.warning("DFLASH only supports %s == 1; overriding %s=%s to 1." % (key, key, args[key]))
+        args[key] = 1
+    block, tokens = args.get("speculative_dflash_block_size"), args["speculative_num_draft_tokens"]
+    if block is not None and block <= 0:
+        refuse("DFLASH requires --speculative-dflash-block-size to be positive, got %s." % block)
+    if block is not None and tokens is not None and block != tokens:
+        refuse(
+            "Both --speculative-num-draft-tokens and --speculative-dflash-block-size are set but they differ. For "
+            "DFLASH they must match. speculative_num_draft_tokens=%s, speculative_dflash_block_size=%s."
+            % (tokens, block)
+        )
+    if block is None and tokens is None:
+        block = _config_block(args["speculative_draft_model_path"])
+        if block is None:
+            block = 16
+            log.warning("speculative_num_draft_tokens is not set; defaulting to %d for DFLASH." % block)
+    args["speculative_num_draft_tokens"] = block or tokens
+    window = args.get("speculative_draft_window_size")
+    if window is not None and window < args["speculative_num_draft_tokens"]:
+        refuse(
+            "--speculative-draft-window-size must be >= --speculative-num-draft-tokens (block_size). "
+            "window_size=%s, block_size=%s." % (window, args["speculative_num_draft_tokens"])
+        )
+
+
+def _config_block(path: str) -> Any:
+    """The drafter config's block size as SGLang reads it (``dflash_config`` first, then the top level)."""
+    import json
+
+    try:
+        with open(os.path.join(path, "config.json")) as f:
+            config = json.load(f)
+    except (OSError, ValueError):
+        return None
+    inner = config.get("dflash_config") if isinstance(config.get("dflash_config"), dict) else {}
+    block = inner.get("block_size", config.get("block_size"))
+    return block if isinstance(block, int) and block > 0 else None

@@ -269,7 +269,7 @@ class Engine:
                     continue
                 count = 1
                 if self.spec:
-                    rates = self.spec["rates"][: self.spec["steps"]]
+                    rates = self.spec["rates"][: self.spec.get("positions", self.spec["steps"])]
                     accepted = 0
                     while accepted < len(rates) and self.rng.random() < rates[accepted] * req.ease:
                         accepted += 1

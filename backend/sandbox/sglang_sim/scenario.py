@@ -14,7 +14,8 @@ The file::
                   "aq-medai": {"per_position": [0.86, 0.81, 0.74, 0.86], "noise": 0.05}}}
 
 A plain decode step at batch b costs ``decode_ms[b]``; a speculative cycle with k draft steps at batch b costs
-``decode_ms[b] + verify_overhead_ms + k·draft_step_ms + k·b·verify_ms_per_draft_token``. A drafter's conditional
+``decode_ms[b] + verify_overhead_ms + k·draft_step_ms + k·b·verify_ms_per_draft_token`` (a DFLASH block of B: one
+draft pass and B − 1 drafts verified, ``drafters.dflash`` naming any DFlash drafter). A drafter's conditional
 acceptance at position i is ``per_position[i-1]`` (the last repeated past the list); each request draws its own
 factor so that its a_1 has the standard deviation ``noise`` across requests. A drafter the file does not name
 keeps the simulator's built-in curve. Without a scenario the simulator keeps the operator's model (82 tok/s,
@@ -32,7 +33,7 @@ from typing import Any, Dict, List, Optional, Tuple
 
 ENV = "SPECDECK_SIM_SCENARIO"  # the path of the scenario the simulator reads
 FILE_NAME = "sim-scenario.json"  # where `sandbox up --scenario` puts it, in the sandbox host's workdir
-DRAFTERS = ("ours", "aq-medai")  # the sandbox's drafters, by the names its config gives them
+DRAFTERS = ("ours", "aq-medai", "dflash")  # the sandbox's drafters by their config names; dflash: any DFlash one
 MAX_EASE = 3.0  # a request's factor is kept in (0, MAX_EASE]
 
 
@@ -109,7 +110,13 @@ class Scenario(object):
             return ms + self.draft_step_ms
         if spec:
             k = int(spec.get("draft_steps", spec.get("steps", 0)))
-            ms += self.verify_overhead_ms + k * self.draft_step_ms + k * max(1, batch) * self.verify_ms_per_draft_token
+            # the drafts verified: k for a chain (draft tokens k + 1), block - 1 for DFLASH's one draft pass
+            drafts = int(spec["draft_tokens"]) - 1 if "draft_tokens" in spec else k
+            ms += (
+                self.verify_overhead_ms
+                + k * self.draft_step_ms
+                + drafts * max(1, batch) * self.verify_ms_per_draft_token
+            )
         return ms
 
     def rates(self, name: str, steps: int) -> Optional[List[float]]:
@@ -150,6 +157,13 @@ def active() -> Optional[Scenario]:
     if path not in _active:
         _active[path] = load(path)
     return _active[path]
+
+
+def drafter_key(path: str, config: Optional[dict]) -> str:
+    """The scenario's name for a drafter: ``dflash`` for a DFlash draft (its config's class), else
+    ``drafter_name``."""
+    archs = " ".join(a for a in (config or {}).get("architectures") or [] if isinstance(a, str)).lower()
+    return "dflash" if "dflash" in archs else drafter_name(path)
 
 
 def drafter_name(path: str) -> str:

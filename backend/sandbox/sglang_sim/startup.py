@@ -311,7 +311,8 @@ class Startup:
                     )
             self.weights_loaded(draft_arch, tic, bytes_of(draft_files) / float(1 << 30) / args["tp_size"])
             self.kv_cache(draft_config, _DRAFT_FRAMES, draft=True)
-            if not self.dialect.current or int(args["speculative_num_steps"]) > 1:  # 0.5.23: steps > 1 only
+            block = algo == "DFLASH"  # one parallel draft pass proposes the whole block
+            if not block and (not self.dialect.current or int(args["speculative_num_steps"]) > 1):  # 0.5.23: > 1
                 self.capture("draft", 0.4, _DRAFT_FRAMES)
             self.capture("draft_extend", 0.3, _DRAFT_FRAMES)
             steps = int(args["speculative_num_steps"])
@@ -333,8 +334,13 @@ class Startup:
             }
             if tiers is not None:
                 spec.update(adaptive=tiers, initial_draft_tokens=steps + 1)
+            if block:  # DFLASH: block - 1 drafts from one draft pass, accepted in order as a chain's are
+                drafts = int(args["speculative_num_draft_tokens"]) - 1
+                rates = drafter_rates(args["speculative_draft_model_path"], draft_config, drafts)
+                spec.update(rates=rates, positions=drafts, draft_steps=1)
             chosen = scenario.active()
-            spread = chosen.spread(scenario.drafter_name(args["speculative_draft_model_path"])) if chosen else None
+            key = scenario.drafter_key(args["speculative_draft_model_path"], draft_config)
+            spread = chosen.spread(key) if chosen else None
             if spread is not None:
                 spec["spread"] = spread  # the scenario's noise of a_1 across requests
         self.log.info(

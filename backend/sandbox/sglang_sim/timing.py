@@ -61,6 +61,10 @@ DECAY_OURS = 0.85
 DECAY_AQ = 0.9
 FIRST_OURS = first_rate_for(2.0, 3, DECAY_OURS)  # ≈ 0.585: the team's drafter, 2.0 at 3 steps → ≈ 60 tok/s
 FIRST_AQ = first_rate_for(3.3, 3, DECAY_AQ)  # ≈ 0.931: AQ-MedAI's drafter, 3.3 at 3 steps → ≈ 100 tok/s
+# A DFlash drafter (its config's class): z-lab/Kimi-K2.5-DFlash's published MT-Bench figure, accept length 3.7 at
+# block 8 (FIELD-NOTES-2026, its card), seven drafts falling ~15% a position.
+DECAY_DFLASH = 0.85
+FIRST_DFLASH = first_rate_for(3.7, 7, DECAY_DFLASH)  # ≈ 0.937
 
 
 def pass_ms(batch: int, spec: Dict[str, Any], graph: bool = True) -> float:
@@ -104,11 +108,13 @@ def drafter_rates(path: str, config: dict, steps: int) -> List[float]:
     if "accept_p" in sim:
         return [float(sim["accept_p"])] * steps
     chosen = scenario.active()
-    given = chosen.rates(scenario.drafter_name(path), steps) if chosen is not None else None
+    key = scenario.drafter_key(path, config)
+    given = chosen.rates(key, steps) if chosen is not None else None
     if given is not None:
         return given
-    aq = scenario.drafter_name(path) == "aq-medai"
-    first, decay = (FIRST_AQ, DECAY_AQ) if aq else (FIRST_OURS, DECAY_OURS)
+    first, decay = {"aq-medai": (FIRST_AQ, DECAY_AQ), "dflash": (FIRST_DFLASH, DECAY_DFLASH)}.get(
+        key, (FIRST_OURS, DECAY_OURS)
+    )
     return decayed_rates(first, decay, steps)
 
 
