@@ -3,6 +3,9 @@ way to write a change, and each mismatch issue 32 found between surfaces reprodu
 
 from __future__ import annotations
 
+import asyncio
+from pathlib import Path
+
 import pytest
 
 from backend.history import History, Yardstick
@@ -130,3 +133,76 @@ def test_a_runs_latency_is_its_benchs_not_the_warm_up():
     assert latency_cells(run) == ("10.1 / 11.9", "44")
     alone = _run("local/serve-aq2", [Level(1, 30, 100.0, 100.0)], latency=server)
     assert latency_cells(alone) == ("10.0 / 12.0 srv", "175 srv")
+
+
+def test_a_short_bench_is_judged_by_its_requests_where_the_log_has_too_few_samples():
+    # Issue 32: History's break-even said "too few samples" for every bench and sweep run (under 20 log seconds).
+    y = Yardstick(82.0, 30.0)
+    requests = [{"accept_len": a, "decode_tok_s": 100.0} for a in (3.2, 3.4, 3.3, 3.35)]
+    bench = {"tok_s": 100.0, "accept_len": 3.31, "concurrency": 1, "result": {"per_request": requests}}
+    run = _run("local/serve-aq", [Level(1, 5, 100.0, 100.0)], bench=bench)
+    assert run.accept_interval() is None  # five log seconds: no interval of its own
+    judged = judge.run_break_even(run, y)
+    assert judged.word == "met" and judged.requests == 4 and judged.accept_len == pytest.approx(3.3125)
+    assert judged.cell().startswith("met (+0.85 ±") and judged.cell().endswith(", 4 bench requests)")
+    # A bench at another concurrency than the run is judged at says nothing of it.
+    elsewhere = _run("local/serve-aq4", [Level(1, 5, 100.0, 100.0)], bench={**bench, "concurrency": 4})
+    assert judge.run_break_even(elsewhere, y).word == "too few samples"
+
+
+def test_a_sweep_says_before_it_starts_what_it_can_part():
+    from backend.agent.host.shared.expect import bench_noise
+
+    said = judge.sweep_scope(bench_noise([], 8))
+    assert said.startswith("at 8 requests a point the sweep parts points more than 17% apart")
+    assert "none measured here yet" in said and "closer than 6% none parts at any length" in said
+    measured = [[{"accept_len": 3.3, "decode_tok_s": 100.0 + 7 * i} for i in range(8)]] * 5
+    assert "from 40 requests measured here" in judge.sweep_scope(bench_noise(measured, 8))
+    assert judge.bench_scope(1, 1).startswith("1 request: a figure, no verdict")
+
+
+async def test_the_default_bench_is_long_enough_for_its_verdicts(models, tmp_path):
+    # Issue 32: Live's b bench (4 × 256 tokens) always ended "not enough samples to judge (3/20)". The default bench,
+    # against the simulator's AQ-MedAI drafter (the fewest log lines per token) at SGLang's decode log interval,
+    # leaves the window the 20 samples its verdict needs, and its own requests judge it too.
+    import sys
+
+    from backend.connection import Connection
+    from backend.history import record_run
+    from backend.jobs import JobInfo
+    from backend.measure.bench import BenchPlan, run_bench
+    from backend.measure.metrics import live_samples
+    from backend.measure.series import LiveSeries
+    from backend.serve import serving
+    from backend.settings import HostConfig
+    from tests.simhost import REPO, server_argv
+    from tests.sshd import free_port
+
+    host = HostConfig(name="local", url="local", python=sys.executable, workdir=str(tmp_path / "hw"))
+    conn = await Connection.open(host)
+    job = None
+    try:
+        port = free_port()
+        argv = server_argv(models, "eagle3-aq", port)
+        argv[argv.index("--decode-log-interval") + 1] = str(serving.DECODE_LOG_INTERVAL)
+        wire = await conn.call("jobs.start", kind="serve", argv=argv, cwd=str(REPO),
+                               args={"profile": "eagle3-aq", "port": port, "drafter": "aq-medai"},
+                               env={"SPECDECK_SIM_TIME_SCALE": "0.05", **serving.launch_env(conn.host)})  # fmt: skip
+        job = JobInfo.from_json(wire)
+        while (await conn.call("http.request", url=f"http://127.0.0.1:{port}/health")).get("status") != 200:
+            await asyncio.sleep(0.05)
+        result = await run_bench(conn, job, BenchPlan())
+        series = LiveSeries(82.0)
+        for sample in live_samples(Path(job.log_path).read_text().splitlines()):
+            series.feed(sample, now=0.0)
+        tok = series.tok_s.stats()
+        y = Yardstick(82.0, 30.0)
+        assert tok.sem is not None and judge.speed_verdict(tok, 82.0).word == "beats", tok.count
+        assert judge.bench(result, y).speed.word == "beats" and judge.bench(result, y).accept.word == "met"
+        with History.open(tmp_path / "h.sqlite3") as history:
+            run = history.run(await record_run(history, conn, job))
+        assert judge.run_break_even(run, y).word == "met"
+    finally:
+        if job is not None:
+            await conn.call("jobs.cancel", id=job.id)
+        await conn.close()

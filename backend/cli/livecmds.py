@@ -487,7 +487,7 @@ async def bench(args: argparse.Namespace) -> int:
             return await _sweep(args, settings, conn, server, plan, levels, slo)
         print(
             f"bench on {describe_server(server)}: {plan.requests} requests of {plan.max_tokens} tokens, "
-            f"{plan.concurrency} at a time",
+            f"{plan.concurrency} at a time; {judge.bench_scope(plan.requests, plan.concurrency)}",
             file=sys.stderr,
             flush=True,
         )

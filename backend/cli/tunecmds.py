@@ -6,6 +6,7 @@ import argparse
 import sys
 
 from backend import settings as settings_mod
+from backend.agent.host.shared import expect
 from backend.agent.host.shared.units import counted
 from backend.cli.common import (
     add_json,
@@ -19,7 +20,7 @@ from backend.cli.common import (
 )
 from backend.cli.main import command
 from backend.errors import UsageError
-from backend.history import History, Yardstick, measured_baseline, sync_from_host
+from backend.history import History, HistoryUnavailable, Yardstick, measured_baseline, sync_from_host
 from backend.jobs import get_job
 from backend.measure import bench_records, judge
 from backend.measure.bench import DEFAULT_MAX_TOKENS, DEFAULT_REQUESTS
@@ -193,6 +194,7 @@ async def sweep(args: argparse.Namespace) -> int:
             conn, settings, args.profile, plan, baseline_tok_s=baseline, resume=args.resume, force=args.force
         )
         print(f"sweep {job.id}: {len(plan.grid())} points of {args.profile}", file=sys.stderr, flush=True)
+        print(f"  {_scope(plan)}", file=sys.stderr, flush=True)
         if args.detach:
             print_detached(args, job)
             return 0
@@ -223,6 +225,17 @@ async def sweep(args: argparse.Namespace) -> int:
                 if restored and restored["started"]:
                     print(f"started {restored['profile']} again, as the sweep found it", file=sys.stderr)
     return _print_done(args, plan, done)
+
+
+def _scope(plan: sweep_mod.SweepPlan) -> str:
+    """What the sweep can part at its length (``judge.sweep_scope``), one request's spread from this host's
+    benches (the prior where the history has none or cannot be read)."""
+    try:
+        with History.open() as history:
+            lists = advisor.bench_lists(history.runs())
+    except HistoryUnavailable:
+        lists = []
+    return judge.sweep_scope(expect.bench_noise(lists, plan.requests))
 
 
 def _print_done(args: argparse.Namespace, plan: sweep_mod.SweepPlan, done: dict) -> int:
@@ -258,6 +271,7 @@ async def _fleet_sweep(args: argparse.Namespace, settings, baseline: float) -> i
         members = [fleet_sweep.Member(c, port) for c, (_, port) in zip(conns, pairs, strict=True)]
         names = ", ".join(host for host, _ in pairs)
         print(f"fleet sweep of {args.profile} over {names}: {len(plan.grid())} points", file=sys.stderr, flush=True)
+        print(f"  {_scope(plan)}", file=sys.stderr, flush=True)
 
         def progress(host: str, event: dict) -> None:
             kind = event.get("event")

@@ -22,8 +22,12 @@ from backend.measure import judge
 from backend.measure.latency import format_ms
 from backend.measure.livefeed import describe_server
 
-DEFAULT_REQUESTS = 4
-DEFAULT_MAX_TOKENS = 256
+# Sized for the verdicts a bench feeds (issue 32): at 4 × 256 a bench ended before the Live window had the 20
+# decode log samples its verdict needs (3 kept on the sandbox: SGLang logs every 40 cycles, and each request's
+# first line after idle is left out), and a sweep point's break-even had none. 8 × 512 is ~40 s of one stream at
+# 100 tok/s: 22 kept samples on the sandbox, 8 requests for the bench's own interval (Student's t on 7 dof).
+DEFAULT_REQUESTS = 8
+DEFAULT_MAX_TOKENS = 512
 DEFAULT_CONCURRENCY = 1
 RESULT_KEYS = ("tok_s", "accept_len", "cycle_ms", "ttft_ms", "requests", "tokens", "acceptance", "per_request")
 MAX_PROMPTS_BYTES = 16 << 20

@@ -22,10 +22,12 @@ says it in words (``best_sentence``).
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-from backend.agent.host.shared.advice import t975
+from backend.agent.host.shared.advice import Z, t975
+from backend.agent.host.shared.expect import BENCH_FLOOR, BenchNoise
 from backend.history.summary import Level, RunSummary, Yardstick
 from backend.measure.breakeven import live_breakeven
 from backend.measure.series import BATCHES, Stats, clears, interval95
@@ -232,12 +234,14 @@ def break_even(cycle_ms: float, baseline: float) -> float:
 
 @dataclass(frozen=True)
 class BreakEven:
-    """An accept length against the break-even it had to reach (``line``, at ``streams``)."""
+    """An accept length against the break-even it had to reach (``line``, at ``streams``); ``requests``: the
+    bench requests its interval came from (0: the run's log samples)."""
 
     accept_len: float
     line: float
     streams: int
     verdict: Verdict
+    requests: int = 0
 
     @property
     def margin(self) -> float:
@@ -250,11 +254,13 @@ class BreakEven:
 
     def cell(self) -> str:
         """``met (+0.84 ±0.05)`` / ``not met (…)`` / ``within noise (…)`` / ``too few samples (+0.84)``; a run
-        judged at N > 1 streams names its own line: ``met (+0.30 ±0.04 of 3.11 @4)``."""
+        judged at N > 1 streams names its own line: ``met (+0.30 ±0.04 of 3.11 @4)``; one judged by its bench's
+        requests says so: ``met (+0.84 ±0.21, 8 bench requests)``."""
         v = self.verdict
         spread = "" if v.low is None or v.high is None else f" ±{(v.high - v.low) / 2:.2f}"
         at = f" of {self.line:.2f} @{self.streams}" if self.streams > 1 else ""
-        return f"{self.word} ({self.margin:+.2f}{spread}{at})"
+        source = f", {self.requests} bench requests" if self.requests else ""
+        return f"{self.word} ({self.margin:+.2f}{spread}{at}{source})"
 
 
 def run_break_even_line(run: RunSummary, yardstick: Yardstick) -> float:
@@ -273,18 +279,27 @@ def run_live_break_even(run: RunSummary, yardstick: Yardstick) -> float | None:
 
 def run_break_even(run: RunSummary, yardstick: Yardstick) -> BreakEven | None:
     """A speculative run's accept length against its break-even: met / not met where the accept length's 95%
-    interval clears it, within noise where it straddles it, not enough samples without one; None without
-    speculation or samples."""
+    interval clears it, within noise where it straddles it. The interval is its log's (batch means over 20
+    seconds of samples at least); a run with fewer, benched at the concurrency it is judged at, is judged by its
+    bench's requests instead (a short bench or sweep point still gets its verdict); else not enough samples.
+    None without speculation or samples."""
     if not run.speculative or run.accept_len is None:
         return None
     line = run_break_even_line(run, yardstick)
+    streams = run.streams or 1
     interval = run.accept_interval()
-    if interval is None:
-        verdict = Verdict("not enough samples", count=run.samples, needed=2 * BATCHES)
-    else:
+    if interval is not None:
         word = clear_word(*interval, line, ("met", "not met"))
-        verdict = Verdict(word, interval[0], interval[1], run.samples)
-    return BreakEven(run.accept_len, line, run.streams or 1, verdict)
+        return BreakEven(run.accept_len, line, streams, Verdict(word, interval[0], interval[1], run.samples))
+    bench = run.bench or {}
+    requests = [r for r in (bench.get("result") or {}).get("per_request") or [] if "error" not in r]
+    lengths = requests_interval(r.get("accept_len") for r in requests)
+    if lengths is not None and int(bench.get("concurrency") or 1) == streams:
+        verdict = interval_verdict(lengths, line, ("met", "not met"), len(requests))
+        return BreakEven(lengths[0], line, streams, verdict, lengths[3])
+    return BreakEven(
+        run.accept_len, line, streams, Verdict("not enough samples", count=run.samples, needed=2 * BATCHES)
+    )
 
 
 def break_even_met(run: RunSummary, yardstick: Yardstick) -> bool | None:
@@ -476,3 +491,34 @@ def run_json(run: RunSummary, yardstick: Yardstick) -> dict:
     live = run_live_break_even(run, yardstick)
     out["live_break_even"] = None if live is None else round(live, 4)
     return out
+
+
+# --- what a bench or a sweep of a given length can judge ---------------------------------------------------
+
+
+def separable(noise: BenchNoise) -> float:
+    """How far apart (relative) two sweep points of ``noise.requests`` requests each must measure for their
+    intervals to part: Student's t on both points' requests times the difference's standard error."""
+    return t975(2 * (noise.requests - 1)) * math.sqrt(2) * noise.tok_s_se()
+
+
+def sweep_scope(noise: BenchNoise) -> str:
+    """What a sweep of this length can and cannot judge, said before it starts: ``at 8 requests a point it
+    parts points more than 11% apart (…); none closer than 6% at any length``."""
+    floor = Z * math.sqrt(2) * BENCH_FLOOR
+    spread = f"±{100 * noise.tok_s_rel_sd:.0f}%"
+    measured = noise.source.removeprefix("one request's spread ")
+    why = f"assumed {spread}: none measured here yet" if measured.startswith("assumed") else f"{spread}, {measured}"
+    return (
+        f"at {noise.requests} requests a point the sweep parts points more than {100 * separable(noise):.0f}% apart "
+        f"(one request's tok/s spread {why}); closer than {100 * floor:.0f}% none parts at any length (two "
+        f"benches differ by {100 * BENCH_FLOOR:.0f}%)"
+    )
+
+
+def bench_scope(requests: int, concurrency: int) -> str:
+    """What a bench of ``requests`` requests can judge, said before it starts: its verdicts against the baseline
+    and the break-even come from its own requests (two at least)."""
+    if requests < 2:
+        return "1 request: a figure, no verdict (two requests at least give an interval)"
+    return f"its {requests} requests judge it against the baseline and the break-even ({concurrency} at a time)"

@@ -22,7 +22,7 @@ from textual.binding import Binding
 from textual.containers import Horizontal
 from textual.widgets import DataTable, Input, Label, Static
 
-from backend.agent.host.shared import units
+from backend.agent.host.shared import expect, units
 from backend.errors import SpecdeckError, UsageError
 from backend.fleet import sweep as fleet_sweep
 from backend.history import History, RunSummary, Yardstick, run_id_of, sync_from_host
@@ -343,7 +343,8 @@ class TunePane(ShellPane):
         except SpecdeckError as exc:
             self._progress(f"sweep not started: {exc}")
             raise
-        self.app.notify(f"sweep {job.id} started: {len(plan.grid())} points of {self.profile}")
+        scope = judge.sweep_scope(expect.bench_noise(advisor.bench_lists(self.runs), plan.requests))
+        self.app.notify(f"sweep {job.id} started: {len(plan.grid())} points of {self.profile}; {scope}")
         self._follow(job.id, len(plan.grid()))
 
     @work(group="tune-sweep", exclusive=True, exit_on_error=False, description="sweep across the fleet")

@@ -15,6 +15,7 @@ from textual.worker import Worker
 from backend.errors import OperationFailed
 from backend.history import Yardstick
 from backend.jobs import JobInfo
+from backend.measure import judge
 from backend.measure.bench import BenchPlan, start_bench, stop_bench, summary_line, wait_result
 
 
@@ -67,7 +68,9 @@ class BenchBar(Static):
     @work(exclusive=True, group="live-bench", exit_on_error=False, description="run the bench")
     async def _run(self, server: JobInfo) -> None:
         conn = self.app.connection
-        self.text = "bench: starting"
+        plan = self.plan
+        scope = judge.bench_scope(plan.requests, plan.concurrency)
+        self.text = f"bench: starting {plan.requests} requests of {plan.max_tokens} tokens; {scope}"
         try:
             self.job = await start_bench(conn, server, self.plan)
             result = await wait_result(conn, self.job.id, self._progress)

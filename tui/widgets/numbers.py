@@ -131,7 +131,7 @@ def render_numbers(numbers: LiveNumbers) -> str:
         + _vs(numbers.tok_s.mean, numbers),
         f"[$text-muted]{escape(baseline_label(numbers.baseline, numbers.baseline_run, numbers.baseline_streams))}[/]",
         f"break-even {numbers.configured_breakeven:.2f} configured"
-        + (f", {numbers.breakeven.mean:.2f} live" if numbers.breakeven.mean is not None else ""),
+        + (f", {numbers.breakeven.mean:.2f} over {numbers.window}" if numbers.breakeven.mean is not None else ""),
         verdict(numbers),
         f"[$text-muted]log samples in {numbers.window}: {numbers.tok_s.count} of tok/s, "
         f"{numbers.accept_len.count} of accept length[/]",
