@@ -201,16 +201,20 @@ def clear_word(low: float, high: float, line: float, words: tuple[str, str], wit
     return {1: words[0], -1: words[1], 0: within}[clears(low, high, line)]
 
 
-def requests_interval(values: Iterable[float | None]) -> tuple[float, float, float, int] | None:
-    """(mean, low, high, n) of a bench's per-request figures: the mean's 95% interval by Student's t over the
-    requests; None under two."""
+def requests_interval(
+    values: Iterable[float | None], center: float | None = None
+) -> tuple[float, float, float, int] | None:
+    """(mean, low, high, n) of a bench's per-request figures: the 95% interval by Student's t over the requests,
+    around ``center`` where the bench's own figure weighs them otherwise (its accept length is tokens over
+    verifies: one figure on every surface); None under two."""
     got = [float(v) for v in values if v]
     if len(got) < 2:
         return None
     mean = sum(got) / len(got)
     sd = (sum((v - mean) ** 2 for v in got) / (len(got) - 1)) ** 0.5
     half = t975(len(got) - 1) * sd / len(got) ** 0.5
-    return mean, mean - half, mean + half, len(got)
+    middle = mean if center is None else float(center)
+    return middle, middle - half, middle + half, len(got)
 
 
 def interval_verdict(
@@ -293,7 +297,7 @@ def run_break_even(run: RunSummary, yardstick: Yardstick) -> BreakEven | None:
         return BreakEven(run.accept_len, line, streams, Verdict(word, interval[0], interval[1], run.samples))
     bench = run.bench or {}
     requests = [r for r in (bench.get("result") or {}).get("per_request") or [] if "error" not in r]
-    lengths = requests_interval(r.get("accept_len") for r in requests)
+    lengths = requests_interval((r.get("accept_len") for r in requests), bench.get("accept_len"))
     if lengths is not None and int(bench.get("concurrency") or 1) == streams:
         verdict = interval_verdict(lengths, line, ("met", "not met"), len(requests))
         return BreakEven(lengths[0], line, streams, verdict, lengths[3])
@@ -459,14 +463,14 @@ def bench(result: Mapping, yardstick: Yardstick, run_id: str | None = None) -> B
     judged = None if not tok_s else versus(yardstick, float(tok_s), streams, bench=True, run_id=run_id)
     speed = Verdict("waiting")
     if judged is not None:
-        rates = requests_interval(r.get("decode_tok_s") for r in requests)
+        rates = requests_interval((r.get("decode_tok_s") for r in requests), tok_s)
         speed = interval_verdict(rates, judged.baseline, ("beats", "below"), len(requests))
     cycle, accept = result.get("cycle_ms"), result.get("accept_len")
     line = None
     verdict = Verdict("waiting")
     if result.get("speculative") and cycle and accept:
         line = break_even(float(cycle), baseline_at(yardstick, streams, bench=True)[0])
-        lengths = requests_interval(r.get("accept_len") for r in requests)
+        lengths = requests_interval((r.get("accept_len") for r in requests), accept)
         verdict = interval_verdict(lengths, line, ("met", "not met"), len(requests))
     return BenchJudgement(judged, speed, line, verdict)
 
