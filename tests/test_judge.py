@@ -207,3 +207,63 @@ async def test_the_default_bench_is_long_enough_for_its_verdicts(models, tmp_pat
         if job is not None:
             await conn.call("jobs.cancel", id=job.id)
         await conn.close()
+
+
+def test_every_surface_says_one_figure_for_one_sweep_point(tmp_path, capsys):
+    # Issue 32: Tune's toast said "best steps 3: 91.8" while the table beside it said "3 … 93.6 ◀ best". The
+    # sweep's done event (the host's arithmetic), the CLI's lines, the toast, the advisor's table and the report
+    # say the same best, the same figure for each point, the same words.
+    import argparse
+
+    from backend.agent.host.shared.sweep_order import Order
+    from backend.cli.tunecmds import _print_done
+    from backend.report import document
+    from backend.tune import advisor
+    from backend.tune.sweep import SweepPlan
+
+    spread = (-1.1, -0.3, 0.5, 0.9)
+    truth = {2: 90.0, 3: 100.0, 4: 102.0}
+    records = []
+    for i, (steps, tok_s) in enumerate(truth.items()):
+        rates = [tok_s * (1 + 0.06 * z) for z in spread]
+        per_request = [{"decode_tok_s": r, "accept_len": 3.0, "spec_histogram": [3, 4, 6, 27][: steps + 1],
+                        "prompt": n} for n, r in enumerate(rates)]  # fmt: skip
+        histogram = [4 * h for h in [3, 4, 6, 27][: steps + 1]]
+        records.append({"index": i, "steps": steps, "topk": 1, "draft_tokens": steps + 1, "tok_s": sum(rates) / 4,
+                        "accept_len": 3.0, "cycle_ms": 3000.0 / (sum(rates) / 4), "per_request": per_request,
+                        "acceptance": {"histogram": histogram}, "run": f"serve-{i}"})  # fmt: skip
+    order = Order({"points": [{"args": {"steps": k}} for k in truth], "baseline_tok_s": 82.0})
+    order.results = {r["index"]: r for r in records}
+    done = {"points": records, "best": order.best(), "restarts": 3, "grid": 3, "saved": 0}
+    y = Yardstick(82.0, 30.0)
+    with History.open(tmp_path / "h.sqlite3") as history:
+        for r in records:
+            argv = ("python", "-m", "sglang.launch_server", "--speculative-draft-model-path", "/m/aq",
+                    "--speculative-num-steps", str(r["steps"]), "--speculative-eagle-topk", "1")  # fmt: skip
+            args = {"profile": "eagle3-aq", "drafter": "aq-medai", "algorithm": "EAGLE3", "sweep": "sweep-x"}
+            history.upsert_run("box", JobInfo(r["run"], args=args, argv=argv, state="done", started=1000.0))
+            result = {k: r[k] for k in ("tok_s", "accept_len", "cycle_ms", "per_request", "acceptance")}
+            history.record_bench("box", JobInfo(f"bench-{r['index']}", state="done", ended=2000.0 + r["index"]),
+                                 {**result, "server_job": r["run"]})  # fmt: skip
+        # An earlier bench of 3 steps outside the sweep (the toast's 91.8 against the table's 93.6 was this
+        # pooled in): it stays out of the sweep's figures.
+        other = {k: v for k, v in records[1].items() if k != "run"}
+        args = {"profile": "eagle3-aq", "drafter": "aq-medai", "algorithm": "EAGLE3"}
+        argv = ("python", "-m", "sglang.launch_server", "--speculative-draft-model-path", "/m/aq",
+                "--speculative-num-steps", "3", "--speculative-eagle-topk", "1")  # fmt: skip
+        history.upsert_run("box", JobInfo("serve-earlier", args=args, argv=argv, state="done", started=500.0))
+        history.record_bench("box", JobInfo("bench-earlier", state="done", ended=900.0),
+                             {**other, "tok_s": 110.0, "server_job": "serve-earlier"})  # fmt: skip
+        runs = history.sweep_runs("sweep-x")
+        advice = advisor.advise(history.runs(), y, runs[0].id)  # what Tune's table shows for the sweep's runs
+        report = document.to_markdown(document.build(history, [r.id for r in runs], y, None, "sweep-x"))
+    toast = "sweep done: " + judge.best_sentence(done["best"])  # Tune's toast (tui/screens/tune.py)
+    table = judge.best_sentence(advice.best)  # the advisor's, whose steps Tune marks "◀ best"
+    _print_done(argparse.Namespace(json=False), SweepPlan((2, 3, 4)), done)
+    cli = capsys.readouterr().out
+    assert toast.removeprefix("sweep done: ") == table and table in cli and f"best: {table}" in report
+    assert done["best"]["steps"] == advice.best["steps"] == 4 and advice.best["not_separated_from"] == [3]
+    for r in records:  # each point one figure: the done event's, the advisor's table, the CLI and the report
+        row = next(x for x in advice.rows if x["steps"] == r["steps"])
+        assert f"{row['measured_tok_s']:.1f}" == f"{r['tok_s']:.1f}"
+        assert f"{r['tok_s']:.1f} tok/s" in cli and f"| {r['tok_s']:.1f} |" in report

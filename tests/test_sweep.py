@@ -273,3 +273,46 @@ def test_the_done_best_is_the_advisors_and_trees_are_not_modelled(tmp_path):
     trees = Sweep({"points": grid[2:], "baseline_tok_s": 82.0}, str(tmp_path), str(tmp_path / "job"), {})
     trees.results[0] = {**grid[2]["args"], "tok_s": 120.0, "cycle_ms": 40.0}
     assert trees.best()["tok_s"] == 120.0  # trees only: the fastest
+
+
+def test_a_smart_sweep_spends_requests_where_they_part_the_leaders(tmp_path):
+    # Issue 32: "the smart sweep spends requests where they separate the leaders". 4 steps measured fastest, not
+    # parted from 3 at 4 requests a point; a few more requests each would: the sweep measures both again (a run
+    # each, pooled by step count as the advisor pools a sweep's runs), then names the best parted.
+    from backend.agent.host.sweep import Sweep
+
+    spread = (-1.2, -0.4, 0.4, 1.2)
+
+    def record(index: int, steps: int, tok_s: float, n: int) -> dict:
+        rates = [tok_s * (1 + 0.08 * spread[i % 4]) for i in range(n)]
+        requests = [{"decode_tok_s": r, "spec_histogram": [2, 3, 5, 20][: steps + 1]} for r in rates]
+        return {"index": index, "steps": steps, "topk": 1, "draft_tokens": steps + 1, "tok_s": sum(rates) / n,
+                "cycle_ms": 24.0 + 3 * steps, "accept_len": 3.0, "per_request": requests,
+                "run": f"serve-{index}-{n}"}  # fmt: skip
+
+    truth = {2: 80.0, 3: 100.0, 4: 110.0}
+    grid = [{"argv": [], "args": {"steps": k, "topk": 1, "draft_tokens": k + 1, "port": 1}} for k in truth]
+    (tmp_path / "job").mkdir()
+    params = {"points": grid, "baseline_tok_s": 82.0, "smart": True, "requests": 4, "max_tokens": 64}
+    sweep = Sweep(params, str(tmp_path), str(tmp_path / "job"), {})
+    for i, k in enumerate(truth):
+        sweep.results[i] = record(i, k, truth[k], 4)
+    best = sweep.best()
+    assert best["steps"] == 4 and best["not_separated_from"] == [3] and best["requests"] == 4
+    more = best["requests_to_separate"]
+    assert 0 < more <= 8  # within the budget: twice the sweep's requests
+    plan = sweep.separation()
+    assert plan["order"] == [2, 1] and plan["requests"] == more and "not separated from 3 at 4 requests" in plan["why"]
+
+    benched = []
+
+    def measure(index: int, requests: int | None = None) -> dict:
+        benched.append((index, requests))
+        return record(index, grid[index]["args"]["steps"], truth[grid[index]["args"]["steps"]], requests)
+
+    sweep.measure = measure  # the servers and benches are the other tests'; here what the round spends and says
+    done = sweep.separate()
+    assert benched == [(2, more), (1, more)] and done["steps"] == [4, 3] and sweep.separation() is None
+    best = sweep.best()
+    assert best["steps"] == 4 and best["not_separated_from"] == [] and best["requests"] == 4 + more
+    assert best["runs"] == ["serve-2-4", f"serve-2-{more}"]  # pooled over both runs: the advisor's figure

@@ -248,6 +248,10 @@ def _print_done(args: argparse.Namespace, plan: sweep_mod.SweepPlan, done: dict)
     print(f"best: {sweep_mod.point_line(best)}" if best else "best: none (no point was measured)")
     if best:
         print(f"  {judge.best_sentence(best)}")
+    separated = done.get("separated")
+    if separated:
+        steps = ", ".join(str(k) for k in separated["steps"])
+        print(f"  separating round: steps {steps} measured again with {separated['requests']} more requests each")
     if plan.smart:
         print(f"{counted(done['restarts'], 'restart')} for a grid of {done['grid']}: {done['saved']} saved")
     return 0

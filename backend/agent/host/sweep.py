@@ -187,12 +187,14 @@ class Sweep(Order):
 
     # --- one point ---
 
-    def measure(self, index: int) -> dict:
+    def measure(self, index: int, requests: Optional[int] = None) -> dict:
+        """Serve the point (stop, start, wait ready, warm up) and bench it with ``requests`` (default: the
+        sweep's) requests."""
         point = self.points[index]
-        args = dict(point["args"], sweep=self.id, point=index, **self.params.get("tags", {}))
         t0 = time.time()
-        self.phase(index, "stopping")
         current = self.running_server()
+        args = dict(point["args"], sweep=self.id, point=index, **self.params.get("tags", {}))
+        self.phase(index, "stopping")
         if current is not None:
             self.stop(current["id"])
         self.phase(index, "starting")
@@ -218,15 +220,20 @@ class Sweep(Order):
         warm = loadgen.one_request(port, loadgen.PROMPTS[0], WARMUP_TOKENS)
         if "error" in warm:
             return dict(record, failed="warm-up failed: %s" % warm["error"])
+        return self.bench(index, record, requests or self.params["requests"], t0)
+
+    def bench(self, index: int, record: dict, requests: int, t0: float) -> dict:
+        """Bench the point's running server with ``requests`` requests; ``record`` with what it measured."""
+        point = self.points[index]
         self.phase(index, "benching")
         bench = loadgen.start(
             {
-                "port": port,
-                "requests": self.params["requests"],
+                "port": int(point["args"]["port"]),
+                "requests": requests,
                 "max_tokens": self.params["max_tokens"],
                 "concurrency": 1,
                 "profile": point["args"].get("profile"),
-                "server_job": started["job"],
+                "server_job": record["run"],
             },
             self.ctx,
         )
@@ -235,7 +242,7 @@ class Sweep(Order):
         jobs.wait({"id": bench["id"], "timeout": BENCH_TIMEOUT_S}, self.ctx)
         ends = [e for e in _events_of(self.state_dir, bench["id"]) if e.get("event") in ("result", "failed")]
         result = ends[-1] if ends else {}
-        record.update({"bench": bench["id"], "elapsed_s": round(time.time() - t0, 2)})
+        record = dict(record, bench=bench["id"], elapsed_s=round(time.time() - t0, 2))
         if result.get("event") != "result":
             return dict(
                 record, failed="bench failed: %s" % (result.get("reason") or jobs.describe(bench_dir)["reason"])
@@ -247,6 +254,22 @@ class Sweep(Order):
             {k: r.get(k) for k in REQUEST_KEYS} for r in result.get("per_request") or [] if "error" not in r
         ]
         return record
+
+    def separate(self) -> Optional[dict]:
+        """A smart sweep's last round: where the best is not separated from points that more requests would part
+        it from, within the budget (``Order.separation``), each of those points served again and benched with
+        that many requests: a run of its own, pooled with the first by step count as the advisor pools a
+        sweep's runs (one arithmetic, one figure per point on every surface). Returns what was done, or None."""
+        plan = self.separation()
+        if plan is None:
+            return None
+        self.emit(plan)
+        restarts = self.restarts
+        for index in plan["order"]:
+            record = dict(self.measure(index, plan["requests"]), separating=True)
+            self.extra.append(record)
+            self.emit(dict(record, event="point"))
+        return {"requests": plan["requests"], "steps": plan["steps"], "restarts": self.restarts - restarts}
 
     # --- the whole sweep ---
 
@@ -273,8 +296,10 @@ class Sweep(Order):
             record = self.measure(index)
             self.results[index] = record
             self.emit(dict(record, event="point"))
+        restarts = self.restarts  # the grid's: a separating round's are its own
+        separated = self.separate() if self.params.get("smart") and not fed else None
         self.leave_as_found(found)
-        points = [self.results[i] for i in sorted(self.results)]
+        points = [self.results[i] for i in sorted(self.results)] + self.extra
         best = self.best()
         grid = len(self.points)
         self.emit(
@@ -285,8 +310,9 @@ class Sweep(Order):
                 "best": best,
                 "restarts": self.restarts,
                 "grid": grid,
-                "saved": grid - len(finished) - self.restarts,
+                "saved": grid - len(finished) - restarts,
                 "stopped_early": stopped_early,
+                "separated": separated,
             }
         )
         return 0

@@ -30,9 +30,10 @@ class Order:
         self.params = params
         self.points: List[dict] = params["points"]
         self.results: Dict[int, dict] = {}
+        self.extra: List[dict] = []  # a separating round's second measurements of points (``separation``)
 
     def measured(self) -> List[dict]:
-        return [r for r in self.results.values() if r.get("tok_s") is not None]
+        return [r for r in list(self.results.values()) + self.extra if r.get("tok_s") is not None]
 
     def steps_of(self, index: int) -> int:
         return int(self.points[index]["args"]["steps"])
@@ -90,6 +91,38 @@ class Order:
         order = [r["index"] for r in ranked]
         return order, {"event": "plan", "order": order, "predicted": public, "why": stop["why"]}, None
 
+    def separation(self) -> Optional[dict]:
+        """The separating round of a smart sweep: where the best is not separated from other points and
+        ``requests_to_separate`` more requests each would part them within the budget (``separate_requests``
+        more a point, default twice the sweep's requests), the ``plan`` event for it (the points, the requests,
+        why); None where they are parted, cannot be, or would cost more."""
+        best = self.best()
+        if self.extra or not best or not best.get("not_separated_from") or best.get("index") is None:
+            return None  # one round: the requests it projected are spent
+        more = best.get("requests_to_separate")
+        budget = int(self.params.get("separate_requests") or 2 * int(self.params["requests"]))
+        if more is None or more > budget:
+            return None
+        order = [int(best["index"])]
+        for steps in best["not_separated_from"]:
+            same = [r for r in chains_of(self.measured()) if int(r["steps"]) == steps and r.get("index") is not None]
+            if same:
+                order.append(int(max(same, key=lambda r: r["tok_s"])["index"]))
+        why = "steps %s measured fastest, not separated from %s at %s requests a point: %d more each" % (
+            best["steps"],
+            ", ".join(str(k) for k in best["not_separated_from"]),
+            best.get("requests"),
+            more,
+        )
+        return {
+            "event": "plan",
+            "phase": "separating",
+            "order": order,
+            "requests": more,
+            "steps": [best["steps"], *best["not_separated_from"]],
+            "why": why,
+        }
+
     def best(self) -> Optional[dict]:
         """The best measured point: the fastest (``advice.best``), with the points its interval does not separate
         it from and the requests per point that would (``not_separated_from``, ``requests_to_separate``)."""
@@ -105,7 +138,10 @@ class Order:
         same = [r for r in chains_of(measured) if int(r["steps"]) == top["steps"]]
         pick = max(same, key=lambda r: r["tok_s"]) if same else max(measured, key=lambda r: r["tok_s"])
         keys = ("not_separated_from", "requests_to_separate", "requests", "measured_low", "measured_high")
-        return dict(pick, **{k: top.get(k) for k in keys})
+        out = dict(pick, **{k: top.get(k) for k in keys})
+        if len(same) > 1:  # measured again (a separating round): the pooled figure, as the advisor's table has it
+            out.update(tok_s=top["measured_tok_s"], runs=[r.get("run") for r in same])
+        return out
 
 
 def _requests(record: dict) -> Optional[int]:
