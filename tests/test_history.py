@@ -468,7 +468,7 @@ async def test_history_tab_compares_marks_and_deletes(three_runs, tmp_path, monk
         tok = tok_chart.chart
         accept = pane.query_one("#history-accept", RunChart).chart
         assert tok is not None and accept is not None
-        assert len(tok.series) == 2 and tok.refs == [(82.0, "baseline 82.0 tok/s")]
+        assert len(tok.series) == 2 and tok.refs == [(82.0, "baseline 82.0 tok/s (1 stream)")]
         assert accept.refs[0][1] == "break-even 2.46"
         assert pane.query_one("#history-compare", DataTable).row_count == 2
 

@@ -9,6 +9,7 @@ from typing import Any
 
 from backend.measure.breakeven import live_breakeven
 from backend.measure.series import interval95
+from backend.sglang.versions import SIM_SUFFIX
 
 
 @dataclass(frozen=True)
@@ -120,6 +121,14 @@ class RunSummary:
     # The error of ``accept_len``: batch means over its per-second log samples (None under 20 of them).
     accept_len_sem: float | None = None
     accept_len_dof: int = 0
+    # What a report calls it where profile and drafter do not tell it from the runs beside it (a sweep's points:
+    # `eagle3-aq [aq-medai] steps 4`); set by the report, None elsewhere (``backend.report.document.run_label``).
+    label: str | None = None
+
+    @property
+    def simulated(self) -> bool:
+        """Served by the sandbox's SGLang simulator (its launch command, or the release it reported)."""
+        return any("backend.sandbox." in arg for arg in self.argv) or (self.version or "").endswith(SIM_SUFFIX)
 
     @property
     def speculative(self) -> bool:
@@ -174,6 +183,8 @@ class RunSummary:
     def to_json(self) -> dict[str, Any]:
         """The run's figures (``backend.measure.judge.run_json`` adds what they are judged to say)."""
         out = asdict(self)
+        del out["label"]  # a report's name for it, not a figure
+        out["simulated"] = self.simulated
         out["streams"] = self.streams
         interval = self.accept_interval()
         out["accept_len_low"], out["accept_len_high"] = (

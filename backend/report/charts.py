@@ -20,6 +20,7 @@ import math
 import re
 from array import array
 from dataclasses import dataclass, field
+from itertools import pairwise
 from typing import Literal
 
 from backend.measure.series import SeriesView
@@ -31,6 +32,7 @@ CHART_MODES = ("interactive", "static")
 ChartMode = Literal["interactive", "static"]
 HTML_POINTS = 1500  # per series in the HTML figure: min/max decimation keeps spikes, zoom still shows the warm-up
 MARKERS_UP_TO = 40  # points: a sweep's or a concurrency curve's few points get a marker each
+GAP_S = 5.0  # seconds without a sample that break a time series' line (samples come once a second)
 
 
 @dataclass(frozen=True)
@@ -59,13 +61,41 @@ class Chart:
     refs: list[tuple[float, str]] = field(default_factory=list)  # (y, label)
     x_label: str = "seconds since the run's first sample"
     bands: list[Band] = field(default_factory=list)
+    # Colours by series label, so one run has one colour in every chart of a report (``color``); the others by
+    # their position.
+    colors: dict[str, str] = field(default_factory=dict)
+    # A count on x (streams, draft steps, positions): ticks only at the values drawn, points never joined across
+    # a gap. Otherwise seconds: a line breaks where the samples stop for more than ``GAP_S`` (idle is no data).
+    discrete: bool = False
 
     def color(self, label: str | None) -> str | None:
-        """The colour of the series named ``label``: its position in ``series`` picks it, empty or not."""
+        """The colour of the series named ``label``: the report's for it, else its position in ``series``."""
         for i, (name, _, _) in enumerate(self.series):
             if name == label:
-                return PALETTE[i % len(PALETTE)]
+                return self.series_color(i, name)
         return None
+
+    def series_color(self, index: int, label: str) -> str:
+        return self.colors.get(label) or PALETTE[index % len(PALETTE)]
+
+    def stretches(self, xs: list[float], ys: list[float]) -> list[tuple[list[float], list[float]]]:
+        """A series as the stretches it is drawn in: one for a discrete axis, else split where the samples stop
+        for longer than ``GAP_S`` (a straight line across an idle spell would claim figures nobody measured)."""
+        if self.discrete or not xs:
+            return [(xs, ys)]
+        out: list[tuple[list[float], list[float]]] = [([xs[0]], [ys[0]])]
+        for (x0, x1), y in zip(pairwise(xs), ys[1:], strict=False):
+            if x1 - x0 > GAP_S:
+                out.append(([], []))
+            out[-1][0].append(x1)
+            out[-1][1].append(y)
+        return out
+
+    def x_ticks(self) -> list[float]:
+        """A discrete axis's ticks: the values drawn (no 0.5 between draft positions); [] for a time axis."""
+        if not self.discrete:
+            return []
+        return sorted({x for _, xs, _ in self.series for x in xs} | {x for b in self.bands for x in b.xs})
 
 
 def decimate(xs: list[float], ys: list[float], width: int) -> tuple[list[float], list[float]]:
@@ -88,8 +118,8 @@ def text_chart(chart: Chart, width: int = 100, height: int = 22) -> str:
     for (label, xs, ys), marker in zip(chart.series, TEXT_MARKERS * 4, strict=False):
         if not xs:
             continue
-        xs, ys = decimate(xs, ys, width)
-        plt.plot(xs, ys, label=f"{label} ({marker})", marker=marker)
+        for i, (part_x, part_y) in enumerate(chart.stretches(*decimate(xs, ys, width))):
+            plt.plot(part_x, part_y, label=f"{label} ({marker})" if i == 0 else None, marker=marker)
     for band in chart.bands:
         if band.xs:
             plt.plot(band.xs, band.lo, label=f"{band.label} ({BAND_MARKER})", marker=BAND_MARKER)
@@ -97,6 +127,8 @@ def text_chart(chart: Chart, width: int = 100, height: int = 22) -> str:
     for y, label in chart.refs:
         plt.hline(y)
         plt.text(label, x=min(xs_all), y=y, alignment="left")
+    if ticks := chart.x_ticks():
+        plt.xticks(ticks, [f"{t:g}" for t in ticks])
     plt.title(chart.title)
     plt.xlabel(chart.x_label)
     text = _ANSI.sub("", plt.build())
@@ -148,9 +180,17 @@ def plotly_figure(chart: Chart) -> dict:
         if not xs:
             continue  # its colour slot stays taken, so a run has one colour across charts
         xs, ys = decimate(xs, ys, HTML_POINTS)
+        gapped_x: list[float | None] = []
+        gapped_y: list[float | None] = []
+        for part_x, part_y in chart.stretches(xs, ys):  # a None between stretches: plotly leaves a gap
+            if gapped_x:
+                gapped_x.append(None)
+                gapped_y.append(None)
+            gapped_x += part_x
+            gapped_y += _finite(part_y)
         data.append({"type": "scatter", "mode": "lines+markers" if len(xs) <= MARKERS_UP_TO else "lines",
-                     "name": e(label), "legendgroup": e(label), "x": xs, "y": _finite(ys),
-                     "line": {"color": PALETTE[i % len(PALETTE)], "width": 1.8},
+                     "name": e(label), "legendgroup": e(label), "x": gapped_x, "y": gapped_y,
+                     "line": {"color": chart.series_color(i, label), "width": 1.8}, "connectgaps": False,
                      "hovertemplate": "%{y:.4~g}"})  # fmt: skip
     shapes, notes = [], []
     for y, label in chart.refs:
@@ -163,7 +203,8 @@ def plotly_figure(chart: Chart) -> dict:
                       "showarrow": False})  # fmt: skip
     layout = {
         "title": {"text": e(chart.title), "x": 0, "xanchor": "left"},
-        "xaxis": {"title": {"text": e(chart.x_label)}, "rangemode": "tozero", "gridcolor": "#eeeeee"},
+        "xaxis": {"title": {"text": e(chart.x_label)}, "rangemode": "tozero", "gridcolor": "#eeeeee"}
+        | ({"tickmode": "array", "tickvals": chart.x_ticks(), "rangemode": "normal"} if chart.discrete else {}),
         "yaxis": {"title": {"text": e(chart.y_label)}, "rangemode": "tozero", "gridcolor": "#eeeeee"},
         "hovermode": "x unified",
         # Below the plot and horizontal: plotly wraps it over as many rows as the runs need.
@@ -243,7 +284,7 @@ def _legend_rows(labels: list[str], width: float) -> list[list[tuple[float, str]
 def svg_chart(chart: Chart, width: int = 760, height: int = 300) -> str:
     """The chart as a self-contained SVG line chart: axes with ticks, one line per run, a wrapped legend, bands
     as shaded polygons, labelled refs."""
-    drawn = [(label, xs, ys, PALETTE[i % len(PALETTE)]) for i, (label, xs, ys) in enumerate(chart.series) if xs]
+    drawn = [(label, xs, ys, chart.series_color(i, label)) for i, (label, xs, ys) in enumerate(chart.series) if xs]
     bands = [(b, chart.color(b.series) or "#7f7f7f") for b in chart.bands if b.xs]
     left, right, bottom = 56, 16, 44
     legend = _legend_rows([d[0] for d in drawn] + [b.label for b, _ in bands], width - left - right - 8)
@@ -275,7 +316,7 @@ def svg_chart(chart: Chart, width: int = 760, height: int = 300) -> str:
     for y in yt:
         parts.append(f'<line x1="{left}" y1="{py(y):.1f}" x2="{left + pw}" y2="{py(y):.1f}" stroke="#eeeeee"/>')
         parts.append(f'<text x="{left - 6}" y="{py(y) + 4:.1f}" text-anchor="end">{y:g}</text>')
-    for x in _ticks(0.0, x1):
+    for x in chart.x_ticks() or _ticks(0.0, x1):
         parts.append(f'<text x="{px(x):.1f}" y="{top + ph + 16}" text-anchor="middle">{x:g}</text>')
     parts += [
         f'<line x1="{left}" y1="{top}" x2="{left}" y2="{top + ph}" stroke="#333333"/>',
@@ -295,10 +336,14 @@ def svg_chart(chart: Chart, width: int = 760, height: int = 300) -> str:
         parts.append(
             f'<text x="{left + pw - 4}" y="{py(y) - 5:.1f}" text-anchor="end" fill="#333333">{e(label)}</text>'
         )
-    for _, xs, ys, color in drawn:
-        xs, ys = decimate(xs, ys, pw // 2)
-        points = " ".join(f"{px(x):.1f},{py(y):.1f}" for x, y in zip(xs, ys, strict=True) if math.isfinite(y))
-        parts.append(f'<polyline class="run" fill="none" stroke="{color}" stroke-width="1.6" points="{points}"/>')
+    for label, xs, ys, color in drawn:
+        for part_x, part_y in chart.stretches(*decimate(xs, ys, pw // 2)):
+            pairs = zip(part_x, part_y, strict=True)
+            points = " ".join(f"{px(x):.1f},{py(y):.1f}" for x, y in pairs if math.isfinite(y))
+            parts.append(
+                f'<polyline class="run" data-run="{e(label)}" fill="none" stroke="{color}" stroke-width="1.6" '
+                f'points="{points}"/>'
+            )
     colors = {d[0]: d[3] for d in drawn} | {b.label: c for b, c in bands}
     for row, items in enumerate(legend):
         ly = 30 + 14 * row

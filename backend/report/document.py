@@ -27,7 +27,7 @@ from backend.errors import SpecdeckError
 from backend.history import History, RunSummary, Yardstick
 from backend.measure import judge
 from backend.measure.cost import Cost, drafter_sentence, gpus_of, per_million
-from backend.report.charts import Band, Chart, ChartMode, html_chart, html_head, text_chart
+from backend.report.charts import PALETTE, Band, Chart, ChartMode, html_chart, html_head, text_chart
 from backend.train.predict import gap_line
 
 # --- blocks -----------------------------------------------------------------------------------------------
@@ -60,7 +60,14 @@ class Code:
     text: str
 
 
-Block = Heading | Para | Bullets | Table | Code | Chart
+@dataclass(frozen=True)
+class Banner:
+    """A line no reader may miss (SIMULATED figures): first on the page, set apart in every format."""
+
+    text: str
+
+
+Block = Heading | Para | Bullets | Table | Code | Chart | Banner
 
 
 # --- numbers ----------------------------------------------------------------------------------------------
@@ -119,7 +126,50 @@ def bench_cell(run: RunSummary) -> str:
 
 
 def run_label(run: RunSummary) -> str:
+    """What a report calls a run: its profile and drafter, or the name ``distinct_labels`` gave it."""
+    return run.label or base_label(run)
+
+
+def base_label(run: RunSummary) -> str:
     return f"{run.profile or run.job_id}" + (f" [{run.drafter}]" if run.drafter else "")
+
+
+def distinct_labels(runs: list[RunSummary]) -> list[RunSummary]:
+    """``runs`` each with a label no other of them has: profile and drafter, then what differs among those that
+    share them (steps/topk/draft, host), then the job id. A sweep's points read ``eagle3-aq [aq-medai] steps
+    2/1/3``, not five times ``eagle3-aq [aq-medai]``."""
+    from dataclasses import replace
+
+    groups: dict[str, list[RunSummary]] = {}
+    for run in runs:
+        groups.setdefault(base_label(run), []).append(run)
+    labels: dict[str, str] = {}
+    for base, group in groups.items():
+        specs, hosts = {r.spec_text() for r in group}, {r.host for r in group}
+        for run in group:
+            label = base
+            if len(group) > 1 and len(specs) > 1:
+                label += f" steps {run.spec_text()}"
+            if len(group) > 1 and len(hosts) > 1:
+                label += f" on {run.host}"
+            labels[run.id] = label
+    counts: dict[str, int] = {}
+    for label in labels.values():
+        counts[label] = counts.get(label, 0) + 1
+    for run in runs:
+        if counts[labels[run.id]] > 1:
+            labels[run.id] += f" ({run.job_id})"
+    return [replace(run, label=labels[run.id]) for run in runs]
+
+
+def report_title(runs: list[RunSummary]) -> str:
+    """What the report compares: ``A vs B vs C``; runs of one profile and drafter named once, with what differs
+    (``eagle3-aq [aq-medai]: steps 1/1/2, 2/1/3, 4/1/5``)."""
+    bases = list(dict.fromkeys(base_label(r) for r in runs))
+    if len(bases) == 1 and len(runs) > 1:
+        rest = [run_label(r).removeprefix(bases[0]).strip() for r in runs]
+        return f"{bases[0]}: " + ", ".join(r.removeprefix("steps ") if r.startswith("steps ") else r for r in rest)
+    return " vs ".join(dict.fromkeys(run_label(r) for r in runs))
 
 
 def _when(ts: float | None) -> str:
@@ -160,16 +210,38 @@ def crossover_cell(run: RunSummary, base: dict[int, float]) -> str:
     return f"none to {curve.judged[-1]}" if curve.falls_at is None else str(curve.falls_at)
 
 
+def level_series(history: History, run: RunSummary, streams: int) -> tuple[list[float], list[float]]:
+    """(seconds since the run's first sample, per-stream tok/s) of the seconds the run ran ``streams`` requests:
+    a per-stream line of one concurrency, never a 4-stream bench's seconds under a single-stream figure."""
+    rows = history.samples(run.id)
+    if not rows:
+        return [], []
+    t0 = rows[0]["t"]
+    at = [r for r in rows if r["tok_s"] is not None and round(r["running_req"] or 0) == streams]
+    return [float(r["t"] - t0) for r in at], [float(r["tok_s"]) for r in at]
+
+
 def charts(history: History, runs: list[RunSummary], yardstick: Yardstick) -> list[Chart]:
-    """tok/s against the baseline and accept length against the break-even, every run overlaid."""
-    tok = [(run_label(r), *history.series(r.id, "tok_s")) for r in runs]
+    """tok/s per stream against the baseline (each run at the concurrency it is judged at) and accept length
+    against the break-even, every run overlaid."""
+    levels = {r.id: (judge.run_level(r, yardstick) or None) for r in runs}
+    streams = {i: lv.streams if lv else 1 for i, lv in levels.items()}
+    one = set(streams.values()) == {1}
+    tok = [
+        (run_label(r) + ("" if one else f" @{streams[r.id]}"), *level_series(history, r, streams[r.id])) for r in runs
+    ]
     acc = [(run_label(r), *history.series(r.id, "accept_len")) for r in runs]
+    title = (
+        "Decode throughput per stream at 1 stream (tok/s)"
+        if one
+        else ("Decode throughput per stream at each run's judged concurrency (tok/s)")
+    )
     return [
         Chart(
-            "Decode throughput per stream (tok/s)",
+            title,
             "tok/s per stream",
             tok,
-            [(yardstick.baseline_tok_s, f"baseline {yardstick.baseline_tok_s:.1f} tok/s")],
+            [(yardstick.baseline_tok_s, f"baseline {yardstick.baseline_tok_s:.1f} tok/s (1 stream)")],
         ),
         Chart(
             "Accept length",
@@ -222,8 +294,9 @@ def concurrency_blocks(runs: list[RunSummary], yardstick: Yardstick) -> list[Blo
         ),
         table,
         Chart("Decode throughput per stream against concurrency", "tok/s per stream", per_stream,
-              x_label="concurrent streams"),
-        Chart("Decode throughput in all against concurrency", "tok/s in all", total, x_label="concurrent streams"),
+              x_label="concurrent streams", discrete=True),
+        Chart("Decode throughput in all against concurrency", "tok/s in all", total, x_label="concurrent streams",
+              discrete=True),
         *itl_charts(curved),
     ]  # fmt: skip
     speculative = [r for r in curved if r.speculative]
@@ -289,7 +362,10 @@ def itl_charts(curved: list[RunSummary]) -> list[Chart]:
                 )
     if not series:
         return []
-    return [Chart("Inter-token latency against concurrency", "ms per token", series, x_label="concurrent streams")]
+    return [
+        Chart("Inter-token latency against concurrency", "ms per token", series, x_label="concurrent streams",
+              discrete=True)
+    ]  # fmt: skip
 
 
 def latency_blocks(runs: list[RunSummary], baseline: RunSummary | None, gpu_hour_usd: float | None) -> list[Block]:
@@ -449,10 +525,14 @@ def build(
 ) -> list[Block]:
     """The report of ``run_ids`` (in that order) as blocks, with sweep ``sweep``'s table and charts first; costs in
     dollars at ``gpu_hour_usd`` per GPU-hour, else GPU-seconds."""
-    runs = [history.run(i) for i in run_ids]
+    runs = distinct_labels([history.run(i) for i in run_ids])
     baseline = history.baseline_run()
+    swept = history.sweep_runs(sweep) if sweep else []
+    simulated = any(r.simulated for r in [*runs, *swept])
     blocks: list[Block] = [
-        Heading("specdeck report: " + " vs ".join(run_label(r) for r in runs), 1),
+        Heading(("SIMULATED · " if simulated else "") + "specdeck report: " + report_title(runs), 1),
+        *([Banner(SIMULATED_TEXT)] if simulated else []),
+        *headline_blocks(history, runs, yardstick),
         Para(
             f"Generated {_when(time.time())}. Baseline {yardstick.baseline_tok_s:.1f} tok/s ({yardstick.source}), "
             f"verify cycle {yardstick.cycle_ms:g} ms, break-even accept length {yardstick.break_even:.2f} "
@@ -476,7 +556,118 @@ def build(
     for run in runs:
         blocks += [Para(f"{run.job_id} ({run_label(run)}):"), Code(shlex.join(run.argv) if run.argv else "—")]
     blocks += [Heading("Runs"), runs_table(runs)]
-    return blocks
+    return finish_charts(blocks, runs, simulated)
+
+
+SPEED_WORDS = {"beats": "faster than the baseline", "below": "slower than the baseline", "within noise":
+               "not told apart from the baseline"}  # fmt: skip
+BREAK_EVEN_WORDS = {"met": "clears the break-even", "not met": "falls short of the break-even",
+                    "within noise": "not told apart from the break-even"}  # fmt: skip
+
+
+def verdict_summary(words: list[tuple[int, str, str]]) -> str:
+    """The judge's words over a drafter's benches in one line: ``faster than the baseline at 1, 4 streams; clears
+    the break-even at 1, 4 streams``; a verdict the judge could not reach (too few requests) is not said."""
+    out = []
+    for index, names in ((1, SPEED_WORDS), (2, BREAK_EVEN_WORDS)):
+        by_word: dict[str, list[int]] = {}
+        for entry in words:
+            if entry[index] in names:
+                by_word.setdefault(entry[index], []).append(entry[0])
+        out += [f"{names[w]} at {judge.levels_text(levels)} stream(s)" for w, levels in by_word.items()]
+    return "; ".join(out)
+
+
+SIMULATED_TEXT = (
+    "SIMULATED: every figure here comes from specdeck's SGLang simulator (the sandbox), not from GPUs. It speaks "
+    "SGLang's flags, logs and metrics with the operator's timing model; it shows what the tool does, not what "
+    "a drafter would do on Kimi-K2.5."
+)
+GRAY = "#7f7f7f"
+
+
+def run_colors(runs: list[RunSummary]) -> dict[str, str]:
+    """One colour per run, in the order the report lists them, for every chart it draws."""
+    return {run_label(r): PALETTE[i % len(PALETTE)] for i, r in enumerate(runs)}
+
+
+def finish_charts(blocks: list[Block], runs: list[RunSummary], simulated: bool) -> list[Block]:
+    """Every chart of the report with its runs' colours (a series named after a run, or after a run and what
+    it shows of it: ``@4``, ``p95``) and, where any run came from the simulator, SIMULATED in its title."""
+    from dataclasses import replace
+
+    colors = run_colors(runs)
+    out: list[Block] = []
+    for block in blocks:
+        if isinstance(block, Chart):
+            named: dict[str, str] = {}
+            for label, _, _ in block.series:
+                owner = next((name for name in colors if label == name or label.startswith(name + " ")), None)
+                if owner is not None:
+                    named[label] = colors[owner]
+                elif label.startswith("baseline"):
+                    named[label] = GRAY  # a baseline not among the runs: never a run's colour
+            title = block.title + (" — SIMULATED" if simulated else "")
+            block = replace(block, colors={**named, **block.colors}, title=title)
+        out.append(block)
+    return out
+
+
+def headline_blocks(history: History, runs: list[RunSummary], yardstick: Yardstick) -> list[Block]:
+    """The answer first: for each drafter, its per-stream tok/s against the baseline at each concurrency it was
+    benched at (like with like, with the bench's 95% interval over its requests) and its accept length against
+    the break-even of its own cycle; a run with no bench, its log figures. Every verdict is the judge's
+    (``backend.measure.judge``): met / beats only where the interval clears the line."""
+    from dataclasses import replace
+
+    speculative = [r for r in runs if r.speculative]
+    if not speculative:
+        return []
+    base, source = judge.baseline_curve(yardstick, runs)
+    # The baseline's benches judge the drafters' benches at the same concurrency: the marked baseline's, else a
+    # run of these without speculation (the one a reader sees beside them).
+    judged_by = yardstick if yardstick.bench_by_streams or not base else replace(yardstick, bench_by_streams=base)
+    items = []
+    for run in speculative:
+        parts: list[str] = []
+        words: list[tuple[int, str, str]] = []  # (streams, speed word, break-even word) of each bench
+        newest: dict[int, dict] = {}
+        for bench in history.benches(run.id):  # newest first
+            streams = int(bench.get("concurrency") or 1)
+            if bench.get("tok_s") and streams not in newest:
+                newest[streams] = bench["result"]
+        for streams in sorted(newest):
+            said = judge.bench(newest[streams], judged_by, run.id)
+            words.append((streams, said.speed.word, said.accept.word if said.break_even is not None else ""))
+            accept = newest[streams].get("accept_len")
+            accept_text = f"accept {accept:.2f} {said.accept_text()}".rstrip() if accept else ""
+            figure = f"{newest[streams]['tok_s']:.1f} tok/s per stream"
+            parts.append(
+                f"at {streams} stream(s) {figure}, {said.speed_text()}" + (f"; {accept_text}" if accept_text else "")
+            )
+        if not parts:  # no bench: the run's log figures, judged the same way
+            versus = judge.run_versus(run, yardstick)
+            be = judge.run_break_even(run, yardstick)
+            parts.append(
+                f"{judge.run_figure(run, yardstick)} tok/s per stream (its log, no bench), "
+                + ("—" if versus is None else versus.cell())
+                + ("" if be is None else f"; break-even {be.line:.2f} {be.cell()}")
+            )
+        curve = judge.run_curve(run, judged_by, runs)
+        if curve is not None and curve.unjudged:
+            parts.append(curve.missing_text())
+        summary = verdict_summary(words)
+        details = "; ".join(parts)
+        items.append(
+            f"{run_label(run)}: " + (f"{summary}. " if summary else "") + details[:1].upper() + details[1:] + "."
+        )
+    where = (
+        f"the baseline: {source}"
+        if base
+        else f"the baseline: {yardstick.baseline_tok_s:.1f} tok/s ({yardstick.source})"
+    )
+    how = f"Per drafter, like with like ({where}); 95% intervals over each bench's requests."
+    return [Heading("The answer"), Para(how), Bullets(items)]
 
 
 def anatomy_blocks(runs: list[RunSummary], baseline_tok_s: float) -> list[Block]:
@@ -537,7 +728,7 @@ def acceptance_blocks(runs: list[RunSummary]) -> list[Block]:
         ]
     if not blocks:
         return []
-    chart = Chart("acceptance per draft position", "a_i", curves, x_label="draft position")
+    chart = Chart("acceptance per draft position", "a_i", curves, x_label="draft position", discrete=True)
     return [Heading("Acceptance"), chart, *blocks]
 
 
@@ -596,8 +787,9 @@ def sweep_blocks(runs: list[RunSummary], yardstick: Yardstick, sweep: str) -> li
     baseline = f"baseline {units.tok_s(yardstick.baseline_tok_s)} tok/s ({yardstick.source})"
     blocks += [
         Chart("tok/s by draft steps", "tok/s per stream", series_tok, [(yardstick.baseline_tok_s, baseline)],
-              x_label="draft steps", bands=bands_tok),
-        Chart("accept length by draft steps", "accept length", series_acc, x_label="draft steps", bands=bands_acc),
+              x_label="draft steps", bands=bands_tok, discrete=True),
+        Chart("accept length by draft steps", "accept length", series_acc, x_label="draft steps", bands=bands_acc,
+              discrete=True),
     ]  # fmt: skip
     return blocks
 
@@ -636,7 +828,9 @@ def to_markdown(blocks: list[Block]) -> str:
     """The report as Markdown (charts as text plots in fenced blocks)."""
     out: list[str] = []
     for b in blocks:
-        if isinstance(b, Heading):
+        if isinstance(b, Banner):
+            out += [f"> **{b.text}**", ""]
+        elif isinstance(b, Heading):
             out += ["#" * b.level + " " + b.text, ""]
         elif isinstance(b, Para):
             out += [b.text, ""]
@@ -677,7 +871,7 @@ def to_text(blocks: list[Block]) -> str:
     as text plots."""
     out: list[str] = []
     for b in blocks:
-        if isinstance(b, Heading | Para):
+        if isinstance(b, Heading | Para | Banner):
             out += [b.text, ""]
         elif isinstance(b, Bullets):
             out += [f"- {item}" for item in b.items] + [""]
@@ -701,6 +895,8 @@ th, td { border: 1px solid #ccc; padding: 0.3em 0.6em; text-align: left; }
 th { background: #f3f3f3; }
 pre { background: #f6f6f6; padding: 0.8em; white-space: pre-wrap; word-break: break-all; font-size: 0.85em; }
 figure { margin: 1em 0; }
+.banner { position: sticky; top: 0; z-index: 10; background: #fff3cd; border: 2px solid #b45309; color: #7c2d12;
+          font-weight: bold; padding: 0.6em 1em; margin: 0.5em 0 1em; }
 """
 
 
@@ -714,7 +910,9 @@ def to_html(blocks: list[Block], charts: ChartMode = "interactive") -> str:
            f"<style>{_CSS}</style>", head, "</head>\n<body>"]  # fmt: skip
     n_charts = 0
     for b in blocks:
-        if isinstance(b, Heading):
+        if isinstance(b, Banner):
+            out.append(f'<div class="banner">{e(b.text)}</div>')
+        elif isinstance(b, Heading):
             out.append(f"<h{b.level}>{e(b.text)}</h{b.level}>")
         elif isinstance(b, Para):
             out.append(f"<p>{e(b.text)}</p>")
