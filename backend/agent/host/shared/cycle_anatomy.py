@@ -24,7 +24,7 @@ from array import array
 from collections import Counter
 from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple
 
-from ..chrome_trace import TraceError, events, span
+from .chrome_trace import TraceError, events, span
 
 SPEC_STAGES = ("draft", "verify", "sample", "draft_extend", "other")
 DECODE_STAGES = ("decode", "sample", "other")
