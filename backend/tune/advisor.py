@@ -421,10 +421,8 @@ def advice_lines(advice: Advice) -> list[str]:
             if r["measured_tok_s"] is None
             else f"{r['measured_tok_s']:.1f} [{r['measured_low']:.1f}-{r['measured_high']:.1f}]"
         )
-        out.append(
-            f"{r['steps']:>5}  {length:>18}  {r['cycle_ms']:>8.1f}  {tok:>20}  {r['vs_baseline_pct']:>+6.0f}%  "
-            f"{measured:>20} {mark}"
-        )
+        vs = judge.pct_text(r["vs_baseline_pct"], 0)
+        out.append(f"{r['steps']:>5}  {length:>18}  {r['cycle_ms']:>8.1f}  {tok:>20}  {vs:>7}  {measured:>20} {mark}")
     legend = ["* extrapolated past the measured positions"] if any(r["extrapolated"] for r in advice.rows) else []
     if cost.assumed:
         legend.append("~ per-step cost assumed (one step count measured)")

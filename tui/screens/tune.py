@@ -213,7 +213,7 @@ class TunePane(ShellPane):
                 best = "◀ best" if pick and r["steps"] == pick[0] else ("≈ best" if r["steps"] in ties else "")
                 self._advice_rows.append([
                     str(r["steps"]), f"{r['accept_len']:.2f}{star}", f"{r['cycle_ms']:.1f}", f"{r['tok_s']:.1f}",
-                    units.tok_s_range(r["tok_s_low"], r["tok_s_high"]), f"{r['vs_baseline_pct']:+.0f}%",
+                    units.tok_s_range(r["tok_s_low"], r["tok_s_high"]), judge.pct_text(r["vs_baseline_pct"], 0),
                     _num(r["measured_tok_s"], 1) + (f" {best}" if best else ""),
                 ])  # fmt: skip
             cost = advice.cost
