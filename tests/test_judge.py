@@ -267,3 +267,35 @@ def test_every_surface_says_one_figure_for_one_sweep_point(tmp_path, capsys):
         row = next(x for x in advice.rows if x["steps"] == r["steps"])
         assert f"{row['measured_tok_s']:.1f}" == f"{r['tok_s']:.1f}"
         assert f"{r['tok_s']:.1f} tok/s" in cli and f"| {r['tok_s']:.1f} |" in report
+
+
+def test_a_drafter_table_compares_drafters_at_one_stream_or_says_the_concurrency():
+    # Issue 32: Tune's table showed aq-medai at 60.0 tok/s (its per-stream figure at 8 streams) beside ours at 61.8
+    # (one stream): the best drafter read as the worst.
+    from backend.history.summary import BenchLevel
+
+    curve = (BenchLevel(1, 103.0, 103.0, 3.7, 36.0, "b1"), BenchLevel(8, 60.0, 480.0, 3.6, 60.0, "b8"))
+    aq = _run("local/serve-aq", [Level(8, 30, 60.0, 480.0)], curve=curve,
+              bench={"tok_s": 60.0, "accept_len": 3.6, "concurrency": 8})  # fmt: skip
+    assert judge.bench_figure(aq) == (103.0, 3.7, 1)  # its one-stream bench, beside the others' one-stream figures
+    only8 = _run("local/serve-aq8", [Level(8, 30, 60.0, 480.0)], bench={"tok_s": 60.0, "concurrency": 8})
+    tok_s, _, streams = judge.bench_figure(only8)
+    assert judge.at_text(tok_s, streams) == "60.0 @8"
+
+
+def test_the_fleets_workers_count_agrees_with_its_rows():
+    # Issue 32: the Fleet router line said "2/2 workers healthy" for two minutes beside a row "stopped unhealthy"
+    # (the router's last health check, before it noticed).
+    from backend.fleet.fleets import FleetStatus, Imbalance, ReplicaStatus, RouterStatus
+
+    router = RouterStatus("gpu-a", "http://127.0.0.1:30080", 7, True, "cache_aware", workers=2, healthy_workers=2)
+    up = ReplicaStatus("gpu-a", "http://10.0.0.1:30000", 11, "ready", True, 90.0, 3.3, 2, 0)
+    down = ReplicaStatus("gpu-b", "http://10.0.0.2:30000", None, "stopped", False, None, None, None, None)
+    status = FleetStatus("pair", router, (up, down), Imbalance("gpu-b is not running"))
+    assert (
+        status.workers_text() == "1/2 workers healthy (the router still counts 2: its health check has not caught up)"
+    )
+    caught_up = FleetStatus(
+        "pair", RouterStatus(**{**router.__dict__, "healthy_workers": 1}), (up, down), status.imbalance
+    )
+    assert caught_up.workers_text() == "1/2 workers healthy"
