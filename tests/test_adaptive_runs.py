@@ -78,3 +78,40 @@ def test_the_live_series_draws_the_tier_as_a_step_line_and_counts_time_per_tier(
     # 3 steps from 0.000 to 4.004 and from 7.007 to 9.010, 5 steps from 4.004 to 7.007
     assert shares[3] == pytest.approx((4.004 + 2.003) / 9.010) and shares[5] == pytest.approx(3.003 / 9.010)
     assert series.tier_title().startswith("steps in force (SGLang adaptive): 3 67% · 5 33%")
+
+
+def test_history_keeps_the_tiers_and_the_advisor_learns_each(tmp_path):
+    """An adaptive run's tier lines stored beside its samples: the log time in each tier, their means, the run's
+    text ("adaptive: 3 steps 60%, 5 steps 40%"), and a measured point per tier for the advisor (no one step count
+    describes such a run)."""
+    from backend.history import History, filter_tail
+    from backend.jobs import JobInfo
+    from backend.measure.metrics import Sample
+    from backend.tune import advisor
+    from tests.runs import AQ
+
+    t0 = 1_800_000_000.0
+    argv = ("python", "-m", "sglang.launch_server", "--speculative-draft-model-path", AQ, "--speculative-adaptive")
+    args = {"profile": "aq-adaptive", "drafter": "aq-medai", "algorithm": "EAGLE3", "adaptive": True}
+    with History.open(tmp_path / "h.sqlite3") as history:
+        run = history.upsert_run(
+            "box", JobInfo("serve-1", state="done", started=t0, ended=t0 + 20, args=args, argv=argv)
+        )
+        # 3 steps for 6 s at 90 tok/s and accept 3.0, then 5 steps for 4 s at 100 tok/s and accept 4.0
+        samples = [
+            Sample(ts=t0 + i, kind="decode", gen_tps=90.0 if i < 6 else 100.0, accept_len=3.0 if i < 6 else 4.0,
+                   running_req=1)
+            for i in range(10)
+        ]  # fmt: skip
+        tiers = [(t0, 3), (t0 + 6, 5)]
+        assert history.import_chunk(run, 0, 100, samples, filter_tail([], samples), tiers=tiers)
+        summary = history.run(run)
+    assert [(t["steps"], t["seconds"], t["tok_s"], t["accept_len"]) for t in summary.tiers] == [
+        (3, 6.0, 90.0, 3.0),
+        (5, 4.0, 100.0, 4.0),
+    ]
+    assert summary.tiers_text() == "adaptive: 3 steps 60%, 5 steps 40%"
+    points = advisor.tier_points(summary)
+    assert [(p.steps, p.tok_s, p.accept_len) for p in points] == [(3, 90.0, 3.0), (5, 100.0, 4.0)]
+    assert points[0].cycle_ms == pytest.approx(1000 * 3.0 / 90.0)
+    assert advisor.same_drafter([summary], summary) == []  # not a run at one step count

@@ -457,6 +457,14 @@ async def test_an_adaptive_profile_serves_with_its_config_written_on_the_host(mo
         last = [line for line in Path(ready["log_path"]).read_text().splitlines() if "Switch adaptive" in line][-1]
         now = info["internal_states"][0]["speculative_num_steps"]
         assert status["spec_steps_now"] == now and f"-> {now}, draft_tokens" in last  # the log and the server agree
+        # The run history keeps its tiers (a sync reads the log's start and switch lines).
+        from backend.history import History
+        from backend.history.sync import record_run
+        from backend.jobs import get_job
+
+        with History.open(tmp_path / "h.sqlite3") as history:
+            run = history.run(await record_run(history, conn, await get_job(conn, started["job"])))
+        assert {t["steps"] for t in run.tiers} >= {3, 5} and run.tiers_text().startswith("adaptive: 3 steps")
         # The host writes only .json files of its own spec/ folder, whatever a client asks.
         cmd = serving.profile_command(settings, host, replace(profile, port=profile.port + 1))
         with pytest.raises(RemoteError, match=r"a launch file must be a \.json file in"):

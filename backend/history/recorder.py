@@ -30,6 +30,7 @@ class LiveRecorder:
         self._start = 0  # log offset where the pending chunk starts
         self._end = 0
         self._pending: list[Sample] = []
+        self._tiers: list[tuple[float, int]] = []  # an adaptive server's (log time, steps) lines since the commit
         self._tail: list[dict] = []
         self._last_commit = time.monotonic()
         self.commits = 0
@@ -50,6 +51,11 @@ class LiveRecorder:
     def add(self, sample: Sample) -> None:
         if self.run_id is not None:
             self._pending.append(sample)
+
+    def add_tier(self, t: float, steps: int) -> None:
+        """An adaptive server's tier from log time ``t`` (its start or a switch line)."""
+        if self.run_id is not None:
+            self._tiers.append((t, steps))
 
     def mark(self, offset: int) -> None:
         """The log has been read up to ``offset``; what was added so far belongs before it."""
@@ -82,8 +88,8 @@ class LiveRecorder:
         if not force and time.monotonic() - self._last_commit < self.every_s:
             return False
         self._tail = filter_tail(self._tail, self._pending)
-        self.history.import_chunk(self.run_id, self._start, self._end, self._pending, self._tail)
-        self._start, self._pending = self._end, []
+        self.history.import_chunk(self.run_id, self._start, self._end, self._pending, self._tail, tiers=self._tiers)
+        self._start, self._pending, self._tiers = self._end, [], []
         self._last_commit = time.monotonic()
         self.commits += 1
         return True

@@ -21,6 +21,7 @@ transaction, and only when no one imported that part yet, so imports resume exac
 
 from __future__ import annotations
 
+import bisect
 import contextlib
 import json
 import math
@@ -28,7 +29,7 @@ import os
 import re
 import sqlite3
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -41,7 +42,7 @@ from backend.measure.metrics import Sample
 from backend.measure.series import batch_sem
 from backend.sglang.versions import accept_rate_definition
 
-SCHEMA_VERSION = 5
+SCHEMA_VERSION = 6
 HEAD_BYTES = 1024  # the first bytes of a run's log kept to tell the same file from a rotated one
 LOCK_TIMEOUT_S = 10.0  # how long an open or a write waits for another process's lock
 
@@ -120,6 +121,13 @@ CREATE TABLE IF NOT EXISTS recorders (
     pid INTEGER NOT NULL,
     since REAL NOT NULL
 );
+-- An adaptive server's step tier from the time its log said it (SGLang's start and switch lines).
+CREATE TABLE IF NOT EXISTS tiers (
+    run TEXT NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
+    t REAL NOT NULL,
+    steps INTEGER NOT NULL,
+    PRIMARY KEY (run, t)
+) WITHOUT ROWID;
 """
 
 # Schema version -> what turns the version before it into it (a fresh database gets _SCHEMA whole).
@@ -137,6 +145,8 @@ _MIGRATIONS = {
     4: "ALTER TABLE runs ADD COLUMN latency TEXT",
     # The newest profile of its server: where a cycle's time went (backend.measure.anatomy.CycleAnatomy.to_json).
     5: "ALTER TABLE runs ADD COLUMN anatomy TEXT",
+    # An adaptive server's tiers: the table comes with the schema script.
+    6: "SELECT 1",
 }
 
 T = TypeVar("T")
@@ -381,9 +391,17 @@ class History:
         return 0 if row is None else int(row["log_offset"])
 
     def import_chunk(
-        self, run_id: str, start: int, end: int, samples: list[Sample], tail: list[dict], unclaimed: bool = False
+        self,
+        run_id: str,
+        start: int,
+        end: int,
+        samples: list[Sample],
+        tail: list[dict],
+        unclaimed: bool = False,
+        tiers: Sequence[tuple[float, int]] = (),
     ) -> bool:
-        """Store the samples read from log bytes [start, end) and move the run's import position to ``end``.
+        """Store the samples (and an adaptive server's ``tiers``: (log time, steps) of each start or switch line)
+        read from log bytes [start, end) and move the run's import position to ``end``.
 
         Done only when nothing past ``start`` was imported yet (another writer may follow the same log) and, with
         ``unclaimed`` (an import, not the live recorder), while no live view records the run (``claim``);
@@ -409,11 +427,58 @@ class History:
                        token_usage = coalesce(excluded.token_usage, token_usage)""",
                 [{"run": run_id, "t": t, **r} for t, r in rows.items()],
             )
+            db.executemany(
+                "INSERT OR REPLACE INTO tiers (run, t, steps) VALUES (?, ?, ?)", [(run_id, t, k) for t, k in tiers]
+            )
             db.execute(
                 "UPDATE runs SET log_offset = ?, filter_tail = ?, updated = ? WHERE id = ?",
                 (end, json.dumps(tail), time.time(), run_id),
             )
         return True
+
+    def tier_spans(self, run_id: str) -> list[tuple[int, float, float]]:
+        """(steps, from, to) of each tier an adaptive run held, in log time: each until the next switch, the last
+        until the run's last sample (nothing when the log said no tier)."""
+        points = self.db.execute("SELECT t, steps FROM tiers WHERE run = ? ORDER BY t", (run_id,)).fetchall()
+        if not points:
+            return []
+        last = self.db.execute("SELECT max(t) FROM samples WHERE run = ?", (run_id,)).fetchone()[0]
+        end = max(points[-1]["t"], float(last + 1) if last is not None else points[-1]["t"])
+        ends = [p["t"] for p in points[1:]] + [end]
+        return [(p["steps"], p["t"], e) for p, e in zip(points, ends, strict=True) if e > p["t"]]
+
+    def tier_means(self, run_id: str) -> list[dict[str, Any]]:
+        """Per tier an adaptive run held: its seconds and the mean per-stream tok/s and accept length of the log
+        seconds in it (a second counts for the tier in force when it began)."""
+        spans = self.tier_spans(run_id)
+        if not spans:
+            return []
+        rows = self.db.execute(
+            "SELECT t, ps_sum, ps_n, acc_sum, acc_n, running_req FROM samples WHERE run = ? ORDER BY t", (run_id,)
+        ).fetchall()
+        out: dict[int, dict[str, float]] = {}
+        for steps, begin, end in spans:
+            acc = out.setdefault(steps, {"seconds": 0.0, "ps_sum": 0.0, "ps_n": 0, "acc_sum": 0.0, "acc_n": 0})
+            acc["seconds"] += end - begin
+        starts = [b for _, b, _ in spans]
+        for row in rows:
+            i = bisect.bisect_right(starts, row["t"]) - 1
+            if i < 0:
+                continue
+            acc = out[spans[i][0]]
+            acc["ps_sum"] += row["ps_sum"]
+            acc["ps_n"] += row["ps_n"]
+            acc["acc_sum"] += row["acc_sum"]
+            acc["acc_n"] += row["acc_n"]
+        return [
+            {
+                "steps": k,
+                "seconds": round(v["seconds"], 3),
+                "tok_s": v["ps_sum"] / v["ps_n"] if v["ps_n"] else None,
+                "accept_len": v["acc_sum"] / v["acc_n"] if v["acc_n"] else None,
+            }
+            for k, v in sorted(out.items())
+        ]
 
     # --- who records a run live ----------------------------------------------------------------------------
 
@@ -612,6 +677,7 @@ class History:
             latency=json.loads(row["latency"]) if row["latency"] else None,
             anatomy=json.loads(row["anatomy"]) if row["anatomy"] else None,
             training=args.get("training_checkpoint"),
+            tiers=tuple(self.tier_means(row["id"])) if args.get("adaptive") else (),
             **self._accept_error(row["id"]),
         )
 

@@ -121,9 +121,18 @@ class RunSummary:
     # The error of ``accept_len``: batch means over its per-second log samples (None under 20 of them).
     accept_len_sem: float | None = None
     accept_len_dof: int = 0
+    # An adaptive run's tiers: {"steps", "seconds", "tok_s", "accept_len"} each (History.tier_means); () else.
+    tiers: tuple[dict, ...] = ()
     # What a report calls it where profile and drafter do not tell it from the runs beside it (a sweep's points:
     # `eagle3-aq [aq-medai] steps 4`); set by the report, None elsewhere (``backend.report.document.run_label``).
     label: str | None = None
+
+    def tiers_text(self) -> str | None:
+        """``adaptive: 3 steps 58%, 5 steps 42%`` (the log time in each tier SGLang held), None for a fixed run."""
+        total = sum(t["seconds"] for t in self.tiers)
+        if not total:
+            return None
+        return "adaptive: " + ", ".join(f"{t['steps']} steps {t['seconds'] / total:.0%}" for t in self.tiers)
 
     @property
     def simulated(self) -> bool:

@@ -18,7 +18,7 @@ from backend.history.service import HistoryThread
 from backend.history.store import HEAD_BYTES, History, run_id_of
 from backend.history.summary import RunSummary
 from backend.jobs import JobInfo, list_jobs
-from backend.measure.metrics import parse_line
+from backend.measure.metrics import parse_line, parse_tier
 
 READ_CHUNK = 1 << 20  # bytes of a log read per agent call while importing (its JSON is parsed on the loop)
 
@@ -144,7 +144,7 @@ def _store_chunk(history: History, run_id: str, offset: int, data_b64: str) -> t
     if start != offset:
         return end, None
     live = primed_filter(tail)
-    samples = []
+    samples, tiers = [], []
     for line in lines:
         if "server_args=ServerArgs(" in line:
             args = parse_server_args(line)
@@ -153,7 +153,9 @@ def _store_chunk(history: History, run_id: str, offset: int, data_b64: str) -> t
         sample = parse_line(line)
         if sample is not None:
             samples.append(live.accept(sample))
-    if not history.import_chunk(run_id, offset, end, samples, filter_tail(tail, samples), unclaimed=True):
+        elif (tier := parse_tier(line)) is not None and tier[0] is not None and (tier[1].switch or tier[1].start):
+            tiers.append((tier[0], tier[1].steps))  # an adaptive server's start and switches
+    if not history.import_chunk(run_id, offset, end, samples, filter_tail(tail, samples), unclaimed=True, tiers=tiers):
         return None if history.recorder_of(run_id) is not None else (end, None)
     if offset == 0:  # what tells this file from a rotated one next time
         history.set_log_head(run_id, base64.b64decode(data_b64[: 4 * (HEAD_BYTES // 3 + 1)]))

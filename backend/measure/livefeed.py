@@ -236,6 +236,8 @@ class LiveFeed:
                             if tier is not None:
                                 ts, said = tier
                                 self.series.feed_tier(ts or time.time(), said.steps, said.switch, said.start)
+                                if recording and ts is not None and (said.switch or said.start):
+                                    recorder.add_tier(ts, said.steps)
                             continue
                         now = time.time()
                         self.samples += 1

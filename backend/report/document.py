@@ -549,6 +549,7 @@ def build(
         *latency_blocks(runs, baseline, gpu_hour_usd),
         *anatomy_blocks(runs, yardstick.baseline_tok_s),
         *acceptance_blocks(runs),
+        *tier_blocks(runs),
         *drafter_blocks(runs, facts),
         *training_blocks(runs),
         Heading("Launch commands"),
@@ -668,6 +669,23 @@ def headline_blocks(history: History, runs: list[RunSummary], yardstick: Yardsti
     )
     how = f"Per drafter, like with like ({where}); 95% intervals over each bench's requests."
     return [Heading("The answer"), Para(how), Bullets(items)]
+
+
+def tier_blocks(runs: list[RunSummary]) -> list[Block]:
+    """Adaptive runs: the tiers SGLang held, each with its share of the log time, tok/s and accept length."""
+    items = []
+    for run in runs:
+        text = run.tiers_text()
+        if text is None:
+            continue
+        per = "; ".join(
+            f"{t['steps']} steps: {fmt(t['tok_s'])} tok/s per stream, accept length {fmt(t['accept_len'], 2)}"
+            for t in run.tiers
+        )
+        items.append(f"{run_label(run)}: {text} ({per})")
+    if not items:
+        return []
+    return [Heading("Adaptive step counts (SGLang's --speculative-adaptive)"), Bullets(items)]
 
 
 def anatomy_blocks(runs: list[RunSummary], baseline_tok_s: float) -> list[Block]:

@@ -95,11 +95,35 @@ def single_stream(run: RunSummary) -> tuple[float | None, float | None]:
     return None, None
 
 
+def adaptive_run(run: RunSummary) -> bool:
+    """Launched with SGLang's adaptive step count: no one step count describes it (``tier_points`` do)."""
+    return "--speculative-adaptive" in run.argv
+
+
+def tier_points(run: RunSummary) -> list[Point]:
+    """An adaptive run of one stream as a measured point per tier SGLang held (``RunSummary.tiers``: its log
+    seconds in each, their per-stream tok/s and accept length); tier 0 drafts nothing and is no step count."""
+    if run.streams not in (None, 1):
+        return []
+    points = []
+    for tier in run.tiers:
+        tok_s, accept = tier.get("tok_s"), tier.get("accept_len")
+        if tier["steps"] < 1 or not tok_s or not accept:
+            continue
+        point = Point(tier["steps"], [], tok_s, 1000.0 * accept / tok_s, accept_len=accept)
+        point.source = f"{run.id} at tier {tier['steps']} ({tier['seconds']:.0f} s of its log)"
+        points.append(point)
+    return points
+
+
 def same_drafter(runs: Iterable[RunSummary], like: RunSummary) -> list[RunSummary]:
     """Speculative runs of ``like``'s drafter with a known step count at topk 1 and draft tokens = steps + 1
-    (the chain the advisor models; a tree or a cut draft would not compare)."""
+    (the chain the advisor models; a tree or a cut draft would not compare). Adaptive runs are not among them:
+    their tiers are (``tier_points``)."""
     out = []
     for r in runs:
+        if adaptive_run(r):
+            continue
         steps = run_steps(r)
         if r.drafter_path != like.drafter_path or not r.speculative or steps is None or run_topk(r) != 1:
             continue
@@ -255,6 +279,8 @@ def advise(
     # Like with like: a sweep's points were measured in one window, one against another (its done event's figures).
     measured = [r for r in peers if not run.sweep or r.sweep == run.sweep]
     points = [p for p in (run_point(r) for r in measured) if p is not None]
+    # An adaptive run of the drafter teaches each tier it held, as a run at that step count would.
+    points += [p for r in runs if adaptive_run(r) and r.drafter_path == run.drafter_path for p in tier_points(r)]
     noise = expect.bench_noise(bench_lists(peers), requests)
     return _advice(run, points, yardstick, max_steps, targets, reference_steps, noise=noise)
 

@@ -215,9 +215,11 @@ class HistoryPane(ShellPane):
             return
         title = self.query_one("#history-compare-title", Static)
         if self.selected:
-            title.update(f"Comparing {len(runs)} run(s)  (space adds or removes the highlighted run, c clears)")
+            head = f"Comparing {len(runs)} run(s)  (space adds or removes the highlighted run, c clears)"
         else:
-            title.update("The highlighted run  (space selects runs to compare)")
+            head = "The highlighted run  (space selects runs to compare)"
+        tiers = [f"{r.job_id} {text}" for r in runs if (text := r.tiers_text())]  # SGLang's adaptive step counts
+        title.update("\n".join([head, *tiers]))
         model = comparison_table(runs, y)
         rows = [[*row, *latency_cells(run)] for row, run in zip(model.rows, runs, strict=True)]
         self._detail = Table([*model.headers, *LATENCY_HEADERS], rows)
