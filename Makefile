@@ -5,7 +5,7 @@ PYTHON  ?= python3
 STAMP   := $(VENV)/.installed
 SUDO    := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: setup demo test test-stress test-deps bench lint screenshots clean
+.PHONY: setup demo test test-stress test-deps bench lint typecheck screenshots clean
 
 setup: $(STAMP)
 
@@ -19,7 +19,7 @@ demo: setup
 	$(VENV)/bin/specdeck demo
 
 # Tests run in a loopback-only network namespace where the machine allows one: nothing can leave this host.
-test: test-deps
+test: test-deps typecheck
 	@scripts/netns-run $(PY) -m pytest $(PYTEST_ARGS)
 
 # The whole suite three times in a row beside a CPU hog, zero failures: flakes show here, not in CI.
@@ -37,12 +37,16 @@ bench: setup
 	@$(PY) -m pip install --quiet vllm-htop==0.5.0 || echo "vllm-htop not installed: the idle row measures a 1 Hz poller"
 	@scripts/netns-run $(PY) -m bench
 
-lint: setup
+lint: setup typecheck
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
+
+# Types ([tool.mypy] in pyproject.toml), before the suite and in lint; incremental through .mypy_cache.
+typecheck: setup
+	$(VENV)/bin/mypy
 
 screenshots: setup
 	@scripts/netns-run $(PY) -m tui.screenshots
 
 clean:
-	rm -rf $(VENV) .pytest_cache .ruff_cache
+	rm -rf $(VENV) .pytest_cache .ruff_cache .mypy_cache
