@@ -139,7 +139,8 @@ async def start_server(conn: Connection, models: dict, profile: str) -> JobInfo:
         "jobs.start",
         kind="serve",
         argv=server_argv(models, profile, port),
-        args={"profile": profile, "port": port, "drafter": PROFILES[profile]},
+        # The target as `serve` records it: the bench renders its prompts with the target's chat template.
+        args={"profile": profile, "port": port, "drafter": PROFILES[profile], "model": models["target"]},
         env={"SPECDECK_SIM_TIME_SCALE": "0.05", **serving.launch_env(conn.host)},
         cwd=str(REPO),
     )

@@ -62,6 +62,8 @@ HOST_OPTIONAL = {
     "numpy": "checkpoint.compare_weights computes with it where the host has it",
     "huggingface_hub": "downloads use the host's own Hub client where it is installed",
     "tensorboard": "a SpecForge run's event files are read with the host's tensorboard",
+    "jinja2": "a bench renders the target's chat template with the host's jinja2 where it has one (SGLang's)",
+    "pyarrow": "a bench's prompt set stored as parquet on the Hub is read with the host's pyarrow",
 }
 # (c) Standard-library modules newer than the host's Python 3.8.
 NOT_IN_PY38 = {"graphlib", "tomllib", "zoneinfo"}

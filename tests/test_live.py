@@ -389,7 +389,9 @@ async def test_bench_prompts_file_and_bad_input(sim_host: HostConfig, models, tm
         assert result["total_tok_s"] > result["tok_s"]  # three streams at once
         (job,) = await conn.call("jobs.list", kind="bench")
         assert job["args"]["prompts"] == "3 custom"
-        assert json.loads(Path(job["dir"], "input.json").read_text())["prompts"][1] == "Count to ten."
+        sent = json.loads(Path(job["dir"], "input.json").read_text())["prompts"][1]  # through the chat template
+        assert sent == {"text": "<|im_user|>user<|im_middle|>Count to ten.<|im_end|><|im_assistant|>assistant"
+                        "<|im_middle|>", "domain": "custom"}  # fmt: skip
         rc, out, err = await acli(
             "bench", "--json", "--concurrency", "1,2", "--requests", "1", "--max-tokens", "8", *host_args(sim_host)
         )  # fmt: skip

@@ -105,6 +105,7 @@ def register(sub) -> None:
 
     p = command(sub, "bench", "Time streaming requests against the running server, from the host.")
     add_bench_options(p)
+    add_prompt_options(p)
     add_json(p)
     p.set_defaults(run=bench)
 
@@ -128,6 +129,24 @@ def add_bench_options(p: argparse.ArgumentParser, *, port: bool = True) -> None:
         p.add_argument("--port", type=int, help="the server's port, when several run")
     p.add_argument("--slo-ttft-ms", type=float, metavar="T", help="goodput: requests with a first token within T ms")
     p.add_argument("--slo-itl-ms", type=float, metavar="I", help="goodput: requests with a mean ITL <= I ms")
+
+
+def add_prompt_options(p: argparse.ArgumentParser) -> None:
+    """`bench`'s prompt options (issue 32): which sets, through the chat template or not, how many times."""
+    from backend.measure.domains import HUB_SETS
+
+    p.add_argument(
+        "--domains",
+        metavar="D[,D...]",
+        help=f"prompt sets from Hub datasets, read on the host, with a row per domain ({', '.join(HUB_SETS)}; "
+        "default: the built-in prompts)",
+    )
+    p.add_argument(
+        "--raw-prompts",
+        action="store_true",
+        help="send the prompts as they are (default: through the target's chat template, as the drafter was trained)",
+    )
+    p.add_argument("--repeat", type=int, default=1, metavar="N", help="run the bench N times and report the spread")
 
 
 def _num(value: float | int | None, fmt: str = ".2f") -> str:
@@ -474,33 +493,54 @@ async def watch(args: argparse.Namespace) -> int:
 
 
 async def bench(args: argparse.Namespace) -> int:
+    from backend.measure import domains
     from backend.measure.livefeed import describe_server, require_server
 
     prompts = bench_mod.read_prompts(args.prompts) if args.prompts else None
     levels = bench_mod.parse_levels(args.concurrency)
-    plan = bench_mod.BenchPlan(args.requests, args.max_tokens, levels[0], prompts)
+    if args.prompts and args.domains:
+        raise UsageError("--prompts and --domains both name the prompts: give one of them.")
     slo = bench_mod.Slo(args.slo_ttft_ms, args.slo_itl_ms)
     settings = load_settings(args)
     async with connected(args, settings, follow=True) as conn:
+        sets = domains.parse(args.domains, bool(conn.host.sandbox)) if args.domains else None
+        plan = bench_mod.BenchPlan(
+            args.requests, args.max_tokens, levels[0], prompts, sets, args.raw_prompts, args.repeat
+        )
         server = await require_server(conn, args.port)
         if len(levels) > 1:
             return await _sweep(args, settings, conn, server, plan, levels, slo)
         print(
             f"bench on {describe_server(server)}: {plan.requests} requests of {plan.max_tokens} tokens, "
-            f"{plan.concurrency} at a time; {judge.bench_scope(plan.requests, plan.concurrency)}",
+            f"{plan.concurrency} at a time"
+            + (f", {plan.repeat} times" if plan.repeat > 1 else "")
+            + f"; {judge.bench_scope(plan.requests, plan.concurrency)}",
             file=sys.stderr,
             flush=True,
         )
-        result = await bench_mod.run_bench(conn, server, plan, _progress)
-        job = await get_job(conn, result["job"])
-        run_id = await keep_in_history(conn, server, [(job, result)])
+        repeats = []
+        for _ in range(plan.repeat):
+            result = await bench_mod.run_bench(conn, server, plan, _progress)
+            job = await get_job(conn, result["job"])
+            run_id = await keep_in_history(conn, server, [(job, result)])
+            repeats.append(result)
     if result.get("failed"):
         print(f"specdeck: {result['failed']} of {plan.requests} requests failed", file=sys.stderr)
     extra, lines = _level_extras(result, server, settings, slo)
+    if plan.repeat > 1:
+        extra["repeats"] = [{k: r.get(k) for k in ("job", "tok_s", "accept_len", "requests")} for r in repeats]
+        extra["spread"] = bench_mod.spread(repeats)
     if args.json:
         emit_json({**bench_mod.public_result(result), **extra, "run": run_id})
     else:
         print(bench_mod.summary_line(result, yardstick_of(settings), run_id))
+        if plan.repeat > 1:
+            print(bench_mod.spread_line(extra["spread"]))
+        print(bench_mod.prompts_line(result))
+        for line in bench_mod.domain_lines(result):
+            print(line)
+        for line in filter(None, (bench_mod.degenerate_line(result), _collapse_line(result))):
+            print(line)
         for line in lines:
             print(line)
         for line in acceptance_lines(result.get("acceptance"), server.args.get("drafter")):
@@ -509,6 +549,14 @@ async def bench(args: argparse.Namespace) -> int:
         if run_id:
             print(f"recorded with run {run_id}: `specdeck report {run_id} --out report.md`")
     return 0
+
+
+def _collapse_line(result: dict) -> str | None:
+    from backend.measure.collapse import Collapse, Episode
+
+    got = result.get("collapse") or {}
+    episodes = tuple(Episode(**e) for e in got.get("episodes") or [])
+    return Collapse(episodes, got.get("share"), got.get("full_batch")).line()
 
 
 def _level_extras(result: dict, server: JobInfo, settings, slo: bench_mod.Slo) -> tuple[dict, list[str]]:

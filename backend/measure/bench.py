@@ -19,6 +19,7 @@ from backend.errors import OperationFailed, UsageError
 from backend.history import Yardstick
 from backend.jobs import JobInfo, get_job, list_jobs, newest_running
 from backend.measure import judge
+from backend.measure.collapse import Collapse, collapses
 from backend.measure.latency import format_ms
 from backend.measure.livefeed import describe_server
 
@@ -30,6 +31,8 @@ DEFAULT_REQUESTS = 8
 DEFAULT_MAX_TOKENS = 512
 DEFAULT_CONCURRENCY = 1
 RESULT_KEYS = ("tok_s", "accept_len", "cycle_ms", "ttft_ms", "requests", "tokens", "acceptance", "per_request")
+# The contract's keys for prompts (issue 32): the chat template's name or false, per-domain figures, looped requests.
+PROMPT_KEYS = ("chat_template", "domains", "degenerate")
 MAX_PROMPTS_BYTES = 16 << 20
 
 
@@ -41,9 +44,12 @@ class BenchPlan:
     max_tokens: int = DEFAULT_MAX_TOKENS
     concurrency: int = DEFAULT_CONCURRENCY
     prompts: tuple[str, ...] | None = None  # None: the load generator's built-in set
+    domains: dict | None = None  # {name: {"dataset", "file"}} (``domains.parse``): the Hub's sets, on the host
+    raw: bool = False  # True: the prompts as they are, not through the target's chat template
+    repeat: int = 1  # the same bench this many times, its spread across them reported
 
     def __post_init__(self) -> None:
-        for name in ("requests", "max_tokens", "concurrency"):
+        for name in ("requests", "max_tokens", "concurrency", "repeat"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 flag = name.replace("_", "-")
@@ -135,9 +141,14 @@ async def start_bench(conn: Connection, server: JobInfo, plan: BenchPlan) -> Job
         "concurrency": plan.concurrency,
         "profile": server.args.get("profile"),
         "server_job": server.id,
+        "model_path": server.args.get("model"),  # whose chat template renders the prompts
+        "raw": plan.raw,
+        "endpoint": conn.host.hub_endpoint,
     }
     if plan.prompts is not None:
         params["prompts"] = list(plan.prompts)
+    if plan.domains:
+        params["domains"] = plan.domains
     return JobInfo.from_json(await conn.call("bench.start", **params))
 
 
@@ -185,16 +196,36 @@ async def stop_bench(conn: Connection, job_id: str) -> dict:
 async def _bench_job(
     conn: Connection, server: JobInfo, plan: BenchPlan, on_progress: Callable[[dict], None] | None
 ) -> tuple[JobInfo, dict]:
-    """(job, result) of one bench; the job is cancelled if the caller gives up (Ctrl-C)."""
+    """(job, result) of one bench, with the collapse episodes the server's log shows over it; the job is
+    cancelled if the caller gives up (Ctrl-C)."""
+    from backend.measure.livefeed import log_end
+
+    start = await log_end(conn, server)
     job = await start_bench(conn, server, plan)
     finished = False
     try:
         result = await wait_result(conn, job.id, on_progress)
         finished = True
-        return job, {"job": job.id, **result}
+        return job, {"job": job.id, **result, "collapse": (await collapse_over(conn, server, start)).to_json()}
     finally:
         if not finished and conn.connected:
             await stop_bench(conn, job.id)
+
+
+async def collapse_over(conn: Connection, server: JobInfo, offset: int) -> Collapse:
+    """The collapse episodes in the server's log from byte ``offset`` to its end (what a bench went through)."""
+    from backend.history.sync import read_lines
+    from backend.measure.livefeed import log_end
+    from backend.measure.metrics import parse_lines
+
+    end, lines = await log_end(conn, server), []
+    while offset < end:
+        got, offset_now = await read_lines(conn, server.log_path, offset, end - offset)
+        if offset_now <= offset:
+            break
+        lines.extend(got)
+        offset = offset_now
+    return collapses(parse_lines(lines))
 
 
 async def run_bench(
@@ -239,7 +270,9 @@ async def run_sweep(
 
 def public_result(record: dict) -> dict:
     """A result record as `specdeck bench --json` prints it: the contract's keys first, then the rest."""
-    out = {key: record.get(key) for key in RESULT_KEYS}
+    out = {key: record.get(key) for key in RESULT_KEYS + PROMPT_KEYS}
+    out["chat_template"] = record.get("chat_template") or False
+    out["degenerate"] = record.get("degenerate") or []
     out.update({k: v for k, v in record.items() if k not in out and k != "event"})
     return out
 
@@ -287,3 +320,70 @@ def goodput_line(good: dict, streams: int, slo: Slo) -> str:
     what = "stream" if streams == 1 else "streams"
     within = f"{good['requests']} of {good['of']} requests within {slo.text()}"
     return f"goodput {share} at {streams} {what} ({within}), {tok_s} tok/s"
+
+
+# --- prompts, domains, loops and repeats (issue 32) ---------------------------------------------------------
+
+
+def prompts_line(result: dict) -> str:
+    """What the prompts were: their sets, and through the target's chat template or raw (and why)."""
+    sets = result.get("prompt_sets") or {}
+    where = ", ".join(sorted(set(sets.values()))) or "built-in"
+    note = result.get("chat_template_note") or (
+        f"through the target's chat template ({result['chat_template']})" if result.get("chat_template") else "raw"
+    )
+    return f"prompts: {where}, {note}"
+
+
+def domain_lines(result: dict) -> list[str]:
+    """Accept length and tok/s per domain, a row each (nothing for a bench of one domain)."""
+    domains = result.get("domains") or {}
+    if len(domains) < 2:
+        return []
+    out = [f"{'DOMAIN':<8}  {'REQUESTS':>8}  {'ACCEPT':>6}  {'TOK/S':>7}"]
+    for name, d in domains.items():
+        accept = "-" if d.get("accept_len") is None else f"{d['accept_len']:.2f}"
+        tok_s = "-" if d.get("tok_s") is None else f"{d['tok_s']:.1f}"
+        out.append(f"{name:<8}  {d.get('requests', 0):>8}  {accept:>6}  {tok_s:>7}")
+    return out
+
+
+def degenerate_line(result: dict) -> str | None:
+    """How many requests looped and what was done with them."""
+    looped = result.get("degenerate") or []
+    if not looped:
+        return None
+    total = len(looped) + (0 if result.get("all_degenerate") else result.get("requests") or 0)
+    kept = (
+        "every request looped: the figures are theirs, and no user sees this acceptance"
+        if result.get("all_degenerate")
+        else "left out of the figures, the best and the advisor"
+    )
+    return (
+        f"{len(looped)} of {total} requests looped (n-gram repetition in the completion: "
+        f"requests {', '.join(str(i + 1) for i in looped)}): {kept} (lightseekorg/tokenspeed #1305)"
+    )
+
+
+def spread(results: list[dict]) -> dict:
+    """The spread of the same bench repeated: per figure its values, mean, standard deviation, min and max."""
+    out: dict = {"runs": len(results)}
+    for key in ("tok_s", "accept_len"):
+        values = [r[key] for r in results if r.get(key) is not None]
+        if not values:
+            out[key] = None
+            continue
+        mean = sum(values) / len(values)
+        sd = (sum((v - mean) ** 2 for v in values) / (len(values) - 1)) ** 0.5 if len(values) > 1 else 0.0
+        out[key] = {"values": values, "mean": mean, "sd": sd, "min": min(values), "max": max(values)}
+    return out
+
+
+def spread_line(figures: dict) -> str:
+    """``3 runs: 84.1 tok/s ±2.3 sd (81.5-86.7), accept length 2.95 ±0.04 sd (2.91-2.99)``."""
+    parts = []
+    for key, what, fmt in (("tok_s", "tok/s", ".1f"), ("accept_len", "accept length", ".2f")):
+        f = figures.get(key)
+        if f:
+            parts.append(f"{what} {f['mean']:{fmt}} ±{f['sd']:{fmt}} sd ({f['min']:{fmt}}-{f['max']:{fmt}})")
+    return f"{figures['runs']} runs: " + ", ".join(parts)

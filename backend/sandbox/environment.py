@@ -106,6 +106,7 @@ def write_fixtures(layout: Layout) -> None:
     # The hub's repos: AQ-MedAI's (the fixture) and the catalog of real repos around Kimi-K2.5, each sparse file
     # with its digest beside it, so a new hub serves them without hashing gigabytes first.
     hub_catalog.write_catalog(layout.hub_root)
+    hub_catalog.write_datasets(layout.hub_root)  # the prompt sets of `bench --domains`
 
 
 TRAIN_SAMPLES = 1200  # with 8 GPUs and batch 1: 150 steps an epoch

@@ -259,11 +259,34 @@ def write_drafter(
     return directory
 
 
+# The sandbox target's chat template: Kimi-K2's turn markers, written here for the sandbox (not Moonshot's file,
+# which also declares tools and a default system prompt its own way).
+SANDBOX_CHAT_TEMPLATE = (
+    "{%- if tools -%}<|im_system|>tool_declare<|im_middle|>{{ tools | tojson }}<|im_end|>{%- endif -%}"
+    "{%- for message in messages -%}"
+    "{%- if message['role'] == 'system' -%}<|im_system|>system<|im_middle|>"
+    "{%- elif message['role'] == 'assistant' -%}<|im_assistant|>assistant<|im_middle|>"
+    "{%- else -%}<|im_user|>user<|im_middle|>{%- endif -%}"
+    "{{ message['content'] }}<|im_end|>"
+    "{%- endfor -%}"
+    "{%- if add_generation_prompt -%}<|im_assistant|>assistant<|im_middle|>{%- endif -%}"
+)
+SANDBOX_TOKENIZER_CONFIG = {
+    "_source": "SIMULATED: written for the specdeck sandbox in Kimi-K2's special tokens; not Moonshot's file",
+    "bos_token": "[BOS]",
+    "eos_token": "[EOS]",
+    "chat_template": SANDBOX_CHAT_TEMPLATE,
+}
+
+
 def write_target_config(directory: str) -> str:
-    """Write the Kimi-K2 target's ``config.json`` (no weights); returns ``directory``."""
+    """Write the Kimi-K2 target's ``config.json`` and a ``tokenizer_config.json`` with a chat template (no
+    weights); returns ``directory``."""
     os.makedirs(directory, exist_ok=True)
     with open(os.path.join(directory, "config.json"), "w") as f:
         json.dump(KIMI_K2_TARGET_CONFIG, f, indent=2)
+    with open(os.path.join(directory, "tokenizer_config.json"), "w") as f:
+        json.dump(SANDBOX_TOKENIZER_CONFIG, f, indent=2)
     return directory
 
 

@@ -12,6 +12,9 @@ its library, the config's model_type, ``base_model:<relation>:<repo>``, ``safete
 ``safetensors`` summary is counted from the headers. It never sends Xet headers, so clients always download
 from it over plain HTTP.
 
+Dataset repos live under ``root/.datasets/<org>/<name>/`` and are read as the Hub serves them to
+``hf_hub_download(..., repo_type="dataset")``: ``HEAD/GET /datasets/{repo}/resolve/{rev}/{path}``.
+
 Dotfiles are control files, never served: ``.gated`` (its content is the one accepted token) makes ``resolve``
 answer 401 ``GatedRepo`` unless the request carries ``Authorization: Bearer <token>``; ``.hub.json`` holds what
 the Hub computes beyond the files (``{"tags": [...], "downloads": N}``). Tests inject faults through
@@ -49,6 +52,7 @@ log = logging.getLogger(__name__)
 LFS_MIN_SIZE = 1 << 20  # files this big are stored in LFS, like the Hub's default
 LFS_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth", ".gguf", ".onnx", ".msgpack", ".h5")
 CACHE_DIR_NAME = ".hubcache"  # sha256 sidecars, inside root (a dot-name is never a repo)
+DATASETS_DIR = ".datasets"  # dataset repos, inside root
 _READ_CHUNK = 8 << 20
 
 
@@ -144,6 +148,9 @@ class Repo:
     commit: str
     gate_token: str | None
     last_modified: float
+
+
+_REPO_REST = ("folder", "files", "dirs", "commit", "gate_token", "last_modified")
 
 
 @dataclass(frozen=True)
@@ -406,9 +413,12 @@ class HubServer:
 
     # -- repos -----------------------------------------------------------------------------------------------
 
-    def repo(self, repo_id: str, revision: str | None = None) -> Repo:
-        """Scan ``repo_id``; with ``revision``, also check it is ``main`` or the current commit sha."""
-        repo = _scan(self.root, repo_id)
+    def repo(self, repo_id: str, revision: str | None = None, dataset: bool = False) -> Repo:
+        """Scan ``repo_id`` (a dataset's with ``dataset``); with ``revision``, also check it is ``main`` or the
+        current commit sha."""
+        repo = _scan(self.root / DATASETS_DIR, repo_id) if dataset else _scan(self.root, repo_id)
+        if dataset:  # its digests kept apart from a model repo of the same name
+            repo = Repo("datasets/" + repo.repo_id, *(getattr(repo, k) for k in _REPO_REST))
         if revision is not None and revision not in ("main", repo.commit):
             raise HubError(404, "RevisionNotFound", f"Invalid rev id: {revision}")
         return repo
@@ -746,6 +756,8 @@ class _Handler(BaseHTTPRequestHandler):
                 raise HubError(429, None, "You have exceeded our rate limit.", ratelimit=reset)
             if self.command == "GET" and [s for s in segs if s] == ["api", "models"]:
                 self._list_models(url.path, parse_qs(url.query))
+            elif self.command in ("GET", "HEAD") and len(segs) >= 6 and segs[0] == "datasets" and segs[3] == "resolve":
+                self._resolve("/".join(segs[1:3]), segs[4], "/".join(segs[5:]), dataset=True)
             elif self.command in ("GET", "HEAD") and len(segs) >= 5 and segs[2] == "resolve":
                 self._resolve("/".join(segs[:2]), segs[3], "/".join(segs[4:]))
             elif len(segs) >= 4 and segs[0] == "api" and segs[1] == "models":
@@ -846,9 +858,9 @@ class _Handler(BaseHTTPRequestHandler):
         form = parse_qs(body.decode(), keep_blank_values=True)
         return form.get("paths", []) + form.get("paths[]", [])
 
-    def _resolve(self, repo_id: str, revision: str, path: str) -> None:
+    def _resolve(self, repo_id: str, revision: str, path: str, dataset: bool = False) -> None:
         hub = self.server.hub
-        repo = hub.repo(repo_id, revision)
+        repo = hub.repo(repo_id, revision, dataset)
         if repo.gate_token is not None and self.headers.get("Authorization") != "Bearer " + repo.gate_token:
             raise HubError(
                 401,

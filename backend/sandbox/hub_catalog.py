@@ -21,6 +21,9 @@ from pathlib import Path
 from backend.sandbox import fixtures
 
 CATALOG = Path(__file__).resolve().with_name("catalog")
+# The sandbox Hub's dataset repos: a few rows each in the schema of a common benchmark set, written here (each
+# folder's README says which), served as ``<org>/<name>`` datasets.
+DATASETS = Path(__file__).resolve().with_name("datasets")
 WEIGHTS = "model.safetensors"
 GATE_TOKEN = "hf_sandbox_gate_token"  # the one token a gated catalog repo accepts
 
@@ -124,3 +127,20 @@ def _seed(root: Path, repo: str, sha256: str) -> None:
 def write_catalog(root: Path) -> list[str]:
     """Write every catalog repo under ``root``; returns their ids."""
     return [str(write_repo(Path(root), item).relative_to(root)).replace(os.sep, "/") for item in entries()]
+
+
+def write_datasets(hub_root: Path) -> list[str]:
+    """Lay the sandbox's dataset repos out under ``hub_root`` as the local Hub serves them; their ids."""
+    import shutil
+
+    from backend.sandbox.hub import DATASETS_DIR
+
+    ids = []
+    for folder in sorted(p for p in DATASETS.iterdir() if p.is_dir()):
+        repo = folder.name.replace("__", "/", 1)
+        target = Path(hub_root) / DATASETS_DIR / repo
+        target.mkdir(parents=True, exist_ok=True)
+        for f in folder.iterdir():
+            shutil.copyfile(f, target / f.name)
+        ids.append(repo)
+    return ids

@@ -8,6 +8,11 @@ speculation) — the quantities of SGLang's own ``sglang.test.send_one``, so the
 Where the server returns ``spec_correct_drafts_histogram`` (SGLang 0.5.23+) the result also carries the
 per-position acceptance summed over the requests (``shared/acceptance.py``).
 
+Prompts (``prompts.py``): the built-in set or per-domain sets from Hub datasets, through the target's chat template
+unless asked for raw ones; each request carries its domain. A request whose completion looped
+(``shared/degenerate.py``) is flagged and left out of the figures (``degenerate`` lists them); ``domains`` has
+accept length and tok/s per domain.
+
 The job's ``events.jsonl`` gets a ``progress`` event per finished request and ends with one
 ``{"event": "result", ...}`` holding the summary, which the run history reads back later. Stdlib only,
 Python 3.8+.
@@ -21,15 +26,15 @@ import random
 import string
 import threading
 import time
-from typing import Any, Callable, Dict, List, Optional
+from typing import Any, Callable, Dict, List, Optional, Tuple
 from urllib import error as urlerror
 
-from . import loopback
+from . import loopback, prompts
 from .jobs import start_job, worker_argv
 from .keyfiles import key_file_of, read_key
 from .registry import AgentError, method
 from .servers import listen_of, server_on
-from .shared import acceptance, advice
+from .shared import acceptance, advice, degenerate
 from .shared.quantiles import quantiles
 
 # A small built-in prompt set: varied enough that a drafter's acceptance is not judged on one kind of text.
@@ -43,6 +48,7 @@ PROMPTS = [
     "Write a Python function that merges overlapping intervals, with tests and a complexity analysis.",
     "Describe the water cycle to a ten-year-old, then again to a university hydrology student.",
 ]
+PROMPT_DOMAINS = ["code", "chat", "chat", "chat", "chat", "chat", "code", "chat"]  # each built-in prompt's
 REQUEST_TIMEOUT_S = 300.0  # per socket read: a stream that goes silent this long has failed
 INPUTS = "bench-inputs"
 
@@ -87,6 +93,7 @@ def one_request(
     first = last = None  # (time, completion tokens so far)
     gaps: List[List[float]] = []  # [seconds per token, tokens] of each chunk after the first
     meta: Dict[str, Any] = {}
+    text = ""
     try:
         with loopback.urlopen(req, timeout=timeout) as resp:
             for raw in resp:
@@ -101,6 +108,7 @@ def one_request(
                 if "error" in chunk:
                     return {"error": "the server answered with an error: %s" % chunk["error"]}
                 meta = chunk.get("meta_info") or {}
+                text = chunk.get("text") if isinstance(chunk.get("text"), str) else text  # SGLang sends it whole
                 tokens = meta.get("completion_tokens")
                 if tokens is None:
                     tokens = len(chunk.get("output_ids") or [])
@@ -119,6 +127,7 @@ def one_request(
         return {"error": "/generate streamed no tokens"}
     latency = last[0] - t0
     decode_s = last[0] - first[0]
+    looped = degenerate.repetition(text)
     verify_ct = meta.get("spec_verify_ct")
     tokens = last[1]
     return {
@@ -136,6 +145,8 @@ def one_request(
         "accept_len": tokens / verify_ct if verify_ct else 1.0,  # send_one's rule: 1.0 without speculation
         "spec_histogram": meta.get("spec_correct_drafts_histogram"),  # SGLang 0.5.23+
         "spec_proposed": meta.get("spec_num_proposed_drafts"),  # 0.5.23+: below verifies × steps = adaptive
+        "repetition": round(looped, 3),  # the share of its word 4-grams seen before in it
+        "degenerate": looped > degenerate.THRESHOLD,
     }
 
 
@@ -164,31 +175,53 @@ def latency_figures(ok: List[Dict[str, Any]]) -> Dict[str, Dict[str, Optional[fl
     }
 
 
-def summarize(results: List[Dict[str, Any]], wall_s: float) -> Dict[str, Any]:
-    """The bench's figures over the requests that succeeded (BenchError when none did)."""
-    ok = [r for r in results if "error" not in r]
-    if not ok:
-        reason = results[0]["error"] if results else "no requests were sent"
-        raise BenchError("no request succeeded: %s" % reason)
-    tokens = sum(r["tokens"] for r in ok)
-    speculative = [r for r in ok if r["spec_verify_ct"]]
+def _figures(ok: List[Dict[str, Any]]) -> Dict[str, Any]:
+    """Accept length (tokens over verifies) and mean decode tok/s of some requests."""
+    speculative = [r for r in ok if r.get("spec_verify_ct")]
     accept = (
         sum(r["tokens"] for r in speculative) / sum(r["spec_verify_ct"] for r in speculative) if speculative else 1.0
     )
-    tok_s = _mean([r["decode_tok_s"] for r in ok if r["decode_tok_s"] is not None])
-    latency = latency_figures(ok)
+    return {"tok_s": _mean([r["decode_tok_s"] for r in ok if r.get("decode_tok_s") is not None]), "accept_len": accept}
+
+
+def by_domain(ok: List[Dict[str, Any]]) -> Dict[str, Dict[str, Any]]:
+    """``{domain: {"tok_s", "accept_len", "requests"}}`` over the requests that did not loop."""
+    out: Dict[str, Dict[str, Any]] = {}
+    for name in sorted({r.get("domain") or "chat" for r in ok}):
+        mine = [r for r in ok if (r.get("domain") or "chat") == name]
+        out[name] = dict(_figures(mine), requests=len(mine))
+    return out
+
+
+def summarize(results: List[Dict[str, Any]], wall_s: float) -> Dict[str, Any]:
+    """The bench's figures over the requests that succeeded and did not loop (BenchError when none
+    succeeded); when every one looped, over those, said in ``all_degenerate``."""
+    succeeded = [r for r in results if "error" not in r]
+    if not succeeded:
+        reason = results[0]["error"] if results else "no requests were sent"
+        raise BenchError("no request succeeded: %s" % reason)
+    looped = [r for r in succeeded if r.get("degenerate")]
+    ok = [r for r in succeeded if not r.get("degenerate")] or succeeded
+    tokens = sum(r["tokens"] for r in succeeded)
+    speculative = [r for r in succeeded if r["spec_verify_ct"]]
+    figures = _figures(ok)
+    tok_s, accept = figures["tok_s"], figures["accept_len"]
+    latency = latency_figures(succeeded)
     for r in results:
         r.pop("itl_gaps", None)  # the percentiles hold them; the per-request record stays small
     return {
         "tok_s": tok_s,
         "accept_len": accept,
         "cycle_ms": 1000.0 * accept / tok_s if tok_s else None,
-        "ttft_ms": _mean([r["ttft_ms"] for r in ok]),
+        "ttft_ms": _mean([r["ttft_ms"] for r in succeeded]),
         "requests": len(ok),
-        "failed": len(results) - len(ok),
+        "failed": len(results) - len(succeeded),
+        "degenerate": [r.get("index", i) for i, r in enumerate(succeeded) if r.get("degenerate")],
+        "all_degenerate": len(looped) == len(succeeded),
+        "domains": by_domain(ok),
         "tokens": tokens,
         "total_tok_s": tokens / wall_s if wall_s > 0 else None,
-        "e2e_tok_s": _mean([r["e2e_tok_s"] for r in ok if r["e2e_tok_s"] is not None]),
+        "e2e_tok_s": _mean([r["e2e_tok_s"] for r in succeeded if r["e2e_tok_s"] is not None]),
         "speculative": bool(speculative),
         "acceptance": acceptance.summarize(
             [
@@ -204,7 +237,7 @@ def summarize(results: List[Dict[str, Any]], wall_s: float) -> Dict[str, Any]:
 
 def run(
     port: int,
-    prompts: List[str],
+    prompts: List[Any],
     requests: int,
     max_tokens: int,
     concurrency: int,
@@ -212,8 +245,8 @@ def run(
     key: Optional[str] = None,
     host: str = "127.0.0.1",
 ) -> Dict[str, Any]:
-    """Send ``requests`` streaming requests, ``concurrency`` at a time, cycling through ``prompts`` (``key``
-    and ``host``: the server's API key and address)."""
+    """Send ``requests`` streaming requests, ``concurrency`` at a time, cycling through ``prompts`` (strings, or
+    ``{"text", "domain"}``; ``key`` and ``host``: the server's API key and address)."""
     status = health(port, host=host)
     if status != 200:
         what = "nothing answers" if status is None else "/health answers %d" % status
@@ -228,9 +261,13 @@ def run(
                 if not todo:
                     return
                 i = todo.pop(0)
-            result = one_request(port, prompts[i % len(prompts)], max_tokens, key=key, host=host)
+            prompt = prompts[i % len(prompts)]
+            text, domain = (prompt["text"], prompt.get("domain")) if isinstance(prompt, dict) else (prompt, None)
+            result = one_request(port, text, max_tokens, key=key, host=host)
             result["index"] = i
             result["prompt"] = i % len(prompts)  # a prompt's requests are one sample of acceptance, not several
+            if domain:
+                result["domain"] = domain
             with lock:
                 results[i] = result
                 if on_request is not None:
@@ -272,13 +309,30 @@ def _check(params: dict) -> dict:
         if isinstance(value, bool) or not isinstance(value, int) or value < low:
             raise AgentError("bench %s must be a whole number of at least %d, got %r" % (key, low, value), "invalid")
         out[key] = value
-    prompts = params.get("prompts") or PROMPTS
-    if not isinstance(prompts, list) or not all(isinstance(p, str) and p for p in prompts):
+    prompts = params.get("prompts")
+    if prompts is not None and (not isinstance(prompts, list) or not all(isinstance(p, str) and p for p in prompts)):
         raise AgentError("bench prompts must be a list of non-empty strings", "invalid")
+    domains = params.get("domains")
+    if domains is not None and (not isinstance(domains, dict) or not domains):
+        raise AgentError("bench domains must map names to {dataset, file}", "invalid")
     out["prompts"] = prompts
+    out["domains"] = domains
+    out["raw"] = bool(params.get("raw"))
+    out["model_path"] = params.get("model_path")
+    out["endpoint"] = params.get("endpoint")
     out["profile"] = params.get("profile")
     out["server_job"] = params.get("server_job")
     return out
+
+
+def bench_prompts(checked: dict) -> Tuple[List[Dict[str, str]], Dict[str, Any]]:
+    """The bench's prompts and what was done to them (``prompts.build``): the operator's own prompts as they are
+    (the chat template applied unless raw), else the domains' sets, else the built-in set."""
+    if checked["prompts"] is not None:
+        builtin = [("custom", p) for p in checked["prompts"]]
+    else:
+        builtin = list(zip(PROMPT_DOMAINS, PROMPTS))
+    return prompts.build(builtin, checked["domains"], checked["raw"], checked["model_path"], checked["endpoint"])
 
 
 @method("bench.start")
@@ -292,10 +346,15 @@ def start(params: dict, ctx) -> dict:
     path = os.path.join(folder, token + ".json")
     server = server_on(ctx.state_dir, checked["port"])  # a server, or a fleet's router
     checked["key_file"], checked["address"] = key_file_of(server), listen_of(server)  # the key's file, never it
+    custom = checked["prompts"]
+    # Built here, before the job: a set that cannot be fetched or a template that cannot render is refused now.
+    checked["prompts"], checked["prompt_info"] = bench_prompts(checked)
     with open(path, "w") as f:
         json.dump(checked, f)
     args = {k: checked[k] for k in ("port", "profile", "server_job", "requests", "max_tokens", "concurrency")}
-    args["prompts"] = "built-in" if checked["prompts"] is PROMPTS else "%d custom" % len(checked["prompts"])
+    sets = sorted(set(checked["prompt_info"]["prompt_sets"].values()))
+    args["prompts"] = "%d custom" % len(custom) if custom else ", ".join(sets)
+    args["chat_template"] = checked["prompt_info"]["chat_template"]
     return start_job(ctx.state_dir, "bench", worker_argv("loadgen", path), args, {})
 
 
@@ -368,6 +427,7 @@ def worker_main(argv: List[str]) -> int:
         return 1
     record = {"event": "result", "started": started, "ended": time.time()}
     record.update({k: params.get(k) for k in ("port", "profile", "server_job", "max_tokens", "concurrency")})
+    record.update(params.get("prompt_info") or {})
     record.update(result)
     events.write(record, durable=True)
     print(

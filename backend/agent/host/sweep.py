@@ -234,6 +234,7 @@ class Sweep(Order):
                 "concurrency": 1,
                 "profile": point["args"].get("profile"),
                 "server_job": record["run"],
+                "model_path": point["args"].get("model"),  # its chat template renders the prompts
             },
             self.ctx,
         )

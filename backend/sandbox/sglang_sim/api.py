@@ -18,7 +18,7 @@ import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Callable, Dict, List, Optional
 
-from backend.sandbox.sglang_sim import loads
+from backend.sandbox.sglang_sim import loads, prompts
 from backend.sandbox.sglang_sim.dialect import Dialect
 from backend.sandbox.sglang_sim.engine import Engine, Request
 from backend.sandbox.sglang_sim.log import Log
@@ -61,12 +61,14 @@ class Server:
         self._active: Dict[str, Request] = {}  # requests whose response is still being written
         self._lock = threading.Lock()
 
-    def admit(self, prompt_tokens: int, max_new_tokens: int, stream: bool = True) -> Optional[Request]:
-        """A new request, or None once SIGTERM arrived."""
+    def admit(
+        self, prompt_tokens: int, max_new_tokens: int, stream: bool = True, traits: Optional[prompts.Traits] = None
+    ) -> Optional[Request]:
+        """A new request (``traits``: what its prompt does to acceptance), or None once SIGTERM arrived."""
         with self._lock:
             if self.state == "stopping":
                 return None
-            req = self.engine.submit(prompt_tokens, max_new_tokens, stream)
+            req = self.engine.submit(prompt_tokens, max_new_tokens, stream, traits)
             self._active[req.rid] = req
             return req
 
@@ -200,10 +202,15 @@ class Handler(BaseHTTPRequestHandler):
         self.wfile.write(b"0\r\n\r\n")
 
     def _run(
-        self, prompt_tokens: int, max_new_tokens: int, respond: Callable[[Request], None], stream: bool = False
+        self,
+        prompt_tokens: int,
+        max_new_tokens: int,
+        respond: Callable[[Request], None],
+        stream: bool = False,
+        traits: Optional[prompts.Traits] = None,
     ) -> None:
         """Admit a request and write its response; a client that leaves aborts it."""
-        req = self.sim.admit(prompt_tokens, max_new_tokens, stream)
+        req = self.sim.admit(prompt_tokens, max_new_tokens, stream, traits)
         if req is None:
             self._error(503, "The server is shutting down.")
             return
@@ -332,7 +339,8 @@ class Handler(BaseHTTPRequestHandler):
             else:
                 self._json(200, out(req, req.result(), True))
 
-        self._run(prompt_tokens, int(params.get("max_new_tokens", 128)), respond, bool(body.get("stream")))
+        traits = None if prompt is None else prompts.traits(str(prompt))
+        self._run(prompt_tokens, int(params.get("max_new_tokens", 128)), respond, bool(body.get("stream")), traits)
 
     def _completions(self, body: Dict[str, Any]) -> None:
         prompt = body.get("prompt", "")
@@ -342,7 +350,8 @@ class Handler(BaseHTTPRequestHandler):
                 return
             prompt = prompt[0]
         prompt_tokens = len(prompt) if isinstance(prompt, list) else count_tokens(str(prompt))
-        self._openai(body, prompt_tokens, int(body.get("max_tokens") or 16), chat=False)
+        traits = None if isinstance(prompt, list) else prompts.traits(str(prompt))
+        self._openai(body, prompt_tokens, int(body.get("max_tokens") or 16), chat=False, traits=traits)
 
     def _chat(self, body: Dict[str, Any]) -> None:
         text = ""
@@ -351,15 +360,24 @@ class Handler(BaseHTTPRequestHandler):
             parts = content if isinstance(content, list) else [{"text": content or ""}]
             text += " ".join(str(p.get("text", "")) for p in parts if isinstance(p, dict)) + " <|im_end|> "
         limit = body.get("max_completion_tokens") or body.get("max_tokens") or 128
-        self._openai(body, count_tokens(text), int(limit), chat=True)
+        traits = prompts.traits(text)._replace(templated=True)  # the server applies the template
+        self._openai(body, count_tokens(text), int(limit), chat=True, traits=traits)
 
-    def _openai(self, body: Dict[str, Any], prompt_tokens: int, max_tokens: int, chat: bool) -> None:
+    def _openai(
+        self,
+        body: Dict[str, Any],
+        prompt_tokens: int,
+        max_tokens: int,
+        chat: bool,
+        traits: Optional[prompts.Traits] = None,
+    ) -> None:
         """``/v1/completions`` and ``/v1/chat/completions`` in SGLang's OpenAI-compatible shapes."""
         self._run(
             prompt_tokens,
             max_tokens,
             lambda req: self._openai_respond(req, body, prompt_tokens, chat),
             bool(body.get("stream")),
+            traits,
         )
 
     def _openai_respond(self, req: Request, body: Dict[str, Any], prompt_tokens: int, chat: bool) -> None:

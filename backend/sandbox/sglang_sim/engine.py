@@ -1,8 +1,9 @@
 """SIMULATED SGLang's scheduler: requests admitted in batches (a prefill pass each), decode passes timed by
 ``timing.pass_ms`` with each running request's drafts accepted along its chain of rates, the ``Prefill batch``
 and ``Decode batch`` lines (and what their accept rate counts, per release), the gauges they set, and the text
-every response is made of. Randomness comes from one ``random.Random(--random-seed)``: a seeded single stream is
-deterministic. Stdlib only, Python 3.8+.
+every response is made of (``prompts``: what a prompt does to acceptance, the words, loops and collapse).
+Randomness comes from one ``random.Random(--random-seed)`` (the words from another of the same seed): a seeded
+single stream is deterministic. Stdlib only, Python 3.8+.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ import time
 import uuid
 from typing import Any, Callable, Dict, List, Optional
 
-from backend.sandbox.sglang_sim import idle, scenario, traces
+from backend.sandbox.sglang_sim import idle, prompts, scenario, traces
 from backend.sandbox.sglang_sim.args import UNLIMITED_MAX_RUNNING
 from backend.sandbox.sglang_sim.dialect import Dialect
 from backend.sandbox.sglang_sim.log import Log, env_flag
@@ -31,18 +32,13 @@ from backend.sandbox.sglang_sim.timing import (
 STALL_S = 1.0  # lateness the decode clock catches up; longer is a stall, not load
 
 
-# The text every response is made of, one word per token (a sentence so streamed text stays readable).
-_TEXT = "The simulated server streams these words one token at a time while the panel measures speed. "
-_WORDS = _TEXT.split(" ")[:-1]
-_TOKEN_BASE_ID = 1000
-
-
 class Request:
     """One generation request as the scheduler and the HTTP handler share it."""
 
     def __init__(self, prompt_tokens: int, max_new_tokens: int, steps: int = 0, ease: float = 1.0) -> None:
         self.rid = uuid.uuid4().hex
         self.ease = ease  # this request's acceptance factor (how predictable its text is)
+        self.looping = False  # its prompt sent the model into a loop (``prompts``)
         self.histogram = [0] * (steps + 1)  # verifies that accepted exactly k drafts
         self.prompt_tokens = prompt_tokens
         self.max_new_tokens = max_new_tokens
@@ -120,14 +116,17 @@ class Engine:
         self.last_gen_throughput = 0.0
         self.idle = idle.IdleCheck(bool(args["enable_metrics"]), dialect.current, time_scale())
         self._clock = 0.0
-        self._word = 0
+        self.words = prompts.Words(args["random_seed"])
         self.profiler: Optional[traces.Profiler] = None  # /start_profile's, told of every forward
 
     def start(self, max_total_tokens: int) -> None:
         self.max_total_tokens = max(1, max_total_tokens)
         threading.Thread(target=self._loop, name="scheduler", daemon=True).start()
 
-    def submit(self, prompt_tokens: int, max_new_tokens: int, stream: bool = True) -> Request:
+    def submit(
+        self, prompt_tokens: int, max_new_tokens: int, stream: bool = True, traits: Optional[prompts.Traits] = None
+    ) -> Request:
+        """Queue a request; ``traits``: what its prompt does to acceptance (``prompts.traits``), None for none."""
         with self._cv:
             spread = self.spec.get("spread")
             if spread is None:
@@ -137,7 +136,10 @@ class Engine:
             # SGLang grows a request's histogram as passes accept more (batch_result_processor.py:829-842): sized for
             # the fixed steps here, from one bin under adaptive (no pass shows positions past its tier)
             bins = 0 if "adaptive" in self.spec else self.spec.get("steps", 0)
+            if traits is not None:
+                ease *= prompts.ease(traits, self.spec)
             req = Request(prompt_tokens, max_new_tokens, bins, ease)
+            req.looping = traits is not None and traits.looping
             histograms = self.metrics.histograms
             if histograms is not None:
                 histograms.arrived(req.rid, req.created, stream)
@@ -185,10 +187,9 @@ class Engine:
             elif self.running:
                 self._decode()
 
-    def _tokens(self, n: int) -> List[int]:
-        ids = [_TOKEN_BASE_ID + (self._word + i) % len(_WORDS) for i in range(n)]
-        self._word += n
-        return ids
+    def _tokens(self, n: int, req: Optional[Request] = None) -> List[int]:
+        looping = req is not None and req.looping
+        return self.words.ids(n, looping, len(req.output_ids) if req is not None else 0)
 
     def _used_tokens(self) -> int:
         return sum(r.prompt_tokens + len(r.output_ids) for r in self.running)
@@ -219,9 +220,9 @@ class Engine:
                     self._finish(req, [])
                     continue
                 if req.max_new_tokens == 1:
-                    self._finish(req, self._tokens(1))
+                    self._finish(req, self._tokens(1, req))
                 else:
-                    req.push(self._tokens(1), False, self.stream_interval)
+                    req.push(self._tokens(1, req), False, self.stream_interval)
                     self.running.append(req)
             used, queued = self._used_tokens(), len(self.waiting)
         usage = used / self.max_total_tokens
@@ -264,6 +265,8 @@ class Engine:
             self.profiler.on_pass(True, n, graph, ms, dict(self.spec))
         accepted_drafts: List[int] = []
         with self._cv:
+            collapsed = bool(self.spec) and prompts.collapsed(n, self.max_running, len(self.waiting))
+            loop_rate = prompts.loop_rate()
             for req in batch:
                 if req.aborted:
                     continue
@@ -271,7 +274,10 @@ class Engine:
                 if self.spec:
                     rates = self.spec["rates"][: self.spec.get("positions", self.spec["steps"])]
                     accepted = 0
-                    while accepted < len(rates) and self.rng.random() < rates[accepted] * req.ease:
+                    while not collapsed and accepted < len(rates):
+                        rate = loop_rate if req.looping else rates[accepted] * req.ease
+                        if self.rng.random() >= rate:
+                            break
                         accepted += 1
                     count += accepted
                     accepted_drafts.append(accepted)
@@ -285,7 +291,7 @@ class Engine:
                     req.histogram += [0] * (count - len(req.histogram))
                     req.histogram[count - 1] += 1
                 self.generated_since_log += count
-                ids = self._tokens(count)
+                ids = self._tokens(count, req)
                 if len(req.output_ids) + count >= req.max_new_tokens:
                     self._finish(req, ids)
                 else:
@@ -346,4 +352,4 @@ class Engine:
         )
 
     def text(self, ids: List[int]) -> str:
-        return "".join(_WORDS[(i - _TOKEN_BASE_ID) % len(_WORDS)] + " " for i in ids)
+        return prompts.text(ids)

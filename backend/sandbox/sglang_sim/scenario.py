@@ -13,6 +13,11 @@ The file::
      "drafters": {"ours": {"per_position": [0.78, 0.74, 0.74], "noise": 0.05},
                   "aq-medai": {"per_position": [0.86, 0.81, 0.74, 0.86], "noise": 0.05}}}
 
+Prompts (issue 32; ``prompts.py``), all optional: ``"raw_factor"`` (what a prompt without the chat template keeps
+of each rate), ``"loop_accept"`` (the accept length at 3 steps of a completion in a loop), ``"collapse": true``
+(a full batch with a deep queue accepts nothing), and per drafter ``"domains": {"chat": 2.69, ...}`` (accept
+lengths at 3 steps by domain, as drafter cards publish them).
+
 A plain decode step at batch b costs ``decode_ms[b]``; a speculative cycle with k draft steps at batch b costs
 ``decode_ms[b] + verify_overhead_ms + k·draft_step_ms + k·b·verify_ms_per_draft_token`` (a DFLASH block of B: one
 draft pass and B − 1 drafts verified, ``drafters.dflash`` naming any DFlash drafter). A drafter's conditional
@@ -77,6 +82,10 @@ class Scenario(object):
         drafters = doc["drafters"]
         if not isinstance(drafters, dict):
             raise ScenarioError("drafters must map drafter names (%s) to per_position and noise" % ", ".join(DRAFTERS))
+        self.raw_factor = None if doc.get("raw_factor") is None else _number(doc["raw_factor"], "raw_factor")
+        self.loop_accept = None if doc.get("loop_accept") is None else _number(doc["loop_accept"], "loop_accept", 1.0)
+        self.collapse = bool(doc.get("collapse", False))
+        self.domain_lengths: Dict[str, Dict[str, float]] = {}
         self.drafters: Dict[str, Tuple[List[float], float]] = {}
         for name, spec in drafters.items():
             if name not in DRAFTERS:
@@ -90,6 +99,12 @@ class Scenario(object):
                     raise ScenarioError("%s is %r: an acceptance rate lies in [0, 1]" % (key, a))
                 rates.append(float(a))
             self.drafters[name] = (rates, _number(spec.get("noise", 0.0), "drafters.%s.noise" % name))
+            domains = spec.get("domains") or {}
+            if not isinstance(domains, dict):
+                raise ScenarioError('drafters.%s.domains maps domains to accept lengths: {"chat": 2.69}' % name)
+            self.domain_lengths[name] = {
+                d: _number(v, "drafters.%s.domains.%s" % (name, d), 1.0) for d, v in domains.items()
+            }
 
     def decode_ms(self, batch: int) -> float:
         """The plain decode step at ``batch`` running requests: linear between the given sizes and beyond them."""
@@ -125,6 +140,10 @@ class Scenario(object):
             return None
         given = self.drafters[name][0]
         return [given[min(i, len(given) - 1)] for i in range(steps)]
+
+    def domains(self, name: str) -> Optional[Dict[str, float]]:
+        """The drafter's accept length per domain at 3 steps, None when the scenario gives none."""
+        return self.domain_lengths.get(name) or None
 
     def spread(self, name: str) -> Optional[float]:
         """The sd of a request's acceptance factor: ``noise`` (the sd of a_1 across requests) over a_1."""

@@ -331,6 +331,7 @@ class Startup:
                 "draft_tokens": int(args["speculative_num_draft_tokens"]),
                 "rates": widened(rates, int(args["speculative_eagle_topk"] or 1)),
                 "draft_steps": steps,
+                "drafter": scenario.drafter_name(args["speculative_draft_model_path"]),  # its domains (prompts.py)
             }
             if tiers is not None:
                 spec.update(adaptive=tiers, initial_draft_tokens=steps + 1)

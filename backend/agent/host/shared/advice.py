@@ -136,7 +136,11 @@ class Point:
         """A point from a bench's result (``loadgen.summarize``): its requests' histograms (clustered by prompt
         where known), decode rates and drafted positions (``spec_proposed`` per verify below the launch steps:
         adaptive steps)."""
-        requests = [r for r in result.get("per_request") or [] if isinstance(r, dict) and "error" not in r]
+        requests = [
+            r
+            for r in result.get("per_request") or []
+            if isinstance(r, dict) and "error" not in r and not r.get("degenerate")  # a loop is no drafter's skill
+        ]
         # Summed per cluster (a prompt, else the request) right away: the error is the clusters' spread, and ten
         # thousand requests of eight prompts are eight histograms.
         groups: Dict[Any, List[List[int]]] = {}

@@ -1,0 +1,43 @@
+"""The bench's prompt sets by domain (``bench --domains chat,code,math,tools``): Hub datasets by id, fetched and
+read on the host (``backend/agent/host/prompts.py``).
+
+On a real host: MT-Bench for chat (HuggingFaceH4/mt_bench_prompts, its raw JSON lines), HumanEval for code and
+GSM8K for math (parquet on the Hub: read with the host's pyarrow), BFCL's simple set for tool calls. On the
+sandbox: its Hub's sets of the same schemas, written for it (``backend/sandbox/datasets``). ``random``: prompts
+of random words, made on the host, the prompts that send a model into a loop (lightseekorg/tokenspeed #1305).
+"""
+
+from __future__ import annotations
+
+from backend.errors import UsageError
+
+RANDOM_PROMPTS = 16
+
+HUB_SETS: dict[str, dict] = {
+    "chat": {"dataset": "HuggingFaceH4/mt_bench_prompts", "file": "raw/question.jsonl"},
+    "code": {"dataset": "openai/openai_humaneval", "file": "openai_humaneval/test-00000-of-00001.parquet"},
+    "math": {"dataset": "openai/gsm8k", "file": "main/test-00000-of-00001.parquet"},
+    "tools": {"dataset": "gorilla-llm/Berkeley-Function-Calling-Leaderboard", "file": "BFCL_v3_simple.json"},
+    "random": {"random": RANDOM_PROMPTS},
+}
+SANDBOX_SETS: dict[str, dict] = {
+    "chat": {"dataset": "specdeck-sandbox/mt-bench-like", "file": "question.jsonl"},
+    "code": {"dataset": "specdeck-sandbox/humaneval-like", "file": "test.jsonl"},
+    "math": {"dataset": "specdeck-sandbox/gsm8k-like", "file": "test.jsonl"},
+    "tools": {"dataset": "specdeck-sandbox/bfcl-like", "file": "BFCL_simple.json"},
+    "random": {"random": RANDOM_PROMPTS},
+}
+
+
+def parse(text: str, sandbox: bool) -> dict[str, dict]:
+    """``--domains`` as typed (``chat,code``) → ``{name: its set}`` for the host to fetch; UsageError naming the
+    known ones for anything else."""
+    sets = SANDBOX_SETS if sandbox else HUB_SETS
+    names = [n.strip() for n in text.split(",") if n.strip()]
+    unknown = [n for n in names if n not in sets]
+    if not names or unknown:
+        raise UsageError(
+            f"--domains takes {', '.join(sets)} (comma-separated), got {text!r}: "
+            f"{'unknown ' + ', '.join(unknown) if unknown else 'no domain named'}."
+        )
+    return {n: dict(sets[n]) for n in dict.fromkeys(names)}

@@ -1,0 +1,176 @@
+"""The prompts the drafter was trained on (issue 32): bench requests through the target's chat template unless
+asked not to, prompt sets per domain from Hub datasets read on the host, looped completions flagged and kept out
+of the figures, repeats with their spread, and collapse episodes named.
+
+Each promise is a sentence of the issue; the simulator learns the effect that breaks it (test_sim_prompts.py)."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+from backend.agent.host.shared import chat_template, degenerate
+from backend.measure import domains
+from backend.measure.collapse import collapses
+from backend.measure.metrics import Sample
+from backend.sandbox import fixtures, hub_catalog
+from backend.sandbox.hub import HubServer
+from tests.simhost import TIME_SCALE, specdeck
+from tests.sshd import free_port
+
+MESSAGES = [{"role": "user", "content": "Name three colours."}]
+
+
+# --- the chat template -------------------------------------------------------------------------------------
+
+
+def test_the_sandbox_template_renders_with_jinja2_and_without_it():
+    template = fixtures.SANDBOX_CHAT_TEMPLATE
+    assert chat_template.family(template) == "kimi"
+    text, via = chat_template.render(template, MESSAGES, tokens=fixtures.SANDBOX_TOKENIZER_CONFIG)
+    assert via == "jinja2" and text == "<|im_user|>user<|im_middle|>Name three colours.<|im_end|>" + (
+        "<|im_assistant|>assistant<|im_middle|>"
+    )
+    assert chat_template._builtin("kimi", MESSAGES, None, "") == text  # the same turns without jinja2
+    assert chat_template.templated(text) and not chat_template.templated("Name three colours.")
+
+
+@pytest.mark.parametrize(
+    ("name", "template", "expected"),
+    [
+        ("chatml", "{{ '<|im_start|>' }}", "<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n"),
+        ("llama3", "<|start_header_id|>", "<|begin_of_text|><|start_header_id|>user<|end_header_id|>\n\nhi<|eot_id|>"),
+        ("mistral", "[INST]", "<s>[INST] hi [/INST]"),
+        ("deepseek", "<｜User｜>", "<｜User｜>hi<｜Assistant｜>"),
+    ],
+)
+def test_the_common_families_render_without_jinja2(name, template, expected, monkeypatch):
+    import builtins
+
+    real_import = builtins.__import__
+
+    def no_jinja(module, *args, **kwargs):
+        if module.startswith("jinja2"):
+            raise ImportError(module)
+        return real_import(module, *args, **kwargs)
+
+    monkeypatch.setattr(builtins, "__import__", no_jinja)
+    text, via = chat_template.render(template, [{"role": "user", "content": "hi"}])
+    assert via == "built-in" and chat_template.family(template) == name and text.startswith(expected)
+    with pytest.raises(chat_template.TemplateError, match="--raw-prompts"):
+        chat_template.render("{{ messages[0].content }}", [{"role": "user", "content": "hi"}])
+
+
+# --- loops ---------------------------------------------------------------------------------------------------
+
+
+def test_a_looping_completion_is_told_from_prose():
+    prose = (
+        "Speculative decoding drafts a few tokens with a small model and verifies them with the target in one "
+        "pass. When the draft agrees with the target, several tokens come out of a single step; when it does "
+        "not, the target's own token is kept and the next cycle starts from there, so nothing changes in what "
+        "the user reads, only in how fast it arrives."
+    )
+    loop = "the answer is the answer is " * 20
+    assert degenerate.repetition(prose) < 0.2 and not degenerate.degenerate(prose)
+    assert degenerate.repetition(loop) > 0.9 and degenerate.degenerate(loop)
+    assert degenerate.repetition("too short to judge") == 0.0
+
+
+# --- collapse ------------------------------------------------------------------------------------------------
+
+
+def _decode(ts: float, accept: float, running: int, queue: int) -> Sample:
+    return Sample(ts, "decode", gen_tps=100.0, accept_len=accept, running_req=running, queue_req=queue)
+
+
+def test_collapse_episodes_at_a_full_batch_with_a_deep_queue_and_their_share():
+    samples = [_decode(t, 2.9, 8, 0) for t in range(0, 10)]
+    samples += [_decode(t, 1.0, 8, 12) for t in range(10, 14)]  # full, deep queue, nothing accepted
+    samples += [_decode(t, 2.8, 8, 12) for t in range(14, 18)]
+    samples += [_decode(t, 1.0, 3, 0) for t in range(18, 20)]  # a lull at accept 1.00: not a collapse
+    found = collapses(samples, max_running=8)
+    assert len(found.episodes) == 1 and found.episodes[0].lines == 4 and found.episodes[0].queue == 12
+    assert found.share == pytest.approx(4 / 19)
+    assert "1 episode at accept 1.00 with the batch full (8)" in found.line() and "21% of the time" in found.line()
+    assert collapses(samples[:10]).line() is None
+
+
+# --- domains -----------------------------------------------------------------------------------------------
+
+
+def test_domains_by_name_from_the_hub_or_the_sandbox():
+    assert domains.parse("chat,code", False)["chat"]["dataset"] == "HuggingFaceH4/mt_bench_prompts"
+    assert domains.parse("math", True)["math"]["dataset"].startswith("specdeck-sandbox/")
+    with pytest.raises(Exception, match="unknown poetry"):
+        domains.parse("chat,poetry", True)
+
+
+# --- end to end on the simulator, through the sandbox Hub's datasets --------------------------------------
+
+
+@pytest.fixture(scope="module")
+def hub(tmp_path_factory):
+    root = tmp_path_factory.mktemp("hubroot")
+    hub_catalog.write_datasets(root)
+    with HubServer(root) as server:
+        yield server
+
+
+@pytest.fixture
+def config(models, tmp_path, hub) -> Path:
+    path = tmp_path / "config.toml"
+    path.write_text(
+        f"""default_host = "sim"
+target = {json.dumps(models["target"])}
+[hosts.sim]
+url = "local"
+python = {json.dumps(sys.executable)}
+workdir = {json.dumps(str(tmp_path / "host"))}
+launcher = "simulator"
+sandbox = true
+hub_endpoint = {json.dumps(hub.url)}
+[drafters.aq-medai]
+path = {json.dumps(models["aq-medai"])}
+[profiles.eagle3-aq]
+port = {free_port()}
+env = {{ SPECDECK_SIM_TIME_SCALE = "{TIME_SCALE}" }}
+"""
+    )
+    return path
+
+
+def test_bench_says_its_template_domains_and_loops(config):
+    specdeck(config, "serve", "start", "eagle3-aq", "--wait-ready")
+    try:
+        got = json.loads(
+            specdeck(
+                config, "bench", "--json", "--requests", "8", "--max-tokens", "48", "--domains", "chat,code,math,tools"
+            ).stdout
+        )
+        assert got["chat_template"] == "kimi" and got["chat_template_via"] == "jinja2"
+        assert set(got["domains"]) == {"chat", "code", "math", "tools"}
+        assert all(d["requests"] == 2 and d["accept_len"] > 1 and d["tok_s"] > 0 for d in got["domains"].values())
+        assert got["degenerate"] == [] and got["prompt_sets"]["tools"] == "specdeck-sandbox/bfcl-like/BFCL_simple.json"
+        assert all(r["domain"] in got["domains"] for r in got["per_request"])
+
+        raw = json.loads(
+            specdeck(config, "bench", "--json", "--requests", "2", "--max-tokens", "32", "--raw-prompts").stdout
+        )
+        assert raw["chat_template"] is False and "as asked (--raw-prompts)" in raw["chat_template_note"]
+
+        text = specdeck(config, "bench", "--requests", "4", "--max-tokens", "32", "--repeat", "2").stdout
+        assert "through the target's chat template (kimi, rendered with jinja2)" in text
+        assert "2 runs: " in text and "sd (" in text
+        repeated = json.loads(
+            specdeck(config, "bench", "--json", "--requests", "2", "--max-tokens", "32", "--repeat", "2").stdout
+        )
+        assert repeated["spread"]["runs"] == 2 and len(repeated["spread"]["tok_s"]["values"]) == 2
+
+        refused = specdeck(config, "bench", "--domains", "poetry", rc=2).stderr
+        assert "--domains takes chat, code, math, tools, random" in refused and "unknown poetry" in refused
+    finally:
+        specdeck(config, "serve", "stop", "--yes")
