@@ -187,7 +187,8 @@ async def test_the_default_bench_is_long_enough_for_its_verdicts(models, tmp_pat
         argv = server_argv(models, "eagle3-aq", port)
         argv[argv.index("--decode-log-interval") + 1] = str(serving.DECODE_LOG_INTERVAL)
         wire = await conn.call("jobs.start", kind="serve", argv=argv, cwd=str(REPO),
-                               args={"profile": "eagle3-aq", "port": port, "drafter": "aq-medai"},
+                               args={"profile": "eagle3-aq", "port": port, "drafter": "aq-medai",
+                                     "model": models["target"]},  # its chat template: the prompts trained on
                                env={"SPECDECK_SIM_TIME_SCALE": "0.05", **serving.launch_env(conn.host)})  # fmt: skip
         job = JobInfo.from_json(wire)
         while (await conn.call("http.request", url=f"http://127.0.0.1:{port}/health")).get("status") != 200:

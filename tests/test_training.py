@@ -116,7 +116,7 @@ def test_prediction_adds_the_bonus_token_and_judges_only_where_the_interval_clea
     p, basis = predict(sure, 3, [], yardstick)
     assert p["predicted_accept_len"] == pytest.approx(1 + 0.9 + 0.72 + 0.504, abs=1e-3)
     assert basis.assumed and basis.measured_runs == 0 and "configured 30.0 ms at 3 steps" in basis.cost.detail
-    assert "a bench of 4 requests" in basis.covers() and "training-serving gap" in basis.covers()
+    assert "a bench of 8 requests" in basis.covers() and "training-serving gap" in basis.covers()
     assert p["predicted_tok_s"] == pytest.approx(1000 * 3.124 / 30, abs=0.5) and p["versus_baseline"] == "beats"
     low = p["predicted_accept_len_low"]
     assert low < p["predicted_accept_len"] < p["predicted_accept_len_high"]
@@ -147,7 +147,7 @@ def test_train_judge_serve_and_measure(models, tmp_path):
             1 + sum(math.prod(r["acc"][: i + 1]) for i in range(3)), abs=0.01
         )
     listed = specdeck(config, "train", "checkpoints", "ft").stdout
-    assert "the 82.0 tok/s baseline" in listed and "intervals 95% for a bench of 4 requests" in listed
+    assert "the 82.0 tok/s baseline" in listed and "intervals 95% for a bench of 8 requests" in listed
     assert "the training-serving gap" in listed and "prior: 4 published pairs" in listed
     assert "no checkpoint 'nope'" in specdeck(config, "train", "serve", "ft", "nope", "--yes", rc=2).stderr
 
