@@ -88,7 +88,7 @@ async def test_a_stakeholder_reads_the_answer_first_in_chromium(tmp_path):
         assert ours.startswith("eagle3-ours [ours]: slower than the baseline at 1, 4 stream(s); falls short of the")
         assert "accept 1.95 vs break-even 2.6" in ours and "(not met, 95% " in ours
         # The steps its launch command states (the run has no server_info): not "—".
-        assert "3/1/4" in text[text.index("Runs\n") :]
+        assert "3/1/4" in text[text.rindex("Runs") :]
         charts = json.loads(
             await browser.evaluate(
                 "JSON.stringify([...document.querySelectorAll('.chart')].map(c => ({title: c.layout.title.text, "

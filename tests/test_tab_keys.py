@@ -320,7 +320,7 @@ async def test_live_keys(sandbox):
         await serving.stop(app.connection)
 
 
-async def test_history_keys(sandbox):
+async def test_history_keys(sandbox, tmp_path):
     seeds = (("baseline", 82.0, None), ("eagle3-ours", 60.6, 2.0), ("eagle3-aq", 100.0, 3.3))
     runs = [
         record_run(f"serve-{i}", profile, tok, acc, started=i * 100, host="sandbox")
@@ -344,6 +344,22 @@ async def test_history_keys(sandbox):
         await until(pilot, lambda: marks()[highlighted].endswith("★"), "the measured baseline")
         await keys.press("sync")
         await until(pilot, lambda: "synced sandbox" in plain(pane.query_one("#history-status", Static)), "synced")
+
+        # The report of the runs selected, from the panel (issue 33): the same page `specdeck report` writes.
+        for _ in range(2):
+            await keys.press("toggle_select")
+            await pilot.press("down")
+        picked = list(pane.selected)
+        await keys.press("write_report")
+        field = await dialog_input(pilot, PromptScreen, "the report's file name")
+        assert field.value.startswith("report-") and field.value.endswith(".html")
+        await pilot.press("ctrl+u", *str(tmp_path / "picked.html"), "enter")
+        await until(pilot, lambda: (tmp_path / "picked.html").exists(), "the report written", timeout=60)
+        page = (tmp_path / "picked.html").read_text()
+        assert all(run.split("/")[-1] in page for run in picked) and "The answer" in page
+        await keys.press("clear_selection")
+        await pilot.press("up", "up")
+        await until(pilot, lambda: pane.current_run() == highlighted, "back on the first run")
 
         await keys.press("delete_runs")
         await until(pilot, lambda: isinstance(app.screen, ConfirmScreen), "the confirmation")

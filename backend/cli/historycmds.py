@@ -204,8 +204,7 @@ async def _drafter_facts(args: argparse.Namespace, runs: list[RunSummary]) -> Dr
 async def report(args: argparse.Namespace) -> int:
     from backend.report import document as report_mod
 
-    kind = report_format(args.out)
-    if not kind:
+    if not report_format(args.out):
         raise UsageError(f"--out {args.out}: name the file .md (Markdown) or .html (one page)")
     with History.open() as history:
         ids = list(dict.fromkeys(history.resolve(ref) for ref in args.refs))
@@ -216,9 +215,7 @@ async def report(args: argparse.Namespace) -> int:
         yardstick = _yardstick(history, args)
         facts = await _drafter_facts(args, [history.run(i) for i in ids])
         price = load_settings(args).reference.gpu_hour_usd
-        blocks = report_mod.build(history, ids, yardstick, facts, args.sweep, price)
-        text = report_mod.render(blocks, kind, args.charts)
-    Path(args.out).write_text(text)
+        report_mod.write(history, ids, yardstick, args.out, facts, args.sweep, price, args.charts)
     print(f"wrote {args.out} ({len(ids)} run(s))")
     return 0
 

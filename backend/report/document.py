@@ -10,6 +10,7 @@ break-even and shaded prediction intervals. The drafters' diff summary comes fro
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import html
 import io
@@ -23,7 +24,7 @@ from backend.agent.host.shared import units
 from backend.agent.host.shared.acceptance import per_position
 from backend.agent.host.shared.units import human_bytes
 from backend.drafters import checkpoints
-from backend.errors import SpecdeckError
+from backend.errors import SpecdeckError, UsageError
 from backend.history import History, RunSummary, Yardstick
 from backend.measure import judge
 from backend.measure.cost import Cost, drafter_sentence, gpus_of, per_million
@@ -952,6 +953,35 @@ def to_html(blocks: list[Block], charts: ChartMode = "interactive") -> str:
 def render(blocks: list[Block], fmt_name: str, charts: ChartMode = "interactive") -> str:
     """``md`` or ``html`` (its charts ``interactive`` or ``static``)."""
     return to_html(blocks, charts) if fmt_name == "html" else to_markdown(blocks)
+
+
+def write(
+    history: History,
+    run_ids: list[str],
+    yardstick: Yardstick,
+    path: str,
+    facts: DrafterFacts | None = None,
+    sweep: str | None = None,
+    gpu_hour_usd: float | None = None,
+    charts: ChartMode = "interactive",
+) -> None:
+    """The report of ``run_ids`` written to ``path`` (its name says the format: .md or .html), whole or not at all:
+    what `specdeck report` and the History tab's key write."""
+    import os
+
+    kind = report_format(path)
+    if not kind:
+        raise UsageError(f"{path}: name the file .md (Markdown) or .html (one page)")
+    text = render(build(history, run_ids, yardstick, facts, sweep, gpu_hour_usd), kind, charts)
+    tmp = f"{path}.{os.getpid()}.tmp"
+    try:
+        with open(tmp, "w") as f:
+            f.write(text)
+        os.replace(tmp, path)
+    except OSError as exc:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise UsageError(f"cannot write {path}: {exc.strerror}") from None
 
 
 def report_format(path: str) -> str:

@@ -15,6 +15,7 @@ Every query, the sync's parsing and the charts' series run on the App's history 
 
 from __future__ import annotations
 
+import os
 import re
 import time
 from collections.abc import Callable
@@ -29,10 +30,12 @@ from textual.widgets import DataTable, Static
 
 from backend.errors import SpecdeckError
 from backend.history import History, HistoryThread, HistoryUnavailable, RunSummary, Yardstick, sync_from_host
+from backend.report import document
 from backend.report.document import Table, charts, comparison_table, latency_cells, run_cells
 from tui.messages import ConnectionChanged
 from tui.screens.confirm import ConfirmScreen
 from tui.screens.pane import ShellPane
+from tui.screens.prompt import PromptScreen
 from tui.state import Baseline
 from tui.widgets.columns import fit_table
 from tui.widgets.runchart import RunChart
@@ -97,6 +100,13 @@ class HistoryPane(ShellPane):
         ),
         Binding("s", "sync", "Sync", id="history.sync", tooltip="Import the host's server runs and benches now"),
         Binding("c", "clear_selection", "Clear", id="history.clear", tooltip="Clear the comparison"),
+        Binding(
+            "w",
+            "write_report",
+            "Report",
+            id="history.report",
+            tooltip="Write the report of the runs selected (else the highlighted one): HTML or Markdown, by its name",
+        ),
     ]
 
     def __init__(self, *, id: str | None = None) -> None:
@@ -345,6 +355,39 @@ class HistoryPane(ShellPane):
         y = got[0]
         self.app.notify(f"baseline: {y.baseline_tok_s:.1f} tok/s ({y.source})")
         self.app.baseline = Baseline(y.baseline_tok_s, y.baseline_run)
+
+    def action_write_report(self) -> None:
+        ids = list(self.selected) or [i for i in (self.current_run(),) if i]
+        if not ids:
+            self.app.notify("no run to report: sync or record one first", severity="warning")
+            return
+        default = time.strftime("report-%Y%m%d-%H%M.html")
+        hint = f"{len(ids)} run(s); .html (one page, charts inline) or .md; relative to {os.getcwd()}"
+
+        def answered(path: str | None) -> None:
+            if path:
+                self._write_report(ids, os.path.abspath(os.path.expanduser(path)))
+
+        self.app.push_screen(PromptScreen("Write the report", default, hint), answered)
+
+    @work(group="history-report", exclusive=True, exit_on_error=False, description="write the report")
+    async def _write_report(self, ids: list[str], path: str) -> None:
+        """The same report `specdeck report` writes: the drafters read on the host when it is connected."""
+        conn = self.app.connection
+        runs = [r for r in self.runs if r.id in ids]
+        facts = await document.read_drafters(conn, runs) if conn.connected else None
+        ref = self.app.settings.reference
+
+        def write(history: History) -> None:
+            yardstick = history.yardstick(ref.baseline_tok_s, ref.cycle_ms)
+            document.write(history, ids, yardstick, path, facts, gpu_hour_usd=ref.gpu_hour_usd)
+
+        try:
+            await self.history.query(write)
+        except SpecdeckError as exc:
+            self.app.notify(str(exc), severity="error")
+            return
+        self.app.notify(f"wrote {path} ({len(ids)} run(s))", title="report")
 
     def action_delete_runs(self) -> None:
         # The highlighted row, which the footer's "Delete" names: never a selection made for comparing.
