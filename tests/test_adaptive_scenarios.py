@@ -13,6 +13,8 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+import pytest
+
 from backend.agent.host.shared.advice import chain
 from backend.connection import Connection
 from backend.measure.bench import BenchPlan, run_bench
@@ -99,3 +101,39 @@ async def test_the_simulator_measures_the_win(models, tmp_path, monkeypatch):
     # Under load the bench keeps fewer than 16 requests decoding at once (admission, ramp): the model says up to
     # 1.5x at a full 16, measured runs show ~10%.
     assert measured["ladder"] > 1.05 * measured["fixed"], measured
+
+
+async def test_advise_adaptive_serves_its_proposal_and_benches_it_against_fixed_steps(models, tmp_path):
+    """``advisor.ab_bench`` (the Tune tab's A, ``advise --adaptive --ab``): the proposal from a history whose
+    drafter falls below the baseline at 16 streams ({"1": [1, 3], "16": [0]}) served as <profile>-adaptive, then
+    the best fixed step count, each benched at 1 and 16 streams on SIMULATED SGLang under t3."""
+    from backend.history import History, Yardstick
+    from backend.tune import advisor
+    from tests.runs import add_benched_run
+    from tests.test_advisor import bench_at
+
+    with History.open(tmp_path / "h.sqlite3") as history:
+        add_benched_run(history, 2, 3, 33.0, 95.0, [5, 10, 20, 65])
+        bench_at(history, 2, 16, 38.0, 120.0)
+        yardstick = Yardstick(82.0, 30.0, "box/serve-0", {1: 82.0}, {1: 82.0, 16: 62.5})
+        proposal = advisor.propose_adaptive(history.runs(), yardstick, version="0.5.23", max_steps=5)
+    assert proposal.config == {"1": {"candidate_steps": [1, 3]}, "16": {"candidate_steps": [0]}}
+    host = HostConfig(
+        name="sim", url="local", python=sys.executable, workdir=str(tmp_path / "host"), launcher="simulator",
+        sandbox=True, sglang_version="0.5.23",
+    )  # fmt: skip
+    env = {scenario.ENV: str(T3)}
+    settings = make_settings(
+        models, aq={"drafter": "aq-medai", "algorithm": "EAGLE3", "steps": 3, "topk": 1, "draft_tokens": 4, "env": env}
+    )
+    conn = await Connection.open(host)
+    try:
+        result = await advisor.ab_bench(conn, settings, settings.profiles["aq"], proposal, requests=16, max_tokens=100)
+        await serving.stop(conn, grace=10)
+    finally:
+        await conn.close()
+    assert (result["adaptive"], result["fixed"]) == ("aq-adaptive", "aq-fixed3")
+    rows = {r["concurrency"]: r for r in result["rows"]}
+    assert set(rows) == {1, 16} and rows[16]["adaptive_tok_s"] > rows[16]["fixed_tok_s"]
+    assert rows[1]["adaptive_tok_s"] == pytest.approx(rows[1]["fixed_tok_s"], rel=0.15)  # the same 3 steps
+    assert any("adaptive" in line and "fixed" in line for line in advisor.ab_lines(result))

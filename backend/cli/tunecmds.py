@@ -61,6 +61,12 @@ def register(sub) -> None:
         help="propose SGLang's --speculative-adaptive-config (a step ladder per batch size) and what it should give",
     )
     p.add_argument(
+        "--ab",
+        metavar="PROFILE",
+        help="with --adaptive: serve the proposal from PROFILE and bench it against the best fixed step count at the "
+        "same concurrencies (restarts the server)",
+    )
+    p.add_argument(
         "--apply",
         metavar="PROFILE",
         help="write the best step count (topk 1, draft tokens steps + 1) into PROFILE in the config file",
@@ -121,6 +127,8 @@ async def advise(args: argparse.Namespace) -> int:
             runs = history.runs()
         if args.adaptive:
             proposal = advisor.propose_adaptive(runs, yardstick, run_id, max_steps=args.max_steps)
+            if args.ab:
+                return await _ab(args, proposal)
             if args.json:
                 emit_json(proposal.to_json())
             else:
@@ -157,6 +165,25 @@ def _apply(args: argparse.Namespace, advice: advisor.Advice) -> dict:
         return {"text": f"{profile.name} already runs {steps} steps", "saved": False, "path": None}
     _, path = settings_mod.save_profile(settings, applied.profile)
     return {"text": applied.text(), "saved": True, "path": str(path), "warning": warning or None}
+
+
+async def _ab(args: argparse.Namespace, proposal: advisor.AdaptiveProposal) -> int:
+    """``advise --adaptive --ab PROFILE``: the proposal served and benched against the best fixed step count."""
+    from backend.serve import serving
+
+    settings = load_settings(args)
+    profile = serving.get_profile(settings, args.ab)
+    if not profile.algorithm:
+        raise UsageError(f"profile {profile.name} runs without speculation: give a profile with a drafter.")
+    async with connected(args, settings) as conn:
+        result = await advisor.ab_bench(
+            conn, settings, profile, proposal, on_progress=lambda text: print(text, file=sys.stderr)
+        )
+    if args.json:
+        emit_json({**proposal.to_json(), "ab": result})
+    else:
+        print("\n".join([*advisor.adaptive_lines(proposal), "", *advisor.ab_lines(result)]))
+    return 0
 
 
 async def _plan(conn, args: argparse.Namespace) -> sweep_mod.SweepPlan:

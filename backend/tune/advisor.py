@@ -667,3 +667,81 @@ def adaptive_lines(proposal: AdaptiveProposal) -> list[str]:
         out.append(f"{row['concurrency']:>7}  {tiers:>7}  {mine:>22}  {theirs:>22}")
     out += [f"note: {n}" for n in proposal.notes]
     return out
+
+
+# --- serving the proposal and benching it against fixed steps ------------------------------------------------
+
+
+def ab_profiles(profile: Any, proposal: AdaptiveProposal) -> tuple[Any, Any]:
+    """(the adaptive profile serving ``proposal``, the fixed profile at its best fixed step count), both made from
+    ``profile`` (its drafter, port, flags), named ``<profile>-adaptive`` and ``<profile>-fixed<k>``."""
+    from dataclasses import replace
+
+    adaptive = replace(
+        profile, name=f"{profile.name}-adaptive", adaptive=True, adaptive_config=proposal.config,
+        steps=proposal.steps, topk=1, draft_tokens=None,
+    )  # fmt: skip
+    k = int(proposal.fixed["steps"])
+    fixed = replace(
+        profile, name=f"{profile.name}-fixed{k}", adaptive=False, adaptive_config=None, steps=k, topk=1,
+        draft_tokens=k + 1,
+    )  # fmt: skip
+    return adaptive, fixed
+
+
+async def ab_bench(
+    conn: Any,
+    settings: Any,
+    profile: Any,
+    proposal: AdaptiveProposal,
+    *,
+    requests: int = 8,
+    max_tokens: int = 256,
+    on_progress: Any = None,
+) -> dict[str, Any]:
+    """Serve the proposal (``ab_profiles``), bench it at each concurrency it expects, then the best fixed step count
+    at the same ones: ``{"adaptive": {...}, "fixed": {...}, "rows": [{"concurrency", "adaptive_tok_s",
+    "fixed_tok_s", "expected", ...}]}``. Restarts the server (the caller asks first); leaves the fixed one running."""
+    from backend.measure.bench import BenchPlan, run_sweep
+    from backend.measure.livefeed import find_server
+    from backend.serve import serving
+
+    levels = tuple(sorted({row["concurrency"] for row in proposal.expected})) or (1,)
+    plan = BenchPlan(requests=max(requests, max(levels)), max_tokens=max_tokens)
+    measured: dict[str, dict[int, dict]] = {}
+    for side, served in zip(("adaptive", "fixed"), ab_profiles(profile, proposal), strict=True):
+        if on_progress is not None:
+            on_progress(f"serving {served.name} and benching it at {', '.join(map(str, levels))} streams")
+        started = await serving.restart(conn, settings, served)
+        ready = await serving.wait(conn, started["job"])
+        if ready.get("state") != "ready":
+            raise UsageError(f"{served.name} did not come up ({ready.get('state')}): {ready.get('error') or ''}")
+        results = await run_sweep(conn, await find_server(conn), plan, levels)
+        measured[side] = {level: result for level, (_, result) in zip(levels, results, strict=True)}
+    expected = {row["concurrency"]: row for row in proposal.expected}
+    rows = [
+        {
+            "concurrency": level,
+            "adaptive_tok_s": measured["adaptive"][level].get("tok_s"),
+            "fixed_tok_s": measured["fixed"][level].get("tok_s"),
+            "expected": expected.get(level),
+        }
+        for level in levels
+    ]
+    return {"adaptive": ab_profiles(profile, proposal)[0].name, "fixed": ab_profiles(profile, proposal)[1].name,
+            "rows": rows}  # fmt: skip
+
+
+def ab_lines(result: dict[str, Any]) -> list[str]:
+    """The A/B as text: per concurrency, adaptive against fixed tok/s per stream, and what was expected."""
+    out = [f"{result['adaptive']} against {result['fixed']} (tok/s per stream)"]
+    for row in result["rows"]:
+        a, f, e = row["adaptive_tok_s"], row["fixed_tok_s"], row["expected"]
+        change = f" ({100 * (a / f - 1):+.0f}%)" if a and f else ""
+        want = f"; expected {e['tok_s']:.1f} [{e['tok_s_low']:.1f}-{e['tok_s_high']:.1f}]" if e else ""
+        out.append(f"  {row['concurrency']:>3} streams: adaptive {_tok(a)}, fixed {_tok(f)}{change}{want}")
+    return out
+
+
+def _tok(value: float | None) -> str:
+    return "-" if value is None else units.tok_s(value)

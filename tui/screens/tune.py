@@ -94,6 +94,14 @@ class TunePane(ShellPane):
             id="tune.fleet",
             tooltip="Sweep the profile across the fleet's hosts, one point per host at a time",
         ),
+        Binding(
+            "A",
+            "adaptive_ab",
+            "Adaptive A/B",
+            id="tune.adaptive",
+            tooltip="Propose SGLang's adaptive step ladder for the drafter, serve it (saved as <profile>-adaptive) "
+            "and bench it against the best fixed step count at the same concurrencies",
+        ),
     ]
 
     def __init__(self, *, id: str | None = None) -> None:
@@ -476,6 +484,49 @@ class TunePane(ShellPane):
 
     def _progress(self, text: str) -> None:
         self.query_one("#tune-progress", Static).update(text)
+
+    def action_adaptive_ab(self) -> None:
+        if self.sweep_job is not None:
+            self.app.notify(f"sweep {self.sweep_job} is running: x cancels it", severity="warning")
+            return
+        if not self.app.connection.connected or self.profile is None or self.yardstick is None:
+            self.app.notify("no speculative profile on a connected host to serve adaptive", severity="error")
+            return
+        try:
+            proposal = advisor.propose_adaptive(self.runs, self.yardstick, max_steps=advisor.DEFAULT_MAX_STEPS)
+        except UsageError as exc:
+            self.app.notify(str(exc), severity="error")
+            return
+        self._adaptive_ab(proposal)
+
+    @work(group="tune-sweep", exclusive=True, exit_on_error=False, description="serve adaptive and A/B it")
+    async def _adaptive_ab(self, proposal: advisor.AdaptiveProposal) -> None:
+        """``advisor.ab_bench``: the proposal saved as ``<profile>-adaptive``, served and benched against the best
+        fixed step count (two restarts, asked first)."""
+        assert self.profile is not None
+        profile = self.app.settings.profiles[self.profile]
+        adaptive, fixed = advisor.ab_profiles(profile, proposal)
+        current = serving.ServerStatus.from_json(await serving.status(self.app.connection))
+        question = (
+            f"Serve {adaptive.name} (SGLang's adaptive steps, ladder {proposal.config}) and then {fixed.name}, "
+            "benching each at the concurrencies the advisor expects figures for"
+            + (f"; this stops {serving.running_text(current, time.time())}" if current.running else "")
+            + ". Each is a restart: minutes on a large model."
+        )
+        if not await self.app.push_screen_wait(ConfirmScreen("Adaptive A/B?", question, "Serve and bench", "Keep")):
+            self._progress("adaptive A/B not started")
+            return
+        self.app.save_profile(adaptive)
+        try:
+            result = await advisor.ab_bench(
+                self.app.connection, self.app.settings, profile, proposal, on_progress=self._progress
+            )
+        except SpecdeckError as exc:
+            self._progress(f"adaptive A/B stopped: {exc}")
+            raise
+        self._progress("\n".join(advisor.ab_lines(result)))
+        self.app.notify(f"adaptive A/B done: {adaptive.name} against {fixed.name}")
+        self._sync()
 
     def action_cancel_sweep(self) -> None:
         if self.sweep_job is None:
