@@ -51,6 +51,13 @@ MIDDLE_DECAY = 0.85  # ... and the row's centre (labelled an assumption)
 _T975 = {1: 12.71, 2: 4.30, 3: 3.18, 4: 2.78, 5: 2.57, 6: 2.45, 7: 2.36, 8: 2.31, 9: 2.26, 10: 2.23, 15: 2.13, 20: 2.09}
 
 
+def _quantile(values: Sequence[float], q: float) -> float:
+    """``quantile`` of values that are never empty here (step times, draws)."""
+    found = quantile(values, q)
+    assert found is not None, "quantile of no values"
+    return found
+
+
 def t975(df: int) -> float:
     """Student's t 97.5 % quantile (a few clusters widen the interval; many give 1.96)."""
     if df <= 0:
@@ -124,9 +131,9 @@ class Point:
         if len(times_ms) < 2:
             return
         ordered = sorted(times_ms)
-        low = quantile(ordered, 0.2)
-        median = quantile(ordered, 0.5)
-        mad = quantile(sorted(abs(t - median) for t in ordered), 0.5)
+        low = _quantile(ordered, 0.2)
+        median = _quantile(ordered, 0.5)
+        mad = _quantile(sorted(abs(t - median) for t in ordered), 0.5)
         self.cycle_ms, self.step_times = low, True
         self.cycle_se = max(low * CYCLE_SE_FLOOR, 1.48 * mad / math.sqrt(len(ordered)))
         self.source = (self.source + "; " if self.source else "") + "cycle from step_time_dict"
@@ -195,7 +202,7 @@ def step_times_ms(server_info: Dict[str, Any], batch: int = 1) -> List[float]:
     for place in places:
         table = place.get("step_time_dict")
         if isinstance(table, dict):
-            values = table.get(str(batch), table.get(batch))  # type: ignore[call-overload]
+            values = table.get(str(batch), table.get(batch))
             if isinstance(values, list):
                 return [1000.0 * float(v) for v in values if isinstance(v, (int, float)) and v > 0]
     return []
@@ -219,20 +226,20 @@ def share_spread(points: Sequence[Point]) -> None:
     """Give the points measured request by request one relative spread, pooled over all of them: one bench's
     few requests say little about their own spread, and the points of one sweep send the same prompts to the
     same server (Student's t on the pooled degrees of freedom, never under the floor)."""
-    groups = [p for p in points if len(p.request_tok_s) >= 2 and p.tok_s]
+    groups = [(p, p.tok_s) for p in points if len(p.request_tok_s) >= 2 and p.tok_s]
     if len(groups) < 2:
         return
     ss, dof = 0.0, 0
-    for p in groups:
+    for p, _ in groups:
         mean = sum(p.request_tok_s) / len(p.request_tok_s)
         ss += sum((r / mean - 1.0) ** 2 for r in p.request_tok_s)
         dof += len(p.request_tok_s) - 1
     rel_sd = math.sqrt(ss / dof)
-    for p in groups:
+    for p, tok_s in groups:
         p.request_rel_sd = rel_sd
         rel = max(TOK_S_SE_FLOOR, rel_sd / math.sqrt(len(p.request_tok_s)))
         rel = max(rel, p.between_rel)  # a merged point's spread between its runs stays if larger
-        p.tok_s_se, p.q = p.tok_s * rel, t975(dof)
+        p.tok_s_se, p.q = tok_s * rel, t975(dof)
         if p.cycle_ms is not None and not p.step_times:
             p.cycle_se = p.cycle_ms * max(CYCLE_SE_FLOOR, rel)
 
@@ -325,8 +332,11 @@ class CostModel:
                 a = c0 + rng.gauss(0, se0) - b * k0
             else:
                 a, b = self.intercept, self.per_step
-            out.append(lambda k, a=a, b=b: self._floored(a + b * k))
+            out.append(self._line(a, b))
         return out
+
+    def _line(self, intercept: float, per_step: float) -> Callable[[int], float]:
+        return lambda steps: self._floored(intercept + per_step * steps)
 
     @classmethod
     def from_points(
@@ -507,8 +517,8 @@ class Acceptance:
                     v = sum(e[i] * e[j] for e in resid) / (self.trials[i] * self.trials[j]) * n / (n - 1.0)
                     self.cov[i][j] = self.cov[j][i] = v
         for i in range(K):  # never tighter than the binomial (one cluster has no spread to measure)
-            a, t = self.rates[i], self.trials[i]
-            self.cov[i][i] = max(self.cov[i][i], a * (1 - a) / t, 1e-8)
+            a, reached = self.rates[i], self.trials[i]
+            self.cov[i][i] = max(self.cov[i][i], a * (1 - a) / reached, 1e-8)
         self.q = t975(n - 1) if n >= 2 else Z
         self.low = [max(0.0, a - self.q * math.sqrt(self.cov[i][i])) for i, a in enumerate(self.rates)]
         self.high = [min(1.0, a + self.q * math.sqrt(self.cov[i][i])) for i, a in enumerate(self.rates)]
@@ -694,12 +704,12 @@ def predict(
             {
                 "steps": k,
                 "accept_len": round(length, 4),
-                "accept_len_low": round(min(length, quantile(l_lo, 0.025)), 4),
-                "accept_len_high": round(max(length, quantile(l_hi, 0.975)), 4),
+                "accept_len_low": round(min(length, _quantile(l_lo, 0.025)), 4),
+                "accept_len_high": round(max(length, _quantile(l_hi, 0.975)), 4),
                 "cycle_ms": round(cycle, 3),
                 "tok_s": None if tok_s is None else round(tok_s, 2),
-                "tok_s_low": None if tok_s is None else round(min(tok_s, quantile(lows, 0.025)), 2),
-                "tok_s_high": None if tok_s is None else round(max(tok_s, quantile(highs, 0.975)), 2),
+                "tok_s_low": None if tok_s is None else round(min(tok_s, _quantile(lows, 0.025)), 2),
+                "tok_s_high": None if tok_s is None else round(max(tok_s, _quantile(highs, 0.975)), 2),
                 "vs_baseline_pct": None if tok_s is None else round(100.0 * (tok_s / baseline_tok_s - 1), 1),
                 "extrapolated": extrapolated,
                 "assumed": cost.assumed,
@@ -766,16 +776,25 @@ def requests_to_separate(top: Dict[str, Any], others: Sequence[Dict[str, Any]], 
     1/sqrt(n) down to the floor); None without others, without per-request spreads, or where the floor keeps
     them together at any number."""
     needs = [_requests_apart(top, other, limit) for other in others]
-    if not needs or None in needs:
+    known = [n for n in needs if n is not None]
+    if not needs or len(known) < len(needs):
         return None
-    return max(needs)  # type: ignore[type-var]
+    return max(known)
+
+
+def _spread(row: Dict[str, Any]) -> Optional[Tuple[float, float, int]]:
+    """A measured row's tok/s, relative spread of its requests and their number; None where one is missing."""
+    tok_s, rel_sd, requests = row.get("measured_tok_s"), row.get("request_rel_sd"), row.get("measured_requests")
+    if tok_s is None or rel_sd is None or requests is None:
+        return None
+    return tok_s, rel_sd, requests
 
 
 def _requests_apart(a: Dict[str, Any], b: Dict[str, Any], limit: int) -> Optional[int]:
-    figures = [(r.get("measured_tok_s"), r.get("request_rel_sd"), r.get("measured_requests")) for r in (a, b)]
-    if any(None in f for f in figures):
+    spread_a, spread_b = _spread(a), _spread(b)
+    if spread_a is None or spread_b is None:
         return None
-    (va, sa, na), (vb, sb, nb) = figures
+    (va, sa, na), (vb, sb, nb) = spread_a, spread_b
     now = max(na, nb)
 
     def apart(n: int) -> bool:  # Student's t on the two points' requests, as their intervals are drawn
@@ -816,7 +835,7 @@ def stop_rule(
     elif top is not None:
         low = top.get("measured_low")
         beaten = [r for r in todo if low is not None and r["tok_s_high"] is not None and low > r["tok_s_high"]]
-        if len(beaten) == len(todo):
+        if low is not None and len(beaten) == len(todo):  # todo is not empty here: all beaten needs a low
             can_stop, reason = True, "the best's lower bound %.1f beats every remaining upper bound" % low
         else:
             reason = "%d remaining step counts could still beat the best" % (len(todo) - len(beaten))
@@ -852,7 +871,7 @@ def assess(
         acceptance = Acceptance(hists, keys)
     cycles = [(p.steps, p.cycle_ms, p.cycle_se or p.cycle_ms * CYCLE_SE_FLOOR) for p in points if p.cycle_ms]
     fallback = fallback_cycle or (points[0].steps if points else 3, 30.0)
-    cost = CostModel.from_points(cycles, plain_ms, fallback)  # type: ignore[arg-type]
+    cost = CostModel.from_points(cycles, plain_ms, fallback)
     top_steps = max([max_steps, *list(candidates or [])])
     rows = predict(acceptance, cost, baseline_tok_s, top_steps, {p.steps: p for p in points}, replicates=replicates)
     return {

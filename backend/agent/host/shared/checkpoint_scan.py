@@ -19,10 +19,10 @@ _NOT_CHECKPOINT = "point at a folder with config.json and *.safetensors files, o
 CONFIG_ALONE = "config.json alone: no *.safetensors were read, so no tensor shape could be checked"
 _FIX_INDEX = "fix or regenerate " + INDEX
 # (file name, file size, parsed header) for each safetensors file of a checkpoint.
-Header = Tuple[str, int, dict]
+Header = Tuple[str, int, Dict[str, Any]]
 
 
-def inspect_checkpoint(path: str) -> dict:
+def inspect_checkpoint(path: str) -> Dict[str, Any]:
     """Describe the checkpoint at ``path`` (folder or single .safetensors file) from headers only.
 
     Returns ``{"path", "config", "files": [{"name", "bytes", "tensors"}], "metadata", "tensors": {name:
@@ -35,7 +35,7 @@ def inspect_checkpoint(path: str) -> dict:
     return _scan(path)[0]
 
 
-def _scan(path: str) -> Tuple[dict, Dict[str, Tuple[str, int]]]:
+def _scan(path: str) -> Tuple[Dict[str, Any], Dict[str, Tuple[str, int]]]:
     """The inspect dict plus where each tensor's data starts (absolute file path, byte offset)."""
     path = os.path.expanduser(path)
     try:
@@ -56,7 +56,7 @@ def _scan(path: str) -> Tuple[dict, Dict[str, Tuple[str, int]]]:
         raise CheckpointError(where, "unreadable", "cannot read it (%s)" % exc.strerror, "check the disk") from None
 
 
-def _scan_file(path: str) -> Tuple[dict, Dict[str, Tuple[str, int]]]:
+def _scan_file(path: str) -> Tuple[Dict[str, Any], Dict[str, Tuple[str, int]]]:
     if os.path.basename(path) == CONFIG:
         config = _read_json(path, CONFIG)
         return build_result(path, config, [], None, [CONFIG_ALONE]), {}
@@ -67,7 +67,7 @@ def _scan_file(path: str) -> Tuple[dict, Dict[str, Tuple[str, int]]]:
     return build_result(path, None, headers, None, notes), _locations(os.path.dirname(path), headers)
 
 
-def _scan_dir(path: str) -> Tuple[dict, Dict[str, Tuple[str, int]]]:
+def _scan_dir(path: str) -> Tuple[Dict[str, Any], Dict[str, Tuple[str, int]]]:
     notes = []  # type: List[str]
     # List first, so an unreadable folder is reported as the folder rather than as its config.json.
     present = sorted(n for n in os.listdir(path) if n.endswith(".safetensors"))
@@ -107,7 +107,7 @@ def _scan_dir(path: str) -> Tuple[dict, Dict[str, Tuple[str, int]]]:
     return result, _locations(path, headers)
 
 
-def _read_json(path: str, what: str) -> Optional[dict]:
+def _read_json(path: str, what: str) -> Optional[Dict[str, Any]]:
     """A JSON object from ``path``; None when the file is absent, CheckpointError when it is not an object."""
     try:
         with open(path, "rb") as f:
@@ -136,17 +136,17 @@ def _locations(folder: str, headers: List[Header]) -> Dict[str, Tuple[str, int]]
 
 def build_result(
     path: str,
-    config: Optional[dict],
+    config: Optional[Dict[str, Any]],
     headers: List[Header],
     weight_map: Optional[Dict[str, str]],
     notes: List[str],
     index_meta: Any = None,
-) -> dict:
+) -> Dict[str, Any]:
     """The inspect dict from parsed headers; checks the index's weight_map against the files' tensors.
 
     Shared by local, host and hub inspection so all three give the same shape.
     """
-    tensors = {}  # type: Dict[str, dict]
+    tensors = {}  # type: Dict[str, Dict[str, Any]]
     metadata = {}  # type: Dict[str, str]
     files = []
     for name, size, header in headers:

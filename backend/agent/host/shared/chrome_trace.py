@@ -71,7 +71,7 @@ class _Text:
     def skip_ws(self) -> str:
         """The next character that is not white space ('' at the end of the file)."""
         while True:
-            self.pos = _WS.match(self.buf, self.pos).end()
+            self.pos = _WS.match(self.buf, self.pos).end()  # type: ignore[union-attr]  # _WS matches '' too
             if self.pos < len(self.buf):
                 return self.buf[self.pos]
             if not self.more():

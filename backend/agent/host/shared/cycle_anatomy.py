@@ -38,6 +38,10 @@ EAGER_IDLE_SHARE = 0.3  # idle above this share of an eager cycle is mostly the 
 # What a launch was: one kernel (or copy) per call, a graph replay, or a call that launches nothing (a sync).
 _EAGER, _GRAPH, _NONE = 0, 1, 2
 Interval = Tuple[float, float]
+SegKey = Tuple[Any, Any, int]  # (pid, tid, cycle ordinal on that thread)
+Where = Tuple[Optional[str], Optional[int], str]  # a launch's stage, draft step and innermost span name
+# a launch's segment, stage, draft step, launch kind, host duration, innermost span name
+Attribution = Tuple[Optional[SegKey], str, Optional[int], int, float, str]
 
 
 def span_stage(name: str) -> Optional[str]:
@@ -175,7 +179,7 @@ class _Segment:
     """One scheduler iteration on a host thread: from its anchor (``scheduler.run_batch``, or the first stage
     span when the profiler started inside run_batch) to the next anchor."""
 
-    def __init__(self, key: Tuple[Any, Any, int], start: float, end: float, spans: List[Tuple[float, float, str]]):
+    def __init__(self, key: SegKey, start: float, end: float, spans: List[Tuple[float, float, str]]):
         self.key = key
         self.start = start
         stages = [span_stage(name) for _, _, name in spans]
@@ -223,11 +227,11 @@ def _segments(key: Tuple[Any, Any], spans: List[Tuple[float, float, str]]) -> Li
     return out
 
 
-def _attribute(spans: List[Tuple[float, float, str]], launches: List[Tuple[float, int]]) -> Dict[int, tuple]:
+def _attribute(spans: List[Tuple[float, float, str]], launches: List[Tuple[float, int]]) -> Dict[int, Where]:
     """For each (ts, corr) launch on one thread: (stage or None, draft step or None, innermost span name)."""
     order = sorted(spans, key=lambda sp: (sp[0], -sp[1]))
-    stack: List[list] = []  # [end, name, stage, draft step ordinal, steps seen (for a draft span)]
-    out: Dict[int, tuple] = {}
+    stack: List[List[Any]] = []  # [end, name, stage, draft step ordinal, steps seen (for a draft span)]
+    out: Dict[int, Where] = {}
     i = 0
     for ts, corr in sorted(launches):
         while i < len(order) and order[i][0] <= ts:
@@ -249,7 +253,7 @@ def _attribute(spans: List[Tuple[float, float, str]], launches: List[Tuple[float
     return out
 
 
-def _stage_of(stack: List[list]) -> tuple:
+def _stage_of(stack: List[List[Any]]) -> Where:
     step = None
     for frame in reversed(stack):
         stage = frame[2]
@@ -273,7 +277,7 @@ class _Rank:
     def __init__(self, label: str, trace: _Trace, pid: Any) -> None:
         self.label = label
         self.path = trace.path
-        self.segments: Dict[tuple, _Segment] = {}
+        self.segments: Dict[SegKey, _Segment] = {}
         self.seg_starts: Dict[Tuple[Any, Any], List[float]] = {}
         self.seg_list: Dict[Tuple[Any, Any], List[_Segment]] = {}
         for key, spans in trace.spans.items():
@@ -289,7 +293,7 @@ class _Rank:
         for corr, (lpid, tid, ts, _, _, _) in trace.launches.items():
             if lpid == pid:
                 per_thread.setdefault((lpid, tid), []).append((ts, corr))
-        self.attr: Dict[int, tuple] = {}
+        self.attr: Dict[int, Attribution] = {}
         for key, launches in per_thread.items():
             spans = trace.spans.get(key, [])
             stages = _attribute(spans, launches)
@@ -297,12 +301,16 @@ class _Rank:
             for ts, corr in launches:
                 stage, step, inner = stages[corr]
                 i = bisect.bisect_right(starts, ts) - 1
-                seg = self.seg_list[key][i] if i >= 0 else None
-                after_target = seg is not None and seg.sample_from is not None
-                if stage is None and after_target and seg.sample_from <= ts < (seg.sample_until or float("inf")):
+                within = self.seg_list[key][i] if i >= 0 else None
+                if (
+                    stage is None
+                    and within is not None
+                    and within.sample_from is not None
+                    and within.sample_from <= ts < (within.sample_until or float("inf"))
+                ):
                     stage = "sample"
                 launch = trace.launches[corr]
-                self.attr[corr] = (seg.key if seg else None, stage or "other", step, launch[4], launch[3], inner)
+                self.attr[corr] = (within.key if within else None, stage or "other", step, launch[4], launch[3], inner)
 
 
 def _rank_label(path: str, pid: Any, several: bool, index: int) -> str:
@@ -340,9 +348,9 @@ def rank_anatomy(rank: _Rank, trace: _Trace) -> Dict[str, Any]:
     starts, ends = trace.gpu_start, trace.gpu_end
     everything = _Union((starts[i], ends[i]) for i in mine)
     collectives = _Union((starts[i], ends[i]) for i in mine if trace.gpu_collective[i])
-    per_seg: Dict[tuple, Dict[str, List[int]]] = {}
+    per_seg: Dict[SegKey, Dict[str, List[int]]] = {}
     stage_all: Dict[str, List[Interval]] = {}
-    graph_events: Counter = Counter()
+    graph_events: Counter[int] = Counter()  # GPU events per graph launch (correlation id)
     for i in mine:
         got = rank.attr.get(trace.gpu_corr[i])
         if got is None:
@@ -388,7 +396,7 @@ def rank_anatomy(rank: _Rank, trace: _Trace) -> Dict[str, Any]:
 def _cycle(
     by_stage: Dict[str, List[int]],
     trace: _Trace,
-    attr: Dict[int, tuple],
+    attr: Dict[int, Attribution],
     everything: _Union,
     collectives: _Union,
     t0: float,
@@ -520,7 +528,7 @@ def _mean(cycles: List[Dict[str, Any]], kind: Optional[str]) -> Dict[str, Any]:
     }
 
 
-def _dropped(rank: _Rank, graph_events: Counter, kind: Optional[str]) -> Optional[Dict[str, Any]]:
+def _dropped(rank: _Rank, graph_events: Counter[int], kind: Optional[str]) -> Optional[Dict[str, Any]]:
     """Graph replays in whole cycles that recorded fewer GPU events than their siblings (the same stage under the
     same span): the profiler's activity buffer drops records under long replays (AMD-AGI/Hyperloom #1121,
     TraceLens #827). None when every replay recorded alike."""

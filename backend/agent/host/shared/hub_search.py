@@ -20,7 +20,7 @@ import json
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List, Optional, Tuple
 
 # What the listing asks the Hub for each repo (``expand``: only these properties come back).
 LISTING_EXPAND = (
@@ -80,8 +80,9 @@ def _reset_seconds(response: Any) -> Optional[int]:
                 return int(part.strip()[2:])
             except ValueError:
                 pass
+    retry_after = headers.get("Retry-After")
     try:
-        return int(headers.get("Retry-After"))
+        return int(retry_after) if retry_after is not None else None
     except (TypeError, ValueError):
         return None
 
@@ -143,7 +144,9 @@ def _raise_for_search(exc: BaseException, endpoint: str) -> None:
     raise HubSearchError(HTTP, why["message"], endpoint=endpoint)
 
 
-def list_candidates(api: Any, queries: List[dict], endpoint: str) -> tuple:
+def list_candidates(
+    api: Any, queries: List[Dict[str, Any]], endpoint: str
+) -> Tuple[List[Dict[str, Any]], Dict[str, Any]]:
     """Run each query through ``list_models``; returns (what each query found, the repos by id in order)."""
     found = []
     repos = {}  # type: Dict[str, Any]
@@ -159,7 +162,7 @@ def list_candidates(api: Any, queries: List[dict], endpoint: str) -> tuple:
     return found, repos
 
 
-def _listing(model: Any) -> dict:
+def _listing(model: Any) -> Dict[str, Any]:
     """The listing's facts about one repo, as plain JSON."""
     card = getattr(model, "card_data", None)
     st = getattr(model, "safetensors", None)
@@ -187,10 +190,11 @@ def small_file(repo: str, name: str, endpoint: Optional[str], limit: Optional[in
     url = hub.hf_hub_url(repo, name, endpoint=endpoint)
     response = hub.utils.get_session().get(url, headers=hub.utils.build_hf_headers(), timeout=PROBE_TIMEOUT_S)
     hub.utils.hf_raise_for_status(response)
-    return response.content[:limit] if limit else response.content
+    content: bytes = response.content
+    return content[:limit] if limit else content
 
 
-def read_repo(api: Any, listing: dict, endpoint: Optional[str], stop: threading.Event) -> dict:
+def read_repo(api: Any, listing: Dict[str, Any], endpoint: Optional[str], stop: threading.Event) -> Dict[str, Any]:
     """Read one candidate's config.json, README.md and safetensors headers (each only when the listing shows
     the file); every failure is kept as ``errors`` on the candidate, except a rate limit, which stops all."""
     out = dict(listing, config=None, readme=None, headers=None, weight_map=None, index_metadata=None)
@@ -204,7 +208,7 @@ def read_repo(api: Any, listing: dict, endpoint: Optional[str], stop: threading.
             stop.set()
             raise HubSearchError(RATE_LIMITED, why["message"], endpoint=endpoint, retry_after=why.get("retry_after"))
         out["errors"].append(dict(why, what=what))
-        return why["kind"] == GATED  # a gated repo refuses every file: stop asking
+        return bool(why["kind"] == GATED)  # a gated repo refuses every file: stop asking
 
     for name, key in (("config.json", "config"), ("README.md", "readme")):
         if stop.is_set() or name not in siblings:
@@ -252,12 +256,12 @@ def read_repo(api: Any, listing: dict, endpoint: Optional[str], stop: threading.
 
 
 def search(
-    queries: List[dict],
+    queries: List[Dict[str, Any]],
     repos: Optional[List[str]] = None,
     endpoint: Optional[str] = None,
     workers: int = WORKERS,
     max_candidates: int = 200,
-) -> dict:
+) -> Dict[str, Any]:
     """List the candidates the ``queries`` find (each ``{"search", "filter", "author", "sort", "limit"}``) and
     the ``repos`` named outright, then read them all in parallel. Returns ``{"endpoint", "queries": [{"query",
     "found"}], "candidates": [raw], "seconds", "where_python"}``. Raises ``HubSearchError``: ``offline`` (no

@@ -45,7 +45,7 @@ def record(line: str) -> Record:
         found = CUSTOM.search(line)
     if found is not None:
         return Record(found.group(1), found.group(2), found.group(3).strip(), found.end())
-    return Record(None, None, "", LEAD.match(line).end())
+    return Record(None, None, "", LEAD.match(line).end())  # type: ignore[union-attr]  # LEAD matches '' too
 
 
 # SGLang's adaptive step count (--speculative-adaptive) as its log says it, format strings read from the 0.5.23

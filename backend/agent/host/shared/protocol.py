@@ -17,7 +17,10 @@ import json
 # typing only for the checker: importing it cost a one-shot CLI answer ~5 ms (quick.py)
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Optional
+    from typing import IO, Any, Dict, Optional
+
+    # A message, or a method's params and result, as JSON decodes it: string keys, any JSON value.
+    JsonObject = Dict[str, Any]
 
 PROTOCOL_VERSION = 2
 MAX_FRAME = 64 << 20  # bytes of one message: a reply this big is a request to narrow, never a thing to wait for
@@ -28,7 +31,7 @@ class FrameError(ValueError):
     """The peer sent something that is not a frame: the stream is out of step and cannot be trusted on."""
 
 
-def dumps(obj: dict) -> bytes:
+def dumps(obj: JsonObject) -> bytes:
     return json.dumps(obj, separators=(",", ":"), default=str).encode()
 
 
@@ -37,11 +40,11 @@ def frame(payload: bytes) -> bytes:
     return b"#%08x\n" % len(payload) + payload
 
 
-def encode(obj: dict) -> bytes:
+def encode(obj: JsonObject) -> bytes:
     return frame(dumps(obj))
 
 
-def encode_line(obj: dict) -> bytes:
+def encode_line(obj: JsonObject) -> bytes:
     """The hello: a line, so the client can find it among what a login shell prints first."""
     return dumps(obj) + b"\n"
 
@@ -59,7 +62,7 @@ def frame_length(header: bytes) -> int:
     return size
 
 
-def read_frame(f) -> Optional[bytes]:
+def read_frame(f: IO[bytes]) -> Optional[bytes]:
     """The next frame's payload from a blocking binary file, None at a clean end of input."""
     header = f.read(HEADER_LEN)
     if not header:
@@ -75,7 +78,7 @@ def mib(size: int) -> str:
     return "%.1f MiB" % (size / (1 << 20))
 
 
-def decode(line: bytes) -> dict:
+def decode(line: bytes) -> JsonObject:
     """One message; FrameError with the reason for anything that is not one JSON object, however reading it
     fails: bad JSON or UTF-8, nesting deeper than the parser recurses (``[`` x 200,000 raises RecursionError),
     a document too big to hold."""

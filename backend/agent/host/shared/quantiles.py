@@ -14,7 +14,7 @@ from __future__ import annotations
 # typing only for the checker: importing it cost a one-shot CLI answer ~5 ms (quick.py)
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Iterable, List, Optional, Sequence
+    from typing import Dict, Iterable, List, Optional, Sequence, Union
 
 
 def quantiles(values: Iterable[float], qs: Sequence[float]) -> List[Optional[float]]:
@@ -41,7 +41,8 @@ def quantile(values: Iterable[float], q: float) -> Optional[float]:
     return quantiles(values, [q])[0]
 
 
-def round_trips(ms: Sequence[float]) -> dict:
-    """What a ping reports of its round trips (ms): median and p95 to 3 decimals, and how many."""
+def round_trips(ms: Sequence[float]) -> Dict[str, Union[float, int]]:
+    """What a ping reports of its round trips (ms, at least one): median and p95 to 3 decimals, and how many."""
     median, p95 = quantiles(ms, (0.5, 0.95))
+    assert median is not None and p95 is not None, "a ping times one round trip or more"
     return {"median": round(median, 3), "p95": round(p95, 3), "samples": len(ms)}

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 import os
-from typing import Any, Dict, List, Tuple  # noqa: F401  (type comments)
+from typing import TYPE_CHECKING, Any, Dict, FrozenSet, List, Set, Tuple
 
 # Bits per element, in the library's enum order: writers sort by this order (descending), then by name.
 DTYPES = {
@@ -52,17 +52,28 @@ class CheckpointError(Exception):
         self.rule = rule
 
 
-class _Object(dict):
+if TYPE_CHECKING:
+    _JsonObject = Dict[str, Any]
+else:
+    _JsonObject = dict  # Dict[str, Any] is not a plain dict subclass at run time on Python 3.8
+
+
+class _Object(_JsonObject):
     """A decoded JSON object that remembers which of its keys were repeated (the library refuses some)."""
 
-    repeated = frozenset()  # type: frozenset
+    repeated: FrozenSet[str] = frozenset()
 
 
-def _object(pairs: List[Tuple[str, Any]]) -> dict:
+def _object(pairs: List[Tuple[str, Any]]) -> Dict[str, Any]:
     obj = _Object(pairs)
     if len(obj) != len(pairs):
-        seen = set()  # type: set
-        obj.repeated = frozenset(k for k, _ in pairs if k in seen or seen.add(k))
+        seen: Set[str] = set()
+        repeated: Set[str] = set()
+        for key, _ in pairs:
+            if key in seen:
+                repeated.add(key)
+            seen.add(key)
+        obj.repeated = frozenset(repeated)
     return obj
 
 
@@ -85,7 +96,7 @@ def _is_text(value: Any) -> bool:
     return True
 
 
-def decode_header(text_bytes: bytes, name: str) -> dict:
+def decode_header(text_bytes: bytes, name: str) -> Dict[str, Any]:
     """The header JSON as a dict, or ``CheckpointError`` (rules ``utf8``, ``json``, ``not_object``)."""
     try:
         text = text_bytes.decode("utf-8")
@@ -138,7 +149,7 @@ def _short(value: Any) -> str:
     return json.dumps(value, ensure_ascii=True)[:60]
 
 
-def validate_header(obj: dict, name: str) -> dict:
+def validate_header(obj: Dict[str, Any], name: str) -> Dict[str, Any]:
     """Check a decoded header object; returns ``{"metadata", "tensors", "data_len"}``.
 
     ``tensors`` maps name → ``{"dtype", "shape", "bytes", "data_offsets"}`` in data order. Rules:
@@ -162,7 +173,7 @@ def validate_header(obj: dict, name: str) -> dict:
         entries.append(((begin, end), tensor, dtype, shape))
     # Like the library: sort by offsets, then demand one contiguous run from 0 with exact spans.
     entries.sort(key=lambda e: e[0])
-    tensors = {}  # type: Dict[str, dict]
+    tensors = {}  # type: Dict[str, Dict[str, Any]]
     position = 0
     for (begin, end), tensor, dtype, shape in entries:
         if begin != position or end < begin:
@@ -194,7 +205,7 @@ def validate_header(obj: dict, name: str) -> dict:
     return {"metadata": dict(metadata), "tensors": tensors, "data_len": position}
 
 
-def parse_header(raw: bytes, file_size: int, name: str) -> dict:
+def parse_header(raw: bytes, file_size: int, name: str) -> Dict[str, Any]:
     """Validate a safetensors file from its first bytes (the 8-byte length and the header; more is ignored).
 
     Returns ``{"metadata": {...}, "tensors": {name: {"dtype", "shape", "bytes", "data_offsets"}},
@@ -224,7 +235,7 @@ def parse_header(raw: bytes, file_size: int, name: str) -> dict:
     return {"metadata": header["metadata"], "tensors": header["tensors"], "header_len": n}
 
 
-def read_header(path: str) -> dict:
+def read_header(path: str) -> Dict[str, Any]:
     """``parse_header`` of a file on disk, reading only the 8-byte length and the header itself."""
     with open(path, "rb") as f:
         size = os.fstat(f.fileno()).st_size

@@ -12,12 +12,12 @@ from and the requests per point that would separate them.
 
 from __future__ import annotations
 
-from typing import Dict, List, Optional, Tuple
+from typing import Any, Dict, List, Optional, Tuple
 
 from . import advice
 
 
-def chains_of(records: List[dict]) -> List[dict]:
+def chains_of(records: List[Dict[str, Any]]) -> List[Dict[str, Any]]:
     """Like with like: the points the advisor models (topk 1, draft tokens = steps + 1)."""
     return [r for r in records if (r.get("topk") or 1) == 1 and r.get("draft_tokens") in (None, r["steps"] + 1)]
 
@@ -26,19 +26,19 @@ class Order:
     """A sweep's grid (``params["points"]``: each with ``args`` steps/topk/draft_tokens) and its results by
     point index; ``params`` also holds ``smart``, ``first``, ``baseline_tok_s`` and ``plain_step_ms``."""
 
-    def __init__(self, params: dict) -> None:
+    def __init__(self, params: Dict[str, Any]) -> None:
         self.params = params
-        self.points: List[dict] = params["points"]
-        self.results: Dict[int, dict] = {}
-        self.extra: List[dict] = []  # a separating round's second measurements of points (``separation``)
+        self.points: List[Dict[str, Any]] = params["points"]
+        self.results: Dict[int, Dict[str, Any]] = {}
+        self.extra: List[Dict[str, Any]] = []  # a separating round's second measurements of points (``separation``)
 
-    def measured(self) -> List[dict]:
+    def measured(self) -> List[Dict[str, Any]]:
         return [r for r in list(self.results.values()) + self.extra if r.get("tok_s") is not None]
 
     def steps_of(self, index: int) -> int:
         return int(self.points[index]["args"]["steps"])
 
-    def first_order(self, finished: Dict[int, dict]) -> List[int]:
+    def first_order(self, finished: Dict[int, Dict[str, Any]]) -> List[int]:
         """The points not ``finished``, the profile's own first when smart (nothing is ranked before a point is
         measured)."""
         todo = [i for i in range(len(self.points)) if i not in finished]
@@ -47,7 +47,7 @@ class Order:
             todo.sort(key=lambda i: 0 if i == first else 1)
         return todo
 
-    def assess(self, todo: List[int]) -> dict:
+    def assess(self, todo: List[int]) -> Dict[str, Any]:
         """The advisor over the points measured so far (``advice.assess``): rows, the one best, the stop rule
         for the step counts in ``todo``."""
         done = self.measured()
@@ -58,14 +58,14 @@ class Order:
         top = max([self.steps_of(i) for i in range(len(self.points))] + [1])
         return advice.assess(points, plain, baseline, top, candidates=candidates)
 
-    def ranked(self, todo: List[int], assessed: dict) -> List[dict]:
+    def ranked(self, todo: List[int], assessed: Dict[str, Any]) -> List[Dict[str, Any]]:
         """The points in ``todo`` in the order to measure them: the stop rule's next first, then by prediction."""
         rows = {r["steps"]: r for r in assessed["rows"]}
         nxt = assessed["stop"]["next"]
         out = [dict(rows[self.steps_of(i)], index=i) for i in todo]
         return sorted(out, key=lambda r: (r["steps"] != nxt, -(r["tok_s"] or 0)))
 
-    def reorder(self, todo: List[int]) -> Tuple[List[int], Optional[dict], Optional[dict]]:
+    def reorder(self, todo: List[int]) -> Tuple[List[int], Optional[Dict[str, Any]], Optional[Dict[str, Any]]]:
         """(``todo`` in the order to measure it, the ``plan`` event saying why or None, the ``stopped_early``
         record when the stop rule holds and nothing in ``todo`` can win); unchanged unless smart with a point
         measured."""
@@ -91,7 +91,7 @@ class Order:
         order = [r["index"] for r in ranked]
         return order, {"event": "plan", "order": order, "predicted": public, "why": stop["why"]}, None
 
-    def separation(self) -> Optional[dict]:
+    def separation(self) -> Optional[Dict[str, Any]]:
         """The separating round of a smart sweep: where the best is not separated from other points and
         ``requests_to_separate`` more requests each would part them within the budget (``separate_requests``
         more a point, default twice the sweep's requests), the ``plan`` event for it (the points, the requests,
@@ -123,7 +123,7 @@ class Order:
             "why": why,
         }
 
-    def best(self) -> Optional[dict]:
+    def best(self) -> Optional[Dict[str, Any]]:
         """The best measured point: the fastest (``advice.best``), with the points its interval does not separate
         it from and the requests per point that would (``not_separated_from``, ``requests_to_separate``)."""
         measured = self.measured()
@@ -144,5 +144,5 @@ class Order:
         return out
 
 
-def _requests(record: dict) -> Optional[int]:
+def _requests(record: Dict[str, Any]) -> Optional[int]:
     return len(record.get("per_request") or []) or None
