@@ -64,7 +64,9 @@ def _token(value: Any) -> str:
     return value if isinstance(value, str) else ""
 
 
-def _jinja(template: str, messages: Sequence[dict], tools: Optional[list], tokens: Dict[str, Any]) -> str:
+def _jinja(
+    template: str, messages: Sequence[Dict[str, Any]], tools: Optional[List[Dict[str, Any]]], tokens: Dict[str, Any]
+) -> str:
     import jinja2  # the host's, where it has one (SGLang brings it)
     from jinja2.sandbox import ImmutableSandboxedEnvironment
 
@@ -87,13 +89,13 @@ def _jinja(template: str, messages: Sequence[dict], tools: Optional[list], token
         raise TemplateError("the chat template does not render: %s" % exc) from None
 
 
-def _turns(messages: Sequence[dict], tools: Optional[list]) -> List[Tuple[str, str]]:
+def _turns(messages: Sequence[Dict[str, Any]], tools: Optional[List[Dict[str, Any]]]) -> List[Tuple[str, str]]:
     """(role, content) pairs; tools go in a system turn (the built-in renderers have no tool syntax of their own)."""
     out = [("system", "Tools: " + json.dumps(tools, ensure_ascii=False))] if tools else []
     return out + [(str(m.get("role") or "user"), str(m.get("content") or "")) for m in messages]
 
 
-def _builtin(name: str, messages: Sequence[dict], tools: Optional[list], bos: str) -> str:
+def _builtin(name: str, messages: Sequence[Dict[str, Any]], tools: Optional[List[Dict[str, Any]]], bos: str) -> str:
     turns = _turns(messages, tools)
     if name == "kimi":
         tag = {"system": "<|im_system|>", "user": "<|im_user|>", "assistant": "<|im_assistant|>"}
@@ -117,7 +119,10 @@ def _builtin(name: str, messages: Sequence[dict], tools: Optional[list], bos: st
 
 
 def render(
-    template: str, messages: Sequence[dict], tools: Optional[list] = None, tokens: Optional[Dict[str, Any]] = None
+    template: str,
+    messages: Sequence[Dict[str, Any]],
+    tools: Optional[List[Dict[str, Any]]] = None,
+    tokens: Optional[Dict[str, Any]] = None,
 ) -> Tuple[str, str]:
     """(prompt text, how: ``jinja2`` or ``built-in``) of ``messages`` (and ``tools``) through ``template``, the
     assistant's turn opened; TemplateError when neither can render it."""
