@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from backend.agent.host.shared import chat_template, degenerate
-from backend.measure import domains
+from backend.measure import bench, domains
 from backend.measure.collapse import collapses
 from backend.measure.metrics import Sample
 from backend.sandbox import fixtures, hub_catalog
@@ -156,6 +156,14 @@ def test_bench_says_its_template_domains_and_loops(config):
         assert all(d["requests"] == 2 and d["accept_len"] > 1 and d["tok_s"] > 0 for d in got["domains"].values())
         assert got["degenerate"] == [] and got["prompt_sets"]["tools"] == "specdeck-sandbox/bfcl-like/BFCL_simple.json"
         assert all(r["domain"] in got["domains"] for r in got["per_request"])
+        # The per-domain table in the report and on one line for the panel (History, Live).
+        out = Path(config).parent / "r.md"
+        specdeck(config, "report", got["run"], "--out", str(out), "--no-inspect")
+        report = out.read_text()
+        assert "## Prompts and domains" in report and "through the target's chat template (kimi" in report
+        assert all(f"| {name} | 2 |" in report for name in got["domains"])
+        brief = bench.bench_brief(got)
+        assert brief.startswith("kimi template · ") and "tools " in brief and "tok/s (2)" in brief
 
         raw = json.loads(
             specdeck(config, "bench", "--json", "--requests", "2", "--max-tokens", "32", "--raw-prompts").stdout
@@ -174,3 +182,17 @@ def test_bench_says_its_template_domains_and_loops(config):
         assert "--domains takes chat, code, math, tools, random" in refused and "unknown poetry" in refused
     finally:
         specdeck(config, "serve", "stop", "--yes")
+
+
+def test_live_keeps_decode_lines_for_its_collapse_line_and_the_panels_brief():
+    from backend.measure.collapse import Tracker
+
+    tracker = Tracker()
+    for t in range(20):
+        tracker.feed(_decode(1000.0 + t, 1.0 if 5 <= t < 9 else 2.9, 8, 12 if 5 <= t < 9 else 0))
+    assert tracker.since().line().startswith("collapse: 1 episode") and tracker.since(1010.0).episodes == ()
+    result = {"prompt_sets": {"chat": "built-in"}, "chat_template": False, "degenerate": [2],
+              "collapse": {"episodes": [{"start": 1.0, "seconds": 4.0, "lines": 4, "batch": 8, "queue": 12}],
+                           "share": 0.25, "full_batch": 8}}  # fmt: skip
+    assert bench.bench_brief(result) == "raw prompts · 1 looped (left out) · collapse 25% of the time"
+    assert bench.bench_brief({"tok_s": 80.0}) is None  # a bench from before prompts were recorded

@@ -536,10 +536,9 @@ async def bench(args: argparse.Namespace) -> int:
         print(bench_mod.summary_line(result, yardstick_of(settings), run_id))
         if plan.repeat > 1:
             print(bench_mod.spread_line(extra["spread"]))
-        print(bench_mod.prompts_line(result))
-        for line in bench_mod.domain_lines(result):
-            print(line)
-        for line in filter(None, (bench_mod.degenerate_line(result), _collapse_line(result))):
+        notes = bench_mod.bench_notes(result)
+        print(notes[0])
+        for line in [*bench_mod.domain_lines(result), *notes[1:]]:
             print(line)
         for line in lines:
             print(line)
@@ -549,14 +548,6 @@ async def bench(args: argparse.Namespace) -> int:
         if run_id:
             print(f"recorded with run {run_id}: `specdeck report {run_id} --out report.md`")
     return 0
-
-
-def _collapse_line(result: dict) -> str | None:
-    from backend.measure.collapse import Collapse, Episode
-
-    got = result.get("collapse") or {}
-    episodes = tuple(Episode(**e) for e in got.get("episodes") or [])
-    return Collapse(episodes, got.get("share"), got.get("full_batch")).line()
 
 
 def _level_extras(result: dict, server: JobInfo, settings, slo: bench_mod.Slo) -> tuple[dict, list[str]]:

@@ -19,7 +19,7 @@ from backend.errors import OperationFailed, UsageError
 from backend.history import Yardstick
 from backend.jobs import JobInfo, get_job, list_jobs, newest_running
 from backend.measure import judge
-from backend.measure.collapse import Collapse, collapses
+from backend.measure.collapse import Collapse, Episode, collapses
 from backend.measure.latency import format_ms
 from backend.measure.livefeed import describe_server
 
@@ -335,17 +335,44 @@ def prompts_line(result: dict) -> str:
     return f"prompts: {where}, {note}"
 
 
-def domain_lines(result: dict) -> list[str]:
-    """Accept length and tok/s per domain, a row each (nothing for a bench of one domain)."""
-    domains = result.get("domains") or {}
-    if len(domains) < 2:
-        return []
-    out = [f"{'DOMAIN':<8}  {'REQUESTS':>8}  {'ACCEPT':>6}  {'TOK/S':>7}"]
-    for name, d in domains.items():
+def domain_rows(result: dict) -> list[list[str]]:
+    """``[domain, requests, accept length, tok/s]`` per domain of a bench (its ``domains``)."""
+    out = []
+    for name, d in (result.get("domains") or {}).items():
         accept = "-" if d.get("accept_len") is None else f"{d['accept_len']:.2f}"
         tok_s = "-" if d.get("tok_s") is None else f"{d['tok_s']:.1f}"
-        out.append(f"{name:<8}  {d.get('requests', 0):>8}  {accept:>6}  {tok_s:>7}")
+        out.append([name, str(d.get("requests", 0)), accept, tok_s])
     return out
+
+
+def domain_lines(result: dict) -> list[str]:
+    """Accept length and tok/s per domain, a row each (nothing for a bench of one domain)."""
+    rows = domain_rows(result)
+    if len(rows) < 2:
+        return []
+    return [f"{'DOMAIN':<8}  {'REQUESTS':>8}  {'ACCEPT':>6}  {'TOK/S':>7}"] + [
+        f"{name:<8}  {n:>8}  {accept:>6}  {tok_s:>7}" for name, n, accept, tok_s in rows
+    ]
+
+
+def domains_inline(result: dict) -> str | None:
+    """``chat 2.69 · 81.5 tok/s (6), code 3.29 · 96.0 tok/s (6)``: the per-domain table on one line."""
+    rows = domain_rows(result)
+    if len(rows) < 2:
+        return None
+    return ", ".join(f"{name} {accept} · {tok_s} tok/s ({n})" for name, n, accept, tok_s in rows)
+
+
+def collapse_line(result: dict) -> str | None:
+    """The collapse episodes the bench went through (``collapse.Collapse.line``), None for none."""
+    got = result.get("collapse") or {}
+    episodes = tuple(Episode(**e) for e in got.get("episodes") or [])
+    return Collapse(episodes, got.get("share"), got.get("full_batch")).line()
+
+
+def bench_notes(result: dict) -> list[str]:
+    """What a bench's prompts were, which requests looped, and the collapse episodes it went through."""
+    return [prompts_line(result), *filter(None, (degenerate_line(result), collapse_line(result)))]
 
 
 def degenerate_line(result: dict) -> str | None:
@@ -387,3 +414,21 @@ def spread_line(figures: dict) -> str:
         if f:
             parts.append(f"{what} {f['mean']:{fmt}} ±{f['sd']:{fmt}} sd ({f['min']:{fmt}}-{f['max']:{fmt}})")
     return f"{figures['runs']} runs: " + ", ".join(parts)
+
+
+def bench_brief(result: dict) -> str | None:
+    """One line for a panel: ``kimi template · chat 2.69 · 81.5 tok/s (6), code … · 2 looped · collapse 31%``;
+    None for a bench from before prompts were recorded."""
+    if not result.get("prompt_sets") and not result.get("domains"):
+        return None
+    template = result.get("chat_template")
+    parts = [f"{template} template" if template else "raw prompts"]
+    inline = domains_inline(result)
+    if inline:
+        parts.append(inline)
+    if result.get("degenerate"):
+        parts.append(f"{len(result['degenerate'])} looped (left out)")
+    share = (result.get("collapse") or {}).get("share")
+    if (result.get("collapse") or {}).get("episodes"):
+        parts.append("collapse" + ("" if share is None else f" {share:.0%} of the time"))
+    return " · ".join(parts)

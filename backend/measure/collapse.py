@@ -11,6 +11,7 @@ share is that time over the whole span of decode lines. Live and the bench name 
 
 from __future__ import annotations
 
+from collections import deque
 from collections.abc import Iterable
 from dataclasses import dataclass
 
@@ -105,3 +106,23 @@ def _episode(lines: list[tuple[Sample, float]]) -> Episode:
         max(s.running_req or 0 for s, _ in lines),
         max(s.queue_req or 0 for s, _ in lines),
     )
+
+
+class Tracker:
+    """A live feed's decode lines kept for ``collapses`` (the newest ``KEEP``): what Live names."""
+
+    KEEP = 20000
+
+    def __init__(self) -> None:
+        self._samples: deque[Sample] = deque(maxlen=self.KEEP)
+
+    def feed(self, sample: Sample) -> None:
+        if sample.kind == "decode" and sample.accept_len is not None and sample.running_req is not None:
+            self._samples.append(sample)
+
+    def clear(self) -> None:
+        self._samples.clear()
+
+    def since(self, start: float | None = None) -> Collapse:
+        """The collapse episodes among the lines kept (those from ``start`` on, epoch seconds)."""
+        return collapses(s for s in self._samples if start is None or s.ts is None or s.ts >= start)

@@ -29,6 +29,7 @@ from backend.connection import Connection
 from backend.errors import ConnectionFailed, OperationFailed, RemoteError, UsageError
 from backend.history import read_lines
 from backend.jobs import JobInfo, get_job, list_jobs
+from backend.measure.collapse import Tracker
 from backend.measure.latency import LatencyWindow, of_scrape, summary_json
 from backend.measure.metrics import LiveFilter, Sample, parse_line, parse_tier, server_info_numbers
 from backend.measure.prometheus import Scrape, read_scrape
@@ -175,6 +176,7 @@ class LiveFeed:
         self.latency_scrapes = 0  # scrapes of this server that held histograms
         self.histograms: bool | None = None  # did the last /metrics answer hold any (None: not asked yet)
         self._idle_waiters: list[asyncio.Future] = []  # polls of an idle server, woken by the next sample
+        self.collapse = Tracker()  # decode lines for the collapse episodes Live names (issue 32)
 
     @property
     def running_server(self) -> JobInfo | None:
@@ -189,6 +191,7 @@ class LiveFeed:
     def reset(self) -> None:
         """Empty the series (and their idle history); following and recording carry on from where they are."""
         self.series.reset()
+        self.collapse.clear()
 
     def _start(self, job: JobInfo, offset: int) -> None:
         """Take on ``job``: a different server than before starts a new run (empty series, fresh polls)."""
@@ -245,6 +248,7 @@ class LiveFeed:
                             if not waiter.done():
                                 waiter.set_result(None)
                         self.series.feed(sample, now)
+                        self.collapse.feed(sample)
                         sample = self.filter.accept(sample, now)
                         if recording:
                             recorder.add(sample)

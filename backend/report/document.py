@@ -550,6 +550,7 @@ def build(
         *latency_blocks(runs, baseline, gpu_hour_usd),
         *anatomy_blocks(runs, yardstick.baseline_tok_s),
         *acceptance_blocks(runs),
+        *prompt_blocks(runs),
         *tier_blocks(runs),
         *drafter_blocks(runs, facts),
         *training_blocks(runs),
@@ -749,6 +750,24 @@ def acceptance_blocks(runs: list[RunSummary]) -> list[Block]:
         return []
     chart = Chart("acceptance per draft position", "a_i", curves, x_label="draft position", discrete=True)
     return [Heading("Acceptance"), chart, *blocks]
+
+
+def prompt_blocks(runs: list[RunSummary]) -> list[Block]:
+    """Each run's newest bench: its prompts (through the chat template or raw), accept length and tok/s per
+    domain, the requests that looped and the collapse episodes it went through (issue 32)."""
+    from backend.measure.bench import bench_notes, domain_rows
+
+    notes, rows = [], []
+    for run in runs:
+        result = (run.bench or {}).get("result") or {}
+        if not result.get("prompt_sets") and not result.get("domains"):
+            continue  # a bench from before prompts were recorded
+        notes += [f"{run.job_id} ({run_label(run)}): {line}" for line in bench_notes(result)]
+        rows += [[run.job_id, run.profile or "—", *row] for row in domain_rows(result)]
+    if not notes:
+        return []
+    table = Table(["run", "profile", "domain", "requests", "accept length", "tok/s"], rows)
+    return [Heading("Prompts and domains"), Bullets(notes), *([table] if rows else [])]
 
 
 SWEEP_COLUMNS = ["steps", "topk", "draft tokens", "tok/s", "accept length", "cycle ms", "vs baseline", "outcome", "run"]

@@ -30,6 +30,7 @@ from textual.widgets import DataTable, Static
 
 from backend.errors import SpecdeckError
 from backend.history import History, HistoryThread, HistoryUnavailable, RunSummary, Yardstick, sync_from_host
+from backend.measure.bench import bench_brief
 from backend.report import document
 from backend.report.document import Table, charts, comparison_table, latency_cells, run_cells
 from tui.messages import ConnectionChanged
@@ -229,7 +230,13 @@ class HistoryPane(ShellPane):
         else:
             head = "The highlighted run  (space selects runs to compare)"
         tiers = [f"{r.job_id} {text}" for r in runs if (text := r.tiers_text())]  # SGLang's adaptive step counts
-        title.update("\n".join([head, *tiers]))
+        # Each run's newest bench: its prompts, per-domain accept length and tok/s, loops and collapse (issue 32).
+        prompts = [
+            f"{r.job_id} {r.profile or ''} bench: {brief}".replace("  ", " ")
+            for r in runs
+            if (brief := bench_brief(((r.bench or {}).get("result")) or {}))
+        ]
+        title.update("\n".join([head, *tiers, *prompts]))
         model = comparison_table(runs, y)
         rows = [[*row, *latency_cells(run)] for row, run in zip(model.rows, runs, strict=True)]
         self._detail = Table([*model.headers, *LATENCY_HEADERS], rows)

@@ -16,6 +16,7 @@ and, on request, the last run of each profile drawn as dashed lines over the cha
 from __future__ import annotations
 
 import asyncio
+import time
 from dataclasses import replace
 from itertools import cycle
 
@@ -31,6 +32,7 @@ from backend.connection import Connection
 from backend.errors import SpecdeckError
 from backend.history import HistoryThread, RunSummary, Yardstick, run_id_of
 from backend.measure import judge
+from backend.measure.bench import bench_notes, domain_lines
 from backend.measure.livefeed import LiveFeed, profile_steps
 from backend.measure.series import LiveSeries, RingSeries
 from backend.settings import Reference
@@ -179,6 +181,7 @@ class LivePane(ShellPane):
                 yield NumbersPanel(id="live-numbers")
                 yield LatencyPanel(id="live-latency")
                 yield Static(id="live-acceptance", markup=False)
+                yield Static(id="live-collapse", markup=False)  # collapse episodes over the window (issue 32)
                 yield BreakevenPanel(
                     settings.reference.cycle_ms,
                     settings.reference.baseline_tok_s,
@@ -536,6 +539,9 @@ class LivePane(ShellPane):
             own_baseline=own,
         )  # fmt: skip
         self.query_one(NumbersPanel).show(self.numbers)
+        feed = self.feed
+        found = feed.collapse.since(None if seconds is None else time.time() - seconds) if feed is not None else None
+        self.query_one("#live-collapse", Static).update((found and found.line()) or "")
         if self.numbers.breakeven.mean != before:
             self._dirty.add("accept")  # the live break-even line moves with the window's mean
 
@@ -604,4 +610,7 @@ class LivePane(ShellPane):
         self._benched = message.server.id
         drafter = message.server.args.get("drafter")
         lines = acceptance_lines(message.result.get("acceptance"), drafter)
+        # What the bench's prompts were, per domain, which looped (issue 32).
+        notes = bench_notes(message.result)
+        lines += [notes[0], *domain_lines(message.result), *notes[1:]]
         self.query_one("#live-acceptance", Static).update("\n".join(lines))
