@@ -13,6 +13,7 @@ import pytest
 from backend.errors import UsageError
 from backend.history import History, Yardstick
 from backend.jobs import JobInfo
+from backend.measure import bench_records
 from backend.tune import advisor
 from tests.runs import add_benched_run
 
@@ -252,3 +253,35 @@ def test_advise_adaptive_cli_json_contract(tmp_path):
         [sys.executable, "-m", "backend.cli.main", "advise", "--adaptive"], env=env, cwd=REPO, capture_output=True
     )
     assert text.returncode == 0 and b"adaptive config for" in text.stdout
+
+
+def test_apply_writes_the_best_and_asks_before_a_slower_point(tmp_path):
+    # Issue 32 (and 31's one home): "k steps -> topk 1, draft tokens k+1" and apply-best in advisor.apply, shared by
+    # Tune's `a` and `advise --apply`; a point that measured slower than another is applied only when asked.
+    import tomllib
+
+    from backend.settings import parse
+
+    records = "".join(json.dumps(bench_record(k)) + "\n" for k in (0, 2, 3, 4, 5, 6, 7))
+    config = tmp_path / "config.toml"
+    config.write_text('[profiles.aq]\ndrafter = "ours"\nalgorithm = "EAGLE3"\nsteps = 3\ntopk = 1\ndraft_tokens = 4\n')
+    out = advise_from(tmp_path, "t1.jsonl", records, "--apply", "aq", "--config", str(config), "--json")
+    assert out.returncode == 0, out.stderr
+    doc = json.loads(out.stdout)
+    assert doc["best"]["steps"] == 4 and doc["applied"]["saved"] and doc["applied"]["warning"] is None
+    saved = parse(tomllib.loads(config.read_text()), str(config)).profiles["aq"]
+    assert (saved.steps, saved.topk, saved.draft_tokens) == (4, 1, 5)
+    # 2 steps measured slower than 3-7: without a terminal it is refused, naming --yes; with --yes it is written.
+    slower = advise_from(tmp_path, "t1.jsonl", records, "--apply", "aq", "--steps", "2", "--config", str(config))
+    assert slower.returncode == 2 and "steps 2 (measured 231.5 tok/s) is slower than" in slower.stderr
+    assert "--yes" in slower.stderr
+    forced = advise_from(tmp_path, "t1.jsonl", records, "--apply", "aq", "--steps", "2", "--yes", "--config",
+                         str(config))  # fmt: skip
+    assert forced.returncode == 0 and "applied: aq: steps 2, topk 1, draft tokens 3" in forced.stdout
+    # The same rule without the CLI (Tune's `a`): what measured faster, in words.
+    advice = advisor.advise_bench(bench_records.load(str(tmp_path / "t1.jsonl")), Yardstick(82.0, 30.0))
+    applied = advisor.apply(saved, 2, advice)
+    assert applied.faster and applied.warning().startswith("steps 2 (measured 231.5 tok/s) is slower than")
+    assert not advisor.apply(saved, 4, advice).warning() and not advisor.apply(saved, 4, advice).changed
+    with pytest.raises(UsageError, match="at least 1"):
+        advisor.apply(saved, 0, advice)
