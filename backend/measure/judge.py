@@ -18,6 +18,10 @@ whose concurrency is not the reader's default (``at_text``: ``60.0 @8``).
 The best of a sweep is the arithmetic's on the host (``backend.agent.host.shared.advice.best``: the fastest measured
 point, the points its interval does not separate it from and how many more requests a point would); this module
 says it in words (``best_sentence``).
+
+Lengths. A bench is judged by its own requests (Student's t over them), a run with under 20 log seconds by its
+bench's requests; what a bench or a sweep of a given length can judge is said before it starts (``bench_scope``,
+``sweep_scope``).
 """
 
 from __future__ import annotations
