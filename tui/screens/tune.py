@@ -351,8 +351,7 @@ class TunePane(ShellPane):
         except SpecdeckError as exc:
             self._progress(f"sweep not started: {exc}")
             raise
-        scope = judge.sweep_scope(expect.bench_noise(advisor.bench_lists(self.runs), plan.requests))
-        self.app.notify(f"sweep {job.id} started: {len(plan.grid())} points of {self.profile}; {scope}")
+        self.app.notify(f"sweep {job.id} started: {len(plan.grid())} points of {self.profile}; {self._scope(plan)}")
         self._follow(job.id, len(plan.grid()))
 
     @work(group="tune-sweep", exclusive=True, exit_on_error=False, description="sweep across the fleet")
@@ -363,7 +362,9 @@ class TunePane(ShellPane):
         hosts = ", ".join(host for host, _ in fleet_sweep.members_of(self.app.settings, fleet))
         question = (
             f"The sweep measures {self.profile} at {len(plan.grid())} points across fleet {fleet} ({hosts}), "
-            "one point per host at a time: each host's server is stopped, and started again at the end."
+            "one point per host at a time: each host's server is stopped, and started again at the end. "
+            + self._scope(plan).replace("at ", "At ", 1)
+            + "."
         )
         if not await self.app.push_screen_wait(ConfirmScreen("Sweep across the fleet?", question, "Sweep", "Keep")):
             self._progress("fleet sweep not started")
@@ -399,6 +400,10 @@ class TunePane(ShellPane):
             for conn in opened:
                 await conn.close()
             self._load()
+
+    def _scope(self, plan: sweep_mod.SweepPlan) -> str:
+        """What the sweep can part at its length, one request's spread from the runs read (``judge.sweep_scope``)."""
+        return judge.sweep_scope(expect.bench_noise(advisor.bench_lists(self.runs), plan.requests))
 
     async def _replacing_agreed(self, points: int) -> bool:
         """True when no server runs, or the operator agreed that the sweep stops the one that does."""
