@@ -40,9 +40,12 @@ async def test_train_keys(models, tmp_path, monkeypatch):
         await until(pilot, lambda: pane.job is not None and pane.job.state == "done", "the training done", 120)
         await until(pilot, lambda: len(pane.rows) == 3, "three checkpoints judged")
         assert pane.query_one(AccuracyChart).lines == 4 and pane.evals
-        # No checkpoint served on this host yet: the intervals carry the published training-serving gap, too wide
-        # to call a win over the baseline before one is served (issue 32).
-        assert all(r["versus_baseline"] == "too close to call against" for r in pane.rows)
+        # No checkpoint served on this host yet: the intervals carry the published training-serving gap (±16% a
+        # checkpoint) beside a default bench's noise, wide enough that no win is called by much before one is
+        # served (issue 32): each spans ±25% at least, its low end near the 82 tok/s baseline.
+        for r in pane.rows:
+            assert (r["predicted_tok_s_high"] - r["predicted_tok_s_low"]) / r["predicted_tok_s"] > 0.5, r
+            assert r["predicted_tok_s_low"] < 82.0 * 1.05 and r["versus_baseline"] != "falls short of", r
         assert "prior: 4 published pairs" in plain(pane.query_one("#train-basis"))
         assert "done · step 150/150" in plain(head)
 
