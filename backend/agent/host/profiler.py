@@ -22,7 +22,9 @@ from typing import Any, Callable, Dict, List, Optional
 from urllib import error as urlerror
 
 from . import jobs, loadgen, loopback
+from .keyfiles import key_file_of, read_key
 from .registry import AgentError, method
+from .servers import listen_of, server_on
 from .shared.chrome_trace import TraceError
 from .shared.cycle_anatomy import anatomy
 
@@ -90,8 +92,6 @@ def start(params: dict, ctx) -> dict:
         raise AgentError(
             "cannot make the trace folder %s: %s" % (checked["trace_dir"], exc.strerror), "permission"
         ) from None
-    from .serve import key_file_of, listen_of, server_on  # here: only a profile's start needs the servers
-
     server = server_on(ctx.state_dir, checked["port"])
     checked["key_file"], checked["address"] = key_file_of(server), listen_of(server)  # the key's file, never it
     folder = os.path.join(ctx.state_dir, INPUTS)
@@ -112,7 +112,7 @@ class ProfileError(Exception):
 
 
 class Server(object):
-    """Where our requests reach the server and the API key they send (``serve.reach``'s, read in the job)."""
+    """Where our requests reach the server and the API key they send (``servers.reach``'s, read in the job)."""
 
     def __init__(self, port: int, address: str, key: Optional[str]) -> None:
         self.port, self.address, self.key = port, address, key
@@ -235,8 +235,6 @@ class _Run:
     """One profile: the load it brought, whether the server is profiling, and the job's events."""
 
     def __init__(self, params: dict, job_dir: str) -> None:
-        from .serve import read_key
-
         self.params = params
         self.server = Server(params["port"], params.get("address") or "127.0.0.1", read_key(params.get("key_file")))
         self.events = loadgen._Events(os.path.join(job_dir, "events.jsonl"))
