@@ -75,7 +75,9 @@ class HistoryPane(ShellPane):
     HistoryPane #history-status { height: auto; max-height: 3; color: $text-muted; }
     HistoryPane #history-status.-error { color: $error; }
     HistoryPane #history-runs { height: auto; max-height: 12; }
-    HistoryPane #history-compare-title { height: auto; max-height: 5; margin-top: 1; text-style: bold; color: $text-primary; }
+    HistoryPane #history-compare-title {
+        height: auto; max-height: 5; margin-top: 1; text-style: bold; color: $text-primary;
+    }
     HistoryPane #history-compare { height: auto; max-height: 8; }
     HistoryPane #history-charts { height: 2fr; min-height: 12; }
     HistoryPane RunChart { width: 1fr; height: 1fr; }
