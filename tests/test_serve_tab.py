@@ -26,8 +26,9 @@ from tests.simhost import fake_nvidia_smi
 from tests.sshd import free_port
 from tui.app import SpecdeckApp
 from tui.screens.confirm import ConfirmScreen
-from tui.screens.serve import CLOCK_LATE_S, ServePane, _next_change
+from tui.screens.serve import ServePane
 from tui.widgets.logview import LogView
+from tui.widgets.serve.state import CLOCK_LATE_S, next_change
 
 SIZE = (150, 44)
 SCALE = {"SPECDECK_SIM_TIME_SCALE": "0.02"}
@@ -376,17 +377,17 @@ def test_the_clock_wakes_when_a_figure_shown_changes():
     ready = serving.ServerStatus("ready", since=now - 65.25, phases=(serving.Phase("ready", now - 65.25, None),))
     # A server left running shows whole minutes past its first: its head redraws once a minute, not every second.
     assert serving.since_text(ready, now, minutes=True) == "for 1m" and serving.since_text(ready, now) == "for 1m05s"
-    assert _next_change(ready, now) == pytest.approx(54.75 + CLOCK_LATE_S)  # "for 1m" turns 2m
+    assert next_change(ready, now) == pytest.approx(54.75 + CLOCK_LATE_S)  # "for 1m" turns 2m
     young = replace(ready, since=now - 5.25)
     assert serving.since_text(young, now, minutes=True) == "for 5s"
-    assert _next_change(young, now) == pytest.approx(0.75 + CLOCK_LATE_S)  # "for 5s" turns 6s
+    assert next_change(young, now) == pytest.approx(0.75 + CLOCK_LATE_S)  # "for 5s" turns 6s
     assert serving.since_text(replace(ready, state="stopped"), now, minutes=True) == "1m ago"
     old = serving.ServerStatus("ready", since=now - 3725.0)
-    assert _next_change(old, now) == pytest.approx(55 + CLOCK_LATE_S)  # "for 1h02m" turns 1h03m: per minute
+    assert next_change(old, now) == pytest.approx(55 + CLOCK_LATE_S)  # "for 1h02m" turns 1h03m: per minute
     # Starting for an hour, its current phase 2.5 s old: that phase's figure turns first.
     starting = replace(old, state="starting", phases=(serving.Phase("loading weights", now - 2.5, None),))
-    assert _next_change(starting, now) == pytest.approx(0.5 + CLOCK_LATE_S)
-    assert _next_change(serving.ServerStatus("none"), now) is None
+    assert next_change(starting, now) == pytest.approx(0.5 + CLOCK_LATE_S)
+    assert next_change(serving.ServerStatus("none"), now) is None
 
 
 def test_poll_lines_are_our_own_gets_of_what_the_panel_polls():

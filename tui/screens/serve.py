@@ -9,107 +9,48 @@ reattaches to a server that kept running while the panel was away. Edits to a pr
 config file once typing pauses; numbers SGLang refuses (steps 0, topk 0, too few draft tokens) are never saved,
 and a profile saved elsewhere (Tune's apply best) is shown as stored. Restart and switch on a live server ask
 first, naming the server they stop: on a large model a restart costs minutes.
+
+The pane holds the state (the server's status, the action in flight, the edits) and the actions; what it shows is
+drawn by a widget per concern (``tui/widgets/serve/``: the profile list, the editor, the checks and command line,
+the server's state and clock, the GPUs, the log's bar, the crash hint).
 """
 
 from __future__ import annotations
 
 import asyncio
-import shlex
 import time
-from collections.abc import Iterable
 from dataclasses import replace
-from typing import Any
 
 from textual import work
 from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.containers import Grid, Horizontal, Vertical, VerticalScroll
-from textual.markup import escape
+from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.reactive import reactive
 from textual.timer import Timer
-from textual.widgets import Input, Label, OptionList, Static
-from textual.widgets.option_list import Option
+from textual.widgets import Input, OptionList, Static
 from textual.worker import Worker
 
 from backend.connection import Connection
 from backend.errors import SpecdeckError, UsageError
 from backend.serve import multinode, serving
-from backend.settings import FIELD, PROFILE_FIELDS, Declared, ProfileConfig
+from backend.settings import FIELD, ProfileConfig
 from tui.messages import ConnectionChanged, OpenInCompare, ProfileSaved
 from tui.screens.anatomy import PROFILE_TOOLTIP, AnatomyScreen
 from tui.screens.confirm import ConfirmScreen
 from tui.screens.pane import ShellPane
-from tui.widgets.fieldinput import FieldInput
 from tui.widgets.logview import LogView
+from tui.widgets.serve.checks import CommandPreview, PreflightChecks, count
+from tui.widgets.serve.editor import ProfileEditor
+from tui.widgets.serve.gpus import GpuList
+from tui.widgets.serve.hint import ServerHint
+from tui.widgets.serve.logbar import LogBar
+from tui.widgets.serve.profiles import ProfileList
+from tui.widgets.serve.state import ServerState
 
 TAIL_LINES = 500
 GPU_EVERY_S = 5.0
 NODES_EVERY_S = 1.0  # a multi-node server: every node's status this often while it runs
-CLOCK_LATE_S = 0.02  # the clock wakes this long after a figure's second turns, so it reads the new one
 SAVE_AFTER_S = 1.0  # edits reach the config file once typing pauses this long
-# The fields the editor offers (each shown when the profile's algorithm takes it); extra flags have their own line.
-FIELDS: tuple[Declared, ...] = tuple(d for d in PROFILE_FIELDS if d.editor)
-STATE_MARKS = {
-    "none": ("○", "$text-muted"),
-    "starting": ("◌", "$warning"),
-    "ready": ("●", "$success"),
-    "orphaned": ("◍", "$error"),
-    "stopping": ("◌", "$warning"),
-    "stopped": ("○", "$text-muted"),
-    "crashed": ("✕", "$error"),
-}
-ROW_MARKS = {
-    "done": ("✓", "$success"),
-    "current": ("●", "$warning"),
-    "failed": ("✕", "$error"),
-    "pending": ("·", "$text-muted"),
-}
-CHECK_MARKS = {
-    "ok": ("✓", "$success"),
-    "warn": ("!", "$warning"),
-    "fail": ("✗", "$error"),
-    "skip": ("-", "$text-muted"),
-}
-
-
-def _spec_text(profile: ProfileConfig) -> str:
-    """A profile's speculation in the list: ``EAGLE3 3/1/4``, ``EAGLE3 adaptive``, ``DFLASH block 8``."""
-    if not profile.algorithm:
-        return "no speculation"
-    if profile.adaptive:
-        return f"{profile.algorithm} adaptive"
-    if profile.algorithm in ("DFLASH", "DSPARK", "NGRAM"):
-        return serving.algorithm_summary(profile)
-    return f"{profile.algorithm} {profile.steps}/{profile.topk}/{profile.draft_tokens}"
-
-
-def _count(items: list, one: str, many: str) -> str:
-    return f"1 {one}" if len(items) == 1 else f"{len(items)} {many}"
-
-
-def _names(checks: list[serving.Check]) -> str:
-    return ", ".join(dict.fromkeys(c.name for c in checks))
-
-
-def _bar(used: float, total: float, width: int = 10) -> str:
-    filled = round(width * used / total) if total else 0
-    return "█" * filled + "░" * (width - filled)
-
-
-def _next_change(st: serving.ServerStatus, now: float) -> float | None:
-    """Seconds until an elapsed figure of the state block changes: the head's age (``since_text`` in minutes:
-    each second for the first minute, then each minute) and the current phase's time so far (each second
-    under an hour, then each minute, as it reads 2h04m)."""
-    waits = []
-    if st.since:
-        age = max(0.0, now - st.since)
-        step = 1.0 if age < 60 else 60.0
-        waits.append(step - age % step + CLOCK_LATE_S)
-    for row in serving.timeline(st, now):
-        if row["state"] == "current" and row["seconds"] is not None:
-            step = 1.0 if row["seconds"] < 3600 else 60.0
-            waits.append(step - row["seconds"] % step + CLOCK_LATE_S)
-    return min(waits, default=None)
 
 
 class ServePane(ShellPane):
@@ -121,25 +62,10 @@ class ServePane(ShellPane):
     ServePane #serve-body { height: 1fr; }
     ServePane #serve-left { width: 50; padding: 0 1; border-right: vkey $panel; }
     ServePane .title { text-style: bold; color: $text-primary; }
-    ServePane #profiles { height: auto; max-height: 8; margin-bottom: 1; }
-    ServePane #editor { grid-size: 4; grid-columns: 10 1fr 10 1fr; grid-rows: 1; height: auto; grid-gutter: 0 1; }
-    ServePane #editor Label { color: $text-muted; }
-    ServePane #extra-label { color: $text-muted; margin-top: 1; }
-    ServePane #preview { margin-top: 1; color: $text-secondary; }
-    ServePane #preview.-invalid { color: $text-error; }
-    ServePane #checks { margin-top: 1; }
     ServePane #serve-right { width: 1fr; padding: 0 1; }
     ServePane #serve-top { height: auto; max-height: 14; }
-    ServePane #server-box { width: 1fr; height: auto; }
-    ServePane #gpu-list { width: 36; color: $text-secondary; }
-    ServePane #log-bar { height: 1; margin-top: 1; }
-    ServePane #log-filter { width: 1fr; }
-    ServePane #log-badge { width: auto; padding: 0 1; }
-    ServePane #log-badge.-frozen { background: $warning-muted; color: $text-warning; }
     ServePane #log-row { height: 1fr; }
     ServePane #log { width: 1fr; border: none; }
-    ServePane #hint { width: 40; display: none; padding: 0 1; border-left: vkey $error; color: $text; }
-    ServePane #hint.-shown { display: block; }
     """
 
     BINDINGS = [
@@ -204,53 +130,31 @@ class ServePane(ShellPane):
         self._gpu_timer: Timer | None = None
         self._save_timer: Timer | None = None
         self._watcher: Worker | None = None
-        self._state_shape: list[int] = []  # the line lengths of the head, then of the block under it, last drawn
-        self._drawn: dict[str, str] = {}  # what each Static updated by a timer shows now (its id → text)
-        self._clock: Timer | None = None  # redraws the state when its next elapsed figure changes
-        self._seen = False  # the tab is shown: a hidden tab's clock would lay the screen out for nothing
         self._node_links: multinode.Nodes | None = None  # connections to a multi-node server's other hosts
 
     def compose(self) -> ComposeResult:
         with Horizontal(id="serve-body"):
             with VerticalScroll(id="serve-left", can_focus=False):
                 yield Static("Profiles", classes="title")
-                yield OptionList(id="profiles", compact=True)
-                with Grid(id="editor"):
-                    for declared in FIELDS:
-                        yield Label(declared.text, id=f"label-{declared.name}")
-                        yield FieldInput(
-                            id=f"edit-{declared.name}", type="integer" if declared.kind is int else "text",
-                            compact=True, select_on_focus=False, placeholder="—" if declared.optional else "",
-                            tooltip=declared.help,
-                        )  # fmt: skip
-                yield Label("extra flags", id="extra-label")
-                # An empty box must not read as a value: no flag in its placeholder (the tooltip has an example).
-                yield FieldInput(
-                    id="edit-extra", placeholder="— none", compact=True,
-                    tooltip="More SGLang flags, as on its command line, e.g. --mem-fraction-static 0.85",
-                )  # fmt: skip
-                yield Static(id="checks")
-                yield Static(id="preview", markup=False)
+                yield ProfileList(id="profiles", compact=True)
+                yield ProfileEditor()
+                yield PreflightChecks(id="checks")
+                yield CommandPreview(id="preview", markup=False)
             with Vertical(id="serve-right"):
                 with Horizontal(id="serve-top"):
-                    with Vertical(id="server-box"):
-                        # The head line holds the clock: its own widget, so a tick repaints one line, not the block.
-                        yield Static(id="server-head")
-                        yield Static(id="server-state")
-                    yield Static(id="gpu-list")
-                with Horizontal(id="log-bar"):
-                    yield FieldInput(id="log-filter", placeholder="filter the log (/), e: errors only", compact=True)
-                    yield Static(id="log-badge")
+                    yield ServerState(id="server-box")
+                    yield GpuList(id="gpu-list")
+                yield LogBar(id="log-bar")
                 with Horizontal(id="log-row"):
                     yield LogView(classify=serving.line_level, hide=serving.is_poll_line, id="log")
-                    yield Static(id="hint")
+                    yield ServerHint(id="hint")
 
     def on_mount(self) -> None:
         names = list(self.app.settings.profiles)
         self.selected = names[0] if names else None
         self._fill_profiles()
         if self.selected:
-            self.query_one("#profiles", OptionList).highlighted = 0
+            self.query_one(ProfileList).highlighted = 0
             self._fill_editor()
         log = self.query_one(LogView)
         self.watch(log, "pending", self._show_badge)
@@ -258,13 +162,11 @@ class ServePane(ShellPane):
         self._render_state()
 
     def on_show(self) -> None:
-        self._seen = True
-        self._render_state()
+        self.query_one(ServerState).seen(True)
         self._poll_gpus()  # fresh figures as soon as the tab is seen (the shell focuses the profiles list)
 
     def on_hide(self) -> None:
-        self._seen = False
-        self._wind_clock(None)
+        self.query_one(ServerState).seen(False)
 
     # --- the connection and the feeds -------------------------------------------------------------------------
 
@@ -344,7 +246,7 @@ class ServePane(ShellPane):
         try:
             if conn.connected and self.parent.display:  # nvidia-smi costs the host a little: only when seen
                 self.gpus = await conn.call("serve.gpus")
-                self._render_gpus()
+                self.query_one(GpuList).show(self.gpus)
         finally:
             if self._gpu_timer is not None:
                 self._gpu_timer.stop()
@@ -359,22 +261,8 @@ class ServePane(ShellPane):
         return self.edits.get(name) or self.app.settings.profiles.get(name)
 
     def _fill_profiles(self) -> None:
-        options = self.query_one("#profiles", OptionList)
         running = self.status.profile if self.status and self.status.running else None
-        # Names in a column (padded inside the bold, so no viewer can run a name into its description).
-        width = max(map(len, self.app.settings.profiles), default=0) + 1
-        shown = {options.get_option_at_index(i).id for i in range(options.option_count)}
-        for name in self.app.settings.profiles:
-            p = self._profile(name)
-            spec = _spec_text(p)
-            mark = "[$success]●[/]" if name == running else " "
-            edited = "*" if name in self.edits and self.edits[name] != self.app.settings.profiles[name] else ""
-            label = escape(f"{name}{edited}".ljust(width))
-            text = f"{mark} [b]{label}[/b] {escape(spec)} · tp {p.tp} · :{p.port}"
-            if name in shown:
-                options.replace_option_prompt(name, text)
-            else:  # a profile added since (drafters add, from the Drafters tab)
-                options.add_option(Option(text, id=name))
+        self.query_one(ProfileList).fill(self.app.settings.profiles, self.edits, running)
 
     def on_option_list_option_highlighted(self, event: OptionList.OptionHighlighted) -> None:
         if event.option_list.id == "profiles" and event.option.id != self.selected:
@@ -386,15 +274,7 @@ class ServePane(ShellPane):
         profile = self._profile(self.selected)
         if profile is None:
             return
-        with self.prevent(Input.Changed):
-            for declared in FIELDS:
-                value = getattr(profile, declared.name)
-                field = self.query_one(f"#edit-{declared.name}", Input)
-                field.value = "" if value is None else str(value)
-                # Only what the profile's algorithm takes (a profile without speculation: tp and port).
-                shown = declared.applies(profile.algorithm) and (declared.algorithms is None or bool(profile.algorithm))
-                field.display = self.query_one(f"#label-{declared.name}", Label).display = shown
-            self.query_one("#edit-extra", Input).value = shlex.join(profile.extra_args)
+        self.query_one(ProfileEditor).show(profile)
         self._fill_preview()
 
     def on_input_changed(self, event: Input.Changed) -> None:
@@ -439,26 +319,7 @@ class ServePane(ShellPane):
     def _read_editor(self) -> ProfileConfig:
         """The selected profile with the editor's values; raises UsageError on a value SGLang can't take."""
         base = self._profile(self.selected) or self.app.settings.profiles[self.selected]
-        values: dict[str, Any] = {}
-        for declared in FIELDS:
-            if not declared.applies(base.algorithm):
-                continue
-            try:
-                value = declared.read(self.query_one(f"#edit-{declared.name}", Input).value)
-            except ValueError as exc:
-                raise UsageError(str(exc)) from None
-            if (problem := declared.problem(value)) is not None:
-                raise UsageError(f"{problem}: SGLang refuses it, so it is not saved")
-            values[declared.name] = value
-        if base.algorithm and (
-            problem := serving.speculative_problem(values.get("steps"), values.get("topk"), values.get("draft_tokens"))
-        ):
-            raise UsageError(f"{problem}: SGLang refuses it, so it is not saved")
-        try:
-            extra = shlex.split(self.query_one("#edit-extra", Input).value)
-        except ValueError as exc:
-            raise UsageError(f"extra flags: {exc}") from None
-        return replace(base, extra_args=tuple(extra), **values)
+        return self.query_one(ProfileEditor).read(base)
 
     def _fill_preview(self) -> None:
         profile = self._profile(self.selected)
@@ -479,28 +340,10 @@ class ServePane(ShellPane):
         self._show_preview(text)
         if self.checks is None:
             version = serving.host_sglang_version(self.app.host_config, self.app.host_info)
-            self._render_checks(serving.profile_checks(self.app.settings, profile, version))
+            self.query_one(PreflightChecks).show(serving.profile_checks(self.app.settings, profile, version))
 
     def _show_preview(self, text: str, invalid: bool = False) -> None:
-        preview = self.query_one("#preview", Static)
-        preview.update(text)
-        preview.set_class(invalid, "-invalid")
-
-    def _render_checks(self, checks: Iterable[serving.Check]) -> None:
-        checks = list(checks)
-        failed = [c for c in checks if c.status == "fail"]
-        warned = [c for c in checks if c.status == "warn"]
-        # The verdict first: a ✗ below the fold must not leave a column of ✓ to read.
-        if failed:
-            lines = [f"[b $error]✗ {_count(failed, 'check fails', 'checks fail')}: {escape(_names(failed))}[/]"]
-        elif warned:
-            lines = [f"[b $warning]! {_count(warned, 'warning', 'warnings')}: {escape(_names(warned))}[/]"]
-        else:
-            lines = [f"[b $success]✓ {_count(checks, 'check passes', 'checks pass')}[/]"]
-        for check in checks:
-            mark, color = CHECK_MARKS[check.status]
-            lines.append(f"[{color}]{mark}[/] {escape(check.name)}: {escape(check.message)}")
-        self.query_one("#checks", Static).update("\n".join(lines))
+        self.query_one(CommandPreview).show(text, invalid)
 
     # --- actions ----------------------------------------------------------------------------------------------
 
@@ -683,118 +526,23 @@ class ServePane(ShellPane):
 
     def _show_checks(self, preflight: serving.Preflight) -> None:
         self.checks = preflight.checks
-        self._render_checks(preflight.checks)
+        self.query_one(PreflightChecks).show(preflight.checks)
         failed = preflight.failures
         if failed:
             self.notify(
                 "; ".join(f"{c.name}: {c.message}" for c in failed),
-                title=f"{preflight.profile}: {_count(failed, 'check fails', 'checks fail')}",
+                title=f"{preflight.profile}: {count(failed, 'check fails', 'checks fail')}",
                 severity="error",
                 markup=False,
             )
-            checks = self.query_one("#checks", Static)
+            checks = self.query_one(PreflightChecks)
             self.call_after_refresh(checks.scroll_visible, top=True)
 
     # --- the server's state -----------------------------------------------------------------------------------
 
     def _render_state(self) -> None:
-        st = self.status
-        conn = self.app.connection
-        head, lines = "[$text-muted]waiting for the host…[/]", []
-        if st is not None:
-            head, *lines = self._state_lines(st, time.time())
-        if not conn.connected and st is not None:
-            lines.append(f"[$warning]{conn.state.status}: showing the last known state[/]")
-        if self.busy:
-            lines.append(f"[$warning]{self.busy}…[/]")
-        # The clock changes digits only: same line lengths, same wrapping, so no layout of the whole screen. A
-        # ready server's block under the head keeps its text, so a tick repaints the head line alone.
-        shape = [len(head), -1] + [len(line) for line in lines]
-        layout = shape != self._state_shape
-        self._draw("server-head", head, layout=layout)
-        self._draw("server-state", "\n".join(lines), layout=layout)
-        self._state_shape = shape
-        self._render_hint(st)
-        self._wind_clock(_next_change(st, time.time()) if self._seen and st is not None else None)
-
-    def _wind_clock(self, wait: float | None) -> None:
-        """Redraw the state in ``wait`` seconds (None: not at all)."""
-        if self._clock is not None:
-            self._clock.stop()
-        self._clock = None if wait is None else self.set_timer(wait, self._render_state, name="serve-clock")
-
-    def _draw(self, id: str, text: str, layout: bool = True) -> bool:
-        """Update Static ``id`` unless it shows ``text`` already (timers redraw the same text most times); True
-        if it was updated."""
-        if self._drawn.get(id) == text:
-            return False
-        self.query_one(f"#{id}", Static).update(text, layout=layout)
-        self._drawn[id] = text
-        return True
-
-    def _state_lines(self, st: serving.ServerStatus, now: float) -> list[str]:
-        mark, color = STATE_MARKS[st.state]
-        if st.state == "none":
-            return [
-                f"[{color}]{mark} no server[/] on {escape(self.app.host_config.name)}: s starts the selected profile"
-            ]
-        label = serving.state_label(st)
-        head = f"[{color}]{mark} {label}[/]  [b]{escape(st.profile or '?')}[/b] · port {st.port}"
-        head += f" · pid {st.pid}" if st.pid and st.running else ""
-        # Whole minutes past the first: a server left running redraws its head once a minute, not every second.
-        lines = [f"{head} · {serving.since_text(st, now, minutes=True)}"]
-        lines += [f"  {escape(multinode.node_line(entry))}" for entry in st.nodes]
-        summary = serving.speculative_summary(st.server_info)
-        if summary:
-            lines.append(escape(summary))
-        timed = serving.startup_text(st)
-        if timed:
-            lines.append(escape(timed))
-        lines += [f"[$warning]! {escape(w)}[/]" for w in st.warnings]
-        for row in serving.timeline(st, now):
-            mark, color = ROW_MARKS[row["state"]]
-            # A ready server's ready phase lasts since the head's "for 3m": the head alone ticks (one line).
-            took = "" if row["phase"] == "ready" and st.state == "ready" else serving.phase_took(row["seconds"])
-            lines.append(f"[{color}]{mark}[/] {row['phase']:<24} {took}".rstrip())
-        return lines
-
-    def _render_hint(self, st: serving.ServerStatus | None) -> None:
-        hint = self.query_one("#hint", Static)
-        if not st or not st.hint:
-            hint.set_class(False, "-shown")
-            return
-        title = "Why it crashed" if st.state == "crashed" else "Something is off"
-        parts = [f"[b $error]{title}[/]"]
-        if st.error:
-            parts.append(escape(st.error))
-        parts.append(escape(st.hint))
-        if st.hint_action == "compare":
-            parts.append("[$text-muted]o: open Compare[/]")
-        hint.update("\n\n".join(parts))
-        hint.set_class(True, "-shown")
-
-    def _render_gpus(self) -> None:
-        gpus = self.gpus or {}
-        if not gpus.get("nvidia_smi"):
-            self._draw("gpu-list", "[$text-muted]no GPUs (nvidia-smi not found)[/]")
-            return
-        lines = []
-        for g in gpus["gpus"]:
-            used, total = (g.get("memory_used_mib") or 0) / 1024, (g.get("memory_total_mib") or 0) / 1024
-            lines.append(f"GPU{g['index']} {_bar(used, total)} {used:.1f}/{total:.0f} GiB")
-            for p in g.get("processes", []):
-                if not p.get("job"):
-                    lines.append(f"  [$warning]pid {p['pid']} {escape(p.get('name') or '?')} (not ours)[/]")
-        self._draw("gpu-list", "\n".join(lines))
+        self.query_one(ServerState).show(self.status, self.busy)
+        self.query_one(ServerHint).show(self.status)
 
     def _show_badge(self, *_: object) -> None:
-        log = self.query_one(LogView)
-        badge = self.query_one("#log-badge", Static)
-        frozen = not log.following
-        text = f"↓ {log.pending} new lines (f)" if frozen else "following"
-        if log.errors_only:
-            text += " · errors only"
-        if log.hiding:
-            text += " · our polls hidden (a)"
-        badge.update(text)
-        badge.set_class(frozen, "-frozen")
+        self.query_one(LogBar).show(self.query_one(LogView))
