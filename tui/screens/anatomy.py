@@ -12,30 +12,27 @@ import asyncio
 from textual import work
 from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.containers import VerticalScroll
-from textual.screen import ModalScreen
 from textual.widgets import DataTable, Static
 from textual.worker import Worker
 
 from backend.history import run_id_of
 from backend.jobs import get_job
 from backend.measure import anatomy
+from tui.screens.dialog import Dialog
 from tui.widgets.stagebar import StageBar
 
 PROFILE_TOOLTIP = "Profile a few decode cycles with SGLang's own profiler: where a cycle's time goes"
 
 
-class AnatomyScreen(ModalScreen[None]):
+class AnatomyScreen(Dialog[None]):
     """The profile of serve job ``server_job``; ``result`` once it came."""
 
-    BINDINGS = [Binding("escape", "dismiss(None)", "Close", id="anatomy.close", tooltip="Close (stops a profile)")]
+    DIALOG_ID = "anatomy-dialog"
+    SCROLLS = True
+    BINDINGS = [Binding("escape", "answer(None)", "Close", id="anatomy.close", tooltip="Close (stops a profile)")]
     DEFAULT_CSS = """
-    AnatomyScreen { align: center middle; }
-    AnatomyScreen #anatomy-dialog {
-        width: 110; max-width: 96%; height: auto; max-height: 92%; padding: 0 1; border: thick $primary;
-        background: $surface;
-    }
-    AnatomyScreen .title { text-style: bold; color: $text-primary; }
+    AnatomyScreen #anatomy-dialog { width: 110; max-width: 96%; max-height: 92%; padding: 0 1; }
+    AnatomyScreen #anatomy-dialog > .title { margin-bottom: 0; }
     AnatomyScreen #anatomy-status { color: $text-muted; margin-bottom: 1; }
     AnatomyScreen #anatomy-table { height: auto; margin-bottom: 1; }
     AnatomyScreen #anatomy-bar { margin-bottom: 1; }
@@ -44,20 +41,16 @@ class AnatomyScreen(ModalScreen[None]):
     """
 
     def __init__(self, server_job: str) -> None:
-        super().__init__()
+        super().__init__("Where a cycle's time goes (SGLang's own profiler) · Esc closes")
         self.server_job = server_job
         self.result: anatomy.CycleAnatomy | None = None
 
-    def compose(self) -> ComposeResult:
-        with VerticalScroll(id="anatomy-dialog"):
-            yield Static(
-                "Where a cycle's time goes (SGLang's own profiler) · Esc closes", classes="title", markup=False
-            )
-            yield Static("starting the profiler", id="anatomy-status", markup=False)
-            yield DataTable(id="anatomy-table", show_cursor=False, zebra_stripes=True)
-            yield StageBar(id="anatomy-bar")
-            yield Static(id="anatomy-meaning", markup=False)
-            yield Static(id="anatomy-notes", markup=False)
+    def body(self) -> ComposeResult:
+        yield Static("starting the profiler", id="anatomy-status", markup=False)
+        yield DataTable(id="anatomy-table", show_cursor=False, zebra_stripes=True)
+        yield StageBar(id="anatomy-bar")
+        yield Static(id="anatomy-meaning", markup=False)
+        yield Static(id="anatomy-notes", markup=False)
 
     def on_mount(self) -> None:
         for part in ("#anatomy-table", "#anatomy-bar", "#anatomy-meaning", "#anatomy-notes"):

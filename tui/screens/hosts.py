@@ -5,13 +5,12 @@ from __future__ import annotations
 
 from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.containers import Vertical
 from textual.content import Content
-from textual.screen import ModalScreen
 from textual.widgets import Input, OptionList, Static
 from textual.widgets.option_list import Option
 
 from backend.settings import HostConfig, ssh_url_problem
+from tui.screens.dialog import Dialog
 from tui.widgets.fieldinput import FieldInput
 
 
@@ -29,36 +28,29 @@ def host_choices(hosts: dict[str, HostConfig]) -> list[tuple[str, str]]:
     return rows
 
 
-class HostSwitchScreen(ModalScreen[str | None]):
+class HostSwitchScreen(Dialog[str | None]):
     """Dismisses with the chosen host's name, or None."""
 
-    BINDINGS = [Binding("escape", "dismiss(None)", "Cancel", id="hosts.cancel")]
+    BINDINGS = [Binding("escape", "answer(None)", "Cancel", id="hosts.cancel")]
     DEFAULT_CSS = """
-    HostSwitchScreen { align: center middle; }
-    HostSwitchScreen #dialog {
-        width: 80; max-width: 90%; height: auto; padding: 1 2; border: thick $primary; background: $surface;
-    }
-    HostSwitchScreen .title { text-style: bold; color: $text-primary; margin-bottom: 1; }
     HostSwitchScreen #hosts { height: auto; max-height: 16; }
     HostSwitchScreen #host-typed { margin-top: 1; }
     HostSwitchScreen #host-problem { color: $text-error; height: auto; }
     """
 
     def __init__(self, hosts: dict[str, HostConfig], current: str) -> None:
-        super().__init__()
+        super().__init__("Switch host")
         self.choices = host_choices(hosts)
         self.current = current
 
-    def compose(self) -> ComposeResult:
-        with Vertical(id="dialog"):
-            yield Static("Switch host", classes="title", markup=False)
-            options = [
-                Option(Content(f"{'●' if name == self.current else ' '} {name}  {address}"), id=name)
-                for name, address in self.choices
-            ]
-            yield OptionList(*options, id="hosts")
-            yield FieldInput(placeholder="or type a host name or ssh://user@addr[:port], then enter", id="host-typed")
-            yield Static(id="host-problem", markup=False)
+    def body(self) -> ComposeResult:
+        options = [
+            Option(Content(f"{'●' if name == self.current else ' '} {name}  {address}"), id=name)
+            for name, address in self.choices
+        ]
+        yield OptionList(*options, id="hosts")
+        yield FieldInput(placeholder="or type a host name or ssh://user@addr[:port], then enter", id="host-typed")
+        yield Static(id="host-problem", markup=False)
 
     def on_mount(self) -> None:
         hosts = self.query_one(OptionList)

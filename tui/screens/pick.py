@@ -4,40 +4,35 @@ from __future__ import annotations
 
 from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.containers import Vertical
 from textual.content import Content
-from textual.screen import ModalScreen
-from textual.widgets import OptionList, Static
+from textual.widgets import OptionList
 from textual.widgets.option_list import Option
 
+from tui.screens.dialog import Dialog
 
-class PickScreen(ModalScreen[str | None]):
+
+class PickScreen(Dialog[str | None]):
     """``choices`` as (name, what it is); dismisses with the chosen name, or None. ``current`` is marked."""
 
-    BINDINGS = [Binding("escape", "dismiss(None)", "Cancel", id="pick.cancel", tooltip="Cancel")]
+    DIALOG_ID = "pick-dialog"
+    BINDINGS = [Binding("escape", "answer(None)", "Cancel", id="pick.cancel", tooltip="Cancel")]
     DEFAULT_CSS = """
-    PickScreen { align: center middle; }
-    PickScreen #pick-dialog {
-        width: 90; max-width: 90%; height: auto; padding: 1 2; border: thick $primary; background: $surface;
-    }
-    PickScreen .title { text-style: bold; color: $text-primary; margin-bottom: 1; }
+    PickScreen #pick-dialog { width: 90; }
     PickScreen #pick-list { height: auto; max-height: 16; }
     """
 
     def __init__(self, title: str, choices: list[tuple[str, str]], current: str | None) -> None:
-        super().__init__()
-        self.title_text, self.choices, self.current = title, choices, current
+        super().__init__(title)
+        self.choices, self.current = choices, current
 
-    def compose(self) -> ComposeResult:
-        with Vertical(id="pick-dialog"):
-            yield Static(self.title_text, classes="title", markup=False)
-            yield OptionList(
-                *(
-                    Option(Content(f"{'●' if name == self.current else ' '} {name}  {what}"), id=name)
-                    for name, what in self.choices
-                ),
-                id="pick-list",
-            )
+    def body(self) -> ComposeResult:
+        yield OptionList(
+            *(
+                Option(Content(f"{'●' if name == self.current else ' '} {name}  {what}"), id=name)
+                for name, what in self.choices
+            ),
+            id="pick-list",
+        )
 
     def on_mount(self) -> None:
         names = [name for name, _ in self.choices]
