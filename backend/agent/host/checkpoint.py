@@ -6,14 +6,21 @@ comparison imports the host's numpy lazily and refuses clearly without it.
 from __future__ import annotations
 
 import math
-from typing import Optional
+from types import ModuleType
+from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Tuple, TypeVar
 
 from .registry import AgentError, Context, method
 from .shared.checkpoint_scan import _numel, _scan, inspect_checkpoint
 from .shared.safetensors_header import CheckpointError
 
+if TYPE_CHECKING:
+    import numpy
+    from numpy.typing import NDArray
 
-def _agent_call(fn, *args):
+T = TypeVar("T")
+
+
+def _agent_call(fn: Callable[..., T], *args: Any) -> T:
     """Run ``fn`` and turn checkpoint and file errors into AgentErrors the client shows as they are."""
     try:
         return fn(*args)
@@ -25,7 +32,7 @@ def _agent_call(fn, *args):
         raise AgentError(str(exc), "permission") from None
 
 
-def _param(params: dict, key: str) -> str:
+def _param(params: Dict[str, Any], key: str) -> str:
     value = params.get(key)
     if not isinstance(value, str) or not value:
         raise AgentError("a checkpoint path %r is required" % key, "invalid")
@@ -33,7 +40,7 @@ def _param(params: dict, key: str) -> str:
 
 
 @method("checkpoint.inspect")
-def inspect_method(params: dict, ctx: Context) -> dict:
+def inspect_method(params: Dict[str, Any], ctx: Context) -> Dict[str, Any]:
     """RPC: ``{"path"}`` → the ``inspect_checkpoint`` dict."""
     return _agent_call(inspect_checkpoint, _param(params, "path"))
 
@@ -47,7 +54,7 @@ CHUNK_ELEMENTS = 1 << 22  # 4 Mi elements per read: memory stays bounded far bel
 
 
 @method("checkpoint.compare_weights")
-def compare_weights(params: dict, ctx: Context) -> dict:
+def compare_weights(params: Dict[str, Any], ctx: Context) -> Dict[str, Any]:
     """RPC: ``{"a", "b"}`` → per-tensor relative L2 distance and cosine similarity of two checkpoints.
 
     Streams ``{"event": "tensor", "name", "rel_l2", "cosine", "done", "total"}`` per tensor whose dtype and
@@ -72,7 +79,7 @@ def compare_weights(params: dict, ctx: Context) -> dict:
             skipped.append({"name": name, "reason": reason})
         else:
             names.append(name)
-    rows = []  # type: List[dict]
+    rows: List[Dict[str, Any]] = []
     cancelled = False
     for done, name in enumerate(names, 1):
         info = a["tensors"][name]
@@ -99,7 +106,7 @@ def compare_weights(params: dict, ctx: Context) -> dict:
     }
 
 
-def _skip_reason(ta: Optional[dict], tb: Optional[dict]) -> str:
+def _skip_reason(ta: Optional[Dict[str, Any]], tb: Optional[Dict[str, Any]]) -> str:
     if ta is None or tb is None:
         return "only in " + ("B" if ta is None else "A")
     if ta["shape"] != tb["shape"]:
@@ -111,7 +118,9 @@ def _skip_reason(ta: Optional[dict], tb: Optional[dict]) -> str:
     return ""
 
 
-def _compare_tensor(np, dtype: str, numel: int, loc_a, loc_b, ctx: Context):
+def _compare_tensor(
+    np: ModuleType, dtype: str, numel: int, loc_a: Tuple[str, int], loc_b: Tuple[str, int], ctx: Context
+) -> Optional[Tuple[float, float, float, float]]:
     """(‖a‖², ‖b‖², a·b, ‖a-b‖²) accumulated in float64 chunk by chunk; None when cancelled."""
     item = np.dtype(_NUMPY_DTYPES[dtype]).itemsize
     aa = bb = ab = dd = 0.0
@@ -134,14 +143,15 @@ def _compare_tensor(np, dtype: str, numel: int, loc_a, loc_b, ctx: Context):
     return aa, bb, ab, dd
 
 
-def _as_float(np, dtype: str, data: bytes, count: int):
+def _as_float(np: ModuleType, dtype: str, data: bytes, count: int) -> NDArray[numpy.float64]:
     raw = np.frombuffer(data, dtype=_NUMPY_DTYPES[dtype], count=count)
     if dtype == "BF16":  # bf16 is the top half of a float32
         raw = (raw.astype(np.uint32) << 16).view(np.float32)
-    return raw.astype(np.float64)
+    out: NDArray[numpy.float64] = raw.astype(np.float64)
+    return out
 
 
-def _distances(aa: float, bb: float, ab: float, dd: float) -> dict:
+def _distances(aa: float, bb: float, ab: float, dd: float) -> Dict[str, Any]:
     """Relative L2 distance ‖a-b‖/‖a‖ and cosine similarity; None where a norm is zero and it is undefined."""
     rel = math.sqrt(dd / aa) if aa > 0 else (0.0 if dd == 0 else None)
     cosine = ab / math.sqrt(aa * bb) if aa > 0 and bb > 0 else None

@@ -23,7 +23,7 @@ import signal
 import sys
 import threading
 import time
-from typing import Callable, Dict, List, Optional, Tuple
+from typing import Any, Callable, Dict, List, Literal, Optional, Tuple
 
 from . import jobs
 from .jobs import Cancelled
@@ -69,7 +69,7 @@ def _version_tuple(text: str) -> Tuple[int, ...]:
     return tuple(out)
 
 
-def _folder(params: dict) -> str:
+def _folder(params: Dict[str, Any]) -> str:
     to = params.get("to")
     if not isinstance(to, str) or not to:
         raise AgentError("a target folder is required (--to DIR)", "invalid")
@@ -99,7 +99,7 @@ def _size(path: str) -> int:
 
 def incomplete_files(folder: str) -> List[str]:
     """Every ``*.incomplete`` file huggingface_hub left under ``folder`` (partial downloads)."""
-    out = []
+    out: List[str] = []
     for base, _dirs, names in os.walk(hf_download_dir(folder)):
         out.extend(os.path.join(base, n) for n in names if n.endswith(".incomplete"))
     return sorted(out)
@@ -201,7 +201,7 @@ class Hub:
         except Exception as exc:
             raise self.error(exc, "the file list", revision) from None
 
-    def paths_info(self, revision: str, paths: List[str]) -> Dict[str, dict]:
+    def paths_info(self, revision: str, paths: List[str]) -> Dict[str, Dict[str, Any]]:
         """``{path: {"size", "sha256" (LFS), "git_oid" (small files)}}`` for the paths that exist."""
         from huggingface_hub.hf_api import RepoFile
 
@@ -222,7 +222,7 @@ class Hub:
 # --- preflight -----------------------------------------------------------------------------------------------
 
 
-def running_download(state_dir: str, folder: str) -> Optional[dict]:
+def running_download(state_dir: str, folder: str) -> Optional[Dict[str, Any]]:
     """The running download job writing into ``folder``, if any: compared by real path, so a link to the
     folder (or a folder reached through one) is the same folder."""
     real = os.path.realpath(folder)
@@ -236,7 +236,7 @@ def running_download(state_dir: str, folder: str) -> Optional[dict]:
     return None
 
 
-def preflight(params: dict, state_dir: str) -> dict:
+def preflight(params: Dict[str, Any], state_dir: str) -> Dict[str, Any]:
     """Everything that must hold before a byte moves; raises AgentError with the first thing that does not.
 
     Returns ``{"repo", "revision", "commit", "endpoint", "to", "files": [{"path", "size", "sha256",
@@ -316,7 +316,7 @@ def preflight(params: dict, state_dir: str) -> dict:
     }
 
 
-def _leftovers(folder: str, files: List[dict], version: str) -> List[dict]:
+def _leftovers(folder: str, files: List[Dict[str, Any]], version: str) -> List[Dict[str, Any]]:
     """Partial files from an earlier run, each with what the job will do: resume (only where this host's
     huggingface_hub resumes across calls and the name is that of a file we want) or remove."""
     resumes = _version_tuple(version) < (1, 18)
@@ -330,13 +330,13 @@ def _leftovers(folder: str, files: List[dict], version: str) -> List[dict]:
 
 
 @method("download.preflight")
-def preflight_method(params: dict, ctx: Context) -> dict:
+def preflight_method(params: Dict[str, Any], ctx: Context) -> Dict[str, Any]:
     """RPC: ``{"repo", "to", "revision"?, "files"?, "all"?, "endpoint"?, "token"?}`` → the preflight dict."""
     return preflight(params, ctx.state_dir)
 
 
 @method("download.start")
-def start(params: dict, ctx: Context) -> dict:
+def start(params: Dict[str, Any], ctx: Context) -> Dict[str, Any]:
     """RPC: preflight, then start the download job. The token (``token``) reaches the job's environment
     only: never its argv, spec or log. Returns ``{"job", "preflight"}``."""
     plan = preflight(params, ctx.state_dir)
@@ -372,7 +372,7 @@ def start(params: dict, ctx: Context) -> dict:
 
 def file_digests(
     path: str, progress: Optional[Callable[[int], None]] = None, git: bool = False
-) -> Tuple[str, Optional[str], Optional[dict]]:
+) -> Tuple[str, Optional[str], Optional[Dict[str, Any]]]:
     """(sha256, git blob id if ``git``, identity) of a file's bytes, reporting bytes hashed so far to
     ``progress``. The identity (see ``_identity``) is read from the open file before the first byte and
     compared after the last, and with the path's: None when the file changed while it was hashed."""
@@ -402,7 +402,7 @@ def file_digests(
     return sha.hexdigest(), blob.hexdigest() if blob is not None else None, before if same else None
 
 
-def check_file(folder: str, entry: dict, progress: Optional[Callable[[int], None]] = None) -> dict:
+def check_file(folder: str, entry: Dict[str, Any], progress: Optional[Callable[[int], None]] = None) -> Dict[str, Any]:
     """Hash one downloaded file and compare it with the hub's digest; validate a safetensors header.
 
     Returns ``{"path", "bytes", "sha256", "verified", "problem"}``; ``problem`` is a sentence or None.
@@ -444,7 +444,7 @@ def check_file(folder: str, entry: dict, progress: Optional[Callable[[int], None
     }
 
 
-def read_sidecar(folder: str) -> Dict[str, dict]:
+def read_sidecar(folder: str) -> Dict[str, Dict[str, Any]]:
     try:
         with open(os.path.join(folder, SIDECAR)) as f:
             data = json.load(f)
@@ -454,7 +454,7 @@ def read_sidecar(folder: str) -> Dict[str, dict]:
 
 
 def record_verified(
-    folder: str, result: dict, repo: Optional[str], revision: Optional[str], commit: Optional[str] = None
+    folder: str, result: Dict[str, Any], repo: Optional[str], revision: Optional[str], commit: Optional[str] = None
 ) -> None:
     """Remember a file's digest with the identity it had (size, mtime, ctime, inode, device) and where it was
     checked against (repo, revision as asked, commit), so any later change voids the record: a same-size
@@ -473,7 +473,7 @@ def record_verified(
     jobs.write_json(os.path.join(folder, SIDECAR), {"version": SIDECAR_VERSION, "files": files})
 
 
-def _identity(st: os.stat_result) -> dict:
+def _identity(st: os.stat_result) -> Dict[str, Any]:
     return {
         "bytes": st.st_size,
         "mtime_ns": st.st_mtime_ns,
@@ -494,8 +494,12 @@ def forget(folder: str, path: str) -> None:
 
 
 def sidecar_entry(
-    folder: str, path: str, records: Dict[str, dict], repo: Optional[str] = None, revision: Optional[str] = None
-) -> Optional[dict]:
+    folder: str,
+    path: str,
+    records: Dict[str, Dict[str, Any]],
+    repo: Optional[str] = None,
+    revision: Optional[str] = None,
+) -> Optional[Dict[str, Any]]:
     """The sidecar's record of ``path`` if the file is still exactly the one that was hashed, and was checked
     against ``repo`` at ``revision`` (each when given)."""
     rec = records.get(path)
@@ -546,7 +550,7 @@ class Throttle:
 
 
 @method("download.verify")
-def verify_method(params: dict, ctx: Context) -> dict:
+def verify_method(params: Dict[str, Any], ctx: Context) -> Dict[str, Any]:
     """RPC: hash a drafter's files and check them against the hub (when ``repo`` is given).
 
     Params ``{"path", "files"?, "repo"?, "revision"?, "endpoint"?, "token"?}``. Streams ``{"event":
@@ -562,7 +566,7 @@ def verify_method(params: dict, ctx: Context) -> dict:
         raise AgentError("%s: %s missing; download the drafter first" % (folder, ", ".join(missing)), "not_found")
     repo = params.get("repo")
     revision = params.get("revision") or "main"
-    expected = {}  # type: Dict[str, dict]
+    expected = {}  # type: Dict[str, Dict[str, Any]]
     if repo:
         hub = Hub(resolve_endpoint(params.get("endpoint")), repo, params.get("token") or None)
         expected = hub.paths_info(revision, names)
@@ -596,7 +600,7 @@ def verify_method(params: dict, ctx: Context) -> dict:
 # --- drafter state -------------------------------------------------------------------------------------------
 
 
-def drafter_state(drafter: dict, downloading: Optional[dict]) -> dict:
+def drafter_state(drafter: Dict[str, Any], downloading: Optional[Dict[str, Any]]) -> Dict[str, Any]:
     """One configured drafter as the Drafters tab shows it: state, size, sha256 prefix, the job if any.
 
     States: ``downloading`` (a running job writes into its folder), ``missing`` (no file, no partial),
@@ -657,7 +661,7 @@ def drafter_state(drafter: dict, downloading: Optional[dict]) -> dict:
 
 
 @method("drafters.status")
-def drafters_status(params: dict, ctx: Context) -> List[dict]:
+def drafters_status(params: Dict[str, Any], ctx: Context) -> List[Dict[str, Any]]:
     """RPC: ``{"drafters": [{"name", "path", "repo"?, "files"?}]}`` → ``drafter_state`` of each (stat and the
     sidecar only: no hashing)."""
     out = []
@@ -677,7 +681,7 @@ class Events:
     def __init__(self, path: Optional[str]) -> None:
         self.fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600) if path else None
 
-    def emit(self, event: dict) -> None:
+    def emit(self, event: Dict[str, Any]) -> None:
         event = dict(event, t=round(time.time(), 3))
         line = (json.dumps(event, separators=(",", ":")) + "\n").encode()
         if self.fd is None:
@@ -687,17 +691,17 @@ class Events:
             os.write(self.fd, line)
 
 
-def bar_class(on_bytes: Callable[[int], None]):
+def bar_class(on_bytes: Callable[[int], None]) -> type:
     """A ``tqdm_class`` for huggingface_hub that forwards the byte count and draws nothing.
 
     It accepts whatever huggingface_hub passes (1.1–1.9 add ``name=`` and ``disable=None``, which would make a
     real tqdm hide itself or fail) and ignores every other bar of the same call (Xet opens a transfer bar
     next to its reconstruction bar): the first bar of a file is the one that counts.
     """
-    state = {"owner": None}
+    state: Dict[str, object] = {"owner": None}
 
     class Bar:
-        def __init__(self, *args, **kwargs) -> None:
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
             self.n = int(kwargs.get("initial") or 0)
             self.total = kwargs.get("total")
             if state["owner"] is None:
@@ -715,10 +719,10 @@ def bar_class(on_bytes: Callable[[int], None]):
         def __enter__(self) -> "Bar":
             return self
 
-        def __exit__(self, *exc) -> bool:
+        def __exit__(self, *exc: object) -> Literal[False]:
             return False
 
-        def __getattr__(self, name: str):  # set_description, set_postfix_str, refresh, ...: nothing to draw
+        def __getattr__(self, name: str) -> Callable[..., None]:  # set_description, set_postfix_str, refresh, ...: nothing to draw
             # update_transfer would make huggingface_hub treat this bar as an aggregating one.
             if name.startswith("__") or name == "update_transfer":
                 raise AttributeError(name)
@@ -753,7 +757,7 @@ class IncompletePoller(threading.Thread):
                 self.on_bytes(max(sizes)[1])
 
 
-def _describe_failure(exc: BaseException, plan: dict, name: str) -> str:
+def _describe_failure(exc: BaseException, plan: Dict[str, Any], name: str) -> str:
     """One sentence for a failed file: disk full, the hub's refusal (as the preflight words it), no hub."""
     repo, endpoint = plan["repo"], plan["endpoint"]
     if _disk_full(exc):
@@ -780,16 +784,17 @@ def _describe_failure(exc: BaseException, plan: dict, name: str) -> str:
 
 def _disk_full(exc: BaseException) -> bool:
     """ENOSPC or EDQUOT, also when a library wrapped the OSError in its own exception."""
+    link: Optional[BaseException] = exc
     for _ in range(8):  # a short chain: exceptions may (rarely) refer back to each other
-        if exc is None:
+        if link is None:
             return False
-        if isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EDQUOT):
+        if isinstance(link, OSError) and link.errno in (errno.ENOSPC, errno.EDQUOT):
             return True
-        exc = exc.__cause__ or exc.__context__
+        link = link.__cause__ or link.__context__
     return False
 
 
-def _space(plan: dict, name: str) -> Tuple[int, int]:
+def _space(plan: Dict[str, Any], name: str) -> Tuple[int, int]:
     """(bytes the download still needs from file ``name`` on, bytes free now in its folder)."""
     names = [f["path"] for f in plan["files"]]
     needed = sum(f["size"] for f in plan["files"][names.index(name) :])
@@ -823,7 +828,7 @@ def worker_main(argv: List[str]) -> int:
         return 143
 
 
-def _download_all(plan: dict, events: Events) -> int:
+def _download_all(plan: Dict[str, Any], events: Events) -> int:
     folder = plan["to"]
     os.makedirs(folder, exist_ok=True)
     for path in plan.get("remove") or []:

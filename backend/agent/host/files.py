@@ -6,22 +6,22 @@ import base64
 import os
 import shutil
 import stat as statmod
-from typing import Optional
+from typing import Any, Dict, List, Optional
 
 from . import loopback
-from .registry import AgentError, method
+from .registry import AgentError, Context, method
 
 MAX_READ = 16 << 20
 
 
-def _path(params: dict) -> str:
+def _path(params: Dict[str, Any]) -> str:
     path = params.get("path")
     if not isinstance(path, str) or not path:
         raise AgentError("a path is required", "invalid")
     return os.path.expanduser(path)
 
 
-def stat_entry(path: str) -> dict:
+def stat_entry(path: str) -> Dict[str, Any]:
     st = os.stat(path)
     kind = "dir" if statmod.S_ISDIR(st.st_mode) else "file" if statmod.S_ISREG(st.st_mode) else "other"
     return {
@@ -37,12 +37,12 @@ def stat_entry(path: str) -> dict:
 
 
 @method("fs.stat")
-def stat(params: dict, ctx) -> dict:
+def stat(params: Dict[str, Any], ctx: Context) -> Dict[str, Any]:
     return stat_entry(_path(params))
 
 
 @method("fs.exists")
-def exists(params: dict, ctx) -> dict:
+def exists(params: Dict[str, Any], ctx: Context) -> Dict[str, Any]:
     path = _path(params)
     try:
         return {"exists": True, **stat_entry(path)}
@@ -51,7 +51,7 @@ def exists(params: dict, ctx) -> dict:
 
 
 @method("fs.list")
-def list_dir(params: dict, ctx) -> list:
+def list_dir(params: Dict[str, Any], ctx: Context) -> List[Dict[str, Any]]:
     path = _path(params)
     if not os.path.isdir(path):
         raise AgentError(
@@ -67,7 +67,7 @@ def list_dir(params: dict, ctx) -> list:
 
 
 @method("fs.read")
-def read(params: dict, ctx) -> dict:
+def read(params: Dict[str, Any], ctx: Context) -> Dict[str, Any]:
     """Read ``length`` bytes at ``offset`` (base64 unless ``text``)."""
     path = _path(params)
     offset = int(params.get("offset") or 0)
@@ -94,7 +94,7 @@ def _log_secret(path: str, state_dir: str) -> Optional[str]:
 
 
 @method("fs.disk")
-def disk(params: dict, ctx) -> dict:
+def disk(params: Dict[str, Any], ctx: Context) -> Dict[str, Any]:
     """Free space on the filesystem holding ``path`` (or its nearest existing parent)."""
     path = os.path.abspath(_path(params))
     probe = path

@@ -3,12 +3,14 @@ huggingface_hub and token, for a client with no route to the Hub. Stdlib only at
 
 from __future__ import annotations
 
+from typing import Any, Dict
+
 from .registry import AgentError, Context, method
 from .shared.hub_search import NO_HUB, NO_LIBRARY, WORKERS, HubSearchError, search
 
 
 @method("hub.search")
-def search_method(params: dict, ctx: Context) -> dict:
+def search_method(params: Dict[str, Any], ctx: Context) -> Dict[str, Any]:
     """RPC: ``search(**params)`` with the host's huggingface_hub and token; a search that cannot run is an
     AgentError whose ``reason`` is the kind (the client words it)."""
     import sys

@@ -29,7 +29,8 @@ import sys
 import tempfile
 import threading
 import time
-from typing import Dict, List, Optional, Tuple
+from types import FrameType
+from typing import Any, Dict, Iterator, List, Optional, Set, Tuple
 
 from . import loopback
 from .keyfiles import key_file_of, read_key
@@ -45,7 +46,7 @@ from .ownership import (
     remove_cgroup,
     send,
 )
-from .registry import AgentError, method
+from .registry import AgentError, Context, method
 from .shared.protocol import lines_json
 from .shared.safepath import fd_of, still_ours
 from .watch import Watch
@@ -73,7 +74,7 @@ def jobs_root(state_dir: str) -> str:
     return root
 
 
-def _write_tmp(path: str, obj: dict) -> str:
+def _write_tmp(path: str, obj: Dict[str, Any]) -> str:
     """``obj`` as JSON in a new file next to ``path`` with a name no other writer uses; returns its path."""
     fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path), prefix=os.path.basename(path) + ".", suffix=".tmp")
     try:
@@ -87,12 +88,12 @@ def _write_tmp(path: str, obj: dict) -> str:
     return tmp
 
 
-def write_json(path: str, obj: dict) -> None:
+def write_json(path: str, obj: Dict[str, Any]) -> None:
     """Replace ``path`` atomically (concurrent writers each use their own temp file)."""
     os.replace(_write_tmp(path, obj), path)
 
 
-def create_json(path: str, obj: dict) -> bool:
+def create_json(path: str, obj: Dict[str, Any]) -> bool:
     """Create ``path`` atomically unless it exists (link fails with EEXIST like O_EXCL, but readers never see
     a half-written file); True if this call created it."""
     tmp = _write_tmp(path, obj)
@@ -113,10 +114,11 @@ def create_json(path: str, obj: dict) -> bool:
         os.unlink(tmp)
 
 
-def _read_json(path: str) -> Optional[dict]:
+def _read_json(path: str) -> Optional[Dict[str, Any]]:
     try:
         with open(path) as f:
-            return json.load(f)
+            obj: Dict[str, Any] = json.load(f)  # the job's own files, written by write_json
+            return obj
     except (OSError, ValueError):
         return None
 
@@ -141,7 +143,7 @@ def proc_start_time(pid: int) -> Optional[int]:
     return None if ids is None else ids[2]
 
 
-def _live_pids():
+def _live_pids() -> Iterator[Tuple[int, Tuple[int, int, int]]]:
     for name in os.listdir("/proc"):
         if name.isdigit():
             ids = proc_ids(int(name))
@@ -154,7 +156,7 @@ def _live_pids():
 KILL_WAIT_S = 20.0
 
 
-def job_processes(pid_info: dict) -> List[Tuple[int, int]]:
+def job_processes(pid_info: Dict[str, Any]) -> List[Tuple[int, int]]:
     """(pid, start) of the job's live processes, each proven (see ``ownership``): the members of its cgroup;
     without one, while its runner lives, the members of its process group (a live leader keeps that group id
     from coming round); after it, the members of its group and session that carry the job's marker. Nothing
@@ -171,7 +173,7 @@ def job_processes(pid_info: dict) -> List[Tuple[int, int]]:
     return [(pid, ids[2]) for pid, ids in found if leader_alive or (ids[1] == pgid and carries(pid, ids[2], token))]
 
 
-def orphans(pid_info: dict, fresh: bool = False) -> List[int]:
+def orphans(pid_info: Dict[str, Any], fresh: bool = False) -> List[int]:
     """The job's processes that still run after its runner died: members of the runner's process group and
     session that started after it and carry the job's marker in their environment (a daemon whose session id
     is an old runner's pid does not). A live process with the runner's pid and another start time means
@@ -189,7 +191,7 @@ def orphans(pid_info: dict, fresh: bool = False) -> List[int]:
     if in_cgroup is not None:
         return [pid for pid, began in in_cgroup if (pid, began) != (pgid, start)]
 
-    def ours(pid: int, ids) -> bool:
+    def ours(pid: int, ids: Optional[Tuple[int, int, int]]) -> bool:
         return ids is not None and ids[0] == pgid and ids[1] == pgid and ids[2] >= start and carries(pid, ids[2], token)
 
     key = (pgid, start)
@@ -224,7 +226,7 @@ def _job_dir(state_dir: str, job_id: str) -> str:
     return path
 
 
-def _alive(job_dir: str) -> Optional[dict]:
+def _alive(job_dir: str) -> Optional[Dict[str, Any]]:
     """pid.json if that process is still the one we started, else None."""
     pid = _read_json(os.path.join(job_dir, "pid.json"))
     if pid and proc_start_time(pid["pid"]) == pid["start"]:
@@ -232,7 +234,7 @@ def _alive(job_dir: str) -> Optional[dict]:
     return None
 
 
-def _last_event(job_dir: str, kinds=("progress",)) -> Optional[dict]:
+def _last_event(job_dir: str, kinds: Tuple[str, ...] = ("progress",)) -> Optional[Dict[str, Any]]:
     path = os.path.join(job_dir, "events.jsonl")
     try:
         with open(path, "rb") as f:
@@ -262,7 +264,7 @@ def _orphan_reason(left: List[int]) -> str:
     )
 
 
-def describe(job_dir: str) -> dict:
+def describe(job_dir: str) -> Dict[str, Any]:
     spec = _read_json(os.path.join(job_dir, "spec.json")) or {}
     exit_info = _read_json(os.path.join(job_dir, "exit.json"))
     pid = _read_json(os.path.join(job_dir, "pid.json")) or {}
@@ -320,7 +322,7 @@ def describe(job_dir: str) -> dict:
 
 # --- RPC methods ------------------------------------------------------------------------------------------
 
-_reapers: Dict[int, subprocess.Popen] = {}
+_reapers: Dict[int, subprocess.Popen[bytes]] = {}
 
 
 def agent_path() -> str:
@@ -340,7 +342,7 @@ def worker_argv(module: str, *args: str) -> List[str]:
 
 
 @method("jobs.start")
-def start(params: dict, ctx) -> dict:
+def start(params: Dict[str, Any], ctx: Context) -> Dict[str, Any]:
     """Start ``argv`` as a detached job. ``env`` values reach the process only, never the disk."""
     return start_job(
         ctx.state_dir,
@@ -352,7 +354,14 @@ def start(params: dict, ctx) -> dict:
     )
 
 
-def start_job(state_dir: str, kind: str, argv: List[str], args: dict, env: dict, cwd: Optional[str] = None) -> dict:
+def start_job(
+    state_dir: str,
+    kind: str,
+    argv: Optional[List[str]],
+    args: Dict[str, Any],
+    env: Dict[str, Any],
+    cwd: Optional[str] = None,
+) -> Dict[str, Any]:
     """Start a detached job (see the module docstring); returns its description.
 
     The folder is built under a hidden temp name and renamed once ``pid.json`` is in it, so a job folder is
@@ -373,7 +382,7 @@ def start_job(state_dir: str, kind: str, argv: List[str], args: dict, env: dict,
     full_env["SPECDECK_JOB_DIR"] = job_dir
     token = full_env[TOKEN_KEY] = new_token()  # how its processes are told from strangers (see ownership)
     proc = None
-    cgroup: Optional[dict] = None
+    cgroup: Optional[Dict[str, Any]] = None
     try:
         os.mkdir(tmp_dir, 0o700)
         spec = {"kind": kind, "argv": argv, "args": args, "cwd": cwd, "started": time.time(), "env_keys": sorted(env)}
@@ -414,6 +423,7 @@ def start_job(state_dir: str, kind: str, argv: List[str], args: dict, env: dict,
                 "cannot start the %s job on the host: %s (nothing was left behind)" % (kind, detail), "failed"
             ) from None
         raise
+    assert proc.stdin is not None  # stdin=PIPE
     try:
         proc.stdin.write(b"go\n")
         proc.stdin.close()
@@ -449,7 +459,7 @@ def _mtime(path: str) -> float:
 
 
 @method("jobs.list")
-def list_jobs(params: dict, ctx) -> List[dict]:
+def list_jobs(params: Dict[str, Any], ctx: Context) -> List[Dict[str, Any]]:
     root = jobs_root(ctx.state_dir)
     _sweep_new(root)
     out = [describe(path) for path in job_dirs(root)]
@@ -458,12 +468,12 @@ def list_jobs(params: dict, ctx) -> List[dict]:
 
 
 @method("jobs.get")
-def get(params: dict, ctx) -> dict:
+def get(params: Dict[str, Any], ctx: Context) -> Dict[str, Any]:
     return describe(_job_dir(ctx.state_dir, params.get("id", "")))
 
 
 @method("jobs.follow")
-def follow(params: dict, ctx) -> dict:
+def follow(params: Dict[str, Any], ctx: Context) -> Dict[str, Any]:
     """Stream complete lines of the job's ``log`` or ``events`` from byte ``offset`` until the job ends.
 
     Each event is ``{"offset": END, "lines": [...]}`` where END is the offset just past the last line, so a
@@ -511,7 +521,7 @@ def follow(params: dict, ctx) -> dict:
 def _gone(job_dir: str) -> bool:
     """Nothing of the job runs any more (its runner is gone and left no orphans)."""
     pid = _read_json(os.path.join(job_dir, "pid.json"))
-    return bool(pid) and proc_start_time(pid["pid"]) != pid["start"] and not orphans(pid)
+    return pid is not None and bool(pid) and proc_start_time(pid["pid"]) != pid["start"] and not orphans(pid)
 
 
 class LineReader(object):
@@ -524,7 +534,7 @@ class LineReader(object):
         self.secret = secret  # a server's API key, which it writes into its own log: never sent on
         self.inode: Optional[Tuple[int, int]] = None
 
-    def emit(self, ctx, chunk: int = 1 << 20) -> bool:
+    def emit(self, ctx: Context, chunk: int = 1 << 20) -> bool:
         """Send the complete lines past ``offset`` as events; True if there were any."""
         try:
             f = open(self.path, "rb")
@@ -559,7 +569,7 @@ class LineReader(object):
                 f.seek(self.offset)
 
 
-def tail_file(path: str, n: int):
+def tail_file(path: str, n: int) -> Tuple[List[str], int]:
     """The last ``n`` complete lines of ``path`` and the offset just past them."""
     try:
         with open(path, "rb") as f:
@@ -576,7 +586,7 @@ def tail_file(path: str, n: int):
 
 
 @method("jobs.tail")
-def tail(params: dict, ctx) -> dict:
+def tail(params: Dict[str, Any], ctx: Context) -> Dict[str, Any]:
     """The last ``lines`` lines of the job's log and the offset to follow from."""
     job_dir = _job_dir(ctx.state_dir, params.get("id", ""))
     n = params.get("lines")
@@ -593,7 +603,7 @@ def secret(job_dir: str) -> Optional[str]:
 
 
 @method("jobs.wait")
-def wait(params: dict, ctx) -> dict:
+def wait(params: Dict[str, Any], ctx: Context) -> Dict[str, Any]:
     """Wait until the job ends (or ``timeout`` seconds); returns its description."""
     job_dir = _job_dir(ctx.state_dir, params.get("id", ""))
     deadline = time.time() + float(params.get("timeout") or 3600)
@@ -613,7 +623,7 @@ def wait(params: dict, ctx) -> dict:
 
 
 @method("jobs.signal")
-def send_signal(params: dict, ctx) -> dict:
+def send_signal(params: Dict[str, Any], ctx: Context) -> Dict[str, Any]:
     job_dir = _job_dir(ctx.state_dir, params.get("id", ""))
     sig = _signal(params.get("signal", "TERM"))
     pid = None if os.path.exists(os.path.join(job_dir, "exit.json")) else _alive(job_dir)
@@ -624,7 +634,7 @@ def send_signal(params: dict, ctx) -> dict:
 
 
 @method("jobs.cancel")
-def cancel(params: dict, ctx) -> dict:
+def cancel(params: Dict[str, Any], ctx: Context) -> Dict[str, Any]:
     """SIGTERM the job's processes, SIGKILL them after ``timeout``, and confirm nothing of it is left. An
     orphaned job (its runner gone) has the processes left of it stopped the same way. A job that has ended
     (exit.json) is final and never signalled. ``stopped`` lists the pids that were running when we
@@ -668,7 +678,7 @@ def cancel(params: dict, ctx) -> dict:
     return dict(describe(job_dir), stopped=stopped, **_left_of(pid))
 
 
-def _left_of(pid_info: dict) -> dict:
+def _left_of(pid_info: Dict[str, Any]) -> Dict[str, Any]:
     """``left`` (pids) and ``left_states`` (what each is doing: ``procstate.lingering``) of the job's processes
     still there."""
     from .procstate import lingering
@@ -678,19 +688,19 @@ def _left_of(pid_info: dict) -> dict:
 
 
 @method("jobs.lingering")
-def lingering_processes(params: dict, ctx) -> dict:
+def lingering_processes(params: Dict[str, Any], ctx: Context) -> Dict[str, Any]:
     """The job's processes still there (after a cancel: killed ones still exiting, or in uninterruptible
     sleep), each with what it is doing: {left, left_states}."""
     job_dir = _job_dir(ctx.state_dir, params.get("id", ""))
     return _left_of(_read_json(os.path.join(job_dir, "pid.json")) or {})
 
 
-def _send_all(procs: List[Tuple[int, int]], sig: int) -> set:
+def _send_all(procs: List[Tuple[int, int]], sig: int) -> Set[Tuple[int, int]]:
     """Signal each (pid, start) that is still that process; the set of those signalled."""
     return {(pid, start) for pid, start in procs if send(pid, start, sig, proc_start_time)}
 
 
-def _signal(name) -> int:
+def _signal(name: Any) -> int:
     try:
         return int(getattr(signal, "SIG" + str(name).upper().replace("SIG", "")))
     except AttributeError:
@@ -698,7 +708,7 @@ def _signal(name) -> int:
 
 
 @method("jobs.remove")
-def remove(params: dict, ctx) -> dict:
+def remove(params: Dict[str, Any], ctx: Context) -> Dict[str, Any]:
     """Forget an ended job (its folder goes); refuses one that still runs."""
     job_dir = _job_dir(ctx.state_dir, params.get("id", ""))
     info = describe(job_dir)
@@ -714,7 +724,7 @@ def remove(params: dict, ctx) -> dict:
 
 
 @method("jobs.prune")
-def prune(params: dict, ctx) -> dict:
+def prune(params: Dict[str, Any], ctx: Context) -> Dict[str, Any]:
     """Remove every ended job that ended more than ``older_than`` seconds ago (of ``kind`` if given).
 
     Returns ``{"removed": [ids], "running": n}`` (jobs that still run are never touched)."""
@@ -759,7 +769,7 @@ class Cancelled(BaseException):
 def raise_on_sigterm() -> None:
     """In a job's body: the first SIGTERM raises :class:`Cancelled` (later ones are ignored); SIGHUP is ignored."""
 
-    def on_term(signum, frame) -> None:
+    def on_term(signum: int, frame: Optional[FrameType]) -> None:
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
         raise Cancelled()
 
@@ -779,7 +789,9 @@ def run_job(job_dir: str) -> int:
     spec = _read_json(os.path.join(job_dir, "spec.json")) or {}
     stop = {"requested": False}
 
-    def on_term(signum, frame):  # the group got it too; just remember why the child will end
+    def on_term(
+        signum: int, frame: Optional[FrameType]
+    ) -> None:  # the group got it too; just remember why the child will end
         stop["requested"] = True
 
     signal.signal(signal.SIGTERM, on_term)

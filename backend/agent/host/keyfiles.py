@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import json
 import os
-from typing import Optional
+from typing import Any, Dict, Optional
 
 KEYS = "keys"  # <state>/keys/<name>.yaml: an API key a server of ours reads with SGLang's --config, 0600
 
@@ -16,10 +16,10 @@ def keys_dir(state_dir: str) -> str:
     return os.path.join(state_dir, KEYS)
 
 
-def key_file_of(job: Optional[dict]) -> Optional[str]:
+def key_file_of(job: Optional[Dict[str, Any]]) -> Optional[str]:
     """The key file of ours a job was started with: an argument naming a file in the state's keys folder (a
     server's ``--config``, the router's key file)."""
-    if not (job or {}).get("dir"):
+    if job is None or not job.get("dir"):
         return None
     state_dir = os.path.dirname(os.path.dirname(os.path.normpath(job["dir"])))  # <state>/jobs/<id>
     keys = os.path.normpath(keys_dir(state_dir))
@@ -32,6 +32,7 @@ def read_key(path: Optional[str]) -> Optional[str]:
         return None
     try:
         with open(path) as f:
-            return json.load(f).get("api-key")
+            key: Optional[str] = json.load(f).get("api-key")
+            return key
     except (OSError, ValueError, AttributeError):
         return None

@@ -32,7 +32,7 @@ from urllib import error as urlerror
 from . import loopback, prompts
 from .jobs import start_job, worker_argv
 from .keyfiles import key_file_of, read_key
-from .registry import AgentError, method
+from .registry import AgentError, Context, method
 from .servers import listen_of, server_on
 from .shared import acceptance, advice, degenerate
 from .shared.quantiles import quantiles
@@ -301,9 +301,9 @@ def step_times(port: int, batch: int, key: Optional[str] = None, host: str = "12
 # --- the job --------------------------------------------------------------------------------------------
 
 
-def _check(params: dict) -> dict:
+def _check(params: Dict[str, Any]) -> Dict[str, Any]:
     """Validated bench parameters (AgentError on bad input)."""
-    out = {}
+    out: Dict[str, Any] = {}
     for key, low in (("port", 1), ("requests", 1), ("max_tokens", 1), ("concurrency", 1)):
         value = params.get(key)
         if isinstance(value, bool) or not isinstance(value, int) or value < low:
@@ -325,7 +325,7 @@ def _check(params: dict) -> dict:
     return out
 
 
-def bench_prompts(checked: dict) -> Tuple[List[Dict[str, str]], Dict[str, Any]]:
+def bench_prompts(checked: Dict[str, Any]) -> Tuple[List[Dict[str, str]], Dict[str, Any]]:
     """The bench's prompts and what was done to them (``prompts.build``): the operator's own prompts as they are
     (the chat template applied unless raw), else the domains' sets, else the built-in set."""
     if checked["prompts"] is not None:
@@ -336,7 +336,7 @@ def bench_prompts(checked: dict) -> Tuple[List[Dict[str, str]], Dict[str, Any]]:
 
 
 @method("bench.start")
-def start(params: dict, ctx) -> dict:
+def start(params: Dict[str, Any], ctx: Context) -> Dict[str, Any]:
     """Start a bench job against the server on ``port``; returns the job's description."""
     checked = _check(params)
     # The input (prompts may be long) goes through a file: argv has a per-argument size limit.
@@ -364,7 +364,7 @@ class _Events:
     def __init__(self, path: str) -> None:
         self.path = path
 
-    def write(self, event: dict, durable: bool = False) -> None:
+    def write(self, event: Dict[str, Any], durable: bool = False) -> None:
         with open(self.path, "a") as f:
             f.write(json.dumps(event) + "\n")
             f.flush()

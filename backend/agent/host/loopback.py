@@ -10,13 +10,17 @@ from __future__ import annotations
 
 TYPE_CHECKING = False  # typing only for the checker
 if TYPE_CHECKING:
-    from typing import Optional
+    from http.client import HTTPResponse
+    from typing import Any, AnyStr, Dict, List, Optional, Union
+    from urllib.request import OpenerDirector, Request
 
 LOOPBACK = ("127.0.0.1", "localhost", "::1", "[::1]")
-_OPENER = []  # built at the first request: urllib.request (http.client, email, ssl) is ~50 ms of an agent's start
+_OPENER: List[
+    OpenerDirector
+] = []  # built at the first request: urllib.request (http.client, email, ssl) is ~50 ms of an agent's start
 
 
-def _opener():
+def _opener() -> OpenerDirector:
     if not _OPENER:
         from urllib import request as urlrequest
 
@@ -29,12 +33,13 @@ def is_loopback(host: str) -> bool:
     return host in LOOPBACK or host.startswith("127.")
 
 
-def urlopen(req, timeout: float):
+def urlopen(req: Union[str, Request], timeout: float) -> HTTPResponse:
     """``urllib.request.urlopen`` for a loopback URL (a string or a Request), with no proxy."""
-    return _opener().open(req, timeout=timeout)
+    response: HTTPResponse = _opener().open(req, timeout=timeout)  # an http:// URL's answer
+    return response
 
 
-def hide(data, key: Optional[str]):
+def hide(data: AnyStr, key: Optional[str]) -> AnyStr:
     """``data`` (text or bytes) with a server's API key masked where it would be passed on (its log, its
     /server_info): as many ``*``, so byte offsets into a log still hold."""
     if not key:
@@ -44,12 +49,14 @@ def hide(data, key: Optional[str]):
     return data.replace(key, "*" * len(key))
 
 
-def bearer(key: Optional[str]) -> dict:
+def bearer(key: Optional[str]) -> Dict[str, Any]:
     """The header SGLang's clients send for a server started with ``--api-key`` (none without a key)."""
     return {"Authorization": "Bearer %s" % key} if key else {}
 
 
-def request(url: str, data: Optional[bytes] = None, headers: Optional[dict] = None, method: Optional[str] = None):
+def request(
+    url: str, data: Optional[bytes] = None, headers: Optional[Dict[str, Any]] = None, method: Optional[str] = None
+) -> Request:
     """A ``urllib.request.Request`` (imported only when one is made)."""
     from urllib import request as urlrequest
 

@@ -17,20 +17,20 @@ from .shared.protocol import MAX_FRAME, PROTOCOL_VERSION, FrameError, decode, du
 # typing only for the checker: the agent's hello waits for every module imported before it (~5 ms here)
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Dict
+    from typing import IO, Any, Callable, Dict, List, Optional
 
 
 class Agent:
-    def __init__(self, state_dir: str, out) -> None:
+    def __init__(self, state_dir: str, out: IO[bytes]) -> None:
         self.state_dir = state_dir
         self.out = out
         self.lock = threading.Lock()
-        self.running: Dict[int, Context] = {}
+        self.running: Dict[Any, Context] = {}  # by request id, as the client sent it
 
-    def send(self, obj: dict) -> None:
+    def send(self, obj: Dict[str, Any]) -> None:
         self.send_payload(obj.get("id"), dumps(obj))
 
-    def send_payload(self, rid, payload: bytes) -> None:
+    def send_payload(self, rid: Any, payload: bytes) -> None:
         """One message as a frame; one too big to carry becomes an error for its request, which is stopped."""
         if len(payload) > MAX_FRAME:
             ctx = self.running.get(rid)
@@ -46,9 +46,10 @@ class Agent:
             self.out.write(data)
             self.out.flush()
 
-    def handle(self, req: dict) -> None:
-        rid = req.get("id")
-        name = req.get("method")
+    def handle(self, req: Dict[str, Any]) -> None:
+        # As the client sent them: any JSON value (lookup finds no method for what is not a method's name).
+        rid: Any = req.get("id")
+        name: Any = req.get("method")
         if name == "cancel":
             ctx = self.running.get((req.get("params") or {}).get("id"))
             if ctx is not None:
@@ -78,7 +79,9 @@ class Agent:
             message = "the agent cannot start a thread for %s (the host is at its process limit); retry" % name
             self.send({"id": rid, "error": {"message": message, "kind": "busy"}})
 
-    def _run(self, rid, fn, params, ctx) -> None:
+    def _run(
+        self, rid: Any, fn: Callable[[Dict[str, Any], Context], Any], params: Dict[str, Any], ctx: Context
+    ) -> None:
         try:
             result = fn(params, ctx)
             reply = {"id": rid, "result": result}
@@ -110,7 +113,7 @@ class Agent:
         except (BrokenPipeError, ValueError, OSError):
             pass
 
-    def serve(self, inp) -> None:
+    def serve(self, inp: IO[bytes]) -> None:
         hello = {"protocol": PROTOCOL_VERSION, "pid": os.getpid(), "python": sys.version.split()[0]}
         with self.lock:
             self.out.write(encode_line({"hello": hello}))
@@ -144,7 +147,7 @@ def _os_message(exc: OSError, what: str) -> str:
     return "%s: %s" % (exc.filename, what) if exc.filename else str(exc)
 
 
-def main(argv=None) -> int:
+def main(argv: Optional[List[str]] = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv[:1] == ["job-run"]:
         from . import jobs  # here: the agent's hello waits for no module its serving loop does not need
@@ -154,7 +157,8 @@ def main(argv=None) -> int:
         # A job's body that needs host code (e.g. a download): ``agent worker MODULE ARGS...``.
         import importlib
 
-        return importlib.import_module("%s.%s" % (__package__, argv[1])).worker_main(argv[2:])
+        code: int = importlib.import_module("%s.%s" % (__package__, argv[1])).worker_main(argv[2:])
+        return code
     if argv[:1] == ["serve"] and len(argv) == 2:
         state_dir = argv[1]
         os.makedirs(state_dir, mode=0o700, exist_ok=True)

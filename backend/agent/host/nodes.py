@@ -8,9 +8,10 @@ from __future__ import annotations
 
 import os
 import time
+from typing import Any, Dict
 
 from . import jobs, ports
-from .registry import AgentError, method
+from .registry import AgentError, Context, method
 from .servers import pick
 
 # SGLang derives ZMQ ports from --dist-init-addr's port (+1 … +6: tokenizer, rpc, metrics, scheduler input
@@ -19,7 +20,7 @@ DIST_PORT_SPAN = 7
 
 
 @method("serve.dist_port")
-def dist_port(params: dict, ctx) -> dict:
+def dist_port(params: Dict[str, Any], ctx: Context) -> Dict[str, Any]:
     """``{span?}`` → ``{"port"}``: a free port with the ``span - 1`` above it free too, for rank 0's
     ``--dist-init-addr`` (its torch.distributed store listens there), below the ephemeral range so that no
     outgoing connection (another node retrying the rendezvous) can take one of them first."""
@@ -31,7 +32,7 @@ def dist_port(params: dict, ctx) -> dict:
 
 
 @method("serve.announce_stop")
-def announce_stop(params: dict, ctx) -> dict:
+def announce_stop(params: Dict[str, Any], ctx: Context) -> Dict[str, Any]:
     """``{job}``: record that this rank is being stopped (the ``cancel.json`` ``jobs.cancel`` writes), without
     signalling it. A rank whose peer went first dies of that (SGLang has no clean multi-node exit); marked
     beforehand, it reads as stopped, not crashed."""

@@ -22,7 +22,7 @@ import os
 import signal
 import subprocess
 import time
-from typing import Callable, Dict, List, Optional, Tuple
+from typing import Any, Callable, Dict, List, Optional, Tuple, Union
 
 ENV_KEY = "SPECDECK_JOB_TOKEN"
 CGROUP_PREFIX = "specdeck-"
@@ -59,12 +59,13 @@ def _pidfd_open(pid: int) -> Optional[int]:
     if opener is None:
         return None
     try:
-        return opener(pid)
+        fd: int = opener(pid)  # os.pidfd_open, Python 3.9+
+        return fd
     except OSError:
         return None
 
 
-def send(pid: int, start: int, sig: int, start_of) -> bool:
+def send(pid: int, start: int, sig: int, start_of: Callable[[int], Optional[int]]) -> bool:
     """Signal ``pid`` only if it is still the process that started at ``start`` (``start_of(pid)`` reads it);
     True if the signal went."""
     fd = _pidfd_open(pid)
@@ -114,13 +115,13 @@ def cgroup_dir(name: str) -> Optional[str]:
     return None if own is None else os.path.join(own[0], CGROUP_PREFIX + name)
 
 
-def cgroup_for(name: str, pid: int) -> Tuple[Optional[dict], str]:
+def cgroup_for(name: str, pid: int) -> Tuple[Optional[Dict[str, Any]], str]:
     """Move ``pid`` (a runner not yet told to start) into a new cgroup ``specdeck-<name>`` under ours:
     ({"dir", "path"}, "") or (None, why it could not be done), nothing left behind then."""
     global _last_cgroup_why
     own = _own_cgroup()
     if own is None:
-        found: Tuple[Optional[dict], str] = (None, "no cgroup v2 hierarchy here")
+        found: Tuple[Optional[Dict[str, Any]], str] = (None, "no cgroup v2 hierarchy here")
     else:
         folder = os.path.join(own[0], CGROUP_PREFIX + name)
         found = (None, "")
@@ -143,11 +144,13 @@ def cgroup_for(name: str, pid: int) -> Tuple[Optional[dict], str]:
     return found
 
 
-def cgroup_processes(cgroup: dict, start_of: Callable[[int], Optional[int]]) -> Optional[List[Tuple[int, int]]]:
+def cgroup_processes(
+    cgroup: Dict[str, Any], start_of: Callable[[int], Optional[int]]
+) -> Optional[List[Tuple[int, int]]]:
     """(pid, start) of the live processes in the job's cgroup (its sub-cgroups too), each checked to be in it
     between two reads of its start time (a pid that came round in between is not taken); None if the cgroup
     cannot be read (the caller falls back to the marker)."""
-    pids = []
+    pids: List[int] = []
     try:
         for here, _, _ in os.walk(cgroup["dir"], onerror=_raise):
             with open(os.path.join(here, "cgroup.procs")) as f:
@@ -175,7 +178,7 @@ def _cgroup_of(pid: int, path: str) -> bool:
     return rel == path or rel.startswith(path + "/")
 
 
-def leave_cgroup(cgroup: Optional[dict]) -> None:
+def leave_cgroup(cgroup: Optional[Dict[str, Any]]) -> None:
     """In the runner, once its job has ended: move out of the job's cgroup and remove it (it stays, empty of
     us, while something of the job still runs in it; see :func:`remove_cgroup`)."""
     if not cgroup:
@@ -191,7 +194,7 @@ def leave_cgroup(cgroup: Optional[dict]) -> None:
     remove_cgroup(cgroup)
 
 
-def remove_cgroup(cgroup) -> bool:
+def remove_cgroup(cgroup: Union[Dict[str, Any], str]) -> bool:
     """Remove a job's cgroup folder (a dict from :func:`cgroup_for`, or its folder); True if it is gone. A
     cgroup with processes in it cannot be removed (EBUSY): it stays until they end."""
     folder = cgroup.get("dir") if isinstance(cgroup, dict) else cgroup
@@ -207,7 +210,7 @@ def remove_cgroup(cgroup) -> bool:
     return True
 
 
-def release_cgroup(cgroup: dict, start_of: Callable[[int], Optional[int]]) -> bool:
+def release_cgroup(cgroup: Dict[str, Any], start_of: Callable[[int], Optional[int]]) -> bool:
     """For a job that has ended (final: nothing of it is ever signalled): move what still runs in its cgroup
     (a daemon it left), unharmed, up to the cgroup it came from, and remove the folder; True if it is gone."""
     parent = os.path.join(os.path.dirname(cgroup.get("dir") or "/"), "cgroup.procs")
@@ -239,6 +242,7 @@ def _probe_cgroup() -> str:
     try:
         cgroup, why = cgroup_for("probe-" + new_token()[:12], probe.pid)
     finally:
+        assert probe.stdin is not None  # stdin=PIPE
         probe.stdin.close()
         probe.wait()
     if cgroup:

@@ -16,24 +16,26 @@ import subprocess
 import sys
 import threading
 import time
-from typing import List, Optional
+from typing import Any, Callable, Dict, List, Optional, Tuple, Union
 from urllib import error as urlerror
 from urllib import parse as urlparse
 
 from . import loopback, ownership
-from .registry import AgentError, method
+from .registry import AgentError, Context, method
 
 LIBRARIES = ("sglang", "huggingface_hub", "safetensors", "torch", "numpy", "hf_xet", "sglang_router")
 
 
-_VERSIONS: list = []  # [(folders' mtimes, versions)]: metadata lookups cost ~40 ms on a loaded host
+_VERSIONS: List[
+    Tuple[Tuple[Optional[int], ...], Dict[str, Optional[str]]]
+] = []  # [(folders' mtimes, versions)]: metadata lookups cost ~40 ms on a loaded host
 _VERSIONS_LOCK = threading.Lock()
 
 
-def _install_key() -> tuple:
+def _install_key() -> Tuple[Optional[int], ...]:
     """The mtimes of the folders packages install into (sys.path's): a pip install, upgrade or uninstall adds
     or removes a ``*.dist-info`` there, which changes its folder's mtime and so invalidates the cache."""
-    key = []
+    key: List[Optional[int]] = []
     for path in sys.path:
         try:
             key.append(os.stat(path or ".").st_mtime_ns)
@@ -42,7 +44,7 @@ def _install_key() -> tuple:
     return tuple(key)
 
 
-def library_versions() -> dict:
+def library_versions() -> Dict[str, Any]:
     """Versions from package metadata: cheap, and never imports torch or sglang. Computed once per agent (by
     ``warm`` as it starts) and again only after the install folders changed."""
     with _VERSIONS_LOCK:
@@ -52,12 +54,12 @@ def library_versions() -> dict:
         return dict(_VERSIONS[0][1])
 
 
-def _read_versions() -> dict:
+def _read_versions() -> Dict[str, Optional[str]]:
     try:
         from importlib import metadata
     except ImportError:  # pragma: no cover - Python < 3.8
         return {}
-    out = {}
+    out: Dict[str, Optional[str]] = {}
     for name in LIBRARIES:
         try:
             out[name] = metadata.version(name)
@@ -66,7 +68,7 @@ def _read_versions() -> dict:
     return out
 
 
-def gpus(timeout: float = 5.0) -> list:
+def gpus(timeout: float = 5.0) -> List[Dict[str, Any]]:
     """Per-GPU memory (MiB) and utilisation (%) plus the pids using it; [] when there is neither NVML nor
     nvidia-smi. ``[{"index", "name", "memory_used_mib", "memory_total_mib", "utilization",
     "processes": [{"pid", "used_mib"}]}]``."""
@@ -78,7 +80,7 @@ def gpus(timeout: float = 5.0) -> list:
     return smi_gpus(timeout)
 
 
-def smi_gpus(timeout: float = 5.0) -> list:
+def smi_gpus(timeout: float = 5.0) -> List[Dict[str, Any]]:
     """``gpus()`` from nvidia-smi; [] without it."""
     query = "index,uuid,name,memory.used,memory.total,utilization.gpu"
     try:
@@ -97,7 +99,7 @@ def smi_gpus(timeout: float = 5.0) -> list:
         ).stdout
     except (OSError, subprocess.SubprocessError):
         return []
-    procs = {}
+    procs: Dict[str, List[Dict[str, Any]]] = {}
     for line in apps.splitlines():
         parts = [p.strip() for p in line.split(",")]
         if len(parts) == 3 and parts[1].isdigit():
@@ -126,7 +128,7 @@ NVML_LIBRARY = "libnvidia-ml.so.1"
 _NVML_INSUFFICIENT_SIZE = 7
 _NVML_NOT_AVAILABLE = (1 << 64) - 1  # usedGpuMemory when the driver cannot say (e.g. without privileges)
 _MIB = 1 << 20
-_NVML = None  # the loaded and initialised library; False once it proved unavailable
+_NVML: Union[ctypes.CDLL, bool, None] = None  # the loaded and initialised library; False once it proved unavailable
 _NVML_LOCK = threading.Lock()
 
 
@@ -161,7 +163,7 @@ class _ProcessV1(ctypes.Structure):
     _fields_ = [("pid", ctypes.c_uint), ("used", ctypes.c_ulonglong)]
 
 
-def _nvml():
+def _nvml() -> Optional[ctypes.CDLL]:
     """The NVML library, loaded and initialised once per agent; None where there is none."""
     global _NVML
     with _NVML_LOCK:
@@ -172,19 +174,19 @@ def _nvml():
                 _NVML = lib if init() == 0 else False
             except (OSError, AttributeError):
                 _NVML = False
-        return _NVML or None
+        return _NVML if isinstance(_NVML, ctypes.CDLL) else None
 
 
-def _call(lib, *names: str):
+def _call(lib: ctypes.CDLL, *names: str) -> Callable[..., int]:
     """The first of ``names`` the library exports (newest first)."""
     for name in names:
-        fn = getattr(lib, name, None)
+        fn: Optional[Callable[..., int]] = getattr(lib, name, None)
         if fn is not None:
             return fn
     raise AttributeError(names[-1])
 
 
-def nvml_gpus(lib) -> Optional[list]:
+def nvml_gpus(lib: ctypes.CDLL) -> Optional[List[Dict[str, Any]]]:
     """``gpus()`` read through NVML; None if the library fails (the caller falls back to nvidia-smi)."""
     try:
         count = ctypes.c_uint()
@@ -217,7 +219,7 @@ def nvml_gpus(lib) -> Optional[list]:
         return None
 
 
-def _nvml_memory(lib, handle):
+def _nvml_memory(lib: ctypes.CDLL, handle: ctypes.c_void_p) -> Tuple[Optional[float], Optional[float]]:
     """(used, total) in whole MiB, as nvidia-smi prints them (used without the driver's reserved memory)."""
     fn = getattr(lib, "nvmlDeviceGetMemoryInfo_v2", None)
     if fn is not None:
@@ -234,7 +236,7 @@ def _mib(n: int) -> float:
     return float(round(n / _MIB))  # nvidia-smi rounds to the nearest MiB
 
 
-def _nvml_processes(lib, handle) -> List[dict]:
+def _nvml_processes(lib: ctypes.CDLL, handle: ctypes.c_void_p) -> List[Dict[str, Any]]:
     for name, struct in (
         ("nvmlDeviceGetComputeRunningProcesses_v3", _Process),
         ("nvmlDeviceGetComputeRunningProcesses_v2", _Process),
@@ -263,7 +265,7 @@ def _nvml_processes(lib, handle) -> List[dict]:
     return []
 
 
-def _num(text: str):
+def _num(text: str) -> Optional[float]:
     try:
         return float(text)
     except ValueError:
@@ -271,7 +273,7 @@ def _num(text: str):
 
 
 @method("ping")
-def ping(params: dict, ctx) -> dict:
+def ping(params: Dict[str, Any], ctx: Context) -> Dict[str, Any]:
     return {"t": time.time()}
 
 
@@ -289,12 +291,12 @@ def platform_text() -> str:
 FACTS_FILE = "host-facts.json"
 
 
-def _facts_key() -> list:
+def _facts_key() -> List[Any]:
     """What the kept platform text and library versions depend on: the kernel, the interpreter's binary and
     the folders packages install into (``_install_key``)."""
     try:
         st = os.stat(sys.executable)
-        exe = [sys.executable, st.st_mtime_ns, st.st_size]
+        exe: List[Any] = [sys.executable, st.st_mtime_ns, st.st_size]
     except OSError:
         exe = [sys.executable]
     return [list(os.uname()), exe, list(_install_key())]
@@ -352,7 +354,7 @@ def job_ownership() -> str:
 
 
 @method("info")
-def info(params: dict, ctx) -> dict:
+def info(params: Dict[str, Any], ctx: Context) -> Dict[str, Any]:
     return {
         "hostname": socket.gethostname(),
         "python": sys.version.split()[0],
@@ -367,12 +369,12 @@ def info(params: dict, ctx) -> dict:
 
 
 @method("gpus")
-def gpu_status(params: dict, ctx) -> list:
+def gpu_status(params: Dict[str, Any], ctx: Context) -> List[Dict[str, Any]]:
     return gpus()
 
 
 @method("http.request")
-def http_request(params: dict, ctx) -> dict:
+def http_request(params: Dict[str, Any], ctx: Context) -> Dict[str, Any]:
     """An HTTP request to a server on the host's loopback (the SGLang server); never elsewhere, never through a
     proxy. A server of ours on that port that listens on this machine's address instead (a fleet's replica)
     is asked there, and sent its API key where it has one."""
@@ -393,7 +395,9 @@ def http_request(params: dict, ctx) -> dict:
     return out
 
 
-def fetch(url: str, timeout: float, body=None, method: Optional[str] = None, key: Optional[str] = None) -> dict:
+def fetch(
+    url: str, timeout: float, body: Any = None, method: Optional[str] = None, key: Optional[str] = None
+) -> Dict[str, Any]:
     """``{status, text, elapsed}`` of one request to a loopback ``url`` (``{status: None, error}`` when nothing
     answers); ``key``: the server's API key."""
     data = json.dumps(body).encode() if body is not None else None

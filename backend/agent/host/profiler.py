@@ -18,12 +18,15 @@ import re
 import string
 import threading
 import time
-from typing import Any, Callable, Dict, List, Optional
+from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Tuple
+
+if TYPE_CHECKING:
+    from typing import TypeGuard  # Python 3.10+: for the checker only
 from urllib import error as urlerror
 
 from . import jobs, loadgen, loopback
 from .keyfiles import key_file_of, read_key
-from .registry import AgentError, method
+from .registry import AgentError, Context, method
 from .servers import listen_of, server_on
 from .shared.chrome_trace import TraceError
 from .shared.cycle_anatomy import anatomy
@@ -44,11 +47,11 @@ def trace_root(state_dir: str) -> str:
     return os.path.join(os.path.dirname(os.path.abspath(state_dir)), TRACES)
 
 
-def _whole(value: Any, low: int) -> bool:
+def _whole(value: Any, low: int) -> TypeGuard[int]:
     return isinstance(value, int) and not isinstance(value, bool) and value >= low
 
 
-def _check(params: dict) -> dict:
+def _check(params: Dict[str, Any]) -> Dict[str, Any]:
     """Validated profile parameters (AgentError on bad input)."""
     port = params.get("port")
     if not _whole(port, 1) or port > 65535:
@@ -80,7 +83,7 @@ def _check(params: dict) -> dict:
 
 
 @method("profile.start")
-def start(params: dict, ctx) -> dict:
+def start(params: Dict[str, Any], ctx: Context) -> Dict[str, Any]:
     """Start a profile job against the server on ``port``; returns the job's description (its args hold the
     trace folder)."""
     checked = _check(params)
@@ -121,7 +124,7 @@ class Server(object):
         return "http://%s:%d%s" % (self.address, self.port, path)
 
 
-def _post(server: Server, path: str, body: Optional[dict], timeout: float = 30.0) -> str:
+def _post(server: Server, path: str, body: Optional[Dict[str, Any]], timeout: float = 30.0) -> str:
     data = json.dumps(body).encode() if body is not None else b""
     headers = {"Content-Type": "application/json", **loopback.bearer(server.key)}
     req = loopback.request(server.url(path), data, headers, method="POST")
@@ -191,7 +194,7 @@ def wait_traces(
 ) -> List[str]:
     """The trace files in ``trace_dir`` once they are all written: ``expect`` of them (or as many as appear), each
     of a size that settled. ``ranks`` picks TP ranks. ProfileError at ``deadline``."""
-    sizes: Dict[str, tuple] = {}
+    sizes: Dict[str, Tuple[int, float]] = {}
     want = len(ranks) if ranks is not None else expect
     while True:
         now = time.time()
@@ -219,7 +222,7 @@ def wait_traces(
         time.sleep(POLL_S)
 
 
-def read_when_whole(paths: List[str], params: dict, deadline: float) -> Dict[str, Any]:
+def read_when_whole(paths: List[str], params: Dict[str, Any], deadline: float) -> Dict[str, Any]:
     """The anatomy of ``paths``; a file still being written (cut short) is waited for again until ``deadline``."""
     while True:
         try:
@@ -234,7 +237,7 @@ def read_when_whole(paths: List[str], params: dict, deadline: float) -> Dict[str
 class _Run:
     """One profile: the load it brought, whether the server is profiling, and the job's events."""
 
-    def __init__(self, params: dict, job_dir: str) -> None:
+    def __init__(self, params: Dict[str, Any], job_dir: str) -> None:
         self.params = params
         self.server = Server(params["port"], params.get("address") or "127.0.0.1", read_key(params.get("key_file")))
         self.events = loadgen._Events(os.path.join(job_dir, "events.jsonl"))

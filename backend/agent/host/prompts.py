@@ -25,12 +25,15 @@ from typing import Any, Dict, List, Optional, Tuple
 from .registry import AgentError
 from .shared import chat_template
 
+# A prompt as the chat API takes it: (messages, tools or None).
+Conversation = Tuple[List[Dict[str, Any]], Optional[List[Dict[str, Any]]]]
+
 MAX_ROWS = 200  # a bench needs a few prompts a domain, not a data set
 # What a row of a domain's set is asked as, before its text.
 LEADS = {"code": "Complete the following Python function. Reply with the code only.\n\n"}
 
 
-def _read_json(path: str) -> Optional[dict]:
+def _read_json(path: str) -> Optional[Dict[str, Any]]:
     try:
         with open(path, encoding="utf-8") as f:
             doc = json.load(f)
@@ -90,7 +93,7 @@ def _fetch(dataset: str, path: str, endpoint: Optional[str]) -> str:
         ) from None
 
 
-def read_rows(path: str, limit: int = MAX_ROWS) -> List[dict]:
+def read_rows(path: str, limit: int = MAX_ROWS) -> List[Dict[str, Any]]:
     """A dataset file's first ``limit`` rows: JSON lines, a JSON list (or ``{"data": [...]}``), or parquet."""
     if path.endswith(".parquet"):
         try:
@@ -112,7 +115,7 @@ def read_rows(path: str, limit: int = MAX_ROWS) -> List[dict]:
         doc = doc.get("data") or doc.get("rows")
     if isinstance(doc, list):
         return [row for row in doc[:limit] if isinstance(row, dict)]
-    rows = []
+    rows: List[Dict[str, Any]] = []
     for line in text.splitlines():
         if len(rows) >= limit:
             break
@@ -125,7 +128,7 @@ def read_rows(path: str, limit: int = MAX_ROWS) -> List[dict]:
     return rows
 
 
-def conversation(row: dict, domain: str) -> Optional[Tuple[List[dict], Optional[list]]]:
+def conversation(row: Dict[str, Any], domain: str) -> Optional[Conversation]:
     """(messages, tools) a dataset row asks, by the common sets' fields; None for a row it cannot read."""
     tools = row.get("function") or row.get("tools")
     tools = tools if isinstance(tools, list) and tools else None
@@ -147,19 +150,19 @@ def conversation(row: dict, domain: str) -> Optional[Tuple[List[dict], Optional[
     return None
 
 
-def random_prompts(count: int, seed: int = 1305) -> List[Tuple[List[dict], Optional[list]]]:
+def random_prompts(count: int, seed: int = 1305) -> List[Conversation]:
     """Prompts of random words, as a ``random`` dataset of a serving benchmark sends: what sends a model into a
     loop (lightseekorg/tokenspeed #1305)."""
     rng = random.Random(seed)
     letters = "abcdefghijklmnopqrstuvwxyz"
-    out = []
+    out: List[Conversation] = []
     for _ in range(count):
         words = ["".join(rng.choice(letters) for _ in range(rng.randint(2, 9))) for _ in range(48)]
         out.append(([{"role": "user", "content": " ".join(words)}], None))
     return out
 
 
-def domain_conversations(name: str, spec: dict, endpoint: Optional[str]) -> List[Tuple[List[dict], Optional[list]]]:
+def domain_conversations(name: str, spec: Dict[str, Any], endpoint: Optional[str]) -> List[Conversation]:
     """A domain's conversations: random words (``{"random": N}``) or a Hub dataset's file."""
     if spec.get("random"):
         return random_prompts(int(spec["random"]))
@@ -178,7 +181,8 @@ def domain_conversations(name: str, spec: dict, endpoint: Optional[str]) -> List
 
 def interleaved(sets: Dict[str, List[Any]]) -> List[Tuple[str, Any]]:
     """(domain, item) taking one of each domain in turn, so a bench of any length spreads over the domains."""
-    out, i = [], 0
+    out: List[Tuple[str, Any]] = []
+    i = 0
     while any(i < len(items) for items in sets.values()):
         out.extend((name, items[i]) for name, items in sets.items() if i < len(items))
         i += 1
@@ -187,7 +191,7 @@ def interleaved(sets: Dict[str, List[Any]]) -> List[Tuple[str, Any]]:
 
 def build(
     builtin: List[Tuple[str, str]],
-    domains: Optional[Dict[str, dict]],
+    domains: Optional[Dict[str, Dict[str, Any]]],
     raw: bool,
     model_path: Optional[str],
     endpoint: Optional[str] = None,

@@ -11,9 +11,12 @@ import threading
 # typing only for the checker: the agent's hello waits for every module imported before it (~5 ms here)
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Any, Callable, Dict, Optional, Tuple
+    from typing import Any, Callable, Dict, Optional, Tuple, TypeVar
 
-METHODS: Dict[str, Callable[[dict, "Context"], Any]] = {}
+    # An RPC method: fn(params, ctx) -> its result (JSON); decorated, it keeps its own signature.
+    Method = TypeVar("Method", bound=Callable[[Dict[str, Any], "Context"], Any])
+
+METHODS: Dict[str, Callable[[Dict[str, Any], "Context"], Any]] = {}
 # The module that registers each method, imported when one of its methods is first called: importing every
 # module at the start was ~40% of an agent's start (a cold CLI command waits for it). A method missing here
 # is unknown until its module is imported otherwise; tests/test_quick.py checks this table against them all.
@@ -69,7 +72,7 @@ HOMES = {
 }
 
 
-def lookup(name: str) -> Optional[Callable[[dict, "Context"], Any]]:
+def lookup(name: str) -> Optional[Callable[[Dict[str, Any], "Context"], Any]]:
     """The method ``name``, its module imported first if need be; None for an unknown one."""
     fn = METHODS.get(name)
     if fn is None and name in HOMES:
@@ -95,7 +98,10 @@ class Context:
     """What a method gets besides its params: the agent's state folder, a way to push events, a stop flag."""
 
     def __init__(
-        self, state_dir: str, emit: Callable[[dict], None], emit_json: Optional[Callable[[bytes], None]] = None
+        self,
+        state_dir: str,
+        emit: Callable[[Dict[str, Any]], None],
+        emit_json: Optional[Callable[[bytes], None]] = None,
     ) -> None:
         self.state_dir = state_dir
         self.emit = emit
@@ -130,14 +136,14 @@ class Context:
                 self._wake = None
 
 
-def method(name: str) -> Callable[[Callable[[dict, Context], Any]], Callable[[dict, Context], Any]]:
+def method(name: str) -> Callable[[Method], Method]:
     """Register ``fn(params, ctx)`` as RPC method ``name``.
 
     A method returns its result; a streaming method calls ``ctx.emit(event)`` as often as it likes before it
     returns, and should return soon after ``ctx.cancelled`` is set.
     """
 
-    def register(fn: Callable[[dict, Context], Any]) -> Callable[[dict, Context], Any]:
+    def register(fn: Method) -> Method:
         if name in METHODS:
             raise RuntimeError("agent method registered twice: " + name)
         METHODS[name] = fn

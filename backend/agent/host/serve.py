@@ -24,12 +24,12 @@ import re
 import subprocess
 import threading
 import time
-from typing import Dict, List, Optional, Tuple
+from typing import Any, Deque, Dict, List, Optional, Tuple
 
 from . import jobs, ports
 from .keyfiles import key_file_of, keys_dir, read_key
 from .probes import fetch, gpus
-from .registry import AgentError, method
+from .registry import AgentError, Context, method
 from .servers import KIND, holder, listen_of, pick, port_of, serve_jobs
 from .shared.logline import record, tier_line
 from .watch import Watch
@@ -174,19 +174,19 @@ class LogScan(object):
         self.lead = lead
         self.offset = 0
         self.inode: Optional[Tuple[int, int]] = None
-        self.phases: List[dict] = []
+        self.phases: List[Dict[str, Any]] = []
         self.target_loaded = False
         self.ready_at: Optional[float] = None
         self.sigterm_at: Optional[float] = None
         self.found: Dict[str, str] = {}
         self.found_ranks: Dict[str, str] = {}  # signature -> the ranks of the line that showed it ("TP7")
-        self.accept: collections.deque = collections.deque(maxlen=STUCK_DECODE_LINES)
+        self.accept: Deque[float] = collections.deque(maxlen=STUCK_DECODE_LINES)
         self.last_ts: Optional[float] = None
         self.health: Optional[int] = None
         self.health_at = 0.0
-        self.server_info: Optional[dict] = None
+        self.server_info: Optional[Dict[str, Any]] = None
         self.elapsed: Dict[str, float] = {}  # phase -> seconds the log itself measured (load, capture)
-        self.startup_timings: Optional[dict] = None  # 0.5.23's "Engine startup timings (s): …"
+        self.startup_timings: Optional[Dict[str, Any]] = None  # 0.5.23's "Engine startup timings (s): …"
         self.kv_tokens: Optional[int] = None  # max_total_num_tokens: what the KV cache holds, in tokens
         self.tier: Optional[int] = None  # the adaptive step count in force, as the last switch line said
         self.switch_lines = False  # the worker logs its switches (0.5.12+): a slot's decision is not one
@@ -205,7 +205,7 @@ class LogScan(object):
                 st = os.fstat(f.fileno())
                 inode = (st.st_dev, st.st_ino)
                 if st.st_size < self.offset or (self.inode is not None and inode != self.inode):
-                    self.__init__(self.lead)  # truncated or replaced: what it said before no longer stands
+                    self.__init__(self.lead)  # type: ignore[misc]  # truncated or replaced: what it said before no longer stands
                 self.inode = inode
                 f.seek(self.offset)
                 while True:
@@ -262,9 +262,9 @@ class LogScan(object):
         elif "cuda graph end" in lowered:
             self._measured(lowered)
         elif "max_total_num_tokens=" in message:
-            found = _KV_TOKENS.search(message)
-            if found:
-                self.kv_tokens = int(found.group(1))
+            tokens = _KV_TOKENS.search(message)
+            if tokens:
+                self.kv_tokens = int(tokens.group(1))
         elif message.startswith("Engine startup timings (s): "):
             self.startup_timings = _startup_timings(message)
         elif "Uvicorn running on" in message:
@@ -300,7 +300,7 @@ def _other_rank(ranks: str, lead: int) -> bool:
     return bool(re.search(r"(?:DP|PP|CP)[1-9]", ranks)) or ("TP%d" % lead) not in ranks.split()
 
 
-def _lead(job: dict) -> int:
+def _lead(job: Dict[str, Any]) -> int:
     """The TP rank whose lines give a server's phases: 0, or the first of its node's on a node of rank >= 1."""
     args = job.get("args") or {}
     try:
@@ -309,13 +309,13 @@ def _lead(job: dict) -> int:
         return 0
 
 
-def _startup_timings(message: str) -> dict:
+def _startup_timings(message: str) -> Dict[str, Any]:
     """``Engine startup timings (s): load_weight=F, …, cuda_graph={target_verify=F, …}, tokenizer_e2e=F``
     → ``{"load_weight": F, …, "cuda_graph": {"target_verify": F, …}}`` (fields it lacks are left out)."""
     text = message.split(": ", 1)[1]
     head, _, rest = text.partition("cuda_graph={")
     graphs, _, tail = rest.partition("}")
-    out: dict = {k: float(v) for k, v in _TIMINGS.findall(head + tail)}
+    out: Dict[str, Any] = {k: float(v) for k, v in _TIMINGS.findall(head + tail)}
     if rest:
         out["cuda_graph"] = {k: float(v) for k, v in _TIMINGS.findall(graphs)}
     return out
@@ -325,7 +325,7 @@ _SCANS: Dict[str, LogScan] = {}
 _SCANS_LOCK = threading.Lock()  # each request runs on its own thread
 
 
-def _scan(job: dict) -> LogScan:
+def _scan(job: Dict[str, Any]) -> LogScan:
     with _SCANS_LOCK:
         scan = _SCANS.get(job["dir"])
         if scan is None:
@@ -338,7 +338,7 @@ def _scan(job: dict) -> LogScan:
 
 
 @method("serve.key")
-def keep_key(params: dict, ctx) -> dict:
+def keep_key(params: Dict[str, Any], ctx: Context) -> Dict[str, Any]:
     """Keep ``key`` for the servers (and router) of ``name`` (a fleet) in a file only we can read, in the YAML
     that SGLang's ``--config`` reads (``{"api-key": KEY}``: JSON is YAML): the key reaches the server without
     a command line other local users can read (``ps``). Returns ``{"path"}``."""
@@ -358,7 +358,7 @@ def keep_key(params: dict, ctx) -> dict:
 
 # --- status -----------------------------------------------------------------------------------------------
 
-NONE_STATUS = {
+NONE_STATUS: Dict[str, Any] = {
     "state": "none",
     "profile": None,
     "pid": None,
@@ -407,7 +407,7 @@ _CHECKED = (
 )
 
 
-def _server_info(scan: LogScan, port: int, host: str, key: Optional[str]) -> Optional[dict]:
+def _server_info(scan: LogScan, port: int, host: str, key: Optional[str]) -> Optional[Dict[str, Any]]:
     """The resolved server args that matter here, read once per job (/server_info, else the older /get_server_info)."""
     if scan.server_info is None:
         for path in ("/server_info", "/get_server_info"):
@@ -422,7 +422,7 @@ def _server_info(scan: LogScan, port: int, host: str, key: Optional[str]) -> Opt
     return scan.server_info
 
 
-def _steps_now(scan: LogScan, args: dict) -> Optional[int]:
+def _steps_now(scan: LogScan, args: Dict[str, Any]) -> Optional[int]:
     """The draft steps in force: an adaptive server's last switch, else its resolved (or launched) steps; None
     without speculation or before anything says (DFLASH and DSPARK resolve to 1)."""
     if not args.get("algorithm"):
@@ -445,7 +445,7 @@ def _live_tier(port: int) -> Optional[int]:
     return steps if isinstance(steps, int) and not isinstance(steps, bool) else None
 
 
-def _mismatches(args: dict, info: Optional[dict]) -> List[str]:
+def _mismatches(args: Dict[str, Any], info: Optional[Dict[str, Any]]) -> List[str]:
     if not info:
         return []
     out = []
@@ -462,7 +462,7 @@ def _tail(path: str) -> List[str]:
     return [jobs.capped(line) or "" for line in lines if line.strip()]
 
 
-def status_of(job: Optional[dict]) -> dict:
+def status_of(job: Optional[Dict[str, Any]]) -> Dict[str, Any]:
     """The server status of a serve job (``describe`` dict), or ``none``."""
     if job is None:
         return dict(NONE_STATUS, phases=[], warnings=[])
@@ -533,7 +533,9 @@ def status_of(job: Optional[dict]) -> dict:
         if key is None and (job.get("reason") or "").startswith("killed by SIGKILL"):
             out["error"], out["hint"] = job["reason"], KILLED_HINT
         else:
-            out["error"] = _error_line(line, out["error_lines"], scan.found_ranks.get(key)) or job.get("reason")
+            out["error"] = _error_line(
+                line, out["error_lines"], scan.found_ranks.get(key) if key is not None else None
+            ) or job.get("reason")
             out["hint"], out["hint_action"] = hint, action
     out["phases"] = _timeline(scan, out)
     return out
@@ -568,7 +570,7 @@ def _error_line(found: Optional[str], tail: List[str], ranks: Optional[str] = No
     )
 
 
-def _timeline(scan: LogScan, status: dict) -> List[dict]:
+def _timeline(scan: LogScan, status: Dict[str, Any]) -> List[Dict[str, Any]]:
     """Each phase with its start and end (None while it lasts), from the job's start."""
     entries = [{"phase": "launching", "start": status.get("started")}, *scan.phases]
     out = []
@@ -592,13 +594,13 @@ def _mtime(path: str) -> Optional[float]:
 # --- RPC methods ------------------------------------------------------------------------------------------
 
 
-def _port_param(params: dict) -> Optional[int]:
+def _port_param(params: Dict[str, Any]) -> Optional[int]:
     port = params.get("port")
     return None if port is None else int(port)
 
 
 @method("serve.status")
-def status(params: dict, ctx) -> dict:
+def status(params: Dict[str, Any], ctx: Context) -> Dict[str, Any]:
     """``{job?, port?}`` → the status of that server, else the newest running one, else the newest. An adaptive
     server's ``spec_steps_now`` is asked of the server itself (``_live_tier``), its log's last switch else."""
     out = status_of(pick(ctx.state_dir, params.get("job"), _port_param(params)))
@@ -629,7 +631,7 @@ def write_launch_files(state_dir: str, files: Optional[Dict[str, str]]) -> None:
 
 
 @method("serve.start")
-def start(params: dict, ctx) -> dict:
+def start(params: Dict[str, Any], ctx: Context) -> Dict[str, Any]:
     """Start a server job ``{argv, args, env, cwd, files?}``; refused while another server holds ``args.port``.
     ``files`` (``{path: text}`` in the state dir's ``spec/``) are written first: what the launch reads."""
     args = params.get("args") or {}
@@ -657,7 +659,7 @@ def start(params: dict, ctx) -> dict:
 
 
 @method("serve.wait")
-def wait(params: dict, ctx) -> dict:
+def wait(params: Dict[str, Any], ctx: Context) -> Dict[str, Any]:
     """Stream the server's status whenever it changes, until its state is in ``until`` (empty: until cancelled)
     or ``timeout`` seconds pass; returns the last status. ``job`` pins one server, else the current one.
 
@@ -695,7 +697,7 @@ def wait(params: dict, ctx) -> dict:
 
 
 @method("serve.stop")
-def stop(params: dict, ctx) -> dict:
+def stop(params: Dict[str, Any], ctx: Context) -> Dict[str, Any]:
     """SIGTERM the server's group, SIGKILL it after ``timeout`` s, then confirm no process of it is left and
     its GPU memory is freed (``gpus_freed`` is None without nvidia-smi)."""
     job = pick(ctx.state_dir, params.get("job"), _port_param(params))
@@ -734,7 +736,7 @@ def _wait_gpus_free(pids: List[int]) -> Optional[bool]:
 
 
 @method("serve.port")
-def port_state(params: dict, ctx) -> dict:
+def port_state(params: Dict[str, Any], ctx: Context) -> Dict[str, Any]:
     """``{port}`` → whether a server could listen there: ``held_by`` a server job of ours, ``free`` to bind;
     with ``address``, ``address_local``: whether it is one of this machine's (a fleet's replica listens there).
 
@@ -754,7 +756,7 @@ def port_state(params: dict, ctx) -> dict:
 
 
 @method("serve.gpus")
-def gpu_users(params: dict, ctx) -> dict:
+def gpu_users(params: Dict[str, Any], ctx: Context) -> Dict[str, Any]:
     """Per-GPU memory with each process named and marked ``ours`` (a server job's) or not."""
     listed = gpus()
     ours = {}
@@ -781,7 +783,7 @@ _SAFE = re.compile(r"[^\w.-]+")
 
 
 @method("serve.help")
-def launcher_help(params: dict, ctx) -> dict:
+def launcher_help(params: Dict[str, Any], ctx: Context) -> Dict[str, Any]:
     """``{argv, version?, cwd?, env?}`` → the launcher's ``--help`` text, cached per launcher and version.
 
     ``version`` defaults to the sglang the launcher's Python has installed; the help text says which flags
@@ -825,7 +827,7 @@ def launcher_help(params: dict, ctx) -> dict:
     return {"version": version, "help": text, "cached": False}
 
 
-def _sglang_version(python: str, cwd: Optional[str], env: dict) -> str:
+def _sglang_version(python: str, cwd: Optional[str], env: Dict[str, Any]) -> str:
     code = "import importlib.metadata as m; print(m.version('sglang'))"
     try:
         proc = subprocess.run(

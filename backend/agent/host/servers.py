@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import json
 import os
-from typing import List, Optional, Tuple
+from typing import Any, Dict, List, Optional, Tuple
 
 from . import jobs
 from .keyfiles import key_file_of, read_key
@@ -17,7 +17,7 @@ KIND = "serve"
 ROUTER_KIND = "router"  # a fleet's router job (backend/fleet/fleets.py starts it)
 
 
-def serve_jobs(state_dir: str) -> List[dict]:
+def serve_jobs(state_dir: str) -> List[Dict[str, Any]]:
     """Every serve job on this host, oldest first."""
     out = []
     for job_dir in jobs.job_dirs(jobs.jobs_root(state_dir)):
@@ -32,14 +32,15 @@ def serve_jobs(state_dir: str) -> List[dict]:
     return out
 
 
-def port_of(job: dict) -> Optional[int]:
+def port_of(job: Dict[str, Any]) -> Optional[int]:
+    port = (job.get("args") or {}).get("port")
     try:
-        return int((job.get("args") or {}).get("port"))
+        return int(port) if port is not None else None
     except (TypeError, ValueError):
         return None
 
 
-def pick(state_dir: str, job_id: Optional[str] = None, port: Optional[int] = None) -> Optional[dict]:
+def pick(state_dir: str, job_id: Optional[str] = None, port: Optional[int] = None) -> Optional[Dict[str, Any]]:
     """The server a status is about: ``job_id``; else the newest running one (on ``port``); else the newest."""
     candidates = serve_jobs(state_dir)
     if job_id:
@@ -55,7 +56,7 @@ def pick(state_dir: str, job_id: Optional[str] = None, port: Optional[int] = Non
     return candidates[-1] if candidates else None
 
 
-def holder(state_dir: str, port: int) -> Optional[dict]:
+def holder(state_dir: str, port: int) -> Optional[Dict[str, Any]]:
     """The running server job that holds ``port``, if any."""
     for job in serve_jobs(state_dir):
         if job["state"] in jobs.ACTIVE and port_of(job) == port:
@@ -63,7 +64,7 @@ def holder(state_dir: str, port: int) -> Optional[dict]:
     return None
 
 
-def listen_of(job: Optional[dict]) -> str:
+def listen_of(job: Optional[Dict[str, Any]]) -> str:
     """Where our own requests reach a server job: the address it listens on (its last ``--host``; a fleet's
     replica beyond loopback listens on its machine's address alone), loopback for every interface or none."""
     argv = (job or {}).get("argv") or []
@@ -71,7 +72,7 @@ def listen_of(job: Optional[dict]) -> str:
     return hosts[-1] if hosts and hosts[-1] not in ("0.0.0.0", "::", "") else "127.0.0.1"
 
 
-def server_on(state_dir: str, port: int) -> Optional[dict]:
+def server_on(state_dir: str, port: int) -> Optional[Dict[str, Any]]:
     """The running job of ours that serves HTTP on ``port``: a server, or a fleet's router."""
     job = holder(state_dir, port)
     if job is not None:

@@ -35,7 +35,7 @@ from __future__ import annotations
 import json
 import os
 import time
-from typing import Dict, List, Optional
+from typing import Any, Dict, List, Optional
 
 from . import jobs, loadgen, serve, servers
 from .registry import AgentError, Context, method
@@ -56,7 +56,7 @@ ORDERS = "orders.jsonl"  # in a fed sweep's folder: the points its client asked 
 FEED_IDLE_S = 600.0  # a fed sweep given no next point for this long ends: its client is gone
 
 
-def _check(params: dict) -> dict:
+def _check(params: Dict[str, Any]) -> Dict[str, Any]:
     points = params.get("points")
     if not isinstance(points, list) or not points:
         raise AgentError("a sweep needs at least one point", "invalid")
@@ -70,7 +70,7 @@ def _check(params: dict) -> dict:
     return params
 
 
-def _json_lines(path: str) -> List[dict]:
+def _json_lines(path: str) -> List[Dict[str, Any]]:
     """The objects of a JSON-lines file written as it is read (a torn last line is skipped); [] if absent."""
     out = []
     try:
@@ -87,12 +87,12 @@ def _json_lines(path: str) -> List[dict]:
     return out
 
 
-def _events_of(state_dir: str, job_id: str) -> List[dict]:
+def _events_of(state_dir: str, job_id: str) -> List[Dict[str, Any]]:
     return _json_lines(os.path.join(jobs.jobs_root(state_dir), job_id, "events.jsonl"))
 
 
 @method("sweep.start")
-def start(params: dict, ctx) -> dict:
+def start(params: Dict[str, Any], ctx: Context) -> Dict[str, Any]:
     """Start a sweep job; ``resume`` (an earlier sweep's id) takes over its measured points."""
     checked = _check(params)
     root = jobs.jobs_root(ctx.state_dir)
@@ -137,7 +137,7 @@ def _job_dir(state_dir: str, job_id: str) -> str:
 class Sweep(Order):
     """One sweep's run: the points, what was found, what it started, and its events."""
 
-    def __init__(self, params: dict, state_dir: str, job_dir: str, env: Dict[str, Dict[str, str]]) -> None:
+    def __init__(self, params: Dict[str, Any], state_dir: str, job_dir: str, env: Dict[str, Dict[str, str]]) -> None:
         super().__init__(params)
         self.state_dir, self.job_dir, self.env = state_dir, job_dir, env
         self.id = os.path.basename(job_dir)
@@ -148,7 +148,7 @@ class Sweep(Order):
         self.restarts = 0
         self.fed = 0  # the client's orders taken so far
 
-    def emit(self, event: dict) -> None:
+    def emit(self, event: Dict[str, Any]) -> None:
         self.events.write(dict(event, t=round(time.time(), 3)), durable=event.get("event") in ("point", "done"))
 
     def phase(self, index: int, phase: str, **extra: object) -> None:
@@ -159,7 +159,7 @@ class Sweep(Order):
 
     # --- the server ---
 
-    def running_server(self) -> Optional[dict]:
+    def running_server(self) -> Optional[Dict[str, Any]]:
         """The newest running server job on this host (a GPU host runs one at a time)."""
         running = [j for j in servers.serve_jobs(self.state_dir) if j["state"] in jobs.ACTIVE]
         return running[-1] if running else None
@@ -168,16 +168,21 @@ class Sweep(Order):
         serve.stop({"job": job_id, "timeout": STOP_TIMEOUT_S}, self.ctx)
 
     def start_server(
-        self, argv: List[str], args: dict, env: Dict[str, str], cwd: Optional[str], files: Optional[dict] = None
-    ) -> dict:
+        self,
+        argv: List[str],
+        args: Dict[str, Any],
+        env: Dict[str, str],
+        cwd: Optional[str],
+        files: Optional[Dict[str, Any]] = None,
+    ) -> Dict[str, Any]:
         return serve.start({"argv": argv, "args": args, "env": env, "cwd": cwd, "files": files}, self.ctx)
 
-    def wait_ready(self, index: int, job_id: str, timeout: float) -> dict:
+    def wait_ready(self, index: int, job_id: str, timeout: float) -> Dict[str, Any]:
         """The server's status once it is no longer starting (or ``timeout`` passed); each startup phase it
         enters becomes a phase event. Waits on the host's file events (``serve.wait``), not a timer."""
         phases: List[Optional[str]] = []
 
-        def on_status(status: dict) -> None:
+        def on_status(status: Dict[str, Any]) -> None:
             if status["state"] == "starting" and status.get("phase") not in phases:
                 phases.append(status.get("phase"))
                 self.phase(index, "starting", server_phase=phases[-1])
@@ -187,7 +192,7 @@ class Sweep(Order):
 
     # --- one point ---
 
-    def measure(self, index: int, requests: Optional[int] = None) -> dict:
+    def measure(self, index: int, requests: Optional[int] = None) -> Dict[str, Any]:
         """Serve the point (stop, start, wait ready, warm up) and bench it with ``requests`` (default: the
         sweep's) requests."""
         point = self.points[index]
@@ -222,7 +227,7 @@ class Sweep(Order):
             return dict(record, failed="warm-up failed: %s" % warm["error"])
         return self.bench(index, record, requests or self.params["requests"], t0)
 
-    def bench(self, index: int, record: dict, requests: int, t0: float) -> dict:
+    def bench(self, index: int, record: Dict[str, Any], requests: int, t0: float) -> Dict[str, Any]:
         """Bench the point's running server with ``requests`` requests; ``record`` with what it measured."""
         point = self.points[index]
         self.phase(index, "benching")
@@ -256,7 +261,7 @@ class Sweep(Order):
         ]
         return record
 
-    def separate(self) -> Optional[dict]:
+    def separate(self) -> Optional[Dict[str, Any]]:
         """A smart sweep's last round: where the best is not separated from points that more requests would part
         it from, within the budget (``Order.separation``), each of those points served again and benched with
         that many requests: a run of its own, pooled with the first by step count as the advisor pools a
@@ -274,7 +279,7 @@ class Sweep(Order):
 
     # --- the whole sweep ---
 
-    def run(self, finished: Dict[int, dict], found: Optional[dict]) -> int:
+    def run(self, finished: Dict[int, Dict[str, Any]], found: Optional[Dict[str, Any]]) -> int:
         """Measure the points not ``finished`` (fed: those the client asks for); ``found`` is the server to
         leave running at the end."""
         self.results.update(finished)
@@ -338,7 +343,7 @@ class Sweep(Order):
         finally:
             watch.close()
 
-    def leave_as_found(self, found: Optional[dict]) -> None:
+    def leave_as_found(self, found: Optional[Dict[str, Any]]) -> None:
         """Stop the last point's server; start the one that was running before, if any (unless another
         restorer claimed the sweep first)."""
         if not jobs.create_json(os.path.join(self.job_dir, RESTORED), {"by": "sweep", "t": time.time()}):
@@ -365,7 +370,7 @@ def worker_main(argv: List[str]) -> int:
         params = json.load(f)
     env = json.loads(os.environ.pop(ENV_KEY, "") or "{}")
     sweep = Sweep(params, state_dir, job_dir, env)
-    finished: Dict[int, dict] = {}
+    finished: Dict[int, Dict[str, Any]] = {}
     found = sweep.running_server()
     if found is not None and (found.get("args") or {}).get("sweep"):
         found = None  # a point of a sweep that died: not what the operator had running
@@ -411,13 +416,14 @@ def worker_main(argv: List[str]) -> int:
 
 
 @method("sweep.feed")
-def feed(params: dict, ctx) -> dict:
+def feed(params: Dict[str, Any], ctx: Context) -> Dict[str, Any]:
     """Give a running fed sweep its next point (``index``) or its end (``end``: it leaves the host as found)."""
     job_id = str(params.get("id") or "")
     folder = _job_dir(ctx.state_dir, job_id)
     job = jobs.describe(folder) if job_id.startswith(KIND + "-") and "/" not in job_id and os.path.isdir(folder) else {}
     if not (job.get("args") or {}).get("fed") or job.get("state") not in jobs.ACTIVE:
         raise AgentError("no running fleet sweep %s on this host" % job_id, "not_found")
+    order: Dict[str, Any]
     if params.get("end"):
         order = {"end": True}
     else:
@@ -431,7 +437,7 @@ def feed(params: dict, ctx) -> dict:
 
 
 @method("sweep.unrestored")
-def unrestored(params: dict, ctx) -> dict:
+def unrestored(params: Dict[str, Any], ctx: Context) -> Dict[str, Any]:
     """Claim the newest sweep that ended without leaving the host as found (killed, or cancelled while its
     server drained): ``{"sweep", "profile", "leftover"}``, the profile to start again (None: none ran) and the
     sweep's servers still running, for the caller to stop and start; ``{"sweep": None}`` when nothing is owed.
@@ -439,7 +445,7 @@ def unrestored(params: dict, ctx) -> dict:
     root = jobs.jobs_root(ctx.state_dir)
     sweeps = [jobs.describe(d) for d in jobs.job_dirs(root) if os.path.basename(d).startswith(KIND + "-")]
     sweeps = sorted((j for j in sweeps if j.get("kind") == KIND), key=lambda j: j.get("started") or 0)
-    nothing = {"sweep": None, "profile": None, "leftover": []}
+    nothing: Dict[str, Any] = {"sweep": None, "profile": None, "leftover": []}
     if not sweeps or sweeps[-1]["state"] in jobs.ACTIVE:
         return nothing
     job = sweeps[-1]

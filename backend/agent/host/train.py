@@ -46,7 +46,7 @@ import time
 from typing import Any, Dict, List, Optional, Tuple
 
 from . import jobs
-from .registry import AgentError, method
+from .registry import AgentError, Context, method
 from .shared.safepath import trust_reason, unsafe_reason
 from .shared.safetensors_header import CheckpointError, read_header
 from .watch import Watch
@@ -97,7 +97,7 @@ _RESTORED = re.compile(r"Restored optimizer/scheduler state: epoch=(\d+), step=(
 _SHAPES = re.compile(r"incompatible draft tensor shapes.*")
 
 
-def step_dict(text: str) -> Tuple[Optional[dict], bool]:
+def step_dict(text: str) -> Tuple[Optional[Dict[str, Any]], bool]:
     """The dict SpecForge's ``_logger`` printed (``str(dict)`` of floats and lists of floats), or None; and
     whether it held a bare ``nan`` or ``inf``."""
     text = text.replace("'", '"')
@@ -139,7 +139,7 @@ def _clock(text: str) -> Optional[float]:
     return float(total)
 
 
-def _positions(d: dict, prefix: str) -> List[Optional[float]]:
+def _positions(d: Dict[str, Any], prefix: str) -> List[Optional[float]]:
     out: List[Optional[float]] = []
     i = 0
     while prefix + str(i) in d:
@@ -153,7 +153,7 @@ _PLOSS_KEYS = tuple("ploss_%d" % i for i in range(64))
 _RATE_KEYS = tuple("acceptance_rate_%d" % i for i in range(64))
 
 
-def _width(d: dict, keys: Tuple[str, ...]) -> int:
+def _width(d: Dict[str, Any], keys: Tuple[str, ...]) -> int:
     n = 0
     while n < len(keys) and keys[n] in d:
         n += 1
@@ -168,27 +168,27 @@ class Reader(object):
     """What one training's console says so far: step records, evals, progress, traps. ``feed`` takes raw
     bytes as they were written (tqdm redraws with ``\\r``); the partial last line waits for the next feed."""
 
-    def __init__(self, args: Optional[dict] = None) -> None:
+    def __init__(self, args: Optional[Dict[str, Any]] = None) -> None:
         self.args = args or {}
         self.era = self.args.get("era") or "unified"
-        self.records: List[dict] = []  # {"step", "acc", "ploss", "loss", "lr", "grad_norm", ...}
-        self.evals: List[dict] = []  # {"step", "acc", "simulated_acc_len", "loss"}
+        self.records: List[Dict[str, Any]] = []  # {"step", "acc", "ploss", "loss", "lr", "grad_norm", ...}
+        self.evals: List[Dict[str, Any]] = []  # {"step", "acc", "simulated_acc_len", "loss"}
         self.progress: Dict[str, Any] = {}  # the script era's tqdm figures
-        self.traps: Dict[str, dict] = {}
+        self.traps: Dict[str, Dict[str, Any]] = {}
         self.first_step: Optional[int] = None
         self.last_step: Optional[int] = None
         self.restored_step: Optional[int] = None
         self.last_error: Optional[str] = None
-        self.epochs: List[dict] = []  # the per-epoch summaries: {"epoch", "of", "phase", "acc", "ploss"}
+        self.epochs: List[Dict[str, Any]] = []  # the per-epoch summaries: {"epoch", "of", "phase", "acc", "ploss"}
         self.notes: List[str] = []  # what could not be read, said once each
-        self._smem: Optional[dict] = None  # a Triton shared-memory failure whose numbers may follow
+        self._smem: Optional[Dict[str, Any]] = None  # a Triton shared-memory failure whose numbers may follow
         self._frames: List[Tuple[str, str, str]] = []  # the open traceback's frames (file, line, function)
         self._traceback = False  # a "Traceback (most recent call last):" not yet closed by its exception line
         self._cut_epoch: List[str] = []
         self.lines = 0
         self._partial = b""
-        self._block: Optional[dict] = None  # script era: the Eval - Step lines of one step being gathered
-        self._new: List[dict] = []  # records since the last take_new()
+        self._block: Optional[Dict[str, Any]] = None  # script era: the Eval - Step lines of one step being gathered
+        self._new: List[Dict[str, Any]] = []  # records since the last take_new()
         self._width = 0  # positions in a unified step dict
         warm = self.args.get("warm_start")
         if warm and not self.args.get("vocab_mapping"):
@@ -333,7 +333,7 @@ class Reader(object):
         else:
             trap["message"] = message  # the numbers came on a later line
 
-    def _oom_message(self, text: str, tried: "Optional[re.Match]", rank: Optional[str]) -> str:
+    def _oom_message(self, text: str, tried: "Optional[re.Match[str]]", rank: Optional[str]) -> str:
         """CUDA out of memory, with what the error says of the GPU and only the job's own settings."""
         parts = ["CUDA out of memory%s%s" % (self._at_step(), "" if rank is None else " on rank %s" % rank)]
         free = _GPU_FREE.search(text)
@@ -376,7 +376,7 @@ class Reader(object):
 
     # --- the per-epoch summaries ---
 
-    def _epoch_line(self, m: "re.Match") -> None:
+    def _epoch_line(self, m: "re.Match[str]") -> None:
         phase, epoch, of, pos = m.group(1), int(m.group(2)), int(m.group(3)), int(m.group(4))
         key = {"Acc": "acc", "pLoss": "ploss", "Acceptance Rate": "ar"}[m.group(5)]
         last = self.epochs[-1] if self.epochs else None
@@ -385,7 +385,7 @@ class Reader(object):
             self.epochs.append(last)
         last[key][pos] = _num(m.group(6))
 
-    def epoch_summary(self) -> Optional[dict]:
+    def epoch_summary(self) -> Optional[Dict[str, Any]]:
         """The last epoch's summary: its accuracy and pLoss per position (positions in order, None where a line
         is missing), and whether it was the run's last epoch."""
         train = [e for e in self.epochs if e["phase"] == "Train"] or self.epochs
@@ -406,7 +406,7 @@ class Reader(object):
 
     # --- the unified era ---
 
-    def _unified(self, step: int, d: dict, odd: bool = False) -> None:
+    def _unified(self, step: int, d: Dict[str, Any], odd: bool = False) -> None:
         if "eval/avg_loss" in d or "eval/per_position_acc" in d:
             acc = d.get("eval/per_position_acc")
             rec = {
@@ -445,7 +445,7 @@ class Reader(object):
 
     # --- the script era ---
 
-    def _tqdm(self, m: "re.Match") -> None:
+    def _tqdm(self, m: "re.Match[str]") -> None:
         epoch, n, total = int(m.group(1)), int(m.group(3)), int(m.group(4))
         rate, unit = _num(m.group(7)), m.group(8)
         post = dict(kv.split("=", 1) for kv in (m.group(9) or "").split(", ") if "=" in kv)
@@ -515,7 +515,7 @@ class Reader(object):
 
     # --- shared ---
 
-    def _record_at(self, step: int) -> Optional[dict]:
+    def _record_at(self, step: int) -> Optional[Dict[str, Any]]:
         for r in reversed(self.records):
             if r["step"] <= step:
                 return r if r["step"] == step else None
@@ -525,7 +525,7 @@ class Reader(object):
         """Close what waits for more lines (the script era's last block)."""
         self._close_block()
 
-    def _record(self, rec: dict, nan: bool) -> None:
+    def _record(self, rec: Dict[str, Any], nan: bool) -> None:
         step = rec["step"]
         if self.first_step is None:
             self.first_step = step
@@ -572,7 +572,7 @@ class Reader(object):
         if kind not in self.traps:
             self.traps[kind] = {"kind": kind, "step": step, "message": message}
 
-    def take_new(self) -> List[dict]:
+    def take_new(self) -> List[Dict[str, Any]]:
         out, self._new = self._new, []
         return out
 
@@ -585,7 +585,7 @@ class Reader(object):
         total = self.args.get("total_steps")
         return int(total) if total else None
 
-    def summary(self) -> dict:
+    def summary(self) -> Dict[str, Any]:
         last = self.records[-1] if self.records else None
         step_time = None
         for r in reversed(self.records[-WINDOW:]):
@@ -604,7 +604,7 @@ class Reader(object):
         epoch = self.epoch_summary()
         if epoch is not None and epoch["finished"]:
             eta = 0.0  # its last epoch's summary is written: the run is done, whatever bar was seen before it
-        acc = next((r["acc"] for r in reversed(self.records) if r.get("acc")), [])
+        acc: List[Optional[float]] = next((r["acc"] for r in reversed(self.records) if r.get("acc")), [])
         return {
             "era": self.era,
             "step": self.last_step,
@@ -642,7 +642,7 @@ class Reader(object):
             )
         return notes
 
-    def accuracy_at(self, step: int) -> Optional[dict]:
+    def accuracy_at(self, step: int) -> Optional[Dict[str, Any]]:
         """The per-position accuracy a checkpoint saved at ``step`` carries: the eval at that step if one ran,
         else the mean of the last ``WINDOW`` train logs up to it; low/high = that window's spread (the logged
         noise, not the training-serving gap)."""
@@ -673,7 +673,7 @@ class Reader(object):
             }
         return {"source": "train", "acc": mean, "low": low, "high": high, "logs": len(window)}
 
-    def series(self) -> dict:
+    def series(self) -> Dict[str, Any]:
         return {"train": self.records, "eval": self.evals}
 
 
@@ -690,7 +690,7 @@ def _chain(rates: List[Optional[float]]) -> float:
 # --- tensorboard, where the host has it ----------------------------------------------------------------
 
 
-def tensorboard_records(output_dir: str) -> Tuple[Optional[List[dict]], str]:
+def tensorboard_records(output_dir: str) -> Tuple[Optional[List[Dict[str, Any]]], str]:
     """(per-step records from ``<output_dir>/runs`` event files, how): read with the host's ``tensorboard``
     package (a well-kept reader); (None, why) when it is missing or there are no event files."""
     runs = os.path.join(output_dir, "runs")
@@ -763,14 +763,14 @@ def _whole(path: str) -> bool:
         return False
 
 
-def scan_checkpoints(output_dir: str, run_id: Optional[str] = None) -> List[dict]:
+def scan_checkpoints(output_dir: str, run_id: Optional[str] = None) -> List[Dict[str, Any]]:
     """Both eras' checkpoints under ``output_dir``, oldest step first: name, step, epoch, path, servable (and
     the folder SGLang loads), latest/best marks (unified links)."""
     try:
         names = sorted(os.listdir(output_dir))
     except OSError:
         return []
-    out = []
+    out: List[Dict[str, Any]] = []
     links = {}
     link_paths: Dict[str, List[str]] = {}  # checkpoint name → the links naming it (judged with it)
     for kind in ("latest", "best"):
@@ -826,7 +826,7 @@ _READERS: Dict[str, Tuple[Reader, List[Any]]] = {}  # job id → (reader, [offse
 _READERS_LOCK = threading.Lock()
 
 
-def _job(state_dir: str, job_id: str) -> dict:
+def _job(state_dir: str, job_id: str) -> Dict[str, Any]:
     if not job_id or "/" in job_id or job_id.startswith("."):
         raise AgentError("invalid job id %r" % job_id, "invalid")
     folder = os.path.join(jobs.jobs_root(state_dir), job_id)
@@ -838,7 +838,7 @@ def _job(state_dir: str, job_id: str) -> dict:
     return info
 
 
-def read_up(info: dict) -> Reader:
+def read_up(info: Dict[str, Any]) -> Reader:
     """The job's reader, fed with whatever its log gained since the last call (from the top if it was
     truncated or replaced)."""
     with _READERS_LOCK:
@@ -870,7 +870,7 @@ def read_up(info: dict) -> Reader:
         return reader
 
 
-def _checkpoints(info: dict, reader: Reader, state_dir: str) -> List[dict]:
+def _checkpoints(info: Dict[str, Any], reader: Reader, state_dir: str) -> List[Dict[str, Any]]:
     """The output folder's checkpoints, each with the accuracy logged up to it by the newest of the
     training's jobs into that folder that logged its step (a resume's log starts where it resumed)."""
     args = info.get("args") or {}
@@ -897,7 +897,7 @@ def untrusted(path: str) -> Optional[str]:
     return unsafe_reason(path, os.geteuid())
 
 
-def checkpoint_untrusted(c: dict) -> Optional[str]:
+def checkpoint_untrusted(c: Dict[str, Any]) -> Optional[str]:
     """Why checkpoint ``c`` (its folder, a -latest/-best link to it, the exports folder its export is written
     into and removed from) is not to be used: SpecForge's training_state.pt is a torch pickle, which runs code
     when loaded, and an export rmtrees what its folder leads to."""
@@ -909,10 +909,10 @@ def checkpoint_untrusted(c: dict) -> Optional[str]:
     return None
 
 
-def _status(info: dict, state_dir: str, series: bool = False) -> dict:
+def _status(info: Dict[str, Any], state_dir: str, series: bool = False) -> Dict[str, Any]:
     reader = read_up(info)
     summary = reader.summary()
-    out = {"job": info, "summary": summary, "checkpoints": _checkpoints(info, reader, state_dir)}
+    out: Dict[str, Any] = {"job": info, "summary": summary, "checkpoints": _checkpoints(info, reader, state_dir)}
     if series:
         out["series"] = reader.series()
     if not any(r.get("acc") for r in reader.records[-WINDOW:]):
@@ -930,13 +930,13 @@ def _status(info: dict, state_dir: str, series: bool = False) -> dict:
 # --- RPC methods ------------------------------------------------------------------------------------------
 
 
-def trainings(state_dir: str) -> List[dict]:
+def trainings(state_dir: str) -> List[Dict[str, Any]]:
     root = jobs.jobs_root(state_dir)
     return [j for j in (jobs.describe(p) for p in jobs.job_dirs(root)) if j.get("kind") == KIND]
 
 
 @method("train.start")
-def start(params: dict, ctx) -> dict:
+def start(params: Dict[str, Any], ctx: Context) -> Dict[str, Any]:
     """Start a training job. ``argv`` is SpecForge's command; a ``config`` (the unified era's run file, as
     JSON, which SpecForge's ``-c`` reads like YAML) is written under the agent's state and its path replaces
     ``{config}`` in argv. Refused, with nothing started, when the data or the init drafter is missing or
@@ -1012,14 +1012,14 @@ def start(params: dict, ctx) -> dict:
 
 
 @method("train.list")
-def list_trainings(params: dict, ctx) -> List[dict]:
+def list_trainings(params: Dict[str, Any], ctx: Context) -> List[Dict[str, Any]]:
     """Training jobs on this host (of ``training`` if given), oldest first."""
     name = params.get("training")
     return [j for j in trainings(ctx.state_dir) if not name or (j.get("args") or {}).get("training") == name]
 
 
 @method("train.status")
-def status(params: dict, ctx) -> dict:
+def status(params: Dict[str, Any], ctx: Context) -> Dict[str, Any]:
     """One training's job, parsed summary and checkpoints (each with the accuracy it carries); ``series``
     adds every step and eval record for curves."""
     return _status(_job(ctx.state_dir, params.get("job", "")), ctx.state_dir, bool(params.get("series")))
@@ -1028,13 +1028,13 @@ def status(params: dict, ctx) -> dict:
 _CURVE_KEYS = ("step", "kind", "acc", "loss", "lr", "simulated_acc_len")
 
 
-def _curve_point(rec: dict) -> dict:
+def _curve_point(rec: Dict[str, Any]) -> Dict[str, Any]:
     """What a follower draws of a record (``train.status`` with ``series`` has the whole of each)."""
     return {k: rec[k] for k in _CURVE_KEYS if k in rec}
 
 
 @method("train.follow")
-def follow(params: dict, ctx) -> dict:
+def follow(params: Dict[str, Any], ctx: Context) -> Dict[str, Any]:
     """Stream the training's parsed records (step, kind, acc, loss, lr; an eval's simulated_acc_len) as its
     log grows: ``{"records": [...], "summary": {...}}`` per
     batch (every record so far first), until the job ends or the request is cancelled. Waits on inotify and
@@ -1069,13 +1069,13 @@ def follow(params: dict, ctx) -> dict:
 
 
 @method("train.checkpoints")
-def checkpoints(params: dict, ctx) -> List[dict]:
+def checkpoints(params: Dict[str, Any], ctx: Context) -> List[Dict[str, Any]]:
     info = _job(ctx.state_dir, params.get("job", ""))
     return _checkpoints(info, read_up(info), ctx.state_dir)
 
 
 @method("train.export")
-def export(params: dict, ctx) -> dict:
+def export(params: Dict[str, Any], ctx: Context) -> Dict[str, Any]:
     """Export a unified-era checkpoint for SGLang as a job (``agent worker train export INPUT``): SpecForge's
     ``export --to sglang`` into a temp folder, renamed to ``<output>/specdeck-exports/<checkpoint>`` once
     whole. ``argv`` is the SpecForge command (without ``export``)."""
@@ -1085,7 +1085,7 @@ def export(params: dict, ctx) -> dict:
     found = next((c for c in scan_checkpoints(args.get("output_dir") or "") if c["name"] == name), None)
     if found is None:
         raise AgentError("training %s has no checkpoint %s" % (args.get("training"), name), "not_found")
-    out = export_dir(args["output_dir"], name)
+    out = export_dir(args["output_dir"], found["name"])
     why = checkpoint_untrusted(found)  # the checkpoint it loads, the exports folder it rmtrees in
     if why:
         raise AgentError("checkpoint %s: refused, nothing exported: %s" % (name, why), "permission")

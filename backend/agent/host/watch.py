@@ -17,7 +17,10 @@ import os
 import struct
 import threading
 import time
-from typing import Dict, Optional, Set
+from typing import TYPE_CHECKING, Dict, Iterable, Optional, Set, Tuple, Union
+
+if TYPE_CHECKING:
+    from .registry import Context
 
 # Events on a watched folder and on the files in it (inotify(7)): MODIFY, ATTRIB, MOVED_FROM, MOVED_TO,
 # CREATE, DELETE, DELETE_SELF, MOVE_SELF.
@@ -32,12 +35,12 @@ PACE_S = 0.1
 # While every watch is busy (its follower reads on its own pace under a flood and waits on nothing) the reader
 # has nobody to wake: it reads the instance this seldom instead, until a watch turns idle or a new one comes.
 BUSY_PACE_S = 5.0
-_LIBC: Optional[object] = None  # the C library once looked up; False where it has no inotify
+_LIBC: Union[ctypes.CDLL, bool, None] = None  # the C library once looked up; False where it has no inotify
 _LOCK = threading.Lock()
 _INOTIFY: Optional["_Inotify"] = None  # the agent's instance, made by the first Watch
 
 
-def _libc():
+def _libc() -> Optional[ctypes.CDLL]:
     global _LIBC
     if _LIBC is None:
         try:
@@ -48,7 +51,7 @@ def _libc():
             _LIBC = lib
         except (OSError, AttributeError):
             _LIBC = False
-    return _LIBC or None
+    return _LIBC if isinstance(_LIBC, ctypes.CDLL) else None
 
 
 def polling_forced() -> bool:
@@ -62,7 +65,7 @@ def _shared() -> Optional["_Inotify"]:
         if _INOTIFY is None or _INOTIFY.dead:
             lib = _libc()
             fd = lib.inotify_init1(_IN_CLOEXEC) if lib is not None else -1
-            _INOTIFY = _Inotify(lib, fd) if fd >= 0 else None
+            _INOTIFY = _Inotify(lib, fd) if lib is not None and fd >= 0 else None
         return _INOTIFY
 
 
@@ -70,7 +73,7 @@ class _Inotify:
     """One inotify instance and the thread that reads it; ``waiters`` maps each watch descriptor to the
     Watches on that folder (the kernel gives the same descriptor for the same folder)."""
 
-    def __init__(self, lib, fd: int) -> None:
+    def __init__(self, lib: ctypes.CDLL, fd: int) -> None:
         self.lib = lib
         self.fd = fd
         self.dead = False
@@ -82,13 +85,13 @@ class _Inotify:
     def add(self, path: str, watch: Watch) -> int:
         """Watch folder ``path`` for ``watch``; its descriptor, or -1 (e.g. the watch limit)."""
         with self.lock:
-            wd = self.lib.inotify_add_watch(self.fd, os.fsencode(path), _MASK)
+            wd: int = self.lib.inotify_add_watch(self.fd, os.fsencode(path), _MASK)
             if wd >= 0:
                 self.waiters.setdefault(wd, set()).add(watch)
                 self.calm.set()
             return wd
 
-    def remove(self, wds, watch: Watch) -> None:
+    def remove(self, wds: Iterable[int], watch: Watch) -> None:
         with self.lock:
             for wd in wds:
                 left = self.waiters.get(wd)
@@ -141,7 +144,7 @@ class Watch:
         self.wds: Dict[str, int] = {}
         self.busy = False  # its follower reads on its own pace and waits on nothing (see set_busy)
         self.inotify = None if polling_forced() else _shared()
-        self.pipe = None
+        self.pipe: Optional[Tuple[int, int]] = None
         if self.inotify is not None:
             self.pipe = os.pipe()  # the reader thread's "something changed"
             for end in self.pipe:
@@ -149,11 +152,11 @@ class Watch:
 
     @property
     def active(self) -> bool:
-        return self.pipe is not None and not self.inotify.dead
+        return self.pipe is not None and self.inotify is not None and not self.inotify.dead
 
     def add(self, path: str) -> None:
         """Watch folder ``path`` too (writes to the files in it count as changes)."""
-        if self.pipe is None or path in self.wds:
+        if self.pipe is None or self.inotify is None or path in self.wds:
             return
         wd = self.inotify.add(path, self)
         if wd < 0:
@@ -162,6 +165,8 @@ class Watch:
         self.wds[path] = wd
 
     def wake(self) -> None:
+        if self.pipe is None:  # never here: a watch leaves the waiters before its pipe closes
+            return
         try:
             os.write(self.pipe[1], b"x")
         except OSError:  # full: a wake is pending anyway
@@ -171,7 +176,7 @@ class Watch:
         """A follower under a flood reads every batch interval without waiting (busy), so no wake need reach
         it; once it finds nothing new it turns idle again, and must read once more before waiting: a change
         made while it was busy woke nobody."""
-        if busy == self.busy or self.pipe is None:
+        if busy == self.busy or self.pipe is None or self.inotify is None:
             return
         self.busy = busy
         if busy:
@@ -183,9 +188,9 @@ class Watch:
             pass
         self.inotify.calm.set()
 
-    def wait(self, ctx) -> None:
+    def wait(self, ctx: Context) -> None:
         """Block until a change, the timeout (``idle_s`` when watching, else ``poll_s``) or a cancel."""
-        if not self.active:
+        if not self.active or self.pipe is None:
             ctx.cancelled.wait(self.poll_s)
             return
         if ctx.wait_readable(self.pipe[0], self.idle_s):
@@ -196,7 +201,7 @@ class Watch:
                 pass
 
     def close(self) -> None:
-        if self.pipe is not None:
+        if self.pipe is not None and self.inotify is not None:
             self.inotify.remove(self.wds.values(), self)  # no wake can reach the pipe after this
             self.wds = {}
             pipe, self.pipe = self.pipe, None
