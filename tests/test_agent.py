@@ -20,6 +20,8 @@ from backend.errors import RemoteError
 from backend.settings import HostConfig
 from tests.simhost import PY38
 
+ROOT = Path(__file__).resolve().parent.parent
+
 
 async def wait_state(conn: Connection, job_id: str, want: str, timeout: float = 60) -> dict:
     return await conn.call("jobs.wait", id=job_id, timeout=timeout)
@@ -225,8 +227,8 @@ def test_unknown_method_is_an_error():
 def test_the_agent_starts_without_importing_typing():
     """The host's annotations live in strings and TYPE_CHECKING blocks: the hello waits for every module the
     agent imports before it, and typing is ~5 ms of that."""
-    folder = Path(__file__).resolve().parent.parent / "backend" / "agent"
-    code = f"import sys; sys.path.insert(0, {str(folder)!r}); import host.main, json; print(json.dumps(sorted(sys.modules)))"
+    folder = str(ROOT / "backend" / "agent")
+    code = f"import json, sys; sys.path.insert(0, {folder!r}); import host.main; print(json.dumps(list(sys.modules)))"
     res = subprocess.run([sys.executable, "-S", "-c", code], capture_output=True, text=True, check=True)
     loaded = json.loads(res.stdout)
     assert "host.main" in loaded and "typing" not in loaded

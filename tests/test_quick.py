@@ -60,6 +60,17 @@ def said(res: subprocess.CompletedProcess) -> str:
     return "\n".join(line for line in res.stderr.splitlines() if not line.startswith("import time:"))
 
 
+def test_the_quick_path_imports_no_typing():
+    """What a warm `ping` imports keeps its annotations for the checker (TYPE_CHECKING blocks, strings):
+    importing typing cost a one-shot answer ~5 ms."""
+    modules = ["backend.cli.quick", "backend.cli.resolved", "backend.cli.pingview", "backend.transport.blocking"]
+    modules.append("backend.agent.host.shared.quantiles")
+    code = f"import json, sys; import {', '.join(modules)}; print(json.dumps(sorted(sys.modules)))"
+    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT)
+    loaded = json.loads(res.stdout)
+    assert set(modules) <= set(loaded) and "typing" not in loaded
+
+
 @pytest.mark.usefixtures("runtime")
 def test_a_warm_ping_goes_without_asyncio_prints_the_same_and_falls_back_when_the_master_goes(sshd, tmp_path):
     known = tmp_path / "known_hosts"

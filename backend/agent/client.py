@@ -105,7 +105,7 @@ class FrameReader:
         self.pos += n
         return data
 
-    async def message(self) -> dict | None:
+    async def message(self) -> dict[str, Any] | None:
         """The next message, None at a clean end; FrameError when the stream is not frames."""
         header = await self.exactly(HEADER_LEN)
         if header is None:
@@ -125,19 +125,20 @@ class Stream:
     def __init__(self, client: AgentClient, rid: int) -> None:
         self.client = client
         self.rid = rid
-        self.queue: asyncio.Queue = asyncio.Queue()
+        self.queue: asyncio.Queue[tuple[str, Any]] = asyncio.Queue()  # (event|error|result, its value)
         self.result: Any = None
         self.done = False
 
     def __aiter__(self) -> Stream:
         return self
 
-    async def __anext__(self) -> dict:
+    async def __anext__(self) -> dict[str, Any]:
         if self.done:
             raise StopAsyncIteration
         kind, value = await self.queue.get()
         if kind == "event":
-            return value
+            event: dict[str, Any] = value
+            return event
         self.done = True
         if kind == "error":
             raise value
@@ -162,14 +163,14 @@ class AgentClient:
         self.pipe: Pipe | None = None
         self.reader: FrameReader | None = None
         self.ids = itertools.count(1)
-        self.pending: dict[int, asyncio.Future | Stream] = {}
-        self.hello: dict = {}
+        self.pending: dict[int, asyncio.Future[Any] | Stream] = {}
+        self.hello: dict[str, Any] = {}
         self.step = ""  # what start() is doing, for the message when it hangs
-        self.closed: asyncio.Future = asyncio.get_running_loop().create_future()
-        self._reader: asyncio.Task | None = None
+        self.closed: asyncio.Future[str] = asyncio.get_running_loop().create_future()  # why it closed
+        self._reader: asyncio.Task[None] | None = None
         self._write_lock = asyncio.Lock()
 
-    async def start(self, deadline: float | None = None) -> dict:
+    async def start(self, deadline: float | None = None) -> dict[str, Any]:
         """Start the agent (uploading it first if this version is not on the host) and read its hello.
 
         The whole start is bounded by ``deadline`` seconds; when it runs out, the error names the step that hung.
@@ -190,7 +191,7 @@ class AgentClient:
         self._reader = asyncio.create_task(self._read_loop(), name="agent-reader")
         return self.hello
 
-    async def _start(self, path: str) -> dict:
+    async def _start(self, path: str) -> dict[str, Any]:
         for attempt in range(2):
             self.step = "opening a channel to the host"
             self.pipe = await self.transport.start(self.start_argv())
@@ -238,7 +239,7 @@ class AgentClient:
             "remove it (or make it this user's own directory) and retry"
         )
 
-    async def _read_hello(self) -> tuple[dict | None, list[bytes]]:
+    async def _read_hello(self) -> tuple[dict[str, Any] | None, list[bytes]]:
         """The agent's hello, or None at end of output; other lines (shell noise, our step marks) are skipped.
 
         Only the last noise line is kept (its first NOISE_KEPT bytes), and more than MAX_NOISE bytes of it is
@@ -295,8 +296,9 @@ class AgentClient:
             if not self.closed.done():
                 self.closed.set_result(reason)
 
-    def _dispatch(self, msg: dict) -> None:
-        waiter = self.pending.get(msg.get("id"))
+    def _dispatch(self, msg: dict[str, Any]) -> None:
+        rid = msg.get("id")
+        waiter = self.pending.get(rid) if isinstance(rid, int) else None  # the agent echoes our int ids
         if waiter is None:
             return
         if "event" in msg:
@@ -315,7 +317,7 @@ class AgentClient:
         elif not waiter.done():
             waiter.set_exception(value) if kind == "error" else waiter.set_result(value)
 
-    async def _send(self, obj: dict) -> None:
+    async def _send(self, obj: dict[str, Any]) -> None:
         if self.pipe is None or self.closed.done():
             raise ConnectionFailed(f"{self.transport.label}: not connected")
         data = encode(obj)
@@ -369,7 +371,7 @@ class AgentClient:
                 self.pipe.kill()
 
 
-async def events(stream: Stream) -> AsyncIterator[dict]:
+async def events(stream: Stream) -> AsyncIterator[dict[str, Any]]:
     """Iterate a stream, cancelling it on the host if the consumer stops early."""
     try:
         async for ev in stream:

@@ -29,6 +29,10 @@ from backend.transport.controlsock import (
     peer_uid,
 )
 
+TYPE_CHECKING = False  # typing itself only for the checker (see quick.py)
+if TYPE_CHECKING:
+    from typing import Any
+
 START_TIMEOUT_S = 30.0  # to the agent's hello, as AgentClient's
 NOISE_LIMIT = 1 << 20  # bytes a login shell may print before the hello, as AgentClient's
 LINE_LIMIT = 1 << 16  # the master's reply line
@@ -53,7 +57,7 @@ class BlockingAgent:
         self.raw = b""  # bytes from the master not yet split into frames
         self.out = b""  # the agent's stdout not yet read
         self.ids = 0
-        self.hello: dict | None = None
+        self.hello: dict[str, Any] | None = None
 
     def __enter__(self) -> BlockingAgent:
         return self
@@ -177,7 +181,7 @@ class BlockingAgent:
         data, self.out = self.out[:n], self.out[n:]
         return data
 
-    def _hello(self, deadline: float) -> dict:
+    def _hello(self, deadline: float) -> dict[str, Any]:
         """The agent's hello line; lines before it (a motd, the start script's step marks) are skipped."""
         seen = 0
         while True:
@@ -192,8 +196,9 @@ class BlockingAgent:
                 msg = decode(line)
             except ValueError:
                 msg = {}
-            if isinstance(msg.get("hello"), dict):
-                return msg["hello"]
+            hello = msg.get("hello")
+            if isinstance(hello, dict):
+                return hello
             seen += len(line)
             if seen > NOISE_LIMIT:
                 raise Fallback("too much output before the agent's hello")

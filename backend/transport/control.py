@@ -30,6 +30,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Sequence
+from typing import Any
 
 from backend.agent.host.shared.protocol import decode
 from backend.errors import ConnectionFailed
@@ -73,7 +74,9 @@ async def _open(path: str) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
     return reader, writer
 
 
-async def request(path: str, req: dict, timeout: float = HELLO_TIMEOUT_S):
+async def request(
+    path: str, req: dict[str, Any], timeout: float = HELLO_TIMEOUT_S
+) -> tuple[dict[str, Any], asyncio.StreamReader, asyncio.StreamWriter]:
     """Send one request line; (reply, reader, writer). A master that does not answer counts as gone."""
     reader, writer = await _open(path)
     try:
@@ -103,7 +106,7 @@ class ControlPipe:
         self.writer = writer
         self.stdout = asyncio.StreamReader(limit=64 << 20)
         self.stderr = bytearray()
-        self.exit: asyncio.Future = asyncio.get_running_loop().create_future()
+        self.exit: asyncio.Future[int | None] = asyncio.get_running_loop().create_future()
         self._pump = asyncio.create_task(self._demux(reader), name="control-pipe")
 
     async def _demux(self, reader: asyncio.StreamReader) -> None:

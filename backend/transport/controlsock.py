@@ -141,4 +141,5 @@ def check_socket(path: str) -> None:
 def peer_uid(sock: _socket.socket) -> int:
     """The uid of the process at the other end of a unix socket."""
     creds = sock.getsockopt(_socket.SOL_SOCKET, _socket.SO_PEERCRED, struct.calcsize("3i"))
-    return struct.unpack("3i", creds)[1]
+    uid: int = struct.unpack("3i", creds)[1]  # struct ucred: pid, uid, gid
+    return uid

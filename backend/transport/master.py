@@ -16,15 +16,19 @@ import json
 import os
 import sys
 import time
+from typing import TYPE_CHECKING, Any
 
 from backend.agent.host.shared.protocol import decode
 from backend.transport.controlsock import EXIT, FRAME, STDERR, STDIN, STDIN_EOF, STDOUT, lock_path, peer_uid
 from backend.transport.ssh import SSHTransport
 
+if TYPE_CHECKING:
+    import asyncssh
 
-def _signature(paths: list[str]) -> list:
+
+def _signature(paths: list[str]) -> list[list[Any]]:
     """What the files a connection's checks read look like now (a changed one means checking again)."""
-    out = []
+    out: list[list[Any]] = []
     for path in paths:
         try:
             st = os.stat(path)
@@ -37,14 +41,14 @@ def _signature(paths: list[str]) -> list:
 class Channel:
     """A process on the host whose output is gathered from the start, so it can be handed to a client later."""
 
-    def __init__(self, proc) -> None:
+    def __init__(self, proc: asyncssh.SSHClientProcess[bytes]) -> None:
         self.proc = proc
-        self.queue: asyncio.Queue = asyncio.Queue()  # (kind, bytes), then (EXIT, status)
+        self.queue: asyncio.Queue[tuple[bytes, bytes]] = asyncio.Queue()  # (kind, bytes), then (EXIT, status)
         self.exited = False
         self._pump = asyncio.create_task(self._gather())
 
     async def _gather(self) -> None:
-        async def pump(stream, kind: bytes) -> None:
+        async def pump(stream: asyncssh.SSHReader[bytes], kind: bytes) -> None:
             with contextlib.suppress(Exception):
                 while data := await stream.read(1 << 16):
                     self.queue.put_nowait((kind, data))
@@ -62,18 +66,18 @@ class Channel:
 
 
 class Master:
-    def __init__(self, spec: dict) -> None:
+    def __init__(self, spec: dict[str, Any]) -> None:
         self.spec = spec
         self.path: str = spec["socket"]
         self.persist_s = float(spec["persist_s"])
         self.transport = SSHTransport(spec["url"], identity=spec.get("identity"), known_hosts=spec.get("known_hosts"))
-        self.files: list = []
+        self.files: list[list[Any]] = []  # _signature's
         self.clients = 0
         self.idle_since = time.monotonic()
         self.stop = asyncio.Event()
         self.spare: Channel | None = None
         self.spare_command: str = spec.get("agent") or ""
-        self.spawning: asyncio.Task | None = None
+        self.spawning: asyncio.Task[None] | None = None
 
     async def run(self) -> None:
         await self.transport.connect()

@@ -12,6 +12,7 @@ import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any, cast
 from urllib.parse import urlsplit
 
 from backend.transport.sshimport import asyncssh  # isort: skip (first: the quick import)
@@ -51,7 +52,7 @@ class SSHTarget:
             port = parts.port
         except ValueError:
             raise UsageError(f"bad port in {url!r}") from None
-        return cls(parts.hostname, port, parts.username)
+        return cls(hostname, port, parts.username)
 
     @property
     def display(self) -> str:
@@ -72,7 +73,7 @@ def _is_loopback(addr: str) -> bool:
 
 
 class SSHPipe:
-    def __init__(self, proc: asyncssh.SSHClientProcess) -> None:
+    def __init__(self, proc: asyncssh.SSHClientProcess[bytes]) -> None:
         self.proc = proc
         self.stderr: bytes | None = None  # what wait() collected: asyncssh's wait() drains stderr
 
@@ -99,7 +100,7 @@ class SSHPipe:
             result = await self.proc.wait()
         except (asyncssh.Error, OSError):
             return None
-        self.stderr = result.stderr or b""
+        self.stderr = cast("bytes | None", result.stderr) or b""  # bytes: the process runs with encoding=None
         return result.exit_status
 
     def close(self) -> None:
@@ -211,7 +212,7 @@ class SSHTransport:
             verdicts.append((verdict, key))
             return verdict.trusted
 
-        options: dict = {
+        options: dict[str, Any] = {
             "port": dest.port,
             "username": dest.user,
             "config": paths,
@@ -273,14 +274,19 @@ class SSHTransport:
         return conn
 
     @staticmethod
-    async def _sha1_only(dest: Destination, opts: dict) -> bool:
+    async def _sha1_only(dest: Destination, opts: dict[str, Any]) -> bool:
         """Whether the host, refused with ``opts``, would present a key signed with SHA-1 RSA: one more key
         exchange offering only those (never trusted: the key is only looked at)."""
         if SHA1_ALGS & set(opts["server_host_key_algs"]):
             return False  # they were offered already
         seen: list[asyncssh.SSHKey] = []
         probe = {**opts, "known_hosts": ([], [], []), "server_host_key_algs": sorted(SHA1_ALGS)}
-        probe["client_factory"] = lambda: _HostKeyCheck(lambda addr, key: bool(seen.append(key)))
+
+        def look(addr: str, key: asyncssh.SSHKey) -> bool:
+            seen.append(key)
+            return False
+
+        probe["client_factory"] = lambda: _HostKeyCheck(look)
         try:
             conn = await asyncssh.connect(dest.name, **probe)
             conn.close()
@@ -323,7 +329,8 @@ class SSHTransport:
                 )
             except (asyncssh.Error, OSError) as exc:
                 raise ConnectionFailed(f"{self.label}: command failed to run: {exc}") from None
-        return RunResult(res.exit_status, res.stdout or b"", res.stderr or b"")
+        out, err = cast("bytes | None", res.stdout), cast("bytes | None", res.stderr)  # encoding=None: bytes
+        return RunResult(res.exit_status, out or b"", err or b"")
 
     async def close(self) -> None:
         for conn in [self.conn, *reversed(self.jumps)]:

@@ -10,6 +10,7 @@ import getpass
 import os
 from dataclasses import dataclass
 from pathlib import Path
+from typing import cast
 from urllib.parse import urlsplit
 
 from backend.transport.sshimport import asyncssh  # noqa: F401  # isort: skip (first: the quick import)
@@ -81,22 +82,24 @@ def resolve(name: str, port: int | None = None, user: str | None = None, paths: 
         raise ConnectionBlocked(f"ssh_config: {exc}; fix that line") from None
     except OSError as exc:
         raise ConnectionBlocked(f"cannot read ssh_config: {exc}") from None
-    known = [os.path.expanduser(p) for p in cfg.get("UserKnownHostsFile", None) or ()]
-    global_known = cfg.get("GlobalKnownHostsFile", None)
+    # asyncssh's config types each value as object; what each option holds once parsed, by its setter:
+    known = [os.path.expanduser(p) for p in cast("list[str] | None", cfg.get("UserKnownHostsFile", None)) or ()]
+    global_known = cast("list[str] | None", cfg.get("GlobalKnownHostsFile", None))
     command = cfg.get("ProxyCommand", None)
+    identities = cast("list[str] | None", cfg.get("IdentityFile", None))
     return Destination(
         name=name,
         # ssh looks hosts up in lower case
         hostname=str(cfg.get("Hostname", name)).lower(),
-        port=int(cfg.get("Port", DEFAULT_PORT)),
+        port=int(cast("int | str", cfg.get("Port", DEFAULT_PORT))),
         user=str(cfg.get("User", local_user)),
-        host_key_alias=cfg.get("HostKeyAlias", None),
-        proxy_jump=cfg.get("ProxyJump", None),
+        host_key_alias=cast("str | None", cfg.get("HostKeyAlias", None)),
+        proxy_jump=cast("str | None", cfg.get("ProxyJump", None)),
         proxy_command=bool(command and command != ["none"]),
-        identity_files=tuple(os.path.expanduser(p) for p in cfg.get("IdentityFile", None) or ()),
+        identity_files=tuple(os.path.expanduser(p) for p in identities or ()),
         hash_known_hosts=bool(cfg.get("HashKnownHosts", False)),
         check_host_ip=bool(cfg.get("CheckHostIP", False)),
-        host_key_algorithms=cfg.get("HostKeyAlgorithms", None),
+        host_key_algorithms=cast("str | None", cfg.get("HostKeyAlgorithms", None)),
         known_hosts_files=tuple(p for p in known if p.lower() not in _NO_FILE),
         global_known_hosts=GLOBAL_KNOWN_HOSTS if global_known is None else tuple(global_known),
     )

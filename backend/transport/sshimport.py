@@ -16,10 +16,13 @@ from __future__ import annotations
 import ctypes.util
 import os
 import sys
+from collections.abc import Callable
 
 _X509 = "asyncssh.crypto.x509"
 _LD_CACHE = "/etc/ld.so.cache"
-_ldconfig = getattr(ctypes.util, "_findSoname_ldconfig", None) if sys.platform.startswith("linux") else None
+_ldconfig: Callable[[str], str | None] | None = (
+    getattr(ctypes.util, "_findSoname_ldconfig", None) if sys.platform.startswith("linux") else None
+)
 
 
 def _in_ld_cache(name: str) -> str | None:
@@ -30,7 +33,7 @@ def _in_ld_cache(name: str) -> str | None:
                 return None
     except OSError:
         pass
-    return _ldconfig(name)  # type: ignore[misc]
+    return _ldconfig(name)  # type: ignore[misc]  # installed as find_library only where it is not None
 
 
 if "asyncssh" not in sys.modules:

@@ -722,7 +722,9 @@ def bar_class(on_bytes: Callable[[int], None]) -> type:
         def __exit__(self, *exc: object) -> Literal[False]:
             return False
 
-        def __getattr__(self, name: str) -> Callable[..., None]:  # set_description, set_postfix_str, refresh, ...: nothing to draw
+        def __getattr__(
+            self, name: str
+        ) -> Callable[..., None]:  # set_description, set_postfix_str, refresh, ...: nothing to draw
             # update_transfer would make huggingface_hub treat this bar as an aggregating one.
             if name.startswith("__") or name == "update_transfer":
                 raise AttributeError(name)
