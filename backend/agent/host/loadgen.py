@@ -5,8 +5,10 @@ outlives the connection like a server does. Each request is a streaming ``/gener
 from its chunks come the time to the first token, the decode rate after it (the single-stream number the
 82 tok/s baseline is), and the accept length ``completion_tokens / spec_verify_ct`` (1.0 without
 speculation) — the quantities of SGLang's own ``sglang.test.send_one``, so the two can be cross-checked.
-Where the server returns ``spec_correct_drafts_histogram`` (SGLang 0.5.23+) the result also carries the
-per-position acceptance summed over the requests (``shared/acceptance.py``).
+Where the server returns a per-request histogram (``spec_accept_histogram`` 0.5.9-0.5.20,
+``spec_correct_drafts_histogram`` 0.5.12+) the result also carries the per-position acceptance summed over the
+requests, and a DSPARK server's cap and block accept lengths (``dspark``); every release's meta_info keys are
+read (``shared/acceptance.py``).
 
 Prompts (``prompts.py``): the built-in set or per-domain sets from Hub datasets, through the target's chat template
 unless asked for raw ones; each request carries its domain. A request whose completion looped
@@ -128,7 +130,8 @@ def one_request(
     latency = last[0] - t0
     decode_s = last[0] - first[0]
     looped = degenerate.repetition(text)
-    verify_ct = meta.get("spec_verify_ct")
+    spec = acceptance.request_figures(meta)  # whichever release's keys (0.5.6 to 0.5.23)
+    verify_ct = spec["verify_ct"]
     tokens = last[1]
     return {
         "tokens": tokens,
@@ -143,8 +146,14 @@ def one_request(
         "itl_gaps": gaps,
         "spec_verify_ct": verify_ct,
         "accept_len": tokens / verify_ct if verify_ct else 1.0,  # send_one's rule: 1.0 without speculation
-        "spec_histogram": meta.get("spec_correct_drafts_histogram"),  # SGLang 0.5.23+
-        "spec_proposed": meta.get("spec_num_proposed_drafts"),  # 0.5.23+: below verifies × steps = adaptive
+        "spec_histogram": spec["histogram"],  # SGLang 0.5.9+
+        # Drafts proposed (0.5.6+): verifies × the startup's draft tokens − 1, under adaptive too (the tokenizer
+        # knows the startup config only): below verifies × steps only where fewer positions were drafted.
+        "spec_proposed": spec["proposed"],
+        "spec_correct": spec["correct"],
+        "cap_len": spec["cap_len"],  # DSPARK (0.5.16+), ragged verify: the mean verify window per pass
+        "block_accept_len": spec["block_accept_len"],  # DSPARK cap-accept: the uncapped block accept length
+        "cap_histogram": spec["cap_histogram"],
         "repetition": round(looped, 3),  # the share of its word 4-grams seen before in it
         "degenerate": looped > degenerate.THRESHOLD,
     }
@@ -229,6 +238,7 @@ def summarize(results: List[Dict[str, Any]], wall_s: float) -> Dict[str, Any]:
                 for r in ok
             ]
         ),
+        "dspark": acceptance.dspark_summary(ok),
         "duration_s": wall_s,
         "latency": latency,
         "per_request": results,
