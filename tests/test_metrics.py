@@ -412,6 +412,9 @@ def test_parse_metrics_reads_sglang_gauges_and_counters() -> None:
         "spec_num_steps": None,  # 0.5.23's live speculative numbers and verify counter
         "spec_num_draft_tokens": None,
         "spec_verify_calls_total": None,
+        "spec_cap_length": None,  # DSPARK's (0.5.16+)
+        "spec_block_accept_length": None,
+        "spec_total_accept_length": None,  # SGLang PR #31750's (not in a release)
         "num_retracted_reqs": None,
         "max_total_num_tokens": None,
     }

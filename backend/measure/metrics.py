@@ -64,6 +64,11 @@ class Sample:
     pending_token: int | None = None  # 0.5.23's prefill ``#pending-token``
     retracted_req: int | None = None  # ``#retracted-req``: requests pushed back to the queue for KV room
     prealloc_usage: float | None = None  # ``pre-allocated usage``: KV reserved ahead (PD disaggregation)
+    # DSPARK's ragged verify (0.5.16+; only when above 0, in the order 0.5.23's metrics_reporter.py:1005-1009
+    # writes them): the mean verify window, bonus slot counted, and the uncapped block accept length
+    # (cap-accept mode). Interval means, like accept len.
+    cap_len: float | None = None
+    block_accept_len: float | None = None
     cut: bool = False  # the line ends before ``#queue-req`` (a paste's last line): its last value is not read
 
     @property
@@ -162,6 +167,8 @@ _FIELDS: dict[str, tuple[int, Callable[[str], Any]]] = {
         "#pending-token": ("pending_token", int),
         "#retracted-req": ("retracted_req", int),
         "pre-allocated usage": ("prealloc_usage", float),
+        "cap len": ("cap_len", float),
+        "block accept len": ("block_accept_len", float),
         "timestamp": ("stamp", _epoch),
     }.items()
 }
@@ -303,7 +310,9 @@ def _parse_fields(rest: str, ts: float | None, kind: Kind, ranks: str | None) ->
         key, colon, raw = part.partition(":")
         spec = fields.get(key) or fields.get(key.strip())
         if spec is None:
-            pattern.append(re.escape(key + colon) + ("[^,]*" if colon else ""))
+            # An unknown part without a colon is a value's own comma's tail (DSPARK's ``est uncap acc len: 5.20
+            # [4.90, 5.50]``): any such text, so the next line's numbers fit the shape learned from this one.
+            pattern.append(re.escape(key + colon) + "[^,]*" if colon else "[^,:]*")
             continue
         pattern.append(re.escape(key + colon) + "([^,]*)")
         learnable = learnable and spec[0] < _FULL and spec[0] not in slots

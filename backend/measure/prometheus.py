@@ -39,8 +39,11 @@ from backend.measure.histogram import OLD_NAMES as OLD_HISTOGRAMS
 
 DRAFT = "draft"  # the draft worker's engine_type
 
-# Prometheus sample name (counters keep their _total suffix) -> key in the rows and totals. 0.5.23 adds the live
-# speculative numbers (they move under --speculative-adaptive) and the verify-call counter.
+# Prometheus sample name (counters keep their _total suffix) -> key in the rows and totals. 0.5.13 adds the live
+# speculative numbers (they move under --speculative-adaptive) and the verify-call counter, 0.5.16 DSPARK's cap and
+# block accept lengths. The spec gauges are interval means: SGLang zeroes what they are made of at every decode-log
+# tick (0.5.23 metrics_reporter.py:1001-1004), so a scrape holds the last --decode-log-interval steps' figure, never
+# a run's (``run_accept_length`` is one, from the counters).
 NAMES = {
     "sglang:gen_throughput": "gen_throughput",
     "sglang:spec_accept_length": "spec_accept_length",
@@ -54,6 +57,10 @@ NAMES = {
     "sglang:spec_num_steps": "spec_num_steps",
     "sglang:spec_num_draft_tokens": "spec_num_draft_tokens",
     "sglang:spec_verify_calls_total": "spec_verify_calls_total",
+    "sglang:spec_cap_length": "spec_cap_length",
+    "sglang:spec_block_accept_length": "spec_block_accept_length",
+    # From SGLang PR #31750 (open, not in a release yet): the lifetime mean accept length.
+    "sglang:spec_total_accept_length": "spec_total_accept_length",
     "sglang:num_retracted_reqs": "num_retracted_reqs",
     "sglang:max_total_num_tokens": "max_total_num_tokens",
 }
@@ -80,6 +87,17 @@ SUMMED = frozenset(
     }
 )
 ACCEPTANCE = ("spec_accept_length", "spec_accept_rate")
+# Means per verify step: over DP ranks weighted by each rank's verify steps, as accept length and rate are.
+PER_VERIFY = (*ACCEPTANCE, "spec_cap_length", "spec_block_accept_length", "spec_total_accept_length")
+# From SGLang PR #31750 (open, not in a release yet: no release's metrics_collector.py has them, 0.5.6-0.5.23): the
+# conditional acceptance at each draft position over the last decode-log interval and over the server's life,
+# positions past a pass's adaptive tier counted unobserved. The PR's text names the series, not their position
+# label: the position is read from the one label beyond a series' place whose values are whole numbers.
+PER_POSITION = {
+    "sglang:spec_accept_rate_per_position": "interval",
+    "sglang:spec_total_accept_rate_per_position": "total",
+}
+PR_31750 = "from SGLang PR #31750, not in a release yet"
 # 0.5.23's startup durations, one sample per ``phase`` label -> key in Scrape.startup.
 STARTUP = {
     "sglang:startup_time_seconds": "phases",
@@ -130,6 +148,23 @@ class Scrape:
     short: dict[str, int] = field(default_factory=dict)  # summed key -> DP ranks that lack it (the sum is short)
     histograms: dict[HistogramKey, Histogram] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
+    # PR #31750's per-position gauges (``PER_POSITION``): {"interval"|"total": [a_1, a_2, …]} (None: a gap)
+    per_position: dict[str, list[float | None]] = field(default_factory=dict)
+
+    def run_accept_length(self, earlier: Scrape | None = None) -> float | None:
+        """The mean accept length from totals, never from an interval gauge: generation tokens over verify calls
+        of the requests finished since ``earlier`` (a scrape of the same server) or since the server started
+        (``sglang:spec_verify_calls_total``, 0.5.13+, grows by a request's verify count when it finishes, as
+        ``generation_tokens_total`` by its tokens: metrics_collector.py:2092-2112); else PR #31750's lifetime
+        ``spec_total_accept_length``; None where the page has neither (0.5.6-0.5.12)."""
+        tokens, verifies = self.engine.get("generation_tokens_total"), self.engine.get("spec_verify_calls_total")
+        if earlier is not None and tokens is not None and verifies is not None:
+            before_tokens = earlier.engine.get("generation_tokens_total") or 0.0
+            before_verifies = earlier.engine.get("spec_verify_calls_total") or 0.0
+            tokens, verifies = tokens - before_tokens, verifies - before_verifies
+        if tokens is not None and verifies:
+            return tokens / verifies
+        return self.engine.get("spec_total_accept_length") if earlier is None else None
 
     @property
     def dp_ranks(self) -> list[int | None]:
@@ -150,6 +185,8 @@ class Scrape:
             "startup": self.startup,
             "short": self.short,
             "notes": self.notes,
+            "run_accept_length": self.run_accept_length(),
+            "per_position": self.per_position or None,
         }
 
 
@@ -357,6 +394,7 @@ def read_scrape(text: str) -> Scrape:
     # (series, key) -> {labels: value}: a name's samples in one series that differ by another label.
     split: dict[tuple[SeriesKey, str], dict[tuple[tuple[str, str], ...], float]] = {}
     pools: dict[SeriesKey, float] = {}
+    positions: dict[str, dict[int, float]] = {}
     if isinstance(text, str):
         found, notes = families(text)
         for family in found:
@@ -389,6 +427,8 @@ def read_scrape(text: str) -> Scrape:
                     phase = sample.labels.get("phase")
                     if phase:
                         startup[STARTUP[name]].setdefault(phase, float(value))  # ranks: the first
+                elif name in PER_POSITION:
+                    _read_position(sample.labels, float(value), PER_POSITION[name], positions)
                 elif name in POOL_USAGE:
                     labels = sample.labels
                     rank = (labels.get("engine_type"), _rank(labels, "dp_rank"), _rank(labels, "tp_rank"))
@@ -398,7 +438,28 @@ def read_scrape(text: str) -> Scrape:
         _renamed_notes(renamed, histograms, notes)
     series = list(by_key.values())
     engine, usage, short = _totals(series)
-    return Scrape(series, engine, usage, startup, short, histograms, notes)
+    _from_one(positions)
+    per_position = {window: [got.get(i) for i in range(1, max(got) + 1)] for window, got in positions.items() if got}
+    if per_position or engine.get("spec_total_accept_length") is not None:
+        notes.append(f"per-position acceptance and total accept length gauges read ({PR_31750})")
+    return Scrape(series, engine, usage, startup, short, histograms, notes, per_position)
+
+
+def _read_position(labels: dict[str, str], value: float, window: str, out: dict[str, dict[int, float]]) -> None:
+    """One PR #31750 per-position sample: its position from the one non-place label holding a whole number (the
+    first rank's sample of a position is kept). Positions count from 1; a page counting from 0 is shifted."""
+    found = [v for k, v in labels.items() if k not in _PLACE and k != "engine_type" and v.isdigit()]
+    if len(found) != 1 or labels.get("engine_type") == DRAFT or not math.isfinite(value):
+        return
+    out.setdefault(window, {}).setdefault(int(found[0]), value)
+
+
+def _from_one(per_position: dict[str, dict[int, float]]) -> None:
+    for got in per_position.values():
+        if 0 in got:  # counted from 0: position 1 is the first draft
+            shifted = {i + 1: v for i, v in got.items()}
+            got.clear()
+            got.update(shifted)
 
 
 def _identity(labels: dict[str, str]) -> tuple[tuple[str, str], ...]:
@@ -511,7 +572,7 @@ def _totals(series: list[Series]) -> tuple[dict[str, float | None], dict[int | N
                 short[key] = lacking
         elif key == "token_usage":
             engine[key] = max(values)
-        elif key in ACCEPTANCE:
+        elif key in PER_VERIFY:
             engine[key] = _acceptance(speakers, key)
         else:
             engine[key] = values[0]

@@ -216,11 +216,23 @@ DFLASH_K25_CONFIG = {
 }
 DFLASH_K25_TENSORS = dflash_tensors(7168, 6, 64, 8, 128, 18432, 5)
 
+# A DSpark drafter for Kimi-K2.5 as SGLang 0.5.23's parser reads one (dspark_config.py: the fields nested under
+# dflash_config, the Markov head's under dspark_config): gamma 5, the window of the one real DSPARK decode line found
+# (SGLang issue #36081). No DSpark config.json was found (research notes of issue 36, §6.2): its shape follows the
+# parser, on DFlash's layers (the Markov head's weights are not in the sparse file).
+DSPARK_K25_CONFIG = {
+    **{k: v for k, v in DFLASH_K25_CONFIG.items() if k != "dflash_config"},
+    "architectures": ["DSparkDraftModel"],
+    "dflash_config": {"block_size": 5, "target_layer_ids": [1, 15, 29, 43, 57], "mask_token_id": 163838},
+    "dspark_config": {"markov_rank": 4, "markov_head_type": "gated"},
+}
+
 DRAFTERS = {
     "aq_medai_k2": (KIMI_K2_DRAFTER_TENSORS, KIMI_K2_DRAFTER_CONFIG, {"format": "pt"}),
     "ours": (KIMI_K2_DRAFTER_TENSORS, OURS_DRAFTER_CONFIG, {"format": "pt", "specforge_samples": "37000"}),
     "llama3_8b": (LLAMA3_8B_DRAFTER_TENSORS, LLAMA3_8B_DRAFTER_CONFIG, {"format": "pt"}),
     "dflash_k25": (DFLASH_K25_TENSORS, DFLASH_K25_CONFIG, {"format": "pt"}),
+    "dspark_k25": (DFLASH_K25_TENSORS, DSPARK_K25_CONFIG, {"format": "pt"}),
 }
 
 

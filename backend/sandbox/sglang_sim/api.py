@@ -1,9 +1,11 @@
 """SIMULATED SGLang's HTTP API over http.server: the routes (``/generate``, the OpenAI-compatible completions,
 ``/health``, ``/server_info``, ``/model_info``, ``/metrics``, the load path, ``/v1/models``), the API key
 middleware, JSON bodies and SSE streams in chunked encoding, per-request ``meta_info`` with each release's
-speculative figures (0.5.23's ``spec_verify_ct``, ``spec_accept_length``, ``spec_accept_rate``,
-``spec_num_correct_drafts``, ``spec_num_proposed_drafts``, ``spec_correct_drafts_histogram`` — bin k: verifies
-that accepted exactly k drafts — or 0.5.6's ``spec_accept_token_num`` / ``spec_draft_token_num``), and the server
+speculative figures (each release's keys, ``spec_meta_info``: 0.5.23's ``spec_verify_ct``, ``spec_accept_length``,
+``spec_accept_rate``, ``spec_num_correct_drafts``, ``spec_num_proposed_drafts``, ``spec_correct_drafts_histogram``
+— bin k: verifies that accepted exactly k drafts — and DSPARK's ``spec_cap_length`` /
+``spec_block_accept_length`` / ``spec_cap_lens_histogram``; 0.5.6's ``spec_accept_token_num`` /
+``spec_draft_token_num``), and the server
 state the handler reads (starting, ready, stopping: new requests get 503 once SIGTERM arrived). Stdlib only,
 Python 3.8+.
 """
@@ -18,6 +20,7 @@ import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Callable, Dict, List, Optional
 
+from backend.agent.host.shared import acceptance
 from backend.sandbox.sglang_sim import loads, prompts
 from backend.sandbox.sglang_sim.dialect import Dialect
 from backend.sandbox.sglang_sim.engine import Engine, Request
@@ -26,21 +29,30 @@ from backend.sandbox.sglang_sim.metrics import Metrics
 from backend.sglang.versions import parse
 
 
-def spec_meta_info(version: str, req: "Request", completion: int, draft_tokens: int) -> Dict[str, Any]:
-    """The speculative figures of a finished request's ``meta_info`` as SGLang ``version`` writes them."""
+def spec_meta_info(
+    version: str, req: "Request", completion: int, draft_tokens: int, ragged: Optional[str] = None
+) -> Dict[str, Any]:
+    """The speculative figures of a finished request's ``meta_info`` as SGLang ``version`` writes them: each
+    release's keys and aliases (``acceptance.meta_keys``, read from its wheel), and DSPARK's cap figures where the
+    ragged verify mode (``ragged``) scheduled caps (0.5.23 tokenizer_manager.py:3138-3210)."""
     proposed = req.verify_ct * (draft_tokens - 1)
     meta: Dict[str, Any] = {
         "spec_verify_ct": req.verify_ct,
         "spec_accept_length": completion / req.verify_ct if req.verify_ct else 0,
-        "spec_accept_rate": req.accepted_drafts / proposed if proposed else 0.0,
+        "spec_accept_rate": req.accepted_drafts / proposed if proposed else 0.0,  # drafts only, in every release
     }
-    if parse(version) >= (0, 5, 23):  # type: ignore[operator]
-        meta["spec_num_correct_drafts"] = req.accepted_drafts
-        meta["spec_num_proposed_drafts"] = proposed
-        meta["spec_correct_drafts_histogram"] = list(req.histogram)
-    else:
-        meta["spec_accept_token_num"] = req.accepted_drafts
-        meta["spec_draft_token_num"] = proposed
+    keys = acceptance.meta_keys(parse(version) or (0, 5, 23))
+    meta.update({key: req.accepted_drafts for key in keys["correct"]})
+    meta.update({key: proposed for key in keys["proposed"]})
+    if req.histogram:  # grown as passes accepted more: non-empty once a pass verified
+        meta.update({key: list(req.histogram) for key in keys["histogram"]})
+    if keys["dspark"] and req.verify_ct:
+        if req.cap_tokens > 0:
+            meta[acceptance.CAP_LENGTH] = req.cap_tokens / req.verify_ct
+        if ragged == "cap-accept":
+            meta[acceptance.BLOCK_ACCEPT_LENGTH] = req.block_tokens / req.verify_ct
+        if req.cap_histogram:
+            meta[acceptance.CAP_HISTOGRAM] = list(req.cap_histogram)
     return meta
 
 
@@ -136,7 +148,7 @@ class Server:
                 # The tokenizer process knows the startup config only: under adaptive every pass counts as the
                 # first tier's (0.5.23 tokenizer_manager.py:3138-3210; PR #34814 says the same).
                 tokens = spec.get("initial_draft_tokens", spec["draft_tokens"])
-                meta.update(spec_meta_info(self.dialect.version, req, len(ids), tokens))
+                meta.update(spec_meta_info(self.dialect.version, req, len(ids), tokens, spec.get("ragged")))
             meta["e2e_latency"] = req.finished_time - req.created
         return meta
 

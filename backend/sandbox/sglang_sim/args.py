@@ -13,6 +13,7 @@ import random
 import sys
 from typing import Any, Dict, List
 
+from backend.sandbox.sglang_sim import dspark as sim_dspark
 from backend.sandbox.sglang_sim import spec as sim_spec
 from backend.sandbox.sglang_sim.folders import text_config
 from backend.sandbox.sglang_sim.log import Log, SimExit, traceback_text
@@ -133,6 +134,13 @@ def resolve_args(args: Dict[str, Any], target: dict, log: Log) -> Dict[str, Any]
             args["speculative_num_draft_tokens"] = steps + 1
     elif algo == "DFLASH":
         _dflash(args, log)
+    elif algo == "DSPARK":
+        try:
+            sim_dspark.resolve(args, target, log)
+        except sim_dspark.Refused as exc:
+            frames = [_SPEC_FRAME, "srt/arg_groups/speculative_hook.py:752 _handle_dspark"]
+            sys.stderr.write(main_traceback(frames, "ValueError: %s" % exc) + "\n")
+            raise SimExit(1) from None
     elif algo == "NGRAM":
         if args["max_running_requests"] is None:
             args["max_running_requests"] = 48

@@ -46,6 +46,9 @@ class Request:
         self.output_ids: List[int] = []
         self.verify_ct = 0
         self.accepted_drafts = 0
+        # DSPARK's ragged verify: tokens verified (the caps, bonus slot counted), uncapped accept lengths, caps seen
+        self.cap_tokens = self.block_tokens = 0
+        self.cap_histogram: List[int] = []
         self.finished = False
         self.finished_time = 0.0
         self.aborted = False
@@ -112,6 +115,7 @@ class Engine:
         self.generated_since_log = 0
         self.last_decode_log = time.perf_counter()
         self.spec_tokens = self.spec_ct = self.spec_correct = 0  # since the last decode line
+        self.spec_cap_tokens = self.spec_block_tokens = 0  # DSPARK's verify windows and uncapped accepts, likewise
         self.spec_total_tokens = self.spec_total_ct = 0
         self.last_gen_throughput = 0.0
         self.idle = idle.IdleCheck(bool(args["enable_metrics"]), dialect.current, time_scale())
@@ -257,7 +261,10 @@ class Engine:
         if tiers is not None:  # SGLang routes the batch to its slot's tier before drafting (activate_step_by_batch)
             steps = tiers.route(n)
             self.spec.update(steps=steps, draft_tokens=steps + 1, draft_steps=steps)
-        ms = pass_ms(n, self.spec, graph)
+        ragged = self.spec.get("dspark")  # DSPARK: each request's verify window (cap) this pass
+        caps = [ragged.cap(self.spec["rates"], r.ease, n) for r in batch] if ragged is not None else []
+        cost = dict(self.spec, draft_tokens=ragged.verified(caps)) if ragged is not None else self.spec
+        ms = pass_ms(n, cost, graph)
         if traces.verify_graph():  # SPECDECK_SIM_VERIFY=graph: verify replays as a graph, its gaps go
             ms -= traces.verify_graph_saving(ms, self.spec, graph, DRAFT_STEP_MS, NO_CUDA_GRAPH_FACTOR)
         self._sleep(ms)
@@ -267,7 +274,7 @@ class Engine:
         with self._cv:
             collapsed = bool(self.spec) and prompts.collapsed(n, self.max_running, len(self.waiting))
             loop_rate = prompts.loop_rate()
-            for req in batch:
+            for i, req in enumerate(batch):
                 if req.aborted:
                     continue
                 count = 1
@@ -279,6 +286,9 @@ class Engine:
                         if self.rng.random() >= rate:
                             break
                         accepted += 1
+                    if ragged is not None:  # the pass commits no more than its cap; the rest were cap-trimmed
+                        self._ragged(req, caps[i], accepted, ragged)
+                        accepted = min(accepted, caps[i] - 1)
                     count += accepted
                     accepted_drafts.append(accepted)
                     req.verify_ct += 1
@@ -304,6 +314,19 @@ class Engine:
             if self.forward_ct_decode % self.interval == 0:
                 self._log_decode(n, graph)
 
+    def _ragged(self, req: Request, cap: int, uncapped: int, ragged: Any) -> None:
+        """A DSPARK pass's verify window and block accept length (committed + cap-trimmed: ``uncapped`` drafts and
+        the bonus), counted for the request and the decode line as SGLang's batch_result_processor.py:790-842
+        does: caps only in the ragged modes, the block accept length shown only in cap-accept."""
+        if ragged.capped:
+            req.cap_tokens += cap
+            req.cap_histogram += [0] * (cap + 1 - len(req.cap_histogram))
+            req.cap_histogram[cap] += 1
+            self.spec_cap_tokens += cap
+        if ragged.mode == "cap-accept":
+            req.block_tokens += 1 + uncapped
+            self.spec_block_tokens += 1 + uncapped
+
     def _log_decode(self, n: int, graph: bool) -> None:
         """The decode line (0.5.6: scheduler_metrics_mixin.log_decode_stats; 0.5.23:
         metrics_reporter.report_decode_stats), called with ``_cv`` held."""
@@ -325,13 +348,25 @@ class Engine:
             else:  # (correct drafts + bonus tokens) / (verifies x draft tokens)
                 drafted = self.spec_ct * self.spec["draft_tokens"]
                 accept_rate = self.spec_tokens / drafted if drafted else 0.0
+            # DSPARK's ragged verify (0 otherwise): the mean verify window and uncapped block accept length
+            cap_len = self.spec_cap_tokens / self.spec_ct if self.spec_ct else 0.0
+            block_len = self.spec_block_tokens / self.spec_ct if self.spec_ct else 0.0
             self.spec_total_tokens += self.spec_tokens
             self.spec_total_ct += self.spec_ct
             self.spec_tokens = self.spec_ct = self.spec_correct = 0
+            self.spec_cap_tokens = self.spec_block_tokens = 0
+            # 0.5.23 metrics_reporter.py:1005-1009, verbatim: f"accept len: {spec_accept_length:.2f}, accept rate:
+            # {spec_accept_rate:.2f}, ", then f"cap len: {spec_cap_length:.2f}, " if > 0, then f"block accept len:
+            # {spec_block_accept_length:.2f}, " if > 0
             msg += "accept len: %.2f, accept rate: %.2f, " % (accept_len, accept_rate)
+            if cap_len > 0:
+                msg += "cap len: %.2f, " % cap_len
+            if block_len > 0:
+                msg += "block accept len: %.2f, " % block_len
             spec = {"spec_accept_length": accept_len, "spec_accept_rate": accept_rate}
             if self.dialect.current:
                 spec.update(spec_num_steps=self.spec["steps"], spec_num_draft_tokens=self.spec["draft_tokens"])
+                spec.update(spec_cap_length=cap_len, spec_block_accept_length=block_len)
         msg += "cuda graph: %s, gen throughput (token/s): %.2f, #queue-req: %d" % (
             graph,
             self.last_gen_throughput,

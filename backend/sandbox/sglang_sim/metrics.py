@@ -23,13 +23,26 @@ class Metrics:
         ("sglang:num_queue_reqs", "The number of requests in the waiting queue."),
         ("sglang:cache_hit_rate", "The prefix cache hit rate."),
         ("sglang:max_total_num_tokens", "Maximum total number of tokens in the KV cache pool."),
-        ("sglang:spec_accept_length", "The average acceptance length of speculative decoding."),
     )
+    ACCEPT_LENGTH_DOC = {  # 0.5.6 metrics/collector.py:308-315; 0.5.23 observability/metrics_collector.py:511-516
+        False: "The average acceptance length of speculative decoding.",
+        True: "Mean acceptance length of speculative decoding (accepted drafts + bonus token per forward).",
+    }
     ACCEPT_RATE_DOC = {
         False: "The average acceptance rate of speculative decoding (`accepted tokens / total draft tokens` in batch).",
         True: "Speculative acceptance rate (`accepted drafts / proposed drafts` in batch).",
     }
-    CURRENT_GAUGES = (  # 0.5.23: the live speculative numbers (they move under --speculative-adaptive)
+    CURRENT_GAUGES = (  # 0.5.23: DSPARK's (0.5.16+), the live speculative numbers (moving under adaptive)
+        (
+            "sglang:spec_cap_length",
+            "Mean DSpark confidence-scheduled verify window per verify step, incl the bonus slot (0 when no cap is "
+            "scheduled).",
+        ),
+        (
+            "sglang:spec_block_accept_length",
+            "Mean uncapped full-block accept length per verify step (accept + cap-trimmed drafts; exact only in "
+            "DSpark cap-accept mode).",
+        ),
         ("sglang:spec_num_steps", "Currently active speculative_num_steps."),
         (
             "sglang:spec_num_draft_tokens",
@@ -55,7 +68,10 @@ class Metrics:
         self._labels_dict = labels
         self._gauge_labels = self._labels(labels)
         self._counter_labels = self._labels({"model_name": model_name})
-        accept_rate = (("sglang:spec_accept_rate", self.ACCEPT_RATE_DOC[dialect.drafts_only]),)
+        accept_rate = (
+            ("sglang:spec_accept_length", self.ACCEPT_LENGTH_DOC[dialect.drafts_only]),
+            ("sglang:spec_accept_rate", self.ACCEPT_RATE_DOC[dialect.drafts_only]),
+        )
         self.gauge_table = self.GAUGES + accept_rate + (self.CURRENT_GAUGES if dialect.current else ())
         self.counter_table = self.COUNTERS + (self.CURRENT_COUNTERS if dialect.current else ())
         self.phase_table = self.PHASE_GAUGES if dialect.current else ()

@@ -126,7 +126,7 @@ class Scenario(object):
         if spec:
             k = int(spec.get("draft_steps", spec.get("steps", 0)))
             # the drafts verified: k for a chain (draft tokens k + 1), block - 1 for DFLASH's one draft pass
-            drafts = int(spec["draft_tokens"]) - 1 if "draft_tokens" in spec else k
+            drafts = float(spec["draft_tokens"]) - 1 if "draft_tokens" in spec else k  # DSPARK compact: a mean
             ms += (
                 self.verify_overhead_ms
                 + k * self.draft_step_ms
@@ -179,10 +179,13 @@ def active() -> Optional[Scenario]:
 
 
 def drafter_key(path: str, config: Optional[dict]) -> str:
-    """The scenario's name for a drafter: ``dflash`` for a DFlash draft (its config's class), else
-    ``drafter_name``."""
+    """The scenario's name for a drafter: ``dflash`` for a DFlash draft, ``dspark`` for a DSpark one (its config's
+    class), else ``drafter_name``."""
     archs = " ".join(a for a in (config or {}).get("architectures") or [] if isinstance(a, str)).lower()
-    return "dflash" if "dflash" in archs else drafter_name(path)
+    for kind in ("dspark", "dflash"):
+        if kind in archs:
+            return kind
+    return drafter_name(path)
 
 
 def drafter_name(path: str) -> str:

@@ -21,6 +21,7 @@ import urllib.request
 from typing import TYPE_CHECKING, Any, Dict, List, Optional, Tuple
 
 from backend.agent.host.shared.safetensors_header import CheckpointError
+from backend.sandbox.sglang_sim import dspark as sim_dspark
 from backend.sandbox.sglang_sim import scenario
 from backend.sandbox.sglang_sim import spec as sim_spec
 from backend.sandbox.sglang_sim.api import Server
@@ -311,7 +312,7 @@ class Startup:
                     )
             self.weights_loaded(draft_arch, tic, bytes_of(draft_files) / float(1 << 30) / args["tp_size"])
             self.kv_cache(draft_config, _DRAFT_FRAMES, draft=True)
-            block = algo == "DFLASH"  # one parallel draft pass proposes the whole block
+            block = algo in ("DFLASH", "DSPARK")  # one parallel draft pass proposes the whole block
             if not block and (not self.dialect.current or int(args["speculative_num_steps"]) > 1):  # 0.5.23: > 1
                 self.capture("draft", 0.4, _DRAFT_FRAMES)
             self.capture("draft_extend", 0.3, _DRAFT_FRAMES)
@@ -335,10 +336,13 @@ class Startup:
             }
             if tiers is not None:
                 spec.update(adaptive=tiers, initial_draft_tokens=steps + 1)
-            if block:  # DFLASH: block - 1 drafts from one draft pass, accepted in order as a chain's are
+            if block:  # DFLASH, DSPARK: block - 1 drafts from one draft pass, accepted in order as a chain's are
                 drafts = int(args["speculative_num_draft_tokens"]) - 1
                 rates = drafter_rates(args["speculative_draft_model_path"], draft_config, drafts)
                 spec.update(rates=rates, positions=drafts, draft_steps=1)
+            if algo == "DSPARK":  # each request's verify window (``dspark``: the ragged verify modes)
+                ragged = sim_dspark.mode()
+                spec.update(ragged=ragged, dspark=sim_dspark.Ragged(ragged, drafts))
             chosen = scenario.active()
             key = scenario.drafter_key(args["speculative_draft_model_path"], draft_config)
             spread = chosen.spread(key) if chosen else None

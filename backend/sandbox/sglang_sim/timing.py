@@ -22,10 +22,11 @@ a_i = a_1 · decay^(i−1), drafts accepted in order until the first rejection, 
 L(k) = 1 + Σ_{i≤k} Π_{j≤i} a_j. A drafter config.json's ``"specdeck_sim": {"accept": [a_1, ...]}`` or
 ``{"accept_p": p}`` (the same rate at every position) sets the rates; else an AQ-MedAI folder gets decay
 ``DECAY_AQ`` and L = 3.3 at 3 steps (≈ 100 tok/s; best at 4 steps, ≈ 103) and any other folder decay
-``DECAY_OURS`` and L = 2.0 (≈ 60 tok/s, below baseline). Each request draws its own difficulty (its rates
-scaled by a factor around 1, ``REQUEST_SPREAD``; ``engine.Engine.submit``), the sampling noise a bench sees
-between prompts. topk > 1 gives each position more candidates: its miss chance becomes (1 − a)^√topk
-(invented, ``widened``). NGRAM accepts ``ACCEPT_P_NGRAM`` at every position.
+``DECAY_OURS`` and L = 2.0 (≈ 60 tok/s, below baseline); a DFlash drafter (its config's class)
+Kimi-K2.5-DFlash's published 3.7 at block 8, a DSpark one SGLang issue #36081's 5.30 at gamma 5. Each request
+draws its own difficulty (its rates scaled by a factor around 1, ``REQUEST_SPREAD``; ``engine.Engine.submit``),
+the sampling noise a bench sees between prompts. topk > 1 gives each position more candidates: its miss chance
+becomes (1 − a)^√topk (invented, ``widened``). NGRAM accepts ``ACCEPT_P_NGRAM`` at every position.
 
 ``SPECDECK_SIM_SCENARIO`` names a scenario file (``scenario.py``, ``sandbox up --scenario``) that replaces this
 timing model and the named drafters' acceptance, so the sandbox can disagree with the advisor. Stdlib only,
@@ -65,6 +66,9 @@ FIRST_AQ = first_rate_for(3.3, 3, DECAY_AQ)  # ≈ 0.931: AQ-MedAI's drafter, 3.
 # block 8 (FIELD-NOTES-2026, its card), seven drafts falling ~15% a position.
 DECAY_DFLASH = 0.85
 FIRST_DFLASH = first_rate_for(3.7, 7, DECAY_DFLASH)  # ≈ 0.937
+# A DSpark drafter: 0.95 at every position, which gives the one real DSPARK decode line found (SGLang issue
+# #36081, DeepSeek-V4-Flash on 0.5.18, static verify): accept len 5.30, accept rate 0.86 at gamma 5.
+FIRST_DSPARK, DECAY_DSPARK = 0.95, 1.0
 
 
 def pass_ms(batch: int, spec: Dict[str, Any], graph: bool = True) -> float:
@@ -112,9 +116,11 @@ def drafter_rates(path: str, config: dict, steps: int) -> List[float]:
     given = chosen.rates(key, steps) if chosen is not None else None
     if given is not None:
         return given
-    first, decay = {"aq-medai": (FIRST_AQ, DECAY_AQ), "dflash": (FIRST_DFLASH, DECAY_DFLASH)}.get(
-        key, (FIRST_OURS, DECAY_OURS)
-    )
+    first, decay = {
+        "aq-medai": (FIRST_AQ, DECAY_AQ),
+        "dflash": (FIRST_DFLASH, DECAY_DFLASH),
+        "dspark": (FIRST_DSPARK, DECAY_DSPARK),
+    }.get(key, (FIRST_OURS, DECAY_OURS))
     return decayed_rates(first, decay, steps)
 
 
