@@ -43,7 +43,7 @@ def test_no_accept_figures_for_a_server_without_speculation():
     spec = ServerFacts(JobInfo("serve-2", state="running", args={"algorithm": "EAGLE3"}),
                        info={**info, "speculative_algorithm": "EAGLE3", "avg_spec_accept_length": 3.1},
                        metrics={"spec_accept_rate": 0.7})  # fmt: skip
-    assert "lifetime accept 3.10" in spec.text() and "accept rate (drafts only) now 0.70" in spec.text()
+    assert "lifetime accept 3.10" in spec.text() and "accept rate (drafts only) last interval 0.70" in spec.text()
 
 
 def test_the_baseline_run_reads_equal_baseline_in_history_and_reports(models, tmp_path):

@@ -107,6 +107,8 @@ def _num(value: float | int | None, fmt: str = ".1f") -> str:
 
 
 def _show(args: argparse.Namespace, st, settings) -> None:
+    from backend.fleet.fleets import INTERVAL_NOTE
+
     if args.json:
         emit_json(st.to_json())
         return
@@ -127,8 +129,10 @@ def _show(args: argparse.Namespace, st, settings) -> None:
         label = x.label + (" SIMULATED" if x.host in simulated else "")
         print(
             f"  {label:<30} {x.state:<11} {seen:<9} {_num(x.pid, 'd'):>7} {_num(x.tok_s):>9} "
-            f"{_num(x.accept_len, '.2f'):>6} {_num(x.running, 'd'):>4} {_num(x.queued, 'd'):>5}"
+            f"{x.accept_cell():>6} {_num(x.running, 'd'):>4} {_num(x.queued, 'd'):>5}"
         )
+    if any(x.accept_basis == "interval" for x in st.replicas):
+        print(f"  {INTERVAL_NOTE}")
     print(f"imbalance: {st.imbalance.verdict}")
     if st.key:
         print(f"key: {st.key}")

@@ -27,7 +27,7 @@ from backend.measure.breakeven import breakeven, cycle_ms
 from backend.measure.latency import format_ms
 from backend.measure.livefeed import profile_steps
 from backend.measure.metrics import LogReading, Sample, read_log
-from backend.measure.prometheus import Scrape, read_scrape
+from backend.measure.prometheus import PR_31750, Scrape, read_scrape
 from backend.measure.series import LiveSeries, engine_sum
 from backend.sglang.versions import accept_rate_definition, accept_rate_label
 from backend.tune.advisor import acceptance_lines
@@ -351,6 +351,25 @@ async def parse_metrics_cmd(args: argparse.Namespace) -> int:
             f"draft worker (engine_type=draft): accept length {_num(draft['spec_accept_length'])}, rate "
             f"{_num(draft['spec_accept_rate'])}: its own figures, not the server's"
         )
+    if scrape.engine["spec_accept_length"] is not None:
+        dspark = [
+            f"{name} {scrape.engine[key]:.2f}"
+            for name, key in (("cap len", "spec_cap_length"), ("block accept len", "spec_block_accept_length"))
+            if scrape.engine.get(key)
+        ]
+        print(
+            "accept and rate"
+            + (f" (and DSPARK's {', '.join(dspark)})" if dspark else "")
+            + ": the last decode-log interval's gauges (SGLang resets them at every interval), not a run's"
+        )
+        run = scrape.run_accept_length(first if later is not None else None)
+        if run is not None:
+            what = "between the two scrapes" if later is not None else "since the server started"
+            print(f"accept length from totals {what}: {run:.2f} (generation tokens / verify calls, finished requests)")
+    for window, rates in scrape.per_position.items():
+        cells = " ".join("-" if a is None else f"{a:.2f}" for a in rates)
+        over = "last interval" if window == "interval" else "lifetime"
+        print(f"per-position acceptance ({over}): {cells} ({PR_31750})")
     if scrape.engine["spec_accept_rate"] is not None:
         print(_rate_note(args.sglang_version, "the page's accept rate"))
     graphs = scrape.startup["cuda_graph"]
@@ -429,7 +448,13 @@ def _watch_line(sample: Sample, yardstick: Yardstick, series: LiveSeries | None 
             f"{per_stream:6.1f} tok/s per stream ({vs.cell():>12} vs {vs.baseline:.1f}), {sample.gen_tps:.1f} in all"
         )
     if sample.accept_len is not None:
-        parts.append(f"accept {sample.accept_len:.2f}")
+        # A decode line's figures are its interval's (the last --decode-log-interval steps), never the run's.
+        extra = "".join(
+            f", {name} {value:.2f}"
+            for name, value in (("cap len", sample.cap_len), ("block accept len", sample.block_accept_len))
+            if value is not None
+        )
+        parts.append(f"accept {sample.accept_len:.2f}{extra} (interval)")
         if per_stream:
             cycle = cycle_ms(sample.accept_len, per_stream)
             parts.append(f"cycle {cycle:.1f} ms, break-even {judge.break_even(cycle, baseline):.2f}")

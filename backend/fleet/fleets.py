@@ -106,15 +106,30 @@ class ReplicaStatus:
     state: ReplicaState
     healthy: bool
     tok_s: float | None  # generation tok/s per running stream
+    # The server's accept length from totals (its finished requests' tokens over their verify calls, 0.5.13+);
+    # where it has no verify counter, the last decode-log interval's gauge, and ``accept_basis`` says which.
     accept_len: float | None
     running: int | None
     queued: int | None
     port: int = 0
     label: str = ""
+    accept_basis: str | None = None  # "totals" | "interval" (None without an accept length)
 
     def to_json(self) -> dict[str, Any]:
-        keys = ("host", "url", "pid", "state", "healthy", "tok_s", "accept_len", "running", "queued")
+        keys = ("host", "url", "pid", "state", "healthy", "tok_s", "accept_len", "running", "queued")  # the contract
         return {k: getattr(self, k) for k in keys}
+
+    def accept_cell(self) -> str:
+        """The accept length for a table: ``2.31``, or ``2.31i`` where it is the last interval's (``INTERVAL_NOTE``)."""
+        if self.accept_len is None:
+            return "-"
+        return f"{self.accept_len:.2f}" + ("i" if self.accept_basis == "interval" else "")
+
+
+INTERVAL_NOTE = (
+    "accept: from the finished requests' totals; i: the last decode-log interval's gauge (reset at every interval: "
+    "SGLang before 0.5.13 has no verify-call counter to total)"
+)
 
 
 @dataclass(frozen=True)
@@ -260,7 +275,14 @@ async def _replica_view(links: FleetLinks, replica: ReplicaConfig) -> tuple[dict
 
 
 # The gauges a replica's row shows: the page's other families (its histograms above all) are most of its parse.
-_FIGURES = ("sglang:gen_throughput", "sglang:num_running_reqs", "sglang:num_queue_reqs", "sglang:spec_accept_length")
+_FIGURES = (
+    "sglang:gen_throughput",
+    "sglang:num_running_reqs",
+    "sglang:num_queue_reqs",
+    "sglang:spec_accept_length",
+    "sglang:generation_tokens_total",  # with the verify calls: the accept length from totals
+    "sglang:spec_verify_calls_total",
+)
 
 
 def _figures(text: str) -> Any:
@@ -273,6 +295,9 @@ def _replica_status(
     replica: ReplicaConfig, url: str, wire: dict, scrape: Any, router_healthy: bool | None
 ) -> ReplicaStatus:
     engine = scrape.engine if scrape is not None else {}
+    accept, basis = (scrape.run_accept_length() if scrape is not None else None), "totals"
+    if accept is None:
+        accept, basis = engine.get("spec_accept_length"), "interval"
     running = engine.get("num_running_reqs")
     queued = engine.get("num_queue_reqs")
     gen = engine.get("gen_throughput")
@@ -285,11 +310,12 @@ def _replica_status(
         state=state,
         healthy=bool(router_healthy) and alive,
         tok_s=round(gen / running, 2) if gen is not None and running else None,
-        accept_len=engine.get("spec_accept_length"),
+        accept_len=accept,
         running=None if running is None else int(running),
         queued=None if queued is None else int(queued),
         port=replica.port,
         label=replica_label(replica),
+        accept_basis=None if accept is None else basis,
     )
 
 

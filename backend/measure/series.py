@@ -303,11 +303,13 @@ class LiveSeries:
         self.tier_seconds: dict[int, float] = {}
         self.tier: tuple[float, int] | None = None  # (since, steps) of the tier in force
         self.switch_lines = False  # the worker says its switches: a slot's decision is not one
+        self.last_spec: Sample | None = None  # the newest decode sample with an accept length
 
     def reset(self) -> None:
         """Empty every series and forget the idle history."""
         for series in (self.tok_s, self.total_tok_s, self.streams, self.accept_len, self.cycle_ms, self.breakeven):
             series.clear()
+        self.last_spec = None
         self.steps.clear()
         self.tier_seconds.clear()
         self.tier = None
@@ -361,6 +363,8 @@ class LiveSeries:
             return
         if self.tier is not None:  # the step line reaches every decode sample
             self.steps.append(t, self.tier[1])
+        if sample.accept_len is not None:
+            self.last_spec = sample  # its interval's per-algorithm fields (DSPARK's cap len) for the server line
         per_stream, accept = sample.stream_tps, sample.accept_len
         rank = sample.dp_rank
         if rank is not None:

@@ -23,7 +23,7 @@ from textual.widgets import DataTable, Static
 from backend.connection import ConnState
 from backend.errors import OperationFailed
 from backend.fleet import fleets as fleet
-from backend.fleet.fleets import FleetLinks, FleetStatus, ReplicaStatus
+from backend.fleet.fleets import INTERVAL_NOTE, FleetLinks, FleetStatus, ReplicaStatus
 from backend.measure.bench import summary_line
 from tui.screens.confirm import ConfirmScreen
 from tui.screens.pane import ShellPane
@@ -193,6 +193,8 @@ class FleetPane(ShellPane):
         self._draw_router(st)
         verdict = self.query_one("#fleet-imbalance", Static)
         text = f"imbalance: {st.imbalance.verdict}" if st else ""
+        if st and any(r.accept_basis == "interval" for r in st.replicas):
+            text += f"\n{INTERVAL_NOTE}"
         verdict.update(text + (f"\nkey: {st.key}" if st and st.key else ""))  # a fleet beyond loopback: its key
         verdict.set_class(bool(st and st.imbalance.lagging), "-lagging")
         self._draw_table(st.replicas if st else (), st is not None and st.router.down is not None)
@@ -236,7 +238,7 @@ class FleetPane(ShellPane):
             table.add_row(
                 r.label, r.state, "—" if router_down else "healthy" if r.healthy else "unhealthy",  # down: no word
                 _num(r.pid, "d"), _num(r.tok_s, ".1f"),
-                _num(r.accept_len, ".2f"), _num(r.running, "d"), _num(r.queued, "d"),
+                r.accept_cell(), _num(r.running, "d"), _num(r.queued, "d"),
                 spark(self.trends.get(r.label, ()), width, top), key=r.label,
             )  # fmt: skip
         if current is not None and current in table.rows:

@@ -19,6 +19,7 @@ from textual.widgets import Static
 from backend.history import RunSummary
 from backend.jobs import JobInfo
 from backend.measure.livefeed import LiveFeed, describe_server
+from backend.measure.specnumbers import SpecFigures
 from backend.sglang.versions import accept_rate_label, version_text
 
 NO_SERVER = "no SGLang server is running on this host (start one on the Serve tab)"
@@ -37,6 +38,7 @@ class ServerFacts:
     started_s: float | None = None  # SGLang 0.5.23's own startup time
     reachable: bool | None = None
     samples: int = 0  # samples read for this server
+    spec: SpecFigures | None = None  # the per-algorithm figures (DSPARK's cap len, DFLASH's block acceptance)
 
     @classmethod
     def of(cls, feed: LiveFeed | None) -> ServerFacts:
@@ -55,6 +57,7 @@ class ServerFacts:
             started,
             feed.reachable,
             feed.samples,
+            SpecFigures.of(feed.info, feed.scrape, feed.series.last_spec),
         )
 
     def text(self) -> str:
@@ -81,8 +84,12 @@ class ServerFacts:
             if len(ranks) > 1:  # one scheduler per DP rank, each with its own drafts
                 text += " (DP ranks " + " / ".join("-" if a is None else f"{a:.2f}" for a in ranks) + ")"
         if speculates and metrics.get("spec_accept_rate") is not None and info.get("version"):
-            # The gauge is the last decode batch's, beside a lifetime length: each says its window.
-            text += f" · {accept_rate_label(info['version'])} now {metrics['spec_accept_rate']:.2f}"
+            # The gauge is the last decode-log interval's (reset at each), beside a lifetime length: each says its
+            # window.
+            text += f" · {accept_rate_label(info['version'])} last interval {metrics['spec_accept_rate']:.2f}"
+        if speculates and self.spec is not None:
+            for part in self.spec.parts():
+                text += f" · {part}"
         if self.usage_by_rank:  # each DP rank has its own KV pool: one figure would hide the fullest
             text += " · token usage per DP rank " + " / ".join(f"{u:.2f}" for u in self.usage_by_rank)
         if self.started_s is not None:
