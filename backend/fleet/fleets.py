@@ -247,16 +247,17 @@ async def status(links: FleetLinks) -> FleetStatus:
     return FleetStatus(fleet.name, router, tuple(replicas), imbalance(replicas, router.down), key)
 
 
-async def _http(conn: Connection, url: str, timeout: float = 2.0) -> dict:
+async def _http(conn: Connection, url: str, timeout: float = 2.0) -> dict[str, Any]:
     """A GET on the host's loopback through its agent: ``{"status", "text"}`` (status None when unreachable, or
     when the host itself cannot be asked)."""
     try:
-        return await conn.call("http.request", url=url, timeout=timeout)
+        answer: dict[str, Any] = await conn.call("http.request", url=url, timeout=timeout)
+        return answer
     except (ConnectionFailed, RemoteError) as exc:
         return {"status": None, "error": str(exc)}
 
 
-async def _replica_view(links: FleetLinks, replica: ReplicaConfig) -> tuple[dict, Any]:
+async def _replica_view(links: FleetLinks, replica: ReplicaConfig) -> tuple[dict[str, Any], Any]:
     """The replica's server status on its host (the one on its port) and its /metrics read (None if none)."""
     try:
         conn = links.conn(replica.host)
@@ -292,7 +293,7 @@ def _figures(text: str) -> Any:
 
 
 def _replica_status(
-    replica: ReplicaConfig, url: str, wire: dict, scrape: Any, router_healthy: bool | None
+    replica: ReplicaConfig, url: str, wire: dict[str, Any], scrape: Any, router_healthy: bool | None
 ) -> ReplicaStatus:
     engine = scrape.engine if scrape is not None else {}
     accept, basis = (scrape.run_accept_length() if scrape is not None else None), "totals"
@@ -301,7 +302,7 @@ def _replica_status(
     running = engine.get("num_running_reqs")
     queued = engine.get("num_queue_reqs")
     gen = engine.get("gen_throughput")
-    state = wire.get("state") or "none"
+    state: ReplicaState = wire.get("state") or "none"
     alive = state in ("ready", "starting", "orphaned")
     return ReplicaStatus(
         host=replica.host,
@@ -364,7 +365,7 @@ async def _router_view(links: FleetLinks) -> tuple[RouterStatus, dict[str, bool]
     return router, seen.health if healthy else {}
 
 
-async def _router_wire(conn: Connection, fleet: str) -> dict | None:
+async def _router_wire(conn: Connection, fleet: str) -> dict[str, Any] | None:
     """The host's description of the fleet's running router job (the newest), or None."""
     try:
         listed = await conn.call("jobs.list", kind=ROUTER_KIND)
@@ -556,7 +557,7 @@ async def _listen_address(links: FleetLinks, replica: ReplicaConfig) -> str:
     return at if out.get("address_local") else "0.0.0.0"
 
 
-def _other_server(replica: ReplicaConfig, wire: dict) -> str:
+def _other_server(replica: ReplicaConfig, wire: dict[str, Any]) -> str:
     return (
         f"port {replica.port} serves profile {wire.get('profile')} (job {wire.get('job')}), not the fleet's "
         f"{replica.profile}: stop it first with `specdeck serve stop --port {replica.port}`"
@@ -700,7 +701,9 @@ async def down(links: FleetLinks) -> list[str]:
     return stopped
 
 
-async def bench(links: FleetLinks, plan: BenchPlan, on_progress: Callable[[dict], None] | None = None) -> dict:
+async def bench(
+    links: FleetLinks, plan: BenchPlan, on_progress: Callable[[dict[str, Any]], None] | None = None
+) -> dict[str, Any]:
     """specdeck's bench sent through the router (from its host), as `specdeck bench` sends it to a server."""
     from backend.measure import bench as bench_mod
 

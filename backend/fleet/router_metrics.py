@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
+from typing import Any
 
 # Each figure's sample names, the model gateway's (0.3.x) first, then the router's own (0.2.x).
 HEALTH = ("smg_worker_health", "sgl_router_worker_health")
@@ -33,7 +34,7 @@ class RouterView:
     notes: tuple[str, ...] = ()
 
 
-def _workers(text: str | None, notes: list[str]) -> list[dict] | None:
+def _workers(text: str | None, notes: list[str]) -> list[dict[str, Any]] | None:
     """The worker entries of a /workers answer (``{"workers": [...]}`` or a bare list); None when there is no
     answer or it cannot be read (said in ``notes``)."""
     if text is None:
@@ -51,10 +52,11 @@ def _workers(text: str | None, notes: list[str]) -> list[dict] | None:
     return [w for w in items if isinstance(w, dict)]
 
 
-def _healthy(entry: dict) -> bool | None:
+def _healthy(entry: dict[str, Any]) -> bool | None:
     for key in ("is_healthy", "healthy"):
-        if isinstance(entry.get(key), bool):
-            return entry[key]
+        value = entry.get(key)
+        if isinstance(value, bool):
+            return value
     return None
 
 

@@ -59,7 +59,9 @@ def members_of(settings: Settings, fleet: str) -> list[tuple[str, int]]:
     return out
 
 
-async def open_members(settings: Settings, fleet: str, have: Connection | None = None) -> tuple[list[Member], list]:
+async def open_members(
+    settings: Settings, fleet: str, have: Connection | None = None
+) -> tuple[list[Member], list[Connection]]:
     """The fleet's members connected (``have`` serves its own host, as the panel's connection does): (members,
     the connections opened here, which the caller closes)."""
     from backend.connection import open_host
@@ -101,9 +103,9 @@ async def run(
     *,
     baseline_tok_s: float,
     force: bool = False,
-    on_event: Callable[[str, dict], None] | None = None,
+    on_event: Callable[[str, dict[str, Any]], None] | None = None,
     feed_idle_s: float | None = None,
-) -> dict:
+) -> dict[str, Any]:
     """Run the sweep over ``members`` (two or more hosts) to its end; the merged ``done`` event (its points
     tagged with their ``host``, ``hosts`` naming each host's sweep job). ``on_event(host, event)`` sees each
     host's events as they come (and the client's own ``plan`` events, host ``""``). ``feed_idle_s``: how long a
@@ -139,14 +141,14 @@ async def _drive(
     profile: Any,
     plan: sweep_mod.SweepPlan,
     baseline_tok_s: float,
-    tell: Callable[[str, dict], None],
-) -> dict:
+    tell: Callable[[str, dict[str, Any]], None],
+) -> dict[str, Any]:
     grid = plan.grid()
     points = [{"args": {"steps": s, "topk": k, "draft_tokens": t}} for s, k, t in grid]
     first = sweep_mod.first_index(profile, plan)
     order = Order({"points": points, "smart": plan.smart, "first": first, "baseline_tok_s": baseline_tok_s})
     conns = {m.name: m.conn for m in members}
-    queue: asyncio.Queue[tuple[str, dict | None]] = asyncio.Queue()
+    queue: asyncio.Queue[tuple[str, dict[str, Any] | None]] = asyncio.Queue()
 
     async def read(name: str) -> None:
         try:
@@ -159,7 +161,7 @@ async def _drive(
     todo = order.first_order({})
     idle = [m.name for m in members]
     busy: dict[str, int] = {}
-    ended: dict[str, dict] = {}
+    ended: dict[str, dict[str, Any]] = {}
     stopped_early = None
 
     async def dispatch() -> None:

@@ -21,7 +21,7 @@ import re
 from array import array
 from dataclasses import dataclass, field
 from itertools import pairwise
-from typing import Literal
+from typing import Any, Literal
 
 from backend.measure.series import SeriesView
 
@@ -149,13 +149,13 @@ def _rgba(color: str, alpha: float) -> str:
     return f"rgba({r},{g},{b},{alpha})"
 
 
-def plotly_figure(chart: Chart) -> dict:
+def plotly_figure(chart: Chart) -> dict[str, Any]:
     """The chart as a plotly figure (plain dicts): a line per run, a filled band per interval, dashed refs.
 
     Text goes through ``html.escape``: plotly.js reads labels as its own small HTML subset.
     """
     e = html.escape
-    data: list[dict] = []
+    data: list[dict[str, Any]] = []
     for band in chart.bands:  # under the lines; the lower edge draws nothing, the upper fills down to it
         color = chart.color(band.series) or "#7f7f7f"
         group = e(band.series or band.label)
@@ -253,7 +253,8 @@ def _nice_step(span: float, ticks: int = 5) -> float:
     """A round tick step (1, 2 or 5 × 10^n) giving about ``ticks`` ticks over ``span``."""
     raw = span / max(ticks, 1) or 1.0
     magnitude = 10 ** int(f"{raw:e}".split("e")[1])
-    return next(m * magnitude for m in (1, 2, 5, 10) if m * magnitude >= raw)
+    step: float = next(m * magnitude for m in (1, 2, 5, 10) if m * magnitude >= raw)  # int ** int: Any to mypy
+    return step
 
 
 def _ticks(lo: float, hi: float) -> list[float]:

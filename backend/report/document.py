@@ -18,7 +18,7 @@ import json
 import shlex
 import time
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from backend.agent.host.shared import units
 from backend.agent.host.shared.acceptance import per_position
@@ -30,6 +30,10 @@ from backend.measure import judge
 from backend.measure.cost import Cost, drafter_sentence, gpus_of, per_million
 from backend.report.charts import PALETTE, Band, Chart, ChartMode, html_chart, html_head, text_chart
 from backend.train.predict import gap_line
+
+if TYPE_CHECKING:
+    from backend.connection import Connection
+    from backend.history.summary import BenchLevel
 
 # --- blocks -----------------------------------------------------------------------------------------------
 
@@ -306,18 +310,18 @@ def concurrency_blocks(runs: list[RunSummary], yardstick: Yardstick) -> list[Blo
     return blocks
 
 
-def _pct(latency: dict | None, key: str, q: str) -> float | None:
+def _pct(latency: dict[str, Any] | None, key: str, q: str) -> float | None:
     return ((latency or {}).get(key) or {}).get(q)
 
 
-def _quantile_cell(latency: dict | None, key: str, q: str, digits: int = 0) -> str:
+def _quantile_cell(latency: dict[str, Any] | None, key: str, q: str, digits: int = 0) -> str:
     """One percentile (ms) from a latency dict; a histogram's figure past its last bucket as ``>N``."""
     value = _pct(latency, key, q)
     over = q in ((latency or {}).get(key) or {}).get("over_last_bucket", ())
     return fmt(value, digits) if not over else f">{value:.0f}"
 
 
-def _p50_p95(latency: dict | None, key: str, digits: int = 0) -> str:
+def _p50_p95(latency: dict[str, Any] | None, key: str, digits: int = 0) -> str:
     """``212 / 380`` (ms) from a latency dict; a histogram's figure past its last bucket as ``>N``."""
     return " / ".join(_quantile_cell(latency, key, q, digits) for q in ("p50", "p95"))
 
@@ -345,7 +349,7 @@ def cost_curve(run: RunSummary, gpu_hour_usd: float | None) -> dict[int, Cost]:
     return out
 
 
-def _itl_cell(point) -> str:
+def _itl_cell(point: BenchLevel) -> str:
     """`` · 10.0/33.0 ms``: a bench level's inter-token latency p50/p95; nothing for benches before it was kept."""
     p50, p95 = point.itl_ms("p50"), point.itl_ms("p95")
     return "" if p50 is None or p95 is None else f" · {p50:.1f}/{p95:.1f} ms"
@@ -356,11 +360,9 @@ def itl_charts(curved: list[RunSummary]) -> list[Chart]:
     series = []
     for run in curved:
         for q in ("p50", "p95"):
-            points = [p for p in run.curve if p.itl_ms(q) is not None]
+            points = [(float(p.streams), ms) for p in run.curve if (ms := p.itl_ms(q)) is not None]
             if points:
-                series.append(
-                    (f"{run_label(run)} {q}", [float(p.streams) for p in points], [p.itl_ms(q) for p in points])
-                )
+                series.append((f"{run_label(run)} {q}", [x for x, _ in points], [y for _, y in points]))
     if not series:
         return []
     return [
@@ -434,12 +436,12 @@ def latency_blocks(runs: list[RunSummary], baseline: RunSummary | None, gpu_hour
 class DrafterFacts:
     """What the host told about the runs' drafters: inspect dicts by path, the target config, or why not."""
 
-    inspected: dict[str, dict] = field(default_factory=dict)
-    target: dict | None = None
+    inspected: dict[str, dict[str, Any]] = field(default_factory=dict)
+    target: dict[str, Any] | None = None
     note: str | None = None
 
 
-async def read_drafters(conn, runs: list[RunSummary]) -> DrafterFacts:
+async def read_drafters(conn: Connection, runs: list[RunSummary]) -> DrafterFacts:
     """Inspect every drafter folder of ``runs`` on the host (headers only) and read the target's config."""
     facts = DrafterFacts()
     problems = []
@@ -572,7 +574,8 @@ def verdict_summary(words: list[tuple[int, str, str]]) -> str:
     """The judge's words over a drafter's benches in one line: ``faster than the baseline at 1, 4 streams; clears
     the break-even at 1, 4 streams``; a verdict the judge could not reach (too few requests) is not said."""
     out = []
-    for index, names in ((1, SPEED_WORDS), (2, BREAK_EVEN_WORDS)):
+    columns: tuple[tuple[Literal[1, 2], dict[str, str]], ...] = ((1, SPEED_WORDS), (2, BREAK_EVEN_WORDS))
+    for index, names in columns:
         by_word: dict[str, list[int]] = {}
         for entry in words:
             if entry[index] in names:
@@ -634,7 +637,7 @@ def headline_blocks(history: History, runs: list[RunSummary], yardstick: Yardsti
     for run in speculative:
         parts: list[str] = []
         words: list[tuple[int, str, str]] = []  # (streams, speed word, break-even word) of each bench
-        newest: dict[int, dict] = {}
+        newest: dict[int, dict[str, Any]] = {}
         for bench in history.benches(run.id):  # newest first
             streams = int(bench.get("concurrency") or 1)
             if bench.get("tok_s") and streams not in newest:
@@ -796,8 +799,8 @@ def sweep_blocks(runs: list[RunSummary], yardstick: Yardstick, sweep: str) -> li
     with_hist = [r for _, r in points if advisor.histogram_of(r) is not None]
     bands_tok: list[Band] = []
     bands_acc: list[Band] = []
-    measured_tok = [(float(k), r.bench["tok_s"]) for k, r in points if (r.bench or {}).get("tok_s")]
-    measured_acc = [(float(k), r.bench["accept_len"]) for k, r in points if (r.bench or {}).get("accept_len")]
+    measured_tok = [(float(k), r.bench["tok_s"]) for k, r in points if r.bench and r.bench.get("tok_s")]
+    measured_acc = [(float(k), r.bench["accept_len"]) for k, r in points if r.bench and r.bench.get("accept_len")]
     series_tok = [("measured", [x for x, _ in measured_tok], [y for _, y in measured_tok])]
     series_acc = [("measured", [x for x, _ in measured_acc], [y for _, y in measured_acc])]
     if with_hist:
@@ -832,7 +835,7 @@ def sweep_blocks(runs: list[RunSummary], yardstick: Yardstick, sweep: str) -> li
     return blocks
 
 
-def _interval(rows: list[dict], ks: list[float], key: str) -> Band:
+def _interval(rows: list[dict[str, Any]], ks: list[float], key: str) -> Band:
     """The advisor's 95% interval of ``key`` along the draft steps, shaded around its prediction."""
     return Band("predicted 95% interval", ks, [r[f"{key}_low"] for r in rows], [r[f"{key}_high"] for r in rows],
                 series="predicted")  # fmt: skip

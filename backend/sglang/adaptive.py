@@ -27,6 +27,7 @@ from __future__ import annotations
 import bisect
 import math
 from collections.abc import Sequence
+from typing import Any
 
 from backend.sglang.versions import parse as parse_version
 
@@ -50,7 +51,7 @@ _INT_KNOBS = ("update_interval", "warmup_batches")
 
 # The ladders each release ships (DEFAULT_ADAPTIVE_CONFIG; notes §1.3 and §1.8).
 _FLAT_DEFAULT = {"candidate_steps": [1, 3, 7]}  # 0.5.11 :98
-_DEFAULTS: tuple[tuple[tuple[int, int, int], dict], ...] = (
+_DEFAULTS: tuple[tuple[tuple[int, int, int], dict[str, Any]], ...] = (
     (
         (0, 5, 20),
         {
@@ -94,7 +95,7 @@ def ladders(version: str | None) -> bool:
     return _numbers(version) >= LADDER_FROM
 
 
-def default_config(version: str | None = None) -> dict:
+def default_config(version: str | None = None) -> dict[str, Any]:
     """The config a release runs with when no file is given (a copy: callers may change it)."""
     numbers = _numbers(version)
     for since, config in _DEFAULTS:
@@ -103,24 +104,24 @@ def default_config(version: str | None = None) -> dict:
     return dict(_FLAT_DEFAULT, candidate_steps=list(_FLAT_DEFAULT["candidate_steps"]))
 
 
-def slot_entries(config: dict) -> dict[int, dict]:
+def slot_entries(config: dict[str, Any]) -> dict[int, dict[str, Any]]:
     """``{batch size: the slot's knobs}`` as SGLang builds each slot: top-level knobs under the slot's own."""
     top = {k: v for k, v in config.items() if not str(k).isdigit()}
     return {int(k): {**top, **v} for k, v in config.items() if str(k).isdigit() and isinstance(v, dict)}
 
 
-def candidate_union(config: dict) -> list[int]:
+def candidate_union(config: dict[str, Any]) -> list[int]:
     """Every tier the server builds (``resolve_candidate_steps_from_config``): the union of the slots' steps."""
     if not ladders_in(config):
         return sorted(set(config.get("candidate_steps") or []))
     return sorted({s for entry in slot_entries(config).values() for s in entry.get("candidate_steps") or []})
 
 
-def ladders_in(config: dict) -> bool:
+def ladders_in(config: dict[str, Any]) -> bool:
     return any(str(k).isdigit() for k in config)
 
 
-def initial_steps(config: dict, steps: int | None) -> int:
+def initial_steps(config: dict[str, Any], steps: int | None) -> int:
     """The tier a server starts on: the profile's steps, else the middle of the union (``_init_adaptive_…``,
     0.5.23 speculative_hook.py:1392-1427)."""
     union = candidate_union(config)
@@ -133,7 +134,7 @@ def format_problem(config: object) -> str | None:
     if not isinstance(config, dict):
         return "must be a table of SGLang's adaptive keys"
 
-    def knobs(where: str, table: dict) -> str | None:
+    def knobs(where: str, table: dict[str, Any]) -> str | None:
         for key, value in table.items():
             if key not in KEYS:
                 return f'{where}{key}: not a key SGLang reads (keys: {", ".join(KEYS)}, or a batch size like "8")'
@@ -164,7 +165,7 @@ def format_problem(config: object) -> str | None:
     return None
 
 
-def problem(config: dict, version: str | None, steps: int | None = None) -> str | None:
+def problem(config: dict[str, Any], version: str | None, steps: int | None = None) -> str | None:
     """Why SGLang ``version`` would not run ``config`` as written (fail startup, or quietly run something
     else), in one sentence with SGLang's own words where it has them; None when it runs it."""
     if (why := format_problem(config)) is not None:
@@ -200,7 +201,7 @@ def _is_number(value: object) -> bool:
 class Slot:
     """One batch-size slot of the policy: its tiers, EMA, verify count and the tier in force."""
 
-    def __init__(self, initial: int, knobs: dict) -> None:
+    def __init__(self, initial: int, knobs: dict[str, Any]) -> None:
         self.candidates: list[int] = sorted(set(knobs["candidate_steps"]))
         get = {**KNOB_DEFAULTS, **knobs}
         self.alpha = float(get["ema_alpha"])
@@ -256,7 +257,7 @@ class AdaptivePolicy:
     ``cuda_graph_bs``: the captured decode batch sizes (None with CUDA graphs off): a batch is padded up to the
     next one before it is routed, as SGLang does."""
 
-    def __init__(self, config: dict, steps: int | None = None, cuda_graph_bs: Sequence[int] | None = None):
+    def __init__(self, config: dict[str, Any], steps: int | None = None, cuda_graph_bs: Sequence[int] | None = None):
         entries = slot_entries(config) if ladders_in(config) else {1: dict(config)}
         start = initial_steps(config, steps)
         self.keys = sorted(entries)

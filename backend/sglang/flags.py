@@ -31,7 +31,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Dict
 
 from backend.errors import UsageError
 from backend.sglang.versions import TABLES, flag_table_version
@@ -104,7 +104,7 @@ class Flag:
         return _RENAMED.get(self.dest, self.dest)
 
     @staticmethod
-    def from_json(raw: dict) -> Flag:
+    def from_json(raw: Dict[str, Any]) -> Flag:
         choices = raw.get("choices")
         return Flag(
             names=tuple(raw["names"]),

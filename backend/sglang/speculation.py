@@ -49,7 +49,7 @@ def numbers_of(version: str | None) -> tuple[int, int, int]:
     return parse_version(version or NEWEST) or parse_version(NEWEST)  # type: ignore[return-value]
 
 
-def _spec_v2(profile: ProfileConfig, numbers: tuple[int, int, int], args: dict) -> bool:
+def _spec_v2(profile: ProfileConfig, numbers: tuple[int, int, int], args: dict[str, Any]) -> bool:
     """Whether the overlap scheduler runs the speculation (spec v2), as the release decides it."""
     if args.get("disable_overlap_schedule"):
         return False
@@ -112,12 +112,9 @@ def _applies(profile: ProfileConfig) -> list[Rule]:
     return out
 
 
-def _blackwell(gpu: str) -> bool:
-    """A Blackwell data-centre GPU (B100/B200/B300, GB200/GB300), where SGLang's MLA default is trtllm_mla."""
-    return re.search(r"\bG?B[123]00\b", gpu) is not None
-
-
-def _eagle_rules(profile: ProfileConfig, numbers: tuple, shown: str, args: dict, dp: bool) -> list[Rule]:
+def _eagle_rules(
+    profile: ProfileConfig, numbers: tuple[int, int, int], shown: str, args: dict[str, Any], dp: bool
+) -> list[Rule]:
     out = []
     if profile.algorithm == "STANDALONE" and dp:  # 0.5.23 speculative_hook.py:1078-1084
         out.append(
@@ -156,12 +153,7 @@ def _eagle_rules(profile: ProfileConfig, numbers: tuple, shown: str, args: dict,
     return out
 
 
-def _blackwell(gpu: str) -> bool:
-    """A Blackwell data-centre GPU (B100/B200/B300, GB200/GB300), where SGLang's MLA default is trtllm_mla."""
-    return re.search(r"\bG?B[123]00\b", gpu) is not None
-
-
-def _dflash_rules(profile: ProfileConfig, args: dict, dp: bool) -> list[Rule]:
+def _dflash_rules(profile: ProfileConfig, args: dict[str, Any], dp: bool) -> list[Rule]:
     out = []
     block, tokens = profile.dflash_block_size, profile.draft_tokens
     if block is not None and tokens is not None and block != tokens:  # 0.5.23 speculative_hook.py:_handle_dflash
@@ -190,12 +182,7 @@ def _dflash_rules(profile: ProfileConfig, args: dict, dp: bool) -> list[Rule]:
     return out
 
 
-def _blackwell(gpu: str) -> bool:
-    """A Blackwell data-centre GPU (B100/B200/B300, GB200/GB300), where SGLang's MLA default is trtllm_mla."""
-    return re.search(r"\bG?B[123]00\b", gpu) is not None
-
-
-def _dspark_rules(profile: ProfileConfig, args: dict, dp: bool) -> list[Rule]:
+def _dspark_rules(profile: ProfileConfig, args: dict[str, Any], dp: bool) -> list[Rule]:
     out = []
     gamma, tokens = profile.dspark_block_size, profile.draft_tokens
     if gamma is not None and tokens is not None and tokens != gamma + 1:  # 0.5.23 _handle_dspark
@@ -231,11 +218,6 @@ def _dspark_rules(profile: ProfileConfig, args: dict, dp: bool) -> list[Rule]:
     return out
 
 
-def _blackwell(gpu: str) -> bool:
-    """A Blackwell data-centre GPU (B100/B200/B300, GB200/GB300), where SGLang's MLA default is trtllm_mla."""
-    return re.search(r"\bG?B[123]00\b", gpu) is not None
-
-
 def _ngram_rules(profile: ProfileConfig, dp: bool) -> list[Rule]:
     out = []
     if dp:  # 0.5.23 _handle_ngram
@@ -263,12 +245,9 @@ def _ngram_rules(profile: ProfileConfig, dp: bool) -> list[Rule]:
     return out
 
 
-def _blackwell(gpu: str) -> bool:
-    """A Blackwell data-centre GPU (B100/B200/B300, GB200/GB300), where SGLang's MLA default is trtllm_mla."""
-    return re.search(r"\bG?B[123]00\b", gpu) is not None
-
-
-def _adaptive_rules(profile: ProfileConfig, numbers: tuple, shown: str, args: dict, dp: bool) -> list[Rule]:
+def _adaptive_rules(
+    profile: ProfileConfig, numbers: tuple[int, int, int], shown: str, args: dict[str, Any], dp: bool
+) -> list[Rule]:
     """--speculative-adaptive: where SGLang would refuse it, or quietly serve static steps instead."""
     if not profile.adaptive:
         if profile.adaptive_config is not None:
@@ -318,13 +297,12 @@ def _adaptive_rules(profile: ProfileConfig, numbers: tuple, shown: str, args: di
     return out
 
 
-def _blackwell(gpu: str) -> bool:
-    """A Blackwell data-centre GPU (B100/B200/B300, GB200/GB300), where SGLang's MLA default is trtllm_mla."""
-    return re.search(r"\bG?B[123]00\b", gpu) is not None
-
-
 def drafter_rules(
-    profile: ProfileConfig, target: dict | None, drafter: dict | None, args: dict, gpus: list[str] | None = None
+    profile: ProfileConfig,
+    target: dict[str, Any] | None,
+    drafter: dict[str, Any] | None,
+    args: dict[str, Any],
+    gpus: list[str] | None = None,
 ) -> list[Rule]:
     """Rules that need the target's and the drafter's config.json (``checkpoints.language_config`` of each) and
     the host's GPU names (None: unknown)."""
@@ -356,13 +334,3 @@ def drafter_rules(
                     )
                 )
     return out
-
-
-def _blackwell(gpu: str) -> bool:
-    """A Blackwell data-centre GPU (B100/B200/B300, GB200/GB300), where SGLang's MLA default is trtllm_mla."""
-    return re.search(r"\bG?B[123]00\b", gpu) is not None
-
-
-def _blackwell(gpu: str) -> bool:
-    """A Blackwell data-centre GPU (B100/B200/B300, GB200/GB300), where SGLang's MLA default is trtllm_mla."""
-    return re.search(r"\bG?B[123]00\b", gpu) is not None

@@ -62,8 +62,14 @@ def parse(version: str | None) -> tuple[int, int, int] | None:
     return int(match.group(1)), int(match.group(2)), int(match.group(3) or 0)
 
 
-_KNOWN_NUMBERS = [parse(known) for known in KNOWN]
-_TABLE_NUMBERS = [parse(table) for table in TABLES]
+def _parsed(version: str) -> tuple[int, int, int]:
+    numbers = parse(version)
+    assert numbers is not None, f"not a release: {version}"
+    return numbers
+
+
+_KNOWN_NUMBERS = [_parsed(known) for known in KNOWN]
+_TABLE_NUMBERS = [_parsed(table) for table in TABLES]
 
 
 def accept_rate_definition(version: str | None) -> str | None:

@@ -69,7 +69,7 @@ class Basis:
         }
 
 
-def _errors(accuracy: dict) -> list[float]:
+def _errors(accuracy: dict[str, Any]) -> list[float]:
     acc, low, high = accuracy["acc"], accuracy.get("low") or accuracy["acc"], accuracy.get("high") or accuracy["acc"]
     return [max(MIN_SE, (high[i] - low[i]) / 2.0 / Z) for i in range(len(acc))]
 
@@ -91,7 +91,11 @@ def gap_pairs(runs: Sequence[RunSummary], noise: expect.BenchNoise) -> list[tupl
 
 
 def advised(
-    accuracy: dict, steps: int, runs: Sequence[RunSummary], yardstick: Yardstick, requests: int = DEFAULT_REQUESTS
+    accuracy: dict[str, Any],
+    steps: int,
+    runs: Sequence[RunSummary],
+    yardstick: Yardstick,
+    requests: int = DEFAULT_REQUESTS,
 ) -> tuple[dict[str, Any], Basis]:
     """The advisor's row at ``steps`` draft steps for this accuracy, its intervals covering a bench of
     ``requests`` requests and the training-serving gap, and the basis it was costed on."""
@@ -142,7 +146,7 @@ EMPTY = {
 
 
 def predict(
-    accuracy: dict | None, steps: int, runs: Sequence[RunSummary], yardstick: Yardstick
+    accuracy: dict[str, Any] | None, steps: int, runs: Sequence[RunSummary], yardstick: Yardstick
 ) -> tuple[dict[str, Any], Basis | None]:
     """The checkpoint's predicted accept length and tok/s at ``steps`` draft steps with their intervals and
     the verdicts against the baseline and the break-even (None figures when it carries no accuracy)."""

@@ -89,7 +89,9 @@ def export_command(host: HostConfig, t: TrainingConfig) -> list[str]:
     return list(t.command[:-1]) if t.command and t.command[-1] == "train" else [host.python, "-m", "specforge.cli"]
 
 
-def run_config(settings: Settings, t: TrainingConfig, *, offline: bool, resume_from: str | None = None) -> dict:
+def run_config(
+    settings: Settings, t: TrainingConfig, *, offline: bool, resume_from: str | None = None
+) -> dict[str, Any]:
     """The unified era's run file (``specforge train -c``): only what the training sets; SpecForge's own
     defaults for the rest. ``resume_from`` and ``draft_checkpoint_path`` exclude each other."""
     init = init_path(settings, t)
@@ -183,13 +185,14 @@ def job_args(settings: Settings, t: TrainingConfig, resume_step: int | None) -> 
 # --- checks before a GPU hour is spent ---------------------------------------------------------------------
 
 
-async def _target_config(conn: Connection, target: str) -> dict | None:
+async def _target_config(conn: Connection, target: str) -> dict[str, Any] | None:
     try:
         got = await conn.call("fs.read", path=f"{target}/config.json", text=True)
     except RemoteError:
         return None
     try:
-        return json.loads(got["text"])
+        config: dict[str, Any] | None = json.loads(got["text"])
+        return config
     except ValueError:
         return None
 
@@ -220,7 +223,7 @@ async def _is_dir(conn: Connection, path: str) -> bool | None:
         st = await conn.call("fs.stat", path=path)
     except RemoteError:
         return None
-    return st.get("type") == "dir"
+    return bool(st.get("type") == "dir")
 
 
 # --- the job ------------------------------------------------------------------------------------------------
@@ -280,12 +283,13 @@ async def start(conn: Connection, settings: Settings, name: str, *, resume: bool
     return job, warnings
 
 
-async def stop(conn: Connection, name: str) -> dict:
+async def stop(conn: Connection, name: str) -> dict[str, Any]:
     """Stop the training's running job (its whole process group)."""
     job = await latest_job(conn, name)
     if not job.active:
         raise UsageError(f"training {name} is not running (its last job {job.id} is {job.state})")
-    return await conn.call("jobs.cancel", id=job.id, timeout=30)
+    cancelled: dict[str, Any] = await conn.call("jobs.cancel", id=job.id, timeout=30)
+    return cancelled
 
 
 @dataclass(frozen=True)
@@ -298,11 +302,11 @@ class TrainingStatus:
     series: dict[str, Any] = field(default_factory=dict)
 
     @classmethod
-    def from_json(cls, wire: dict) -> TrainingStatus:
+    def from_json(cls, wire: dict[str, Any]) -> TrainingStatus:
         return cls(JobInfo.from_json(wire["job"]), wire["summary"], wire["checkpoints"], wire.get("series") or {})
 
     @property
-    def traps(self) -> list[dict]:
+    def traps(self) -> list[dict[str, Any]]:
         return list(self.summary.get("traps") or [])
 
 
@@ -311,17 +315,22 @@ async def status(conn: Connection, name: str, *, series: bool = False) -> Traini
     return TrainingStatus.from_json(await conn.call("train.status", job=job.id, series=series))
 
 
-async def checkpoint_list(conn: Connection, name: str) -> list[dict]:
+async def checkpoint_list(conn: Connection, name: str) -> list[dict[str, Any]]:
     """Checkpoints in the training's output folder, whatever job wrote them (none before the first run)."""
     found = await jobs_of(conn, name)
     if not found:
         return []
     newest = max(found, key=lambda j: j.started or 0)
-    return await conn.call("train.checkpoints", job=newest.id)
+    checkpoints: list[dict[str, Any]] = await conn.call("train.checkpoints", job=newest.id)
+    return checkpoints
 
 
 def predictions(
-    settings: Settings, name: str, checkpoints: Sequence[dict], runs: Sequence[RunSummary], yardstick: Yardstick
+    settings: Settings,
+    name: str,
+    checkpoints: Sequence[dict[str, Any]],
+    runs: Sequence[RunSummary],
+    yardstick: Yardstick,
 ) -> tuple[list[dict[str, Any]], predict.Basis | None]:
     """One object per checkpoint, oldest first (the `train checkpoints --json` contract), and the basis the
     predictions were costed on (None when no checkpoint carries an accuracy yet)."""
@@ -350,7 +359,7 @@ def predictions(
     return out, basis
 
 
-def pick(checkpoints: Sequence[dict], which: str, name: str) -> dict:
+def pick(checkpoints: Sequence[dict[str, Any]], which: str, name: str) -> dict[str, Any]:
     """``latest``, ``best`` (the -best link, else the highest predicted accept length) or a checkpoint's name."""
     if not checkpoints:
         raise UsageError(f"training {name} has no checkpoint yet")
@@ -369,13 +378,14 @@ def pick(checkpoints: Sequence[dict], which: str, name: str) -> dict:
     return found
 
 
-async def export(conn: Connection, settings: Settings, name: str, checkpoint: dict) -> str:
+async def export(conn: Connection, settings: Settings, name: str, checkpoint: dict[str, Any]) -> str:
     """The folder SGLang loads for ``checkpoint``: itself when servable, else `specforge export --to sglang`
     run as a job on the host and waited for. One another user could have put there is refused (UsageError)."""
     if checkpoint.get("untrusted"):
         raise UsageError(f"training {name}: checkpoint {checkpoint['name']} refused: {checkpoint['untrusted']}")
     if checkpoint.get("servable") and checkpoint.get("serve_path"):
-        return checkpoint["serve_path"]
+        served: str = checkpoint["serve_path"]
+        return served
     t = get_training(settings, name)
     job = await latest_job(conn, name)
     wire = await conn.call(
@@ -385,7 +395,8 @@ async def export(conn: Connection, settings: Settings, name: str, checkpoint: di
     if ended.state != "done":
         why = f"{ended.state}: {ended.reason} (log {ended.log_path})"
         raise OperationFailed(f"the export of {checkpoint['name']} {why}")
-    return ended.args["output"]
+    output: str = ended.args["output"]
+    return output
 
 
 def checkpoint_drafter(name: str, checkpoint: str) -> str:
@@ -406,20 +417,21 @@ def serving_settings(settings: Settings, name: str, checkpoint: str, path: str) 
     return changed, profile
 
 
-async def serve(conn: Connection, settings: Settings, name: str, checkpoint: dict, *, force: bool = False) -> dict:
+async def serve(
+    conn: Connection, settings: Settings, name: str, checkpoint: dict[str, Any], *, force: bool = False
+) -> dict[str, Any]:
     """Export (if needed) and start the training's profile with the checkpoint as its drafter; stops the
     running server first (the caller asked). Returns the server's status with ``checkpoint``."""
     path = await export(conn, settings, name, checkpoint)
     changed, profile = serving_settings(settings, name, checkpoint["name"], path)
-    keys = ("predicted_accept_len", "predicted_accept_len_low", "predicted_accept_len_high", "model_accept_len")
-    keys += ("predicted_tok_s",)
-    keys += ("predicted_tok_s_low", "predicted_tok_s_high", "steps", "step")
+    keys: tuple[str, ...] = ("predicted_accept_len", "predicted_accept_len_low", "predicted_accept_len_high")
+    keys += ("model_accept_len", "predicted_tok_s", "predicted_tok_s_low", "predicted_tok_s_high", "steps", "step")
     tag = {"training": name, "checkpoint": checkpoint["name"], **{k: checkpoint.get(k) for k in keys}}
     out = await serving.restart(conn, changed, profile, force=force, tags={"training_checkpoint": tag})
     return {**out, "checkpoint": checkpoint["name"], "training": name, "drafter_path": path}
 
 
-async def follow(conn: Connection, job_id: str) -> AsyncIterator[dict]:
+async def follow(conn: Connection, job_id: str) -> AsyncIterator[dict[str, Any]]:
     """The training's parsed records as they are written (``{"records", "summary"}`` batches, every record so
     far first), until the job ends; survives reconnects (records already seen are dropped by step)."""
     seen: dict[str, int] = {}
@@ -445,7 +457,7 @@ def eta_text(seconds: float | None) -> str:
     return f"ETA {h}h{m:02d}m" if h else f"ETA {m}m{s:02d}s"
 
 
-def checkpoint_line(row: dict, baseline_tok_s: float) -> str:
+def checkpoint_line(row: dict[str, Any], baseline_tok_s: float) -> str:
     """``step 1200: accept 3.10 (2.90-3.30) → 96.2 tok/s (89.0–103.4), beats the baseline`` and what was measured."""
     head = f"step {row['step']} ({row['name']})"
     if row.get("predicted_accept_len") is None:
