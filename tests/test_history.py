@@ -148,6 +148,7 @@ def test_parse_server_args_reads_literals_and_skips_the_rest():
     line = "[2025-01-01 00:00:00] server_args=ServerArgs(model_path='/m', tp_size=8, fn=print, ids=[2, 30])"
     assert parse_server_args(line) == {"model_path": "/m", "tp_size": 8, "ids": [2, 30]}
     assert parse_server_args("Decode batch, accept len: 2.0") is None
+    assert parse_server_args("server_args=ServerArgs(tp_size=8, **{'a': 1})") == {"tp_size": 8}
 
 
 def test_baseline_and_yardstick(three_runs):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from typing import Any
 
 from backend.history.samples import filter_tail
 from backend.history.store import History
@@ -31,7 +32,7 @@ class LiveRecorder:
         self._end = 0
         self._pending: list[Sample] = []
         self._tiers: list[tuple[float, int]] = []  # an adaptive server's (log time, steps) lines since the commit
-        self._tail: list[dict] = []
+        self._tail: list[dict[str, Any]] = []
         self._last_commit = time.monotonic()
         self.commits = 0
 

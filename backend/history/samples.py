@@ -63,7 +63,7 @@ def downsample(samples: Iterable[Sample]) -> dict[int, dict[str, Any]]:
     return out
 
 
-def filter_tail(tail: list[dict], samples: Iterable[Sample]) -> list[dict]:
+def filter_tail(tail: list[dict[str, Any]], samples: Iterable[Sample]) -> list[dict[str, Any]]:
     """What a LiveFilter needs to resume after ``samples``: each DP rank's last decode sample and one prefill
     after it.
 
@@ -71,7 +71,7 @@ def filter_tail(tail: list[dict], samples: Iterable[Sample]) -> list[dict]:
     rank is the last decode time and whether a prefill after it found nothing running or came more than the
     idle gap after it): a prefill that found nothing running is kept, else the latest (the largest gap).
     """
-    ranks: dict[int | None, list[dict | None]] = {}
+    ranks: dict[int | None, list[dict[str, Any] | None]] = {}
     for rec in tail:
         pair = ranks.setdefault(Sample(**rec).dp_rank, [None, None])
         pair[0 if rec.get("kind") == "decode" else 1] = rec
@@ -86,7 +86,7 @@ def filter_tail(tail: list[dict], samples: Iterable[Sample]) -> list[dict]:
     return [x for pair in ranks.values() for x in pair if x is not None]
 
 
-def primed_filter(tail: list[dict]) -> LiveFilter:
+def primed_filter(tail: list[dict[str, Any]]) -> LiveFilter:
     """A LiveFilter in the state recorded by ``filter_tail``."""
     live = LiveFilter()
     for rec in tail:

@@ -39,7 +39,7 @@ class HistoryThread:
     view holds is not recorded here (``recorded`` says None).
     """
 
-    def __init__(self, path: str | os.PathLike | None = None, every_s: float = COMMIT_EVERY_S) -> None:
+    def __init__(self, path: str | os.PathLike[str] | None = None, every_s: float = COMMIT_EVERY_S) -> None:
         self.path = history_path(path)
         self.every_s = every_s
         self.host: str | None = None
@@ -47,7 +47,7 @@ class HistoryThread:
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="specdeck-history")
         self._ops: list[tuple[str, Any]] = []  # (call, its arguments); "add" holds a batch of samples
         self._ready = 0  # the calls before this index may be handed over (the last of them is no add)
-        self._handover: Future | None = None
+        self._handover: Future[None] | None = None
         self._quiet = False  # the last hand-over brought nothing and the recorder holds nothing uncommitted
         self._closed = False
         self.holder = uuid.uuid4().hex  # this live view, in the database's recorders table
@@ -100,7 +100,7 @@ class HistoryThread:
         self._ready = 0
         return ops
 
-    def flush(self, force: bool = False) -> Future | None:
+    def flush(self, force: bool = False) -> Future[None] | None:
         """Hand the queued calls to the thread; the recorder commits when a second has passed since it last did
         (or ``force``). None while the previous hand-over is still being written (the calls wait for the next)
         and once closed."""
@@ -132,7 +132,7 @@ class HistoryThread:
             self._claimed = run_id
         return held
 
-    async def keep_latency(self, job: JobInfo, figures: dict) -> None:
+    async def keep_latency(self, job: JobInfo, figures: dict[str, Any]) -> None:
         """Keep serve job ``job``'s latency figures with its run, when this live view records that run."""
         run_id = run_id_of(self.host or "", job.id)
         if self._claimed != run_id:

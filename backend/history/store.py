@@ -183,7 +183,7 @@ def unusable(path: Path, exc: BaseException) -> HistoryUnavailable:
     return HistoryUnavailable(f"the run history {path} cannot be used: {why}")
 
 
-def history_path(explicit: str | os.PathLike | None = None) -> Path:
+def history_path(explicit: str | os.PathLike[str] | None = None) -> Path:
     """The history database: ``explicit``, else ``SPECDECK_HISTORY``, else ``<user data dir>/history.sqlite3``."""
     if explicit:
         return Path(explicit).expanduser()
@@ -211,7 +211,7 @@ class History:
         self.path = path
 
     @classmethod
-    def open(cls, path: str | os.PathLike | None = None) -> History:
+    def open(cls, path: str | os.PathLike[str] | None = None) -> History:
         """Open (creating if needed) the database at ``history_path(path)``; HistoryUnavailable says why not.
 
         Nothing is written to a database that is refused (damaged, locked, from a newer specdeck), nor to one
@@ -378,7 +378,7 @@ class History:
         with self.transaction() as db:
             db.execute("UPDATE runs SET log_head = ? WHERE id = ?", (head[:HEAD_BYTES], run_id))
 
-    def import_state(self, run_id: str) -> tuple[int, list[dict]]:
+    def import_state(self, run_id: str) -> tuple[int, list[dict[str, Any]]]:
         """(log bytes imported so far, the LiveFilter tail) of a run."""
         row = self.db.execute("SELECT log_offset, filter_tail FROM runs WHERE id = ?", (run_id,)).fetchone()
         if row is None:
@@ -396,7 +396,7 @@ class History:
         start: int,
         end: int,
         samples: list[Sample],
-        tail: list[dict],
+        tail: list[dict[str, Any]],
         unclaimed: bool = False,
         tiers: Sequence[tuple[float, int]] = (),
     ) -> bool:
@@ -525,7 +525,7 @@ class History:
         ).fetchall()
         return [(row["id"], json.loads(row["anatomy"])) for row in rows]
 
-    def record_bench(self, host: str, job: JobInfo, result: dict | None) -> str:
+    def record_bench(self, host: str, job: JobInfo, result: dict[str, Any] | None) -> str:
         """Create or refresh the bench of bench job ``job``; ``result`` is its ``result`` event (None if it failed)."""
         bench_id = f"{host}/{job.id}"
         args = job.args
@@ -726,7 +726,7 @@ class History:
 
     def resolve(self, ref: str) -> str:
         """A run id from what a user typed: the full id, the job id, or a unique prefix of either."""
-        ids = [r["id"] for r in self.db.execute("SELECT id FROM runs")]
+        ids: list[str] = [r["id"] for r in self.db.execute("SELECT id FROM runs")]
         for exact in (ref, *(i for i in ids if i.split("/", 1)[-1] == ref)):
             if exact in ids:
                 return exact
@@ -853,7 +853,7 @@ def _bench_json(row: sqlite3.Row) -> dict[str, Any]:
     return out
 
 
-def load_yardstick(baseline_tok_s: float, cycle_ms: float, path: str | os.PathLike | None = None) -> Yardstick:
+def load_yardstick(baseline_tok_s: float, cycle_ms: float, path: str | os.PathLike[str] | None = None) -> Yardstick:
     """``History.yardstick`` of the history at ``history_path(path)``; the configured figures when there is none."""
     if not history_path(path).exists():
         return Yardstick(baseline_tok_s, cycle_ms)
@@ -861,7 +861,7 @@ def load_yardstick(baseline_tok_s: float, cycle_ms: float, path: str | os.PathLi
         return history.yardstick(baseline_tok_s, cycle_ms)
 
 
-def measured_baseline(path: str | os.PathLike | None = None) -> float | None:
+def measured_baseline(path: str | os.PathLike[str] | None = None) -> float | None:
     """The measured baseline's mean tok/s from the history at ``history_path(path)``; None when none is marked."""
     if not history_path(path).exists():
         return None

@@ -32,7 +32,9 @@ class BenchLevel:
     accept_len: float | None
     cycle_ms: float | None
     bench: str  # the bench id
-    latency: dict | None = None  # the bench's per-request percentiles: {"ttft_ms": {"p50": ...}, "itl_ms": ...}
+    latency: dict[str, Any] | None = (
+        None  # the bench's per-request percentiles: {"ttft_ms": {"p50": ...}, "itl_ms": ...}
+    )
 
     def itl_ms(self, key: str) -> float | None:
         """The bench's inter-token latency percentile ``key`` ("p50", "p95"), None for older benches."""
@@ -111,18 +113,22 @@ class RunSummary:
     total_tok_s: float | None = None  # aggregate: SGLang's gen throughput, averaged over busy seconds
     levels: tuple[Level, ...] = ()  # the concurrency the run saw, most seconds first
     curve: tuple[BenchLevel, ...] = ()  # its newest bench at each concurrency, by concurrency
-    bench: dict | None = None  # the newest bench of this run (tok_s, accept_len, cycle_ms, ttft_ms, ...)
-    server_info: dict = field(default_factory=dict)
+    bench: dict[str, Any] | None = None  # the newest bench of this run (tok_s, accept_len, cycle_ms, ttft_ms, ...)
+    server_info: dict[str, Any] = field(default_factory=dict)
     sweep: str | None = None  # the sweep job that started this run as one of its points
-    latency: dict | None = None  # its server's latency histograms as last read (backend.measure.latency.summary_json)
-    anatomy: dict | None = None  # its server's newest profile: where a cycle's time went (backend.measure.anatomy)
+    latency: dict[str, Any] | None = (
+        None  # its server's latency histograms as last read (backend.measure.latency.summary_json)
+    )
+    anatomy: dict[str, Any] | None = (
+        None  # its server's newest profile: where a cycle's time went (backend.measure.anatomy)
+    )
     # The training checkpoint it served and what that predicted before the restart (`specdeck train serve`).
-    training: dict | None = None
+    training: dict[str, Any] | None = None
     # The error of ``accept_len``: batch means over its per-second log samples (None under 20 of them).
     accept_len_sem: float | None = None
     accept_len_dof: int = 0
     # An adaptive run's tiers: {"steps", "seconds", "tok_s", "accept_len"} each (History.tier_means); () else.
-    tiers: tuple[dict, ...] = ()
+    tiers: tuple[dict[str, Any], ...] = ()
     # What a report calls it where profile and drafter do not tell it from the runs beside it (a sweep's points:
     # `eagle3-aq [aq-medai] steps 4`); set by the report, None elsewhere (``backend.report.document.run_label``).
     label: str | None = None

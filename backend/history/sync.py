@@ -10,7 +10,7 @@ import contextlib
 import json
 from dataclasses import asdict, dataclass, field
 from functools import partial
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from backend.errors import RemoteError
 from backend.history.samples import filter_tail, primed_filter
@@ -19,6 +19,9 @@ from backend.history.store import HEAD_BYTES, History, run_id_of
 from backend.history.summary import RunSummary
 from backend.jobs import JobInfo, list_jobs
 from backend.measure.metrics import parse_line, parse_tier
+
+if TYPE_CHECKING:
+    from backend.connection import Connection
 
 READ_CHUNK = 1 << 20  # bytes of a log read per agent call while importing (its JSON is parsed on the loop)
 
@@ -37,8 +40,10 @@ def parse_server_args(line: str) -> dict[str, Any] | None:
         return None
     if not isinstance(call, ast.Call):
         return None
-    out = {}
+    out: dict[str, Any] = {}
     for kw in call.keywords:
+        if kw.arg is None:  # a ``**mapping``: no argument of its own
+            continue
         with contextlib.suppress(ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
             out[kw.arg] = ast.literal_eval(kw.value)
     return out
@@ -58,7 +63,7 @@ class SyncReport:
         return asdict(self)
 
 
-async def read_lines(conn, path: str, offset: int, length: int = READ_CHUNK) -> tuple[list[str], int]:
+async def read_lines(conn: Connection, path: str, offset: int, length: int = READ_CHUNK) -> tuple[list[str], int]:
     """Complete lines of host file ``path`` from byte ``offset`` (up to ``length`` bytes) and the new offset."""
     got = await conn.call("fs.read", path=path, offset=offset, length=length)
     return whole_lines(got["data"], offset, length)
@@ -73,7 +78,7 @@ def whole_lines(data_b64: str, offset: int, length: int) -> tuple[list[str], int
     return data[:end].decode("utf-8", "replace").splitlines(), offset + end
 
 
-async def _import_log(store: History | HistoryThread, conn, run_id: str, job: JobInfo) -> int:
+async def _import_log(store: History | HistoryThread, conn: Connection, run_id: str, job: JobInfo) -> int:
     """Import the serve job's log from where the last import stopped; returns the decode samples imported.
 
     Reading is the only part on the caller's loop: each chunk is decoded, parsed and stored by ``store`` (on
@@ -121,7 +126,7 @@ def _log_state(history: History, run_id: str) -> tuple[int, bytes | None, bool]:
 
 
 async def _same_log(
-    store: History | HistoryThread, conn, run_id: str, job: JobInfo, head: bytes | None, offset: int
+    store: History | HistoryThread, conn: Connection, run_id: str, job: JobInfo, head: bytes | None, offset: int
 ) -> bool:
     """Whether the job's log still starts with the bytes the import read; a head not known yet (the run was
     recorded live) is taken from the file as it is."""
@@ -162,13 +167,13 @@ def _store_chunk(history: History, run_id: str, offset: int, data_b64: str) -> t
     return end, sum(1 for s in samples if s.kind == "decode")
 
 
-async def record_run(history: History, conn, job: JobInfo) -> str:
+async def record_run(history: History, conn: Connection, job: JobInfo) -> str:
     """Record serve job ``job`` of ``conn``'s host as a sync would (``sync_serve_job``); returns its run id."""
     await sync_serve_job(history, conn, job)
     return run_id_of(conn.host.name, job.id)
 
 
-async def _events(conn, job: JobInfo) -> list[dict]:
+async def _events(conn: Connection, job: JobInfo) -> list[dict[str, Any]]:
     """The job's events.jsonl records (empty when it has none)."""
     try:
         got = await conn.call("fs.read", path=job.events_path, text=True)
@@ -183,7 +188,7 @@ async def _events(conn, job: JobInfo) -> list[dict]:
     return out
 
 
-async def _server_info(conn, job: JobInfo) -> dict | None:
+async def _server_info(conn: Connection, job: JobInfo) -> dict[str, Any] | None:
     """``/server_info`` (``/get_server_info`` on older SGLang) of a running server, or None."""
     port = job.port
     if not port:
@@ -199,7 +204,7 @@ async def _server_info(conn, job: JobInfo) -> dict | None:
     return None
 
 
-async def _drafter_identity(conn, run: RunSummary) -> tuple[int | None, str | None]:
+async def _drafter_identity(conn: Connection, run: RunSummary) -> tuple[int | None, str | None]:
     """(size in bytes, sha256 of the weights if the host verified them) of the run's drafter folder."""
     drafter = {"name": run.drafter or "drafter", "path": run.drafter_path}
     try:
@@ -215,7 +220,7 @@ async def _drafter_identity(conn, run: RunSummary) -> tuple[int | None, str | No
         return None, None
 
 
-async def sync_from_host(store: History | HistoryThread, conn) -> SyncReport:
+async def sync_from_host(store: History | HistoryThread, conn: Connection) -> SyncReport:
     """Import the host's serve jobs (runs, their logs' samples) and finished bench jobs into the history.
 
     ``store`` is the database itself (a CLI command) or a ``HistoryThread`` (the panel: every query and all
@@ -239,7 +244,7 @@ async def sync_from_host(store: History | HistoryThread, conn) -> SyncReport:
     return report
 
 
-async def sync_serve_job(store: History | HistoryThread, conn, job: JobInfo) -> int | None:
+async def sync_serve_job(store: History | HistoryThread, conn: Connection, job: JobInfo) -> int | None:
     """Import serve job ``job`` as a sync does: its run, the drafter's identity (size, and sha256 when the host
     verified it), the server's resolved launch numbers, its log's samples so far (unless a live view records
     them). Returns the samples imported; None for a run the operator deleted."""
@@ -262,7 +267,7 @@ async def sync_serve_job(store: History | HistoryThread, conn, job: JobInfo) -> 
     return await _import_log(store, conn, run.id, job)
 
 
-def _set_server_infos(history: History, run_id: str, infos: list[dict]) -> None:
+def _set_server_infos(history: History, run_id: str, infos: list[dict[str, Any]]) -> None:
     for info in infos:
         history.set_server_info(run_id, info)
 

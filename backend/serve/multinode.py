@@ -32,6 +32,7 @@ import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
+from typing import Any
 from urllib.parse import urlsplit
 
 from backend import jobs
@@ -102,7 +103,7 @@ def plan(settings: Settings, profile: ProfileConfig, dist_port: int | None = Non
     return out
 
 
-def commands(settings: Settings, profile: ProfileConfig) -> list[dict]:
+def commands(settings: Settings, profile: ProfileConfig) -> list[dict[str, Any]]:
     """``serve cmd``: each rank's ``{"node", "rank", "port", "argv", "env", "cwd"}``."""
     return [
         {"node": r.node, "rank": r.rank, "port": r.port, "argv": r.argv, "env": r.env, "cwd": r.cwd}
@@ -121,7 +122,7 @@ class Nodes:
         self.settings = settings
         self.conns: dict[str, Connection] = {}
         self._own: set[str] = set()
-        self._opening: dict[str, asyncio.Task] = {}
+        self._opening: dict[str, asyncio.Future[Connection]] = {}
 
     def adopt(self, name: str, conn: Connection) -> None:
         if name not in self.conns:
@@ -138,13 +139,13 @@ class Nodes:
         if name not in self._opening:
             self._opening[name] = asyncio.ensure_future(Connection.open(self.settings.host(name)))
         try:
-            conn = await asyncio.shield(self._opening[name])
+            opened = await asyncio.shield(self._opening[name])
         finally:
             task = self._opening.get(name)
             if task is not None and task.done():
                 del self._opening[name]
         if name not in self.conns:
-            self.conns[name] = conn
+            self.conns[name] = opened
             self._own.add(name)
         return self.conns[name]
 
@@ -195,19 +196,21 @@ async def preflight(
     ranks = plan(settings, profile)
     conns = await nodes.all([r.node for r in ranks])
     per_node = max(1, profile.tp // len(ranks))
-    facts, *results = await asyncio.gather(
+    facts, results = await asyncio.gather(
         asyncio.gather(*(host_facts.facts(conns[r.node]) for r in ranks)),
-        *(
-            serving.preflight(
-                conns[r.node], settings, replace(profile, port=r.port, tp=per_node, nodes=()), force=force
+        asyncio.gather(
+            *(
+                serving.preflight(
+                    conns[r.node], settings, replace(profile, port=r.port, tp=per_node, nodes=()), force=force
+                )
+                for r in ranks
             )
-            for r in ranks
         ),
     )
     checks = profile_checks(profile)
     per_rank = [[c for c in result.checks if c.name != "tp"] for result in results]
     shared = set.intersection(*({(c.name, c.status, c.message) for c in cs} for cs in per_rank))
-    seen: set = set()
+    seen: set[tuple[str, serving.CheckStatus, str]] = set()
     for rank, cs in zip(ranks, per_rank, strict=True):
         for c in cs:
             key = (c.name, c.status, c.message)
@@ -254,8 +257,8 @@ def _agreement(ranks: list[Rank], facts: list[host_facts.HostFacts], tp: int, pe
 
 
 async def start(
-    nodes: Nodes, settings: Settings, profile: ProfileConfig, *, force: bool = False, tags: dict | None = None
-) -> dict:
+    nodes: Nodes, settings: Settings, profile: ProfileConfig, *, force: bool = False, tags: dict[str, Any] | None = None
+) -> dict[str, Any]:
     """Preflight every node, then start every rank as a serve job (followers first, rank 0 last, which
     names the others); returns the whole server's first status (+ preflight). Nothing is left running if a
     rank cannot be started."""
@@ -274,7 +277,7 @@ async def start(
         "ports": [r.port for r in ranks],
         "dist_init_addr": ranks[0].argv[-1],
     }
-    started: list[tuple[Rank, dict]] = []
+    started: list[tuple[Rank, dict[str, Any]]] = []
     try:
         for rank in [*ranks[1:], ranks[0]]:
             args = {**base, "port": rank.port, "node_rank": rank.rank}
@@ -291,22 +294,23 @@ async def start(
     return out
 
 
-def _ranks_of(head: dict) -> list[tuple[str, int, str | None]]:
+def _ranks_of(head: dict[str, Any]) -> list[tuple[str, int, str | None]]:
     """(node, rank, job) of every rank of the server whose rank 0 status is ``head``."""
     args = head.get("args") or {}
     peers = sorted(args.get("peers") or [], key=lambda p: p["rank"])
     return [(args["nodes"][0], 0, head.get("job")), *((p["node"], p["rank"], p["job"]) for p in peers)]
 
 
-async def _rank_status(nodes: Nodes, node: str, job: str | None) -> dict:
+async def _rank_status(nodes: Nodes, node: str, job: str | None) -> dict[str, Any]:
     try:
         conn = await nodes.get(node)
-        return await conn.call("serve.status", job=job)
+        answer: dict[str, Any] = await conn.call("serve.status", job=job)
+        return answer
     except SpecdeckError as exc:
         return {"state": "unknown", "job": job, "error": f"{node} cannot be asked: {exc}"}
 
 
-async def _head_of(nodes: Nodes, wire: dict) -> dict | None:
+async def _head_of(nodes: Nodes, wire: dict[str, Any]) -> dict[str, Any] | None:
     """Rank 0's status for a status of some rank (itself for rank 0): rank 0's host's server on rank 0's
     port, if it is of the same server."""
     args = wire.get("args") or {}
@@ -320,7 +324,7 @@ async def _head_of(nodes: Nodes, wire: dict) -> dict | None:
     return head if (head.get("args") or {}).get("group") == args.get("group") else None
 
 
-def node_line(entry: dict) -> str:
+def node_line(entry: dict[str, Any]) -> str:
     """One node of a multi-node server as the CLI and the Serve tab show it:
     ``gpu-b  rank 1  starting: loading weights  port 30000  pid 2113``."""
     state = entry["state"]
@@ -334,7 +338,7 @@ def node_line(entry: dict) -> str:
     return f"{line}  ({entry['error']})" if entry.get("error") and state != "ready" else line
 
 
-async def expand(nodes: Nodes, wire: dict, *, reap: bool = True) -> dict:
+async def expand(nodes: Nodes, wire: dict[str, Any], *, reap: bool = True) -> dict[str, Any]:
     """A server's status as its host reported it, made the whole server's when it is one rank of a multi-node
     server: rank 0's status with ``nodes`` (a line each: node, rank, state, phase, port, pid, error); when a
     rank has ended while others run, the server has failed, and with ``reap`` those others are stopped here.
@@ -357,14 +361,14 @@ async def expand(nodes: Nodes, wire: dict, *, reap: bool = True) -> dict:
     return _merge(ranks, statuses)
 
 
-def _failed(statuses: list[dict]) -> bool:
+def _failed(statuses: list[dict[str, Any]]) -> bool:
     """A rank has ended while the server was not being stopped: every other rank is lost with it. A rank
     whose host cannot be asked now (``unknown``) is not known to have ended: nothing is stopped for it."""
     ended = [s for s in statuses if s["state"] in ("crashed", "stopped", "none")]
     return bool(ended) and not all(s["state"] in ("stopping", "stopped", "unknown") for s in statuses)
 
 
-def _entry(node: str, rank: int, st: dict) -> dict:
+def _entry(node: str, rank: int, st: dict[str, Any]) -> dict[str, Any]:
     return {
         "node": node,
         "rank": rank,
@@ -381,7 +385,7 @@ def _entry(node: str, rank: int, st: dict) -> dict:
     }
 
 
-def _merge(ranks: list[tuple[str, int, str | None]], statuses: list[dict]) -> dict:
+def _merge(ranks: list[tuple[str, int, str | None]], statuses: list[dict[str, Any]]) -> dict[str, Any]:
     entries = [_entry(node, rank, st) for (node, rank, _), st in zip(ranks, statuses, strict=True)]
     out = dict(statuses[0], nodes=entries)
     unasked = [e["error"] for e in entries if e["state"] == "unknown"]
@@ -410,17 +414,17 @@ def _merge(ranks: list[tuple[str, int, str | None]], statuses: list[dict]) -> di
     return out
 
 
-async def _stop_all(nodes: Nodes, ranks: list[tuple[str, str | None]], grace: float) -> list[dict]:
+async def _stop_all(nodes: Nodes, ranks: list[tuple[str, str | None]], grace: float) -> list[dict[str, Any]]:
     """Announce the stop on every rank, then stop them all at once (see ``serve.announce_stop``)."""
 
     async def announce(node: str, job: str | None) -> None:
         with contextlib.suppress(SpecdeckError):
             await (await nodes.get(node)).call("serve.announce_stop", job=job)
 
-    async def stop_one(node: str, job: str | None) -> dict:
+    async def stop_one(node: str, job: str | None) -> dict[str, Any]:
         try:
             conn = await nodes.get(node)
-            out = await conn.call("serve.stop", job=job, timeout=grace)
+            out: dict[str, Any] = await conn.call("serve.stop", job=job, timeout=grace)
             if out["left"]:  # killed, and the kernel not done with them: wait, then say what they do
                 _, left = await jobs.outlast(conn, out["job"], out["left_states"])
                 out["left_sentence"] = jobs.left_sentence(left, "the server", f"on {node}") if left else ""
@@ -432,7 +436,7 @@ async def _stop_all(nodes: Nodes, ranks: list[tuple[str, str | None]], grace: fl
     return list(await asyncio.gather(*(stop_one(n, j) for n, j in ranks)))
 
 
-async def stop(nodes: Nodes, wire: dict, *, grace: float = serving.STOP_GRACE_S) -> dict:
+async def stop(nodes: Nodes, wire: dict[str, Any], *, grace: float = serving.STOP_GRACE_S) -> dict[str, Any]:
     """Stop every rank of the multi-node server ``wire`` is a rank of; raises ``OperationFailed`` naming the
     node where a process survived or a host could not be asked. Returns the whole server's status with
     ``left``, ``stopped`` and ``gpus_freed`` over every node."""
@@ -469,12 +473,12 @@ async def stop(nodes: Nodes, wire: dict, *, grace: float = serving.STOP_GRACE_S)
 
 async def wait(
     nodes: Nodes,
-    wire: dict,
+    wire: dict[str, Any],
     *,
     until: tuple[str, ...] = serving.ENDED_STATES,
     within: float | None = None,
-    on_status: Callable[[dict], None] | None = None,
-) -> dict:
+    on_status: Callable[[dict[str, Any]], None] | None = None,
+) -> dict[str, Any]:
     """Follow the whole server (every rank, ``expand``) until its state is in ``until`` or ``within``
     seconds pass; ``on_status`` sees each look. Returns the last status."""
     deadline = None if within is None else time.monotonic() + within

@@ -109,7 +109,7 @@ def launcher_argv(host: HostConfig) -> list[str]:
 
 def _extra_dests(profile: ProfileConfig) -> set[str]:
     names = {arg.split("=", 1)[0] for arg in profile.extra_args if arg.startswith("--")}
-    return {flags.FLAGS[n].field for n in names if n in flags.FLAGS}
+    return {dest for n in names if n in flags.FLAGS and (dest := flags.FLAGS[n].field) is not None}
 
 
 def adaptive_file(profile: ProfileConfig, state_dir: str = ".specdeck") -> tuple[str, str] | None:
@@ -155,7 +155,7 @@ def profile_argv(
 
 def profile_command(
     settings: Settings, host: HostConfig, profile: ProfileConfig | str, version: str | None = None
-) -> dict:
+) -> dict[str, Any]:
     """``{"argv", "env", "cwd", "files"}`` that starts ``profile``'s server on ``host`` (SGLang ``version``: the
     simulator's on a sandbox host, else as given); ``files`` maps a path in the host's state dir to the text the
     launch reads there (an adaptive config), written by ``serve.start`` before the server starts."""
@@ -200,7 +200,7 @@ def launch_env(host: HostConfig) -> dict[str, str]:
     return env
 
 
-def host_sglang_version(host: HostConfig, info: dict | None) -> str | None:
+def host_sglang_version(host: HostConfig, info: dict[str, Any] | None) -> str | None:
     """The SGLang release ``host`` runs as far as this client knows: the simulator's, else the version the
     host's ``info`` found installed (None before the first answer)."""
     if host.launcher == "simulator":
@@ -214,7 +214,7 @@ def sim_version(host: HostConfig) -> str:
     return host.sglang_version or DEFAULT_SIM_VERSION
 
 
-def job_args(settings: Settings, profile: ProfileConfig) -> dict:
+def job_args(settings: Settings, profile: ProfileConfig) -> dict[str, Any]:
     """What a serve job records about its profile (Live reads ``port``; History the drafter's name and numbers)."""
     return {
         "profile": profile.name,
@@ -259,7 +259,7 @@ class Check:
     status: CheckStatus
     message: str
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Any]:
         return {"name": self.name, "status": self.status, "message": self.message}
 
 
@@ -280,11 +280,11 @@ class Preflight:
     def ok(self) -> bool:
         return not self.failures
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Any]:
         return {"profile": self.profile, "ok": self.ok, "checks": [c.to_json() for c in self.checks]}
 
     @classmethod
-    def from_json(cls, wire: dict) -> Preflight:
+    def from_json(cls, wire: dict[str, Any]) -> Preflight:
         checks = (Check(c["name"], c["status"], c["message"]) for c in wire.get("checks") or [])
         return cls(wire["profile"], tuple(checks))
 
@@ -328,7 +328,7 @@ def profile_checks(settings: Settings, profile: ProfileConfig, version: str | No
     given = [k for k, v in numbers.items() if v is not None]
     checks = []
 
-    def add(name: str, status: str, message: str) -> None:
+    def add(name: str, status: CheckStatus, message: str) -> None:
         checks.append(Check(name, status, message))
 
     if not profile.algorithm:
@@ -368,7 +368,7 @@ def launch_args(settings: Settings, profile: ProfileConfig, version: str | None 
         return {}
 
 
-def _number_checks(profile: ProfileConfig, numbers: dict, given: list[str]) -> list[Check]:
+def _number_checks(profile: ProfileConfig, numbers: dict[str, Any], given: list[str]) -> list[Check]:
     """Steps, topk and draft tokens as the algorithm takes them."""
     if problem := speculative_problem(profile.steps, profile.topk, profile.draft_tokens):
         return [Check("speculative numbers", "fail", f"{problem}: SGLang refuses it")]
@@ -389,7 +389,7 @@ def _number_checks(profile: ProfileConfig, numbers: dict, given: list[str]) -> l
             )
         ]
     out = [Check("speculative numbers", "ok", algorithm_summary(profile))]
-    if profile.topk == 1 and profile.draft_tokens != profile.steps + 1:
+    if profile.topk == 1 and profile.steps is not None and profile.draft_tokens != profile.steps + 1:
         out.append(
             Check(
                 "topk 1",
@@ -468,7 +468,7 @@ async def _quiet(call: Any) -> Any:
         return exc
 
 
-async def _target_config(conn: Connection, path: str) -> dict | RemoteError | None:
+async def _target_config(conn: Connection, path: str) -> dict[str, Any] | RemoteError | None:
     if not _looks_like_path(path):
         return None
     out = await _quiet(conn.call("fs.read", path=f"{path.rstrip('/')}/config.json", text=True))
@@ -527,7 +527,7 @@ def _extra_value(profile: ProfileConfig, flag: str) -> str | None:
     return value
 
 
-def _tp_check(profile: ProfileConfig, gpus: dict) -> Check:
+def _tp_check(profile: ProfileConfig, gpus: dict[str, Any]) -> Check:
     """``--tp-size`` against the host's GPU count: SGLang itself only fails once it tries to use them."""
     if not gpus["nvidia_smi"]:
         return Check("tp", "skip", f"no nvidia-smi on the host: --tp-size {profile.tp} not checked against its GPUs")
@@ -572,7 +572,7 @@ def _window_checks(profile: ProfileConfig, inspected: Any, target_cfg: Any) -> l
     return [Check("window", "ok", f"{profile.drafter}'s window of {window} covers the {context} allowed ({where})")]
 
 
-def _target_checks(target: str, config: dict | RemoteError | None) -> list[Check]:
+def _target_checks(target: str, config: dict[str, Any] | RemoteError | None) -> list[Check]:
     if config is None:
         return [Check("target", "skip", f"{target} is not a path: SGLang fetches it from the Hub")]
     if isinstance(config, RemoteError):
@@ -600,7 +600,7 @@ def _drafter_checks(profile: ProfileConfig, path: str | None, inspected: Any, ta
             message = f"drafter {profile.drafter} at {path} cannot be read: {inspected}"
         return [Check("drafter", "fail", message)]
     judged = checkpoints.verdict(inspected, target if isinstance(target, dict) else None)
-    override = "warn" if force else "fail"
+    override: CheckStatus = "warn" if force else "fail"
     out = []
     if judged["compatible"]:
         out.append(Check("drafter", "ok", f"{profile.drafter} fits the target (Compare's verdict)"))
@@ -676,7 +676,7 @@ def _sglang_checks(checks: list[Check], profile: ProfileConfig, helped: Any, set
     return [*checks, Check("sglang", "ok", f"sglang {version} on the host knows every flag")]
 
 
-def _port_check(port: dict) -> Check:
+def _port_check(port: dict[str, Any]) -> Check:
     held = port["held_by"]
     if held:
         return Check(
@@ -694,7 +694,7 @@ def _port_check(port: dict) -> Check:
     return Check("port", "ok", f"port {port['port']} is free")
 
 
-def _gpu_check(gpus: dict) -> Check:
+def _gpu_check(gpus: dict[str, Any]) -> Check:
     if not gpus["nvidia_smi"]:
         return Check("gpus", "skip", "no nvidia-smi on the host: GPU use not checked")
     others = [
@@ -712,8 +712,13 @@ def _gpu_check(gpus: dict) -> Check:
 
 
 async def start(
-    conn: Connection, settings: Settings, profile: ProfileConfig, *, force: bool = False, tags: dict | None = None
-) -> dict:
+    conn: Connection,
+    settings: Settings,
+    profile: ProfileConfig,
+    *,
+    force: bool = False,
+    tags: dict[str, Any] | None = None,
+) -> dict[str, Any]:
     """Preflight, then start ``profile``'s server as a detached job; returns its first status (+ preflight).
     ``tags`` go into the job's args beside the profile's (history keeps them: a training checkpoint's).
 
@@ -732,7 +737,8 @@ async def start(
         args={**job_args(settings, profile), **(tags or {})},
     )
     status["preflight"] = checks.to_json()
-    return status
+    started: dict[str, Any] = status
+    return started
 
 
 async def wait(
@@ -741,11 +747,11 @@ async def wait(
     *,
     until: tuple[str, ...] = ENDED_STATES,
     within: float | None = None,
-    on_status: Callable[[dict], None] | None = None,
-) -> dict:
+    on_status: Callable[[dict[str, Any]], None] | None = None,
+) -> dict[str, Any]:
     """Follow the server's status (pushed by the host on every change) until its state is in ``until`` or
     ``within`` seconds pass; ``on_status`` sees each change. Returns the last status."""
-    last: dict = {}
+    last: dict[str, Any] = {}
     async for status in conn.stream("serve.wait", job=job, until=list(until), timeout=within):
         last = status
         if on_status is not None:
@@ -753,19 +759,20 @@ async def wait(
     return last
 
 
-async def status(conn: Connection, *, job: str | None = None, port: int | None = None) -> dict:
+async def status(conn: Connection, *, job: str | None = None, port: int | None = None) -> dict[str, Any]:
     """The server's status: ``job``, else the newest running server (on ``port``), else the newest."""
-    return await conn.call("serve.status", job=job, port=port)
+    answer: dict[str, Any] = await conn.call("serve.status", job=job, port=port)
+    return answer
 
 
 async def stop(
     conn: Connection, *, job: str | None = None, port: int | None = None, grace: float = STOP_GRACE_S
-) -> dict:
+) -> dict[str, Any]:
     """SIGTERM the server's group, SIGKILL after ``grace`` s, then confirm nothing of it is left and its GPU
     memory is free. Killed processes the kernel has not let go yet (still exiting, in uninterruptible sleep) are
     waited for (``lingered`` names them); ``OperationFailed`` if one is still there after that, saying what it
     is doing, or if the GPUs stay held."""
-    out = await conn.call("serve.stop", job=job, port=port, timeout=grace)
+    out: dict[str, Any] = await conn.call("serve.stop", job=job, port=port, timeout=grace)
     if out["left"]:
         waited, left = await jobs.outlast(conn, out["job"], out["left_states"])
         if left:
@@ -785,8 +792,8 @@ async def restart(
     *,
     force: bool = False,
     grace: float = STOP_GRACE_S,
-    tags: dict | None = None,
-) -> dict:
+    tags: dict[str, Any] | None = None,
+) -> dict[str, Any]:
     """Stop the current server (if one runs), then start ``profile``: also how the panel switches profiles."""
     current = await status(conn)
     if current["state"] in RUNNING_STATES:
@@ -794,9 +801,10 @@ async def restart(
     return await start(conn, settings, profile, force=force, tags=tags)
 
 
-async def tail(conn: Connection, job: str, lines: int = 50) -> dict:
+async def tail(conn: Connection, job: str, lines: int = 50) -> dict[str, Any]:
     """``{"lines", "offset"}``: the log's last ``lines`` lines and the offset to follow from."""
-    return await conn.call("jobs.tail", id=job, lines=lines)
+    tail: dict[str, Any] = await conn.call("jobs.tail", id=job, lines=lines)
+    return tail
 
 
 async def follow(conn: Connection, job: str, offset: int) -> AsyncIterator[list[str]]:
@@ -804,7 +812,7 @@ async def follow(conn: Connection, job: str, offset: int) -> AsyncIterator[list[
     repeating a line (the stream resumes at the last offset). A log truncated or rotated on the host reads as
     one ``TRUNCATED_LINE``, then the new file's lines from its start."""
 
-    def resume(params: dict, event: dict) -> dict:
+    def resume(params: dict[str, Any], event: dict[str, Any]) -> dict[str, Any]:
         return {**params, "offset": event["offset"]}
 
     params = {"id": job, "offset": offset, "stream": "log"}
@@ -844,21 +852,21 @@ class ServerStatus:
     job: str | None = None
     phase: str | None = None
     since: float | None = None
-    args: dict = field(default_factory=dict)
+    args: dict[str, Any] = field(default_factory=dict)
     phases: tuple[Phase, ...] = ()
-    server_info: dict | None = None
-    startup_timings: dict | None = None
+    server_info: dict[str, Any] | None = None
+    startup_timings: dict[str, Any] | None = None
     kv_tokens: int | None = None  # max_total_num_tokens as the log stated it
     warnings: tuple[str, ...] = ()
     error: str | None = None
     hint: str | None = None
     hint_action: str | None = None
     log_path: str | None = None
-    nodes: tuple[dict, ...] = ()  # a multi-node server's line per node (backend.serve.multinode.expand)
+    nodes: tuple[dict[str, Any], ...] = ()  # a multi-node server's line per node (backend.serve.multinode.expand)
     spec_steps_now: int | None = None  # the draft steps in force (an adaptive server's tier); None without speculation
 
     @classmethod
-    def from_json(cls, wire: dict) -> ServerStatus:
+    def from_json(cls, wire: dict[str, Any]) -> ServerStatus:
         if wire.get("state") not in STATES:
             raise RemoteError(f"the host reported an unknown server state {wire.get('state')!r}")
         phases = tuple(
@@ -925,21 +933,21 @@ def line_level(line: str) -> str | None:
     return None
 
 
-def expected_phases(args: dict | None) -> tuple[str, ...]:
+def expected_phases(args: dict[str, Any] | None) -> tuple[str, ...]:
     """The startup phases a server with these job args goes through (no draft phases without a drafter)."""
     if args and args.get("drafter"):
         return PHASES
     return tuple(p for p in PHASES if p not in DRAFT_PHASES)
 
 
-def timeline(status: ServerStatus, now: float) -> list[dict]:
+def timeline(status: ServerStatus, now: float) -> list[dict[str, Any]]:
     """Rows for a phase timeline: every phase this server goes through, each ``done``, ``current``,
     ``failed`` (where it crashed) or ``pending``, with its duration in seconds (so far, for the current one)."""
     seen = {entry.name: entry for entry in status.phases}
     names = list(expected_phases(status.args))
     names += [name for name in seen if name not in names]
     last = status.phases[-1].name if status.phases else None
-    rows = []
+    rows: list[dict[str, Any]] = []
     for name in names:
         entry = seen.get(name)
         if entry is None:
@@ -1003,7 +1011,7 @@ def steps_now_text(status: ServerStatus) -> str | None:
     return f"adaptive: {status.spec_steps_now} steps now (SGLang picks the tier per batch)"
 
 
-def speculative_summary(info: dict | None) -> str | None:
+def speculative_summary(info: dict[str, Any] | None) -> str | None:
     """``sglang 0.5.6: EAGLE3 steps 3, topk 1, draft tokens 4`` from the server's resolved args."""
     if not info:
         return None
