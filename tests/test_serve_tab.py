@@ -15,7 +15,7 @@ import tomlkit
 from textual import events
 from textual.app import App, ComposeResult
 from textual.pilot import Pilot
-from textual.widgets import Input, Static, TabbedContent
+from textual.widgets import Input, OptionList, Static, TabbedContent
 
 from backend.connection import Connection
 from backend.sandbox import fixtures
@@ -169,6 +169,18 @@ async def test_edit_start_watch_and_stop(settings, cleanup, gpu_box):
         assert "GPU0 █████░░░░░ 69.3/140 GiB" in text(app, "#gpu-list")
         assert f"pid {gpu_box} sleep (not ours)" in text(app, "#gpu-list")
         assert "GPUs busy with other processes" in text(app, "#checks")
+
+        # w right after an arrow, before the list's message arrives: the question names the profile highlighted.
+        profiles = pane.query_one("#profiles", OptionList)
+        profiles.highlighted = next(i for i in range(profiles.option_count)
+                                    if profiles.get_option_at_index(i).id == "baseline")  # fmt: skip
+        pane.action_switch()
+        await until(pilot, lambda: isinstance(app.screen, ConfirmScreen), "the switch question")
+        question = app.screen.question
+        assert question.startswith("Stop eagle3-ours (ready for ") and "and start baseline?" in question, question
+        await pilot.press("n")
+        await until(pilot, lambda: not isinstance(app.screen, ConfirmScreen), "the switch declined")
+        await select(pilot, pane, "eagle3-ours")
 
         job = pane.status.job
         await pilot.press("x")  # a ready server: asks first, naming it (issue 33); n keeps it

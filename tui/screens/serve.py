@@ -416,6 +416,14 @@ class ServePane(ShellPane):
             self.app.action_show_tab("compare")
 
     def _act(self, what: str, force: bool = False) -> None:
+        # A key pressed right after an arrow comes before the list's "highlighted" message: act on (and name, in
+        # any question) the profile the list highlights now, not the one last heard of.
+        profiles = self.query_one("#profiles", OptionList)
+        if profiles.highlighted is not None:
+            shown = profiles.get_option_at_index(profiles.highlighted).id
+            if shown is not None and shown != self.selected:
+                self.selected, self.checks = shown, None
+                self._fill_editor()
         if self.busy:
             self.notify(f"{self.busy} is still running", severity="warning")
             return
