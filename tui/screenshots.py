@@ -1,11 +1,14 @@
 """`make screenshots`: an SVG of every tab, driven headless in a fresh sandbox with real data from the simulator.
 
-The story the shots tell, in order: AQ-MedAI's drafter downloading from the sandbox hub (Drafters) while the
-baseline and the team's drafter are served and benched; the two drafters side by side once the download is
-done (Compare); AQ-MedAI's drafter served and ready (Serve), its live charts against the baseline and the
-break-even (Live), the three runs compared (History), the advisor on AQ-MedAI's run (Tune), and AQ-MedAI's
-drafter fine-tuned with the SIMULATED SpecForge, its checkpoints predicted and one measured (Train), and the
-sandbox's two-host fleet behind the real sglang-router under a bench through it (Fleet).
+The shots are the README's tour, taken by its keys and its benches (the Live tab's `b`: 8 requests of 512
+tokens), so what a newcomer sees after pressing them is what the pictures show: AQ-MedAI's drafter downloading
+(Drafters, `d`); the baseline, then the team's drafter served (Serve, `s`, then `w` `y`) and benched (Live,
+`b`); the two drafters side by side once the download is done (Compare, `c` `x`); AQ-MedAI's drafter served and
+ready (Serve), benched (Live), the three runs compared with the baseline marked (History, `b`, `space`), the
+advisor on AQ-MedAI's run (Tune), AQ-MedAI's drafter fine-tuned with the SIMULATED SpecForge and its best
+checkpoint served and benched (Train, `s`, `v` `y`, `b`), and the sandbox's two-host fleet behind the real
+sglang-router under a bench through it (Fleet, `u` `y`, `b`). Before each shot the header's round trip is timed
+again (the median of five), so a start-up's slow first ping is not the figure a picture keeps.
 Everything runs in a throwaway user environment (config, state, data) so neither the user's sandbox nor their
 history is touched.
 
@@ -17,7 +20,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
 import html
 import os
 import re
@@ -50,15 +52,9 @@ class Story:
     servers: dict[str, JobInfo] = field(default_factory=dict)
     saved: list[Path] = field(default_factory=list)
 
-    @property
-    def max_tokens(self) -> int:
-        """Tokens per bench request: half a minute of decode per measured run (decode is never sped up)."""
-        return 96 if self.quick else 1600
-
-    @property
-    def live_requests(self) -> int:
-        """Requests the Live shot's bench sends: about two minutes of samples on the charts."""
-        return 1 if self.quick else 8
+    async def press(self, *keys: str) -> None:
+        await self.pilot.press(*keys)
+        await self.pilot.pause(0.2)  # a key's message handled before the next key acts on what it changed
 
 
 def screen_text(app) -> str:
@@ -87,7 +83,17 @@ async def show(story: Story, tab: str, *texts: str, timeout: float = 30) -> None
     await story.pilot.pause(0.5)  # one more frame for whatever else was in flight
 
 
-def save(story: Story, tab: str, name: str | None = None) -> None:
+async def fresh_rtt(story: Story) -> None:
+    """The header's round trip timed again, as the panel times it but the median of five pings."""
+    from tui.widgets.hostbar import HostBar
+
+    rtt = await story.app.connection.ping(5)
+    story.app.query_one(HostBar).show_rtt(rtt["median"])
+    await story.pilot.pause(0.2)
+
+
+async def save(story: Story, tab: str, name: str | None = None) -> None:
+    await fresh_rtt(story)
     path = story.out / f"{name or tab}.svg"
     story.app.save_screenshot(filename=path.name, path=str(story.out))
     story.saved.append(path)
@@ -98,12 +104,10 @@ def save(story: Story, tab: str, name: str | None = None) -> None:
 
 
 async def start_download(story: Story) -> None:
-    """Download AQ-MedAI's drafter from the sandbox hub the way a person would: Drafters tab, its row, ``d``."""
+    """Download AQ-MedAI's drafter the way the tour does: Drafters tab, `↓` to its row, `d`."""
     await show(story, "drafters", "aq-medai")
-    table = story.app.query_one("#drafters-pane DataTable")
-    table.focus()
-    table.move_cursor(row=1)
-    await story.pilot.press("d")
+    story.app.query_one("#drafters-pane DataTable").focus()
+    await story.press("down", "d")
 
     from backend.drafters import downloads
 
@@ -122,24 +126,54 @@ async def download_done(story: Story) -> None:
             raise RuntimeError(f"the aq-medai download ended {job.state}: {job.reason}")
 
 
-async def measured_run(story: Story, profile: str, keep: bool = False) -> JobInfo:
-    """Serve ``profile``, bench it until its result is in, and stop it unless ``keep``; returns the serve job."""
-    from backend.measure import bench
-    from backend.serve import serving
+async def serve(story: Story, profile: str) -> JobInfo:
+    """The tour's keys on the Serve tab: the profile highlighted, `s` (nothing runs) or `w` and `y` (a server runs);
+    returns the serve job once it is ready."""
+    from textual.widgets import OptionList
 
-    status = await serving.start(story.conn, story.settings, serving.get_profile(story.settings, profile))
-    job_id = status["job"]
-    ready = await serving.wait(story.conn, job_id, until=("ready", "crashed", "stopped"), within=120)
-    if ready.get("state") != "ready":
-        raise RuntimeError(f"{profile} did not get ready: {ready.get('error') or ready.get('state')}")
-    job = await get_job(story.conn, job_id)
-    story.servers[profile] = job
-    plan = bench.BenchPlan(requests=2, max_tokens=story.max_tokens)
-    started = await bench.start_bench(story.conn, job, plan)
-    await bench.wait_result(story.conn, started.id)
-    if not keep:
-        await serving.stop(story.conn, job=job_id)
+    from backend.serve import serving
+    from tui.screens.confirm import ConfirmScreen
+
+    await show(story, "serve", profile)
+    profiles = story.app.query_one("#profiles", OptionList)
+    profiles.focus()
+    names = [profiles.get_option_at_index(i).id for i in range(profiles.option_count)]
+    profiles.highlighted = names.index(profile)
+    await story.pilot.pause(0.3)
+    running = (await serving.status(story.conn)).get("state") in serving.RUNNING_STATES
+    await story.press("w" if running else "s")
+    if running:
+        await until(story, lambda: isinstance(story.app.screen, ConfirmScreen), "the switch question")
+        await story.press("y")
+
+    async def ready() -> bool:
+        st = await serving.status(story.conn)
+        return st.get("profile") == profile and st.get("state") in ("ready", "crashed")
+
+    await until(story, ready, f"{profile} ready", 180)
+    status = await serving.status(story.conn)
+    if status.get("state") != "ready":
+        raise RuntimeError(f"{profile} did not get ready: {status.get('error')}")
+    story.servers[profile] = job = await get_job(story.conn, status["job"])
     return job
+
+
+async def bench_live(story: Story, job: JobInfo) -> None:
+    """The tour's bench: the Live tab's `b` (8 requests of 512 tokens), until its result is in."""
+    from backend.measure import bench
+
+    await show(story, "live", "baseline")
+    before = {b.id for b in await list_jobs(story.conn, kind="bench")}
+    await story.press("b")
+
+    async def done() -> bool:
+        mine = [b for b in await list_jobs(story.conn, kind="bench") if b.id not in before]
+        return bool(mine) and not mine[0].active
+
+    await until(story, done, f"the bench on {job.args.get('profile')}", 600)
+    for b in await list_jobs(story.conn, kind="bench"):
+        if b.id not in before:
+            await bench.wait_result(story.conn, b.id)
 
 
 # --- the shots --------------------------------------------------------------------------------------------
@@ -156,43 +190,39 @@ async def shot_drafters(story: Story) -> None:
 
     await until(story, midway, "the download to be under way")
     await show(story, "drafters", "aq-medai: ")
-    save(story, "drafters")
+    await save(story, "drafters")
 
 
 async def shot_compare(story: Story) -> None:
-    """Ours vs AQ-MedAI's drafter, side by side."""
+    """Ours vs AQ-MedAI's drafter, side by side, the differences only (`2`, `c`, `x`)."""
     from tui.screens.compare import ComparePane
 
-    story.app.query_one(ComparePane).compare_sources("ours", "aq-medai")
+    pane = story.app.query_one(ComparePane)
     await show(story, "compare", "aq-medai")
-    save(story, "compare")
+    story.app.query_one("#compare-config").focus()
+    await story.press("c")
+    await until(story, lambda: pane.diff is not None, "the comparison")
+    await story.press("x")
+    await show(story, "compare", "differences only", "COMPATIBLE")
+    await save(story, "compare")
 
 
 async def shot_serve(story: Story) -> None:
-    """AQ-MedAI's drafter served and ready, its profile highlighted."""
-    from textual.widgets import OptionList
-
-    for profiles in story.app.query("#serve-pane OptionList").results(OptionList):
-        with contextlib.suppress(Exception):  # the profile list's option ids are the profile names
-            profiles.highlighted = profiles.get_option_index("eagle3-aq")
+    """AQ-MedAI's drafter served and ready (`↓` to eagle3-aq, `w`, `y`)."""
+    await serve(story, "eagle3-aq")
     await show(story, "serve", "ready")
-    save(story, "serve")
+    await save(story, "serve")
 
 
 async def shot_live(story: Story) -> None:
-    """Live charts of the AQ-MedAI server under a bench, with the baseline and break-even lines."""
-    from backend.measure import bench
-
-    job = story.servers["eagle3-aq"]
-    plan = bench.BenchPlan(requests=story.live_requests, max_tokens=story.max_tokens)
-    started = await bench.start_bench(story.conn, job, plan)
+    """Live charts of the AQ-MedAI server after the tour's bench (`4`, `b`), the baseline and break-even lines."""
+    await bench_live(story, story.servers["eagle3-aq"])
     await show(story, "live", "break-even", "baseline")
-    await bench.wait_result(story.conn, started.id)
     await story.pilot.pause(1.5)  # the charts redraw twice a second
-    save(story, "live")
+    await save(story, "live")
     story.app.theme = "textual-light"  # the same tab on a light terminal
     await story.pilot.pause(1.5)
-    save(story, "live", "live-light")
+    await save(story, "live", "live-light")
     story.app.theme = "textual-dark"
 
 
@@ -203,12 +233,16 @@ async def shot_history(story: Story) -> None:
     pane = story.app.query_one(HistoryPane)
     story.app.action_show_tab("history")
     pane.action_sync()
-    want = {f"{story.conn.host.name}/{story.servers[p].id}" for p in PROFILES if p in story.servers}
-    await until(story, lambda: want <= {r.id for r in pane.runs}, "the runs in the History tab")
-    pane.selected = [f"{story.conn.host.name}/{story.servers[p].id}" for p in PROFILES if p in story.servers]
-    pane.reload()
+    want = [f"{story.conn.host.name}/{story.servers[p].id}" for p in PROFILES if p in story.servers]
+    await until(story, lambda: set(want) <= {r.id for r in pane.runs}, "the runs in the History tab")
+    story.app.query_one("#history-runs").focus()
+    # The tour's keys: `b` on the baseline's run (the last of the three), then `space` on each.
+    await story.press("down", "down", "b")
+    await until(story, lambda: any(r.is_baseline for r in pane.runs), "the measured baseline")
+    await story.press("up", "up", "space", "down", "space", "down", "space")
+    await until(story, lambda: set(pane.selected) == set(want), "the three runs selected")
     await show(story, "history", "Comparing", "break-even 2.46")
-    save(story, "history")
+    await save(story, "history")
 
 
 async def shot_tune(story: Story) -> None:
@@ -225,70 +259,92 @@ async def shot_tune(story: Story) -> None:
     await until(story, lambda: run_id in table.rows, "the AQ-MedAI run in the Tune tab")
     table.move_cursor(row=table.get_row_index(run_id))
     await show(story, "tune", "◀ best", "baseline")
-    save(story, "tune")
+    await save(story, "tune")
 
 
 async def shot_train(story: Story) -> None:
-    """AQ-MedAI's drafter fine-tuned for K2.5 (the SIMULATED SpecForge): its curves, and its checkpoints
-    predicted before a restart beside the one served and benched."""
+    """AQ-MedAI's drafter fine-tuned for K2.5 (the SIMULATED SpecForge, `7`, `s`): its curves, and its checkpoints
+    predicted before a restart beside the one served (`v`, `y`) and benched (`b`)."""
     from backend.history import sync_from_host
     from backend.measure import bench
     from backend.serve import serving
-    from backend.train import training
+    from tui.screens.confirm import ConfirmScreen
     from tui.screens.train import TrainPane
 
     pane = story.app.query_one(TrainPane)
-    story.app.action_show_tab("train")
-    pane.action_start()
+    await show(story, "train", "k25-ft")
+    pane.query_one(pane.KEYS_WIDGET).focus()
+    await story.press("s")
     await until(story, lambda: pane.job is not None and pane.job.state == "done", "the training to end", 300)
     await until(story, lambda: len(pane.rows) >= 3, "its checkpoints judged")
-    best = training.pick(pane.rows, "best", pane.name_)
-    out = await training.serve(story.conn, story.settings, pane.name_, best)
-    ready = await serving.wait(story.conn, out["job"], until=("ready", "crashed", "stopped"), within=120)
-    if ready.get("state") != "ready":
-        raise RuntimeError(f"the checkpoint's server did not get ready: {ready.get('error') or ready.get('state')}")
-    job = await get_job(story.conn, out["job"])
-    started = await bench.start_bench(story.conn, job, bench.BenchPlan(requests=2, max_tokens=story.max_tokens))
-    await bench.wait_result(story.conn, started.id)
+    before = (await serving.status(story.conn)).get("job")
+    await story.press("v")
+    await until(story, lambda: isinstance(story.app.screen, ConfirmScreen), "the serve question")
+    await story.press("y")
+
+    async def ready() -> bool:
+        st = await serving.status(story.conn)
+        return st.get("job") != before and st.get("state") in ("ready", "crashed")
+
+    await until(story, ready, "the checkpoint's server ready", 300)
+    before_benches = {b.id for b in await list_jobs(story.conn, kind="bench")}
+    await story.press("b")
+
+    async def benched() -> bool:
+        mine = [b for b in await list_jobs(story.conn, kind="bench") if b.id not in before_benches]
+        return bool(mine) and not mine[0].active
+
+    await until(story, benched, "the checkpoint's bench", 600)
+    for b in await list_jobs(story.conn, kind="bench"):
+        if b.id not in before_benches:
+            await bench.wait_result(story.conn, b.id)
     await sync_from_host(story.app.history, story.conn)
     pane.action_refresh()
     await until(story, lambda: any(r.get("measured_tok_s") for r in pane.rows), "measured beside predicted")
     await show(story, "train", "break-even", "measured")
-    save(story, "train")
+    await save(story, "train")
 
 
 async def shot_fleet(story: Story) -> None:
-    """The sandbox's fleet (a replica on each of its two hosts, the real sglang-router on the first) under a
-    bench sent through the router: its line, the verdict, the replicas' figures and sparklines."""
+    """The sandbox's fleet (a replica on each of its two hosts, the real sglang-router on the first), started by
+    the tour's keys (`8`, `u`, `y`) under a bench sent through the router (`b`): its line, the verdict, the
+    replicas' figures and sparklines."""
     from backend.fleet import fleets
-    from backend.measure import bench
     from backend.serve import serving
+    from tui.screens.confirm import ConfirmScreen
     from tui.screens.fleet import FleetPane
 
     for job in await list_jobs(story.conn, kind="serve"):  # the earlier shots' servers hold the fleet's port
         if job.active:
             await serving.stop(story.conn, job=job.id)
     pane = story.app.query_one(FleetPane)
-    links = await fleets.FleetLinks.open(story.settings, "sandbox")
+    await show(story, "fleet", "fleet sandbox")
+    pane.query_one(pane.KEYS_WIDGET).focus()
     try:
-        await fleets.up(links)
-        story.app.action_show_tab("fleet")
-        plan = bench.BenchPlan(requests=8, max_tokens=story.max_tokens, concurrency=4)
-        sent = asyncio.ensure_future(fleets.bench(links, plan))
-        points = 1 if story.quick else 12  # a poll every 2 s: half a minute of sparkline
+        await story.press("u")
+        await until(story, lambda: isinstance(story.app.screen, ConfirmScreen), "the start question")
+        await story.press("y")
+        await until(story, lambda: pane.changing is None and pane.status is not None and pane.status.router.healthy,
+                    "the fleet up", 300)  # fmt: skip
+        await story.press("b")
+        points = 3  # a poll every 2 s: the tab's own bench (two rounds of two streams a replica) is short
 
         def loaded() -> bool:
             replicas = pane.status.replicas if pane.status is not None else ()
             trends = [[v for v in pane.trends.get(r.label, ()) if v is not None] for r in replicas]
-            return bool(trends) and all(len(t) >= points for t in trends)
+            busy = all(r.running for r in replicas)
+            return bool(trends) and busy and all(len(t) >= points for t in trends)
 
-        await until(story, loaded, "the replicas' figures under the bench", 120)
+        await until(story, loaded, "the replicas' figures under the bench", 180)
         await show(story, "fleet", "workers healthy", "imbalance")
-        save(story, "fleet")
-        await sent
+        await save(story, "fleet")
+        await until(story, lambda: not pane.benching, "the bench through the router", 600)
     finally:
-        await fleets.down(links)
-        await links.close()
+        links = await fleets.FleetLinks.open(story.settings, "sandbox")
+        try:
+            await fleets.down(links)
+        finally:
+            await links.close()
 
 
 SHOTS: dict[str, Callable[[Story], Awaitable[None]]] = {
@@ -312,12 +368,15 @@ async def tell(story: Story, only: set[str]) -> None:
 
     await start_download(story)
     await take("drafters")
-    for profile in PROFILES[:2]:
-        await measured_run(story, profile)
+    for profile in PROFILES[:2]:  # the tour's steps 3-5: serve, then bench from the Live tab
+        await bench_live(story, await serve(story, profile))
     await download_done(story)
     await take("compare")
-    await measured_run(story, "eagle3-aq", keep=True)
+    if "serve" not in only:
+        await serve(story, "eagle3-aq")
     await take("serve")
+    if "live" not in only:
+        await bench_live(story, story.servers["eagle3-aq"])
     await take("live")
     await take("history")
     await take("tune")
@@ -344,6 +403,12 @@ async def run(out: Path, only: set[str], quick: bool = False) -> list[Path]:
         async with app.run_test(size=SIZE) as pilot:
             story = Story(app, pilot, conn, settings, out, quick)
             await until(story, lambda: app.connection.connected, "the panel to connect")
+            if quick:  # the test's run: short benches behind the same keys (`make screenshots` keeps the tour's)
+                from backend.measure.bench import BenchPlan
+                from tui.widgets.benchbar import BenchBar
+
+                for bar in app.query(BenchBar):
+                    bar.plan = BenchPlan(requests=2, max_tokens=96)
             await tell(story, only)
     finally:
         for job in await list_jobs(conn):
