@@ -115,3 +115,93 @@ def test_history_keeps_the_tiers_and_the_advisor_learns_each(tmp_path):
     assert [(p.steps, p.tok_s, p.accept_len) for p in points] == [(3, 90.0, 3.0), (5, 100.0, 4.0)]
     assert points[0].cycle_ms == pytest.approx(1000 * 3.0 / 90.0)
     assert advisor.same_drafter([summary], summary) == []  # not a run at one step count
+
+
+def _tiered_histogram(rates: list[float], tiers: dict[int, float], n: int) -> list[int]:
+    """The pooled histogram of ``n`` passes split over ``tiers`` (steps -> share), each pass accepting along
+    ``rates`` up to its tier: expected counts, rounded."""
+    out = [0.0] * (max(tiers) + 1)
+    for steps, share in tiers.items():
+        reached = share * n
+        for k in range(steps):
+            out[k] += reached * (1 - rates[k])
+            reached *= rates[k]
+        out[steps] += reached
+    return [round(x) for x in out]
+
+
+def test_with_only_adaptive_runs_the_advisor_learns_positions_per_tier(tmp_path):
+    """An adaptive run of AQ-MedAI's drafter benched: 60% of its passes at 3 steps, 40% at 5 (its log's tiers).
+    Its bench's pooled histogram, read with those tiers (positions past a pass's tier unobserved), teaches the
+    advisor a_1..a_5; before, with no fixed-step run of the drafter, Tune predicted 'accept 1.00' at every step
+    count: the tier points carried no histogram, so no position was measured."""
+    from backend.history import History, Yardstick, filter_tail
+    from backend.jobs import JobInfo
+    from backend.measure.metrics import Sample
+    from backend.tune import advisor
+    from tests.runs import AQ
+
+    rates = [0.9, 0.85, 0.8, 0.75, 0.7]
+    t0 = 1_800_000_000.0
+    argv = ("python", "-m", "sglang.launch_server", "--speculative-draft-model-path", AQ, "--speculative-adaptive")
+    args = {"profile": "aq-adaptive", "drafter": "aq-medai", "algorithm": "EAGLE3", "adaptive": True}
+    with History.open(tmp_path / "h.sqlite3") as history:
+        run = history.upsert_run(
+            "box", JobInfo("serve-1", state="done", started=t0, ended=t0 + 20, args=args, argv=argv)
+        )
+        samples = [
+            Sample(ts=t0 + i, kind="decode", gen_tps=90.0 if i < 6 else 100.0, accept_len=3.3 if i < 6 else 3.9,
+                   running_req=1)
+            for i in range(10)
+        ]  # fmt: skip
+        assert history.import_chunk(run, 0, 100, samples, filter_tail([], samples), tiers=[(t0, 3), (t0 + 6, 5)])
+        histogram = _tiered_histogram(rates, {3: 0.6, 5: 0.4}, 200_000)
+        result = {"tok_s": 95.0, "accept_len": 3.5, "cycle_ms": 36.8, "server_job": "serve-1",
+                  "acceptance": {"histogram": histogram, "verify_ct": sum(histogram)}}  # fmt: skip
+        history.record_bench("box", JobInfo("bench-1", state="done", ended=t0 + 21), result)
+        runs = history.runs()
+    [summary] = runs
+    assert [t["passes"] for t in summary.tiers] == [6, 4]  # decode lines x running requests in each tier
+    advice = advisor.advise(runs, Yardstick(82.0, 30.0))
+    assert advice.acceptance.rates == pytest.approx(rates, abs=2e-3)
+    by_steps = {row["steps"]: row for row in advice.rows}
+    assert by_steps[3]["accept_len"] == pytest.approx(1 + 0.9 + 0.9 * 0.85 + 0.9 * 0.85 * 0.8, abs=0.01)
+    assert all(row["accept_len"] > 1.5 for row in advice.rows)
+
+
+def test_tier_points_without_a_histogram_still_teach_acceptance():
+    """The root of 'pred accept 1.00': an acceptance with no position measured predicted length 1 at every step
+    count. Points that carry only accept lengths (an adaptive run's tiers) give it, as bench records do."""
+    from backend.agent.host.shared import advice
+
+    points = [
+        advice.Point(3, [], 90.0, 1000 * 3.0 / 90.0, accept_len=3.0),
+        advice.Point(5, [], 100.0, 1000 * 3.8 / 100.0, accept_len=3.8),
+    ]
+    done = advice.assess(points, 1000 / 82.0, 82.0, 7)
+    assert done["acceptance"].steps == 5
+    assert {r["steps"]: r["accept_len"] for r in done["rows"]}[3] == pytest.approx(3.0, abs=0.01)
+    assert {r["steps"]: r["accept_len"] for r in done["rows"]}[5] == pytest.approx(3.8, abs=0.01)
+
+
+def test_a_bench_on_an_adaptive_server_reads_its_positions_with_the_tier_mix():
+    """Live and `bench` on an adaptive server: the passes per tier its log showed (decode lines x running) give
+    the per-position curve with the positions past a pass's tier unobserved, and say so."""
+    from backend.measure.metrics import Sample, parse_tier
+    from backend.measure.series import LiveSeries
+    from backend.tune.advisor import acceptance_lines
+
+    series = LiveSeries()
+    for i, text in enumerate(["AdaptiveSpeculativeParams initialized: steps=1, candidate_steps=[1, 3]"] + [""] * 9):
+        if text:
+            ts, tier = parse_tier(line(0, text))
+            series.feed_tier(ts, tier.steps, tier.switch, tier.start)
+        if i == 5:
+            ts, tier = parse_tier(line(5, switch(1, 3)))
+            series.feed_tier(ts, tier.steps, tier.switch, tier.start)
+        series.feed(Sample(ts=1_900_000_000.0 + i, kind="decode", gen_tps=90.0, accept_len=2.0, running_req=2))
+    assert series.tier_passes == {1: 10.0, 3: 10.0}  # five lines of two running requests at each
+    hist = [100, 540, 108, 252]  # half the passes at tier 1 and half at 3 (test_acceptance's example)
+    lines = acceptance_lines({"histogram": hist, "per_position": [0.9, 0.4, 0.7]}, "aq", tiers=series.tier_passes)
+    assert "a_i 0.90 → 0.80 → 0.70" in lines
+    assert lines[-1].startswith("adaptive: passes per tier 1 50% · 3 50%; positions past a pass's tier unobserved")

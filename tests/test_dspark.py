@@ -18,10 +18,12 @@ from pathlib import Path
 
 import pytest
 
+from backend.agent.host.shared import acceptance
 from backend.measure.metrics import parse_line
 from backend.measure.prometheus import read_scrape
 from backend.sandbox import fixtures as fx
 from backend.sandbox.sglang_sim import dspark
+from backend.tune.advisor import acceptance_lines
 from tests.test_simulator import Sim, sims  # noqa: F401 (the fixture)
 
 REAL = Path(__file__).parent / "fixtures" / "real"
@@ -189,6 +191,21 @@ def test_dspark_served_in_each_ragged_verify_mode(dspark_models, sims, mode):  #
             assert meta["spec_cap_length"] == pytest.approx(sum(c * k for k, c in enumerate(caps)) / sum(caps))
             # no pass commits past its cap: accepted drafts per pass below cap - 1
             assert len(meta["spec_correct_drafts_histogram"]) <= max(k for k, c in enumerate(caps) if c)
+    # The bench's reader: each request's figures, the bench's DSPARK line from their totals
+    requests = [{**acceptance.request_figures(m), "spec_verify_ct": m["spec_verify_ct"]} for m in metas]
+    summary = acceptance.dspark_summary(requests)
+    if not capped:
+        assert summary is None
+    else:
+        passes = sum(m["spec_verify_ct"] for m in metas)
+        assert summary["cap_len"] == pytest.approx(
+            sum(m["spec_cap_length"] * m["spec_verify_ct"] for m in metas) / passes
+        )
+        pooled = acceptance.summarize(metas)
+        lines = acceptance_lines(pooled, "dspark", dspark=summary)
+        assert lines[-1].startswith(f"DSPARK: verify window (cap len) {summary['cap_len']:.2f} per pass")
+        assert ("uncapped block accept len" in lines[-1]) == (mode == "cap-accept")
+        assert lines[-2].startswith("a_i ")  # per-position acceptance pooled from DSPARK's requests too
 
 
 def test_an_older_release_refuses_dspark_with_its_own_words(dspark_models, sims):  # noqa: F811

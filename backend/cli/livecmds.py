@@ -567,12 +567,28 @@ async def bench(args: argparse.Namespace) -> int:
             print(line)
         for line in lines:
             print(line)
-        for line in acceptance_lines(result.get("acceptance"), server.args.get("drafter")):
+        tiers = _tier_mix(run_id) if server.args.get("adaptive") else None
+        for line in acceptance_lines(
+            result.get("acceptance"), server.args.get("drafter"), tiers=tiers, dspark=result.get("dspark")
+        ):
             print(line)
         print(f"{result['requests']} requests, {result['tokens']} tokens, bench job {result['job']}")
         if run_id:
             print(f"recorded with run {run_id}: `specdeck report {run_id} --out report.md`")
     return 0
+
+
+def _tier_mix(run_id: str | None) -> dict[int, float] | None:
+    """An adaptive server's share of passes per tier, as its run in the history has it (None: not recorded)."""
+    from backend.history import History, HistoryUnavailable
+
+    if run_id is None:
+        return None
+    try:
+        with History.open() as history:
+            return history.run(run_id).tier_mix()
+    except (HistoryUnavailable, UsageError):
+        return None
 
 
 def _level_extras(result: dict, server: JobInfo, settings, slo: bench_mod.Slo) -> tuple[dict, list[str]]:

@@ -448,8 +448,9 @@ class History:
         return [(p["steps"], p["t"], e) for p, e in zip(points, ends, strict=True) if e > p["t"]]
 
     def tier_means(self, run_id: str) -> list[dict[str, Any]]:
-        """Per tier an adaptive run held: its seconds and the mean per-stream tok/s and accept length of the log
-        seconds in it (a second counts for the tier in force when it began)."""
+        """Per tier an adaptive run held: its seconds, the mean per-stream tok/s and accept length of the log
+        seconds in it (a second counts for the tier in force when it began), and its verify passes in proportion
+        (``passes``: decode lines × running requests: the tiers' share of the passes)."""
         spans = self.tier_spans(run_id)
         if not spans:
             return []
@@ -458,7 +459,9 @@ class History:
         ).fetchall()
         out: dict[int, dict[str, float]] = {}
         for steps, begin, end in spans:
-            acc = out.setdefault(steps, {"seconds": 0.0, "ps_sum": 0.0, "ps_n": 0, "acc_sum": 0.0, "acc_n": 0})
+            acc = out.setdefault(
+                steps, {"seconds": 0.0, "ps_sum": 0.0, "ps_n": 0, "acc_sum": 0.0, "acc_n": 0, "passes": 0.0}
+            )
             acc["seconds"] += end - begin
         starts = [b for _, b, _ in spans]
         for row in rows:
@@ -470,12 +473,16 @@ class History:
             acc["ps_n"] += row["ps_n"]
             acc["acc_sum"] += row["acc_sum"]
             acc["acc_n"] += row["acc_n"]
+            # Verify passes, as the share of each tier: a decode line spans --decode-log-interval steps of its
+            # running requests (each a pass), so lines x running requests (the second's last count).
+            acc["passes"] += row["acc_n"] * (row["running_req"] or 1)
         return [
             {
                 "steps": k,
                 "seconds": round(v["seconds"], 3),
                 "tok_s": v["ps_sum"] / v["ps_n"] if v["ps_n"] else None,
                 "accept_len": v["acc_sum"] / v["acc_n"] if v["acc_n"] else None,
+                "passes": v["passes"],
             }
             for k, v in sorted(out.items())
         ]

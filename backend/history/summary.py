@@ -127,11 +127,19 @@ class RunSummary:
     # The error of ``accept_len``: batch means over its per-second log samples (None under 20 of them).
     accept_len_sem: float | None = None
     accept_len_dof: int = 0
-    # An adaptive run's tiers: {"steps", "seconds", "tok_s", "accept_len"} each (History.tier_means); () else.
+    # An adaptive run's tiers: {"steps", "seconds", "tok_s", "accept_len", "passes"} each (History.tier_means);
+    # () else.
     tiers: tuple[dict[str, Any], ...] = ()
     # What a report calls it where profile and drafter do not tell it from the runs beside it (a sweep's points:
     # `eagle3-aq [aq-medai] steps 4`); set by the report, None elsewhere (``backend.report.document.run_label``).
     label: str | None = None
+
+    def tier_mix(self) -> dict[int, float] | None:
+        """An adaptive run's share of verify passes per tier (what a pooled histogram of its requests mixes);
+        None for a run that said no tier."""
+        passes = {int(t["steps"]): float(t.get("passes") or 0.0) for t in self.tiers}
+        total = sum(passes.values())
+        return {k: v / total for k, v in passes.items() if v} if total > 0 else None
 
     def tiers_text(self) -> str | None:
         """``adaptive: 3 steps 58%, 5 steps 42%`` (the log time in each tier SGLang held), None for a fixed run."""

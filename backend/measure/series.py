@@ -302,6 +302,7 @@ class LiveSeries:
         self.steps = RingSeries(capacity)
         self.tier_seconds: dict[int, float] = {}
         self.tier: tuple[float, int] | None = None  # (since, steps) of the tier in force
+        self.tier_passes: dict[int, float] = {}  # verify passes per tier, in proportion (a histogram's tier mix)
         self.switch_lines = False  # the worker says its switches: a slot's decision is not one
         self.last_spec: Sample | None = None  # the newest decode sample with an accept length
 
@@ -312,6 +313,7 @@ class LiveSeries:
         self.last_spec = None
         self.steps.clear()
         self.tier_seconds.clear()
+        self.tier_passes.clear()
         self.tier = None
         self.ranks.clear()
         self.latest.clear()
@@ -363,6 +365,8 @@ class LiveSeries:
             return
         if self.tier is not None:  # the step line reaches every decode sample
             self.steps.append(t, self.tier[1])
+            # a decode line spans --decode-log-interval steps of its running requests: passes in proportion
+            self.tier_passes[self.tier[1]] = self.tier_passes.get(self.tier[1], 0.0) + (sample.running_req or 1)
         if sample.accept_len is not None:
             self.last_spec = sample  # its interval's per-algorithm fields (DSPARK's cap len) for the server line
         per_stream, accept = sample.stream_tps, sample.accept_len

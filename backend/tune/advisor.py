@@ -19,11 +19,12 @@ measured accuracy): rates with their errors plus this host's measured runs → a
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
 from backend.agent.host.shared import expect, units
+from backend.agent.host.shared.acceptance import per_position
 from backend.agent.host.shared.advice import (
     RECORD_SE,
     Acceptance,
@@ -236,6 +237,7 @@ def _advice(
     source: str = "",
     noise: expect.BenchNoise | None = None,
     gap: expect.Gap | None = None,
+    tiered: Sequence[tuple[list[int], Any, dict[int, float]]] = (),
 ) -> Advice:
     """The advice over ``points``; its rows' intervals cover what a bench (``noise``) will measure, while the
     stop rule judged the model's own (a point's true mean, not one bench's reading of it); ``gap``: the
@@ -250,6 +252,7 @@ def _advice(
         max_steps,
         fallback_cycle=(reference_steps, yardstick.cycle_ms),
         acceptance=acceptance,
+        tiered=tiered,
     )
     noise = noise or expect.bench_noise([], DEFAULT_REQUESTS)
     rows = [expect.cover(r, noise, gap) for r in done["rows"]]
@@ -279,10 +282,25 @@ def advise(
     # Like with like: a sweep's points were measured in one window, one against another (its done event's figures).
     measured = [r for r in peers if not run.sweep or r.sweep == run.sweep]
     points = [p for p in (run_point(r) for r in measured) if p is not None]
-    # An adaptive run of the drafter teaches each tier it held, as a run at that step count would.
-    points += [p for r in runs if adaptive_run(r) and r.drafter_path == run.drafter_path for p in tier_points(r)]
+    # An adaptive run of the drafter teaches each tier it held, as a run at that step count would (its cycle and
+    # tok/s), and its bench's requests every position a tier drafted (``tiered_histograms``).
+    adaptive = [r for r in runs if adaptive_run(r) and r.drafter_path == run.drafter_path]
+    points += [p for r in adaptive for p in tier_points(r)]
+    tiered = [t for r in adaptive for t in tiered_histograms(r)]
     noise = expect.bench_noise(bench_lists(peers), requests)
-    return _advice(run, points, yardstick, max_steps, targets, reference_steps, noise=noise)
+    return _advice(run, points, yardstick, max_steps, targets, reference_steps, noise=noise, tiered=tiered)
+
+
+def tiered_histograms(run: RunSummary) -> list[tuple[list[int], Any, dict[int, float]]]:
+    """An adaptive run's bench histograms (per prompt where its requests say, else pooled) with the share of its
+    passes at each tier (``RunSummary.tier_mix``): none where its log said no tier (no pass's tier known)."""
+    mix = run.tier_mix()
+    if not mix or histogram_of(run) is None:
+        return []
+    result = dict((run.bench or {}).get("result") or {})
+    result["acceptance"] = (run.bench or {}).get("acceptance")
+    point = Point.from_bench(max(mix), result)
+    return [(h, (run.id, c), mix) for h, c in zip(point.histograms, point.clusters, strict=True)]
 
 
 def advise_bench(
@@ -389,8 +407,18 @@ def apply(profile: ProfileConfig, steps: int, advice: Advice | None = None) -> A
     return Applied(updated, profile, steps, faster, own)
 
 
-def acceptance_lines(acceptance: dict | None, drafter: str | None, width: int = 16) -> list[str]:
-    """A bench's acceptance as text: one bar per histogram bin, then the per-position curve; or why it is absent."""
+def acceptance_lines(
+    acceptance: dict | None,
+    drafter: str | None,
+    width: int = 16,
+    *,
+    tiers: Mapping[int, float] | None = None,
+    dspark: dict | None = None,
+) -> list[str]:
+    """A bench's acceptance as text: one bar per histogram bin, then the per-position curve (any algorithm whose
+    requests report a histogram); or why it is absent. ``tiers``: an adaptive server's share of passes per tier,
+    the curve read with the positions past a pass's tier unobserved (``acceptance.per_position``); ``dspark``:
+    the bench's DSPARK figures (``acceptance.dspark_summary``)."""
     if not acceptance:
         return []
     histogram = acceptance.get("histogram")
@@ -400,7 +428,20 @@ def acceptance_lines(acceptance: dict | None, drafter: str | None, width: int = 
     out = [f"acceptance: {drafter or 'drafter'}, {n} verifies"]
     out += [f"{k} {'█' * round(width * h / top):<{width}} {h / n:4.0%}" for k, h in enumerate(histogram)]
     rates = acceptance.get("per_position") or []
+    if tiers:
+        rates = per_position(histogram, tiers)
     out.append("a_i " + " → ".join("—" if a is None else f"{a:.2f}" for a in rates))
+    if tiers:
+        total = sum(tiers.values()) or 1.0
+        mix = " · ".join(f"{k} {v / total:.0%}" for k, v in sorted(tiers.items()))
+        out.append(
+            f"adaptive: passes per tier {mix}; positions past a pass's tier unobserved (SGLang PR #31750's rule)"
+        )
+    if dspark:
+        line = f"DSPARK: verify window (cap len) {dspark['cap_len']:.2f} per pass"
+        if dspark.get("block_accept_len") is not None:
+            line += f", uncapped block accept len {dspark['block_accept_len']:.2f}"
+        out.append(line + f" (totals over {dspark['requests']} requests)")
     return out
 
 

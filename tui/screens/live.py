@@ -609,7 +609,10 @@ class LivePane(ShellPane):
     def on_bench_bar_finished(self, message: BenchBar.Finished) -> None:
         self._benched = message.server.id
         drafter = message.server.args.get("drafter")
-        lines = acceptance_lines(message.result.get("acceptance"), drafter)
+        tiers = dict(self.series.tier_passes) if message.server.args.get("adaptive") else None
+        lines = acceptance_lines(
+            message.result.get("acceptance"), drafter, tiers=tiers or None, dspark=message.result.get("dspark")
+        )
         # What the bench's prompts were, per domain, which looped (issue 32).
         notes = bench_notes(message.result)
         lines += [notes[0], *domain_lines(message.result), *notes[1:]]

@@ -34,9 +34,9 @@ from __future__ import annotations
 import math
 import random
 from itertools import zip_longest
-from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
-from .acceptance import reach
+from .acceptance import at_risk
 from .quantiles import quantile
 
 Z = 1.96  # a 95 % interval
@@ -464,43 +464,76 @@ class Acceptance:
 
     ``Acceptance([h1, h2, ...], clusters=[...])``: the histograms (bin k: verifies that accepted exactly k
     drafts), one per request or summed per cluster; ``clusters`` groups them (a prompt, a run) for the error,
-    default one each. A histogram counts for the positions it has (``cut`` one to what a run really drafted)."""
+    default one each. A histogram counts for the positions it has (``cut`` one to what a run really drafted);
+    ``tiers``, one per histogram (None: every pass drafted them all), the share of an adaptive run's passes at
+    each tier: positions past a pass's tier are unobserved, not rejected (``acceptance.per_position``), the
+    pooled rates solved to their fixed point over every histogram at once."""
 
     def __init__(
-        self, histograms: Sequence[Sequence[int]], clusters: Optional[Sequence[Any]] = None, *, note: str = ""
+        self,
+        histograms: Sequence[Sequence[int]],
+        clusters: Optional[Sequence[Any]] = None,
+        *,
+        note: str = "",
+        tiers: Optional[Sequence[Optional[Mapping[int, float]]]] = None,
     ) -> None:
-        keyed = list(zip(list(clusters) if clusters is not None else range(len(histograms)), histograms))
-        pairs = [(key, list(h)) for key, h in keyed if h and sum(h) > 0]
-        hists = [h for _, h in pairs]
-        keys = [key for key, _ in pairs]
+        keys_of = list(clusters) if clusters is not None else list(range(len(histograms)))
+        mixes = list(tiers) if tiers is not None else [None] * len(histograms)
+        triples = [(key, list(h), mix) for key, h, mix in zip(keys_of, histograms, mixes) if h and sum(h) > 0]
+        hists = [h for _, h, _ in triples]
         width = max((len(h) for h in hists), default=1) - 1
-        K = width
+        K = max([width, *[max(mix) for _, _, mix in triples if mix]])
         self.histogram = [sum(col) for col in zip(*[h + [0] * (width + 1 - len(h)) for h in hists])] if hists else []
-        # Per cluster: verifies that reached position i-1 (trials) and i (successes), for i = 1..K.
-        # Histograms of one cluster and length are summed first (reach is linear): a cluster per prompt makes
-        # ten thousand requests a few dozen sums.
-        summed: Dict[Tuple[Any, int], List[int]] = {}
-        for key, h in zip(keys, hists):
-            into = summed.get((key, len(h)))
+        # Histograms of one cluster, length and tier mix are summed first (the counts are linear): a cluster per
+        # prompt makes ten thousand requests a few dozen sums.
+        summed: Dict[Tuple[Any, int, Any], List[int]] = {}
+        mix_of: Dict[Any, Optional[Mapping[int, float]]] = {}
+        for key, h, mix in triples:
+            mixed = None if not mix else tuple(sorted(mix.items()))
+            mix_of[mixed] = mix
+            into = summed.get((key, len(h), mixed))
             if into is None:
-                summed[(key, len(h))] = list(h)
+                summed[(key, len(h), mixed)] = list(h)
             else:
                 for i, c in enumerate(h):
                     into[i] += c
-        per: Dict[Any, Tuple[List[float], List[float]]] = {}
-        for (key, length), h in summed.items():
-            # A histogram counts for the positions it drafted only (a 2-step run says nothing of position 3).
-            counts = reach(h)
-            t, s = per.setdefault(key, ([0.0] * K, [0.0] * K))
-            for i in range(min(K, length - 1)):
-                t[i] += counts[i]
-                s[i] += counts[i + 1]
-        trials = [sum(t[i] for t, _ in per.values()) for i in range(K)]
-        successes = [sum(s[i] for _, s in per.values()) for i in range(K)]
+
+        def per_cluster(rates: Optional[Sequence[Optional[float]]]) -> Dict[Any, Tuple[List[float], List[float]]]:
+            """Per cluster: passes that drafted position i (trials) and accepted it (successes), i = 1..K; without
+            ``rates``, read as if every pass drafted every position. A histogram counts for the positions it
+            drafted only (a 2-step run says nothing of position 3)."""
+            out: Dict[Any, Tuple[List[float], List[float]]] = {}
+            for (key, _, mixed), h in summed.items():
+                t_h, s_h = at_risk(h, mix_of[mixed], rates) if rates is not None else at_risk(h)
+                t, s = out.setdefault(key, ([0.0] * K, [0.0] * K))
+                for i in range(min(K, len(t_h))):
+                    t[i] += t_h[i]
+                    s[i] += s_h[i]
+            return out
+
+        def pooled(per: Dict[Any, Tuple[List[float], List[float]]]) -> Tuple[List[float], List[float]]:
+            return (
+                [sum(t[i] for t, _ in per.values()) for i in range(K)],
+                [sum(s[i] for _, s in per.values()) for i in range(K)],
+            )
+
+        per = per_cluster(None)
+        trials, successes = pooled(per)
+        # The tiers' split of each bin needs the rates: from the tier-blind ones (too low) up to the fixed point
+        # below 1 (a rate of 1 is one too, never a stable one)
+        if any(mix_of.values()):
+            for _ in range(500):
+                rates = [s / t if t > 1e-9 else None for t, s in zip(trials, successes)]
+                per = per_cluster(rates)
+                new_trials, successes = pooled(per)
+                settled = all(abs(a - b) < 1e-9 for a, b in zip(new_trials, trials))
+                trials = new_trials
+                if settled:
+                    break
         self.trials: List[float] = []
         self.rates: List[float] = []
         for i in range(K):
-            if not trials[i]:  # nothing reached this far: the chain ends here
+            if trials[i] <= 1e-9:  # nothing reached this far: the chain ends here
                 break
             self.trials.append(trials[i])
             self.rates.append(successes[i] / trials[i])
@@ -855,20 +888,32 @@ def assess(
     acceptance: Optional[Acceptance] = None,
     candidates: Optional[Sequence[int]] = None,
     replicates: int = REPLICATES,
+    tiered: Sequence[Tuple[Sequence[int], Any, Mapping[int, float]]] = (),
 ) -> Dict[str, Any]:
     """Everything from measured points: acceptance, cost, rows, the one best and the stop rule. The acceptance
-    pools every point's requests per position (positions an adaptive run never drafted left out); the cost is
-    fitted over the points' cycles."""
+    pools every point's requests per position (positions an adaptive run never drafted left out) and the
+    ``tiered`` histograms (an adaptive run's requests: (histogram, cluster, share of its passes per tier), the
+    positions past a pass's tier unobserved); where no point has a histogram, it is solved from the points'
+    accept lengths, as bench records' are (``lengths_acceptance``); the cost is fitted over the points' cycles."""
     points = pooled(points)
     share_spread(points)
     if acceptance is None:
-        hists: List[List[int]] = []
+        hists: List[Sequence[int]] = []
         keys: List[Any] = []
+        mixes: List[Optional[Mapping[int, float]]] = []
         for p in points:
             for h, c in zip(p.histograms, p.clusters):
                 hists.append(cut(h, p.positions))
                 keys.append((p.steps, c))
-        acceptance = Acceptance(hists, keys)
+                mixes.append(None)
+        for tiered_h, c, mix in tiered:
+            hists.append(tiered_h)
+            keys.append(("tiered", c))
+            mixes.append(mix)
+        acceptance = Acceptance(hists, keys, tiers=mixes)
+        lengths = {p.steps: p.accept_len for p in points if p.accept_len is not None and p.steps >= 1}
+        if not acceptance.steps and lengths:  # no position measured would predict a length of 1 everywhere
+            acceptance = lengths_acceptance(lengths)
     cycles = [(p.steps, p.cycle_ms, p.cycle_se or p.cycle_ms * CYCLE_SE_FLOOR) for p in points if p.cycle_ms]
     fallback = fallback_cycle or (points[0].steps if points else 3, 30.0)
     cost = CostModel.from_points(cycles, plain_ms, fallback)
