@@ -24,6 +24,7 @@ import time
 import tomllib
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import tomlkit
 import tomlkit.exceptions
@@ -40,6 +41,12 @@ HUB_CHECK_S = 3.0  # a hub that takes longer to list a repo is hung
 # A new hub hashes its files first (sha256 of 2.22 GiB: ~3.5 s here, several times that on a loaded machine);
 # until then every request that needs a digest waits, and huggingface_hub gives a header read 10 s.
 HUB_WARM_S = 120.0
+
+if TYPE_CHECKING:
+    from tomlkit import TOMLDocument
+
+    from backend.connection import Connection
+    from backend.settings import HostConfig
 
 
 def sandbox_dir() -> Path:
@@ -284,7 +291,7 @@ def write_config(
     try:
         text = layout.config.read_text()
         doc = tomlkit.parse(text)
-        if not isinstance(doc["hosts"][HOST_NAME], dict):  # type: ignore[index]
+        if not isinstance(doc["hosts"][HOST_NAME], dict):
             raise TypeError(HOST_NAME)
     except (OSError, ValueError, KeyError, TypeError, tomlkit.exceptions.TOMLKitError):
         layout.config.write_text(tomlkit.dumps(fresh))  # missing or beyond repair: a fresh one
@@ -292,12 +299,12 @@ def write_config(
     doc["target"] = fresh["target"]
     mine_hosts = doc["hosts"]
     wanted = {h.name for h in hosts}
-    for name in [n for n, t in mine_hosts.items() if _is_sandbox_host(n, t) and n not in wanted]:  # type: ignore[union-attr]
-        del mine_hosts[name]  # type: ignore[union-attr]
-    for name, new_host in fresh["hosts"].items():  # type: ignore[union-attr]
-        host = mine_hosts.get(name)  # type: ignore[union-attr]
+    for name in [n for n, t in mine_hosts.items() if _is_sandbox_host(n, t) and n not in wanted]:
+        del mine_hosts[name]
+    for name, new_host in fresh["hosts"].items():
+        host = mine_hosts.get(name)
         if not isinstance(host, dict):
-            mine_hosts[name] = new_host  # type: ignore[index]
+            mine_hosts[name] = new_host
             continue
         for key in _HOST_FACTS:
             if key in new_host:
@@ -307,7 +314,7 @@ def write_config(
     _refresh_fleet(doc, fresh)
     for table in ("drafters", "trainings", "profiles"):
         mine = doc.setdefault(table, tomlkit.table())
-        for name, values in fresh[table].items():  # type: ignore[union-attr]
+        for name, values in fresh[table].items():
             if name not in mine:
                 mine[name] = values
             elif table == "drafters":
@@ -318,15 +325,15 @@ def write_config(
     return True
 
 
-def _refresh_fleet(doc, fresh) -> None:
+def _refresh_fleet(doc: TOMLDocument, fresh: TOMLDocument) -> None:
     """The sandbox's fleet follows its hosts: added with the second host, its replicas redone when the hosts
     changed (its profile and router as the operator left them), dropped with one host left."""
     want = (fresh.get("fleets") or {}).get(FLEET_NAME)
     fleets = doc.get("fleets")
     have = fleets.get(FLEET_NAME) if isinstance(fleets, dict) else None
     if want is None:
-        if have is not None:
-            del fleets[FLEET_NAME]  # type: ignore[union-attr]
+        if have is not None and isinstance(fleets, dict):
+            del fleets[FLEET_NAME]
             if not fleets:
                 del doc["fleets"]
         return
@@ -338,7 +345,7 @@ def _refresh_fleet(doc, fresh) -> None:
         have["replicas"] = want["replicas"]
 
 
-def _configured_hosts(layout: Layout) -> dict:
+def _configured_hosts(layout: Layout) -> dict[str, Any]:
     try:
         hosts = tomllib.loads(layout.config.read_text())["hosts"]
     except (OSError, ValueError, KeyError, TypeError):
@@ -393,7 +400,7 @@ async def up(
     scenario_path: str | None = None,
     hosts: int | None = None,
     ssh: SshRoute | None = None,
-) -> dict:
+) -> dict[str, Any]:
     """Create (or reuse) the sandbox and make sure its local Hub is serving; returns what `sandbox up` prints.
 
     Reuse is checked: the host's agent must answer and the hub must serve the sandbox's repo, else a hub that
@@ -436,7 +443,7 @@ async def up(
     }
 
 
-def _fleet_summary(layout: Layout) -> dict | None:
+def _fleet_summary(layout: Layout) -> dict[str, Any] | None:
     """The sandbox's fleet as configured (the operator may have edited it): name, replicas, router; None
     with one host."""
     from backend.settings import load
@@ -451,7 +458,7 @@ def _fleet_summary(layout: Layout) -> dict | None:
     }
 
 
-def _host_config(member: SandboxHost):
+def _host_config(member: SandboxHost) -> HostConfig:
     from backend.settings import HostConfig
 
     route = member.ssh
@@ -475,7 +482,7 @@ async def _answers(member: SandboxHost) -> None:
     await (await Connection.open(_host_config(member))).close()
 
 
-async def hub_answers(conn, url: str) -> str | None:
+async def hub_answers(conn: Connection, url: str) -> str | None:
     """None when the hub at ``url`` serves the sandbox's repo, else why not (asked from the host, as a download
     would)."""
     got = await conn.call("http.request", url=f"{url}/api/models/{AQ_REPO}", timeout=HUB_CHECK_S)
@@ -484,7 +491,7 @@ async def hub_answers(conn, url: str) -> str | None:
     return got.get("error") or f"HTTP {got.get('status')}"
 
 
-async def _ensure_hub(conn, layout: Layout, rate: str) -> dict:
+async def _ensure_hub(conn: Connection, layout: Layout, rate: str) -> dict[str, Any]:
     running = [j for j in await list_jobs(conn, "hub") if j.state == "running"]
     replaced = None
     if running and layout.hub_url_file.exists():
@@ -528,7 +535,7 @@ async def _ensure_hub(conn, layout: Layout, rate: str) -> dict:
     return {"url": url, "job": job.id, **({"replaced": replaced} if replaced else {})}
 
 
-async def down() -> dict:
+async def down() -> dict[str, Any]:
     """Stop every job the sandbox's hosts run (hub, servers, downloads); files stay for the next `up`."""
     from backend.connection import Connection
 

@@ -11,13 +11,14 @@ import copy
 import json
 import os
 import struct
+from typing import Any
 
 from backend.agent.host.shared.safetensors_header import DTYPES
 
 _ORDER = {dtype: i for i, dtype in enumerate(DTYPES)}
 
 
-def header_bytes(tensors: dict, metadata: dict | None = None) -> tuple[bytes, int]:
+def header_bytes(tensors: dict[str, Any], metadata: dict[str, Any] | None = None) -> tuple[bytes, int]:
     """(8-byte length + header, data length) for ``{name: (dtype, shape)}``, laid out as the library does.
 
     The library orders tensors by dtype (its enum order, descending) then by name, writes compact JSON with
@@ -41,7 +42,7 @@ def header_bytes(tensors: dict, metadata: dict | None = None) -> tuple[bytes, in
     return struct.pack("<Q", len(text)) + text, offset
 
 
-def write_sparse_safetensors(path: str, tensors: dict, metadata: dict | None = None) -> str:
+def write_sparse_safetensors(path: str, tensors: dict[str, Any], metadata: dict[str, Any] | None = None) -> str:
     """Write a valid safetensors file whose data is a hole (zeros when read); returns ``path``."""
     head, data_len = header_bytes(tensors, metadata)
     with open(path, "wb") as f:
@@ -62,7 +63,7 @@ def eagle3_tensors(
     draft_vocab: int,
     target_vocab: int,
     aux_layers: int = 3,
-) -> dict:
+) -> dict[str, Any]:
     """``{name: (dtype, shape)}`` of a one-layer EAGLE-3 drafter as SpecForge saves it (no embed_tokens)."""
     attn = "midlayer.self_attn."
     mlp = "midlayer.mlp."
@@ -177,7 +178,7 @@ OURS_DRAFTER_CONFIG = {
 
 # kind → (tensors, config, safetensors metadata). "ours" has the K2 shapes and its own metadata.
 def dflash_tensors(hidden: int, layers: int, heads: int, kv_heads: int, head_dim: int, intermediate: int,
-                   target_layers: int) -> dict:  # fmt: skip
+                   target_layers: int) -> dict[str, Any]:  # fmt: skip
     """``{name: (dtype, shape)}`` of a DFlash block drafter (z-lab/dflash's DFlashDraftModel): fc fusing the
     target layers it reads, its decoder layers, no embed_tokens or lm_head (the target's are used)."""
     out = {"fc.weight": ("BF16", [hidden, target_layers * hidden]), "norm.weight": ("BF16", [hidden])}
@@ -239,8 +240,8 @@ DRAFTERS = {
 def write_drafter(
     directory: str,
     kind: str,
-    tensors: dict | None = None,
-    metadata: dict | None = None,
+    tensors: dict[str, Any] | None = None,
+    metadata: dict[str, Any] | None = None,
     **config_overrides: object,
 ) -> str:
     """Write ``config.json`` + a sparse ``model.safetensors`` for drafter ``kind`` (see ``DRAFTERS``).
@@ -311,7 +312,7 @@ def _file(header: object, data_len: int, declared: int | None = None) -> bytes:
     return struct.pack("<Q", n) + text + b"\0" * data_len
 
 
-def _t(dtype: str, shape: list, begin: int, end: int) -> dict:
+def _t(dtype: str, shape: list[float], begin: int, end: int) -> dict[str, Any]:
     return {"dtype": dtype, "shape": shape, "data_offsets": [begin, end]}
 
 
@@ -355,7 +356,7 @@ CORRUPT_FILES = {
 }
 
 
-def write_corrupt_corpus(directory: str) -> dict:
+def write_corrupt_corpus(directory: str) -> dict[str, Any]:
     """Write every file of ``CORRUPT_FILES`` into ``directory``; returns ``{path: rule}``."""
     os.makedirs(directory, exist_ok=True)
     out = {}

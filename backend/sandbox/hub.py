@@ -45,6 +45,7 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from typing import Any
 from urllib.parse import parse_qs, unquote, urlencode, urlsplit
 
 log = logging.getLogger(__name__)
@@ -76,19 +77,20 @@ def _iso(ts: float) -> str:
     return datetime.fromtimestamp(ts, utc).strftime("%Y-%m-%dT%H:%M:%S.000Z")
 
 
-def parse_front_matter(text: str) -> dict[str, object]:
+def parse_front_matter(text: str) -> dict[str, Any]:
     """A README's YAML front matter as card data: ``key: scalar``, ``key: [a, b]`` and ``key:`` followed by
     ``- item`` lines (what model cards use); nested maps are skipped. Stdlib only, so a subset of YAML."""
     lines = text.splitlines()
     if not lines or lines[0].strip() != "---":
         return {}
-    out: dict[str, object] = {}
-    key = None
+    out: dict[str, Any] = {}
+    key: str | None = None
     for line in lines[1:]:
         if line.strip() == "---":
             break
-        if line.startswith(("- ", "  - ")) and key is not None and isinstance(out.get(key), list):
-            out[key].append(_yaml_scalar(line.split("- ", 1)[1]))  # type: ignore[union-attr]
+        items = out.get(key) if key is not None else None
+        if line.startswith(("- ", "  - ")) and isinstance(items, list):
+            items.append(_yaml_scalar(line.split("- ", 1)[1]))
             continue
         if not line or line[0] in " #\t" or ":" not in line:
             continue
@@ -248,7 +250,8 @@ class DigestCache:
         except (OSError, ValueError):
             return None
         if data.get("size") == f.size and data.get("mtime_ns") == f.mtime_ns and data.get("lfs") == f.lfs:
-            return data.get("digest")
+            digest: str | None = data.get("digest")
+            return digest
         return None
 
     def _compute(self, repo_id: str, f: RepoFile) -> str:
@@ -333,7 +336,7 @@ class HubServer:
         self._drops: dict[str, _Drop] = {}
         self._drops_lock = threading.Lock()
         self._limited: _Limit | None = None
-        self._facts: dict[str, tuple[str, dict]] = {}  # repo id → (commit, what the Hub computes for it)
+        self._facts: dict[str, tuple[str, dict[str, Any]]] = {}  # repo id → (commit, what the Hub computes for it)
         self._httpd: _HTTPServer | None = None
         self._thread: threading.Thread | None = None
 
@@ -345,7 +348,7 @@ class HubServer:
         if self._httpd is None:
             raise RuntimeError("the hub server is not running; call start() first")
         host, port = self._httpd.server_address[:2]
-        return f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
+        return f"http://[{host!s}]:{port}" if ":" in str(host) else f"http://{host!s}:{port}"
 
     def start(self) -> str:
         """Bind and serve on a background thread; returns the URL."""
@@ -425,7 +428,7 @@ class HubServer:
 
     def repo_ids(self) -> list[str]:
         """Every ``org/name`` under root."""
-        out = []
+        out: list[str] = []
         for org in sorted(self.root.iterdir()) if self.root.is_dir() else []:
             if org.is_dir() and not org.name.startswith("."):
                 out.extend(
@@ -511,13 +514,13 @@ class HubServer:
             return {k: v for k, v in full.items() if k in ("_id", "id") or k in expand}
         return full
 
-    def facts(self, repo: Repo) -> dict[str, object]:
+    def facts(self, repo: Repo) -> dict[str, Any]:
         """What the Hub computes for a repo from its files (kept per commit): card data from README.md's front
         matter, tags, library, the config's top keys, the safetensors parameter counts, the base models."""
         cached = self._facts.get(repo.repo_id)
         if cached is not None and cached[0] == repo.commit:
             return cached[1]
-        card: dict[str, object] = {}
+        card: dict[str, Any] = {}
         readme = repo.files.get("README.md")
         if readme is not None:
             card = parse_front_matter(readme.abspath.read_text(errors="replace"))
@@ -528,7 +531,7 @@ class HubServer:
             except ValueError:
                 config = None
         config = config if isinstance(config, dict) else None
-        extra: dict[str, object] = {}
+        extra: dict[str, Any] = {}
         try:
             extra = json.loads((repo.folder / ".hub.json").read_text())
         except (OSError, ValueError):
@@ -560,7 +563,7 @@ class HubServer:
         if card.get("license"):
             computed.append(f"license:{card['license']}")
         tags += [t for t in computed + list(extra.get("tags") or []) if t not in tags]
-        facts: dict[str, object] = {
+        facts: dict[str, Any] = {
             "tags": tags,
             "downloads": int(extra.get("downloads") or 0),
             "library_name": library,
@@ -606,7 +609,7 @@ class HubServer:
                 continue
             repo = _scan(self.root, repo_id)
             facts = self.facts(repo)
-            if any(f not in facts["tags"] for f in filters):  # type: ignore[operator]
+            if any(f not in facts["tags"] for f in filters):
                 continue
             if gated is not None and (repo.gate_token is not None) != (gated.lower() == "true"):
                 continue
@@ -674,13 +677,14 @@ class _HTTPServer(ThreadingHTTPServer):
         if ":" in hub.host:
             self.address_family = socket.AF_INET6
         self.hub = hub
-        self._live: set = set()
+        self._live: set[socket.socket] = set()
         self._live_lock = threading.Lock()
         super().__init__((hub.host, hub.port), _Handler)
 
     def server_bind(self) -> None:
         socketserver.TCPServer.server_bind(self)  # skips HTTPServer's reverse DNS lookup of the host
-        self.server_name, self.server_port = self.server_address[:2]
+        host, self.server_port = self.server_address[:2]
+        self.server_name = str(host)  # a TCP server's address: (host, port)
 
     def process_request_thread(self, request, client_address):  # type: ignore[no-untyped-def]
         with self._live_lock:
@@ -915,8 +919,9 @@ class _Handler(BaseHTTPRequestHandler):
                 if not data:
                     break  # the file shrank under us: the client sees a short body
                 if pos <= flip < pos + len(data):
-                    data = bytearray(data)
-                    data[flip - pos] ^= 0xFF
+                    flipped = bytearray(data)
+                    flipped[flip - pos] ^= 0xFF
+                    data = bytes(flipped)
                 self.connection.sendall(data)
                 self._sent += len(data)
                 if rate:

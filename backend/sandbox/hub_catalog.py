@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
+from typing import Any
 
 from backend.sandbox import fixtures
 
@@ -28,20 +29,21 @@ WEIGHTS = "model.safetensors"
 GATE_TOKEN = "hf_sandbox_gate_token"  # the one token a gated catalog repo accepts
 
 
-def entries() -> list[dict]:
+def entries() -> list[dict[str, Any]]:
     """Every catalog entry, by repo id."""
     return [json.loads(p.read_text()) for p in sorted(CATALOG.glob("*.json"))]
 
 
-def entry(repo: str) -> dict:
+def entry(repo: str) -> dict[str, Any]:
     """The catalog entry of ``repo`` (KeyError when the catalog has none)."""
     path = CATALOG / (repo.replace("/", "__") + ".json")
     if not path.is_file():
         raise KeyError(repo)
-    return json.loads(path.read_text())
+    entry: dict[str, Any] = json.loads(path.read_text())
+    return entry
 
 
-def weights_layout(item: dict) -> dict[str, tuple]:
+def weights_layout(item: dict[str, Any]) -> dict[str, tuple[str, list[int]]]:
     """``{name: (dtype, shape)}`` of the entry's weights, as ``fixtures.header_bytes`` takes them."""
     return {name: (dtype, list(shape)) for name, (dtype, shape) in item["weights"]["tensors"].items()}
 
@@ -57,7 +59,7 @@ def yaml_scalar(value: object) -> str:
     return text if plain and text.lower() not in ("true", "false", "null", "yes", "no") else json.dumps(text)
 
 
-def front_matter_text(data: dict) -> str:
+def front_matter_text(data: dict[str, Any]) -> str:
     """``data`` as a README's YAML front matter block (keys with a scalar or a list of scalars)."""
     lines = ["---"]
     for key, value in data.items():
@@ -69,7 +71,7 @@ def front_matter_text(data: dict) -> str:
     return "\n".join([*lines, "---", ""])
 
 
-def readme(item: dict) -> str | None:
+def readme(item: dict[str, Any]) -> str | None:
     """The sandbox's README.md for an entry: its front matter, then each accept-length table with the lines
     that say how it was measured; None when the real repo has no card (or none was captured)."""
     card = item.get("card")
@@ -85,9 +87,9 @@ def readme(item: dict) -> str | None:
     return "\n".join(parts)
 
 
-def write_repo(root: Path, item: dict, gated_token: str = GATE_TOKEN) -> Path:
+def write_repo(root: Path, item: dict[str, Any], gated_token: str = GATE_TOKEN) -> Path:
     """Lay out one entry under ``root`` (idempotent: existing files are kept); returns the repo folder."""
-    folder = Path(root) / item["repo"]
+    folder: Path = Path(root) / item["repo"]
     folder.mkdir(parents=True, exist_ok=True)
     text = readme(item)  # (every file is written only when missing: the sandbox's own edits stay)
     if text is not None and not (folder / "README.md").exists():

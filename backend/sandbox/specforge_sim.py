@@ -123,7 +123,8 @@ def write_state(path: str, state: Dict[str, Any], size: int) -> None:
 
 def read_state(path: str) -> Dict[str, Any]:
     with open(path, "rb") as f:
-        return json.loads(f.readline().decode())
+        state: Dict[str, Any] = json.loads(f.readline().decode())
+        return state
 
 
 def draft_tensors(config: Dict[str, Any]) -> Dict[str, Any]:
@@ -210,6 +211,7 @@ def train_unified(argv: List[str]) -> int:
             print(why, flush=True)
             return 1
     path = data.get("hidden_states_path") or data.get("train_data_path")
+    assert path is not None, "the run file names its data (specdeck writes one of the two)"
     batch = int(training.get("batch_size") or 1)
     per_epoch = max(1, count_samples(path) // (batch * world))
     total = per_epoch * int(training.get("num_epochs") or 1)
@@ -506,7 +508,7 @@ def _script_config(ns: argparse.Namespace) -> Dict[str, Any]:
     path = os.path.join(ns.ckpt_dir, "config.json") if ns.ckpt_dir else ns.draft_model_config
     if path:
         with open(path) as f:
-            config = json.load(f)
+            config: Dict[str, Any] = json.load(f)
         config.pop("specdeck_sim", None)
         return config
     return dict(fixtures.KIMI_K2_DRAFTER_CONFIG)

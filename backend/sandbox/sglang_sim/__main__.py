@@ -4,4 +4,5 @@ import sys
 
 from backend.sandbox.sglang_sim.server import main
 
-sys.exit(main())
+main()
+sys.exit(0)

@@ -400,7 +400,11 @@ class Handler(BaseHTTPRequestHandler):
 
         def usage(with_details: bool) -> Dict[str, Any]:
             n = len(req.output_ids)
-            out = {"prompt_tokens": prompt_tokens, "total_tokens": prompt_tokens + n, "completion_tokens": n}
+            out: Dict[str, Any] = {
+                "prompt_tokens": prompt_tokens,
+                "total_tokens": prompt_tokens + n,
+                "completion_tokens": n,
+            }
             if with_details:
                 out["prompt_tokens_details"] = None
             out["reasoning_tokens"] = 0
@@ -435,7 +439,14 @@ class Handler(BaseHTTPRequestHandler):
         include_usage = bool((body.get("stream_options") or {}).get("include_usage"))
         self._stream(self._openai_chunks(req, chat, envelope, usage, include_usage))
 
-    def _openai_chunks(self, req: Request, chat: bool, envelope: Callable, usage: Callable, include: bool) -> Any:
+    def _openai_chunks(
+        self,
+        req: Request,
+        chat: bool,
+        envelope: Callable[..., Dict[str, Any]],
+        usage: Callable[[bool], Dict[str, Any]],
+        include: bool,
+    ) -> Any:
         """The SSE events of an OpenAI-style stream, produced as the scheduler releases tokens."""
         empty_delta = {"role": None, "content": None, "reasoning_content": None, "tool_calls": None}
         sent = 0

@@ -58,7 +58,7 @@ HF_CONFIG_FRAMES = [
 _SPEC_FRAME = "srt/server_args.py:645 __post_init__ | self._handle_speculative_decoding()"
 
 
-def resolve_args(args: Dict[str, Any], target: dict, log: Log) -> Dict[str, Any]:
+def resolve_args(args: Dict[str, Any], target: Dict[str, Any], log: Log) -> Dict[str, Any]:
     """Fill the model-dependent defaults ServerArgs.__post_init__ fills, with SGLang's warnings.
 
     Raises ``SimExit`` (after printing the traceback) where SGLang's checks raise in the main process.

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 import os
-from typing import Dict, List, Optional, Tuple
+from typing import Any, Dict, List, Optional, Tuple
 
 from backend.agent.host.shared.safetensors_header import read_header
 
@@ -29,7 +29,7 @@ def _hf_missing(path: str) -> str:
     )
 
 
-def read_model_config(path: str) -> Tuple[Optional[dict], str]:
+def read_model_config(path: str) -> Tuple[Optional[Dict[str, Any]], str]:
     """(config.json of a model folder, "") or (None, the error line SGLang's loaders raise)."""
     if not os.path.isdir(path):
         return None, _hf_missing(path)
@@ -43,7 +43,7 @@ def read_model_config(path: str) -> Tuple[Optional[dict], str]:
         return None, "json.decoder.JSONDecodeError: %s" % exc
 
 
-def text_config(config: dict) -> dict:
+def text_config(config: Dict[str, Any]) -> Dict[str, Any]:
     """The language model's config (multimodal wrappers such as Kimi-K2.5 nest it under text_config)."""
     text = config.get("text_config")
     return text if isinstance(text, dict) and "hidden_size" in text else config
@@ -57,7 +57,7 @@ def bytes_of(files: List[str]) -> int:
     return sum(os.path.getsize(f) for f in files)
 
 
-def expected_eagle3_shapes(target: dict, drafter: dict) -> Dict[str, List[int]]:
+def expected_eagle3_shapes(target: Dict[str, Any], drafter: Dict[str, Any]) -> Dict[str, List[int]]:
     """The EAGLE-3 drafter's parameter shapes when built to fit ``target`` (names without ``model.``)."""
     tcfg, dcfg = text_config(target), drafter
     hidden = int(tcfg["hidden_size"])

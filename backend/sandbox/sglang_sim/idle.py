@@ -63,4 +63,5 @@ class IdleCheck:
                     "num_queue_reqs": queued,
                 }
             )
-        return max(0.0, metrics.last_log_time + self.period - time.perf_counter()) + 0.001
+        wait: float = max(0.0, metrics.last_log_time + self.period - time.perf_counter()) + 0.001
+        return wait

@@ -137,7 +137,7 @@ class Node:
             self.log.uvicorn(
                 "ERROR",
                 "[Errno %d] error while attempting to bind on address %r: %s"
-                % (exc.errno, (host, port), (exc.strerror or "").lower()),
+                % (exc.errno or 0, (host, port), (exc.strerror or "").lower()),
             )
             return 1
         threading.Thread(target=httpd.serve_forever, name="health", daemon=True).start()

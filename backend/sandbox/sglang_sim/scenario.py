@@ -178,7 +178,7 @@ def active() -> Optional[Scenario]:
     return _active[path]
 
 
-def drafter_key(path: str, config: Optional[dict]) -> str:
+def drafter_key(path: str, config: Optional[Dict[str, Any]]) -> str:
     """The scenario's name for a drafter: ``dflash`` for a DFlash draft, ``dspark`` for a DSpark one (its config's
     class), else ``drafter_name``."""
     archs = " ".join(a for a in (config or {}).get("architectures") or [] if isinstance(a, str)).lower()

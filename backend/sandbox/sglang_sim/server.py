@@ -127,7 +127,7 @@ def serve(argv: List[str]) -> int:
         log.uvicorn(
             "ERROR",
             "[Errno %d] error while attempting to bind on address %r: %s"
-            % (exc.errno, (host, port), exc.strerror.lower()),
+            % (exc.errno or 0, (host, port), (exc.strerror or "").lower()),
         )
         log.uvicorn("INFO", "Waiting for application shutdown.")
         log.uvicorn("INFO", "Application shutdown complete.")

@@ -54,12 +54,12 @@ def resolve(args: Dict[str, Any], algorithm: Optional[str], log: Any) -> None:
     args["speculative_num_draft_tokens"] = steps + 1
 
 
-def load_config(path: Optional[str]) -> dict:
+def load_config(path: Optional[str]) -> Dict[str, Any]:
     """``_load_adaptive_config``: the file (which replaces the default, never merges) or the shipped ladder."""
     if path is None:
         return default_config("0.5.23")
     with open(path) as f:
-        config = json.load(f)
+        config: Any = json.load(f)  # checked below as SGLang checks it
     slots = [k for k in config if str(k).isdigit()] if isinstance(config, dict) else []
     for key in slots:
         steps = config[key].get("candidate_steps") if isinstance(config[key], dict) else None
@@ -70,7 +70,8 @@ def load_config(path: Optional[str]) -> dict:
             "speculative_adaptive_config must contain at least one integer-string BS key, "
             'e.g. {"1": {"candidate_steps": [1,3,7]}}. Got keys: %s' % list(config)
         )
-    return config  # other keys SGLang ignores, as it does
+    checked: Dict[str, Any] = config  # other keys SGLang ignores, as it does
+    return checked
 
 
 class Tiers(object):

@@ -18,7 +18,7 @@ import json
 import os
 import time
 import urllib.request
-from typing import TYPE_CHECKING, Any, Dict, List, Optional, Tuple
+from typing import TYPE_CHECKING, Any, Dict, List, NoReturn, Optional, Tuple
 
 from backend.agent.host.shared.safetensors_header import CheckpointError
 from backend.sandbox.sglang_sim import dspark as sim_dspark
@@ -66,7 +66,7 @@ class Startup:
     """SGLang's launch sequence, phase by phase, with the checks and failures that end it."""
 
     def __init__(
-        self, args: Dict[str, Any], target: dict, log: Log, dialect: Dialect, node: Optional[Node] = None
+        self, args: Dict[str, Any], target: Dict[str, Any], log: Log, dialect: Dialect, node: Optional[Node] = None
     ) -> None:
         self.args, self.target, self.log, self.dialect = args, target, log, dialect
         self.scale = time_scale()
@@ -93,7 +93,7 @@ class Startup:
         if self.node is not None:
             self.node.join()
 
-    def crash(self, frames: List[str], error: str) -> None:
+    def crash(self, frames: List[str], error: str) -> NoReturn:
         """Every scheduler rank reports the exception, then the launcher gives up (SGLang's SIGQUIT path)."""
         text = traceback_text(frames, error)
         for ranks in self.ranks:
@@ -106,7 +106,7 @@ class Startup:
         tic = time.perf_counter()
         self.all_ranks("Load weight begin. avail mem=%.2f GB" % self.avail)
         self.pause(1.6 if kind == "target" else 0.4)
-        weights_gb = weight_bytes / float(1 << 30) / self.args["tp_size"]
+        weights_gb: float = weight_bytes / float(1 << 30) / self.args["tp_size"]
         self.weights_loaded(arch, tic, weights_gb)
         return weights_gb
 
@@ -127,7 +127,7 @@ class Startup:
             % (arch, dtype, self.avail, weights_gb)
         )
 
-    def kv_cache(self, config: dict, frames: List[str], draft: bool) -> int:
+    def kv_cache(self, config: Dict[str, Any], frames: List[str], draft: bool) -> int:
         """``KV Cache is allocated`` for the target (the static pool) or the drafter (one layer); #tokens."""
         tic = time.perf_counter()
         tcfg = text_config(config)
@@ -238,7 +238,7 @@ class Startup:
         total = time.perf_counter() - self.began
         return dict(self.timings, cuda_graph=graphs, scheduler_e2e=total, tokenizer_e2e=total)
 
-    def drafter(self) -> Tuple[dict, List[str]]:
+    def drafter(self) -> Tuple[Dict[str, Any], List[str]]:
         """The drafter's config and weight files, or a crash with the error SGLang's draft worker raises."""
         path = self.args["speculative_draft_model_path"]
         frames = _DRAFT_FRAMES

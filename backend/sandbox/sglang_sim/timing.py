@@ -58,14 +58,20 @@ ACCEPT_P_NGRAM = 0.3
 ZERO_TIER = "plain decode + one draft step"
 
 
+def _first(length: float, steps: int, decay: float) -> float:
+    first = first_rate_for(length, steps, decay)
+    assert first is not None, "a chain reaches this accept length"
+    return first
+
+
 DECAY_OURS = 0.85
 DECAY_AQ = 0.9
-FIRST_OURS = first_rate_for(2.0, 3, DECAY_OURS)  # ≈ 0.585: the team's drafter, 2.0 at 3 steps → ≈ 60 tok/s
-FIRST_AQ = first_rate_for(3.3, 3, DECAY_AQ)  # ≈ 0.931: AQ-MedAI's drafter, 3.3 at 3 steps → ≈ 100 tok/s
+FIRST_OURS = _first(2.0, 3, DECAY_OURS)  # ≈ 0.585: the team's drafter, 2.0 at 3 steps → ≈ 60 tok/s
+FIRST_AQ = _first(3.3, 3, DECAY_AQ)  # ≈ 0.931: AQ-MedAI's drafter, 3.3 at 3 steps → ≈ 100 tok/s
 # A DFlash drafter (its config's class): z-lab/Kimi-K2.5-DFlash's published MT-Bench figure, accept length 3.7 at
 # block 8 (FIELD-NOTES-2026, its card), seven drafts falling ~15% a position.
 DECAY_DFLASH = 0.85
-FIRST_DFLASH = first_rate_for(3.7, 7, DECAY_DFLASH)  # ≈ 0.937
+FIRST_DFLASH = _first(3.7, 7, DECAY_DFLASH)  # ≈ 0.937
 # A DSpark drafter: 0.95 at every position, which gives the one real DSPARK decode line found (SGLang issue
 # #36081, DeepSeek-V4-Flash on 0.5.18, static verify): accept len 5.30, accept rate 0.86 at gamma 5.
 FIRST_DSPARK, DECAY_DSPARK = 0.95, 1.0
@@ -102,7 +108,7 @@ def time_scale() -> float:
     return float(os.environ.get("SPECDECK_SIM_TIME_SCALE", "1.0"))
 
 
-def drafter_rates(path: str, config: dict, steps: int) -> List[float]:
+def drafter_rates(path: str, config: Dict[str, Any], steps: int) -> List[float]:
     """A drafter folder's conditional acceptance at positions 1..steps: its ``specdeck_sim`` rates (the last
     one repeated past the list), else by the folder's name (see the module docstring)."""
     sim = config.get("specdeck_sim") or {}
@@ -113,9 +119,9 @@ def drafter_rates(path: str, config: dict, steps: int) -> List[float]:
         return [float(sim["accept_p"])] * steps
     chosen = scenario.active()
     key = scenario.drafter_key(path, config)
-    given = chosen.rates(key, steps) if chosen is not None else None
-    if given is not None:
-        return given
+    named = chosen.rates(key, steps) if chosen is not None else None
+    if named is not None:
+        return named
     first, decay = {
         "aq-medai": (FIRST_AQ, DECAY_AQ),
         "dflash": (FIRST_DFLASH, DECAY_DFLASH),

@@ -34,6 +34,9 @@ import threading
 import time
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
+# One forward pass as recorded: (wall time, ms, batch size, replayed as a graph, its speculation's facts).
+Pass = Tuple[float, float, int, bool, Dict[str, Any]]
+
 VERIFY_ENV = "SPECDECK_SIM_VERIFY"  # "graph": the target's verify replays as a CUDA graph
 SAMPLE_MS = 0.3  # eagle_sample (or a plain step's sampling)
 OTHER_MS = 0.5  # verify-input build, result copies and the host's gaps between stages
@@ -170,6 +173,7 @@ def _cycle(w: _Writer, stages: List[Stage], gpu: float, names: Dict[str, str], s
             if not stage.graph and stage.name in ("draft", "draft_extend"):
                 spans.append((names["step_draft"], a, b))
         end = w.host + 1.0
+        assert first is not None  # a stage has one part at least
         if stage.name in ("draft", "draft_extend"):
             spans.append((stage.name, first - 1.0, end))
         elif stage.name in ("verify", "decode"):
@@ -199,7 +203,7 @@ class Profiler(object):
         self.info, self.ranks, self.costs = info, ranks, costs
         self._lock = threading.Lock()
         self.active: Optional[Dict[str, Any]] = None
-        self.passes: List[Tuple[float, float, int, bool, Dict[str, Any]]] = []
+        self.passes: List[Pass] = []
 
     # -- the endpoints --------------------------------------------------------------------------------
 
@@ -273,7 +277,7 @@ class Profiler(object):
             self.info("Stop profiling%s..." % suffix, ranks)
         threading.Thread(target=self._export, args=(active, passes, suffix), daemon=True).start()
 
-    def _export(self, active: Dict[str, Any], passes: list, suffix: str) -> None:
+    def _export(self, active: Dict[str, Any], passes: List[Pass], suffix: str) -> None:
         os.makedirs(active["dir"], exist_ok=True)
         for rank in range(self.tp):
             prefix = active["prefix"] + "-" if active["prefix"] else ""
@@ -286,7 +290,7 @@ class Profiler(object):
 
 
 def write_trace(
-    path: str, passes: list, rank: int, tp: int, version: str, current: bool, costs: Dict[str, float]
+    path: str, passes: List[Pass], rank: int, tp: int, version: str, current: bool, costs: Dict[str, float]
 ) -> Dict[str, Any]:
     """One rank's trace of the recorded ``passes`` ((end time, ms, batch, graph, spec) each), gzip'd at ``path``
     (written under a temporary name, then renamed); returns the document."""
