@@ -363,6 +363,14 @@ def test_verdict_llama8b_drafter_on_kimi_target(tmp_path):
     ]
 
 
+def test_verdict_of_an_eagle1_config_read_without_its_tensors():
+    """config.json alone (a Hub listing, a folder still downloading): judged by what it says, no traceback."""
+    drafter = {"config": {"architectures": ["LlamaForCausalLMEagle"], "hidden_size": 4096, "vocab_size": 32000}}
+    v = ck.verdict({**drafter, "tensors": {}}, {"hidden_size": 4096, "vocab_size": 32000})
+    assert v["compatible"] is None and v["problems"] == [] and v["algorithm"] == "EAGLE"
+    assert v["unchecked"][0].startswith("tensor shapes: no safetensors were read")
+
+
 def test_verdict_catches_each_failure(tmp_path):
     def judge(**kw) -> dict:
         folder = str(tmp_path / f"d{len(os.listdir(tmp_path))}")

@@ -26,7 +26,7 @@ _REPO = re.compile(r"^[\w.-]+(/[\w.-]+)?$")
 # --- sources ---
 
 
-def inspect_local(path: str) -> dict:
+def inspect_local(path: str) -> dict[str, Any]:
     """``inspect_checkpoint`` for a path on this machine; any refusal is a ``UsageError`` (exit 2)."""
     try:
         return inspect_checkpoint(path)
@@ -43,7 +43,7 @@ def parse_hub_spec(spec: str) -> tuple[str, str | None]:
     return repo, revision or None
 
 
-def inspect_hub(repo_spec: str, endpoint: str | None = None, token: str | None = None) -> dict:
+def inspect_hub(repo_spec: str, endpoint: str | None = None, token: str | None = None) -> dict[str, Any]:
     """Inspect a hub repo from its config.json and its safetensors headers (Range requests, no weights).
 
     Returns the ``inspect_checkpoint`` dict with ``path`` = ``repo_spec``. A missing repo, a gated one or an
@@ -90,12 +90,12 @@ def inspect_hub(repo_spec: str, endpoint: str | None = None, token: str | None =
 
 def hub_result(
     spec: str,
-    config: dict | None,
-    files: list[tuple[str, int | None, dict]],
-    weight_map: dict | None,
+    config: dict[str, Any] | None,
+    files: list[tuple[str, int | None, dict[str, Any]]],
+    weight_map: dict[str, Any] | None,
     notes: list[str],
     index_meta: Any = None,
-) -> dict:
+) -> dict[str, Any]:
     """The inspect dict of a hub repo from its safetensors headers as JSON objects (``(name, file size or None,
     header)``): each header validated as a local one is; with a size, the header must describe exactly the
     file. Without one (a search reads no sizes) a file counts its tensors' bytes. Corrupt: a UsageError."""
@@ -122,7 +122,7 @@ def hub_result(
         raise UsageError(str(exc)) from None
 
 
-def hub_config(repo_spec: str, endpoint: str | None = None, token: str | None = None) -> dict:
+def hub_config(repo_spec: str, endpoint: str | None = None, token: str | None = None) -> dict[str, Any]:
     """The config.json of a hub repo (a target model's, say); errors as ``inspect_hub``'s."""
     import huggingface_hub
 
@@ -136,7 +136,7 @@ def hub_config(repo_spec: str, endpoint: str | None = None, token: str | None = 
     return config
 
 
-def _hub_config(api: Any, repo_spec: str, endpoint: str | None, token: str | None) -> dict | None:
+def _hub_config(api: Any, repo_spec: str, endpoint: str | None, token: str | None) -> dict[str, Any] | None:
     """config.json of ``repo_spec``, None when the repo has none.
 
     It first asks paths-info, which huggingface_hub does not retry: a missing repo or an unreachable hub fails
@@ -155,7 +155,7 @@ def _hub_config(api: Any, repo_spec: str, endpoint: str | None, token: str | Non
             return config_object(f.read(), f"{repo_spec}/{CONFIG}")
 
 
-def config_object(data: bytes | str, where: str, fix: str = "fix the config on the hub") -> dict:
+def config_object(data: bytes | str, where: str, fix: str = "fix the config on the hub") -> dict[str, Any]:
     """A config.json's content as a dict, or a UsageError naming ``where`` and what to do."""
     try:
         config = json.loads(data)
@@ -193,7 +193,7 @@ def _hub_error(exc: Exception, spec: str, endpoint: str) -> Exception:
 # --- diff ---
 
 
-def flatten_config(cfg: dict | None, prefix: str = "") -> dict:
+def flatten_config(cfg: dict[str, Any] | None, prefix: str = "") -> dict[str, Any]:
     """Nested keys joined by '.': ``{"eagle_config": {"x": 1}}`` → ``{"eagle_config.x": 1}``; lists stay."""
     out: dict[str, Any] = {}
     for key, value in (cfg or {}).items():
@@ -234,7 +234,7 @@ def _status(in_a: bool, in_b: bool, same: bool, changed: str) -> str:
     return "same" if same else changed
 
 
-def _totals(tensors: list[dict]) -> dict:
+def _totals(tensors: list[dict[str, Any]]) -> dict[str, Any]:
     return {
         "params": sum(_numel(t["shape"]) for t in tensors),
         "bytes": sum(t["bytes"] for t in tensors),
@@ -249,7 +249,7 @@ def _numel(shape: list[int]) -> int:
     return n
 
 
-def diff(a: dict, b: dict, target: dict | None = None) -> dict:
+def diff(a: dict[str, Any], b: dict[str, Any], target: dict[str, Any] | None = None) -> dict[str, Any]:
     """Config rows, tensor rows, sizes per side and per group, and both drafters' verdicts against ``target``.
 
     ``a`` and ``b`` are inspect dicts; ``target`` is the target's config.json (or its inspect dict).
@@ -314,17 +314,17 @@ def diff(a: dict, b: dict, target: dict | None = None) -> dict:
 # --- verdict ---
 
 
-def _int(cfg: dict | None, key: str) -> int | None:
+def _int(cfg: dict[str, Any] | None, key: str) -> int | None:
     value = (cfg or {}).get(key)
     return value if type(value) is int else None
 
 
-def _shape(tensors: dict, name: str, dims: int) -> list[int] | None:
+def _shape(tensors: dict[str, Any], name: str, dims: int) -> list[int] | None:
     info = tensors.get(name)
     return info["shape"] if info and len(info["shape"]) == dims else None
 
 
-def language_config(cfg: dict | None) -> dict | None:
+def language_config(cfg: dict[str, Any] | None) -> dict[str, Any] | None:
     """The part of a target config that describes the language model (multimodal ones nest it)."""
     if cfg and "hidden_size" not in cfg and isinstance(cfg.get("text_config"), dict):
         return cfg["text_config"]
@@ -367,13 +367,13 @@ MLA_EAGLE3_ARCH = "Eagle3DeepseekV2ForCausalLM"
 BLOCK_ALGORITHMS = ("DFLASH", "DSPARK")  # block drafters: the target's embedding and lm_head, no aux fc of 3
 
 
-def architectures(cfg: dict | None) -> list[str]:
+def architectures(cfg: dict[str, Any] | None) -> list[str]:
     """The config's ``architectures`` names (strings only)."""
     archs = (cfg or {}).get("architectures") or []
     return [a for a in archs if isinstance(a, str)] if isinstance(archs, list) else []
 
 
-def _algorithm(cfg: dict | None) -> str | None:
+def _algorithm(cfg: dict[str, Any] | None) -> str | None:
     names = architectures(cfg)
     for name in names:
         if name in DRAFT_ARCHITECTURES:
@@ -389,7 +389,7 @@ def _algorithm(cfg: dict | None) -> str | None:
 NESTED_KEYS = ("transformer_layer_config",)
 
 
-def drafter_config(cfg: dict | None) -> tuple[dict | None, str | None]:
+def drafter_config(cfg: dict[str, Any] | None) -> tuple[dict[str, Any] | None, str | None]:
     """The drafter's config as SGLang reads it, and the key it was read from when the file nests it (vLLM's
     speculators format: ``transformer_layer_config`` under top-level ``draft_vocab_size``, aux layer ids…)."""
     if not isinstance(cfg, dict):
@@ -405,7 +405,7 @@ def drafter_config(cfg: dict | None) -> tuple[dict | None, str | None]:
     return cfg, None
 
 
-def _decoder_prefix(tensors: dict) -> str | None:
+def _decoder_prefix(tensors: dict[str, Any]) -> str | None:
     """Where the drafter's one decoder layer lives: ``midlayer.`` (EAGLE-3 as SpecForge saves it) or
     ``layers.0.`` (EAGLE-1/2, and the speculators format)."""
     for prefix in ("midlayer.", "layers.0.", "model.layers.0."):
@@ -414,7 +414,7 @@ def _decoder_prefix(tensors: dict) -> str | None:
     return None
 
 
-def _layout(cfg: dict | None, tensors: dict) -> str | None:
+def _layout(cfg: dict[str, Any] | None, tensors: dict[str, Any]) -> str | None:
     """What the tensors are, whatever the config says: ``EAGLE`` for an EAGLE-1/2 layout (fc [h, 2h]: the
     token's embedding and the target's last hidden state; no lm_head, the target's is used; the decoder layer
     under ``layers.0.``), ``EAGLE3`` for an EAGLE-3 one (fc fusing several aux layers, or ``midlayer.``, or its
@@ -428,7 +428,7 @@ def _layout(cfg: dict | None, tensors: dict) -> str | None:
     return "EAGLE3" if not eagle1 or _decoder_prefix(tensors) == "midlayer." else None
 
 
-def drafter_kind(drafter: dict) -> str | None:
+def drafter_kind(drafter: dict[str, Any]) -> str | None:
     """``EAGLE3``, ``EAGLE`` (EAGLE-1/2), ``DFLASH`` or ``DSPARK``: what ``--speculative-algorithm`` it needs, from
     its architectures or, where they name no EAGLE (yuhuili's EAGLE-1/2 drafters say ``LlamaForCausalLM``), from
     its layout (``_layout``). Where architectures and tensors disagree the tensors decide (SGLang builds the class
@@ -444,7 +444,7 @@ def drafter_kind(drafter: dict) -> str | None:
     return layout or named if named else ("EAGLE" if layout == "EAGLE" else None)
 
 
-def drafter_family(cfg: dict | None) -> str | None:
+def drafter_family(cfg: dict[str, Any] | None) -> str | None:
     """``DFlash``, ``DSpark`` or ``MTP`` where the config says the drafter is one (its own config block or class:
     SpecForge's ``dflash_config`` / ``DFlashDraftModel``; DSpark's ``dspark_config``, the ``dspark_*`` keys of a
     draft bundled in its target, or a ``…DSpark…`` class; ``mtp_config`` / ``Qwen3_5MTPDraftModel``): such a
@@ -463,7 +463,7 @@ def drafter_family(cfg: dict | None) -> str | None:
     return None
 
 
-def config_facts(cfg: dict | None) -> list[str]:
+def config_facts(cfg: dict[str, Any] | None) -> list[str]:
     """What a drafter's config.json says that shapes alone would not: its kind where it is not EAGLE's, an
     explicit head_dim that hidden_size / heads would get wrong, EAGLE-3.1's extras, an MoE decoder layer."""
     cfg, _ = drafter_config(cfg)
@@ -513,12 +513,12 @@ def config_facts(cfg: dict | None) -> list[str]:
     return facts
 
 
-def verdict_word(v: dict) -> str:
+def verdict_word(v: dict[str, Any]) -> str:
     """``compatible``, ``incompatible`` or ``unchecked`` (no problem found, but the tensor shapes were not seen)."""
     return "unchecked" if v["compatible"] is None else "compatible" if v["compatible"] else "incompatible"
 
 
-def _trained_for(drafter: dict) -> str | None:
+def _trained_for(drafter: dict[str, Any]) -> str | None:
     """The target model_type a drafter says it was trained for, when its config or metadata records one."""
     cfg = drafter.get("config") or {}
     for source in (cfg, cfg.get("eagle_config") or {}, drafter.get("metadata") or {}):
@@ -527,7 +527,7 @@ def _trained_for(drafter: dict) -> str | None:
     return None
 
 
-def verdict(drafter: dict, target_config: dict | None) -> dict:
+def verdict(drafter: dict[str, Any], target_config: dict[str, Any] | None) -> dict[str, Any]:
     """Judge one drafter (an inspect dict) against the target's config.json.
 
     Returns ``{"compatible", "problems", "notes", "unchecked", "algorithm", "kind"}``: problems are sentences
@@ -653,8 +653,8 @@ def verdict(drafter: dict, target_config: dict | None) -> dict:
 
 
 def _eagle1_checks(
-    cfg: dict | None,
-    tensors: dict,
+    cfg: dict[str, Any] | None,
+    tensors: dict[str, Any],
     hidden: int | None,
     hidden_name: str,
     vocab_t: int | None,
@@ -668,7 +668,7 @@ def _eagle1_checks(
         problems.append(
             "fc.weight is missing: an EAGLE drafter fuses the embedding and the target's hidden state with it"
         )
-    elif hidden and (fc[0] != hidden or fc[1] != 2 * hidden):
+    elif fc is not None and hidden and (fc[0] != hidden or fc[1] != 2 * hidden):
         problems.append(
             f"fc.weight is {fc} but an EAGLE-1/2 drafter of {hidden_name} {hidden} has [{hidden}, {2 * hidden}]"
         )
@@ -693,16 +693,16 @@ def _eagle1_checks(
 
 
 def _eagle3_checks(
-    cfg: dict | None,
-    tensors: dict,
-    target: dict | None,
+    cfg: dict[str, Any] | None,
+    tensors: dict[str, Any],
+    target: dict[str, Any] | None,
     hidden: int | None,
     hidden_name: str,
     vocab_t: int | None,
     problems: list[str],
     notes: list[str],
     unchecked: list[str],
-    target_config: dict | None,
+    target_config: dict[str, Any] | None,
 ) -> None:
     """EAGLE-3 (SpecForge): fc fuses the aux layers' hidden states (n × h inputs), the decoder layer reads the
     embedding and that (2h), its own lm_head over a draft vocabulary mapped to the target's by d2t/t2d."""
@@ -779,7 +779,7 @@ def _eagle3_checks(
         problems.append(f"t2d has {t2d[0]} entries but {vocab_name} is {vocab}")
 
 
-def _whole_model(cfg: dict | None, tensors: dict, target: dict | None) -> bool:
+def _whole_model(cfg: dict[str, Any] | None, tensors: dict[str, Any], target: dict[str, Any] | None) -> bool:
     """Whether a config with no draft class is a whole model rather than a drafter in an unnamed class: its
     tensors (when read) have no draft layout; without them, it has the target's depth and width, or more layers
     than any drafter (yuhuili's EAGLE-1 configs say LlamaForCausalLM with one layer: only tensors tell those)."""
@@ -793,7 +793,7 @@ def _whole_model(cfg: dict | None, tensors: dict, target: dict | None) -> bool:
     return (same_shape and _int(lang, "hidden_size") == _int(target, "hidden_size")) or (layers or 0) > 2
 
 
-def _whole_model_verdict(cfg: dict, target: dict | None, notes: list[str]) -> dict:
+def _whole_model_verdict(cfg: dict[str, Any], target: dict[str, Any] | None, notes: list[str]) -> dict[str, Any]:
     """A config with no draft layout behind it: the target's own shape (a copy of it, quantized or fine-tuned,
     not a drafter), or a language model that can draft as STANDALONE only with the target's vocabulary."""
     lang = language_config(cfg) or {}
@@ -837,9 +837,9 @@ def _whole_model_verdict(cfg: dict, target: dict | None, notes: list[str]) -> di
 
 
 def _block_checks(
-    cfg: dict | None,
-    tensors: dict,
-    target: dict | None,
+    cfg: dict[str, Any] | None,
+    tensors: dict[str, Any],
+    target: dict[str, Any] | None,
     hidden: int | None,
     hidden_name: str,
     vocab_t: int | None,
@@ -905,7 +905,7 @@ def _block_checks(
     notes.append("no embed_tokens or lm_head of its own: a block drafter uses the target's")
 
 
-def _block_config(cfg: dict) -> dict:
+def _block_config(cfg: dict[str, Any]) -> dict[str, Any]:
     """A block drafter's keys as SGLang reads them: ``dflash_config`` (and DSpark's ``dspark_config``) over the
     top level, and a bundled DSpark draft's ``dspark_``-prefixed keys (0.5.23 dflash_utils._cfg_get;
     dspark_config.py:162-237). The config itself when it has none of them."""
@@ -921,7 +921,7 @@ def _block_config(cfg: dict) -> dict:
     return merged
 
 
-def _dflash_rules(block: dict, problems: list[str], notes: list[str]) -> None:
+def _dflash_rules(block: dict[str, Any], problems: list[str], notes: list[str]) -> None:
     """What SGLang 0.5.23's DFLASH parser refuses beyond the shapes (speculative/dflash_utils.py:445-800), and the
     block size it will verify."""
     for pair in (("conv_kernel_size", "conv_group_size"), ("selector_rank", "selector_top_k")):
@@ -943,7 +943,7 @@ def _dflash_rules(block: dict, problems: list[str], notes: list[str]) -> None:
         notes.append("every draft layer is sliding (or causal): SGLang may run the draft on trtllm_mha")
 
 
-def _dspark_rules(block: dict, mask: int | None, problems: list[str], notes: list[str]) -> None:
+def _dspark_rules(block: dict[str, Any], mask: int | None, problems: list[str], notes: list[str]) -> None:
     """What SGLang 0.5.23's DSpark parser and worker refuse (dspark_config.py:214-322, its words), and gamma."""
     if mask is None:
         problems.append("DSpark requires mask_token_id to be set in the draft model config.")
@@ -961,7 +961,12 @@ def _dspark_rules(block: dict, mask: int | None, problems: list[str], notes: lis
 
 
 def _mla_checks(
-    cfg: dict | None, tensors: dict, target: dict | None, prefix: str, hidden: int | None, problems: list[str]
+    cfg: dict[str, Any] | None,
+    tensors: dict[str, Any],
+    target: dict[str, Any] | None,
+    prefix: str,
+    hidden: int | None,
+    problems: list[str],
 ) -> None:
     """An MLA EAGLE-3 drafter (SGLang's Eagle3DeepseekV2ForCausalLM): its attention reads 2h inputs through the
     low-rank projections and shares the target's MLA KV layout, so the ranks and head dims must be the target's;
@@ -1002,12 +1007,12 @@ def format_value(value: Any) -> str:
     return value if isinstance(value, str) else json.dumps(value)
 
 
-def format_tensor(side: dict | None) -> str:
+def format_tensor(side: dict[str, Any] | None) -> str:
     """One side of a tensor row: ``BF16 [7168, 21504]``, or a dash when that side lacks the tensor."""
     return "—" if side is None else f"{side['dtype']} {side['shape']}"
 
 
-def format_totals(totals: dict, sep: str = ", ") -> str:
+def format_totals(totals: dict[str, Any], sep: str = ", ") -> str:
     """A summary entry (``{"params", "bytes", "tensors"}``): ``1.19 B params, 2.22 GiB, 15 tensors``."""
     parts = (
         f"{format_params(totals['params'])} params",
@@ -1021,7 +1026,7 @@ def _cell(value: Any) -> str:
     return format_value(value).replace("|", "\\|")
 
 
-def diff_to_markdown(diff: dict, a_label: str, b_label: str) -> str:
+def diff_to_markdown(diff: dict[str, Any], a_label: str, b_label: str) -> str:
     """The diff as a Markdown report: verdict, sizes per group, config rows and tensor rows."""
     v = diff["verdict"]
     lines = [f"# Drafter diff: {a_label} vs {b_label}", ""]
