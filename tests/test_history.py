@@ -558,7 +558,9 @@ async def test_history_detail_shows_the_highlighted_runs_latency(three_runs, tmp
         assert headers[0] == "run" and "vs baseline" in headers
         assert column_shown(detail, "ITL p50/p95 ms") and column_shown(detail, "TTFT p95 ms"), headers
         runs = pane.query_one("#history-runs", DataTable)  # the accept length the detail leaves to it, in view
-        assert all(column_shown(runs, key) for key in ("drafter", "tok/s/stream", "accept", "vs baseline"))
+        assert all(
+            column_shown(runs, key) for key in ("drafter", "tok/s/stream", "accept", "vs baseline", "break-even")
+        )
         row = [str(cell) for cell in detail.get_row_at(0)]
         # No bench: the server's histograms since it started, warm-up and all, marked so.
         assert "11.0 / 35.5 srv" in row and ">8000 srv" in row
@@ -591,8 +593,8 @@ def test_cli_history_prints_every_level_and_no_markdown():
 
 @pytest.mark.parametrize("size", [(100, 30), (160, 45)])
 async def test_sweep_points_in_history_say_their_steps_and_host(tmp_path, monkeypatch, size):
-    """A sweep's points are one profile at several steps (issue 33): the runs table says each one's steps/topk/
-    draft from its launch command, and which host ran it, at both sizes."""
+    """A sweep's points are one profile at several steps (issue 33): the runs table's profile cell says each one's
+    steps/topk/draft from its launch command, a column which host ran it, at both sizes."""
     from tests.runs import add_benched_run
 
     with History.open() as history:
@@ -604,6 +606,7 @@ async def test_sweep_points_in_history_say_their_steps_and_host(tmp_path, monkey
         pane = app.query_one(HistoryPane)
         runs = pane.query_one("#history-runs", DataTable)
         await until(pilot, lambda: runs.row_count == 2 and runs.size.width > 0, "the two points")
-        assert column_shown(runs, "steps/topk/draft") and column_shown(runs, "host")
+        assert column_shown(runs, "profile") and column_shown(runs, "host")
         cells = [[str(c) for c in runs.get_row_at(i)] for i in range(2)]
-        assert sorted(row[3] for row in cells) == ["2/1/?", "4/1/?"]
+        assert sorted(row[1] for row in cells) == ["eagle3-aq 2/1/?", "eagle3-aq 4/1/?"]
+        assert all(row[3] == "box" for row in cells)

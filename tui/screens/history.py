@@ -44,13 +44,12 @@ from tui.widgets.runchart import RunChart
 T = TypeVar("T")
 _DIGITS = re.compile(r"\d")
 SYNC_EVERY_S = 10.0
-SPEC = "steps/topk/draft"
-COLUMNS = ("", "profile", "drafter", SPEC, "host", "started", "outcome", "samples", "streams", "tok/s/stream", "total",
+COLUMNS = ("", "profile", "drafter", "host", "started", "outcome", "samples", "streams", "tok/s/stream", "total",
            "accept", "vs baseline", "break-even")  # fmt: skip
-# The runs table's columns by priority: the figures judged first, then what tells runs apart (a sweep's points
-# are one profile at several steps, on one host or several).
-RUNS_PRIORITY = ("", "profile", "drafter", "tok/s/stream", "accept", "vs baseline", "break-even", SPEC, "host",
-                 "started", "outcome", "streams", "total", "samples")  # fmt: skip
+# The runs table's columns by priority: the figures judged first, then what tells runs apart (a sweep's points are
+# one profile at several steps, which the profile's cell says, `eagle3-aq 4/1/5`; on one host or several).
+RUNS_PRIORITY = ("", "profile", "drafter", "tok/s/stream", "accept", "vs baseline", "break-even", "host", "started",
+                 "outcome", "streams", "total", "samples")  # fmt: skip
 
 # The detail panel's latency columns: the highlighted runs' server histograms (what `report` calls them).
 LATENCY_HEADERS = ("ITL p50/p95 ms", "TTFT p95 ms")
@@ -198,8 +197,8 @@ class HistoryPane(ShellPane):
             mark = ("✓" if r.id in self.selected else " ") + ("★" if r.is_baseline else " ")
             c = run_cells(r, yardstick)
             rows.append([
-                mark, c["profile"], c["drafter"], c["spec"], c["host"], _started(r.started), c["outcome"],
-                c["samples"], c["streams"],
+                mark, c["profile"] + ("" if c["spec"] == "—" else f" {c['spec']}"), c["drafter"], c["host"],
+                _started(r.started), c["outcome"], c["samples"], c["streams"],
                 c["tok_s"], c["total_tok_s"], c["accept"], c["vs_baseline"], c["break_even"],
             ])  # fmt: skip
         self._runs_rows = (rows, [r.id for r in runs])
