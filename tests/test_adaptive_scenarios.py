@@ -104,11 +104,14 @@ async def test_the_simulator_measures_the_win(models, tmp_path, monkeypatch):
 
 
 async def test_advise_adaptive_serves_its_proposal_and_benches_it_against_fixed_steps(models, tmp_path):
-    """``advisor.ab_bench`` (the Tune tab's A, ``advise --adaptive --ab``): the proposal from a history whose
-    drafter falls below the baseline at 16 streams ({"1": [1, 3], "16": [0]}) served as <profile>-adaptive, then
-    the best fixed step count, each benched at 1 and 16 streams on SIMULATED SGLang under t3."""
+    """The Tune tab's A, ``advise --adaptive --ab``: the proposal from a history whose drafter falls below the
+    baseline at 16 streams ({"1": [1, 3], "16": [0]}) served as <profile>-adaptive, then the best fixed step count,
+    each benched at 1 and 16 streams on SIMULATED SGLang under t3; a job on the host (``advisor.ab_start``), as a
+    sweep is: the client that started it goes away, another finds it running and follows it to its end, and the
+    host is left as it was found (no server)."""
     from backend.history import History, Yardstick
     from backend.tune import advisor
+    from backend.tune import sweep as sweep_mod
     from tests.runs import add_benched_run
     from tests.test_advisor import bench_at
 
@@ -126,13 +129,23 @@ async def test_advise_adaptive_serves_its_proposal_and_benches_it_against_fixed_
     settings = make_settings(
         models, aq={"drafter": "aq-medai", "algorithm": "EAGLE3", "steps": 3, "topk": 1, "draft_tokens": 4, "env": env}
     )
+    profile = settings.profiles["aq"]
     conn = await Connection.open(host)
     try:
-        result = await advisor.ab_bench(conn, settings, settings.profiles["aq"], proposal, requests=16, max_tokens=100)
-        await serving.stop(conn, grace=10)
+        job = await advisor.ab_start(
+            conn, settings, profile, advisor.ab_of(profile, proposal), requests=16, max_tokens=100
+        )
+    finally:
+        await conn.close()  # the panel that started it is gone
+    conn = await Connection.open(host)
+    try:
+        running = await sweep_mod.running(conn)
+        assert running is not None and running.id == job.id and running.args["ab"]["adaptive"] == "aq-adaptive"
+        result = advisor.ab_result(await sweep_mod.follow(conn, job.id))
+        assert (await serving.status(conn)).get("state") not in serving.RUNNING_STATES  # left as found
     finally:
         await conn.close()
-    assert (result["adaptive"], result["fixed"]) == ("aq-adaptive", "aq-fixed3")
+    assert (result["adaptive"], result["fixed"], result["failed"]) == ("aq-adaptive", "aq-fixed3", [])
     rows = {r["concurrency"]: r for r in result["rows"]}
     assert set(rows) == {1, 16} and rows[16]["adaptive_tok_s"] > rows[16]["fixed_tok_s"]
     assert rows[1]["adaptive_tok_s"] == pytest.approx(rows[1]["fixed_tok_s"], rel=0.15)  # the same 3 steps

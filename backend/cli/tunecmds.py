@@ -67,6 +67,16 @@ def register(sub) -> None:
         "same concurrencies (restarts the server)",
     )
     p.add_argument(
+        "--ab-resume",
+        metavar="ID",
+        help="with --ab: take over an earlier A/B job's measured sides (its ladder and expectations as it kept them)",
+    )
+    p.add_argument(
+        "--detach",
+        action="store_true",
+        help="with --ab: start the A/B job on the host and return (it survives; follow it with `specdeck jobs tail`)",
+    )
+    p.add_argument(
         "--apply",
         metavar="PROFILE",
         help="write the best step count (topk 1, draft tokens steps + 1) into PROFILE in the config file",
@@ -125,10 +135,12 @@ async def advise(args: argparse.Namespace) -> int:
             run_id = history.resolve(args.ref) if args.ref else None
             yardstick = history.yardstick(ref.baseline_tok_s, ref.cycle_ms)
             runs = history.runs()
+        if (args.ab_resume or args.detach) and not args.ab:
+            raise UsageError("--ab-resume and --detach go with --adaptive --ab PROFILE.")
         if args.adaptive:
             proposal = advisor.propose_adaptive(runs, yardstick, run_id, max_steps=args.max_steps)
             if args.ab:
-                return await _ab(args, proposal)
+                return await _ab(args, proposal, yardstick.baseline_tok_s)
             if args.json:
                 emit_json(proposal.to_json())
             else:
@@ -167,18 +179,37 @@ def _apply(args: argparse.Namespace, advice: advisor.Advice) -> dict:
     return {"text": applied.text(), "saved": True, "path": str(path), "warning": warning or None}
 
 
-async def _ab(args: argparse.Namespace, proposal: advisor.AdaptiveProposal) -> int:
-    """``advise --adaptive --ab PROFILE``: the proposal served and benched against the best fixed step count."""
+async def _ab(args: argparse.Namespace, proposal: advisor.AdaptiveProposal, baseline_tok_s: float) -> int:
+    """``advise --adaptive --ab PROFILE``: the proposal served and benched against the best fixed step count, as a
+    job on the host (``advisor.ab_start``) followed here to its end; ``--detach`` returns once it started,
+    ``--ab-resume ID`` takes over an earlier A/B's measured sides with the numbers that job kept."""
     from backend.serve import serving
 
     settings = load_settings(args)
     profile = serving.get_profile(settings, args.ab)
     if not profile.algorithm:
         raise UsageError(f"profile {profile.name} runs without speculation: give a profile with a drafter.")
-    async with connected(args, settings) as conn:
-        result = await advisor.ab_bench(
-            conn, settings, profile, proposal, on_progress=lambda text: print(text, file=sys.stderr)
-        )
+    async with connected(args, settings, follow=not args.detach) as conn:
+        ab = advisor.ab_of(profile, proposal)
+        if args.ab_resume:
+            old = (await get_job(conn, args.ab_resume)).args
+            if not isinstance(old.get("ab"), dict):
+                raise UsageError(f"job {args.ab_resume} is not an adaptive A/B (see `specdeck jobs --kind sweep`).")
+            ab = old["ab"]
+        job = await advisor.ab_start(conn, settings, profile, ab, baseline_tok_s=baseline_tok_s, resume=args.ab_resume)
+        print(f"adaptive A/B {job.id}: {ab['adaptive']} against {ab['fixed']}", file=sys.stderr, flush=True)
+        if args.detach:
+            print_detached(args, job)
+            return 0
+
+        def progress(event: dict) -> None:
+            if event.get("event") == "phase":
+                extra = f" ({event['server_phase']})" if event.get("server_phase") else ""
+                level = f" at {event['concurrency']} streams" if event.get("concurrency") else ""
+                print(f"  {sweep_mod.point_name(event)}: {event.get('phase')}{level}{extra}", file=sys.stderr)
+
+        done = await sweep_mod.follow(conn, job.id, progress)
+    result = advisor.ab_result(done)
     if args.json:
         emit_json({**proposal.to_json(), "ab": result})
     else:

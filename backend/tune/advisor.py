@@ -716,18 +716,97 @@ def adaptive_lines(proposal: AdaptiveProposal) -> list[str]:
 def ab_profiles(profile: Any, proposal: AdaptiveProposal) -> tuple[Any, Any]:
     """(the adaptive profile serving ``proposal``, the fixed profile at its best fixed step count), both made from
     ``profile`` (its drafter, port, flags), named ``<profile>-adaptive`` and ``<profile>-fixed<k>``."""
+    return ab_profiles_of(profile, proposal.config, proposal.steps, int(proposal.fixed["steps"]))
+
+
+def ab_profiles_of(profile: Any, config: dict[str, Any], start: int, fixed_steps: int) -> tuple[Any, Any]:
+    """``ab_profiles`` from the A/B's own numbers (what a running A/B job keeps in its args)."""
     from dataclasses import replace
 
     adaptive = replace(
-        profile, name=f"{profile.name}-adaptive", adaptive=True, adaptive_config=proposal.config,
-        steps=proposal.steps, topk=1, draft_tokens=None,
+        profile, name=f"{profile.name}-adaptive", adaptive=True, adaptive_config=config, steps=start, topk=1,
+        draft_tokens=None,
     )  # fmt: skip
-    k = int(proposal.fixed["steps"])
     fixed = replace(
-        profile, name=f"{profile.name}-fixed{k}", adaptive=False, adaptive_config=None, steps=k, topk=1,
-        draft_tokens=k + 1,
+        profile, name=f"{profile.name}-fixed{fixed_steps}", adaptive=False, adaptive_config=None, steps=fixed_steps,
+        topk=1, draft_tokens=fixed_steps + 1,
     )  # fmt: skip
     return adaptive, fixed
+
+
+def ab_of(profile: Any, proposal: AdaptiveProposal) -> dict[str, Any]:
+    """The A/B's own numbers (what its job keeps in its args, so a later client can follow or resume it): the
+    profiles' names, the ladder, the start and fixed step counts, what was expected per concurrency."""
+    adaptive, fixed = ab_profiles(profile, proposal)
+    return {
+        "adaptive": adaptive.name,
+        "fixed": fixed.name,
+        "config": proposal.config,
+        "steps": proposal.steps,
+        "fixed_steps": int(proposal.fixed["steps"]),
+        "expected": proposal.expected,
+    }
+
+
+async def ab_start(
+    conn: Any,
+    settings: Any,
+    profile: Any,
+    ab: dict[str, Any],
+    *,
+    requests: int = 8,
+    max_tokens: int = 256,
+    baseline_tok_s: float | None = None,
+    resume: str | None = None,
+    force: bool = False,
+) -> Any:
+    """Start the A/B (``ab_of``) on the host as a sweep job (``backend.agent.host.sweep``: it outlives the panel
+    and the connection, is followed like a sweep, and ``resume`` takes over an earlier A/B's measured sides): the
+    ladder served from ``profile``, benched at each concurrency it expects figures for, then the best fixed step
+    count at the same ones; the host left as found. Its job's description; ``ab_result`` reads its done event."""
+    from backend.tune import sweep as sweep_mod
+
+    levels = sorted({int(row["concurrency"]) for row in ab.get("expected") or []}) or [1]
+    adaptive, fixed = ab_profiles_of(profile, ab["config"], int(ab["steps"]), int(ab["fixed_steps"]))
+    params = {
+        "requests": max(requests, *levels),
+        "max_tokens": max_tokens,
+        "levels": levels,
+        "ab": ab,
+        "smart": False,
+        "first": 0,
+        "ready_timeout": sweep_mod.READY_TIMEOUT_S,
+        "baseline_tok_s": baseline_tok_s or settings.reference.baseline_tok_s,
+    }
+    return await sweep_mod.start_points(conn, settings, adaptive, [adaptive, fixed], params, resume=resume, force=force)
+
+
+def ab_result(done: dict[str, Any]) -> dict[str, Any]:
+    """The A/B's figures from its job's done event: ``{"adaptive", "fixed", "sweep", "rows": [{"concurrency",
+    "adaptive_tok_s", "fixed_tok_s", "expected"}]}`` (tok/s per stream; None where a side failed)."""
+    ab = done.get("ab") or {}
+    by_name = {p.get("profile"): p for p in done.get("points") or [] if not p.get("separating")}
+
+    def at(name: str, level: int) -> float | None:
+        point = by_name.get(name) or {}
+        if point.get("failed"):
+            return None
+        levels = point.get("levels") or [{"concurrency": level, "tok_s": point.get("tok_s")}]
+        return next((lv.get("tok_s") for lv in levels if lv.get("concurrency") == level), None)
+
+    expected = {int(row["concurrency"]): row for row in ab.get("expected") or []}
+    rows = [
+        {
+            "concurrency": level,
+            "adaptive_tok_s": at(ab.get("adaptive"), level),
+            "fixed_tok_s": at(ab.get("fixed"), level),
+            "expected": expected.get(level),
+        }
+        for level in sorted(expected) or [1]
+    ]
+    failed = [f"{p.get('profile')}: {p['failed']}" for p in by_name.values() if p.get("failed")]
+    return {"adaptive": ab.get("adaptive"), "fixed": ab.get("fixed"), "sweep": done.get("sweep"), "rows": rows,
+            "failed": failed}  # fmt: skip
 
 
 async def ab_bench(
@@ -738,44 +817,20 @@ async def ab_bench(
     *,
     requests: int = 8,
     max_tokens: int = 256,
-    on_progress: Any = None,
+    on_event: Any = None,
 ) -> dict[str, Any]:
-    """Serve the proposal (``ab_profiles``), bench it at each concurrency it expects, then the best fixed step count
-    at the same ones: ``{"adaptive": {...}, "fixed": {...}, "rows": [{"concurrency", "adaptive_tok_s",
-    "fixed_tok_s", "expected", ...}]}``. Restarts the server (the caller asks first); leaves the fixed one running."""
-    from backend.measure.bench import BenchPlan, run_sweep
-    from backend.measure.livefeed import find_server
-    from backend.serve import serving
+    """``ab_start`` followed to its end (``sweep.follow``): ``ab_result`` of its done event."""
+    from backend.tune import sweep as sweep_mod
 
-    levels = tuple(sorted({row["concurrency"] for row in proposal.expected})) or (1,)
-    plan = BenchPlan(requests=max(requests, max(levels)), max_tokens=max_tokens)
-    measured: dict[str, dict[int, dict]] = {}
-    for side, served in zip(("adaptive", "fixed"), ab_profiles(profile, proposal), strict=True):
-        if on_progress is not None:
-            on_progress(f"serving {served.name} and benching it at {', '.join(map(str, levels))} streams")
-        started = await serving.restart(conn, settings, served)
-        ready = await serving.wait(conn, started["job"])
-        if ready.get("state") != "ready":
-            raise UsageError(f"{served.name} did not come up ({ready.get('state')}): {ready.get('error') or ''}")
-        results = await run_sweep(conn, await find_server(conn), plan, levels)
-        measured[side] = {level: result for level, (_, result) in zip(levels, results, strict=True)}
-    expected = {row["concurrency"]: row for row in proposal.expected}
-    rows = [
-        {
-            "concurrency": level,
-            "adaptive_tok_s": measured["adaptive"][level].get("tok_s"),
-            "fixed_tok_s": measured["fixed"][level].get("tok_s"),
-            "expected": expected.get(level),
-        }
-        for level in levels
-    ]
-    return {"adaptive": ab_profiles(profile, proposal)[0].name, "fixed": ab_profiles(profile, proposal)[1].name,
-            "rows": rows}  # fmt: skip
+    job = await ab_start(conn, settings, profile, ab_of(profile, proposal), requests=requests, max_tokens=max_tokens)
+    return ab_result(await sweep_mod.follow(conn, job.id, on_event))
 
 
 def ab_lines(result: dict[str, Any]) -> list[str]:
     """The A/B as text: per concurrency, adaptive against fixed tok/s per stream, and what was expected."""
-    out = [f"{result['adaptive']} against {result['fixed']} (tok/s per stream)"]
+    sweep = f", sweep {result['sweep']}" if result.get("sweep") else ""
+    out = [f"{result['adaptive']} against {result['fixed']} (tok/s per stream{sweep})"]
+    out += [f"  failed: {reason}" for reason in result.get("failed") or ()]
     for row in result["rows"]:
         a, f, e = row["adaptive_tok_s"], row["fixed_tok_s"], row["expected"]
         change = f" ({100 * (a / f - 1):+.0f}%)" if a and f else ""

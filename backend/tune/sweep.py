@@ -106,6 +106,33 @@ async def start(
         profile = replace(profile, port=fed["port"])
     if not profile.algorithm:
         raise UsageError(f"profile {profile.name} runs without speculation: sweep a profile with a drafter.")
+    params: dict[str, Any] = {
+        "requests": plan.requests,
+        "max_tokens": plan.max_tokens,
+        "smart": plan.smart,
+        "first": first_index(profile, plan),
+        "ready_timeout": plan.ready_timeout,
+        "baseline_tok_s": baseline_tok_s,
+    }
+    if fed is not None:
+        params.update(fed=True, tags=fed.get("tags") or {}, host=fed.get("host"), feed_idle_s=fed.get("feed_idle_s"))
+    points = [point_profile(profile, steps, topk, tokens) for steps, topk, tokens in plan.grid()]
+    return await start_points(conn, settings, profile, points, params, resume=resume, force=force)
+
+
+async def start_points(
+    conn: Connection,
+    settings: Settings,
+    profile: ProfileConfig,
+    points: list[ProfileConfig],
+    params: dict[str, Any],
+    *,
+    resume: str | None = None,
+    force: bool = False,
+) -> JobInfo:
+    """Check ``profile`` (its preflight, a multi-node server in the way), build each point's command from its
+    profile and the found server's, and start the host's sweep job with ``params`` (requests, max tokens,
+    levels, ...); its description."""
     if resume is None:  # a resumed sweep leaves the host as the first one found it
         await restore_found(conn, settings)
     current = await serving.status(conn)
@@ -122,10 +149,10 @@ async def start(
     held = [c for c in checks.failures if c.name == "port" and running]
     if len(checks.failures) > len(held):
         raise serving.PreflightFailed(replace(checks, checks=tuple(c for c in checks.checks if c not in held)))
-    points, env = [], {}
-    for steps, topk, tokens in plan.grid():
-        point, env = _command(settings, conn.host, point_profile(profile, steps, topk, tokens))
-        points.append(point)
+    commands, env = [], {}
+    for served in points:
+        command, env = _command(settings, conn.host, served)
+        commands.append(command)
     restore = restore_env = None
     found = current.get("profile")
     if running and found in settings.profiles:
@@ -135,19 +162,12 @@ async def start(
         job = await conn.call("jobs.get", id=current["job"])
         restore = {"argv": job["argv"], "cwd": job.get("cwd"), "args": job["args"]}
     params = {
-        "points": points,
-        "requests": plan.requests,
-        "max_tokens": plan.max_tokens,
-        "smart": plan.smart,
-        "first": first_index(profile, plan),
-        "ready_timeout": plan.ready_timeout,
-        "baseline_tok_s": baseline_tok_s,
+        **params,
+        "points": commands,
         "restore": restore,
         "resume": resume,
         "env": {"points": env, "restore": restore_env or {}},
     }
-    if fed is not None:
-        params.update(fed=True, tags=fed.get("tags") or {}, host=fed.get("host"), feed_idle_s=fed.get("feed_idle_s"))
     return JobInfo.from_json(await conn.call("sweep.start", **params))
 
 
@@ -205,10 +225,13 @@ async def running(conn: Connection) -> JobInfo | None:
 def point_name(event: dict) -> str:
     """A point by its numbers, ``steps 4 (topk 1, draft 5)``: its place in the grid (``index``) is not the order
     a smart sweep measures in, so "point 4" read as steps 4 on the second point. ``sweep`` for an event of no
-    point (restoring the server found); ``grid point N`` from an agent whose events carry no numbers."""
+    point (restoring the server found); ``grid point N`` from an agent whose events carry no numbers; an adaptive
+    point by its profile (``aq-adaptive (adaptive from 3 steps)``)."""
     index = event.get("index")
     if not isinstance(index, int):
         return "sweep"
+    if event.get("adaptive"):
+        return f"{event.get('profile')} (adaptive from {event.get('steps')} steps)"
     if event.get("steps") is None:
         return f"grid point {index + 1}"
     return f"steps {event['steps']} (topk {event.get('topk')}, draft {event.get('draft_tokens')})"
@@ -217,6 +240,8 @@ def point_name(event: dict) -> str:
 def point_line(point: dict) -> str:
     """One point as a line of text: its numbers and what was measured (or why it failed)."""
     head = f"steps {point.get('steps')}, topk {point.get('topk')}, draft tokens {point.get('draft_tokens')}"
+    if point.get("adaptive"):
+        head = f"{point.get('profile')} (adaptive from {point.get('steps')} steps)"
     if point.get("host"):  # a fleet sweep's: which host measured it
         head += f" on {point['host']}"
     if point.get("failed"):

@@ -100,7 +100,8 @@ class TunePane(ShellPane):
             "Adaptive A/B",
             id="tune.adaptive",
             tooltip="Propose SGLang's adaptive step ladder for the drafter, serve it (saved as <profile>-adaptive) "
-            "and bench it against the best fixed step count at the same concurrencies",
+            "and bench it against the best fixed step count at the same concurrencies: a job on the host, as a "
+            "sweep is (x cancels it; closing the panel does not)",
         ),
     ]
 
@@ -119,6 +120,7 @@ class TunePane(ShellPane):
         self.sweep_phase: dict | None = None
         self.sweep_total = 0
         self.fleet_phases: dict[str, dict] = {}  # a fleet sweep's current phase on each host
+        self._ab_lines: list[str] = []  # the last adaptive A/B's verdict, once its job is done
         self._advice_rows: list[list[str]] = []  # the advice table's whole rows; the columns that fit are shown
         self._run_rows: list[list[str]] = []  # likewise the runs table's, and their run ids
         self._run_keys: list[str] = []
@@ -428,7 +430,7 @@ class TunePane(ShellPane):
     @work(group="tune-follow", exclusive=True, exit_on_error=False, description="follow the sweep")
     async def _follow(self, job_id: str, total: int) -> None:
         self.sweep_job, self.sweep_points, self.sweep_best, self.sweep_phase = job_id, [], None, None
-        self.sweep_total = total
+        self.sweep_total, self._ab_lines = total, []
         conn = self.app.connection
         try:
             async for event in sweep_mod.events(conn, job_id):
@@ -440,6 +442,10 @@ class TunePane(ShellPane):
                 elif kind == "point":
                     self.sweep_points.append(event)
                     self.query_one(StepsChart).show(self.advice, self._sweep_points_of(self.advice))
+                elif kind == "done" and event.get("ab"):  # an adaptive A/B: judged level by level
+                    result = advisor.ab_result(event)
+                    self.app.notify(f"adaptive A/B done: {result['adaptive']} against {result['fixed']}")
+                    self._ab_lines = advisor.ab_lines(result)
                 elif kind == "done":
                     self.sweep_best = event.get("best")
                     self._focus_best(self.sweep_best)
@@ -483,6 +489,9 @@ class TunePane(ShellPane):
             eta = eta_text(self.sweep_points, remaining, t0, now) or "ETA after the first point"
             where = f"{phase['host']} " if phase.get("host") else ""
             current.append(f"▶ {where}{sweep_mod.point_name(phase)}: {phase.get('phase')}{server}, {now - t0:.0f} s")
+        if self._ab_lines and self.sweep_job is None:  # the last job was an adaptive A/B: its verdict
+            self._progress("\n".join(self._ab_lines[:6]))
+            return
         head = f"sweep {self.sweep_job}" if self.sweep_job else "last sweep"
         head += f": {len(self.sweep_points)}/{self.sweep_total or '?'} points" + (f" · {eta}" if eta else "")
         self._progress("\n".join([head, *current, *done][:6]))
@@ -522,16 +531,19 @@ class TunePane(ShellPane):
             self._progress("adaptive A/B not started")
             return
         self.app.save_profile(adaptive)
+        self._progress(f"checking {adaptive.name} and starting the adaptive A/B on the host…")
         try:
-            result = await advisor.ab_bench(
-                self.app.connection, self.app.settings, profile, proposal, on_progress=self._progress
-            )
+            job = await advisor.ab_start(
+                self.app.connection, self.app.settings, profile, advisor.ab_of(profile, proposal),
+                baseline_tok_s=self.yardstick.baseline_tok_s if self.yardstick else None,
+            )  # fmt: skip
         except SpecdeckError as exc:
-            self._progress(f"adaptive A/B stopped: {exc}")
+            self._progress(f"adaptive A/B not started: {exc}")
             raise
-        self._progress("\n".join(advisor.ab_lines(result)))
-        self.app.notify(f"adaptive A/B done: {adaptive.name} against {fixed.name}")
-        self._sync()
+        # A job on the host, as a sweep is: closing the panel leaves it running; x cancels it, f5 or a reconnect
+        # follows it again.
+        self.app.notify(f"adaptive A/B {job.id} started on the host: {adaptive.name} against {fixed.name}")
+        self._follow(job.id, 2)
 
     def action_cancel_sweep(self) -> None:
         if self.sweep_job is None:

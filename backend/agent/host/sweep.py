@@ -9,6 +9,12 @@ never gets ready is recorded with its reason and the sweep goes on. At the end t
 the one that was running is started again (its command came with the input), or none. SIGTERM (``jobs.cancel``)
 stops the server the sweep started and ends the sweep.
 
+``levels``: the concurrencies each point is benched at (default one stream), each a bench job of its own; the
+point's record carries each level's figures (``levels``), its top-level ones the first level's. ``ab``: the
+adaptive A/B (``backend.tune.advisor.ab_start``): two points, SGLang's adaptive ladder and the best fixed step
+count, benched at the concurrencies the proposal expects figures for; what was expected travels with the job
+(``ab`` in its args and its done event) so any client that follows it, or a later one, can judge it.
+
 ``smart``: the profile's own point first, then as the advisor ranks them until its stop rule holds
 (``shared/sweep_order.py``, which the client's fleet sweep shares). ``fed``: the points come one at a time from the
 client (``sweep.feed``: a point's index, or the end), which spreads one grid over several hosts; the sweep
@@ -67,6 +73,12 @@ def _check(params: Dict[str, Any]) -> Dict[str, Any]:
         value = params.get(key)
         if isinstance(value, bool) or not isinstance(value, int) or value < low:
             raise AgentError("sweep %s must be a whole number of at least %d, got %r" % (key, low, value), "invalid")
+    levels = params.get("levels") or [1]
+    if not isinstance(levels, list) or not all(
+        isinstance(c, int) and not isinstance(c, bool) and c >= 1 for c in levels
+    ):
+        raise AgentError("sweep levels must be concurrencies of at least 1, got %r" % (levels,), "invalid")
+    params["levels"] = sorted(set(levels))
     return params
 
 
@@ -123,6 +135,8 @@ def start(params: Dict[str, Any], ctx: Context) -> Dict[str, Any]:
         "smart": bool(checked.get("smart")),
         "fed": bool(checked.get("fed")),
         "resume": resume,
+        "ab": params.get("ab"),  # an adaptive A/B: what it expects, for whoever follows it
+        "levels": checked["levels"],
         "grid": [
             [p["args"].get("steps"), p["args"].get("topk"), p["args"].get("draft_tokens")] for p in checked["points"]
         ],
@@ -154,7 +168,9 @@ class Sweep(Order):
     def phase(self, index: int, phase: str, **extra: object) -> None:
         """A point's phase event, with the point's numbers: people name a point by its steps, not its place in
         the grid (a smart sweep measures them out of order)."""
-        numbers = {k: self.points[index]["args"].get(k) for k in ("steps", "topk", "draft_tokens")}
+        numbers = {k: self.points[index]["args"].get(k) for k in ("steps", "topk", "draft_tokens", "profile")}
+        if self.points[index]["args"].get("adaptive"):
+            numbers["adaptive"] = True
         self.emit(dict({"event": "phase", "index": index, "phase": phase}, **numbers, **extra))
 
     # --- the server ---
@@ -209,7 +225,9 @@ class Sweep(Order):
         self.started_job = started["job"]
         self.restarts += 1
         status = self.wait_ready(index, started["job"], float(self.params.get("ready_timeout") or 1800))
-        record = {k: point["args"].get(k) for k in ("steps", "topk", "draft_tokens")}
+        record = {k: point["args"].get(k) for k in ("steps", "topk", "draft_tokens", "profile")}
+        if point["args"].get("adaptive"):
+            record["adaptive"] = True
         record.update({"index": index, "run": started["job"], "startup_s": round(time.time() - t0, 2)})
         if self.params.get("host"):  # a fleet sweep's: its records say which host measured them
             record["host"] = self.params["host"]
@@ -228,17 +246,38 @@ class Sweep(Order):
         return self.bench(index, record, requests or self.params["requests"], t0)
 
     def bench(self, index: int, record: Dict[str, Any], requests: int, t0: float) -> Dict[str, Any]:
-        """Bench the point's running server with ``requests`` requests; ``record`` with what it measured."""
+        """Bench the point's running server with ``requests`` requests at each of the sweep's levels; ``record``
+        with what it measured (the first level's figures on top, every level's in ``levels``)."""
+        levels: List[int] = self.params.get("levels") or [1]
+        measured: List[Dict[str, Any]] = []
+        for concurrency in levels:
+            extra = {"concurrency": concurrency} if len(levels) > 1 else {}
+            self.phase(index, "benching", **extra)
+            result = self.bench_at(index, record["run"], max(requests, concurrency), concurrency)
+            if result.get("failed"):
+                return dict(record, failed=result["failed"], elapsed_s=round(time.time() - t0, 2))
+            measured.append(result)
+        first = measured[0]
+        record = dict(record, bench=first["bench"], elapsed_s=round(time.time() - t0, 2))
+        record.update({k: first.get(k) for k in ("tok_s", "accept_len", "cycle_ms", "step_times_ms")})
+        record["acceptance"] = first.get("acceptance")
+        record["per_request"] = first.get("per_request")
+        if len(levels) > 1:
+            keys = ("concurrency", "bench", "tok_s", "total_tok_s", "accept_len", "cycle_ms")
+            record["levels"] = [{k: m.get(k) for k in keys} for m in measured]
+        return record
+
+    def bench_at(self, index: int, run: str, requests: int, concurrency: int) -> Dict[str, Any]:
+        """One bench job of the point's running server at ``concurrency``: its figures, or ``failed``."""
         point = self.points[index]
-        self.phase(index, "benching")
         bench = loadgen.start(
             {
                 "port": int(point["args"]["port"]),
                 "requests": requests,
                 "max_tokens": self.params["max_tokens"],
-                "concurrency": 1,
+                "concurrency": concurrency,
                 "profile": point["args"].get("profile"),
-                "server_job": record["run"],
+                "server_job": run,
                 "model_path": point["args"].get("model"),  # its chat template renders the prompts
             },
             self.ctx,
@@ -248,18 +287,15 @@ class Sweep(Order):
         jobs.wait({"id": bench["id"], "timeout": BENCH_TIMEOUT_S}, self.ctx)
         ends = [e for e in _events_of(self.state_dir, bench["id"]) if e.get("event") in ("result", "failed")]
         result = ends[-1] if ends else {}
-        record = dict(record, bench=bench["id"], elapsed_s=round(time.time() - t0, 2))
         if result.get("event") != "result":
-            return dict(
-                record, failed="bench failed: %s" % (result.get("reason") or jobs.describe(bench_dir)["reason"])
-            )
-        record.update({k: result.get(k) for k in ("tok_s", "accept_len", "cycle_ms", "step_times_ms")})
-        record["acceptance"] = result.get("acceptance")
+            return {"failed": "bench failed: %s" % (result.get("reason") or jobs.describe(bench_dir)["reason"])}
+        out = {k: result.get(k) for k in ("tok_s", "total_tok_s", "accept_len", "cycle_ms", "step_times_ms")}
+        out.update(concurrency=concurrency, bench=bench["id"], acceptance=result.get("acceptance"))
         # What the advisor resamples: each request's histogram, decode rate, drafted positions and prompt.
-        record["per_request"] = [
+        out["per_request"] = [
             {k: r.get(k) for k in REQUEST_KEYS} for r in result.get("per_request") or [] if "error" not in r
         ]
-        return record
+        return out
 
     def separate(self) -> Optional[Dict[str, Any]]:
         """A smart sweep's last round: where the best is not separated from points that more requests would part
@@ -306,7 +342,7 @@ class Sweep(Order):
         separated = self.separate() if self.params.get("smart") and not fed else None
         self.leave_as_found(found)
         points = [self.results[i] for i in sorted(self.results)] + self.extra
-        best = self.best()
+        best = None if self.params.get("ab") else self.best()  # an A/B is judged level by level, by its client
         grid = len(self.points)
         self.emit(
             {
@@ -319,6 +355,7 @@ class Sweep(Order):
                 "saved": grid - len(finished) - restarts,
                 "stopped_early": stopped_early,
                 "separated": separated,
+                "ab": self.params.get("ab"),
             }
         )
         return 0
