@@ -203,7 +203,8 @@ def _table_claims(header: list[str], rows: list[list[str]], before: str) -> list
             if bench is None and row and row[0]:
                 config["label"] = f"{header[0]} {row[0]}"  # what the row is, a concurrency or a config
             speedup = _number(row[speed[0]]) if speed and speed[0] < len(row) else None
-            for i in accept or [None]:
+            columns: list[int | None] = list(accept) if accept else [None]
+            for i in columns:
                 value = _number(row[i]) if i is not None and i < len(row) else None
                 if value is None and speedup is None:
                     continue

@@ -62,7 +62,7 @@ def inspect_hub(repo_spec: str, endpoint: str | None = None, token: str | None =
             notes.append("no config.json: shapes only, the architecture and the aux layers are unknown")
         meta = api.get_safetensors_metadata(repo, revision=revision, token=token)
         sizes = {
-            entry.path: entry.size
+            entry.path: entry.size  # type: ignore[union-attr]  # the paths asked are files, never folders
             for entry in api.get_paths_info(repo, sorted(meta.files_metadata), revision=revision, token=token)
         }
     except hub_errors.NotASafetensorsRepoError:
@@ -326,8 +326,9 @@ def _shape(tensors: dict[str, Any], name: str, dims: int) -> list[int] | None:
 
 def language_config(cfg: dict[str, Any] | None) -> dict[str, Any] | None:
     """The part of a target config that describes the language model (multimodal ones nest it)."""
-    if cfg and "hidden_size" not in cfg and isinstance(cfg.get("text_config"), dict):
-        return cfg["text_config"]
+    text = cfg.get("text_config") if cfg else None
+    if cfg and "hidden_size" not in cfg and isinstance(text, dict):
+        return text
     return cfg
 
 
@@ -473,7 +474,8 @@ def config_facts(cfg: dict[str, Any] | None) -> list[str]:
     arch = ", ".join(a for a in cfg.get("architectures") or [] if isinstance(a, str)) or "no architectures"
     family = drafter_family(cfg)
     if family == "DFlash":
-        dflash = cfg.get("dflash_config") if isinstance(cfg.get("dflash_config"), dict) else {}
+        found = cfg.get("dflash_config")
+        dflash = found if isinstance(found, dict) else {}
         said = [f"{cfg.get('num_hidden_layers')} layers"]
         block = cfg.get("block_size") or dflash.get("block_size")
         if block is not None:
@@ -489,7 +491,8 @@ def config_facts(cfg: dict[str, Any] | None) -> list[str]:
             "kind, not EAGLE's"
         )
     elif family == "MTP":
-        mtp = cfg.get("mtp_config") if isinstance(cfg.get("mtp_config"), dict) else {}
+        found = cfg.get("mtp_config")
+        mtp = found if isinstance(found, dict) else {}
         shared = " that shares the target's lm_head (no lm_head of its own)" if mtp.get("share_lm_head") else ""
         facts.append(
             f"an MTP drafter ({arch}), {cfg.get('num_hidden_layers')} layer(s){shared}; judged by its own kind, not "
@@ -522,8 +525,9 @@ def _trained_for(drafter: dict[str, Any]) -> str | None:
     """The target model_type a drafter says it was trained for, when its config or metadata records one."""
     cfg = drafter.get("config") or {}
     for source in (cfg, cfg.get("eagle_config") or {}, drafter.get("metadata") or {}):
-        if isinstance(source, dict) and isinstance(source.get("target_model_type"), str):
-            return source["target_model_type"]
+        named = source.get("target_model_type") if isinstance(source, dict) else None
+        if isinstance(named, str):
+            return named
     return None
 
 
@@ -552,7 +556,7 @@ def verdict(drafter: dict[str, Any], target_config: dict[str, Any] | None) -> di
 
     named = _algorithm(cfg)
     notes += config_facts(cfg)
-    if algorithm is None and family is None and _whole_model(cfg, tensors, target):
+    if algorithm is None and family is None and cfg is not None and _whole_model(cfg, tensors, target):
         # No draft layout at all: a whole language model, judged as one (a copy of the target, or a standalone
         # draft if it shares the target's vocabulary).
         return _whole_model_verdict(cfg, target, notes)
@@ -707,7 +711,8 @@ def _eagle3_checks(
     """EAGLE-3 (SpecForge): fc fuses the aux layers' hidden states (n × h inputs), the decoder layer reads the
     embedding and that (2h), its own lm_head over a draft vocabulary mapped to the target's by d2t/t2d."""
     hidden_d = _int(cfg, "hidden_size")
-    eagle = (cfg or {}).get("eagle_config") if isinstance((cfg or {}).get("eagle_config"), dict) else {}
+    found = (cfg or {}).get("eagle_config")
+    eagle = found if isinstance(found, dict) else {}
     aux = eagle.get("eagle_aux_hidden_state_layer_ids")
     layers = _int(target, "num_hidden_layers")
     if aux is None:
@@ -721,12 +726,13 @@ def _eagle3_checks(
         n_aux = len(aux)
         if target_config is not None and layers is None:
             unchecked.append("aux layers: the target config has no num_hidden_layers, so the ids could not be checked")
-        for layer in aux if layers else ():
-            # SGLang captures the input of layer id + 1 (the output of layer id): the last usable id is L - 2.
-            if not 0 <= layer <= layers - 2:
+        # SGLang captures the input of layer id + 1 (the output of layer id): the last usable id is L - 2.
+        last = layers - 2 if layers else None
+        for layer in aux if last is not None else ():
+            if not 0 <= layer <= last:
                 problems.append(
                     f"{AUX_IDS} has {layer} but the target has {layers} layers: SGLang reads the input of "
-                    f"layer id + 1, so ids must be 0 to {layers - 2}"
+                    f"layer id + 1, so ids must be 0 to {last}"
                 )
 
     fc = _shape(tensors, "fc.weight", 2)

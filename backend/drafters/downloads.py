@@ -68,12 +68,13 @@ def drafter_request(drafter: DrafterConfig, host: HostConfig, **overrides: Any) 
     return replace(req, **{k: v for k, v in overrides.items() if v is not None})
 
 
-async def preflight(conn: Connection, req: Request) -> dict:
+async def preflight(conn: Connection, req: Request) -> dict[str, Any]:
     """The host's checks before a byte moves (see ``download.preflight``); raises RemoteError with the reason."""
-    return await conn.call("download.preflight", **req.params())
+    checked: dict[str, Any] = await conn.call("download.preflight", **req.params())
+    return checked
 
 
-async def start(conn: Connection, req: Request, progress: str = "auto") -> tuple[JobInfo, dict]:
+async def start(conn: Connection, req: Request, progress: str = "auto") -> tuple[JobInfo, dict[str, Any]]:
     """Preflight and start the job on the host; returns (the job, the preflight plan).
 
     ``progress`` ``"poll"`` forces the size-polling fallback used with huggingface_hub before ``tqdm_class``.
@@ -82,7 +83,7 @@ async def start(conn: Connection, req: Request, progress: str = "auto") -> tuple
     return JobInfo.from_json(started["job"]), started["preflight"]
 
 
-async def follow(conn: Connection, job_id: str, offset: int = 0) -> AsyncIterator[tuple[int, dict]]:
+async def follow(conn: Connection, job_id: str, offset: int = 0) -> AsyncIterator[tuple[int, dict[str, Any]]]:
     """The job's events from byte ``offset`` of its events file as ``(offset_after_it, event)``, until the
     job ends. Pass a saved offset back to resume exactly after that event; when the connection is
     supervised (the TUI) a dropped link resumes by itself."""
@@ -105,9 +106,10 @@ async def running_jobs(conn: Connection) -> list[JobInfo]:
     return [j for j in await list_jobs(conn, "download") if j.state == "running"]
 
 
-async def cancel(conn: Connection, job_id: str, timeout: float = 10) -> dict:
+async def cancel(conn: Connection, job_id: str, timeout: float = 10) -> dict[str, Any]:
     """Stop a download: the job removes its partial files on the way out."""
-    return await conn.call("jobs.cancel", id=job_id, timeout=timeout)
+    cancelled: dict[str, Any] = await conn.call("jobs.cancel", id=job_id, timeout=timeout)
+    return cancelled
 
 
 @dataclass(frozen=True)
@@ -120,7 +122,7 @@ class DrafterStatus:
     state: str  # one of STATES
     bytes: int
     sha256: str | None
-    files: tuple[dict, ...] = ()
+    files: tuple[dict[str, Any], ...] = ()
     leftovers: tuple[str, ...] = ()
     problem: str | None = None
     job_id: str | None = None
@@ -156,7 +158,7 @@ async def status(conn: Connection, drafters: Iterable[DrafterConfig]) -> list[Dr
 
 async def verify(
     conn: Connection, drafter: DrafterConfig, host: HostConfig, token: str | None = None
-) -> AsyncIterator[dict]:
+) -> AsyncIterator[dict[str, Any]]:
     """Hash a drafter's files on the host against the hub's digests, streaming ``verifying`` events and a
     final ``checked`` event ``{"files", "ok"}``."""
     params: dict[str, Any] = {"path": drafter.path, "files": list(drafter.files)}
@@ -205,9 +207,9 @@ class Progress:
     files: dict[str, FileProgress] = field(default_factory=dict)
     state: str = "running"  # running | done | failed | cancelled
     reason: str | None = None
-    result: list[dict] = field(default_factory=list)
+    result: list[dict[str, Any]] = field(default_factory=list)
 
-    def _file(self, event: dict) -> FileProgress | None:
+    def _file(self, event: dict[str, Any]) -> FileProgress | None:
         name = event.get("file")
         if not name:
             return None
@@ -215,7 +217,7 @@ class Progress:
             self.files[name] = FileProgress(name, int(event.get("total") or 0))
         return self.files[name]
 
-    def apply(self, event: dict) -> None:
+    def apply(self, event: dict[str, Any]) -> None:
         kind = event.get("event")
         fp = self._file(event)
         if kind == "start":
@@ -260,7 +262,7 @@ def human_rate(bps: float) -> str:
     return f"{bps / 2**20:,.1f} MiB/s" if bps >= 2**17 else f"{bps / 2**10:,.1f} KiB/s"
 
 
-def start_text(name: str, plan: dict) -> str:
+def start_text(name: str, plan: dict[str, Any]) -> str:
     """What starting a download does, from its preflight plan: ``downloading 2.22 GiB into …``, or, with every
     file already its full size there, that it only re-verifies them (huggingface_hub keeps them; the job hashes
     each against the hub's sha256)."""

@@ -131,7 +131,7 @@ class Target:
     label: str
     name: str | None
     repo: str | None
-    config: dict | None
+    config: dict[str, Any] | None
     source: str
 
     def to_json(self) -> dict[str, Any]:
@@ -145,7 +145,7 @@ class Target:
         }
 
 
-def _named(config: dict | None, fallback: str | None) -> tuple[str | None, str | None]:
+def _named(config: dict[str, Any] | None, fallback: str | None) -> tuple[str | None, str | None]:
     """(name, repo) from a config's ``_name_or_path`` (a repo id or a path), else from ``fallback``."""
     given = (config or {}).get("_name_or_path")
     if isinstance(given, str) and given.strip():
@@ -167,16 +167,16 @@ async def resolve_target(text: str | None, settings: Settings, host: HostConfig,
         repo, _ = checkpoints.parse_hub_spec(source.location)
         return Target(text or repo, repo.split("/", 1)[1], repo, None, source.location)
     config = await sources.target_config(source)
-    name, repo = _named(config, source.location)
+    name, named_repo = _named(config, source.location)
     where = f"{source.location} on {host.name}" if source.kind == HOST else source.location
-    return Target(source.label, name, repo, config, where)
+    return Target(source.label, name, named_repo, config, where)
 
 
-def build_queries(target: Target, algorithms: Iterable[str] = ()) -> list[dict]:
+def build_queries(target: Target, algorithms: Iterable[str] = ()) -> list[dict[str, Any]]:
     """The Hub queries for a target: its repo named as base model in card metadata, its name as repo ids spell
     it, its family (siblings and predecessors: drafters for those are lookalikes to refuse), and the drafter
     words of the algorithms asked for (all of them by default)."""
-    out: list[dict] = []
+    out: list[dict[str, Any]] = []
     if target.repo:
         out.append({"filter": [f"base_model:{target.repo}"], "sort": "downloads", "limit": LIMIT})
     names = spellings(target.name) if target.name else []
@@ -226,7 +226,7 @@ class Candidate:
     def headline(self) -> float | None:
         return self.card.headline
 
-    def sort_key(self) -> tuple:
+    def sort_key(self) -> tuple[int, bool, float, int, str]:
         claimed = self.headline
         return (self.tier, claimed is None, -(claimed or 0.0), -(self.downloads or 0), self.repo)
 
@@ -308,7 +308,7 @@ def describe(c: Candidate, break_even: float, lead: str = "") -> list[str]:
     return lines
 
 
-def _trained_for(raw: dict, kind: str) -> tuple[str | None, str | None]:
+def _trained_for(raw: dict[str, Any], kind: str) -> tuple[str | None, str | None]:
     """(the model a candidate was trained for, where that was read)."""
     verifier = (((raw.get("config") or {}).get("speculators_config") or {}).get("verifier") or {}).get("name_or_path")
     if isinstance(verifier, str) and verifier:
@@ -330,7 +330,7 @@ def _trained_for(raw: dict, kind: str) -> tuple[str | None, str | None]:
     return None, None
 
 
-def shape_facts(config: dict | None, info: dict | None) -> dict[str, Any]:
+def shape_facts(config: dict[str, Any] | None, info: dict[str, Any] | None) -> dict[str, Any]:
     """The numbers the verdict compared, as the candidate carries them: hidden size, layers, head dim, vocabulary
     and draft vocabulary, the aux layers it reads, and its weights' bytes by dtype."""
     cfg, _ = checkpoints.drafter_config(config)
@@ -373,7 +373,7 @@ def shape_text(shape: dict[str, Any]) -> str:
     return ", ".join(parts)
 
 
-def _lookalike(raw: dict) -> tuple[str, str] | None:
+def _lookalike(raw: dict[str, Any]) -> tuple[str, str] | None:
     """(kind, why) for a repo the Hub's file list alone shows is no SGLang drafter; None to judge it."""
     names = raw.get("siblings") or []
     if any(n.endswith(".gguf") for n in names) and not any(n.endswith(".safetensors") for n in names):
@@ -385,7 +385,7 @@ def _lookalike(raw: dict) -> tuple[str, str] | None:
     return None
 
 
-def judge(raw: dict, target: Target, sglang_version: str | None, known_version: bool) -> Candidate:
+def judge(raw: dict[str, Any], target: Target, sglang_version: str | None, known_version: bool) -> Candidate:
     """One raw search result → a Candidate (see the module docstring for what is judged)."""
     errors = raw.get("errors") or []
     problems: list[str] = []
@@ -417,10 +417,12 @@ def judge(raw: dict, target: Target, sglang_version: str | None, known_version: 
             problems.append(f"{err['what']}: {err['message']}")
         headers = raw.get("headers")
         if headers is not None:
-            files = [(h["name"], None, {"__metadata__": h.get("metadata"), **h["tensors"]}) for h in headers]
+            read: list[tuple[str, int | None, dict[str, Any]]] = [
+                (h["name"], None, {"__metadata__": h.get("metadata"), **h["tensors"]}) for h in headers
+            ]
             try:
                 spec, weight_map = f"hf://{raw['repo']}", raw.get("weight_map")
-                info = checkpoints.hub_result(spec, raw.get("config"), files, weight_map, [], raw.get("index_metadata"))
+                info = checkpoints.hub_result(spec, raw.get("config"), read, weight_map, [], raw.get("index_metadata"))
             except UsageError as exc:
                 problems.append(f"a safetensors header is corrupt: {exc}")
         if problems:  # the shapes could not be read: no verdict on tensors that were never seen
@@ -456,7 +458,7 @@ def judge(raw: dict, target: Target, sglang_version: str | None, known_version: 
             (problems if serve[0] == "problem" else unchecked).append(serve[1])
     cfg = raw.get("config") or {}
     compatible = kind == DRAFTER and not problems and algorithm is not None
-    files = ()
+    files: tuple[str, ...] = ()
     if info is not None:
         weights = [f["name"] for f in info["files"]]
         index = ["model.safetensors.index.json"] if raw.get("weight_map") else []
@@ -522,7 +524,7 @@ class Found:
     target: Target
     where: str  # "client" or "host"
     endpoint: str
-    queries: tuple[dict, ...]
+    queries: tuple[dict[str, Any], ...]
     seconds: float
     sglang_version: str | None
     break_even: float
@@ -565,7 +567,7 @@ def _search_error(exc: hub_search.HubSearchError | RemoteError, where: str, endp
     return OperationFailed(f"the hub at {endpoint} refused the search from {where}: {exc}")
 
 
-async def gather(params: dict, where: str, sources: Sources) -> tuple[dict, str]:
+async def gather(params: dict[str, Any], where: str, sources: Sources) -> tuple[dict[str, Any], str]:
     """Run the search here (``client``), on the host (``host``), or here and on the host when this machine has
     no route to the Hub (``auto``); returns (the raw result, where it ran)."""
     endpoint = params.get("endpoint") or "the default hub (HF_ENDPOINT or huggingface.co)"
@@ -664,7 +666,7 @@ async def find(
     )
 
 
-def _hub_target(target: Target, raw: dict) -> Target:
+def _hub_target(target: Target, raw: dict[str, Any]) -> Target:
     """The hub target with the config.json the search read for it; a target that cannot be read is bad input."""
     item = next((c for c in raw["candidates"] if c["repo"] == target.repo), None)
     why = None
@@ -675,7 +677,7 @@ def _hub_target(target: Target, raw: dict) -> Target:
         why = {"gated": "gated or private: set HF_TOKEN to a token with access"}.get(err["kind"], err["message"])
     elif item.get("config") is None:
         why = "it has no config.json"
-    if why:
+    if why or item is None:
         raise UsageError(f"the target {target.source} could not be read ({why}); name a model repo or folder")
     name, _ = _named(item["config"], target.repo)
     return Target(target.label, target.name or name, target.repo, item["config"], target.source)
@@ -778,7 +780,7 @@ def add(
     algorithm = candidate.algorithm
     if algorithm not in ALGORITHMS:
         what = algorithm or "an unknown algorithm"
-        note = f"no profile written: specdeck's profiles take {', '.join(ALGORITHMS)}, not {what}"
+        note: str | None = f"no profile written: specdeck's profiles take {', '.join(ALGORITHMS)}, not {what}"
         return Added(settings, settings.drafters[name], None, note, str(written))
     serving = [p.name for p in settings.profiles.values() if p.drafter == name and p.algorithm == algorithm]
     profile_name = profile or (serving[0] if serving else f"{algorithm.lower()}-{name}")

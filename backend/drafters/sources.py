@@ -18,15 +18,18 @@ import asyncio
 import os
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from backend.agent.host.shared.checkpoint_scan import CONFIG
 from backend.drafters import checkpoints
-from backend.errors import OperationFailed, RemoteError, UsageError
+from backend.errors import ConnectionFailed, OperationFailed, RemoteError, UsageError
 from backend.settings import DrafterConfig, HostConfig, Settings
 
 FILE_PREFIX = "file://"
 HOST, HUB, LOCAL = "host", "hub", "local"
+
+if TYPE_CHECKING:
+    from backend.connection import Connection
 
 
 @dataclass(frozen=True)
@@ -38,7 +41,7 @@ class Source:
     label: str  # what the user wrote (a drafter name, a path, a repo)
     drafter: DrafterConfig | None = None
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Any]:
         return {"kind": self.kind, "location": self.location, "label": self.label}
 
 
@@ -88,7 +91,7 @@ def hub_endpoint(host: HostConfig, explicit: str | None = None) -> str | None:
     return explicit or host.hub_endpoint
 
 
-Connector = Callable[[], Awaitable[Any]]
+Connector = Callable[[], Awaitable["Connection"]]
 
 
 class Sources:
@@ -108,9 +111,9 @@ class Sources:
         self.hub_fallback = hub_fallback
         self.fallbacks: dict[str, Source] = {}
         self._connect = connect
-        self._opening: asyncio.Future | None = None
+        self._opening: asyncio.Future[Connection] | None = None
 
-    async def connection(self) -> Any:
+    async def connection(self) -> Connection:
         if self._opening is None:
             self._opening = asyncio.ensure_future(self._connect())
         # Shielded: a caller cancelled mid-connect (a sibling failed) must not leave a half-open connection.
@@ -128,7 +131,7 @@ class Sources:
 
     # --- checkpoints ---
 
-    async def inspect(self, source: Source) -> dict:
+    async def inspect(self, source: Source) -> dict[str, Any]:
         """The inspect dict of ``source``; a missing or corrupt checkpoint is a UsageError (exit 2)."""
         if source.kind == HUB:
             return await asyncio.to_thread(checkpoints.inspect_hub, source.location, self.endpoint)
@@ -146,7 +149,8 @@ class Sources:
             why = "does not exist" if exc.kind == "not_found" else "holds no *.safetensors file yet"
         else:
             if info.get("files") or drafter is None or drafter.repo is None:
-                return info  # a path given by hand with config.json alone reads as that config
+                inspected: dict[str, Any] = info
+                return inspected  # a path given by hand with config.json alone reads as that config
             why = "holds no *.safetensors file yet"
         hub = hub_copy(drafter)
         if not self.hub_fallback:
@@ -159,7 +163,7 @@ class Sources:
 
     # --- the target ---
 
-    async def target_config(self, source: Source) -> dict:
+    async def target_config(self, source: Source) -> dict[str, Any]:
         """The target's config.json: from a folder holding one, a .json file, or a hub repo."""
         if source.kind == HUB:
             return await asyncio.to_thread(checkpoints.hub_config, source.location, self.endpoint)
@@ -189,13 +193,17 @@ class Sources:
 
     # --- weights ---
 
-    async def compare_weights(self, a: Source, b: Source, on_tensor: Callable[[dict], None]) -> dict:
+    async def compare_weights(
+        self, a: Source, b: Source, on_tensor: Callable[[dict[str, Any]], None]
+    ) -> dict[str, Any]:
         """Per-tensor relative L2 and cosine of two host checkpoints, computed on the host (numpy there).
 
         ``on_tensor`` gets each ``{"event": "tensor", ...}`` as it arrives; returns the host's summary.
         """
         check_weights_sources(a, b)
         conn = await self.connection()
+        if conn.agent is None:  # dropped since it opened
+            raise ConnectionFailed(f"{conn.host.name}: not connected ({conn.state.status})")
         stream = await conn.agent.stream("checkpoint.compare_weights", a=a.location, b=b.location)
         try:
             async for event in stream:
@@ -206,7 +214,8 @@ class Sources:
             raise
         finally:
             await stream.aclose()
-        return stream.result
+        compared: dict[str, Any] = stream.result
+        return compared
 
 
 def check_weights_sources(a: Source, b: Source) -> None:
@@ -219,13 +228,13 @@ def check_weights_sources(a: Source, b: Source) -> None:
             )
 
 
-def _target_config(text: str, where: str) -> dict:
+def _target_config(text: str, where: str) -> dict[str, Any]:
     return checkpoints.config_object(text, where, "name the model's config.json as the target")
 
 
 async def read_diff(
     sources: Sources, a: Source, b: Source, target: Source, *, target_required: bool = True
-) -> tuple[dict, dict, dict]:
+) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any]]:
     """Inspect A and B and read the target's config, concurrently; returns ``(diff, a_info, b_info)``.
 
     The diff is ``checkpoints.diff`` plus ``paths.target`` (where the target config came from). When
@@ -233,7 +242,7 @@ async def read_diff(
     target is a verdict note and ``paths.target`` is None.
     """
 
-    async def read_target() -> tuple[dict | None, str | None]:
+    async def read_target() -> tuple[dict[str, Any] | None, str | None]:
         try:
             return await sources.target_config(target), None
         except UsageError as exc:

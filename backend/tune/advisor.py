@@ -57,9 +57,10 @@ def _flag(argv: Sequence[str], name: str) -> str | None:
 
 def _int(value: object) -> int | None:
     try:
-        return int(value)  # type: ignore[arg-type]
+        number: int = int(value)  # type: ignore[call-overload]  # any value: int() says which it takes
     except (TypeError, ValueError):
         return None
+    return number
 
 
 def run_steps(run: RunSummary) -> int | None:
@@ -216,7 +217,7 @@ def pick_run(runs: Sequence[RunSummary], run_id: str | None) -> RunSummary:
     )
 
 
-def bench_lists(runs: Iterable[RunSummary]) -> list[list[dict]]:
+def bench_lists(runs: Iterable[RunSummary]) -> list[list[dict[str, Any]]]:
     """The per-request lists of the runs' newest benches (what one request's spread is measured from)."""
     out = []
     for run in runs:
@@ -408,12 +409,12 @@ def apply(profile: ProfileConfig, steps: int, advice: Advice | None = None) -> A
 
 
 def acceptance_lines(
-    acceptance: dict | None,
+    acceptance: dict[str, Any] | None,
     drafter: str | None,
     width: int = 16,
     *,
     tiers: Mapping[int, float] | None = None,
-    dspark: dict | None = None,
+    dspark: dict[str, Any] | None = None,
 ) -> list[str]:
     """A bench's acceptance as text: one bar per histogram bin, then the per-position curve (any algorithm whose
     requests report a histogram); or why it is absent. ``tiers``: an adaptive server's share of passes per tier,
@@ -549,11 +550,15 @@ class AdaptiveProposal:
         }
 
 
-def _tok_s_grid(advice: Advice, runs: Sequence[RunSummary], yardstick: Yardstick) -> tuple[dict, list[str]]:
+# (concurrency, steps) -> (tok/s, its 95% low, high, "measured" | "predicted" | "scaled" | "baseline")
+Grid = dict[tuple[int, int], tuple[float, float, float, str]]
+
+
+def _tok_s_grid(advice: Advice, runs: Sequence[RunSummary], yardstick: Yardstick) -> tuple[Grid, list[str]]:
     """Per-stream tok/s with its 95% interval at each (concurrency, steps): one stream's from the advice rows;
     other concurrencies measured where a run of that step count benched there, else one stream's scaled by the
     cycle the drafter's benches measured at that concurrency against one stream (the batch's own cost)."""
-    grid: dict[tuple[int, int], tuple[float, float, float, str]] = {}
+    grid: Grid = {}
     for row in advice.rows:
         value, low, high = (
             (row["measured_tok_s"], row["measured_low"], row["measured_high"])
@@ -636,7 +641,8 @@ def propose_adaptive(
         """One stream: the advisor's best (the fastest measured, else predicted); more streams: the fastest step
         count measured there, else scaled."""
         if c == 1 and advice.best is not None:
-            return advice.best["steps"]
+            best: int = advice.best["steps"]
+            return best
         options = [k for k in range(1, max_steps + 1) if (c, k) in grid]
         measured = [k for k in options if grid[(c, k)][3] == "measured"] or options
         return max(measured, key=lambda k: (grid[(c, k)][0], -k))
@@ -787,7 +793,7 @@ def ab_result(done: dict[str, Any]) -> dict[str, Any]:
     ab = done.get("ab") or {}
     by_name = {p.get("profile"): p for p in done.get("points") or [] if not p.get("separating")}
 
-    def at(name: str, level: int) -> float | None:
+    def at(name: str | None, level: int) -> float | None:
         point = by_name.get(name) or {}
         if point.get("failed"):
             return None

@@ -77,7 +77,7 @@ def point_profile(profile: ProfileConfig, steps: int, topk: int, draft_tokens: i
     return replace(profile, steps=steps, topk=topk, draft_tokens=draft_tokens)
 
 
-def _command(settings: Settings, host: Any, profile: ProfileConfig) -> tuple[dict, dict]:
+def _command(settings: Settings, host: Any, profile: ProfileConfig) -> tuple[dict[str, Any], dict[str, Any]]:
     """(the point as the host takes it: argv, cwd, args; the env that goes through the job's environment)."""
     cmd = serving.profile_command(settings, host, profile)
     # SGLang's own step times (step_time_dict in /server_info) give each point's cycle; a list append a log line.
@@ -95,7 +95,7 @@ async def start(
     baseline_tok_s: float,
     resume: str | None = None,
     force: bool = False,
-    fed: dict | None = None,
+    fed: dict[str, Any] | None = None,
 ) -> JobInfo:
     """Check the profile, build every point's command and start the sweep job; returns its description.
     ``fed``: one host of a fleet sweep (``backend.fleet.sweep``): ``{"tags", "host", "port", "feed_idle_s"}``,
@@ -149,7 +149,8 @@ async def start_points(
     held = [c for c in checks.failures if c.name == "port" and running]
     if len(checks.failures) > len(held):
         raise serving.PreflightFailed(replace(checks, checks=tuple(c for c in checks.checks if c not in held)))
-    commands, env = [], {}
+    commands: list[dict[str, Any]] = []
+    env: dict[str, Any] = {}
     for served in points:
         command, env = _command(settings, conn.host, served)
         commands.append(command)
@@ -171,7 +172,7 @@ async def start_points(
     return JobInfo.from_json(await conn.call("sweep.start", **params))
 
 
-async def restore_found(conn: Connection, settings: Settings) -> dict | None:
+async def restore_found(conn: Connection, settings: Settings) -> dict[str, Any] | None:
     """Leave the host as the newest sweep found it when that sweep could not (killed outright, or cancelled
     while its server drained): stop the sweep's leftover server, start the profile it found running. What was
     done (``{"sweep", "profile", "leftover", "started"}``), else None; the host makes sure it happens once."""
@@ -190,13 +191,15 @@ async def restore_found(conn: Connection, settings: Settings) -> dict | None:
     return {**owed, "started": started["job"] if started else None}
 
 
-async def events(conn: Connection, job_id: str) -> AsyncIterator[dict]:
+async def events(conn: Connection, job_id: str) -> AsyncIterator[dict[str, Any]]:
     """The sweep's events as they are written, from the first; ends with the job."""
     async for record in bench_events(conn, job_id):
         yield record
 
 
-async def follow(conn: Connection, job_id: str, on_event: Callable[[dict], None] | None = None) -> dict:
+async def follow(
+    conn: Connection, job_id: str, on_event: Callable[[dict[str, Any]], None] | None = None
+) -> dict[str, Any]:
     """Follow a sweep to its end; its ``done`` event, or OperationFailed saying why there is none."""
     last = None
     async for record in events(conn, job_id):
@@ -212,9 +215,10 @@ async def follow(conn: Connection, job_id: str, on_event: Callable[[dict], None]
     raise OperationFailed(f"sweep {job_id} ended without a result: {job.reason or job.state}.")
 
 
-async def cancel(conn: Connection, job_id: str) -> dict:
+async def cancel(conn: Connection, job_id: str) -> dict[str, Any]:
     """Cancel a sweep: it SIGTERMs the server and bench it started, then ends."""
-    return await conn.call("jobs.cancel", id=job_id, timeout=15)
+    cancelled: dict[str, Any] = await conn.call("jobs.cancel", id=job_id, timeout=15)
+    return cancelled
 
 
 async def running(conn: Connection) -> JobInfo | None:
@@ -222,7 +226,7 @@ async def running(conn: Connection) -> JobInfo | None:
     return newest_running(await list_jobs(conn, "sweep"))
 
 
-def point_name(event: dict) -> str:
+def point_name(event: dict[str, Any]) -> str:
     """A point by its numbers, ``steps 4 (topk 1, draft 5)``: its place in the grid (``index``) is not the order
     a smart sweep measures in, so "point 4" read as steps 4 on the second point. ``sweep`` for an event of no
     point (restoring the server found); ``grid point N`` from an agent whose events carry no numbers; an adaptive
@@ -237,7 +241,7 @@ def point_name(event: dict) -> str:
     return f"steps {event['steps']} (topk {event.get('topk')}, draft {event.get('draft_tokens')})"
 
 
-def point_line(point: dict) -> str:
+def point_line(point: dict[str, Any]) -> str:
     """One point as a line of text: its numbers and what was measured (or why it failed)."""
     head = f"steps {point.get('steps')}, topk {point.get('topk')}, draft tokens {point.get('draft_tokens')}"
     if point.get("adaptive"):
@@ -254,11 +258,11 @@ def point_line(point: dict) -> str:
     )
 
 
-def public_done(done: dict) -> dict:
+def public_done(done: dict[str, Any]) -> dict[str, Any]:
     """The done event as `specdeck sweep --json` prints it: the point keys of the contract first."""
     keys = ("steps", "topk", "draft_tokens", "tok_s", "accept_len", "cycle_ms", "run")
 
-    def point(p: dict) -> dict:
+    def point(p: dict[str, Any]) -> dict[str, Any]:
         out = {k: p.get(k) for k in keys}
         out.update({k: v for k, v in p.items() if k not in out and k not in ("acceptance", "per_request")})
         return out
