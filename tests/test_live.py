@@ -633,6 +633,26 @@ async def test_an_idle_history_thread_is_not_woken_and_loses_no_pending_sample(t
     recorder.close()
 
 
+async def test_the_history_thread_keeps_an_adaptive_servers_tiers(tmp_path):
+    """The live feed hands its recorder each tier line of an adaptive server (LiveFeed calls add_tier):
+    the thread stores them with the batch they came in, as it does samples."""
+    recorder = HistoryThread(tmp_path / "history.sqlite3")
+    recorder.record("local")
+    job = JobInfo("serve-x")
+    assert await recorder.recorded(job) == 0
+    recorder.begin(job, 0)
+    recorder.add(Sample(ts=1e9, kind="decode", gen_tps=80.0))
+    recorder.add_tier(1e9, 3)
+    recorder.add(Sample(ts=1e9 + 6, kind="decode", gen_tps=90.0))
+    recorder.add_tier(1e9 + 6, 5)
+    recorder.add(Sample(ts=1e9 + 10, kind="decode", gen_tps=90.0))
+    recorder.mark(100)
+    recorder.flush(force=True).result(10)
+    spans = await recorder.query(lambda history: history.tier_spans(run_id_of("local", "serve-x")))
+    assert [steps for steps, _, _ in spans] == [3, 5]
+    recorder.close()
+
+
 def test_a_served_checkpoint_is_named_with_its_profile():
     """Live's server line (and every message naming the server) says which checkpoint a profile serves."""
     from backend.jobs import JobInfo

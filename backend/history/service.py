@@ -73,6 +73,9 @@ class HistoryThread:
         else:
             self._ops.append(("add", [sample]))
 
+    def add_tier(self, t: float, steps: int) -> None:
+        self._ops.append(("add_tier", (t, steps)))  # part of the batch, as a sample is
+
     def mark(self, offset: int) -> None:
         self._ops.append(("mark", (offset,)))
         self._ready = len(self._ops)
