@@ -13,7 +13,7 @@ import contextlib
 import os
 import sys
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncGenerator, Callable
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -306,7 +306,7 @@ class Connection:
             deadline = max(60.0, float(own) + 30) if isinstance(own, int | float) else 60.0
         return await self.agent.call(method, deadline=deadline, **params)
 
-    async def stream(self, method: str, **params: Any) -> AsyncIterator[dict]:
+    async def stream(self, method: str, **params: Any) -> AsyncGenerator[dict[str, Any], None]:
         """A streaming RPC on the current connection; ends (raising ConnectionFailed) if the link drops."""
         if self.agent is None:
             raise ConnectionFailed(f"{self.host.name}: not connected ({self.state.status})")
@@ -317,7 +317,12 @@ class Connection:
         finally:
             await s.aclose()
 
-    async def subscribe(self, method: str, params: dict, resume: Callable[[dict, dict], dict]) -> AsyncIterator[dict]:
+    async def subscribe(
+        self,
+        method: str,
+        params: dict[str, Any],
+        resume: Callable[[dict[str, Any], dict[str, Any]], dict[str, Any]],
+    ) -> AsyncGenerator[dict[str, Any], None]:
         """A stream that survives reconnects: after a drop it waits for the supervisor's next connection, then
         calls the method again with ``resume(params, last_event)`` (e.g. the last byte offset), so nothing is
         lost or repeated."""

@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from backend.agent.host.shared.chrome_trace import TraceError
 from backend.errors import OperationFailed, UsageError
@@ -26,6 +26,9 @@ DEFAULT_STEPS = 8  # scheduler iterations profiled: the first and last may be pa
 BY_STAGE_FROM = (0, 5, 23)  # profile_by_stage read from this release's source (SGLANG-PROFILER.md §1)
 GRAPH_SHARE = 0.1  # host launch time of graph replays worth a finding, as a share of the cycle
 GAP_SHARE = 0.15  # GPU idle between stages worth a finding, as a share of the cycle
+
+if TYPE_CHECKING:
+    from backend.connection import Connection
 
 
 @dataclass(frozen=True)
@@ -46,7 +49,7 @@ class StageTime:
         return max(0.0, self.ms - self.gpu_busy_ms)
 
     @classmethod
-    def from_json(cls, wire: dict) -> StageTime:
+    def from_json(cls, wire: dict[str, Any]) -> StageTime:
         steps = wire.get("steps_ms")
         return cls(
             name=str(wire["name"]),
@@ -81,13 +84,13 @@ class CycleAnatomy:
     trace: str
     baseline: CycleAnatomy | None = None
     traces: tuple[str, ...] = ()
-    ranks: tuple[dict, ...] = ()
-    straggler: dict | None = None
+    ranks: tuple[dict[str, Any], ...] = ()
+    straggler: dict[str, Any] | None = None
     notes: tuple[str, ...] = ()
     simulated: str | None = None
 
     @classmethod
-    def from_json(cls, wire: dict) -> CycleAnatomy:
+    def from_json(cls, wire: dict[str, Any]) -> CycleAnatomy:
         """The reader's (or the host job's) summary; OperationFailed when it holds no cycle."""
         if not wire.get("cycles") or not wire.get("cycle_ms"):
             raise OperationFailed("the profile holds no whole decode cycle; profile again under load.")
@@ -326,7 +329,7 @@ def start_body(version: str | None, steps: int) -> dict[str, Any]:
     return body
 
 
-async def server_release(conn, server: JobInfo) -> tuple[str | None, int]:
+async def server_release(conn: Connection, server: JobInfo) -> tuple[str | None, int]:
     """(SGLang version, TP ranks) of the running ``server``, from its server_info."""
     for path in ("/server_info", "/get_server_info"):
         page = await conn.call("http.request", url=f"http://127.0.0.1:{server.port}{path}")
@@ -363,7 +366,7 @@ def parse_ranks(text: str | None) -> tuple[int, ...] | None:
     return ranks
 
 
-async def start_capture(conn, server: JobInfo, plan: ProfilePlan) -> JobInfo:
+async def start_capture(conn: Connection, server: JobInfo, plan: ProfilePlan) -> JobInfo:
     """Start a profile job on ``server``; returns the job (its args hold the trace folder on the host)."""
     from backend.measure.livefeed import describe_server
 
@@ -374,7 +377,7 @@ async def start_capture(conn, server: JobInfo, plan: ProfilePlan) -> JobInfo:
     version, ranks = await server_release(conn, server)
     if plan.ranks is not None and max(plan.ranks) >= ranks:
         raise UsageError(f"--ranks {max(plan.ranks)} is past the server's {ranks} TP rank(s).")
-    params = {
+    params: dict[str, Any] = {
         "port": server.port,
         "body": start_body(version, plan.steps),
         "expect": ranks,
@@ -386,7 +389,9 @@ async def start_capture(conn, server: JobInfo, plan: ProfilePlan) -> JobInfo:
     return JobInfo.from_json(await conn.call("profile.start", **params))
 
 
-async def wait_capture(conn, job: JobInfo, on_progress: Callable[[dict], None] | None = None) -> CycleAnatomy:
+async def wait_capture(
+    conn: Connection, job: JobInfo, on_progress: Callable[[dict[str, Any]], None] | None = None
+) -> CycleAnatomy:
     """Follow a profile job to its end: the anatomy it read, or OperationFailed saying why there is none."""
     from backend.jobs import get_job
     from backend.measure.bench import bench_events
@@ -408,7 +413,7 @@ async def wait_capture(conn, job: JobInfo, on_progress: Callable[[dict], None] |
 
 
 async def capture(
-    conn, server: JobInfo, plan: ProfilePlan, on_progress: Callable[[dict], None] | None = None
+    conn: Connection, server: JobInfo, plan: ProfilePlan, on_progress: Callable[[dict[str, Any]], None] | None = None
 ) -> CycleAnatomy:
     """Profile ``server`` and read the traces on the host; the job is cancelled if the caller gives up."""
     job = await start_capture(conn, server, plan)
@@ -455,7 +460,7 @@ def keep(run_id: str, a: CycleAnatomy) -> str | None:
     return None
 
 
-def progress_text(event: dict) -> str:
+def progress_text(event: dict[str, Any]) -> str:
     """A profile job's progress event as a few words for a status line."""
     stage = event.get("stage")
     if stage == "profiling":

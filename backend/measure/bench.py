@@ -44,7 +44,9 @@ class BenchPlan:
     max_tokens: int = DEFAULT_MAX_TOKENS
     concurrency: int = DEFAULT_CONCURRENCY
     prompts: tuple[str, ...] | None = None  # None: the load generator's built-in set
-    domains: dict | None = None  # {name: {"dataset", "file"}} (``domains.parse``): the Hub's sets, on the host
+    domains: dict[str, Any] | None = (
+        None  # {name: {"dataset", "file"}} (``domains.parse``): the Hub's sets, on the host
+    )
     raw: bool = False  # True: the prompts as they are, not through the target's chat template
     repeat: int = 1  # the same bench this many times, its spread across them reported
 
@@ -74,7 +76,7 @@ class Slo:
     def __bool__(self) -> bool:
         return self.ttft_ms is not None or self.itl_ms is not None
 
-    def met(self, request: dict) -> bool:
+    def met(self, request: dict[str, Any]) -> bool:
         if "error" in request:
             return False
         if self.ttft_ms is not None and not request.get("ttft_ms", float("inf")) <= self.ttft_ms:
@@ -89,7 +91,7 @@ class Slo:
         return " and ".join(parts)
 
 
-def goodput(result: dict, slo: Slo) -> dict:
+def goodput(result: dict[str, Any], slo: Slo) -> dict[str, Any]:
     """The share of a bench's requests that met ``slo`` and their output tok/s over the bench's wall time."""
     requests = result.get("per_request") or []
     good = [r for r in requests if slo.met(r)]
@@ -152,7 +154,7 @@ async def start_bench(conn: Connection, server: JobInfo, plan: BenchPlan) -> Job
     return JobInfo.from_json(await conn.call("bench.start", **params))
 
 
-async def bench_events(conn: Connection, job_id: str) -> AsyncIterator[dict]:
+async def bench_events(conn: Connection, job_id: str) -> AsyncIterator[dict[str, Any]]:
     """The bench job's events (progress, then result or failed) as they are written; ends with the job."""
     params = {"id": job_id, "stream": "events", "offset": 0}
     async for event in conn.subscribe("jobs.follow", params, lambda p, ev: {**p, "offset": ev["offset"]}):
@@ -165,7 +167,9 @@ async def bench_events(conn: Connection, job_id: str) -> AsyncIterator[dict]:
                 yield record
 
 
-async def wait_result(conn: Connection, job_id: str, on_progress: Callable[[dict], None] | None = None) -> dict:
+async def wait_result(
+    conn: Connection, job_id: str, on_progress: Callable[[dict[str, Any]], None] | None = None
+) -> dict[str, Any]:
     """Follow a bench job to its end; its result record, or OperationFailed saying why there is none."""
     result = failed = None
     async for record in bench_events(conn, job_id):
@@ -188,14 +192,15 @@ async def running_bench(conn: Connection) -> JobInfo | None:
     return newest_running(await list_jobs(conn, "bench"))
 
 
-async def stop_bench(conn: Connection, job_id: str) -> dict:
+async def stop_bench(conn: Connection, job_id: str) -> dict[str, Any]:
     """Cancel a bench job (its process group); returns its final description."""
-    return await conn.call("jobs.cancel", id=job_id)
+    cancelled: dict[str, Any] = await conn.call("jobs.cancel", id=job_id)
+    return cancelled
 
 
 async def _bench_job(
-    conn: Connection, server: JobInfo, plan: BenchPlan, on_progress: Callable[[dict], None] | None
-) -> tuple[JobInfo, dict]:
+    conn: Connection, server: JobInfo, plan: BenchPlan, on_progress: Callable[[dict[str, Any]], None] | None
+) -> tuple[JobInfo, dict[str, Any]]:
     """(job, result) of one bench, with the collapse episodes the server's log shows over it; the job is
     cancelled if the caller gives up (Ctrl-C)."""
     from backend.measure.livefeed import log_end
@@ -229,8 +234,8 @@ async def collapse_over(conn: Connection, server: JobInfo, offset: int) -> Colla
 
 
 async def run_bench(
-    conn: Connection, server: JobInfo, plan: BenchPlan, on_progress: Callable[[dict], None] | None = None
-) -> dict:
+    conn: Connection, server: JobInfo, plan: BenchPlan, on_progress: Callable[[dict[str, Any]], None] | None = None
+) -> dict[str, Any]:
     """Start a bench and wait for its result; the job is cancelled if the caller gives up (Ctrl-C)."""
     return (await _bench_job(conn, server, plan, on_progress))[1]
 
@@ -251,9 +256,9 @@ async def run_sweep(
     server: JobInfo,
     plan: BenchPlan,
     levels: tuple[int, ...],
-    on_level: Callable[[int, dict], None] | None = None,
-    on_progress: Callable[[dict], None] | None = None,
-) -> list[tuple[JobInfo, dict]]:
+    on_level: Callable[[int, dict[str, Any]], None] | None = None,
+    on_progress: Callable[[dict[str, Any]], None] | None = None,
+) -> list[tuple[JobInfo, dict[str, Any]]]:
     """The same bench at each concurrency in ``levels``, one bench job after another: [(job, result)].
 
     Each level sends at least as many requests as it runs at once, so every stream is busy for the whole level.
@@ -268,7 +273,7 @@ async def run_sweep(
     return out
 
 
-def public_result(record: dict) -> dict:
+def public_result(record: dict[str, Any]) -> dict[str, Any]:
     """A result record as `specdeck bench --json` prints it: the contract's keys first, then the rest."""
     out = {key: record.get(key) for key in RESULT_KEYS + PROMPT_KEYS}
     out["chat_template"] = record.get("chat_template") or False
@@ -277,7 +282,7 @@ def public_result(record: dict) -> dict:
     return out
 
 
-def summary_line(result: dict, yardstick: Yardstick, run_id: str | None = None) -> str:
+def summary_line(result: dict[str, Any], yardstick: Yardstick, run_id: str | None = None) -> str:
     """One line: per-stream tok/s at the bench's concurrency against the baseline that judges it (the judge's
     like with like, with its requests' verdict), the aggregate, accept length against the break-even of its own
     cycle, TTFT. ``run_id``: the run it measured (the baseline's own reads = baseline)."""
@@ -299,7 +304,7 @@ def summary_line(result: dict, yardstick: Yardstick, run_id: str | None = None) 
     return line + f", TTFT {num(result.get('ttft_ms'), '.0f')} ms"
 
 
-def latency_line(result: dict) -> str | None:
+def latency_line(result: dict[str, Any]) -> str | None:
     """``TTFT p50 212 / p95 240 ms, ITL p50 10.1 / p95 31.0 ms, e2e p50 2.9 / p95 3.1 s``, None for older results."""
     figures = result.get("latency")
     if not isinstance(figures, dict):
@@ -313,7 +318,7 @@ def latency_line(result: dict) -> str | None:
     return ", ".join(parts) or None
 
 
-def goodput_line(good: dict, streams: int, slo: Slo) -> str:
+def goodput_line(good: dict[str, Any], streams: int, slo: Slo) -> str:
     """``goodput 87% at 8 streams (7 of 8 requests within TTFT <= 500 ms and ITL <= 30 ms), 410.2 tok/s``."""
     share = "-" if good["share"] is None else f"{good['share'] * 100:.0f}%"
     tok_s = "-" if good["tok_s"] is None else f"{good['tok_s']:.1f}"
@@ -325,7 +330,7 @@ def goodput_line(good: dict, streams: int, slo: Slo) -> str:
 # --- prompts, domains, loops and repeats (issue 32) ---------------------------------------------------------
 
 
-def prompts_line(result: dict) -> str:
+def prompts_line(result: dict[str, Any]) -> str:
     """What the prompts were: their sets, and through the target's chat template or raw (and why)."""
     sets = result.get("prompt_sets") or {}
     where = ", ".join(sorted(set(sets.values()))) or "built-in"
@@ -335,7 +340,7 @@ def prompts_line(result: dict) -> str:
     return f"prompts: {where}, {note}"
 
 
-def domain_rows(result: dict) -> list[list[str]]:
+def domain_rows(result: dict[str, Any]) -> list[list[str]]:
     """``[domain, requests, accept length, tok/s]`` per domain of a bench (its ``domains``)."""
     out = []
     for name, d in (result.get("domains") or {}).items():
@@ -345,7 +350,7 @@ def domain_rows(result: dict) -> list[list[str]]:
     return out
 
 
-def domain_lines(result: dict) -> list[str]:
+def domain_lines(result: dict[str, Any]) -> list[str]:
     """Accept length and tok/s per domain, a row each (nothing for a bench of one domain)."""
     rows = domain_rows(result)
     if len(rows) < 2:
@@ -355,7 +360,7 @@ def domain_lines(result: dict) -> list[str]:
     ]
 
 
-def domains_inline(result: dict) -> str | None:
+def domains_inline(result: dict[str, Any]) -> str | None:
     """``chat 2.69 · 81.5 tok/s (6), code 3.29 · 96.0 tok/s (6)``: the per-domain table on one line."""
     rows = domain_rows(result)
     if len(rows) < 2:
@@ -363,19 +368,19 @@ def domains_inline(result: dict) -> str | None:
     return ", ".join(f"{name} {accept} · {tok_s} tok/s ({n})" for name, n, accept, tok_s in rows)
 
 
-def collapse_line(result: dict) -> str | None:
+def collapse_line(result: dict[str, Any]) -> str | None:
     """The collapse episodes the bench went through (``collapse.Collapse.line``), None for none."""
     got = result.get("collapse") or {}
     episodes = tuple(Episode(**e) for e in got.get("episodes") or [])
     return Collapse(episodes, got.get("share"), got.get("full_batch")).line()
 
 
-def bench_notes(result: dict) -> list[str]:
+def bench_notes(result: dict[str, Any]) -> list[str]:
     """What a bench's prompts were, which requests looped, and the collapse episodes it went through."""
     return [prompts_line(result), *filter(None, (degenerate_line(result), collapse_line(result)))]
 
 
-def degenerate_line(result: dict) -> str | None:
+def degenerate_line(result: dict[str, Any]) -> str | None:
     """How many requests looped and what was done with them."""
     looped = result.get("degenerate") or []
     if not looped:
@@ -392,9 +397,9 @@ def degenerate_line(result: dict) -> str | None:
     )
 
 
-def spread(results: list[dict]) -> dict:
+def spread(results: list[dict[str, Any]]) -> dict[str, Any]:
     """The spread of the same bench repeated: per figure its values, mean, standard deviation, min and max."""
-    out: dict = {"runs": len(results)}
+    out: dict[str, Any] = {"runs": len(results)}
     for key in ("tok_s", "accept_len"):
         values = [r[key] for r in results if r.get(key) is not None]
         if not values:
@@ -406,7 +411,7 @@ def spread(results: list[dict]) -> dict:
     return out
 
 
-def spread_line(figures: dict) -> str:
+def spread_line(figures: dict[str, Any]) -> str:
     """``3 runs: 84.1 tok/s ±2.3 sd (81.5-86.7), accept length 2.95 ±0.04 sd (2.91-2.99)``."""
     parts = []
     for key, what, fmt in (("tok_s", "tok/s", ".1f"), ("accept_len", "accept length", ".2f")):
@@ -416,7 +421,7 @@ def spread_line(figures: dict) -> str:
     return f"{figures['runs']} runs: " + ", ".join(parts)
 
 
-def bench_brief(result: dict) -> str | None:
+def bench_brief(result: dict[str, Any]) -> str | None:
     """One line for a panel: ``kimi template · chat 2.69 · 81.5 tok/s (6), code … · 2 looped · collapse 31%``;
     None for a bench from before prompts were recorded."""
     if not result.get("prompt_sets") and not result.get("domains"):

@@ -21,6 +21,7 @@ import math
 import re
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from backend.errors import UsageError
 
@@ -72,7 +73,10 @@ def _record(raw: object, line: int, where: str) -> BenchRecord:
         if not math.isfinite(value) or value < 0 or (key in INTS and value != int(value)):
             raise UsageError(f"record at {where} line {line}: {key!r} is {raw[key]!r}, not a number of at least 0.")
         values[key] = value
-    rec = BenchRecord(line, *(int(values[k]) for k in INTS), values["acc_length"], values["step_time"], values["speed"])
+    batch_size, steps, topk, draft_tokens = (int(values[k]) for k in INTS)
+    rec = BenchRecord(
+        line, batch_size, steps, topk, draft_tokens, values["acc_length"], values["step_time"], values["speed"]
+    )
     if rec.topk > 1:
         raise UsageError(
             f"record at {where} line {line} has topk {rec.topk}: the advisor models chains (topk 1); "
@@ -143,7 +147,7 @@ def _number(value: str | None) -> float | None:
         return None
 
 
-def _one_batch(rows: list[dict], where: str) -> str | None:
+def _one_batch(rows: list[dict[str, Any]], where: str) -> str | None:
     """What bench_one_batch_server's records say, as the sentence refusing them; None when they are not its."""
     if not rows or not all({"input_len", "output_len", "latency", "output_throughput"} <= set(r) for r in rows):
         return None
@@ -183,7 +187,7 @@ def parse(text: str, where: str) -> list[BenchRecord]:
                 continue
             try:
                 raw = json.loads(line)
-            except ValueError as exc:
+            except json.JSONDecodeError as exc:
                 raise UsageError(f"record at {where} line {n} is not JSON ({exc.msg}).") from None
             records.append(_record(raw, n, where))
     else:

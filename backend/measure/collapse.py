@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import Any
 
 from backend.measure.metrics import Sample
 
@@ -28,7 +29,7 @@ class Episode:
     batch: int  # the largest batch in it
     queue: int  # the deepest queue in it
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Any]:
         return {"start": self.start, "seconds": round(self.seconds, 2), "lines": self.lines, "batch": self.batch,
                 "queue": self.queue}  # fmt: skip
 
@@ -39,7 +40,7 @@ class Collapse:
     share: float | None  # of the decode time (of the decode lines without timestamps); None without any
     full_batch: int | None  # what counted as full
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Any]:
         return {
             "episodes": [e.to_json() for e in self.episodes],
             "share": None if self.share is None else round(self.share, 4),

@@ -11,9 +11,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 
-def gpus_of(args: Mapping, argv: Sequence[str]) -> int:
+def gpus_of(args: Mapping[str, Any], argv: Sequence[str]) -> int:
     """A server's GPUs: its profile's tp (``args["tp"]``, else ``--tp-size`` in argv) times ``--pp-size`` (1).
     ``--nnodes`` does not multiply: SGLang runs tp / nnodes ranks on each node (engine.py ``tp_size_per_node``)."""
 
@@ -48,7 +49,7 @@ class Cost:
         """The figure compared: dollars where there is a price, else GPU-seconds."""
         return self.gpu_s if self.usd is None else self.usd
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Any]:
         return {"usd_per_million": self.usd, "gpu_s_per_million": self.gpu_s, "gpus": self.gpus}
 
 

@@ -9,18 +9,20 @@ of random words, made on the host, the prompts that send a model into a loop (li
 
 from __future__ import annotations
 
+from typing import Any
+
 from backend.errors import UsageError
 
 RANDOM_PROMPTS = 16
 
-HUB_SETS: dict[str, dict] = {
+HUB_SETS: dict[str, dict[str, Any]] = {
     "chat": {"dataset": "HuggingFaceH4/mt_bench_prompts", "file": "raw/question.jsonl"},
     "code": {"dataset": "openai/openai_humaneval", "file": "openai_humaneval/test-00000-of-00001.parquet"},
     "math": {"dataset": "openai/gsm8k", "file": "main/test-00000-of-00001.parquet"},
     "tools": {"dataset": "gorilla-llm/Berkeley-Function-Calling-Leaderboard", "file": "BFCL_v3_simple.json"},
     "random": {"random": RANDOM_PROMPTS},
 }
-SANDBOX_SETS: dict[str, dict] = {
+SANDBOX_SETS: dict[str, dict[str, Any]] = {
     "chat": {"dataset": "specdeck-sandbox/mt-bench-like", "file": "question.jsonl"},
     "code": {"dataset": "specdeck-sandbox/humaneval-like", "file": "test.jsonl"},
     "math": {"dataset": "specdeck-sandbox/gsm8k-like", "file": "test.jsonl"},
@@ -29,7 +31,7 @@ SANDBOX_SETS: dict[str, dict] = {
 }
 
 
-def parse(text: str, sandbox: bool) -> dict[str, dict]:
+def parse(text: str, sandbox: bool) -> dict[str, dict[str, Any]]:
     """``--domains`` as typed (``chat,code``) → ``{name: its set}`` for the host to fetch; UsageError naming the
     known ones for anything else."""
     sets = SANDBOX_SETS if sandbox else HUB_SETS

@@ -29,6 +29,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from backend.agent.host.shared.advice import Z, t975
 from backend.agent.host.shared.expect import BENCH_FLOOR, BenchNoise
@@ -386,7 +387,7 @@ def run_curve(run: RunSummary, yardstick: Yardstick, runs: Iterable[RunSummary] 
 # --- the best of a sweep -----------------------------------------------------------------------------------
 
 
-def best_figure(best: Mapping) -> tuple[float | None, float | None, float | None]:
+def best_figure(best: Mapping[str, Any]) -> tuple[float | None, float | None, float | None]:
     """(tok/s, low, high) the best is judged by: measured where measured (an advisor row's ``measured_tok_s``, a
     sweep point's ``tok_s``), else predicted."""
     if best.get("basis") == "predicted":
@@ -395,7 +396,7 @@ def best_figure(best: Mapping) -> tuple[float | None, float | None, float | None
     return value, best.get("measured_low"), best.get("measured_high")
 
 
-def best_sentence(best: Mapping | None, what: str = "steps") -> str:
+def best_sentence(best: Mapping[str, Any] | None, what: str = "steps") -> str:
     """``steps 4 measured fastest (101.0 tok/s [96.2-105.8]); not separated from 3 at 4 requests a point:
     ≈ 12 more each would``; ``best: none`` without one."""
     if not best:
@@ -459,7 +460,7 @@ def _verdict_tail(verdict: Verdict, it: str, digits: int) -> str:
     return f"; {word}, 95% {verdict.low:.{digits}f}-{verdict.high:.{digits}f} over {verdict.count} requests"
 
 
-def bench(result: Mapping, yardstick: Yardstick, run_id: str | None = None) -> BenchJudgement:
+def bench(result: Mapping[str, Any], yardstick: Yardstick, run_id: str | None = None) -> BenchJudgement:
     """A bench result (``loadgen.summarize``) judged like with like: against the baseline's bench at its
     concurrency, else per stream against the single-stream baseline."""
     requests = [r for r in result.get("per_request") or [] if isinstance(r, dict) and "error" not in r]
@@ -479,7 +480,7 @@ def bench(result: Mapping, yardstick: Yardstick, run_id: str | None = None) -> B
     return BenchJudgement(judged, speed, line, verdict)
 
 
-def run_json(run: RunSummary, yardstick: Yardstick) -> dict:
+def run_json(run: RunSummary, yardstick: Yardstick) -> dict[str, Any]:
     """A run as `history --json` prints it: its figures and what the judge says of them."""
     out = run.to_json()
     judged = run_versus(run, yardstick)

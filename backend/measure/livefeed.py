@@ -22,7 +22,7 @@ import asyncio
 import contextlib
 import json
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncGenerator, AsyncIterator, Callable
 from typing import Any, Protocol
 
 from backend.connection import Connection
@@ -105,13 +105,14 @@ def profile_steps(settings: Settings, profile: str | None = None) -> int | None:
     return next((p.steps for p in settings.profiles.values() if p.steps is not None), None)
 
 
-def _resume(params: dict, event: dict) -> dict:
+def _resume(params: dict[str, Any], event: dict[str, Any]) -> dict[str, Any]:
     return {**params, "offset": event["offset"]}
 
 
 class Recorder(Protocol):
     """Where a feed records the runs it follows (``backend.history.HistoryThread``, ``LiveRecorder``'s contract):
     ``begin`` when following a server from a byte offset, ``add`` per sample (post-idle throughput dropped),
+    ``add_tier`` per adaptive tier line (its start or a switch),
     ``mark`` after each batch with the offset read up to, ``truncated`` when the host says the log was truncated
     or replaced (it is followed again from its start), ``end`` with the job once the server has ended."""
 
@@ -124,13 +125,15 @@ class Recorder(Protocol):
 
     def add(self, sample: Sample) -> None: ...
 
+    def add_tier(self, t: float, steps: int) -> None: ...
+
     def mark(self, offset: int) -> None: ...
 
     def truncated(self) -> None: ...
 
     def end(self, job: JobInfo) -> None: ...
 
-    async def keep_latency(self, job: JobInfo, figures: dict) -> None:
+    async def keep_latency(self, job: JobInfo, figures: dict[str, Any]) -> None:
         """The run's latency figures (its server's histograms since it started), when this recorder holds it."""
         ...
 
@@ -175,7 +178,7 @@ class LiveFeed:
         self.latency = LatencyWindow()  # the server's latency histograms, one scrape a second
         self.latency_scrapes = 0  # scrapes of this server that held histograms
         self.histograms: bool | None = None  # did the last /metrics answer hold any (None: not asked yet)
-        self._idle_waiters: list[asyncio.Future] = []  # polls of an idle server, woken by the next sample
+        self._idle_waiters: list[asyncio.Future[None]] = []  # polls of an idle server, woken by the next sample
         self.collapse = Tracker()  # decode lines for the collapse episodes Live names (issue 32)
 
     @property
@@ -223,7 +226,7 @@ class LiveFeed:
                 async for event, recording in batches:
                     self.offset = event["offset"]
                     if event.get("truncated"):
-                        if recording:
+                        if recording and recorder is not None:
                             recorder.truncated()
                         self._tell("truncated")
                         continue
@@ -239,7 +242,12 @@ class LiveFeed:
                             if tier is not None:
                                 ts, said = tier
                                 self.series.feed_tier(ts or time.time(), said.steps, said.switch, said.start)
-                                if recording and ts is not None and (said.switch or said.start):
+                                if (
+                                    recording
+                                    and recorder is not None
+                                    and ts is not None
+                                    and (said.switch or said.start)
+                                ):
                                     recorder.add_tier(ts, said.steps)
                             continue
                         now = time.time()
@@ -250,11 +258,11 @@ class LiveFeed:
                         self.series.feed(sample, now)
                         self.collapse.feed(sample)
                         sample = self.filter.accept(sample, now)
-                        if recording:
+                        if recording and recorder is not None:
                             recorder.add(sample)
                         yield sample
                     self.lines += len(event["lines"])
-                    if recording:
+                    if recording and recorder is not None:
                         recorder.mark(self.offset)
                     if self.samples != before:  # access-log lines alone (polls, another monitor's) change nothing
                         self._tell("samples")
@@ -269,7 +277,7 @@ class LiveFeed:
             recorder.end(self.server)
         self._tell("ended")
 
-    async def _batches(self, job: JobInfo, offset: int) -> AsyncIterator[tuple[dict, bool]]:
+    async def _batches(self, job: JobInfo, offset: int) -> AsyncGenerator[tuple[dict[str, Any], bool], None]:
         """(``jobs.follow`` event, to be recorded?) from byte ``offset`` on: the part of the log the recorder
         holds already is read for the series only, the rest is followed and recorded."""
         start, recording = offset, False
@@ -320,10 +328,13 @@ class LiveFeed:
 
     # --- polling ------------------------------------------------------------------------------------------
 
-    async def _get(self, port: int, path: str) -> dict | None:
+    async def _get(self, port: int | None, path: str) -> dict[str, Any] | None:
         """``http.request`` to the server; None when the host cannot be asked right now."""
         try:
-            return await self.conn.call("http.request", timeout=RPC_TIMEOUT_S, url=f"http://127.0.0.1:{port}{path}")
+            answer: dict[str, Any] = await self.conn.call(
+                "http.request", timeout=RPC_TIMEOUT_S, url=f"http://127.0.0.1:{port}{path}"
+            )
+            return answer
         except (ConnectionFailed, RemoteError):
             return None
 
@@ -339,7 +350,7 @@ class LiveFeed:
                 info_path = "/get_server_info"  # SGLang before /server_info existed
                 info = await self._get(port, info_path)
             answered = info is not None and info.get("status") == 200
-            if answered and info["text"] != info_text:
+            if answered and info is not None and info["text"] != info_text:
                 try:
                     self.info = server_info_numbers(json.loads(info["text"]))
                     info_text = info["text"]

@@ -143,34 +143,34 @@ _HYBRID = slice(_FULL, _STAMP)
 # pool_stats_observer: full/swa for sliding-window models, full + mamba for SSM hybrids, gpu/cpu for
 # hierarchical sparse attention); the token pools are folded into token_usage as their max, the way SGLang's
 # own gauge does. Mamba state slots and the host-side (cpu) pool are not KV tokens on the GPU: left out.
+_CONVERTS: dict[str, tuple[str, Callable[[str], Any]]] = {
+    "gen throughput (token/s)": ("gen_tps", float),
+    "accept len": ("accept_len", float),
+    "accept rate": ("accept_rate", float),
+    "#running-req": ("running_req", int),
+    "#queue-req": ("queue_req", int),
+    "token usage": ("token_usage", float),
+    "full token usage": ("full", float),
+    "swa token usage": ("swa", float),
+    "gpu token usage": ("device", float),
+    "cuda graph": ("cuda_graph", _flag),
+    "npu graph": ("cuda_graph", _flag),
+    "cpu graph": ("cuda_graph", _flag),
+    "musa graph": ("cuda_graph", _flag),
+    "#new-seq": ("new_seq", int),
+    "#new-token": ("new_token", int),
+    "#cached-token": ("cached_token", int),
+    "cache hit rate": ("cache_hit_pct", _percent),
+    "input throughput (token/s)": ("input_tps", float),
+    "#pending-token": ("pending_token", int),
+    "#retracted-req": ("retracted_req", int),
+    "pre-allocated usage": ("prealloc_usage", float),
+    "cap len": ("cap_len", float),
+    "block accept len": ("block_accept_len", float),
+    "timestamp": ("stamp", _epoch),
+}
 _FIELDS: dict[str, tuple[int, Callable[[str], Any]]] = {
-    key: (_SLOTS.index(name), convert)
-    for key, (name, convert) in {
-        "gen throughput (token/s)": ("gen_tps", float),
-        "accept len": ("accept_len", float),
-        "accept rate": ("accept_rate", float),
-        "#running-req": ("running_req", int),
-        "#queue-req": ("queue_req", int),
-        "token usage": ("token_usage", float),
-        "full token usage": ("full", float),
-        "swa token usage": ("swa", float),
-        "gpu token usage": ("device", float),
-        "cuda graph": ("cuda_graph", _flag),
-        "npu graph": ("cuda_graph", _flag),
-        "cpu graph": ("cuda_graph", _flag),
-        "musa graph": ("cuda_graph", _flag),
-        "#new-seq": ("new_seq", int),
-        "#new-token": ("new_token", int),
-        "#cached-token": ("cached_token", int),
-        "cache hit rate": ("cache_hit_pct", _percent),
-        "input throughput (token/s)": ("input_tps", float),
-        "#pending-token": ("pending_token", int),
-        "#retracted-req": ("retracted_req", int),
-        "pre-allocated usage": ("prealloc_usage", float),
-        "cap len": ("cap_len", float),
-        "block accept len": ("block_accept_len", float),
-        "timestamp": ("stamp", _epoch),
-    }.items()
+    key: (_SLOTS.index(name), convert) for key, (name, convert) in _CONVERTS.items()
 }
 _FIELDS.update({" " + key: spec for key, spec in _FIELDS.items()})  # as split by ", ": no strip on the hot path
 
@@ -212,12 +212,13 @@ def parse_tier(line: str) -> tuple[float | None, Tier] | None:
     return (head[0] if head else None), tier
 
 
-def parse_line(line: str) -> Sample | None:
+def parse_line(line: object) -> Sample | None:
     """The decode/prefill sample in one SGLang log line, or None for any other line (never raises)."""
     if not isinstance(line, str):
         return None
     # The cheap test first: most lines of a busy log are neither (access lines, other records).
     at = line.find("Decode batch")
+    kind: Kind
     if at >= 0:
         kind, rest = "decode", line[at + 12 :]
     else:
@@ -493,7 +494,7 @@ def live_samples(lines: Iterable[str], idle_gap_s: float = DEFAULT_IDLE_GAP_S) -
         yield live.accept(sample)
 
 
-def _number(value: object, kind: type) -> float | int | None:
+def _number(value: object, kind: type[int] | type[float]) -> float | int | None:
     if isinstance(value, bool) or not isinstance(value, int | float):
         return None
     if not math.isfinite(value) or (kind is int and value != int(value)):
@@ -504,7 +505,7 @@ def _number(value: object, kind: type) -> float | int | None:
 _PER_RANK = ("avg_spec_accept_length", "last_gen_throughput")  # internal_states' figures, one pair per DP rank
 
 
-def server_info_numbers(info: dict[str, Any]) -> dict[str, Any]:
+def server_info_numbers(info: object) -> dict[str, Any]:
     """The numbers specdeck uses from `/server_info` (`/get_server_info`); None where this version lacks them.
 
     ``internal_states`` holds one entry per DP rank on newer versions (older ones keep the figures at the top

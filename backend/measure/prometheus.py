@@ -370,7 +370,7 @@ def only_families(text: str, names: tuple[str, ...]) -> str:
     return "\n".join(keep) + "\n"
 
 
-def _name(name: str, renamed: dict[str, str]) -> str:
+def _name(name: str, renamed: dict[str, int]) -> str:
     """A sample's name as today's SGLang spells it: the gateway's ``sglang_X`` as ``sglang:X``, an old name as
     its successor (``renamed`` counts each for the notes)."""
     if name.startswith("sglang_"):
@@ -485,11 +485,11 @@ def _join_split(
         what = said.setdefault((", ".join(by), summed), [])
         if key not in what:
             what.append(key)
-    for (by, summed), keys in said.items():
+    for (labels, summed), keys in said.items():
         if summed:
-            notes.append(f"{', '.join(keys)} summed over the values of {by} (each value counts its own requests)")
+            notes.append(f"{', '.join(keys)} summed over the values of {labels} (each value counts its own requests)")
         else:
-            notes.append(f"{', '.join(keys)}: several series differ by {by}; the first on the page is read")
+            notes.append(f"{', '.join(keys)}: several series differ by {labels}; the first on the page is read")
 
 
 def _pool_usage(by_key: dict[SeriesKey, Series], pools: dict[SeriesKey, float], notes: list[str]) -> None:
@@ -562,7 +562,7 @@ def _totals(series: list[Series]) -> tuple[dict[str, float | None], dict[int | N
     short: dict[str, int] = {}
     ranked = [g for (_, dp_rank), g in zip(groups, speakers, strict=True) if dp_rank is not None]
     for key in NAMES.values():
-        values = [g[key] for g in speakers if g[key] is not None]
+        values = [value for g in speakers if (value := g[key]) is not None]
         if not values:
             engine[key] = None
         elif key in SUMMED:
@@ -587,19 +587,20 @@ def _totals(series: list[Series]) -> tuple[dict[str, float | None], dict[int | N
 def _acceptance(speakers: list[dict[str, float | None]], key: str) -> float | None:
     """Accept length or rate over DP ranks, each weighted by its verify steps (throughput / accept length):
     the engine's tokens over its steps. The plain mean when some rank's steps are unknown."""
-    ranks = [g for g in speakers if g[key] is not None]
+    ranks = [(g, value) for g in speakers if (value := g[key]) is not None]
     if len(ranks) == 1:
-        return ranks[0][key]
-    steps = [
-        g["gen_throughput"] / g["spec_accept_length"]
-        for g in ranks
-        if g["gen_throughput"] is not None and g["spec_accept_length"]
+        return ranks[0][1]
+    cycles = [  # (throughput, verify steps a second)
+        (tok_s, tok_s / length)
+        for g, _ in ranks
+        if (tok_s := g["gen_throughput"]) is not None and (length := g["spec_accept_length"])
     ]
+    steps = [s for _, s in cycles]
     if len(steps) == len(ranks) and math.fsum(steps) > 0:
         if key == "spec_accept_length":
-            return math.fsum(g["gen_throughput"] for g in ranks) / math.fsum(steps)
-        return math.fsum(g[key] * w for g, w in zip(ranks, steps, strict=True)) / math.fsum(steps)
-    return math.fsum(g[key] for g in ranks) / len(ranks)
+            return math.fsum(tok_s for tok_s, _ in cycles) / math.fsum(steps)
+        return math.fsum(value * w for (_, value), w in zip(ranks, steps, strict=True)) / math.fsum(steps)
+    return math.fsum(value for _, value in ranks) / len(ranks)
 
 
 def parse_metrics(text: str) -> dict[str, float | None]:

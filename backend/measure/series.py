@@ -71,7 +71,7 @@ class SeriesView:
 
     __slots__ = ("xs", "ys")
 
-    def __init__(self, xs: array, ys: array) -> None:
+    def __init__(self, xs: array[float], ys: array[float]) -> None:
         self.xs = xs
         self.ys = ys
 
@@ -189,7 +189,7 @@ class RingSeries:
         self._ts[i] = t
         self._vs[i] = value
 
-    def _ordered(self, buf: array, first: int) -> array:
+    def _ordered(self, buf: array[float], first: int) -> array[float]:
         """Logical points ``first``..end of ``buf`` as one contiguous array."""
         a = self._start + first
         b = self._start + self._count
@@ -261,9 +261,9 @@ def engine_sum(ranks: list[RankNow]) -> tuple[float, int, float | None]:
     requests summed, accept length weighted by each rank's verify steps (its tokens over its steps)."""
     total = math.fsum(r.total_tok_s for r in ranks)
     streams = sum(r.streams for r in ranks)
-    accepting = [r for r in ranks if r.accept_len]
-    steps = math.fsum(r.total_tok_s / r.accept_len for r in accepting)
-    accept = math.fsum(r.total_tok_s for r in accepting) / steps if accepting and steps > 0 else None
+    accepting = [(r.total_tok_s, length) for r in ranks if (length := r.accept_len)]
+    steps = math.fsum(tok_s / length for tok_s, length in accepting)
+    accept = math.fsum(tok_s for tok_s, _ in accepting) / steps if accepting and steps > 0 else None
     return total, streams, accept
 
 
@@ -377,20 +377,21 @@ class LiveSeries:
                 own = self.ranks[rank] = RankSeries(self.rank_capacity)
             if accept is not None:
                 own.accept_len.append(t, accept)
-            if per_stream is None:
+            gen_tps = sample.gen_tps
+            if per_stream is None or gen_tps is None:  # one implies the other (stream_tps)
                 return
             streams = sample.running_req or 1
             own.tok_s.append(t, per_stream)
-            own.total_tok_s.append(t, sample.gen_tps)
+            own.total_tok_s.append(t, gen_tps)
             own.streams.append(t, streams)
-            self.latest[rank] = RankNow(rank, t, sample.gen_tps, streams, accept)
+            self.latest[rank] = RankNow(rank, t, gen_tps, streams, accept)
             total, streams, accept = engine_sum([r for r in self.ranks_now() if t - r.t <= RANK_STALE_S])
             per_stream = total / streams
             self._headline(t, per_stream, total, streams, accept)
             return
         if accept is not None:
             self.accept_len.append(t, accept)
-        if per_stream is not None:
+        if per_stream is not None and sample.gen_tps is not None:  # one implies the other (stream_tps)
             self._headline(t, per_stream, sample.gen_tps, sample.running_req or 1, None)
         if per_stream is not None and accept is not None and per_stream > 0:
             cycle = cycle_ms(accept, per_stream)

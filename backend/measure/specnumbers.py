@@ -21,6 +21,7 @@ Per algorithm:
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from backend.measure.metrics import Sample
 from backend.measure.prometheus import PR_31750, Scrape
@@ -40,7 +41,7 @@ class SpecFigures:
     per_position: tuple[float | None, ...] = ()  # PR #31750's lifetime per-position acceptance
 
     @classmethod
-    def of(cls, info: dict, scrape: Scrape | None, sample: Sample | None) -> SpecFigures:
+    def of(cls, info: dict[str, Any], scrape: Scrape | None, sample: Sample | None) -> SpecFigures:
         """From ``server_info_numbers`` (``info``), the last /metrics scrape and the newest decode sample."""
         engine = scrape.engine if scrape is not None else {}
         run, basis = (scrape.run_accept_length() if scrape is not None else None), "finished requests' totals"
