@@ -77,6 +77,10 @@ def test_dspark_and_dflash_figures_each_with_its_window():
     dflash = {"speculative_algorithm": "DFLASH", "speculative_num_draft_tokens": 8}
     run = read_scrape(page(spec_accept_length=3.0, generation_tokens_total=3700, spec_verify_calls_total=1000))
     assert SpecFigures.of(dflash, run, None).parts() == ["DFLASH block 8: 3.70 accepted per verify, 46% of it (run)"]
+    lifetime = {**dflash, "avg_spec_accept_length": 3.6}  # the server line's own lifetime figure comes first
+    assert SpecFigures.of(lifetime, run, None).parts() == [
+        "DFLASH block 8: 3.60 accepted per verify, 45% of it (lifetime)"
+    ]
     early = read_scrape(page(spec_accept_length=4.0))  # no finished request yet: the interval's, said so
     assert SpecFigures.of(dflash, early, None).parts() == [
         "DFLASH block 8: 4.00 accepted per verify, 50% of it (last interval)"

@@ -4,9 +4,10 @@ run's and which an interval's.
 
 SGLang's spec gauges and decode-line fields are interval means: what they are made of is zeroed at every
 decode-log tick (0.5.23 metrics_reporter.py:1001-1004), so each is the last ``--decode-log-interval`` steps'
-figure and is said as such ("last interval"). A run's accept length comes from totals only: generation tokens
-over verify calls of the finished requests (``Scrape.run_accept_length``), else ``/server_info``'s lifetime
-``avg_spec_accept_length`` (accepted tokens over verify rows since start, refreshed at the ticks).
+figure and is said as such ("last interval"). A run's accept length comes from totals only: ``/server_info``'s
+lifetime ``avg_spec_accept_length`` (accepted tokens over verify rows since start, refreshed at the ticks: the
+figure the server line shows), else generation tokens over verify calls of the finished requests
+(``Scrape.run_accept_length``).
 
 Per algorithm:
 - DSPARK (0.5.16+): ``cap len`` (the mean verify window, bonus slot counted) and ``block accept len`` (the
@@ -34,7 +35,7 @@ class SpecFigures:
     algorithm: str | None
     window: int | None  # tokens a verify checks: DFLASH's block, DSPARK's gamma + 1, a chain's steps + 1
     run_accept_len: float | None  # from totals (counters), else the server's lifetime figure
-    run_basis: str  # what run_accept_len is: "finished requests' totals" or "lifetime"
+    run_basis: str  # what run_accept_len is: "lifetime" (/server_info) or "run" (the finished requests' totals)
     interval_accept_len: float | None  # the last decode-log interval's
     cap_len: float | None  # DSPARK, last interval
     block_accept_len: float | None  # DSPARK cap-accept, last interval
@@ -44,9 +45,10 @@ class SpecFigures:
     def of(cls, info: dict[str, Any], scrape: Scrape | None, sample: Sample | None) -> SpecFigures:
         """From ``server_info_numbers`` (``info``), the last /metrics scrape and the newest decode sample."""
         engine = scrape.engine if scrape is not None else {}
-        run, basis = (scrape.run_accept_length() if scrape is not None else None), "finished requests' totals"
-        if run is None and info.get("avg_spec_accept_length") is not None:
-            run, basis = info["avg_spec_accept_length"], "lifetime"
+        # The lifetime figure the server line shows beside it first (one run figure on one line), else the counters'
+        run, basis = info.get("avg_spec_accept_length"), "lifetime"
+        if run is None and scrape is not None:
+            run, basis = scrape.run_accept_length(), "run"
 
         def gauge_or_line(key: str, field: str) -> float | None:
             value = engine.get(key)
@@ -74,7 +76,7 @@ class SpecFigures:
         if self.algorithm != "DFLASH" or not self.window:
             return None
         if self.run_accept_len is not None:
-            return self.run_accept_len / self.window, "run"
+            return self.run_accept_len / self.window, self.run_basis
         if self.interval_accept_len is not None:
             return self.interval_accept_len / self.window, "last interval"
         return None
@@ -92,7 +94,7 @@ class SpecFigures:
         block = self.block_acceptance()
         if block is not None:
             share, basis = block
-            accept = self.run_accept_len if basis == "run" else self.interval_accept_len
+            accept = self.interval_accept_len if basis == "last interval" else self.run_accept_len
             out.append(f"DFLASH block {self.window}: {accept:.2f} accepted per verify, {share:.0%} of it ({basis})")
         if self.per_position:
             rates = " ".join("—" if a is None else f"{a:.2f}" for a in self.per_position)

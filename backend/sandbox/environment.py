@@ -4,6 +4,8 @@
   host/                         the sandbox host's workdir (agent state, jobs, drafters)
   host/models/Kimi-K2.5/        the target's config.json (no weights: the simulator never loads any)
   host/output_100k_sglang/4/    the team's own drafter, ``ours`` (Kimi-K2 shapes, sparse weights)
+  host/kimi_k25_dflash/, host/kimi_k25_dspark/   block drafters for K2.5 (``dflash-k25``, ``dspark-k25``), each
+                                served by the profile of its name (DFLASH, DSPARK)
   host/data/k25-hidden/         prepared hidden states for the ``k25-ft`` training (empty sample files) and
                                 its vocab mapping
   hub/AQ-MedAI/Kimi-K2-Instruct-eagle3/   AQ-MedAI's drafter, served by the local Hub (a detached job), beside the
@@ -80,6 +82,14 @@ class Layout:
         return self.workdir / "aq_medai_k2"
 
     @property
+    def dflash(self) -> Path:
+        return self.workdir / "kimi_k25_dflash"
+
+    @property
+    def dspark(self) -> Path:
+        return self.workdir / "kimi_k25_dspark"
+
+    @property
     def train_data(self) -> Path:
         return self.workdir / "data" / "k25-hidden"
 
@@ -108,6 +118,9 @@ def write_fixtures(layout: Layout) -> None:
         fixtures.write_target_config(str(layout.target))
     if not (layout.ours / "model.safetensors").exists():
         fixtures.write_drafter(str(layout.ours), "ours")
+    for folder, kind in ((layout.dflash, "dflash_k25"), (layout.dspark, "dspark_k25")):  # block drafters
+        if not (folder / "model.safetensors").exists():
+            fixtures.write_drafter(str(folder), kind)
     if not (layout.train_data / "vocab_mapping" / "vocab_mapping.pt").exists():
         write_hidden_states(layout.train_data)
     # The hub's repos: AQ-MedAI's (the fixture) and the catalog of real repos around Kimi-K2.5, each sparse file
@@ -218,6 +231,14 @@ repo = "{AQ_REPO}"
 files = ["config.json", "model.safetensors"]
 path = {_q(str(layout.aq))}
 
+# Block drafters for Kimi-K2.5 on the sandbox host: a DFlash one (z-lab/Kimi-K2.5-DFlash's shapes, block 8) and a
+# DSpark one (gamma 5; SGLang 0.5.16 and later).
+[drafters.{DFLASH_DRAFTER}]
+path = {_q(str(layout.dflash))}
+
+[drafters.{DSPARK_DRAFTER}]
+path = {_q(str(layout.dspark))}
+
 # AQ-MedAI's drafter with SGLang picking the step count per batch (--speculative-adaptive, its default ladder;
 # SGLang 0.5.11 and later). Starts at 3 steps; `specdeck advise --adaptive` proposes a ladder of its own.
 [profiles.{ADAPTIVE_PROFILE}]
@@ -226,6 +247,19 @@ algorithm = "EAGLE3"
 adaptive = true
 steps = 3
 topk = 1
+
+# The DFlash drafter under DFLASH: one draft pass proposes the block, the block verified at once.
+[profiles.{DFLASH_PROFILE}]
+drafter = "{DFLASH_DRAFTER}"
+algorithm = "DFLASH"
+dflash_block_size = 8
+
+# The DSpark drafter under DSPARK with ragged verify: each request's verify window (cap len) of its own.
+[profiles.{DSPARK_PROFILE}]
+drafter = "{DSPARK_DRAFTER}"
+algorithm = "DSPARK"
+dspark_block_size = 5
+dspark_ragged_verify = "cap-accept"
 
 # Fine-tune AQ-MedAI's drafter for K2.5 with the SIMULATED SpecForge: a one-minute run.
 [trainings.k25-ft]
@@ -242,6 +276,8 @@ eval_interval = 100
 
 
 ADAPTIVE_PROFILE = "aq-adaptive"
+DFLASH_DRAFTER, DFLASH_PROFILE = "dflash-k25", "dflash-k25"
+DSPARK_DRAFTER, DSPARK_PROFILE = "dspark-k25", "dspark-k25"
 FLEET_NAME = "sandbox"
 FLEET_PROFILE = "eagle3-ours"  # its drafter is on the sandbox from the start (aq-medai is downloaded first)
 REPLICA_PORT = 30000  # the first host's replica; each next host's 10 ports on (they share this machine's ports)
@@ -435,7 +471,12 @@ async def up(
         "sglang_version": version,
         "workdir": str(layout.workdir),
         "target": str(layout.target),
-        "drafters": {"ours": str(layout.ours), "aq-medai": str(layout.aq)},
+        "drafters": {
+            "ours": str(layout.ours),
+            "aq-medai": str(layout.aq),
+            DFLASH_DRAFTER: str(layout.dflash),
+            DSPARK_DRAFTER: str(layout.dspark),
+        },
         "hub": hub,
         "scenario": in_use,
         "simulated": True,  # the SGLang of every host; the fleet's router is the real one
