@@ -15,7 +15,7 @@ import sys
 import time
 from collections.abc import AsyncGenerator, Callable
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from backend.agent.client import AgentClient
 from backend.agent.host.shared.quantiles import round_trips
@@ -23,6 +23,9 @@ from backend.errors import ConnectionBlocked, ConnectionFailed, UsageError
 from backend.settings import HostConfig, Settings, ssh_url_problem
 
 BACKOFF_S = (1, 2, 4, 8, 15, 30)
+
+if TYPE_CHECKING:
+    from backend.transport.base import Transport
 
 
 @dataclass(frozen=True)
@@ -65,11 +68,11 @@ def resolve_host(
             f"unknown host {spec!r}: use a configured name ({', '.join(sorted(settings.hosts))}), "
             "local, or ssh://user@addr[:port]"
         )
-    overrides = {"identity": identity, "known_hosts": known_hosts, "python": python, "workdir": workdir}
+    overrides: dict[str, Any] = {"identity": identity, "known_hosts": known_hosts, "python": python, "workdir": workdir}
     return replace(host, **{k: v for k, v in overrides.items() if v is not None})
 
 
-def make_transport(host: HostConfig):
+def make_transport(host: HostConfig) -> Transport:
     if host.is_local:
         from backend.transport.local import LocalTransport
 
@@ -90,15 +93,15 @@ class Connection:
         self.brief = False
         self.note = ""
         self._leave_master = False
-        self.transport = None
+        self.transport: Transport | None = None
         self.agent: AgentClient | None = None
         self.state = ConnState("connecting", since=time.time())
-        self.hello: dict = {}
+        self.hello: dict[str, Any] = {}
         self.last_error: ConnectionFailed | None = None  # the host-key error behind a "lost" state
         self._listeners: list[Callable[[ConnState], None]] = []
         self._connected = asyncio.Event()
         self._changed = asyncio.Event()  # set and replaced on every state change
-        self._supervisor: asyncio.Task | None = None
+        self._supervisor: asyncio.Task[None] | None = None
         self._wake = asyncio.Event()
         self._give_up_after: int | None = None  # failed reconnects before a supervised CLI stops (None: never)
         self._gave_up: ConnectionFailed | None = None  # why it stopped: every follower then raises it
@@ -143,19 +146,19 @@ class Connection:
         self.transport, self.agent = transport, agent
         self.generation += 1
 
-    async def _through_master(self):
+    async def _through_master(self) -> Transport | None:
         """The host's control master as a transport, or None (connect directly; leave a master if we may)."""
-        from backend.transport import control
+        from backend.transport import control, controlsock
 
-        if control.persist_s() <= 0:
+        if controlsock.persist_s() <= 0:
             return None
         try:
             return await control.ControlTransport.attach(self.host)
-        except control.NoMaster:
+        except controlsock.NoMaster:
             self._leave_master = True  # none yet, or a stale socket: the new master replaces it
-        except control.Unanswering as exc:  # it keeps its lock, so no new master could replace it
+        except controlsock.Unanswering as exc:  # it keeps its lock, so no new master could replace it
             self.note = f"{exc}: connected directly; `specdeck disconnect` stops it"
-        except control.Unusable as exc:
+        except controlsock.Unusable as exc:
             self.note = f"not using the shared connection: {exc}; connected directly"
         return None
 
@@ -217,6 +220,7 @@ class Connection:
                     continue
                 attempt = 0
                 self._set("connected")
+            assert self.agent is not None  # _connect_once set it
             reason = await self.agent.closed
             # Not connected from here on, before the (slow) close, so no one uses the dead agent meanwhile.
             self._set("reconnecting", reason, retry_at=time.time(), attempt=1)
@@ -347,7 +351,7 @@ class Connection:
                 raise self._gave_up
             await self._changed.wait()
 
-    async def ping(self, count: int = 5) -> dict:
+    async def ping(self, count: int = 5) -> dict[str, Any]:
         """Round trips over the persistent agent, in ms."""
         times = []
         for _ in range(count):

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 
 class SpecdeckError(Exception):
     """Base: the CLI prints ``str(err)`` on one line and exits with ``exit_code``; the TUI notifies."""
@@ -56,7 +58,7 @@ class RemoteError(SpecdeckError):
 
     _codes = {"invalid": 2, "not_found": 2, "permission": 2, "checkpoint": 2}
 
-    def __init__(self, message: str, kind: str = "failed", data: dict | None = None) -> None:
+    def __init__(self, message: str, kind: str = "failed", data: dict[str, Any] | None = None) -> None:
         super().__init__(message)
         self.kind = kind
         self.data = data or {}

@@ -66,9 +66,9 @@ class guarded:
     def __enter__(self) -> None:
         self.saved = sys.stdout, sys.stderr
         if not isinstance(sys.stdout, VisibleStream):
-            sys.stdout = VisibleStream(sys.stdout)  # type: ignore[assignment]
+            sys.stdout = VisibleStream(sys.stdout)
         if not isinstance(sys.stderr, VisibleStream):
-            sys.stderr = VisibleStream(sys.stderr)  # type: ignore[assignment]
+            sys.stderr = VisibleStream(sys.stderr)
 
     def __exit__(self, *exc: object) -> None:
         sys.stdout, sys.stderr = self.saved
@@ -76,4 +76,4 @@ class guarded:
 
 def unguarded(stream: TextIO) -> TextIO:
     """The stream beneath a ``VisibleStream``: for the CLI's own control sequences and `logs --raw`."""
-    return stream.inner if isinstance(stream, VisibleStream) else stream  # type: ignore[return-value]
+    return stream.inner if isinstance(stream, VisibleStream) else stream

@@ -44,7 +44,7 @@ class JobInfo:
     events_path: str = ""
 
     @classmethod
-    def from_json(cls, wire: dict) -> JobInfo:
+    def from_json(cls, wire: dict[str, Any]) -> JobInfo:
         if wire.get("state") not in get_args(JobState):
             raise RemoteError(f"the host reported an unknown job state {wire.get('state')!r}")
         return cls(
@@ -116,7 +116,7 @@ class Lingering:
     text: str
 
     @classmethod
-    def from_json(cls, wire: dict) -> Lingering:
+    def from_json(cls, wire: dict[str, Any]) -> Lingering:
         verdict = wire.get("verdict")
         return cls(int(wire["pid"]), cast(Verdict, verdict if verdict in get_args(Verdict) else "alive"), wire["text"])
 
@@ -126,7 +126,7 @@ class Lingering:
 
 
 async def outlast(
-    conn: Connection, job_id: str, states: list[dict], within: float | None = None
+    conn: Connection, job_id: str, states: list[dict[str, Any]], within: float | None = None
 ) -> tuple[list[Lingering], list[Lingering]]:
     """After a stop that left ``states`` (the host's ``left_states``): wait, up to ``within`` seconds
     (LINGER_WAIT_S), while every process left is one the kernel is still letting go; (those waited for, those
@@ -169,11 +169,13 @@ def parse_duration(text: str) -> float:
 
 async def remove(conn: Connection, job_id: str) -> list[str]:
     """Remove one ended job's folder; RemoteError (busy) if it still runs. Returns the removed ids."""
-    return (await conn.call("jobs.remove", id=job_id))["removed"]
+    removed: list[str] = (await conn.call("jobs.remove", id=job_id))["removed"]
+    return removed
 
 
-async def prune(conn: Connection, older_than: float, kind: str | None = None) -> dict:
+async def prune(conn: Connection, older_than: float, kind: str | None = None) -> dict[str, Any]:
     """Remove every ended job (of ``kind``) that ended more than ``older_than`` seconds ago.
 
     Returns ``{"removed": [ids], "running": n}``; jobs that still run are never touched."""
-    return await conn.call("jobs.prune", older_than=older_than, kind=kind)
+    pruned: dict[str, Any] = await conn.call("jobs.prune", older_than=older_than, kind=kind)
+    return pruned

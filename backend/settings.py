@@ -11,11 +11,14 @@ import os
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeGuard
 
 from backend.errors import ConfigError
 
 DEFAULT_HOST = "gpu-box"
+
+if TYPE_CHECKING:
+    from tomlkit import TOMLDocument
 
 
 @dataclass(frozen=True)
@@ -192,7 +195,7 @@ class ProfileConfig:
         flags=("--speculative-adaptive",),
         algorithms=ADAPTIVE,
     )
-    adaptive_config: dict | None = declare(  # noqa: RUF009 (declare is a dataclasses.field)
+    adaptive_config: dict[str, Any] | None = declare(  # noqa: RUF009 (declare is a dataclasses.field)
         help="the adaptive config in SGLang's own JSON keys, written to a file on the host",
         flags=("--speculative-adaptive-config",),
         algorithms=ADAPTIVE,
@@ -435,7 +438,7 @@ class Settings:
 
 def builtin_defaults() -> Settings:
     """The operator's set-up: Kimi-K2.5 on gpu-box, their own drafter and AQ-MedAI's, three profiles."""
-    eagle = {"algorithm": "EAGLE3", "steps": 3, "topk": 1, "draft_tokens": 4}
+    eagle: dict[str, Any] = {"algorithm": "EAGLE3", "steps": 3, "topk": 1, "draft_tokens": 4}
     return Settings(
         default_host=DEFAULT_HOST,
         hosts={
@@ -476,12 +479,12 @@ def sandbox_config_path() -> Path:
     return Path(user_state_dir("specdeck")) / "sandbox" / "config.toml"
 
 
-def is_sandbox_name(name: str | None) -> bool:
+def is_sandbox_name(name: str | None) -> TypeGuard[str]:
     """``sandbox``, ``sandbox-2``, …: the names `sandbox up` gives its hosts."""
-    return bool(name) and (name == "sandbox" or (name.startswith("sandbox-") and name[8:].isdigit()))
+    return name is not None and (name == "sandbox" or (name.startswith("sandbox-") and name[8:].isdigit()))
 
 
-def config_path(explicit: str | os.PathLike | None = None, host: str | None = None) -> tuple[Path, bool]:
+def config_path(explicit: str | os.PathLike[str] | None = None, host: str | None = None) -> tuple[Path, bool]:
     """The config file to read and whether it must exist: ``--config``, ``SPECDECK_CONFIG``, else the user's
     file, except that ``--host sandbox`` (or ``sandbox-N``) reads the sandbox's own config unless the user's
     file names such a host itself: the sandbox is reachable by name after `sandbox up`, no path to copy."""
@@ -505,7 +508,7 @@ def _names_host(path: Path, name: str) -> bool:
         return False
 
 
-def load(explicit: str | os.PathLike | None = None, host: str | None = None) -> Settings:
+def load(explicit: str | os.PathLike[str] | None = None, host: str | None = None) -> Settings:
     """Read and validate the effective settings (defaults overlaid by the config file); ``host`` is the
     ``--host`` asked for (see ``config_path``)."""
     path, required = config_path(explicit, host)
@@ -564,7 +567,7 @@ def save_profile(settings: Settings, profile: ProfileConfig) -> tuple[Settings, 
     Raises ConfigError when the file cannot be read or written, or the result would not validate."""
     import tomlkit
 
-    def edit(doc) -> None:
+    def edit(doc: TOMLDocument) -> None:
         profiles = doc.setdefault("profiles", tomlkit.table(is_super_table=True))
         if profile.name not in profiles:
             profiles[profile.name] = tomlkit.table()
@@ -592,7 +595,7 @@ def save_drafter(settings: Settings, drafter: DrafterConfig) -> tuple[Settings, 
     file as ``save_profile`` writes a profile; returns the settings with the drafter in them and the file."""
     import tomlkit
 
-    def edit(doc) -> None:
+    def edit(doc: TOMLDocument) -> None:
         drafters = doc.setdefault("drafters", tomlkit.table(is_super_table=True))
         if drafter.name not in drafters:
             drafters[drafter.name] = tomlkit.table()
@@ -619,7 +622,7 @@ def save_host(settings: Settings, name: str, url: str) -> tuple[Settings, Path]:
     if problem := ssh_url_problem(url):
         raise ConfigError(problem)
 
-    def edit(doc) -> None:
+    def edit(doc: TOMLDocument) -> None:
         hosts = doc.setdefault("hosts", tomlkit.table(is_super_table=True))
         if name in hosts:
             raise ConfigError(f"a host {name} is configured already: pick it in the host switcher")
@@ -674,7 +677,7 @@ class _Check:
     def fail(self, key: str, msg: str) -> ConfigError:
         return ConfigError(f"{self.source}: {key}: {msg}")
 
-    def table(self, data: dict, key: str, allowed: set[str], prefix: str = "") -> dict:
+    def table(self, data: dict[str, Any], key: str, allowed: set[str], prefix: str = "") -> dict[str, Any]:
         value = data.get(key, {})
         full = prefix + key
         if not isinstance(value, dict):
@@ -684,7 +687,7 @@ class _Check:
                 raise self.fail(f"{full}.{sub}", f"unknown key (allowed: {', '.join(sorted(allowed))})")
         return value
 
-    def get(self, data: dict, key: str, kind: type | tuple[type, ...], full: str, default: Any = None) -> Any:
+    def get(self, data: dict[str, Any], key: str, kind: type | tuple[type, ...], full: str, default: Any = None) -> Any:
         if key not in data:
             return default
         value = data[key]
@@ -708,13 +711,21 @@ _DRAFTER = {"path", "repo", "revision", "files"}
 _PROFILE = {d.name for d in PROFILE_FIELDS}
 _REFERENCE = {"baseline_tok_s", "cycle_ms", "gpu_hour_usd"}
 _TRAINING_STR = ("data", "output", "init", "target", "era", "script", "profile", "vocab_mapping", "eval_data", "run_id")
-_TRAINING_INT = ("epochs", "max_steps", "batch_size", "max_length", "ttt_length", "save_interval", "eval_interval")
+_TRAINING_INT: tuple[str, ...] = (
+    "epochs",
+    "max_steps",
+    "batch_size",
+    "max_length",
+    "ttt_length",
+    "save_interval",
+    "eval_interval",
+)
 _TRAINING_INT += ("log_interval", "gpus")
 _TRAINING = {*_TRAINING_STR, *_TRAINING_INT, "command", "learning_rate", "env"}
 ERAS = ("unified", "script")
 
 
-def parse(data: dict, source: str) -> Settings:
+def parse(data: dict[str, Any], source: str) -> Settings:
     """Validate a config mapping (as read from TOML) over the built-in defaults."""
     c = _Check(source)
     base = builtin_defaults()
@@ -766,18 +777,18 @@ def parse(data: dict, source: str) -> Settings:
     for name, raw in c.table(data, "drafters", set()).items():
         key = f"drafters.{name}"
         c.table({name: raw}, name, _DRAFTER, "drafters.")
-        prev = drafters.get(name)
-        path = c.get(raw, "path", str, f"{key}.path", prev.path if prev else None)
+        prev_drafter = drafters.get(name)
+        path = c.get(raw, "path", str, f"{key}.path", prev_drafter.path if prev_drafter else None)
         if not path:
             raise c.fail(f"{key}.path", "missing (the drafter's folder on the host)")
-        files = c.get(raw, "files", list, f"{key}.files", list(prev.files) if prev else None)
+        files = c.get(raw, "files", list, f"{key}.files", list(prev_drafter.files) if prev_drafter else None)
         if files is not None and not all(isinstance(f, str) for f in files):
             raise c.fail(f"{key}.files", "must be a list of strings")
         drafters[name] = DrafterConfig(
             name=name,
             path=path,
-            repo=c.get(raw, "repo", str, f"{key}.repo", prev.repo if prev else None),
-            revision=c.get(raw, "revision", str, f"{key}.revision", prev.revision if prev else None),
+            repo=c.get(raw, "repo", str, f"{key}.repo", prev_drafter.repo if prev_drafter else None),
+            revision=c.get(raw, "revision", str, f"{key}.revision", prev_drafter.revision if prev_drafter else None),
             files=tuple(files) if files is not None else DrafterConfig.files,
         )
 
@@ -785,9 +796,9 @@ def parse(data: dict, source: str) -> Settings:
     for name, raw in c.table(data, "profiles", set()).items():
         key = f"profiles.{name}"
         c.table({name: raw}, name, _PROFILE, "profiles.")
-        prev = profiles.get(name) or ProfileConfig(name=name)
-        values = {d.name: _profile_value(c, raw, d, f"{key}.{d.name}", prev) for d in PROFILE_FIELDS[:-1]}
-        profiles[name] = ProfileConfig(name=name, nodes=_nodes(c, key, raw, prev, hosts), **values)
+        prev_profile = profiles.get(name) or ProfileConfig(name=name)
+        values = {d.name: _profile_value(c, raw, d, f"{key}.{d.name}", prev_profile) for d in PROFILE_FIELDS[:-1]}
+        profiles[name] = ProfileConfig(name=name, nodes=_nodes(c, key, raw, prev_profile, hosts), **values)
 
     for pname, prof in profiles.items():
         if prof.drafter is not None and prof.drafter not in drafters:
@@ -835,7 +846,7 @@ def parse(data: dict, source: str) -> Settings:
     )
 
 
-def _profile_value(c: _Check, raw: dict, declared: Declared, full: str, prev: ProfileConfig) -> Any:
+def _profile_value(c: _Check, raw: dict[str, Any], declared: Declared, full: str, prev: ProfileConfig) -> Any:
     """One profile field read by its declaration: its type, range or choices (``Declared.problem``)."""
     before = getattr(prev, declared.name)
     if declared.kind is tuple:
@@ -863,7 +874,7 @@ def _profile_value(c: _Check, raw: dict, declared: Declared, full: str, prev: Pr
     return value
 
 
-def _plain_table(value: dict) -> dict:
+def _plain_table(value: dict[str, Any]) -> dict[str, Any]:
     """A TOML table as plain dicts and lists (what json.dumps and equality take)."""
     return {
         str(k): _plain_table(v) if isinstance(v, dict) else list(v) if isinstance(v, list) else v
@@ -871,7 +882,9 @@ def _plain_table(value: dict) -> dict:
     }
 
 
-def _nodes(c: _Check, key: str, raw: dict, prev: ProfileConfig, hosts: dict[str, HostConfig]) -> tuple[str, ...]:
+def _nodes(
+    c: _Check, key: str, raw: dict[str, Any], prev: ProfileConfig, hosts: dict[str, HostConfig]
+) -> tuple[str, ...]:
     """A profile's ``nodes``: two or more configured hosts, each once (rank 0 first)."""
     nodes = c.get(raw, "nodes", list, f"{key}.nodes", list(prev.nodes))
     if not nodes:
@@ -940,8 +953,8 @@ def host_address(host: HostConfig | None) -> str:
     return urlsplit(host.url).hostname or host.url
 
 
-def _port(c: _Check, raw: dict, k: str, full: str, default: int) -> int:
-    value = c.get(raw, k, int, full, default)
+def _port(c: _Check, raw: dict[str, Any], k: str, full: str, default: int) -> int:
+    value: int = c.get(raw, k, int, full, default)
     if not 1 <= value <= 65535:
         raise c.fail(full, f"must be a TCP port (1-65535), got {value}")
     return value
@@ -953,8 +966,8 @@ def _fleet(
     key = f"fleets.{name}"
     c.table({name: raw}, name, _FLEET, "fleets.")
 
-    def host_of(raw: dict, full: str) -> str:
-        host = c.get(raw, "host", str, full)
+    def host_of(raw: dict[str, Any], full: str) -> str:
+        host: str | None = c.get(raw, "host", str, full)
         if host is None:
             raise c.fail(full, "missing (a configured host, or local)")
         if host not in hosts and host != "local":
