@@ -141,3 +141,22 @@ def test_parse_metrics_says_the_interval_and_the_totals(tmp_path, later):
         assert "accept length from totals between the two scrapes: 4.00" in out
     else:
         assert "accept length from totals since the server started: 3.00" in out
+
+
+def test_a_history_runs_accept_length_is_its_totals_not_a_mean_of_intervals(tmp_path):
+    """Each decode line's accept length is its interval's tokens over its verify passes; a run's is the sum of
+    those over the sum of these. 10 lines at 1 running request accepting 2.0 and 10 at 8 accepting 4.0: the
+    run verified 90 passes and accepted (20 + 320) / 90 = 3.78 per pass, not the 3.0 the lines average."""
+    from backend.history import History, filter_tail
+
+    t0 = 1_800_000_000.0
+    samples = [
+        Sample(
+            ts=t0 + i, kind="decode", gen_tps=80.0, accept_len=2.0 if i < 10 else 4.0, running_req=1 if i < 10 else 8
+        )
+        for i in range(20)
+    ]
+    with History.open(tmp_path / "h.sqlite3") as history:
+        run = history.upsert_run("box", JobInfo("serve-1", state="done", started=t0, ended=t0 + 30, args={}))
+        assert history.import_chunk(run, 0, 100, samples, filter_tail([], samples))
+        assert history.run(run).accept_len == pytest.approx(340 / 90)

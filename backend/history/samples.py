@@ -10,12 +10,15 @@ from backend.measure.metrics import LiveFilter, Sample
 
 
 def _bucket_row() -> dict[str, Any]:
-    return {"tok_sum": 0.0, "tok_n": 0, "ps_sum": 0.0, "ps_n": 0, "acc_sum": 0.0, "acc_n": 0, "accept_rate": None,
-            "running_req": None, "queue_req": None, "token_usage": None}  # fmt: skip
+    return {"tok_sum": 0.0, "tok_n": 0, "ps_sum": 0.0, "ps_n": 0, "acc_sum": 0.0, "acc_n": 0, "acc_wsum": 0.0,
+            "acc_w": 0.0, "accept_rate": None, "running_req": None, "queue_req": None, "token_usage": None}  # fmt: skip
 
 
 def downsample(samples: Iterable[Sample]) -> dict[int, dict[str, Any]]:
     """Decode samples merged per whole second of their log time (≤ 1 row/s); samples without a time are skipped.
+
+    Accept length is kept twice: per line (each line's own, an interval mean) and weighted by the line's running
+    requests (its verify passes), which sum to the run's accept length from totals.
 
     Throughput counts only while requests run (``Sample.stream_tps``); the LiveFilter already dropped the
     first line after idle. Per-stream figures are each line's own (per DP rank where the log has DP ranks,
@@ -41,6 +44,11 @@ def downsample(samples: Iterable[Sample]) -> dict[int, dict[str, Any]]:
         if s.accept_len is not None:
             row["acc_sum"] += s.accept_len
             row["acc_n"] += 1
+            # A line's accept length is its interval's tokens over its verify passes, which grow with its running
+            # requests: weighted by them, the lines' mean is the run's tokens over passes (totals), not a mean of
+            # interval means (a busy minute and an idle one would count alike).
+            row["acc_wsum"] += s.accept_len * (s.running_req or 1)
+            row["acc_w"] += s.running_req or 1
         for key in ("accept_rate", "running_req", "queue_req", "token_usage"):
             if getattr(s, key) is not None:
                 row[key] = getattr(s, key)

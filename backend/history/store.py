@@ -42,7 +42,7 @@ from backend.measure.metrics import Sample
 from backend.measure.series import batch_sem
 from backend.sglang.versions import accept_rate_definition
 
-SCHEMA_VERSION = 6
+SCHEMA_VERSION = 7
 HEAD_BYTES = 1024  # the first bytes of a run's log kept to tell the same file from a rotated one
 LOCK_TIMEOUT_S = 10.0  # how long an open or a write waits for another process's lock
 
@@ -83,6 +83,8 @@ CREATE TABLE IF NOT EXISTS samples (
     ps_n INTEGER NOT NULL DEFAULT 0,
     acc_sum REAL NOT NULL DEFAULT 0,
     acc_n INTEGER NOT NULL DEFAULT 0,
+    acc_wsum REAL NOT NULL DEFAULT 0,
+    acc_w REAL NOT NULL DEFAULT 0,
     accept_rate REAL,
     running_req REAL,
     queue_req REAL,
@@ -147,6 +149,11 @@ _MIGRATIONS = {
     5: "ALTER TABLE runs ADD COLUMN anatomy TEXT",
     # An adaptive server's tiers: the table comes with the schema script.
     6: "SELECT 1",
+    # The accept length weighted by each decode line's running requests (its verify passes): a run's from totals.
+    7: """
+    ALTER TABLE samples ADD COLUMN acc_wsum REAL NOT NULL DEFAULT 0;
+    ALTER TABLE samples ADD COLUMN acc_w REAL NOT NULL DEFAULT 0;
+    """,
 }
 
 T = TypeVar("T")
@@ -413,14 +420,15 @@ class History:
             if row is None or row["log_offset"] > start or (unclaimed and self.recorder_of(run_id) is not None):
                 return False
             db.executemany(
-                """INSERT INTO samples (run, t, tok_sum, tok_n, ps_sum, ps_n, acc_sum, acc_n, accept_rate,
-                       running_req, queue_req, token_usage)
-                   VALUES (:run, :t, :tok_sum, :tok_n, :ps_sum, :ps_n, :acc_sum, :acc_n, :accept_rate, :running_req,
-                       :queue_req, :token_usage)
+                """INSERT INTO samples (run, t, tok_sum, tok_n, ps_sum, ps_n, acc_sum, acc_n, acc_wsum, acc_w,
+                       accept_rate, running_req, queue_req, token_usage)
+                   VALUES (:run, :t, :tok_sum, :tok_n, :ps_sum, :ps_n, :acc_sum, :acc_n, :acc_wsum, :acc_w,
+                       :accept_rate, :running_req, :queue_req, :token_usage)
                    ON CONFLICT(run, t) DO UPDATE SET tok_sum = tok_sum + excluded.tok_sum,
                        tok_n = tok_n + excluded.tok_n, ps_sum = ps_sum + excluded.ps_sum,
                        ps_n = ps_n + excluded.ps_n, acc_sum = acc_sum + excluded.acc_sum,
-                       acc_n = acc_n + excluded.acc_n,
+                       acc_n = acc_n + excluded.acc_n, acc_wsum = acc_wsum + excluded.acc_wsum,
+                       acc_w = acc_w + excluded.acc_w,
                        accept_rate = coalesce(excluded.accept_rate, accept_rate),
                        running_req = coalesce(excluded.running_req, running_req),
                        queue_req = coalesce(excluded.queue_req, queue_req),
@@ -455,12 +463,24 @@ class History:
         if not spans:
             return []
         rows = self.db.execute(
-            "SELECT t, ps_sum, ps_n, acc_sum, acc_n, running_req FROM samples WHERE run = ? ORDER BY t", (run_id,)
+            "SELECT t, ps_sum, ps_n, acc_sum, acc_n, acc_wsum, acc_w, running_req FROM samples "
+            "WHERE run = ? ORDER BY t",
+            (run_id,),
         ).fetchall()
         out: dict[int, dict[str, float]] = {}
         for steps, begin, end in spans:
             acc = out.setdefault(
-                steps, {"seconds": 0.0, "ps_sum": 0.0, "ps_n": 0, "acc_sum": 0.0, "acc_n": 0, "passes": 0.0}
+                steps,
+                {
+                    "seconds": 0.0,
+                    "ps_sum": 0.0,
+                    "ps_n": 0,
+                    "acc_sum": 0.0,
+                    "acc_n": 0,
+                    "wsum": 0.0,
+                    "w": 0.0,
+                    "passes": 0.0,
+                },
             )
             acc["seconds"] += end - begin
         starts = [b for _, b, _ in spans]
@@ -473,6 +493,8 @@ class History:
             acc["ps_n"] += row["ps_n"]
             acc["acc_sum"] += row["acc_sum"]
             acc["acc_n"] += row["acc_n"]
+            acc["wsum"] += row["acc_wsum"]
+            acc["w"] += row["acc_w"]
             # Verify passes, as the share of each tier: a decode line spans --decode-log-interval steps of its
             # running requests (each a pass), so lines x running requests (the second's last count).
             acc["passes"] += row["acc_n"] * (row["running_req"] or 1)
@@ -481,7 +503,7 @@ class History:
                 "steps": k,
                 "seconds": round(v["seconds"], 3),
                 "tok_s": v["ps_sum"] / v["ps_n"] if v["ps_n"] else None,
-                "accept_len": v["acc_sum"] / v["acc_n"] if v["acc_n"] else None,
+                "accept_len": v["wsum"] / v["w"] if v["w"] else v["acc_sum"] / v["acc_n"] if v["acc_n"] else None,
                 "passes": v["passes"],
             }
             for k, v in sorted(out.items())
@@ -643,7 +665,8 @@ class History:
         SELECT r.*, count(s.t) AS n_samples,
                sum(s.ps_sum) / nullif(sum(s.ps_n), 0) AS mean_tok,
                sum(s.tok_sum) / nullif(sum(s.tok_n), 0) AS mean_total,
-               sum(s.acc_sum) / nullif(sum(s.acc_n), 0) AS mean_acc,
+               coalesce(sum(s.acc_wsum) / nullif(sum(s.acc_w), 0),
+                        sum(s.acc_sum) / nullif(sum(s.acc_n), 0)) AS mean_acc,
                avg(CASE WHEN s.ps_n > 0 AND s.acc_n > 0 AND s.ps_sum > 0
                         THEN 1000.0 * (s.acc_sum / s.acc_n) / (s.ps_sum / s.ps_n) END) AS mean_cycle
         FROM runs r LEFT JOIN samples s ON s.run = r.id

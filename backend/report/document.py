@@ -249,7 +249,7 @@ def charts(history: History, runs: list[RunSummary], yardstick: Yardstick) -> li
             [(yardstick.baseline_tok_s, f"baseline {yardstick.baseline_tok_s:.1f} tok/s (1 stream)")],
         ),
         Chart(
-            "Accept length",
+            "Accept length per decode-log interval",  # each point an interval's mean (the log's); a run's: totals
             "accept length",
             acc,
             [(yardstick.break_even, f"break-even {yardstick.break_even:.2f}")],
