@@ -183,6 +183,8 @@ def test_dspark_served_in_each_ragged_verify_mode(dspark_models, sims, mode):  #
     assert (scrape.engine["spec_block_accept_length"] > 0) == (mode == "cap-accept")
     for meta in metas:
         assert meta["spec_num_proposed_drafts"] == meta["spec_verify_ct"] * 5  # gamma drafts per verify
+        # 0.5.21 dropped the aliases (spec_accept_histogram, spec_accepted_drafts, spec_proposed_drafts)
+        assert not {"spec_accept_histogram", "spec_accepted_drafts", "spec_proposed_drafts"} & set(meta)
         assert ("spec_cap_length" in meta) == capped and ("spec_cap_lens_histogram" in meta) == capped
         assert ("spec_block_accept_length" in meta) == (mode == "cap-accept")
         if capped:
