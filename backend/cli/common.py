@@ -16,6 +16,7 @@ from backend import settings as settings_mod
 from backend.settings import Settings
 
 if TYPE_CHECKING:  # backend.jobs (and its dataclasses) only for the commands that use jobs
+    from backend.connection import Connection, ConnState
     from backend.history import Yardstick
     from backend.jobs import JobInfo
 
@@ -27,7 +28,7 @@ def load_settings(args: argparse.Namespace) -> Settings:
 FOLLOW_RECONNECTS = 6  # a following command retries this many times (the panel's backoff: about a minute)
 
 
-async def connect(args: argparse.Namespace, settings: Settings | None = None, *, follow: bool = False):
+async def connect(args: argparse.Namespace, settings: Settings | None = None, *, follow: bool = False) -> Connection:
     """Connect to --host (exit 3 on failure), through its control master unless --no-persist. ``follow``: a
     command that follows a job (download, serve logs -f, watch, bench, sweep) reconnects like the panel when the
     link drops, with the same backoff, and its streams resume at the byte or event they reached; it gives up
@@ -50,7 +51,7 @@ async def connect(args: argparse.Namespace, settings: Settings | None = None, *,
     if conn.shared and conn.agent is not None:
         from backend.cli import resolved
         from backend.transport.base import shell_command
-        from backend.transport.control import persist_s
+        from backend.transport.controlsock import persist_s
 
         if persist_s() > 0:  # a master is used or left behind: the next one-shot command can find it
             resolved.remember(args, conn.host, shell_command(conn.agent.start_argv()))
@@ -86,7 +87,7 @@ class _Reconnects:
     def __init__(self) -> None:
         self.dropped = False
 
-    def __call__(self, state) -> None:
+    def __call__(self, state: ConnState) -> None:
         if state.status == "connected":
             if self.dropped:
                 print("specdeck: reconnected; following on from where it stopped", file=sys.stderr)
@@ -97,7 +98,9 @@ class _Reconnects:
             self.dropped = True
 
 
-async def keep_in_history(conn, server: JobInfo, benches: Sequence[tuple[JobInfo, dict]] = ()) -> str | None:
+async def keep_in_history(
+    conn: Connection, server: JobInfo, benches: Sequence[tuple[JobInfo, dict[str, Any]]] = ()
+) -> str | None:
     """Keep CLI work in the run history: serve job ``server``'s run as a sync imports it (its log's samples so
     far, the server's launch numbers, the drafter's verify state on the host) and ``benches`` ((bench job,
     result) pairs) with it, so a `specdeck report` right after shows all of it. Returns the run id; None, said on
@@ -134,7 +137,7 @@ def yardstick_of(settings: Settings) -> Yardstick:
         return Yardstick(ref.baseline_tok_s, ref.cycle_ms)
 
 
-async def server_latency(conn, server: JobInfo) -> dict | None:
+async def server_latency(conn: Connection, server: JobInfo) -> dict[str, Any] | None:
     """The running server's latency figures since it started (its /metrics histograms); None when it has none
     or cannot be asked now."""
     from backend.errors import ConnectionFailed, RemoteError

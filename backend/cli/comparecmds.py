@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from typing import TYPE_CHECKING, Any
 
 from backend.agent.host.shared.units import counted, human_bytes
 from backend.cli.common import add_json, connect, emit_json, emit_json_line, load_settings
@@ -25,6 +26,9 @@ from backend.errors import UsageError
 from backend.hosttext import unguarded, visible
 from backend.settings import HostConfig, Settings
 
+if TYPE_CHECKING:
+    from backend.cli.main import Subcommands
+
 SOURCE_HELP = "a configured drafter name, a path on the host, file://PATH on this machine, or hf://org/name[@revision]"
 DIFF_EPILOG = """\
 The verdict judges A and B against the target's config.json (--target: a model folder or config.json on the
@@ -40,7 +44,7 @@ done, then the diff (with a "weights" key) as the last line.
 SHOW_ALL_TENSORS = 30  # up to this many tensor rows are listed in full; more, and only differences
 
 
-def register(sub) -> None:
+def register(sub: Subcommands) -> None:
     p = command(sub, "inspect", "Read a checkpoint's config.json and safetensors headers (never the weights).")
     p.add_argument("checkpoint", metavar="CHECKPOINT", help=SOURCE_HELP)
     _add_endpoint(p)
@@ -106,7 +110,7 @@ def _where(source: Source, host: str) -> str:
     return {HOST: f"on {host}", HUB: "on the hub"}.get(source.kind, "on this machine")
 
 
-def _config_line(cfg: dict | None) -> str:
+def _config_line(cfg: dict[str, Any] | None) -> str:
     if cfg is None:
         return "config: none (no config.json)"
     parts = [", ".join(a for a in cfg.get("architectures") or [] if isinstance(a, str)) or "no architectures"]
@@ -121,7 +125,7 @@ def _config_line(cfg: dict | None) -> str:
     return "config: " + ", ".join(parts)
 
 
-def render_inspect(info: dict, where: str) -> list[str]:
+def render_inspect(info: dict[str, Any], where: str) -> list[str]:
     """``specdeck inspect`` without --json: config line, files, metadata, the tensor table, notes."""
     lines = [f"{info['path']}  ({where})", _config_line(info["config"])]
     for f in info["files"]:
@@ -132,7 +136,7 @@ def render_inspect(info: dict, where: str) -> list[str]:
     if info["files"]:
         params, size = ck.format_params(info["total_params"]), human_bytes(info["total_bytes"])
         lines.append(f"{counted(len(tensors), 'tensor')}, {params} params, {size}")
-        rows = [("tensor", "dtype", "shape", "size")]
+        rows: list[tuple[str, ...]] = [("tensor", "dtype", "shape", "size")]
         rows += [(n, t["dtype"], str(t["shape"]), human_bytes(t["bytes"])) for n, t in tensors.items()]
         lines += _table(rows)
     else:
@@ -184,7 +188,7 @@ async def diff_cmd(args: argparse.Namespace) -> int:
     return 1 if args.fail_incompatible and result["verdict"]["compatible"] is False else 0
 
 
-def _progress(event: dict | None) -> None:
+def _progress(event: dict[str, Any] | None) -> None:
     """One self-overwriting stderr line while the host compares weights (only on a terminal)."""
     if not sys.stderr.isatty():
         return
@@ -194,7 +198,7 @@ def _progress(event: dict | None) -> None:
     stderr.flush()
 
 
-def render_diff(d: dict, a: Source, b: Source, show_all: bool = False) -> list[str]:
+def render_diff(d: dict[str, Any], a: Source, b: Source, show_all: bool = False) -> list[str]:
     """``specdeck diff`` without --json: sources, config and tensor rows side by side, sizes, verdict."""
     sides = [(side, source.label, d["paths"][side.lower()]) for side, source in (("A", a), ("B", b))]
     rows = [(side, label, "" if path == label else path) for side, label, path in sides]
@@ -244,14 +248,14 @@ def render_diff(d: dict, a: Source, b: Source, show_all: bool = False) -> list[s
     return lines
 
 
-def render_weights(w: dict) -> list[str]:
+def render_weights(w: dict[str, Any]) -> list[str]:
     """The --weights table: relative L2 distance ‖B−A‖/‖A‖ and cosine per tensor, then what was skipped."""
 
     def num(x: float | None, fmt: str) -> str:
         return "—" if x is None else format(x, fmt)
 
     lines = [f"weights: {w['compared']} of {w['total']} tensors compared" + (" (cancelled)" if w["cancelled"] else "")]
-    rows = [("tensor", "rel L2", "cosine")]
+    rows: list[tuple[str, ...]] = [("tensor", "rel L2", "cosine")]
     rows += [(r["name"], num(r["rel_l2"], ".4g"), num(r["cosine"], ".6f")) for r in w["tensors"]]
     lines += _table(rows)
     lines += [f"  skipped {s['name']}: {s['reason']}" for s in w["skipped"]]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from backend import settings as settings_mod
 from backend.agent.host.shared import units
@@ -12,8 +13,11 @@ from backend.cli.main import command
 from backend.errors import UsageError
 from backend.measure.breakeven import live_breakeven
 
+if TYPE_CHECKING:
+    from backend.cli.main import Subcommands
 
-def register(sub) -> None:
+
+def register(sub: Subcommands) -> None:
     p = command(sub, "config", "Show or create the configuration.")
     csub = p.add_subparsers(dest="config_command", metavar="ACTION")
     s = command(csub, "show", "Print the effective configuration (defaults overlaid by the file).")

@@ -14,7 +14,7 @@ import math
 import os
 import sys
 import time
-from typing import TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 from backend import hosttext
 from backend.agent.host.shared.units import human_bytes
@@ -27,10 +27,16 @@ from backend.errors import OperationFailed, UsageError
 from backend.jobs import JobInfo, get_job, wait_job
 from backend.settings import Settings
 
+if TYPE_CHECKING:
+    from rich.progress import TaskID
+
+    from backend.cli.main import Subcommands
+    from backend.connection import Connection
+
 REDRAW_S = 0.1  # terminal redraws at most ten times a second
 
 
-def register(sub) -> None:
+def register(sub: Subcommands) -> None:
     p = command(
         sub,
         "download",
@@ -120,7 +126,7 @@ async def download(args: argparse.Namespace) -> int:
         return 0
 
 
-async def watch(conn, job: JobInfo, json_lines: bool = False, quiet: bool = False) -> Progress:
+async def watch(conn: Connection, job: JobInfo, json_lines: bool = False, quiet: bool = False) -> Progress:
     """Follow a download job to its end: rich's bars on a terminal (and the files' summary when it is done),
     its events as JSON lines with ``json_lines``, nothing with ``quiet``; returns its Progress."""
     progress = Progress(job.id)
@@ -149,7 +155,7 @@ async def watch(conn, job: JobInfo, json_lines: bool = False, quiet: bool = Fals
     return progress
 
 
-def _announce(args: argparse.Namespace, plan: dict, job: JobInfo, host: str) -> None:
+def _announce(args: argparse.Namespace, plan: dict[str, Any], job: JobInfo, host: str) -> None:
     if args.json:
         emit_json_line({"event": "job", "id": job.id, "preflight": plan})
         return
@@ -194,7 +200,7 @@ class Bars:
             expand=True,
             disable=not self.console.is_terminal,
         )
-        self.tasks: dict[str, int] = {}
+        self.tasks: dict[str, TaskID] = {}
         self.last = 0.0
 
     def __enter__(self) -> Bars:
@@ -206,11 +212,13 @@ class Bars:
 
     def draw(self, progress: Progress, final: bool = False) -> None:
         for f in progress.files.values():
-            fields = {"numbers": numbers(f), "phase": f.phase}
+            shown, phase = numbers(f), f.phase  # the bar's own fields, drawn by its columns
             if f.path not in self.tasks:
-                self.tasks[f.path] = self.bars.add_task(short_name(f.path), total=f.total or 1, **fields)
+                self.tasks[f.path] = self.bars.add_task(
+                    short_name(f.path), total=f.total or 1, numbers=shown, phase=phase
+                )
             # The bar is the bytes there (full once downloaded); hashing them is the numbers' own "sha256 N%".
-            self.bars.update(self.tasks[f.path], completed=f.bytes, total=f.total or 1, **fields)
+            self.bars.update(self.tasks[f.path], completed=f.bytes, total=f.total or 1, numbers=shown, phase=phase)
         now = time.monotonic()
         if final or now - self.last >= REDRAW_S:
             self.bars.refresh()

@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from typing import TYPE_CHECKING
 
 from backend.cli.common import add_json, connect, emit_json, load_settings
 from backend.cli.main import command
@@ -15,6 +16,9 @@ from backend.drafters import find as df
 from backend.drafters.sources import Sources, hub_endpoint
 from backend.errors import OperationFailed, UsageError
 from backend.settings import HostConfig, Settings
+
+if TYPE_CHECKING:
+    from backend.cli.main import Subcommands
 
 FIND_EPILOG = """\
 The target: --target hf://org/name (or org/name), a folder or config.json on the host, file://PATH; default the
@@ -27,7 +31,7 @@ cannot be read; exit 1: the Hub refused the search; exit 3: the host was needed 
 WHERE = ("auto", "client", "host")
 
 
-def register(sub) -> None:
+def register(sub: Subcommands) -> None:
     group = command(sub, "drafters", "Find drafters for the target on the Hub and add one to the set-up.")
     verbs = group.add_subparsers(dest="drafters_command", metavar="COMMAND")
 

@@ -4,13 +4,20 @@ from __future__ import annotations
 
 import argparse
 import sys
+from typing import TYPE_CHECKING, Any
 
 from backend.cli.common import add_json, confirmed, emit_json, keep_in_history, load_settings, yardstick_of
 from backend.cli.main import command
 from backend.errors import UsageError
 
+if TYPE_CHECKING:
+    from backend.cli.main import Subcommands
+    from backend.fleet.fleets import FleetLinks, FleetStatus
+    from backend.jobs import JobInfo
+    from backend.settings import Settings
 
-def register(sub) -> None:
+
+def register(sub: Subcommands) -> None:
     from backend.cli.livecmds import add_bench_options
 
     p = command(sub, "fleet", "Start, watch, bench and stop a fleet: replicas behind sglang-router.")
@@ -40,7 +47,7 @@ def register(sub) -> None:
     c.set_defaults(run=bench)
 
 
-async def _links(args: argparse.Namespace, partial: bool = False):
+async def _links(args: argparse.Namespace, partial: bool = False) -> FleetLinks:
     from backend.fleet import fleets
 
     settings = load_settings(args)
@@ -68,7 +75,7 @@ async def up(args: argparse.Namespace) -> int:
     return 0
 
 
-async def _keep_runs(links) -> None:
+async def _keep_runs(links: FleetLinks) -> None:
     """Each replica's server run kept in the run history, as `serve start` keeps its own (not left to a sync)."""
     from backend.jobs import get_job
 
@@ -79,7 +86,7 @@ async def _keep_runs(links) -> None:
             await keep_in_history(conn, await get_job(conn, wire["job"]))
 
 
-def _keep_bench(host: str, job, result: dict) -> None:
+def _keep_bench(host: str, job: JobInfo, result: dict[str, Any]) -> None:
     """The bench kept in the run history as `bench` keeps its own; it spans every replica, so no one server's
     run holds it (a bench of its own, as History lists one)."""
     from dataclasses import replace
@@ -106,7 +113,7 @@ def _num(value: float | int | None, fmt: str = ".1f") -> str:
     return "-" if value is None else format(value, fmt)
 
 
-def _show(args: argparse.Namespace, st, settings) -> None:
+def _show(args: argparse.Namespace, st: FleetStatus, settings: Settings) -> None:
     from backend.fleet.fleets import INTERVAL_NOTE
 
     if args.json:
@@ -191,5 +198,5 @@ async def bench(args: argparse.Namespace) -> int:
     return 0
 
 
-def _progress(event: dict) -> None:
+def _progress(event: dict[str, Any]) -> None:
     print(f"  {event.get('done')}/{event.get('total')} requests done", file=sys.stderr, flush=True)

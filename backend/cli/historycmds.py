@@ -7,6 +7,7 @@ import json
 import sys
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from backend.cli.common import add_json, connected, emit_json, load_settings
 from backend.cli.main import command
@@ -16,6 +17,7 @@ from backend.measure import judge
 from backend.report.charts import CHART_MODES
 from backend.report.document import (
     VS_LEGEND,
+    Block,
     Bullets,
     DrafterFacts,
     Table,
@@ -30,8 +32,11 @@ from backend.report.document import (
 )
 from backend.train.predict import gap_line
 
+if TYPE_CHECKING:
+    from backend.cli.main import Subcommands
 
-def register(sub) -> None:
+
+def register(sub: Subcommands) -> None:
     p = command(sub, "history", "List the recorded server runs with their means against the baseline and break-even.")
     add_json(p)
     p.add_argument("--sync", action="store_true", help="first import the host's serve and bench jobs (--host)")
@@ -120,7 +125,7 @@ def print_runs(runs: list[RunSummary], yardstick: Yardstick) -> None:
             "ACCEPT", "VS BASE", "BREAK-EVEN")  # fmt: skip
     columns = ("profile", "drafter", "spec", "outcome", "samples", "streams", "tok_s", "total_tok_s", "accept",
                "vs_baseline", "break_even")  # fmt: skip
-    rows = [head]
+    rows: list[tuple[str, ...]] = [head]
     for r in runs:
         cells = run_cells(r, yardstick)
         rows.append((r.id + (" ★" if r.is_baseline else ""), *(cells[c] for c in columns)))
@@ -130,7 +135,7 @@ def print_runs(runs: list[RunSummary], yardstick: Yardstick) -> None:
         print(VS_LEGEND)
     for line in filter(None, map(gap_line, runs)):
         print(line)
-    curves = [b for b in concurrency_blocks(runs, yardstick) if isinstance(b, Table | Bullets)]
+    curves: list[Block] = [b for b in concurrency_blocks(runs, yardstick) if isinstance(b, Table | Bullets)]
     if curves:
         print("\nbench tok/s per stream / in all, by concurrency:\n" + to_text(curves).rstrip())
 

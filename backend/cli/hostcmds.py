@@ -14,10 +14,11 @@ from backend.cli.pingview import ping_report, render_ping
 from backend.errors import UsageError
 
 if TYPE_CHECKING:  # backend.jobs is imported by the jobs commands themselves: `ping` goes without it
+    from backend.cli.main import Subcommands
     from backend.jobs import JobInfo
 
 
-def register(sub) -> None:
+def register(sub: Subcommands) -> None:
     p = command(sub, "ping", "Check the host: agent round trip, Python, platform, ML libraries, GPUs.")
     p.add_argument("--count", type=int, default=5, help="round trips to time (default 5)")
     add_json(p)
@@ -66,7 +67,7 @@ async def ping(args: argparse.Namespace) -> int:
 
 async def disconnect(args: argparse.Namespace) -> int:
     from backend.connection import resolve_host
-    from backend.transport import control
+    from backend.transport import control, controlsock
 
     if args.all:
         paths = control.sockets()
@@ -76,10 +77,10 @@ async def disconnect(args: argparse.Namespace) -> int:
             raise UsageError(f"{host.name} is this machine: there is no connection to close")
         name = host.name
         try:
-            paths = [control.socket_path(host, create=False)]
-        except control.NoMaster:
+            paths = [controlsock.socket_path(host, create=False)]
+        except controlsock.NoMaster:
             paths = []
-        except control.Unusable as exc:
+        except controlsock.Unusable as exc:
             raise UsageError(f"cannot use the control folder: {exc}") from None
     done = [outcome for outcome in [await control.disconnect(path) for path in paths] if outcome]
     if args.json:

@@ -6,6 +6,7 @@ import argparse
 import sys
 import time
 from collections.abc import Iterable
+from typing import TYPE_CHECKING, Any
 
 from backend.agent.host.shared import units
 from backend.cli.common import (
@@ -32,10 +33,15 @@ from backend.measure.series import LiveSeries, engine_sum
 from backend.sglang.versions import accept_rate_definition, accept_rate_label
 from backend.tune.advisor import acceptance_lines
 
+if TYPE_CHECKING:
+    from backend.cli.main import Subcommands
+    from backend.connection import Connection
+    from backend.settings import Settings
+
 DEFAULT_TARGETS = (150.0, 200.0)  # the operator's goals (FIELD-NOTES §1)
 
 
-def register(sub) -> None:
+def register(sub: Subcommands) -> None:
     p = command(sub, "parse-log", "Read the decode and prefill samples in a saved SGLang log (any version).")
     p.add_argument("file", help="a server log on this machine")
     p.add_argument(
@@ -233,7 +239,7 @@ async def parse_log(args: argparse.Namespace) -> int:
     decode = sum(1 for s in samples if s.kind == "decode")
     print(f"\n{decode} decode and {len(samples) - decode} prefill samples")
     tok, accept, cycle = series.tok_s.stats(), series.accept_len.stats(), series.cycle_ms.stats()
-    if tok.count:
+    if tok.count and tok.mean is not None:  # a window with samples has a mean
         dropped = sum(1 for s in samples if s.kind == "decode" and s.gen_tps is not None) - tok.count
         total, streams = series.total_tok_s.stats(), series.streams.stats()
         print(
@@ -247,15 +253,15 @@ async def parse_log(args: argparse.Namespace) -> int:
         )
     if len(series.ranks) > 1:
         print(f"{len(series.ranks)} DP ranks, each its own batch (the figures above are the engine's sum):")
-        for rank, own in sorted(series.ranks.items()):
+        for dp, own in sorted(series.ranks.items()):
             rt, rs, ra = own.total_tok_s.stats(), own.streams.stats(), own.accept_len.stats()
-            line = f"  DP{rank}: "
-            line += f"{rt.mean:.1f} tok/s over {rs.mean:.1f} running" if rt.count else "no throughput kept"
-            line += f", accept length {ra.mean:.2f}" if ra.count else ""
-            print(line)
+            said = f"  DP{dp}: "
+            said += f"{rt.mean:.1f} tok/s over {rs.mean:.1f} running" if rt.count else "no throughput kept"
+            said += f", accept length {ra.mean:.2f}" if ra.count else ""
+            print(said)
     if accept.count:
         print(f"accept length: mean {accept.mean:.2f}, p50 {accept.p50:.2f}, p95 {accept.p95:.2f}")
-    if cycle.count:
+    if cycle.count and cycle.mean is not None:  # a window with samples has a mean
         line = judge.break_even(cycle.mean, baseline)
         print(f"cycle time: mean {cycle.mean:.1f} ms; break-even accept length {line:.2f}")
     if any(s.accept_rate is not None for s in samples):
@@ -279,7 +285,7 @@ _SCRAPE_COLUMNS = (  # (heading, key, format)
 )
 
 
-def _scrape_latency(args: argparse.Namespace, first: Scrape, later: Scrape | None) -> dict | None:
+def _scrape_latency(args: argparse.Namespace, first: Scrape, later: Scrape | None) -> dict[str, Any] | None:
     """parse-metrics' latency figures: the histograms of FILE, or their increase up to LATER; None when FILE has
     none and none were asked for (NoHistograms when they were: --latency, or two scrapes)."""
     from backend.measure import latency
@@ -295,7 +301,7 @@ def _scrape_latency(args: argparse.Namespace, first: Scrape, later: Scrape | Non
     return latency.summary(latency.window(end, start))
 
 
-def _latency_table(figures: dict, what: str) -> None:
+def _latency_table(figures: dict[str, Any], what: str) -> None:
     print(f"latency ({what}, ms)  {'p50':>8} {'p90':>8} {'p95':>8} {'p99':>8} {'mean':>8} {'count':>10}")
     for key, fig in figures.items():
         cells = " ".join(f"{fig.cell(q):>8}" for q in ("p50", "p90", "p95", "p99"))
@@ -328,7 +334,7 @@ async def parse_metrics_cmd(args: argparse.Namespace) -> int:
     head = f"{'engine':<8} {'dp':>3} {'tp':>3}  " + " ".join(f"{h:>{max(len(h), 6)}}" for h, _, _ in _SCRAPE_COLUMNS)
     print(head)
 
-    def cells(values: dict) -> str:
+    def cells(values: dict[str, Any]) -> str:
         return " ".join(f"{_num(values.get(k), f):>{max(len(h), 6)}}" for h, k, f in _SCRAPE_COLUMNS)
 
     for s in scrape.series:
@@ -367,9 +373,9 @@ async def parse_metrics_cmd(args: argparse.Namespace) -> int:
             what = "between the two scrapes" if later is not None else "since the server started"
             print(f"accept length from totals {what}: {run:.2f} (generation tokens / verify calls, finished requests)")
     for window, rates in scrape.per_position.items():
-        cells = " ".join("-" if a is None else f"{a:.2f}" for a in rates)
+        rates_text = " ".join("-" if a is None else f"{a:.2f}" for a in rates)
         over = "last interval" if window == "interval" else "lifetime"
-        print(f"per-position acceptance ({over}): {cells} ({PR_31750})")
+        print(f"per-position acceptance ({over}): {rates_text} ({PR_31750})")
     if scrape.engine["spec_accept_rate"] is not None:
         print(_rate_note(args.sglang_version, "the page's accept rate"))
     graphs = scrape.startup["cuda_graph"]
@@ -466,12 +472,12 @@ def _watch_line(sample: Sample, yardstick: Yardstick, series: LiveSeries | None 
     return "  ".join(parts)
 
 
-def latency_record(figures: dict, window_s: float | None) -> dict:
+def latency_record(figures: dict[str, Any], window_s: float | None) -> dict[str, Any]:
     """A latency figures line of `watch --json` and `parse-metrics --json`: ``{"kind": "latency", ...}``."""
     return {"kind": "latency", "window_s": window_s, **{key: fig.to_json() for key, fig in figures.items()}}
 
 
-def latency_text(figures: dict) -> str:
+def latency_text(figures: dict[str, Any]) -> str:
     """``TTFT p50 212 p95 380 ms  ITL p50 10.2 p95 31.0 ms  e2e ...`` from latency figures."""
     names = {"ttft_ms": "TTFT", "itl_ms": "ITL", "e2e_ms": "e2e", "queue_ms": "queue"}
     return "  ".join(f"{names[k]} p50 {f.cell('p50')} p95 {f.cell('p95')} ms" for k, f in figures.items())
@@ -488,7 +494,7 @@ async def watch(args: argparse.Namespace) -> int:
         server = await require_server(conn, args.port)
         offset = 0 if args.from_start else await log_end(conn, server)
         print(f"watching {describe_server(server)} on {conn.host.name} (Ctrl-C to stop)", file=sys.stderr, flush=True)
-        shown: list[tuple] = [()]  # the counts of the last latency figures said
+        shown: list[tuple[float, ...]] = [()]  # the counts of the last latency figures said
 
         def on_change(change: str) -> None:
             if change != "latency":
@@ -591,13 +597,15 @@ def _tier_mix(run_id: str | None) -> dict[int, float] | None:
         return None
 
 
-def _level_extras(result: dict, server: JobInfo, settings, slo: bench_mod.Slo) -> tuple[dict, list[str]]:
+def _level_extras(
+    result: dict[str, Any], server: JobInfo, settings: Settings, slo: bench_mod.Slo
+) -> tuple[dict[str, Any], list[str]]:
     """A bench level's cost per million tokens (and goodput under ``slo``) for the JSON, and the lines saying them."""
     from backend.measure.cost import gpus_of, per_million
 
     streams = result.get("concurrency") or 1
     cost = per_million(result.get("total_tok_s"), gpus_of(server.args, server.argv), settings.reference.gpu_hour_usd)
-    out: dict = {"cost": None if cost is None else cost.to_json()}
+    out: dict[str, Any] = {"cost": None if cost is None else cost.to_json()}
     lines = [line] if (line := bench_mod.latency_line(result)) else []
     if slo:
         out["goodput"] = bench_mod.goodput(result, slo)
@@ -607,12 +615,18 @@ def _level_extras(result: dict, server: JobInfo, settings, slo: bench_mod.Slo) -
     return out, lines
 
 
-def _progress(event: dict) -> None:
+def _progress(event: dict[str, Any]) -> None:
     print(f"  {event.get('done')}/{event.get('total')} requests done", file=sys.stderr, flush=True)
 
 
 async def _sweep(
-    args, settings, conn, server: JobInfo, plan: bench_mod.BenchPlan, levels: tuple[int, ...], slo: bench_mod.Slo
+    args: argparse.Namespace,
+    settings: Settings,
+    conn: Connection,
+    server: JobInfo,
+    plan: bench_mod.BenchPlan,
+    levels: tuple[int, ...],
+    slo: bench_mod.Slo,
 ) -> int:
     """``bench --concurrency 1,2,4,8``: the bench at each level, recorded in the history with the server's run,
     judged per level against the baseline's bench at the same concurrency (else the single-stream figure)."""
@@ -626,7 +640,7 @@ async def _sweep(
         flush=True,
     )
 
-    def on_level(level: int, result: dict) -> None:
+    def on_level(level: int, result: dict[str, Any]) -> None:
         print(
             f"  concurrency {level}: {_num(result.get('tok_s'), '.1f')} tok/s per stream, "
             f"{_num(result.get('total_tok_s'), '.1f')} in all, accept length {_num(result.get('accept_len'))}",

@@ -9,10 +9,15 @@ import logging  # asyncio's own import: free here
 import pkgutil
 import signal
 import sys
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from backend import hosttext
 from backend.cli.exits import end, stdout_closed
 from backend.errors import SpecdeckError
+
+if TYPE_CHECKING:
+    # What each command module's ``register(sub)`` adds its subcommands to.
+    Subcommands = argparse._SubParsersAction[argparse.ArgumentParser]
 
 # Which module registers each command, so a command builds only its own parser: importing every command module
 # cost a third of a second a run. A command missing here still works (the whole parser is built, as for
@@ -91,10 +96,22 @@ def command_name(argv: list[str]) -> str | None:
 class _Version(argparse.Action):
     """`--version`, reading the installed metadata only when asked (importlib.metadata costs 20 ms a start)."""
 
-    def __init__(self, option_strings, dest=argparse.SUPPRESS, default=argparse.SUPPRESS, help=None) -> None:
+    def __init__(
+        self,
+        option_strings: list[str],
+        dest: str = argparse.SUPPRESS,
+        default: Any = argparse.SUPPRESS,
+        help: str | None = None,
+    ) -> None:
         super().__init__(option_strings, dest, nargs=0, default=default, help=help)
 
-    def __call__(self, parser, namespace, values, option_string=None) -> None:
+    def __call__(
+        self,
+        parser: argparse.ArgumentParser,
+        namespace: argparse.Namespace,
+        values: Any,
+        option_string: str | None = None,
+    ) -> None:
         from importlib.metadata import version
 
         print(f"specdeck {version('specdeck')}")
@@ -115,7 +132,7 @@ class Parser(argparse.ArgumentParser):
     """argparse with its usage errors on one line (the README promises one line on stderr and exit 2); a
     command's subparsers are made of this class too."""
 
-    def error(self, message: str):
+    def error(self, message: str) -> NoReturn:
         self.exit(2, f"{self.prog}: {message}; see `{self.prog} --help`\n")
 
 
@@ -158,7 +175,7 @@ def add_host_options(parser: argparse.ArgumentParser) -> None:
     g.add_argument("--debug", action="store_true", default=argparse.SUPPRESS, help="show tracebacks")
 
 
-def command(sub, name: str, help: str, **kw) -> argparse.ArgumentParser:
+def command(sub: Subcommands, name: str, help: str, **kw: Any) -> argparse.ArgumentParser:
     """A subcommand that also accepts the host options after its name."""
     p = sub.add_parser(name, help=help, description=help, **kw)
     add_host_options(p)
@@ -178,7 +195,7 @@ class _AgentExitNotice:
     child watcher says so on stderr after the command's answer. Nothing is lost: nobody waits for that pid."""
 
     @staticmethod
-    def filter(record) -> bool:
+    def filter(record: logging.LogRecord) -> bool:
         return record.msg != "Loop %r that handles pid %r is closed"
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+from typing import Any
 
 from backend.cli.common import load_settings
 
@@ -16,6 +17,6 @@ async def open_tui(args: argparse.Namespace) -> int:
     return app.return_code or 0
 
 
-def _overrides(args: argparse.Namespace) -> dict:
+def _overrides(args: argparse.Namespace) -> dict[str, Any]:
     keys = ("identity", "known_hosts", "python", "workdir")
     return {k: getattr(args, k) for k in keys if getattr(args, k, None)}

@@ -4,8 +4,12 @@ from __future__ import annotations
 
 import json
 
+TYPE_CHECKING = False  # typing itself only for the checker (see quick.py)
+if TYPE_CHECKING:
+    from typing import Any
 
-def ping_report(host: str, info: dict, rtt: dict) -> dict:
+
+def ping_report(host: str, info: dict[str, Any], rtt: dict[str, Any]) -> dict[str, Any]:
     """The host's answer to `info` and the round trips, as `ping --json` shows them."""
     return {
         "host": host,
@@ -19,7 +23,7 @@ def ping_report(host: str, info: dict, rtt: dict) -> dict:
     }
 
 
-def render_ping(out: dict, as_json: bool) -> str:
+def render_ping(out: dict[str, Any], as_json: bool) -> str:
     """The whole output, built before any of it is written (a malformed answer prints nothing)."""
     if as_json:
         return json.dumps(out, indent=2, default=str) + "\n"

@@ -4,13 +4,17 @@ from __future__ import annotations
 
 import argparse
 import sys
+from typing import TYPE_CHECKING, Any
 
 from backend.cli.common import add_json, connected, emit_json, keep_in_history, load_settings
 from backend.cli.main import command
 from backend.measure import anatomy as anatomy_mod
 
+if TYPE_CHECKING:
+    from backend.cli.main import Subcommands
 
-def register(sub) -> None:
+
+def register(sub: Subcommands) -> None:
     p = command(
         sub,
         "profile",
@@ -46,7 +50,7 @@ def register(sub) -> None:
     p.set_defaults(run=profile)
 
 
-def _progress(event: dict) -> None:
+def _progress(event: dict[str, Any]) -> None:
     print(f"profile: {anatomy_mod.progress_text(event)}", file=sys.stderr, flush=True)
 
 
@@ -75,7 +79,9 @@ async def profile(args: argparse.Namespace) -> int:
     return 0
 
 
-def _show(args: argparse.Namespace, result: anatomy_mod.CycleAnatomy, found: list, run_id: str | None) -> None:
+def _show(
+    args: argparse.Namespace, result: anatomy_mod.CycleAnatomy, found: list[anatomy_mod.Finding], run_id: str | None
+) -> None:
     if args.json:
         emit_json({**result.to_json(), "findings": [f.to_json() for f in found], "run": run_id})
         return

@@ -18,6 +18,7 @@ from backend.transport.controlsock import NoMaster, Unusable, runtime_dir
 TYPE_CHECKING = False  # typing itself only for the checker (see quick.py)
 if TYPE_CHECKING:
     import argparse
+    from typing import Any
 
     from backend.settings import HostConfig
 
@@ -42,7 +43,7 @@ def _entry_path(key: str) -> str:
     return os.path.join(runtime_dir(create=False), f"host-{crc32(key.encode()):08x}.json")
 
 
-def _file_signature(path: str) -> list:
+def _file_signature(path: str) -> list[Any]:
     try:
         st = os.stat(path)
     except OSError:
@@ -50,11 +51,11 @@ def _file_signature(path: str) -> list:
     return [path, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns]
 
 
-def _agent_signature() -> list:
+def _agent_signature() -> list[list[Any]]:
     """The agent's sources as files, subfolders too (cheaper than bundle.agent_name's hash, and changes with it)."""
 
-    def scan(folder: str, prefix: str) -> list:
-        out = []
+    def scan(folder: str, prefix: str) -> list[list[Any]]:
+        out: list[list[Any]] = []
         with os.scandir(folder) as it:
             for e in it:
                 if e.name.endswith(".py"):
@@ -66,7 +67,7 @@ def _agent_signature() -> list:
     return sorted(scan(HOST_DIR, ""))
 
 
-def lookup(opts: dict[str, str | None]) -> dict | None:
+def lookup(opts: dict[str, str | None]) -> dict[str, Any] | None:
     """The entry for these options, None unless it is ours and still holds: {name, socket, command, ...}."""
     key = _key(opts)
     try:
@@ -120,7 +121,7 @@ def remember(args: argparse.Namespace, host: HostConfig, command: str) -> None:
         )
         if again != host or _file_signature(config) != before:
             return
-        entry = {"key": _key(opts), "config": before, "agent": _agent_signature()}
+        entry: dict[str, Any] = {"key": _key(opts), "config": before, "agent": _agent_signature()}
         entry.update(name=host.name, socket=socket, command=command)
         path = _entry_path(entry["key"])
         tmp = f"{path}.{os.getpid()}.tmp"

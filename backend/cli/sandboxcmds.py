@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 import argparse
+from typing import TYPE_CHECKING
 
 from backend.cli.common import add_json, emit_json
 from backend.cli.main import command
 
+if TYPE_CHECKING:
+    from backend.cli.main import Subcommands
 
-def register(sub) -> None:
+
+def register(sub: Subcommands) -> None:
     p = command(sub, "sandbox", "Manage the built-in sandbox: local hosts with the SGLang simulator and a local Hub.")
     ssub = p.add_subparsers(dest="sandbox_command", metavar="ACTION")
     u = command(ssub, "up", "Create or reuse the sandbox and start its local Hub; prints its config path.")

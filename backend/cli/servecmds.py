@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import shlex
 import time
+from typing import TYPE_CHECKING, Any
 
 from backend.cli.common import (
     add_json,
@@ -23,11 +24,17 @@ from backend.errors import OperationFailed, UsageError
 from backend.jobs import get_job
 from backend.serve import multinode, serving
 
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from backend.cli.main import Subcommands
+    from backend.settings import ProfileConfig, Settings
+
 CHECK_MARKS = {"ok": "✓", "warn": "!", "fail": "✗", "skip": "-"}
 WAIT_READY_S = 3600.0  # Kimi-K2 on 8 GPUs takes minutes; an hour means something is wrong
 
 
-def register(sub) -> None:
+def register(sub: Subcommands) -> None:
     p = command(sub, "serve", "Start, stop and watch the SGLang server (profiles from the config).")
     ssub = p.add_subparsers(dest="serve_command", metavar="ACTION")
 
@@ -99,7 +106,7 @@ async def cmd(args: argparse.Namespace) -> int:
     return 0
 
 
-def _multinode_cmd(settings, profile, as_json: bool) -> int:
+def _multinode_cmd(settings: Settings, profile: ProfileConfig, as_json: bool) -> int:
     ranks = multinode.commands(settings, profile)
     if as_json:
         emit_json({"ranks": ranks, "dist_init_port": None})
@@ -111,7 +118,7 @@ def _multinode_cmd(settings, profile, as_json: bool) -> int:
     return 0
 
 
-def _print_checks(checks: list[dict]) -> None:
+def _print_checks(checks: list[dict[str, Any]]) -> None:
     for c in checks:
         print(f"  {CHECK_MARKS[c['status']]} {c['name']}: {c['message']}")
 
@@ -183,7 +190,7 @@ async def _launch(args: argparse.Namespace, restart: bool) -> int:
     return _report_launch(args, out)
 
 
-async def _launch_nodes(args: argparse.Namespace, settings, profile, restart: bool) -> int:
+async def _launch_nodes(args: argparse.Namespace, settings: Settings, profile: ProfileConfig, restart: bool) -> int:
     """`serve start|restart` of a multi-node profile: every node's rank in one step, followed together."""
     nodes = multinode.Nodes(settings)
     try:
@@ -218,7 +225,7 @@ async def _launch_nodes(args: argparse.Namespace, settings, profile, restart: bo
     return _report_launch(args, out)
 
 
-def _report_launch(args: argparse.Namespace, out: dict) -> int:
+def _report_launch(args: argparse.Namespace, out: dict[str, Any]) -> int:
     """What `serve start|restart` prints once it is done (a one-host or a multi-node server alike)."""
     if args.json:
         emit_json(out)
@@ -229,10 +236,10 @@ def _report_launch(args: argparse.Namespace, out: dict) -> int:
     return 0
 
 
-def _print_node_progress():
+def _print_node_progress() -> Callable[[dict[str, Any]], None]:
     seen: set[tuple[str, str]] = set()
 
-    def show(st: dict) -> None:
+    def show(st: dict[str, Any]) -> None:
         for entry in st.get("nodes") or []:
             if entry["state"] == "starting" and (entry["node"], entry["phase"]) not in seen:
                 seen.add((entry["node"], entry["phase"]))
@@ -241,10 +248,10 @@ def _print_node_progress():
     return show
 
 
-def _print_progress():
+def _print_progress() -> Callable[[dict[str, Any]], None]:
     seen: set[str] = set()
 
-    def show(st: dict) -> None:
+    def show(st: dict[str, Any]) -> None:
         if st["state"] == "starting" and st["phase"] not in seen:
             seen.add(st["phase"])
             print(f"  {st['phase']}…", flush=True)
@@ -252,7 +259,7 @@ def _print_progress():
     return show
 
 
-def _raise_unless_ready(st: dict, timeout: float) -> None:
+def _raise_unless_ready(st: dict[str, Any], timeout: float) -> None:
     if st["state"] == "ready":
         return
     if st["state"] == "crashed":
@@ -314,7 +321,7 @@ class _LeftRunning(Exception):
     """The operator answered no: nothing was stopped."""
 
 
-def _ask_before_stopping(args: argparse.Namespace, current: dict, then: str = "") -> None:
+def _ask_before_stopping(args: argparse.Namespace, current: dict[str, Any], then: str = "") -> None:
     """A ready server may be serving someone: stop it only with --yes or a yes at the terminal (the panel's
     `x` asks the same); raises _LeftRunning on a no."""
     if current.get("state") not in serving.SERVING_STATES:
@@ -345,7 +352,7 @@ async def status(args: argparse.Namespace) -> int:
     return 0
 
 
-def _print_status(wire: dict) -> None:
+def _print_status(wire: dict[str, Any]) -> None:
     st = serving.ServerStatus.from_json(wire)
     if st.state == "none":
         print("no server has run on this host (start one with `specdeck serve start PROFILE`)")

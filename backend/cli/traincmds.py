@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from typing import TYPE_CHECKING, Any
 
 from backend.cli.common import (
     add_json,
@@ -25,14 +26,25 @@ from backend.serve import serving
 from backend.settings import Settings
 from backend.train import training
 
+if TYPE_CHECKING:
+    from collections.abc import Awaitable, Callable
 
-def register(sub) -> None:
+    from backend.cli.main import Subcommands
+    from backend.connection import Connection
+    from backend.history import History
+    from backend.settings import Settings
+    from backend.train.predict import Basis
+
+
+def register(sub: Subcommands) -> None:
     p = command(
         sub, "train", "Fine-tune a drafter with SpecForge on the host (a detached job) and judge its checkpoints."
     )
     tsub = p.add_subparsers(dest="train_command", metavar="ACTION", required=True)
 
-    def action(name: str, help: str, run, *, json: bool = True) -> argparse.ArgumentParser:
+    def action(
+        name: str, help: str, run: Callable[[argparse.Namespace], Awaitable[int] | int], *, json: bool = True
+    ) -> argparse.ArgumentParser:
         q = command(tsub, name, help)
         q.add_argument("name", metavar="NAME", help="a [trainings.NAME] of the config")
         if json:
@@ -59,7 +71,7 @@ def register(sub) -> None:
     q.add_argument("--force", action="store_true", help="start despite a failed drafter verdict")
 
 
-def _history():
+def _history() -> History:
     from backend.history import History
 
     return History.open()
@@ -111,7 +123,7 @@ async def _start(args: argparse.Namespace, resume: bool) -> int:
     return 0 if ended.state == "done" else 1
 
 
-def _progress_line(summary: dict) -> str:
+def _progress_line(summary: dict[str, Any]) -> str:
     total = summary.get("total_steps")
     step = f"step {summary['step']}" + (f"/{total}" if total else "")
     loss = summary.get("loss")
@@ -176,7 +188,7 @@ async def logs(args: argparse.Namespace) -> int:
     out_stream = log_stream(args)
     async with connected(args, settings, follow=args.follow) as conn:
         job = await training.latest_job(conn, args.name)
-        out = await serving.tail(conn, job.id, args.lines) if args.lines else {"lines": [], "offset": 0}
+        out: dict[str, Any] = await serving.tail(conn, job.id, args.lines) if args.lines else {"lines": [], "offset": 0}
         for line in out["lines"]:
             print(line.rsplit("\r", 1)[-1], file=out_stream)  # a tqdm line holds every redraw: the last is the bar now
         if args.follow:
@@ -200,7 +212,7 @@ async def stop(args: argparse.Namespace) -> int:
     return 0
 
 
-async def _predicted(conn, settings, name: str) -> tuple[list[dict], training.predict.Basis | None]:
+async def _predicted(conn: Connection, settings: Settings, name: str) -> tuple[list[dict[str, Any]], Basis | None]:
     found = await training.checkpoint_list(conn, name)
     ref = settings.reference
     with _history() as history:

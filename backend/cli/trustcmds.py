@@ -7,13 +7,17 @@ matches the fingerprint the operator typed after checking it on the host: nothin
 from __future__ import annotations
 
 import argparse
+from typing import TYPE_CHECKING
 
 from backend.cli.common import load_settings
 from backend.cli.main import command
 from backend.errors import ConnectionBlocked, HostKeyUnknown, UsageError
 
+if TYPE_CHECKING:
+    from backend.cli.main import Subcommands
 
-def register(sub) -> None:
+
+def register(sub: Subcommands) -> None:
     p = command(sub, "trust", "Record the host's key in known_hosts if it has the SHA256 fingerprint you checked.")
     p.add_argument("fingerprint", nargs="?", help="SHA256:… as `ssh-keygen -lf` prints it on the host; omit to see it")
     p.set_defaults(run=trust)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from typing import TYPE_CHECKING, Any
 
 from backend import settings as settings_mod
 from backend.agent.host.shared import expect
@@ -27,8 +28,13 @@ from backend.measure.bench import DEFAULT_MAX_TOKENS, DEFAULT_REQUESTS
 from backend.tune import advisor
 from backend.tune import sweep as sweep_mod
 
+if TYPE_CHECKING:
+    from backend.cli.main import Subcommands
+    from backend.connection import Connection
+    from backend.settings import Settings
 
-def register(sub) -> None:
+
+def register(sub: Subcommands) -> None:
     p = command(
         sub,
         "advise",
@@ -157,7 +163,7 @@ async def advise(args: argparse.Namespace) -> int:
     return 0
 
 
-def _apply(args: argparse.Namespace, advice: advisor.Advice) -> dict:
+def _apply(args: argparse.Namespace, advice: advisor.Advice) -> dict[str, Any]:
     """``advise --apply PROFILE``: the best step count (or ``--steps``) written into the profile with
     ``advisor.apply``; one that measured slower than another point is applied only when asked (``--yes``)."""
     settings = load_settings(args)
@@ -202,7 +208,7 @@ async def _ab(args: argparse.Namespace, proposal: advisor.AdaptiveProposal, base
             print_detached(args, job)
             return 0
 
-        def progress(event: dict) -> None:
+        def progress(event: dict[str, Any]) -> None:
             if event.get("event") == "phase":
                 extra = f" ({event['server_phase']})" if event.get("server_phase") else ""
                 level = f" at {event['concurrency']} streams" if event.get("concurrency") else ""
@@ -217,7 +223,7 @@ async def _ab(args: argparse.Namespace, proposal: advisor.AdaptiveProposal, base
     return 0
 
 
-async def _plan(conn, args: argparse.Namespace) -> sweep_mod.SweepPlan:
+async def _plan(conn: Connection | None, args: argparse.Namespace) -> sweep_mod.SweepPlan:
     """The plan from the flags; with --resume and no --steps, the earlier sweep's grid."""
     smart = args.smart
     if args.steps:
@@ -225,6 +231,7 @@ async def _plan(conn, args: argparse.Namespace) -> sweep_mod.SweepPlan:
         tokens = None if args.draft_tokens == "auto" else sweep_mod.parse_ints(args.draft_tokens, "--draft-tokens")
         topk = args.topk
     elif args.resume:
+        assert conn is not None  # a fleet's sweep gives --steps
         old = (await get_job(conn, args.resume)).args
         grid = old.get("grid") or []
         if not grid:
@@ -258,7 +265,7 @@ async def sweep(args: argparse.Namespace) -> int:
             return 0
         finished = False
 
-        def progress(event: dict) -> None:
+        def progress(event: dict[str, Any]) -> None:
             kind = event.get("event")
             if args.json:
                 if kind not in sweep_mod.TERMINAL:  # the done event is printed last, in its public shape
@@ -296,7 +303,7 @@ def _scope(plan: sweep_mod.SweepPlan) -> str:
     return judge.sweep_scope(expect.bench_noise(lists, plan.requests))
 
 
-def _print_done(args: argparse.Namespace, plan: sweep_mod.SweepPlan, done: dict) -> int:
+def _print_done(args: argparse.Namespace, plan: sweep_mod.SweepPlan, done: dict[str, Any]) -> int:
     if args.json:
         emit_json_line(sweep_mod.public_done(done))
         return 0
@@ -315,7 +322,7 @@ def _print_done(args: argparse.Namespace, plan: sweep_mod.SweepPlan, done: dict)
     return 0
 
 
-async def _fleet_sweep(args: argparse.Namespace, settings, baseline: float) -> int:
+async def _fleet_sweep(args: argparse.Namespace, settings: Settings, baseline: float) -> int:
     """`sweep PROFILE --fleet NAME`: the grid over the fleet's hosts (``backend.fleet.sweep``), followed from
     here to its end; then every host's runs imported, so `report --sweep ID` has them at once."""
     from backend.fleet import sweep as fleet_sweep
@@ -335,7 +342,7 @@ async def _fleet_sweep(args: argparse.Namespace, settings, baseline: float) -> i
         print(f"fleet sweep of {args.profile} over {names}: {len(plan.grid())} points", file=sys.stderr, flush=True)
         print(f"  {_scope(plan)}", file=sys.stderr, flush=True)
 
-        def progress(host: str, event: dict) -> None:
+        def progress(host: str, event: dict[str, Any]) -> None:
             kind = event.get("event")
             if args.json:
                 if kind not in sweep_mod.TERMINAL:

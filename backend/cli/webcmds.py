@@ -22,11 +22,19 @@ import shlex
 import signal
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 from urllib.parse import quote, urlsplit
 
 from backend.cli.common import load_settings
 from backend.cli.main import command
 from backend.errors import UsageError
+
+if TYPE_CHECKING:
+    from collections.abc import Awaitable, Callable
+
+    from textual_serve.server import Server
+
+    from backend.cli.main import Subcommands
 
 DEFAULT_PORT = 8080  # not 8000: sglang-router's port in every fleet (the sandbox's too)
 LOOPBACK = "127.0.0.1"
@@ -36,7 +44,7 @@ _HOST_OPTIONS = (("host", "--host"), ("identity", "--identity"), ("known_hosts",
                  ("python", "--python"), ("workdir", "--workdir"))  # fmt: skip
 
 
-def register(sub) -> None:
+def register(sub: Subcommands) -> None:
     p = command(sub, "web", "Serve the panel in a browser (textual-serve) behind a token; loopback unless --bind.")
     p.add_argument("--port", type=int, default=DEFAULT_PORT, help=f"TCP port to listen on (default {DEFAULT_PORT})")
     p.add_argument("--bind", default=LOOPBACK, metavar="ADDR", help="address to listen on (default 127.0.0.1)")
@@ -65,7 +73,7 @@ def access_token(token_file: str | None) -> str:
     return token
 
 
-def make_server(command: str, bind: str, port: int, title: str, public_url: str, token: str):
+def make_server(command: str, bind: str, port: int, title: str, public_url: str, token: str) -> Server:
     """textual-serve's Server, with the page and the websocket behind the token and the websocket same-origin."""
     import aiohttp_jinja2
     import jinja2
@@ -102,7 +110,9 @@ def make_server(command: str, bind: str, port: int, title: str, public_url: str,
         return parts.scheme in ("http", "https") and parts.netloc.lower() in allowed
 
     @aioweb.middleware
-    async def guard(request: aioweb.Request, handler):
+    async def guard(
+        request: aioweb.Request, handler: Callable[[aioweb.Request], Awaitable[aioweb.StreamResponse]]
+    ) -> aioweb.StreamResponse:
         path = request.path
         if path.startswith("/static/"):
             return await handler(request)  # textual-serve's own scripts and styles: nothing of ours
