@@ -214,11 +214,11 @@ async def test_preflight_on_the_host(conn, models, tmp_path):
     else:
         assert old["flags"].status == "ok" and old["sglang"].status == "ok" and "env" not in old
 
-    # The drafter's trained window against the context the profile allows (ours: 131072 positions).
-    long = make_settings(models, p={"drafter": "ours", **EAGLE, "extra_args": ["--context-length", "200000"]})
+    # The drafter's trained window against the context the profile allows (ours: K2.5's 262144 positions).
+    long = make_settings(models, p={"drafter": "ours", **EAGLE, "extra_args": ["--context-length", "300000"]})
     window = by_name(await serving.preflight(conn, long, long.profiles["p"]))["window"]
-    assert window.status == "warn" and "trained on 131072 positions" in window.message
-    assert "--context-length 131072" in window.message and by_name(good)["window"].status == "ok"
+    assert window.status == "warn" and "trained on 262144 positions" in window.message
+    assert "--context-length 262144" in window.message and by_name(good)["window"].status == "ok"
     assert by_name(good)["tp"].status == "skip"  # no nvidia-smi here: nothing to count
 
     missing = make_settings({**models, "ours": str(tmp_path / "nowhere")}, p={"drafter": "ours", **EAGLE})
