@@ -370,8 +370,8 @@ async def test_concurrency_sweep_finds_the_simulators_crossover_within_one_level
     cli("report", base["run"], aq["run"], "--out", str(tmp_path / "r.html"), "--no-inspect")
     html = (tmp_path / "r.html").read_text()
     assert "Throughput against concurrency" in html and "concurrent streams" in html
-    assert 'data-title="Decode throughput per stream against concurrency"' in html
-    assert 'data-title="Decode throughput in all against concurrency"' in html
+    assert 'data-title="Decode throughput per stream against concurrency — SIMULATED"' in html
+    assert 'data-title="Decode throughput in all against concurrency — SIMULATED"' in html
     assert f"falls below the baseline (measured by run {base['run']})" in html
 
 
