@@ -24,6 +24,7 @@ from backend.errors import ConfigError, UsageError
 from backend.measure.cost import gpus_of
 from backend.serve import multinode, serving
 from backend.serve.host_facts import HostFacts
+from backend.serve.server import Server
 from backend.settings import HostConfig, Settings, load, parse
 from backend.sglang.flags import parse as parse_flags
 from backend.sglang.flags import server_args
@@ -267,6 +268,33 @@ async def test_serves_through_rank_0_and_stop_stops_every_rank(models, root, ssh
     assert all(process_gone(e["pid"]) for e in ready["nodes"])
 
 
+async def test_the_server_face_watches_and_replaces_a_multinode_server_whole(models, root, nodes):
+    """``Server`` (the CLI's and the Serve tab's one face): watched from a follower's host, the status is the
+    whole server's and the log followed is that host's own rank's; a one-host profile restarted on a node
+    stops every rank of the multi-node server it replaces, not only that host's."""
+    settings = two_node_settings(models, root)
+    solo = replace(settings.profiles["duo"], name="solo", nodes=(), tp=8, port=free_port())
+    settings = replace(settings, profiles={**settings.profiles, "solo": solo})
+    mn = nodes(settings)
+    ready = await _ready(mn, settings)
+    head, follower = ready["nodes"]
+    from_b = Server(settings, await mn.get("b"), nodes=mn)
+    watching = from_b.watch(every=0.1)
+    seen = await anext(watching)
+    await watching.aclose()
+    assert seen.status.job == ready["job"] and seen.log_job == follower["job"]
+    assert [(n.node, n.state) for n in seen.status.nodes] == [("a", "ready"), ("b", "ready")]
+
+    on_a = Server(settings, await mn.get("a"), nodes=mn)
+    launched = await on_a.restart(solo)
+    assert launched.replaced is not None and launched.replaced.profile == "duo" and len(launched.replaced.nodes) == 2
+    assert launched.status.profile == "solo" and not launched.status.nodes and launched.preflight.ok
+    await until_gone(follower["pid"], timeout=15)
+    assert process_gone(head["pid"])
+    stopped = await on_a.stop(grace=10)
+    assert stopped.was_running and stopped.status.profile == "solo"
+
+
 async def test_a_follower_killed_fails_the_server_and_no_rank_is_left(models, root, nodes):
     settings = two_node_settings(models, root)
     mn = nodes(settings)
@@ -367,12 +395,12 @@ async def test_serve_tab_shows_a_line_per_node_and_stops_every_rank(models, tmp_
 
         def every_node_ready() -> bool:
             st = pane.status
-            return st is not None and st.state == "ready" and [e["state"] for e in st.nodes] == ["ready"] * 2
+            return st is not None and st.state == "ready" and [e.state for e in st.nodes] == ["ready"] * 2
 
         await until(pilot, every_node_ready, "every node ready")
         shown = state_text(app)
         assert f"a  rank 0  ready  port {port}" in shown and f"b  rank 1  ready  port {port + 1}" in shown
-        pids = [e["pid"] for e in pane.status.nodes]
+        pids = [e.pid for e in pane.status.nodes]
         await pilot.press("x")  # a ready server: asks first (issue 33)
         await until(pilot, lambda: isinstance(app.screen, ConfirmScreen), "the stop question")
         await pilot.press("y")

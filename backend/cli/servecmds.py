@@ -5,7 +5,9 @@ from __future__ import annotations
 import argparse
 import shlex
 import time
-from typing import TYPE_CHECKING, Any
+from collections.abc import Iterable
+from functools import partial
+from typing import TYPE_CHECKING
 
 from backend.cli.common import (
     add_json,
@@ -23,12 +25,11 @@ from backend.connection import resolve_host
 from backend.errors import OperationFailed, UsageError
 from backend.jobs import get_job
 from backend.serve import multinode, serving
+from backend.serve.server import OnStatus, Server
+from backend.settings import ProfileConfig, Settings
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
-
     from backend.cli.main import Subcommands
-    from backend.settings import ProfileConfig, Settings
 
 CHECK_MARKS = {"ok": "✓", "warn": "!", "fail": "✗", "skip": "-"}
 WAIT_READY_S = 3600.0  # Kimi-K2 on 8 GPUs takes minutes; an hour means something is wrong
@@ -118,31 +119,26 @@ def _multinode_cmd(settings: Settings, profile: ProfileConfig, as_json: bool) ->
     return 0
 
 
-def _print_checks(checks: list[dict[str, Any]]) -> None:
+def _print_checks(checks: Iterable[serving.Check]) -> None:
     for c in checks:
-        print(f"  {CHECK_MARKS[c['status']]} {c['name']}: {c['message']}")
+        print(f"  {CHECK_MARKS[c.status]} {c.name}: {c.message}")
+
+
+def _server(args: argparse.Namespace, settings: Settings, *, follow: bool = False) -> Server:
+    """The server face on --host, connected when first needed (a multi-node start never needs it)."""
+    return Server(settings, partial(connect, args, settings, follow=follow))
 
 
 async def preflight(args: argparse.Namespace) -> int:
     settings = load_settings(args)
     profile = serving.get_profile(settings, args.profile)
-    if multinode.is_multinode(profile):
-        nodes = multinode.Nodes(settings)
-        try:
-            result = await multinode.preflight(nodes, settings, profile, force=args.force)
-        finally:
-            await nodes.close()
-    else:
-        conn = await connect(args, settings)
-        try:
-            result = await serving.preflight(conn, settings, profile, force=args.force)
-        finally:
-            await conn.close()
+    async with _server(args, settings) as server:
+        result = await server.preflight(profile, force=args.force)
     if args.json:
         emit_json(result.to_json())
     else:
         print(f"{profile.name}: " + ("ready to start" if result.ok else "would not start"))
-        _print_checks(result.to_json()["checks"])
+        _print_checks(result.checks)
     return 0 if result.ok else 2
 
 
@@ -158,121 +154,79 @@ async def restart(args: argparse.Namespace) -> int:
 
 
 async def _launch(args: argparse.Namespace, restart: bool) -> int:
+    """`serve start|restart`, on one host or every node of a multi-node profile alike (the face's to tell)."""
     settings = load_settings(args)
     profile = serving.get_profile(settings, args.profile)
-    if multinode.is_multinode(profile):
-        return await _launch_nodes(args, settings, profile, restart)
-    conn = await connect(args, settings)
-    try:
-        current = await serving.status(conn) if restart else {}
-        _ask_before_stopping(args, current, f"and start {profile.name}")
-        before = current.get("job")
-        launch = serving.restart if restart else serving.start
+    async with _server(args, settings) as server:
+        if restart:
+            _ask_before_stopping(args, await server.current(profile), f"and start {profile.name}")
         try:
-            out = await launch(conn, settings, profile, force=args.force)
+            launched = await (server.restart if restart else server.start)(profile, force=args.force)
         except serving.PreflightFailed as exc:
             if args.json:
                 emit_json(exc.preflight.to_json())
             else:
-                _print_checks([c.to_json() for c in exc.preflight.failures])
+                _print_checks(exc.preflight.failures)
             raise
+        st = launched.status
         if not args.json:
-            _print_checks([c for c in out["preflight"]["checks"] if c["status"] == "warn"])
-            print(f"{profile.name}: started (job {out['job']}) on port {out['port']}, log {out['log_path']}")
+            _print_checks(launched.preflight.warnings)
+            _print_started(st)
+        final = None
         if args.wait_ready:
-            out = await serving.wait(
-                conn, out["job"], within=args.timeout, on_status=None if args.json else _print_progress()
-            )
-        for job in dict.fromkeys(j for j in (before, out["job"]) if j):  # a restart ended the one before
-            await keep_in_history(conn, await get_job(conn, job))
-    finally:
-        await conn.close()
-    return _report_launch(args, out)
-
-
-async def _launch_nodes(args: argparse.Namespace, settings: Settings, profile: ProfileConfig, restart: bool) -> int:
-    """`serve start|restart` of a multi-node profile: every node's rank in one step, followed together."""
-    nodes = multinode.Nodes(settings)
-    try:
-        head = await nodes.get(profile.nodes[0])
-        before = await multinode.expand(nodes, await serving.status(head)) if restart else None
-        _ask_before_stopping(args, before or {}, f"and start {profile.name}")
-        if before and before["state"] in serving.RUNNING_STATES:
-            if before.get("nodes"):
-                await multinode.stop(nodes, before)
-            else:
-                await serving.stop(head, job=before["job"])
-        try:
-            out = await multinode.start(nodes, settings, profile, force=args.force)
-        except serving.PreflightFailed as exc:
-            if args.json:
-                emit_json(exc.preflight.to_json())
-            else:
-                _print_checks([c.to_json() for c in exc.preflight.failures])
-            raise
-        if not args.json:
-            _print_checks([c for c in out["preflight"]["checks"] if c["status"] == "warn"])
-            print(f"{profile.name}: started on {len(profile.nodes)} nodes, served by rank 0 on port {out['port']}")
-            for entry in out["nodes"]:
-                print(f"  {entry['node']}: rank {entry['rank']}, job {entry['job']}, log {entry['log_path']}")
-        if args.wait_ready:
-            show = None if args.json else _print_node_progress()
-            out = await multinode.wait(nodes, out, within=args.timeout, on_status=show)
-        for job in dict.fromkeys(j for j in ((before or {}).get("job"), out["job"]) if j):
-            await keep_in_history(head, await get_job(head, job))
-    finally:
-        await nodes.close()
-    return _report_launch(args, out)
-
-
-def _report_launch(args: argparse.Namespace, out: dict[str, Any]) -> int:
-    """What `serve start|restart` prints once it is done (a one-host or a multi-node server alike)."""
+            final = await server.wait(st, within=args.timeout, on_status=None if args.json else _progress())
+        for done in (launched.replaced, st):  # a restart ended the one before
+            if done is not None and done.job:
+                head = await server.job_host(done)
+                await keep_in_history(head, await get_job(head, done.job))
     if args.json:
-        emit_json(out)
-    elif args.wait_ready:
-        _print_status(out)
-    if args.wait_ready:
-        _raise_unless_ready(out, args.timeout)
+        emit_json(final.wire if final else launched.to_json())
+    elif final:
+        _print_status(final)
+    if final:
+        _raise_unless_ready(final, args.timeout)
     return 0
 
 
-def _print_node_progress() -> Callable[[dict[str, Any]], None]:
-    seen: set[tuple[str, str]] = set()
-
-    def show(st: dict[str, Any]) -> None:
-        for entry in st.get("nodes") or []:
-            if entry["state"] == "starting" and (entry["node"], entry["phase"]) not in seen:
-                seen.add((entry["node"], entry["phase"]))
-                print(f"  {entry['node']} (rank {entry['rank']}): {entry['phase']}…", flush=True)
-
-    return show
-
-
-def _print_progress() -> Callable[[dict[str, Any]], None]:
-    seen: set[str] = set()
-
-    def show(st: dict[str, Any]) -> None:
-        if st["state"] == "starting" and st["phase"] not in seen:
-            seen.add(st["phase"])
-            print(f"  {st['phase']}…", flush=True)
-
-    return show
-
-
-def _raise_unless_ready(st: dict[str, Any], timeout: float) -> None:
-    if st["state"] == "ready":
+def _print_started(st: serving.ServerStatus) -> None:
+    if not st.nodes:
+        print(f"{st.profile}: started (job {st.job}) on port {st.port}, log {st.log_path}")
         return
-    if st["state"] == "crashed":
-        hint = f" {st['hint']}" if st.get("hint") else ""
-        raise OperationFailed(f"{st['profile']} crashed while {st['phase']}: {st['error']}.{hint}")
-    if st["state"] == "starting":
+    print(f"{st.profile}: started on {len(st.nodes)} nodes, served by rank 0 on port {st.port}")
+    for node in st.nodes:
+        print(f"  {node.node}: rank {node.rank}, job {node.job}, log {node.log_path}")
+
+
+def _progress() -> OnStatus:
+    """Each startup phase once as it begins (each node's, for a multi-node server)."""
+    seen: set[tuple[str, str | None]] = set()
+
+    def show(st: serving.ServerStatus) -> None:
+        if not st.nodes and st.state == "starting" and ("", st.phase) not in seen:
+            seen.add(("", st.phase))
+            print(f"  {st.phase}…", flush=True)
+        for node in st.nodes:
+            if node.state == "starting" and (node.node, node.phase) not in seen:
+                seen.add((node.node, node.phase))
+                print(f"  {node.node} (rank {node.rank}): {node.phase}…", flush=True)
+
+    return show
+
+
+def _raise_unless_ready(st: serving.ServerStatus, timeout: float) -> None:
+    if st.state == "ready":
+        return
+    if st.state == "crashed":
+        hint = f" {st.hint}" if st.hint else ""
+        raise OperationFailed(f"{st.profile} crashed while {st.phase}: {st.error}.{hint}")
+    if st.state == "starting":
         raise OperationFailed(
-            f"{st['profile']} is not ready after {timeout:g} s (still {st['phase']}); it keeps starting: "
+            f"{st.profile} is not ready after {timeout:g} s (still {st.phase}); it keeps starting: "
             "`specdeck serve status`"
         )
-    if st["state"] == "orphaned":
-        raise OperationFailed(f"{st['profile']} lost its job runner while {st['phase']}: {st['hint']}")
-    raise OperationFailed(f"{st['profile']} ended ({st['state']}) before it was ready: `specdeck serve logs`")
+    if st.state == "orphaned":
+        raise OperationFailed(f"{st.profile} lost its job runner while {st.phase}: {st.hint}")
+    raise OperationFailed(f"{st.profile} ended ({st.state}) before it was ready: `specdeck serve logs`")
 
 
 async def stop(args: argparse.Namespace) -> int:
@@ -284,35 +238,25 @@ async def stop(args: argparse.Namespace) -> int:
 
 async def _stop(args: argparse.Namespace) -> int:
     settings = load_settings(args)
-    conn = await connect(args, settings)
-    nodes = multinode.Nodes(settings)
-    try:
-        current = await serving.status(conn, port=args.port)
-        _ask_before_stopping(args, current)
-        if (current.get("args") or {}).get("nodes"):
-            nodes.adopt(current["args"]["nodes"][current["args"].get("node_rank") or 0], conn)
-            out = await multinode.stop(nodes, current, grace=args.timeout)
-            head = await nodes.get(current["args"]["nodes"][0])
-        else:
-            out = await serving.stop(conn, port=args.port, grace=args.timeout)
-            head = conn
-        if out["was_running"]:
-            await keep_in_history(head, await get_job(head, out["job"]))
-    finally:
-        await nodes.close()
-        await conn.close()
+    async with _server(args, settings) as server:
+        _ask_before_stopping(args, await server.status(port=args.port))
+        out = await server.stop(port=args.port, grace=args.timeout)
+        if out.was_running and out.status.job:
+            head = await server.job_host(out.status)
+            await keep_in_history(head, await get_job(head, out.status.job))
+    st = out.status
     if args.json:
-        emit_json(out)
-    elif not out["was_running"]:
-        print("no server is running" + (f" (last: {out['profile']}, {out['state']})" if out["profile"] else ""))
+        emit_json(st.wire)
+    elif not out.was_running:
+        print("no server is running" + (f" (last: {st.profile}, {st.state})" if st.profile else ""))
     else:
         freed = {True: "GPU memory freed", False: "GPU memory still held", None: "no nvidia-smi to check GPUs"}
-        how = f" ({out['reason']})" if out.get("reason") not in (None, "cancelled") else ""
-        where = f" on {len(out['nodes'])} nodes" if out.get("nodes") else ""
-        waited = out.get("lingered") or []  # killed, and let go by the kernel only later: waited for, named
-        gpus = "GPU memory not checked after that wait" if waited else freed[out["gpus_freed"]]
-        print(f"{out['profile']}: stopped{how}{where}; no process left, {gpus}")
-        for line in waited:
+        how = f" ({out.reason})" if out.reason not in (None, "cancelled") else ""
+        where = f" on {len(st.nodes)} nodes" if st.nodes else ""
+        # Killed, and let go by the kernel only later: waited for, named.
+        gpus = "GPU memory not checked after that wait" if out.lingered else freed[out.gpus_freed]
+        print(f"{st.profile}: stopped{how}{where}; no process left, {gpus}")
+        for line in out.lingered:
             print(f"  waited for {line}")
     return 0
 
@@ -321,13 +265,13 @@ class _LeftRunning(Exception):
     """The operator answered no: nothing was stopped."""
 
 
-def _ask_before_stopping(args: argparse.Namespace, current: dict[str, Any], then: str = "") -> None:
+def _ask_before_stopping(args: argparse.Namespace, current: serving.ServerStatus, then: str = "") -> None:
     """A ready server may be serving someone: stop it only with --yes or a yes at the terminal (the panel's
     `x` asks the same); raises _LeftRunning on a no."""
-    if current.get("state") not in serving.SERVING_STATES:
+    if current.state not in serving.SERVING_STATES:
         return
-    where = f"{current.get('state')}, port {current.get('port')}, pid {current.get('pid')}"
-    what = f"{current.get('profile') or 'a server'} ({where})"
+    where = f"{current.state}, port {current.port}, pid {current.pid}"
+    what = f"{current.profile or 'a server'} ({where})"
     doing = " ".join(filter(None, ("stop it", then)))
     if not confirmed(args, f"{what} is serving. {doing.capitalize()}?", f"{what} is serving; pass --yes to {doing}"):
         raise _LeftRunning
@@ -335,25 +279,16 @@ def _ask_before_stopping(args: argparse.Namespace, current: dict[str, Any], then
 
 async def status(args: argparse.Namespace) -> int:
     settings = load_settings(args)
-    conn = await connect(args, settings)
-    nodes = multinode.Nodes(settings)
-    try:
-        out = await serving.status(conn, port=args.port)
-        if (out.get("args") or {}).get("nodes"):
-            nodes.adopt(out["args"]["nodes"][out["args"].get("node_rank") or 0], conn)
-            out = await multinode.expand(nodes, out)
-    finally:
-        await nodes.close()
-        await conn.close()
+    async with _server(args, settings) as server:
+        st = await server.status(port=args.port)
     if args.json:
-        emit_json(out)
+        emit_json(st.wire)
     else:
-        _print_status(out)
+        _print_status(st)
     return 0
 
 
-def _print_status(wire: dict[str, Any]) -> None:
-    st = serving.ServerStatus.from_json(wire)
+def _print_status(st: serving.ServerStatus) -> None:
     if st.state == "none":
         print("no server has run on this host (start one with `specdeck serve start PROFILE`)")
         return
@@ -361,8 +296,8 @@ def _print_status(wire: dict[str, Any]) -> None:
     print(f"{st.profile}: {serving.state_label(st)} {where} {serving.since_text(st, time.time())}")
     if st.state in ("starting", "crashed"):
         print(f"  phase: {st.phase}")
-    for entry in wire.get("nodes") or []:
-        print(f"  node {multinode.node_line(entry)}")
+    for node in st.nodes:
+        print(f"  node {multinode.node_line(node)}")
     summary = serving.speculative_summary(st.server_info)
     if summary:
         print(f"  {summary}")
@@ -384,19 +319,16 @@ async def logs(args: argparse.Namespace) -> int:
     if args.lines < 0:
         raise UsageError("--lines must be 0 or more")
     out_stream = log_stream(args)
-    conn = await connect(args, follow=args.follow)
-    try:
-        st = await serving.status(conn, port=args.port)
-        if st["state"] == "none":
+    async with _server(args, load_settings(args), follow=args.follow) as server:
+        st = await server.here(port=args.port)  # this host's own log (its rank's, of a multi-node server)
+        if st.state == "none" or st.job is None:
             raise UsageError("no server has run on this host, so there is no log")
         # jobs.tail reads 0 as its default; with --lines 0 start at the end of the log.
-        out = await serving.tail(conn, st["job"], args.lines) if args.lines else {"lines": [], "offset": st["log_size"]}
+        out = await server.tail(st.job, args.lines) if args.lines else {"lines": [], "offset": st.wire["log_size"]}
         for line in out["lines"]:
             print(line, file=out_stream)
         if args.follow:
-            async for lines in serving.follow(conn, st["job"], out["offset"]):
+            async for lines in server.follow(st.job, out["offset"]):
                 for line in lines:
                     print(line, file=out_stream, flush=True)
-    finally:
-        await conn.close()
     return 0

@@ -23,6 +23,7 @@ from backend.cli.main import command
 from backend.errors import UsageError
 from backend.jobs import get_job
 from backend.serve import serving
+from backend.serve.server import Server
 from backend.settings import Settings
 from backend.train import training
 
@@ -242,12 +243,12 @@ async def ckpts(args: argparse.Namespace) -> int:
 
 async def serve(args: argparse.Namespace) -> int:
     settings = _settings(args)
-    async with connected(args, settings) as conn:
+    async with connected(args, settings) as conn, Server(settings, conn) as server:
         rows, _ = await _predicted(conn, settings, args.name)
         chosen = training.pick(rows, args.checkpoint, args.name)
-        current = await serving.status(conn)
-        if current.get("state") in serving.RUNNING_STATES and not args.yes:
-            what = f"{current.get('profile')} (job {current.get('job')})"
+        current = await server.current(training.profile_of(settings, training.get_training(settings, args.name)))
+        if current.running and not args.yes:
+            what = f"{current.profile} (job {current.job})"
             question = f"a server runs: {what}. Stop it and serve {chosen['name']}?"
             if not confirmed(
                 args, question, f"a server runs: {what}; pass --yes to stop it and serve {chosen['name']}"
@@ -255,16 +256,15 @@ async def serve(args: argparse.Namespace) -> int:
                 return 1
         if not chosen["servable"] and not chosen["untrusted"] and not args.json:
             print(f"exporting {chosen['name']} for SGLang (specforge export --to sglang)…", file=sys.stderr, flush=True)
-        out = await training.serve(conn, settings, args.name, chosen, force=args.force)
+        served = await training.serve(conn, settings, args.name, chosen, force=args.force)
+        st = served.launched.status
         if args.wait_ready:
-            st = await serving.wait(conn, out["job"], within=args.timeout)
-            out = {**st, "checkpoint": chosen["name"], "training": args.name, "drafter_path": out["drafter_path"]}
-        await keep_in_history(conn, await get_job(conn, out["job"]))
+            st = await server.wait(st, within=args.timeout)
+        if st.job:  # a started server's, always
+            head = await server.job_host(st)
+            await keep_in_history(head, await get_job(head, st.job))
     if args.json:
-        emit_json(out)
+        emit_json(served.to_json(st if args.wait_ready else None))
     else:
-        print(
-            f"{args.name}: serving {chosen['name']} with profile {out['profile']} (job {out['job']}), "
-            f"state {out['state']}"
-        )
+        print(f"{args.name}: serving {chosen['name']} with profile {st.profile} (job {st.job}), state {st.state}")
     return 0

@@ -324,18 +324,18 @@ async def _head_of(nodes: Nodes, wire: dict[str, Any]) -> dict[str, Any] | None:
     return head if (head.get("args") or {}).get("group") == args.get("group") else None
 
 
-def node_line(entry: dict[str, Any]) -> str:
+def node_line(node: serving.NodeStatus) -> str:
     """One node of a multi-node server as the CLI and the Serve tab show it:
     ``gpu-b  rank 1  starting: loading weights  port 30000  pid 2113``."""
-    state = entry["state"]
+    state = node.state
     what = state
-    if entry.get("phase") and state in ("starting", "crashed"):
-        what = f"{state}: {entry['phase']}" if state == "starting" else f"crashed while {entry['phase']}"
-    parts = [entry["node"], f"rank {entry['rank']}", what]
-    parts += [f"port {entry['port']}"] if entry.get("port") else []
-    parts += [f"pid {entry['pid']}"] if entry.get("pid") and state in serving.RUNNING_STATES else []
+    if node.phase and state in ("starting", "crashed"):
+        what = f"{state}: {node.phase}" if state == "starting" else f"crashed while {node.phase}"
+    parts = [node.node, f"rank {node.rank}", what]
+    parts += [f"port {node.port}"] if node.port else []
+    parts += [f"pid {node.pid}"] if node.pid and state in serving.RUNNING_STATES else []
     line = "  ".join(parts)
-    return f"{line}  ({entry['error']})" if entry.get("error") and state != "ready" else line
+    return f"{line}  ({node.error})" if node.error and state != "ready" else line
 
 
 async def expand(nodes: Nodes, wire: dict[str, Any], *, reap: bool = True) -> dict[str, Any]:

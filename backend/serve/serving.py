@@ -842,8 +842,31 @@ class Phase:
 
 
 @dataclass(frozen=True)
+class NodeStatus:
+    """One node of a multi-node server as ``multinode.expand`` reports it: its host, rank, job and state."""
+
+    node: str
+    rank: int
+    state: str  # a server state, or ``unknown`` where its host cannot be asked now
+    job: str | None = None
+    phase: str | None = None
+    port: int | None = None
+    pid: int | None = None
+    since: float | None = None
+    ended: float | None = None
+    error: str | None = None
+    log_path: str | None = None
+
+    @classmethod
+    def from_json(cls, wire: dict[str, Any]) -> NodeStatus:
+        keys = ("job", "phase", "port", "pid", "since", "ended", "error", "log_path")
+        return cls(wire["node"], wire["rank"], wire["state"], **{k: wire.get(k) for k in keys})
+
+
+@dataclass(frozen=True)
 class ServerStatus:
-    """The host's word on its server (``serve.status`` / ``serve.wait``), parsed once where it arrives."""
+    """The host's word on its server (``serve.status`` / ``serve.wait``), parsed once where it arrives; ``wire``
+    keeps it as the host said it (what ``--json`` prints)."""
 
     state: ServerState
     profile: str | None = None
@@ -862,8 +885,9 @@ class ServerStatus:
     hint: str | None = None
     hint_action: str | None = None
     log_path: str | None = None
-    nodes: tuple[dict[str, Any], ...] = ()  # a multi-node server's line per node (backend.serve.multinode.expand)
+    nodes: tuple[NodeStatus, ...] = ()  # a multi-node server's line per node (backend.serve.multinode.expand)
     spec_steps_now: int | None = None  # the draft steps in force (an adaptive server's tier); None without speculation
+    wire: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
 
     @classmethod
     def from_json(cls, wire: dict[str, Any]) -> ServerStatus:
@@ -890,8 +914,9 @@ class ServerStatus:
             hint=wire.get("hint"),
             hint_action=wire.get("hint_action"),
             log_path=wire.get("log_path"),
-            nodes=tuple(wire.get("nodes") or ()),
+            nodes=tuple(NodeStatus.from_json(n) for n in wire.get("nodes") or ()),
             spec_steps_now=wire.get("spec_steps_now"),
+            wire=wire,
         )
 
     @property

@@ -20,6 +20,8 @@ from backend.drafters import checkpoints as checkpoints_mod
 from backend.errors import OperationFailed, RemoteError, UsageError
 from backend.jobs import JobInfo, wait_job
 from backend.serve import serving
+from backend.serve.server import Launched, Server
+from backend.serve.serving import ServerStatus
 from backend.settings import DrafterConfig, HostConfig, ProfileConfig, Settings, TrainingConfig
 from backend.train import predict
 
@@ -417,18 +419,34 @@ def serving_settings(settings: Settings, name: str, checkpoint: str, path: str) 
     return changed, profile
 
 
+@dataclass(frozen=True)
+class Served:
+    """A checkpoint served: the server's launch, and which checkpoint of which training, exported where."""
+
+    launched: Launched
+    training: str
+    checkpoint: str
+    drafter_path: str
+
+    def to_json(self, status: ServerStatus | None = None) -> dict[str, Any]:
+        """As `train serve --json` prints it: the launch (or ``status``, a later look) with the checkpoint."""
+        seen = self.launched.to_json() if status is None else status.wire
+        return {**seen, "checkpoint": self.checkpoint, "training": self.training, "drafter_path": self.drafter_path}
+
+
 async def serve(
     conn: Connection, settings: Settings, name: str, checkpoint: dict[str, Any], *, force: bool = False
-) -> dict[str, Any]:
-    """Export (if needed) and start the training's profile with the checkpoint as its drafter; stops the
-    running server first (the caller asked). Returns the server's status with ``checkpoint``."""
+) -> Served:
+    """Export (if needed) and start the training's profile with the checkpoint as its drafter, through the server
+    face: the server running where it is served is stopped first (the caller asked)."""
     path = await export(conn, settings, name, checkpoint)
     changed, profile = serving_settings(settings, name, checkpoint["name"], path)
     keys: tuple[str, ...] = ("predicted_accept_len", "predicted_accept_len_low", "predicted_accept_len_high")
     keys += ("model_accept_len", "predicted_tok_s", "predicted_tok_s_low", "predicted_tok_s_high", "steps", "step")
     tag = {"training": name, "checkpoint": checkpoint["name"], **{k: checkpoint.get(k) for k in keys}}
-    out = await serving.restart(conn, changed, profile, force=force, tags={"training_checkpoint": tag})
-    return {**out, "checkpoint": checkpoint["name"], "training": name, "drafter_path": path}
+    async with Server(changed, conn) as server:
+        launched = await server.restart(profile, force=force, tags={"training_checkpoint": tag})
+    return Served(launched, name, checkpoint["name"], path)
 
 
 async def follow(conn: Connection, job_id: str) -> AsyncIterator[dict[str, Any]]:

@@ -3,7 +3,8 @@ and watch it come up (phase timeline, GPU memory, the log following its tail) or
 offers the fields the profile's algorithm takes (``settings.PROFILE_FIELDS``, declared once: their ranges and
 labels come from there) and ``A`` turns SGLang's adaptive step count on or off.
 
-Everything shown comes from the host: the server's status is pushed by the agent (``serving.watch``) and the
+Everything shown comes from the host through the server face (``backend.serve.server``, which also makes a
+multi-node server's status the whole server's): the status is pushed by the agent (``Server.watch``) and the
 log is followed by byte offset (``serving.follow``); both resume by themselves after a reconnect, so the tab
 reattaches to a server that kept running while the panel was away. Edits to a profile's numbers reach the
 config file once typing pauses; numbers SGLang refuses (steps 0, topk 0, too few draft tokens) are never saved,
@@ -17,7 +18,6 @@ the server's state and clock, the GPUs, the log's bar, the crash hint).
 
 from __future__ import annotations
 
-import asyncio
 import time
 from dataclasses import replace
 
@@ -33,6 +33,7 @@ from textual.worker import Worker
 from backend.connection import Connection
 from backend.errors import SpecdeckError, UsageError
 from backend.serve import multinode, serving
+from backend.serve.server import Server
 from backend.settings import FIELD, ProfileConfig
 from tui.messages import ConnectionChanged, OpenInCompare, ProfileSaved
 from tui.screens.anatomy import PROFILE_TOOLTIP, AnatomyScreen
@@ -49,7 +50,6 @@ from tui.widgets.serve.state import ServerState
 
 TAIL_LINES = 500
 GPU_EVERY_S = 5.0
-NODES_EVERY_S = 1.0  # a multi-node server: every node's status this often while it runs
 SAVE_AFTER_S = 1.0  # edits reach the config file once typing pauses this long
 
 
@@ -184,36 +184,20 @@ class ServePane(ShellPane):
 
     @work(group="serve-watch", exclusive=True, exit_on_error=False, description="follow the server's status")
     async def _follow_status(self, conn: Connection) -> None:
-        async for status in serving.watch(conn):
+        async for seen in self._server(conn).watch():
             if conn is not self.app.connection:
                 return
-            if status.args.get("nodes"):
-                self._follow_nodes(conn, status.job)  # the whole server's status, every node's line
-            else:
-                self.status = status
-            if status.job != self._log_job:
-                self._log_job = status.job
+            self.status = seen.status
+            if seen.log_job != self._log_job:  # this host's own log (its rank's, of a multi-node server)
+                self._log_job = seen.log_job
                 self._follow_log(conn, self._log_job)
 
-    def _node_conns(self) -> multinode.Nodes:
-        """Connections to the nodes of a multi-node server: this host's own, the others' opened when needed."""
+    def _server(self, conn: Connection | None = None) -> Server:
+        """The server face on this host; connections to a multi-node server's other hosts are kept here, opened
+        when first needed and closed with the tab."""
         if self._node_links is None:
             self._node_links = multinode.Nodes(self.app.settings)
-        if self.app.host_config.name in self.app.settings.hosts:
-            self._node_links.adopt(self.app.host_config.name, self.app.connection)
-        return self._node_links
-
-    @work(group="serve-nodes", exclusive=True, exit_on_error=False, description="follow every node")
-    async def _follow_nodes(self, conn: Connection, job: str | None) -> None:
-        # Each look is one status per node; a rank that died has the others stopped (multinode.expand).
-        while conn is self.app.connection:
-            wire = await serving.status(conn, job=job)
-            nodes = self._node_conns()
-            nodes.adopt(wire["args"]["nodes"][wire["args"].get("node_rank") or 0], conn)
-            self.status = serving.ServerStatus.from_json(await multinode.expand(nodes, wire))
-            if not self.status.running:
-                return
-            await asyncio.sleep(NODES_EVERY_S)
+        return Server(self.app.settings, conn or self.app.connection, nodes=self._node_links)
 
     async def on_unmount(self) -> None:
         if self._node_links is not None:
@@ -479,58 +463,37 @@ class ServePane(ShellPane):
 
     @work(group="serve-action", exit_on_error=False, description="serve action")
     async def _run_action(self, what: str, force: bool) -> None:
-        conn, settings = self.app.connection, self.app.settings
+        server = self._server()
         try:
-            if what == "stop" and self.status is not None and self.status.nodes:
-                out = await multinode.stop(self._node_conns(), await serving.status(conn, job=self.status.job))
-                self.notify(f"stopped {out['profile']} on {len(out['nodes'])} nodes")
-                return
             if what == "stop":
-                out = await serving.stop(conn)
-                if out["was_running"]:
-                    self.notify(f"stopped {out['profile']}")
-                else:
+                out = await server.stop()
+                if not out.was_running:
                     self.notify("no server is running")
+                elif out.status.nodes:
+                    self.notify(f"stopped {out.status.profile} on {len(out.status.nodes)} nodes")
+                else:
+                    self.notify(f"stopped {out.status.profile}")
                 return
             name = self._restart_target(self.status) if what == "restart" else self.selected
             profile = self._profile(name)
             if profile is None:
                 raise UsageError("no profile selected")
-            if profile.nodes:
-                await self._run_nodes(what, profile, force)
-                return
             if what == "preflight":
-                result = await serving.preflight(conn, settings, profile, force=force)
-                self._show_checks(result)
+                self._show_checks(await server.preflight(profile, force=force))
                 return
-            launch = serving.start if what == "start" else serving.restart
+            launch = server.start if what == "start" else server.restart
             try:
-                out = await launch(conn, settings, profile, force=force)
+                launched = await launch(profile, force=force)
             except serving.PreflightFailed as exc:
                 self._show_checks(exc.preflight)  # its toast says which checks fail
                 return
-            self._show_checks(serving.Preflight.from_json(out["preflight"]))
-            self.notify(f"starting {profile.name} on port {profile.port}")
+            self._show_checks(launched.preflight)
+            if profile.nodes:
+                self.notify(f"starting {profile.name} on {len(profile.nodes)} nodes, served by {profile.nodes[0]}")
+            else:
+                self.notify(f"starting {profile.name} on port {profile.port}")
         finally:
             self.busy = None
-
-    async def _run_nodes(self, what: str, profile: ProfileConfig, force: bool) -> None:
-        """Preflight, start, restart or switch to a multi-node profile: every node in one step."""
-        nodes, settings = self._node_conns(), self.app.settings
-        if what == "preflight":
-            self._show_checks(await multinode.preflight(nodes, settings, profile, force=force))
-            return
-        st = self.status
-        if what != "start" and st is not None and st.running:
-            wire = await serving.status(self.app.connection, job=st.job)
-            await (multinode.stop(nodes, wire) if st.nodes else serving.stop(self.app.connection, job=st.job))
-        try:
-            out = await multinode.start(nodes, settings, profile, force=force)
-        except serving.PreflightFailed as exc:
-            self._show_checks(exc.preflight)
-            return
-        self._show_checks(serving.Preflight.from_json(out["preflight"]))
-        self.notify(f"starting {profile.name} on {len(profile.nodes)} nodes, served by {profile.nodes[0]}")
 
     def _show_checks(self, preflight: serving.Preflight) -> None:
         self.checks = preflight.checks

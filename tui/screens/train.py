@@ -26,6 +26,7 @@ from backend.history import History, run_id_of, sync_from_host
 from backend.jobs import JobInfo, get_job
 from backend.measure import judge
 from backend.serve import serving
+from backend.serve.server import Server
 from backend.train import training
 from tui.messages import ConnectionChanged
 from tui.screens.confirm import ConfirmScreen
@@ -302,16 +303,16 @@ class TrainPane(ShellPane):
     @work(group="train-serve-ask", exclusive=True, exit_on_error=False, description="look for a running server")
     async def _ask_serve(self, row: dict) -> None:
         """Serve at once, or ask first when a server runs: serving the checkpoint stops it."""
-        wire = await serving.status(self.app.connection)
-        if wire.get("state") not in serving.RUNNING_STATES:
+        settings = self.app.settings
+        profile = training.profile_of(settings, training.get_training(settings, self.name_))
+        async with Server(settings, self.app.connection) as server:
+            current = await server.current(profile)
+        if not current.running:
             self._serve(row)
             return
-        running = serving.running_text(serving.ServerStatus.from_json(wire), time.time())
-        settings = self.app.settings
-        profile = training.profile_of(settings, training.get_training(settings, self.name_)).name
         question = (
-            f"Stop {running} and serve {row['name']} with {profile}'s numbers? Loading the weights "
-            "and capturing CUDA graphs again takes minutes on a large model."
+            f"Stop {serving.running_text(current, time.time())} and serve {row['name']} with {profile.name}'s "
+            "numbers? Loading the weights and capturing CUDA graphs again takes minutes on a large model."
         )
 
         def answered(yes: bool | None) -> None:
@@ -326,14 +327,16 @@ class TrainPane(ShellPane):
         conn = self.app.connection
         if not row["servable"] and not row.get("untrusted"):
             self.app.notify(f"exporting {row['name']} for SGLang…")
-        out = await training.serve(conn, self.app.settings, self.name_, row)
+        served = await training.serve(conn, self.app.settings, self.name_, row)
         await self._load_checkpoints()
-        self.app.notify(f"serving {row['name']} with {out['profile']} (job {out['job']}): starting")
-        st = await serving.wait(conn, out["job"])
-        if st.get("state") == "ready":
+        started = served.launched.status
+        self.app.notify(f"serving {row['name']} with {started.profile} (job {started.job}): starting")
+        async with Server(self.app.settings, conn) as server:
+            st = await server.wait(started)
+        if st.state == "ready":
             self.app.notify(f"{row['name']} is ready: b benches it")
         else:
-            self.app.notify(f"{row['name']}: the server {st.get('state')}: {st.get('error') or ''}", severity="error")
+            self.app.notify(f"{row['name']}: the server {st.state}: {st.error or ''}", severity="error")
 
     def action_bench(self) -> None:
         if self._ready():
