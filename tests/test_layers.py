@@ -91,6 +91,7 @@ class Import:
     line: int
     relative: bool
     in_function: bool
+    type_only: bool = False  # under ``if TYPE_CHECKING:``: read by mypy, never run
 
 
 def within(name: str, prefix: str) -> bool:
@@ -112,10 +113,10 @@ def _imports_of(name: str, path: Path) -> list[Import]:
     package = name.split(".") if path.name == "__init__.py" else name.split(".")[:-1]
     out: list[Import] = []
 
-    def visit(node: ast.AST, in_function: bool) -> None:
+    def visit(node: ast.AST, in_function: bool, type_only: bool = False) -> None:
         for child in ast.iter_child_nodes(node):
             if isinstance(child, ast.Import):
-                out.extend(Import(name, a.name, child.lineno, False, in_function) for a in child.names)
+                out.extend(Import(name, a.name, child.lineno, False, in_function, type_only) for a in child.names)
             elif isinstance(child, ast.ImportFrom):
                 if child.level:
                     base = package[: len(package) - (child.level - 1)]
@@ -125,8 +126,13 @@ def _imports_of(name: str, path: Path) -> list[Import]:
                 for a in child.names:
                     full = f"{source}.{a.name}"
                     target = full if full in known else source
-                    out.append(Import(name, target, child.lineno, bool(child.level), in_function))
-            visit(child, in_function or isinstance(child, ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda))
+                    out.append(Import(name, target, child.lineno, bool(child.level), in_function, type_only))
+            checking = isinstance(child, ast.If) and "TYPE_CHECKING" in ast.unparse(child.test)
+            visit(
+                child,
+                in_function or isinstance(child, ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda),
+                type_only or checking,
+            )
 
     visit(ast.parse(path.read_text(), str(path)), False)
     return out
@@ -217,7 +223,7 @@ def test_the_host_agent_imports_the_standard_library_and_itself_only():
             if not (i.relative and within(i.target, HOST)):
                 bad.append(where(i) + " (the agent is shipped as its own package: import it relatively)")
         elif top in HOST_OPTIONAL:
-            if not i.in_function:
+            if not (i.in_function or i.type_only):
                 bad.append(where(i) + " (an optional library: import it inside the call that needs it)")
         elif top == "__future__":
             continue
