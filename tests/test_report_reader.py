@@ -74,7 +74,11 @@ async def test_a_stakeholder_reads_the_answer_first_in_chromium(tmp_path):
                 await asyncio.sleep(0.1)  # polling another process (the browser)
             return value
 
-        await until("document.querySelectorAll('.chart .main-svg').length >= 8", "its charts drawn")
+        # Parsed to its end (the Runs table comes after the last chart's script) and every chart drawn.
+        await until(
+            "document.readyState === 'complete' && document.querySelectorAll('.chart .main-svg').length >= 8",
+            "its charts drawn",
+        )
         text = await browser.evaluate("document.body.innerText")
         # The answer first: under the title and the SIMULATED banner, before any table of run ids.
         answer = text.index("The answer")
