@@ -89,7 +89,7 @@ async def test_the_simulator_measures_the_win(models, tmp_path, monkeypatch):
             started = await serving.start(conn, settings, settings.profiles[name])
             assert (await serving.wait(conn, started["job"], within=60))["state"] == "ready"
             result = await run_bench(
-                conn, await find_server(conn), BenchPlan(requests=8, max_tokens=120, concurrency=8)
+                conn, await find_server(conn), BenchPlan(requests=16, max_tokens=120, concurrency=16)
             )
             measured[name] = result["tok_s"]
             if name == "ladder":
@@ -98,9 +98,9 @@ async def test_the_simulator_measures_the_win(models, tmp_path, monkeypatch):
             await serving.stop(conn, grace=10)
     finally:
         await conn.close()
-    # Under load the bench keeps fewer than 16 requests decoding at once (admission, ramp): the model says up to
-    # 1.5x at a full 16, measured runs show ~10%.
-    assert measured["ladder"] > 1.05 * measured["fixed"], measured
+    # The model says 1.5x at a full 16 (1.1x at 8, which the ramp and a loaded machine shrank to under 1.05x);
+    # measured at 16 beside a CPU hog at load 10: 1.44x to 1.47x.
+    assert measured["ladder"] > 1.25 * measured["fixed"], measured
 
 
 async def test_advise_adaptive_serves_its_proposal_and_benches_it_against_fixed_steps(models, tmp_path):

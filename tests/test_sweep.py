@@ -203,15 +203,18 @@ async def test_smart_sweep_measures_the_profile_first_and_stops_when_nothing_lef
     job = await sweep_mod.start(conn, settings, "aq", plan, baseline_tok_s=82.0)
     seen: list[dict] = []
     done = await asyncio.wait_for(sweep_mod.follow(conn, job.id, seen.append), 180)
-    order = [e["steps"] for e in seen if e.get("event") == "point"]
+    order = [e["steps"] for e in seen if e.get("event") == "point" and not e.get("separating")]
     assert order[0] == 3  # the profile's own point first
-    assert done["saved"] == done["grid"] - done["restarts"]
+    # A separating round (leaders too close for the sweep's requests: a loaded machine's noise) restarts on top of
+    # the grid's; saved counts the grid's only.
+    separated = done["separated"] or {"restarts": 0, "steps": []}
+    assert done["saved"] == done["grid"] - (done["restarts"] - separated["restarts"])
     # Which points are skipped depends on the measured cycles (wall time, so a loaded machine moves them); what
     # holds always is the stop rule: two step counts at least, and the measured best's lower bound above the
     # upper end of every point left unmeasured.
-    assert len(set(order)) >= 2 and done["restarts"] == len(order)
+    assert len(set(order)) >= 2 and done["restarts"] - separated["restarts"] == len(order)
     stop = done["stopped_early"] or {"best_steps": done["best"]["steps"], "best_tok_s_low": 0, "predicted": []}
-    assert done["best"]["steps"] == stop["best_steps"]
+    assert done["best"]["steps"] in {stop["best_steps"], *separated["steps"]}  # pooled, the best may change
     assert sorted(order + [p["steps"] for p in stop["predicted"]]) == [1, 2, 3, 4]
     assert all(p["tok_s_high"] < stop["best_tok_s_low"] for p in stop["predicted"])
     assert all("per_request" not in p for p in sweep_mod.public_done(done)["points"])
