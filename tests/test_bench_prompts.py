@@ -120,6 +120,22 @@ def hub(tmp_path_factory):
         yield server
 
 
+def test_a_set_whose_path_was_never_checked_says_so_when_it_cannot_be_fetched(hub):
+    from backend.agent.host import prompts
+    from backend.agent.host.registry import AgentError
+
+    assert domains.parse("chat", False)["chat"]["unchecked"] == domains.UNCHECKED
+    assert not any("unchecked" in domains.HUB_SETS[name] for name in ("code", "math", "tools"))  # checked
+    spec = {"dataset": "specdeck-sandbox/mt-bench-like", "file": "raw/question.jsonl", "unchecked": domains.UNCHECKED}
+    with pytest.raises(AgentError) as refused:
+        prompts.domain_conversations("chat", spec, hub.url)
+    assert str(refused.value) == (
+        "the prompt set specdeck-sandbox/mt-bench-like/raw/question.jsonl cannot be fetched: raw/question.jsonl not "
+        "found in specdeck-sandbox/mt-bench-like at revision main (specdeck's path for this set was never checked "
+        "against the Hub's layout and may be wrong)"
+    )
+
+
 @pytest.fixture
 def config(models, tmp_path, hub) -> Path:
     path = tmp_path / "config.toml"

@@ -15,8 +15,13 @@ from backend.errors import UsageError
 
 RANDOM_PROMPTS = 16
 
+# The code, math and tools files are where public code fetches them with hf_hub_download(repo, file,
+# repo_type="dataset") (HumanEval's and GSM8K's parquet conversions, BFCL's v3 JSON lines; checked December
+# 2026). MT-Bench's path was written from memory and could not be checked: its set carries the sentence the
+# host adds when the file cannot be fetched.
+UNCHECKED = "specdeck's path for this set was never checked against the Hub's layout and may be wrong."
 HUB_SETS: dict[str, dict[str, Any]] = {
-    "chat": {"dataset": "HuggingFaceH4/mt_bench_prompts", "file": "raw/question.jsonl"},
+    "chat": {"dataset": "HuggingFaceH4/mt_bench_prompts", "file": "raw/question.jsonl", "unchecked": UNCHECKED},
     "code": {"dataset": "openai/openai_humaneval", "file": "openai_humaneval/test-00000-of-00001.parquet"},
     "math": {"dataset": "openai/gsm8k", "file": "main/test-00000-of-00001.parquet"},
     "tools": {"dataset": "gorilla-llm/Berkeley-Function-Calling-Leaderboard", "file": "BFCL_v3_simple.json"},

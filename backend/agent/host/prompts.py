@@ -74,9 +74,10 @@ def target_template(model_path: Optional[str]) -> Tuple[Optional[str], Dict[str,
 # --- prompt sets from Hub datasets ---------------------------------------------------------------------------
 
 
-def _fetch(dataset: str, path: str, endpoint: Optional[str]) -> str:
+def _fetch(dataset: str, path: str, endpoint: Optional[str], unchecked: Optional[str] = None) -> str:
     """The dataset file through the host's huggingface_hub (its cache and token; ``endpoint``, else the host's
-    HF_ENDPOINT, else the Hub); AgentError saying why not."""
+    HF_ENDPOINT, else the Hub); AgentError saying why not, with ``unchecked`` (the client's sentence for a path
+    it could not check) after it."""
     from .download import NO_HUB, hub_refusal, resolve_endpoint
 
     endpoint = resolve_endpoint(endpoint)
@@ -88,9 +89,8 @@ def _fetch(dataset: str, path: str, endpoint: Optional[str]) -> str:
         return huggingface_hub.hf_hub_download(dataset, path, repo_type="dataset", endpoint=endpoint)
     except Exception as exc:  # the hub's typed refusals, said in one sentence; anything else as it came
         said = hub_refusal(exc, dataset, endpoint, path, "main")
-        raise AgentError(
-            "the prompt set %s/%s cannot be fetched: %s" % (dataset, path, said or exc), "failed"
-        ) from None
+        message = "the prompt set %s/%s cannot be fetched: %s" % (dataset, path, said or exc)
+        raise AgentError(message + (" (%s)" % unchecked.rstrip(".") if unchecked else ""), "failed") from None
 
 
 def read_rows(path: str, limit: int = MAX_ROWS) -> List[Dict[str, Any]]:
@@ -169,7 +169,8 @@ def domain_conversations(name: str, spec: Dict[str, Any], endpoint: Optional[str
     dataset, path = spec.get("dataset"), spec.get("file")
     if not isinstance(dataset, str) or not isinstance(path, str):
         raise AgentError("domain %s needs a dataset id and a file" % name, "invalid")
-    rows = read_rows(_fetch(dataset, path, endpoint))
+    unchecked = spec.get("unchecked")
+    rows = read_rows(_fetch(dataset, path, endpoint, unchecked if isinstance(unchecked, str) else None))
     out = [c for c in (conversation(r, name) for r in rows) if c is not None]
     if not out:
         raise AgentError("the prompt set %s/%s holds no row a prompt can be read from" % (dataset, path), "failed")
