@@ -265,7 +265,7 @@ def test_a_docker_compose_prefix_is_read_past() -> None:
 
 def _console(name: str) -> dict:
     """The host's reader over a pasted console (its `# source` header, ours, left out)."""
-    from backend.agent.host.train import Reader
+    from backend.agent.host.train_log import Reader
 
     reader = Reader({"era": "script"})  # a paste: no job arguments (batch size, length) are known
     body = "".join(line for line in _text(name).splitlines(True) if not line.startswith("# source"))

@@ -12,7 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from backend.agent.host.train import Reader, scan_checkpoints
+from backend.agent.host.train_checkpoints import scan_checkpoints
+from backend.agent.host.train_log import Reader
 from backend.connection import Connection
 from backend.history import History, Yardstick
 from backend.sandbox.environment import write_hidden_states
@@ -303,7 +304,7 @@ def test_a_failed_export_leaves_nothing(tmp_path, monkeypatch):
 
 
 def test_the_script_era_without_logging_says_where_its_curves_are(tmp_path):
-    from backend.agent.host.train import tensorboard_records
+    from backend.agent.host.train_log import tensorboard_records
 
     assert tensorboard_records(str(tmp_path)) == (None, f"no tensorboard event files under {tmp_path}/runs")
     (tmp_path / "runs").mkdir()
