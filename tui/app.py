@@ -153,7 +153,7 @@ class SpecdeckApp(App[int]):
 
     def on_mount(self) -> None:
         # Connect once the first frame is up: start-up paints the shell first, whatever the host does.
-        self.call_after_refresh(self._attach, self.connection)
+        self.call_after_refresh(self._attach_connection, self.connection)
         # What start-up built (the widgets of every tab, modules) lives as long as the panel: out of the
         # collector's sight, a full collection no longer walks it (~100 ms of a frame, while a log floods in).
         # Each tab's first show freezes again (below).
@@ -166,7 +166,7 @@ class SpecdeckApp(App[int]):
 
     # --- the connection ------------------------------------------------------------------------------------
 
-    def _attach(self, conn: Connection) -> None:
+    def _attach_connection(self, conn: Connection) -> None:
         conn.on_state(partial(self._on_state, conn))
         conn.supervise()  # a background task: returns at once
 
@@ -262,7 +262,7 @@ class SpecdeckApp(App[int]):
         if self._rtt_timer is not None:
             self._rtt_timer.stop()
         self.query_one(HostBar).show_host(self.host_config, self.sandbox)
-        self._attach(self.connection)
+        self._attach_connection(self.connection)
         self._close_connection(old)
         if name.startswith("ssh://"):
             self._offer_to_save(name)
@@ -321,9 +321,10 @@ class SpecdeckApp(App[int]):
 
     def on_tabbed_content_tab_activated(self, event: TabbedContent.TabActivated) -> None:
         # However the tab was reached, its keys act at once: focus their owner once the tab is visible.
-        self.call_after_refresh(self._focus_tab, event.pane.id)
-        if event.pane.id not in self._tabs_seen:
-            self._tabs_seen.add(event.pane.id)
+        pane_id = event.pane.id
+        self.call_after_refresh(self._focus_tab, pane_id)
+        if pane_id is not None and pane_id not in self._tabs_seen:  # every tab pane has an id
+            self._tabs_seen.add(pane_id)
             self.call_after_refresh(self._freeze_settled)
 
     def _freeze_settled(self) -> None:

@@ -8,11 +8,15 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from functools import partial
+from typing import TYPE_CHECKING, cast
 
 from textual.binding import Binding
 from textual.command import DiscoveryHit, Hit, Hits, Provider
 
 from tui.tabs import TABS
+
+if TYPE_CHECKING:
+    from tui.app import SpecdeckApp
 
 
 class ActionsProvider(Provider):
@@ -32,7 +36,8 @@ class ActionsProvider(Provider):
         return binding.tooltip or binding.description, f"key: {self.app.get_key_display(binding)}", run
 
     async def _run_on_pane(self, tab: str, action: str) -> None:
-        self.app.action_show_tab(tab)
+        panel = cast("SpecdeckApp", self.app)  # the palette's app is the panel
+        panel.action_show_tab(tab)
         await self.app.run_action(action, self.app.query_one(f"#{tab}-pane"))
 
     async def discover(self) -> Hits:

@@ -29,8 +29,16 @@ import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from backend.jobs import JobInfo, get_job, list_jobs, wait_job
+
+if TYPE_CHECKING:
+    from textual.pilot import Pilot
+
+    from backend.connection import Connection
+    from backend.settings import Settings
+    from tui.app import SpecdeckApp
 
 SIZE = (160, 48)
 OUT = Path(__file__).resolve().parents[1] / "screenshots"
@@ -42,10 +50,10 @@ PROFILES = ("baseline", "eagle3-ours", "eagle3-aq")
 class Story:
     """What the shots share: the app under Pilot, a connection of our own for setting the scene, the jobs."""
 
-    app: object
-    pilot: object
-    conn: object
-    settings: object
+    app: SpecdeckApp
+    pilot: Pilot[int]
+    conn: Connection
+    settings: Settings
     out: Path
     quick: bool
     download: JobInfo | None = None
@@ -184,6 +192,7 @@ async def shot_drafters(story: Story) -> None:
     """AQ-MedAI's drafter downloading (a fifth to four fifths done)."""
 
     async def midway() -> bool:
+        assert story.download is not None  # start_download found it
         job = await get_job(story.conn, story.download.id)
         progress = job.progress
         done, total = progress.get("bytes") or 0, progress.get("total") or 0

@@ -9,18 +9,27 @@ yes and a no button, and a press answers True for yes, False for any other.
 
 from __future__ import annotations
 
-from typing import ClassVar, TypeVar
+from typing import TYPE_CHECKING, ClassVar, TypeVar, cast
 
 from textual.app import ComposeResult
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Button, Static
 
+if TYPE_CHECKING:
+    from textual import getters
+    from textual.widgets.button import ButtonVariant
+
+    from tui.app import SpecdeckApp
+
 ResultT = TypeVar("ResultT")
 
 
 class Dialog(ModalScreen[ResultT]):
     """A modal box titled ``title``; dismissed with what ``answer`` (or a button) gives."""
+
+    if TYPE_CHECKING:  # the checker reads ``self.app`` as the panel (see tui.screens.pane)
+        app = getters.app(SpecdeckApp)
 
     DIALOG_ID: ClassVar[str] = "dialog"
     SCROLLS: ClassVar[bool] = False  # a body taller than the screen scrolls inside the box
@@ -50,14 +59,14 @@ class Dialog(ModalScreen[ResultT]):
         yield from ()
 
     @staticmethod
-    def answer_buttons(yes: str, no: str, variant: str) -> ComposeResult:
+    def answer_buttons(yes: str, no: str, variant: ButtonVariant) -> ComposeResult:
         """A yes button (``variant``: its colour, as the box's border) and a no button, with their keys."""
         with Horizontal(classes="buttons"):
             yield Button(f"{yes} (y)", id="yes", variant=variant)
             yield Button(f"{no} (n)", id="no")
 
-    def action_answer(self, value: object) -> None:
+    def action_answer(self, value: ResultT) -> None:
         self.dismiss(value)
 
     def on_button_pressed(self, event: Button.Pressed) -> None:
-        self.dismiss(event.button.id == "yes")
+        self.dismiss(cast(ResultT, event.button.id == "yes"))  # answer buttons are a yes/no dialog's

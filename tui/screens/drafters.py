@@ -153,7 +153,7 @@ class DraftersPane(ShellPane):
         if not table.row_count:
             return None
         key = table.coordinate_to_cell_key(table.cursor_coordinate).row_key.value
-        return self.app.settings.drafters.get(key)
+        return self.app.settings.drafters.get(key) if key is not None else None
 
     def _key_for(self, to: str | None, job_id: str) -> str:
         """The drafter a download job writes into (by folder), else the job itself."""

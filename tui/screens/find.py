@@ -5,6 +5,8 @@ Drafters tab, which adds it (config, profile, download)."""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from textual import work
 from textual.app import ComposeResult
 from textual.binding import Binding
@@ -18,6 +20,11 @@ from backend.drafters.sources import Sources, hub_endpoint
 from backend.errors import SpecdeckError
 from tui.widgets.columns import fit_table
 from tui.widgets.footer import ShellFooter
+
+if TYPE_CHECKING:
+    from textual import getters
+
+    from tui.app import SpecdeckApp
 
 HEADERS = ("#", "Repo", "Needs", "Trained for", "Size", "Claims", "Verdict")
 # Narrow terminals keep the verdict and the repo first; the size and claims go before the rank does.
@@ -45,6 +52,9 @@ def row(rank: int, c: df.Candidate) -> list[str]:
 
 class FindScreen(Screen["df.Candidate | None"]):
     """Dismisses with the candidate to add, or None."""
+
+    if TYPE_CHECKING:  # the checker reads ``self.app`` as the panel (see tui.screens.pane)
+        app = getters.app(SpecdeckApp)
 
     BINDINGS = [
         Binding("a", "add", "Add", id="find.add", tooltip="Add the highlighted drafter: config, profile, download"),
@@ -121,7 +131,8 @@ class FindScreen(Screen["df.Candidate | None"]):
         table = self.query_one(DataTable)
         if self.found is None or not table.row_count:
             return None
-        return self.found.candidate(table.coordinate_to_cell_key(table.cursor_coordinate).row_key.value)
+        repo = table.coordinate_to_cell_key(table.cursor_coordinate).row_key.value
+        return self.found.candidate(repo) if repo is not None else None
 
     def on_data_table_row_highlighted(self, event: DataTable.RowHighlighted) -> None:
         self._show_detail()

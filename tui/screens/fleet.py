@@ -13,6 +13,7 @@ only when what it read changed.
 from __future__ import annotations
 
 from collections import deque
+from functools import partial
 
 from textual import work
 from textual.app import ComposeResult
@@ -132,7 +133,7 @@ class FleetPane(ShellPane):
         """Connections to every host of fleet ``name`` (kept up in the background); a state change polls."""
         self.links = FleetLinks.supervised(self.app.settings, name)
         for conn in self.links.conns.values():
-            conn.on_state(lambda state, links=self.links: self._host_changed(links, state))
+            conn.on_state(partial(self._host_changed, self.links))
 
     def _host_changed(self, links: FleetLinks, state: ConnState) -> None:
         if links is self.links and state.status in ("connected", "lost") and self.shown:

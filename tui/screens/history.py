@@ -215,7 +215,8 @@ class HistoryPane(ShellPane):
 
     def compared(self) -> list[RunSummary]:
         """The selected runs, or the highlighted one when none is selected."""
-        ids = self.selected or ([self.current_run()] if self.current_run() else [])
+        current = self.current_run()
+        ids = self.selected or ([current] if current else [])
         by_id = {r.id: r for r in self.runs}
         return [by_id[i] for i in ids if i in by_id]
 

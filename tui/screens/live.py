@@ -286,7 +286,7 @@ class LivePane(ShellPane):
         drawn = (
             feed.samples if feed is not None else 0,
             server and server.id,
-            server and ("gone" if feed.gone else server.state),
+            server and ("gone" if feed is not None and feed.gone else server.state),
         )
         if drawn != self._drawn:  # a poll alone changes no chart: nothing to redraw, once a second, idle
             self._drawn = drawn
@@ -467,6 +467,7 @@ class LivePane(ShellPane):
         for run, color in zip(self.overlay or (), cycle(OVERLAY_COLORS)):
             name = run.profile or run.id
             if run.id != self.baseline_run:  # the measured baseline is the solid line already
+                assert run.tok_s is not None  # History.last_runs keeps runs with a tok/s
                 tok.append(RefLine(run.tok_s, f"{name} {run.tok_s:.1f}", color, dashed=True))
             if run.speculative and run.accept_len is not None:
                 accept.append(RefLine(run.accept_len, f"{name} {run.accept_len:.2f}", color, dashed=True))

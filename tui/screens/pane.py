@@ -18,6 +18,8 @@ no arguments except ``id``. From it:
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from textual.binding import Binding
 from textual.containers import Vertical
 from textual.events import DescendantFocus
@@ -25,9 +27,17 @@ from textual.widget import Widget
 from textual.widgets import Input, TabPane
 from textual.worker import Worker
 
+if TYPE_CHECKING:
+    from textual import getters
+
+    from tui.app import SpecdeckApp
+
 
 class ShellPane(Vertical):
     """A tab body. Subclasses may define their own ``on_worker_state_changed``; this one still runs."""
+
+    if TYPE_CHECKING:  # the checker reads ``self.app`` as the panel, as Textual types its own ``app``
+        app = getters.app(SpecdeckApp)
 
     # Not in the palette (it lists each pane class's own BINDINGS): leaving an input is not a command.
     BINDINGS = [Binding("escape", "focus_keys", "Back to tab", id="tab.leave_input", tooltip="Leave the input")]

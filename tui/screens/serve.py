@@ -228,13 +228,14 @@ class ServePane(ShellPane):
         # A one-shot timer re-armed after each poll: polls never pile up behind a slow link.
         conn = self.app.connection
         try:
-            if conn.connected and self.parent.display:  # nvidia-smi costs the host a little: only when seen
+            # nvidia-smi costs the host a little: only when seen
+            if conn.connected and self.parent is not None and self.parent.display:
                 self.gpus = await conn.call("serve.gpus")
                 self.query_one(GpuList).show(self.gpus)
         finally:
             if self._gpu_timer is not None:
                 self._gpu_timer.stop()
-            if self.is_mounted and self.parent.display:  # hidden: on_show polls and re-arms
+            if self.is_mounted and self.parent is not None and self.parent.display:  # hidden: on_show polls and re-arms
                 self._gpu_timer = self.set_timer(GPU_EVERY_S, self._poll_gpus, name="serve-gpus")
 
     # --- profiles and the editor ------------------------------------------------------------------------------
@@ -302,6 +303,7 @@ class ServePane(ShellPane):
 
     def _read_editor(self) -> ProfileConfig:
         """The selected profile with the editor's values; raises UsageError on a value SGLang can't take."""
+        assert self.selected is not None  # the editor shows the selected profile
         base = self._profile(self.selected) or self.app.settings.profiles[self.selected]
         return self.query_one(ProfileEditor).read(base)
 

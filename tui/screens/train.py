@@ -13,6 +13,7 @@ stops), bench the running server, next training. The training's parsed records c
 from __future__ import annotations
 
 import time
+from typing import TYPE_CHECKING
 
 from textual import work
 from textual.app import ComposeResult
@@ -39,6 +40,9 @@ CHECKPOINT_COLUMNS = ("checkpoint", "step", "accept (pred)", "tok/s (pred)", "vs
 # By priority where the pane is narrow: the step is in the checkpoint's name already.
 CHECKPOINT_PRIORITY = ("checkpoint", "accept", "tok/s", "measured", "servable", "vs baseline", "step")
 CHECKPOINTS_EVERY_S = 3.0  # while a training runs: new checkpoints appear at its save interval
+
+if TYPE_CHECKING:
+    from backend.train.predict import Basis
 
 
 def _servable(row: dict) -> str:
@@ -93,7 +97,7 @@ class TrainPane(ShellPane):
         self.evals: list[dict] = []
         self.rows: list[dict] = []
         self._cells: list[list[str]] = []  # the checkpoints table's whole rows (``rows`` as text)
-        self.basis = None
+        self.basis: Basis | None = None
         self._timer: Timer | None = None
 
     def compose(self) -> ComposeResult:
@@ -304,6 +308,7 @@ class TrainPane(ShellPane):
     async def _ask_serve(self, row: dict) -> None:
         """Serve at once, or ask first when a server runs: serving the checkpoint stops it."""
         settings = self.app.settings
+        assert self.name_ is not None  # a checkpoint row is a shown training's
         profile = training.profile_of(settings, training.get_training(settings, self.name_))
         async with Server(settings, self.app.connection) as server:
             current = await server.current(profile)

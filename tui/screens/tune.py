@@ -15,6 +15,7 @@ The host's runs are imported on connect, on ``f5`` and when a sweep ends; every 
 from __future__ import annotations
 
 import time
+from typing import Any
 
 from textual import work
 from textual.app import ComposeResult
@@ -117,7 +118,7 @@ class TunePane(ShellPane):
         self.sweep_job: str | None = None
         self.sweep_points: list[dict] = []
         self.sweep_best: dict | None = None
-        self.sweep_phase: dict | None = None
+        self.sweep_phase: dict[str, Any] | None = None
         self.sweep_total = 0
         self.fleet_phases: dict[str, dict] = {}  # a fleet sweep's current phase on each host
         self._ab_lines: list[str] = []  # the last adaptive A/B's verdict, once its job is done
@@ -227,6 +228,7 @@ class TunePane(ShellPane):
                     _num(r["measured_tok_s"], 1) + (f" {best}" if best else ""),
                 ])  # fmt: skip
             cost = advice.cost
+            assert advice.run is not None  # advise() of a run
             status = (
                 f"{advice.run.drafter or advice.run.drafter_path}: cost {cost.source} "
                 f"(c(k) = {cost.intercept:.1f} + {cost.per_step:.1f}·k ms) · baseline "
@@ -234,8 +236,9 @@ class TunePane(ShellPane):
             )
         self.query_one("#tune-status", Static).update(status)
         self._fill_tables()
-        if advice is not None and not self._profile_picked and advice.run.profile in self.app.settings.profiles:
-            self.profile = advice.run.profile
+        picked = advice.run.profile if advice is not None and advice.run is not None else None
+        if picked is not None and not self._profile_picked and picked in self.app.settings.profiles:
+            self.profile = picked
             self._show_sweep_form()
         self.query_one(HistogramChart).show(advice)
         self.query_one(PositionChart).show(advice, advisor.DEFAULT_MAX_STEPS)
@@ -263,7 +266,7 @@ class TunePane(ShellPane):
     def _sweep_points_of(self, advice: advisor.Advice | None) -> list[dict]:
         """The last sweep's points when they measured the advised run's drafter (others would mislead)."""
         profile = self.app.settings.profiles.get(self.profile or "")
-        if advice is None or profile is None or profile.drafter != advice.run.drafter:
+        if advice is None or advice.run is None or profile is None or profile.drafter != advice.run.drafter:
             return []
         return self.sweep_points
 
@@ -312,7 +315,7 @@ class TunePane(ShellPane):
         """The fleet a fleet sweep uses: the first with a replica on the panel's host, else the first."""
         fleets = self.app.settings.fleets
         here = [n for n, f in fleets.items() if any(r.host == self.app.host_config.name for r in f.replicas)]
-        return (here or list(fleets) or [None])[0]
+        return next(iter(here or list(fleets)), None)
 
     def action_fleet_sweep(self) -> None:
         self.action_start_sweep(fleet=self.fleet())
@@ -417,7 +420,8 @@ class TunePane(ShellPane):
             f"{points} points (each a restart: minutes on a large model); when it ends, {current.profile} is "
             "started again."
         )
-        return bool(await self.app.push_screen_wait(ConfirmScreen("Start the sweep?", question, "Sweep", "Keep it")))
+        agreed = await self.app.push_screen_wait(ConfirmScreen("Start the sweep?", question, "Sweep", "Keep it"))
+        return bool(agreed)
 
     @work(group="tune-reattach", exclusive=True, exit_on_error=False, description="find a running sweep")
     async def _reattach(self) -> None:
@@ -480,7 +484,8 @@ class TunePane(ShellPane):
         now = time.time()
         done = [("✓ " if not p.get("failed") else "✗ ") + sweep_mod.point_line(p) for p in reversed(self.sweep_points)]
         # A fleet sweep's hosts each measure a point: a line each, and the time left shared among them.
-        phases = [p for p in (list(self.fleet_phases.values()) or [self.sweep_phase]) if p is not None]
+        per_host: list[dict[str, Any] | None] = list(self.fleet_phases.values())
+        phases = [p for p in (per_host or [self.sweep_phase]) if p is not None]
         current, eta = [], ""
         for phase in phases if self.sweep_job is not None else []:
             t0 = phase.get("t0") or now

@@ -5,6 +5,7 @@ bench posts ``BenchBar.Finished`` with its result, for what else the tab shows f
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING
 
 from textual import work
 from textual.message import Message
@@ -18,9 +19,17 @@ from backend.jobs import JobInfo
 from backend.measure import judge
 from backend.measure.bench import BenchPlan, start_bench, stop_bench, summary_line, wait_result
 
+if TYPE_CHECKING:
+    from textual import getters
+
+    from tui.app import SpecdeckApp
+
 
 class BenchBar(Static):
     """One bench at a time; ``plan`` is what it sends, ``job`` the bench job while it runs."""
+
+    if TYPE_CHECKING:  # the checker reads ``self.app`` as the panel (see tui.screens.pane)
+        app = getters.app(SpecdeckApp)
 
     DEFAULT_CSS = """
     BenchBar { height: auto; color: $text-secondary; display: none; }

@@ -4,7 +4,7 @@ finite-steps truth side by side (with 3 steps and 30 ms cycles nothing beats 133
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, Literal
 
 from textual.app import ComposeResult
 from textual.containers import Horizontal, Vertical
@@ -72,12 +72,13 @@ class BreakevenPanel(Vertical):
 
     def compose(self) -> ComposeResult:
         yield Label("Break-even calculator", classes="title")
-        for field_id, label, kind in (
+        fields: tuple[tuple[str, str, Literal["integer", "number", "text"]], ...] = (
             ("calc-cycle", "cycle ms", "number"),
             ("calc-baseline", "baseline tok/s", "number"),
             ("calc-steps", "steps", "integer"),
             ("calc-targets", "targets tok/s", "text"),
-        ):
+        )
+        for field_id, label, kind in fields:
             with Horizontal(classes="field"):
                 yield Label(label)
                 yield FieldInput(self._initial[field_id], id=field_id, type=kind, compact=True, select_on_focus=True)

@@ -195,8 +195,9 @@ def cell_style(fullground: object, style: object, background: object) -> Style:
     key = (fullground, style, background)
     found = _STYLES.get(key)
     if found is None:
-        text = next(AnsiDecoder().decode(colors_to_ansi(fullground, style, background) + "x"))
-        found = _STYLES[key] = text.spans[0].style if text.spans else Style.null()
+        text = next(iter(AnsiDecoder().decode(colors_to_ansi(fullground, style, background) + "x")))
+        span = text.spans[0].style if text.spans else Style.null()
+        found = _STYLES[key] = span if isinstance(span, Style) else Style.parse(span)  # decoded ANSI: a Style
     return found
 
 
@@ -285,10 +286,11 @@ class FittedPlot(PlotextPlot):
         plt.title(self.title_for(width))
         if self._y_values is not None and height - CHROME_ROWS != self._y_rows:
             self._set_y_axis()  # resized since the redraw: ticks on the new size's rows
-        monitor = plt.monitor
+        # plotext's figure internals, borrowed as pyproject.toml says: textual-plotext's Plot does not name them.
+        monitor = plt.monitor  # type: ignore[attr-defined]
         monitor.tback = [monitor.canvas_color] * len(monitor.tback)  # labels sit on this theme's canvas
-        plt._set_sizes()
-        plt._build_matrix()
+        plt._set_sizes()  # type: ignore[attr-defined]
+        plt._build_matrix()  # type: ignore[attr-defined]
         return monitor.matrix
 
 

@@ -25,7 +25,8 @@ def fitting_columns(headers: Sequence[str], widths: Sequence[int], room: int, pr
     def rank(header: str) -> int:
         return next((n for n, p in enumerate(priority) if (header.startswith(p) if p else not header)), len(priority))
 
-    kept, used = [], 0
+    kept: list[int] = []
+    used = 0
     for i in sorted(range(len(headers)), key=lambda i: (rank(headers[i]), i)):
         if used + widths[i] + 2 > room and kept:
             break  # strictly by priority: no lesser column in the room a greater one lacked

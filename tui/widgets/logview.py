@@ -110,7 +110,7 @@ class LogView(RichLog):
         return self._hide is not None and not self._show_hidden
 
     def _matches(self, line: str) -> bool:
-        if self.hiding and self._hide(line):
+        if self.hiding and self._hide is not None and self._hide(line):
             return False
         if self._filter and self._filter not in line.lower():
             return False

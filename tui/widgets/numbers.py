@@ -34,8 +34,12 @@ def baseline_label(tok_s: float, run_id: str | None, streams: int | None = None)
 
 def scaled(stats: Stats, factor: float) -> Stats:
     """``stats`` of a series multiplied by ``factor`` (≥ 0: the order, and so p50/p95, stay)."""
-    values = (stats.current, stats.mean, stats.p50, stats.p95, stats.min, stats.max)
-    return Stats(stats.count, *(None if v is None else v * factor for v in values))
+
+    def times(v: float | None) -> float | None:
+        return None if v is None else v * factor
+
+    s = stats
+    return Stats(s.count, times(s.current), times(s.mean), times(s.p50), times(s.p95), times(s.min), times(s.max))
 
 
 def window_stats(view: SeriesView, limit: int = STATS_POINTS) -> Stats:
@@ -107,6 +111,7 @@ def verdict(numbers: LiveNumbers) -> str:
     if said.word == "not enough samples":
         return f"[$text-muted]not enough samples to judge ({said.count}/{said.needed})[/]"
     if said.word == "within noise":
+        assert said.low is not None and said.high is not None  # a within-noise verdict has its interval
         return f"[$text-muted]within noise of baseline (95% {units.tok_s_range(said.low, said.high)})[/]"
     head = f"[{VERDICT_STYLE[said.word]}]{said.word} baseline[/]"
     mean_accept, line = numbers.accept_len.mean, numbers.breakeven.mean

@@ -28,10 +28,11 @@ class HistogramChart(FittedPlot):
         plt = self.plt
         plt.clear_data()
         self.bars = list(advice.acceptance.histogram) if advice else []
-        if not self.bars:
+        if not self.bars or advice is None:
             self.set_titles("acceptance histogram: no run with one", "no histogram yet")
         else:
-            run = advice.run  # type: ignore[union-attr]
+            run = advice.run
+            assert run is not None  # Tune advises on a run
             n = sum(self.bars)
             self.set_titles(
                 f"drafts accepted per verify: {run.drafter or run.drafter_path} ({n} verifies)",
@@ -57,12 +58,13 @@ class PositionChart(FittedPlot):
         plt.clear_data()
         self.set_y_axis([0.0, 1.0])
         self.points = list(advice.acceptance.rates) if advice else []
-        if not self.points:
+        if not self.points or advice is None:
             self.set_titles("per-position acceptance: no run with a histogram", "no acceptance yet")
             self.refresh()
             return
-        acc = advice.acceptance  # type: ignore[union-attr]
-        run = advice.run  # type: ignore[union-attr]
+        acc = advice.acceptance
+        run = advice.run
+        assert run is not None  # Tune advises on a run
         xs = list(range(1, len(acc.rates) + 1))
         self.set_titles(
             f"a_i per position: {run.drafter or run.drafter_path} (gold measured, grey 95%, cyan extrapolated)",
@@ -77,7 +79,7 @@ class PositionChart(FittedPlot):
         ext = [min(1.0, last * d ** (j - len(xs))) for j in range(len(xs), max_steps + 1)]
         if len(ext) > 1:
             plt.plot(list(range(len(xs), max_steps + 1)), ext, color=PREDICTED, marker="dot")
-        plt.xticks(range(1, max(max_steps, len(xs)) + 1))  # positions are whole numbers
+        plt.xticks(list(range(1, max(max_steps, len(xs)) + 1)))  # positions are whole numbers
         plt.xlabel("draft position")
         plt.ylabel("a_i")
         self.refresh()
@@ -125,7 +127,7 @@ class StepsChart(FittedPlot):
             plt.scatter([k for k, _ in self.measured], [v for _, v in self.measured], color=MEASURED, marker="●")
         steps = {k for k, _ in self.measured} | ({r["steps"] for r in advice.rows} if advice else set())
         if steps:
-            plt.xticks(range(min(steps), max(steps) + 1))  # step counts are whole numbers
+            plt.xticks(list(range(min(steps), max(steps) + 1)))  # step counts are whole numbers
         plt.xlabel("draft steps")
         plt.ylabel("tok/s")
         self.refresh()

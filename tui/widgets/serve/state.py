@@ -5,6 +5,7 @@ figure it shows changes, and only then (a clock wound to the next change, while 
 from __future__ import annotations
 
 import time
+from typing import TYPE_CHECKING
 
 from textual.app import ComposeResult
 from textual.containers import Vertical
@@ -13,6 +14,11 @@ from textual.timer import Timer
 from textual.widgets import Static
 
 from backend.serve import multinode, serving
+
+if TYPE_CHECKING:
+    from textual import getters
+
+    from tui.app import SpecdeckApp
 
 CLOCK_LATE_S = 0.02  # the clock wakes this long after a figure's second turns, so it reads the new one
 STATE_MARKS = {
@@ -51,6 +57,9 @@ def next_change(st: serving.ServerStatus, now: float) -> float | None:
 class ServerState(Vertical):
     """``show`` the host's last word on the server; ``seen`` winds the clock (a hidden tab's would lay the screen
     out for nothing)."""
+
+    if TYPE_CHECKING:  # the checker reads ``self.app`` as the panel (see tui.screens.pane)
+        app = getters.app(SpecdeckApp)
 
     DEFAULT_CSS = "ServerState { width: 1fr; height: auto; }"
 
