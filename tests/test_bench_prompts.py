@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from backend.agent.host import loadgen
 from backend.agent.host.shared import chat_template, degenerate
 from backend.measure import bench, domains
 from backend.measure.collapse import collapses
@@ -198,6 +199,62 @@ def test_bench_says_its_template_domains_and_loops(config):
         assert "--domains takes chat, code, math, tools, random" in refused and "unknown poetry" in refused
     finally:
         specdeck(config, "serve", "stop", "--yes")
+
+
+def _events(config: Path, job: str) -> list[dict]:
+    path = Path(config).parent / "host" / ".specdeck" / "jobs" / job / "events.jsonl"
+    return [json.loads(line) for line in path.read_text().splitlines()]
+
+
+def test_sweeps_take_domains_and_the_profilers_load_is_templated(config):
+    """A sweep's benches send `--domains` as `bench` does; its warm-up and the profiler's load send the bench's
+    built-in prompts through the target's chat template, not raw."""
+    specdeck(config, "serve", "start", "eagle3-aq", "--wait-ready")
+    try:
+        specdeck(config, "profile", "--steps", "2")
+        (spec,) = (Path(config).parent / "host" / ".specdeck" / "jobs").glob("profile-*/spec.json")
+        assert json.loads(spec.read_text())["args"]["chat_template"] == "kimi"
+        said = "profile: the bench's built-in prompts, through the target's chat template (kimi, rendered with jinja2)"
+        assert said in (spec.parent / "log").read_text().splitlines()
+
+        args = ("--steps", "2", "--requests", "2", "--max-tokens", "16", "--domains", "math,code", "--json")
+        done = json.loads(specdeck(config, "sweep", "eagle3-aq", *args).stdout.splitlines()[-1])
+        (point,) = done["points"]
+        (result,) = [e for e in _events(config, point["bench"]) if e["event"] == "result"]
+        assert result["prompt_sets"] == {
+            "math": "specdeck-sandbox/gsm8k-like/test.jsonl",
+            "code": "specdeck-sandbox/humaneval-like/test.jsonl",
+        }
+        assert result["chat_template"] == "kimi" and set(result["domains"]) == {"math", "code"}
+        refused = specdeck(config, "sweep", "eagle3-aq", "--steps", "2", "--domains", "poetry", rc=2).stderr
+        assert "--domains takes chat, code, math, tools, random" in refused
+    finally:
+        specdeck(config, "serve", "stop", "--yes")
+
+
+def test_the_load_prompts_are_the_benchs(models, monkeypatch):
+    from backend.agent.host import profiler
+
+    templated, info = loadgen.load_prompts(models["target"])
+    assert [chat_template.templated(p) for p in templated] == [True] * len(loadgen.PROMPTS)
+    assert info["chat_template"] == "kimi"
+    raw, info = loadgen.load_prompts(None)  # no target known: raw, as a bench sends them, and said
+    assert (
+        sorted(raw) == sorted(loadgen.PROMPTS)
+        and info["chat_template_note"] == "the server's target is not known: raw prompts"
+    )
+    sent: list[str] = []
+
+    def request(port: int, prompt: str, max_tokens: int, **_: object) -> dict:
+        sent.append(prompt)
+        if len(sent) >= 3:
+            load.stop.set()
+        return {}
+
+    monkeypatch.setattr(loadgen, "one_request", request)
+    load = profiler._Load(profiler.Server(1, "127.0.0.1", None), 0, templated)  # no thread: its loop run here
+    load._run(0)
+    assert sent[:3] == templated[:3]
 
 
 def test_live_keeps_decode_lines_for_its_collapse_line_and_the_panels_brief():

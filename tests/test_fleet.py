@@ -309,6 +309,7 @@ async def test_fleet_up_status_bench_kill_down(tmp_path, models, fleet_ports):
         bench_args = ("--requests", "4", "--max-tokens", "24", "--concurrency", "2", "--json")
         bench = json.loads(specdeck(config, "fleet", "bench", "pair", *bench_args).stdout)
         assert bench["requests"] == 4 and bench["tok_s"] > 0, bench
+        assert bench["chat_template"] == "kimi"  # the replicas' target's template, though the router records none
         kept = json.loads(specdeck(config, "history", "--json").stdout)  # up and bench recorded, no sync needed
         servers = [(await links.conn(h).call("serve.status", port=fleet_ports[k]))["job"] for h, k in SIM_PORTS]
         assert {f"{h}/{j}" for (h, _), j in zip(SIM_PORTS, servers, strict=True)} <= {r["id"] for r in kept["runs"]}

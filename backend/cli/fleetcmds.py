@@ -194,6 +194,8 @@ async def bench(args: argparse.Namespace) -> int:
         print(line)
     if good:
         print(bench_mod.goodput_line(good, plan.concurrency, slo))
+    for note in bench_mod.bench_notes(result):  # the prompts: through the replicas' chat template, or raw and why
+        print(note)
     print(f"{result['requests']} requests, {result['tokens']} tokens, bench job {result['job']}")
     return 0
 

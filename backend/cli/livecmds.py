@@ -137,8 +137,8 @@ def add_bench_options(p: argparse.ArgumentParser, *, port: bool = True) -> None:
     p.add_argument("--slo-itl-ms", type=float, metavar="I", help="goodput: requests with a mean ITL <= I ms")
 
 
-def add_prompt_options(p: argparse.ArgumentParser) -> None:
-    """`bench`'s prompt options (issue 32): which sets, through the chat template or not, how many times."""
+def add_domains_option(p: argparse.ArgumentParser) -> None:
+    """``--domains``: `bench`'s and `sweep`'s, read by ``domains.parse``."""
     from backend.measure.domains import HUB_SETS
 
     p.add_argument(
@@ -147,6 +147,11 @@ def add_prompt_options(p: argparse.ArgumentParser) -> None:
         help=f"prompt sets from Hub datasets, read on the host, with a row per domain ({', '.join(HUB_SETS)}; "
         "default: the built-in prompts)",
     )
+
+
+def add_prompt_options(p: argparse.ArgumentParser) -> None:
+    """`bench`'s prompt options (issue 32): which sets, through the chat template or not, how many times."""
+    add_domains_option(p)
     p.add_argument(
         "--raw-prompts",
         action="store_true",

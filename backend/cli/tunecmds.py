@@ -35,6 +35,8 @@ if TYPE_CHECKING:
 
 
 def register(sub: Subcommands) -> None:
+    from backend.cli.livecmds import add_domains_option
+
     p = command(
         sub,
         "advise",
@@ -105,6 +107,7 @@ def register(sub: Subcommands) -> None:
     )
     p.add_argument("--requests", type=int, default=DEFAULT_REQUESTS, metavar="N", help="bench requests per point")
     p.add_argument("--max-tokens", type=int, default=DEFAULT_MAX_TOKENS, metavar="M", help="tokens per request")
+    add_domains_option(p)
     p.add_argument(
         "--ready-timeout", type=float, default=sweep_mod.READY_TIMEOUT_S, metavar="S", help="seconds to wait for ready"
     )
@@ -223,9 +226,12 @@ async def _ab(args: argparse.Namespace, proposal: advisor.AdaptiveProposal, base
     return 0
 
 
-async def _plan(conn: Connection | None, args: argparse.Namespace) -> sweep_mod.SweepPlan:
-    """The plan from the flags; with --resume and no --steps, the earlier sweep's grid."""
+async def _plan(conn: Connection | None, args: argparse.Namespace, sandbox: bool) -> sweep_mod.SweepPlan:
+    """The plan from the flags; with --resume and no --steps, the earlier sweep's grid (and its domains)."""
+    from backend.measure import domains
+
     smart = args.smart
+    named = args.domains
     if args.steps:
         steps = sweep_mod.parse_ints(args.steps, "--steps")
         tokens = None if args.draft_tokens == "auto" else sweep_mod.parse_ints(args.draft_tokens, "--draft-tokens")
@@ -241,10 +247,12 @@ async def _plan(conn: Connection | None, args: argparse.Namespace) -> sweep_mod.
         auto = all(g[2] in (None, g[0] + 1) for g in grid)
         tokens = None if auto else tuple(dict.fromkeys(g[2] for g in grid))
         smart = smart or bool(old.get("smart"))
+        named = named or ",".join(old.get("domains") or []) or None
     else:
         raise UsageError("give --steps, e.g. --steps 1,2,4 (or --resume ID to go on with a sweep).")
+    sets = domains.parse(named, sandbox) if named else None
     return sweep_mod.SweepPlan(
-        steps, topk, tokens, args.requests, args.max_tokens, smart=smart, ready_timeout=args.ready_timeout
+        steps, topk, tokens, args.requests, args.max_tokens, smart=smart, ready_timeout=args.ready_timeout, domains=sets
     )
 
 
@@ -254,11 +262,12 @@ async def sweep(args: argparse.Namespace) -> int:
     if args.fleet:
         return await _fleet_sweep(args, settings, baseline)
     async with connected(args, settings, follow=not args.detach) as conn:
-        plan = await _plan(conn, args)
+        plan = await _plan(conn, args, bool(conn.host.sandbox))
         job = await sweep_mod.start(
             conn, settings, args.profile, plan, baseline_tok_s=baseline, resume=args.resume, force=args.force
         )
-        print(f"sweep {job.id}: {len(plan.grid())} points of {args.profile}", file=sys.stderr, flush=True)
+        sets = f", prompt sets {', '.join(plan.domains)}" if plan.domains else ""
+        print(f"sweep {job.id}: {len(plan.grid())} points of {args.profile}{sets}", file=sys.stderr, flush=True)
         print(f"  {_scope(plan)}", file=sys.stderr, flush=True)
         if args.detach:
             print_detached(args, job)
@@ -332,7 +341,7 @@ async def _fleet_sweep(args: argparse.Namespace, settings: Settings, baseline: f
     if not args.steps:
         raise UsageError("give --steps, e.g. --steps 1,2,4.")
     pairs = fleet_sweep.members_of(settings, args.fleet)
-    plan = await _plan(None, args)
+    plan = await _plan(None, args, settings.hosts[pairs[0][0]].sandbox)
     conns = []
     try:
         for host, _ in pairs:

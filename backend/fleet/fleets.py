@@ -713,8 +713,14 @@ async def bench(
     if job is None:
         name = fleet.name
         raise OperationFailed(f"fleet {name}'s router is not running: start it with `specdeck fleet up {name}`")
+    from backend.serve.serving import target_path
+
     profiles = sorted({r.profile for r in fleet.replicas})
-    server = replace(job, args={**job.args, "profile": "+".join(profiles)})
+    # The router's job records no target: the replicas' one (where they share it) renders the prompts through its
+    # chat template, looked up on the router's host, as a server's bench does; replicas of several targets: raw.
+    targets = {target_path(links.settings, links.settings.profiles[r.profile]) for r in fleet.replicas}
+    model = targets.pop() if len(targets) == 1 else None
+    server = replace(job, args={**job.args, "profile": "+".join(profiles), "model": model})
     return await bench_mod.run_bench(conn, server, plan, on_progress)
 
 

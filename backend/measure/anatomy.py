@@ -385,6 +385,7 @@ async def start_capture(conn: Connection, server: JobInfo, plan: ProfilePlan) ->
         "load": plan.load,
         "timeout_s": plan.timeout_s,
         "server_job": server.id,
+        "model_path": server.args.get("model"),  # whose chat template renders the load's prompts
     }
     return JobInfo.from_json(await conn.call("profile.start", **params))
 

@@ -45,6 +45,7 @@ class SweepPlan:
     max_tokens: int = DEFAULT_MAX_TOKENS
     smart: bool = False
     ready_timeout: float = READY_TIMEOUT_S
+    domains: dict[str, Any] | None = None  # each bench's prompt sets, as `bench --domains` (``domains.parse``)
 
     def __post_init__(self) -> None:
         if self.topk < 1:
@@ -114,6 +115,8 @@ async def start(
         "ready_timeout": plan.ready_timeout,
         "baseline_tok_s": baseline_tok_s,
     }
+    if plan.domains:
+        params.update(domains=plan.domains, endpoint=conn.host.hub_endpoint)
     if fed is not None:
         params.update(fed=True, tags=fed.get("tags") or {}, host=fed.get("host"), feed_idle_s=fed.get("feed_idle_s"))
     points = [point_profile(profile, steps, topk, tokens) for steps, topk, tokens in plan.grid()]

@@ -335,6 +335,16 @@ def _check(params: Dict[str, Any]) -> Dict[str, Any]:
     return out
 
 
+def load_prompts(model_path: Optional[str]) -> Tuple[List[str], Dict[str, Any]]:
+    """The built-in prompts as a bench sends them, through the target's chat template where it has one, and what
+    was done to them (``bench_prompts``): what a sweep's warm-up and the profiler's load send, so the server sees
+    the text the bench measures. AgentError for a template that cannot render (the bench is refused for it too)."""
+    built, info = bench_prompts(
+        {"prompts": None, "domains": None, "raw": False, "model_path": model_path, "endpoint": None}
+    )
+    return [p["text"] for p in built], info
+
+
 def bench_prompts(checked: Dict[str, Any]) -> Tuple[List[Dict[str, str]], Dict[str, Any]]:
     """The bench's prompts and what was done to them (``prompts.build``): the operator's own prompts as they are
     (the chat template applied unless raw), else the domains' sets, else the built-in set."""

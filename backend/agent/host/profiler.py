@@ -79,6 +79,7 @@ def _check(params: Dict[str, Any]) -> Dict[str, Any]:
         "load": load,
         "timeout_s": float(timeout),
         "server_job": params.get("server_job"),
+        "model_path": params.get("model_path"),
     }
 
 
@@ -97,6 +98,9 @@ def start(params: Dict[str, Any], ctx: Context) -> Dict[str, Any]:
         ) from None
     server = server_on(ctx.state_dir, checked["port"])
     checked["key_file"], checked["address"] = key_file_of(server), listen_of(server)  # the key's file, never it
+    # The load's prompts as the bench sends them (a template that cannot render refuses the profile now).
+    checked["load_prompts"], info = loadgen.load_prompts(checked["model_path"]) if checked["load"] != 0 else ([], {})
+    checked["load_note"] = info.get("chat_template_note")
     folder = os.path.join(ctx.state_dir, INPUTS)
     os.makedirs(folder, mode=0o700, exist_ok=True)
     path = os.path.join(folder, stamp + ".json")
@@ -104,6 +108,7 @@ def start(params: Dict[str, Any], ctx: Context) -> Dict[str, Any]:
         json.dump(checked, f)
     args = {k: checked[k] for k in ("port", "server_job", "trace_dir", "ranks", "load")}
     args["steps"] = checked["body"].get("num_steps")
+    args["chat_template"] = info.get("chat_template")  # the load's prompts, as a bench job's args say
     return jobs.start_job(ctx.state_dir, KIND, jobs.worker_argv("profiler", path), args, {})
 
 
@@ -159,10 +164,11 @@ def running_requests(server: Server) -> Optional[float]:
 
 
 class _Load:
-    """``streams`` streaming requests at a time, one after another, until stopped: decode steps to profile."""
+    """``streams`` streaming requests at a time, one after another, until stopped: decode steps to profile.
+    ``prompts``: the bench's (``loadgen.load_prompts``)."""
 
-    def __init__(self, server: Server, streams: int) -> None:
-        self.server = server
+    def __init__(self, server: Server, streams: int, prompts: List[str]) -> None:
+        self.server, self.prompts = server, prompts
         self.stop = threading.Event()
         self.sent = 0
         self.threads = [threading.Thread(target=self._run, args=(i,), daemon=True) for i in range(streams)]
@@ -171,7 +177,7 @@ class _Load:
 
     def _run(self, i: int) -> None:
         while not self.stop.is_set():
-            prompt = loadgen.PROMPTS[(i + self.sent) % len(loadgen.PROMPTS)]
+            prompt = self.prompts[(i + self.sent) % len(self.prompts)]
             server = self.server
             loadgen.one_request(server.port, prompt, LOAD_TOKENS, key=server.key, host=server.address)
             self.sent += 1
@@ -259,7 +265,8 @@ class _Run:
         if streams:
             # before the start: a release whose /start_profile answers once its steps ran needs them decoding
             print("profile: %d stream(s) of %d tokens keep the server decoding" % (streams, LOAD_TOKENS), flush=True)
-            self.load = _Load(self.server, streams)
+            print("profile: the bench's built-in prompts, %s" % params["load_note"], flush=True)
+            self.load = _Load(self.server, streams, params["load_prompts"])
         print("profile: POST /start_profile %s" % json.dumps(body), flush=True)
         answer = _post(self.server, "/start_profile", body, timeout=max(1.0, self.deadline - time.time()))
         self.profiling = True  # ours to stop from here: a refused start may be someone else's profile running

@@ -216,7 +216,9 @@ def build(
     if raw:
         info["chat_template_note"] = "raw prompts, as asked (--raw-prompts)"
     elif template is None:
-        info["chat_template_note"] = "no chat template in %s: raw prompts" % where
+        info["chat_template_note"] = (
+            "no chat template in %s: raw prompts" if model_path else "%s: raw prompts"
+        ) % where
     out = []
     for name, (messages, tools) in pairs:
         if template is None:

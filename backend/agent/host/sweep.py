@@ -43,7 +43,7 @@ import os
 import time
 from typing import Any, Dict, List, Optional
 
-from . import jobs, loadgen, serve, servers
+from . import jobs, loadgen, prompts, serve, servers
 from .registry import AgentError, Context, method
 from .shared.server_states import STATES as SERVER_STATES
 from .shared.sweep_order import Order
@@ -79,6 +79,9 @@ def _check(params: Dict[str, Any]) -> Dict[str, Any]:
     ):
         raise AgentError("sweep levels must be concurrencies of at least 1, got %r" % (levels,), "invalid")
     params["levels"] = sorted(set(levels))
+    domains = params.get("domains")
+    if domains is not None and (not isinstance(domains, dict) or not domains):
+        raise AgentError("sweep domains must map names to {dataset, file}", "invalid")
     return params
 
 
@@ -121,6 +124,8 @@ def start(params: Dict[str, Any], ctx: Context) -> Dict[str, Any]:
             raise AgentError("no sweep %s on this host (see `specdeck jobs --kind sweep`)" % resume, "not_found")
         if old["state"] in jobs.ACTIVE:
             raise AgentError("sweep %s is still running; cancel it first or let it finish" % resume, "busy")
+    for name, spec in (checked.get("domains") or {}).items():  # fetched now: a set that cannot be read refuses
+        prompts.domain_conversations(name, spec, checked.get("endpoint"))  # the sweep, not each point's bench
     env = checked.pop("env", None) or {}
     folder = os.path.join(ctx.state_dir, INPUTS)
     os.makedirs(folder, mode=0o700, exist_ok=True)
@@ -137,6 +142,7 @@ def start(params: Dict[str, Any], ctx: Context) -> Dict[str, Any]:
         "resume": resume,
         "ab": params.get("ab"),  # an adaptive A/B: what it expects, for whoever follows it
         "levels": checked["levels"],
+        "domains": sorted(checked["domains"]) if checked.get("domains") else None,
         "grid": [
             [p["args"].get("steps"), p["args"].get("topk"), p["args"].get("draft_tokens")] for p in checked["points"]
         ],
@@ -240,7 +246,10 @@ class Sweep(Order):
             return dict(record, failed="the server %s: %s" % (status["state"], reason))
         port = int(point["args"]["port"])
         self.phase(index, "warming up")
-        warm = loadgen.one_request(port, loadgen.PROMPTS[0], WARMUP_TOKENS)
+        try:  # the bench's first prompt as the bench sends it: through the target's chat template
+            warm = loadgen.one_request(port, loadgen.load_prompts(point["args"].get("model"))[0][0], WARMUP_TOKENS)
+        except AgentError as exc:
+            warm = {"error": str(exc)}
         if "error" in warm:
             return dict(record, failed="warm-up failed: %s" % warm["error"])
         return self.bench(index, record, requests or self.params["requests"], t0)
@@ -279,6 +288,8 @@ class Sweep(Order):
                 "profile": point["args"].get("profile"),
                 "server_job": run,
                 "model_path": point["args"].get("model"),  # its chat template renders the prompts
+                "domains": self.params.get("domains"),
+                "endpoint": self.params.get("endpoint"),
             },
             self.ctx,
         )
