@@ -19,12 +19,14 @@ demo: setup
 	$(VENV)/bin/specdeck demo
 
 # Tests run in a loopback-only network namespace where the machine allows one: nothing can leave this host.
+# Parallel workers (tests/conftest.py picks how many and gives each a loopback of its own); PARALLEL= for one.
+PARALLEL ?= -n auto --dist loadgroup
 test: test-deps typecheck
-	@scripts/netns-run $(PY) -m pytest $(PYTEST_ARGS)
+	@scripts/netns-run $(PY) -m pytest $(PARALLEL) $(PYTEST_ARGS)
 
 # The whole suite three times in a row beside a CPU hog, zero failures: flakes show here, not in CI.
 test-stress: test-deps
-	@scripts/test-stress $(PY) $(PYTEST_ARGS)
+	@scripts/test-stress $(PY) $(PARALLEL) $(PYTEST_ARGS)
 
 test-deps: setup
 	@test -x /usr/sbin/sshd || { echo "installing openssh-server (for the real-sshd tests)"; \

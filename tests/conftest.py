@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ctypes
 import os
 import subprocess
 import sys
@@ -9,12 +10,51 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, settings
 
 from backend.history import History
 from backend.settings import HostConfig
 from tests.leftover_jobs import stop_jobs
 from tests.runs import add_run
 from tests.sshd import Sshd, start_sshd
+
+# Hypothesis's timing checks fail a property on a loaded machine (parallel workers, a CPU hog), not a wrong answer.
+settings.register_profile("suite", deadline=None, suppress_health_check=[HealthCheck.too_slow])
+settings.load_profile("suite")
+
+CLONE_NEWNET = 0x40000000
+MAX_WORKERS = 4  # measured on 2 cores: the suite mostly waits on servers and other processes
+
+
+def _can_make_netns() -> bool:
+    return subprocess.run(["unshare", "-n", "true"], capture_output=True).returncode == 0
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_auto_num_workers(config) -> int:
+    """``-n auto``: twice the cores, at most MAX_WORKERS, where each worker can have a loopback of its own;
+    one process where none can (run as root or under scripts/netns-run for the parallel run)."""
+    if not _can_make_netns():
+        print("note: no network namespace per worker here; running the suite in one process", file=sys.stderr)
+        return 0
+    return min(MAX_WORKERS, 2 * (os.cpu_count() or 1))
+
+
+def pytest_configure(config) -> None:
+    """An xdist worker gets a network namespace of its own (only loopback, up): each has all the ports, so no
+    two workers' servers (the sshd, simulators, the sandbox's fixed 30000 and 8000, the host's port picker)
+    ever race for one."""
+    if "PYTEST_XDIST_WORKER" in os.environ:
+        _own_loopback()
+
+
+def _own_loopback() -> None:
+    # unshare moves only the calling thread: this one, which runs the tests and starts every process they use.
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.unshare(CLONE_NEWNET) != 0:
+        pytest.exit(f"xdist worker: no network namespace of its own ({os.strerror(ctypes.get_errno())}); run as "
+                    "root or under scripts/netns-run, or without -n", returncode=3)  # fmt: skip
+    subprocess.run(["ip", "link", "set", "lo", "up"], check=True)
 
 
 @pytest.fixture(autouse=True)
