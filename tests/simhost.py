@@ -7,7 +7,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-import subprocess
 import sys
 import time
 from collections.abc import AsyncIterator
@@ -19,6 +18,7 @@ from backend.jobs import JobInfo, get_job
 from backend.measure.metrics import live_samples
 from backend.serve import serving
 from backend.settings import HostConfig, Settings, parse
+from tests.helpers import Ran, run_cli
 from tests.sshd import free_port
 
 REPO = Path(__file__).resolve().parents[1]
@@ -70,15 +70,9 @@ port = {ports["b"]}
     return path
 
 
-def specdeck(config: Path, *args: str, rc: int | None = 0) -> subprocess.CompletedProcess:
-    res = subprocess.run(
-        [sys.executable, "-m", "backend.cli.main", "--config", str(config), *args],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert rc is None or res.returncode == rc, (res.stdout, res.stderr)
-    return res
+def specdeck(config: Path, *args: str, rc: int | None = 0, process: bool = False) -> Ran:
+    """`specdeck --config CONFIG ARGS` (``run_cli``)."""
+    return run_cli("--config", str(config), *args, rc=rc, process=process)
 
 
 def fake_nvidia_smi(bin_dir: Path, other_pid_file: Path) -> None:

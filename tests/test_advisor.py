@@ -3,10 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 
@@ -15,9 +11,8 @@ from backend.history import History, Yardstick
 from backend.jobs import JobInfo
 from backend.measure import bench_records
 from backend.tune import advisor
+from tests.helpers import Ran, run_cli
 from tests.runs import add_benched_run
-
-REPO = Path(__file__).resolve().parents[1]
 
 
 @pytest.fixture
@@ -71,15 +66,14 @@ def test_advice_per_step_cost_and_bad_input(history):
 
 def test_advise_cli_json_and_no_data(tmp_path):
     path = tmp_path / "cli.sqlite3"
-    env = dict(os.environ, SPECDECK_HISTORY=str(path))
-    cmd = [sys.executable, "-m", "backend.cli.main", "advise"]
+    env = {"SPECDECK_HISTORY": str(path)}
     with History.open(path) as h:
         add_benched_run(h, 1, 3, 33.0, 100.0, None)
-    out = subprocess.run(cmd, env=env, cwd=REPO, capture_output=True, text=True)
+    out = run_cli("advise", env=env, rc=None)
     assert out.returncode == 2 and "no run in the history has a per-position acceptance" in out.stderr
     with History.open(path) as h:
         add_benched_run(h, 2, 3, 33.0, 100.0, [5, 10, 20, 65])
-    out = subprocess.run([*cmd, "serve-2", "--json", "--max-steps", "5"], env=env, cwd=REPO, capture_output=True)
+    out = run_cli("advise", "serve-2", "--json", "--max-steps", "5", env=env, rc=None)
     assert out.returncode == 0, out.stderr
     doc = json.loads(out.stdout)
     assert doc["run"] == "box/serve-2" and len(doc["rows"]) == 5 and doc["cost_model"]["source"] == "assumed"
@@ -127,12 +121,11 @@ def bench_record(steps: int, batch: int = 1, **extra) -> dict:
             "completion_tokens": 512, **extra}  # fmt: skip
 
 
-def advise_from(tmp_path, name: str, text: str, *more: str) -> subprocess.CompletedProcess:
+def advise_from(tmp_path, name: str, text: str, *more: str) -> Ran:
     path = tmp_path / name
     path.write_text(text)
-    env = dict(os.environ, SPECDECK_HISTORY=str(tmp_path / "none.sqlite3"))
-    cmd = [sys.executable, "-m", "backend.cli.main", "advise", "--from", str(path), *more]
-    return subprocess.run(cmd, env=env, cwd=REPO, capture_output=True, text=True)
+    env = {"SPECDECK_HISTORY": str(tmp_path / "none.sqlite3")}
+    return run_cli("advise", "--from", str(path), *more, env=env, rc=None)
 
 
 def test_advise_from_bench_speculative_json_lines_and_csv(tmp_path):
@@ -235,24 +228,16 @@ def test_the_adaptive_config_climbs_at_one_stream_and_stops_drafting_where_the_b
 
 def test_advise_adaptive_cli_json_contract(tmp_path):
     path = tmp_path / "cli.sqlite3"
-    env = dict(os.environ, SPECDECK_HISTORY=str(path))
+    env = {"SPECDECK_HISTORY": str(path)}
     with History.open(path) as h:
         add_benched_run(h, 1, 3, 33.0, 100.0, [5, 10, 20, 65])
-    out = subprocess.run(
-        [sys.executable, "-m", "backend.cli.main", "advise", "--adaptive", "--json"],
-        env=env,
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-    )
+    out = run_cli("advise", "--adaptive", "--json", env=env, rc=None)
     assert out.returncode == 0, out.stderr
     doc = json.loads(out.stdout)
     assert set(doc["adaptive_config"]) == {"1"} and doc["adaptive_config"]["1"]["candidate_steps"][-1] == doc["steps"]
     assert [set(r) >= {"concurrency", "tok_s", "tok_s_low", "tok_s_high"} for r in doc["expected"]] == [True]
-    text = subprocess.run(
-        [sys.executable, "-m", "backend.cli.main", "advise", "--adaptive"], env=env, cwd=REPO, capture_output=True
-    )
-    assert text.returncode == 0 and b"adaptive config for" in text.stdout
+    text = run_cli("advise", "--adaptive", env=env, rc=None)
+    assert text.returncode == 0 and "adaptive config for" in text.stdout
 
 
 def test_apply_writes_the_best_and_asks_before_a_slower_point(tmp_path):

@@ -9,8 +9,6 @@ from __future__ import annotations
 import gzip
 import json
 import re
-import subprocess
-import sys
 from dataclasses import replace
 from pathlib import Path
 
@@ -22,18 +20,13 @@ from backend.history import History
 from backend.measure import anatomy
 from backend.report import document
 from backend.sandbox.sglang_sim import traces
+from tests.helpers import run_cli
 from tests.runs import add_run
 from tests.simhost import log_lines_of, servers
 
 TRACES = Path(__file__).parent / "fixtures" / "real" / "traces"
 SPEC = {"steps": 3, "draft_tokens": 4, "draft_steps": 3}
 COSTS = {"draft_step_ms": 1.5, "eager_factor": 1.6}  # the simulator's DRAFT_STEP_MS and NO_CUDA_GRAPH_FACTOR
-
-
-def run_cli(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "backend.cli.main", *args], capture_output=True, text=True, timeout=120
-    )
 
 
 def real(scenario: str) -> str:
@@ -112,10 +105,10 @@ def test_profile_from_saved_traces_prints_the_contract(tmp_path):
 def test_profile_of_something_else_is_one_sentence(tmp_path):
     bad = tmp_path / "notes.trace.json.gz"
     bad.write_text("{}")
-    out = run_cli("profile", "--from", str(bad))
+    out = run_cli("profile", "--from", str(bad), rc=None)
     assert out.returncode == 2 and out.stdout == ""
     assert out.stderr.strip() == f"specdeck: {bad} holds no traceEvents: not a torch-profiler trace."
-    out = run_cli("profile", "--steps", "1", "--host", "local")
+    out = run_cli("profile", "--steps", "1", "--host", "local", rc=None)
     assert out.returncode == 2 and "--steps must be a whole number of at least 2" in out.stderr
 
 

@@ -17,14 +17,8 @@ from backend.cli.main import build_parser
 from backend.errors import ConfigError
 from backend.sandbox import environment
 from backend.sandbox.hub import CACHE_DIR_NAME
+from tests.helpers import CLI, run_cli
 from tests.simhost import process_gone
-
-
-def cli(*args: str, check_rc: int | None = 0) -> subprocess.CompletedProcess:
-    res = subprocess.run([sys.executable, "-m", "backend.cli.main", *args], capture_output=True, text=True)
-    if check_rc is not None:
-        assert res.returncode == check_rc, (res.stdout, res.stderr)
-    return res
 
 
 def all_command_paths(parser: argparse.ArgumentParser, prefix=()):
@@ -39,7 +33,7 @@ def test_help_on_every_command():
     paths = list(all_command_paths(build_parser()))
     assert ("ping",) in paths and ("jobs", "cancel") in paths and ("sandbox", "up") in paths
     for path in paths:
-        res = cli(*path, "--help")
+        res = run_cli(*path, "--help")
         assert "usage: specdeck" in res.stdout, path
 
 
@@ -67,11 +61,11 @@ def test_command_name_skips_the_host_options_and_their_values():
 
 
 def test_version():
-    assert cli("--version").stdout.startswith("specdeck ")
+    assert run_cli("--version").stdout.startswith("specdeck ")
 
 
 def test_config_show_json_defaults():
-    out = json.loads(cli("config", "show", "--json").stdout)
+    out = json.loads(run_cli("config", "show", "--json").stdout)
     assert out["hosts"]["gpu-box"]["url"] == "ssh://root@10.1.230.174"
     assert out["hosts"]["gpu-box"]["python"] == "/root/ml-env/bin/python3"
     assert out["drafters"]["aq-medai"]["repo"] == "AQ-MedAI/Kimi-K2-Instruct-eagle3"
@@ -86,9 +80,9 @@ def test_config_show_json_defaults():
 
 def test_config_init_round_trips(tmp_path):
     path = tmp_path / "c.toml"
-    cli("config", "init", "--config", str(path))
+    run_cli("config", "init", "--config", str(path))
     assert settings_mod.load(path).profiles["eagle3-ours"].drafter == "ours"
-    res = cli("config", "init", "--config", str(path), check_rc=2)
+    res = run_cli("config", "init", "--config", str(path), rc=2)
     assert "already exists" in res.stderr
 
 
@@ -111,7 +105,7 @@ def test_config_errors_name_file_and_key(tmp_path, text, key):
     with pytest.raises(ConfigError) as err:
         settings_mod.load(path)
     assert str(path) in str(err.value) and key in str(err.value)
-    res = cli("config", "show", "--config", str(path), check_rc=2)
+    res = run_cli("config", "show", "--config", str(path), rc=2)
     assert key in res.stderr and "Traceback" not in res.stderr
 
 
@@ -119,30 +113,30 @@ def test_config_env_override(tmp_path, monkeypatch):
     path = tmp_path / "env.toml"
     path.write_text('default_host = "local"\n[reference]\nbaseline_tok_s = 90\n')
     monkeypatch.setenv("SPECDECK_CONFIG", str(path))
-    out = json.loads(cli("config", "show", "--json").stdout)
+    out = json.loads(run_cli("config", "show", "--json").stdout)
     assert out["reference"]["baseline_tok_s"] == 90 and out["default_host"] == "local"
 
 
 def test_missing_explicit_config_is_usage_error(tmp_path):
-    res = cli("config", "show", "--config", str(tmp_path / "nope.toml"), check_rc=2)
+    res = run_cli("config", "show", "--config", str(tmp_path / "nope.toml"), rc=2)
     assert "does not exist" in res.stderr
 
 
 def test_unknown_host_is_usage_error():
-    res = cli("ping", "--host", "nowhere", check_rc=2)
+    res = run_cli("ping", "--host", "nowhere", rc=2)
     assert "unknown host 'nowhere'" in res.stderr
 
 
 def test_ping_and_jobs_local_json():
-    out = json.loads(cli("ping", "--host", "local", "--json", "--count", "3").stdout)
+    out = json.loads(run_cli("ping", "--host", "local", "--json", "--count", "3").stdout)
     assert out["host"] == "local" and out["rtt_ms"]["median"] > 0
-    assert json.loads(cli("jobs", "--host", "local", "--json").stdout) == []
-    res = cli("jobs", "cancel", "nope-1", "--host", "local", check_rc=2)
+    assert json.loads(run_cli("jobs", "--host", "local", "--json").stdout) == []
+    res = run_cli("jobs", "cancel", "nope-1", "--host", "local", rc=2)
     assert "no job nope-1" in res.stderr
 
 
 def test_sandbox_up_and_down(sshd):
-    out = json.loads(cli("sandbox", "up", "--json").stdout)
+    out = json.loads(run_cli("sandbox", "up", "--json").stdout)
     assert [h["name"] for h in out["hosts"]] == ["sandbox"] and out["fleet"] is None  # one host unless asked
     cfg = settings_mod.load(out["config"])
     host = cfg.hosts["sandbox"]
@@ -154,7 +148,7 @@ def test_sandbox_up_and_down(sshd):
     assert (layout.hub_root / CACHE_DIR_NAME / environment.AQ_REPO / "model.safetensors.json").is_file()
     # Two hosts, the second through the loopback sshd (its agent answered before `up` returned): one hub.
     route = ["--ssh", sshd.url, "--identity", sshd.identity, "--known-hosts", sshd.known_hosts]
-    again = json.loads(cli("sandbox", "up", "--hosts", "2", *route, "--json").stdout)
+    again = json.loads(run_cli("sandbox", "up", "--hosts", "2", *route, "--json").stdout)
     assert again["hub"] == out["hub"]
     assert [(h["name"], h["url"]) for h in again["hosts"]] == [("sandbox", "local"), ("sandbox-2", sshd.url)]
     assert (
@@ -162,21 +156,21 @@ def test_sandbox_up_and_down(sshd):
     )
     second = settings_mod.load(out["config"]).hosts["sandbox-2"]
     assert second.url == sshd.url and second.workdir != host.workdir and second.hub_endpoint == host.hub_endpoint
-    jobs = json.loads(cli("jobs", "--config", out["config"], "--json").stdout)
+    jobs = json.loads(run_cli("jobs", "--config", out["config"], "--json").stdout)
     assert [j["state"] for j in jobs if j["kind"] == "hub"] == ["running"]
     # Reachable by name, no --config: the same jobs through `--host sandbox` (issue 33).
-    assert json.loads(cli("jobs", "--host", "sandbox", "--json").stdout) == jobs
-    assert "specdeck --host sandbox ping" in cli("sandbox", "up").stdout
-    down = json.loads(cli("sandbox", "down", "--json").stdout)
+    assert json.loads(run_cli("jobs", "--host", "sandbox", "--json").stdout) == jobs
+    assert "specdeck --host sandbox ping" in run_cli("sandbox", "up").stdout
+    down = json.loads(run_cli("sandbox", "down", "--json").stdout)
     assert out["hub"]["job"] in down["stopped"]
-    bad = cli("sandbox", "up", "--hosts", "1", "--ssh", sshd.url, check_rc=2)  # one host is not one of several
+    bad = run_cli("sandbox", "up", "--hosts", "1", "--ssh", sshd.url, rc=2)  # one host is not one of several
     assert "--hosts 2" in bad.stderr and "Traceback" not in bad.stderr
 
 
 def test_sandbox_by_name_before_up_and_beside_a_users_own():
     """`--host sandbox` before any `sandbox up` says to run it (exit 2); a user's config that names a host
     `sandbox` keeps it."""
-    bad = cli("jobs", "--host", "sandbox", check_rc=2)
+    bad = run_cli("jobs", "--host", "sandbox", rc=2)
     assert "specdeck sandbox up" in bad.stderr and "Traceback" not in bad.stderr
     own = settings_mod.default_config_path()
     own.parent.mkdir(parents=True, exist_ok=True)
@@ -193,7 +187,7 @@ def test_closed_stdout_pipe_exits_quietly(tmp_path):
     try:
         argv = ["serve", "status", "--json", "--host", "local", "--workdir", str(tmp_path)]
         res = subprocess.run(
-            [sys.executable, "-m", "backend.cli.main", *argv],
+            [*CLI, *argv],
             stdout=write_end,
             stderr=subprocess.PIPE,
             text=True,
@@ -207,27 +201,27 @@ def test_closed_stdout_pipe_exits_quietly(tmp_path):
 def test_sandbox_up_replaces_a_hung_or_lost_hub():
     """A hub whose job still reads "running" but answers nothing (stopped), or whose URL went stale: `sandbox up`
     checks it, says so, and starts one that serves; the hung one is gone, one hub job runs."""
-    out = json.loads(cli("sandbox", "up", "--json").stdout)
+    out = json.loads(run_cli("sandbox", "up", "--json").stdout)
     config = out["config"]
     hub_root = str(Path(config).parent / "hub")
     try:
         [pid] = [int(p) for p in subprocess.run(["pgrep", "-f", f"sandbox.hub --root {hub_root}"], capture_output=True,
                                                  text=True).stdout.split()]  # fmt: skip
         os.kill(pid, signal.SIGSTOP)
-        hung = json.loads(cli("sandbox", "up", "--json").stdout)
+        hung = json.loads(run_cli("sandbox", "up", "--json").stdout)
         assert hung["hub"]["job"] != out["hub"]["job"] and "did not answer" in hung["hub"]["replaced"]
         assert process_gone(pid)
 
         url_file = Path(config).parent / "hub.url"
         url_file.write_text("http://127.0.0.1:9\n")  # nothing listens there
-        text = cli("sandbox", "up").stdout
+        text = run_cli("sandbox", "up").stdout
         assert "did not answer" in text and "http://127.0.0.1:9 " in text
-        again = json.loads(cli("sandbox", "up", "--json").stdout)
+        again = json.loads(run_cli("sandbox", "up", "--json").stdout)
         assert "replaced" not in again["hub"]  # the new one serves: reused as it is
-        jobs = json.loads(cli("jobs", "--config", config, "--json").stdout)
+        jobs = json.loads(run_cli("jobs", "--config", config, "--json").stdout)
         assert [j["id"] for j in jobs if j["kind"] == "hub" and j["state"] == "running"] == [again["hub"]["job"]]
     finally:
-        cli("sandbox", "down", check_rc=None)
+        run_cli("sandbox", "down", rc=None)
 
 
 @pytest.mark.parametrize(
@@ -243,7 +237,7 @@ def test_sandbox_up_replaces_a_hung_or_lost_hub():
 def test_bad_input_is_one_line_on_stderr(args, rc, says, tmp_path):
     """Issue 20, item 10: usage errors, a bad --host URL, a bad --bind (no warning before the error) and a
     --workdir that cannot be made are each one line on stderr, no traceback."""
-    res = cli(*args, check_rc=rc)
+    res = run_cli(*args, rc=rc)
     assert len(res.stderr.splitlines()) == 1 and says in res.stderr, res.stderr
     assert "internal error" not in res.stderr and "WARNING" not in res.stderr
 
@@ -273,10 +267,10 @@ def test_serve_cmd_refuses_a_profile_preflight_refuses(tmp_path):
     the issue's case, the config itself refuses now; topk 1 with draft tokens other than steps + 1 reaches here.)"""
     config = tmp_path / "config.toml"
     config.write_text('[profiles.odd]\ndrafter = "ours"\nalgorithm = "EAGLE3"\nsteps = 3\ntopk = 1\ndraft_tokens = 6\n')
-    res = cli("serve", "cmd", "odd", "--config", str(config), "--host", "local", check_rc=2)
+    res = run_cli("serve", "cmd", "odd", "--config", str(config), "--host", "local", rc=2)
     assert res.stdout == "" and "profile odd would not start (topk 1:" in res.stderr, res.stderr
     assert res.stderr.count("\n") == 1
-    assert "--speculative-num-steps 3" in cli("serve", "cmd", "eagle3-ours", "--host", "local").stdout
+    assert "--speculative-num-steps 3" in run_cli("serve", "cmd", "eagle3-ours", "--host", "local").stdout
 
 
 def test_no_asyncio_notice_after_the_answer():

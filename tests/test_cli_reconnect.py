@@ -11,18 +11,17 @@ import json
 import os
 import signal
 import subprocess
-import sys
 from pathlib import Path
 
 from backend.connection import Connection
 from backend.sandbox.hub import HubServer
 from backend.serve import serving
 from backend.settings import load
+from tests.helpers import CLI
 from tests.hubrepo import REPO, write_repo
 from tests.simhost import write_config
 from tests.sshd import Sshd, free_port
 
-CLI = [sys.executable, "-m", "backend.cli.main"]
 SLOW_RATE = 20_000_000  # bytes/s: a 48 MiB model takes ~2.5 s, so the link drops while bytes still flow
 
 

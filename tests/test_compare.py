@@ -16,9 +16,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from backend.cli.main import main
 from backend.sandbox import fixtures as fx
 from backend.sandbox.hub import HubServer
+from tests.helpers import CLI, run_cli
 from tests.realweights import write_real
 
 AQ_REPO = "AQ-MedAI/Kimi-K2-Instruct-eagle3"
@@ -63,18 +63,8 @@ def llama(tmp_path) -> str:
     return fx.write_drafter(str(tmp_path / "llama"), "llama3_8b")
 
 
-def run(capsys, *args: str) -> tuple[int, str, str]:
-    """The CLI in this process: (exit code, stdout, stderr)."""
-    capsys.readouterr()
-    code = main(list(args))
-    out, err = capsys.readouterr()
-    return code, out, err
-
-
-def run_json(capsys, *args: str):
-    code, out, err = run(capsys, *args, "--json")
-    assert code == 0, err
-    return json.loads(out)
+def run_json(*args: str):
+    return json.loads(run_cli(*args, "--json").stdout)
 
 
 def one_line_error(err: str) -> str:
@@ -91,15 +81,12 @@ def without_paths(d: dict) -> dict:
 # --- the same answer every way ---
 
 
-def test_same_diff_locally_over_ssh_and_from_the_hub(capsys, tmp_path, hub_root, hub, sshd):
+def test_same_diff_locally_over_ssh_and_from_the_hub(tmp_path, hub_root, hub, sshd):
     aq, changed, target = (str(hub_root / r) for r in (AQ_REPO, CHANGED_REPO, TARGET_REPO))
-    local = run_json(
-        capsys, "--host", "local", "diff", f"file://{aq}", f"file://{changed}", "--target", f"file://{target}"
-    )
-    agent = run_json(capsys, "--host", "local", "diff", aq, changed, "--target", target)
-    ssh = run_json(capsys, *sshd.cli_args(str(tmp_path / "sshwork")), "diff", aq, changed, "--target", target)
+    local = run_json("--host", "local", "diff", f"file://{aq}", f"file://{changed}", "--target", f"file://{target}")
+    agent = run_json("--host", "local", "diff", aq, changed, "--target", target)
+    ssh = run_json(*sshd.cli_args(str(tmp_path / "sshwork")), "diff", aq, changed, "--target", target)
     from_hub = run_json(
-        capsys,
         "--host",
         "local",
         "diff",
@@ -142,11 +129,11 @@ def test_same_diff_locally_over_ssh_and_from_the_hub(capsys, tmp_path, hub_root,
     assert max(r.body_bytes for r in hub.requests) <= 100_001
 
 
-def test_same_inspect_locally_over_ssh_and_from_the_hub(capsys, tmp_path, hub_root, hub, sshd):
+def test_same_inspect_locally_over_ssh_and_from_the_hub(tmp_path, hub_root, hub, sshd):
     aq = str(hub_root / AQ_REPO)
-    local = run_json(capsys, "--host", "local", "inspect", f"file://{aq}")
-    ssh = run_json(capsys, *sshd.cli_args(str(tmp_path / "sshwork")), "inspect", aq)
-    from_hub = run_json(capsys, "--host", "local", "inspect", f"hf://{AQ_REPO}", "--endpoint", hub.url)
+    local = run_json("--host", "local", "inspect", f"file://{aq}")
+    ssh = run_json(*sshd.cli_args(str(tmp_path / "sshwork")), "inspect", aq)
+    from_hub = run_json("--host", "local", "inspect", f"hf://{AQ_REPO}", "--endpoint", hub.url)
     assert set(local) == {
         *("path", "config", "files", "metadata", "tensors", "total_params", "total_bytes", "notes", "config_facts")
     }
@@ -160,7 +147,7 @@ def test_same_inspect_locally_over_ssh_and_from_the_hub(capsys, tmp_path, hub_ro
     }
     assert local["total_params"] == fx.KIMI_K2_DRAFTER_PARAMS
 
-    code, out, _ = run(capsys, "--host", "local", "inspect", aq)
+    code, out, _ = run_cli("--host", "local", "inspect", aq, rc=None)
     assert code == 0
     assert out.splitlines()[:2] == [
         f"{aq}  (on local)",
@@ -171,10 +158,10 @@ def test_same_inspect_locally_over_ssh_and_from_the_hub(capsys, tmp_path, hub_ro
     assert any(line.split() == ["fc.weight", "BF16", "[7168,", "21504]", "294.00", "MiB"] for line in out.splitlines())
 
 
-def test_diff_text_is_side_by_side(capsys, hub_root):
+def test_diff_text_is_side_by_side(hub_root):
     aq, changed, target = (str(hub_root / r) for r in (AQ_REPO, CHANGED_REPO, TARGET_REPO))
-    code, out, err = run(
-        capsys, "--host", "local", "diff", f"file://{aq}", f"file://{changed}", "--target", f"file://{target}"
+    code, out, err = run_cli(
+        "--host", "local", "diff", f"file://{aq}", f"file://{changed}", "--target", f"file://{target}", rc=None
     )
     assert code == 0 and err == ""
     lines = out.splitlines()
@@ -186,13 +173,12 @@ def test_diff_text_is_side_by_side(capsys, hub_root):
     assert "verdict: COMPATIBLE (A needs EAGLE3, B needs EAGLE3)" in lines
 
 
-def test_hub_sources_never_open_the_host(capsys, hub):
+def test_hub_sources_never_open_the_host(hub):
     """Only host paths need the host: a diff of hub repos works with an unreachable --host."""
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         dead = f"ssh://nobody@127.0.0.1:{s.getsockname()[1]}"  # bound, never listening
         d = run_json(
-            capsys,
             "--host",
             dead,
             "diff",
@@ -209,9 +195,9 @@ def test_hub_sources_never_open_the_host(capsys, hub):
 # --- the verdict ---
 
 
-def test_llama8b_drafter_on_a_kimi_target_is_incompatible(capsys, tmp_path, hub_root, llama):
+def test_llama8b_drafter_on_a_kimi_target_is_incompatible(tmp_path, hub_root, llama):
     aq, target = str(hub_root / AQ_REPO), str(hub_root / TARGET_REPO)
-    d = run_json(capsys, "--host", "local", "diff", aq, llama, "--target", target)
+    d = run_json("--host", "local", "diff", aq, llama, "--target", target)
     v = d["verdict"]
     assert v["compatible"] is False and v["a"]["compatible"] is True
     assert "B: hidden_size is 4096 but the target's hidden_size is 7168" in v["problems"]
@@ -223,12 +209,17 @@ def test_llama8b_drafter_on_a_kimi_target_is_incompatible(capsys, tmp_path, hub_
     assert config["hidden_size"] == {"key": "hidden_size", "a": 7168, "b": 4096, "status": "changed"}
 
     # The verdict is data (exit 0) unless the script asks for a failure.
-    code, out, _ = run(capsys, "--host", "local", "diff", aq, llama, "--target", target)
+    code, out, _ = run_cli("--host", "local", "diff", aq, llama, "--target", target, rc=None)
     assert code == 0
     assert "verdict: INCOMPATIBLE (A needs EAGLE3, B needs EAGLE3)" in out
     assert "  problem: B: hidden_size is 4096 but the target's hidden_size is 7168" in out.splitlines()
-    assert run(capsys, "--host", "local", "diff", aq, llama, "--target", target, "--fail-incompatible")[0] == 1
-    assert run(capsys, "--host", "local", "diff", aq, aq, "--target", target, "--fail-incompatible")[0] == 0
+    assert (
+        run_cli("--host", "local", "diff", aq, llama, "--target", target, "--fail-incompatible", rc=None).returncode
+        == 1
+    )
+    assert (
+        run_cli("--host", "local", "diff", aq, aq, "--target", target, "--fail-incompatible", rc=None).returncode == 0
+    )
 
 
 def write_config(path: Path, target: str, drafters: dict[str, dict]) -> str:
@@ -240,7 +231,7 @@ def write_config(path: Path, target: str, drafters: dict[str, dict]) -> str:
     return str(path)
 
 
-def test_configured_drafters_and_target(capsys, tmp_path, hub_root):
+def test_configured_drafters_and_target(tmp_path, hub_root):
     """Names resolve to the configured host paths; the configured target is the default."""
     config = write_config(
         tmp_path / "config.toml",
@@ -250,7 +241,7 @@ def test_configured_drafters_and_target(capsys, tmp_path, hub_root):
             "aq-medai": {"path": str(tmp_path / "not-yet"), "repo": AQ_REPO},
         },
     )
-    d = run_json(capsys, "--config", config, "--host", "local", "diff", str(hub_root / AQ_REPO), "ours")
+    d = run_json("--config", config, "--host", "local", "diff", str(hub_root / AQ_REPO), "ours")
     assert d["paths"] == {
         "a": str(hub_root / AQ_REPO),
         "b": str(hub_root / CHANGED_REPO),
@@ -259,7 +250,7 @@ def test_configured_drafters_and_target(capsys, tmp_path, hub_root):
     assert d["verdict"]["compatible"] is True
 
     # A configured drafter not downloaded yet: say so, and how to get it or read the hub's copy.
-    code, _, err = run(capsys, "--config", config, "--host", "local", "diff", "ours", "aq-medai")
+    code, _, err = run_cli("--config", config, "--host", "local", "diff", "ours", "aq-medai", rc=None)
     assert code == 2
     assert one_line_error(err) == (
         f"specdeck: aq-medai is not on local yet ({tmp_path / 'not-yet'} does not exist): run "
@@ -268,7 +259,7 @@ def test_configured_drafters_and_target(capsys, tmp_path, hub_root):
     # A download under way (or stopped): the folder has its config.json but no weights yet.
     (tmp_path / "not-yet").mkdir()
     (tmp_path / "not-yet" / "config.json").write_text((hub_root / AQ_REPO / "config.json").read_text())
-    code, _, err = run(capsys, "--config", config, "--host", "local", "diff", "ours", "aq-medai")
+    code, _, err = run_cli("--config", config, "--host", "local", "diff", "ours", "aq-medai", rc=None)
     assert code == 2
     assert one_line_error(err) == (
         f"specdeck: aq-medai is not on local yet ({tmp_path / 'not-yet'} holds no *.safetensors file yet): run "
@@ -277,21 +268,19 @@ def test_configured_drafters_and_target(capsys, tmp_path, hub_root):
 
     # The default target missing on the host is a note; a --target that is missing is an error.
     missing = write_config(tmp_path / "missing.toml", str(tmp_path / "no-target"), {})
-    d = run_json(
-        capsys, "--config", missing, "--host", "local", "diff", str(hub_root / AQ_REPO), str(hub_root / AQ_REPO)
-    )
+    d = run_json("--config", missing, "--host", "local", "diff", str(hub_root / AQ_REPO), str(hub_root / AQ_REPO))
     assert d["paths"]["target"] is None
     assert d["verdict"]["notes"][0].startswith("the configured target could not be read: ")
     assert "no target config: checked against the drafter's own config only" in d["verdict"]["notes"]
-    code, _, err = run(
-        capsys, "--config", config, "--host", "local", "diff", "ours", "ours", "--target", str(tmp_path / "nowhere")
+    code, _, err = run_cli(
+        "--config", config, "--host", "local", "diff", "ours", "ours", "--target", str(tmp_path / "nowhere"), rc=None
     )
     assert code == 2
     assert one_line_error(err) == (
         f"specdeck: {tmp_path / 'nowhere'}/config.json does not exist on local; name the target as a model "
         "folder, a config.json or hf://org/name"
     )
-    code, _, err = run(capsys, "--config", config, "--host", "local", "diff", "ours", "no-such-drafter!!")
+    code, _, err = run_cli("--config", config, "--host", "local", "diff", "ours", "no-such-drafter!!", rc=None)
     assert code == 2 and one_line_error(err).startswith(
         "specdeck: unknown drafter 'no-such-drafter!!' (configured: aq-medai, "
     )
@@ -300,10 +289,10 @@ def test_configured_drafters_and_target(capsys, tmp_path, hub_root):
 # --- bad input ---
 
 
-def test_corrupt_files_exit_2_with_one_line(capsys, tmp_path, sshd):
+def test_corrupt_files_exit_2_with_one_line(tmp_path, sshd):
     corpus = fx.write_corrupt_corpus(str(tmp_path / "corpus"))
     for path, rule in corpus.items():
-        code, out, err = run(capsys, "--host", "local", "inspect", f"file://{path}")
+        code, out, err = run_cli("--host", "local", "inspect", f"file://{path}", rc=None)
         assert code == 2 and out == "", rule
         assert one_line_error(err).startswith(f"specdeck: {path}: "), rule
     # The same through the agent, locally and over SSH, in a folder as a drafter would be.
@@ -312,13 +301,12 @@ def test_corrupt_files_exit_2_with_one_line(capsys, tmp_path, sshd):
     data, _ = fx.CORRUPT_FILES["overlapping_offsets.safetensors"]
     (folder / "model.safetensors").write_bytes(data)
     for flags in (["--host", "local"], sshd.cli_args(str(tmp_path / "sshwork"))):
-        code, _, err = run(capsys, *flags, "diff", str(folder), str(folder), "--target", str(folder))
+        code, _, err = run_cli(*flags, "diff", str(folder), str(folder), "--target", str(folder), rc=None)
         assert code == 2
         assert one_line_error(err).startswith(f"specdeck: {folder / 'model.safetensors'}: ")
     (tmp_path / "bad-target").mkdir()
     (tmp_path / "bad-target" / "config.json").write_text("[1, 2]")
-    code, _, err = run(
-        capsys,
+    code, _, err = run_cli(
         "--host",
         "local",
         "diff",
@@ -326,20 +314,21 @@ def test_corrupt_files_exit_2_with_one_line(capsys, tmp_path, sshd):
         f"file://{folder}",
         "--target",
         f"file://{tmp_path / 'bad-target'}",
+        rc=None,
     )
     assert code == 2 and "is not a JSON object" in one_line_error(err)
 
 
-def test_missing_paths_exit_2(capsys, tmp_path, sshd):
+def test_missing_paths_exit_2(tmp_path, sshd):
     nope = str(tmp_path / "nope")
     for flags in (["--host", "local"], sshd.cli_args(str(tmp_path / "sshwork"))):
-        code, out, err = run(capsys, *flags, "inspect", nope)
+        code, out, err = run_cli(*flags, "inspect", nope, rc=None)
         assert (code, out) == (2, "")
         assert one_line_error(err) == f"specdeck: {nope} does not exist; check the path"
-    code, _, err = run(capsys, "--host", "local", "diff", f"file://{nope}", f"file://{nope}")
+    code, _, err = run_cli("--host", "local", "diff", f"file://{nope}", f"file://{nope}", rc=None)
     assert code == 2 and one_line_error(err) == f"specdeck: {nope} does not exist; check the path"
     for bad in ("hf://", "hf://org/name@", "file://", ""):
-        code, _, err = run(capsys, "--host", "local", "inspect", bad)
+        code, _, err = run_cli("--host", "local", "inspect", bad, rc=None)
         assert code == 2, bad
         one_line_error(err)
 
@@ -347,34 +336,28 @@ def test_missing_paths_exit_2(capsys, tmp_path, sshd):
 def test_the_real_process_exits_2_without_a_traceback(tmp_path):
     corrupt = tmp_path / "model.safetensors"
     corrupt.write_bytes(fx.CORRUPT_FILES["header_longer_than_file.safetensors"][0])
-    proc = subprocess.run(
-        [sys.executable, "-m", "backend.cli.main", "--host", "local", "inspect", f"file://{corrupt}"],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
+    proc = run_cli("--host", "local", "inspect", f"file://{corrupt}", rc=None, process=True)
     assert proc.returncode == 2 and proc.stdout == ""
     assert one_line_error(proc.stderr).startswith(f"specdeck: {corrupt}: ")
 
 
-def test_hub_repo_without_config(capsys, hub):
-    info = run_json(capsys, "--host", "local", "inspect", f"hf://{BARE_REPO}", "--endpoint", hub.url)
+def test_hub_repo_without_config(hub):
+    info = run_json("--host", "local", "inspect", f"hf://{BARE_REPO}", "--endpoint", hub.url)
     assert info["config"] is None and list(info["tensors"]) == ["w"]
     assert info["notes"] == ["no config.json: shapes only, the architecture and the aux layers are unknown"]
     bare = f"hf://{BARE_REPO}"
-    code, _, err = run(capsys, "--host", "local", "diff", bare, bare, "--target", bare, "--endpoint", hub.url)
+    code, _, err = run_cli("--host", "local", "diff", bare, bare, "--target", bare, "--endpoint", hub.url, rc=None)
     assert code == 2
     assert one_line_error(err) == f"specdeck: {bare} has no config.json; point at the model's repo"
 
 
-def test_hub_failures_exit_1(capsys, hub):
-    code, _, err = run(capsys, "--host", "local", "inspect", "hf://org/does-not-exist", "--endpoint", hub.url)
+def test_hub_failures_exit_1(hub):
+    code, _, err = run_cli("--host", "local", "inspect", "hf://org/does-not-exist", "--endpoint", hub.url, rc=None)
     assert code == 1
     assert one_line_error(err) == f"specdeck: hf://org/does-not-exist not found on {hub.url}; check the repo name"
-    code, _, err = run(capsys, "--host", "local", "inspect", f"hf://{AQ_REPO}@v9", "--endpoint", hub.url)
+    code, _, err = run_cli("--host", "local", "inspect", f"hf://{AQ_REPO}@v9", "--endpoint", hub.url, rc=None)
     assert code == 1 and "revision not found" in one_line_error(err)
-    code, _, err = run(
-        capsys,
+    code, _, err = run_cli(
         "--host",
         "local",
         "diff",
@@ -384,10 +367,10 @@ def test_hub_failures_exit_1(capsys, hub):
         "hf://org/gone",
         "--endpoint",
         hub.url,
+        rc=None,
     )
     assert code == 1 and "hf://org/gone not found" in one_line_error(err)
-    code, _, err = run(
-        capsys,
+    code, _, err = run_cli(
         "--host",
         "local",
         "diff",
@@ -397,6 +380,7 @@ def test_hub_failures_exit_1(capsys, hub):
         f"hf://{GATED_REPO}",
         "--endpoint",
         hub.url,
+        rc=None,
     )
     assert code == 1
     assert one_line_error(err) == (
@@ -407,7 +391,7 @@ def test_hub_failures_exit_1(capsys, hub):
         s.bind(("127.0.0.1", 0))
         dead = f"http://127.0.0.1:{s.getsockname()[1]}"
         started = time.monotonic()
-        code, _, err = run(capsys, "--host", "local", "inspect", f"hf://{AQ_REPO}", "--endpoint", dead)
+        code, _, err = run_cli("--host", "local", "inspect", f"hf://{AQ_REPO}", "--endpoint", dead, rc=None)
         assert time.monotonic() - started < 15  # at once: huggingface_hub's download backoff alone is ~23 s
     assert code == 1 and one_line_error(err).startswith(f"specdeck: cannot reach the hub at {dead}")
 
@@ -425,13 +409,13 @@ def small_real(tmp_path) -> tuple[Path, Path]:
     return tmp_path / "a", tmp_path / "b"
 
 
-def test_weights_over_both_transports(capsys, host, small_real):
+def test_weights_over_both_transports(host, small_real):
     a, b = small_real
     flags = ["--host", "local"] if host.is_local else [
         "--host", host.url, "--identity", host.identity, "--known-hosts", host.known_hosts,
         "--python", host.python, "--workdir", host.workdir,
     ]  # fmt: skip
-    code, out, err = run(capsys, *flags, "diff", str(a), str(b), "--target", str(a), "--weights", "--json")
+    code, out, err = run_cli(*flags, "diff", str(a), str(b), "--target", str(a), "--weights", "--json", rc=None)
     assert code == 0, err
     *events, last = (json.loads(line) for line in out.splitlines())
     assert [(e["event"], e["name"], e["done"], e["total"]) for e in events] == [
@@ -444,7 +428,7 @@ def test_weights_over_both_transports(capsys, host, small_real):
     assert weights["skipped"] == [{"name": "only.a", "reason": "only in A"}]
     assert {row["name"]: row["status"] for row in last["tensors"]}["only.a"] == "only_a"
 
-    code, out, err = run(capsys, *flags, "diff", str(a), str(b), "--target", str(a), "--weights")
+    code, out, err = run_cli(*flags, "diff", str(a), str(b), "--target", str(a), "--weights", rc=None)
     assert code == 0 and err == ""  # no progress line when stderr is not a terminal
     lines = out.splitlines()
     assert "weights: 4 of 4 tensors compared" in lines
@@ -456,7 +440,7 @@ def test_weights_over_both_transports(capsys, host, small_real):
 def test_weights_progress_on_a_terminal(small_real):
     """On a terminal, stderr carries one self-overwriting progress line, cleared at the end."""
     a, b = small_real
-    argv = [sys.executable, "-m", "backend.cli.main", "--host", "local", "diff", str(a), str(b), "--weights"]
+    argv = [*CLI, "--host", "local", "diff", str(a), str(b), "--weights"]
     leader, follower = pty.openpty()
     try:
         proc = subprocess.run(
@@ -487,10 +471,9 @@ def test_weights_progress_on_a_terminal(small_real):
     assert b"weights: 4 of 4 tensors compared" in proc.stdout
 
 
-def test_weights_refusals(capsys, hub, small_real, llama):
+def test_weights_refusals(hub, small_real, llama):
     a, _ = small_real
-    code, _, err = run(
-        capsys,
+    code, _, err = run_cli(
         "--host",
         "local",
         "diff",
@@ -501,13 +484,14 @@ def test_weights_refusals(capsys, hub, small_real, llama):
         "--weights",
         "--endpoint",
         hub.url,
+        rc=None,
     )
     assert code == 2
     assert one_line_error(err) == (
         f"specdeck: --weights reads the weights where they are, on the host: B (hf://{AQ_REPO}) is a hub repo; "
         "download it to the host first"
     )
-    code, _, err = run(capsys, "--host", "local", "diff", llama, str(a), "--target", str(a), "--weights")
+    code, _, err = run_cli("--host", "local", "diff", llama, str(a), "--target", str(a), "--weights", rc=None)
     assert code == 2
     assert one_line_error(err) == (
         "specdeck: A and B share no tensor of the same shape and dtype: there are no weights to compare"

@@ -21,6 +21,7 @@ import pytest
 
 from backend.settings import HostConfig
 from backend.transport import control
+from tests.helpers import CLI, Ran, run_cli
 from tests.simhost import process_gone
 from tests.sshd import Sshd
 
@@ -36,30 +37,16 @@ def runtime(monkeypatch):
     monkeypatch.setenv("SPECDECK_PERSIST", "60")
     yield Path(folder) / "specdeck"
     pids = [p for p in (master_pid(path) for path in control.sockets()) if p]
-    subprocess.run([sys.executable, "-m", "backend.cli.main", "disconnect", "--all"], capture_output=True, cwd=ROOT)
+    run_cli("disconnect", "--all", rc=None, process=True)
     for pid in pids:
         if not process_gone(pid):
             os.kill(pid, signal.SIGKILL)
     shutil.rmtree(folder, ignore_errors=True)
 
 
-def cli(
-    sshd: Sshd, workdir: Path, *args: str, extra: tuple[str, ...] = (), known_hosts: str | None = None
-) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "backend.cli.main",
-            *extra,
-            *sshd.cli_args(str(workdir), known_hosts=known_hosts),
-            *args,
-        ],
-        capture_output=True,
-        text=True,
-        cwd=ROOT,
-        timeout=120,
-    )
+def cli(sshd: Sshd, workdir: Path, *args: str, extra: tuple[str, ...] = (), known_hosts: str | None = None) -> Ran:
+    """A `specdeck` process: each leaves a master behind or rides one (the process is what is tested)."""
+    return run_cli(*extra, *sshd.cli_args(str(workdir), known_hosts=known_hosts), *args, rc=None, process=True)
 
 
 def host_of(sshd: Sshd, workdir: Path) -> HostConfig:
@@ -142,7 +129,7 @@ def test_commands_racing_share_one_master(sshd, tmp_path, runtime):
     def run_all() -> None:
         procs = [
             subprocess.Popen(
-                [sys.executable, "-m", "backend.cli.main", *sshd.cli_args(str(tmp_path)), "ping", "--count", "1"],
+                [*CLI, *sshd.cli_args(str(tmp_path)), "ping", "--count", "1"],
                 cwd=ROOT,
                 stdout=subprocess.DEVNULL,
                 stderr=subprocess.PIPE,

@@ -19,7 +19,7 @@ from backend.errors import RemoteError
 from backend.sandbox import fixtures
 from backend.sandbox.hub import CACHE_DIR_NAME, HubServer
 from backend.settings import DrafterConfig, HostConfig
-from tests.helpers import host_args, until
+from tests.helpers import CLI, Ran, host_args, run_cli, until
 from tests.hubrepo import MODEL_BYTES, RATE, REPO, run_job, write_repo
 from tests.simhost import PY38
 
@@ -48,14 +48,8 @@ async def conn(host: HostConfig):
     await c.close()
 
 
-def cli(host: HostConfig, *args: str, env: dict | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "backend.cli.main", "download", *args, *host_args(host)],
-        capture_output=True,
-        text=True,
-        env={**os.environ, **(env or {})},
-        timeout=60,
-    )
+def cli(host: HostConfig, *args: str, env: dict | None = None) -> Ran:
+    return run_cli("download", *args, *host_args(host), env=env, rc=None)
 
 
 def check_progress(events: list[dict], sizes: dict[str, int]) -> None:
@@ -100,7 +94,7 @@ async def test_download_progress_and_verified(conn, hub, tmp_path):
 
 async def test_cli_killed_mid_transfer_job_still_finishes(host, hub, tmp_path):
     to = tmp_path / "out"
-    argv = [sys.executable, "-m", "backend.cli.main", "download", REPO, "--to", str(to), "--endpoint", hub.url]
+    argv = [*CLI, "download", REPO, "--to", str(to), "--endpoint", hub.url]
     proc = subprocess.Popen([*argv, "--json", *host_args(host)], stdout=subprocess.PIPE, text=True)
     job_id = None
     for line in proc.stdout:
@@ -130,25 +124,16 @@ async def test_cli_prints_bars_and_drafter_name_from_config(hub, tmp_path):
         f'workdir = "{host.workdir}"\nhub_endpoint = "{hub.url}"\n'
         f'[drafters.aq]\nrepo = "{REPO}"\npath = "{to}"\n'
     )
-    res = subprocess.run(
-        [sys.executable, "-m", "backend.cli.main", "download", "aq", "--config", str(config)],
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    res = run_cli("download", "aq", "--config", str(config), rc=None)
     assert res.returncode == 0, res.stderr
     assert f"into {to}" in res.stdout and "ETA" not in res.stdout  # not a terminal: no bars, no redraws
     assert "model.safetensors: 48.00 MiB, sha256" in res.stdout and "verified" in res.stdout
     shutil.rmtree(to)
-    screen = on_a_terminal([sys.executable, "-m", "backend.cli.main", "download", "aq", "--config", str(config)])
+    screen = on_a_terminal([*CLI, "download", "aq", "--config", str(config)])
     assert "model.safetensors" in screen and "━" in screen and "100.0%" in screen and "MiB/s" in screen  # rich's bars
     assert "\x1b[" in screen and "\\x1b[" not in screen  # its colours and redraws as escapes, not shown as text
     assert "model.safetensors: 48.00 MiB, sha256" in screen
-    bad = subprocess.run(
-        [sys.executable, "-m", "backend.cli.main", "download", "ours", "--config", str(config)],
-        capture_output=True,
-        text=True,
-    )
+    bad = run_cli("download", "ours", "--config", str(config), rc=None)
     assert bad.returncode == 2 and "has no repo" in bad.stderr
 
 
@@ -284,12 +269,7 @@ async def test_cancel_removes_partial_files(host, conn, tmp_path):
             if ev["event"] == "progress" and ev["file"] == "model.safetensors" and ev["bytes"] > 0:
                 break
         assert incomplete_files(str(to))  # a partial file exists right now
-        res = subprocess.run(
-            [sys.executable, "-m", "backend.cli.main", "jobs", "cancel", job_id, "--json", *host_args(host)],
-            capture_output=True,
-            text=True,
-            timeout=60,
-        )
+        res = run_cli("jobs", "cancel", job_id, "--json", *host_args(host), rc=None)
         assert res.returncode == 0, res.stderr
         assert json.loads(res.stdout)["state"] == "cancelled"
     assert incomplete_files(str(to)) == [] and not (to / "model.safetensors").exists()

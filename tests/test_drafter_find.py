@@ -9,8 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -25,6 +23,7 @@ from backend.drafters import find as df
 from backend.drafters.sources import Sources
 from backend.sandbox import fixtures, hub_catalog
 from backend.sandbox.hub import HubServer, parse_front_matter
+from tests.helpers import Ran, run_cli
 from tests.simhost import PY38
 from tests.sshd import free_port
 
@@ -82,16 +81,9 @@ def write_config(tmp_path: Path, hub: HubServer, target: Path, **host: str) -> P
     return path
 
 
-def specdeck(config: Path, *args: str, rc: int | None = 0, env: dict | None = None) -> subprocess.CompletedProcess:
-    res = subprocess.run(
-        [sys.executable, "-m", "backend.cli.main", "--config", str(config), *args],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env={**os.environ, **(env or {})},
-    )
-    assert rc is None or res.returncode == rc, (res.stdout, res.stderr)
-    return res
+def specdeck(config: Path, *args: str, rc: int | None = 0, env: dict | None = None) -> Ran:
+    # huggingface_hub reads HF_HUB_OFFLINE once, when imported: a command with it set is a process of its own.
+    return run_cli("--config", str(config), *args, rc=rc, env=env, process=env is not None)
 
 
 def find(config: Path, *args: str, **kw) -> dict:
@@ -365,12 +357,7 @@ def test_the_host_searches_when_only_the_host_can_reach_the_hub(hub, target, tmp
 
 
 def test_in_the_sandbox_the_k25_drafter_is_found_added_downloaded_and_served():
-    def cli(*args: str, rc: int = 0) -> subprocess.CompletedProcess:
-        res = subprocess.run([sys.executable, "-m", "backend.cli.main", *args], capture_output=True, text=True)
-        assert res.returncode == rc, (res.stdout, res.stderr)
-        return res
-
-    up = json.loads(cli("sandbox", "up", "--hub-rate", "8G", "--json").stdout)
+    up = json.loads(run_cli("sandbox", "up", "--hub-rate", "8G", "--json").stdout)
     config = Path(up["config"])
     before = config.read_text()
     try:
@@ -404,4 +391,4 @@ def test_in_the_sandbox_the_k25_drafter_is_found_added_downloaded_and_served():
         assert status["args"]["drafter_path"].endswith("/drafters/kimi-k25-eagle3")
     finally:
         specdeck(config, "serve", "stop", "--yes", rc=None)
-        cli("sandbox", "down")
+        run_cli("sandbox", "down")

@@ -22,15 +22,9 @@ from backend.history import History, HistoryUnavailable, history_path
 from backend.history import store as history_store
 from backend.jobs import JobInfo, wait_job
 from backend.settings import builtin_defaults
-from tests.helpers import until
+from tests.helpers import run_cli, until
 
 REPO = Path(__file__).resolve().parents[1]
-
-
-def cli(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "backend.cli.main", *args], capture_output=True, text=True, cwd=REPO, timeout=60
-    )
 
 
 def digest(path: Path) -> str:
@@ -59,7 +53,7 @@ def newer_schema() -> Path:
 def test_cli_on_a_damaged_database_says_so_in_one_line():
     path = damaged()
     before = digest(path)
-    res = cli("history")
+    res = run_cli("history", rc=None)
     assert res.returncode != 0
     assert res.stderr.count("\n") == 1 and "internal error" not in res.stderr and "Traceback" not in res.stderr
     assert str(path) in res.stderr and "damaged" in res.stderr and "move it aside" in res.stderr
@@ -69,7 +63,7 @@ def test_cli_on_a_damaged_database_says_so_in_one_line():
 def test_cli_on_a_future_schema_refuses_without_writing():
     path = newer_schema()
     before = digest(path)
-    res = cli("history", "--json")
+    res = run_cli("history", "--json", rc=None)
     assert res.returncode != 0 and res.stdout == ""
     assert res.stderr.count("\n") == 1 and str(path) in res.stderr and "newer specdeck (schema 99)" in res.stderr
     assert digest(path) == before
@@ -128,7 +122,7 @@ def test_reading_needs_no_write_lock(three_runs):
     try:
         assert holder.stdout.readline().strip() == "held"
         t0 = time.monotonic()
-        res = cli("history")
+        res = run_cli("history", rc=None)
         assert res.returncode == 0, res.stderr
         assert "eagle3-aq" in res.stdout
         assert time.monotonic() - t0 < history_store.LOCK_TIMEOUT_S

@@ -22,7 +22,7 @@ from backend.connection import Connection
 from backend.errors import RemoteError
 from backend.serve import serving
 from backend.settings import HostConfig
-from tests.helpers import fill, host_args
+from tests.helpers import Ran, fill, host_args, run_cli
 from tests.simhost import make_settings, process_gone, until_gone
 
 
@@ -151,12 +151,8 @@ async def test_a_folder_without_pid_is_failed_after_a_while_and_removable(conn):
     assert not os.path.exists(legacy)
 
 
-def specdeck_cli(host: HostConfig, *args: str, rc: int = 0) -> subprocess.CompletedProcess:
-    res = subprocess.run(
-        [sys.executable, "-m", "backend.cli.main", *args, *host_args(host)], capture_output=True, text=True, timeout=120
-    )
-    assert res.returncode == rc, (res.stdout, res.stderr)
-    return res
+def specdeck_cli(host: HostConfig, *args: str, rc: int = 0) -> Ran:
+    return run_cli(*args, *host_args(host), rc=rc)
 
 
 async def test_jobs_rm_and_prune_remove_only_ended_jobs(conn, host):

@@ -4,10 +4,7 @@ ways (82 and 82.0, 2.7 and 2.71). Read from the rendered text, as an operator me
 
 from __future__ import annotations
 
-import os
 import re
-import subprocess
-import sys
 
 from backend.agent.host.shared.advice import CostModel
 from backend.history import History, Yardstick
@@ -15,6 +12,7 @@ from backend.report import document
 from backend.train import training
 from backend.train.predict import Basis
 from backend.tune import advisor
+from tests.helpers import run_cli
 from tests.runs import add_benched_run
 
 NUMBER = r"(\d+(?:\.\d+)?)"
@@ -65,10 +63,10 @@ def test_reports_advice_and_training_lines_print_each_quantity_one_way(tmp_path)
 
 
 def test_cli_prints_each_quantity_one_way(tmp_path):
-    env = {**os.environ, "SPECDECK_HISTORY": str(tmp_path / "none.sqlite3")}
+    env = {"SPECDECK_HISTORY": str(tmp_path / "none.sqlite3")}
     out = []
     for args in (["breakeven", "--cycle-ms", "30", "--baseline", "82", "--steps", "3"], ["config", "show"]):
-        res = subprocess.run([sys.executable, "-m", "backend.cli.main", *args], env=env, capture_output=True, text=True)
+        res = run_cli(*args, env=env, rc=None)
         assert res.returncode == 0, res.stderr
         out.append(res.stdout)
     text = "\n".join(out)

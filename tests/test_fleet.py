@@ -13,6 +13,7 @@ import pytest
 from backend import settings as settings_mod
 from backend.errors import ConfigError
 from backend.fleet import fleets, router_metrics
+from tests.helpers import run_cli
 
 HOSTS = """
 [hosts.gpu-a]
@@ -156,10 +157,10 @@ def test_config_show_lists_fleets(tmp_path):
     path.write_text(
         '[fleets.pair]\nprofile = "baseline"\nreplicas = [{host = "local"}, {host = "local", port = 30001}]\n'
     )
-    run = [sys.executable, "-m", "backend.cli.main", "config", "show", "--config", str(path)]
-    out = json.loads(subprocess.run([*run, "--json"], capture_output=True, text=True, check=True).stdout)
+    run = ["config", "show", "--config", str(path)]
+    out = json.loads(run_cli(*run, "--json").stdout)
     assert [r["port"] for r in out["fleets"]["pair"]["replicas"]] == [30000, 30001]
-    text = subprocess.run(run, capture_output=True, text=True, check=True).stdout
+    text = run_cli(*run).stdout
     assert "fleet pair: baseline@local:30000, baseline@local:30001 behind sglang-router cache_aware" in text
 
 
@@ -357,7 +358,6 @@ async def test_fleet_up_refuses_before_starting_anything(tmp_path, models, fleet
     """A replica's port taken by another program, or a router host whose Python lacks sglang-router: one
     sentence naming the replica (or saying how to install the router), exit 2, nothing started."""
     import socket
-    import subprocess
     from dataclasses import replace
 
     from backend.serve import serving

@@ -23,6 +23,7 @@ from backend.report.document import sweep_blocks
 from backend.serve import serving
 from backend.settings import HostConfig, load
 from backend.tune import sweep as sweep_mod
+from tests.helpers import arun_cli
 from tests.simhost import EAGLE, make_settings
 from tests.sshd import free_port
 
@@ -119,13 +120,8 @@ async def test_a_fleet_sweep_spreads_the_grid_tags_each_point_and_leaves_every_h
     config = _config(tmp_path / "fleet.toml", models, members, settings)
     args = ["sweep", "aq", "--fleet", "f", "--steps", "1,2,3", "--smart", "--requests", "2", "--max-tokens", "32",
             "--json"]  # fmt: skip
-    proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "backend.cli.main", "--config", str(config), *args,
-        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
-    )  # fmt: skip
-    out, err = await asyncio.wait_for(proc.communicate(), 120)
-    assert proc.returncode == 0, err.decode()
-    lines = [json.loads(line) for line in out.decode().splitlines()]
+    out = (await arun_cli("--config", str(config), *args)).stdout
+    lines = [json.loads(line) for line in out.splitlines()]
     done = lines[-1]
     assert all(p["tok_s"] > 0 and "failed" not in p for p in done["points"])
     by_host = {m.name: [p["steps"] for p in done["points"] if p["host"] == m.name] for m in members}

@@ -26,7 +26,7 @@ from backend.measure.metrics import Sample, live_samples, parse_lines
 from backend.report.charts import Chart, svg_chart, text_chart
 from backend.report.document import break_even_cell
 from backend.settings import HostConfig, builtin_defaults
-from tests.helpers import dialog_input, until
+from tests.helpers import dialog_input, run_cli, until
 from tests.runs import T0, add_run
 from tests.sshd import free_port
 from tests.test_layouts import column_shown
@@ -36,12 +36,6 @@ from tui.screens.history import HistoryPane
 from tui.widgets.runchart import RunChart
 
 REPO = Path(__file__).resolve().parents[1]
-
-
-def cli(*args: str, rc: int = 0) -> subprocess.CompletedProcess:
-    res = subprocess.run([sys.executable, "-m", "backend.cli.main", *args], capture_output=True, text=True, cwd=REPO)
-    assert res.returncode == rc, (res.stdout, res.stderr)
-    return res
 
 
 # --- storage ----------------------------------------------------------------------------------------------
@@ -363,7 +357,7 @@ def test_a_report_mixing_concurrency_labels_each_run(models, tmp_path):
         add_run(history, models, "serve-aq1", "aq-medai", 100.0, 3.3)
         add_run(history, models, "serve-aq4", "aq-medai", 77.5, 3.3, streams=4)
     out = tmp_path / "mixed.md"
-    cli("report", "serve-b1", "serve-aq1", "serve-aq4", "--out", str(out), "--no-inspect")
+    run_cli("report", "serve-b1", "serve-aq1", "serve-aq4", "--out", str(out), "--no-inspect")
     rows = {line.split(" | ")[0].strip("| ★"): line.split(" | ") for line in out.read_text().splitlines()}
     assert rows["serve-aq1"][4] == "1" and rows["serve-aq1"][9] == "+22.0% @1"  # measured at 1 stream
     assert rows["serve-aq4"][4] == "4" and rows["serve-aq4"][9] == "-5.5% /stream"  # no baseline measured at 4
@@ -373,7 +367,7 @@ def test_a_report_mixing_concurrency_labels_each_run(models, tmp_path):
 @pytest.mark.parametrize("suffix, charts", [("md", "interactive"), ("html", "interactive"), ("html", "static")])
 def test_report_holds_the_numbers_of_its_runs(three_runs, tmp_path, suffix, charts):
     out = tmp_path / f"report.{suffix}"
-    cli("report", "serve-1", "serve-2", "serve-3", "--out", str(out), "--host", "local", "--charts", charts)
+    run_cli("report", "serve-1", "serve-2", "serve-3", "--out", str(out), "--host", "local", "--charts", charts)
     text = out.read_text()
     for tok, acc in (("82.0", None), ("60.6", "2.00"), ("100.0", "3.30")):
         assert f"{tok}" in text
@@ -397,28 +391,28 @@ def test_report_holds_the_numbers_of_its_runs(three_runs, tmp_path, suffix, char
 
 def test_report_without_the_host_says_so(three_runs, tmp_path):
     out = tmp_path / "r.md"
-    cli("report", "serve-2", "--out", str(out), "--no-inspect")
+    run_cli("report", "serve-2", "--out", str(out), "--no-inspect")
     assert "the host was not asked" in out.read_text()
-    res = cli("report", "serve-2", "--out", str(tmp_path / "r.pdf"), rc=2)
+    res = run_cli("report", "serve-2", "--out", str(tmp_path / "r.pdf"), rc=2)
     assert ".md" in res.stderr and ".html" in res.stderr
-    res = cli("report", "serve-", "--out", str(out), rc=2)
+    res = run_cli("report", "serve-", "--out", str(out), rc=2)
     assert "matches 3 runs" in res.stderr
 
 
 def test_export_csv_and_json(three_runs, tmp_path):
-    rows = list(csv.DictReader(io.StringIO(cli("export", "serve-3-aq", "--csv").stdout)))
+    rows = list(csv.DictReader(io.StringIO(run_cli("export", "serve-3-aq", "--csv").stdout)))
     assert len(rows) == 30 and float(rows[1]["tok_s"]) == 100.0 and float(rows[0]["accept_len"]) == 3.3
     assert float(rows[0]["cycle_ms"]) == pytest.approx(1000 * 3.3 / 99.0)
     out = tmp_path / "x.json"
-    cli("export", "local/serve-2-ours", "--json", "--out", str(out))
+    run_cli("export", "local/serve-2-ours", "--json", "--out", str(out))
     doc = json.loads(out.read_text())
     assert doc["run"]["profile"] == "eagle3-ours" and doc["run"]["break_even_met"] is False
     assert len(doc["samples"]) == 30 and doc["benches"] == []
-    assert cli("export", "nope", "--csv", rc=2).stderr.startswith("specdeck: no run matches")
+    assert run_cli("export", "nope", "--csv", rc=2).stderr.startswith("specdeck: no run matches")
 
 
 def test_history_cli_lists_marks_and_deletes(three_runs):
-    doc = json.loads(cli("history", "--json").stdout)
+    doc = json.loads(run_cli("history", "--json").stdout)
     assert doc["yardstick"]["baseline_source"] == "configured" and doc["yardstick"]["break_even_accept_len"] == 2.46
     by_profile = {r["profile"]: r for r in doc["runs"]}
     assert by_profile["eagle3-aq"]["vs_baseline_pct"] == pytest.approx(21.95, abs=0.01)
@@ -426,14 +420,14 @@ def test_history_cli_lists_marks_and_deletes(three_runs):
     assert "per stream" in by_profile["eagle3-aq"]["vs_baseline_basis"]
     assert by_profile["eagle3-aq"]["levels"] == [{"streams": 1, "seconds": 30, "tok_s": 100.0, "total_tok_s": 100.0}]
     assert by_profile["eagle3-ours"]["break_even_met"] is False and by_profile["baseline"]["break_even_met"] is None
-    text = cli("history").stdout
+    text = run_cli("history").stdout
     assert "baseline 82.0 tok/s (configured)" in text and "met (+0.84 ±0.00)" in text
-    assert "measured by run local/serve-1-base" in cli("history", "baseline", "serve-1").stdout
-    assert json.loads(cli("history", "baseline", "--clear", "--json").stdout)["baseline_source"] == "configured"
-    assert cli("history", "baseline", rc=2).stderr.strip().endswith("or --clear")
-    assert "deleted 1 run(s)" in cli("history", "delete", "serve-2").stdout
-    assert len(json.loads(cli("history", "--json").stdout)["runs"]) == 2
-    tombstones = json.loads(cli("history", "--json", "--deleted").stdout)["deleted"]
+    assert "measured by run local/serve-1-base" in run_cli("history", "baseline", "serve-1").stdout
+    assert json.loads(run_cli("history", "baseline", "--clear", "--json").stdout)["baseline_source"] == "configured"
+    assert run_cli("history", "baseline", rc=2).stderr.strip().endswith("or --clear")
+    assert "deleted 1 run(s)" in run_cli("history", "delete", "serve-2").stdout
+    assert len(json.loads(run_cli("history", "--json").stdout)["runs"]) == 2
+    tombstones = json.loads(run_cli("history", "--json", "--deleted").stdout)["deleted"]
     assert [(t["id"], t["kind"]) for t in tombstones] == [("local/serve-2-ours", "run")]
 
 
@@ -585,7 +579,7 @@ def test_cli_history_prints_every_level_and_no_markdown():
         for streams, tok in ((1, 95.0), (4, 77.0)):
             result = {"server_job": "serve-levels", "tok_s": tok, "concurrency": streams, "ended": t + streams}
             history.record_bench("local", JobInfo(f"bench-{streams}", state="done"), result)
-    out = cli("history").stdout
+    out = run_cli("history").stdout
     assert "4 (8%)" in out and "|---|" not in out and "| run |" not in out
     curves = out.split("by concurrency:\n", 1)[1].splitlines()
     assert curves[0].split()[:4] == ["run", "profile", "1", "stream(s)"] and "serve-levels" in curves[1]

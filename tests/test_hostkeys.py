@@ -16,6 +16,7 @@ from backend.errors import ConnectionBlocked, HostKeyChanged, HostKeyUnknown
 from backend.transport.hostkeys import KnownHosts, decide, hashed_name, trust_host_key
 from backend.transport.ssh import SSHTransport
 from backend.transport.sshconfig import Hop, jump_hops
+from tests.helpers import Ran, run_cli
 from tests.sshd import Sshd, start_sshd
 
 USER = getpass.getuser()
@@ -207,10 +208,8 @@ def test_cli_exits_3_on_a_malformed_known_hosts_and_an_encrypted_identity(server
     bad.write_text("junk\n")
     key = tmp_path / "locked"
     subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "secret", "-f", str(key)], check=True)
-    env = {**os.environ}
     for args in (target.cli_args(str(tmp_path), known_hosts=str(bad)), target.cli_args(str(tmp_path), str(key))):
-        res = subprocess.run([sys.executable, "-m", "backend.cli.main", "ping", *args], capture_output=True,
-                             text=True, env=env, timeout=60)  # fmt: skip
+        res = run_cli("ping", *args, rc=None)
         assert res.returncode == 3, res.stderr
         assert len(res.stderr.strip().splitlines()) == 1 and "internal error" not in res.stderr
 
@@ -336,9 +335,8 @@ def test_cli_trust_records_only_the_fingerprint_the_operator_checked(servers, ho
     known.write_text("")
     jump_fp, target_fp = fingerprint_of(jump.host_key_pub), fingerprint_of(target.host_key_pub)
 
-    def cli(*args: str) -> subprocess.CompletedProcess:
-        argv = [sys.executable, "-m", "backend.cli.main", *args, "--host", "ssh://gpu", "--python", sys.executable]
-        return subprocess.run(argv, capture_output=True, text=True, env={**os.environ, "HOME": str(home)}, timeout=60)
+    def cli(*args: str) -> Ran:
+        return run_cli(*args, "--host", "ssh://gpu", "--python", sys.executable, env={"HOME": str(home)}, rc=None)
 
     res = cli("ping")  # what an operator meets first: the key, and the command that trusts it
     assert res.returncode == 3 and f"`specdeck trust {jump_fp}`" in res.stderr, res.stderr

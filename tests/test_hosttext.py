@@ -21,7 +21,7 @@ from backend import hosttext
 from backend.cli.common import log_stream
 from backend.connection import Connection
 from backend.settings import HostConfig
-from tests.helpers import host_args, until
+from tests.helpers import CLI, host_args, until
 from tests.simhost import start_server
 from tui.visiblefilter import VisibleControls
 
@@ -80,9 +80,6 @@ def read_pty(argv: list[str], timeout: float = 120) -> tuple[int, bytes]:
             break
     os.close(master)
     return proc.wait(timeout=timeout), bytes(data)
-
-
-CLI = [sys.executable, "-m", "backend.cli.main"]
 
 
 async def test_serve_logs_shows_a_hostile_log_line_as_escapes_on_a_terminal(models, tmp_path):

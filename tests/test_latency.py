@@ -5,8 +5,6 @@ from __future__ import annotations
 
 import json
 import math
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -14,6 +12,7 @@ import pytest
 from backend.measure import latency
 from backend.measure.histogram import Histogram, bucket_quantile
 from backend.measure.latency import LatencyWindow
+from tests.helpers import run_cli
 
 INF = math.inf
 
@@ -203,10 +202,6 @@ def test_the_scrape_in_sglangs_own_docs_lies_past_its_last_ttft_bucket() -> None
     assert itl.quantiles["p50"].value == pytest.approx(75 + 25 * (3_700_378.5 - 433_413) / (4_950_195 - 433_413))
 
 
-def _cli(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "backend.cli.main", *args], capture_output=True, text=True)
-
-
 def test_parse_metrics_reads_one_scrape_or_the_window_between_two(tmp_path) -> None:
     first, later = tmp_path / "a.prom", tmp_path / "b.prom"
     first.write_text(PAGE)
@@ -214,22 +209,22 @@ def test_parse_metrics_reads_one_scrape_or_the_window_between_two(tmp_path) -> N
     later.write_text(PAGE.replace('le="0.1",model_name="m"} 2.0', 'le="0.1",model_name="m"} 12.0')
                      .replace('le="0.2",model_name="m"} 4.0', 'le="0.2",model_name="m"} 14.0')
                      .replace('le="+Inf",model_name="m"} 4.0', 'le="+Inf",model_name="m"} 14.0'))  # fmt: skip
-    whole = json.loads(_cli("parse-metrics", str(first), "--latency", "--json").stdout)
+    whole = json.loads(run_cli("parse-metrics", str(first), "--latency", "--json").stdout)
     assert whole["kind"] == "latency" and whole["ttft_ms"]["count"] == 5
-    window = json.loads(_cli("parse-metrics", str(first), str(later), "--json").stdout)
+    window = json.loads(run_cli("parse-metrics", str(first), str(later), "--json").stdout)
     assert window["latency"]["ttft_ms"]["count"] == 10 and window["latency"]["ttft_ms"]["p50"] == pytest.approx(50)
     assert window["engine"]["gen_throughput"] == 80.0  # the gauges are the later scrape's
-    text = _cli("parse-metrics", str(first), str(later)).stdout
+    text = run_cli("parse-metrics", str(first), str(later)).stdout
     assert f"latency (from {first} to {later}, ms)" in text and "(merged over 2 series)" in text  # is_streaming
-    assert "ttft_ms" in _cli("parse-metrics", str(first)).stdout.split("latency (since the server started")[1]
+    assert "ttft_ms" in run_cli("parse-metrics", str(first)).stdout.split("latency (since the server started")[1]
 
 
 def test_parse_metrics_without_histograms_says_so_in_one_sentence(tmp_path) -> None:
     page = tmp_path / "gauges.prom"
     page.write_text("# TYPE sglang:gen_throughput gauge\nsglang:gen_throughput 1.0\n")
-    assert _cli("parse-metrics", str(page)).returncode == 0  # the gauges alone are still a scrape
+    assert run_cli("parse-metrics", str(page)).returncode == 0  # the gauges alone are still a scrape
     for args in ([str(page), "--latency"], [str(page), str(page)]):
-        res = _cli("parse-metrics", *args)
+        res = run_cli("parse-metrics", *args, rc=None)
         assert res.returncode == 2 and res.stdout == "" and len(res.stderr.strip().splitlines()) == 1
         assert "holds none of SGLang's latency histograms" in res.stderr and "--enable-metrics" in res.stderr
 

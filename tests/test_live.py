@@ -25,7 +25,7 @@ from backend.measure.metrics import Sample
 from backend.measure.series import LiveSeries
 from backend.sandbox.sglang_sim.timing import crossover_batch
 from backend.settings import HostConfig
-from tests.helpers import eventually, host_args
+from tests.helpers import CLI, arun_cli, eventually, host_args, run_cli
 from tests.sglang_lines import GENERATIONS
 from tests.simhost import PROFILES, PY38, log_lines_of, log_totals, recorded_totals, servers, start_server
 
@@ -41,13 +41,6 @@ SAMPLE_KEYS = {
     "cuda_graph",
     "ranks",
 }
-
-
-def cli(*args: str, rc: int | None = 0) -> subprocess.CompletedProcess:
-    res = subprocess.run([sys.executable, "-m", "backend.cli.main", *args], capture_output=True, text=True)
-    if rc is not None:
-        assert res.returncode == rc, (res.stdout, res.stderr)
-    return res
 
 
 # --- parse-log ------------------------------------------------------------------------------------------
@@ -107,7 +100,7 @@ def test_parse_log_json_reads_every_format_and_nothing_else(tmp_path):
     text, decode, prefill = saved_log()
     log = tmp_path / "server.log"
     log.write_text(text)
-    samples = json.loads(cli("parse-log", str(log), "--json", "--host", "local").stdout)
+    samples = json.loads(run_cli("parse-log", str(log), "--json", "--host", "local").stdout)
     assert all(set(s) == SAMPLE_KEYS for s in samples)
     assert [s["kind"] for s in samples].count("decode") == decode
     assert [s["kind"] for s in samples].count("prefill") == prefill
@@ -128,7 +121,7 @@ def test_parse_log_table_and_averages_leave_out_post_idle_throughput(tmp_path):
     text, decode, prefill = saved_log()
     log = tmp_path / "server.log"
     log.write_text(text)
-    out = cli("parse-log", str(log), "--host", "local").stdout
+    out = run_cli("parse-log", str(log), "--host", "local").stdout
     header = out.splitlines()[0].split()
     assert header[:9] == ["time", "kind", "tok/s", "accept", "rate", "run", "queue", "usage", "graph"]
     assert set(header[9:]) <= {"retract", "prealloc"}  # 0.5.23's #retracted-req and pre-allocated usage, as logged
@@ -156,12 +149,12 @@ def test_watch_lines_judge_per_stream_throughput():
 
 
 def test_parse_log_missing_or_empty_file(tmp_path):
-    res = cli("parse-log", str(tmp_path / "nope.log"), "--host", "local", rc=2)
+    res = run_cli("parse-log", str(tmp_path / "nope.log"), "--host", "local", rc=2)
     assert "does not exist" in res.stderr
     empty = tmp_path / "empty.log"
     empty.write_text("\n".join(NOISE))
-    assert json.loads(cli("parse-log", str(empty), "--json", "--host", "local").stdout) == []
-    assert "no Decode batch or Prefill batch lines" in cli("parse-log", str(empty), "--host", "local").stdout
+    assert json.loads(run_cli("parse-log", str(empty), "--json", "--host", "local").stdout) == []
+    assert "no Decode batch or Prefill batch lines" in run_cli("parse-log", str(empty), "--host", "local").stdout
 
 
 # --- breakeven ------------------------------------------------------------------------------------------
@@ -169,7 +162,7 @@ def test_parse_log_missing_or_empty_file(tmp_path):
 
 def test_breakeven_json_has_the_operators_figures():
     out = json.loads(
-        cli(
+        run_cli(
             "breakeven", "--cycle-ms", "30", "--baseline", "82", "--target", "150", "--target", "200",
             "--steps", "3", "--json", "--host", "local",
         ).stdout
@@ -185,7 +178,7 @@ def test_breakeven_json_has_the_operators_figures():
 
 
 def test_breakeven_defaults_come_from_the_settings(tmp_path):
-    out = json.loads(cli("breakeven", "--json", "--host", "local").stdout)
+    out = json.loads(run_cli("breakeven", "--json", "--host", "local").stdout)
     assert (out["cycle_ms"], out["baseline"], out["steps"]) == (30, 82, 3)  # reference + eagle3 profiles' steps
     assert [t["tok_s"] for t in out["targets"]] == [150, 200]
     config = tmp_path / "c.toml"
@@ -193,7 +186,9 @@ def test_breakeven_defaults_come_from_the_settings(tmp_path):
         "[reference]\nbaseline_tok_s = 90.0\ncycle_ms = 25.0\n"
         '[profiles.deep]\ndrafter = "ours"\nalgorithm = "EAGLE3"\nsteps = 7\ntopk = 1\ndraft_tokens = 8\n'
     )
-    out = json.loads(cli("breakeven", "--json", "--profile", "deep", "--target", "150", "--config", str(config)).stdout)
+    out = json.loads(
+        run_cli("breakeven", "--json", "--profile", "deep", "--target", "150", "--config", str(config)).stdout
+    )
     assert out["break_even_accept_len"] == 2.25 and out["steps"] == 7
     assert out["max_tok_s"] == 320 and out["targets"][0]["reachable"] is True
     # Finitely many steps need a higher acceptance than the unbounded limit promises.
@@ -201,7 +196,7 @@ def test_breakeven_defaults_come_from_the_settings(tmp_path):
 
 
 def test_breakeven_text_shows_limit_and_finite_steps_truth():
-    out = cli("breakeven", "--steps", "3", "--target", "150", "--target", "120", "--host", "local").stdout
+    out = run_cli("breakeven", "--steps", "3", "--target", "150", "--target", "120", "--host", "local").stdout
     assert "break-even accept length: 2.46" in out
     assert "ceiling with 3 steps: 133.3 tok/s" in out
     row150 = next(line for line in out.splitlines() if line.split()[0] == "150")
@@ -211,19 +206,19 @@ def test_breakeven_text_shows_limit_and_finite_steps_truth():
 
 
 def test_breakeven_defaults_to_the_measured_baseline_when_one_is_marked():
-    assert json.loads(cli("breakeven", "--json", "--host", "local").stdout)["baseline_source"] == "configured"
+    assert json.loads(run_cli("breakeven", "--json", "--host", "local").stdout)["baseline_source"] == "configured"
     with History.open() as history:
         run = history.upsert_run("local", JobInfo("serve-base", state="done", started=1e9))
         samples = [Sample(ts=1e9 + i, kind="decode", gen_tps=80.0 + i % 2, running_req=1) for i in range(10)]
         assert history.import_chunk(run, 0, 100, samples, filter_tail([], samples))
         history.set_baseline(run)
-    out = json.loads(cli("breakeven", "--json", "--host", "local").stdout)
+    out = json.loads(run_cli("breakeven", "--json", "--host", "local").stdout)
     assert out["baseline"] == 80.5 and out["baseline_source"] == "measured" and out["baseline_run"] == run
     assert out["break_even_accept_len"] == pytest.approx(30 * 80.5 / 1000)
-    assert "against 80.5 tok/s measured by run local/serve-base" in cli("breakeven", "--host", "local").stdout
-    given = json.loads(cli("breakeven", "--json", "--baseline", "82", "--host", "local").stdout)
+    assert "against 80.5 tok/s measured by run local/serve-base" in run_cli("breakeven", "--host", "local").stdout
+    given = json.loads(run_cli("breakeven", "--json", "--baseline", "82", "--host", "local").stdout)
     assert given["baseline"] == 82 and given["baseline_source"] == "given" and given["baseline_run"] is None
-    assert "the measured baseline run" in " ".join(cli("breakeven", "--help").stdout.split())
+    assert "the measured baseline run" in " ".join(run_cli("breakeven", "--help").stdout.split())
 
 
 @pytest.mark.parametrize(
@@ -237,26 +232,18 @@ def test_breakeven_defaults_to_the_measured_baseline_when_one_is_marked():
     ],
 )
 def test_breakeven_bad_input_is_exit_2(args, message):
-    assert message in cli("breakeven", *args, "--host", "local", rc=2).stderr
+    assert message in run_cli("breakeven", *args, "--host", "local", rc=2).stderr
 
 
 # --- the simulator as the host's running server ---------------------------------------------------------
-
-
-async def acli(*args: str) -> tuple[int, str, str]:
-    proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "backend.cli.main", *args, stdout=subprocess.PIPE, stderr=subprocess.PIPE
-    )
-    out, err = await proc.communicate()
-    return proc.returncode, out.decode(), err.decode()
 
 
 async def test_bench_baseline_ours_and_aq_against_the_break_even(sim_host: HostConfig, models):
     async with servers(sim_host, models, *PROFILES) as (conn, jobs):
         runs = await asyncio.gather(
             *(
-                acli("bench", "--json", "--requests", "2", "--max-tokens", "64", "--port", str(job.port),
-                     *host_args(sim_host))
+                arun_cli("bench", "--json", "--requests", "2", "--max-tokens", "64", "--port", str(job.port),
+                         *host_args(sim_host), rc=None, process=True)
                 for job in jobs.values()
             )
         )  # fmt: skip
@@ -309,7 +296,7 @@ async def test_bench_baseline_ours_and_aq_against_the_break_even(sim_host: HostC
         assert job["args"]["requests"] == 2 and job["args"]["prompts"] == "built-in"
 
         # Several servers and no --port: which one is a question for the user.
-        rc, _, err = await acli("bench", *host_args(sim_host))
+        rc, _, err = await arun_cli("bench", *host_args(sim_host), rc=None)
         assert rc == 2 and "3 servers are running" in err and "--port" in err
 
 
@@ -323,8 +310,9 @@ async def test_concurrency_sweep_finds_the_simulators_crossover_within_one_level
         # One sweep at a time, long enough to average the simulator's per-request noise: the margin at 8 streams
         # is ~6% of wall-clock tok/s, and two sweeps at once beside a CPU hog starved one of them past it.
         sweeps = [
-            await acli("bench", "--json", "--concurrency", "1,2,4,8", "--requests", "1", "--max-tokens", "320",
-                       "--slo-ttft-ms", "5000", "--slo-itl-ms", "1000", "--port", str(job.port), *host_args(host))
+            await arun_cli("bench", "--json", "--concurrency", "1,2,4,8", "--requests", "1", "--max-tokens", "320",
+                           "--slo-ttft-ms", "5000", "--slo-itl-ms", "1000", "--port", str(job.port), *host_args(host),
+                           rc=None)
             for job in jobs.values()
         ]  # fmt: skip
     docs = {}
@@ -345,8 +333,8 @@ async def test_concurrency_sweep_finds_the_simulators_crossover_within_one_level
     per_stream = [row["tok_s"] for row in base["levels"]]
     assert per_stream[0] > per_stream[-1]  # ...and each stream a little slower
     assert all(row["vs_baseline_streams"] is None for row in aq["levels"])  # no baseline curve yet: per stream
-    cli("history", "baseline", base["run"])
-    doc = json.loads(cli("history", "--json").stdout)
+    run_cli("history", "baseline", base["run"])
+    doc = json.loads(run_cli("history", "--json").stdout)
     assert set(doc["yardstick"]["baseline_bench_by_streams"]) == {"1", "2", "4", "8"}
     runs = {run["id"]: run for run in doc["runs"]}
     assert [point["streams"] for point in runs[aq["run"]]["curve"]] == list(levels)
@@ -360,14 +348,14 @@ async def test_concurrency_sweep_finds_the_simulators_crossover_within_one_level
     assert found in {max(c for c in levels if c < expected), min(c for c in levels if c >= expected)}, found
     assert runs[base["run"]]["falls_below_baseline_at"] is None
     # History and the report show both curves and where the drafter stops paying.
-    text = cli("history").stdout
+    text = run_cli("history").stdout
     assert "by concurrency" in text and f"at {found} concurrent stream(s)" in text
     md = tmp_path / "r.md"
-    cli("report", base["run"], aq["run"], "--out", str(md), "--no-inspect")
+    run_cli("report", base["run"], aq["run"], "--out", str(md), "--no-inspect")
     header = next(line for line in md.read_text().splitlines() if line.startswith("| run | profile | drafter"))
     row = next(line for line in md.read_text().splitlines() if line.startswith(f"| {aq['run'].rsplit('/', 1)[-1]} |"))
     assert header.endswith("| bench below baseline from |") and row.endswith(f"| {found} |")  # the History tab's too
-    cli("report", base["run"], aq["run"], "--out", str(tmp_path / "r.html"), "--no-inspect")
+    run_cli("report", base["run"], aq["run"], "--out", str(tmp_path / "r.html"), "--no-inspect")
     html = (tmp_path / "r.html").read_text()
     assert "Throughput against concurrency" in html and "concurrent streams" in html
     assert 'data-title="Decode throughput per stream against concurrency — SIMULATED"' in html
@@ -379,9 +367,9 @@ async def test_bench_prompts_file_and_bad_input(sim_host: HostConfig, models, tm
     prompts = tmp_path / "prompts.json"
     prompts.write_text(json.dumps(["Say hello.", "Count to ten.", "Name three colours."]))
     async with servers(sim_host, models, "baseline") as (conn, _):
-        rc, out, err = await acli(
+        rc, out, err = await arun_cli(
             "bench", "--json", "--requests", "3", "--max-tokens", "8", "--concurrency", "3", "--prompts",
-            str(prompts), *host_args(sim_host),
+            str(prompts), *host_args(sim_host), rc=None,
         )  # fmt: skip
         assert rc == 0, err
         result = json.loads(out)
@@ -392,28 +380,29 @@ async def test_bench_prompts_file_and_bad_input(sim_host: HostConfig, models, tm
         sent = json.loads(Path(job["dir"], "input.json").read_text())["prompts"][1]  # through the chat template
         assert sent == {"text": "<|im_user|>user<|im_middle|>Count to ten.<|im_end|><|im_assistant|>assistant"
                         "<|im_middle|>", "domain": "custom"}  # fmt: skip
-        rc, out, err = await acli(
-            "bench", "--json", "--concurrency", "1,2", "--requests", "1", "--max-tokens", "8", *host_args(sim_host)
+        rc, out, err = await arun_cli(
+            "bench", "--json", "--concurrency", "1,2", "--requests", "1", "--max-tokens", "8", *host_args(sim_host),
+            rc=None,
         )  # fmt: skip
         assert rc == 0, err  # a sweep over either transport: one bench a level
         assert [row["concurrency"] for row in json.loads(out)["levels"]] == [1, 2]
-    rc, _, err = await acli("bench", "--requests", "0", *host_args(sim_host))
+    rc, _, err = await arun_cli("bench", "--requests", "0", *host_args(sim_host), rc=None)
     assert rc == 2 and "--requests must be a whole number" in err
-    rc, _, err = await acli("bench", "--slo-itl-ms", "0", *host_args(sim_host))
+    rc, _, err = await arun_cli("bench", "--slo-itl-ms", "0", *host_args(sim_host), rc=None)
     assert rc == 2 and err.strip() == "specdeck: --slo-itl-ms must be a number of milliseconds above 0, got 0."
-    rc, _, err = await acli("bench", "--prompts", str(tmp_path / "none.txt"), *host_args(sim_host))
+    rc, _, err = await arun_cli("bench", "--prompts", str(tmp_path / "none.txt"), *host_args(sim_host), rc=None)
     assert rc == 2 and "does not exist" in err
 
 
 async def test_watch_streams_live_samples_and_says_when_no_server_runs(sim_host: HostConfig, models):
-    rc, out, err = await acli("watch", *host_args(sim_host))
+    rc, out, err = await arun_cli("watch", *host_args(sim_host), rc=None)
     assert rc == 1 and out == "" and "no SGLang server is running" in err and "specdeck serve start" in err
-    rc, _, err = await acli("bench", *host_args(sim_host))
+    rc, _, err = await arun_cli("bench", *host_args(sim_host), rc=None)
     assert rc == 1 and "no SGLang server is running" in err
 
     async with servers(sim_host, models, "eagle3-ours") as (conn, jobs):
         watch = await asyncio.create_subprocess_exec(
-            sys.executable, "-m", "backend.cli.main", "watch", "--json", *host_args(sim_host),
+            *CLI, "watch", "--json", *host_args(sim_host),
             stdout=subprocess.PIPE, stderr=subprocess.PIPE,
             # Ctrl-C as in a terminal, even when this run inherited an ignored SIGINT (a background CI job).
             preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
@@ -421,8 +410,8 @@ async def test_watch_streams_live_samples_and_says_when_no_server_runs(sim_host:
         try:
             assert "watching eagle3-ours on port" in (await asyncio.wait_for(watch.stderr.readline(), 30)).decode()
             port = str(jobs["eagle3-ours"].port)
-            rc, _, err = await acli(
-                "bench", "--requests", "1", "--max-tokens", "96", "--port", port, *host_args(sim_host)
+            rc, _, err = await arun_cli(
+                "bench", "--requests", "1", "--max-tokens", "96", "--port", port, *host_args(sim_host), rc=None
             )
             assert rc == 0, err
             samples, latency = [], []
@@ -457,8 +446,8 @@ async def test_live_feed_follows_polls_and_resets_for_a_new_server(sim_host: Hos
         task = asyncio.create_task(feed.run())
         try:
             port = str(jobs["eagle3-aq"].port)
-            rc, _, err = await acli(
-                "bench", "--requests", "1", "--max-tokens", "96", "--port", port, *host_args(sim_host)
+            rc, _, err = await arun_cli(
+                "bench", "--requests", "1", "--max-tokens", "96", "--port", port, *host_args(sim_host), rc=None
             )
             assert rc == 0, err
             # Samples come from the log, info and metrics from polls (a round may miss one on a loaded machine).
@@ -517,8 +506,7 @@ async def test_live_feed_records_what_it_follows_from_where_the_history_stopped(
         run_id = run_id_of("local", job.id)
         # Part of the log is in the history already (imported while no panel followed it: `specdeck bench` imports
         # its run as a sync does, so its report holds the samples so far; a sync after it finds what is left).
-        rc, _, err = await acli("bench", "--requests", "1", "--max-tokens", "64", "--port", port, *host_args(host))
-        assert rc == 0, err
+        await arun_cli("bench", "--requests", "1", "--max-tokens", "64", "--port", port, *host_args(host))
         with History.open() as history:
             await sync_from_host(history, conn)
             imported = history.imported(run_id)
@@ -530,8 +518,7 @@ async def test_live_feed_records_what_it_follows_from_where_the_history_stopped(
         feed = LiveFeed(conn, LiveSeries(82.0), poll_s=0.2, recorder=recorder)
 
         async def bench_then_stop() -> None:
-            rc, _, err = await acli("bench", "--requests", "1", "--max-tokens", "96", "--port", port, *host_args(host))
-            assert rc == 0, err
+            await arun_cli("bench", "--requests", "1", "--max-tokens", "96", "--port", port, *host_args(host))
             await conn.call("jobs.cancel", id=job.id)
 
         try:
@@ -575,8 +562,7 @@ async def test_live_feed_loses_no_line_across_a_dropped_ssh_link(sshd, models, t
         port = str(job.port)
 
         async def bench_then_stop() -> None:
-            rc, _, err = await acli("bench", "--requests", "2", "--max-tokens", "96", "--port", port, *host_args(local))
-            assert rc == 0, err
+            await arun_cli("bench", "--requests", "2", "--max-tokens", "96", "--port", port, *host_args(local))
             await setup.call("jobs.cancel", id=job.id)
 
         conn = Connection(ssh)

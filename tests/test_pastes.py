@@ -8,20 +8,16 @@ from __future__ import annotations
 
 import math
 import subprocess
-import sys
 from pathlib import Path
 
 from backend.measure.prometheus import read_scrape
+from tests.helpers import run_cli
 
 REAL = Path(__file__).parent / "fixtures" / "real"
 
 
 def _text(name: str) -> str:
     return (REAL / name).read_text(encoding="utf-8")
-
-
-def _cli(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "backend.cli.main", *args], capture_output=True, text=True)
 
 
 # --- /metrics pastes -----------------------------------------------------------------------------------
@@ -112,11 +108,11 @@ def test_hybrid_pool_usage_and_first_collector_names() -> None:
 
 
 def test_parse_metrics_says_what_it_could_not_read() -> None:
-    out = _cli("parse-metrics", str(REAL / "metrics-dp-ranks-hand-summary-miles-pr2012.txt"))
+    out = run_cli("parse-metrics", str(REAL / "metrics-dp-ranks-hand-summary-miles-pr2012.txt"))
     assert out.returncode == 0, out.stderr
     assert "no SGLang series (sglang:…) read from it" in out.stdout
     assert "note: not /metrics exposition" in out.stdout and "note: 5 lines unreadable" in out.stdout
-    out = _cli("parse-metrics", str(REAL / "metrics-docs-early-curl-line-func-latency.prom"), "--json")
+    out = run_cli("parse-metrics", str(REAL / "metrics-docs-early-curl-line-func-latency.prom"), "--json")
     assert '"notes": [\n    "1 shell line skipped' in out.stdout
 
 
@@ -217,12 +213,12 @@ def test_other_programs_logs_are_named() -> None:
 
 
 def test_parse_log_says_what_it_could_not_read() -> None:
-    out = _cli("parse-log", str(REAL / "log-hicache-prealloc-transfer-req-pr30393.log"))
+    out = run_cli("parse-log", str(REAL / "log-hicache-prealloc-transfer-req-pr30393.log"))
     assert out.returncode == 0, out.stderr
     rows = out.stdout.splitlines()
     assert rows[5].endswith("(cut)") and rows[5].split()[3] == "1.44" and rows[5].split()[4] == "-"
     assert out.stdout.rstrip().endswith("accept len: 1.44, accept rate: 0'")
-    out = _cli("parse-log", str(REAL / "router-log-grpc-health-fail-pr11310.log"), "--json")
+    out = run_cli("parse-log", str(REAL / "router-log-grpc-health-fail-pr11310.log"), "--json")
     assert out.stdout.strip() == "[]" and "specdeck: note: an sglang-router log" in out.stderr
 
 
@@ -395,12 +391,12 @@ def test_dflash_and_mtp_drafters_are_judged_by_their_own_kind(tmp_path: Path) ->
 
 def test_inspect_prints_what_a_config_alone_says(tmp_path: Path) -> None:
     folder = _config_folder(tmp_path, "drafter-eagle3.1-explicit-head-dim-specforge-qwen3-30b-a3b.json")
-    out = _cli("--host", "local", "inspect", f"file://{folder}")
+    out = run_cli("--host", "local", "inspect", f"file://{folder}")
     assert out.returncode == 0, out.stderr
     assert "tensors: none read (no safetensors file): the shapes are unchecked, not missing" in out.stdout
     assert "config says: EAGLE-3.1 extras set: fc_norm, norm_output" in out.stdout
     assert "drafter: EAGLE3: --speculative-algorithm EAGLE3" in out.stdout
-    dflash = _cli(
+    dflash = run_cli(
         "--host",
         "local",
         "inspect",
@@ -416,7 +412,7 @@ def test_a_hub_repo_with_config_json_alone(tmp_path: Path) -> None:
     repo.mkdir(parents=True)
     (repo / "config.json").write_text(_text("drafter-dflash-specforge-qwen3-4b.json"), encoding="utf-8")
     with HubServer(tmp_path / "hub") as hub:
-        out = _cli("--host", "local", "inspect", "hf://z-lab/qwen3-4b-dflash", "--endpoint", hub.url)
+        out = run_cli("--host", "local", "inspect", "hf://z-lab/qwen3-4b-dflash", "--endpoint", hub.url)
     assert out.returncode == 0, out.stderr
     assert "config says: a DFlash block drafter" in out.stdout and "unchecked, not missing" in out.stdout
 
@@ -425,7 +421,7 @@ def test_a_hub_repo_with_config_json_alone(tmp_path: Path) -> None:
 
 
 def _advise(name: str) -> subprocess.CompletedProcess:
-    return _cli("advise", "--from", str(REAL / name))
+    return run_cli("advise", "--from", str(REAL / name), rc=None)
 
 
 def test_bench_serving_output_is_named_with_what_it_says() -> None:

@@ -7,8 +7,6 @@ from __future__ import annotations
 
 import json
 import math
-import subprocess
-import sys
 from datetime import datetime
 from pathlib import Path
 
@@ -16,6 +14,7 @@ import pytest
 
 from backend.measure.metrics import parse_lines, read_log
 from backend.measure.prometheus import read_scrape
+from tests.helpers import run_cli
 
 REAL = Path(__file__).parent / "fixtures" / "real"
 
@@ -80,31 +79,15 @@ def test_a_0_5_1_scrape_and_the_first_name_labelled_one() -> None:
 
 def test_parse_metrics_cli_prints_a_row_per_series_and_the_engine(tmp_path: Path) -> None:
     path = REAL / "metrics-draft-and-target-tool-eval-bench.prom"
-    out = subprocess.run(
-        [sys.executable, "-m", "backend.cli.main", "parse-metrics", str(path), "--sglang-version", "0.5.23"],
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout
+    out = run_cli("parse-metrics", str(path), "--sglang-version", "0.5.23").stdout
     lines = out.splitlines()
     assert lines[1].split()[:3] == ["draft", "-", "0"] and lines[2].split()[:3] == ["unified", "-", "0"]
     assert lines[3].split()[0] == "engine" and "2.80" in lines[3] and "2.70" not in lines[3]
     assert "draft worker (engine_type=draft): accept length 2.70" in out
     assert "rate: accept rate (drafts only)" in out
-    data = json.loads(
-        subprocess.run(
-            [sys.executable, "-m", "backend.cli.main", "parse-metrics", str(path), "--json"],
-            capture_output=True,
-            text=True,
-            check=True,
-        ).stdout
-    )
+    data = json.loads(run_cli("parse-metrics", str(path), "--json").stdout)
     assert data["engine"]["spec_accept_length"] == 2.8 and len(data["series"]) == 2
-    missing = subprocess.run(
-        [sys.executable, "-m", "backend.cli.main", "parse-metrics", str(tmp_path / "none.prom")],
-        capture_output=True,
-        text=True,
-    )
+    missing = run_cli("parse-metrics", str(tmp_path / "none.prom"), rc=None)
     assert missing.returncode == 2 and "does not exist" in missing.stderr and "Traceback" not in missing.stderr
 
 
@@ -398,12 +381,7 @@ def test_parse_log_and_watch_say_the_engines_sum_and_each_rank(tmp_path: Path) -
 
     log = tmp_path / "dp.log"
     log.write_text("\n".join(_steady("log-dp16-node1-pr20766.log")) + "\n")
-    out = subprocess.run(
-        [sys.executable, "-m", "backend.cli.main", "parse-log", str(log), "--host", "local"],
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout
+    out = run_cli("parse-log", str(log), "--host", "local").stdout
     assert "aggregate gen throughput: mean" in out and "8 DP ranks, each its own batch" in out
     assert "  DP15: 3.8 tok/s over 12.0 running" in out
     series = LiveSeries(82.0)
@@ -481,8 +459,7 @@ def test_inspect_and_diff_say_an_eagle1_drafter_needs_eagle(tmp_path: Path) -> N
     (target / "config.json").write_text(json.dumps(LLAMA2_7B))
 
     def cli(*args: str) -> str:
-        run = [sys.executable, "-m", "backend.cli.main", *args, "--host", "local"]
-        return subprocess.run(run, capture_output=True, text=True, check=True).stdout
+        return run_cli(*args, "--host", "local").stdout
 
     assert "drafter: EAGLE-1/2 (not EAGLE-3): --speculative-algorithm EAGLE" in cli("inspect", str(drafter))
     out = cli("diff", str(drafter), str(drafter), "--target", str(target))

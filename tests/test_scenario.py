@@ -6,7 +6,6 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import subprocess
 import sys
 from pathlib import Path
 
@@ -18,6 +17,7 @@ from backend.sandbox.sglang_sim import scenario
 from backend.sandbox.sglang_sim import timing as sim
 from backend.settings import HostConfig
 from backend.tune import sweep as sweep_mod
+from tests.helpers import run_cli
 from tests.simhost import EAGLE, make_settings
 
 REPO = Path(__file__).resolve().parents[1]
@@ -45,10 +45,7 @@ def test_a_scenario_is_checked_key_by_key(tmp_path):
             scenario.Scenario(broken)
     bad = tmp_path / "bad.json"
     bad.write_text(json.dumps({**good, "drafters": {"ours": {"per_position": [1.5]}}}))
-    out = subprocess.run(
-        [sys.executable, "-m", "backend.cli.main", "sandbox", "up", "--scenario", str(bad)],
-        cwd=REPO, capture_output=True, text=True, env=os.environ,
-    )  # fmt: skip
+    out = run_cli("sandbox", "up", "--scenario", str(bad), rc=None)
     assert out.returncode == 2 and "drafters.ours.per_position[0] is 1.5" in out.stderr
     assert "Traceback" not in out.stderr and len(out.stderr.strip().splitlines()) == 1
     state = Path(os.environ["XDG_STATE_HOME"]) / "specdeck" / "sandbox"

@@ -14,6 +14,7 @@ from backend.connection import Connection
 from backend.errors import HostKeyChanged, HostKeyUnknown
 from backend.settings import HostConfig
 from backend.transport.hostkeys import trust_host_key
+from tests.helpers import run_cli
 from tests.sshd import Sshd
 
 
@@ -56,19 +57,13 @@ async def test_changed_key_is_always_refused(sshd: Sshd, tmp_path):
         await Connection.open(ssh_host(sshd, tmp_path, str(known)))
 
 
-def run_cli(*args: str, env_extra: dict | None = None) -> subprocess.CompletedProcess:
-    import os
-
-    env = dict(os.environ, **(env_extra or {}))
-    return subprocess.run([sys.executable, "-m", "backend.cli.main", *args], capture_output=True, text=True, env=env)
-
-
 def test_cli_unknown_key_exit_3_with_fingerprint(sshd: Sshd, tmp_path):
     known = tmp_path / "known_hosts"
     known.write_text("")
     res = run_cli(
         "ping",
         *sshd.cli_args(str(tmp_path), known_hosts=str(known)),
+        rc=None,
     )
     assert res.returncode == 3
     assert fingerprint(str(sshd.dir / "host_key.pub")) in res.stderr
@@ -82,6 +77,7 @@ def test_cli_ping_over_ssh_json(sshd: Sshd, tmp_path):
         "--count",
         "3",
         *sshd.cli_args(str(tmp_path)),
+        rc=None,
     )
     assert res.returncode == 0, res.stderr
     out = json.loads(res.stdout)
@@ -96,7 +92,8 @@ def test_cli_refused_key_exit_3(sshd: Sshd, tmp_path):
     res = run_cli(
         "ping",
         *sshd.cli_args(str(tmp_path), identity=str(stranger)),
-        env_extra={"SSH_AUTH_SOCK": ""},
+        env={"SSH_AUTH_SOCK": ""},
+        rc=None,
     )
     assert res.returncode == 3
     assert "refused our SSH key" in res.stderr

@@ -11,7 +11,6 @@ import os
 import shlex
 import signal
 import subprocess
-import sys
 import time
 import urllib.request
 from pathlib import Path
@@ -20,6 +19,7 @@ import pytest
 
 from backend.cli.webcmds import is_loopback, panel_command
 from tests.chromium import CHROMIUM, Chromium
+from tests.helpers import CLI, run_cli
 from tests.sshd import free_port
 
 REPO = Path(__file__).resolve().parents[1]
@@ -63,10 +63,7 @@ def test_panel_command_is_specdeck_with_the_same_config_and_host(tmp_path):
 
 
 def test_bad_port_is_a_usage_error():
-    res = subprocess.run(
-        [sys.executable, "-m", "backend.cli.main", "web", "--host", "local", "--port", "70000"],
-        capture_output=True, text=True, cwd=REPO,
-    )  # fmt: skip
+    res = run_cli("web", "--host", "local", "--port", "70000", rc=None)
     assert res.returncode == 2 and "--port must be a TCP port" in res.stderr
 
 
@@ -74,7 +71,7 @@ async def start_web(*args: str, env: dict | None = None) -> tuple[subprocess.Pop
     """`specdeck web ARGS` on a free port; returns the process, the URL it printed and what came before."""
     port = free_port()
     server = subprocess.Popen(
-        [sys.executable, "-m", "backend.cli.main", "web", "--port", str(port), *args],
+        [*CLI, "web", "--port", str(port), *args],
         cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True,
         env={**os.environ, **(env or {})},
     )  # fmt: skip
@@ -206,10 +203,7 @@ async def test_page_and_socket_refuse_requests_without_the_token_or_from_another
 
 
 def test_a_short_fixed_token_is_refused(tmp_path):
-    res = subprocess.run(
-        [sys.executable, "-m", "backend.cli.main", "web", "--host", "local", "--port", str(free_port())],
-        capture_output=True, text=True, cwd=REPO, env={**os.environ, "SPECDECK_WEB_TOKEN": "short"},
-    )  # fmt: skip
+    res = run_cli("web", "--host", "local", "--port", str(free_port()), env={"SPECDECK_WEB_TOKEN": "short"}, rc=None)
     assert res.returncode == 2 and "at least 16 characters" in res.stderr
 
 
