@@ -5,7 +5,7 @@ PYTHON  ?= python3
 STAMP   := $(VENV)/.installed
 SUDO    := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: setup demo test test-stress test-deps bench lint typecheck screenshots clean
+.PHONY: setup demo test test-fast test-stress test-deps bench lint typecheck screenshots clean
 
 setup: $(STAMP)
 
@@ -23,6 +23,10 @@ demo: setup
 PARALLEL ?= -n auto --dist loadgroup
 test: test-deps typecheck
 	@scripts/netns-run $(PY) -m pytest $(PARALLEL) $(PYTEST_ARGS)
+
+# The inner loop: the suite less the tests marked slow (each 1 s of CPU or more), in parallel workers.
+test-fast: test-deps
+	@scripts/netns-run $(PY) -m pytest $(PARALLEL) -m "not slow" $(PYTEST_ARGS)
 
 # The whole suite three times in a row beside a CPU hog, zero failures: flakes show here, not in CI.
 test-stress: test-deps

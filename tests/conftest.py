@@ -40,12 +40,50 @@ def pytest_xdist_auto_num_workers(config) -> int:
     return min(MAX_WORKERS, 2 * (os.cpu_count() or 1))
 
 
+# Each module says what kind of test it holds (``pytestmark``); `make test-fast` and ``-m`` select by them.
+KINDS = {
+    "unit": "code in the test's own process: it starts no other process and drives no panel",
+    "tui": "drives the panel (a Textual app under Pilot) or renders its screens",
+    "e2e": "runs real processes: the host agent, the SIMULATED SGLang, the sandbox hub, the router, chromium",
+}
+MARKS = {
+    **KINDS,
+    "ssh": "reaches a host through a real sshd on loopback (set on every test whose fixtures start one)",
+    "slow": "left out of `make test-fast`: 1 s of CPU or more (its processes' too), measured on 2 cores",
+}
+
+
 def pytest_configure(config) -> None:
-    """An xdist worker gets a network namespace of its own (only loopback, up): each has all the ports, so no
-    two workers' servers (the sshd, simulators, the sandbox's fixed 30000 and 8000, the host's port picker)
-    ever race for one."""
+    """Registers the marks. An xdist worker gets a network namespace of its own (only loopback, up): each has
+    all the ports, so no two workers' servers (the sshd, simulators, the sandbox's fixed 30000 and 8000, the
+    host's port picker) ever race for one."""
+    for name, meaning in MARKS.items():
+        config.addinivalue_line("markers", f"{name}: {meaning}")
     if "PYTEST_XDIST_WORKER" in os.environ:
         _own_loopback()
+
+
+def pytest_collection_modifyitems(config, items) -> None:
+    """``ssh`` goes on every test that reaches the loopback sshd through its fixtures."""
+    for item in items:
+        if _reaches_sshd(item):
+            item.add_marker("ssh")
+
+
+def pytest_runtest_setup(item) -> None:
+    """A test in a module without a kind mark fails, saying how to mark it (so a new module says what it is)."""
+    if not KINDS.keys() & {m.name for m in item.iter_markers()}:
+        pytest.fail(
+            f"{item.path.name}: no kind mark: begin the module with `pytestmark = pytest.mark.unit` (or tui, e2e, "
+            "or both; KINDS in tests/conftest.py says which is which)",
+            pytrace=False,
+        )
+
+
+def _reaches_sshd(item) -> bool:
+    params = getattr(item, "callspec", None)
+    values = params.params.values() if params else ()
+    return "sshd" in item.fixturenames or any(v == "ssh" or (isinstance(v, tuple) and "ssh" in v) for v in values)
 
 
 def _own_loopback() -> None:

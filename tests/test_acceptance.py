@@ -6,6 +6,8 @@ import pytest
 
 from backend.agent.host.shared import acceptance
 
+pytestmark = pytest.mark.unit
+
 
 def test_histogram_gives_per_position_acceptance_and_accept_length():
     # 10 verifies, 3 steps: 2 accepted nothing, 3 one draft, 4 two, 1 all three.

@@ -16,6 +16,8 @@ import pytest
 from backend.agent.host.serve import LogScan, _steps_now
 from backend.agent.host.shared.logline import tier_line
 
+pytestmark = pytest.mark.unit
+
 STAMP = "[2026-10-30 12:00:0{}.{:03d} TP0] "
 
 

@@ -26,6 +26,8 @@ from backend.sglang.adaptive import AdaptivePolicy, default_config
 from backend.tune.advisor import settled_tiers
 from tests.simhost import make_settings
 
+pytestmark = pytest.mark.e2e
+
 SCENARIOS = Path(__file__).resolve().parents[1] / "backend" / "sandbox" / "scenarios"
 T3 = SCENARIOS / "t3-adaptive-wins-verify-grows-with-batch.json"
 T4 = SCENARIOS / "t4-adaptive-loses-costly-steps.json"
@@ -68,6 +70,7 @@ def test_adaptive_loses_where_acceptance_climbs_past_the_cheapest_step_count():
     assert best in (2, 3) and per_stream(chosen, 1, 3) > 1.08 * per_stream(chosen, 1, 5)
 
 
+@pytest.mark.slow
 async def test_the_simulator_measures_the_win(models, tmp_path, monkeypatch):
     """The A/B on SIMULATED SGLang under t3: 16 streams each, fixed 3 steps against the ladder; the adaptive
     server's log shows the slot from 8 streams holding tier 0."""
@@ -103,6 +106,7 @@ async def test_the_simulator_measures_the_win(models, tmp_path, monkeypatch):
     assert measured["ladder"] > 1.25 * measured["fixed"], measured
 
 
+@pytest.mark.slow
 async def test_advise_adaptive_serves_its_proposal_and_benches_it_against_fixed_steps(models, tmp_path):
     """The Tune tab's A, ``advise --adaptive --ab``: the proposal from a history whose drafter falls below the
     baseline at 16 streams ({"1": [1, 3], "16": [0]}) served as <profile>-adaptive, then the best fixed step count,

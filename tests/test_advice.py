@@ -22,6 +22,8 @@ from backend.agent.host.shared.advice import (
     step_times_ms,
 )
 
+pytestmark = pytest.mark.unit
+
 # T1: Llama-3.1-8B EAGLE-3 on vLLM, batch 1 (accept length and ms per output token by K); plain step 7.07 ms.
 T1_AL = {2: 2.36, 3: 2.79, 4: 3.08, 5: 3.32, 6: 3.46, 7: 3.54}
 T1_TPOT = {2: 4.32, 3: 4.09, 4: 4.05, 5: 4.13, 6: 4.20, 7: 4.29}

@@ -14,6 +14,8 @@ from backend.tune import advisor
 from tests.helpers import Ran, run_cli
 from tests.runs import add_benched_run
 
+pytestmark = pytest.mark.unit
+
 
 @pytest.fixture
 def history(tmp_path):

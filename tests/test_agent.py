@@ -20,6 +20,8 @@ from backend.errors import RemoteError
 from backend.settings import HostConfig
 from tests.simhost import PY38
 
+pytestmark = pytest.mark.e2e
+
 ROOT = Path(__file__).resolve().parent.parent
 
 

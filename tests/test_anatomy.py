@@ -24,6 +24,8 @@ from tests.helpers import run_cli
 from tests.runs import add_run
 from tests.simhost import log_lines_of, servers
 
+pytestmark = pytest.mark.e2e
+
 TRACES = Path(__file__).parent / "fixtures" / "real" / "traces"
 SPEC = {"steps": 3, "draft_tokens": 4, "draft_steps": 3}
 COSTS = {"draft_step_ms": 1.5, "eager_factor": 1.6}  # the simulator's DRAFT_STEP_MS and NO_CUDA_GRAPH_FACTOR
@@ -171,6 +173,7 @@ def test_the_bar_keeps_its_length_proportional():
 # --- end to end: SGLang's (SIMULATED) profiler on a running server, the traces read on the host -----------------
 
 
+@pytest.mark.slow
 async def test_profile_a_running_server_reads_its_traces_on_the_host(sim_host, models):
     async with servers(sim_host, models, "eagle3-ours", "baseline") as (conn, jobs):
         plan = anatomy.ProfilePlan(steps=4)
@@ -196,6 +199,7 @@ async def test_profile_a_running_server_reads_its_traces_on_the_host(sim_host, m
     assert any("Profiling done. Traces are saved to: " + str(trace_dir) in line for line in log)
 
 
+@pytest.mark.slow
 async def test_profile_says_why_when_the_server_cannot_be_profiled(sim_host, models):
     async with servers(sim_host, models, "eagle3-ours") as (conn, jobs):
         job = jobs["eagle3-ours"]

@@ -22,6 +22,8 @@ from backend.sandbox.hub import HubServer
 from tests.simhost import TIME_SCALE, specdeck
 from tests.sshd import free_port
 
+pytestmark = pytest.mark.e2e
+
 MESSAGES = [{"role": "user", "content": "Name three colours."}]
 
 
@@ -160,6 +162,7 @@ env = {{ SPECDECK_SIM_TIME_SCALE = "{TIME_SCALE}" }}
     return path
 
 
+@pytest.mark.slow
 def test_bench_says_its_template_domains_and_loops(config):
     specdeck(config, "serve", "start", "eagle3-aq", "--wait-ready")
     try:

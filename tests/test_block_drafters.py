@@ -18,6 +18,8 @@ from backend.sandbox import fixtures as fx
 from backend.serve import serving
 from backend.settings import ProfileConfig, builtin_defaults
 
+pytestmark = pytest.mark.e2e
+
 REAL = Path(__file__).parent / "fixtures" / "real"
 DFLASH2 = json.loads((REAL / "drafter-dflash2-zlab-test-fixture.json").read_text())
 QWEN3_4B_DFLASH = json.loads((REAL / "drafter-dflash-specforge-qwen3-4b.json").read_text())
@@ -153,6 +155,7 @@ T5 = (
 )
 
 
+@pytest.mark.slow
 async def test_kimi_k25_published_accept_lengths_as_a_scenario(models, tmp_path):
     """t5: the accept lengths the Kimi-K2.5 drafters' cards publish (GSM8K: EAGLE-3 3.20 at 3 steps, DFlash 5.3
     at block 8), served by SIMULATED SGLang: the DFlash drafter under DFLASH (one draft pass a block), the EAGLE-3

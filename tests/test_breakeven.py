@@ -17,6 +17,8 @@ from backend.measure.breakeven import (
     live_breakeven,
 )
 
+pytestmark = pytest.mark.unit
+
 
 def test_the_operators_figures() -> None:
     result = breakeven(30, 82, targets=[150, 200], steps=3)

@@ -11,6 +11,8 @@ from textual.app import App, ComposeResult
 from backend.measure.series import RingSeries
 from tui.widgets.chart import RefLine, SeriesChart, nice_ticks, row_ticks, stretches, tick_label
 
+pytestmark = pytest.mark.tui
+
 
 def test_nice_ticks_are_round_and_keep_a_least_span():
     ticks = nice_ticks([81.1, 83.1, 82.014], min_span=16.4)  # ±10% of 82: ±1 tok/s is not the plot's height

@@ -26,6 +26,8 @@ from backend.sandbox import fixtures as fx
 from tests.realweights import bf16_bits, write_real
 from tests.simhost import PY38
 
+pytestmark = pytest.mark.e2e
+
 ROOT = Path(__file__).resolve().parents[1]
 K2_TARGET = fx.KIMI_K2_TARGET_CONFIG
 

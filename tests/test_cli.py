@@ -20,6 +20,8 @@ from backend.sandbox.hub import CACHE_DIR_NAME
 from tests.helpers import CLI, run_cli
 from tests.simhost import process_gone
 
+pytestmark = pytest.mark.e2e
+
 
 def all_command_paths(parser: argparse.ArgumentParser, prefix=()):
     for action in parser._actions:
@@ -135,6 +137,7 @@ def test_ping_and_jobs_local_json():
     assert "no job nope-1" in res.stderr
 
 
+@pytest.mark.slow
 def test_sandbox_up_and_down(sshd):
     out = json.loads(run_cli("sandbox", "up", "--json").stdout)
     assert [h["name"] for h in out["hosts"]] == ["sandbox"] and out["fleet"] is None  # one host unless asked
@@ -198,6 +201,7 @@ def test_closed_stdout_pipe_exits_quietly(tmp_path):
     assert res.returncode == 128 + signal.SIGPIPE
 
 
+@pytest.mark.slow
 def test_sandbox_up_replaces_a_hung_or_lost_hub():
     """A hub whose job still reads "running" but answers nothing (stopped), or whose URL went stale: `sandbox up`
     checks it, says so, and starts one that serves; the hung one is gone, one hub job runs."""

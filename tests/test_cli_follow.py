@@ -17,6 +17,8 @@ from backend.serve import serving
 from backend.settings import HostConfig
 from tests.simhost import make_settings
 
+pytestmark = pytest.mark.e2e
+
 
 @pytest.fixture
 def host(tmp_path) -> HostConfig:

@@ -13,6 +13,8 @@ import signal
 import subprocess
 from pathlib import Path
 
+import pytest
+
 from backend.connection import Connection
 from backend.sandbox.hub import HubServer
 from backend.serve import serving
@@ -21,6 +23,8 @@ from tests.helpers import CLI
 from tests.hubrepo import REPO, write_repo
 from tests.simhost import write_config
 from tests.sshd import Sshd, free_port
+
+pytestmark = pytest.mark.e2e
 
 SLOW_RATE = 20_000_000  # bytes/s: a 48 MiB model takes ~2.5 s, so the link drops while bytes still flow
 
@@ -43,6 +47,7 @@ async def finish(proc: asyncio.subprocess.Process, timeout: float = 120) -> tupl
     return rest.decode().splitlines(), err.decode()
 
 
+@pytest.mark.slow
 async def test_download_reconnects_after_its_ssh_session_is_killed(sshd: Sshd, tmp_path):
     root = tmp_path / "hub"
     write_repo(root)
@@ -83,6 +88,7 @@ def agent_of(pid: int) -> int | None:
     return int(out[0]) if out else None
 
 
+@pytest.mark.slow
 async def test_serve_logs_follow_reconnects_after_its_agent_is_killed(models, tmp_path):
     config = write_config(tmp_path / "config.toml", models, tmp_path / "host", {"a": free_port(), "b": free_port()})
     settings = load(str(config))
@@ -129,6 +135,7 @@ def over_ssh(config: Path, sshd: Sshd) -> Path:
     return config
 
 
+@pytest.mark.slow
 async def test_an_attached_sweep_reconnects_after_its_ssh_session_is_killed(sshd: Sshd, models, tmp_path):
     config = over_ssh(
         write_config(tmp_path / "c.toml", models, tmp_path / "host", {"a": free_port(), "b": free_port()}), sshd
@@ -152,6 +159,7 @@ async def test_an_attached_sweep_reconnects_after_its_ssh_session_is_killed(sshd
     assert done["event"] == "done" and [p["steps"] for p in done["points"]] == [1, 2]
 
 
+@pytest.mark.slow
 async def test_train_logs_follow_reconnects_after_its_ssh_session_is_killed(sshd: Sshd, models, tmp_path):
     from tests.test_training import write_config as training_config
 
@@ -171,6 +179,7 @@ async def test_train_logs_follow_reconnects_after_its_ssh_session_is_killed(sshd
     assert [*lines, *rest] == log and log[-1].startswith("step 150: {'eval/")  # every line once, to its end
 
 
+@pytest.mark.slow
 async def test_a_master_killed_mid_stream_is_left_for_a_direct_connection(sshd: Sshd, models, tmp_path, monkeypatch):
     """`serve logs -f` through the kept connection; its master is killed with SIGKILL: the command connects
     directly, says so (once), and prints every line once."""

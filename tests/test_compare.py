@@ -21,6 +21,9 @@ from backend.sandbox.hub import HubServer
 from tests.helpers import CLI, run_cli
 from tests.realweights import write_real
 
+# One worker runs the module: its hub fixture hashes two 2.2 GiB (sparse) checkpoints, once per process.
+pytestmark = [pytest.mark.tui, pytest.mark.e2e, pytest.mark.xdist_group("compare-hub")]
+
 AQ_REPO = "AQ-MedAI/Kimi-K2-Instruct-eagle3"
 CHANGED_REPO = "org/aq-one-tensor-changed"
 TARGET_REPO = "moonshotai/Kimi-K2-Instruct"
@@ -81,6 +84,7 @@ def without_paths(d: dict) -> dict:
 # --- the same answer every way ---
 
 
+@pytest.mark.slow
 def test_same_diff_locally_over_ssh_and_from_the_hub(tmp_path, hub_root, hub, sshd):
     aq, changed, target = (str(hub_root / r) for r in (AQ_REPO, CHANGED_REPO, TARGET_REPO))
     local = run_json("--host", "local", "diff", f"file://{aq}", f"file://{changed}", "--target", f"file://{target}")
@@ -173,6 +177,7 @@ def test_diff_text_is_side_by_side(hub_root):
     assert "verdict: COMPATIBLE (A needs EAGLE3, B needs EAGLE3)" in lines
 
 
+@pytest.mark.slow
 def test_hub_sources_never_open_the_host(hub):
     """Only host paths need the host: a diff of hub repos works with an unreachable --host."""
     with socket.socket() as s:
@@ -341,6 +346,7 @@ def test_the_real_process_exits_2_without_a_traceback(tmp_path):
     assert one_line_error(proc.stderr).startswith(f"specdeck: {corrupt}: ")
 
 
+@pytest.mark.slow
 def test_hub_repo_without_config(hub):
     info = run_json("--host", "local", "inspect", f"hf://{BARE_REPO}", "--endpoint", hub.url)
     assert info["config"] is None and list(info["tensors"]) == ["w"]
@@ -351,6 +357,7 @@ def test_hub_repo_without_config(hub):
     assert one_line_error(err) == f"specdeck: {bare} has no config.json; point at the model's repo"
 
 
+@pytest.mark.slow
 def test_hub_failures_exit_1(hub):
     code, _, err = run_cli("--host", "local", "inspect", "hf://org/does-not-exist", "--endpoint", hub.url, rc=None)
     assert code == 1
@@ -528,6 +535,7 @@ def sandbox_like(tmp_path, hub_root, hub) -> tuple:
     return parse(data, "test"), ours
 
 
+@pytest.mark.slow
 async def test_compare_tab(sandbox_like, tmp_path, llama, monkeypatch):
     from textual.command import CommandPalette
     from textual.widgets import Static

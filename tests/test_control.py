@@ -25,6 +25,8 @@ from tests.helpers import CLI, Ran, run_cli
 from tests.simhost import process_gone
 from tests.sshd import Sshd
 
+pytestmark = pytest.mark.e2e
+
 ROOT = Path(__file__).resolve().parent.parent
 
 
@@ -88,6 +90,7 @@ def ping(sshd: Sshd, workdir: Path, extra: tuple[str, ...] = ()) -> subprocess.C
     return res
 
 
+@pytest.mark.slow
 def test_a_command_leaves_a_master_the_next_one_uses_and_disconnect_closes(sshd, tmp_path, runtime):
     ping(sshd, tmp_path)
     path = control.socket_path(host_of(sshd, tmp_path), create=False)
@@ -110,6 +113,7 @@ def test_no_persist_leaves_nothing_behind(sshd, tmp_path, runtime):
     assert control.sockets() == [] and not list(runtime.glob("*.lock"))
 
 
+@pytest.mark.slow
 def test_a_stale_socket_and_a_master_killed_with_sigkill_fall_back_and_are_replaced(sshd, tmp_path, runtime):
     path = control.socket_path(host_of(sshd, tmp_path))
     stale = socket.socket(socket.AF_UNIX)
@@ -125,6 +129,7 @@ def test_a_stale_socket_and_a_master_killed_with_sigkill_fall_back_and_are_repla
     assert until(lambda: master_pid(path)) != pid
 
 
+@pytest.mark.slow
 def test_commands_racing_share_one_master(sshd, tmp_path, runtime):
     def run_all() -> None:
         procs = [
@@ -147,6 +152,7 @@ def test_commands_racing_share_one_master(sshd, tmp_path, runtime):
     assert str(pid) in masters.split()
 
 
+@pytest.mark.slow
 def test_a_socket_or_folder_of_another_user_is_named_and_not_used(sshd, tmp_path, runtime):
     if os.geteuid() != 0:
         pytest.skip("needs root to give a socket to another user")
@@ -167,6 +173,7 @@ def test_a_socket_or_folder_of_another_user_is_named_and_not_used(sshd, tmp_path
     assert "is open to other users (mode 755)" in res.stderr and control.sockets() == []
 
 
+@pytest.mark.slow
 def test_a_changed_known_hosts_is_checked_again(sshd, tmp_path, runtime):
     known = tmp_path / "known_hosts"
     shutil.copy(sshd.known_hosts, known)
@@ -182,6 +189,7 @@ def test_a_changed_known_hosts_is_checked_again(sshd, tmp_path, runtime):
     until(lambda: process_gone(pid))
 
 
+@pytest.mark.slow
 def test_a_stopped_master_is_named_in_one_line_and_disconnect_stops_it(sshd, tmp_path, runtime):
     """SIGSTOP stands in for any wedge: the master keeps its lock, so no new master replaces it. Each command
     names it in one line and connects directly; `disconnect` stops it (SIGTERM with SIGCONT) and a later
@@ -236,6 +244,7 @@ def test_a_master_deaf_to_sigterm_is_killed_after_the_stop_timeout(tmp_path, run
         deaf.wait()
 
 
+@pytest.mark.slow
 def test_a_socket_path_too_long_is_said_in_one_line_and_leaves_nothing(sshd, tmp_path, monkeypatch):
     """As OpenSSH's "ControlPath too long for Unix domain socket": said, direct connection, no master spawned
     (it could not bind), no lock or socket file left."""

@@ -10,6 +10,8 @@ from backend.measure.bench import Slo, goodput, goodput_line, latency_line
 from backend.measure.cost import Cost, drafter_sentence, gpus_of, per_million
 from backend.settings import load as load_settings
 
+pytestmark = pytest.mark.unit
+
 
 def test_percentiles_interpolate_between_closest_ranks() -> None:
     got = loadgen.percentiles([float(v) for v in range(1, 101)])

@@ -19,6 +19,8 @@ from backend.agent.host.shared.chrome_trace import TraceError
 from backend.agent.host.shared.cycle_anatomy import anatomy, span_stage
 from tests.simhost import PY38
 
+pytestmark = pytest.mark.e2e
+
 REAL = Path(__file__).parent / "fixtures" / "real"
 TRACES = REAL / "traces"
 SCENARIOS = sorted(p.name.split(".")[0] for p in TRACES.glob("*.figures.json"))
@@ -162,6 +164,7 @@ def test_span_names_across_releases_from_real_traces():
     assert span_stage("scheduler.run_batch") is None
 
 
+@pytest.mark.slow
 def test_the_stream_reader_gives_what_json_load_gives_across_any_chunk_edge(monkeypatch):
     path = trace_of("spec-graph-bs1-stack")
     with gzip.open(path, "rt") as f:

@@ -10,6 +10,10 @@ import tomllib
 from importlib.metadata import packages_distributions
 from pathlib import Path
 
+import pytest
+
+pytestmark = pytest.mark.unit
+
 REPO = Path(__file__).resolve().parents[1]
 FIRST_PARTY = {"backend", "tui", "bench", "tests"}
 
@@ -38,6 +42,7 @@ def imported_modules() -> dict[str, str]:
     return out
 
 
+@pytest.mark.slow
 def test_every_imported_library_is_declared():
     project = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
     declared = {_name(r) for r in project["dependencies"]}

@@ -23,6 +23,8 @@ from tests.helpers import CLI, Ran, host_args, run_cli, until
 from tests.hubrepo import MODEL_BYTES, RATE, REPO, run_job, write_repo
 from tests.simhost import PY38
 
+pytestmark = [pytest.mark.tui, pytest.mark.e2e]
+
 TOKEN = "hf_testtoken_0123456789abcdef"
 
 
@@ -62,6 +64,7 @@ def check_progress(events: list[dict], sizes: dict[str, int]) -> None:
         assert counts == sorted(counts) and counts[-1] == size, counts
 
 
+@pytest.mark.slow
 async def test_download_progress_and_verified(conn, hub, tmp_path):
     to = tmp_path / "out"
     req = downloads.Request(repo=REPO, to=str(to), endpoint=hub.url)
@@ -92,6 +95,7 @@ async def test_download_progress_and_verified(conn, hub, tmp_path):
     )
 
 
+@pytest.mark.slow
 async def test_cli_killed_mid_transfer_job_still_finishes(host, hub, tmp_path):
     to = tmp_path / "out"
     argv = [*CLI, "download", REPO, "--to", str(to), "--endpoint", hub.url]
@@ -114,6 +118,7 @@ async def test_cli_killed_mid_transfer_job_still_finishes(host, hub, tmp_path):
     assert sha256(to / "model.safetensors") == sha256(hub.root / REPO / "model.safetensors")
 
 
+@pytest.mark.slow
 async def test_cli_prints_bars_and_drafter_name_from_config(hub, tmp_path):
     """`specdeck download DRAFTER` takes repo, files, path and the hub endpoint from the config."""
     host = HostConfig(name="box", url="local", python=sys.executable, workdir=str(tmp_path / "work"))
@@ -162,6 +167,7 @@ def on_a_terminal(argv: list[str], columns: int = 120) -> str:
     return out.decode("utf-8", "replace")
 
 
+@pytest.mark.slow
 async def test_unknown_repo_refused_at_preflight(host, hub, tmp_path):
     res = cli(host, "org/nothing-here", "--to", str(tmp_path / "x"), "--endpoint", hub.url)
     assert res.returncode == 1
@@ -171,6 +177,7 @@ async def test_unknown_repo_refused_at_preflight(host, hub, tmp_path):
     assert not (tmp_path / "x").exists()
 
 
+@pytest.mark.slow
 async def test_gated_repo_needs_token_and_token_never_leaks(host, hub, tmp_path):
     (hub.root / REPO / ".gated").write_text(TOKEN)
     to = tmp_path / "out"
@@ -238,6 +245,7 @@ async def test_hub_unreachable_refused_at_preflight(conn, tmp_path):
     assert err.value.exit_code == 1
 
 
+@pytest.mark.slow
 async def test_dropped_transfer_resumes_and_verifies(conn, hub, tmp_path):
     """A connection cut mid-body: huggingface_hub resumes with Range inside the call; the result is verified."""
     hub.drop(f"{REPO}/model.safetensors", after_bytes=12 << 20)
@@ -246,6 +254,7 @@ async def test_dropped_transfer_resumes_and_verifies(conn, hub, tmp_path):
     assert any(r.range for r in hub.requests if r.path.endswith("model.safetensors") and r.method == "GET")
 
 
+@pytest.mark.slow
 async def test_checksum_mismatch_caught_and_file_removed(conn, hub, tmp_path):
     hub.corrupt.add(f"{REPO}/model.safetensors")
     to = tmp_path / "out"
@@ -258,6 +267,7 @@ async def test_checksum_mismatch_caught_and_file_removed(conn, hub, tmp_path):
     assert row.state == "partial"  # config.json alone: never shown as present
 
 
+@pytest.mark.slow
 async def test_cancel_removes_partial_files(host, conn, tmp_path):
     root = tmp_path / "slowhub"
     write_repo(root, model_bytes=256 << 20)
@@ -277,6 +287,7 @@ async def test_cancel_removes_partial_files(host, conn, tmp_path):
     assert tail[-1]["event"] == "cancelled"
 
 
+@pytest.mark.slow
 async def test_leftover_incomplete_reported_and_removed(conn, hub, tmp_path):
     to = tmp_path / "out"
     sha = sha256(hub.root / REPO / "model.safetensors")
@@ -293,6 +304,7 @@ async def test_leftover_incomplete_reported_and_removed(conn, hub, tmp_path):
     assert job["state"] == "done" and not leftover.exists()
 
 
+@pytest.mark.slow
 async def test_size_polling_fallback_reports_progress(hub, tmp_path):
     """Hosts whose huggingface_hub has no tqdm_class: the size of the *.incomplete file is the progress."""
     host = HostConfig(name="local", url="local", python=sys.executable, workdir=str(tmp_path / "work"))
@@ -307,6 +319,7 @@ async def test_size_polling_fallback_reports_progress(hub, tmp_path):
     assert [e for e in events if e["event"] == "progress" and 0 < e["bytes"] < MODEL_BYTES]
 
 
+@pytest.mark.slow
 async def test_verify_catches_a_changed_file(conn, hub, tmp_path):
     to = tmp_path / "out"
     job, _ = await run_job(conn, downloads.Request(repo=REPO, to=str(to), endpoint=hub.url))
@@ -375,6 +388,7 @@ def test_progress_model_and_rendering():
     assert downloads.human_eta(3725) == "1:02:05" and downloads.human_eta(None) == "--:--"
 
 
+@pytest.mark.slow
 async def test_follow_resumes_from_offset(conn, hub, tmp_path):
     """Reattaching from a saved offset yields exactly the events after it (what a reconnect relies on)."""
     job, events = await run_job(conn, downloads.Request(repo=REPO, to=str(tmp_path / "out"), endpoint=hub.url))
@@ -429,6 +443,7 @@ async def select(pilot, app, name: str) -> None:
     await pilot.pause()
 
 
+@pytest.mark.slow
 async def test_drafters_tab_download_verify_compare(hub, tmp_path):
     from textual.widgets import TabbedContent
 
@@ -475,6 +490,7 @@ async def test_drafters_tab_download_verify_compare(hub, tmp_path):
         assert {m.drafter for m in seen if isinstance(m, OpenInCompare)} == {"aq-medai"}  # seen at each bubble step
 
 
+@pytest.mark.slow
 async def test_drafters_tab_reattaches_and_cancels(tmp_path):
     from tui.app import SpecdeckApp
     from tui.widgets.download_progress import DownloadView

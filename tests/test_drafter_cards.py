@@ -6,9 +6,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from backend.drafters.cards import parse_card
 from backend.drafters.find import claim_line
 from backend.sandbox import hub_catalog
+
+pytestmark = pytest.mark.unit
 
 CARDS = Path(__file__).parent / "fixtures" / "cards"
 

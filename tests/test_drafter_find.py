@@ -27,6 +27,8 @@ from tests.helpers import Ran, run_cli
 from tests.simhost import PY38
 from tests.sshd import free_port
 
+pytestmark = pytest.mark.e2e
+
 K25_EAGLE3 = "AQ-MedAI/Kimi-K25-eagle3"
 K2_EAGLE3 = "AQ-MedAI/Kimi-K2-Instruct-eagle3"
 LOOKALIKES = {
@@ -289,6 +291,7 @@ def test_add_writes_the_drafter_and_its_profile_keeping_the_comments_and_refuses
     assert "drafter ours is configured already for /data/ours: pick another --name" in taken.stderr
 
 
+@pytest.mark.slow
 def test_gated_repos_are_not_read_without_the_token_and_the_token_never_shows(hub, root, target, tmp_path):
     config = write_config(tmp_path, hub, target)
     gate = root / "lightseekorg" / "kimi-k2.5-eagle3" / ".gated"
@@ -334,6 +337,7 @@ def test_no_route_from_the_client_is_one_sentence_and_exit_2(hub, target, tmp_pa
     assert res.stderr.count("\n") == 1
 
 
+@pytest.mark.slow
 def test_the_host_searches_when_only_the_host_can_reach_the_hub(hub, target, tmp_path, sshd):
     config = write_config(tmp_path, hub, target)
     via = sshd.cli_args(str(tmp_path / "sshwork"))
@@ -356,6 +360,7 @@ def test_the_host_searches_when_only_the_host_can_reach_the_hub(hub, target, tmp
 # --- from a found drafter to a served one, in the sandbox ------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_in_the_sandbox_the_k25_drafter_is_found_added_downloaded_and_served():
     up = json.loads(run_cli("sandbox", "up", "--hub-rate", "8G", "--json").stdout)
     config = Path(up["config"])

@@ -27,6 +27,8 @@ from backend.settings import HostConfig
 from tests.helpers import eventually
 from tests.sshd import Sshd
 
+pytestmark = pytest.mark.e2e
+
 
 def ssh_host(sshd: Sshd, tmp_path: Path, **kw) -> HostConfig:
     host = HostConfig(
@@ -110,6 +112,7 @@ async def test_supervisor_outlives_an_unexpected_error(sshd: Sshd, tmp_path, mon
         await conn.close()
 
 
+@pytest.mark.slow
 async def test_subscriber_waits_for_the_reconnect_without_spinning(sshd: Sshd, tmp_path):
     """While reconnects fail, a subscribed stream is not retried at all (it waits for the state change); once
     the host is back it resumes at its offset with no line lost or repeated."""
@@ -153,6 +156,7 @@ async def test_subscriber_waits_for_the_reconnect_without_spinning(sshd: Sshd, t
         await conn.close()
 
 
+@pytest.mark.slow
 async def test_server_log_follow_loses_and_repeats_nothing_across_cut_connections(sshd: Sshd, tmp_path):
     """A log written at a steady rate, followed while the SSH connection is cut twice (the sshd session
     process killed): the follower's lines equal the file's lines, in content and count.
@@ -197,6 +201,7 @@ async def test_server_log_follow_loses_and_repeats_nothing_across_cut_connection
         await conn.close()
 
 
+@pytest.mark.slow
 async def test_download_follow_loses_and_repeats_no_event_across_a_cut_connection(sshd: Sshd, tmp_path):
     """A download followed while the SSH connection is cut: the job goes on on the host, the follower's events
     equal the events file's records exactly, and progress carries on to done."""

@@ -21,6 +21,8 @@ from tests.conftest import TMPFS_BYTES
 from tests.helpers import fill
 from tests.hubrepo import MODEL_BYTES, RATE, REPO, run_job, write_repo
 
+pytestmark = pytest.mark.e2e
+
 
 @pytest.fixture
 def fast_hub(tmp_path):
@@ -43,6 +45,7 @@ async def state_of(conn: Connection, to: Path, repo: str = REPO) -> str:
     return row.state
 
 
+@pytest.mark.slow
 async def test_a_replaced_file_with_size_and_mtime_kept_is_no_longer_verified(conn, fast_hub, tmp_path):
     """Same size and mtime, other bytes (written in place, then the mtime put back as `cp -p` does), or the
     same bytes in a new file (`rsync -a`): neither is "verified" until hashed again; nor is a record made
@@ -75,6 +78,7 @@ async def test_a_replaced_file_with_size_and_mtime_kept_is_no_longer_verified(co
     assert await state_of(conn, to) == "verified"
 
 
+@pytest.mark.slow
 async def test_disk_full_mid_download_fails_with_both_numbers_and_the_next_download_is_clean(tmpfs_host, tmp_path):
     host, mnt = tmpfs_host
     root = tmp_path / "hub"

@@ -24,6 +24,8 @@ from backend.jobs import JobInfo, wait_job
 from backend.settings import builtin_defaults
 from tests.helpers import run_cli, until
 
+pytestmark = [pytest.mark.tui, pytest.mark.e2e]
+
 REPO = Path(__file__).resolve().parents[1]
 
 
@@ -132,6 +134,7 @@ def test_reading_needs_no_write_lock(three_runs):
 
 
 @pytest.mark.parametrize("make", [damaged, newer_schema], ids=["damaged", "future-schema"])
+@pytest.mark.slow
 async def test_panel_starts_and_says_it_in_the_history_tab(make, tmp_path, monkeypatch):
     from textual.widgets import Static, TabbedContent
 

@@ -25,6 +25,8 @@ from backend.settings import HostConfig
 from tests.helpers import Ran, fill, host_args, run_cli
 from tests.simhost import make_settings, process_gone, until_gone
 
+pytestmark = [pytest.mark.tui, pytest.mark.e2e]
+
 
 @pytest.fixture
 async def conn(host: HostConfig):
@@ -52,6 +54,7 @@ def group_of(pgid: int) -> list[int]:
     return out
 
 
+@pytest.mark.slow
 async def test_killed_runner_orphans_the_server_status_says_so_and_stop_leaves_no_process(conn, models):
     """kill -9 of a serve job's runner: `serve status` says orphaned (still running), `serve stop` stops what
     is left after checking it is ours, reports it, and no process of the group survives."""
@@ -155,6 +158,7 @@ def specdeck_cli(host: HostConfig, *args: str, rc: int = 0) -> Ran:
     return run_cli(*args, *host_args(host), rc=rc)
 
 
+@pytest.mark.slow
 async def test_jobs_rm_and_prune_remove_only_ended_jobs(conn, host):
     """`jobs rm` refuses a running job in one sentence and removes an ended one; `jobs prune --older-than`
     removes ended jobs older than that and keeps running ones and recent ones."""
@@ -185,6 +189,7 @@ async def test_jobs_rm_and_prune_remove_only_ended_jobs(conn, host):
     assert not os.path.exists(running["dir"])
 
 
+@pytest.mark.slow
 async def test_the_panel_prunes_ended_jobs_with_a_key(tmp_path, monkeypatch):
     """J (footer and palette) removes the host's ended jobs older than a week and says how many."""
     from backend.settings import builtin_defaults

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import re
 
+import pytest
+
 from backend.agent.host.shared.advice import CostModel
 from backend.history import History, Yardstick
 from backend.report import document
@@ -14,6 +16,8 @@ from backend.train.predict import Basis
 from backend.tune import advisor
 from tests.helpers import run_cli
 from tests.runs import add_benched_run
+
+pytestmark = pytest.mark.unit
 
 NUMBER = r"(\d+(?:\.\d+)?)"
 # A tok/s figure: "109.1 tok/s", its interval's ends after it "109.1 tok/s (92.4–111.0)", a curve's "98.7@4".

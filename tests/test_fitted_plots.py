@@ -16,6 +16,8 @@ from tui.widgets.chart import Y_STEPS, FittedPlot, tick_label
 from tui.widgets.runchart import RunChart
 from tui.widgets.traincharts import AcceptChart, AccuracyChart, LossChart
 
+pytestmark = pytest.mark.tui
+
 TICK = re.compile(r"\s*([-\d.]+)[┤├┼]")
 
 

@@ -15,6 +15,8 @@ from backend.errors import ConfigError
 from backend.fleet import fleets, router_metrics
 from tests.helpers import run_cli
 
+pytestmark = pytest.mark.e2e
+
 HOSTS = """
 [hosts.gpu-a]
 url = "ssh://root@10.9.0.1"
@@ -282,6 +284,7 @@ def fleet_ports() -> dict[str, int]:
 SIM_PORTS = (("sim-a", "a"), ("sim-b", "b"))
 
 
+@pytest.mark.slow
 async def test_fleet_up_status_bench_kill_down(tmp_path, models, fleet_ports):
     """The real router (PyPI sglang-router 0.3.2) registers both simulated replicas and routes a bench; a replica
     killed with SIGKILL reads as gone (unhealthy, named by the verdict), a killed router as not running, until
@@ -354,6 +357,7 @@ async def test_fleet_up_status_bench_kill_down(tmp_path, models, fleet_ports):
     assert [r["state"] for r in after["replicas"]] == ["stopped", "crashed"]
 
 
+@pytest.mark.slow
 async def test_fleet_up_refuses_before_starting_anything(tmp_path, models, fleet_ports):
     """A replica's port taken by another program, or a router host whose Python lacks sglang-router: one
     sentence naming the replica (or saying how to install the router), exit 2, nothing started."""

@@ -20,6 +20,8 @@ from backend.history import history_path
 from tests.simhost import TIME_SCALE, specdeck
 from tests.sshd import free_port, start_sshd
 
+pytestmark = [pytest.mark.e2e, pytest.mark.ssh]
+
 KEY = "k3y-" + "x" * 40
 
 
@@ -118,6 +120,7 @@ router = {{host = "sim-a", port = {ports["router"]}, policy = "round_robin", pro
     return path
 
 
+@pytest.mark.slow
 def test_a_replica_beyond_loopback_takes_only_the_fleets_key_and_the_router_still_routes(models, tmp_path, far_host):
     ports = {k: free_port() for k in ("a", "b", "router", "prom")}
     config = fleet_config(tmp_path, models, far_host, ports)
@@ -153,6 +156,7 @@ def test_a_replica_beyond_loopback_takes_only_the_fleets_key_and_the_router_stil
         specdeck(config, "fleet", "down", "pair", "--yes", rc=None)
 
 
+@pytest.mark.slow
 def test_a_profile_with_a_key_of_its_own_is_refused_for_a_fleet_beyond_loopback(models, tmp_path, far_host):
     ports = {k: free_port() for k in ("a", "b", "router", "prom")}
     config = fleet_config(tmp_path, models, far_host, ports, extra_args=', "--api-key", "mine"')

@@ -27,6 +27,8 @@ from tests.helpers import arun_cli
 from tests.simhost import EAGLE, make_settings
 from tests.sshd import free_port
 
+pytestmark = pytest.mark.e2e
+
 FAST = str(Path(__file__).resolve().parents[1] / "backend/sandbox/scenarios/t1-llama31-8b-vllm.json")
 SMALL = {"requests": 2, "max_tokens": 32}
 
@@ -114,6 +116,7 @@ port = {members[0].port}\n{env}
     return path
 
 
+@pytest.mark.slow
 async def test_a_fleet_sweep_spreads_the_grid_tags_each_point_and_leaves_every_host_as_found(pair, models, tmp_path):
     members, settings = pair  # found with nothing running (the tests below restore servers they found)
     found: dict[str, str] = {}
@@ -156,6 +159,7 @@ async def test_a_fleet_sweep_spreads_the_grid_tags_each_point_and_leaves_every_h
         fleet_sweep.members_of(replace(settings, fleets={"f": both}), "f")
 
 
+@pytest.mark.slow
 async def test_a_replica_killed_mid_sweep_fails_its_point_and_every_host_is_left_as_found(pair):
     members, settings = pair
     found = await _found(members, settings, on=("sim-b",))  # a: found with nothing running
@@ -182,6 +186,7 @@ async def test_a_replica_killed_mid_sweep_fails_its_point_and_every_host_is_left
     await _as_found(members, found)
 
 
+@pytest.mark.slow
 async def test_a_fleet_sweep_whose_client_is_gone_or_cancels_leaves_every_host_as_found(pair, tmp_path):
     """Host a loses its client mid-point (the link gone: nobody can cancel it there), host b is cancelled by it:
     b is restored at once, a once its point is done and no next one came within feed_idle_s."""

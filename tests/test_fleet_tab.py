@@ -27,6 +27,9 @@ from tui.screens.fleet import NO_FLEET, STATUS_EVERY_S, FleetPane
 from tui.screens.pick import PickScreen
 from tui.widgets.sparkline import spark
 
+# One worker runs the module: its running fleet (two simulated replicas and the router) starts once per process.
+pytestmark = [pytest.mark.tui, pytest.mark.e2e, pytest.mark.xdist_group("fleet-tab")]
+
 
 @pytest.fixture(scope="module")
 def running_fleet(tmp_path_factory, models) -> tuple[Path, dict[str, int]]:
@@ -54,6 +57,7 @@ def all_ready(pane: FleetPane) -> bool:
     return st is not None and st.router.healthy and all(r.healthy and r.state == "ready" for r in st.replicas)
 
 
+@pytest.mark.slow
 async def test_fleet_tab_at_both_sizes_its_keys_and_a_replica_killed(running_fleet, monkeypatch):
     config, ports = running_fleet
     # a short bench (the tab's own is two rounds of 256 tokens): what is tested is that it goes through the router
@@ -144,6 +148,7 @@ async def test_fleet_tab_at_both_sizes_its_keys_and_a_replica_killed(running_fle
         await until(pilot, lambda: not pane.shown and pane._timer is None, "no refresh while hidden")
 
 
+@pytest.mark.slow
 async def test_no_fleet_says_how_to_configure_one():
     app = SpecdeckApp(builtin_defaults(), host="local")
     async with app.run_test(size=(100, 30)) as pilot:

@@ -21,7 +21,10 @@ from backend.connection import Connection
 from backend.errors import ConnectionFailed, RemoteError
 from backend.settings import HostConfig
 
+pytestmark = pytest.mark.e2e
 
+
+@pytest.mark.slow
 async def test_a_reply_far_over_the_ssh_window_arrives_whole(host: HostConfig, tmp_path):
     """8 MiB read back (11 MiB of base64 in one reply, over asyncssh's 2 MiB line window) arrives byte for
     byte; a line-based reader handed back pieces, dropped them as invalid JSON and waited for ever."""

@@ -20,6 +20,8 @@ import pytest
 from backend.connection import Connection
 from backend.settings import HostConfig
 
+pytestmark = pytest.mark.e2e
+
 # Two GPUs; GPU0 has 20 processes (more than a first call makes room for), GPU1 one whose memory the
 # driver does not report. Only the calls probes.py makes, with NVML's signatures and return codes.
 STUB_C = r"""
@@ -115,6 +117,7 @@ def nvml_stub(tmp_path) -> Path:
     return lib_dir
 
 
+@pytest.mark.slow
 async def test_nvml_and_nvidia_smi_give_the_same_readings(host, tmp_path, nvml_stub):
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()

@@ -35,6 +35,8 @@ from tui.screens.confirm import ConfirmScreen
 from tui.screens.history import HistoryPane
 from tui.widgets.runchart import RunChart
 
+pytestmark = [pytest.mark.tui, pytest.mark.e2e]
+
 REPO = Path(__file__).resolve().parents[1]
 
 
@@ -261,6 +263,7 @@ def test_a_schema_1_database_is_migrated_in_place(tmp_path):
 # --- sync from a real host job ----------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 async def test_sync_from_host_imports_a_simulator_run_and_its_bench(tmp_path, models):
     host = HostConfig(name="local", url="local", python=sys.executable, workdir=str(tmp_path / "hostwork"))
     conn = await Connection.open(host)
@@ -444,6 +447,7 @@ def test_charts_render_as_text_and_svg():
 # --- the History tab --------------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 async def test_history_tab_compares_marks_and_deletes(three_runs, tmp_path, monkeypatch):
     monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
     app = SpecdeckApp(builtin_defaults(), host="local")
@@ -501,6 +505,7 @@ async def test_history_tab_compares_marks_and_deletes(three_runs, tmp_path, monk
         await until(pilot, lambda: commands.option_count >= 5, "History commands")
 
 
+@pytest.mark.slow
 def test_cli_work_is_in_the_history_without_a_sync(models, tmp_path):
     """`serve start`, `bench`, `serve stop` from the CLI, then `specdeck history`: the run is there, stopped, with
     its samples and its bench, and the run id `bench` printed is what `report` takes."""
@@ -534,6 +539,7 @@ def test_cli_work_is_in_the_history_without_a_sync(models, tmp_path):
 
 
 @pytest.mark.parametrize("size", [(100, 30), (160, 45)])
+@pytest.mark.slow
 async def test_history_detail_shows_the_highlighted_runs_latency(three_runs, tmp_path, monkeypatch, size):
     monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
     figures = {"itl_ms": {"p50": 11.0, "p95": 35.5, "over_last_bucket": []},
@@ -586,6 +592,7 @@ def test_cli_history_prints_every_level_and_no_markdown():
 
 
 @pytest.mark.parametrize("size", [(100, 30), (160, 45)])
+@pytest.mark.slow
 async def test_sweep_points_in_history_say_their_steps_and_host(tmp_path, monkeypatch, size):
     """A sweep's points are one profile at several steps (issue 33): the runs table's profile cell says each one's
     steps/topk/draft from its launch command, a column which host ran it, at both sizes."""

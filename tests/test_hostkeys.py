@@ -19,6 +19,8 @@ from backend.transport.sshconfig import Hop, jump_hops
 from tests.helpers import Ran, run_cli
 from tests.sshd import Sshd, start_sshd
 
+pytestmark = [pytest.mark.e2e, pytest.mark.ssh]
+
 USER = getpass.getuser()
 NAME = "localhost"  # the target by name; 127.0.0.1 is its address
 SHAPES = ("plain", "alias", "hostkeyalias", "proxyjump", "ukh-none", "strict-no", "hashknownhosts")
@@ -327,6 +329,7 @@ def fingerprint_of(pub: str) -> str:
     return out.stdout.split()[1]
 
 
+@pytest.mark.slow
 def test_cli_trust_records_only_the_fingerprint_the_operator_checked(servers, home):
     """`specdeck trust` shows the key of each unknown hop, and records one only for its exact fingerprint."""
     target, jump = servers["target"], servers["jump"]

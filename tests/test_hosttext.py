@@ -13,6 +13,7 @@ import subprocess
 import sys
 import time
 
+import pytest
 from rich.segment import Segment
 from textual.color import Color
 from textual.widgets import Static
@@ -24,6 +25,8 @@ from backend.settings import HostConfig
 from tests.helpers import CLI, host_args, until
 from tests.simhost import start_server
 from tui.visiblefilter import VisibleControls
+
+pytestmark = [pytest.mark.tui, pytest.mark.e2e]
 
 CLIPBOARD = "\x1b]52;c;cm0gLXJmIH4K\x1b\\"  # OSC 52, ST-terminated: "rm -rf ~" into the clipboard
 HOSTILE = f"[2026] worker says {CLIPBOARD}\x1b]0;pwned\x07\x1b[2J\x9b3J\x08bell\x07 tok/s ✓ done"
@@ -82,6 +85,7 @@ def read_pty(argv: list[str], timeout: float = 120) -> tuple[int, bytes]:
     return proc.wait(timeout=timeout), bytes(data)
 
 
+@pytest.mark.slow
 async def test_serve_logs_shows_a_hostile_log_line_as_escapes_on_a_terminal(models, tmp_path):
     host = HostConfig(name="local", url="local", python=sys.executable, workdir=str(tmp_path / "hostwork"))
     conn = await Connection.open(host)
@@ -138,6 +142,7 @@ def test_the_panels_line_filter_keeps_the_width_and_obeys_nothing():
     assert VisibleControls().apply(plain, Color(0, 0, 0)) is plain
 
 
+@pytest.mark.slow
 async def test_the_panels_log_pane_and_a_notification_reach_the_terminal_as_escapes(models, tmp_path):
     """The real panel on a host whose server logged the line: the Serve tab's log pane, and a notification
     quoting it (no widget of ours routes it: the app's filter does), rendered to the bytes a terminal gets."""

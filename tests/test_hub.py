@@ -28,6 +28,8 @@ from safetensors.numpy import save_file
 from backend.sandbox.hub import CACHE_DIR_NAME, HubServer, git_blob_oid
 from tests.simhost import PY38
 
+pytestmark = pytest.mark.e2e
+
 PROJECT = Path(__file__).resolve().parent.parent
 REPO = "acme/drafter"
 GATED = "acme/gated"

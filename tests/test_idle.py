@@ -33,6 +33,8 @@ from tui.screens.history import HistoryPane
 from tui.screens.live import LivePane
 from tui.widgets.serverline import ServerLine
 
+pytestmark = [pytest.mark.tui, pytest.mark.e2e]
+
 ACCESS = '[2026-01-01 00:00:00] INFO:     127.0.0.1:40112 - "GET /metrics HTTP/1.1" 200 OK'
 DECODE = (
     "[2026-01-01 00:00:01 TP0] Decode batch, #running-req: 1, #token: 90, "
@@ -70,6 +72,7 @@ async def test_a_batch_of_access_log_lines_alone_tells_nobody_and_a_sample_does(
     assert feed.samples == 1 and told[-1][0] == "ended"
 
 
+@pytest.mark.slow
 async def test_the_latency_panel_is_drawn_again_only_for_a_new_scrape():
     app = SpecdeckApp(builtin_defaults(), host="local")
     async with app.run_test(size=(160, 45)) as pilot:
@@ -92,6 +95,7 @@ async def test_the_latency_panel_is_drawn_again_only_for_a_new_scrape():
         await until(pilot, lambda: shown == [pane.feed.latency_scrapes], "the latency panel drawn for the scrape")
 
 
+@pytest.mark.slow
 async def test_the_drafters_table_repaints_only_a_cell_that_changed(monkeypatch):
     app = SpecdeckApp(builtin_defaults(), host="local")
     async with app.run_test(size=(160, 45)) as pilot:
@@ -182,6 +186,7 @@ async def test_the_input_thread_sleeps_until_input_and_stops_at_once(terminal, m
         driver.close()
 
 
+@pytest.mark.slow
 async def test_a_history_sync_that_finds_nothing_new_redraws_nothing(three_runs, models, tmp_path, monkeypatch):
     monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
     app = SpecdeckApp(builtin_defaults(), host="local")

@@ -12,6 +12,8 @@ from backend.errors import RemoteError
 from backend.jobs import JobInfo, JobState, get_job, list_jobs, wait_job
 from backend.settings import HostConfig
 
+pytestmark = pytest.mark.e2e
+
 
 def test_job_states_are_the_hosts():
     from backend.agent.host import jobs as host_jobs

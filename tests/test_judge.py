@@ -16,6 +16,8 @@ from backend.measure.bench import summary_line
 from backend.measure.metrics import Sample
 from backend.report.document import run_cells
 
+pytestmark = pytest.mark.e2e
+
 T0 = 1_800_000_000.0
 
 
@@ -162,6 +164,7 @@ def test_a_sweep_says_before_it_starts_what_it_can_part():
     assert judge.bench_scope(1, 1).startswith("1 request: a figure, no verdict")
 
 
+@pytest.mark.slow
 async def test_the_default_bench_is_long_enough_for_its_verdicts(models, tmp_path):
     # Issue 32: Live's b bench (4 × 256 tokens) always ended "not enough samples to judge (3/20)". The default bench,
     # against the simulator's AQ-MedAI drafter (the fewest log lines per token) at SGLang's decode log interval,

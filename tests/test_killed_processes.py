@@ -25,6 +25,8 @@ from backend.settings import HostConfig
 from tests.helpers import eventually
 from tests.simhost import start_server
 
+pytestmark = pytest.mark.e2e
+
 # Seize ``pid`` with PTRACE_O_TRACEEXIT and hold it: every signal but SIGKILL stops it in a signal-delivery
 # stop, and SIGKILL's exit stops at PTRACE_EVENT_EXIT until this process ends (then the exit completes).
 TRACER = """

@@ -14,6 +14,8 @@ from backend.measure.histogram import Histogram, bucket_quantile
 from backend.measure.latency import LatencyWindow
 from tests.helpers import run_cli
 
+pytestmark = pytest.mark.unit
+
 INF = math.inf
 
 

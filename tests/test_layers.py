@@ -26,6 +26,10 @@ from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 
+import pytest
+
+pytestmark = pytest.mark.e2e
+
 REPO = Path(__file__).resolve().parents[1]
 HOST = "backend.agent.host"
 SHARED = "backend.agent.host.shared"
@@ -187,6 +191,7 @@ def registry_free() -> set[str]:
     return {m for m in graph if not reaches(m)}
 
 
+@pytest.mark.slow
 def test_backend_never_imports_the_tui_or_textual():
     bad = [
         where(i)
@@ -213,6 +218,7 @@ def test_the_client_imports_no_sandbox_and_no_host_rpc_module():
     assert set(SANDBOX_IMPORTS) <= used, f"no longer imported, drop from SANDBOX_IMPORTS: {set(SANDBOX_IMPORTS) - used}"
 
 
+@pytest.mark.slow
 def test_the_host_agent_imports_the_standard_library_and_itself_only():
     bad = []
     for i in imports():
@@ -325,6 +331,7 @@ print(json.dumps({
 """
 
 
+@pytest.mark.slow
 def test_client_cli_and_tui_register_no_host_methods_and_load_no_sandbox():
     out = subprocess.run([sys.executable, "-c", CLIENT], capture_output=True, text=True, check=True)
     loaded = json.loads(out.stdout)

@@ -16,6 +16,8 @@ from tui.screens.tune import TunePane
 from tui.tabs import TABS
 from tui.widgets.breakeven_panel import BreakevenPanel
 
+pytestmark = [pytest.mark.tui, pytest.mark.e2e]
+
 
 def inside(widget, size: tuple[int, int]) -> bool:
     r = widget.region
@@ -46,6 +48,7 @@ def column_shown(table: DataTable, key: str) -> bool:
 
 
 @pytest.mark.parametrize("size", [(100, 30), (160, 45)])
+@pytest.mark.slow
 async def test_every_tab_holds_at_this_size(size, tmp_path, monkeypatch):
     monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
     app = SpecdeckApp(builtin_defaults(), host="local")

@@ -6,7 +6,11 @@ import os
 import shutil
 import sys
 
+import pytest
+
 from backend.agent.host import probes
+
+pytestmark = pytest.mark.unit
 
 
 def _dist(folder, version: str) -> None:

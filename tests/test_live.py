@@ -29,6 +29,8 @@ from tests.helpers import CLI, arun_cli, eventually, host_args, run_cli
 from tests.sglang_lines import GENERATIONS
 from tests.simhost import PROFILES, PY38, log_lines_of, log_totals, recorded_totals, servers, start_server
 
+pytestmark = pytest.mark.e2e
+
 SAMPLE_KEYS = {
     "ts",
     "kind",
@@ -238,6 +240,7 @@ def test_breakeven_bad_input_is_exit_2(args, message):
 # --- the simulator as the host's running server ---------------------------------------------------------
 
 
+@pytest.mark.slow
 async def test_bench_baseline_ours_and_aq_against_the_break_even(sim_host: HostConfig, models):
     async with servers(sim_host, models, *PROFILES) as (conn, jobs):
         runs = await asyncio.gather(
@@ -302,6 +305,7 @@ async def test_bench_baseline_ours_and_aq_against_the_break_even(sim_host: HostC
 
 # The sweep runs on the host whichever transport reaches it: one transport (the sweep over ssh is in the next test).
 @pytest.mark.parametrize("host", ["local"], indirect=True)
+@pytest.mark.slow
 async def test_concurrency_sweep_finds_the_simulators_crossover_within_one_level(host: HostConfig, models, tmp_path):
     levels = (1, 2, 4, 8)
     spec = {"draft_tokens": 4, "draft_steps": 3}
@@ -363,6 +367,7 @@ async def test_concurrency_sweep_finds_the_simulators_crossover_within_one_level
     assert f"falls below the baseline (measured by run {base['run']})" in html
 
 
+@pytest.mark.slow
 async def test_bench_prompts_file_and_bad_input(sim_host: HostConfig, models, tmp_path):
     prompts = tmp_path / "prompts.json"
     prompts.write_text(json.dumps(["Say hello.", "Count to ten.", "Name three colours."]))
@@ -394,6 +399,7 @@ async def test_bench_prompts_file_and_bad_input(sim_host: HostConfig, models, tm
     assert rc == 2 and "does not exist" in err
 
 
+@pytest.mark.slow
 async def test_watch_streams_live_samples_and_says_when_no_server_runs(sim_host: HostConfig, models):
     rc, out, err = await arun_cli("watch", *host_args(sim_host), rc=None)
     assert rc == 1 and out == "" and "no SGLang server is running" in err and "specdeck serve start" in err
@@ -438,6 +444,7 @@ async def test_watch_streams_live_samples_and_says_when_no_server_runs(sim_host:
     assert last["ttft_ms"]["count"] >= 1 and last["itl_ms"]["p50"] > 0 and last["itl_ms"]["over_last_bucket"] == []
 
 
+@pytest.mark.slow
 async def test_live_feed_follows_polls_and_resets_for_a_new_server(sim_host: HostConfig, models):
     changes: list[str] = []
     async with servers(sim_host, models, "eagle3-aq") as (conn, jobs):
@@ -498,6 +505,7 @@ async def test_history_thread_says_once_what_failed_and_never_raises_into_the_fe
     assert recorder.flush() is None
 
 
+@pytest.mark.slow
 async def test_live_feed_records_what_it_follows_from_where_the_history_stopped(models, tmp_path):
     host = HostConfig(name="local", url="local", python=sys.executable, workdir=str(tmp_path / "work"))
     async with servers(host, models, "eagle3-ours") as (conn, jobs):
@@ -545,6 +553,7 @@ async def test_live_feed_records_what_it_follows_from_where_the_history_stopped(
             recorder.close()
 
 
+@pytest.mark.slow
 async def test_live_feed_loses_no_line_across_a_dropped_ssh_link(sshd, models, tmp_path):
     workdir = str(tmp_path / "work")
     # The server and the bench go through `local` (same workdir, same jobs): only the feed rides on SSH.

@@ -32,6 +32,8 @@ from tui.widgets.benchbar import BenchBar
 from tui.widgets.breakeven_panel import BreakevenPanel
 from tui.widgets.chart import SeriesChart
 
+pytestmark = [pytest.mark.tui, pytest.mark.e2e]
+
 SIZE = (160, 45)
 
 
@@ -85,6 +87,7 @@ def feed_synthetic(
     pane.post_message(LiveFeedUpdated())
 
 
+@pytest.mark.slow
 async def test_reference_lines_are_in_both_plots_before_any_sample():
     app = SpecdeckApp(builtin_defaults(), host="local")
     async with app.run_test(size=SIZE) as pilot:
@@ -105,6 +108,7 @@ async def test_reference_lines_are_in_both_plots_before_any_sample():
         assert "baseline 82.0 tok/s" in tok.plt.build()  # and they reach the screen
 
 
+@pytest.mark.slow
 async def test_pause_keeps_recording_and_windows_switch():
     app = SpecdeckApp(builtin_defaults(), host="local")
     async with app.run_test(size=SIZE) as pilot:
@@ -145,6 +149,7 @@ async def test_pause_keeps_recording_and_windows_switch():
         assert len(pane.series.tok_s) == 0 and pane.numbers.tok_s.count == 0
 
 
+@pytest.mark.slow
 async def test_hidden_tab_does_not_redraw():
     app = SpecdeckApp(builtin_defaults(), host="local")
     async with app.run_test(size=SIZE) as pilot:
@@ -160,6 +165,7 @@ async def test_hidden_tab_does_not_redraw():
         assert app.query_one("#tok-chart", SeriesChart).points == 19
 
 
+@pytest.mark.slow
 async def test_calculator_shows_limit_and_finite_steps_truth():
     app = SpecdeckApp(builtin_defaults(), host="local")
     async with app.run_test(size=SIZE) as pilot:
@@ -191,6 +197,7 @@ async def test_calculator_shows_limit_and_finite_steps_truth():
         assert "positive" in calc.error
 
 
+@pytest.mark.slow
 async def test_live_tab_follows_a_server_and_runs_the_bench(models):
     # The app's `local` host: the same workdir, so the tab sees the server this test starts.
     host = HostConfig(name="local", url="local", python=sys.executable, workdir=local_workdir())
@@ -274,6 +281,7 @@ async def test_live_tab_follows_a_server_and_runs_the_bench(models):
             await until(pilot, lambda: pane.overlay == [], "an empty overlay")
 
 
+@pytest.mark.slow
 async def test_tok_chart_is_per_stream_and_a_key_switches_to_aggregate_judged_like_with_like():
     app = SpecdeckApp(builtin_defaults(), host="local")
     async with app.run_test(size=SIZE) as pilot:
@@ -307,6 +315,7 @@ async def test_tok_chart_is_per_stream_and_a_key_switches_to_aggregate_judged_li
         assert pane.numbers.baseline == pytest.approx(78.5) and "vs 78.5" in plain(app, "#live-numbers")
 
 
+@pytest.mark.slow
 async def test_a_measured_baseline_moves_the_line_its_label_and_the_live_break_even():
     run = record_run("serve-base", "baseline", 78.0, None, baseline=True)
     app = SpecdeckApp(builtin_defaults(), host="local")
@@ -344,6 +353,7 @@ async def test_a_measured_baseline_moves_the_line_its_label_and_the_live_break_e
         assert app.query_one("#calc-baseline", Input).value == "85"
 
 
+@pytest.mark.slow
 async def test_marking_a_run_in_the_history_tab_moves_the_live_line():
     run = record_run("serve-fast", "eagle3-aq", 100.0, 3.3)
     app = SpecdeckApp(builtin_defaults(), host="local")
@@ -360,6 +370,7 @@ async def test_marking_a_run_in_the_history_tab_moves_the_live_line():
         assert drawn(tok)[1] == [f"baseline 100.0 tok/s (measured: {run})"]
 
 
+@pytest.mark.slow
 async def test_overlay_shows_the_last_run_of_each_profile():
     record_run("serve-1-base", "baseline", 82.5, None, started=0)
     record_run("serve-2-ours", "eagle3-ours", 50.0, 1.8, started=100)
@@ -394,6 +405,7 @@ async def test_overlay_shows_the_last_run_of_each_profile():
         await until(pilot, lambda: commands.option_count >= 1, "the overlay command")
 
 
+@pytest.mark.slow
 async def test_bench_key_without_a_server_warns():
     app = SpecdeckApp(builtin_defaults(), host="local")
 
@@ -409,6 +421,7 @@ async def test_bench_key_without_a_server_warns():
         assert app.query_one(BenchBar).job is None
 
 
+@pytest.mark.slow
 async def test_a_restart_clears_the_last_servers_bench_and_histogram(models):
     host = HostConfig(name="local", url="local", python=sys.executable, workdir=local_workdir())
     async with servers(host, models, "eagle3-aq") as (conn, jobs):

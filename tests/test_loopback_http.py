@@ -13,6 +13,8 @@ import pytest
 from backend.agent.host import loadgen, probes
 from tests.sshd import free_port
 
+pytestmark = pytest.mark.unit
+
 
 class _Ok(http.server.BaseHTTPRequestHandler):
     def do_GET(self) -> None:

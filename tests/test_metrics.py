@@ -20,6 +20,8 @@ from backend.measure.metrics import (
 from backend.measure.prometheus import parse_metrics
 from tests.sglang_lines import GENERATIONS
 
+pytestmark = pytest.mark.unit
+
 TS = datetime(2025, 1, 5, 10, 0, 7).timestamp()
 P = "[2025-01-05 10:00:07 TP0] "
 
@@ -312,6 +314,7 @@ _fragments = st.lists(
 
 
 @given(st.one_of(st.text(), st.builds(lambda a, b, c: a + b + c, _prefixes, _markers, _fragments)))
+@pytest.mark.slow
 def test_random_text_never_raises_nor_fakes_a_sample(line: str) -> None:
     sample = parse_line(line)
     if sample is not None:

@@ -33,6 +33,8 @@ from tests.leftover_jobs import stop_jobs
 from tests.simhost import EAGLE, TIME_SCALE, process_gone, specdeck, until_gone
 from tests.sshd import free_port
 
+pytestmark = [pytest.mark.tui, pytest.mark.e2e]
+
 
 def _local(name: str, root: Path, **kw) -> dict:
     return {"url": "local", "python": sys.executable, "workdir": str(root / name), "launcher": "simulator",
@@ -190,6 +192,7 @@ def test_nodes_must_agree_on_gpus_and_sglang_and_fit_their_ranks(models, tmp_pat
     ]
 
 
+@pytest.mark.slow
 async def test_preflight_names_the_node_that_differs_and_starts_nothing(models, root, nodes):
     settings = two_node_settings(models, root, b={"sglang_version": "0.5.6"})
     profile = settings.profiles["duo"]
@@ -229,6 +232,7 @@ async def _ready(mn: multinode.Nodes, settings: Settings) -> dict:
     return ready
 
 
+@pytest.mark.slow
 async def test_serves_through_rank_0_and_stop_stops_every_rank(models, root, sshd, nodes):
     settings = through_sshd(two_node_settings(models, root), sshd, root)
     mn = nodes(settings)
@@ -268,6 +272,7 @@ async def test_serves_through_rank_0_and_stop_stops_every_rank(models, root, ssh
     assert all(process_gone(e["pid"]) for e in ready["nodes"])
 
 
+@pytest.mark.slow
 async def test_the_server_face_watches_and_replaces_a_multinode_server_whole(models, root, nodes):
     """``Server`` (the CLI's and the Serve tab's one face): watched from a follower's host, the status is the
     whole server's and the log followed is that host's own rank's; a one-host profile restarted on a node
@@ -295,6 +300,7 @@ async def test_the_server_face_watches_and_replaces_a_multinode_server_whole(mod
     assert stopped.was_running and stopped.status.profile == "solo"
 
 
+@pytest.mark.slow
 async def test_a_follower_killed_fails_the_server_and_no_rank_is_left(models, root, nodes):
     settings = two_node_settings(models, root)
     mn = nodes(settings)
@@ -357,6 +363,7 @@ def _config_file(tmp_path: Path, root: Path, models: dict, port: int) -> Path:
     return config
 
 
+@pytest.mark.slow
 def test_cli_start_status_stop_show_every_node(models, tmp_path, root):
     port = free_port()
     config = _config_file(tmp_path, root, models, port)
@@ -376,6 +383,7 @@ def test_cli_start_status_stop_show_every_node(models, tmp_path, root):
         time.sleep(0.05)
 
 
+@pytest.mark.slow
 async def test_serve_tab_shows_a_line_per_node_and_stops_every_rank(models, tmp_path, root):
     from tests.helpers import until
     from tests.test_serve_tab import open_serve_tab, select, state, state_text, text

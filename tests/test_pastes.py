@@ -10,8 +10,12 @@ import math
 import subprocess
 from pathlib import Path
 
+import pytest
+
 from backend.measure.prometheus import read_scrape
 from tests.helpers import run_cli
+
+pytestmark = pytest.mark.unit
 
 REAL = Path(__file__).parent / "fixtures" / "real"
 

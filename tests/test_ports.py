@@ -9,6 +9,8 @@ import pytest
 
 from backend.agent.host import ports
 
+pytestmark = pytest.mark.unit
+
 
 @pytest.mark.parametrize(
     ("kernel_range", "allowed"),

@@ -13,9 +13,13 @@ from __future__ import annotations
 import math
 import random
 
+import pytest
+
 from backend.agent.host.shared import expect
 from backend.agent.host.shared.advice import Acceptance, CostModel, Point, assess, predict
 from backend.measure.bench import DEFAULT_REQUESTS
+
+pytestmark = pytest.mark.unit
 
 TOKENS = 256
 BASELINE = 82.0
@@ -65,6 +69,7 @@ def inside(value: float, low: float, high: float) -> bool:
     return low <= value <= high
 
 
+@pytest.mark.slow
 def test_a_checkpoints_interval_covers_the_bench_after_it():
     """200 checkpoints in a row on one host: each predicted from its training accuracy (logged with noise),
     then served and benched at the default request count; the gap is calibrated from the pairs so far (the

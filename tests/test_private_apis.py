@@ -11,6 +11,8 @@ import inspect
 
 import pytest
 
+pytestmark = pytest.mark.unit
+
 
 def moved(what: str, where: str) -> str:
     return f"{what} moved in this release: {where} borrows it; adapt it there, then raise the cap in pyproject.toml"

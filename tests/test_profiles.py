@@ -28,6 +28,8 @@ from backend.settings import ALGORITHMS, FIELD, PROFILE_FIELDS, ProfileConfig, b
 from backend.sglang import adaptive as sglang_adaptive
 from backend.sglang import flags
 
+pytestmark = pytest.mark.e2e
+
 REPO = Path(__file__).resolve().parents[1]
 TRACE = REPO / "tests" / "fixtures" / "sglang" / "adaptive-0.5.23-trace.json"
 LADDER = {"ema_alpha": 0.3, "1": {"candidate_steps": [1, 3, 5]}, "16": {"candidate_steps": [1, 2]}}
@@ -416,6 +418,7 @@ def test_the_shipped_ladders_per_release():
 # --- an adaptive profile served -----------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 async def test_an_adaptive_profile_serves_with_its_config_written_on_the_host(models, tmp_path):
     from backend.connection import Connection
     from backend.errors import RemoteError

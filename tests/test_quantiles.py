@@ -12,6 +12,8 @@ from backend.agent.host.shared import advice
 from backend.agent.host.shared.quantiles import quantile, quantiles
 from backend.measure.series import SeriesView
 
+pytestmark = pytest.mark.unit
+
 
 def test_the_rule_and_its_edges():
     five = [5.0, 1.0, 4.0, 2.0, 3.0]

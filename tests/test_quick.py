@@ -30,6 +30,8 @@ from tests.simhost import process_gone
 from tests.sshd import Sshd
 from tests.test_control import host_of, master_pid, runtime, until  # noqa: F401 (runtime: a fixture)
 
+pytestmark = pytest.mark.e2e
+
 ROOT = Path(__file__).resolve().parent.parent
 
 
@@ -72,6 +74,7 @@ def test_the_quick_path_imports_no_typing():
 
 
 @pytest.mark.usefixtures("runtime")
+@pytest.mark.slow
 def test_a_warm_ping_goes_without_asyncio_prints_the_same_and_falls_back_when_the_master_goes(sshd, tmp_path):
     known = tmp_path / "known_hosts"
     shutil.copy(sshd.known_hosts, known)

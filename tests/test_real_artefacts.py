@@ -16,6 +16,8 @@ from backend.measure.metrics import parse_lines, read_log
 from backend.measure.prometheus import read_scrape
 from tests.helpers import run_cli
 
+pytestmark = pytest.mark.e2e
+
 REAL = Path(__file__).parent / "fixtures" / "real"
 
 

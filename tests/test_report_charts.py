@@ -13,6 +13,8 @@ from backend.report import document
 from backend.report.charts import Band, Chart, plotly_figure, svg_chart, text_chart
 from tests.chromium import CHROMIUM, Chromium
 
+pytestmark = pytest.mark.e2e
+
 RUNS = [f"eagle3-run-{i} [drafter-{i}]" for i in range(5)]  # five runs: the legend must wrap, not run off
 
 
@@ -74,6 +76,7 @@ def test_html_modes(tmp_path):
 
 
 @pytest.mark.skipif(not CHROMIUM.exists(), reason="needs Debian's chromium (apt-get install -y chromium)")
+@pytest.mark.slow
 async def test_html_report_in_chromium_renders_offline_and_hides_a_run(tmp_path):
     path = tmp_path / "report.html"
     path.write_text(document.to_html([document.Heading("report", 1), five_runs(), sweep()]))

@@ -19,6 +19,8 @@ from backend.report import document
 from tests.chromium import CHROMIUM, Chromium
 from tests.runs import T0
 
+pytestmark = pytest.mark.e2e
+
 SIM = ["python", "-m", "backend.sandbox.sglang_sim", "--model-path", "/m/Kimi-K2.5", "--tp-size", "8"]
 SPEC = ["--speculative-algorithm", "EAGLE3", "--speculative-draft-model-path"]
 # profile → (drafter, per-stream tok/s at 1 and 4 streams, accept length)
@@ -60,6 +62,7 @@ def report_html(tmp_path, ids: list[str]) -> str:
 
 
 @pytest.mark.skipif(not CHROMIUM.exists(), reason="needs Debian's chromium (apt-get install -y chromium)")
+@pytest.mark.slow
 async def test_a_stakeholder_reads_the_answer_first_in_chromium(tmp_path):
     with History.open() as history:
         ids = [add_sim_run(history, n, p) for n, p in enumerate(RUNS)]

@@ -26,6 +26,8 @@ from backend.sandbox.fixtures import (
     write_sparse_safetensors,
 )
 
+pytestmark = pytest.mark.unit
+
 
 def library_accepts(buf: bytes) -> bool:
     try:
@@ -250,6 +252,7 @@ _header = st.dictionaries(
 
 @settings(max_examples=1500, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(_header, st.integers(min_value=0, max_value=80), st.integers(min_value=0, max_value=3))
+@pytest.mark.slow
 def test_fuzz_structured_headers_agree_with_the_library(header, data_len, pad):
     """Near-valid headers: we accept exactly the files the safetensors library accepts."""
     text = json.dumps(header).encode() + b" " * pad
@@ -266,6 +269,7 @@ def test_fuzz_structured_headers_agree_with_the_library(header, data_len, pad):
     ),
     st.dictionaries(st.text(max_size=4), st.text(max_size=4), max_size=2),
 )
+@pytest.mark.slow
 def test_fuzz_valid_layouts_parse_back(tensors, metadata):
     """Every layout header_bytes writes (when whole bytes) is accepted by both, with the same tensors back."""
     sizes = {n: DTYPES[d] * int(np.prod(s, dtype=object)) for n, (d, s) in tensors.items()}

@@ -8,6 +8,8 @@ from backend.errors import UsageError
 from backend.sandbox import environment
 from backend.settings import load
 
+pytestmark = pytest.mark.unit
+
 
 def test_an_existing_sandbox_config_keeps_the_operators_edits(tmp_path):
     layout = environment.Layout(tmp_path)

@@ -20,6 +20,8 @@ from backend.tune import sweep as sweep_mod
 from tests.helpers import run_cli
 from tests.simhost import EAGLE, make_settings
 
+pytestmark = pytest.mark.e2e
+
 REPO = Path(__file__).resolve().parents[1]
 SCENARIOS = REPO / "backend" / "sandbox" / "scenarios"
 T1 = SCENARIOS / "t1-llama31-8b-vllm.json"
@@ -83,6 +85,7 @@ async def conn(tmp_path):
 
 
 @pytest.mark.parametrize("path", [T1, T2], ids=["T1-cheap-steps", "T2-costly-steps"])
+@pytest.mark.slow
 async def test_smart_sweep_on_a_published_scenario_does_not_stop_on_a_slow_point(conn, models, path):
     chosen = scenario.load(str(path))
     grid = (1, 2, 3, 4)

@@ -8,10 +8,13 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = [pytest.mark.tui, pytest.mark.e2e]
+
 REPO = Path(__file__).resolve().parents[1]
 
 
 @pytest.mark.timeout(300)
+@pytest.mark.slow
 def test_screenshot_script_writes_svgs(tmp_path):
     # The story's shared scene (the download, three measured runs) and the shots that read it; the Live, Tune,
     # Train and Fleet shots add a minute and a half of their own, left to `make screenshots` (their tabs'

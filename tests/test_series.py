@@ -12,6 +12,8 @@ from hypothesis import strategies as st
 from backend.measure.metrics import LiveFilter, Sample
 from backend.measure.series import DAY_AT_1HZ, LiveSeries, RingSeries
 
+pytestmark = pytest.mark.unit
+
 
 def _filled(n: int, capacity: int) -> RingSeries:
     series = RingSeries(capacity)
@@ -29,6 +31,7 @@ def test_capacity_is_honoured_and_oldest_points_fall_off() -> None:
     assert series.last == (24.0, 3.0)
 
 
+@pytest.mark.slow
 def test_memory_does_not_grow_after_a_day_at_1hz() -> None:
     tracemalloc.start()
     try:

@@ -30,6 +30,8 @@ from tui.screens.serve import ServePane
 from tui.widgets.logview import LogView
 from tui.widgets.serve.state import CLOCK_LATE_S, next_change
 
+pytestmark = [pytest.mark.tui, pytest.mark.e2e]
+
 SIZE = (150, 44)
 SCALE = {"SPECDECK_SIM_TIME_SCALE": "0.02"}
 
@@ -121,6 +123,7 @@ async def select(pilot: Pilot, pane: ServePane, name: str) -> None:
     await until(pilot, lambda: pane.selected == name, f"profile {name} selected")
 
 
+@pytest.mark.slow
 async def test_edit_start_watch_and_stop(settings, cleanup, gpu_box):
     app = SpecdeckApp(settings, host="sim")
     async with app.run_test(size=SIZE) as pilot:
@@ -198,6 +201,7 @@ async def test_edit_start_watch_and_stop(settings, cleanup, gpu_box):
         assert "○ stopped" in state_text(app)
 
 
+@pytest.mark.slow
 async def test_crash_shows_the_hint_beside_the_log_and_switch_recovers(settings, cleanup):
     app = SpecdeckApp(settings, host="sim")
     async with app.run_test(size=SIZE) as pilot:
@@ -240,6 +244,7 @@ async def test_crash_shows_the_hint_beside_the_log_and_switch_recovers(settings,
         assert pane.status.profile == "baseline"
 
 
+@pytest.mark.slow
 async def test_reattaches_to_a_running_server_after_a_reconnect(settings, cleanup):
     conn = await Connection.open(settings.hosts["sim"])
     try:
@@ -269,6 +274,7 @@ async def test_reattaches_to_a_running_server_after_a_reconnect(settings, cleanu
         assert kept == log_file[-len(kept) :]  # resumed at the offset: nothing lost or repeated
 
 
+@pytest.mark.slow
 async def test_editor_refuses_numbers_sglang_refuses_and_shows_the_stored_profile(settings):
     app = SpecdeckApp(settings, host="sim")
     async with app.run_test(size=SIZE) as pilot:
@@ -303,6 +309,7 @@ async def test_editor_refuses_numbers_sglang_refuses_and_shows_the_stored_profil
         await until(pilot, lambda: left.max_scroll_y == 0 or left.scroll_y > 0, "the checks scrolled into view")
 
 
+@pytest.mark.slow
 async def test_the_editor_offers_what_the_algorithm_takes_and_A_turns_adaptive_on(settings):
     """Fields come from the profile declarations: a DFLASH profile edits its block and window, not steps or topk;
     ranges are the declarations' (block 0 refused, never saved); A toggles SGLang's adaptive steps, saved."""
@@ -335,6 +342,7 @@ async def test_the_editor_offers_what_the_algorithm_takes_and_A_turns_adaptive_o
         await until(pilot, lambda: not load(settings.source).profiles["eagle3-aq"].adaptive, "adaptive off again")
 
 
+@pytest.mark.slow
 async def test_typing_at_full_speed_into_an_input_just_emptied_keeps_every_key(settings):
     """Keys that arrive together, as a terminal delivers fast typing: all queued before the first is handled.
     Textual ran an Input's editing keys only once they had bubbled up to the App, so the key typed after a

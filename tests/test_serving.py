@@ -41,6 +41,8 @@ from tests.simhost import (
 )
 from tests.sshd import free_port
 
+pytestmark = pytest.mark.e2e
+
 
 @pytest.fixture
 async def conn(sim_host: HostConfig):
@@ -171,6 +173,7 @@ def by_name(result: serving.Preflight) -> dict:
     return {c.name: c for c in result.checks}
 
 
+@pytest.mark.slow
 async def test_preflight_on_the_host(conn, models, tmp_path):
     settings = make_settings(
         models,
@@ -232,6 +235,7 @@ async def test_preflight_on_the_host(conn, models, tmp_path):
     assert port.status == "fail" and "taken by another program" in port.message
 
 
+@pytest.mark.slow
 async def test_launcher_help_is_cached_per_version_and_a_missing_sglang_refused(conn, models):
     settings = make_settings(models, p={})
     cmd = serving.profile_command(settings, conn.host, settings.profiles["p"])
@@ -303,6 +307,7 @@ async def test_start_phases_ready_status_busy_port_stop(conn, models):
     assert not again["was_running"] and again["state"] == "stopped"
 
 
+@pytest.mark.slow
 async def test_reconnect_mid_run_reattaches_without_losing_a_line(sim_host, models, request):
     slow = make_settings(models, p={"drafter": "ours", **EAGLE, "env": {"SPECDECK_SIM_TIME_SCALE": "0.3"}})
     conn = Connection(sim_host)
@@ -515,6 +520,7 @@ async def test_the_host_side_runs_on_python_3_8(models, tmp_path):
 # --- the CLI contract -----------------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_cli_contract(models, tmp_path):
     config = write_config(tmp_path / "config.toml", models, tmp_path / "host", {"a": free_port(), "b": free_port()})
     try:

@@ -9,6 +9,8 @@ import pytest
 from backend.errors import ConfigError
 from backend.settings import INIT_TEMPLATE, load, save_profile
 
+pytestmark = pytest.mark.unit
+
 
 def test_save_profile_keeps_comments_and_writes_only_changes(tmp_path):
     path = tmp_path / "config.toml"

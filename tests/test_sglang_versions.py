@@ -19,6 +19,8 @@ from backend.measure.prometheus import parse_metrics, startup_seconds
 from backend.sglang import versions
 from backend.sglang.versions import BONUS_COUNTED, DRAFTS_ONLY
 
+pytestmark = pytest.mark.unit
+
 FIXTURES = Path(__file__).parent / "fixtures"
 VERSIONS = ("0.5.6", "0.5.23")
 # What each saved log must give: decode lines (accept len, accept rate, gen tok/s), the first stamp's seconds.

@@ -13,6 +13,8 @@ from backend.measure import latency
 from backend.sandbox.sglang_sim.histograms import BUCKETS, E2E, ITL, QUEUE, TPOT, TTFT, SimHistograms
 from tests.test_simulator import launch, sims  # noqa: F401  (sims is a fixture)
 
+pytestmark = pytest.mark.e2e
+
 ARGS = {"served_model_name": "kimi", "tp_size": 8, "dp_size": 1}
 
 

@@ -24,6 +24,8 @@ from backend.settings import HostConfig
 from tests.simhost import REPO, server_argv
 from tests.sshd import free_port
 
+pytestmark = pytest.mark.e2e
+
 SCENARIOS = REPO / "backend" / "sandbox" / "scenarios"
 
 
@@ -66,6 +68,7 @@ async def serve(conn: Connection, models: dict, scenario_file: str | None = None
     return job
 
 
+@pytest.mark.slow
 async def test_raw_prompts_accept_less_than_templated_ones(conn, models):
     """Raw prompts without the chat template lower acceptance silently (SemiAnalysis InferenceX PR #1116)."""
     job = await serve(conn, models)
@@ -75,6 +78,7 @@ async def test_raw_prompts_accept_less_than_templated_ones(conn, models):
     assert raw["accept_len"] < templated["accept_len"] - 0.2, (raw["accept_len"], templated["accept_len"])
 
 
+@pytest.mark.slow
 async def test_published_per_domain_accept_lengths_come_back_per_domain(conn, models):
     """lightseekorg/kimi-k2.5-eagle3's card (MT-Bench 2.69, GSM8K 3.20, HumanEval 3.29, BFCL 3.6-3.8) as a
     scenario: the bench's per-domain table gives each back, chat the lowest."""
@@ -88,6 +92,7 @@ async def test_published_per_domain_accept_lengths_come_back_per_domain(conn, mo
     assert min(table, key=lambda n: table[n]["accept_len"]) == "chat"
 
 
+@pytest.mark.slow
 async def test_looping_completions_are_flagged_and_kept_out(conn, models):
     """tokenspeed #1305: random completions in a loop accept 3.93 per verify against 1.94 on chat. The looping
     requests are flagged; the bench's figures, and the advisor's points, are chat's."""
@@ -104,6 +109,7 @@ async def test_looping_completions_are_flagged_and_kept_out(conn, models):
     assert len(point.histograms) == 4  # the advisor sees the chat requests only
 
 
+@pytest.mark.slow
 async def test_a_full_batch_with_a_deep_queue_collapses_and_the_bench_says_so(conn, models):
     """mratsim #2: whole batches at accept 1.00 while full with a deep queue. Four slots, twelve requests at
     once: the bench names the episodes and their share of the time; without the scenario there are none."""

@@ -28,6 +28,8 @@ from backend.sglang.flags import parse_help_flags, table, unknown_flags
 from tests.simhost import PY38
 from tests.sshd import free_port
 
+pytestmark = pytest.mark.e2e
+
 REPO = Path(__file__).resolve().parents[1]
 
 

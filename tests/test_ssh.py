@@ -17,6 +17,8 @@ from backend.transport.hostkeys import trust_host_key
 from tests.helpers import run_cli
 from tests.sshd import Sshd
 
+pytestmark = pytest.mark.e2e
+
 
 def ssh_host(sshd: Sshd, tmp_path, known_hosts: str | None = None) -> HostConfig:
     return HostConfig(

@@ -11,6 +11,8 @@ from backend.connection import Connection
 from backend.errors import ConnectionBlocked
 from backend.settings import HostConfig
 
+pytestmark = pytest.mark.e2e
+
 
 def planted(tmp_path: Path) -> Path:
     """A directory of someone else's, with a 'newer agent' in it, for the state dir to point at."""

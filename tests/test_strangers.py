@@ -20,9 +20,10 @@ import pytest
 
 REPO = Path(__file__).resolve().parent.parent
 
-pytestmark = pytest.mark.skipif(
-    os.geteuid() != 0 or not shutil.which("unshare"), reason="needs root to make a pid namespace"
-)
+pytestmark = [
+    pytest.mark.e2e,
+    pytest.mark.skipif(os.geteuid() != 0 or not shutil.which("unshare"), reason="needs root to make a pid namespace"),
+]
 
 # Runs as pid 1 of a new pid namespace; also the job runner (``agent_path()`` is this file).
 DRIVER = """

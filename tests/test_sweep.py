@@ -19,6 +19,8 @@ from backend.tune import sweep as sweep_mod
 from tests.simhost import EAGLE, PY38, make_settings, specdeck, write_config
 from tests.sshd import free_port
 
+pytestmark = pytest.mark.e2e
+
 SMALL = {"requests": 2, "max_tokens": 48}
 
 
@@ -50,6 +52,7 @@ def test_plan_grid_and_bad_input():
         sweep_mod.SweepPlan((2,), topk=2, draft_tokens=(6,), smart=True)
 
 
+@pytest.mark.slow
 async def test_sweep_restarts_benches_records_and_leaves_the_server_as_found(conn, models, tmp_path):
     settings = make_settings(models, aq={"drafter": "aq-medai", **EAGLE}, base={})
     settings = replace(settings, profiles={**settings.profiles, "base": replace(settings.profiles["base"],
@@ -102,6 +105,7 @@ async def test_a_crashing_point_is_recorded_and_the_sweep_goes_on(conn, models):
     assert (await serving.status(conn))["state"] not in serving.RUNNING_STATES  # none was running: none is
 
 
+@pytest.mark.slow
 async def test_cancel_stops_the_server_and_resume_skips_finished_points(conn, models):
     settings = make_settings(models, aq={"drafter": "aq-medai", **EAGLE})
     plan = sweep_mod.SweepPlan((1, 2, 3), **SMALL)
@@ -134,6 +138,7 @@ async def test_cancel_stops_the_server_and_resume_skips_finished_points(conn, mo
     await sweep_mod.cancel(conn, first.id)
 
 
+@pytest.mark.slow
 async def test_resume_after_the_sweep_job_was_killed(conn, models):
     settings = make_settings(models, aq={"drafter": "aq-medai", **EAGLE})
     plan = sweep_mod.SweepPlan((1, 2), **SMALL)
@@ -156,6 +161,7 @@ async def test_resume_after_the_sweep_job_was_killed(conn, models):
     assert (await conn.call("jobs.get", id=leftover["job"]))["state"] not in ("running", "orphaned")
 
 
+@pytest.mark.slow
 async def test_cancelled_or_killed_sweeps_leave_the_server_they_found(conn, models):
     settings = make_settings(models, aq={"drafter": "aq-medai", **EAGLE}, base={})
     settings = replace(settings, profiles={**settings.profiles, "base": replace(settings.profiles["base"],
@@ -197,6 +203,7 @@ async def test_cancelled_or_killed_sweeps_leave_the_server_they_found(conn, mode
     assert await sweep_mod.restore_found(conn, settings) is None
 
 
+@pytest.mark.slow
 async def test_smart_sweep_measures_the_profile_first_and_stops_when_nothing_left_can_win(conn, models):
     settings = make_settings(models, aq={"drafter": "aq-medai", **EAGLE})
     plan = sweep_mod.SweepPlan((1, 2, 3, 4), requests=3, max_tokens=160, smart=True)
@@ -220,6 +227,7 @@ async def test_smart_sweep_measures_the_profile_first_and_stops_when_nothing_lef
     assert all("per_request" not in p for p in sweep_mod.public_done(done)["points"])
 
 
+@pytest.mark.slow
 def test_cli_sweep_json_detach_and_bad_input(models, tmp_path):
     config = write_config(tmp_path / "config.toml", models, tmp_path / "host", {"a": free_port(), "b": free_port()})
     res = specdeck(config, "sweep", "eagle3-ours", "--steps", "1,2", "--requests", "1", "--max-tokens", "16", "--json")
@@ -242,6 +250,7 @@ def test_cli_sweep_json_detach_and_bad_input(models, tmp_path):
 
 
 @pytest.mark.skipif(not PY38.exists(), reason="no Python 3.8 interpreter on this machine")
+@pytest.mark.slow
 async def test_the_sweep_job_runs_on_python_3_8(models, tmp_path):
     host = HostConfig(
         name="py38", url="local", python=str(PY38), workdir=str(tmp_path / "host"), launcher="simulator", sandbox=True

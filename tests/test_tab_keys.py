@@ -34,6 +34,8 @@ from tui.widgets.chart import SeriesChart
 from tui.widgets.diff_table import DiffTable
 from tui.widgets.logview import LogView
 
+pytestmark = [pytest.mark.tui, pytest.mark.e2e]
+
 SIZE = (160, 45)
 
 
@@ -84,6 +86,7 @@ def plain(widget: Static) -> str:
     return Content.from_markup(str(widget.content)).plain
 
 
+@pytest.mark.slow
 async def test_drafters_keys(sandbox):
     app = SpecdeckApp(sandbox, host="sandbox")
     async with app.run_test(size=SIZE) as pilot:
@@ -142,6 +145,7 @@ async def test_drafters_keys(sandbox):
         keys.assert_all_pressed()
 
 
+@pytest.mark.slow
 async def test_compare_keys(sandbox, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     app = SpecdeckApp(sandbox, host="sandbox")
@@ -182,6 +186,7 @@ async def test_compare_keys(sandbox, tmp_path, monkeypatch):
         keys.assert_all_pressed()
 
 
+@pytest.mark.slow
 async def test_serve_keys(sandbox):
     app = SpecdeckApp(sandbox, host="sandbox")
     async with app.run_test(size=SIZE) as pilot:
@@ -269,6 +274,7 @@ async def profiled(pilot: Pilot, keys: FooterKeys, pane: ShellPane) -> None:
     await until(pilot, lambda: app.focused is pane.key_widget(), "the tab's keys back")
 
 
+@pytest.mark.slow
 async def test_live_keys(sandbox):
     conn = await Connection.open(sandbox.hosts["sandbox"])
     try:
@@ -320,6 +326,7 @@ async def test_live_keys(sandbox):
         await serving.stop(app.connection)
 
 
+@pytest.mark.slow
 async def test_history_keys(sandbox, tmp_path):
     seeds = (("baseline", 82.0, None), ("eagle3-ours", 60.6, 2.0), ("eagle3-aq", 100.0, 3.3))
     runs = [

@@ -4,6 +4,7 @@ bench it and see measured beside predicted, stop."""
 
 from __future__ import annotations
 
+import pytest
 from textual.widgets import Static
 
 from backend.serve import serving
@@ -16,6 +17,8 @@ from tui.screens.confirm import ConfirmScreen
 from tui.screens.train import TrainPane
 from tui.widgets.traincharts import AccuracyChart
 
+pytestmark = [pytest.mark.tui, pytest.mark.e2e]
+
 
 def _as_if(wire: dict, **changed):
     """A serving.status that answers ``wire`` with ``changed`` (another profile's server running)."""
@@ -26,6 +29,7 @@ def _as_if(wire: dict, **changed):
     return status
 
 
+@pytest.mark.slow
 async def test_train_keys(models, tmp_path, monkeypatch):
     monkeypatch.setenv("SPECDECK_SIM_TIME_SCALE", "0.05")
     settings = load(write_config(tmp_path, models, env={"SPECDECK_SIM_SPECFORGE_STEP_S": "0.01"}))

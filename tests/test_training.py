@@ -23,6 +23,8 @@ from backend.train.predict import predict
 from tests.simhost import TIME_SCALE, specdeck
 from tests.sshd import free_port
 
+pytestmark = pytest.mark.e2e
+
 STEP_S = "0.004"  # the simulated SpecForge's seconds a step: 150 steps in well under a second
 
 
@@ -129,6 +131,7 @@ def test_prediction_adds_the_bonus_token_and_judges_only_where_the_interval_clea
 # --- the loop end to end: train, judge, serve, bench, measured against predicted ----------------------
 
 
+@pytest.mark.slow
 def test_train_judge_serve_and_measure(models, tmp_path):
     config = write_config(tmp_path, models)
     res = specdeck(config, "train", "start", "ft")
@@ -188,6 +191,7 @@ def _train_jobs(config: Path) -> list[dict]:
     return [j for j in json.loads(specdeck(config, "jobs", "--json").stdout) if j["kind"] == "train"]
 
 
+@pytest.mark.slow
 def test_bad_input_starts_nothing(models, tmp_path):
     config = write_config(tmp_path, models, data=str(tmp_path / "nowhere"))
     err = specdeck(config, "train", "start", "ft", rc=2).stderr
@@ -322,6 +326,7 @@ def test_the_script_era_without_logging_says_where_its_curves_are(tmp_path):
 
 
 @pytest.mark.parametrize("host", ["local"], indirect=True)
+@pytest.mark.slow
 async def test_a_disk_that_fills_mid_save_leaves_a_cut_checkpoint_that_is_not_offered(tmpfs_host, models, tmp_path):
     """The output folder on a small tmpfs, filled after the first checkpoint but for a few pages: the next save
     writes its rank files, starts training_state.pt and meets ENOSPC before torch.save's zip directory (written

@@ -21,7 +21,10 @@ from tests.test_training import write_config
 
 NEIGHBOUR = 54321
 
-pytestmark = pytest.mark.skipif(os.geteuid() != 0 or not shutil.which("setpriv"), reason="needs root and setpriv")
+pytestmark = [
+    pytest.mark.e2e,
+    pytest.mark.skipif(os.geteuid() != 0 or not shutil.which("setpriv"), reason="needs root and setpriv"),
+]
 
 
 def as_neighbour(script: str) -> None:
@@ -76,6 +79,7 @@ def train_jobs(config: Path) -> list[dict]:
     return [j for j in json.loads(specdeck(config, "jobs", "--json").stdout) if j["kind"].startswith("train")]
 
 
+@pytest.mark.slow
 def test_a_checkpoint_another_user_planted_is_refused_for_resume_serve_and_export(models, shared: Path):
     config = write_config(shared, models)
     out = shared / "out"

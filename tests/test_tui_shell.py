@@ -27,6 +27,8 @@ from tui.screens.hosts import HostSwitchScreen
 from tui.tabs import TABS
 from tui.widgets.hostbar import HostBar, badge_text, gpu_summary
 
+pytestmark = [pytest.mark.tui, pytest.mark.e2e]
+
 SIZE = (130, 30)
 
 
@@ -48,6 +50,7 @@ def live(app: SpecdeckApp) -> bool:
     return bar.state.status == "connected" and bar.info is not None and not bar.stale and bar.rtt_ms is not None
 
 
+@pytest.mark.slow
 async def test_mounts_connects_and_shows_the_host(state_home):
     app = SpecdeckApp(builtin_defaults(), host="local")
     async with app.run_test(size=SIZE) as pilot:
@@ -65,6 +68,7 @@ async def test_mounts_connects_and_shows_the_host(state_home):
     assert app.connection.agent is None  # closed on exit
 
 
+@pytest.mark.slow
 async def test_number_keys_switch_tabs():
     app = SpecdeckApp(builtin_defaults(), host="local")
     async with app.run_test(size=SIZE) as pilot:
@@ -75,6 +79,7 @@ async def test_number_keys_switch_tabs():
             await until(pilot, lambda: tabs.active == tab, f"the {tab} tab")  # noqa: B023 (awaited at once)
 
 
+@pytest.mark.slow
 async def test_palette_lists_every_action_and_runs_them():
     app = SpecdeckApp(builtin_defaults(), host="local")
     async with app.run_test(size=SIZE) as pilot:
@@ -101,6 +106,7 @@ async def test_palette_lists_every_action_and_runs_them():
         await until(pilot, lambda: app.theme == "textual-light", "the theme command")
 
 
+@pytest.mark.slow
 async def test_theme_toggles_dark_and_light():
     app = SpecdeckApp(builtin_defaults(), host="local")
     async with app.run_test(size=SIZE) as pilot:
@@ -112,6 +118,7 @@ async def test_theme_toggles_dark_and_light():
         await until(pilot, lambda: app.theme == "textual-dark", "dark again")
 
 
+@pytest.mark.slow
 async def test_help_panel_toggles():
     app = SpecdeckApp(builtin_defaults(), host="local")
     async with app.run_test(size=SIZE) as pilot:
@@ -122,6 +129,7 @@ async def test_help_panel_toggles():
         await until(pilot, lambda: not app.screen.query("HelpPanel"), "the help panel to close")
 
 
+@pytest.mark.slow
 async def test_drop_keeps_stale_data_counts_down_and_reconnects():
     app = SpecdeckApp(builtin_defaults(), host="local")
     async with app.run_test(size=SIZE) as pilot:
@@ -150,6 +158,7 @@ async def test_drop_keeps_stale_data_counts_down_and_reconnects():
         assert not app.query_one("#facts").has_class("-stale") and not app.query_one("#stale").display
 
 
+@pytest.mark.slow
 async def test_host_switcher_moves_the_panel_to_another_host(tmp_path):
     settings = parse(
         {
@@ -191,6 +200,7 @@ async def test_host_switcher_moves_the_panel_to_another_host(tmp_path):
         assert text(app, "#host").startswith("sandbox")
 
 
+@pytest.mark.slow
 async def test_the_host_switcher_takes_a_typed_name_and_refuses_a_malformed_url(tmp_path):
     config = tmp_path / "config.toml"
     config.write_text("# mine\n")
@@ -226,6 +236,7 @@ async def test_the_host_switcher_takes_a_typed_name_and_refuses_a_malformed_url(
         assert config.read_text().startswith("# mine\n")
 
 
+@pytest.mark.slow
 async def test_sandbox_flag_forces_the_badge():
     app = SpecdeckApp(builtin_defaults(), host="local", sandbox=True)
     async with app.run_test(size=SIZE) as pilot:
@@ -234,6 +245,7 @@ async def test_sandbox_flag_forces_the_badge():
         assert text(app, "#sglang").endswith("SIMULATED")
 
 
+@pytest.mark.slow
 async def test_unknown_host_key_dialog_trusts_the_key_and_connects(sshd, tmp_path):
     known = tmp_path / "known_hosts"
     known.write_text("")
@@ -265,6 +277,7 @@ async def test_unknown_host_key_dialog_trusts_the_key_and_connects(sshd, tmp_pat
     assert ssh.returncode == 0, ssh.stderr
 
 
+@pytest.mark.slow
 async def test_changed_host_key_is_refused_without_a_dialog(sshd, tmp_path):
     import asyncssh
 
@@ -282,6 +295,7 @@ async def test_changed_host_key_is_refused_without_a_dialog(sshd, tmp_path):
         assert known.read_text() == f"[127.0.0.1]:{sshd.port} {other}\n"
 
 
+@pytest.mark.slow
 async def test_worker_failures_become_notifications():
     app = SpecdeckApp(builtin_defaults(), host="local")
 

@@ -19,6 +19,8 @@ from tui.app import SpecdeckApp
 from tui.screens.tune import TunePane, eta_text
 from tui.widgets.tunecharts import HistogramChart, PositionChart, StepsChart
 
+pytestmark = [pytest.mark.tui, pytest.mark.e2e]
+
 SCALE = {"SPECDECK_SIM_TIME_SCALE": "0.02"}
 
 
@@ -49,6 +51,7 @@ def cells(table: DataTable) -> list[list[str]]:
     return [[str(c) for c in table.get_row_at(i)] for i in range(table.row_count)]
 
 
+@pytest.mark.slow
 async def test_tune_tab_advice_keys_sweep_and_apply(settings):
     app = SpecdeckApp(settings, host="sim")
     async with app.run_test(size=(160, 45)) as pilot:
@@ -126,6 +129,7 @@ def test_eta_from_earlier_points_and_every_key_in_the_palette():
     assert all(b.tooltip for b in TunePane.BINDINGS)
 
 
+@pytest.mark.slow
 async def test_the_fleet_sweep_key_shows_with_a_fleet_and_asks_first(settings, tmp_path):
     from dataclasses import replace
 

@@ -4,6 +4,8 @@ as "= baseline", no accept figures for a server that does not speculate."""
 
 from __future__ import annotations
 
+import pytest
+
 from backend.history import History
 from backend.jobs import JobInfo
 from backend.measure import judge
@@ -13,6 +15,8 @@ from backend.measure.series import SeriesView
 from backend.report.document import break_even_cell
 from tui.widgets.numbers import LiveNumbers, verdict
 from tui.widgets.serverline import ServerFacts
+
+pytestmark = pytest.mark.unit
 
 T0 = 1_800_000_000.0
 

@@ -22,6 +22,8 @@ from tests.chromium import CHROMIUM, Chromium
 from tests.helpers import CLI, run_cli
 from tests.sshd import free_port
 
+pytestmark = pytest.mark.e2e
+
 REPO = Path(__file__).resolve().parents[1]
 
 
@@ -118,6 +120,7 @@ async def other_site(ws_url: str) -> tuple[object, str]:
 
 
 @pytest.mark.skipif(not CHROMIUM.exists(), reason="needs Debian's chromium (apt-get install -y chromium)")
+@pytest.mark.slow
 async def test_web_demo_serves_the_panel_only_to_its_owner(tmp_path):
     """With the printed URL the panel renders; without its token nothing does; another site's page cannot
     open the websocket even when it knows the token."""

@@ -25,7 +25,10 @@ from backend.settings import HostConfig
 
 NEIGHBOUR = 54321
 
-pytestmark = pytest.mark.skipif(os.geteuid() != 0 or not shutil.which("setpriv"), reason="needs root and setpriv")
+pytestmark = [
+    pytest.mark.e2e,
+    pytest.mark.skipif(os.geteuid() != 0 or not shutil.which("setpriv"), reason="needs root and setpriv"),
+]
 
 
 def as_neighbour(script: str) -> None:
