@@ -14,6 +14,7 @@ import threading
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -336,6 +337,16 @@ def sims(tmp_path):
         sim.kill()
 
 
+@pytest.fixture(scope="module")
+def baseline_sim(models, tmp_path_factory) -> Iterator[Sim]:
+    """One baseline simulator (no speculation, a log line each 10 decode steps) for the tests that only send
+    it requests and read what it answers and logs: started once, not once a test."""
+    sim = Sim(tmp_path_factory.mktemp("baseline-sim"), launch(models, None, "--decode-log-interval", "10"))
+    sim.wait_ready()
+    yield sim
+    sim.kill()
+
+
 def launch(models: dict, drafter: str | None, *extra: str, algorithm: str = "EAGLE3") -> list:
     argv = ["--model-path", models["target"], "--tp-size", "8", "--trust-remote-code", "--random-seed", "7"]
     if drafter:
@@ -530,9 +541,9 @@ def test_data_parallel_server_info_has_one_internal_state_per_rank(models, sims)
     assert re.search(prefix(" DP1 TP1") + "Load weight begin", sim.log())  # every rank, ms stamps
 
 
-def test_openai_endpoints_with_and_without_streaming(models, sims):
-    sim = sims(launch(models, None))
-    sim.wait_ready()
+@pytest.mark.xdist_group("baseline-sim")
+def test_openai_endpoints_with_and_without_streaming(baseline_sim):
+    sim = baseline_sim
     completion = sim.json("/v1/completions", {"model": "default", "prompt": "Hello", "max_tokens": 12})
     assert completion["object"] == "text_completion" and completion["choices"][0]["finish_reason"] == "length"
     assert completion["usage"]["completion_tokens"] == 12
@@ -578,9 +589,10 @@ def stream_speed(sim: Sim, max_tokens: int = 64) -> tuple[float, float]:
     return tok_s, accept
 
 
-def test_speeds_follow_the_operators_measurements(models, sims):
-    baseline, ours, aq = (sims(launch(models, drafter)) for drafter in (None, "ours", "aq-medai"))
-    for sim in (baseline, ours, aq):
+@pytest.mark.xdist_group("baseline-sim")
+def test_speeds_follow_the_operators_measurements(models, sims, baseline_sim):
+    baseline, ours, aq = baseline_sim, *(sims(launch(models, drafter)) for drafter in ("ours", "aq-medai"))
+    for sim in (ours, aq):
         sim.wait_ready()
     results: dict = {}
     threads = [
@@ -600,9 +612,9 @@ def test_speeds_follow_the_operators_measurements(models, sims):
     assert 45 < ours_tok_s < 75 and 85 < aq_tok_s < 125
 
 
-def test_concurrent_streams_each_slow_down_a_little(models, sims):
-    sim = sims(launch(models, None, "--decode-log-interval", "10"))
-    sim.wait_ready()
+@pytest.mark.xdist_group("baseline-sim")
+def test_concurrent_streams_each_slow_down_a_little(baseline_sim):
+    sim = baseline_sim
     speeds = []
     threads = [threading.Thread(target=lambda: speeds.append(stream_speed(sim, 48)[0])) for _ in range(4)]
     for thread in threads:
