@@ -162,10 +162,10 @@ async def test_web_demo_serves_the_panel_only_to_its_owner(tmp_path):
             shot = base64.b64decode((await browser.call("Page.captureScreenshot", format="png"))["data"])
             assert shot.startswith(b"\x89PNG") and len(shot) > 20_000
             (tmp_path / "web.png").write_bytes(shot)
-
-        # The panel textual-serve started is `specdeck` on the sandbox config and host.
-        panels = [p for p in descendants(server.pid) if "--host sandbox" in cmdline(p) and "--config" in cmdline(p)]
-        assert panels, [cmdline(p) for p in descendants(server.pid)]
+            # The panel textual-serve started is `specdeck` on the sandbox config and host (looked up while the
+            # browser holds its session: closing the page ends it).
+            panels = [p for p in descendants(server.pid) if "--host sandbox" in cmdline(p) and "--config" in cmdline(p)]
+            assert panels, [cmdline(p) for p in descendants(server.pid)]
     finally:
         if runner is not None:
             await runner.cleanup()
