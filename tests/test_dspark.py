@@ -26,6 +26,8 @@ from backend.sandbox.sglang_sim import dspark
 from backend.tune.advisor import acceptance_lines
 from tests.test_simulator import Sim, sims  # noqa: F401 (the fixture)
 
+pytestmark = pytest.mark.e2e
+
 REAL = Path(__file__).parent / "fixtures" / "real"
 
 

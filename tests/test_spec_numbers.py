@@ -10,9 +10,6 @@ artefacts: no real scrape of these series was found (research notes of issue 36,
 
 from __future__ import annotations
 
-import subprocess
-import sys
-
 import pytest
 
 from backend.cli.livecmds import _watch_line
@@ -23,7 +20,10 @@ from backend.measure.metrics import Sample
 from backend.measure.prometheus import PR_31750, read_scrape
 from backend.measure.specnumbers import SpecFigures
 from backend.settings import ReplicaConfig
+from tests.helpers import run_cli
 from tui.widgets.serverline import ServerFacts
+
+pytestmark = pytest.mark.unit
 
 LABELS = 'engine_type="unified",model_name="k",pp_rank="0",tp_rank="0"'
 
@@ -134,8 +134,7 @@ def test_parse_metrics_says_the_interval_and_the_totals(tmp_path, later):
             page(spec_accept_length=2.5, generation_tokens_total=5000, spec_verify_calls_total=1500) + ttft % (9, 9)
         )
         args.insert(2, str(second))
-    out = subprocess.run([sys.executable, "-m", "backend.cli.main", *args], capture_output=True, text=True, check=True)
-    out = out.stdout
+    out = run_cli(*args).stdout
     assert "accept and rate: the last decode-log interval's gauges" in out
     if later:
         assert "accept length from totals between the two scrapes: 4.00" in out
