@@ -298,7 +298,8 @@ class Sim:
         return out
 
     def wait_ready(self, timeout: float = 60) -> list:
-        """Poll /health until 200 (the process is another program: short sleeps); the statuses seen."""
+        """Poll /health until 200 and the log says so (the process is another program: short sleeps); the
+        statuses seen. /health answers 200 a moment before the 'fired up' line is written."""
         seen = []
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
@@ -309,7 +310,7 @@ class Sim:
                 status = None  # not listening yet: SGLang opens the port after loading
             if not seen or seen[-1] != status:
                 seen.append(status)
-            if status == 200:
+            if status == 200 and "The server is fired up and ready to roll!" in self.log():
                 return seen
             time.sleep(0.01)
         raise AssertionError("simulator not ready:\n" + self.log())
