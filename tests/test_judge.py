@@ -54,7 +54,8 @@ def test_ahead_at_every_concurrency_only_where_a_baseline_was_measured():
     full = judge.curve_verdict({1: 82.0, 2: 80.0, 4: 77.0, 8: 70.0}, {1: 101.0, 2: 95.0, 4: 77.6, 8: 60.0})
     assert (
         full.falls_at == 8
-        and full.sentence() == "speculation falls below the baseline at 8 concurrent stream(s), ahead at 4"
+        and full.sentence()
+        == "speculation falls below the baseline at 8 concurrent stream(s), level with it (within 2%) at 4"
     )
     none = judge.curve_verdict({}, {1: 101.0, 2: 95.0})
     assert none.sentence() == "speculation: no baseline measured at 1, 2 streams: bench the baseline there"
@@ -303,3 +304,50 @@ def test_the_fleets_workers_count_agrees_with_its_rows():
         "pair", RouterStatus(**{**router.__dict__, "healthy_workers": 1}), (up, down), status.imbalance
     )
     assert caught_up.workers_text() == "1/2 workers healthy"
+
+
+def test_a_difference_inside_the_practical_floor_is_level_however_narrow_its_interval():
+    # Issue 32: Live's bench of the baseline against the configured 82 tok/s said "below it, 95% 81.9-82.0": a
+    # difference of 0.06% called a verdict because 200 requests made the interval narrow.
+    from backend.agent.host.shared import advice, expect
+    from backend.measure.series import Stats
+    from backend.train.predict import verdict
+
+    assert judge.FLOOR == advice.TOK_S_SE_FLOOR == expect.BENCH_FLOOR == 0.02  # one floor, the sweep's
+    y = Yardstick(82.0, 30.0)
+    tight = [{"decode_tok_s": 81.9 + 0.1 * (i % 2)} for i in range(200)]
+    judged = judge.bench({"tok_s": 81.95, "concurrency": 1, "per_request": tight}, y)
+    assert judged.speed.word == "level with"
+    assert "; level with it, within 2%, 95% 81.9-82.0 over 200 requests" in judged.speed_text()
+    assert "below" not in summary_line({"tok_s": 81.95, "concurrency": 1, "per_request": tight}, y)
+    # Past the floor the interval decides as before.
+    fast = [{"decode_tok_s": 90.0 + 0.1 * (i % 2)} for i in range(20)]
+    assert judge.bench({"tok_s": 90.05, "concurrency": 1, "per_request": fast}, y).speed.word == "beats"
+    # Live's window: the same rule.
+    window = Stats(600, 81.9, 81.95, 81.9, 82.0, 81.8, 82.1, sem=0.005, sem_dof=9)
+    assert judge.speed_verdict(window, 82.0).word == "level with"
+    assert judge.speed_verdict(Stats(600, 70.0, 70.0, 70.0, 70.0, 70.0, 70.0, 0.1, 9), 82.0).word == "below"
+    # The curve: within 2% is level, neither ahead nor falling below.
+    curve = judge.curve_verdict({1: 82.0, 4: 75.0, 8: 70.0}, {1: 90.0, 4: 74.5, 8: 60.0})
+    assert curve.level == (4,) and curve.falls_at == 8
+    assert (
+        curve.sentence()
+        == "speculation falls below the baseline at 8 concurrent stream(s), level with it (within 2%) at 4"
+    )
+    even = judge.curve_verdict({1: 82.0, 4: 75.0}, {1: 82.5, 4: 74.2})
+    assert even.falls_at is None and "level with the baseline (within 2%) at 1, 4" in even.sentence()
+    # The break-even (the same quantity in accept length) and a checkpoint's prediction.
+    requests = [{"decode_tok_s": 82.0, "accept_len": 2.47 + 0.002 * (i % 2)} for i in range(50)]
+    result = {"tok_s": 82.0, "concurrency": 1, "accept_len": 2.471, "cycle_ms": 30.0, "speculative": True,
+              "per_request": requests}  # fmt: skip
+    assert judge.bench(result, y).accept.word == "level with"
+    assert verdict(82.5, 82.4, 82.6, 82.0) == "level with" and verdict(90.0, 89.0, 91.0, 82.0) == "beats"
+    # The sweep never separates two points inside the floor: its best and "not separated" agree with "level".
+    rows = [{"steps": k, "measured_tok_s": v, "measured_low": v - 0.01, "measured_high": v + 0.01,
+             "measured_requests": 500, "request_rel_sd": 0.001} for k, v in ((3, 100.0), (4, 101.5))]  # fmt: skip
+    best = advice.best(rows)
+    assert best["steps"] == 4 and best["not_separated_from"] == [3] and best["requests_to_separate"] is None
+    assert "closer than two benches can be told apart" in judge.best_sentence(best)
+    # A wide interval around a figure inside the floor may hide a difference that matters: within noise.
+    assert judge.judged_word(82.5, 60.0, 105.0, 82.0, ("beats", "below")) == "within noise"
+    assert judge.judged_word(82.5, 81.0, 83.5, 82.0, ("beats", "below")) == "level with"

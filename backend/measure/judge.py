@@ -9,7 +9,9 @@ only over concurrencies where a baseline was measured; the others are named ("no
 8 streams: bench the baseline there").
 
 Intervals. beats / below / met / not met only where a 95% interval clears the line (``series.clears``); else
-within noise; without an interval, not enough samples, with the count it needs. The break-even is
+within noise; without an interval, not enough samples, with the count it needs. Before any of that, the practical
+floor (``FLOOR``, the sweep's ``TOK_S_SE_FLOOR``: two benches of one configuration differ by 2%): a figure within
+it of its line is level with it, however narrow its interval, never beats or below (``judged_word``). The break-even is
 ``breakeven.live_breakeven`` (cycle × baseline / 1000) of the figures judged, nowhere else.
 
 Words. One way to write a change (``pct_text``: ``+12.6%``, ``0.0%``, never ``-0%`` or ``+0.0%``) and a figure
@@ -31,7 +33,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from backend.agent.host.shared.advice import Z, t975
+from backend.agent.host.shared.advice import TOK_S_SE_FLOOR, Z, t975
 from backend.agent.host.shared.expect import BENCH_FLOOR, BenchNoise
 from backend.history.summary import Level, RunSummary, Yardstick
 from backend.measure.breakeven import live_breakeven
@@ -60,6 +62,21 @@ def at_text(value: float | None, streams: int | None, digits: int = 1) -> str:
     if value is None:
         return "—"
     return f"{value:.{digits}f}" + (f" @{streams}" if streams and streams > 1 else "")
+
+
+# A difference too small to matter: two benches of one configuration differ by this much (the sweep's floor).
+FLOOR = TOK_S_SE_FLOOR
+LEVEL = "level with"
+
+
+def floor_text() -> str:
+    """``within 2%``: what ``level with`` means."""
+    return f"within {100 * FLOOR:.0f}%"
+
+
+def inside_floor(value: float, line: float) -> bool:
+    """Whether ``value`` is within the practical floor of ``line``: a difference too small to matter."""
+    return line > 0 and abs(value / line - 1.0) < FLOOR
 
 
 def levels_text(levels: Iterable[int]) -> str:
@@ -174,7 +191,8 @@ def bench_figure(run: RunSummary) -> tuple[float | None, float | None, int]:
 @dataclass(frozen=True)
 class Verdict:
     """An interval against a line: ``word`` is beats / below / within noise (speed), met / not met / within
-    noise (break-even), = baseline, not enough samples or waiting; ``low``/``high`` the 95% interval."""
+    noise (break-even), level with (either, inside the practical floor), = baseline, not enough samples or
+    waiting; ``low``/``high`` the 95% interval."""
 
     word: str
     low: float | None = None
@@ -197,7 +215,21 @@ def speed_verdict(tok: Stats, baseline: float, own: bool = False) -> Verdict:
     if tok.sem is None:
         return Verdict("not enough samples", count=tok.count, needed=2 * BATCHES)
     low, high = interval95(tok.mean, tok.sem, tok.sem_dof)
-    return Verdict(clear_word(low, high, baseline, ("beats", "below")), low, high, tok.count)
+    return Verdict(judged_word(tok.mean, low, high, baseline, ("beats", "below")), low, high, tok.count)
+
+
+def judged_word(
+    value: float, low: float, high: float, line: float, words: tuple[str, str], within: str = "within noise"
+) -> str:
+    """The judge's word on ``value`` (95% interval [low, high]) against ``line``. Within the practical floor
+    it is level with the line where the interval clears it (a real difference, too small to matter, however
+    narrow the interval) or stays inside the floor; one that straddles the line and reaches past the floor is
+    ``within`` (it may yet hide a difference that matters). Past the floor: ``words`` where the interval clears
+    the line, else ``within``."""
+    word = clear_word(low, high, line, words, within)
+    if inside_floor(value, line) and (word != within or (inside_floor(low, line) and inside_floor(high, line))):
+        return LEVEL
+    return word
 
 
 def clear_word(low: float, high: float, line: float, words: tuple[str, str], within: str = "within noise") -> str:
@@ -229,8 +261,8 @@ def interval_verdict(
     (``count`` of them) without an interval."""
     if interval is None:
         return Verdict("not enough samples", count=count, needed=2)
-    _, low, high, n = interval
-    return Verdict(clear_word(low, high, line, words), low, high, n)
+    middle, low, high, n = interval
+    return Verdict(judged_word(middle, low, high, line, words), low, high, n)
 
 
 # --- the break-even ----------------------------------------------------------------------------------------
@@ -258,8 +290,8 @@ class BreakEven:
 
     @property
     def word(self) -> str:
-        """met / not met / within noise / too few samples."""
-        return "too few samples" if self.verdict.word == "not enough samples" else self.verdict.word
+        """met / not met / within noise / level (within the practical floor) / too few samples."""
+        return {"not enough samples": "too few samples", LEVEL: "level"}.get(self.verdict.word, self.verdict.word)
 
     def cell(self) -> str:
         """``met (+0.84 ±0.05)`` / ``not met (…)`` / ``within noise (…)`` / ``too few samples (+0.84)``; a run
@@ -298,7 +330,7 @@ def run_break_even(run: RunSummary, yardstick: Yardstick) -> BreakEven | None:
     streams = run.streams or 1
     interval = run.accept_interval()
     if interval is not None:
-        word = clear_word(*interval, line, ("met", "not met"))
+        word = judged_word(run.accept_len, *interval, line, ("met", "not met"))
         return BreakEven(run.accept_len, line, streams, Verdict(word, interval[0], interval[1], run.samples))
     bench = run.bench or {}
     requests = [r for r in (bench.get("result") or {}).get("per_request") or [] if "error" not in r]
@@ -327,7 +359,8 @@ class Curve:
 
     benched: tuple[int, ...]  # where speculation was benched
     judged: tuple[int, ...]  # of those, where the baseline was benched too
-    falls_at: int | None  # the lowest judged concurrency where it is slower per stream
+    falls_at: int | None  # the lowest judged concurrency where it is slower per stream, past the floor
+    level: tuple[int, ...] = ()  # judged concurrencies where it is within the practical floor of the baseline
 
     @property
     def unjudged(self) -> tuple[int, ...]:
@@ -346,11 +379,19 @@ class Curve:
         if not self.judged:
             return f"{who}: {missing}" if missing else f"{who}: no bench to judge"
         base = f"the baseline ({source})" if source else "the baseline"
+        level = f"level with it ({floor_text()})"
+        ahead = [c for c in self.judged if c not in self.level]
         if self.falls_at is not None:
-            ahead = [c for c in self.judged if c < self.falls_at]
+            before = [c for c in self.judged if c < self.falls_at]
             head = f"{who} falls below {base} at {self.falls_at} concurrent stream(s)" + (
-                f", ahead at {ahead[-1]}" if ahead else ", already at the lowest level measured"
+                f", {level if before[-1] in self.level else 'ahead'} at {before[-1]}"
+                if before
+                else ", already at the lowest level measured"
             )
+        elif not ahead:
+            head = f"{who} is level with {base} ({floor_text()}) at {levels_text(self.judged)} stream(s)"
+        elif self.level:
+            head = f"{who} is ahead of {base} at {levels_text(ahead)} stream(s), {level} at {levels_text(self.level)}"
         elif self.unjudged:
             head = f"{who} is ahead of {base} at {levels_text(self.judged)} stream(s)"
         else:
@@ -359,11 +400,13 @@ class Curve:
 
 
 def curve_verdict(baseline: Mapping[int, float], curve: Mapping[int, float]) -> Curve:
-    """``curve`` (per-stream bench tok/s by concurrency) against the baseline's, like with like."""
+    """``curve`` (per-stream bench tok/s by concurrency) against the baseline's, like with like: within the
+    practical floor it is level, not ahead or below."""
     benched = tuple(sorted(curve))
     judged = tuple(c for c in benched if c in baseline)
-    falls = next((c for c in judged if curve[c] < baseline[c]), None)
-    return Curve(benched, judged, falls)
+    level = tuple(c for c in judged if inside_floor(curve[c], baseline[c]))
+    falls = next((c for c in judged if curve[c] < baseline[c] and c not in level), None)
+    return Curve(benched, judged, falls, level)
 
 
 def baseline_curve(yardstick: Yardstick, runs: Iterable[RunSummary] = ()) -> tuple[dict[int, float], str]:
@@ -451,12 +494,15 @@ class BenchJudgement:
 
 
 def _verdict_tail(verdict: Verdict, it: str, digits: int) -> str:
-    """``; beats it, 95% 98.2-104.6 over 4 requests`` (or why there is no verdict); '' before any figure."""
+    """``; beats it, 95% 98.2-104.6 over 4 requests``, ``; level with it, within 2%, 95% …`` (or why there is
+    no verdict); '' before any figure."""
     if verdict.word == "not enough samples":
         return f"; not enough requests to judge: {verdict.count}/{verdict.needed}"
     if verdict.low is None or verdict.high is None:
         return ""
     word = f"{verdict.word} {it}".rstrip() if verdict.word in ("beats", "below") else verdict.word
+    if verdict.word == LEVEL:
+        word = f"{LEVEL} {it or 'it'}, {floor_text()}"
     return f"; {word}, 95% {verdict.low:.{digits}f}-{verdict.high:.{digits}f} over {verdict.count} requests"
 
 

@@ -565,9 +565,11 @@ def build(
 
 
 SPEED_WORDS = {"beats": "faster than the baseline", "below": "slower than the baseline", "within noise":
-               "not told apart from the baseline"}  # fmt: skip
+               "not told apart from the baseline",
+               judge.LEVEL: f"level with the baseline ({judge.floor_text()})"}  # fmt: skip
 BREAK_EVEN_WORDS = {"met": "clears the break-even", "not met": "falls short of the break-even",
-                    "within noise": "not told apart from the break-even"}  # fmt: skip
+                    "within noise": "not told apart from the break-even",
+                    judge.LEVEL: f"level with the break-even ({judge.floor_text()})"}  # fmt: skip
 
 
 def verdict_summary(words: list[tuple[int, str, str]]) -> str:

@@ -121,10 +121,11 @@ def advised(
     return row, Basis(cost, yardstick.baseline_tok_s, yardstick.source, measured, noise, gap)
 
 
-def verdict(low: float, high: float, line: float) -> str:
-    """beats / falls short of / too close to call against: the judge's, only where the whole interval clears
-    the line."""
-    return judge.clear_word(low, high, line, ("beats", "falls short of"), "too close to call against")
+def verdict(value: float, low: float, high: float, line: float) -> str:
+    """beats / falls short of / too close to call against / level with: the judge's (``judge.judged_word``),
+    beats or falls short only where the whole interval clears the line and ``value`` is past the practical
+    floor."""
+    return judge.judged_word(value, low, high, line, ("beats", "falls short of"), "too close to call against")
 
 
 EMPTY = {
@@ -164,8 +165,8 @@ def predict(
         "predicted_tok_s_high": row["tok_s_high"],
         "cycle_ms": row["cycle_ms"],
         "break_even": round(line, 3),
-        "versus_baseline": verdict(row["tok_s_low"], row["tok_s_high"], basis.baseline_tok_s),
-        "versus_break_even": verdict(row["accept_len_low"], row["accept_len_high"], line),
+        "versus_baseline": verdict(row["tok_s"], row["tok_s_low"], row["tok_s_high"], basis.baseline_tok_s),
+        "versus_break_even": verdict(row["accept_len"], row["accept_len_low"], row["accept_len_high"], line),
         "assumed": row.get("notes") or [],
     }, basis
 

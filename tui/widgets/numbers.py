@@ -94,6 +94,8 @@ def _vs(value: float | None, numbers: LiveNumbers) -> str:
         return f"{'=':>7}"
     change = judge.pct(value, numbers.baseline)
     style = "$text-success" if change >= 0 else "$text-error"
+    if judge.inside_floor(value, numbers.baseline):
+        style = "$text-muted"  # level with it: a change too small to matter, coloured as no verdict
     return f"[{style}]{judge.pct_text(change):>7}[/]"
 
 
@@ -102,7 +104,7 @@ VERDICT_STYLE = {"beats": "$text-success", "below": "$text-error"}
 
 def verdict(numbers: LiveNumbers) -> str:
     """The judge's verdict on the window (``judge.speed_verdict``: beats or below only where the mean's 95%
-    interval clears the baseline) in one line with why (markup)."""
+    interval clears the baseline and the mean is past the practical floor) in one line with why (markup)."""
     said = judge.speed_verdict(numbers.tok_s, numbers.baseline, numbers.own_baseline)
     if said.word == "waiting":
         return "[$text-muted]waiting for decode samples[/]"
@@ -113,6 +115,9 @@ def verdict(numbers: LiveNumbers) -> str:
     if said.word == "within noise":
         assert said.low is not None and said.high is not None  # a within-noise verdict has its interval
         return f"[$text-muted]within noise of baseline (95% {units.tok_s_range(said.low, said.high)})[/]"
+    if said.word == judge.LEVEL:
+        interval = f"95% {units.tok_s_range(said.low, said.high)}"
+        return f"[$text-muted]level with baseline ({judge.floor_text()}; {interval})[/]"
     head = f"[{VERDICT_STYLE[said.word]}]{said.word} baseline[/]"
     mean_accept, line = numbers.accept_len.mean, numbers.breakeven.mean
     if mean_accept is None or line is None:

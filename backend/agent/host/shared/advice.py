@@ -42,7 +42,9 @@ from .quantiles import quantile
 Z = 1.96  # a 95 % interval
 REPLICATES = 400
 CYCLE_SE_FLOOR = 0.02  # a point's cycle is never known better than 2 % (clock, batching jitter between benches)
-TOK_S_SE_FLOOR = 0.02  # likewise a measured tok/s
+# Likewise a measured tok/s: the sweep's floor, and the judge's practical floor (a change under it is level,
+# whatever an interval says: backend/measure/judge.py).
+TOK_S_SE_FLOOR = 0.02
 NO_SPREAD_SE = 0.05  # a point measured without per-request figures: its tok/s and cycle are taken as ±5 % (1 sd)
 RECORD_SE = 0.02  # a bench_speculative.py record (a percentile over hundreds of steps): ±2 % (1 sd)
 DECAY_BAND = 0.9  # extrapolation's model error: the decay between d·0.9 and d/0.9 (covers T2, T3 from 2-3 steps)
@@ -767,10 +769,14 @@ def _figure(row: Dict[str, Any]) -> Tuple[Optional[float], Optional[float], Opti
 
 
 def within_noise(a: Dict[str, Any], b: Dict[str, Any]) -> bool:
-    """Whether two rows' figures differ by less than 1.96 standard errors of the difference."""
+    """Whether two rows' figures differ by less than 1.96 standard errors of the difference, or by less than
+    ``TOK_S_SE_FLOOR`` of the faster (too little to matter, however narrow their intervals: the judge's
+    practical floor)."""
     (va, la, ha), (vb, lb, hb) = _figure(a), _figure(b)
     if va is None or vb is None:
         return False
+    if abs(va - vb) < TOK_S_SE_FLOOR * max(va, vb):
+        return True
     sa = (ha - la) / (2 * Z) if ha is not None and la is not None else 0.0
     sb = (hb - lb) / (2 * Z) if hb is not None and lb is not None else 0.0
     return abs(va - vb) <= Z * math.sqrt(sa * sa + sb * sb)

@@ -28,8 +28,10 @@ from __future__ import annotations
 import math
 from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple
 
+from .advice import TOK_S_SE_FLOOR
+
 Z = 1.96
-BENCH_FLOOR = 0.02  # as advice.TOK_S_SE_FLOOR: two benches of one configuration differ by at least this (1 sd)
+BENCH_FLOOR = TOK_S_SE_FLOOR  # two benches of one configuration differ by at least this (1 sd): one number
 # One request's relative spread (1 sd) of accept length and decode tok/s before this host measured any: the
 # per-domain accept lengths one published K2.5 drafter claims (MT-Bench 2.69 … MATH500 3.34, FIELD-NOTES-2026)
 # spread ±11 % around their mean; a single request of a mixed set spreads wider than a domain's mean does.
