@@ -277,21 +277,27 @@ def test_serve_cmd_refuses_a_profile_preflight_refuses(tmp_path):
     assert "--speculative-num-steps 3" in run_cli("serve", "cmd", "eagle3-ours", "--host", "local").stdout
 
 
-def test_no_asyncio_notice_after_the_answer():
-    """A command whose local agent ends after its loop closed printed asyncio's "Loop … that handles pid N is
-    closed" after its answer: the CLI drops that notice (the agent ending on its closed pipe is the design)."""
-    code = (
-        "import asyncio, sys, time\n"
-        "from backend.cli import main\n"
-        "async def run(args):\n"
-        "    await asyncio.create_subprocess_exec('sleep', '0.2')\n"
-        "    print('answer')\n"
-        "    return 0\n"
-        "main.build_parser = lambda modules: type('P', (), {'parse_args': lambda self, a: __import__('argparse')"
-        ".Namespace(run=run, command='x')})()\n"
-        "code = main._main([])\n"
-        "time.sleep(0.6)\n"
-        "sys.exit(code)\n"
-    )
-    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=30)
-    assert (res.returncode, res.stdout, res.stderr) == (0, "answer\n", "")
+@pytest.mark.parametrize("brief", [True, False])
+def test_a_local_commands_agent_is_reaped_before_its_loop_closes(tmp_path, brief):
+    """asyncio says "Loop … that handles pid N is closed" on stderr, after a command's answer, for a child of
+    ours still unreaped when the loop closed. A local host's agent is reaped as its connection closes (killed
+    first, for a command's brief connection): by the time the loop is gone, no child of ours is left."""
+    import asyncio
+
+    from backend.connection import Connection
+    from backend.settings import HostConfig
+
+    host = HostConfig(name="local", url="local", python=sys.executable, workdir=str(tmp_path))
+
+    async def once() -> int:
+        conn = await Connection.open(host)
+        conn.brief = brief
+        await conn.call("jobs.list")
+        assert conn.agent is not None
+        pid: int = conn.agent.pipe.proc.pid
+        await conn.close()
+        return pid
+
+    pid = asyncio.run(once())
+    with pytest.raises(ChildProcessError):  # reaped already: nobody's child, nothing for asyncio to say
+        os.waitpid(pid, os.WNOHANG)

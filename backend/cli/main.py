@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import importlib
-import logging  # asyncio's own import: free here
 import pkgutil
 import signal
 import sys
@@ -189,18 +188,7 @@ def main(argv: list[str] | None = None) -> int:
         return _main(sys.argv[1:] if argv is None else argv)
 
 
-class _AgentExitNotice:
-    """Drops asyncio's "Loop … that handles pid N is closed": a command over a local host closes its agent's
-    pipe without waiting (the agent ends on the EOF), and when the agent ends after the loop did, asyncio's
-    child watcher says so on stderr after the command's answer. Nothing is lost: nobody waits for that pid."""
-
-    @staticmethod
-    def filter(record: logging.LogRecord) -> bool:
-        return record.msg != "Loop %r that handles pid %r is closed"
-
-
 def _main(argv: list[str]) -> int:
-    logging.getLogger("asyncio").addFilter(_AgentExitNotice)
     parser = build_parser(modules_for(argv))
     args = parser.parse_args(argv)
     for opt in ("host", "identity", "known_hosts", "python", "workdir", "config"):
