@@ -351,3 +351,20 @@ def test_a_difference_inside_the_practical_floor_is_level_however_narrow_its_int
     # A wide interval around a figure inside the floor may hide a difference that matters: within noise.
     assert judge.judged_word(82.5, 60.0, 105.0, 82.0, ("beats", "below")) == "within noise"
     assert judge.judged_word(82.5, 81.0, 83.5, 82.0, ("beats", "below")) == "level with"
+
+
+def test_a_bench_through_a_fleets_router_is_judged_at_the_streams_each_replica_runs():
+    # Issue 32: the fleet bench sent 4 streams over 2 replicas and judged their per-stream figure against one
+    # server's baseline at 4 streams; each replica ran 2.
+    y = Yardstick(82.0, 30.0, "local/serve-base", {1: 82.0}, {1: 81.0, 2: 79.0, 4: 75.0})
+    result = {"tok_s": 78.0, "concurrency": 4, "replicas": 2, "total_tok_s": 312.0, "accept_len": 3.1,
+              "cycle_ms": 40.0, "speculative": True, "ttft_ms": 44.0}  # fmt: skip
+    judged = judge.bench(result, y)
+    assert judged.versus.streams == 2 and judged.versus.baseline == 79.0
+    assert judged.break_even == pytest.approx(judge.break_even(40.0, 79.0))
+    line = summary_line(result, y)
+    assert "vs 79.0, the baseline's bench at 2 stream(s) (4 through the router over 2 replicas: 2 each if even)" in line
+    # Streams that do not split evenly: no one server's baseline matches, so no verdict, said so.
+    uneven = judge.bench({**result, "concurrency": 3}, y)
+    assert uneven.versus is None and uneven.break_even is None
+    assert "no verdict: 3 streams do not split evenly over 2 replicas" in summary_line({**result, "concurrency": 3}, y)

@@ -406,6 +406,30 @@ async def test_overlay_shows_the_last_run_of_each_profile():
 
 
 @pytest.mark.slow
+async def test_an_overlaid_run_is_drawn_at_the_level_shown_not_its_mean_over_levels():
+    # Issue 32: a run that spent 30 s at one stream (100 tok/s) and 30 s at four (60) was drawn at 80.0, a figure
+    # it never ran at, beside a one-stream live window.
+    from backend.jobs import JobInfo
+
+    t0 = 1_800_000_000.0
+    job = JobInfo("serve-9-aq", state="done", started=t0, ended=t0 + 70, args={"profile": "eagle3-aq"})
+    samples = [Sample(t0 + i, "decode", gen_tps=100.0, accept_len=3.3, running_req=1) for i in range(30)]
+    samples += [Sample(t0 + 30 + i, "decode", gen_tps=4 * 60.0, accept_len=2.9, running_req=4) for i in range(30)]
+    with History.open() as history:
+        assert history.import_chunk(history.upsert_run("local", job), 0, 1000, samples, [])
+    app = SpecdeckApp(builtin_defaults(), host="local")
+    async with app.run_test(size=SIZE) as pilot:
+        pane = await open_live(pilot)
+        tok, accept = app.query_one("#tok-chart", SeriesChart), app.query_one("#accept-chart", SeriesChart)
+        feed_synthetic(pane, 60, accept=2.2, tok_s=66.0)
+        await pilot.press("o")
+        await until(pilot, lambda: any(r.dashed for r in tok.refs), "the overlay")
+        assert [(r.y, r.label) for r in tok.refs if r.dashed] == [(100.0, "eagle3-aq 100.0")]
+        # Its log keeps one accept length a run: said to be over all levels.
+        assert [re.sub(r"\d\.\d\d", "N", r.label) for r in accept.refs if r.dashed] == ["eagle3-aq N all levels"]
+
+
+@pytest.mark.slow
 async def test_bench_key_without_a_server_warns():
     app = SpecdeckApp(builtin_defaults(), host="local")
 

@@ -721,7 +721,8 @@ async def bench(
     targets = {target_path(links.settings, links.settings.profiles[r.profile]) for r in fleet.replicas}
     model = targets.pop() if len(targets) == 1 else None
     server = replace(job, args={**job.args, "profile": "+".join(profiles), "model": model})
-    return await bench_mod.run_bench(conn, server, plan, on_progress)
+    result = await bench_mod.run_bench(conn, server, plan, on_progress)
+    return {**result, "replicas": len(fleet.replicas)}  # the judge's: per replica against one server's baseline
 
 
 def bench_plan(fleet: FleetConfig) -> BenchPlan:

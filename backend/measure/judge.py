@@ -174,6 +174,24 @@ def run_figure(run: RunSummary, yardstick: Yardstick) -> str:
     return at_text(level.tok_s, level.streams)
 
 
+def run_figure_at(run: RunSummary, streams: int | None) -> tuple[float, str] | None:
+    """(per-stream tok/s, its text) of a run drawn beside a figure at ``streams`` (Live's overlay): its figure
+    at that level where it ran there, else at the level it spent most seconds at, with that level said
+    (``90.0 @1``); never its mean over levels. None without samples."""
+    if not run.levels:
+        return None
+    shown = streams or 1
+    level = next((lv for lv in run.levels if lv.streams == shown), run.levels[0])
+    at = "" if level.streams == shown and shown == 1 else f" @{level.streams}"
+    return level.tok_s, f"{level.tok_s:.1f}{at}"
+
+
+def run_accept_text(run: RunSummary) -> str:
+    """A run's log accept length as a line beside another's: ``3.30``, ``3.30 all levels`` where it ran at more
+    than one concurrency (its log keeps one accept length a run, not one a level)."""
+    return f"{run.accept_len:.2f}" + (" all levels" if len(run.levels) > 1 else "") if run.accept_len else "—"
+
+
 def bench_figure(run: RunSummary) -> tuple[float | None, float | None, int]:
     """(per-stream tok/s, accept length, concurrency) of a run's bench as a table of runs compares them: its
     one-stream bench where it has one (drafters side by side at the same concurrency), else its newest bench,
@@ -474,16 +492,31 @@ class BenchJudgement:
     speed: Verdict
     break_even: float | None  # its own cycle × the baseline that judges it; None without speculation or cycle
     accept: Verdict
+    replicas: int = 1  # a fleet bench's: the replicas its router spread the streams over
+    concurrency: int = 1  # the streams the bench sent (through a router: over every replica)
 
     def speed_text(self) -> str:
-        """``+23.7% vs 82.0, the baseline's bench at 1 stream(s); beats it, 95% 98.20-104.60 over 4 requests``."""
+        """``+23.7% vs 82.0, the baseline's bench at 1 stream(s); beats it, 95% 98.20-104.60 over 4 requests``;
+        through a router, the streams each replica ran, or why there is no verdict."""
         v = self.versus
         if v is None:
-            return ""
+            return self.unjudged()
         if v.own:
             return "= baseline (this is the baseline run)"
         where = f"the baseline's bench at {v.streams} stream(s)" if v.streams else "the single-stream baseline"
+        if self.replicas > 1:
+            each = self.concurrency // self.replicas
+            where += f" ({self.concurrency} through the router over {self.replicas} replicas: {each} each if even)"
         return f"{pct_text(v.pct)} vs {v.baseline:.1f}, {where}" + _verdict_tail(self.speed, "it", 1)
+
+    def unjudged(self) -> str:
+        """Why a router bench has no verdict: its streams do not split evenly over the replicas ('' otherwise)."""
+        if self.replicas > 1 and self.concurrency % self.replicas:
+            return (
+                f"no verdict: {self.concurrency} streams do not split evenly over {self.replicas} replicas, so no "
+                f"one server's baseline matches; bench a multiple of {self.replicas}"
+            )
+        return ""
 
     def accept_text(self) -> str:
         """``vs break-even 2.71 (met, 95% 3.10-3.60 over 4 requests)``; '' without speculation."""
@@ -508,9 +541,14 @@ def _verdict_tail(verdict: Verdict, it: str, digits: int) -> str:
 
 def bench(result: Mapping[str, Any], yardstick: Yardstick, run_id: str | None = None) -> BenchJudgement:
     """A bench result (``loadgen.summarize``) judged like with like: against the baseline's bench at its
-    concurrency, else per stream against the single-stream baseline."""
+    concurrency, else per stream against the single-stream baseline. A bench through a fleet's router
+    (``replicas`` > 1) is judged at the streams each replica runs (its concurrency over the replicas, the
+    router spreading them evenly), and not at all where they do not split evenly."""
     requests = [r for r in result.get("per_request") or [] if isinstance(r, dict) and "error" not in r]
-    tok_s, streams = result.get("tok_s"), int(result.get("concurrency") or 1)
+    concurrency, replicas = int(result.get("concurrency") or 1), int(result.get("replicas") or 1)
+    if concurrency % replicas:
+        return BenchJudgement(None, Verdict("waiting"), None, Verdict("waiting"), replicas, concurrency)
+    tok_s, streams = result.get("tok_s"), concurrency // replicas
     judged = None if not tok_s else versus(yardstick, float(tok_s), streams, bench=True, run_id=run_id)
     speed = Verdict("waiting")
     if judged is not None:
@@ -523,7 +561,7 @@ def bench(result: Mapping[str, Any], yardstick: Yardstick, run_id: str | None = 
         line = break_even(float(cycle), baseline_at(yardstick, streams, bench=True)[0])
         lengths = requests_interval((r.get("accept_len") for r in requests), accept)
         verdict = interval_verdict(lengths, line, ("met", "not met"), len(requests))
-    return BenchJudgement(judged, speed, line, verdict)
+    return BenchJudgement(judged, speed, line, verdict, replicas, concurrency)
 
 
 def run_json(run: RunSummary, yardstick: Yardstick) -> dict[str, Any]:

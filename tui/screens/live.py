@@ -466,11 +466,11 @@ class LivePane(ShellPane):
             accept.append(RefLine(live, f"live break-even {live:.2f}", "red"))
         for run, color in zip(self.overlay or (), cycle(OVERLAY_COLORS)):
             name = run.profile or run.id
-            if run.id != self.baseline_run:  # the measured baseline is the solid line already
-                assert run.tok_s is not None  # History.last_runs keeps runs with a tok/s
-                tok.append(RefLine(run.tok_s, f"{name} {run.tok_s:.1f}", color, dashed=True))
+            figure = judge.run_figure_at(run, self.streams)  # at the level shown, never its mean over levels
+            if run.id != self.baseline_run and figure is not None:  # the measured baseline is the solid line
+                tok.append(RefLine(figure[0], f"{name} {figure[1]}", color, dashed=True))
             if run.speculative and run.accept_len is not None:
-                accept.append(RefLine(run.accept_len, f"{name} {run.accept_len:.2f}", color, dashed=True))
+                accept.append(RefLine(run.accept_len, f"{name} {judge.run_accept_text(run)}", color, dashed=True))
         return (self._aggregate_lines() if self.aggregate else tok), accept
 
     def redraw(self, *charts: str) -> None:
