@@ -142,6 +142,58 @@ def test_the_panels_line_filter_keeps_the_width_and_obeys_nothing():
     assert VisibleControls().apply(plain, Color(0, 0, 0)) is plain
 
 
+def test_the_filter_takes_the_escapes_cells_from_the_blanks_after_them():
+    """What the escapes add comes out of the blanks that follow (a cell's padding: the next column stays put),
+    never out of a word gap; where the blanks run out, the tail is cut and says so."""
+    for segments, shown in (
+        ([Segment("ab\x1bcd"), Segment(" " * 6), Segment("|next")], "ab\\x1bcd  |next"),
+        ([Segment("ab\x1bcd "), Segment("|next")], "ab\\x1bcd …"),
+        ([Segment("A" * 8 + "\x1b" + "B" * 4)], "A" * 8 + "\\x1…"),
+    ):
+        out = VisibleControls().apply(segments, Color(0, 0, 0))
+        assert "".join(s.text for s in out) == shown
+        assert Segment.get_line_length(out) == Segment.get_line_length(segments)
+
+
+async def test_a_full_width_line_with_escs_in_the_log_pane_and_a_static():
+    """A 160-column host line with three ESC bytes: the log pane escapes it before layout (172 cells, one row,
+    its tail reached by scrolling: not cut, not wrapped); a plain Static in a wider box keeps it whole, the
+    blanks after it giving the cells back; one it fills says it was cut instead of losing the tail unseen."""
+    from textual.app import App, ComposeResult
+    from textual.containers import Vertical
+
+    from tui.widgets.logview import LogView
+
+    line = "A" * 40 + "\x1b" + "B" * 40 + "\x1b" + "C" * 40 + "\x1b" + "D" * 39 + "Z"
+    escaped = hosttext.visible(line)
+
+    class Panel(App[None]):
+        CSS = "#wide { width: 180; height: 1; } #full { width: 160; height: 1; } LogView { height: 4; }"
+
+        def get_line_filters(self):  # the panel's filter, as SpecdeckApp adds it
+            return [*super().get_line_filters(), VisibleControls()]
+
+        def compose(self) -> ComposeResult:
+            with Vertical():
+                yield Static(line, markup=False, id="wide")
+                yield Static(line, markup=False, id="full")
+                yield LogView()
+
+    def row(widget) -> str:
+        (strip, *_) = widget.render_lines(widget.region.reset_offset)
+        return "".join(seg.text for seg in strip)
+
+    async with Panel().run_test(size=(200, 10)) as pilot:
+        view = pilot.app.query_one(LogView)
+        view.append([line, "next"])
+        await until(pilot, lambda: len(view.lines) == 2, "both lines in the pane")
+        assert ["".join(s.text for s in strip).rstrip() for strip in view.lines] == [escaped, "next"]
+        assert view.virtual_size.width == len(escaped) == 172  # one row each, scrolled to see the tail
+        assert row(pilot.app.query_one("#wide")) == escaped + " " * 8
+        full = row(pilot.app.query_one("#full"))
+        assert len(full) == 160 and full.endswith("D…") and full.startswith(escaped[:150])
+
+
 @pytest.mark.slow
 async def test_the_panels_log_pane_and_a_notification_reach_the_terminal_as_escapes(models, tmp_path):
     """The real panel on a host whose server logged the line: the Serve tab's log pane, and a notification
