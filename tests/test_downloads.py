@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from backend.agent.host.download import SIDECAR, incomplete_files
+from backend.agent.host.drafter_folder import SIDECAR, incomplete_files
 from backend.connection import Connection
 from backend.drafters import downloads
 from backend.errors import RemoteError
@@ -521,7 +521,7 @@ async def test_drafters_tab_reattaches_and_cancels(tmp_path):
 def test_a_running_downloads_partial_files_are_its_own(tmp_path):
     """While a job downloads into the folder, its *.incomplete files are counted in the drafter's size and
     not called "from an earlier run"; with no job they are leftovers (issue 33: 650 B at 1.59 GiB done)."""
-    from backend.agent.host.download import drafter_state
+    from backend.agent.host.drafter_folder import drafter_state
 
     to = tmp_path / "aq"
     part = to / ".cache" / "huggingface" / "download" / "model.safetensors.abc.incomplete"

@@ -127,7 +127,7 @@ def test_a_byte_rewritten_while_verifying_is_never_verified(tmp_path):
     (not ok, nothing recorded as verified), never a match recorded against the changed file."""
     import hashlib
 
-    from backend.agent.host import download as host_download
+    from backend.agent.host import drafter_folder
 
     data = os.urandom(3 << 20)
     weights = tmp_path / "model.safetensors.bin"
@@ -141,10 +141,10 @@ def test_a_byte_rewritten_while_verifying_is_never_verified(tmp_path):
                 f.seek(17)
                 f.write(bytes([data[17] ^ 0xFF]))
 
-    result = host_download.check_file(str(tmp_path), entry, rewrite_when_hashed)
+    result = drafter_folder.check_file(str(tmp_path), entry, rewrite_when_hashed)
     assert not result["verified"] and result["changed"]
     assert "changed while it was being verified" in result["problem"]
-    assert host_download.read_sidecar(str(tmp_path)) == {}
+    assert drafter_folder.read_sidecar(str(tmp_path)) == {}
 
 
 def test_a_download_already_running_is_found_through_a_link(tmp_path):

@@ -78,7 +78,7 @@ def _fetch(dataset: str, path: str, endpoint: Optional[str], unchecked: Optional
     """The dataset file through the host's huggingface_hub (its cache and token; ``endpoint``, else the host's
     HF_ENDPOINT, else the Hub); AgentError saying why not, with ``unchecked`` (the client's sentence for a path
     it could not check) after it."""
-    from .download import NO_HUB, hub_refusal, resolve_endpoint
+    from .hub_client import NO_HUB, hub_refusal, resolve_endpoint
 
     endpoint = resolve_endpoint(endpoint)
     try:
