@@ -13,7 +13,8 @@ from __future__ import annotations
 
 import pytest
 
-from backend.agent.host.serve import LogScan, _steps_now
+from backend.agent.host.serve import _steps_now
+from backend.agent.host.server_log import LogScan
 from backend.agent.host.shared.logline import tier_line
 
 pytestmark = pytest.mark.unit

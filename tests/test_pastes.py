@@ -227,14 +227,14 @@ def test_parse_log_says_what_it_could_not_read() -> None:
 
 
 def _failure(name: str) -> tuple[str | None, str | None]:
-    from backend.agent.host.serve import LogScan, _error_line
+    from backend.agent.host.server_log import LogScan, error_line
 
     lines = _text(name).splitlines()
     scan = LogScan()
     for line in lines:
         scan.feed(line)
     key, line, _, _ = scan.failure()
-    return key, _error_line(line, lines[-50:], scan.found_ranks.get(key))
+    return key, error_line(line, lines[-50:], scan.found_ranks.get(key))
 
 
 def test_a_cut_traceback_says_where_it_stops_and_on_which_rank() -> None:

@@ -177,7 +177,7 @@ def test_notebook_output_before_the_record_on_the_same_line() -> None:
 
 
 def test_the_host_scan_reads_the_notebook_startup() -> None:
-    from backend.agent.host.serve import LogScan
+    from backend.agent.host.server_log import LogScan
 
     scan = LogScan()
     for line in _text("log-notebook-docs-send-request.log").splitlines():
@@ -202,7 +202,7 @@ def test_ray_actor_prefix_before_every_record() -> None:
 
 def test_ray_prefix_in_colour_reaches_the_host_scan() -> None:
     """Ray colours its actor prefix when its output is a terminal (the codes as verl's logs show them)."""
-    from backend.agent.host.serve import LogScan
+    from backend.agent.host.server_log import LogScan
 
     line = _text("log-ray-actor-openclaw-44.log").splitlines()[1]
     coloured = "\x1b[36m" + line.replace(") [", ")\x1b[0m [", 1)

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from backend.agent.host.serve import LogScan
+from backend.agent.host.server_log import LogScan
 from backend.measure.metrics import parse_line, parse_lines, server_info_numbers
 from backend.measure.prometheus import parse_metrics, startup_seconds
 from backend.sglang import versions
