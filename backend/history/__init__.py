@@ -1,11 +1,11 @@
 """Run history: every server run and bench, kept in SQLite so runs can be compared, reported and exported.
 
-``store`` holds the database (schema, migrations, open or refuse, queries), ``summary`` what it reads back
-(runs, the yardstick), ``samples`` how log samples are kept, ``recorder`` live recording, ``service`` the
-history on a thread of its own (``HistoryThread``, one per app) and ``sync`` importing from a host. Writers:
-``LiveRecorder`` batches what a live view follows and commits at most once a second (``HistoryThread`` runs it,
-and any reads, off an event loop); ``sync_from_host`` imports a host's serve and bench jobs from their logs and
-events, so runs are recorded even when no panel was open.
+``store`` holds the database (open or refuse, queries), ``schema`` its tables and migrations, ``summary`` what
+it reads back (runs, the yardstick), ``samples`` how log samples are kept, ``recorder`` live recording,
+``service`` the history on a thread of its own (``HistoryThread``, one per app) and ``sync`` importing from a
+host. Writers: ``LiveRecorder`` batches what a live view follows and commits at most once a second
+(``HistoryThread`` runs it, and any reads, off an event loop); ``sync_from_host`` imports a host's serve and
+bench jobs from their logs and events, so runs are recorded even when no panel was open.
 """
 
 from backend.history.recorder import LiveRecorder

@@ -1,5 +1,5 @@
-"""The history database: its schema and migrations, opening (or refusing) it, and every read and write of runs,
-samples and benches.
+"""The history database: opening (or refusing) it, bringing its schema (``schema``) up to date, and every read
+and write of runs, samples and benches.
 
 One file (``history_path``: ``SPECDECK_HISTORY``, else the user data dir) in WAL mode with
 ``synchronous=NORMAL``: a killed process loses nothing it committed and never corrupts the file. Tables:
@@ -26,7 +26,6 @@ import contextlib
 import json
 import math
 import os
-import re
 import sqlite3
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -35,6 +34,7 @@ from typing import Any, TypeVar
 
 from backend.errors import OperationFailed, UsageError
 from backend.history.samples import downsample
+from backend.history.schema import MIGRATIONS, SCHEMA, SCHEMA_NAMES, SCHEMA_VERSION
 from backend.history.summary import BenchLevel, Level, RunSummary, Yardstick
 from backend.jobs import JobInfo
 from backend.measure.breakeven import cycle_ms as cycle_ms_of
@@ -42,122 +42,10 @@ from backend.measure.metrics import Sample
 from backend.measure.series import batch_sem
 from backend.sglang.versions import accept_rate_definition
 
-SCHEMA_VERSION = 7
 HEAD_BYTES = 1024  # the first bytes of a run's log kept to tell the same file from a rotated one
 LOCK_TIMEOUT_S = 10.0  # how long an open or a write waits for another process's lock
 
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS runs (
-    id TEXT PRIMARY KEY,
-    host TEXT NOT NULL,
-    job_id TEXT NOT NULL,
-    profile TEXT,
-    args TEXT NOT NULL DEFAULT '{}',
-    argv TEXT NOT NULL DEFAULT '[]',
-    server_info TEXT,
-    version TEXT,
-    drafter_name TEXT,
-    drafter_path TEXT,
-    drafter_size INTEGER,
-    drafter_sha256 TEXT,
-    drafter_checked REAL,
-    started REAL,
-    stopped REAL,
-    state TEXT,
-    outcome TEXT,
-    reason TEXT,
-    is_baseline INTEGER NOT NULL DEFAULT 0,
-    log_offset INTEGER NOT NULL DEFAULT 0,
-    filter_tail TEXT NOT NULL DEFAULT '[]',
-    log_head BLOB,
-    latency TEXT,
-    anatomy TEXT,
-    updated REAL
-);
-CREATE TABLE IF NOT EXISTS samples (
-    run TEXT NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
-    t INTEGER NOT NULL,
-    tok_sum REAL NOT NULL DEFAULT 0,
-    tok_n INTEGER NOT NULL DEFAULT 0,
-    ps_sum REAL NOT NULL DEFAULT 0,
-    ps_n INTEGER NOT NULL DEFAULT 0,
-    acc_sum REAL NOT NULL DEFAULT 0,
-    acc_n INTEGER NOT NULL DEFAULT 0,
-    acc_wsum REAL NOT NULL DEFAULT 0,
-    acc_w REAL NOT NULL DEFAULT 0,
-    accept_rate REAL,
-    running_req REAL,
-    queue_req REAL,
-    token_usage REAL,
-    PRIMARY KEY (run, t)
-) WITHOUT ROWID;
-CREATE TABLE IF NOT EXISTS benches (
-    id TEXT PRIMARY KEY,
-    host TEXT NOT NULL,
-    job_id TEXT NOT NULL,
-    run TEXT REFERENCES runs(id) ON DELETE CASCADE,
-    profile TEXT,
-    started REAL,
-    ended REAL,
-    state TEXT,
-    tok_s REAL,
-    accept_len REAL,
-    cycle_ms REAL,
-    ttft_ms REAL,
-    requests INTEGER,
-    tokens INTEGER,
-    result TEXT NOT NULL DEFAULT '{}'
-);
-CREATE INDEX IF NOT EXISTS benches_run ON benches(run);
--- Tombstones: runs (and their benches) deleted by the operator, by id, so a sync never imports them again.
-CREATE TABLE IF NOT EXISTS deleted (
-    id TEXT PRIMARY KEY,
-    kind TEXT NOT NULL,
-    profile TEXT,
-    started REAL,
-    deleted_at REAL NOT NULL
-);
-CREATE TABLE IF NOT EXISTS recorders (
-    run TEXT PRIMARY KEY,
-    holder TEXT NOT NULL,
-    pid INTEGER NOT NULL,
-    since REAL NOT NULL
-);
--- An adaptive server's step tier from the time its log said it (SGLang's start and switch lines).
-CREATE TABLE IF NOT EXISTS tiers (
-    run TEXT NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
-    t REAL NOT NULL,
-    steps INTEGER NOT NULL,
-    PRIMARY KEY (run, t)
-) WITHOUT ROWID;
-"""
-
-# Schema version -> what turns the version before it into it (a fresh database gets _SCHEMA whole).
-_MIGRATIONS = {
-    # Per-stream tok/s: older rows knew only the second's last running count, the best split there is.
-    2: """
-    ALTER TABLE samples ADD COLUMN ps_sum REAL NOT NULL DEFAULT 0;
-    ALTER TABLE samples ADD COLUMN ps_n INTEGER NOT NULL DEFAULT 0;
-    UPDATE samples SET tok_sum = 0, tok_n = 0 WHERE running_req = 0;
-    UPDATE samples SET ps_sum = tok_sum / coalesce(running_req, 1), ps_n = tok_n WHERE coalesce(running_req, 1) > 0;
-    """,
-    # The log's first bytes (the recorders table comes with the schema script).
-    3: "ALTER TABLE runs ADD COLUMN log_head BLOB",
-    # The server's latency histograms as last read (backend.measure.latency.summary_json, since the server started).
-    4: "ALTER TABLE runs ADD COLUMN latency TEXT",
-    # The newest profile of its server: where a cycle's time went (backend.measure.anatomy.CycleAnatomy.to_json).
-    5: "ALTER TABLE runs ADD COLUMN anatomy TEXT",
-    # An adaptive server's tiers: the table comes with the schema script.
-    6: "SELECT 1",
-    # The accept length weighted by each decode line's running requests (its verify passes): a run's from totals.
-    7: """
-    ALTER TABLE samples ADD COLUMN acc_wsum REAL NOT NULL DEFAULT 0;
-    ALTER TABLE samples ADD COLUMN acc_w REAL NOT NULL DEFAULT 0;
-    """,
-}
-
 T = TypeVar("T")
-_SCHEMA_NAMES = set(re.findall(r"CREATE (?:TABLE|INDEX) IF NOT EXISTS (\w+)", _SCHEMA))
 
 # What a finished job's state means for the run (the Serve tab's words).
 _OUTCOMES = {"running": "running", "done": "stopped", "cancelled": "stopped", "failed": "crashed"}
@@ -242,10 +130,10 @@ class History:
                     "specdeck to read it"
                 )
             have = {row[0] for row in db.execute("SELECT name FROM sqlite_master")}
-            if version < SCHEMA_VERSION or not have >= _SCHEMA_NAMES:
+            if version < SCHEMA_VERSION or not have >= SCHEMA_NAMES:
                 if db.execute("PRAGMA journal_mode").fetchone()[0] != "wal":
                     db.execute("PRAGMA journal_mode=WAL")
-                db.executescript(_SCHEMA)
+                db.executescript(SCHEMA)
                 if version:
                     cls(db, where)._migrate()
                 db.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
@@ -263,7 +151,7 @@ class History:
             with self.transaction() as db:
                 if db.execute("PRAGMA user_version").fetchone()[0] >= target:
                     continue
-                for statement in _MIGRATIONS[target].split(";"):
+                for statement in MIGRATIONS[target].split(";"):
                     if statement.strip():
                         db.execute(statement)
                 db.execute(f"PRAGMA user_version={target}")
