@@ -16,7 +16,7 @@ from backend import settings as settings_mod
 from backend.cli.main import build_parser
 from backend.errors import ConfigError
 from backend.sandbox import environment
-from backend.sandbox.hub import CACHE_DIR_NAME
+from backend.sandbox.hub_repos import CACHE_DIR_NAME
 from tests.helpers import CLI, run_cli
 from tests.simhost import process_gone
 

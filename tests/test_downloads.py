@@ -17,7 +17,8 @@ from backend.connection import Connection
 from backend.drafters import downloads
 from backend.errors import RemoteError
 from backend.sandbox import fixtures
-from backend.sandbox.hub import CACHE_DIR_NAME, HubServer
+from backend.sandbox.hub import HubServer
+from backend.sandbox.hub_repos import CACHE_DIR_NAME
 from backend.settings import DrafterConfig, HostConfig
 from tests.helpers import CLI, Ran, host_args, run_cli, until
 from tests.hubrepo import MODEL_BYTES, RATE, REPO, run_job, write_repo

@@ -22,7 +22,8 @@ from backend.drafters import checkpoints
 from backend.drafters import find as df
 from backend.drafters.sources import Sources
 from backend.sandbox import fixtures, hub_catalog
-from backend.sandbox.hub import HubServer, parse_front_matter
+from backend.sandbox.hub import HubServer
+from backend.sandbox.hub_repos import parse_front_matter
 from tests.helpers import Ran, run_cli
 from tests.simhost import PY38
 from tests.sshd import free_port
@@ -143,7 +144,7 @@ def test_the_catalog_names_its_sources_and_its_digests_are_the_sparse_files(root
             assert item["weights"]["source"].startswith(("DERIVED", "REAL")), item["repo"]
     # The smallest one hashed here as the hub would: the catalog's digest is the file's.
     small = hub_catalog.entry("yuhuili/EAGLE-llama2-chat-7B")
-    from backend.sandbox.hub import DigestCache, repo_file
+    from backend.sandbox.hub_repos import DigestCache, repo_file
 
     f = repo_file(root, small["repo"], "model.safetensors")
     assert DigestCache(root / ".fresh")._compute(small["repo"], f) == small["weights"]["sha256"]

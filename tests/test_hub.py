@@ -25,7 +25,8 @@ from huggingface_hub.errors import (
 )
 from safetensors.numpy import save_file
 
-from backend.sandbox.hub import CACHE_DIR_NAME, HubServer, git_blob_oid
+from backend.sandbox.hub import HubServer
+from backend.sandbox.hub_repos import CACHE_DIR_NAME, git_blob_oid
 from tests.simhost import PY38
 
 pytestmark = pytest.mark.e2e

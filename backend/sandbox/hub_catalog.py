@@ -120,10 +120,10 @@ def write_repo(root: Path, item: dict[str, Any], gated_token: str = GATE_TOKEN) 
 
 def _seed(root: Path, repo: str, sha256: str) -> None:
     """Keep the hub's digest of a freshly written sparse file beside it (the hub would hash it otherwise)."""
-    from backend.sandbox import hub
+    from backend.sandbox import hub_repos
 
-    cache = hub.DigestCache(Path(root) / hub.CACHE_DIR_NAME)
-    cache.store(repo, hub.repo_file(Path(root), repo, WEIGHTS), sha256)
+    cache = hub_repos.DigestCache(Path(root) / hub_repos.CACHE_DIR_NAME)
+    cache.store(repo, hub_repos.repo_file(Path(root), repo, WEIGHTS), sha256)
 
 
 def write_catalog(root: Path) -> list[str]:
@@ -135,7 +135,7 @@ def write_datasets(hub_root: Path) -> list[str]:
     """Lay the sandbox's dataset repos out under ``hub_root`` as the local Hub serves them; their ids."""
     import shutil
 
-    from backend.sandbox.hub import DATASETS_DIR
+    from backend.sandbox.hub_repos import DATASETS_DIR
 
     ids = []
     for folder in sorted(p for p in DATASETS.iterdir() if p.is_dir()):
