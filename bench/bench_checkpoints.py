@@ -21,7 +21,7 @@ from pathlib import Path
 from safetensors import safe_open
 
 from backend.agent.host.shared.checkpoint_scan import inspect_checkpoint
-from backend.drafters.checkpoints import diff
+from backend.drafters.checkpoint_diff import diff
 from backend.drafters.sources import HOST, Source, Sources, read_diff
 from backend.sandbox.fixtures import (
     KIMI_K2_TARGET_CONFIG,

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from backend.drafters import checkpoint_diff
 from backend.drafters import checkpoints as ck
 from backend.sandbox import fixtures as fx
 from backend.serve import serving
@@ -114,7 +115,7 @@ def test_diff_judges_each_side_by_its_own_kind():
     dflash = {"config": QWEN3_4B_DFLASH, "tensors": {}, "files": [], "total_params": 0, "total_bytes": 0}
     eagle = {"config": {**QWEN3_4B, "architectures": [ck.EAGLE3_ARCH]}, "tensors": {}, "files": []}
     eagle.update(total_params=0, total_bytes=0)
-    out = ck.diff(dflash, eagle, QWEN3_4B)
+    out = checkpoint_diff.diff(dflash, eagle, QWEN3_4B)
     assert out["verdict"]["a"]["algorithm"] == "DFLASH" and out["verdict"]["b"]["algorithm"] == "EAGLE3"
     assert not any("--speculative-algorithm EAGLE" in n or "aux" in n for n in out["verdict"]["a"]["notes"])
 

@@ -20,6 +20,7 @@ from backend.agent.host.shared import checkpoint_scan as host_ck
 from backend.agent.host.shared.safetensors_header import CheckpointError
 from backend.agent.host.shared.units import human_bytes
 from backend.connection import Connection
+from backend.drafters import checkpoint_diff, inspection
 from backend.drafters import checkpoints as ck
 from backend.errors import RemoteError, UsageError
 from backend.sandbox import fixtures as fx
@@ -70,7 +71,7 @@ def test_inspect_kimi_k2_drafter_folder(tmp_path):
     assert f["bytes"] == os.path.getsize(os.path.join(path, "model.safetensors"))
     assert info["metadata"] == {"format": "pt"}
     assert info["notes"] == []
-    assert ck.format_params(info["total_params"]) == "1.19 B"
+    assert checkpoint_diff.format_params(info["total_params"]) == "1.19 B"
     assert human_bytes(info["total_bytes"]) == "2.22 GiB"
 
 
@@ -159,11 +160,11 @@ def test_bad_inputs_are_one_clear_error(tmp_path):
     data, _ = fx.CORRUPT_FILES["truncated.safetensors"]
     (corrupt / "model.safetensors").write_bytes(data)
     with pytest.raises(UsageError) as err:
-        ck.inspect_local(str(corrupt))
+        inspection.inspect_local(str(corrupt))
     assert err.value.exit_code == 2
     assert str(err.value).startswith(str(corrupt / "model.safetensors") + ": ")
     with pytest.raises(UsageError, match="does not exist"):
-        ck.inspect_local(str(tmp_path / "nope"))
+        inspection.inspect_local(str(tmp_path / "nope"))
 
 
 PERMISSION_SCRIPT = """
@@ -217,7 +218,7 @@ def test_permission_denied(tmp_path):
 
 def test_inspect_rpc_method(tmp_path):
     path = fx.write_drafter(str(tmp_path / "aq"), "aq_medai_k2")
-    assert METHODS["checkpoint.inspect"]({"path": path}, ctx(tmp_path)) == ck.inspect_local(path)
+    assert METHODS["checkpoint.inspect"]({"path": path}, ctx(tmp_path)) == inspection.inspect_local(path)
     cases = [({"path": str(tmp_path / "nope")}, "not_found"), ({}, "invalid")]
     corrupt = fx.write_corrupt_corpus(str(tmp_path / "corpus"))
     cases.append(({"path": next(iter(corrupt))}, "checkpoint"))
@@ -237,21 +238,21 @@ def test_flatten_config():
         "eagle_config": {"eagle_aux_hidden_state_layer_ids": [2, 30, 58], "x": {"y": None}},
         "e": {},
     }
-    assert ck.flatten_config(cfg) == {
+    assert checkpoint_diff.flatten_config(cfg) == {
         "a": 1,
         "eagle_config.eagle_aux_hidden_state_layer_ids": [2, 30, 58],
         "eagle_config.x.y": None,
         "e": {},
     }
-    assert ck.flatten_config(None) == {}
+    assert checkpoint_diff.flatten_config(None) == {}
 
 
 def test_diff_kimi_drafter_against_itself_with_one_changed_tensor(tmp_path):
-    a = ck.inspect_local(fx.write_drafter(str(tmp_path / "a"), "aq_medai_k2"))
-    b = ck.inspect_local(
+    a = inspection.inspect_local(fx.write_drafter(str(tmp_path / "a"), "aq_medai_k2"))
+    b = inspection.inspect_local(
         fx.write_drafter(str(tmp_path / "b"), "aq_medai_k2", tensors={"midlayer.hidden_norm.weight": ("F32", [7168])})
     )
-    d = ck.diff(a, b, K2_TARGET)
+    d = checkpoint_diff.diff(a, b, K2_TARGET)
     assert set(d) >= {"config", "tensors", "summary", "verdict"}
     assert all(row["status"] == "same" for row in d["config"])
     assert "eagle_config.eagle_aux_hidden_state_layer_ids" in {row["key"] for row in d["config"]}
@@ -274,8 +275,8 @@ def test_diff_kimi_drafter_against_itself_with_one_changed_tensor(tmp_path):
     assert summary["b"]["bytes"] - summary["a"]["bytes"] == 7168 * 2
     assert summary["groups"]["norms"]["b"]["bytes"] - summary["groups"]["norms"]["a"]["bytes"] == 7168 * 2
     groups = summary["groups"]
-    assert list(groups) == list(ck.GROUPS)
-    assert {g: groups[g]["a"]["tensors"] for g in ck.GROUPS} == {
+    assert list(groups) == list(checkpoint_diff.GROUPS)
+    assert {g: groups[g]["a"]["tensors"] for g in checkpoint_diff.GROUPS} == {
         "attention": 4,
         "mlp": 3,
         "fc": 1,
@@ -284,7 +285,7 @@ def test_diff_kimi_drafter_against_itself_with_one_changed_tensor(tmp_path):
         "vocab maps": 2,
         "other": 0,
     }
-    assert sum(groups[g]["a"]["params"] for g in ck.GROUPS) == summary["a"]["params"]
+    assert sum(groups[g]["a"]["params"] for g in checkpoint_diff.GROUPS) == summary["a"]["params"]
     assert d["verdict"]["compatible"] is True
     assert d["verdict"]["a"]["algorithm"] == d["verdict"]["b"]["algorithm"] == "EAGLE3"
     # Notes both sides share appear once, unprefixed.
@@ -292,8 +293,8 @@ def test_diff_kimi_drafter_against_itself_with_one_changed_tensor(tmp_path):
 
 
 def test_diff_statuses(tmp_path):
-    a = ck.inspect_local(fx.write_drafter(str(tmp_path / "a"), "aq_medai_k2"))
-    b = ck.inspect_local(
+    a = inspection.inspect_local(fx.write_drafter(str(tmp_path / "a"), "aq_medai_k2"))
+    b = inspection.inspect_local(
         fx.write_drafter(
             str(tmp_path / "b"),
             "ours",
@@ -307,7 +308,7 @@ def test_diff_statuses(tmp_path):
             target_model_type="kimi_k25",
         )
     )
-    d = ck.diff(a, b, {"config": K2_TARGET, "tensors": {}})  # an inspect dict of the target works too
+    d = checkpoint_diff.diff(a, b, {"config": K2_TARGET, "tensors": {}})  # an inspect dict of the target works too
     statuses = {row["name"]: row["status"] for row in d["tensors"]}
     assert statuses["t2d"] == "only_a" and statuses["embed_tokens.weight"] == "only_b"
     assert statuses["fc.weight"] == "shape"
@@ -323,7 +324,7 @@ def test_diff_statuses(tmp_path):
     assert any(
         n.startswith("B: trained for model_type kimi_k25") and "same shapes ≠ same behaviour" in n for n in v["notes"]
     )
-    md = ck.diff_to_markdown(d, "A (AQ-MedAI)", "B (ours)")
+    md = checkpoint_diff.diff_to_markdown(d, "A (AQ-MedAI)", "B (ours)")
     assert md.startswith("# Drafter diff: A (AQ-MedAI) vs B (ours)\n")
     assert "**Verdict:** incompatible" in md
     assert "| t2d | BOOL [163840] | — | only_a |" in md
@@ -332,7 +333,7 @@ def test_diff_statuses(tmp_path):
 
 
 def test_verdict_kimi_drafter_on_kimi_target(tmp_path):
-    drafter = ck.inspect_local(fx.write_drafter(str(tmp_path / "aq"), "aq_medai_k2"))
+    drafter = inspection.inspect_local(fx.write_drafter(str(tmp_path / "aq"), "aq_medai_k2"))
     v = ck.verdict(drafter, K2_TARGET)
     assert v["compatible"] is True and v["problems"] == []
     assert v["algorithm"] == "EAGLE3"
@@ -351,7 +352,7 @@ def test_verdict_kimi_drafter_on_kimi_target(tmp_path):
 
 
 def test_verdict_llama8b_drafter_on_kimi_target(tmp_path):
-    drafter = ck.inspect_local(fx.write_drafter(str(tmp_path / "llama"), "llama3_8b"))
+    drafter = inspection.inspect_local(fx.write_drafter(str(tmp_path / "llama"), "llama3_8b"))
     assert ck.verdict(drafter, None)["compatible"] is True  # fine on its own terms
     v = ck.verdict(drafter, K2_TARGET)
     assert v["compatible"] is False
@@ -376,7 +377,7 @@ def test_verdict_of_an_eagle1_config_read_without_its_tensors():
 def test_verdict_catches_each_failure(tmp_path):
     def judge(**kw) -> dict:
         folder = str(tmp_path / f"d{len(os.listdir(tmp_path))}")
-        return ck.verdict(ck.inspect_local(fx.write_drafter(folder, "aq_medai_k2", **kw)), K2_TARGET)
+        return ck.verdict(inspection.inspect_local(fx.write_drafter(folder, "aq_medai_k2", **kw)), K2_TARGET)
 
     aux = judge(eagle_config={"eagle_aux_hidden_state_layer_ids": [2, 30, 60]})
     assert aux["problems"] == [
@@ -467,7 +468,7 @@ async def test_through_the_agent(host, tmp_path, two_real_drafters):
     a, b, *_ = two_real_drafters
     conn = await Connection.open(host)
     try:
-        assert await conn.call("checkpoint.inspect", path=drafter) == ck.inspect_local(drafter)
+        assert await conn.call("checkpoint.inspect", path=drafter) == inspection.inspect_local(drafter)
         with pytest.raises(RemoteError) as err:
             await conn.call("checkpoint.inspect", path=str(tmp_path / "nope"))
         assert (err.value.kind, err.value.exit_code) == ("not_found", 2)
@@ -517,7 +518,7 @@ def test_host_modules_run_on_python_38(tmp_path):
     )
     assert proc.returncode == 0, proc.stderr
     out = json.loads(proc.stdout)
-    assert out["inspect"] == ck.inspect_local(str(tmp_path / "llama"))
+    assert out["inspect"] == inspection.inspect_local(str(tmp_path / "llama"))
     assert out["missing"][0] == "not_found"
     if not out["numpy"]:
         kind, message = out["compare"]

@@ -80,7 +80,7 @@ def test_cli_prints_each_quantity_one_way(tmp_path):
 def test_counts_agree_with_their_nouns():
     """ "1 tensors", "1 restarts saved" (issue 33): one home for a count and its noun."""
     from backend.agent.host.shared.units import counted
-    from backend.drafters.checkpoints import format_totals
+    from backend.drafters.checkpoint_diff import format_totals
 
     assert (counted(1, "restart"), counted(3, "restart")) == ("1 restart", "3 restarts")
     assert counted(0, "tensor") == "0 tensors"

@@ -354,7 +354,8 @@ def _config_folder(tmp_path: Path, name: str) -> Path:
 
 
 def _judged(tmp_path: Path, name: str) -> tuple[dict, dict]:
-    from backend.drafters.checkpoints import inspect_local, verdict
+    from backend.drafters.checkpoints import verdict
+    from backend.drafters.inspection import inspect_local
 
     info = inspect_local(str(_config_folder(tmp_path, name)))
     return info, verdict(info, None)

@@ -11,6 +11,7 @@ from backend.cli.common import add_json, connect, emit_json, emit_json_line, loa
 from backend.cli.main import command
 from backend.connection import resolve_host
 from backend.drafters import checkpoints as ck
+from backend.drafters.checkpoint_diff import format_params, format_tensor, format_totals, format_value
 from backend.drafters.sources import (
     HOST,
     HUB,
@@ -134,7 +135,7 @@ def render_inspect(info: dict[str, Any], where: str) -> list[str]:
         lines.append("metadata: " + ", ".join(f"{k}={v}" for k, v in sorted(info["metadata"].items())))
     tensors = info["tensors"]
     if info["files"]:
-        params, size = ck.format_params(info["total_params"]), human_bytes(info["total_bytes"])
+        params, size = format_params(info["total_params"]), human_bytes(info["total_bytes"])
         lines.append(f"{counted(len(tensors), 'tensor')}, {params} params, {size}")
         rows: list[tuple[str, ...]] = [("tensor", "dtype", "shape", "size")]
         rows += [(n, t["dtype"], str(t["shape"]), human_bytes(t["bytes"])) for n, t in tensors.items()]
@@ -209,7 +210,7 @@ def render_diff(d: dict[str, Any], a: Source, b: Source, show_all: bool = False)
     if shown:
         lines += _table(
             [("key", "A", "B", "")]
-            + [(r["key"], ck.format_value(r["a"]), ck.format_value(r["b"]), r["status"]) for r in shown]
+            + [(r["key"], format_value(r["a"]), format_value(r["b"]), r["status"]) for r in shown]
         )
     hidden = len(d["config"]) - len(shown)
     if hidden and config_diff:
@@ -226,15 +227,15 @@ def render_diff(d: dict[str, Any], a: Source, b: Source, show_all: bool = False)
     if shown:
         lines += _table(
             [("tensor", "A", "B", "")]
-            + [(r["name"], ck.format_tensor(r["a"]), ck.format_tensor(r["b"]), r["status"]) for r in shown]
+            + [(r["name"], format_tensor(r["a"]), format_tensor(r["b"]), r["status"]) for r in shown]
         )
     if not everything and len(shown) < len(d["tensors"]):
         lines.append(f"  ({len(d['tensors']) - len(shown)} same tensors not shown; --all lists them)")
 
-    lines += ["", f"size: A {ck.format_totals(summary['a'])}; B {ck.format_totals(summary['b'])}"]
+    lines += ["", f"size: A {format_totals(summary['a'])}; B {format_totals(summary['b'])}"]
     for group, sides in summary["groups"].items():
         if sides["a"] != sides["b"]:
-            lines.append(f"  {group}: A {ck.format_totals(sides['a'])}; B {ck.format_totals(sides['b'])}")
+            lines.append(f"  {group}: A {format_totals(sides['a'])}; B {format_totals(sides['b'])}")
 
     if "weights" in d:
         lines += ["", *render_weights(d["weights"])]

@@ -28,7 +28,7 @@ from typing import Any
 
 from backend.agent.host.shared import hub_search
 from backend.agent.host.shared.units import human_bytes
-from backend.drafters import checkpoints
+from backend.drafters import checkpoints, inspection
 from backend.drafters.cards import Card, Claim, parse_card
 from backend.drafters.sources import HOST, HUB, Source, Sources, parse_source
 from backend.errors import ConnectionFailed, OperationFailed, RemoteError, UsageError
@@ -158,13 +158,13 @@ def _named(config: dict[str, Any] | None, fallback: str | None) -> tuple[str | N
 async def resolve_target(text: str | None, settings: Settings, host: HostConfig, sources: Sources) -> Target:
     """``--target`` → a Target: ``hf://org/name`` or ``org/name`` (read with the search), a folder or
     config.json on the host, ``file://PATH``; without one, the configured target folder on the host."""
-    if text and (text.startswith(checkpoints.HUB_PREFIX) or (REPO_ID.match(text) and not text.startswith("."))):
-        spec = text if text.startswith(checkpoints.HUB_PREFIX) else checkpoints.HUB_PREFIX + text
-        repo, _ = checkpoints.parse_hub_spec(spec)
+    if text and (text.startswith(inspection.HUB_PREFIX) or (REPO_ID.match(text) and not text.startswith("."))):
+        spec = text if text.startswith(inspection.HUB_PREFIX) else inspection.HUB_PREFIX + text
+        repo, _ = inspection.parse_hub_spec(spec)
         return Target(text, repo.split("/", 1)[1], repo, None, spec)
     source = Source(HOST, settings.target, "configured target") if text is None else parse_source(text, settings, host)
     if source.kind == HUB:  # parse_source's hub form with a revision
-        repo, _ = checkpoints.parse_hub_spec(source.location)
+        repo, _ = inspection.parse_hub_spec(source.location)
         return Target(text or repo, repo.split("/", 1)[1], repo, None, source.location)
     config = await sources.target_config(source)
     name, named_repo = _named(config, source.location)
@@ -422,7 +422,7 @@ def judge(raw: dict[str, Any], target: Target, sglang_version: str | None, known
             ]
             try:
                 spec, weight_map = f"hf://{raw['repo']}", raw.get("weight_map")
-                info = checkpoints.hub_result(spec, raw.get("config"), read, weight_map, [], raw.get("index_metadata"))
+                info = inspection.hub_result(spec, raw.get("config"), read, weight_map, [], raw.get("index_metadata"))
             except UsageError as exc:
                 problems.append(f"a safetensors header is corrupt: {exc}")
         if problems:  # the shapes could not be read: no verdict on tensors that were never seen

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from backend.agent.host.shared.checkpoint_scan import CONFIG
-from backend.drafters import checkpoints
+from backend.drafters import checkpoint_diff, inspection
 from backend.errors import ConnectionFailed, OperationFailed, RemoteError, UsageError
 from backend.settings import DrafterConfig, HostConfig, Settings
 
@@ -50,8 +50,8 @@ def parse_source(text: str, settings: Settings, host: HostConfig) -> Source:
     text = text.strip()
     if not text:
         raise UsageError("a checkpoint is required: a drafter name, a host path, file://PATH or hf://org/name")
-    if text.startswith(checkpoints.HUB_PREFIX):
-        checkpoints.parse_hub_spec(text)  # refuse a malformed spec before any network
+    if text.startswith(inspection.HUB_PREFIX):
+        inspection.parse_hub_spec(text)  # refuse a malformed spec before any network
         return Source(HUB, text, text)
     if text.startswith(FILE_PREFIX):
         path = text[len(FILE_PREFIX) :]
@@ -74,7 +74,7 @@ def parse_source(text: str, settings: Settings, host: HostConfig) -> Source:
 
 def hub_copy(drafter: DrafterConfig) -> Source:
     """The hub repo a configured drafter is downloaded from, as a Source (the drafter must have a repo)."""
-    spec = checkpoints.HUB_PREFIX + str(drafter.repo) + (f"@{drafter.revision}" if drafter.revision else "")
+    spec = inspection.HUB_PREFIX + str(drafter.repo) + (f"@{drafter.revision}" if drafter.revision else "")
     return Source(HUB, spec, spec, drafter)
 
 
@@ -134,9 +134,9 @@ class Sources:
     async def inspect(self, source: Source) -> dict[str, Any]:
         """The inspect dict of ``source``; a missing or corrupt checkpoint is a UsageError (exit 2)."""
         if source.kind == HUB:
-            return await asyncio.to_thread(checkpoints.inspect_hub, source.location, self.endpoint)
+            return await asyncio.to_thread(inspection.inspect_hub, source.location, self.endpoint)
         if source.kind == LOCAL:
-            return await asyncio.to_thread(checkpoints.inspect_local, source.location)
+            return await asyncio.to_thread(inspection.inspect_local, source.location)
         conn = await self.connection()
         drafter = source.drafter
         try:
@@ -166,7 +166,7 @@ class Sources:
     async def target_config(self, source: Source) -> dict[str, Any]:
         """The target's config.json: from a folder holding one, a .json file, or a hub repo."""
         if source.kind == HUB:
-            return await asyncio.to_thread(checkpoints.hub_config, source.location, self.endpoint)
+            return await asyncio.to_thread(inspection.hub_config, source.location, self.endpoint)
         path = source.location if source.location.endswith(".json") else source.location.rstrip("/") + "/" + CONFIG
         if source.kind == LOCAL:
             try:
@@ -229,7 +229,7 @@ def check_weights_sources(a: Source, b: Source) -> None:
 
 
 def _target_config(text: str, where: str) -> dict[str, Any]:
-    return checkpoints.config_object(text, where, "name the model's config.json as the target")
+    return inspection.config_object(text, where, "name the model's config.json as the target")
 
 
 async def read_diff(
@@ -237,7 +237,7 @@ async def read_diff(
 ) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any]]:
     """Inspect A and B and read the target's config, concurrently; returns ``(diff, a_info, b_info)``.
 
-    The diff is ``checkpoints.diff`` plus ``paths.target`` (where the target config came from). When
+    The diff is ``checkpoint_diff.diff`` plus ``paths.target`` (where the target config came from). When
     ``target_required`` is false (the default target, which a fresh host may not have yet) an unreadable
     target is a verdict note and ``paths.target`` is None.
     """
@@ -259,7 +259,7 @@ async def read_diff(
     except BaseExceptionGroup as errors:
         raise errors.exceptions[0] from None
     (a_info, b_info), (target_config, unread) = (r.result() for r in reads), read.result()
-    result = checkpoints.diff(a_info, b_info, target_config)
+    result = checkpoint_diff.diff(a_info, b_info, target_config)
     result["paths"]["target"] = None if unread else target.location
     if unread:
         result["verdict"]["notes"].insert(0, unread)

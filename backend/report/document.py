@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from backend.agent.host.shared import units
 from backend.agent.host.shared.acceptance import per_position
 from backend.agent.host.shared.units import human_bytes
-from backend.drafters import checkpoints
+from backend.drafters import checkpoint_diff, checkpoints
 from backend.errors import SpecdeckError, UsageError
 from backend.history import History, RunSummary, Yardstick
 from backend.measure import judge
@@ -492,7 +492,7 @@ def drafter_blocks(runs: list[RunSummary], facts: DrafterFacts | None) -> list[B
             [
                 run.drafter or "—",
                 path,
-                checkpoints.format_params(info["total_params"]) if info else "—",
+                checkpoint_diff.format_params(info["total_params"]) if info else "—",
                 human_bytes(size) if size else "—",
                 (run.drafter_sha256 or "")[:16] or "not verified",
                 "—" if verdict is None else checkpoints.verdict_word(verdict),
@@ -502,7 +502,7 @@ def drafter_blocks(runs: list[RunSummary], facts: DrafterFacts | None) -> list[B
     paths = [p for p in drafters if p in inspected]
     for other in paths[1:]:
         a, b = drafters[paths[0]], drafters[other]
-        d = checkpoints.diff(inspected[paths[0]], inspected[other], facts.target if facts else None)
+        d = checkpoint_diff.diff(inspected[paths[0]], inspected[other], facts.target if facts else None)
         counts: dict[str, int] = {}
         for row in d["tensors"]:
             counts[row["status"]] = counts.get(row["status"], 0) + 1

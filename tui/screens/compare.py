@@ -19,7 +19,7 @@ from textual.binding import Binding
 from textual.containers import Horizontal
 from textual.widgets import Static
 
-from backend.drafters import checkpoints as ck
+from backend.drafters.checkpoint_diff import diff_to_markdown, format_totals
 from backend.drafters.sources import HOST, Source, Sources, hub_endpoint, parse_source, read_diff, target_source
 from backend.errors import SpecdeckError, UsageError
 from tui.messages import ConnectionChanged
@@ -216,7 +216,7 @@ class ComparePane(ShellPane):
         badge.set_class(v["compatible"] is False, "-incompatible")
         summary = d["summary"]
         self.query_one("#compare-summary", Static).update(
-            f"A {ck.format_totals(summary['a'], ' · ')}   B {ck.format_totals(summary['b'], ' · ')}"
+            f"A {format_totals(summary['a'], ' · ')}   B {format_totals(summary['b'], ' · ')}"
         )
         self.query_one("#compare-problems", Static).update("\n".join(f"✕ {p}" for p in v["problems"]))
         unchecked = [f"? not checked: {u}" for u in v.get("unchecked") or []]
@@ -261,7 +261,7 @@ class ComparePane(ShellPane):
 
     @work(group="compare-export", exit_on_error=False, name="export", description="export the diff as Markdown")
     async def write_markdown(self, path: str, diff: dict, labels: tuple[str, str]) -> None:
-        text = ck.diff_to_markdown(diff, f"A ({labels[0]})", f"B ({labels[1]})")
+        text = diff_to_markdown(diff, f"A ({labels[0]})", f"B ({labels[1]})")
         try:
             await asyncio.to_thread(_write, path, text)
         except OSError as exc:

@@ -13,7 +13,7 @@ from rich.text import Text
 from textual.color import Color
 from textual.widgets import DataTable
 
-from backend.drafters.checkpoints import format_tensor, format_value
+from backend.drafters.checkpoint_diff import format_tensor, format_value
 
 # Status → the theme variable its A, B and status cells are drawn in; the rows that differ are bold as well.
 STATUS_COLOURS = {
