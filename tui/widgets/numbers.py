@@ -116,6 +116,7 @@ def verdict(numbers: LiveNumbers) -> str:
         assert said.low is not None and said.high is not None  # a within-noise verdict has its interval
         return f"[$text-muted]within noise of baseline (95% {units.tok_s_range(said.low, said.high)})[/]"
     if said.word == judge.LEVEL:
+        assert said.low is not None and said.high is not None  # a level verdict has its interval
         interval = f"95% {units.tok_s_range(said.low, said.high)}"
         return f"[$text-muted]level with baseline ({judge.floor_text()}; {interval})[/]"
     head = f"[{VERDICT_STYLE[said.word]}]{said.word} baseline[/]"
