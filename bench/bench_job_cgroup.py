@@ -14,7 +14,7 @@ START_BUDGET_MS = 5.0  # beside a job start's fork and exec of the runner (tens 
 
 
 def run() -> list[Row]:
-    from backend.agent.host import jobs, ownership
+    from backend.agent.host import ownership
 
     why = ownership._probe_cgroup()
     if why:
@@ -26,10 +26,10 @@ def run() -> list[Row]:
     try:
         cgroup, why = ownership.cgroup_for("bench-lookup", job.pid)
         assert cgroup is not None, why
-        info = {"pid": job.pid, "pgid": job.pid, "start": jobs.proc_start_time(job.pid), "cgroup": cgroup}
-        assert [p for p, _ in jobs.job_processes(info)] == [job.pid]
-        via_cgroup = median_ms(timeit(lambda: jobs.job_processes(info), REPEAT))
-        via_proc = median_ms(timeit(lambda: jobs.job_processes(dict(info, cgroup=None)), REPEAT // 4))
+        info = {"pid": job.pid, "pgid": job.pid, "start": ownership.proc_start_time(job.pid), "cgroup": cgroup}
+        assert [p for p, _ in ownership.job_processes(info)] == [job.pid]
+        via_cgroup = median_ms(timeit(lambda: ownership.job_processes(info), REPEAT))
+        via_proc = median_ms(timeit(lambda: ownership.job_processes(dict(info, cgroup=None)), REPEAT // 4))
 
         def start_and_remove() -> None:  # what a start and its runner's leave do, on the sleeper
             made, _ = ownership.cgroup_for("bench-start", job.pid)

@@ -54,8 +54,8 @@ def _kill_left(pid_file: Path) -> None:
     except (OSError, ValueError):
         return
     pgid = pid_info.get("pgid")
-    runner = jobs.proc_start_time(pid_info.get("pid", 0)) == pid_info.get("start")
-    if pgid and (runner or jobs.orphans(pid_info, fresh=True)):
+    runner = ownership.proc_start_time(pid_info.get("pid", 0)) == pid_info.get("start")
+    if pgid and (runner or ownership.orphans(pid_info, fresh=True)):
         try:
             os.killpg(pgid, signal.SIGKILL)
         except ProcessLookupError:
@@ -63,5 +63,5 @@ def _kill_left(pid_file: Path) -> None:
     if pid_info.get("cgroup"):  # what is left in its cgroup, then the cgroup (its runner may not have removed it)
         deadline = time.monotonic() + CANCEL_TIMEOUT_S
         while not ownership.remove_cgroup(pid_info["cgroup"]) and time.monotonic() < deadline:
-            jobs._send_all(jobs.job_processes(pid_info), signal.SIGKILL)
+            jobs._send_all(ownership.job_processes(pid_info), signal.SIGKILL)
             time.sleep(0.05)

@@ -152,7 +152,7 @@ def test_a_download_already_running_is_found_through_a_link(tmp_path):
     import json
 
     from backend.agent.host import download as host_download
-    from backend.agent.host import jobs
+    from backend.agent.host import jobs, ownership
 
     state, folder = tmp_path / "state", tmp_path / "drafter"
     folder.mkdir()
@@ -160,7 +160,7 @@ def test_a_download_already_running_is_found_through_a_link(tmp_path):
     job = Path(jobs.jobs_root(str(state))) / "download-20261201-000000-abcd"
     job.mkdir()
     (job / "spec.json").write_text(json.dumps({"kind": "download", "args": {"to": str(folder)}, "started": 1.0}))
-    me = {"pid": os.getpid(), "pgid": os.getpgid(0), "start": jobs.proc_start_time(os.getpid())}
+    me = {"pid": os.getpid(), "pgid": os.getpgid(0), "start": ownership.proc_start_time(os.getpid())}
     (job / "pid.json").write_text(json.dumps(me))  # this process plays its live runner
     for alias in (tmp_path / "link", tmp_path / "link" / ".." / "drafter"):
         busy = host_download.running_download(str(state), os.path.abspath(str(alias)))

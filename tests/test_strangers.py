@@ -66,7 +66,7 @@ def daemon_with_sid(sid):
 
 
 def members(pgid):
-    return [pid for pid, ids in jobs._live_pids() if ids[0] == pgid]
+    return [pid for pid, ids in ownership._live_pids() if ids[0] == pgid]
 
 
 def reap():  # pid 1 of this namespace inherits the orphans: reap them so they read gone
@@ -90,7 +90,7 @@ reap()
 wait_for(lambda: gone(done["pid"]), "the runner to go")
 d1 = daemon_with_sid(done["pid"])
 out["done_cancel"] = jobs.cancel({"id": done["id"], "timeout": 2}, Ctx())
-out["d1_alive"] = jobs.proc_start_time(d1) is not None
+out["d1_alive"] = ownership.proc_start_time(d1) is not None
 
 # 2. A job killed whole (runner and command, no exit.json); the daemon gets the runner's numbers.
 killed = jobs.start_job(STATE, "test", ["sleep", "300"], {}, {})
@@ -100,14 +100,14 @@ wait_for(lambda: (reap(), members(killed["pid"]))[1] == [] and gone(killed["pid"
 d2 = daemon_with_sid(killed["pid"])
 out["killed_get"] = jobs.describe(killed["dir"])
 out["killed_cancel"] = jobs.cancel({"id": killed["id"], "timeout": 2}, Ctx())
-out["d2_alive"] = jobs.proc_start_time(d2) is not None
+out["d2_alive"] = ownership.proc_start_time(d2) is not None
 out["killed_rm"] = jobs.remove({"id": killed["id"]}, Ctx())
 
 # 3. A real orphan still counts: its runner dies, the command (which carries the marker) runs on.
 orphan = jobs.start_job(STATE, "test", ["sleep", "300"], {}, {})
 wait_for(lambda: len(members(orphan["pid"])) == 2, "sleep to start")
 os.kill(orphan["pid"], signal.SIGKILL)
-wait_for(lambda: (reap(), jobs.proc_start_time(orphan["pid"]))[1] is None, "the runner to go")
+wait_for(lambda: (reap(), ownership.proc_start_time(orphan["pid"]))[1] is None, "the runner to go")
 out["orphan_get"] = jobs.describe(orphan["dir"])
 out["orphan_cancel"] = jobs.cancel({"id": orphan["id"], "timeout": 5}, Ctx())
 out["ping"] = __import__("backend.agent.host.probes", fromlist=["info"]).info({}, Ctx()).get("job_ownership", "")
@@ -207,7 +207,7 @@ if sys.argv[2] == "stay":
 ESCAPER = """
 import json, os, signal, sys, time
 sys.path.insert(0, REPO)
-from backend.agent.host import jobs, main as agent_main
+from backend.agent.host import jobs, ownership, main as agent_main
 
 if sys.argv[1:2] in (["job-run"], ["worker"]):
     sys.exit(agent_main.main(sys.argv[1:]))
@@ -240,20 +240,20 @@ def daemon_of(name, stay):
 out = {}
 # 1. A running job whose daemon left its session and cleared its environment: cancel still stops it.
 running, d1 = daemon_of("d1", "stay")
-out["d1_sid_apart"] = jobs.proc_ids(d1)[1] != running["pid"]
+out["d1_sid_apart"] = ownership.proc_ids(d1)[1] != running["pid"]
 out["running_pids"] = jobs.job_pids(running["dir"])
 out["d1"] = d1
 out["cancel"] = jobs.cancel({"id": running["id"], "timeout": 5}, Ctx())
-wait_for(lambda: jobs.proc_start_time(d1) is None, "the daemon to be stopped")
+wait_for(lambda: ownership.proc_start_time(d1) is None, "the daemon to be stopped")
 
 # 2. A done job (its command exited 0, exit.json written) whose daemon runs on in its cgroup: never signalled.
 done, d2 = daemon_of("d2", "go")
 wait_for(lambda: jobs.describe(done["dir"])["state"] == "done", "the job to end")
 out["done_cancel"] = jobs.cancel({"id": done["id"], "timeout": 2}, Ctx())
-out["d2_alive"] = jobs.proc_start_time(d2) is not None
+out["d2_alive"] = ownership.proc_start_time(d2) is not None
 cgroup = jobs._read_json(os.path.join(done["dir"], "pid.json"))["cgroup"]
 out["done_rm"] = jobs.remove({"id": done["id"]}, Ctx())  # the daemon is moved out, unharmed; the folder goes
-out["d2_alive_after_rm"] = jobs.proc_start_time(d2) is not None
+out["d2_alive_after_rm"] = ownership.proc_start_time(d2) is not None
 out["cgroup_gone"] = not os.path.exists(cgroup["dir"])
 os.kill(d2, signal.SIGKILL)
 print(json.dumps(out))

@@ -30,18 +30,19 @@ import tempfile
 import threading
 import time
 from types import FrameType
-from typing import Any, Dict, Iterator, List, Optional, Set, Tuple
+from typing import Any, Dict, List, Optional, Set, Tuple
 
 from . import loopback
 from .keyfiles import key_file_of, read_key
 from .ownership import ENV_KEY as TOKEN_KEY
 from .ownership import (
-    carries,
     cgroup_dir,
     cgroup_for,
-    cgroup_processes,
+    job_processes,
     leave_cgroup,
     new_token,
+    orphans,
+    proc_start_time,
     release_cgroup,
     remove_cgroup,
     send,
@@ -123,92 +124,13 @@ def _read_json(path: str) -> Optional[Dict[str, Any]]:
         return None
 
 
-def proc_ids(pid: int) -> Optional[Tuple[int, int, int]]:
-    """(process group, session, start time in clock ticks since boot) of a live process, None if gone/zombie."""
-    try:
-        with open("/proc/%d/stat" % pid, "rb") as f:
-            data = f.read().decode(errors="replace")
-    except OSError:
-        return None
-    # The command name may hold spaces and parens: fields resume after the last ')'.
-    rest = data[data.rindex(")") + 2 :].split()
-    if rest[0] in ("Z", "X"):
-        return None
-    return int(rest[2]), int(rest[3]), int(rest[19])
-
-
-def proc_start_time(pid: int) -> Optional[int]:
-    """The process's start time in clock ticks since boot (``/proc/PID/stat`` field 22), None if gone/zombie."""
-    ids = proc_ids(pid)
-    return None if ids is None else ids[2]
-
-
-def _live_pids() -> Iterator[Tuple[int, Tuple[int, int, int]]]:
-    for name in os.listdir("/proc"):
-        if name.isdigit():
-            ids = proc_ids(int(name))
-            if ids is not None:
-                yield int(name), ids
-
-
 # How long a SIGKILLed process may take to go: one in uninterruptible sleep (a GPU driver freeing its memory,
 # an fsync on a busy disk) dies only when that call returns. Within the client's answer deadline (timeout + 30 s).
 KILL_WAIT_S = 20.0
 
 
-def job_processes(pid_info: Dict[str, Any]) -> List[Tuple[int, int]]:
-    """(pid, start) of the job's live processes, each proven (see ``ownership``): the members of its cgroup;
-    without one, while its runner lives, the members of its process group (a live leader keeps that group id
-    from coming round); after it, the members of its group and session that carry the job's marker. Nothing
-    is the job's without proof."""
-    pgid, start, token = pid_info.get("pgid"), pid_info.get("start"), pid_info.get("token")
-    if not pgid or start is None:
-        return []
-    in_cgroup = cgroup_processes(pid_info["cgroup"], proc_start_time) if pid_info.get("cgroup") else None
-    if in_cgroup is not None:
-        return in_cgroup
-    leader_alive = proc_start_time(pgid) == start
-    found = [(pid, ids) for pid, ids in _live_pids() if ids[0] == pgid and ids[2] >= start]
-    leader_alive = leader_alive and proc_start_time(pgid) == start  # and still, once the scan is done
-    return [(pid, ids[2]) for pid, ids in found if leader_alive or (ids[1] == pgid and carries(pid, ids[2], token))]
-
-
-def orphans(pid_info: Dict[str, Any], fresh: bool = False) -> List[int]:
-    """The job's processes that still run after its runner died: members of the runner's process group and
-    session that started after it and carry the job's marker in their environment (a daemon whose session id
-    is an old runner's pid does not). A live process with the runner's pid and another start time means
-    every member is gone (the kernel does not reuse a pid while a group or session of that id exists).
-
-    Scanning /proc is the cost: unless ``fresh``, the pids found last time are checked first, and /proc is
-    scanned again only once none of them is left (followers ask every second)."""
-    pgid, start, token = pid_info.get("pgid"), pid_info.get("start"), pid_info.get("token")
-    if not pgid or start is None or not token:
-        return []
-    leader = proc_ids(pgid)
-    if leader is not None and leader[2] != start:
-        return []
-    in_cgroup = cgroup_processes(pid_info["cgroup"], proc_start_time) if pid_info.get("cgroup") else None
-    if in_cgroup is not None:
-        return [pid for pid, began in in_cgroup if (pid, began) != (pgid, start)]
-
-    def ours(pid: int, ids: Optional[Tuple[int, int, int]]) -> bool:
-        return ids is not None and ids[0] == pgid and ids[1] == pgid and ids[2] >= start and carries(pid, ids[2], token)
-
-    key = (pgid, start)
-    if not fresh:
-        known = [pid for pid in _ORPHANS.get(key, ()) if ours(pid, proc_ids(pid))]
-        if known:
-            return known
-    found = [pid for pid, ids in _live_pids() if ours(pid, ids)]
-    _ORPHANS[key] = found
-    return found
-
-
-_ORPHANS: Dict[Tuple[int, int], List[int]] = {}  # (pgid, runner start) → the orphans found last
-
-
 def job_pids(job_dir: str) -> List[int]:
-    """The pids of the job's live processes, proven (see :func:`job_processes`)."""
+    """The pids of the job's live processes, proven (see ``ownership.job_processes``)."""
     return [pid for pid, _ in job_processes(_read_json(os.path.join(job_dir, "pid.json")) or {})]
 
 
