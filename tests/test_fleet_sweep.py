@@ -231,3 +231,61 @@ async def test_hosts_that_differ_are_refused_before_anything_starts(pair, tmp_pa
         await other.close()
     a, b = (fleet_sweep.host_facts.HostFacts(n, ("NVIDIA H200",) * k, "0.5.23") for n, k in (("a", 8), ("b", 4)))
     assert "differ in GPUs (8× NVIDIA H200 vs 4× NVIDIA H200)" in fleet_sweep.host_facts.difference([a, b])
+
+
+async def test_a_smart_fleet_sweep_runs_the_serial_sweeps_separating_round(monkeypatch):
+    """Issue 32: a fleet sweep ended with "not separated from 3 at 4 requests a point" where the same sweep on
+    one host measures both again with the requests that part them. Hosts faked: what the client feeds, when."""
+    import types
+
+    truth = {2: 80.0, 3: 100.0, 4: 110.0}
+    plan = sweep_mod.SweepPlan(steps=(2, 3, 4), smart=True, requests=4)
+    spread = [-1.5, -0.5, 0.5, 1.5]
+
+    def record(index: int, steps: int, n: int) -> dict:
+        rates = [truth[steps] * (1 + 0.08 * spread[i % 4]) for i in range(n)]
+        requests = [{"decode_tok_s": r, "spec_histogram": [2, 3, 5, 20][: steps + 1]} for r in rates]
+        return {"event": "point", "index": index, "steps": steps, "topk": 1, "draft_tokens": steps + 1,
+                "tok_s": sum(rates) / n, "cycle_ms": 24.0 + 3 * steps, "accept_len": 3.0, "per_request": requests,
+                "run": f"serve-{index}-{n}"}  # fmt: skip
+
+    fed: list[tuple[str, int | None, int | None]] = []
+
+    class Host:
+        def __init__(self, name: str) -> None:
+            self.host = types.SimpleNamespace(name=name)
+            self.events: asyncio.Queue = asyncio.Queue()
+
+        async def call(self, method: str, **kw) -> dict:
+            assert method == "sweep.feed"
+            fed.append((self.host.name, kw.get("index"), kw.get("requests")))
+            if kw.get("end"):
+                await self.events.put({"event": "done", "restarts": 0})
+                await self.events.put(None)
+            else:
+                point = record(kw["index"], plan.steps[kw["index"]], kw.get("requests") or plan.requests)
+                await self.events.put(dict(point, host=self.host.name, separating=bool(kw.get("requests"))))
+            return {"ok": True}
+
+    async def events(conn, job_id):
+        while (event := await conn.events.get()) is not None:
+            yield event
+
+    monkeypatch.setattr(sweep_mod, "events", events)
+    hosts = [Host("a"), Host("b")]
+    members = [fleet_sweep.Member(h) for h in hosts]  # type: ignore[arg-type]
+    jobs = {h.host.name: types.SimpleNamespace(id=f"sweep-{h.host.name}") for h in hosts}
+    profile = types.SimpleNamespace(steps=3, topk=1, draft_tokens=4)
+    said: list[dict] = []
+    done = await fleet_sweep._drive(members, jobs, profile, plan, 82.0, lambda host, e: said.append(e))  # type: ignore[arg-type]
+    rounds = [e for e in said if e.get("phase") == "separating"]
+    assert len(rounds) == 1 and "steps 4 measured fastest, not separated from 3 at 4 requests" in rounds[0]["why"]
+    more = rounds[0]["requests"]
+    again = [(i, n) for _, i, n in fed if n is not None]
+    assert sorted(again) == [(1, more), (2, more)]  # 3 and 4 steps measured again, each with the requests
+    # Every grid point was in before the round was fed; the hosts' ends come after it.
+    first_again = next(k for k, f in enumerate(fed) if f[2] is not None)
+    assert {i for _, i, n in fed[:first_again] if n is None and i is not None} == {0, 1, 2}
+    assert done["separated"] == {"requests": more, "steps": [4, 3], "restarts": 2}
+    best = done["best"]
+    assert best["steps"] == 4 and best["not_separated_from"] == [] and best["requests"] == 4 + more

@@ -363,6 +363,8 @@ async def _fleet_sweep(args: argparse.Namespace, settings: Settings, baseline: f
                 print(f"  {where}: {event.get('phase')}{extra}", file=sys.stderr, flush=True)
             elif kind == "point":
                 print("  " + sweep_mod.point_line({**event, "host": host}), file=sys.stderr, flush=True)
+            elif kind == "plan" and event.get("phase") == "separating":
+                print(f"  separating round: {event['why']}", file=sys.stderr, flush=True)
 
         done = await fleet_sweep.run(
             members, settings, args.profile, plan, baseline_tok_s=baseline, force=args.force, on_event=progress

@@ -5,7 +5,10 @@ the points this client feeds it one at a time, and at the end leaves its host as
 (done, a crashed point, cancel, or this client gone: then it ends on its own after ``feed_idle_s``). The
 client chooses every next point as the serial sweep chooses its next (``sweep_order.Order``, the same smart
 order and stop rule over the points measured so far on every host), so N hosts take about 1/N of the time.
-Points in flight when the stop rule holds are measured to the end: they are data, not waste.
+Points in flight when the stop rule holds are measured to the end: they are data, not waste. A smart sweep then
+runs the serial sweep's separating round (``Order.separation``): once every point is in (free hosts wait),
+the best and the points it is not separated from are measured again with the requests that would part them,
+on whichever hosts are free, and pooled by step count.
 
 Before anything starts, the hosts must be alike (``host_facts``: GPU model and count, SGLang release): else
 one sentence, UsageError, nothing started. Each point carries the ``host`` that measured it, and its run in
@@ -146,7 +149,8 @@ async def _drive(
     grid = plan.grid()
     points = [{"args": {"steps": s, "topk": k, "draft_tokens": t}} for s, k, t in grid]
     first = sweep_mod.first_index(profile, plan)
-    order = Order({"points": points, "smart": plan.smart, "first": first, "baseline_tok_s": baseline_tok_s})
+    params = {"points": points, "smart": plan.smart, "first": first, "baseline_tok_s": baseline_tok_s}
+    order = Order(dict(params, requests=plan.requests))
     conns = {m.name: m.conn for m in members}
     queue: asyncio.Queue[tuple[str, dict[str, Any] | None]] = asyncio.Queue()
 
@@ -163,18 +167,34 @@ async def _drive(
     busy: dict[str, int] = {}
     ended: dict[str, dict[str, Any]] = {}
     stopped_early = None
+    separation: dict[str, Any] | None = None  # the separating round's plan, once every grid point is in
+    again: list[int] = []  # its points not yet fed
 
     async def dispatch() -> None:
-        nonlocal todo, stopped_early
+        nonlocal todo, stopped_early, separation
         while idle:
-            todo, planned, stop = order.reorder(todo)
-            if planned is not None:
-                tell("", dict(planned, busy=dict(busy)))
-            stopped_early = stop or stopped_early
+            if separation is None:
+                todo, planned, stop = order.reorder(todo)
+                if planned is not None:
+                    tell("", dict(planned, busy=dict(busy)))
+                stopped_early = stop or stopped_early
+            if not todo and not again and separation is None and plan.smart:
+                if busy:  # the serial sweep's separating round needs every point in: hold the host till then
+                    return
+                separation = order.separation() or {}
+                again.extend(separation.get("order") or [])
+                if separation:
+                    tell("", dict(separation, busy={}))
             name = idle.pop(0)
             if todo:
                 busy[name] = todo.pop(0)
                 await conns[name].call("sweep.feed", id=jobs[name].id, index=busy[name])
+            elif again:  # measured again with more requests, on whichever host is free (the hosts are alike)
+                busy[name] = again.pop(0)
+                assert separation is not None
+                await conns[name].call(
+                    "sweep.feed", id=jobs[name].id, index=busy[name], requests=separation["requests"]
+                )
             else:  # nothing left for it (all measured, in flight elsewhere, or the stop rule holds): its end
                 await conns[name].call("sweep.feed", id=jobs[name].id, end=True)
 
@@ -193,11 +213,17 @@ async def _drive(
             kind = event.get("event")
             if kind == "point" and busy.get(name) == event.get("index"):
                 record = {k: v for k, v in event.items() if k not in ("event", "t")}
-                order.results[busy.pop(name)] = record  # tagged with its host by the host
+                index = busy.pop(name)
+                if record.get("separating"):  # pooled with the first by step count, as the serial sweep's
+                    order.extra.append(record)
+                else:
+                    order.results[index] = record  # tagged with its host by the host
                 idle.append(name)
                 await dispatch()
             elif kind == "done":
                 ended[name] = event
+                if name in idle:  # held for the separating round, it ended on its own (feed_idle_s)
+                    idle.remove(name)
             elif kind == "cancelled":
                 raise OperationFailed(f"the sweep on {name} ({jobs[name].id}) was cancelled there.")
     finally:
@@ -205,15 +231,19 @@ async def _drive(
             task.cancel()
         await asyncio.gather(*readers, return_exceptions=True)
     restarts = sum(int(e.get("restarts") or 0) for e in ended.values())
+    separated = None
+    if separation:
+        separated = {"requests": separation["requests"], "steps": separation["steps"], "restarts": len(order.extra)}
     return {
         "event": "done",
         "hosts": {name: jobs[name].id for name in conns},
-        "points": [order.results[i] for i in sorted(order.results)],
+        "points": [order.results[i] for i in sorted(order.results)] + order.extra,
         "best": order.best(),
         "restarts": restarts,
         "grid": len(grid),
-        "saved": len(grid) - restarts,
+        "saved": len(grid) - restarts + len(order.extra),  # the grid's restarts: the round's are its own
         "stopped_early": stopped_early,
+        "separated": separated,
     }
 
 

@@ -41,7 +41,7 @@ from __future__ import annotations
 import json
 import os
 import time
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List, Optional, Tuple
 
 from . import jobs, loadgen, prompts, serve, servers
 from .registry import AgentError, Context, method
@@ -335,10 +335,12 @@ class Sweep(Order):
         self.emit({"event": "plan", "order": todo, "found": found and found["id"], "skipped": sorted(finished)})
         stopped_early = None
         while True:
+            requests = None
             if fed:
-                index = self.next_fed()
-                if index is None:
+                order = self.next_fed()
+                if order is None:
                     break
+                index, requests = order
             else:
                 todo, plan, stopped_early = self.reorder(todo)
                 if plan is not None:
@@ -346,8 +348,12 @@ class Sweep(Order):
                 if not todo:
                     break
                 index = todo.pop(0)
-            record = self.measure(index)
-            self.results[index] = record
+            record = self.measure(index, requests)
+            if requests:  # the client's separating round: the point measured again, pooled by step count
+                record = dict(record, separating=True)
+                self.extra.append(record)
+            else:
+                self.results[index] = record
             self.emit(dict(record, event="point"))
         restarts = self.restarts  # the grid's: a separating round's are its own
         separated = self.separate() if self.params.get("smart") and not fed else None
@@ -371,9 +377,10 @@ class Sweep(Order):
         )
         return 0
 
-    def next_fed(self) -> Optional[int]:
-        """The next point the client asks for (``sweep.feed``), waiting for it on the folder's file events;
-        None at its end, or when it asked for nothing in ``feed_idle_s`` (it is gone)."""
+    def next_fed(self) -> Optional[Tuple[int, Optional[int]]]:
+        """The next point the client asks for (``sweep.feed``) and the requests to bench it with (None: the
+        sweep's; a number: its separating round's), waiting for it on the folder's file events; None at its end,
+        or when it asked for nothing in ``feed_idle_s`` (it is gone)."""
         path = os.path.join(self.job_dir, ORDERS)
         idle = float(self.params.get("feed_idle_s") or FEED_IDLE_S)
         watch = Watch(jobs.FOLLOW_POLL_S, idle)
@@ -385,7 +392,9 @@ class Sweep(Order):
                 if len(orders) > self.fed:
                     order = orders[self.fed]
                     self.fed += 1
-                    return None if order.get("end") else int(order["index"])
+                    if order.get("end"):
+                        return None
+                    return int(order["index"]), (int(order["requests"]) if order.get("requests") else None)
                 watch.wait(self.ctx)
             return None
         finally:
@@ -465,7 +474,8 @@ def worker_main(argv: List[str]) -> int:
 
 @method("sweep.feed")
 def feed(params: Dict[str, Any], ctx: Context) -> Dict[str, Any]:
-    """Give a running fed sweep its next point (``index``) or its end (``end``: it leaves the host as found)."""
+    """Give a running fed sweep its next point (``index``, with ``requests`` for a separating round's second
+    measurement) or its end (``end``: it leaves the host as found)."""
     job_id = str(params.get("id") or "")
     folder = _job_dir(ctx.state_dir, job_id)
     job = jobs.describe(folder) if job_id.startswith(KIND + "-") and "/" not in job_id and os.path.isdir(folder) else {}
@@ -479,6 +489,13 @@ def feed(params: Dict[str, Any], ctx: Context) -> Dict[str, Any]:
         if isinstance(index, bool) or not isinstance(index, int) or not 0 <= index < int(job["args"]["points"]):
             raise AgentError("sweep %s has no point %r" % (job_id, index), "invalid")
         order = {"index": index}
+        requests = params.get("requests")  # a separating round's: the point measured again with this many
+        if requests is not None:
+            if isinstance(requests, bool) or not isinstance(requests, int) or requests < 1:
+                raise AgentError(
+                    "sweep %s: requests must be a whole number of at least 1, got %r" % (job_id, requests), "invalid"
+                )
+            order["requests"] = requests
     with open(os.path.join(folder, ORDERS), "a") as f:
         f.write(json.dumps(order) + "\n")
     return {"ok": True}
