@@ -425,6 +425,8 @@ def test_history_cli_lists_marks_and_deletes(three_runs):
     assert by_profile["eagle3-ours"]["break_even_met"] is False and by_profile["baseline"]["break_even_met"] is None
     text = run_cli("history").stdout
     assert "baseline 82.0 tok/s (configured)" in text and "met (+0.84 ±0.00)" in text
+    # Issue 32: History's 2.46 beside Live's measured one: each says the cycle it comes from.
+    assert "break-even accept length 2.46 (configured cycle 30 ms)" in text
     assert "measured by run local/serve-1-base" in run_cli("history", "baseline", "serve-1").stdout
     assert json.loads(run_cli("history", "baseline", "--clear", "--json").stdout)["baseline_source"] == "configured"
     assert run_cli("history", "baseline", rc=2).stderr.strip().endswith("or --clear")

@@ -94,7 +94,7 @@ async def test_reference_lines_are_in_both_plots_before_any_sample():
         pane = await open_live(pilot)
         tok, accept = app.query_one("#tok-chart", SeriesChart), app.query_one("#accept-chart", SeriesChart)
         assert drawn(tok) == ([82.0], ["baseline 82.0 tok/s (configured)"])
-        assert drawn(accept) == ([2.46], ["break-even 2.46 (configured cycle)"])
+        assert drawn(accept) == ([2.46], ["break-even 2.46 (configured cycle 30 ms)"])
         assert "no SGLang server is running" in server_text(app)
         # Redrawn again (clear_data drops hlines and text): still there, and the live break-even joins them.
         feed_synthetic(pane, 30, accept=2.2, tok_s=66.0)
@@ -103,7 +103,11 @@ async def test_reference_lines_are_in_both_plots_before_any_sample():
         await until(pilot, lambda: drawn(accept)[0] == [2.46, pane.numbers.breakeven.mean], "the live line")
         ys, labels = drawn(accept)
         assert 2.5 < ys[1] < 2.7  # 1000 * 2.2 / (66..72 tok/s) ms cycles x 82 tok/s
-        assert labels[1].startswith("live break-even ")
+        # Issue 32: "break-even 2.46" here and "2.70" there: each says the cycle it comes from.
+        cycle = pane.numbers.cycle_ms.mean
+        assert labels[1] == f"break-even {ys[1]:.2f} (measured cycle {cycle:.1f} ms)"
+        panel = plain(app, "#live-numbers")
+        assert "break-even 2.46 (configured cycle 30 ms)" in panel and f"(measured cycle {cycle:.1f} ms)" in panel
         assert drawn(tok) == ([82.0], ["baseline 82.0 tok/s (configured)"])
         assert "baseline 82.0 tok/s" in tok.plt.build()  # and they reach the screen
 
@@ -235,7 +239,7 @@ async def test_live_tab_follows_a_server_and_runs_the_bench(models):
             # A verdict only once the window's mean has an interval (20 samples), and only where it clears 82.
             judged = pane.numbers.tok_s.sem is not None
             assert ("beats baseline" if judged else "not enough samples to judge") in plain(app, "#live-numbers")
-            assert [r.label.split(" ")[0] for r in accept.refs] == ["break-even", "live"]
+            assert [r.label.split(" (")[1].split()[0] for r in accept.refs] == ["configured", "measured"]
 
             await pilot.press("c")  # the measured cycle goes into the calculator
             cycle = app.query_one("#calc-cycle", Input).value
@@ -395,7 +399,7 @@ async def test_overlay_shows_the_last_run_of_each_profile():
         await pilot.press("o")
         await until(pilot, lambda: not any(r.dashed for r in tok.refs), "the overlay hidden")
         assert pane.overlay is None and "dashed" not in server_text(app)
-        assert drawn(accept)[1][0] == "break-even 2.46 (configured cycle)"
+        assert drawn(accept)[1][0] == "break-even 2.46 (configured cycle 30 ms)"
 
         # The key is a palette command too.
         await pilot.press("ctrl+p")

@@ -114,7 +114,7 @@ async def list_runs(args: argparse.Namespace) -> int:
 
 
 def _yardstick_line(y: Yardstick) -> str:
-    return f"baseline {y.baseline_tok_s:.1f} tok/s ({y.source}) · break-even accept length {y.break_even:.2f}"
+    return judge.yardstick_text(y)
 
 
 def print_runs(runs: list[RunSummary], yardstick: Yardstick) -> None:

@@ -291,6 +291,22 @@ def break_even(cycle_ms: float, baseline: float) -> float:
     return live_breakeven(cycle_ms, baseline)
 
 
+def break_even_text(line: float, cycle_ms: float, measured: bool, what: str = "break-even") -> str:
+    """``break-even 2.46 (configured cycle 30 ms)`` / ``break-even 2.70 (measured cycle 33.0 ms)``: every
+    break-even shown says which cycle it comes from, so History's and Live's never read as two unexplained
+    numbers for one quantity."""
+    cycle = f"measured cycle {cycle_ms:.1f} ms" if measured else f"configured cycle {cycle_ms:g} ms"
+    return f"{what} {line:.2f} ({cycle})"
+
+
+def yardstick_text(yardstick: Yardstick) -> str:
+    """History's head line (CLI and tab): ``baseline 82.0 tok/s (configured) · break-even accept length 2.46
+    (configured cycle 30 ms)``."""
+    y = yardstick
+    line = break_even_text(y.break_even, y.cycle_ms, False, "break-even accept length")
+    return f"baseline {y.baseline_tok_s:.1f} tok/s ({y.source}) · {line}"
+
+
 @dataclass(frozen=True)
 class BreakEven:
     """An accept length against the break-even it had to reach (``line``, at ``streams``); ``requests``: the

@@ -30,6 +30,7 @@ from textual.widgets import DataTable, Static
 
 from backend.errors import SpecdeckError
 from backend.history import History, HistoryThread, HistoryUnavailable, RunSummary, Yardstick, sync_from_host
+from backend.measure import judge
 from backend.measure.bench import bench_brief
 from backend.report import document
 from backend.report.document import Table, charts, comparison_table, latency_cells, run_cells
@@ -283,9 +284,7 @@ class HistoryPane(ShellPane):
         y = self.yardstick
         parts = []
         if y is not None:
-            parts.append(
-                f"baseline {y.baseline_tok_s:.1f} tok/s ({y.source}) · break-even accept length {y.break_even:.2f}"
-            )
+            parts.append(judge.yardstick_text(y))
         parts.append(f"{len(self.runs)} run(s), figures are log means")
         if extra or self.last_sync:
             parts.append(extra or self.last_sync)

@@ -457,13 +457,14 @@ class LivePane(ShellPane):
         same, streams = self.stream_baseline()
         if streams is not None:  # judged at the same concurrency: that line too
             tok.append(RefLine(same, baseline_label(same, self.baseline_run, streams), "green"))
-        configured = self.configured_break_even()
-        accept = [RefLine(configured, f"break-even {configured:.2f} (configured cycle)", "orange")]
-        live = self.numbers.breakeven.mean
+        configured, cycle_ms = self.configured_break_even(), self.app.settings.reference.cycle_ms
+        accept = [RefLine(configured, judge.break_even_text(configured, cycle_ms, False), "orange")]
+        live, measured = self.numbers.breakeven.mean, self.numbers.cycle_ms.mean
         if live is None and self.series.cycle_ms.last is not None:
-            live = judge.break_even(self.series.cycle_ms.last[1], same)
-        if live is not None:
-            accept.append(RefLine(live, f"live break-even {live:.2f}", "red"))
+            measured = self.series.cycle_ms.last[1]
+            live = judge.break_even(measured, same)
+        if live is not None and measured is not None:
+            accept.append(RefLine(live, judge.break_even_text(live, measured, True), "red"))
         for run, color in zip(self.overlay or (), cycle(OVERLAY_COLORS)):
             name = run.profile or run.id
             figure = judge.run_figure_at(run, self.streams)  # at the level shown, never its mean over levels
@@ -537,7 +538,7 @@ class LivePane(ShellPane):
         own = self.baseline_run is not None and self._followed()[1] == self.baseline_run
         self.numbers = LiveNumbers(
             tok, accept, cycle_ms, baseline, self.configured_break_even(), label, self.baseline_run, total, streams, at,
-            own_baseline=own,
+            own_baseline=own, configured_cycle_ms=self.app.settings.reference.cycle_ms,
         )  # fmt: skip
         self.query_one(NumbersPanel).show(self.numbers)
         feed = self.feed

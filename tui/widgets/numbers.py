@@ -71,6 +71,7 @@ class LiveNumbers:
     streams: Stats = EMPTY  # running requests
     baseline_streams: int | None = None  # the concurrency ``baseline`` was measured at; None: single-stream figure
     own_baseline: bool = False  # the server shown is the baseline's own run: it is the baseline, not above it
+    configured_cycle_ms: float = Reference.cycle_ms  # the cycle ``configured_breakeven`` comes from
 
     @property
     def breakeven(self) -> Stats:
@@ -141,8 +142,12 @@ def render_numbers(numbers: LiveNumbers) -> str:
         + " "
         + _vs(numbers.tok_s.mean, numbers),
         f"[$text-muted]{escape(baseline_label(numbers.baseline, numbers.baseline_run, numbers.baseline_streams))}[/]",
-        f"break-even {numbers.configured_breakeven:.2f} configured"
-        + (f", {numbers.breakeven.mean:.2f} over {numbers.window}" if numbers.breakeven.mean is not None else ""),
+        judge.break_even_text(numbers.configured_breakeven, numbers.configured_cycle_ms, False),
+        *(
+            [judge.break_even_text(numbers.breakeven.mean, numbers.cycle_ms.mean, True) + f" over {numbers.window}"]
+            if numbers.breakeven.mean is not None and numbers.cycle_ms.mean is not None
+            else []
+        ),
         verdict(numbers),
         f"[$text-muted]log samples in {numbers.window}: {numbers.tok_s.count} of tok/s, "
         f"{numbers.accept_len.count} of accept length[/]",
