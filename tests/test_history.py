@@ -613,3 +613,21 @@ async def test_sweep_points_in_history_say_their_steps_and_host(tmp_path, monkey
         cells = [[str(c) for c in runs.get_row_at(i)] for i in range(2)]
         assert sorted(row[1] for row in cells) == ["eagle3-aq 2/1/?", "eagle3-aq 4/1/?"]
         assert all(row[3] == "box" for row in cells)
+
+
+def test_a_runs_sglang_version_is_its_launchs_where_its_server_never_answered(tmp_path):
+    # Issue 32: the HTML report's sglang column said "—" for every run without /server_info, though the launch
+    # knew the release (the host's --help, the simulator's own).
+    from backend.report.document import VERSION_UNREAD, runs_table
+
+    with History.open(tmp_path / "h.sqlite3") as history:
+        launched = history.upsert_run(
+            "local", JobInfo("serve-1", state="done", started=T0, args={"sglang_version": "0.5.23-sim"})
+        )
+        bare = history.upsert_run("local", JobInfo("serve-2", state="done", started=T0 + 10))
+        answered = history.upsert_run("local", JobInfo("serve-3", state="done", args={"sglang_version": "0.5.6"}))
+        history.set_server_info(answered, {"version": "0.5.6.post1"})
+        runs = [history.run(launched), history.run(bare), history.run(answered)]
+    assert [r.version for r in runs] == ["0.5.23-sim", None, "0.5.6.post1"]
+    cells = [row[runs_table(runs).headers.index("sglang")] for row in runs_table(runs).rows]
+    assert cells == ["0.5.23-sim", VERSION_UNREAD, "0.5.6.post1"] and VERSION_UNREAD.startswith("not read")

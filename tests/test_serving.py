@@ -189,6 +189,7 @@ async def test_preflight_on_the_host(conn, models, tmp_path):
         ("speculative numbers", "flags", "target", "drafter", "algorithm", "window", "sglang", "port"), "ok"
     )
     assert checks["sglang"].message == f"sglang {conn.host.sglang_version}-sim on the host knows every flag"
+    assert good.version == f"{conn.host.sglang_version}-sim"  # what a start records in its job's args
     assert checks["gpus"].status in ("ok", "skip", "warn")
 
     misfit = by_name(await serving.preflight(conn, settings, settings.profiles["misfit"]))
@@ -285,6 +286,7 @@ async def test_start_phases_ready_status_busy_port_stop(conn, models):
     assert serving.STATES == ("none", "starting", "ready", "orphaned", "stopping", "stopped", "crashed")
     assert (status["state"], status["port"], status["phase"], status["error"]) == ("ready", profile.port, "ready", None)
     assert status["args"]["port"] == profile.port and status["args"]["drafter_path"] == models["ours"]
+    assert status["args"]["sglang_version"] == f"{conn.host.sglang_version}-sim"  # History's without /server_info
     pid = status["pid"]
     assert not process_gone(pid)
     tail = await serving.tail(conn, status["job"], 5)

@@ -580,7 +580,7 @@ class History:
             outcome=row["outcome"],
             reason=row["reason"],
             is_baseline=bool(row["is_baseline"]),
-            version=row["version"],
+            version=row["version"] or args.get("sglang_version"),  # /server_info's, else what it launched with
             argv=json.loads(row["argv"] or "[]"),
             samples=row["n_samples"],
             tok_s=row["mean_tok"],

@@ -843,6 +843,10 @@ def _interval(rows: list[dict[str, Any]], ks: list[float], key: str) -> Band:
                 series="predicted")  # fmt: skip
 
 
+# A run whose server never answered /server_info and whose launch recorded no release (before specdeck kept it).
+VERSION_UNREAD = "not read (no /server_info, launch recorded none)"
+
+
 def runs_table(runs: list[RunSummary]) -> Table:
     """When and how each run went, with the speculative numbers the server resolved."""
     rows = []
@@ -853,7 +857,7 @@ def runs_table(runs: list[RunSummary]) -> Table:
                 _when(run.started),
                 _when(run.stopped),
                 (run.outcome or "—") + (f": {run.reason}" if run.reason and run.outcome == "crashed" else ""),
-                run.version or "—",
+                run.version or VERSION_UNREAD,
                 run.spec_text(),  # as resolved, else as its launch command states (no "—" for a stated number)
             ]
         )

@@ -267,6 +267,7 @@ class Check:
 class Preflight:
     profile: str
     checks: tuple[Check, ...] = field(default_factory=tuple)
+    version: str | None = None  # the SGLang release the host's --help answered (the simulator's: its release)
 
     @property
     def failures(self) -> list[Check]:
@@ -497,7 +498,9 @@ async def preflight(conn: Connection, settings: Settings, profile: ProfileConfig
         conn.call("serve.port", port=profile.port),
         conn.call("serve.gpus"),
     )
-    checks = profile_checks(settings, profile, helped["version"] if isinstance(helped, dict) else version)
+    if isinstance(helped, dict):
+        version = helped["version"]
+    checks = profile_checks(settings, profile, version)
     checks += _target_checks(target, target_cfg)
     checks += _drafter_checks(profile, drafter, inspected, target_cfg, force)
     checks += _window_checks(profile, inspected, target_cfg)
@@ -512,7 +515,7 @@ async def preflight(conn: Connection, settings: Settings, profile: ProfileConfig
     checks.append(_port_check(port))
     checks.append(_tp_check(profile, gpus))
     checks.append(_gpu_check(gpus))
-    return Preflight(profile.name, tuple(checks))
+    return Preflight(profile.name, tuple(checks), version)
 
 
 def _extra_value(profile: ProfileConfig, flag: str) -> str | None:
@@ -734,7 +737,8 @@ async def start(
         env=cmd["env"],
         cwd=cmd["cwd"],
         files=cmd["files"],
-        args={**job_args(settings, profile), **(tags or {})},
+        # The release it launched with: History's for a run whose server never answered /server_info.
+        args={**job_args(settings, profile), "sglang_version": checks.version, **(tags or {})},
     )
     status["preflight"] = checks.to_json()
     started: dict[str, Any] = status
