@@ -73,14 +73,18 @@ async def test_reference_lines_sit_on_the_rows_the_axis_names(size):
             assert abs(row - expected) <= 0.5, (ref.label, row, expected, "\n".join(lines))
 
 
-@pytest.mark.parametrize("size", [(100, 14), (160, 20)])
+@pytest.mark.parametrize("size", [(100, 14), (160, 20), (60, 14)])
 async def test_solid_labels_on_one_row_do_not_overwrite_each_other(size):
     """The accept chart's two break-evens, 2.71 live and 2.46 configured, on one row of a short chart: each label
-    whole, side by side (issue 33: "2.5├live break-even 2.71figured)")."""
+    whole, side by side (issue 33: "2.5├live break-even 2.71figured)"), or on the row above where the row has no
+    room for both (Live at 100 columns cut the second to "b")."""
     series = RingSeries(600)
     for t in range(40):
         series.append(float(t), 3.2 + (t % 3) * 0.1)
-    refs = [RefLine(2.46, "break-even 2.46 (configured)", "orange"), RefLine(2.50, "live break-even 2.50", "red")]
+    refs = [
+        RefLine(2.46, "break-even 2.46 (configured cycle 30 ms)", "orange"),
+        RefLine(2.50, "break-even 2.50 (measured cycle 30.5 ms)", "red"),
+    ]
     async with ChartApp().run_test(size=size) as pilot:
         chart = pilot.app.query_one(SeriesChart)
         chart.redraw(series, None, refs, min_span=0.49)

@@ -355,7 +355,8 @@ class SeriesChart(FittedPlot):
         for part in stretches([x - end for x in xs], ys, gap):
             plt.plot(*part, marker=MARKER, color=self.color)
         # Solid labels start at the left edge; ones sharing a row go side by side, left to right (written over
-        # each other they read "2.5├live break-even 2.71figured)"). Dashed labels end at the right edge.
+        # each other they read "2.5├live break-even 2.71figured)"), or where the row has no room left, on the
+        # row above. Dashed labels end at the right edge.
         column = -left / self.columns
         starts: list[tuple[float, int]] = []  # (y, columns taken from the left) per labelled row
         for ref in solid:
@@ -364,7 +365,10 @@ class SeriesChart(FittedPlot):
             if i == len(starts):
                 starts.append((ref.y, 0))
             y, taken = starts[i]
-            plt.text(ref.label, left + taken * column, ref.y, color=ref.color, alignment="left")
+            if taken and taken + len(ref.label) > self.columns:  # no room beside the other: the row above, whole
+                y, taken, i = y + row, 0, len(starts)
+                starts.append((y, 0))
+            plt.text(ref.label, left + taken * column, y, color=ref.color, alignment="left")
             starts[i] = (y, taken + len(ref.label) + 1)
         ends: list[tuple[float, int]] = []  # (y, columns taken from the right) per labelled row
         for ref in dashed:

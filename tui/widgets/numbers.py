@@ -144,7 +144,7 @@ def render_numbers(numbers: LiveNumbers) -> str:
         f"[$text-muted]{escape(baseline_label(numbers.baseline, numbers.baseline_run, numbers.baseline_streams))}[/]",
         judge.break_even_text(numbers.configured_breakeven, numbers.configured_cycle_ms, False),
         *(
-            [judge.break_even_text(numbers.breakeven.mean, numbers.cycle_ms.mean, True) + f" over {numbers.window}"]
+            [judge.break_even_text(numbers.breakeven.mean, numbers.cycle_ms.mean, True)]  # the window's mean
             if numbers.breakeven.mean is not None and numbers.cycle_ms.mean is not None
             else []
         ),
