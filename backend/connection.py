@@ -361,5 +361,29 @@ class Connection:
         return round_trips(times)
 
 
+RTT_KEEP = 5  # the header's rtt: the median of this many latest pings
+
+
+@dataclass(frozen=True)
+class RoundTrips:
+    """The latest single-ping round trips (ms, newest last, at most ``RTT_KEEP``): a header shows their median,
+    so one slow ping on a busy host does not read as the link's round trip."""
+
+    ms: tuple[float, ...] = ()
+
+    def add(self, ms: float) -> RoundTrips:
+        return RoundTrips((*self.ms, ms)[-RTT_KEEP:])
+
+    @property
+    def median(self) -> float | None:
+        return round_trips(self.ms)["median"] if self.ms else None
+
+    def text(self) -> str:
+        """``rtt 0.42 ms (median of 5)``; '' before the first ping."""
+        if not self.ms:
+            return ""
+        return f"rtt {self.median:.2f} ms " + ("(1 ping)" if len(self.ms) == 1 else f"(median of {len(self.ms)})")
+
+
 async def open_host(settings: Settings, spec: str | None, shared: bool = False, **overrides: Any) -> Connection:
     return await Connection.open(resolve_host(settings, spec, **overrides), shared)

@@ -92,11 +92,13 @@ async def show(story: Story, tab: str, *texts: str, timeout: float = 30) -> None
 
 
 async def fresh_rtt(story: Story) -> None:
-    """The header's round trip timed again, as the panel times it but the median of five pings."""
+    """The header's round trip timed again, as the panel times it: five single pings, their median shown."""
+    from backend.connection import RTT_KEEP
     from tui.widgets.hostbar import HostBar
 
-    rtt = await story.app.connection.ping(5)
-    story.app.query_one(HostBar).show_rtt(rtt["median"])
+    bar = story.app.query_one(HostBar)
+    for _ in range(RTT_KEEP):  # as many as the header keeps: the start-up's pings forgotten
+        bar.show_rtt((await story.app.connection.ping(1))["median"])
     await story.pilot.pause(0.2)
 
 

@@ -14,7 +14,7 @@ from textual.containers import Horizontal
 from textual.widgets import Static
 
 from backend.agent.host.shared.units import duration
-from backend.connection import ConnState
+from backend.connection import ConnState, RoundTrips
 from backend.settings import HostConfig
 from backend.sglang.versions import DEFAULT_SIM_VERSION, version_text
 
@@ -62,7 +62,7 @@ class HostBar(Horizontal):
         self.sandbox = sandbox
         self.state = ConnState("connecting", since=time.time())
         self.info: dict | None = None
-        self.rtt_ms: float | None = None
+        self.rtts = RoundTrips()
         self.stale_since: float | None = None  # when the shown data stopped being live
 
     @property
@@ -74,7 +74,8 @@ class HostBar(Horizontal):
         yield Static(id="host", markup=False)
         yield Static(id="badge", markup=False)
         with Horizontal(id="facts"):
-            for name in ("rtt", "python", "sglang", "gpus"):
+            # SGLang (SIMULATED) first: a narrow terminal cuts the header's end, never that word.
+            for name in ("sglang", "gpus", "rtt", "python"):
                 yield Static(id=name, markup=False)
         yield Static(id="stale", markup=False)
         yield Static(id="reason", markup=False)
@@ -88,7 +89,8 @@ class HostBar(Horizontal):
     def show_host(self, host: HostConfig, sandbox: bool) -> None:
         """A different host: forget everything we knew about the old one."""
         self.host, self.sandbox = host, sandbox
-        self.info = self.rtt_ms = self.stale_since = None
+        self.info = self.stale_since = None
+        self.rtts = RoundTrips()
         self._draw()
 
     def show_state(self, state: ConnState) -> None:
@@ -103,8 +105,14 @@ class HostBar(Horizontal):
         self.stale_since = None
         self._draw()
 
+    @property
+    def rtt_ms(self) -> float | None:
+        """The round trip shown: the median of the latest pings."""
+        return self.rtts.median
+
     def show_rtt(self, ms: float) -> None:
-        self.rtt_ms = ms
+        """One more ping's round trip; the header shows the median of the latest (``RoundTrips``)."""
+        self.rtts = self.rtts.add(ms)
         self._draw()
 
     def _set(self, widget_id: str, text: str) -> None:
@@ -131,7 +139,7 @@ class HostBar(Horizontal):
             badge.set_classes([f"-{self.state.status}"])
         self._set("badge", badge_text(self.state, now))
         badge.tooltip = self.state.reason or None
-        self._set("rtt", f"rtt {self.rtt_ms:.2f} ms" if self.rtt_ms is not None else "")
+        self._set("rtt", self.rtts.text())
         self._set("python", f"py {info['python']}" if info.get("python") else "")
         self._set("sglang", sglang_text(info, self.host, self.sandbox) if info else "")
         self._set("gpus", gpu_summary(info.get("gpus") or []) if info else "")
