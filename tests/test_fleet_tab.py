@@ -85,6 +85,8 @@ async def test_fleet_tab_at_both_sizes_its_keys_and_a_replica_killed(running_fle
 
         await keys.press("bench")  # four streams through the router: two on each replica
         await until(pilot, lambda: "tok/s per stream" in plain(bench), "the bench's result", 120)
+        # Judged at the streams each replica ran against one server's baseline there (issue 32: it took 4).
+        assert "4 through the router over 2 replicas: 2 each if even" in plain(bench).replace("\n", " ")
         await keys.press("refresh")
         await until(pilot, lambda: (pane.status.router.requests_total or 0) >= 4, "the router counted the bench")
         monkeypatch.setattr(fleets, "bench_plan", lambda f: BenchPlan(requests=4, max_tokens=4000, concurrency=4))
