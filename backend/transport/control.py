@@ -287,12 +287,14 @@ async def stop(pid: int, path: str, timeout: float = STOP_TIMEOUT_S) -> str:
 
 
 async def _gone(pid: int, timeout: float) -> bool:
-    """Whether ``pid`` has exited (or is a zombie) within ``timeout`` seconds."""
+    """Whether ``pid`` has exited (or is a zombie) within ``timeout`` seconds. A killed master's main thread is
+    a zombie before its other threads (asyncio's resolver) have exited, and their open files (its lock) with
+    them: it is gone once it is the only one left."""
     deadline = time.monotonic() + timeout
     while True:
         try:
             with open(f"/proc/{pid}/stat", "rb") as f:
-                if f.read().rpartition(b")")[2].split()[0] == b"Z":
+                if f.read().rpartition(b")")[2].split()[0] == b"Z" and os.listdir(f"/proc/{pid}/task") == [str(pid)]:
                     return True
         except FileNotFoundError:
             return True
