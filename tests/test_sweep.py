@@ -86,6 +86,8 @@ async def test_sweep_restarts_benches_records_and_leaves_the_server_as_found(con
     assert status["state"] == "ready" and status["profile"] == "base" and status["job"] != found["job"]
     tagged = [j for j in await conn.call("jobs.list", kind="serve") if j["args"].get("sweep") == job.id]
     assert sorted(j["args"]["point"] for j in tagged) == [0, 1] and all(j["state"] != "running" for j in tagged)
+    # Each records the release it launched with (History's where /server_info never came: issue 32).
+    assert {j["args"]["sglang_version"] for j in tagged} == {serving.sim_version(conn.host) + "-sim"}
     with History.open(tmp_path / "h.sqlite3") as history:
         await sync_from_host(history, conn)
         runs = {r.job_id: r for r in history.runs()}

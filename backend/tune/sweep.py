@@ -156,6 +156,7 @@ async def start_points(
     env: dict[str, Any] = {}
     for served in points:
         command, env = _command(settings, conn.host, served)
+        command["args"]["sglang_version"] = checks.version  # as serving.start records it: History's fallback
         commands.append(command)
     restore = restore_env = None
     found = current.get("profile")
