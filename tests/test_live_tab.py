@@ -411,14 +411,14 @@ async def test_overlay_shows_the_last_run_of_each_profile():
 
 @pytest.mark.slow
 async def test_an_overlaid_run_is_drawn_at_the_level_shown_not_its_mean_over_levels():
-    # Issue 32: a run that spent 30 s at one stream (100 tok/s) and 30 s at four (60) was drawn at 80.0, a figure
-    # it never ran at, beside a one-stream live window.
+    # Issue 32: a run that spent 30 s at one stream (100 tok/s) and 40 s at four (60) was drawn at its mean over
+    # both, a figure it never ran at, beside a one-stream live window.
     from backend.jobs import JobInfo
 
     t0 = 1_800_000_000.0
     job = JobInfo("serve-9-aq", state="done", started=t0, ended=t0 + 70, args={"profile": "eagle3-aq"})
     samples = [Sample(t0 + i, "decode", gen_tps=100.0, accept_len=3.3, running_req=1) for i in range(30)]
-    samples += [Sample(t0 + 30 + i, "decode", gen_tps=4 * 60.0, accept_len=2.9, running_req=4) for i in range(30)]
+    samples += [Sample(t0 + 30 + i, "decode", gen_tps=4 * 60.0, accept_len=2.9, running_req=4) for i in range(40)]
     with History.open() as history:
         assert history.import_chunk(history.upsert_run("local", job), 0, 1000, samples, [])
     app = SpecdeckApp(builtin_defaults(), host="local")
@@ -431,6 +431,10 @@ async def test_an_overlaid_run_is_drawn_at_the_level_shown_not_its_mean_over_lev
         assert [(r.y, r.label) for r in tok.refs if r.dashed] == [(100.0, "eagle3-aq 100.0")]
         # Its log keeps one accept length a run: said to be over all levels.
         assert [re.sub(r"\d\.\d\d", "N", r.label) for r in accept.refs if r.dashed] == ["eagle3-aq N all levels"]
+        # In all: its aggregate at one stream, though it spent most seconds at four.
+        await pilot.press("a")
+        await until(pilot, lambda: pane.aggregate, "the aggregate chart")
+        assert [(r.y, r.label) for r in tok.refs if r.dashed] == [(100.0, "eagle3-aq 100.0")]
 
 
 @pytest.mark.slow

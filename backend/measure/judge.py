@@ -174,6 +174,11 @@ def run_figure(run: RunSummary, yardstick: Yardstick) -> str:
     return at_text(level.tok_s, level.streams)
 
 
+def level_at(run: RunSummary, streams: int) -> Level | None:
+    """What a run did at exactly ``streams`` running requests; None where it never ran there."""
+    return next((lv for lv in run.levels if lv.streams == streams), None)
+
+
 def run_figure_at(run: RunSummary, streams: int | None) -> tuple[float, str] | None:
     """(per-stream tok/s, its text) of a run drawn beside a figure at ``streams`` (Live's overlay): its figure
     at that level where it ran there, else at the level it spent most seconds at, with that level said
@@ -181,7 +186,7 @@ def run_figure_at(run: RunSummary, streams: int | None) -> tuple[float, str] | N
     if not run.levels:
         return None
     shown = streams or 1
-    level = next((lv for lv in run.levels if lv.streams == shown), run.levels[0])
+    level = level_at(run, shown) or run.levels[0]
     at = "" if level.streams == shown and shown == 1 else f" @{level.streams}"
     return level.tok_s, f"{level.tok_s:.1f}{at}"
 

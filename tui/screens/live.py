@@ -445,9 +445,10 @@ class LivePane(ShellPane):
         if total is not None:
             lines.append(RefLine(total, f"baseline at {streams} streams {total:.1f} tok/s in all (measured)", "green"))
         for run, color in zip(self.overlay or (), cycle(OVERLAY_COLORS)):
-            if run.streams == streams and run.total_tok_s is not None and run.id != self.baseline_run:
+            level = None if streams is None else judge.level_at(run, streams)  # its figure there, not its mean
+            if level is not None and run.id != self.baseline_run:
                 name = run.profile or run.id
-                lines.append(RefLine(run.total_tok_s, f"{name} {run.total_tok_s:.1f}", color, dashed=True))
+                lines.append(RefLine(level.total_tok_s, f"{name} {level.total_tok_s:.1f}", color, dashed=True))
         return lines
 
     def reference_lines(self) -> tuple[list[RefLine], list[RefLine]]:
