@@ -272,3 +272,17 @@ def test_apply_writes_the_best_and_asks_before_a_slower_point(tmp_path):
     assert not advisor.apply(saved, 4, advice).warning() and not advisor.apply(saved, 4, advice).changed
     with pytest.raises(UsageError, match="at least 1"):
         advisor.apply(saved, 0, advice)
+
+
+def test_applying_a_step_count_level_with_the_fastest_asks_nothing():
+    # Issue 32: a verdict over a difference too small to matter. 3 steps at 100.0 against 4 at 101.0 (1%) is
+    # level (the judge's 2% floor): applying 3 does not say "slower than" nor ask for --yes; 110.0 would.
+    import types
+
+    from backend.settings import builtin_defaults
+
+    profile = next(p for p in builtin_defaults().profiles.values() if p.algorithm)
+    close = types.SimpleNamespace(measured=lambda: {3: 100.0, 4: 101.0})
+    assert advisor.apply(profile, 3, close).faster == () and not advisor.apply(profile, 3, close).warning()
+    apart = types.SimpleNamespace(measured=lambda: {3: 100.0, 4: 110.0})
+    assert advisor.apply(profile, 3, apart).faster == ((4, 110.0),)

@@ -273,11 +273,11 @@ async def test_a_smart_fleet_sweep_runs_the_serial_sweeps_separating_round(monke
 
     monkeypatch.setattr(sweep_mod, "events", events)
     hosts = [Host("a"), Host("b")]
-    members = [fleet_sweep.Member(h) for h in hosts]  # type: ignore[arg-type]
+    members = [fleet_sweep.Member(h) for h in hosts]
     jobs = {h.host.name: types.SimpleNamespace(id=f"sweep-{h.host.name}") for h in hosts}
     profile = types.SimpleNamespace(steps=3, topk=1, draft_tokens=4)
     said: list[dict] = []
-    done = await fleet_sweep._drive(members, jobs, profile, plan, 82.0, lambda host, e: said.append(e))  # type: ignore[arg-type]
+    done = await fleet_sweep._drive(members, jobs, profile, plan, 82.0, lambda host, e: said.append(e))
     rounds = [e for e in said if e.get("phase") == "separating"]
     assert len(rounds) == 1 and "steps 4 measured fastest, not separated from 3 at 4 requests" in rounds[0]["why"]
     more = rounds[0]["requests"]

@@ -396,14 +396,22 @@ class Applied:
 
 def apply(profile: ProfileConfig, steps: int, advice: Advice | None = None) -> Applied:
     """``steps`` draft steps as the advisor models them (a chain: topk 1, draft tokens = steps + 1) written into
-    ``profile``, and the measured points of ``advice`` faster than it (``Applied.warning``)."""
+    ``profile``, and the measured points of ``advice`` faster than it past the practical floor
+    (``Applied.warning``)."""
     if isinstance(steps, bool) or not isinstance(steps, int) or steps < 1:
         raise UsageError(f"the step count must be a whole number of at least 1, got {steps!r}.")
     if not profile.algorithm:
         raise UsageError(f"profile {profile.name} does not speculate: there are no draft steps to set.")
     measured = advice.measured() if advice is not None else {}
     own = measured.get(steps)
-    faster = tuple(sorted((k, v) for k, v in measured.items() if k != steps and (own is None or v > own)))
+    # Faster past the judge's practical floor: a point within 2% of it is level, not a reason to ask.
+    faster = tuple(
+        sorted(
+            (k, v)
+            for k, v in measured.items()
+            if k != steps and (own is None or (v > own and not judge.inside_floor(v, own)))
+        )
+    )
     updated = replace(profile, steps=steps, topk=1, draft_tokens=steps + 1)
     return Applied(updated, profile, steps, faster, own)
 
