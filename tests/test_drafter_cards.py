@@ -31,6 +31,8 @@ def test_aq_medai_k2_card_claims_its_table_at_the_config_its_text_states():
         "claims 3.17 on GSM8K at 3/1/4 (SGLang): above the break-even 2.46 if the cycle holds"
     )
     assert claim_line(claim, 3.5).endswith("below the break-even 3.50, slower than no speculation at this cycle")
+    # Issue 32: within the judge's 2% floor a claim is level, not above or below.
+    assert claim_line(claim, 3.15).endswith("level with the break-even 3.15 (within 2%), no faster at this cycle")
     assert card.note is None and card.headline == 3.372
 
 

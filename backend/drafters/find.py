@@ -32,6 +32,7 @@ from backend.drafters import checkpoints, inspection
 from backend.drafters.cards import Card, Claim, parse_card
 from backend.drafters.sources import HOST, HUB, Source, Sources, parse_source
 from backend.errors import ConnectionFailed, OperationFailed, RemoteError, UsageError
+from backend.measure.judge import claim_word, floor_text
 from backend.settings import HostConfig, Settings
 
 # Words in a repo's name that say what it is, not which model it drafts for.
@@ -261,10 +262,8 @@ class Candidate:
 
 
 def claim_verdict(claim: Claim, break_even: float) -> str | None:
-    """``above``/``below`` this host's break-even accept length, None for a claim without an accept length."""
-    if claim.accept_len is None:
-        return None
-    return "above" if claim.accept_len > break_even else "below"
+    """A claim against this host's break-even (``judge.claim_word``); None for one without an accept length."""
+    return None if claim.accept_len is None else claim_word(claim.accept_len, break_even)
 
 
 def claim_line(claim: Claim, break_even: float) -> str:
@@ -273,8 +272,10 @@ def claim_line(claim: Claim, break_even: float) -> str:
     if claim.accept_len is None:
         return f"claims a {claim.speedup:g}× speed-up{on} at {claim.config_text} (no accept length)"
     head = f"claims {claim.accept_len:.2f}{on} at {claim.config_text}"
-    if claim_verdict(claim, break_even) == "above":
+    if (said := claim_verdict(claim, break_even)) == "above":
         return f"{head}: above the break-even {break_even:.2f} if the cycle holds"
+    if said == "level":
+        return f"{head}: level with the break-even {break_even:.2f} ({floor_text()}), no faster at this cycle"
     return f"{head}: below the break-even {break_even:.2f}, slower than no speculation at this cycle"
 
 

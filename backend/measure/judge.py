@@ -296,6 +296,14 @@ def break_even(cycle_ms: float, baseline: float) -> float:
     return live_breakeven(cycle_ms, baseline)
 
 
+def claim_word(accept_len: float, line: float) -> str:
+    """A published accept length against this host's break-even: above / below, or level within the practical
+    floor (a figure, no interval: a card's claim)."""
+    if inside_floor(accept_len, line):
+        return "level"
+    return "above" if accept_len > line else "below"
+
+
 def break_even_text(line: float, cycle_ms: float, measured: bool, what: str = "break-even") -> str:
     """``break-even 2.46 (configured cycle 30 ms)`` / ``break-even 2.70 (measured cycle 33.0 ms)``: every
     break-even shown says which cycle it comes from, so History's and Live's never read as two unexplained
