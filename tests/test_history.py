@@ -470,7 +470,7 @@ async def test_history_tab_compares_marks_and_deletes(three_runs, tmp_path, monk
         accept = pane.query_one("#history-accept", RunChart).chart
         assert tok is not None and accept is not None
         assert len(tok.series) == 2 and tok.refs == [(82.0, "baseline 82.0 tok/s (1 stream)")]
-        assert accept.refs[0][1] == "break-even 2.46"
+        assert accept.refs[0][1] == "break-even 2.46 (configured cycle 30 ms)"  # Live's measured one says so
         assert pane.query_one("#history-compare", DataTable).row_count == 2
 
         # Mark the highlighted run as the baseline: the yardstick follows it.

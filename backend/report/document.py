@@ -252,7 +252,7 @@ def charts(history: History, runs: list[RunSummary], yardstick: Yardstick) -> li
             "Accept length per decode-log interval",  # each point an interval's mean (the log's); a run's: totals
             "accept length",
             acc,
-            [(yardstick.break_even, f"break-even {yardstick.break_even:.2f}")],
+            [(yardstick.break_even, judge.break_even_text(yardstick.break_even, yardstick.cycle_ms, False))],
         ),
     ]
 
@@ -538,7 +538,7 @@ def build(
         *headline_blocks(history, runs, yardstick),
         Para(
             f"Generated {_when(time.time())}. Baseline {yardstick.baseline_tok_s:.1f} tok/s ({yardstick.source}), "
-            f"verify cycle {yardstick.cycle_ms:g} ms, break-even accept length {yardstick.break_even:.2f} "
+            f"configured verify cycle {yardstick.cycle_ms:g} ms, break-even accept length {yardstick.break_even:.2f} "
             "(cycle × baseline). Means are over the runs' decode log lines while requests ran, one point per "
             "second; per stream is SGLang's gen throughput divided by the running requests."
         ),
