@@ -123,6 +123,16 @@ def hub(tmp_path_factory):
         yield server
 
 
+def test_the_sets_a_chooser_lists_say_whether_the_hubs_path_was_checked():
+    hub = {s.name: s for s in domains.sources(False)}
+    assert list(hub) == list(domains.HUB_SETS) and [s.name for s in domains.sources(True)] == list(hub)
+    assert hub["chat"].checked is False and hub["chat"].about.endswith(domains.NEVER_CHECKED)
+    assert hub["code"].checked and hub["code"].source == "openai/openai_humaneval" and hub["random"].checked is None
+    chat = domains.sources(True)[0]  # the sandbox's set, judged by the Hub's it stands for
+    assert chat.source == "specdeck-sandbox/mt-bench-like" and chat.checked is False
+    assert "stand-in for HuggingFaceH4/mt_bench_prompts raw/question.jsonl" in chat.about
+
+
 def test_a_set_whose_path_was_never_checked_says_so_when_it_cannot_be_fetched(hub):
     from backend.agent.host import prompts
     from backend.agent.host.registry import AgentError

@@ -11,11 +11,12 @@ import pytest
 from textual.binding import Binding
 from textual.content import Content
 from textual.pilot import Pilot
-from textual.widgets import DataTable, Input, OptionList, Static, TabbedContent
+from textual.widgets import DataTable, Input, OptionList, SelectionList, Static, TabbedContent
 from textual.widgets._footer import FooterKey
 
 from backend.connection import Connection
 from backend.history import History
+from backend.measure.bench import BenchPlan
 from backend.sandbox import environment
 from backend.serve import serving
 from backend.settings import Settings, load
@@ -28,7 +29,10 @@ from tui.screens.confirm import ConfirmScreen
 from tui.screens.find import FindScreen
 from tui.screens.pane import ShellPane
 from tui.screens.prompt import PromptScreen
+from tui.screens.promptsets import PromptSetsScreen
+from tui.state import PromptChoice
 from tui.tabs import TABS
+from tui.widgets.benchbar import BenchBar
 from tui.widgets.breakeven_panel import BreakevenPanel
 from tui.widgets.chart import SeriesChart
 from tui.widgets.diff_table import DiffTable
@@ -274,6 +278,25 @@ async def profiled(pilot: Pilot, keys: FooterKeys, pane: ShellPane) -> None:
     await until(pilot, lambda: app.focused is pane.key_widget(), "the tab's keys back")
 
 
+async def chose_two_domains(pilot: Pilot, keys: FooterKeys, pane: ShellPane) -> None:
+    """The Prompts key: the sandbox's sets listed with whether the Hub's path for each was checked; chat and code
+    ticked, y: the session's choice, which the next bench sends (issue 32)."""
+    app = pilot.app
+    await keys.press("choose_prompts")
+    await until(pilot, lambda: isinstance(app.focused, SelectionList), "the prompt sets listed, the list focused")
+    modal = app.screen
+    assert isinstance(modal, PromptSetsScreen)
+    listed = [str(o.prompt) for o in modal.query_one(SelectionList).options]
+    assert [row.split()[0] for row in listed] == ["chat", "code", "math", "tools", "random"]
+    assert listed[0].endswith("? Hub path unchecked") and listed[1].endswith("✓ Hub path checked")
+    await pilot.press("space", "down", "space")
+    await until(pilot, lambda: "ticked: chat, code" in plain(modal.query_one("#prompt-sets-ticked", Static)), "ticked")
+    assert "stand-in for openai/openai_humaneval" in plain(modal.query_one("#prompt-sets-about", Static))
+    await pilot.press("y")
+    await until(pilot, lambda: app.focused is pane.key_widget(), "the tab's keys back")
+    assert app.prompts == PromptChoice(("chat", "code"))
+
+
 @pytest.mark.slow
 async def test_live_keys(sandbox):
     conn = await Connection.open(sandbox.hosts["sandbox"])
@@ -288,6 +311,8 @@ async def test_live_keys(sandbox):
         server = pane.query_one("#live-server", Static)
         await until(pilot, lambda: pane.feed and pane.feed.server and pane.feed.server.state == "running", "server")
 
+        await chose_two_domains(pilot, keys, pane)
+        pane.query_one(BenchBar).plan = BenchPlan(requests=2, max_tokens=384)  # a request per domain, soon done
         await keys.press("toggle_bench")
         await until(pilot, lambda: "bench:" in plain(pane.query_one("#live-bench", Static)), "the bench", timeout=60)
         await until(pilot, lambda: pane.numbers.cycle_ms.mean is not None, "a live cycle time", timeout=60)
@@ -313,6 +338,11 @@ async def test_live_keys(sandbox):
         await keys.press("toggle_overlay")
         await until(pilot, lambda: "dashed: last run of baseline" in plain(server), "the overlay")
         await profiled(pilot, keys, pane)
+        # The bench's table has a row per domain chosen (the bench goes on while paused: waited for here).
+        acceptance = pane.query_one("#live-acceptance", Static)
+        rows = lambda: {word for line in plain(acceptance).splitlines() for word in line.split()[:1]}  # noqa: E731
+        await until(pilot, lambda: {"DOMAIN", "chat", "code"} <= rows(), "a row per domain", timeout=60)
+        assert not {"math", "tools", "random"} & rows()
         before = len(pane.series.tok_s)
         await keys.press("reset")
         await until(pilot, lambda: len(pane.series.tok_s) < before, "the charts reset")

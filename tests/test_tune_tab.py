@@ -7,11 +7,13 @@ import sys
 
 import pytest
 import tomlkit
-from textual.widgets import DataTable, Input, Label, Static
+from textual.widgets import DataTable, Input, Label, SelectionList, Static
 
 from backend.history import History
+from backend.measure import domains
 from backend.sandbox import fixtures
 from backend.settings import load
+from backend.tune.sweep import SweepPlan
 from tests.helpers import until
 from tests.runs import add_benched_run
 from tests.sshd import free_port
@@ -155,3 +157,25 @@ async def test_the_fleet_sweep_key_shows_with_a_fleet_and_asks_first(settings, t
         assert pane.sweep_job is None
         app.settings = replace(app.settings, fleets={})
         assert not pane.check_action("fleet_sweep", ())  # no fleet: no key in the footer
+
+
+async def test_the_sweep_sends_the_prompt_sets_chosen_with_d(settings):
+    """Tune's d asks what Live's d asks: the session's prompt sets, which the sweep's plan carries as
+    `sweep --domains` reads them (issue 32); the sweep's line says which."""
+    app = SpecdeckApp(settings, host="sim")
+    async with app.run_test(size=(160, 45)) as pilot:
+        await until(pilot, lambda: app.connection.connected, "connected")
+        await pilot.press("6")
+        pane = app.query_one(TunePane)
+        await until(pilot, lambda: app.focused is pane.query_one("#tune-runs"), "the runs table focused")
+        mode = pane.query_one("#tune-sweep-mode", Label)
+        assert "built-in prompts" in str(mode.render())
+        plans: list[SweepPlan] = []
+        pane._start = plans.append  # the plan, not a sweep
+        await pilot.press("d")
+        await until(pilot, lambda: isinstance(app.focused, SelectionList), "the prompt sets listed")
+        await pilot.press("down", "down", "space", "y")
+        await until(pilot, lambda: "math prompts" in str(mode.render()), "the choice on the sweep's line")
+        await pilot.press("s")
+        await until(pilot, lambda: plans, "the sweep's plan")
+        assert plans[0].domains == domains.parse("math", True)

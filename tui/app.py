@@ -39,7 +39,7 @@ from tui.screens.hostkey import HostKeyScreen
 from tui.screens.hosts import HostSwitchScreen
 from tui.screens.live import COMMIT_EVERY_S
 from tui.screens.pane import ShellPane
-from tui.state import Baseline
+from tui.state import Baseline, PromptChoice
 from tui.tabs import TABS
 from tui.visiblefilter import VisibleControls
 from tui.widgets.footer import ShellFooter
@@ -92,6 +92,8 @@ class SpecdeckApp(App[int]):
     # The tok/s every tab judges against: the configured figure until the history has a measured baseline run.
     # The Live tab reads it at start-up, the History tab sets it when a run is marked; tabs watch it.
     baseline: reactive[Baseline] = reactive(Baseline(0.0), init=False)
+    # The prompt sets the panel's benches and sweeps send, chosen for the session (Live's and Tune's d).
+    prompts: reactive[PromptChoice] = reactive(PromptChoice(), init=False)
 
     def __init__(
         self,

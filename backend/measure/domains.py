@@ -9,6 +9,7 @@ of random words, made on the host, the prompts that send a model into a loop (li
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 from backend.errors import UsageError
@@ -48,3 +49,35 @@ def parse(text: str, sandbox: bool) -> dict[str, dict[str, Any]]:
             f"{'unknown ' + ', '.join(unknown) if unknown else 'no domain named'}."
         )
     return {n: dict(sets[n]) for n in dict.fromkeys(names)}
+
+
+@dataclass(frozen=True)
+class SetSource:
+    """Where a domain's prompts come from: ``source`` (a dataset, or what the host makes), whether the Hub's path
+    for it was checked (None: no Hub) and ``about``, both said in a sentence."""
+
+    name: str
+    source: str
+    checked: bool | None
+    about: str
+
+
+CHECKED = "path checked (December 2026) against public code that downloads it from the Hub"
+NEVER_CHECKED = "path never checked against the Hub's layout: it may be wrong"
+
+
+def sources(sandbox: bool) -> list[SetSource]:
+    """Every domain ``parse`` takes on this host and where its prompts come from; the sandbox's sets stand for the
+    Hub's, whose check is the one that matters. For a chooser (the panel's)."""
+    out = []
+    for name, spec in (SANDBOX_SETS if sandbox else HUB_SETS).items():
+        hub = HUB_SETS[name]
+        if "random" in spec:
+            out.append(SetSource(name, f"{spec['random']} prompts of random words", None, "made on the host, no Hub"))
+            continue
+        checked = not hub.get("unchecked")
+        about = f"{hub['dataset']} {hub['file']}: {CHECKED if checked else NEVER_CHECKED}"
+        if sandbox:
+            about = f"{spec['dataset']} {spec['file']}, the sandbox Hub's stand-in for {about}"
+        out.append(SetSource(name, spec["dataset"], checked, about))
+    return out

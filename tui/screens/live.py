@@ -29,7 +29,7 @@ from textual.timer import Timer
 from textual.widgets import Static
 
 from backend.connection import Connection
-from backend.errors import SpecdeckError
+from backend.errors import SpecdeckError, UsageError
 from backend.history import HistoryThread, RunSummary, Yardstick, run_id_of
 from backend.measure import judge
 from backend.measure.bench import bench_notes, domain_lines
@@ -38,6 +38,7 @@ from backend.measure.series import LiveSeries, RingSeries
 from backend.settings import Reference
 from backend.tune.advisor import acceptance_lines
 from tui.messages import ConnectionChanged, LiveFeedUpdated
+from tui.screens import promptsets
 from tui.screens.anatomy import PROFILE_TOOLTIP, AnatomyScreen
 from tui.screens.pane import ShellPane
 from tui.state import Baseline
@@ -107,6 +108,13 @@ class LivePane(ShellPane):
         ),
         Binding("w", "next_window", "Window", id="live.window", tooltip="Cycle the time window: 1 m, 5 m, 30 m, all"),
         Binding("b", "toggle_bench", "Bench", id="live.bench", tooltip="Start or stop a bench on the running server"),
+        Binding(
+            "d",
+            "choose_prompts",
+            "Prompts",
+            id="live.prompts",
+            tooltip="Choose the bench's prompt sets by domain (chat, code, math, tools) and raw prompts",
+        ),
         Binding("x", "reset", "Reset", id="live.reset", tooltip="Clear the live charts and numbers"),
         Binding(
             "c", "use_live_cycle", "Use cycle", id="live.cycle", tooltip="Put the live cycle time in the calculator"
@@ -606,8 +614,20 @@ class LivePane(ShellPane):
             return
         self.app.push_screen(AnatomyScreen(server.id))
 
+    def action_choose_prompts(self) -> None:
+        promptsets.choose(self.app)
+
     def action_toggle_bench(self) -> None:
-        self.query_one(BenchBar).toggle(self.feed.running_server if self.feed is not None else None)
+        bench = self.query_one(BenchBar)
+        if bench.job is None:  # the session's prompt sets (d), read as `bench --domains` reads them
+            choice = self.app.prompts
+            try:
+                sets = choice.sets(bool(self.app.connection.host.sandbox))
+            except UsageError as exc:
+                self.notify(str(exc), severity="error")
+                return
+            bench.plan = replace(bench.plan, domains=sets, raw=choice.raw)
+        bench.toggle(self.feed.running_server if self.feed is not None else None)
 
     def on_bench_bar_finished(self, message: BenchBar.Finished) -> None:
         self._benched = message.server.id

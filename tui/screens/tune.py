@@ -33,6 +33,7 @@ from backend.serve import serving
 from backend.tune import advisor
 from backend.tune import sweep as sweep_mod
 from tui.messages import ConnectionChanged
+from tui.screens import promptsets
 from tui.screens.confirm import ConfirmScreen
 from tui.screens.pane import ShellPane
 from tui.state import Baseline
@@ -87,6 +88,13 @@ class TunePane(ShellPane):
         Binding("p", "next_profile", "Profile", id="tune.profile", tooltip="Sweep the next speculative profile"),
         Binding("e", "edit_grid", "Grid", id="tune.grid", tooltip="Edit the sweep's step counts"),
         Binding("m", "toggle_smart", "Smart", id="tune.smart", tooltip="Smart sweep: stop once no point can win"),
+        Binding(
+            "d",
+            "choose_prompts",
+            "Prompts",
+            id="tune.prompts",
+            tooltip="Choose the sweep's prompt sets by domain (chat, code, math, tools), as Live's bench has them",
+        ),
         Binding("f5", "refresh", "Refresh", id="tune.refresh", tooltip="Import the host's runs and re-read them"),
         Binding(
             "F",
@@ -150,6 +158,7 @@ class TunePane(ShellPane):
         self._show_sweep_form()
         self._load()
         self.watch(self.app, "baseline", self._baseline_changed, init=False)
+        self.watch(self.app, "prompts", self._show_sweep_form, init=False)
 
     def on_show(self) -> None:
         self._load()
@@ -283,7 +292,10 @@ class TunePane(ShellPane):
     def _show_sweep_form(self) -> None:
         self.query_one("#tune-sweep-label", Label).update(f"Sweep {self.profile or '(no speculative profile)'} steps")
         mode = "smart (stops when no point can win)" if self.smart else "full grid"
-        self.query_one("#tune-sweep-mode", Label).update(f"  {mode} · s start · x cancel · a apply best")
+        sets = ", ".join(self.app.prompts.domains) or "built-in"  # templated always: raw is Live's bench's alone
+        self.query_one("#tune-sweep-mode", Label).update(
+            f"  {sets} prompts · {mode} · s start · x cancel · a apply best"
+        )
 
     def action_next_profile(self) -> None:
         names = [n for n, p in self.app.settings.profiles.items() if p.algorithm]
@@ -298,6 +310,9 @@ class TunePane(ShellPane):
     def action_toggle_smart(self) -> None:
         self.smart = not self.smart
         self._show_sweep_form()
+
+    def action_choose_prompts(self) -> None:
+        promptsets.choose(self.app)
 
     def action_edit_grid(self) -> None:
         self.query_one("#tune-steps", Input).focus()
@@ -332,7 +347,14 @@ class TunePane(ShellPane):
             return
         try:
             steps = sweep_mod.parse_ints(self.query_one("#tune-steps", Input).value, "the grid's steps")
-            plan = sweep_mod.SweepPlan(steps, requests=self.requests, max_tokens=self.max_tokens, smart=self.smart)
+            # The sets as `sweep --domains` reads them: for the host's kind, a fleet's first member's.
+            host = self.app.connection.host
+            if fleet is not None:
+                host = self.app.settings.hosts[fleet_sweep.members_of(self.app.settings, fleet)[0][0]]
+            sets = self.app.prompts.sets(bool(host.sandbox))
+            plan = sweep_mod.SweepPlan(
+                steps, requests=self.requests, max_tokens=self.max_tokens, smart=self.smart, domains=sets
+            )
         except UsageError as exc:
             self.app.notify(str(exc), severity="error")
             return

@@ -79,7 +79,9 @@ class BenchBar(Static):
         conn = self.app.connection
         plan = self.plan
         scope = judge.bench_scope(plan.requests, plan.concurrency)
-        self.text = f"bench: starting {plan.requests} requests of {plan.max_tokens} tokens; {scope}"
+        sets = ", ".join(plan.domains or ()) or "built-in"
+        prompts = f"{sets} prompts" + (", raw" if plan.raw else "")
+        self.text = f"bench: starting {plan.requests} requests of {plan.max_tokens} tokens ({prompts}); {scope}"
         try:
             self.job = await start_bench(conn, server, self.plan)
             result = await wait_result(conn, self.job.id, self._progress)
