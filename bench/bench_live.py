@@ -99,18 +99,22 @@ def _day() -> RingSeries:
     return series
 
 
-def _median_ms(fn, repeat: int) -> float:
+def _median_ms(fn, repeat: int, clock=time.thread_time) -> float:
+    """Median ms of ``fn`` by ``clock``: this thread's CPU time unless told. A redraw is CPU on the UI thread;
+    its wall time on this shared 2-core box is mostly other processes' turns (19-35 ms for the same 8 ms redraw
+    at load 10)."""
     times = []
     for _ in range(repeat):
-        t0 = time.perf_counter()
+        t0 = clock()
         fn()
-        times.append(time.perf_counter() - t0)
+        times.append(clock() - t0)
     return statistics.median(times) * 1000
 
 
-async def _redraws() -> tuple[float, int, float, float, float, float, float]:
+async def _redraws() -> tuple[float, int, float, float, float, float, float, float]:
     """(decimated redraw ms, points drawn, undecimated 3,600-point ms, undecimated 86,400-point ms, decimated
-    redraw ms with the overlay, a frame's chart render ms, the same through Rich text)."""
+    redraw ms with the overlay, a frame's chart render ms, the same through Rich text: the UI thread's CPU time;
+    the decimated redraw's wall time)."""
     series = _day()
     app = ChartApp()
     async with app.run_test(size=CHART_SIZE) as pilot:
@@ -123,6 +127,7 @@ async def _redraws() -> tuple[float, int, float, float, float, float, float]:
 
         overlaid = _median_ms(lambda: decimated(REFS + OVERLAY), 15)
         ms = _median_ms(lambda: decimated(REFS), 15)
+        wall_ms = _median_ms(lambda: decimated(REFS), 15, time.perf_counter)
         points = chart.points
         view = series.window()
         xs, ys = view.xs.tolist(), view.ys.tolist()
@@ -150,7 +155,7 @@ async def _redraws() -> tuple[float, int, float, float, float, float, float]:
             text_frame_ms = _median_ms(frame, 15)
         finally:
             SeriesChart.render = render
-    return ms, points, hour, day, overlaid, frame_ms, text_frame_ms
+    return ms, points, hour, day, overlaid, frame_ms, text_frame_ms, wall_ms
 
 
 async def _flood(redraw_every_batch: bool, freeze: bool = True, text_charts: bool = False) -> dict:
@@ -180,20 +185,20 @@ async def _flood(redraw_every_batch: bool, freeze: bool = True, text_charts: boo
             flush = pane.history.flush
 
             def timed_flush(force: bool = False):
-                t0 = time.perf_counter()
+                t0 = time.thread_time()  # the UI thread's own time: on a loaded box its wall time is others' turns
                 try:
                     return flush(force)
                 finally:
-                    handovers.append(time.perf_counter() - t0)
+                    handovers.append(time.thread_time() - t0)
 
             pane.history.flush = timed_flush
             writes: list[float] = []  # each commit on the history thread: what it would cost a frame on the loop
             import_chunk = History.import_chunk
 
-            def timed_import(self, *args):
+            def timed_import(self, *args, **kwargs):
                 t0 = time.perf_counter()
                 try:
-                    return import_chunk(self, *args)
+                    return import_chunk(self, *args, **kwargs)
                 finally:
                     writes.append(time.perf_counter() - t0)
 
@@ -241,6 +246,7 @@ async def _flood(redraw_every_batch: bool, freeze: bool = True, text_charts: boo
                 recorded = row.fetchone()[0]
             return {
                 "recorded": recorded,
+                "failure": pane.history.failure,
                 "max_handover_ms": max(handovers, default=0.0) * 1000,
                 "max_write_ms": max(writes, default=0.0) * 1000,
                 "writes": len(writes),
@@ -296,7 +302,7 @@ async def _memory() -> tuple[int, int, int]:
 
 
 async def _run() -> list[Row]:
-    redraw_ms, points, hour_ms, day_ms, overlaid_ms, frame_ms, text_frame_ms = await _redraws()
+    redraw_ms, points, hour_ms, day_ms, overlaid_ms, frame_ms, text_frame_ms, wall_ms = await _redraws()
     capped = await _flood(redraw_every_batch=False)
     unfrozen = await _flood(redraw_every_batch=False, freeze=False)
     texted = await _flood(redraw_every_batch=False, text_charts=True)
@@ -307,8 +313,9 @@ async def _run() -> list[Row]:
     return [
         Row(
             ISSUE,
-            f"chart redraw of 24 h at 1 Hz (86,400 points, decimated) ≤ {REDRAW_BUDGET_MS:.0f} ms",
-            f"{redraw_ms:.1f} ms ({points} points, {CHART_SIZE[0]}x{CHART_SIZE[1]})",
+            f"chart redraw of 24 h at 1 Hz (86,400 points, decimated) ≤ {REDRAW_BUDGET_MS:.0f} ms of the UI thread",
+            f"{redraw_ms:.1f} ms ({points} points, {CHART_SIZE[0]}x{CHART_SIZE[1]}; wall {wall_ms:.0f} ms at load "
+            f"{os.getloadavg()[0]:.1f})",
             f"undecimated: 1 h {hour_ms:.0f} ms, 24 h {day_ms:.0f} ms ({day_ms / redraw_ms:.0f}x)",
             ok=redraw_ms <= REDRAW_BUDGET_MS,
         ),
@@ -340,10 +347,11 @@ async def _run() -> list[Row]:
             ISSUE,
             "the flood recorded in the run history, every line once; SQLite off the UI thread (hand-over ≤ 10 ms)",
             f"{capped['recorded']:,} of {capped['lines']:,} decode lines recorded; hand-over on the UI thread "
-            f"≤ {capped['max_handover_ms']:.2f} ms; last write on closing {capped['close_ms']:.0f} ms",
+            f"≤ {capped['max_handover_ms']:.2f} ms; last write on closing {capped['close_ms']:.0f} ms"
+            + (f"; the history failed: {capped['failure']}" if capped["failure"] else ""),
             f"on the UI thread instead: {capped['writes']} commits, the largest {capped['max_write_ms']:.0f} ms "
             "of a frame each",
-            ok=capped["recorded"] == capped["lines"] and capped["max_handover_ms"] <= 10,
+            ok=capped["recorded"] == capped["lines"] and capped["max_handover_ms"] <= 10 and not capped["failure"],
         ),
         Row(
             ISSUE,
