@@ -32,9 +32,9 @@ _CHILD = """
 import sys, time
 from huggingface_hub import hf_hub_download
 endpoint, repo_id, filename, local_dir = sys.argv[1:5]
-t0 = time.perf_counter()
+t0, c0 = time.perf_counter(), time.process_time()
 hf_hub_download(repo_id, filename, local_dir=local_dir, cache_dir=local_dir + "/.hf_cache", endpoint=endpoint)
-print(time.perf_counter() - t0)
+print(time.perf_counter() - t0, time.process_time() - c0)
 """
 
 
@@ -44,6 +44,7 @@ class Transfer:
 
     bytes: int
     seconds: float
+    cpu_seconds: float = 0.0  # the client process's CPU time (user + system, every thread) over the transfer
 
     @property
     def mb_per_s(self) -> float:
@@ -53,8 +54,8 @@ class Transfer:
 def plain_download(endpoint: str, repo_id: str, filename: str, workdir: Path, python: str = sys.executable) -> Transfer:
     """Time a bare ``hf_hub_download`` of one file in a child ``python`` (plain HTTP, no progress bars).
 
-    Downloads into a fresh folder under ``workdir`` and removes it afterwards; the time covers the HEAD and
-    the transfer, not interpreter start-up or imports.
+    Downloads into a fresh folder under ``workdir`` and removes it afterwards; the wall and CPU times cover the
+    HEAD and the transfer, not interpreter start-up or imports.
     """
     env = dict(os.environ, HF_HUB_DISABLE_XET="1", HF_HUB_DISABLE_PROGRESS_BARS="1")
     env.pop("HF_HUB_OFFLINE", None)
@@ -68,7 +69,8 @@ def plain_download(endpoint: str, repo_id: str, filename: str, workdir: Path, py
             capture_output=True,
             text=True,
         ).stdout
-        return Transfer((target / filename).stat().st_size, float(out.split()[-1]))
+        wall, cpu = map(float, out.split()[-2:])
+        return Transfer((target / filename).stat().st_size, wall, cpu)
     finally:
         shutil.rmtree(target, ignore_errors=True)
 
