@@ -1,6 +1,6 @@
 """Issue 4's budget (made strict by issue 11): a download through specdeck (a detached job on the host
 reporting progress) costs the host no more than a plain ``hf_hub_download`` of the same file from the same
-local hub, in the same run: the plain one's CPU time ≥ 95% of the job's, as the median of back-to-back pairs.
+local hub, in the same run: the plain one's CPU time ≥ 95% of the job's, each side's lower quartile of 15 runs.
 
 Both sides time the same thing, the ``hf_hub_download`` call (HEAD and transfer, not interpreter start-up):
 the plain one in a fresh child, specdeck's from the job's own ``done`` event, each as wall time and as its
@@ -8,8 +8,9 @@ process's CPU time (every thread: the job's progress reporting included). The bu
 shared 2-core box the wall times of the same transfer spread 26%–237% between the two sides of a pair at load
 4-10 (the hub, the client and other people's tests take turns on the cores), so the median of 9 pairs moved
 85%–122% between runs of an unchanged product; the CPU a transfer takes is what the download path decides,
-and the wall times are shown beside it. A transfer's CPU time moves too (±15% at load 10: caches and memory
-bandwidth are shared), so there are 15 back-to-back pairs, in alternating order. The job's
+and the wall times are shown beside it. A transfer's CPU time moves too at load 8-11 (caches and memory
+bandwidth are shared; pairs' ratios 53%-152%), but only upwards from what the transfer itself costs, so each
+side's lower quartile of 15 is compared. They run in back-to-back pairs in alternating order. The job's
 end-to-end time (RPC to ``done``) and the sha256 verification, which the plain download does not do, are
 reported beside it.
 """
@@ -110,24 +111,24 @@ def run() -> list[Row]:
     finally:
         os.environ.clear()
         os.environ.update(saved)
-    # Pairs run back to back in alternating order; the median of the pairs' CPU ratios is the budget, the wall
-    # ratios and each side's best run beside it.
+    # Each side's lower quartile of CPU time is the budget (interference only adds to it); the pairs' CPU and
+    # wall ratios and each side's best run beside it.
     plain, job = SIZE / min(times["plain"]) / 1e6, SIZE / min(times["job"]) / 1e6
     cpu = sorted(p / j for p, j in zip(times["plain_cpu"], times["job_cpu"], strict=True))
     walls = sorted(p / j for p, j in zip(times["plain"], times["job"], strict=True))
-    median_cpu = statistics.median(cpu)
+    quartile = statistics.quantiles(times["plain_cpu"], n=4)[0] / statistics.quantiles(times["job_cpu"], n=4)[0]
     verify = statistics.median(times["verify"])
     wall = statistics.median(times["wall"])
     return [
         Row(
             issue=4,
             budget=f"download via specdeck job, plain hf_hub_download's CPU time ≥ {BUDGET:.0%} of the job's "
-            f"(median pair, {SIZE >> 20} MiB, {'into tmpfs' if scratch else 'on disk'})",
-            measured=f"{median_cpu:.0%} (pairs {cpu[0]:.0%}–{cpu[-1]:.0%}; job "
-            f"{statistics.median(times['job_cpu']):.2f} s CPU)",
+            f"(lower quartile of {REPEAT} each, {SIZE >> 20} MiB, {'into tmpfs' if scratch else 'on disk'})",
+            measured=f"{quartile:.0%} (median pair {statistics.median(cpu):.0%}, pairs {cpu[0]:.0%}–{cpu[-1]:.0%}; "
+            f"job {statistics.quantiles(times['job_cpu'], n=4)[0]:.2f} s CPU)",
             alternative=f"wall time: median pair {statistics.median(walls):.0%} (pairs {walls[0]:.0%}–{walls[-1]:.0%}, "
             f"load {os.getloadavg()[0]:.1f}); best of {REPEAT}: job {job:,.0f} MB/s, plain {plain:,.0f} MB/s",
-            ok=median_cpu >= BUDGET,
+            ok=quartile >= BUDGET,
         ),
         Row(
             issue=4,
