@@ -2,7 +2,8 @@
 
 The sandbox's SIMULATED SGLang server is started ready with no load; the real panel runs in a terminal
 (tmux, 160x45) on the Live tab, then on the Serve tab, and its process's CPU time (utime + stime, every
-thread) is read from /proc over each window; its local agent is read beside it. The peer, in the same run and
+thread) is read from /proc over each window; its local agent is read beside it. Issue 31: its resident memory
+(VmRSS) on Live, once settled, against the peer's read at the same moment. The peer, in the same run and
 the same terminal size, is vllm-htop 0.5.0 (PyPI; htop for vLLM's /metrics, `make bench` installs it in the
 bench venv) polling the server's /metrics at 1 Hz: it fetches and parses SGLang's metrics and draws its table
 (the names are not vLLM's, so its numbers stay empty; the polling, parsing and drawing are the cost). Where
@@ -28,6 +29,7 @@ ROOT = Path(__file__).resolve().parent.parent
 WINDOW_S = 30.0
 SETTLE_S = 10.0
 SERVE_BUDGET = 1.0  # % of a core (issue 26)
+RSS_BUDGET_MB = 50.0  # resident memory on Live, idle (issue 31; vllm-htop holds ~24 MB)
 TMUX = ["tmux", "-L", f"specdeck-bench-{os.getpid()}"]
 # The alternative where vllm-htop is missing: the least a 1 Hz monitor does (fetch, parse, print a line).
 POLLER = """
@@ -124,8 +126,8 @@ def run() -> list[Row]:
         Row(
             26,
             "panel idle on Live (ready server, no load), % of a core ≤ the peer's in the same run",
-            f"{live[0]:.2f}% (+{agent:.2f}% its agent), {rss[0]:.0f} MB",
-            f"{peer_name}: {live[1]:.2f}%, {rss[1]:.0f} MB",
+            f"{live[0]:.2f}% (+{agent:.2f}% its agent)",
+            f"{peer_name}: {live[1]:.2f}%",
             ok=live[0] <= live[1],
         ),
         Row(
@@ -134,6 +136,13 @@ def run() -> list[Row]:
             f"{serve[0]:.2f}%",
             f"{peer_name}: {serve[1]:.2f}%",
             ok=serve[0] <= SERVE_BUDGET,
+        ),
+        Row(
+            31,
+            f"panel resident memory idle on Live (VmRSS, after {SETTLE_S:.0f} s) ≤ {RSS_BUDGET_MB:.0f} MB",
+            f"{rss[0]:.1f} MB",
+            f"{peer_name}: {rss[1]:.1f} MB",
+            ok=rss[0] <= RSS_BUDGET_MB,
         ),
     ]
 

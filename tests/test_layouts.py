@@ -111,7 +111,7 @@ async def test_every_tab_holds_at_this_size(size, tmp_path, monkeypatch):
 
         # Every tab's footer keeps `? Help` and `q Quit` in view, however many keys the tab has (issue 33: cut at
         # 100 columns on every tab, on the Serve tab at 160).
-        for n, (tab, _, _) in enumerate(TABS, 1):
+        for n, tab in enumerate((t.id for t in TABS), 1):
             await pilot.press(str(n))
             await until(pilot, lambda: app.query_one(TabbedContent).active == tab, f"the {tab} tab")  # noqa: B023
             await until(pilot, lambda: footer_holds(app, size), f"the {tab} tab's footer with Help and Quit")

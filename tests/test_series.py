@@ -32,20 +32,24 @@ def test_capacity_is_honoured_and_oldest_points_fall_off() -> None:
 
 
 @pytest.mark.slow
-def test_memory_does_not_grow_after_a_day_at_1hz() -> None:
+def test_memory_follows_the_points_kept_and_stops_growing_at_capacity() -> None:
     tracemalloc.start()
     try:
         series = RingSeries(DAY_AT_1HZ)
         for i in range(3_600):
             series.append(float(i), 80.0)
         after_hour, _ = tracemalloc.get_traced_memory()
-        for i in range(3_600, 3 * DAY_AT_1HZ):
+        for i in range(3_600, DAY_AT_1HZ):
+            series.append(float(i), 80.0)
+        after_day, _ = tracemalloc.get_traced_memory()
+        for i in range(DAY_AT_1HZ, 3 * DAY_AT_1HZ):
             series.append(float(i), 80.0)
         after_days, _ = tracemalloc.get_traced_memory()
     finally:
         tracemalloc.stop()
     assert len(series) == DAY_AT_1HZ
-    assert after_days - after_hour < 4_096  # flat: the buffers were allocated up front
+    assert after_hour < 2 * 8 * DAY_AT_1HZ / 8  # an hour's points, not a day's buffers (1.4 MB)
+    assert after_days - after_day < 4_096  # flat once full: the oldest points are overwritten
 
 
 @pytest.mark.parametrize("n", [0, 1, 5, 10, 13])

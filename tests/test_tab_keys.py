@@ -78,7 +78,7 @@ async def open_tab(pilot: Pilot, n: int) -> tuple[ShellPane, FooterKeys]:
     app = pilot.app
     await until(pilot, lambda: app.connection.connected, "connected", timeout=60)
     await pilot.press(str(n))
-    tab, _, pane_cls = TABS[n - 1]
+    tab, pane_cls = TABS[n - 1].id, TABS[n - 1].pane_class()
     pane = app.query_one(pane_cls)
     await until(pilot, lambda: app.focused is pane.key_widget(), f"{tab}: the widget owning its keys focused")
     own = {b.action for b in Binding.make_bindings(pane_cls.BINDINGS) if b.show}
@@ -137,7 +137,8 @@ async def test_drafters_keys(sandbox):
         await again.press("add")
         await until(pilot, lambda: "kimi-k25-eagle3" in pane.rows, "the added drafter on the host's table", 60)
         assert app.settings.profiles["eagle3-kimi-k25-eagle3"].drafter == "kimi-k25-eagle3"
-        profiles = app.query_one("#profiles", OptionList)  # the Serve tab's list has the new profile, once
+        serve = await app.shown_pane("serve")  # built now if not yet shown: from the settings as they are
+        profiles = serve.query_one("#profiles", OptionList)  # the Serve tab's list has the new profile, once
         ids = [profiles.get_option_at_index(i).id for i in range(profiles.option_count)]
         assert ids.count("eagle3-kimi-k25-eagle3") == 1 and len(ids) == len(set(ids))
         find_keys.pressed |= again.pressed

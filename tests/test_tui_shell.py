@@ -71,8 +71,8 @@ async def test_mounts_connects_and_shows_the_host(state_home):
         assert text(app, "#gpus") == gpu_summary(app.host_info["gpus"])
         assert not app.query_one("#sandbox").display
         assert app.connection.host.workdir.startswith(str(state_home))
-        for tab, _, pane_cls in TABS:
-            assert isinstance(app.query_one(f"#{tab}-pane"), pane_cls)
+        for tab in TABS:  # the first tab and Live at start-up; the others once shown (tui.tabs)
+            assert bool(app.query(f"#{tab.id}-pane")) == tab.eager, tab.id
     assert app.connection.agent is None  # closed on exit
 
 
@@ -82,9 +82,16 @@ async def test_number_keys_switch_tabs():
     async with app.run_test(size=SIZE) as pilot:
         await until(pilot, lambda: live(app), "connected")
         tabs = app.query_one(TabbedContent)
-        for n, (tab, _, _) in reversed(list(enumerate(TABS, 1))):
+        for n, tab in reversed(list(enumerate(TABS, 1))):
             await pilot.press(str(n))
-            await until(pilot, lambda: tabs.active == tab, f"the {tab} tab")  # noqa: B023 (awaited at once)
+            await until(pilot, lambda: tabs.active == tab.id, f"the {tab.id} tab")  # noqa: B023 (awaited at once)
+            assert isinstance(app.query_one(f"#{tab.id}-pane"), tab.pane_class())  # built for its first show
+
+
+def test_the_panel_imports_a_tab_module_only_when_the_tab_is_shown():
+    code = "import sys, tui.app; print(' '.join(m for m in sys.modules if m.startswith('tui.screens.')))"
+    loaded = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
+    assert {tab.module for tab in TABS if not tab.eager}.isdisjoint(loaded), loaded  # imported at first show
 
 
 @pytest.mark.slow
@@ -99,9 +106,9 @@ async def test_palette_lists_every_action_and_runs_them():
         assert len(expected) == len(app.BINDINGS) - 1
         # Each tab's own bindings with an id are commands too, named after the tab.
         expected |= {
-            f"{title}: {b.tooltip or b.description}"
-            for _, title, pane_cls in TABS
-            for b in Binding.make_bindings(pane_cls.BINDINGS)
+            f"{tab.title}: {b.tooltip or b.description}"
+            for tab in TABS
+            for b in Binding.make_bindings(tab.pane_class().BINDINGS)
             if b.id
         }
         assert {"Show the Drafters tab", "Switch to another host", "Reconnect now, without waiting"} <= expected

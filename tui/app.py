@@ -11,6 +11,7 @@ import gc
 from collections.abc import Sequence
 from functools import partial
 from pathlib import Path
+from typing import TYPE_CHECKING, cast
 from urllib.parse import urlsplit
 
 from textual import work
@@ -21,7 +22,8 @@ from textual.drivers.linux_driver import LinuxDriver
 from textual.filter import LineFilter
 from textual.reactive import reactive
 from textual.timer import Timer
-from textual.widgets import HelpPanel, TabbedContent, TabPane
+from textual.widget import AwaitMount
+from textual.widgets import TabbedContent, TabPane
 from textual.worker import Worker, WorkerState
 
 from backend import jobs
@@ -33,17 +35,19 @@ from backend.settings import HostConfig, ProfileConfig, Settings, save_host, sav
 from tui.commands import ActionsProvider
 from tui.driver import QuietLinuxDriver
 from tui.messages import ConnectionChanged, OpenInCompare, ProfileSaved
-from tui.screens.compare import ComparePane
 from tui.screens.confirm import ConfirmScreen
 from tui.screens.hostkey import HostKeyScreen
 from tui.screens.hosts import HostSwitchScreen
 from tui.screens.live import COMMIT_EVERY_S
 from tui.screens.pane import ShellPane
 from tui.state import Baseline, PromptChoice
-from tui.tabs import TABS
+from tui.tabs import TAB, TABS
 from tui.visiblefilter import VisibleControls
 from tui.widgets.footer import ShellFooter
 from tui.widgets.hostbar import HostBar
+
+if TYPE_CHECKING:
+    from tui.screens.compare import ComparePane
 
 RTT_EVERY_S = 15.0  # the header's round trip; each new figure repaints it, so an idle panel asks seldom
 _TAB_KEYS = Binding.Group("tabs", compact=True)
@@ -72,7 +76,7 @@ class SpecdeckApp(App[int]):
                 tooltip=f"Show the {title} tab",
                 group=_TAB_KEYS,
             )
-            for n, (tab, title, _) in enumerate(TABS, 1)
+            for n, (tab, title) in enumerate(((t.id, t.title) for t in TABS), 1)
         ),
         Binding("h", "switch_host", "Host", id="host.switch", tooltip="Switch to another host"),
         Binding("r", "reconnect", "Reconnect", id="host.reconnect", tooltip="Reconnect now, without waiting"),
@@ -116,6 +120,7 @@ class SpecdeckApp(App[int]):
         self._rtt_timer: Timer | None = None
         self._lost_reason = ""  # the last "connection lost" notified
         self._tabs_seen: set[str] = set()  # tabs shown once: what their first show built is frozen
+        self._mounting: dict[str, AwaitMount] = {}  # panes built after start-up, by tab
 
     def get_line_filters(self) -> Sequence[LineFilter]:
         # Host text in any widget reaches the terminal with its controls shown, never obeyed.
@@ -148,9 +153,10 @@ class SpecdeckApp(App[int]):
     def compose(self) -> ComposeResult:
         yield HostBar(self.host_config, self.sandbox, id="hostbar")
         with TabbedContent(id="tabs"):
-            for tab, title, pane in TABS:
-                with TabPane(title, id=tab):
-                    yield pane(id=f"{tab}-pane")
+            for tab in TABS:
+                with TabPane(tab.title, id=tab.id):
+                    if tab.eager:  # the others when first shown (``pane``)
+                        yield tab.pane_class()(id=f"{tab.id}-pane")
         yield ShellFooter(show_command_palette=False)  # ctrl+p is one of our own bindings
 
     def on_mount(self) -> None:
@@ -290,8 +296,9 @@ class SpecdeckApp(App[int]):
         self.settings = settings
         self.notify(f"host {name} saved to {path}")
 
-    def on_open_in_compare(self, message: OpenInCompare) -> None:
-        self.query_one(ComparePane).open_drafter(message.drafter)
+    async def on_open_in_compare(self, message: OpenInCompare) -> None:
+        # Composed first: a pane built for this show would otherwise pick its defaults over the drafter asked for.
+        cast("ComparePane", await self.shown_pane("compare")).open_drafter(message.drafter)
         self.action_show_tab("compare")
 
     # --- the one error funnel ------------------------------------------------------------------------------
@@ -315,7 +322,26 @@ class SpecdeckApp(App[int]):
 
     # --- actions -------------------------------------------------------------------------------------------
 
+    def pane(self, tab: str) -> ShellPane:
+        """Tab ``tab``'s pane, its module imported and the pane mounted now if this is its first show (``tui.tabs``);
+        a pane built late is told the connection's state, as the others were when it last changed."""
+        found = self.query(f"#{tab}-pane")
+        if found:
+            return cast(ShellPane, found.first())
+        pane = TAB[tab].pane_class()(id=f"{tab}-pane")
+        self._mounting[tab] = self.query_one(f"TabPane#{tab}", TabPane).mount(pane)
+        pane.post_message(ConnectionChanged(self.connection.state, self.connection.host))
+        return pane
+
+    async def shown_pane(self, tab: str) -> ShellPane:
+        """``pane``, once mounted (its widgets composed): what an action run on it from outside needs."""
+        pane = self.pane(tab)
+        if tab in self._mounting:
+            await self._mounting[tab]
+        return pane
+
     def action_show_tab(self, tab: str) -> None:
+        self.pane(tab)  # first: a tab is never shown without its pane
         tabs = self.query_one(TabbedContent)
         if tabs.active == tab:
             self._focus_tab(tab)  # already shown: its keys should still act
@@ -324,6 +350,8 @@ class SpecdeckApp(App[int]):
     def on_tabbed_content_tab_activated(self, event: TabbedContent.TabActivated) -> None:
         # However the tab was reached, its keys act at once: focus their owner once the tab is visible.
         pane_id = event.pane.id
+        if pane_id is not None:
+            self.pane(pane_id)  # a click on the tab's title shows it too
         self.call_after_refresh(self._focus_tab, pane_id)
         if pane_id is not None and pane_id not in self._tabs_seen:  # every tab pane has an id
             self._tabs_seen.add(pane_id)
@@ -338,8 +366,13 @@ class SpecdeckApp(App[int]):
         gc.freeze()
 
     def _focus_tab(self, tab: str | None) -> None:
-        if tab is not None and self.query_one(TabbedContent).active == tab:  # not if another was chosen meanwhile
-            self.query_one(f"#{tab}-pane", ShellPane).focus_keys()
+        if tab is None or self.query_one(TabbedContent).active != tab:  # not if another was chosen meanwhile
+            return
+        pane = self.query_one(f"#{tab}-pane", ShellPane)
+        if pane.is_mounted:
+            pane.focus_keys()
+        else:  # built for this show: its widgets are not composed yet
+            self.call_after_refresh(self._focus_tab, tab)
 
     def action_switch_host(self) -> None:
         self.push_screen(HostSwitchScreen(self.settings.hosts, self.host_config.name), self.switch_host)
@@ -386,6 +419,8 @@ class SpecdeckApp(App[int]):
 
     def action_show_help_panel(self) -> None:
         """The keys panel beside the tabs, under the header bar: on the screen it would split the header too."""
+        from textual.widgets import HelpPanel  # here: its Markdown and Pygments cost 3 MB a panel never asked for help
+
         if self.screen.query(HelpPanel):
             return
         tabs = self.screen.query(TabbedContent)

@@ -26,11 +26,11 @@ class ActionsProvider(Provider):
         for binding in Binding.make_bindings(self.app.BINDINGS):
             if binding.id and binding.action != "command_palette":
                 yield self._entry(binding, partial(self.app.run_action, binding.action))
-        for tab, title, pane_cls in TABS:
-            for binding in Binding.make_bindings(pane_cls.BINDINGS):
+        for tab in TABS:  # every tab's module imported now (those not shown yet): their bindings are the list
+            for binding in Binding.make_bindings(tab.pane_class().BINDINGS):
                 if binding.id:
-                    name, help_text, run = self._entry(binding, partial(self._run_on_pane, tab, binding.action))
-                    yield f"{title}: {name}", help_text, run
+                    name, help_text, run = self._entry(binding, partial(self._run_on_pane, tab.id, binding.action))
+                    yield f"{tab.title}: {name}", help_text, run
 
     def _entry(self, binding: Binding, run: partial) -> tuple[str, str, partial]:
         return binding.tooltip or binding.description, f"key: {self.app.get_key_display(binding)}", run
@@ -38,7 +38,7 @@ class ActionsProvider(Provider):
     async def _run_on_pane(self, tab: str, action: str) -> None:
         panel = cast("SpecdeckApp", self.app)  # the palette's app is the panel
         panel.action_show_tab(tab)
-        await self.app.run_action(action, self.app.query_one(f"#{tab}-pane"))
+        await panel.run_action(action, await panel.shown_pane(tab))
 
     async def discover(self) -> Hits:
         for name, help_text, command in self._commands():

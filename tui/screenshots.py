@@ -29,7 +29,7 @@ import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 from backend.jobs import JobInfo, get_job, list_jobs, wait_job
 
@@ -209,7 +209,7 @@ async def shot_compare(story: Story) -> None:
     """Ours vs AQ-MedAI's drafter, side by side, the differences only (`2`, `c`, `x`)."""
     from tui.screens.compare import ComparePane
 
-    pane = story.app.query_one(ComparePane)
+    pane = cast(ComparePane, await story.app.shown_pane("compare"))  # built when first shown
     await show(story, "compare", "aq-medai")
     story.app.query_one("#compare-config").focus()
     await story.press("c")
@@ -242,7 +242,7 @@ async def shot_history(story: Story) -> None:
     """The three runs compared: table and overlaid charts against the baseline and break-even."""
     from tui.screens.history import HistoryPane
 
-    pane = story.app.query_one(HistoryPane)
+    pane = cast(HistoryPane, await story.app.shown_pane("history"))  # built when first shown
     story.app.action_show_tab("history")
     pane.action_sync()
     want = [f"{story.conn.host.name}/{story.servers[p].id}" for p in PROFILES if p in story.servers]
@@ -263,7 +263,7 @@ async def shot_tune(story: Story) -> None:
 
     from tui.screens.tune import TunePane
 
-    pane = story.app.query_one(TunePane)
+    pane = cast(TunePane, await story.app.shown_pane("tune"))  # built when first shown
     story.app.action_show_tab("tune")
     pane.action_refresh()  # its benches too: the History tab's sync may still be importing them
     run_id = f"{story.conn.host.name}/{story.servers['eagle3-aq'].id}"
@@ -283,7 +283,7 @@ async def shot_train(story: Story) -> None:
     from tui.screens.confirm import ConfirmScreen
     from tui.screens.train import TrainPane
 
-    pane = story.app.query_one(TrainPane)
+    pane = cast(TrainPane, await story.app.shown_pane("train"))  # built when first shown
     await show(story, "train", "k25-ft")
     pane.query_one(pane.KEYS_WIDGET).focus()
     await story.press("s")
@@ -329,7 +329,7 @@ async def shot_fleet(story: Story) -> None:
     for job in await list_jobs(story.conn, kind="serve"):  # the earlier shots' servers hold the fleet's port
         if job.active:
             await serving.stop(story.conn, job=job.id)
-    pane = story.app.query_one(FleetPane)
+    pane = cast(FleetPane, await story.app.shown_pane("fleet"))  # built when first shown
     await show(story, "fleet", "fleet sandbox")
     pane.query_one(pane.KEYS_WIDGET).focus()
     try:

@@ -139,15 +139,17 @@ class RingSeries:
     """A bounded series of (t, value): the oldest points fall off once ``capacity`` is reached.
 
     Times must not go backwards (windows binary-search them): a time earlier than the last one is stored
-    as the last one. Non-finite values are ignored.
+    as the last one. Non-finite values are ignored. The buffers grow with the points up to ``capacity``: a
+    panel that has followed a server for a minute holds a minute of it, not a day's worth of zeros (the Live
+    tab's series held 10 MB from their first second).
     """
 
     def __init__(self, capacity: int = DAY_AT_1HZ) -> None:
         if capacity < 1:
             raise ValueError("capacity must be at least 1")
         self.capacity = capacity
-        self._ts = array("d", bytes(8 * capacity))
-        self._vs = array("d", bytes(8 * capacity))
+        self._ts = array("d")
+        self._vs = array("d")
         self.clear()
 
     def clear(self) -> None:
@@ -181,8 +183,12 @@ class RingSeries:
         if last is not None and t < last[0]:
             t = last[0]
         if self._count < self.capacity:
-            i = (self._start + self._count) % self.capacity
+            i = (self._start + self._count) % self.capacity  # not wrapped yet: the ring starts at 0
             self._count += 1
+            if i == len(self._ts):
+                self._ts.append(t)
+                self._vs.append(value)
+                return
         else:
             i = self._start
             self._start = (self._start + 1) % self.capacity
