@@ -205,7 +205,11 @@ async def test_a_fleet_sweep_whose_client_is_gone_or_cancels_leaves_every_host_a
     run = asyncio.create_task(
         fleet_sweep.run(members, settings, "aq", plan, baseline_tok_s=82.0, on_event=on_event, feed_idle_s=1.0)
     )
-    await asyncio.wait_for(both.wait(), 60)
+    waiting = asyncio.create_task(both.wait())
+    await asyncio.wait({waiting, run}, timeout=60, return_when=asyncio.FIRST_COMPLETED)
+    waiting.cancel()
+    # A sweep that ended first says why (its error raised here), not a bare timeout.
+    assert both.is_set(), run.result() if run.done() else f"after 60 s only {sorted(benching)} benching"
     await members[0].conn.close()  # the client is gone for host a
     run.cancel()
     with pytest.raises(asyncio.CancelledError):
