@@ -368,3 +368,24 @@ def test_a_bench_through_a_fleets_router_is_judged_at_the_streams_each_replica_r
     uneven = judge.bench({**result, "concurrency": 3}, y)
     assert uneven.versus is None and uneven.break_even is None
     assert "no verdict: 3 streams do not split evenly over 2 replicas" in summary_line({**result, "concurrency": 3}, y)
+
+
+def test_one_measured_point_is_the_only_one_measured_not_the_best():
+    # A Tune screenshot marked a run's one benched step count "◀ best" and titled its chart "best 3" while the
+    # advisor predicted 4 at 99.8 tok/s [84.5-118.8] beside 3's 98.8: nothing had been compared with it.
+    from backend.agent.host.shared import advice
+
+    rows = [
+        {"steps": 3, "tok_s": 98.6, "tok_s_low": 87.3, "tok_s_high": 111.1, "measured_tok_s": 98.8},
+        {"steps": 4, "tok_s": 99.8, "tok_s_low": 84.5, "tok_s_high": 118.8, "measured_tok_s": None},
+    ]
+    alone = advice.best(rows)
+    assert alone is not None and judge.best_word(alone) == "only measured"
+    assert "only step count measured" in judge.best_sentence(alone) and "measured fastest" not in judge.best_sentence(
+        alone
+    )
+    rows[1]["measured_tok_s"] = 90.0
+    two = advice.best(rows)
+    assert two is not None and judge.best_word(two) == "best" and "measured fastest" in judge.best_sentence(two)
+    predicted = advice.best([dict(r, measured_tok_s=None) for r in rows])
+    assert predicted is not None and judge.best_word(predicted) == "best"

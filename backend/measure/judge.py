@@ -486,6 +486,13 @@ def best_figure(best: Mapping[str, Any]) -> tuple[float | None, float | None, fl
     return value, best.get("measured_low"), best.get("measured_high")
 
 
+def best_word(best: Mapping[str, Any]) -> str:
+    """What a best point may be called: "best" where it was compared with another point (measured or
+    predicted), "only measured" where it is the one point measured, so nothing was compared with it."""
+    alone = best.get("basis", "measured") == "measured" and best.get("compared") is False
+    return "only measured" if alone else "best"
+
+
 def best_sentence(best: Mapping[str, Any] | None, what: str = "steps") -> str:
     """``steps 4 measured fastest (101.0 tok/s [96.2-105.8]); not separated from 3 at 4 requests a point:
     ≈ 12 more each would``; ``best: none`` without one."""
@@ -495,6 +502,9 @@ def best_sentence(best: Mapping[str, Any] | None, what: str = "steps") -> str:
     basis = best.get("basis", "measured")
     interval = f" [{low:.1f}-{high:.1f}]" if low is not None and high is not None else ""
     figure = "" if value is None else f" ({value:.1f} tok/s{interval})"
+    if best_word(best) != "best":
+        alone = f"{what} {best['steps']} the only step count measured{figure}"
+        return alone + ": no other to compare it with, a sweep would tell"
     head = f"{what} {best['steps']} {basis} fastest{figure}"
     others = best.get("not_separated_from") or []
     if not others:

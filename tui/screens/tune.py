@@ -230,7 +230,8 @@ class TunePane(ShellPane):
             ties = (advice.best or {}).get("not_separated_from") or []
             for r in advice.rows:
                 star = "*" if r["extrapolated"] else ""
-                best = "◀ best" if pick and r["steps"] == pick[0] else ("≈ best" if r["steps"] in ties else "")
+                word = judge.best_word(advice.best or {})
+                best = f"◀ {word}" if pick and r["steps"] == pick[0] else ("≈ best" if r["steps"] in ties else "")
                 self._advice_rows.append([
                     str(r["steps"]), f"{r['accept_len']:.2f}{star}", f"{r['cycle_ms']:.1f}", f"{r['tok_s']:.1f}",
                     units.tok_s_range(r["tok_s_low"], r["tok_s_high"]), judge.pct_text(r["vs_baseline_pct"], 0),

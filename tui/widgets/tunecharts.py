@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from backend.measure import judge
 from backend.tune.advisor import Advice
 from tui.widgets.chart import FittedPlot
 
@@ -106,6 +107,8 @@ class StepsChart(FittedPlot):
             figure = best and (best["measured_tok_s"] if measured_best else best["tok_s"])
             basis = "measured" if measured_best else "predicted"
             head = f"best {best['steps']}: {basis} {figure:.1f} tok/s" if best else "no best"
+            if best and judge.best_word(best) != "best":
+                head = f"{best['steps']} the only measured: {figure:.1f} tok/s"
             self.set_titles(
                 f"tok/s by steps, {head} (cyan predicted, grey 95%, gold measured)",
                 f"tok/s by steps, {head} (cyan predicted, gold measured)",
