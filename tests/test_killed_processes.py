@@ -141,3 +141,26 @@ def test_only_a_process_that_runs_on_is_a_survivor():
     eventually_sync(lambda: Path(f"/proc/{zombie.pid}/stat").read_text().split(") ")[1].startswith("Z"), "a zombie")
     assert lingering(zombie.pid) is None  # exited, only not reaped: nothing to wait for
     zombie.wait()
+
+
+def test_a_runner_that_removed_its_jobs_cgroup_and_lives_a_moment_on_is_no_process_of_the_job(tmp_path):
+    """bench_fleet's teardown once said "processes [PID] of the server survived SIGKILL": the runner, caught by
+    the cancel after it had moved out of its job's cgroup and removed it, alive for its last moment. A removed
+    cgroup held nothing: its job has no process left, whatever runs in the runner's process group."""
+    from backend.agent.host.jobs import _left_of
+    from backend.agent.host.ownership import job_processes, proc_start_time
+
+    runner = subprocess.Popen(["sleep", "120"], start_new_session=True)  # a leader of its own group, alive
+    try:
+        hierarchy = tmp_path / "cgroup"
+        hierarchy.mkdir()  # the job's folder in it is gone; the hierarchy is there
+        pid_info = {"pid": runner.pid, "pgid": runner.pid, "start": proc_start_time(runner.pid), "token": "t",
+                    "cgroup": {"dir": str(hierarchy / "specdeck-job"), "path": "/specdeck-job"}}  # fmt: skip
+        assert job_processes(pid_info) == []
+        assert _left_of(pid_info) == {"left": [], "left_states": []}
+        # No hierarchy at all (cgroups not mounted where the agent looks): the marker decides, as before.
+        unmounted = {**pid_info, "cgroup": {"dir": str(tmp_path / "none" / "specdeck-job"), "path": "/x"}}
+        assert job_processes(unmounted) == [(runner.pid, pid_info["start"])]
+    finally:
+        runner.kill()
+        runner.wait()

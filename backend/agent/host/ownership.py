@@ -149,12 +149,17 @@ def cgroup_processes(
 ) -> Optional[List[Tuple[int, int]]]:
     """(pid, start) of the live processes in the job's cgroup (its sub-cgroups too), each checked to be in it
     between two reads of its start time (a pid that came round in between is not taken); None if the cgroup
-    cannot be read (the caller falls back to the marker)."""
+    cannot be read (the caller falls back to the marker). A folder gone from a hierarchy still there held
+    nothing (only an empty cgroup can be removed): none, never the fallback, which would count the runner,
+    alive a moment after it moved out and removed the folder, as a process of the job."""
     pids: List[int] = []
     try:
         for here, _, _ in os.walk(cgroup["dir"], onerror=_raise):
             with open(os.path.join(here, "cgroup.procs")) as f:
                 pids.extend(int(line) for line in f if line.strip())
+    except FileNotFoundError:  # removed, perhaps while we read it
+        gone = not os.path.isdir(cgroup["dir"]) and os.path.isdir(os.path.dirname(cgroup["dir"]))
+        return [] if gone else None
     except (OSError, ValueError, KeyError, TypeError):
         return None
     found = []
