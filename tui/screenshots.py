@@ -270,7 +270,7 @@ async def shot_tune(story: Story) -> None:
     table = pane.query_one("#tune-runs", DataTable)
     await until(story, lambda: run_id in table.rows, "the AQ-MedAI run in the Tune tab")
     table.move_cursor(row=table.get_row_index(run_id))
-    await show(story, "tune", "◀ best", "baseline")
+    await show(story, "tune", "◀ ", "baseline")  # best, or the only measured
     await save(story, "tune")
 
 
