@@ -22,7 +22,10 @@ import os
 import signal
 import subprocess
 import time
-from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple, Union
+
+TYPE_CHECKING = False  # typing only for the checker: a cold command's ``info`` waits for this module
+if TYPE_CHECKING:
+    from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple, Union
 
 ENV_KEY = "SPECDECK_JOB_TOKEN"
 CGROUP_PREFIX = "specdeck-"

@@ -10,18 +10,19 @@ from __future__ import annotations
 import ctypes
 import json
 import os
-import platform
-import socket
 import subprocess
 import sys
 import threading
 import time
-from typing import Any, Callable, Dict, List, Optional, Tuple, Union
-from urllib import error as urlerror
-from urllib import parse as urlparse
 
 from . import loopback, ownership
 from .registry import AgentError, Context, method
+
+# A cold command's ``info`` waits for this module's imports: typing is for the checker only, and platform,
+# socket and urllib are imported where they are used (platform and versions come from the kept facts).
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any, Callable, Dict, List, Optional, Tuple, Union
 
 LIBRARIES = ("sglang", "huggingface_hub", "safetensors", "torch", "numpy", "hf_xet", "sglang_router")
 
@@ -284,6 +285,8 @@ _PLATFORM_LOCK = threading.Lock()
 def platform_text() -> str:
     with _PLATFORM_LOCK:
         if not _PLATFORM:
+            import platform
+
             _PLATFORM.append(platform.platform())
         return _PLATFORM[0]
 
@@ -356,7 +359,7 @@ def job_ownership() -> str:
 @method("info")
 def info(params: Dict[str, Any], ctx: Context) -> Dict[str, Any]:
     return {
-        "hostname": socket.gethostname(),
+        "hostname": os.uname().nodename,  # gethostname(2) itself: socket's import is ~3 ms of a cold info
         "python": sys.version.split()[0],
         "executable": sys.executable,
         "platform": platform_text(),
@@ -378,6 +381,8 @@ def http_request(params: Dict[str, Any], ctx: Context) -> Dict[str, Any]:
     """An HTTP request to a server on the host's loopback (the SGLang server); never elsewhere, never through a
     proxy. A server of ours on that port that listens on this machine's address instead (a fleet's replica)
     is asked there, and sent its API key where it has one."""
+    from urllib import parse as urlparse
+
     url = params.get("url", "")
     parts = urlparse.urlsplit(url)
     if not loopback.is_loopback(parts.hostname or ""):
@@ -400,6 +405,8 @@ def fetch(
 ) -> Dict[str, Any]:
     """``{status, text, elapsed}`` of one request to a loopback ``url`` (``{status: None, error}`` when nothing
     answers); ``key``: the server's API key."""
+    from urllib import error as urlerror  # loaded with loopback's urllib.request by now
+
     data = json.dumps(body).encode() if body is not None else None
     req = loopback.request(url, data, loopback.bearer(key), method=method or ("POST" if data else "GET"))
     if data is not None:
