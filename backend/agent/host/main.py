@@ -120,8 +120,11 @@ class Agent:
             self.out.flush()
         from . import probes
 
+        # The kept facts first (~0.1 ms), here: a cold command's ``info`` that took the locks before the warm-up
+        # thread read the package metadata and the platform itself (~20 ms more, on one start in two).
+        kept = probes.load_facts(self.state_dir)
         try:
-            threading.Thread(target=probes.warm, args=(self.state_dir,), name="warm", daemon=True).start()
+            threading.Thread(target=probes.warm, args=(self.state_dir, kept), name="warm", daemon=True).start()
         except RuntimeError:  # no thread to be had (the host at its process limit): info computes it itself
             pass
         while True:

@@ -305,7 +305,7 @@ def _facts_key() -> List[Any]:
     return [list(os.uname()), exe, list(_install_key())]
 
 
-def _load_facts(state_dir: str) -> bool:
+def load_facts(state_dir: str) -> bool:
     """Take the platform text and versions an earlier agent kept in ``state_dir``, if nothing they depend on
     changed since (a cold command's ``info`` then waits ~1 ms, not the ~15-40 ms of reading package metadata)."""
     try:
@@ -332,12 +332,14 @@ def _keep_facts(state_dir: str) -> None:
         pass
 
 
-def warm(state_dir: Optional[str] = None) -> None:
+def warm(state_dir: Optional[str] = None, kept: Optional[bool] = None) -> None:
     """What the first ``info`` would wait for (10-70 ms each), done as the agent starts: a kept connection's
     next agent (backend/transport/master.py) has it ready before a command asks, and the platform text and
     versions are kept in ``state_dir`` for the next agent. The GPU figures themselves are read when asked;
-    only the library is loaded here."""
-    kept = state_dir is not None and _load_facts(state_dir)
+    only the library is loaded here. ``kept``: what ``load_facts`` returned, where the caller took the kept
+    facts already."""
+    if kept is None:
+        kept = state_dir is not None and load_facts(state_dir)
     platform_text()
     library_versions()
     if state_dir is not None and not kept:
