@@ -2,13 +2,18 @@
 
 from __future__ import annotations
 
+import io
+import json
 import os
 import shutil
 import sys
+import time
 
 import pytest
 
+from backend.agent.host import main as agent_main
 from backend.agent.host import probes
+from backend.agent.host.shared import protocol
 
 pytestmark = pytest.mark.unit
 
@@ -72,3 +77,34 @@ def test_the_next_agent_takes_the_kept_versions_until_an_install(tmp_path, monke
     (state / probes.FACTS_FILE).write_text("{not json")  # damaged: read again, kept anew
     assert new_agent() == {"specdeck-fake-lib": "2.0"} and len(reads) == 3
     assert new_agent() == {"specdeck-fake-lib": "2.0"} and len(reads) == 3
+
+
+def test_an_info_sent_on_the_hello_takes_the_kept_versions(tmp_path, monkeypatch):
+    """A cold command sends info as soon as the hello comes, often before the warm-up thread has run: the
+    serving thread takes the kept facts before its first request, so that info reads no metadata either."""
+    site, state = tmp_path / "site", tmp_path / "state"
+    site.mkdir()
+    state.mkdir()
+    _dist(site, "1.0")
+    monkeypatch.setattr(sys, "path", [str(site), *sys.path])
+    monkeypatch.setattr(probes, "LIBRARIES", ("specdeck-fake-lib",))
+    monkeypatch.setattr(probes, "_VERSIONS", [])
+    monkeypatch.setattr(probes, "_PLATFORM", [])
+    probes.warm(str(state))  # an earlier agent kept them
+    monkeypatch.setattr(probes, "_VERSIONS", [])  # a new agent
+    monkeypatch.setattr(probes, "_PLATFORM", [])
+    monkeypatch.setattr(probes, "warm", lambda *args: None)  # its warm-up thread not run yet
+    reads = []
+    monkeypatch.setattr(probes, "_read_versions", lambda: reads.append(1) or {})
+    out = io.BytesIO()
+    agent_main.Agent(str(state), out).serve(io.BytesIO(protocol.encode({"id": 1, "method": "info", "params": {}})))
+
+    def reply() -> dict | None:
+        frames = out.getvalue().split(b"\n", 1)[1]  # after the hello line
+        return json.loads(frames[10:]) if frames else None  # one frame: its 10-byte header, then the message
+
+    deadline = time.monotonic() + 30
+    while reply() is None:  # handled on a thread of its own
+        assert time.monotonic() < deadline, out.getvalue()[:400]
+        time.sleep(0.01)
+    assert reply()["result"]["versions"] == {"specdeck-fake-lib": "1.0"} and not reads
