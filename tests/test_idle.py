@@ -1,6 +1,7 @@
 """An idle panel does nothing between samples (issue 26): the feed tells nobody about access-log lines alone, the
-Live tab's latency panel waits for a new scrape, the Drafters table repaints only a cell that changed, and the
-terminal driver's input thread sleeps until there is input. Each also shows that a real change still draws."""
+Live tab's latency panel waits for a new scrape and its history timer sleeps while nothing is recorded, the
+Drafters table repaints only a cell that changed, and the terminal driver's input thread sleeps until there is
+input. Each also shows that a real change still draws."""
 
 from __future__ import annotations
 
@@ -93,6 +94,29 @@ async def test_the_latency_panel_is_drawn_again_only_for_a_new_scrape():
         pane.feed.latency_scrapes += 1  # a new scrape: drawn
         pane.post_message(LiveFeedUpdated())
         await until(pilot, lambda: shown == [pane.feed.latency_scrapes], "the latency panel drawn for the scrape")
+
+
+@pytest.mark.slow
+async def test_the_history_timer_sleeps_while_nothing_is_recorded_and_wakes_for_what_is():
+    app = SpecdeckApp(builtin_defaults(), host="local")
+    async with app.run_test(size=(160, 45)) as pilot:
+        await until(pilot, lambda: app.connection.connected, "connected")
+        await pilot.press("4")
+        pane = app.query_one(LivePane)
+        timer = pane._history_timer
+        assert timer is not None
+        handed: list[bool] = []
+        flush = pane.history.flush
+        pane.history.flush = lambda force=False: (handed.append(True), flush(force))[1]  # type: ignore[method-assign]
+        await until(pilot, lambda: not timer._active.is_set(), "the history timer paused, nothing to write")
+        pane.post_message(LiveFeedUpdated())  # a poll: nothing recorded, nothing to wake for
+        await pilot.pause()
+        assert not timer._active.is_set()
+        before = len(handed)
+        pane.history.record(app.connection.host.name)  # something queued, as the feed queues before it tells
+        pane.post_message(LiveFeedUpdated())
+        await until(pilot, lambda: len(handed) > before and pane.history.idle, "handed over and written")
+        await until(pilot, lambda: not timer._active.is_set(), "the timer paused again")
 
 
 @pytest.mark.slow

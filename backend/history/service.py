@@ -116,6 +116,13 @@ class HistoryThread:
         self._handover = self._executor.submit(self._replay, ops, force)
         return self._handover
 
+    @property
+    def idle(self) -> bool:
+        """Nothing queued, nothing being written, nothing left uncommitted: ``flush()`` has nothing to do until
+        the next call is queued."""
+        handed = self._handover is None or self._handover.done()
+        return self._closed or (handed and self._ready == 0 and self._quiet)
+
     async def query(self, fn: Callable[[History], T]) -> T:
         """``fn(history)``, run on the thread once the calls queued so far are written."""
         if self._closed:

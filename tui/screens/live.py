@@ -151,6 +151,7 @@ class LivePane(ShellPane):
         self.shown = False  # is the tab on screen (between Show and Hide)
         self._feed_conn: Connection | None = None
         self._timer: Timer | None = None
+        self._history_timer: Timer | None = None  # paused while the history has nothing to write
         self._dirty = set(CHARTS)  # the charts that need a redraw
         self._stale = True  # the numbers need recomputing
         self._ticks = 0
@@ -206,7 +207,7 @@ class LivePane(ShellPane):
 
     def on_mount(self) -> None:
         self._timer = self.set_interval(TICK_S, self._tick, pause=True, name="live-redraw")
-        self.set_interval(RECORD_EVERY_S, self._flush_history, name="live-history")
+        self._history_timer = self.set_interval(RECORD_EVERY_S, self._flush_history, name="live-history")
         self.watch(self.app, "baseline", self._baseline_changed, init=False)
         self._load_baseline()
 
@@ -289,6 +290,8 @@ class LivePane(ShellPane):
         self.post_message(LiveFeedUpdated())
 
     def on_live_feed_updated(self, message: LiveFeedUpdated) -> None:
+        if self._history_timer is not None and not self.history.idle:
+            self._history_timer.resume()  # the feed queues what it records before it tells
         feed = self.feed
         server = feed.server if feed is not None else None
         drawn = (
@@ -323,6 +326,8 @@ class LivePane(ShellPane):
     def _flush_history(self) -> None:
         self.history.flush()
         self._report_history()
+        if self.history.idle and self._history_timer is not None:
+            self._history_timer.pause()  # an idle feed records nothing: no wake-up a second; its next update resumes it
 
     def _report_history(self) -> None:
         failure = self.history.failure
