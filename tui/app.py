@@ -185,7 +185,10 @@ class SpecdeckApp(App[int]):
 
     def on_connection_changed(self, message: ConnectionChanged) -> None:
         state = message.state
-        self.query_one(HostBar).show_state(state)
+        bars = self.query(HostBar)
+        if not bars:  # the panel is closing: its widgets went before the connection's last word (its close)
+            return
+        bars.first().show_state(state)
         for pane in self.query(ShellPane):
             pane.post_message(ConnectionChanged(state, message.host))
         if state.status == "connected":
