@@ -351,6 +351,23 @@ def test_live_recorder_commits_at_most_once_a_second(tmp_path):
         assert summary.outcome == "stopped" and summary.samples == len({int(i / 10) for i in range(i)})
 
 
+def test_an_offset_alone_waits_for_a_sample_or_the_end(tmp_path):
+    """Another monitor's polls put an access-log line in the log each second: the offset past lines with no
+    sample is not committed on its own (a commit a second for nothing), only with the next sample or the end."""
+    with History.open(tmp_path / "h.sqlite3") as history:
+        rec = LiveRecorder(history, "h", every_s=0)
+        run = rec.begin(JobInfo("serve-live", started=T0))
+        rec.add(Sample(ts=T0, kind="decode", gen_tps=80.0, accept_len=1.0))
+        rec.mark(100)
+        assert rec.flush() and rec.commits == 1 and rec.idle
+        for offset in (200, 300):  # access-log lines alone
+            rec.mark(offset)
+            assert not rec.flush() and rec.idle
+        assert rec.commits == 1 and history.import_state(run)[0] == 100
+        rec.end(JobInfo("serve-live", state="done", started=T0, ended=T0 + 9))
+        assert history.import_state(run)[0] == 300
+
+
 # --- reports, export, CLI ---------------------------------------------------------------------------------
 
 

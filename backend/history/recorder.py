@@ -79,15 +79,16 @@ class LiveRecorder:
 
     @property
     def idle(self) -> bool:
-        """Nothing followed waits to be committed."""
-        return self.run_id is None or self._end <= self._start
+        """Nothing followed waits to be committed (an offset alone, past lines with no sample, waits for the next
+        sample or a forced flush)."""
+        return self.run_id is None or self._end <= self._start or not (self._pending or self._tiers)
 
     def flush(self, force: bool = False) -> bool:
         """Commit the pending chunk when a second has passed since the last commit (or ``force``)."""
         if self.run_id is None or self._end <= self._start:
             return False
-        if not force and time.monotonic() - self._last_commit < self.every_s:
-            return False
+        if not force and (self.idle or time.monotonic() - self._last_commit < self.every_s):
+            return False  # another monitor's polls (access-log lines) alone: no commit a second for an offset
         self._tail = filter_tail(self._tail, self._pending)
         self.history.import_chunk(self.run_id, self._start, self._end, self._pending, self._tail, tiers=self._tiers)
         self._start, self._pending, self._tiers = self._end, [], []

@@ -77,8 +77,16 @@ class HistoryThread:
         self._ops.append(("add_tier", (t, steps)))  # part of the batch, as a sample is
 
     def mark(self, offset: int) -> None:
-        self._ops.append(("mark", (offset,)))
+        if self._marks_only() and self._ready:  # lines with no sample since the last mark: it moves on instead
+            self._ops[self._ready - 1] = ("mark", (offset,))
+        else:
+            self._ops.append(("mark", (offset,)))
         self._ready = len(self._ops)
+
+    def _marks_only(self) -> bool:
+        """Nothing but a mark (an offset past lines with no sample: another monitor's polls) may be handed over,
+        and nothing is queued after it."""
+        return len(self._ops) == self._ready and all(op[0] == "mark" for op in self._ops)
 
     def truncated(self) -> None:
         self._boundary("truncated")
@@ -109,8 +117,8 @@ class HistoryThread:
         and once closed."""
         if self._closed or (not force and self._handover is not None and not self._handover.done()):
             return None
-        if not force and self._ready == 0 and self._quiet:
-            return None  # nothing new and nothing left uncommitted: an idle screen wakes no thread
+        if not force and self._quiet and self._marks_only():
+            return None  # nothing new but an offset, nothing left uncommitted: an idle screen wakes no thread
         ops = self._take()
         self._quiet = False
         self._handover = self._executor.submit(self._replay, ops, force)
@@ -118,10 +126,10 @@ class HistoryThread:
 
     @property
     def idle(self) -> bool:
-        """Nothing queued, nothing being written, nothing left uncommitted: ``flush()`` has nothing to do until
-        the next call is queued."""
+        """Nothing queued but an offset, nothing being written, nothing left uncommitted: ``flush()`` has nothing
+        to do until the next sample or boundary is queued (the offset goes with it, or with ``close()``)."""
         handed = self._handover is None or self._handover.done()
-        return self._closed or (handed and self._ready == 0 and self._quiet)
+        return self._closed or (handed and self._quiet and self._marks_only())
 
     async def query(self, fn: Callable[[History], T]) -> T:
         """``fn(history)``, run on the thread once the calls queued so far are written."""
