@@ -202,7 +202,8 @@ class HistoryThread:
                 self._recorder.flush(force or bool(released))
             for run_id in released:  # after the flush: everything followed is stored first
                 self._history.release(run_id, self.holder)
-            self._quiet = not ops and (self._recorder is None or self._recorder.idle)
+            marks_only = all(op[0] == "mark" for op in ops)  # an offset alone leaves the recorder idle
+            self._quiet = marks_only and (self._recorder is None or self._recorder.idle)
 
     def _query(self, ops: list[tuple[str, Any]], fn: Callable[[History], T]) -> T:
         self._replay(ops, False)
