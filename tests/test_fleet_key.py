@@ -163,3 +163,28 @@ def test_a_profile_with_a_key_of_its_own_is_refused_for_a_fleet_beyond_loopback(
     err = specdeck(config, "fleet", "up", "pair", rc=2).stderr
     assert "profile eagle3-ours sets --api-key in its extra arguments" in err and err.count("\n") == 1
     assert not fleet_key.key_path("pair").exists()
+
+
+def test_a_fleets_key_never_starts_with_a_dash_that_sglangs_parser_reads_as_an_option(tmp_path, monkeypatch):
+    # A clean-clone CI run failed once: "launch_server.py: error: argument --api-key: expected one argument".
+    # SGLang's --config puts the key back into argv for argparse, so a urlsafe key starting with "-" (1 in 64)
+    # could never start a replica.
+    import argparse
+
+    from backend.errors import UsageError
+    from backend.sandbox.sglang_sim.args import merge_config
+
+    monkeypatch.setattr(fleet_key, "key_path", lambda fleet: tmp_path / "keys" / f"{fleet}.key")
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--api-key")
+    for n in range(200):
+        key = fleet_key.key_for(f"f{n}")
+        assert not key.startswith("-")
+        config = tmp_path / f"f{n}.yaml"
+        config.write_text(f"api-key: '{key}'\n")
+        assert parser.parse_args(merge_config(["--config", str(config)], parser)).api_key == key
+    dashed = tmp_path / "keys" / "old.key"
+    dashed.write_text("-" + "a" * 42 + "\n")
+    dashed.chmod(0o600)
+    with pytest.raises(UsageError, match="damaged: remove it"):
+        fleet_key.key_for("old")

@@ -45,7 +45,10 @@ def key_for(fleet: str) -> str:
     except FileExistsError:
         return _read(path)
     with os.fdopen(fd, "w") as f:
-        key = secrets.token_urlsafe(32)
+        # Hex, never a leading "-": SGLang's --config puts the key back into argv for argparse
+        # (ConfigArgumentMerger), which reads "-x…" as an option ("--api-key: expected one argument"),
+        # one urlsafe key in 64.
+        key = secrets.token_hex(32)
         f.write(key + "\n")
     return key
 
@@ -63,6 +66,6 @@ def _read(path: Path) -> str:
                 f"remove it and `specdeck fleet up` makes a new one"
             )
         key = f.read().strip()
-    if len(key) < 16:
+    if len(key) < 16 or key.startswith("-"):  # a leading "-" is read by SGLang's parser as an option
         raise UsageError(f"the fleet key {path} is damaged: remove it and `specdeck fleet up` makes a new one")
     return key
