@@ -35,6 +35,7 @@ import importlib.util
 import math
 import re
 import sys
+import threading
 import types
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -283,6 +284,9 @@ def _parse(text: str) -> list[Family]:
     return [Family(f.name, f.type, f.samples) for f in _text_parser()(text)]
 
 
+_STAND_IN = threading.Lock()
+
+
 @functools.cache
 def _text_parser() -> Callable[[str], Iterable[Any]]:
     """prometheus_client's text parser, imported without its package's ``__init__``.
@@ -293,18 +297,20 @@ def _text_parser() -> Callable[[str], Iterable[Any]]:
     package, removed after, so a later ``import prometheus_client`` still runs the real ``__init__`` (which
     finds the parser's modules loaded). Once: the Live feed parses every poll.
     """
-    if "prometheus_client" not in sys.modules:
-        spec = importlib.util.find_spec("prometheus_client")
-        if spec is not None and spec.submodule_search_locations is not None:
-            bare = types.ModuleType("prometheus_client")
-            bare.__path__ = list(spec.submodule_search_locations)
-            sys.modules["prometheus_client"] = bare
-            try:
-                parser = importlib.import_module("prometheus_client.parser")
-            finally:
-                del sys.modules["prometheus_client"]
-            found: Callable[[str], Iterable[Any]] = parser.text_string_to_metric_families
-            return found
+    with _STAND_IN:  # the cache is no lock: two first parses (feed and history threads) must not both swap
+        if "prometheus_client" not in sys.modules:
+            spec = importlib.util.find_spec("prometheus_client")
+            if spec is not None and spec.submodule_search_locations is not None:
+                bare = types.ModuleType("prometheus_client")
+                bare.__path__ = list(spec.submodule_search_locations)
+                sys.modules["prometheus_client"] = bare
+                try:
+                    parser = importlib.import_module("prometheus_client.parser")
+                finally:
+                    if sys.modules.get("prometheus_client") is bare:
+                        del sys.modules["prometheus_client"]
+                found: Callable[[str], Iterable[Any]] = parser.text_string_to_metric_families
+                return found
     from prometheus_client.parser import text_string_to_metric_families
 
     return text_string_to_metric_families
