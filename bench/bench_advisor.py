@@ -14,7 +14,8 @@ import tempfile
 from pathlib import Path
 
 from backend.agent.host.shared.acceptance import reach
-from backend.agent.host.shared.advice import REPLICATES, Acceptance
+from backend.agent.host.shared.acceptance_model import Acceptance
+from backend.agent.host.shared.advice import REPLICATES
 from backend.history import History, Yardstick
 from backend.jobs import JobInfo
 from backend.tune import advisor

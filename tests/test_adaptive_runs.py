@@ -176,10 +176,11 @@ def test_tier_points_without_a_histogram_still_teach_acceptance():
     """The root of 'pred accept 1.00': an acceptance with no position measured predicted length 1 at every step
     count. Points that carry only accept lengths (an adaptive run's tiers) give it, as bench records do."""
     from backend.agent.host.shared import advice
+    from backend.agent.host.shared.measured_points import Point
 
     points = [
-        advice.Point(3, [], 90.0, 1000 * 3.0 / 90.0, accept_len=3.0),
-        advice.Point(5, [], 100.0, 1000 * 3.8 / 100.0, accept_len=3.8),
+        Point(3, [], 90.0, 1000 * 3.0 / 90.0, accept_len=3.0),
+        Point(5, [], 100.0, 1000 * 3.8 / 100.0, accept_len=3.8),
     ]
     done = advice.assess(points, 1000 / 82.0, 82.0, 7)
     assert done["acceptance"].steps == 5

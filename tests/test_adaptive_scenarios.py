@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from backend.agent.host.shared.advice import chain
+from backend.agent.host.shared.acceptance_model import chain
 from backend.connection import Connection
 from backend.measure.bench import BenchPlan, run_bench
 from backend.measure.livefeed import find_server

@@ -8,19 +8,10 @@ import random
 
 import pytest
 
-from backend.agent.host.shared.advice import (
-    Acceptance,
-    CostModel,
-    Point,
-    assess,
-    best,
-    chain,
-    cut,
-    extend,
-    fit_cost,
-    lengths_acceptance,
-    step_times_ms,
-)
+from backend.agent.host.shared.acceptance_model import Acceptance, chain, extend, lengths_acceptance
+from backend.agent.host.shared.advice import assess, best
+from backend.agent.host.shared.cost_model import CostModel, fit_cost
+from backend.agent.host.shared.measured_points import Point, cut, step_times_ms
 
 pytestmark = pytest.mark.unit
 

@@ -8,7 +8,7 @@ import re
 
 import pytest
 
-from backend.agent.host.shared.advice import CostModel
+from backend.agent.host.shared.cost_model import CostModel
 from backend.history import History, Yardstick
 from backend.report import document
 from backend.train import training

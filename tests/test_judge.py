@@ -309,11 +309,11 @@ def test_the_fleets_workers_count_agrees_with_its_rows():
 def test_a_difference_inside_the_practical_floor_is_level_however_narrow_its_interval():
     # Issue 32: Live's bench of the baseline against the configured 82 tok/s said "below it, 95% 81.9-82.0": a
     # difference of 0.06% called a verdict because 200 requests made the interval narrow.
-    from backend.agent.host.shared import advice, expect
+    from backend.agent.host.shared import advice, expect, measured_points
     from backend.measure.series import Stats
     from backend.train.predict import verdict
 
-    assert judge.FLOOR == advice.TOK_S_SE_FLOOR == expect.BENCH_FLOOR == 0.02  # one floor, the sweep's
+    assert judge.FLOOR == measured_points.TOK_S_SE_FLOOR == expect.BENCH_FLOOR == 0.02  # one floor, the sweep's
     y = Yardstick(82.0, 30.0)
     tight = [{"decode_tok_s": 81.9 + 0.1 * (i % 2)} for i in range(200)]
     judged = judge.bench({"tok_s": 81.95, "concurrency": 1, "per_request": tight}, y)

@@ -16,7 +16,10 @@ import random
 import pytest
 
 from backend.agent.host.shared import expect
-from backend.agent.host.shared.advice import Acceptance, CostModel, Point, assess, predict
+from backend.agent.host.shared.acceptance_model import Acceptance
+from backend.agent.host.shared.advice import assess, predict
+from backend.agent.host.shared.cost_model import CostModel
+from backend.agent.host.shared.measured_points import Point
 from backend.measure.bench import DEFAULT_REQUESTS
 
 pytestmark = pytest.mark.unit

@@ -8,7 +8,7 @@ from array import array
 import pytest
 
 from backend.agent.host import loadgen
-from backend.agent.host.shared import advice
+from backend.agent.host.shared import measured_points
 from backend.agent.host.shared.quantiles import quantile, quantiles
 from backend.measure.series import SeriesView
 
@@ -44,4 +44,4 @@ def test_every_figure_uses_it():
     assert (stats.p50, stats.p95) == (p50, p95)
     got = loadgen.percentiles(values)  # bench latencies
     assert (got["p50"], got["p95"], got["p99"]) == (p50, p95, quantile(values, 0.99))
-    assert advice.quantile is quantile  # the advisor's intervals
+    assert measured_points.quantile is quantile  # the advisor's intervals

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from backend.agent.host.shared.advice import chain
+from backend.agent.host.shared.acceptance_model import chain
 from backend.connection import Connection
 from backend.sandbox.sglang_sim import scenario
 from backend.sandbox.sglang_sim import timing as sim

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from backend.agent.host.shared.advice import Point
+from backend.agent.host.shared.measured_points import Point
 from backend.connection import Connection
 from backend.jobs import JobInfo
 from backend.measure import domains

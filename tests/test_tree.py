@@ -39,13 +39,6 @@ TO_SPLIT: dict[str, str] = {
         "report's sections (headline, latency, drafters, tiers, anatomy, acceptance, prompts, sweeps) and build; "
         "the renderers (Markdown, text, HTML), writing the file and the samples CSV"
     ),
-    "backend/agent/host/shared/advice.py": (
-        "to split, issue 31 left (its importers tune/advisor.py, measure/judge.py, series.py, breakeven.py and "
-        "tui/widgets/traincharts.py were being edited): the measured points and their pooled spread (Point, "
-        "step_times_ms, pooled, t975); the cost model (CostModel, fit_cost); the acceptance model (decay, "
-        "extend, chain, Acceptance, lengths_acceptance); the prediction and the choice (predict, best, "
-        "requests_to_separate, stop_rule, assess)"
-    ),
     "backend/tune/advisor.py": (
         "to split, issue 31 left: the step-count advice over the run history (which runs count, advise, "
         "advise_bench, Advice, apply) and its lines; the adaptive-tiers proposal; the A/B comparison of two "

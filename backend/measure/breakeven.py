@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterable
 from numbers import Real
 from typing import Any
 
-from backend.agent.host.shared.advice import chain as chain_accept_len  # one implementation, host-side too
+from backend.agent.host.shared.acceptance_model import chain as chain_accept_len  # one implementation, host-side too
 from backend.errors import UsageError
 
 _DIGITS = 6  # results are rounded for display; the inputs are rarely better than 3 figures

@@ -33,8 +33,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from backend.agent.host.shared.advice import TOK_S_SE_FLOOR, Z, t975
 from backend.agent.host.shared.expect import BENCH_FLOOR, BenchNoise
+from backend.agent.host.shared.measured_points import TOK_S_SE_FLOOR, Z, t975
 from backend.history.summary import Level, RunSummary, Yardstick
 from backend.measure.breakeven import live_breakeven
 from backend.measure.series import BATCHES, Stats, clears, interval95

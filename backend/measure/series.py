@@ -14,7 +14,7 @@ from bisect import bisect_left
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from backend.agent.host.shared.advice import t975
+from backend.agent.host.shared.measured_points import t975
 from backend.agent.host.shared.quantiles import quantiles
 from backend.measure.breakeven import cycle_ms, live_breakeven
 from backend.measure.metrics import DEFAULT_IDLE_GAP_S, LiveFilter, Sample

@@ -23,7 +23,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from backend.agent.host.shared import expect, units
-from backend.agent.host.shared.advice import Acceptance, CostModel, assess
+from backend.agent.host.shared.acceptance_model import Acceptance
+from backend.agent.host.shared.advice import assess
+from backend.agent.host.shared.cost_model import CostModel
 from backend.errors import UsageError
 from backend.history import RunSummary, Yardstick
 from backend.measure import judge

@@ -25,15 +25,10 @@ from typing import Any
 
 from backend.agent.host.shared import expect, units
 from backend.agent.host.shared.acceptance import per_position
-from backend.agent.host.shared.advice import (
-    RECORD_SE,
-    Acceptance,
-    CostModel,
-    Point,
-    assess,
-    lengths_acceptance,
-    step_times_ms,
-)
+from backend.agent.host.shared.acceptance_model import Acceptance, lengths_acceptance
+from backend.agent.host.shared.advice import assess
+from backend.agent.host.shared.cost_model import CostModel
+from backend.agent.host.shared.measured_points import RECORD_SE, Point, step_times_ms
 from backend.errors import UsageError
 from backend.history import RunSummary, Yardstick
 from backend.measure import judge

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from backend.agent.host.shared.advice import chain
+from backend.agent.host.shared.acceptance_model import chain
 from tui.widgets.chart import FittedPlot, nice_ticks, tick_label
 
 COLORS = ("cyan", "green", (215, 165, 0), "magenta", "blue", "red", "white")

@@ -36,7 +36,7 @@ from .jobs import start_job, worker_argv
 from .keyfiles import key_file_of, read_key
 from .registry import AgentError, Context, method
 from .servers import listen_of, server_on
-from .shared import acceptance, advice, degenerate
+from .shared import acceptance, degenerate, measured_points
 from .shared.quantiles import quantiles
 
 # A small built-in prompt set: varied enough that a drafter's acceptance is not judged on one kind of text.
@@ -305,7 +305,7 @@ def step_times(port: int, batch: int, key: Optional[str] = None, host: str = "12
             info = json.loads(resp.read().decode("utf-8", "replace"))
     except (urlerror.URLError, OSError, ValueError):
         return []
-    return advice.step_times_ms(info, batch) if isinstance(info, dict) else []
+    return measured_points.step_times_ms(info, batch) if isinstance(info, dict) else []
 
 
 # --- the job --------------------------------------------------------------------------------------------

@@ -8,7 +8,7 @@ true mean is. A bench reads that mean through two more errors, and both go in he
   relative spread ``s`` (measured on this host's benches, request by request, each against its own bench's
   mean; ``PRIOR_SPREAD`` before any) gives a relative standard error ``s / sqrt(n)``, never under
   ``BENCH_FLOOR`` (two benches of one configuration differ by more than their requests say:
-  ``advice.TOK_S_SE_FLOOR``).
+  ``measured_points.TOK_S_SE_FLOOR``).
 - The training-serving gap (checkpoints only). A checkpoint's accept length is predicted from its training
   accuracy (``1 + Σ Π acc_i``); serving measures something else: other prompts, the server's own numerics, the
   vocabulary mapping. The gap is the log ratio ln(measured / predicted) of served checkpoints. Calibrated from
@@ -28,7 +28,7 @@ from __future__ import annotations
 import math
 from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple
 
-from .advice import TOK_S_SE_FLOOR
+from .measured_points import TOK_S_SE_FLOOR
 
 Z = 1.96
 BENCH_FLOOR = TOK_S_SE_FLOOR  # two benches of one configuration differ by at least this (1 sd): one number

@@ -15,6 +15,7 @@ from __future__ import annotations
 from typing import Any, Dict, List, Optional, Tuple
 
 from . import advice
+from .measured_points import Point
 
 
 def chains_of(records: List[Dict[str, Any]]) -> List[Dict[str, Any]]:
@@ -53,7 +54,7 @@ class Order:
         done = self.measured()
         baseline = float(self.params["baseline_tok_s"])
         plain = self.params.get("plain_step_ms") or 1000.0 / baseline
-        points = [advice.Point.from_bench(int(r["steps"]), r) for r in chains_of(done)]
+        points = [Point.from_bench(int(r["steps"]), r) for r in chains_of(done)]
         candidates = sorted({self.steps_of(i) for i in todo})
         top = max([self.steps_of(i) for i in range(len(self.points))] + [1])
         return advice.assess(points, plain, baseline, top, candidates=candidates)
