@@ -23,7 +23,7 @@ from backend.sandbox.sglang_sim import scenario
 from backend.serve import serving
 from backend.settings import HostConfig
 from backend.sglang.adaptive import AdaptivePolicy, default_config
-from backend.tune.advisor import settled_tiers
+from backend.tune.adaptive_proposal import settled_tiers
 from tests.simhost import make_settings
 
 pytestmark = pytest.mark.e2e
@@ -110,11 +110,11 @@ async def test_the_simulator_measures_the_win(models, tmp_path, monkeypatch):
 async def test_advise_adaptive_serves_its_proposal_and_benches_it_against_fixed_steps(models, tmp_path):
     """The Tune tab's A, ``advise --adaptive --ab``: the proposal from a history whose drafter falls below the
     baseline at 16 streams ({"1": [1, 3], "16": [0]}) served as <profile>-adaptive, then the best fixed step count,
-    each benched at 1 and 16 streams on SIMULATED SGLang under t3; a job on the host (``advisor.ab_start``), as a
+    each benched at 1 and 16 streams on SIMULATED SGLang under t3; a job on the host (``adaptive_ab.ab_start``), as a
     sweep is: the client that started it goes away, another finds it running and follows it to its end, and the
     host is left as it was found (no server)."""
     from backend.history import History, Yardstick
-    from backend.tune import advisor
+    from backend.tune import adaptive_ab, adaptive_proposal
     from backend.tune import sweep as sweep_mod
     from tests.runs import add_benched_run
     from tests.test_advisor import bench_at
@@ -123,7 +123,7 @@ async def test_advise_adaptive_serves_its_proposal_and_benches_it_against_fixed_
         add_benched_run(history, 2, 3, 33.0, 95.0, [5, 10, 20, 65])
         bench_at(history, 2, 16, 38.0, 120.0)
         yardstick = Yardstick(82.0, 30.0, "box/serve-0", {1: 82.0}, {1: 82.0, 16: 62.5})
-        proposal = advisor.propose_adaptive(history.runs(), yardstick, version="0.5.23", max_steps=5)
+        proposal = adaptive_proposal.propose_adaptive(history.runs(), yardstick, version="0.5.23", max_steps=5)
     assert proposal.config == {"1": {"candidate_steps": [1, 3]}, "16": {"candidate_steps": [0]}}
     host = HostConfig(
         name="sim", url="local", python=sys.executable, workdir=str(tmp_path / "host"), launcher="simulator",
@@ -136,8 +136,8 @@ async def test_advise_adaptive_serves_its_proposal_and_benches_it_against_fixed_
     profile = settings.profiles["aq"]
     conn = await Connection.open(host)
     try:
-        job = await advisor.ab_start(
-            conn, settings, profile, advisor.ab_of(profile, proposal), requests=16, max_tokens=100
+        job = await adaptive_ab.ab_start(
+            conn, settings, profile, adaptive_ab.ab_of(profile, proposal), requests=16, max_tokens=100
         )
     finally:
         await conn.close()  # the panel that started it is gone
@@ -145,7 +145,7 @@ async def test_advise_adaptive_serves_its_proposal_and_benches_it_against_fixed_
     try:
         running = await sweep_mod.running(conn)
         assert running is not None and running.id == job.id and running.args["ab"]["adaptive"] == "aq-adaptive"
-        result = advisor.ab_result(await sweep_mod.follow(conn, job.id))
+        result = adaptive_ab.ab_result(await sweep_mod.follow(conn, job.id))
         assert (await serving.status(conn)).get("state") not in serving.RUNNING_STATES  # left as found
     finally:
         await conn.close()
@@ -153,4 +153,4 @@ async def test_advise_adaptive_serves_its_proposal_and_benches_it_against_fixed_
     rows = {r["concurrency"]: r for r in result["rows"]}
     assert set(rows) == {1, 16} and rows[16]["adaptive_tok_s"] > rows[16]["fixed_tok_s"]
     assert rows[1]["adaptive_tok_s"] == pytest.approx(rows[1]["fixed_tok_s"], rel=0.15)  # the same 3 steps
-    assert any("adaptive" in line and "fixed" in line for line in advisor.ab_lines(result))
+    assert any("adaptive" in line and "fixed" in line for line in adaptive_ab.ab_lines(result))

@@ -10,7 +10,7 @@ from backend.errors import UsageError
 from backend.history import History, Yardstick
 from backend.jobs import JobInfo
 from backend.measure import bench_records
-from backend.tune import advisor
+from backend.tune import adaptive_proposal, advisor
 from tests.helpers import Ran, run_cli
 from tests.runs import add_benched_run
 
@@ -207,7 +207,7 @@ def test_the_adaptive_config_climbs_at_one_stream_and_stops_drafting_where_the_b
         bench_at(history, n, 8, at8, 50.0)
         bench_at(history, n, 32, at32, 120.0)
     yardstick = Yardstick(82.0, 30.0, "box/serve-0", {1: 82.0}, {1: 82.0, 8: 55.0, 32: 40.0})
-    proposal = advisor.propose_adaptive(history.runs(), yardstick, version="0.5.23", max_steps=5)
+    proposal = adaptive_proposal.propose_adaptive(history.runs(), yardstick, version="0.5.23", max_steps=5)
     config = proposal.config
     assert set(config) == {"1", "32"}  # 8 streams wants the ladder 1 streams has: one slot serves both
     # SGLang's policy follows acceptance, not speed: where the baseline is ahead the slot holds tier 0 alone.
@@ -223,7 +223,7 @@ def test_the_adaptive_config_climbs_at_one_stream_and_stops_drafting_where_the_b
     assert proposal.fixed["steps"] == 3  # the best one step count over the same concurrencies
     assert [r["tok_s"] for r in proposal.fixed["expected"]] == [95.0, 70.0, 28.0]
     # Before 0.5.14 there is no tier 0: the 32-stream slot keeps drafting, at its cheapest.
-    old = advisor.propose_adaptive(history.runs(), yardstick, version="0.5.13", max_steps=5)
+    old = adaptive_proposal.propose_adaptive(history.runs(), yardstick, version="0.5.13", max_steps=5)
     assert 0 not in {s for slot in old.config.values() for s in slot["candidate_steps"]}
     assert any("no tier 0" in n for n in old.notes)
 

@@ -39,11 +39,6 @@ TO_SPLIT: dict[str, str] = {
         "report's sections (headline, latency, drafters, tiers, anatomy, acceptance, prompts, sweeps) and build; "
         "the renderers (Markdown, text, HTML), writing the file and the samples CSV"
     ),
-    "backend/tune/advisor.py": (
-        "to split, issue 31 left: the step-count advice over the run history (which runs count, advise, "
-        "advise_bench, Advice, apply) and its lines; the adaptive-tiers proposal; the A/B comparison of two "
-        "profiles"
-    ),
 }
 
 

@@ -25,7 +25,7 @@ from backend.history import History, HistoryUnavailable, Yardstick, measured_bas
 from backend.jobs import get_job
 from backend.measure import bench_records, judge
 from backend.measure.bench import DEFAULT_MAX_TOKENS, DEFAULT_REQUESTS
-from backend.tune import advisor
+from backend.tune import adaptive_ab, adaptive_proposal, advisor
 from backend.tune import sweep as sweep_mod
 
 if TYPE_CHECKING:
@@ -147,13 +147,13 @@ async def advise(args: argparse.Namespace) -> int:
         if (args.ab_resume or args.detach) and not args.ab:
             raise UsageError("--ab-resume and --detach go with --adaptive --ab PROFILE.")
         if args.adaptive:
-            proposal = advisor.propose_adaptive(runs, yardstick, run_id, max_steps=args.max_steps)
+            proposal = adaptive_proposal.propose_adaptive(runs, yardstick, run_id, max_steps=args.max_steps)
             if args.ab:
                 return await _ab(args, proposal, yardstick.baseline_tok_s)
             if args.json:
                 emit_json(proposal.to_json())
             else:
-                print("\n".join(advisor.adaptive_lines(proposal)))
+                print("\n".join(adaptive_proposal.adaptive_lines(proposal)))
             return 0
         advice = advisor.advise(runs, yardstick, run_id, max_steps=args.max_steps, targets=targets)
     applied = _apply(args, advice) if args.apply else None
@@ -188,9 +188,9 @@ def _apply(args: argparse.Namespace, advice: advisor.Advice) -> dict[str, Any]:
     return {"text": applied.text(), "saved": True, "path": str(path), "warning": warning or None}
 
 
-async def _ab(args: argparse.Namespace, proposal: advisor.AdaptiveProposal, baseline_tok_s: float) -> int:
+async def _ab(args: argparse.Namespace, proposal: adaptive_proposal.AdaptiveProposal, baseline_tok_s: float) -> int:
     """``advise --adaptive --ab PROFILE``: the proposal served and benched against the best fixed step count, as a
-    job on the host (``advisor.ab_start``) followed here to its end; ``--detach`` returns once it started,
+    job on the host (``adaptive_ab.ab_start``) followed here to its end; ``--detach`` returns once it started,
     ``--ab-resume ID`` takes over an earlier A/B's measured sides with the numbers that job kept."""
     from backend.serve import serving
 
@@ -199,13 +199,15 @@ async def _ab(args: argparse.Namespace, proposal: advisor.AdaptiveProposal, base
     if not profile.algorithm:
         raise UsageError(f"profile {profile.name} runs without speculation: give a profile with a drafter.")
     async with connected(args, settings, follow=not args.detach) as conn:
-        ab = advisor.ab_of(profile, proposal)
+        ab = adaptive_ab.ab_of(profile, proposal)
         if args.ab_resume:
             old = (await get_job(conn, args.ab_resume)).args
             if not isinstance(old.get("ab"), dict):
                 raise UsageError(f"job {args.ab_resume} is not an adaptive A/B (see `specdeck jobs --kind sweep`).")
             ab = old["ab"]
-        job = await advisor.ab_start(conn, settings, profile, ab, baseline_tok_s=baseline_tok_s, resume=args.ab_resume)
+        job = await adaptive_ab.ab_start(
+            conn, settings, profile, ab, baseline_tok_s=baseline_tok_s, resume=args.ab_resume
+        )
         print(f"adaptive A/B {job.id}: {ab['adaptive']} against {ab['fixed']}", file=sys.stderr, flush=True)
         if args.detach:
             print_detached(args, job)
@@ -218,11 +220,11 @@ async def _ab(args: argparse.Namespace, proposal: advisor.AdaptiveProposal, base
                 print(f"  {sweep_mod.point_name(event)}: {event.get('phase')}{level}{extra}", file=sys.stderr)
 
         done = await sweep_mod.follow(conn, job.id, progress)
-    result = advisor.ab_result(done)
+    result = adaptive_ab.ab_result(done)
     if args.json:
         emit_json({**proposal.to_json(), "ab": result})
     else:
-        print("\n".join([*advisor.adaptive_lines(proposal), "", *advisor.ab_lines(result)]))
+        print("\n".join([*adaptive_proposal.adaptive_lines(proposal), "", *adaptive_ab.ab_lines(result)]))
     return 0
 
 

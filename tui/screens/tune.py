@@ -30,7 +30,7 @@ from backend.history import History, RunSummary, Yardstick, run_id_of, sync_from
 from backend.measure import judge
 from backend.measure.bench import DEFAULT_MAX_TOKENS, DEFAULT_REQUESTS
 from backend.serve import serving
-from backend.tune import advisor
+from backend.tune import adaptive_ab, adaptive_proposal, advisor
 from backend.tune import sweep as sweep_mod
 from tui.messages import ConnectionChanged
 from tui.screens import promptsets
@@ -470,9 +470,9 @@ class TunePane(ShellPane):
                     self.sweep_points.append(event)
                     self.query_one(StepsChart).show(self.advice, self._sweep_points_of(self.advice))
                 elif kind == "done" and event.get("ab"):  # an adaptive A/B: judged level by level
-                    result = advisor.ab_result(event)
+                    result = adaptive_ab.ab_result(event)
                     self.app.notify(f"adaptive A/B done: {result['adaptive']} against {result['fixed']}")
-                    self._ab_lines = advisor.ab_lines(result)
+                    self._ab_lines = adaptive_ab.ab_lines(result)
                 elif kind == "done":
                     self.sweep_best = event.get("best")
                     self._focus_best(self.sweep_best)
@@ -535,19 +535,21 @@ class TunePane(ShellPane):
             self.app.notify("no speculative profile on a connected host to serve adaptive", severity="error")
             return
         try:
-            proposal = advisor.propose_adaptive(self.runs, self.yardstick, max_steps=advisor.DEFAULT_MAX_STEPS)
+            proposal = adaptive_proposal.propose_adaptive(
+                self.runs, self.yardstick, max_steps=advisor.DEFAULT_MAX_STEPS
+            )
         except UsageError as exc:
             self.app.notify(str(exc), severity="error")
             return
         self._adaptive_ab(proposal)
 
     @work(group="tune-sweep", exclusive=True, exit_on_error=False, description="serve adaptive and A/B it")
-    async def _adaptive_ab(self, proposal: advisor.AdaptiveProposal) -> None:
-        """``advisor.ab_bench``: the proposal saved as ``<profile>-adaptive``, served and benched against the best
+    async def _adaptive_ab(self, proposal: adaptive_proposal.AdaptiveProposal) -> None:
+        """``adaptive_ab.ab_bench``: the proposal saved as ``<profile>-adaptive``, served and benched against the best
         fixed step count (two restarts, asked first)."""
         assert self.profile is not None
         profile = self.app.settings.profiles[self.profile]
-        adaptive, fixed = advisor.ab_profiles(profile, proposal)
+        adaptive, fixed = adaptive_ab.ab_profiles(profile, proposal)
         current = serving.ServerStatus.from_json(await serving.status(self.app.connection))
         question = (
             f"Serve {adaptive.name} (SGLang's adaptive steps, ladder {proposal.config}) and then {fixed.name}, "
@@ -561,8 +563,8 @@ class TunePane(ShellPane):
         self.app.save_profile(adaptive)
         self._progress(f"checking {adaptive.name} and starting the adaptive A/B on the host…")
         try:
-            job = await advisor.ab_start(
-                self.app.connection, self.app.settings, profile, advisor.ab_of(profile, proposal),
+            job = await adaptive_ab.ab_start(
+                self.app.connection, self.app.settings, profile, adaptive_ab.ab_of(profile, proposal),
                 baseline_tok_s=self.yardstick.baseline_tok_s if self.yardstick else None,
             )  # fmt: skip
         except SpecdeckError as exc:

@@ -11,7 +11,7 @@ stops the server the sweep started and ends the sweep.
 
 ``levels``: the concurrencies each point is benched at (default one stream), each a bench job of its own; the
 point's record carries each level's figures (``levels``), its top-level ones the first level's. ``ab``: the
-adaptive A/B (``backend.tune.advisor.ab_start``): two points, SGLang's adaptive ladder and the best fixed step
+adaptive A/B (``backend.tune.adaptive_ab.ab_start``): two points, SGLang's adaptive ladder and the best fixed step
 count, benched at the concurrencies the proposal expects figures for; what was expected travels with the job
 (``ab`` in its args and its done event) so any client that follows it, or a later one, can judge it.
 
