@@ -3,7 +3,8 @@ static SVG charts (``--charts static``), for five runs of an hour of per-second 
 
 from __future__ import annotations
 
-from backend.report import document
+from backend.report import render
+from backend.report.blocks import Heading
 from backend.report.charts import Chart
 from bench.harness import Row, median_ms, timeit
 
@@ -17,16 +18,16 @@ def _blocks() -> list:
     xs = [float(t) for t in range(SECONDS)]
     tok = [(f"run-{i}", xs, [60.0 + 8 * i + (t % 13) for t in range(SECONDS)]) for i in range(RUNS)]
     acc = [(f"run-{i}", xs, [2.0 + 0.2 * i + (t % 7) / 10 for t in range(SECONDS)]) for i in range(RUNS)]
-    return [document.Heading("bench", 1), Chart("tok/s", "tok/s", tok, [(82.0, "baseline")]),
+    return [Heading("bench", 1), Chart("tok/s", "tok/s", tok, [(82.0, "baseline")]),
             Chart("accept length", "accept length", acc, [(2.46, "break-even")])]  # fmt: skip
 
 
 def run() -> list[Row]:
     blocks = _blocks()
-    interactive = timeit(lambda: document.to_html(blocks), 3)
-    static = timeit(lambda: document.to_html(blocks, "static"), 3)
-    mb = len(document.to_html(blocks).encode()) / 1e6
-    static_kb = len(document.to_html(blocks, "static").encode()) / 1e3
+    interactive = timeit(lambda: render.to_html(blocks), 3)
+    static = timeit(lambda: render.to_html(blocks, "static"), 3)
+    mb = len(render.to_html(blocks).encode()) / 1e6
+    static_kb = len(render.to_html(blocks, "static").encode()) / 1e3
     ms = median_ms(interactive)
     return [
         Row(ISSUE, f"HTML report, interactive charts ({RUNS} runs × {SECONDS} s, 2 charts): ≤ {SIZE_BUDGET_MB:g} MB",

@@ -86,7 +86,7 @@ def test_advise_cli_json_and_no_data(tmp_path):
 
 
 def test_report_of_a_sweep_and_the_acceptance_of_its_runs(history, tmp_path):
-    from backend.report import document
+    from backend.report import document, render
 
     add_benched_run(history, 1, 2, 30.0, 90.0, [20, 48, 32], sweep="sweep-abc")
     add_benched_run(history, 2, 3, 33.0, 100.0, [5, 10, 20, 65], sweep="sweep-abc")
@@ -97,12 +97,12 @@ def test_report_of_a_sweep_and_the_acceptance_of_its_runs(history, tmp_path):
     with pytest.raises(UsageError, match="no run of sweep"):
         history.sweep_runs("sweep-zzz")
     blocks = document.build(history, [r.id for r in runs], Yardstick(82.0, 30.0), None, "sweep-abc")
-    text = document.to_markdown(blocks)
+    text = render.to_markdown(blocks)
     assert "## Sweep sweep-abc" in text and "| 3 | 1 | — | 100.0 | 2.00 | 33.0 | +22.0% |" in text
     assert "tok/s by draft steps" in text and "baseline 82.0 tok/s" in text and "break-even (+)" in text
     assert "Acceptance per position: aq-medai (serve-2)" in text and "| 3 | 65 | 65% |" in text
     assert "| 1 | 0.950 |" in text and "acceptance per draft position" in text  # a_1 = 95/100
-    page = document.to_html(blocks, "static")
+    page = render.to_html(blocks, "static")
     assert page.count("<svg") >= 4 and "draft steps" in page and page.count('<polygon class="band"') == 2
 
 

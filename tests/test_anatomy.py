@@ -18,7 +18,7 @@ from backend.agent.host.shared.cycle_anatomy import SPEC_STAGES
 from backend.errors import OperationFailed
 from backend.history import History
 from backend.measure import anatomy
-from backend.report import document
+from backend.report import document, render
 from backend.sandbox.sglang_sim import traces
 from tests.helpers import run_cli
 from tests.runs import add_run
@@ -137,7 +137,7 @@ def test_the_report_shows_a_kept_profile(tmp_path):
         summary = history.run(run)
         assert anatomy.CycleAnatomy.from_json(summary.anatomy) == a
         blocks = document.anatomy_blocks([summary], 82.0)
-    md = document.to_markdown(blocks)
+    md = render.to_markdown(blocks)
     assert "## Where a cycle's time goes (SGLang's own profiler)" in md
     assert "| verify | 1.27 | 63% | 1.10 | 0.17 | graph | 1.08 |" in md
     assert "baseline |" in md and "speculation adds 0.91 ms" in md

@@ -120,7 +120,7 @@ def _bench(history, run_id: str, streams: int, tok_s: float, total: float, itl: 
 
 def test_the_report_has_latency_by_level_the_itl_curve_and_a_cost_sentence_per_drafter(tmp_path, models) -> None:
     from backend.history import History, Yardstick
-    from backend.report import document
+    from backend.report import document, render
     from tests.runs import add_run
 
     with History.open(tmp_path / "h.sqlite3") as history:
@@ -131,7 +131,7 @@ def test_the_report_has_latency_by_level_the_itl_curve_and_a_cost_sentence_per_d
             _bench(history, aq, streams, a_total / streams, a_total, (10.0, 33.0))
         history.set_latency(aq, {"ttft_ms": {"p50": 30000.0, "p95": 30000.0, "over_last_bucket": ["p50", "p95"]}})
         blocks = document.build(history, [base, aq], Yardstick(82.0, 30.0), gpu_hour_usd=3.6)
-    md = document.to_markdown(blocks)
+    md = render.to_markdown(blocks)
     section = md.split("## Latency and cost")[1]
     assert "| serve-a | eagle3-aq [aq-medai] | bench @8 | 40 / 60 | 10.0 / 33.0 | 900 | $16.67 |" in section
     assert "| serve-a | eagle3-aq [aq-medai] | server histograms | >30000 / >30000 |" in section

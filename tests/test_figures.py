@@ -10,7 +10,7 @@ import pytest
 
 from backend.agent.host.shared.cost_model import CostModel
 from backend.history import History, Yardstick
-from backend.report import document
+from backend.report import document, render
 from backend.train import training
 from backend.train.predict import Basis
 from backend.tune import advisor
@@ -54,7 +54,7 @@ def test_reports_advice_and_training_lines_print_each_quantity_one_way(tmp_path)
         add_benched_run(history, 1, 2, 30.0, 90.0, [20, 48, 32], sweep="sweep-abc")
         add_benched_run(history, 2, 3, 33.0, 100.0, [5, 10, 20, 65], sweep="sweep-abc")
         runs = history.sweep_runs("sweep-abc")
-        text = document.to_markdown(document.build(history, [r.id for r in runs], yardstick, None, "sweep-abc"))
+        text = render.to_markdown(document.build(history, [r.id for r in runs], yardstick, None, "sweep-abc"))
         text += "\n" + "\n".join(advisor.advice_lines(advisor.advise(history.runs(), yardstick)))
     row = {"step": 1200, "name": "ft-step1200", "predicted_accept_len": 3.1, "predicted_accept_len_low": 2.9,
            "predicted_accept_len_high": 3.3, "predicted_tok_s": 96.04, "predicted_tok_s_low": 89.0,

@@ -14,7 +14,7 @@ from backend.jobs import JobInfo
 from backend.measure import judge
 from backend.measure.bench import summary_line
 from backend.measure.metrics import Sample
-from backend.report.document import run_cells
+from backend.report.cells import run_cells
 
 pytestmark = pytest.mark.e2e
 
@@ -222,7 +222,7 @@ def test_every_surface_says_one_figure_for_one_sweep_point(tmp_path, capsys):
 
     from backend.agent.host.shared.sweep_order import Order
     from backend.cli.tunecmds import _print_done
-    from backend.report import document
+    from backend.report import document, render
     from backend.tune import advisor
     from backend.tune.sweep import SweepPlan
 
@@ -261,7 +261,7 @@ def test_every_surface_says_one_figure_for_one_sweep_point(tmp_path, capsys):
                              {**other, "tok_s": 110.0, "server_job": "serve-earlier"})  # fmt: skip
         runs = history.sweep_runs("sweep-x")
         advice = advisor.advise(history.runs(), y, runs[0].id)  # what Tune's table shows for the sweep's runs
-        report = document.to_markdown(document.build(history, [r.id for r in runs], y, None, "sweep-x"))
+        report = render.to_markdown(document.build(history, [r.id for r in runs], y, None, "sweep-x"))
     toast = "sweep done: " + judge.best_sentence(done["best"])  # Tune's toast (tui/screens/tune.py)
     table = judge.best_sentence(advice.best)  # the advisor's, whose steps Tune marks "◀ best"
     _print_done(argparse.Namespace(json=False), SweepPlan((2, 3, 4)), done)

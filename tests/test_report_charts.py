@@ -9,7 +9,8 @@ import time
 
 import pytest
 
-from backend.report import document
+from backend.report import render
+from backend.report.blocks import Heading
 from backend.report.charts import Band, Chart, plotly_figure, svg_chart, text_chart
 from tests.chromium import CHROMIUM, Chromium
 
@@ -65,21 +66,21 @@ def test_static_and_text_charts_draw_bands_and_wrap_the_legend():
 
 
 def test_html_modes(tmp_path):
-    blocks = [document.Heading("r", 1), five_runs(), sweep()]
-    static = document.to_html(blocks, "static")
+    blocks = [Heading("r", 1), five_runs(), sweep()]
+    static = render.to_html(blocks, "static")
     assert "<script" not in static and static.count("<svg") == 2 and len(static) < 60_000
-    page = document.to_html(blocks)
+    page = render.to_html(blocks)
     assert page.count('class="chart"') == 2 and page.count("Plotly.newPlot(") >= 2
     assert "<script src" not in page and "<link" not in page  # plotly.js is in the page, not fetched
-    assert document.to_html(blocks) == page  # element ids do not change from one run to the next
-    assert "<script" not in document.to_html([document.Heading("no charts", 1)])
+    assert render.to_html(blocks) == page  # element ids do not change from one run to the next
+    assert "<script" not in render.to_html([Heading("no charts", 1)])
 
 
 @pytest.mark.skipif(not CHROMIUM.exists(), reason="needs Debian's chromium (apt-get install -y chromium)")
 @pytest.mark.slow
 async def test_html_report_in_chromium_renders_offline_and_hides_a_run(tmp_path):
     path = tmp_path / "report.html"
-    path.write_text(document.to_html([document.Heading("report", 1), five_runs(), sweep()]))
+    path.write_text(render.to_html([Heading("report", 1), five_runs(), sweep()]))
     async with Chromium(tmp_path / "chromium") as browser:
         await browser.call("Page.navigate", url=path.as_uri())
 

@@ -15,7 +15,8 @@ import pytest
 from backend.history import History, filter_tail
 from backend.jobs import JobInfo
 from backend.measure.metrics import Sample
-from backend.report import document
+from backend.report import document, render
+from backend.report.charts import Chart
 from tests.chromium import CHROMIUM, Chromium
 from tests.runs import T0
 
@@ -55,7 +56,7 @@ def add_sim_run(history: History, n: int, profile: str, steps: int = 3) -> str:
 def report_html(tmp_path, ids: list[str]) -> str:
     with History.open() as history:
         yardstick = history.yardstick(82.0, 30.0)
-        html = document.to_html(document.build(history, ids, yardstick, None))
+        html = render.to_html(document.build(history, ids, yardstick, None))
     path = tmp_path / "report.html"
     path.write_text(html)
     return path.as_uri()
@@ -128,7 +129,7 @@ def test_the_title_names_what_differs():
         blocks = document.build(history, ids, history.yardstick(82.0, 30.0), None)
     title = blocks[0].text
     assert title == "SIMULATED · specdeck report: eagle3-aq [aq-medai]: 1/1/2, 2/1/3, 4/1/5", title
-    legends = {label for b in blocks if isinstance(b, document.Chart) for label, _, _ in b.series}
+    legends = {label for b in blocks if isinstance(b, Chart) for label, _, _ in b.series}
     assert {"eagle3-aq [aq-medai] steps 1/1/2", "eagle3-aq [aq-medai] steps 4/1/5"} <= legends
-    markdown = document.to_markdown(blocks)
+    markdown = render.to_markdown(blocks)
     assert markdown.startswith("# SIMULATED") and "> **SIMULATED: every figure" in markdown

@@ -34,11 +34,6 @@ TO_SPLIT: dict[str, str] = {
         "save_profile/drafter/host); the strict TOML validation (parse, _Check, trainings, fleets); the init "
         "template"
     ),
-    "backend/report/document.py": (
-        "to split, issue 31 left: the block model (Heading, Para, Table, ...); table cells and run labels; the "
-        "report's sections (headline, latency, drafters, tiers, anatomy, acceptance, prompts, sweeps) and build; "
-        "the renderers (Markdown, text, HTML), writing the file and the samples CSV"
-    ),
 }
 
 

@@ -12,7 +12,7 @@ from backend.measure import judge
 from backend.measure.breakeven import live_breakeven
 from backend.measure.metrics import Sample
 from backend.measure.series import SeriesView
-from backend.report.document import break_even_cell
+from backend.report.cells import break_even_cell
 from tui.widgets.numbers import LiveNumbers, verdict
 from tui.widgets.serverline import ServerFacts
 
@@ -52,7 +52,7 @@ def test_no_accept_figures_for_a_server_without_speculation():
 
 def test_the_baseline_run_reads_equal_baseline_in_history_and_reports(models, tmp_path):
     from backend.history import History
-    from backend.report.document import run_cells
+    from backend.report.cells import run_cells
     from tests.runs import add_run
 
     with History.open(tmp_path / "h.sqlite3") as history:

@@ -14,22 +14,11 @@ from backend.cli.main import command
 from backend.errors import SpecdeckError, UsageError
 from backend.history import History, RunSummary, Yardstick, sync_from_host
 from backend.measure import judge
+from backend.report.blocks import Block, Bullets, Table
+from backend.report.cells import VS_LEGEND, fmt, run_cells
 from backend.report.charts import CHART_MODES
-from backend.report.document import (
-    VS_LEGEND,
-    Block,
-    Bullets,
-    DrafterFacts,
-    Table,
-    aligned,
-    concurrency_blocks,
-    fmt,
-    read_drafters,
-    report_format,
-    run_cells,
-    samples_csv,
-    to_text,
-)
+from backend.report.document import DrafterFacts, concurrency_blocks, read_drafters
+from backend.report.render import aligned, report_format, samples_csv, to_text
 from backend.train.predict import gap_line
 
 if TYPE_CHECKING:
@@ -207,7 +196,7 @@ async def _drafter_facts(args: argparse.Namespace, runs: list[RunSummary]) -> Dr
 
 
 async def report(args: argparse.Namespace) -> int:
-    from backend.report import document as report_mod
+    from backend.report import render
 
     if not report_format(args.out):
         raise UsageError(f"--out {args.out}: name the file .md (Markdown) or .html (one page)")
@@ -220,7 +209,7 @@ async def report(args: argparse.Namespace) -> int:
         yardstick = _yardstick(history, args)
         facts = await _drafter_facts(args, [history.run(i) for i in ids])
         price = load_settings(args).reference.gpu_hour_usd
-        report_mod.write(history, ids, yardstick, args.out, facts, args.sweep, price, args.charts)
+        render.write(history, ids, yardstick, args.out, facts, args.sweep, price, args.charts)
     print(f"wrote {args.out} ({len(ids)} run(s))")
     return 0
 

@@ -131,7 +131,7 @@ class RunSummary:
     # () else.
     tiers: tuple[dict[str, Any], ...] = ()
     # What a report calls it where profile and drafter do not tell it from the runs beside it (a sweep's points:
-    # `eagle3-aq [aq-medai] steps 4`); set by the report, None elsewhere (``backend.report.document.run_label``).
+    # `eagle3-aq [aq-medai] steps 4`); set by the report, None elsewhere (``backend.report.cells.run_label``).
     label: str | None = None
 
     def tier_mix(self) -> dict[int, float] | None:

@@ -1,1 +1,1 @@
-"""Reports of runs: the document and its charts."""
+"""Reports of runs: the blocks, the document built from the history, its charts, cells and renderers."""

@@ -1,19 +1,15 @@
 """Reports: recorded runs side by side, as Markdown or self-contained HTML to paste into a document.
 
-A report is a list of blocks (headings, paragraphs, bullets, tables, code, charts) built once from the
-history, then rendered by ``to_markdown`` or ``to_html``. Charts are plain data (``backend.report.charts``):
-a plotext text plot in a fenced block for Markdown, an interactive plotly.js figure carried inline (or a small
-static SVG, ``--charts static``) for HTML, each with labelled reference lines at the baseline and the
-break-even and shaded prediction intervals. The drafters' diff summary comes from the host
-(``checkpoint.inspect``) when it can be reached; otherwise the report says why it is missing.
+A report is a list of blocks (``backend.report.blocks``) built here once from the history: the answer first (each
+drafter against the baseline and the break-even), then the sweep, the comparison, the charts, throughput against
+concurrency, latency and cost, where a cycle's time goes, acceptance, prompts, adaptive tiers, the drafters,
+training checkpoints, the launch commands and the runs; ``backend.report.render`` renders and writes it. The
+drafters' diff summary comes from the host (``checkpoint.inspect``) when it can be reached; otherwise the report
+says why it is missing.
 """
 
 from __future__ import annotations
 
-import contextlib
-import csv
-import html
-import io
 import json
 import shlex
 import time
@@ -24,164 +20,30 @@ from backend.agent.host.shared import units
 from backend.agent.host.shared.acceptance import per_position
 from backend.agent.host.shared.units import human_bytes
 from backend.drafters import checkpoint_diff, checkpoints
-from backend.errors import SpecdeckError, UsageError
+from backend.errors import SpecdeckError
 from backend.history import History, RunSummary, Yardstick
 from backend.measure import judge
 from backend.measure.cost import Cost, drafter_sentence, gpus_of, per_million
-from backend.report.charts import PALETTE, Band, Chart, ChartMode, html_chart, html_head, text_chart
+from backend.report.blocks import Banner, Block, Bullets, Code, Heading, Para, Table
+from backend.report.cells import (
+    VS_LEGEND,
+    bench_cell,
+    distinct_labels,
+    fmt,
+    report_title,
+    run_cells,
+    run_label,
+)
+from backend.report.charts import PALETTE, Band, Chart
 from backend.train.predict import gap_line
 
 if TYPE_CHECKING:
     from backend.connection import Connection
     from backend.history.summary import BenchLevel
 
-# --- blocks -----------------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Heading:
-    text: str
-    level: int = 2
-
-
-@dataclass(frozen=True)
-class Para:
-    text: str
-
-
-@dataclass(frozen=True)
-class Bullets:
-    items: list[str]
-
-
-@dataclass(frozen=True)
-class Table:
-    headers: list[str]
-    rows: list[list[str]]
-
-
-@dataclass(frozen=True)
-class Code:
-    text: str
-
-
-@dataclass(frozen=True)
-class Banner:
-    """A line no reader may miss (SIMULATED figures): first on the page, set apart in every format."""
-
-    text: str
-
-
-Block = Heading | Para | Bullets | Table | Code | Chart | Banner
-
-
-# --- numbers ----------------------------------------------------------------------------------------------
-
-
-def fmt(value: float | None, digits: int = 1, signed: bool = False, suffix: str = "") -> str:
-    """A number for a table cell; an em dash when there is none."""
-    if value is None:
-        return "—"
-    return f"{value:+.{digits}f}{suffix}" if signed else f"{value:.{digits}f}{suffix}"
-
-
-def break_even_cell(run: RunSummary, yardstick: Yardstick) -> str:
-    """The judge's break-even verdict as a cell (``judge.BreakEven.cell``); ``—`` without speculation."""
-    judged = judge.run_break_even(run, yardstick)
-    return "—" if judged is None else judged.cell()
-
-
-def run_cells(run: RunSummary, yardstick: Yardstick) -> dict[str, str]:
-    """A run's table cells as every table shows them (CLI, History tab, reports).
-
-    ``tok_s`` is per stream, ``total_tok_s`` the aggregate, ``streams`` the concurrency seen; ``vs_baseline``
-    says what it compared: ``@N`` against the baseline measured at N streams, ``/stream`` per stream against
-    the single-stream baseline.
-    """
-    versus = judge.run_versus(run, yardstick)
-    return {
-        "profile": run.profile or "—",
-        "drafter": run.drafter or "—",
-        "spec": run.spec_text(),
-        "host": run.host,
-        "outcome": run.outcome or "—",
-        "samples": str(run.samples),
-        "streams": run.concurrency_text(),
-        "tok_s": judge.run_figure(run, yardstick),
-        "total_tok_s": fmt(run.total_tok_s),
-        "accept": fmt(run.accept_len, 2),
-        "cycle_ms": fmt(run.cycle_ms),
-        "vs_baseline": "—" if versus is None else versus.cell(),
-        "break_even": break_even_cell(run, yardstick),
-    }
-
-
-VS_LEGEND = (
-    "vs baseline: @N compares per-stream tok/s at N running requests with the baseline measured at N; "
-    "/stream compares per-stream tok/s with the single-stream baseline (no baseline measured at that concurrency)."
-)
-
-
-def bench_cell(run: RunSummary) -> str:
-    """The run's bench per-stream tok/s with its concurrency: the whole curve when benched at several levels."""
-    if len(run.curve) > 1:
-        return " ".join(f"{units.tok_s(p.tok_s)}@{p.streams}" for p in run.curve)
-    bench = run.bench or {}
-    return fmt(bench.get("tok_s")) + (f"@{bench['concurrency']}" if bench.get("concurrency") else "")
-
-
-def run_label(run: RunSummary) -> str:
-    """What a report calls a run: its profile and drafter, or the name ``distinct_labels`` gave it."""
-    return run.label or base_label(run)
-
-
-def base_label(run: RunSummary) -> str:
-    return f"{run.profile or run.job_id}" + (f" [{run.drafter}]" if run.drafter else "")
-
-
-def distinct_labels(runs: list[RunSummary]) -> list[RunSummary]:
-    """``runs`` each with a label no other of them has: profile and drafter, then what differs among those that
-    share them (steps/topk/draft, host), then the job id. A sweep's points read ``eagle3-aq [aq-medai] steps
-    2/1/3``, not five times ``eagle3-aq [aq-medai]``."""
-    from dataclasses import replace
-
-    groups: dict[str, list[RunSummary]] = {}
-    for run in runs:
-        groups.setdefault(base_label(run), []).append(run)
-    labels: dict[str, str] = {}
-    for base, group in groups.items():
-        specs, hosts = {r.spec_text() for r in group}, {r.host for r in group}
-        for run in group:
-            label = base
-            if len(group) > 1 and len(specs) > 1:
-                label += f" steps {run.spec_text()}"
-            if len(group) > 1 and len(hosts) > 1:
-                label += f" on {run.host}"
-            labels[run.id] = label
-    counts: dict[str, int] = {}
-    for label in labels.values():
-        counts[label] = counts.get(label, 0) + 1
-    for run in runs:
-        if counts[labels[run.id]] > 1:
-            labels[run.id] += f" ({run.job_id})"
-    return [replace(run, label=labels[run.id]) for run in runs]
-
-
-def report_title(runs: list[RunSummary]) -> str:
-    """What the report compares: ``A vs B vs C``; runs of one profile and drafter named once, with what differs
-    (``eagle3-aq [aq-medai]: steps 1/1/2, 2/1/3, 4/1/5``)."""
-    bases = list(dict.fromkeys(base_label(r) for r in runs))
-    if len(bases) == 1 and len(runs) > 1:
-        rest = [run_label(r).removeprefix(bases[0]).strip() for r in runs]
-        return f"{bases[0]}: " + ", ".join(r.removeprefix("steps ") if r.startswith("steps ") else r for r in rest)
-    return " vs ".join(dict.fromkeys(run_label(r) for r in runs))
-
 
 def _when(ts: float | None) -> str:
     return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(ts)) if ts else "—"
-
-
-# --- building ---------------------------------------------------------------------------------------------
 
 
 def comparison_table(runs: list[RunSummary], yardstick: Yardstick) -> Table:
@@ -862,183 +724,3 @@ def runs_table(runs: list[RunSummary]) -> Table:
             ]
         )
     return Table(["run", "started", "stopped", "outcome", "sglang", "steps/topk/draft tokens"], rows)
-
-
-# --- Markdown ---------------------------------------------------------------------------------------------
-
-
-def _md_cell(text: str) -> str:
-    return text.replace("|", "\\|").replace("\n", " ")
-
-
-def to_markdown(blocks: list[Block]) -> str:
-    """The report as Markdown (charts as text plots in fenced blocks)."""
-    out: list[str] = []
-    for b in blocks:
-        if isinstance(b, Banner):
-            out += [f"> **{b.text}**", ""]
-        elif isinstance(b, Heading):
-            out += ["#" * b.level + " " + b.text, ""]
-        elif isinstance(b, Para):
-            out += [b.text, ""]
-        elif isinstance(b, Bullets):
-            out += [f"- {item}" for item in b.items] + [""]
-        elif isinstance(b, Table):
-            out.append("| " + " | ".join(_md_cell(h) for h in b.headers) + " |")
-            out.append("|" + "---|" * len(b.headers))
-            out += ["| " + " | ".join(_md_cell(c) for c in row) + " |" for row in b.rows]
-            out.append("")
-        elif isinstance(b, Code):
-            out += ["```sh", b.text, "```", ""]
-        elif isinstance(b, Chart):
-            body = "(no samples recorded)" if b.empty else text_chart(b)
-            out += [f"**{b.title}**", "", "```text", body, "```", ""]
-    return "\n".join(out)
-
-
-# --- the terminal -----------------------------------------------------------------------------------------
-
-
-def aligned(rows: list[list[str]] | list[tuple[str, ...]], right: range | tuple[int, ...] = ()) -> list[str]:
-    """Rows as a terminal prints a table: each column as wide as its widest cell, two spaces apart, the columns
-    in ``right`` right-aligned (numbers), the last left as is (no trailing spaces)."""
-    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
-    last = len(widths) - 1
-    return [
-        "  ".join(
-            cell if i == last and i not in right else cell.rjust(widths[i]) if i in right else cell.ljust(widths[i])
-            for i, cell in enumerate(row)
-        ).rstrip()
-        for row in rows
-    ]
-
-
-def to_text(blocks: list[Block]) -> str:
-    """Blocks for a terminal (`specdeck history`): tables aligned as the command's own, no Markdown syntax; charts
-    as text plots."""
-    out: list[str] = []
-    for b in blocks:
-        if isinstance(b, Heading | Para | Banner):
-            out += [b.text, ""]
-        elif isinstance(b, Bullets):
-            out += [f"- {item}" for item in b.items] + [""]
-        elif isinstance(b, Table):
-            out += [*aligned([b.headers, *b.rows]), ""]
-        elif isinstance(b, Code):
-            out += [b.text, ""]
-        elif isinstance(b, Chart):
-            out += [b.title, "(no samples recorded)" if b.empty else text_chart(b), ""]
-    return "\n".join(out)
-
-
-# --- HTML and SVG -----------------------------------------------------------------------------------------
-
-
-_CSS = """
-body { font-family: -apple-system, "Segoe UI", Roboto, sans-serif; max-width: 1100px; margin: 2em auto;
-       padding: 0 1em; color: #222; }
-table { border-collapse: collapse; margin: 0.5em 0 1.5em; font-size: 0.92em; }
-th, td { border: 1px solid #ccc; padding: 0.3em 0.6em; text-align: left; }
-th { background: #f3f3f3; }
-pre { background: #f6f6f6; padding: 0.8em; white-space: pre-wrap; word-break: break-all; font-size: 0.85em; }
-figure { margin: 1em 0; }
-.banner { position: sticky; top: 0; z-index: 10; background: #fff3cd; border: 2px solid #b45309; color: #7c2d12;
-          font-weight: bold; padding: 0.6em 1em; margin: 0.5em 0 1em; }
-"""
-
-
-def to_html(blocks: list[Block], charts: ChartMode = "interactive") -> str:
-    """The report as one self-contained HTML page: charts drawn by plotly.js, which the page carries inline (no
-    request leaves the file), or as small static SVGs (``charts="static"``)."""
-    e = html.escape
-    title = next((b.text for b in blocks if isinstance(b, Heading)), "specdeck report")
-    head = html_head(charts) if any(isinstance(b, Chart) for b in blocks) else ""
-    out = [f'<!DOCTYPE html>\n<html lang="en">\n<head>\n<meta charset="utf-8">\n<title>{e(title)}</title>',
-           f"<style>{_CSS}</style>", head, "</head>\n<body>"]  # fmt: skip
-    n_charts = 0
-    for b in blocks:
-        if isinstance(b, Banner):
-            out.append(f'<div class="banner">{e(b.text)}</div>')
-        elif isinstance(b, Heading):
-            out.append(f"<h{b.level}>{e(b.text)}</h{b.level}>")
-        elif isinstance(b, Para):
-            out.append(f"<p>{e(b.text)}</p>")
-        elif isinstance(b, Bullets):
-            out.append("<ul>" + "".join(f"<li>{e(i)}</li>" for i in b.items) + "</ul>")
-        elif isinstance(b, Table):
-            cells = "".join(f"<th>{e(h)}</th>" for h in b.headers)
-            body = "".join("<tr>" + "".join(f"<td>{e(c)}</td>" for c in row) + "</tr>" for row in b.rows)
-            out.append(f"<table><thead><tr>{cells}</tr></thead><tbody>{body}</tbody></table>")
-        elif isinstance(b, Code):
-            out.append(f"<pre><code>{e(b.text)}</code></pre>")
-        elif isinstance(b, Chart):
-            out.append(f"<figure>{html_chart(b, charts, n_charts)}</figure>")
-            n_charts += 1
-    out.append("</body>\n</html>\n")
-    return "\n".join(out)
-
-
-def render(blocks: list[Block], fmt_name: str, charts: ChartMode = "interactive") -> str:
-    """``md`` or ``html`` (its charts ``interactive`` or ``static``)."""
-    return to_html(blocks, charts) if fmt_name == "html" else to_markdown(blocks)
-
-
-def write(
-    history: History,
-    run_ids: list[str],
-    yardstick: Yardstick,
-    path: str,
-    facts: DrafterFacts | None = None,
-    sweep: str | None = None,
-    gpu_hour_usd: float | None = None,
-    charts: ChartMode = "interactive",
-) -> None:
-    """The report of ``run_ids`` written to ``path`` (its name says the format: .md or .html), whole or not at all:
-    what `specdeck report` and the History tab's key write."""
-    import os
-
-    kind = report_format(path)
-    if not kind:
-        raise UsageError(f"{path}: name the file .md (Markdown) or .html (one page)")
-    text = render(build(history, run_ids, yardstick, facts, sweep, gpu_hour_usd), kind, charts)
-    tmp = f"{path}.{os.getpid()}.tmp"
-    try:
-        with open(tmp, "w") as f:
-            f.write(text)
-        os.replace(tmp, path)
-    except OSError as exc:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise UsageError(f"cannot write {path}: {exc.strerror}") from None
-
-
-def report_format(path: str) -> str:
-    """The format an output file's name asks for: ``md`` or ``html`` (None for anything else)."""
-    lower = path.lower()
-    if lower.endswith((".html", ".htm")):
-        return "html"
-    if lower.endswith((".md", ".markdown")):
-        return "md"
-    return ""
-
-
-def samples_csv(samples: list[dict[str, Any]]) -> str:
-    """Samples as CSV (the columns of ``History.samples``)."""
-    buf = io.StringIO()
-    keys = [
-        "t",
-        "tok_s",
-        "total_tok_s",
-        "accept_len",
-        "accept_rate",
-        "accept_rate_definition",
-        "cycle_ms",
-        "running_req",
-        "queue_req",
-        "token_usage",
-    ]
-    writer = csv.DictWriter(buf, fieldnames=keys, lineterminator="\n")
-    writer.writeheader()
-    for row in samples:
-        writer.writerow({k: "" if row.get(k) is None else row[k] for k in keys})
-    return buf.getvalue()

@@ -32,8 +32,10 @@ from backend.errors import SpecdeckError
 from backend.history import History, HistoryThread, HistoryUnavailable, RunSummary, Yardstick, sync_from_host
 from backend.measure import judge
 from backend.measure.bench import bench_brief
-from backend.report import document
-from backend.report.document import Table, charts, comparison_table, latency_cells, run_cells
+from backend.report import document, render
+from backend.report.blocks import Table
+from backend.report.cells import run_cells
+from backend.report.document import charts, comparison_table, latency_cells
 from tui.messages import ConnectionChanged
 from tui.screens.confirm import ConfirmScreen
 from tui.screens.pane import ShellPane
@@ -388,7 +390,7 @@ class HistoryPane(ShellPane):
 
         def write(history: History) -> None:
             yardstick = history.yardstick(ref.baseline_tok_s, ref.cycle_ms)
-            document.write(history, ids, yardstick, path, facts, gpu_hour_usd=ref.gpu_hour_usd)
+            render.write(history, ids, yardstick, path, facts, gpu_hour_usd=ref.gpu_hour_usd)
 
         try:
             await self.history.query(write)
