@@ -173,9 +173,46 @@ async def remove(conn: Connection, job_id: str) -> list[str]:
     return removed
 
 
-async def prune(conn: Connection, older_than: float, kind: str | None = None) -> dict[str, Any]:
-    """Remove every ended job (of ``kind``) that ended more than ``older_than`` seconds ago.
+@dataclass(frozen=True)
+class Pruned:
+    """What a prune did: the ended jobs it removed, and how many it kept because they still run."""
 
-    Returns ``{"removed": [ids], "running": n}``; jobs that still run are never touched."""
-    pruned: dict[str, Any] = await conn.call("jobs.prune", older_than=older_than, kind=kind)
-    return pruned
+    removed: tuple[str, ...]
+    running: int
+
+    def to_json(self) -> dict[str, Any]:
+        return {"removed": list(self.removed), "running": self.running}
+
+
+async def prune(conn: Connection, older_than: float, kind: str | None = None) -> Pruned:
+    """Remove every ended job (of ``kind``) that ended more than ``older_than`` seconds ago; jobs that still
+    run are never touched."""
+    wire = await conn.call("jobs.prune", older_than=older_than, kind=kind)
+    return Pruned(tuple(wire.get("removed") or ()), int(wire.get("running") or 0))
+
+
+@dataclass(frozen=True)
+class Cancelled:
+    """A cancel (``jobs.cancel``): the job as it ended, the pids that ran when it was signalled and those still
+    there after SIGKILL (``left_states``: what each is doing, for ``outlast``)."""
+
+    job: JobInfo
+    stopped: tuple[int, ...] = ()
+    left: tuple[int, ...] = ()
+    left_states: tuple[dict[str, Any], ...] = ()
+    wire: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
+
+    @classmethod
+    def from_json(cls, wire: dict[str, Any]) -> Cancelled:
+        return cls(
+            JobInfo.from_json(wire),
+            tuple(wire.get("stopped") or ()),
+            tuple(wire.get("left") or ()),
+            tuple(wire.get("left_states") or ()),
+            wire,
+        )
+
+
+async def cancel_job(conn: Connection, job_id: str, timeout: float = 10) -> Cancelled:
+    """Stop a job: SIGTERM its processes, SIGKILL them after ``timeout`` seconds (the host's ``jobs.cancel``)."""
+    return Cancelled.from_json(await conn.call("jobs.cancel", id=job_id, timeout=timeout))

@@ -393,9 +393,9 @@ class SpecdeckApp(App[int]):
             self.notify(f"{self.host_config.name} is not connected: press r to reconnect first", severity="warning")
             return
         out = await jobs.prune(conn, jobs.parse_duration(jobs.PRUNE_DEFAULT))
-        running = f"; {out['running']} still running, kept" if out["running"] else ""
+        running = f"; {out.running} still running, kept" if out.running else ""
         self.notify(
-            f"removed {len(out['removed'])} ended job(s) older than {jobs.PRUNE_DEFAULT} from "
+            f"removed {len(out.removed)} ended job(s) older than {jobs.PRUNE_DEFAULT} from "
             f"{self.host_config.name}{running}"
         )
 

@@ -124,13 +124,13 @@ async def list_jobs(args: argparse.Namespace) -> int:
 
 
 async def cancel_job(args: argparse.Namespace) -> int:
-    from backend.jobs import JobInfo
+    from backend import jobs as jobs_mod
 
     async with connected(args) as conn:
-        out = await conn.call("jobs.cancel", id=args.id, timeout=args.timeout)
-    job = JobInfo.from_json(out)
+        out = await jobs_mod.cancel_job(conn, args.id, timeout=args.timeout)
+    job = out.job
     if args.json:
-        emit_json({**job.to_json(), "stopped": out["stopped"], "left": out["left"]})
+        emit_json({**job.to_json(), "stopped": list(out.stopped), "left": list(out.left)})
     else:
         print(f"{job.id}: {job.state}" + (f" ({job.reason})" if job.reason else ""))
     return 0
@@ -155,8 +155,8 @@ async def prune_jobs(args: argparse.Namespace) -> int:
     async with connected(args) as conn:
         out = await jobs_mod.prune(conn, older_than, args.kind)
     if args.json:
-        emit_json(out)
+        emit_json(out.to_json())
     else:
-        running = f"; {out['running']} still running, kept" if out["running"] else ""
-        print(f"removed {len(out['removed'])} ended job(s) older than {args.older_than}{running}")
+        running = f"; {out.running} still running, kept" if out.running else ""
+        print(f"removed {len(out.removed)} ended job(s) older than {args.older_than}{running}")
     return 0
