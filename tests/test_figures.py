@@ -56,10 +56,10 @@ def test_reports_advice_and_training_lines_print_each_quantity_one_way(tmp_path)
         runs = history.sweep_runs("sweep-abc")
         text = render.to_markdown(document.build(history, [r.id for r in runs], yardstick, None, "sweep-abc"))
         text += "\n" + "\n".join(advisor.advice_lines(advisor.advise(history.runs(), yardstick)))
-    row = {"step": 1200, "name": "ft-step1200", "predicted_accept_len": 3.1, "predicted_accept_len_low": 2.9,
-           "predicted_accept_len_high": 3.3, "predicted_tok_s": 96.04, "predicted_tok_s_low": 89.0,
-           "predicted_tok_s_high": 103.0, "versus_baseline": "beats", "versus_break_even": "above",
-           "break_even": 2.7, "measured_tok_s": 97.0, "measured_run": "r", "servable": True}  # fmt: skip
+    row = training.CheckpointRow("ft-step1200", 1200, predicted_accept_len=3.1, predicted_accept_len_low=2.9,
+                                 predicted_accept_len_high=3.3, predicted_tok_s=96.04, predicted_tok_s_low=89.0,
+                                 predicted_tok_s_high=103.0, versus_baseline="beats", versus_break_even="above",
+                                 break_even=2.7, measured_tok_s=97.0, measured_run="r", servable=True)  # fmt: skip
     basis = Basis(CostModel(24.0, 3.0, "assumed", "one step count"), 82.0, "configured", 0)
     text += "\n" + training.checkpoint_line(row, 82.0) + "\n" + training.basis_line(basis, 3)
     assert "tok/s" in text and "break-even" in text

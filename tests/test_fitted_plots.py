@@ -12,6 +12,7 @@ from textual.app import App, ComposeResult
 from textual.containers import Horizontal
 
 from backend.report.charts import Chart
+from backend.train.records import TrainRecord
 from tui.widgets.chart import Y_STEPS, FittedPlot, tick_label
 from tui.widgets.runchart import RunChart
 from tui.widgets.traincharts import AcceptChart, AccuracyChart, LossChart
@@ -87,9 +88,9 @@ class TrainChartsApp(App):
             yield LossChart(id="loss")
 
 
-def training(steps: int) -> list[dict]:
+def training(steps: int) -> list[TrainRecord]:
     return [
-        {"step": s, "acc": [0.7 + 0.2 * s / steps, 0.6 + 0.2 * s / steps, 0.5, 0.4], "loss": 3.5 - s / steps}
+        TrainRecord(s, acc=(0.7 + 0.2 * s / steps, 0.6 + 0.2 * s / steps, 0.5, 0.4), loss=3.5 - s / steps)
         for s in range(10, steps + 1, 10)
     ]
 

@@ -48,8 +48,8 @@ async def test_train_keys(models, tmp_path, monkeypatch):
         # checkpoint) beside a default bench's noise, wide enough that no win is called by much before one is
         # served (issue 32): each spans ±25% at least, its low end near the 82 tok/s baseline.
         for r in pane.rows:
-            assert (r["predicted_tok_s_high"] - r["predicted_tok_s_low"]) / r["predicted_tok_s"] > 0.5, r
-            assert r["predicted_tok_s_low"] < 82.0 * 1.05 and r["versus_baseline"] != "falls short of", r
+            assert (r.predicted_tok_s_high - r.predicted_tok_s_low) / r.predicted_tok_s > 0.5, r
+            assert r.predicted_tok_s_low < 82.0 * 1.05 and r.versus_baseline != "falls short of", r
         assert "prior: 4 published pairs" in plain(pane.query_one("#train-basis"))
         assert "done · step 150/150" in plain(head)
 
@@ -58,13 +58,13 @@ async def test_train_keys(models, tmp_path, monkeypatch):
         await until(pilot, lambda: pane.job is not None and pane.job.state == "done", "the resume done", 60)
 
         await keys.press("serve")  # the highlighted checkpoint, the first
-        await until(pilot, lambda: pane.rows and pane.rows[0]["servable"], "exported", 60)
+        await until(pilot, lambda: pane.rows and pane.rows[0].servable, "exported", 60)
 
         await until(pilot, lambda: any("is ready" in n.message for n in app._notifications), "the server ready", 60)
         await keys.press("bench")
-        await until(pilot, lambda: pane.rows[0]["measured_tok_s"] is not None, "measured beside predicted", 120)
+        await until(pilot, lambda: pane.rows[0].measured_tok_s is not None, "measured beside predicted", 120)
         row = pane.rows[0]
-        assert row["predicted_tok_s_low"] <= row["measured_tok_s"] <= row["predicted_tok_s_high"]
+        assert row.predicted_tok_s_low <= row.measured_tok_s <= row.predicted_tok_s_high
 
         await keys.press("serve")  # a server runs now: asked first, and n keeps it
         await until(pilot, lambda: isinstance(app.screen, ConfirmScreen), "the question")

@@ -235,13 +235,13 @@ async def trained(conn: Connection, settings, *, resume: bool = False) -> tuple[
 async def test_nan_and_oom_are_said_with_their_step(models, tmp_path):
     async with on_host(write_config(tmp_path, models, env={"SPECDECK_SIM_SPECFORGE_FAIL": "nan@70"})) as (conn, s):
         st, _ = await trained(conn, s)
-    assert [t["kind"] for t in st.traps] == ["nan"] and st.traps[0]["step"] == 70
+    assert [t.kind for t in st.traps] == ["nan"] and st.traps[0].step == 70
 
     config = write_config(tmp_path / "b", models, env={"SPECDECK_SIM_SPECFORGE_FAIL": "oom@33"})
     async with on_host(config) as (conn, s):
         st, _ = await trained(conn, s)
     assert st.job.state == "failed"
-    message = st.traps[0]["message"]  # the error's own numbers, and the job's settings (its arguments say them)
+    message = st.traps[0].message  # the error's own numbers, and the job's settings (its arguments say them)
     assert message.startswith("CUDA out of memory at step 30: tried to allocate 7.62 GiB with 3.12 GiB of GPU 0's")
     assert "Lower max_length or the batch size (batch size 1, max length 2048)" in message
     res = specdeck(config, "train", "status", "ft")  # and said by the CLI
@@ -258,7 +258,7 @@ async def test_script_era_resume_that_restarted_from_scratch(models, tmp_path):
         assert [c["name"] for c in found] == ["epoch_0_step_50", "epoch_0_step_60"]
         assert all(c["servable"] for c in found)
         st, _ = await trained(conn, s, resume=True)
-    traps = {t["kind"]: t["message"] for t in st.traps}
+    traps = {t.kind: t.message for t in st.traps}
     assert "resumed from step 60" in traps["resume_restart"] and "before 2026-03" in traps["resume_restart"]
 
 
@@ -272,8 +272,8 @@ async def test_unified_resume_goes_on_from_the_newest_checkpoint(models, tmp_pat
         saved = scan_checkpoints(str(tmp_path / "out"))[-1]["step"]
         st, _ = await trained(conn, s, resume=True)
         rows = await training.checkpoint_list(conn, "ft")
-    assert st.job.args["resume_step"] == saved and st.summary["first_step"] > saved
-    assert st.traps == [] and st.summary["step"] == 150
+    assert st.job.args["resume_step"] == saved and (st.summary.first_step or 0) > saved
+    assert st.traps == () and st.summary.step == 150
     run_file = json.loads(Path(st.job.args["config_path"]).read_text())
     assert run_file["training"]["resume_from"].endswith(f"ft-step{saved}")
     assert "draft_checkpoint_path" not in run_file["model"]  # SpecForge refuses both at once
@@ -353,5 +353,5 @@ async def test_a_disk_that_fills_mid_save_leaves_a_cut_checkpoint_that_is_not_of
         assert cut.exists() and not cut.read_bytes()[-22:].startswith(b"PK\x05\x06")  # half-written, on disk
         rows = await training.checkpoint_list(conn, "ft")
     assert st.job.state == "failed"
-    assert [t["kind"] for t in st.traps] == ["disk_full"] and "No space left on device" in st.traps[0]["message"]
+    assert [t.kind for t in st.traps] == ["disk_full"] and "No space left on device" in st.traps[0].message
     assert [r["name"] for r in rows] == ["ft-step50"]  # the cut one is offered to no resume, serve or export

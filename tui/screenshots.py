@@ -312,7 +312,7 @@ async def shot_train(story: Story) -> None:
             await bench.wait_result(story.conn, b.id)
     await sync_from_host(story.app.history, story.conn)
     pane.action_refresh()
-    await until(story, lambda: any(r.get("measured_tok_s") for r in pane.rows), "measured beside predicted")
+    await until(story, lambda: any(r.measured_tok_s for r in pane.rows), "measured beside predicted")
     await show(story, "train", "break-even", "measured")
     await save(story, "train")
 

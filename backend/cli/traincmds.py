@@ -35,6 +35,8 @@ if TYPE_CHECKING:
     from backend.history import History
     from backend.settings import Settings
     from backend.train.predict import Basis
+    from backend.train.records import TrainSummary
+    from backend.train.training import CheckpointRow
 
 
 def register(sub: Subcommands) -> None:
@@ -97,40 +99,40 @@ async def _start(args: argparse.Namespace, resume: bool) -> int:
             return 0
         said: set[str] = set()
         async for batch in training.follow(conn, job.id):
-            for rec in batch["records"]:
+            for rec in batch.records:
                 if args.json:
-                    emit_json_line(rec)
-                elif rec["kind"] == "eval":
-                    length = rec.get("simulated_acc_len")
+                    emit_json_line(rec.wire)
+                elif rec.kind == "eval":
+                    length = rec.simulated_acc_len
                     print(
-                        f"  eval at step {rec['step']}: acc {training.accuracy_text(rec['acc'], 7)}, "
+                        f"  eval at step {rec.step}: acc {training.accuracy_text(rec.acc, 7)}, "
                         f"simulated_acc_len {length:.2f}"
                         if length is not None
-                        else f"  eval at {rec['step']}"
+                        else f"  eval at {rec.step}"
                     )
-            summary = batch["summary"]
-            for trap in summary.get("traps") or []:
-                if trap["kind"] not in said:
-                    said.add(trap["kind"])
-                    print(f"specdeck: ! {trap['message']}", file=sys.stderr, flush=True)
-            if not args.json and summary.get("step") is not None and batch["records"]:
+            summary = batch.summary
+            for trap in summary.traps:
+                if trap.kind not in said:
+                    said.add(trap.kind)
+                    print(f"specdeck: ! {trap.message}", file=sys.stderr, flush=True)
+            if not args.json and summary.step is not None and batch.records:
                 print(_progress_line(summary), flush=True)
         ended = await get_job(conn, job.id)
         final = await training.status(conn, args.name)
     if args.json:
-        emit_json_line({"job": ended.to_json(), "summary": final.summary})
+        emit_json_line({"job": ended.to_json(), "summary": final.summary.wire})
     else:
         print(f"training {args.name}: {ended.state}" + (f" ({ended.reason})" if ended.reason else ""))
     return 0 if ended.state == "done" else 1
 
 
-def _progress_line(summary: dict[str, Any]) -> str:
-    total = summary.get("total_steps")
-    step = f"step {summary['step']}" + (f"/{total}" if total else "")
-    loss = summary.get("loss")
+def _progress_line(summary: TrainSummary) -> str:
+    total = summary.total_steps
+    step = f"step {summary.step}" + (f"/{total}" if total else "")
+    loss = summary.loss
     return (
-        f"  {step}: acc {training.accuracy_text(summary.get('acc') or [])}, "
-        f"loss {'NaN' if loss is None else f'{loss:.3f}'}, {training.eta_text(summary.get('eta_s'))}"
+        f"  {step}: acc {training.accuracy_text(summary.acc)}, "
+        f"loss {'NaN' if loss is None else f'{loss:.3f}'}, {training.eta_text(summary.eta_s)}"
     )
 
 
@@ -147,34 +149,33 @@ async def status(args: argparse.Namespace) -> int:
     async with connected(args, settings) as conn:
         st = await training.status(conn, args.name)
     if args.json:
-        emit_json({"job": st.job.to_json(), "summary": st.summary, "checkpoints": st.checkpoints})
+        emit_json({"job": st.job.to_json(), "summary": st.summary.wire, "checkpoints": st.checkpoints})
         return 0
     s = st.summary
-    print(f"training {args.name}: {st.job.state} (job {st.job.id}), {s.get('era')} SpecForge")
-    if s.get("step") is not None:
+    print(f"training {args.name}: {st.job.state} (job {st.job.id}), {s.era} SpecForge")
+    if s.step is not None:
         print(_progress_line(s))
         extra = [
-            f"lr {s['lr']:.2e}" if s.get("lr") else None,
-            f"grad norm {s['grad_norm']:.2f}" if s.get("grad_norm") else None,
+            f"lr {s.lr:.2e}" if s.lr else None,
+            f"grad norm {s.grad_norm:.2f}" if s.grad_norm else None,
         ]
-        extra += [f"{s['samples_s']:.1f} samples/s" if s.get("samples_s") else None]
-        extra += [f"{s['step_time_s']:.2f} s/step" if s.get("step_time_s") else None]
+        extra += [f"{s.samples_s:.1f} samples/s" if s.samples_s else None]
+        extra += [f"{s.step_time_s:.2f} s/step" if s.step_time_s else None]
         if any(extra):
             print("  " + ", ".join(e for e in extra if e))
     else:
         print("  no step logged yet")
-    if s.get("eval"):
-        ev = s["eval"]
-        print(f"  eval at step {ev['step']}: acc {training.accuracy_text(ev['acc'], 7)}")
-    if s.get("epoch"):
-        ep = s["epoch"]
-        done = " (its last: the run finished)" if ep["finished"] else ""
-        print(f"  epoch {ep['epoch']}/{ep['epochs']}{done}: acc {training.accuracy_text(ep['acc'], 7)}")
-    if s.get("per_position_source") and s["per_position_source"] != "console":
-        print(f"  per-position accuracy: {s['per_position_source']}")
+    if s.eval is not None:
+        print(f"  eval at step {s.eval.step}: acc {training.accuracy_text(s.eval.acc, 7)}")
+    if s.epoch is not None:
+        ep = s.epoch
+        done = " (its last: the run finished)" if ep.finished else ""
+        print(f"  epoch {ep.epoch}/{ep.epochs}{done}: acc {training.accuracy_text(ep.acc, 7)}")
+    if s.per_position_source and s.per_position_source != "console":
+        print(f"  per-position accuracy: {s.per_position_source}")
     for trap in st.traps:
-        print(f"  ! {trap['message']}")
-    for note in s.get("notes") or []:
+        print(f"  ! {trap.message}")
+    for note in s.notes:
         print(f"  note: {note}")
     if st.job.reason and st.job.state == "failed":
         print(f"  failed: {st.job.reason}")
@@ -204,16 +205,16 @@ async def stop(args: argparse.Namespace) -> int:
     async with connected(args, settings) as conn:
         out = await training.stop(conn, args.name)
     if args.json:
-        emit_json(out)
+        emit_json(out.wire)
     else:
         print(
-            f"training {args.name}: stopped (job {out['id']}); its checkpoints stay: "
+            f"training {args.name}: stopped (job {out.job.id}); its checkpoints stay: "
             f"`specdeck train resume {args.name}`"
         )
     return 0
 
 
-async def _predicted(conn: Connection, settings: Settings, name: str) -> tuple[list[dict[str, Any]], Basis | None]:
+async def _predicted(conn: Connection, settings: Settings, name: str) -> tuple[list[CheckpointRow], Basis | None]:
     found = await training.checkpoint_list(conn, name)
     ref = settings.reference
     with _history() as history:
@@ -227,7 +228,7 @@ async def ckpts(args: argparse.Namespace) -> int:
     async with connected(args, settings) as conn:
         rows, basis = await _predicted(conn, settings, args.name)
     if args.json:
-        emit_json(rows)
+        emit_json([row.to_json() for row in rows])
         return 0
     if not rows:
         print(f"training {args.name} has no checkpoint yet")
@@ -237,7 +238,7 @@ async def ckpts(args: argparse.Namespace) -> int:
             training.checkpoint_line(row, settings.reference.baseline_tok_s if basis is None else basis.baseline_tok_s)
         )
     if basis is not None:  # last: what the intervals cover is read after them
-        print(training.basis_line(basis, rows[0]["steps"]))
+        print(training.basis_line(basis, rows[0].steps))
     return 0
 
 
@@ -249,13 +250,11 @@ async def serve(args: argparse.Namespace) -> int:
         current = await server.current(training.profile_of(settings, training.get_training(settings, args.name)))
         if current.running and not args.yes:
             what = f"{current.profile} (job {current.job})"
-            question = f"a server runs: {what}. Stop it and serve {chosen['name']}?"
-            if not confirmed(
-                args, question, f"a server runs: {what}; pass --yes to stop it and serve {chosen['name']}"
-            ):
+            question = f"a server runs: {what}. Stop it and serve {chosen.name}?"
+            if not confirmed(args, question, f"a server runs: {what}; pass --yes to stop it and serve {chosen.name}"):
                 return 1
-        if not chosen["servable"] and not chosen["untrusted"] and not args.json:
-            print(f"exporting {chosen['name']} for SGLang (specforge export --to sglang)…", file=sys.stderr, flush=True)
+        if not chosen.servable and not chosen.untrusted and not args.json:
+            print(f"exporting {chosen.name} for SGLang (specforge export --to sglang)…", file=sys.stderr, flush=True)
         served = await training.serve(conn, settings, args.name, chosen, force=args.force)
         st = served.launched.status
         if args.wait_ready:
@@ -266,5 +265,5 @@ async def serve(args: argparse.Namespace) -> int:
     if args.json:
         emit_json(served.to_json(st if args.wait_ready else None))
     else:
-        print(f"{args.name}: serving {chosen['name']} with profile {st.profile} (job {st.job}), state {st.state}")
+        print(f"{args.name}: serving {chosen.name} with profile {st.profile} (job {st.job}), state {st.state}")
     return 0

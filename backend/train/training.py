@@ -11,19 +11,20 @@ from __future__ import annotations
 
 import json
 from collections.abc import AsyncIterator, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from backend.agent.host.shared import units
 from backend.drafters import checkpoints as checkpoints_mod
 from backend.errors import OperationFailed, RemoteError, UsageError
-from backend.jobs import JobInfo, wait_job
+from backend.jobs import Cancelled, JobInfo, cancel_job, wait_job
 from backend.serve import serving
 from backend.serve.server import Launched, Server
 from backend.serve.serving import ServerStatus
 from backend.settings import DrafterConfig, HostConfig, ProfileConfig, Settings, TrainingConfig
 from backend.train import predict
+from backend.train.records import TrainBatch, TrainRecord, TrainSummary, Trap
 
 if TYPE_CHECKING:
     from backend.connection import Connection
@@ -285,13 +286,12 @@ async def start(conn: Connection, settings: Settings, name: str, *, resume: bool
     return job, warnings
 
 
-async def stop(conn: Connection, name: str) -> dict[str, Any]:
+async def stop(conn: Connection, name: str) -> Cancelled:
     """Stop the training's running job (its whole process group)."""
     job = await latest_job(conn, name)
     if not job.active:
         raise UsageError(f"training {name} is not running (its last job {job.id} is {job.state})")
-    cancelled: dict[str, Any] = await conn.call("jobs.cancel", id=job.id, timeout=30)
-    return cancelled
+    return await cancel_job(conn, job.id, timeout=30)
 
 
 @dataclass(frozen=True)
@@ -299,17 +299,18 @@ class TrainingStatus:
     """A training's newest job with its parsed console and its checkpoints (dicts from the host)."""
 
     job: JobInfo
-    summary: dict[str, Any]
+    summary: TrainSummary
     checkpoints: list[dict[str, Any]]
     series: dict[str, Any] = field(default_factory=dict)
 
     @classmethod
     def from_json(cls, wire: dict[str, Any]) -> TrainingStatus:
-        return cls(JobInfo.from_json(wire["job"]), wire["summary"], wire["checkpoints"], wire.get("series") or {})
+        summary = TrainSummary.from_json(wire["summary"])
+        return cls(JobInfo.from_json(wire["job"]), summary, wire["checkpoints"], wire.get("series") or {})
 
     @property
-    def traps(self) -> list[dict[str, Any]]:
-        return list(self.summary.get("traps") or [])
+    def traps(self) -> tuple[Trap, ...]:
+        return self.summary.traps
 
 
 async def status(conn: Connection, name: str, *, series: bool = False) -> TrainingStatus:
@@ -327,15 +328,56 @@ async def checkpoint_list(conn: Connection, name: str) -> list[dict[str, Any]]:
     return checkpoints
 
 
+@dataclass(frozen=True)
+class CheckpointRow:
+    """One checkpoint with what it predicts on this host at the profile's ``steps`` (``predictions``): accept
+    length and one stream's tok/s with their 95% intervals, the verdicts against the baseline and the
+    break-even, and what the newest run that served it measured. The predicted figures are None where the
+    checkpoint carries no accuracy; ``to_json`` is the `train checkpoints --json` contract."""
+
+    name: str
+    step: int
+    acc: tuple[float, ...] = ()
+    predicted_accept_len: float | None = None
+    predicted_accept_len_low: float | None = None
+    predicted_accept_len_high: float | None = None
+    model_accept_len: float | None = None
+    predicted_tok_s: float | None = None
+    predicted_tok_s_low: float | None = None
+    predicted_tok_s_high: float | None = None
+    cycle_ms: float | None = None
+    break_even: float | None = None
+    versus_baseline: str | None = None
+    versus_break_even: str | None = None
+    assumed: tuple[str, ...] | None = None  # None: no prediction made (the JSON leaves the key out)
+    servable: bool = False
+    serve_path: str | None = None
+    accuracy_source: str | None = None
+    latest: bool = False
+    best: bool = False
+    untrusted: str | None = None  # why it is refused: another user could have put it there
+    steps: int = 3
+    measured_tok_s: float | None = None
+    measured_accept_len: float | None = None
+    measured_run: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        out = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "assumed" or self.assumed is not None}
+        out["acc"] = list(self.acc)
+        if self.assumed is not None:
+            out["assumed"] = list(self.assumed)
+        return out
+
+
 def predictions(
     settings: Settings,
     name: str,
     checkpoints: Sequence[dict[str, Any]],
     runs: Sequence[RunSummary],
     yardstick: Yardstick,
-) -> tuple[list[dict[str, Any]], predict.Basis | None]:
-    """One object per checkpoint, oldest first (the `train checkpoints --json` contract), and the basis the
-    predictions were costed on (None when no checkpoint carries an accuracy yet)."""
+) -> tuple[list[CheckpointRow], predict.Basis | None]:
+    """One row per checkpoint (the host's ``train.checkpoints``), oldest first, and the basis the predictions
+    were costed on (None when no checkpoint carries an accuracy yet)."""
     t = get_training(settings, name)
     steps = profile_of(settings, t).steps or 3
     out, basis = [], None
@@ -343,60 +385,61 @@ def predictions(
         accuracy = c.get("accuracy") or {}
         predicted, used = predict.predict(accuracy, steps, runs, yardstick)
         basis = basis or used
-        row = {
-            "name": c["name"],
-            "step": c["step"],
-            "acc": [round(a, 4) for a in accuracy.get("acc") or []],
+        if "assumed" in predicted:
+            predicted["assumed"] = tuple(predicted["assumed"])
+        row = CheckpointRow(
+            name=c["name"],
+            step=c["step"],
+            acc=tuple(round(a, 4) for a in accuracy.get("acc") or []),
             **predicted,
-            "servable": bool(c.get("servable")),
-            "serve_path": c.get("serve_path"),
-            "accuracy_source": accuracy.get("source"),
-            "latest": bool(c.get("latest")),
-            "best": bool(c.get("best")),
-            "untrusted": c.get("untrusted"),
-            "steps": steps,
+            servable=bool(c.get("servable")),
+            serve_path=c.get("serve_path"),
+            accuracy_source=accuracy.get("source"),
+            latest=bool(c.get("latest")),
+            best=bool(c.get("best")),
+            untrusted=c.get("untrusted"),
+            steps=steps,
             **predict.measured(runs, c.get("serve_path")),
-        }
+        )
         out.append(row)
     return out, basis
 
 
-def pick(checkpoints: Sequence[dict[str, Any]], which: str, name: str) -> dict[str, Any]:
+def pick(checkpoints: Sequence[CheckpointRow], which: str, name: str) -> CheckpointRow:
     """``latest``, ``best`` (the -best link, else the highest predicted accept length) or a checkpoint's name."""
     if not checkpoints:
         raise UsageError(f"training {name} has no checkpoint yet")
     if which == "latest":
         return checkpoints[-1]
     if which == "best":
-        marked = [c for c in checkpoints if c.get("best")]
+        marked = [c for c in checkpoints if c.best]
         if marked:
             return marked[-1]
-        scored = [c for c in checkpoints if c.get("predicted_accept_len") is not None]
-        return max(scored, key=lambda c: c["predicted_accept_len"]) if scored else checkpoints[-1]
-    found = next((c for c in checkpoints if c["name"] == which), None)
+        scored = [(c.predicted_accept_len, c) for c in checkpoints if c.predicted_accept_len is not None]
+        return max(scored, key=lambda s: s[0])[1] if scored else checkpoints[-1]
+    found = next((c for c in checkpoints if c.name == which), None)
     if found is None:
-        names = ", ".join(c["name"] for c in checkpoints[-5:])
+        names = ", ".join(c.name for c in checkpoints[-5:])
         raise UsageError(f"training {name} has no checkpoint {which!r} (latest ones: {names}; or latest, best)")
     return found
 
 
-async def export(conn: Connection, settings: Settings, name: str, checkpoint: dict[str, Any]) -> str:
+async def export(conn: Connection, settings: Settings, name: str, checkpoint: CheckpointRow) -> str:
     """The folder SGLang loads for ``checkpoint``: itself when servable, else `specforge export --to sglang`
     run as a job on the host and waited for. One another user could have put there is refused (UsageError)."""
-    if checkpoint.get("untrusted"):
-        raise UsageError(f"training {name}: checkpoint {checkpoint['name']} refused: {checkpoint['untrusted']}")
-    if checkpoint.get("servable") and checkpoint.get("serve_path"):
-        served: str = checkpoint["serve_path"]
-        return served
+    if checkpoint.untrusted:
+        raise UsageError(f"training {name}: checkpoint {checkpoint.name} refused: {checkpoint.untrusted}")
+    if checkpoint.servable and checkpoint.serve_path:
+        return checkpoint.serve_path
     t = get_training(settings, name)
     job = await latest_job(conn, name)
     wire = await conn.call(
-        "train.export", job=job.id, checkpoint=checkpoint["name"], argv=export_command(conn.host, t), cwd=None
+        "train.export", job=job.id, checkpoint=checkpoint.name, argv=export_command(conn.host, t), cwd=None
     )
     ended = await wait_job(conn, wire["id"], EXPORT_TIMEOUT_S)
     if ended.state != "done":
         why = f"{ended.state}: {ended.reason} (log {ended.log_path})"
-        raise OperationFailed(f"the export of {checkpoint['name']} {why}")
+        raise OperationFailed(f"the export of {checkpoint.name} {why}")
     output: str = ended.args["output"]
     return output
 
@@ -435,32 +478,31 @@ class Served:
 
 
 async def serve(
-    conn: Connection, settings: Settings, name: str, checkpoint: dict[str, Any], *, force: bool = False
+    conn: Connection, settings: Settings, name: str, checkpoint: CheckpointRow, *, force: bool = False
 ) -> Served:
     """Export (if needed) and start the training's profile with the checkpoint as its drafter, through the server
     face: the server running where it is served is stopped first (the caller asked)."""
     path = await export(conn, settings, name, checkpoint)
-    changed, profile = serving_settings(settings, name, checkpoint["name"], path)
+    changed, profile = serving_settings(settings, name, checkpoint.name, path)
     keys: tuple[str, ...] = ("predicted_accept_len", "predicted_accept_len_low", "predicted_accept_len_high")
     keys += ("model_accept_len", "predicted_tok_s", "predicted_tok_s_low", "predicted_tok_s_high", "steps", "step")
-    tag = {"training": name, "checkpoint": checkpoint["name"], **{k: checkpoint.get(k) for k in keys}}
+    tag = {"training": name, "checkpoint": checkpoint.name, **{k: getattr(checkpoint, k) for k in keys}}
     async with Server(changed, conn) as server:
         launched = await server.restart(profile, force=force, tags={"training_checkpoint": tag})
-    return Served(launched, name, checkpoint["name"], path)
+    return Served(launched, name, checkpoint.name, path)
 
 
-async def follow(conn: Connection, job_id: str) -> AsyncIterator[dict[str, Any]]:
-    """The training's parsed records as they are written (``{"records", "summary"}`` batches, every record so
-    far first), until the job ends; survives reconnects (records already seen are dropped by step)."""
+async def follow(conn: Connection, job_id: str) -> AsyncIterator[TrainBatch]:
+    """The training's parsed records as they are written (batches, every record so far first), until the job
+    ends; survives reconnects (records already seen are dropped by step)."""
     seen: dict[str, int] = {}
     async for event in conn.subscribe("train.follow", {"job": job_id}, lambda params, _: params):
         fresh = []
-        for rec in event.get("records") or []:
-            kind = rec.get("kind") or "train"
-            if rec["step"] > seen.get(kind, -1):
-                seen[kind] = rec["step"]
+        for rec in (TrainRecord.from_json(r) for r in event.get("records") or []):
+            if rec.step > seen.get(rec.kind, -1):
+                seen[rec.kind] = rec.step
                 fresh.append(rec)
-        yield {"records": fresh, "summary": event.get("summary") or {}}
+        yield TrainBatch(tuple(fresh), TrainSummary.from_json(event.get("summary") or {}))
 
 
 def accuracy_text(acc: Sequence[float | None], width: int = 4) -> str:
@@ -475,24 +517,27 @@ def eta_text(seconds: float | None) -> str:
     return f"ETA {h}h{m:02d}m" if h else f"ETA {m}m{s:02d}s"
 
 
-def checkpoint_line(row: dict[str, Any], baseline_tok_s: float) -> str:
+def checkpoint_line(row: CheckpointRow, baseline_tok_s: float) -> str:
     """``step 1200: accept 3.10 (2.90-3.30) → 96.2 tok/s (89.0–103.4), beats the baseline`` and what was measured."""
-    head = f"step {row['step']} ({row['name']})"
-    if row.get("predicted_accept_len") is None:
-        refused = f" [refused: {row['untrusted']}]" if row.get("untrusted") else ""
+    head = f"step {row.step} ({row.name})"
+    refused = f" [refused: {row.untrusted}]" if row.untrusted else ""
+    if row.predicted_accept_len is None:
         return f"{head}: no accuracy logged up to it{refused}"
+    assert row.predicted_accept_len_low is not None and row.predicted_accept_len_high is not None
+    assert row.predicted_tok_s is not None and row.break_even is not None  # predicted with the accept length
+    assert row.predicted_tok_s_low is not None and row.predicted_tok_s_high is not None
     text = (
-        f"{head}: accept {row['predicted_accept_len']:.2f} ({row['predicted_accept_len_low']:.2f}-"
-        f"{row['predicted_accept_len_high']:.2f}) → {units.tok_s(row['predicted_tok_s'])} tok/s "
-        f"({units.tok_s_range(row['predicted_tok_s_low'], row['predicted_tok_s_high'])}), {row['versus_baseline']} "
-        f"the {units.tok_s(baseline_tok_s)} tok/s baseline; {row['versus_break_even']} break-even "
-        f"{units.accept_len(row['break_even'])}"
+        f"{head}: accept {row.predicted_accept_len:.2f} ({row.predicted_accept_len_low:.2f}-"
+        f"{row.predicted_accept_len_high:.2f}) → {units.tok_s(row.predicted_tok_s)} tok/s "
+        f"({units.tok_s_range(row.predicted_tok_s_low, row.predicted_tok_s_high)}), {row.versus_baseline} "
+        f"the {units.tok_s(baseline_tok_s)} tok/s baseline; {row.versus_break_even} break-even "
+        f"{units.accept_len(row.break_even)}"
     )
-    if row.get("measured_tok_s") is not None:
-        text += f"; measured {row['measured_tok_s']:.1f} tok/s (run {row['measured_run']})"
-    if row.get("untrusted"):
-        return f"{text} [refused: {row['untrusted']}]"
-    return text + ("" if row["servable"] else " [export first]")
+    if row.measured_tok_s is not None:
+        text += f"; measured {row.measured_tok_s:.1f} tok/s (run {row.measured_run})"
+    if row.untrusted:
+        return text + refused
+    return text + ("" if row.servable else " [export first]")
 
 
 def basis_line(basis: predict.Basis, steps: int) -> str:

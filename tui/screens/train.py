@@ -29,6 +29,8 @@ from backend.measure import judge
 from backend.serve import serving
 from backend.serve.server import Server
 from backend.train import training
+from backend.train.records import TrainRecord, TrainSummary
+from backend.train.training import CheckpointRow
 from tui.messages import ConnectionChanged
 from tui.screens.confirm import ConfirmScreen
 from tui.screens.pane import ShellPane
@@ -45,16 +47,15 @@ if TYPE_CHECKING:
     from backend.train.predict import Basis
 
 
-def _servable(row: dict) -> str:
+def _servable(row: CheckpointRow) -> str:
     """The servable column: refused (another user could have put it there: s says why), yes, or export first."""
-    return "refused" if row.get("untrusted") else "yes" if row["servable"] else "export first"
+    return "refused" if row.untrusted else "yes" if row.servable else "export first"
 
 
-def _range(row: dict, key: str, digits: int) -> str:
-    value = row.get(key)
-    if value is None:
+def _range(value: float | None, low: float | None, high: float | None, digits: int) -> str:
+    if value is None or low is None or high is None:
         return "—"
-    return f"{value:.{digits}f} ({row[key + '_low']:.{digits}f}-{row[key + '_high']:.{digits}f})"
+    return f"{value:.{digits}f} ({low:.{digits}f}-{high:.{digits}f})"
 
 
 class TrainPane(ShellPane):
@@ -92,10 +93,10 @@ class TrainPane(ShellPane):
         super().__init__(id=id)
         self.name_: str | None = None
         self.job: JobInfo | None = None
-        self.summary: dict = {}
-        self.train: list[dict] = []
-        self.evals: list[dict] = []
-        self.rows: list[dict] = []
+        self.summary = TrainSummary()
+        self.train: list[TrainRecord] = []
+        self.evals: list[TrainRecord] = []
+        self.rows: list[CheckpointRow] = []
         self._cells: list[list[str]] = []  # the checkpoints table's whole rows (``rows`` as text)
         self.basis: Basis | None = None
         self._timer: Timer | None = None
@@ -138,7 +139,7 @@ class TrainPane(ShellPane):
         conn, name = self.app.connection, self.name_
         if name is None or not conn.connected:
             return
-        self.train, self.evals, self.summary = [], [], {}
+        self.train, self.evals, self.summary = [], [], TrainSummary()
         found = await training.jobs_of(conn, name)
         self.job = max(found, key=lambda j: j.started or 0) if found else None
         self._draw()
@@ -147,9 +148,9 @@ class TrainPane(ShellPane):
             return
         self._arm()
         async for batch in training.follow(conn, self.job.id):
-            for rec in batch["records"]:
-                (self.evals if rec.get("kind") == "eval" else self.train).append(rec)
-            self.summary = batch["summary"]
+            for rec in batch.records:
+                (self.evals if rec.kind == "eval" else self.train).append(rec)
+            self.summary = batch.summary
             self._draw()
         self.job = await get_job(conn, self.job.id)
         self._draw()
@@ -195,21 +196,21 @@ class TrainPane(ShellPane):
         s = self.summary
         state = self.job.state if self.job else "not started (s starts it)"
         parts = [f"{self.name_}: {state}"]
-        if s.get("step") is not None:
-            total = s.get("total_steps")
-            parts.append(f"step {s['step']}" + (f"/{total}" if total else ""))
-            parts.append(training.eta_text(s.get("eta_s")) if self.job and self.job.active else "")
-            if s.get("loss") is not None:
-                parts.append(f"loss {s['loss']:.3f}")
-            if s.get("lr"):
-                parts.append(f"lr {s['lr']:.1e}")
-            if s.get("samples_s"):
-                parts.append(f"{s['samples_s']:.0f} samples/s")
+        if s.step is not None:
+            total = s.total_steps
+            parts.append(f"step {s.step}" + (f"/{total}" if total else ""))
+            parts.append(training.eta_text(s.eta_s) if self.job and self.job.active else "")
+            if s.loss is not None:
+                parts.append(f"loss {s.loss:.3f}")
+            if s.lr:
+                parts.append(f"lr {s.lr:.1e}")
+            if s.samples_s:
+                parts.append(f"{s.samples_s:.0f} samples/s")
         head.update(" · ".join(p for p in parts if p))
-        traps = [f"! {t['message']}" for t in s.get("traps") or []]
+        traps = [f"! {t.message}" for t in s.traps]
         if self.job is not None and self.job.state == "failed" and self.job.reason:
             traps.append(f"! failed: {self.job.reason}")
-        traps += [f"· {note}" for note in s.get("notes") or []]
+        traps += [f"· {note}" for note in s.notes]
         self.query_one("#train-traps", Static).update("\n".join(traps))
         line = (
             self.basis.break_even(self.steps)
@@ -223,11 +224,13 @@ class TrainPane(ShellPane):
     def _show_checkpoints(self) -> None:
         cells = []
         for row in self.rows:
-            mark = " (best)" if row.get("best") else ""
-            measured = row.get("measured_tok_s")
+            mark = " (best)" if row.best else ""
+            measured = row.measured_tok_s
             cells.append([
-                row["name"] + mark, str(row["step"]), _range(row, "predicted_accept_len", 2),
-                _range(row, "predicted_tok_s", 1), row.get("versus_baseline") or "—",
+                row.name + mark, str(row.step),
+                _range(row.predicted_accept_len, row.predicted_accept_len_low, row.predicted_accept_len_high, 2),
+                _range(row.predicted_tok_s, row.predicted_tok_s_low, row.predicted_tok_s_high, 1),
+                row.versus_baseline or "—",
                 "—" if measured is None else f"{measured:.1f} tok/s", _servable(row),
             ])  # fmt: skip
         self._cells = cells
@@ -243,7 +246,7 @@ class TrainPane(ShellPane):
     def _fill_checkpoints(self) -> None:
         """The checkpoints table with the columns that fit the pane's width (by priority)."""
         room = (self.content_region.width or self.app.size.width) - 2  # the table's scrollbar and border
-        keys = [row["name"] for row in self.rows]
+        keys = [row.name for row in self.rows]
         fit_table(self.query_one("#train-checkpoints", DataTable), CHECKPOINT_COLUMNS, self._cells, room,
                   CHECKPOINT_PRIORITY, keys)  # fmt: skip
 
@@ -292,20 +295,20 @@ class TrainPane(ShellPane):
     async def _stop(self) -> None:
         assert self.name_ is not None
         out = await training.stop(self.app.connection, self.name_)
-        self.app.notify(f"training {self.name_} stopped (job {out['id']}); its checkpoints stay")
+        self.app.notify(f"training {self.name_} stopped (job {out.job.id}); its checkpoints stay")
 
     def action_serve(self) -> None:
         if not self._ready():
             return
         name = self.current_checkpoint()
-        row = next((r for r in self.rows if r["name"] == name), None)
+        row = next((r for r in self.rows if r.name == name), None)
         if row is None:
             self.app.notify("no checkpoint to serve yet", severity="warning")
             return
         self._ask_serve(row)
 
     @work(group="train-serve-ask", exclusive=True, exit_on_error=False, description="look for a running server")
-    async def _ask_serve(self, row: dict) -> None:
+    async def _ask_serve(self, row: CheckpointRow) -> None:
         """Serve at once, or ask first when a server runs: serving the checkpoint stops it."""
         settings = self.app.settings
         assert self.name_ is not None  # a checkpoint row is a shown training's
@@ -316,7 +319,7 @@ class TrainPane(ShellPane):
             self._serve(row)
             return
         question = (
-            f"Stop {serving.running_text(current, time.time())} and serve {row['name']} with {profile.name}'s "
+            f"Stop {serving.running_text(current, time.time())} and serve {row.name} with {profile.name}'s "
             "numbers? Loading the weights and capturing CUDA graphs again takes minutes on a large model."
         )
 
@@ -327,21 +330,21 @@ class TrainPane(ShellPane):
         self.app.push_screen(ConfirmScreen("Serve the checkpoint?", question, "Serve it", "Keep it running"), answered)
 
     @work(group="train-serve", exclusive=True, exit_on_error=False, description="serve the checkpoint")
-    async def _serve(self, row: dict) -> None:
+    async def _serve(self, row: CheckpointRow) -> None:
         assert self.name_ is not None
         conn = self.app.connection
-        if not row["servable"] and not row.get("untrusted"):
-            self.app.notify(f"exporting {row['name']} for SGLang…")
+        if not row.servable and not row.untrusted:
+            self.app.notify(f"exporting {row.name} for SGLang…")
         served = await training.serve(conn, self.app.settings, self.name_, row)
         await self._load_checkpoints()
         started = served.launched.status
-        self.app.notify(f"serving {row['name']} with {started.profile} (job {started.job}): starting")
+        self.app.notify(f"serving {row.name} with {started.profile} (job {started.job}): starting")
         async with Server(self.app.settings, conn) as server:
             st = await server.wait(started)
         if st.state == "ready":
-            self.app.notify(f"{row['name']} is ready: b benches it")
+            self.app.notify(f"{row.name} is ready: b benches it")
         else:
-            self.app.notify(f"{row['name']}: the server {st.state}: {st.error or ''}", severity="error")
+            self.app.notify(f"{row.name}: the server {st.state}: {st.error or ''}", severity="error")
 
     def action_bench(self) -> None:
         if self._ready():
@@ -371,7 +374,7 @@ class TrainPane(ShellPane):
             return
         i = names.index(self.name_) if self.name_ in names else -1
         self.name_ = names[(i + 1) % len(names)]
-        self.rows, self.basis, self.job, self.summary, self.train, self.evals = [], None, None, {}, [], []
+        self.rows, self.basis, self.job, self.summary, self.train, self.evals = [], None, None, TrainSummary(), [], []
         self._show_checkpoints()
         self._follow()
 

@@ -8,8 +8,10 @@ series are decimated to the chart's width first, so a long run costs what a shor
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import TypeVar
 
 from backend.agent.host.shared.acceptance_model import chain
+from backend.train.records import TrainRecord
 from tui.widgets.chart import FittedPlot, nice_ticks, tick_label
 
 COLORS = ("cyan", "green", (215, 165, 0), "magenta", "blue", "red", "white")
@@ -17,7 +19,10 @@ BOUND = "gray"
 POSITIONS = 4  # acc_0..acc_3: what 3 draft steps (and the bonus) rest on; more would crowd the chart
 
 
-def thin(records: Sequence[dict], width: int) -> list[dict]:
+T = TypeVar("T")
+
+
+def thin(records: Sequence[T], width: int) -> list[T]:
     """Every n-th record so at most ``width`` remain (the newest always kept)."""
     if len(records) <= max(2, width):
         return list(records)
@@ -48,26 +53,26 @@ class AccuracyChart(FittedPlot):
         super().__init__(id=id)
         self.lines = 0
 
-    def show(self, train: Sequence[dict], evals: Sequence[dict]) -> None:
+    def show(self, train: Sequence[TrainRecord], evals: Sequence[TrainRecord]) -> None:
         plt = self.plt
         plt.clear_data()
         self.set_y_axis([0.0, 1.0])
-        rows = thin([r for r in train if r.get("acc")], max(20, self.size.width - 10))
+        rows = thin([r for r in train if r.acc], max(20, self.size.width - 10))
         self.lines = 0
         if not rows:
             self.set_titles("accuracy per position: no step logged yet", "accuracy: none logged yet")
             self.refresh()
             return
         self.set_titles("acc_0..3 by step (dots: eval)", "acc_0..3 by step", "accuracy")
-        for i in range(min(POSITIONS, max(len(r["acc"]) for r in rows))):
-            pts = [(r["step"], r["acc"][i]) for r in rows if i < len(r["acc"]) and r["acc"][i] is not None]
+        for i in range(min(POSITIONS, max(len(r.acc) for r in rows))):
+            pts = [(r.step, a) for r in rows if i < len(r.acc) and (a := r.acc[i]) is not None]
             if pts:
                 plt.plot([s for s, _ in pts], [a for _, a in pts], color=COLORS[i])
                 self.lines += 1
-            epts = [(e["step"], e["acc"][i]) for e in evals if i < len(e.get("acc") or [])]
+            epts = [(e.step, e.acc[i]) for e in evals if i < len(e.acc)]
             if epts:
                 plt.scatter([s for s, _ in epts], [a for _, a in epts], color=COLORS[i], marker="●")
-        step_axis(plt, [r["step"] for r in rows])
+        step_axis(plt, [r.step for r in rows])
         self.refresh()
 
 
@@ -78,12 +83,11 @@ class AcceptChart(FittedPlot):
         super().__init__(id=id)
         self.last: float | None = None
 
-    def show(self, train: Sequence[dict], steps: int, break_even: float) -> None:
+    def show(self, train: Sequence[TrainRecord], steps: int, break_even: float) -> None:
         plt = self.plt
         plt.clear_data()
-        pts = [(r["step"], implied_accept_len(r.get("acc") or [], steps)) for r in train]
-        pts = [(s, v) for s, v in pts if v is not None]
-        pts = [(p["step"], p["v"]) for p in thin([{"step": s, "v": v} for s, v in pts], max(20, self.size.width - 10))]
+        implied = ((r.step, implied_accept_len(r.acc, steps)) for r in train)
+        pts = thin([(s, v) for s, v in implied if v is not None], max(20, self.size.width - 10))
         self.last = pts[-1][1] if pts else None
         self.set_y_axis([1.0, steps + 1.0, break_even])
         if not pts:
@@ -107,16 +111,16 @@ class AcceptChart(FittedPlot):
 class LossChart(FittedPlot):
     """The training loss (Σ 0.8^i·ploss_i) by step; NaN steps are gaps."""
 
-    def show(self, train: Sequence[dict]) -> None:
+    def show(self, train: Sequence[TrainRecord]) -> None:
         plt = self.plt
         plt.clear_data()
-        rows = thin([r for r in train if r.get("loss") is not None], max(20, self.size.width - 10))
+        rows = thin([(r.step, r.loss) for r in train if r.loss is not None], max(20, self.size.width - 10))
         if not rows:
             self.set_titles("loss: none logged yet")
             plt.xlabel("step")
         else:
-            self.set_titles(f"loss: {rows[-1]['loss']:.3f}", "loss")
-            plt.plot([r["step"] for r in rows], [r["loss"] for r in rows], color="magenta", marker="hd")
-            self.set_y_axis([r["loss"] for r in rows if r["loss"] == r["loss"]] or [0.0])  # NaN: a gap, no bound
-            step_axis(plt, [r["step"] for r in rows])
+            self.set_titles(f"loss: {rows[-1][1]:.3f}", "loss")
+            plt.plot([s for s, _ in rows], [loss for _, loss in rows], color="magenta", marker="hd")
+            self.set_y_axis([loss for _, loss in rows if loss == loss] or [0.0])  # NaN: a gap, no bound
+            step_axis(plt, [s for s, _ in rows])
         self.refresh()
