@@ -1,0 +1,112 @@
+"""What the backend hands the panel arrives typed (issue 31, types checked): frozen dataclasses, never dicts the
+screens index by string, so mypy checks the TUI's every use of them.
+
+Two checks, from the source alone: the functions converted so far return no ``dict`` (``CONVERTED``), and
+tui/ indexes by a string constant (``x["key"]``, ``x.get("key")``) no more often than ``LEFT`` says, file by
+file: the results not converted yet, and the panel's own keyed state (Compare's picks, the editor's values).
+A file's figure may only fall: convert a result and lower it (or drop the file).
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.unit
+
+REPO = Path(__file__).resolve().parents[1]
+
+# Module → the functions (``Class.method`` for a method) whose results reach tui/ typed.
+CONVERTED: dict[str, tuple[str, ...]] = {
+    "backend/jobs.py": ("prune", "cancel_job"),
+    "backend/train/training.py": ("status", "stop", "predictions", "pick", "follow"),
+}
+
+# tui/ file → the string indexes left in it.
+LEFT: dict[str, int] = {
+    "tui/app.py": 1,
+    "tui/screens/anatomy.py": 1,
+    "tui/screens/compare.py": 33,
+    "tui/screens/drafters.py": 7,
+    "tui/screens/find.py": 1,
+    "tui/screens/fleet.py": 2,
+    "tui/screens/history.py": 14,
+    "tui/screens/live.py": 5,
+    "tui/screens/serve.py": 10,
+    "tui/screens/train.py": 3,
+    "tui/screens/tune.py": 50,
+    "tui/screenshots.py": 20,
+    "tui/widgets/benchbar.py": 2,
+    "tui/widgets/breakeven_panel.py": 10,
+    "tui/widgets/diff_table.py": 13,
+    "tui/widgets/hostbar.py": 9,
+    "tui/widgets/latency_panel.py": 2,
+    "tui/widgets/serve/editor.py": 3,
+    "tui/widgets/serve/gpus.py": 9,
+    "tui/widgets/serve/state.py": 8,
+    "tui/widgets/serverline.py": 22,
+    "tui/widgets/tunecharts.py": 16,
+}
+
+
+def _is_key(node: ast.AST) -> bool:
+    return isinstance(node, ast.Constant) and isinstance(node.value, str)
+
+
+def string_indexes(tree: ast.AST) -> list[str]:
+    """Every ``x["key"]`` and ``x.get("key", ...)`` in ``tree``, as written."""
+    return [
+        ast.unparse(node)
+        for node in ast.walk(tree)
+        if (isinstance(node, ast.Subscript) and _is_key(node.slice))
+        or (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Attribute)
+            and node.func.attr == "get"
+            and bool(node.args)
+            and _is_key(node.args[0])
+        )
+    ]
+
+
+def returns(path: Path) -> dict[str, str]:
+    """Each function's and method's name (``Class.method``) → its return annotation as written."""
+    tree = ast.parse(path.read_text())
+    out = {}
+    for scope, prefix in [(tree, ""), *((c, f"{c.name}.") for c in tree.body if isinstance(c, ast.ClassDef))]:
+        for node in scope.body:
+            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and node.returns is not None:
+                out[prefix + node.name] = ast.unparse(node.returns)
+    return out
+
+
+@pytest.mark.parametrize("module", sorted(CONVERTED))
+def test_converted_results_are_not_dicts(module):
+    found = returns(REPO / module)
+    missing = [f for f in CONVERTED[module] if f not in found]
+    assert not missing, f"{module} has no annotated {missing}: renamed? update CONVERTED"
+    dicts = {f: found[f] for f in CONVERTED[module] if re.search(r"\b(dict|Dict|Mapping)\b", found[f])}
+    assert not dicts, f"{module} returns dicts again: {dicts}; return a frozen dataclass (to_json at the CLI's edge)"
+
+
+def test_the_panel_indexes_by_string_no_more_than_it_did():
+    counts = Counter(
+        {
+            path.relative_to(REPO).as_posix(): len(string_indexes(ast.parse(path.read_text())))
+            for path in sorted((REPO / "tui").rglob("*.py"))
+        }
+    )
+    grown = {f: f"{n} (was {LEFT.get(f, 0)})" for f, n in counts.items() if n > LEFT.get(f, 0)}
+    assert not grown, (
+        f"tui/ indexes more by string: {grown}; a backend result reaching the panel is a frozen dataclass with "
+        "typed fields (see CONVERTED), read by attribute"
+    )
+
+
+def test_the_scan_sees_both_forms():
+    tree = ast.parse('a["port"]; b.get("state"); c.get(key); d[0]; e.port')
+    assert string_indexes(tree) == ["a['port']", "b.get('state')"]
