@@ -20,7 +20,8 @@ from typing import TYPE_CHECKING, Any
 from backend.agent.client import AgentClient
 from backend.agent.host.shared.quantiles import round_trips
 from backend.errors import ConnectionBlocked, ConnectionFailed, UsageError
-from backend.settings import HostConfig, Settings, ssh_url_problem
+from backend.settings.model import HostConfig, Settings
+from backend.settings.validation import ssh_url_problem
 
 BACKOFF_S = (1, 2, 4, 8, 15, 30)
 

@@ -42,7 +42,7 @@ def _ssh_process(sshd, n: int = 20) -> float:
 
 
 def run() -> list[Row]:
-    from backend.settings import HostConfig
+    from backend.settings.model import HostConfig
 
     with tempfile.TemporaryDirectory() as tmp:
         sshd = start_sshd(Path(tmp) / "sshd")

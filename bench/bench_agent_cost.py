@@ -31,7 +31,8 @@ from backend.measure.livefeed import LiveFeed
 from backend.measure.series import LiveSeries
 from backend.sandbox import fixtures
 from backend.serve import serving
-from backend.settings import HostConfig, parse
+from backend.settings.model import HostConfig
+from backend.settings.validation import parse
 from bench.bench_live import FLOOD
 from bench.harness import Row
 from tests.sshd import free_port

@@ -167,7 +167,7 @@ def _specdeck(flags: list[str], *args: str) -> subprocess.CompletedProcess:
 
 
 def _ssh_rows(sshd: Sshd, workdir: str, huge: str, a_dir: str, b_dir: str, target: str) -> list[Row]:
-    from backend.settings import HostConfig
+    from backend.settings.model import HostConfig
 
     host = HostConfig(
         name="bench",

@@ -29,7 +29,7 @@ from pathlib import Path
 from backend.connection import Connection
 from backend.drafters import downloads
 from backend.sandbox.hub import HubServer
-from backend.settings import HostConfig
+from backend.settings.model import HostConfig
 from bench.bench_hub import FILENAME, REPO, SIZE, plain_download, write_sparse_safetensors
 from bench.harness import Row
 

@@ -19,7 +19,7 @@ from pathlib import Path
 
 from backend.fleet import fleets
 from backend.sandbox import fixtures
-from backend.settings import parse
+from backend.settings.validation import parse
 from bench.bench_startup import _env
 from bench.harness import Row, median_ms
 from tests.sshd import free_port

@@ -18,7 +18,8 @@ from pathlib import Path
 from backend.connection import Connection
 from backend.fleet import sweep as fleet_sweep
 from backend.sandbox import fixtures
-from backend.settings import HostConfig, Settings, parse
+from backend.settings.model import HostConfig, Settings
+from backend.settings.validation import parse
 from backend.tune import sweep as sweep_mod
 from bench.harness import Row
 

@@ -164,7 +164,7 @@ async def _flood(redraw_every_batch: bool, freeze: bool = True, text_charts: boo
     renders the charts through Rich text as before (``_text_render``): the alternatives."""
     from backend.connection import Connection, local_workdir
     from backend.history import History, run_id_of
-    from backend.settings import HostConfig, builtin_defaults
+    from backend.settings.model import HostConfig, builtin_defaults
     from tui.app import SpecdeckApp
     from tui.screens.live import LivePane
 

@@ -25,7 +25,7 @@ HEAVY = ("huggingface_hub", "safetensors", "torch", "sglang", "numpy")
 # Runs the real app headless; reports on stderr when the first frame is drawn and when the host is connected.
 FIRST_FRAME = f"""
 import sys
-from backend.settings import builtin_defaults
+from backend.settings.model import builtin_defaults
 from tui.app import SpecdeckApp
 
 HEAVY = {HEAVY!r}

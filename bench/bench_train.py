@@ -18,7 +18,7 @@ import time
 from pathlib import Path
 
 from backend.connection import Connection
-from backend.settings import HostConfig
+from backend.settings.model import HostConfig
 from bench.bench_agent_cost import cpu_seconds
 from bench.harness import Row
 

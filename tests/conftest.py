@@ -13,7 +13,7 @@ import pytest
 from hypothesis import HealthCheck, settings
 
 from backend.history import History
-from backend.settings import HostConfig
+from backend.settings.model import HostConfig
 from tests.leftover_jobs import stop_jobs
 from tests.runs import add_run
 from tests.sshd import Sshd, start_sshd

@@ -20,7 +20,7 @@ from textual.pilot import Pilot
 from textual.screen import Screen
 from textual.widgets import Input
 
-from backend.settings import HostConfig
+from backend.settings.model import HostConfig
 
 
 async def until(pilot: Pilot, cond: Callable[[], object], what: str, timeout: float = 60) -> None:

@@ -17,7 +17,8 @@ from backend.history import History
 from backend.jobs import JobInfo, get_job
 from backend.measure.metrics import live_samples
 from backend.serve import serving
-from backend.settings import HostConfig, Settings, parse
+from backend.settings.model import HostConfig, Settings
+from backend.settings.validation import parse
 from tests.helpers import Ran, run_cli
 from tests.sshd import free_port
 

@@ -21,7 +21,7 @@ from backend.measure.bench import BenchPlan, run_bench
 from backend.measure.livefeed import find_server
 from backend.sandbox.sglang_sim import scenario
 from backend.serve import serving
-from backend.settings import HostConfig
+from backend.settings.model import HostConfig
 from backend.sglang.adaptive import AdaptivePolicy, default_config
 from backend.tune.adaptive_proposal import settled_tiers
 from tests.simhost import make_settings

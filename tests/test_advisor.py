@@ -247,7 +247,7 @@ def test_apply_writes_the_best_and_asks_before_a_slower_point(tmp_path):
     # Tune's `a` and `advise --apply`; a point that measured slower than another is applied only when asked.
     import tomllib
 
-    from backend.settings import parse
+    from backend.settings.validation import parse
 
     records = "".join(json.dumps(bench_record(k)) + "\n" for k in (0, 2, 3, 4, 5, 6, 7))
     config = tmp_path / "config.toml"
@@ -279,7 +279,7 @@ def test_applying_a_step_count_level_with_the_fastest_asks_nothing():
     # level (the judge's 2% floor): applying 3 does not say "slower than" nor ask for --yes; 110.0 would.
     import types
 
-    from backend.settings import builtin_defaults
+    from backend.settings.model import builtin_defaults
 
     profile = next(p for p in builtin_defaults().profiles.values() if p.algorithm)
     close = types.SimpleNamespace(measured=lambda: {3: 100.0, 4: 101.0})

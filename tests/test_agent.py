@@ -17,7 +17,7 @@ import pytest
 
 from backend.connection import Connection
 from backend.errors import RemoteError
-from backend.settings import HostConfig
+from backend.settings.model import HostConfig
 from tests.simhost import PY38
 
 pytestmark = pytest.mark.e2e

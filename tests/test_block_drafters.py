@@ -17,7 +17,7 @@ from backend.drafters import checkpoint_diff
 from backend.drafters import checkpoints as ck
 from backend.sandbox import fixtures as fx
 from backend.serve import serving
-from backend.settings import ProfileConfig, builtin_defaults
+from backend.settings.model import ProfileConfig, builtin_defaults
 
 pytestmark = pytest.mark.e2e
 
@@ -167,7 +167,7 @@ async def test_kimi_k25_published_accept_lengths_as_a_scenario(models, tmp_path)
     from backend.measure.bench import BenchPlan, run_bench
     from backend.measure.livefeed import find_server
     from backend.sandbox.sglang_sim import scenario
-    from backend.settings import HostConfig
+    from backend.settings.model import HostConfig
     from tests.simhost import make_settings
 
     dflash = fx.write_drafter(str(tmp_path / "models" / "kimi-k25-dflash"), "dflash_k25")

@@ -12,11 +12,11 @@ from pathlib import Path
 
 import pytest
 
-from backend import settings as settings_mod
 from backend.cli.main import build_parser
 from backend.errors import ConfigError
 from backend.sandbox import environment
 from backend.sandbox.hub_repos import CACHE_DIR_NAME
+from backend.settings import config_file
 from tests.helpers import CLI, run_cli
 from tests.simhost import process_gone
 
@@ -83,7 +83,7 @@ def test_config_show_json_defaults():
 def test_config_init_round_trips(tmp_path):
     path = tmp_path / "c.toml"
     run_cli("config", "init", "--config", str(path))
-    assert settings_mod.load(path).profiles["eagle3-ours"].drafter == "ours"
+    assert config_file.load(path).profiles["eagle3-ours"].drafter == "ours"
     res = run_cli("config", "init", "--config", str(path), rc=2)
     assert "already exists" in res.stderr
 
@@ -105,7 +105,7 @@ def test_config_errors_name_file_and_key(tmp_path, text, key):
     path = tmp_path / "bad.toml"
     path.write_text(text)
     with pytest.raises(ConfigError) as err:
-        settings_mod.load(path)
+        config_file.load(path)
     assert str(path) in str(err.value) and key in str(err.value)
     res = run_cli("config", "show", "--config", str(path), rc=2)
     assert key in res.stderr and "Traceback" not in res.stderr
@@ -141,7 +141,7 @@ def test_ping_and_jobs_local_json():
 def test_sandbox_up_and_down(sshd):
     out = json.loads(run_cli("sandbox", "up", "--json").stdout)
     assert [h["name"] for h in out["hosts"]] == ["sandbox"] and out["fleet"] is None  # one host unless asked
-    cfg = settings_mod.load(out["config"])
+    cfg = config_file.load(out["config"])
     host = cfg.hosts["sandbox"]
     assert host.sandbox and host.launcher == "simulator" and host.hub_endpoint.startswith("http://127.0.0.1:")
     assert cfg.default_host == "sandbox"
@@ -157,7 +157,7 @@ def test_sandbox_up_and_down(sshd):
     assert (
         again["fleet"]["replicas"] == ["sandbox:30000", "sandbox-2:30010"] and not again["fleet"]["router"]["simulated"]
     )
-    second = settings_mod.load(out["config"]).hosts["sandbox-2"]
+    second = config_file.load(out["config"]).hosts["sandbox-2"]
     assert second.url == sshd.url and second.workdir != host.workdir and second.hub_endpoint == host.hub_endpoint
     jobs = json.loads(run_cli("jobs", "--config", out["config"], "--json").stdout)
     assert [j["state"] for j in jobs if j["kind"] == "hub"] == ["running"]
@@ -175,11 +175,11 @@ def test_sandbox_by_name_before_up_and_beside_a_users_own():
     `sandbox` keeps it."""
     bad = run_cli("jobs", "--host", "sandbox", rc=2)
     assert "specdeck sandbox up" in bad.stderr and "Traceback" not in bad.stderr
-    own = settings_mod.default_config_path()
+    own = config_file.default_config_path()
     own.parent.mkdir(parents=True, exist_ok=True)
     own.write_text('[hosts.sandbox]\nurl = "local"\nworkdir = "/nonexistent-own"\n')
-    assert settings_mod.config_path(None, "sandbox") == (own, False)
-    assert settings_mod.load(None, "sandbox").hosts["sandbox"].workdir == "/nonexistent-own"
+    assert config_file.config_path(None, "sandbox") == (own, False)
+    assert config_file.load(None, "sandbox").hosts["sandbox"].workdir == "/nonexistent-own"
 
 
 def test_closed_stdout_pipe_exits_quietly(tmp_path):
@@ -285,7 +285,7 @@ def test_a_local_commands_agent_is_reaped_before_its_loop_closes(tmp_path, brief
     import asyncio
 
     from backend.connection import Connection
-    from backend.settings import HostConfig
+    from backend.settings.model import HostConfig
 
     host = HostConfig(name="local", url="local", python=sys.executable, workdir=str(tmp_path))
 

@@ -14,7 +14,7 @@ import pytest
 from backend.connection import Connection
 from backend.errors import ConnectionFailed
 from backend.serve import serving
-from backend.settings import HostConfig
+from backend.settings.model import HostConfig
 from tests.simhost import make_settings
 
 pytestmark = pytest.mark.e2e

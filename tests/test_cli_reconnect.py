@@ -18,7 +18,7 @@ import pytest
 from backend.connection import Connection
 from backend.sandbox.hub import HubServer
 from backend.serve import serving
-from backend.settings import load
+from backend.settings.config_file import load
 from tests.helpers import CLI
 from tests.hubrepo import REPO, write_repo
 from tests.simhost import write_config

@@ -511,7 +511,7 @@ def test_weights_refusals(hub, small_real, llama):
 @pytest.fixture
 def sandbox_like(tmp_path, hub_root, hub) -> tuple:
     """The sandbox's story: our drafter on the host (one tensor changed here), AQ-MedAI's only on the hub."""
-    from backend.settings import parse
+    from backend.settings.validation import parse
 
     ours = fx.write_drafter(str(tmp_path / "host" / "ours"), "ours", tensors={CHANGED: ("F32", [7168])})
     target = fx.write_target_config(str(tmp_path / "host" / "models" / "Kimi-K2.5"))

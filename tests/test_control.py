@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from backend.settings import HostConfig
+from backend.settings.model import HostConfig
 from backend.transport import control
 from tests.helpers import CLI, Ran, run_cli
 from tests.simhost import process_gone

@@ -8,7 +8,7 @@ from backend.agent.host import loadgen
 from backend.errors import ConfigError, UsageError
 from backend.measure.bench import Slo, goodput, goodput_line, latency_line
 from backend.measure.cost import Cost, drafter_sentence, gpus_of, per_million
-from backend.settings import load as load_settings
+from backend.settings.config_file import load as load_settings
 
 pytestmark = pytest.mark.unit
 

@@ -19,7 +19,7 @@ from backend.errors import RemoteError
 from backend.sandbox import fixtures
 from backend.sandbox.hub import HubServer
 from backend.sandbox.hub_repos import CACHE_DIR_NAME
-from backend.settings import DrafterConfig, HostConfig
+from backend.settings.model import DrafterConfig, HostConfig
 from tests.helpers import CLI, Ran, host_args, run_cli, until
 from tests.hubrepo import MODEL_BYTES, RATE, REPO, run_job, write_repo
 from tests.simhost import PY38
@@ -404,7 +404,7 @@ async def test_follow_resumes_from_offset(conn, hub, tmp_path):
 
 
 def sandbox_settings(tmp_path: Path, hub_url: str):
-    from backend.settings import parse
+    from backend.settings.validation import parse
 
     ours = tmp_path / "ours"
     write_repo(ours.parent / "ours-src", repo="x/ours", model_bytes=1 << 20)

@@ -16,7 +16,6 @@ from pathlib import Path
 import pytest
 from huggingface_hub import HfApi
 
-from backend import settings as settings_mod
 from backend.agent.host.shared import hub_search
 from backend.drafters import checkpoints
 from backend.drafters import find as df
@@ -24,6 +23,7 @@ from backend.drafters.sources import Sources
 from backend.sandbox import fixtures, hub_catalog
 from backend.sandbox.hub import HubServer
 from backend.sandbox.hub_repos import parse_front_matter
+from backend.settings import config_file
 from tests.helpers import Ran, run_cli
 from tests.simhost import PY38
 from tests.sshd import free_port
@@ -96,7 +96,7 @@ def find(config: Path, *args: str, **kw) -> dict:
 def run_find(config: Path, target: str) -> df.Found:
     """``drafters find`` in this process (its search in a thread, as the panel runs it), on a target that needs no
     host (a hub repo or a file:// config)."""
-    settings = settings_mod.load(config)
+    settings = config_file.load(config)
     host = settings.hosts["sim"]
 
     async def no_host():
@@ -385,7 +385,7 @@ def test_in_the_sandbox_the_k25_drafter_is_found_added_downloaded_and_served():
         text = config.read_text()
         assert text.startswith(before.split("\n[", 1)[0])  # the sandbox's comments and keys as they were
         assert '[drafters.kimi-k25-eagle3]\nrepo = "AQ-MedAI/Kimi-K25-eagle3"' in text
-        settings = settings_mod.load(config)
+        settings = config_file.load(config)
         assert settings.profiles["eagle3-kimi-k25-eagle3"].drafter == "kimi-k25-eagle3"
         again = specdeck(config, "drafters", "add", K25_EAGLE3, "--no-download").stdout
         assert "profile eagle3-kimi-k25-eagle3 serves it already" in again  # nothing written twice

@@ -23,7 +23,7 @@ from backend.drafters import downloads
 from backend.errors import ConnectionFailed
 from backend.sandbox.hub import HubServer
 from backend.serve import serving
-from backend.settings import HostConfig
+from backend.settings.model import HostConfig
 from tests.helpers import eventually
 from tests.sshd import Sshd
 

@@ -16,7 +16,7 @@ import pytest
 from backend.connection import Connection
 from backend.drafters import downloads
 from backend.sandbox.hub import HubServer
-from backend.settings import DrafterConfig, HostConfig
+from backend.settings.model import DrafterConfig, HostConfig
 from tests.conftest import TMPFS_BYTES
 from tests.helpers import fill
 from tests.hubrepo import MODEL_BYTES, RATE, REPO, run_job, write_repo

@@ -21,7 +21,7 @@ import pytest
 from backend.history import History, HistoryUnavailable, history_path
 from backend.history import store as history_store
 from backend.jobs import JobInfo, wait_job
-from backend.settings import builtin_defaults
+from backend.settings.model import builtin_defaults
 from tests.helpers import run_cli, until
 
 pytestmark = [pytest.mark.tui, pytest.mark.e2e]
@@ -193,7 +193,7 @@ async def test_truncated_log_is_followed_and_recorded_again_from_its_start(tmp_p
     from backend.history import HistoryThread, run_id_of
     from backend.measure.livefeed import LiveFeed
     from backend.measure.series import LiveSeries
-    from backend.settings import HostConfig
+    from backend.settings.model import HostConfig
 
     conn = await Connection.open(HostConfig(name="local", url="local", python=sys.executable, workdir=str(tmp_path)))
     recorder = HistoryThread()
@@ -235,7 +235,7 @@ async def test_sync_imports_a_truncated_log_again_from_its_start(tmp_path):
     shorter than X and imports the new lines (before: it waited past the end for ever)."""
     from backend.connection import Connection
     from backend.history import run_id_of, sync_from_host
-    from backend.settings import HostConfig
+    from backend.settings.model import HostConfig
 
     conn = await Connection.open(HostConfig(name="local", url="local", python=sys.executable, workdir=str(tmp_path)))
     try:
@@ -284,7 +284,7 @@ async def test_sync_imports_a_rotated_log_longer_than_the_import_again_from_its_
     the new file whole (before: it went on from X, in the middle of the new file)."""
     from backend.connection import Connection
     from backend.history import run_id_of, sync_from_host
-    from backend.settings import HostConfig
+    from backend.settings.model import HostConfig
 
     conn = await Connection.open(HostConfig(name="local", url="local", python=sys.executable, workdir=str(tmp_path)))
     try:
@@ -327,7 +327,7 @@ async def test_a_run_recorded_live_elsewhere_is_left_to_that_writer(tmp_path):
     counts), the next import takes the whole log."""
     from backend.connection import Connection
     from backend.history import HistoryThread, record_run, run_id_of, sync_from_host
-    from backend.settings import HostConfig
+    from backend.settings.model import HostConfig
 
     conn = await Connection.open(HostConfig(name="local", url="local", python=sys.executable, workdir=str(tmp_path)))
     claimant = None

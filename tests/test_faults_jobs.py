@@ -21,7 +21,7 @@ import pytest
 from backend.connection import Connection
 from backend.errors import RemoteError
 from backend.serve import serving
-from backend.settings import HostConfig
+from backend.settings.model import HostConfig
 from tests.helpers import Ran, fill, host_args, run_cli
 from tests.simhost import make_settings, process_gone, until_gone
 
@@ -192,7 +192,7 @@ async def test_jobs_rm_and_prune_remove_only_ended_jobs(conn, host):
 @pytest.mark.slow
 async def test_the_panel_prunes_ended_jobs_with_a_key(tmp_path, monkeypatch):
     """J (footer and palette) removes the host's ended jobs older than a week and says how many."""
-    from backend.settings import builtin_defaults
+    from backend.settings.model import builtin_defaults
     from tests.helpers import until
     from tui.app import SpecdeckApp
 

@@ -10,9 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from backend import settings as settings_mod
 from backend.errors import ConfigError
 from backend.fleet import fleets, router_metrics
+from backend.settings import config_file
+from backend.settings.model import RouterConfig, Settings
 from tests.helpers import run_cli
 
 pytestmark = pytest.mark.e2e
@@ -27,10 +28,10 @@ url = "ssh://admin@10.9.0.1:2222"
 """
 
 
-def load(tmp_path, text: str) -> settings_mod.Settings:
+def load(tmp_path, text: str) -> Settings:
     path = tmp_path / "c.toml"
     path.write_text(HOSTS + text)
-    return settings_mod.load(path)
+    return config_file.load(path)
 
 
 def test_fleet_schema_replicas_and_router(tmp_path):
@@ -49,7 +50,7 @@ router = {host = "gpu-a", port = 8000, policy = "round_robin", prometheus_port =
         ("gpu-b", 30001, "eagle3-aq"),
         ("gpu-a", 30002, "eagle3-ours"),
     ]
-    assert f.router == settings_mod.RouterConfig(host="gpu-a", port=8000, policy="round_robin", prometheus_port=29001)
+    assert f.router == RouterConfig(host="gpu-a", port=8000, policy="round_robin", prometheus_port=29001)
     # the router reaches a replica on its own machine by loopback, the others at their host's address
     assert [fleets.replica_url(s, f, r) for r in f.replicas] == [
         "http://127.0.0.1:30000",
@@ -103,7 +104,7 @@ router = {host = "gpu-a", policy = "power_of_two"}
 
 def test_fleet_router_defaults_to_the_first_replicas_host(tmp_path):
     f = load(tmp_path, '[fleets.f]\nprofile = "baseline"\nreplicas = [{host = "gpu-b"}]\n').fleets["f"]
-    assert f.router == settings_mod.RouterConfig(host="gpu-b")  # port 8000, cache_aware, prometheus 29000
+    assert f.router == RouterConfig(host="gpu-b")  # port 8000, cache_aware, prometheus 29000
 
 
 @pytest.mark.parametrize(
@@ -303,7 +304,7 @@ async def test_fleet_up_status_bench_kill_down(tmp_path, models, fleet_ports):
         return st
 
     config = fleet_config(tmp_path, models, fleet_ports)
-    links = await fleets.FleetLinks.open(settings_mod.load(config), "pair")
+    links = await fleets.FleetLinks.open(config_file.load(config), "pair")
     try:
         up = json.loads(specdeck(config, "fleet", "up", "pair", "--json").stdout)
         assert up["router"]["healthy"] is True and up["router"]["workers"] == 2, up
@@ -385,7 +386,7 @@ profile = "eagle3-ours"
 replicas = [{{host = "sim-a", port = {fleet_ports["a"]}}}, {{host = "far"}}]
 """
     config = fleet_config(tmp_path, models, fleet_ports, extra)
-    settings = settings_mod.load(config)
+    settings = config_file.load(config)
     async with await fleets.FleetLinks.open(settings, "unrouted") as links:
         with pytest.raises(fleets.FleetPreflightFailed) as err:  # what the CLI prints, exit 2
             await fleets.up(links)
@@ -469,7 +470,7 @@ async def test_a_router_that_exits_at_start_says_its_last_line(tmp_path):
     gone (a stand-in program prints it: the real router exits so on a bad start, e.g. a port taken)."""
     from backend.connection import Connection
     from backend.jobs import JobInfo
-    from backend.settings import HostConfig
+    from backend.settings.model import HostConfig
 
     host = HostConfig(name="local", url="local", python=sys.executable, workdir=str(tmp_path))
     conn = await Connection.open(host)

@@ -21,7 +21,8 @@ from backend.fleet import sweep as fleet_sweep
 from backend.history import History, Yardstick
 from backend.report.document import sweep_blocks
 from backend.serve import serving
-from backend.settings import HostConfig, load
+from backend.settings.config_file import load
+from backend.settings.model import HostConfig
 from backend.tune import sweep as sweep_mod
 from tests.helpers import arun_cli
 from tests.simhost import EAGLE, make_settings

@@ -14,7 +14,8 @@ from textual.widgets import DataTable, Static
 
 from backend.fleet import fleets
 from backend.measure.bench import BenchPlan
-from backend.settings import builtin_defaults, load
+from backend.settings.config_file import load
+from backend.settings.model import builtin_defaults
 from tests.helpers import until
 from tests.simhost import specdeck
 from tests.sshd import free_port

@@ -19,7 +19,7 @@ from backend.agent.host import main as agent_main
 from backend.agent.host.shared import protocol
 from backend.connection import Connection
 from backend.errors import ConnectionFailed, RemoteError
-from backend.settings import HostConfig
+from backend.settings.model import HostConfig
 
 pytestmark = pytest.mark.e2e
 

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from backend.connection import Connection
-from backend.settings import HostConfig
+from backend.settings.model import HostConfig
 
 pytestmark = pytest.mark.e2e
 

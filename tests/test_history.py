@@ -25,7 +25,7 @@ from backend.measure import judge
 from backend.measure.metrics import Sample, live_samples, parse_lines
 from backend.report.cells import break_even_cell
 from backend.report.charts import Chart, svg_chart, text_chart
-from backend.settings import HostConfig, builtin_defaults
+from backend.settings.model import HostConfig, builtin_defaults
 from tests.helpers import dialog_input, run_cli, until
 from tests.runs import T0, add_run
 from tests.sshd import free_port

@@ -219,7 +219,7 @@ def test_cli_exits_3_on_a_malformed_known_hosts_and_an_encrypted_identity(server
 async def test_panel_waits_on_a_malformed_known_hosts_then_connects_once_fixed(servers, home):
     """No reconnect loop against a file only the user can fix: "lost" with the reason, then "r" (retry_now)."""
     from backend.connection import Connection
-    from backend.settings import HostConfig
+    from backend.settings.model import HostConfig
 
     target = servers["target"]
     known = home / "known_hosts"
@@ -243,7 +243,7 @@ async def test_panel_waits_on_a_malformed_known_hosts_then_connects_once_fixed(s
 async def test_the_agent_runs_through_a_proxyjump(servers, home):
     """Not only the handshake: the panel's whole connection (agent upload, calls) goes through the jump host."""
     from backend.connection import Connection
-    from backend.settings import HostConfig
+    from backend.settings.model import HostConfig
 
     target, jump = servers["target"], servers["jump"]
     (home / ".ssh" / "config").write_text(ssh_config("proxyjump", target, jump, servers["client"]))
@@ -312,7 +312,7 @@ async def test_host_certificates_as_openssh_judges_them(state, servers, home):
 
 
 def test_host_switcher_shows_where_an_alias_leads(servers, home):
-    from backend.settings import HostConfig
+    from backend.settings.model import HostConfig
     from tui.screens.hosts import host_choices
 
     target = servers["target"]

@@ -21,7 +21,7 @@ from textual.widgets import Static
 from backend import hosttext
 from backend.cli.common import log_stream
 from backend.connection import Connection
-from backend.settings import HostConfig
+from backend.settings.model import HostConfig
 from tests.helpers import CLI, host_args, until
 from tests.simhost import start_server
 from tui.visiblefilter import VisibleControls

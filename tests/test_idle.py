@@ -23,7 +23,7 @@ from backend.history import History
 from backend.jobs import JobInfo
 from backend.measure.livefeed import LiveFeed
 from backend.measure.series import LiveSeries
-from backend.settings import builtin_defaults
+from backend.settings.model import builtin_defaults
 from tests.helpers import eventually, until
 from tests.runs import add_run
 from tui.app import SpecdeckApp

@@ -10,7 +10,7 @@ import pytest
 from backend.connection import Connection
 from backend.errors import RemoteError
 from backend.jobs import JobInfo, JobState, get_job, list_jobs, wait_job
-from backend.settings import HostConfig
+from backend.settings.model import HostConfig
 
 pytestmark = pytest.mark.e2e
 

@@ -179,7 +179,7 @@ async def test_the_default_bench_is_long_enough_for_its_verdicts(models, tmp_pat
     from backend.measure.metrics import live_samples
     from backend.measure.series import LiveSeries
     from backend.serve import serving
-    from backend.settings import HostConfig
+    from backend.settings.model import HostConfig
     from tests.simhost import REPO, server_argv
     from tests.sshd import free_port
 

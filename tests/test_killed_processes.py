@@ -21,7 +21,7 @@ from backend.agent.host.procstate import lingering
 from backend.connection import Connection
 from backend.errors import OperationFailed
 from backend.serve import serving
-from backend.settings import HostConfig
+from backend.settings.model import HostConfig
 from tests.helpers import eventually
 from tests.simhost import start_server
 

@@ -9,7 +9,7 @@ import pytest
 from textual.widgets import DataTable, HelpPanel, Input, Static, TabbedContent
 from textual.widgets._footer import FooterKey
 
-from backend.settings import builtin_defaults
+from backend.settings.model import builtin_defaults
 from tests.helpers import until
 from tui.app import SpecdeckApp
 from tui.screens.tune import TunePane

@@ -24,7 +24,7 @@ from backend.measure.livefeed import LiveFeed
 from backend.measure.metrics import Sample
 from backend.measure.series import LiveSeries
 from backend.sandbox.sglang_sim.timing import crossover_batch
-from backend.settings import HostConfig
+from backend.settings.model import HostConfig
 from tests.helpers import CLI, arun_cli, eventually, host_args, run_cli
 from tests.sglang_lines import GENERATIONS
 from tests.simhost import PROFILES, PY38, log_lines_of, log_totals, recorded_totals, servers, start_server

@@ -19,7 +19,7 @@ from backend.history import History
 from backend.measure.bench import BenchPlan, run_bench
 from backend.measure.livefeed import find_server
 from backend.measure.metrics import Sample
-from backend.settings import HostConfig, builtin_defaults
+from backend.settings.model import HostConfig, builtin_defaults
 from tests.helpers import dialog_input, until
 from tests.runs import record_run
 from tests.simhost import log_totals, recorded_totals, servers, start_server

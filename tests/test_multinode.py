@@ -25,7 +25,9 @@ from backend.measure.cost import gpus_of
 from backend.serve import multinode, serving
 from backend.serve.host_facts import HostFacts
 from backend.serve.server import Server
-from backend.settings import HostConfig, Settings, load, parse
+from backend.settings.config_file import load
+from backend.settings.model import HostConfig, Settings
+from backend.settings.validation import parse
 from backend.sglang.flags import parse as parse_flags
 from backend.sglang.flags import server_args
 from backend.tune import sweep

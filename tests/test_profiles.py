@@ -24,7 +24,9 @@ import pytest
 from backend.errors import ConfigError
 from backend.sandbox import environment
 from backend.serve import serving
-from backend.settings import ALGORITHMS, FIELD, PROFILE_FIELDS, ProfileConfig, builtin_defaults, parse, save_profile
+from backend.settings.config_file import save_profile
+from backend.settings.model import ALGORITHMS, FIELD, PROFILE_FIELDS, ProfileConfig, builtin_defaults
+from backend.settings.validation import parse
 from backend.sglang import adaptive as sglang_adaptive
 from backend.sglang import flags
 
@@ -422,7 +424,7 @@ def test_the_shipped_ladders_per_release():
 async def test_an_adaptive_profile_serves_with_its_config_written_on_the_host(models, tmp_path):
     from backend.connection import Connection
     from backend.errors import RemoteError
-    from backend.settings import HostConfig
+    from backend.settings.model import HostConfig
     from tests.simhost import make_settings
 
     host = HostConfig(

@@ -23,7 +23,7 @@ import pytest
 
 from backend.agent.host.shared import protocol
 from backend.cli import quick, resolved
-from backend.settings import HostConfig
+from backend.settings.model import HostConfig
 from backend.transport import blocking, controlsock, sshimport
 from backend.transport.blocking import BlockingAgent, Fallback
 from tests.simhost import process_gone

@@ -6,7 +6,7 @@ import pytest
 
 from backend.errors import UsageError
 from backend.sandbox import environment
-from backend.settings import load
+from backend.settings.config_file import load
 
 pytestmark = pytest.mark.unit
 

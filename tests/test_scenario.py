@@ -15,7 +15,7 @@ from backend.agent.host.shared.acceptance_model import chain
 from backend.connection import Connection
 from backend.sandbox.sglang_sim import scenario
 from backend.sandbox.sglang_sim import timing as sim
-from backend.settings import HostConfig
+from backend.settings.model import HostConfig
 from backend.tune import sweep as sweep_mod
 from tests.helpers import run_cli
 from tests.simhost import EAGLE, make_settings

@@ -20,7 +20,8 @@ from textual.widgets import Input, OptionList, Static, TabbedContent
 from backend.connection import Connection
 from backend.sandbox import fixtures
 from backend.serve import serving
-from backend.settings import Settings, load
+from backend.settings.config_file import load
+from backend.settings.model import Settings
 from tests.helpers import until
 from tests.simhost import fake_nvidia_smi
 from tests.sshd import free_port

@@ -25,7 +25,8 @@ from backend.connection import Connection
 from backend.errors import RemoteError, UsageError
 from backend.sandbox import environment
 from backend.serve import serving
-from backend.settings import HostConfig, ProfileConfig, builtin_defaults, parse
+from backend.settings.model import HostConfig, ProfileConfig, builtin_defaults
+from backend.settings.validation import parse
 from backend.sglang.flags import FLAGS, server_args
 from backend.sglang.flags import parse as parse_flags
 from tests.simhost import (

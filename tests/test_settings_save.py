@@ -7,7 +7,8 @@ from dataclasses import replace
 import pytest
 
 from backend.errors import ConfigError
-from backend.settings import INIT_TEMPLATE, load, save_profile
+from backend.settings.config_file import load, save_profile
+from backend.settings.template import INIT_TEMPLATE
 
 pytestmark = pytest.mark.unit
 

@@ -234,7 +234,7 @@ def test_labels_never_leave_a_rate_unnamed() -> None:
 
 def test_an_unknown_newer_release_still_works_the_hosts_help_decides() -> None:
     from backend.serve import serving
-    from backend.settings import builtin_defaults
+    from backend.settings.model import builtin_defaults
     from tui.widgets.hostbar import sglang_text
 
     settings = builtin_defaults()

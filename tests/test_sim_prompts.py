@@ -20,7 +20,7 @@ from backend.sandbox.hub import HubServer
 from backend.sandbox.sglang_sim import prompts as sim_prompts
 from backend.sandbox.sglang_sim import scenario
 from backend.serve import serving
-from backend.settings import HostConfig
+from backend.settings.model import HostConfig
 from tests.simhost import REPO, server_argv
 from tests.sshd import free_port
 

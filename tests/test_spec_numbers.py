@@ -19,7 +19,7 @@ from backend.jobs import JobInfo
 from backend.measure.metrics import Sample
 from backend.measure.prometheus import PR_31750, read_scrape
 from backend.measure.specnumbers import SpecFigures
-from backend.settings import ReplicaConfig
+from backend.settings.model import ReplicaConfig
 from tests.helpers import run_cli
 from tui.widgets.serverline import ServerFacts
 

@@ -12,7 +12,7 @@ import pytest
 
 from backend.connection import Connection
 from backend.errors import HostKeyChanged, HostKeyUnknown
-from backend.settings import HostConfig
+from backend.settings.model import HostConfig
 from backend.transport.hostkeys import trust_host_key
 from tests.helpers import run_cli
 from tests.sshd import Sshd

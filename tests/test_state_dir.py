@@ -9,7 +9,7 @@ import pytest
 
 from backend.connection import Connection
 from backend.errors import ConnectionBlocked
-from backend.settings import HostConfig
+from backend.settings.model import HostConfig
 
 pytestmark = pytest.mark.e2e
 

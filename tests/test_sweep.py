@@ -14,7 +14,7 @@ from backend.connection import Connection
 from backend.errors import OperationFailed, RemoteError, UsageError
 from backend.history import History, sync_from_host
 from backend.serve import serving
-from backend.settings import HostConfig
+from backend.settings.model import HostConfig
 from backend.tune import sweep as sweep_mod
 from tests.simhost import EAGLE, PY38, make_settings, specdeck, write_config
 from tests.sshd import free_port

@@ -19,7 +19,8 @@ from backend.history import History
 from backend.measure.bench import BenchPlan
 from backend.sandbox import environment
 from backend.serve import serving
-from backend.settings import Settings, load
+from backend.settings.config_file import load
+from backend.settings.model import Settings
 from tests.helpers import dialog_input, until
 from tests.runs import record_run
 from tui.app import SpecdeckApp

@@ -8,7 +8,7 @@ import pytest
 from textual.widgets import Static
 
 from backend.serve import serving
-from backend.settings import load
+from backend.settings.config_file import load
 from tests.helpers import until
 from tests.test_tab_keys import SIZE, open_tab, plain
 from tests.test_training import write_config

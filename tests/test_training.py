@@ -17,7 +17,7 @@ from backend.agent.host.train_log import Reader
 from backend.connection import Connection
 from backend.history import History, Yardstick
 from backend.sandbox.environment import write_hidden_states
-from backend.settings import load
+from backend.settings.config_file import load
 from backend.train import training
 from backend.train.predict import predict
 from tests.simhost import TIME_SCALE, specdeck

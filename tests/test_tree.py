@@ -28,12 +28,6 @@ TO_SPLIT: dict[str, str] = {
         "(start, wait, status, stop, restart, tail, follow); the status model and its words (ServerStatus, "
         "Phase, timeline, line levels, state and phase texts)"
     ),
-    "backend/settings.py": (
-        "to split, issue 31 left: the config model (HostConfig, ProfileConfig, TrainingConfig, FleetConfig, "
-        "Settings, declared profile fields); finding, loading and saving the file (config_path, load, "
-        "save_profile/drafter/host); the strict TOML validation (parse, _Check, trainings, fleets); the init "
-        "template"
-    ),
 }
 
 

@@ -19,7 +19,9 @@ from textual.widgets import Input, OptionList, Static, TabbedContent
 
 from backend.agent.host.shared.units import duration
 from backend.errors import OperationFailed
-from backend.settings import builtin_defaults, load, parse
+from backend.settings.config_file import load
+from backend.settings.model import builtin_defaults
+from backend.settings.validation import parse
 from tests.helpers import dialog_input, until
 from tui.app import SpecdeckApp
 from tui.screens.confirm import ConfirmScreen

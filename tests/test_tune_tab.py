@@ -12,7 +12,7 @@ from textual.widgets import DataTable, Input, Label, SelectionList, Static
 from backend.history import History
 from backend.measure import domains
 from backend.sandbox import fixtures
-from backend.settings import load
+from backend.settings.config_file import load
 from backend.tune.sweep import SweepPlan
 from tests.helpers import until
 from tests.runs import add_benched_run
@@ -135,7 +135,7 @@ def test_eta_from_earlier_points_and_every_key_in_the_palette():
 async def test_the_fleet_sweep_key_shows_with_a_fleet_and_asks_first(settings, tmp_path):
     from dataclasses import replace
 
-    from backend.settings import FleetConfig, ReplicaConfig, RouterConfig
+    from backend.settings.model import FleetConfig, ReplicaConfig, RouterConfig
     from tui.screens.confirm import ConfirmScreen
 
     other = replace(settings.hosts["sim"], name="sim-b", workdir=str(tmp_path / "host-b"))

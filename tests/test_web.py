@@ -238,7 +238,7 @@ def test_default_port_leaves_the_sandbox_router_alone():
     web panel's default, nor is any port the sandbox's fleet holds."""
     from backend.cli.webcmds import DEFAULT_PORT
     from backend.sandbox import environment
-    from backend.settings import RouterConfig
+    from backend.settings.model import RouterConfig
 
     router = RouterConfig(host="sandbox")
     taken = {environment.ROUTER_PORT, router.port, router.prometheus_port}

@@ -21,7 +21,7 @@ from backend.agent.bundle import agent_name
 from backend.agent.host.shared import safepath
 from backend.connection import Connection
 from backend.errors import ConnectionBlocked, RemoteError
-from backend.settings import HostConfig
+from backend.settings.model import HostConfig
 
 NEIGHBOUR = 54321
 

@@ -31,7 +31,8 @@ from backend.connection import Connection, ConnState, resolve_host
 from backend.errors import ConnectionFailed, HostKeyUnknown, SpecdeckError
 from backend.history import HistoryThread, Yardstick
 from backend.hosttext import visible
-from backend.settings import HostConfig, ProfileConfig, Settings, save_host, save_profile
+from backend.settings.config_file import save_host, save_profile
+from backend.settings.model import HostConfig, ProfileConfig, Settings
 from tui.commands import ActionsProvider
 from tui.driver import QuietLinuxDriver
 from tui.messages import ConnectionChanged, OpenInCompare, ProfileSaved

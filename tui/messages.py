@@ -10,7 +10,7 @@ from __future__ import annotations
 from textual.message import Message
 
 from backend.connection import ConnState
-from backend.settings import HostConfig, ProfileConfig
+from backend.settings.model import HostConfig, ProfileConfig
 
 
 class ConnectionChanged(Message, bubble=False):

@@ -37,7 +37,7 @@ if TYPE_CHECKING:
     from textual.pilot import Pilot
 
     from backend.connection import Connection
-    from backend.settings import Settings
+    from backend.settings.model import Settings
     from tui.app import SpecdeckApp
 
 SIZE = (160, 48)
@@ -398,16 +398,16 @@ async def tell(story: Story, only: set[str]) -> None:
 
 async def run(out: Path, only: set[str], quick: bool = False) -> list[Path]:
     """Take the shots in a fresh sandbox; returns the files written."""
-    from backend import settings as settings_mod
     from backend.connection import Connection
     from backend.sandbox import environment
+    from backend.settings import config_file
     from tui.app import SpecdeckApp
 
     out.mkdir(parents=True, exist_ok=True)
     os.environ.setdefault("SPECDECK_SIM_SPECFORGE_STEP_S", "0.01" if quick else "0.03")  # k25-ft in 6 or 18 s
     hosts = 2 if "fleet" in only else 1  # the second host serves only the fleet's replica
     box = await environment.up(hub_rate="600M" if quick else environment.DEFAULT_HUB_RATE, hosts=hosts)
-    settings = settings_mod.load(box["config"])
+    settings = config_file.load(box["config"])
     conn = await Connection.open(settings.host(environment.HOST_NAME))
     app = SpecdeckApp(settings, host=environment.HOST_NAME)
     story = None

@@ -12,8 +12,8 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any, TextIO
 
 from backend import hosttext
-from backend import settings as settings_mod
-from backend.settings import Settings
+from backend.settings import config_file
+from backend.settings.model import Settings
 
 if TYPE_CHECKING:  # backend.jobs (and its dataclasses) only for the commands that use jobs
     from backend.connection import Connection, ConnState
@@ -22,7 +22,7 @@ if TYPE_CHECKING:  # backend.jobs (and its dataclasses) only for the commands th
 
 
 def load_settings(args: argparse.Namespace) -> Settings:
-    return settings_mod.load(args.config, getattr(args, "host", None))
+    return config_file.load(args.config, getattr(args, "host", None))
 
 
 FOLLOW_RECONNECTS = 6  # a following command retries this many times (the panel's backoff: about a minute)

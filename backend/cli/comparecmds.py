@@ -25,7 +25,7 @@ from backend.drafters.sources import (
 )
 from backend.errors import UsageError
 from backend.hosttext import unguarded, visible
-from backend.settings import HostConfig, Settings
+from backend.settings.model import HostConfig, Settings
 
 if TYPE_CHECKING:
     from backend.cli.main import Subcommands

@@ -6,12 +6,12 @@ import argparse
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from backend import settings as settings_mod
 from backend.agent.host.shared import units
 from backend.cli.common import add_json, emit_json, load_settings
 from backend.cli.main import command
 from backend.errors import UsageError
 from backend.measure.breakeven import live_breakeven
+from backend.settings import config_file, template
 
 if TYPE_CHECKING:
     from backend.cli.main import Subcommands
@@ -61,10 +61,10 @@ async def show(args: argparse.Namespace) -> int:
 
 
 async def init(args: argparse.Namespace) -> int:
-    path, _ = settings_mod.config_path(args.config)
+    path, _ = config_file.config_path(args.config)
     if path.exists() and not args.force:
         raise UsageError(f"{path} already exists (use --force to overwrite)")
     Path(path).parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(settings_mod.INIT_TEMPLATE)
+    path.write_text(template.INIT_TEMPLATE)
     print(f"wrote {path}")
     return 0

@@ -25,7 +25,7 @@ from backend.drafters import downloads
 from backend.drafters.downloads import Progress, human_eta, human_rate
 from backend.errors import OperationFailed, UsageError
 from backend.jobs import JobInfo, get_job, wait_job
-from backend.settings import Settings
+from backend.settings.model import Settings
 
 if TYPE_CHECKING:
     from rich.progress import TaskID

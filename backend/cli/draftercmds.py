@@ -15,7 +15,7 @@ from backend.drafters import downloads
 from backend.drafters import find as df
 from backend.drafters.sources import Sources, hub_endpoint
 from backend.errors import OperationFailed, UsageError
-from backend.settings import HostConfig, Settings
+from backend.settings.model import HostConfig, Settings
 
 if TYPE_CHECKING:
     from backend.cli.main import Subcommands

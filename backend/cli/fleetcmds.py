@@ -14,7 +14,7 @@ if TYPE_CHECKING:
     from backend.cli.main import Subcommands
     from backend.fleet.fleets import FleetLinks, FleetStatus
     from backend.jobs import JobInfo
-    from backend.settings import Settings
+    from backend.settings.model import Settings
 
 
 def register(sub: Subcommands) -> None:

@@ -36,7 +36,7 @@ from backend.tune.advisor import acceptance_lines
 if TYPE_CHECKING:
     from backend.cli.main import Subcommands
     from backend.connection import Connection
-    from backend.settings import Settings
+    from backend.settings.model import Settings
 
 DEFAULT_TARGETS = (150.0, 200.0)  # the operator's goals (FIELD-NOTES §1)
 

@@ -20,7 +20,7 @@ if TYPE_CHECKING:
     import argparse
     from typing import Any
 
-    from backend.settings import HostConfig
+    from backend.settings.model import HostConfig
 
 # The host options (argparse dest names) that decide a host; the flags are these with dashes.
 OPTIONS = ("host", "identity", "known_hosts", "python", "workdir", "config")
@@ -98,9 +98,9 @@ def remember(args: argparse.Namespace, host: HostConfig, command: str) -> None:
     """Note that ``args`` resolve to ``host`` (reached through the master of its socket, its agent started by
     ``command``). The config is read again between two looks at its file, so the entry never pairs a file with
     what an older version of it said. Best effort: anything in the way leaves no entry."""
-    from backend import settings as settings_mod
     from backend.connection import resolve_host
     from backend.errors import SpecdeckError
+    from backend.settings import config_file
     from backend.transport.controlsock import socket_path
 
     opts = {o: getattr(args, o, None) for o in OPTIONS}
@@ -109,10 +109,10 @@ def remember(args: argparse.Namespace, host: HostConfig, command: str) -> None:
         known = lookup(opts)
         if known and (known["name"], known["socket"], known["command"]) == (host.name, socket, command):
             return
-        config = str(settings_mod.config_path(args.config, args.host)[0])
+        config = str(config_file.config_path(args.config, args.host)[0])
         before = _file_signature(config)
         again = resolve_host(
-            settings_mod.load(args.config, args.host),
+            config_file.load(args.config, args.host),
             args.host,
             identity=args.identity,
             known_hosts=args.known_hosts,

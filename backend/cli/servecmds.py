@@ -26,7 +26,7 @@ from backend.errors import OperationFailed, UsageError
 from backend.jobs import get_job
 from backend.serve import multinode, serving
 from backend.serve.server import OnStatus, Server
-from backend.settings import ProfileConfig, Settings
+from backend.settings.model import ProfileConfig, Settings
 
 if TYPE_CHECKING:
     from backend.cli.main import Subcommands

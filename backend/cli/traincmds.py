@@ -24,7 +24,7 @@ from backend.errors import UsageError
 from backend.jobs import get_job
 from backend.serve import serving
 from backend.serve.server import Server
-from backend.settings import Settings
+from backend.settings.model import Settings
 from backend.train import training
 
 if TYPE_CHECKING:
@@ -33,7 +33,7 @@ if TYPE_CHECKING:
     from backend.cli.main import Subcommands
     from backend.connection import Connection
     from backend.history import History
-    from backend.settings import Settings
+    from backend.settings.model import Settings
     from backend.train.predict import Basis
     from backend.train.records import TrainSummary
     from backend.train.training import CheckpointRow

@@ -6,7 +6,6 @@ import argparse
 import sys
 from typing import TYPE_CHECKING, Any
 
-from backend import settings as settings_mod
 from backend.agent.host.shared import expect
 from backend.agent.host.shared.units import counted
 from backend.cli.common import (
@@ -25,13 +24,14 @@ from backend.history import History, HistoryUnavailable, Yardstick, measured_bas
 from backend.jobs import get_job
 from backend.measure import bench_records, judge
 from backend.measure.bench import DEFAULT_MAX_TOKENS, DEFAULT_REQUESTS
+from backend.settings import config_file
 from backend.tune import adaptive_ab, adaptive_proposal, advisor
 from backend.tune import sweep as sweep_mod
 
 if TYPE_CHECKING:
     from backend.cli.main import Subcommands
     from backend.connection import Connection
-    from backend.settings import Settings
+    from backend.settings.model import Settings
 
 
 def register(sub: Subcommands) -> None:
@@ -184,7 +184,7 @@ def _apply(args: argparse.Namespace, advice: advisor.Advice) -> dict[str, Any]:
         return {"text": f"{profile.name} left as it was", "saved": False, "path": None}
     if not applied.changed:
         return {"text": f"{profile.name} already runs {steps} steps", "saved": False, "path": None}
-    _, path = settings_mod.save_profile(settings, applied.profile)
+    _, path = config_file.save_profile(settings, applied.profile)
     return {"text": applied.text(), "saved": True, "path": str(path), "warning": warning or None}
 
 

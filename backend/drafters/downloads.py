@@ -17,7 +17,7 @@ from backend.agent.host.shared.units import human_bytes
 from backend.connection import Connection
 from backend.errors import UsageError
 from backend.jobs import JobInfo, list_jobs
-from backend.settings import DrafterConfig, HostConfig
+from backend.settings.model import DrafterConfig, HostConfig
 
 DEFAULT_FILES = ("config.json", "model.safetensors")
 STATES = ("missing", "partial", "downloading", "present", "verified")

@@ -33,7 +33,7 @@ from backend.drafters.cards import Card, Claim, parse_card
 from backend.drafters.sources import HOST, HUB, Source, Sources, parse_source
 from backend.errors import ConnectionFailed, OperationFailed, RemoteError, UsageError
 from backend.measure.judge import claim_word, floor_text
-from backend.settings import HostConfig, Settings
+from backend.settings.model import HostConfig, Settings
 
 # Words in a repo's name that say what it is, not which model it drafts for.
 DRAFTER_WORDS = frozenset((
@@ -761,7 +761,8 @@ def add(
     download fetches) and a profile serving it with its card's numbers (or the algorithm's usual ones), into
     the config file, comments kept (``settings.save_drafter``/``save_profile``). A candidate that cannot serve
     the target is refused unless ``force``. The download is the caller's (``downloads.drafter_request``)."""
-    from backend.settings import ALGORITHMS, DrafterConfig, ProfileConfig, save_drafter, save_profile
+    from backend.settings.config_file import save_drafter, save_profile
+    from backend.settings.model import ALGORITHMS, DrafterConfig, ProfileConfig
 
     if not candidate.compatible and not force:
         why = candidate.problems[0] if candidate.problems else "its algorithm is not known"

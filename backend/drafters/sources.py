@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 from backend.agent.host.shared.checkpoint_scan import CONFIG
 from backend.drafters import checkpoint_diff, inspection
 from backend.errors import ConnectionFailed, OperationFailed, RemoteError, UsageError
-from backend.settings import DrafterConfig, HostConfig, Settings
+from backend.settings.model import DrafterConfig, HostConfig, Settings
 
 FILE_PREFIX = "file://"
 HOST, HUB, LOCAL = "host", "hub", "local"

@@ -1,6 +1,6 @@
 """Fleets: SGLang replicas behind the real sglang-router, watched as one.
 
-A fleet (``[fleets.NAME]``, backend.settings.FleetConfig) is replicas (a profile served on a host, several on one
+A fleet (``[fleets.NAME]``, backend.settings.model.FleetConfig) is replicas (a profile served on a host, several on one
 host by port) and one router: PyPI's ``sglang-router`` (0.3.2), run on its host's Python as a host job, never
 simulated. ``status`` reads each replica's own /metrics through its host's agent, and the router's /health,
 /workers and Prometheus ``smg_*`` page through the router host's; the imbalance verdict names the replica that
@@ -22,7 +22,8 @@ from backend.errors import ConfigError, ConnectionFailed, OperationFailed, Remot
 from backend.fleet import key as fleet_key
 from backend.jobs import ACTIVE, JobInfo
 from backend.serve.serving import Check, Preflight
-from backend.settings import FleetConfig, ProfileConfig, ReplicaConfig, Settings, host_address
+from backend.settings.model import FleetConfig, ProfileConfig, ReplicaConfig, Settings
+from backend.settings.validation import host_address
 
 if TYPE_CHECKING:
     from backend.connection import Connection

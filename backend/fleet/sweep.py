@@ -30,7 +30,7 @@ from backend.errors import OperationFailed, UsageError
 from backend.fleet.fleets import get_fleet
 from backend.jobs import JobInfo, get_job
 from backend.serve import host_facts, serving
-from backend.settings import Settings
+from backend.settings.model import Settings
 from backend.tune import sweep as sweep_mod
 
 

@@ -34,7 +34,7 @@ from backend.measure.latency import LatencyWindow, of_scrape, summary_json
 from backend.measure.metrics import LiveFilter, Sample, parse_line, parse_tier, server_info_numbers
 from backend.measure.prometheus import Scrape, read_scrape
 from backend.measure.series import LiveSeries
-from backend.settings import Settings
+from backend.settings.model import Settings
 
 POLL_S = 2.0  # /server_info: what it holds moves seldom (the lifetime accept length with decode lines)
 LATENCY_S = 1.0  # /metrics, one scrape for the gauges and the latency histograms (those move with every token)

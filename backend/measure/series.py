@@ -18,7 +18,7 @@ from backend.agent.host.shared.measured_points import t975
 from backend.agent.host.shared.quantiles import quantiles
 from backend.measure.breakeven import cycle_ms, live_breakeven
 from backend.measure.metrics import DEFAULT_IDLE_GAP_S, LiveFilter, Sample
-from backend.settings import Reference
+from backend.settings.model import Reference
 
 DAY_AT_1HZ = 86_400
 

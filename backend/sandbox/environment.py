@@ -48,7 +48,7 @@ if TYPE_CHECKING:
     from tomlkit import TOMLDocument
 
     from backend.connection import Connection
-    from backend.settings import HostConfig
+    from backend.settings.model import HostConfig
 
 
 def sandbox_dir() -> Path:
@@ -157,7 +157,8 @@ class SshRoute:
     known_hosts: str | None = None
 
     def __post_init__(self) -> None:
-        from backend.settings import HostConfig, ssh_url_problem
+        from backend.settings.model import HostConfig
+        from backend.settings.validation import ssh_url_problem
 
         problem = ssh_url_problem(self.url)
         if problem is None and not HostConfig(HOST_NAME, self.url).on_this_machine:
@@ -487,7 +488,7 @@ async def up(
 def _fleet_summary(layout: Layout) -> dict[str, Any] | None:
     """The sandbox's fleet as configured (the operator may have edited it): name, replicas, router; None
     with one host."""
-    from backend.settings import load
+    from backend.settings.config_file import load
 
     fleet = load(str(layout.config)).fleets.get(FLEET_NAME)
     if fleet is None:
@@ -500,7 +501,7 @@ def _fleet_summary(layout: Layout) -> dict[str, Any] | None:
 
 
 def _host_config(member: SandboxHost) -> HostConfig:
-    from backend.settings import HostConfig
+    from backend.settings.model import HostConfig
 
     route = member.ssh
     return HostConfig(

@@ -39,7 +39,7 @@ from backend import jobs
 from backend.connection import Connection
 from backend.errors import OperationFailed, SpecdeckError
 from backend.serve import host_facts, serving
-from backend.settings import HostConfig, ProfileConfig, Settings
+from backend.settings.model import HostConfig, ProfileConfig, Settings
 
 FLAGS = ("--nnodes", "--node-rank", "--dist-init-addr")
 # A rank's error that says a peer went first: gloo's and NCCL's words for a lost connection.

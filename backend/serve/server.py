@@ -25,7 +25,7 @@ from typing import Any
 from backend.connection import Connection
 from backend.serve import multinode, serving
 from backend.serve.serving import Preflight, ServerStatus
-from backend.settings import ProfileConfig, Settings
+from backend.settings.model import ProfileConfig, Settings
 
 NODES_EVERY_S = 1.0  # `watch`: a multi-node server's whole status this often while it runs
 OnStatus = Callable[[ServerStatus], None]

@@ -39,7 +39,7 @@ from backend.agent.host.shared.units import duration
 from backend.connection import Connection
 from backend.drafters import checkpoints
 from backend.errors import OperationFailed, RemoteError, UsageError
-from backend.settings import EAGLE_FAMILY, FIELD, PROFILE_FIELDS, HostConfig, ProfileConfig, Settings
+from backend.settings.model import EAGLE_FAMILY, FIELD, PROFILE_FIELDS, HostConfig, ProfileConfig, Settings
 from backend.sglang import flags, speculation, versions
 from backend.sglang.versions import DEFAULT_SIM_VERSION, SIM_SUFFIX, SIM_VERSION_ENV
 

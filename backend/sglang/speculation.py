@@ -15,7 +15,7 @@ import re
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from backend.settings import ADAPTIVE, EAGLE_FAMILY, PROFILE_FIELDS, ProfileConfig
+from backend.settings.model import ADAPTIVE, EAGLE_FAMILY, PROFILE_FIELDS, ProfileConfig
 from backend.sglang import adaptive
 from backend.sglang.versions import NEWEST
 from backend.sglang.versions import parse as parse_version

@@ -22,7 +22,7 @@ from backend.jobs import Cancelled, JobInfo, cancel_job, wait_job
 from backend.serve import serving
 from backend.serve.server import Launched, Server
 from backend.serve.serving import ServerStatus
-from backend.settings import DrafterConfig, HostConfig, ProfileConfig, Settings, TrainingConfig
+from backend.settings.model import DrafterConfig, HostConfig, ProfileConfig, Settings, TrainingConfig
 from backend.train import predict
 from backend.train.records import TrainBatch, TrainRecord, TrainSummary, Trap
 

@@ -34,7 +34,7 @@ from typing import Any
 
 from backend.agent.host.shared.protocol import decode
 from backend.errors import ConnectionFailed
-from backend.settings import HostConfig
+from backend.settings.model import HostConfig
 from backend.transport.base import RunResult, shell_command
 from backend.transport.controlsock import (
     EXIT,

@@ -13,7 +13,7 @@ import struct
 
 TYPE_CHECKING = False  # typing itself only for the checker, likewise
 if TYPE_CHECKING:
-    from backend.settings import HostConfig
+    from backend.settings.model import HostConfig
 
 DEFAULT_PERSIST_S = 600.0
 HELLO_TIMEOUT_S = 5.0

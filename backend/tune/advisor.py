@@ -36,7 +36,7 @@ from backend.measure import judge
 from backend.measure.bench import DEFAULT_REQUESTS
 from backend.measure.bench_records import BenchSweep
 from backend.measure.breakeven import breakeven
-from backend.settings import ProfileConfig
+from backend.settings.model import ProfileConfig
 
 DEFAULT_MAX_STEPS = 7
 DEFAULT_STEPS = 3  # the configured cycle is the operator's, measured at 3 draft steps

@@ -17,7 +17,7 @@ from backend.errors import OperationFailed, UsageError
 from backend.jobs import JobInfo, get_job, list_jobs, newest_running
 from backend.measure.bench import DEFAULT_MAX_TOKENS, DEFAULT_REQUESTS, bench_events
 from backend.serve import serving
-from backend.settings import ProfileConfig, Settings
+from backend.settings.model import ProfileConfig, Settings
 
 READY_TIMEOUT_S = 1800.0  # a 1T MoE on 8 GPUs takes minutes to load and capture graphs
 TERMINAL = ("done", "cancelled")

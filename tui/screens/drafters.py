@@ -29,7 +29,7 @@ from backend.connection import Connection
 from backend.drafters import downloads
 from backend.drafters.downloads import DrafterStatus, Progress
 from backend.jobs import wait_job
-from backend.settings import DrafterConfig
+from backend.settings.model import DrafterConfig
 from tui.messages import ConnectionChanged, OpenInCompare
 from tui.screens.pane import ShellPane
 from tui.widgets.download_progress import DownloadView

@@ -9,7 +9,8 @@ from textual.content import Content
 from textual.widgets import Input, OptionList, Static
 from textual.widgets.option_list import Option
 
-from backend.settings import HostConfig, ssh_url_problem
+from backend.settings.model import HostConfig
+from backend.settings.validation import ssh_url_problem
 from tui.screens.dialog import Dialog
 from tui.widgets.fieldinput import FieldInput
 

@@ -35,7 +35,7 @@ from backend.measure import judge
 from backend.measure.bench import bench_notes, domain_lines
 from backend.measure.livefeed import LiveFeed, profile_steps
 from backend.measure.series import LiveSeries, RingSeries
-from backend.settings import Reference
+from backend.settings.model import Reference
 from backend.tune.advisor import acceptance_lines
 from tui.messages import ConnectionChanged, LiveFeedUpdated
 from tui.screens import promptsets

@@ -34,7 +34,7 @@ from backend.connection import Connection
 from backend.errors import SpecdeckError, UsageError
 from backend.serve import multinode, serving
 from backend.serve.server import Server
-from backend.settings import FIELD, ProfileConfig
+from backend.settings.model import FIELD, ProfileConfig
 from tui.messages import ConnectionChanged, OpenInCompare, ProfileSaved
 from tui.screens.anatomy import PROFILE_TOOLTIP, AnatomyScreen
 from tui.screens.confirm import ConfirmScreen

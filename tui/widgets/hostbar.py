@@ -15,7 +15,7 @@ from textual.widgets import Static
 
 from backend.agent.host.shared.units import duration
 from backend.connection import ConnState, RoundTrips
-from backend.settings import HostConfig
+from backend.settings.model import HostConfig
 from backend.sglang.versions import DEFAULT_SIM_VERSION, version_text
 
 

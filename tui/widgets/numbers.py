@@ -14,7 +14,7 @@ from textual.widgets import Static
 from backend.agent.host.shared import units
 from backend.measure import judge
 from backend.measure.series import SeriesView, Stats
-from backend.settings import Reference
+from backend.settings.model import Reference
 
 EMPTY = Stats(0, None, None, None, None, None, None)
 STATS_POINTS = 20_000  # beyond this, a window's stats come from an even sample of its points

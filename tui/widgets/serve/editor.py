@@ -13,7 +13,7 @@ from textual.widgets import Input, Label
 
 from backend.errors import UsageError
 from backend.serve import serving
-from backend.settings import PROFILE_FIELDS, Declared, ProfileConfig
+from backend.settings.model import PROFILE_FIELDS, Declared, ProfileConfig
 from tui.widgets.fieldinput import FieldInput
 
 # The fields the editor offers (each shown when the profile's algorithm takes it); extra flags have their own line.

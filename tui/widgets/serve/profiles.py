@@ -7,7 +7,7 @@ from textual.widgets import OptionList
 from textual.widgets.option_list import Option
 
 from backend.serve import serving
-from backend.settings import ProfileConfig
+from backend.settings.model import ProfileConfig
 
 
 def spec_text(profile: ProfileConfig) -> str:
