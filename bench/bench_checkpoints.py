@@ -87,7 +87,7 @@ def _local_rows(huge: str, a_dir: str, b_dir: str) -> list[Row]:
     process_huge_ms = median_ms(timeit(lambda: _python_c(huge_file), repeat=5))
 
     a, b = inspect_checkpoint(a_dir), inspect_checkpoint(b_dir)
-    assert diff(a, b, KIMI_K2_TARGET_CONFIG)["verdict"]["compatible"]
+    assert diff(a, b, KIMI_K2_TARGET_CONFIG).verdict.compatible
     diff_ms = median_ms(timeit(lambda: diff(a, b, KIMI_K2_TARGET_CONFIG), repeat=200))
     whole_ms = median_ms(
         timeit(lambda: diff(inspect_checkpoint(a_dir), inspect_checkpoint(b_dir), KIMI_K2_TARGET_CONFIG), 50)
@@ -140,7 +140,7 @@ async def _warm(host, huge: str, a_dir: str, b_dir: str, target: str) -> tuple[l
             t0 = time.perf_counter()
             result, _, _ = await read_diff(sources, a, b, t)
             diff_s.append(time.perf_counter() - t0)
-        assert info["total_bytes"] == TIB and result["verdict"]["compatible"]
+        assert info["total_bytes"] == TIB and result.verdict.compatible
     finally:
         await conn.close()
     return inspect_s, diff_s

@@ -116,8 +116,8 @@ def test_diff_judges_each_side_by_its_own_kind():
     eagle = {"config": {**QWEN3_4B, "architectures": [ck.EAGLE3_ARCH]}, "tensors": {}, "files": []}
     eagle.update(total_params=0, total_bytes=0)
     out = checkpoint_diff.diff(dflash, eagle, QWEN3_4B)
-    assert out["verdict"]["a"]["algorithm"] == "DFLASH" and out["verdict"]["b"]["algorithm"] == "EAGLE3"
-    assert not any("--speculative-algorithm EAGLE" in n or "aux" in n for n in out["verdict"]["a"]["notes"])
+    assert out.verdict.a["algorithm"] == "DFLASH" and out.verdict.b["algorithm"] == "EAGLE3"
+    assert not any("--speculative-algorithm EAGLE" in n or "aux" in n for n in out.verdict.a["notes"])
 
 
 @pytest.mark.parametrize(

@@ -253,10 +253,10 @@ def test_diff_kimi_drafter_against_itself_with_one_changed_tensor(tmp_path):
         fx.write_drafter(str(tmp_path / "b"), "aq_medai_k2", tensors={"midlayer.hidden_norm.weight": ("F32", [7168])})
     )
     d = checkpoint_diff.diff(a, b, K2_TARGET)
-    assert set(d) >= {"config", "tensors", "summary", "verdict"}
-    assert all(row["status"] == "same" for row in d["config"])
-    assert "eagle_config.eagle_aux_hidden_state_layer_ids" in {row["key"] for row in d["config"]}
-    changed = [row for row in d["tensors"] if row["status"] != "same"]
+    assert set(d.to_json()) >= {"config", "tensors", "summary", "verdict"}
+    assert all(row.status == "same" for row in d.config)
+    assert "eagle_config.eagle_aux_hidden_state_layer_ids" in {row.key for row in d.config}
+    changed = [row.to_json() for row in d.tensors if row.status != "same"]
     assert changed == [
         {
             "name": "midlayer.hidden_norm.weight",
@@ -265,18 +265,14 @@ def test_diff_kimi_drafter_against_itself_with_one_changed_tensor(tmp_path):
             "status": "dtype",
         }
     ]
-    assert [row["name"] for row in d["tensors"]] == sorted(a["tensors"])
-    summary = d["summary"]
-    assert summary["a"] == {
-        "params": fx.KIMI_K2_DRAFTER_PARAMS,
-        "bytes": fx.KIMI_K2_DRAFTER_BYTES,
-        "tensors": 15,
-    }
-    assert summary["b"]["bytes"] - summary["a"]["bytes"] == 7168 * 2
-    assert summary["groups"]["norms"]["b"]["bytes"] - summary["groups"]["norms"]["a"]["bytes"] == 7168 * 2
-    groups = summary["groups"]
+    assert [row.name for row in d.tensors] == sorted(a["tensors"])
+    summary = d.summary
+    assert summary.a == checkpoint_diff.Totals(fx.KIMI_K2_DRAFTER_PARAMS, fx.KIMI_K2_DRAFTER_BYTES, 15)
+    assert summary.b.bytes - summary.a.bytes == 7168 * 2
+    assert summary.groups["norms"][1].bytes - summary.groups["norms"][0].bytes == 7168 * 2
+    groups = summary.groups
     assert list(groups) == list(checkpoint_diff.GROUPS)
-    assert {g: groups[g]["a"]["tensors"] for g in checkpoint_diff.GROUPS} == {
+    assert {g: groups[g][0].tensors for g in checkpoint_diff.GROUPS} == {
         "attention": 4,
         "mlp": 3,
         "fc": 1,
@@ -285,11 +281,11 @@ def test_diff_kimi_drafter_against_itself_with_one_changed_tensor(tmp_path):
         "vocab maps": 2,
         "other": 0,
     }
-    assert sum(groups[g]["a"]["params"] for g in checkpoint_diff.GROUPS) == summary["a"]["params"]
-    assert d["verdict"]["compatible"] is True
-    assert d["verdict"]["a"]["algorithm"] == d["verdict"]["b"]["algorithm"] == "EAGLE3"
+    assert sum(groups[g][0].params for g in checkpoint_diff.GROUPS) == summary.a.params
+    assert d.verdict.compatible is True
+    assert d.verdict.a["algorithm"] == d.verdict.b["algorithm"] == "EAGLE3"
     # Notes both sides share appear once, unprefixed.
-    assert sum("--speculative-algorithm EAGLE3" in n for n in d["verdict"]["notes"]) == 1
+    assert sum("--speculative-algorithm EAGLE3" in n for n in d.verdict.notes) == 1
 
 
 def test_diff_statuses(tmp_path):
@@ -309,20 +305,20 @@ def test_diff_statuses(tmp_path):
         )
     )
     d = checkpoint_diff.diff(a, b, {"config": K2_TARGET, "tensors": {}})  # an inspect dict of the target works too
-    statuses = {row["name"]: row["status"] for row in d["tensors"]}
+    statuses = {row.name: row.status for row in d.tensors}
     assert statuses["t2d"] == "only_a" and statuses["embed_tokens.weight"] == "only_b"
     assert statuses["fc.weight"] == "shape"
-    assert d["tensors"][[r["name"] for r in d["tensors"]].index("t2d")]["b"] is None
-    config = {row["key"]: row for row in d["config"]}
-    assert config["rope_theta"] == {"key": "rope_theta", "a": 50000.0, "b": 1000000.0, "status": "changed"}
-    assert config["torch_dtype"]["status"] == "only_a" and config["torch_dtype"]["b"] is None
-    assert config["target_model_type"]["status"] == "only_b"
-    assert d["summary"]["groups"]["other"]["b"]["params"] == 163840 * 7168
-    v = d["verdict"]
-    assert v["compatible"] is False and v["a"]["compatible"] is True
-    assert v["problems"] == ["B: fc.weight takes 14336 inputs but 3 aux layers × the target's hidden_size 7168 = 21504"]
+    assert next(r for r in d.tensors if r.name == "t2d").b is None
+    config = {row.key: row for row in d.config}
+    assert config["rope_theta"] == checkpoint_diff.ConfigRow("rope_theta", 50000.0, 1000000.0, "changed")
+    assert config["torch_dtype"].status == "only_a" and config["torch_dtype"].b is None
+    assert config["target_model_type"].status == "only_b"
+    assert d.summary.groups["other"][1].params == 163840 * 7168
+    v = d.verdict
+    assert v.compatible is False and v.a["compatible"] is True
+    assert v.problems == ("B: fc.weight takes 14336 inputs but 3 aux layers × the target's hidden_size 7168 = 21504",)
     assert any(
-        n.startswith("B: trained for model_type kimi_k25") and "same shapes ≠ same behaviour" in n for n in v["notes"]
+        n.startswith("B: trained for model_type kimi_k25") and "same shapes ≠ same behaviour" in n for n in v.notes
     )
     md = checkpoint_diff.diff_to_markdown(d, "A (AQ-MedAI)", "B (ours)")
     assert md.startswith("# Drafter diff: A (AQ-MedAI) vs B (ours)\n")

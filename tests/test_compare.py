@@ -605,7 +605,7 @@ async def test_compare_tab(sandbox_like, tmp_path, llama, monkeypatch):
         assert field.value == "aq-medai"
         field.value = llama
         await pilot.press("enter")
-        await until(pilot, lambda: pane.diff and pane.diff["paths"]["b"] == llama, "the Llama diff")
+        await until(pilot, lambda: pane.diff and pane.diff.paths.b == llama, "the Llama diff")
         assert text("#compare-badge").startswith("✕ INCOMPATIBLE · ")
         assert pane.query_one("#compare-badge").has_class("-incompatible")
         assert "✕ B: hidden_size is 4096 but the target's hidden_size is 7168" in text("#compare-problems")
@@ -616,10 +616,10 @@ async def test_compare_tab(sandbox_like, tmp_path, llama, monkeypatch):
         (tmp_path / "host" / "aq_medai_k2").mkdir()
         (tmp_path / "host" / "aq_medai_k2" / "config.json").write_text("{}")
         pane.open_drafter("aq-medai")  # what the App does with another tab's OpenInCompare
-        await until(pilot, lambda: pane.diff and pane.diff["paths"]["b"] == f"hf://{AQ_REPO}", "the opened drafter")
+        await until(pilot, lambda: pane.diff and pane.diff.paths.b == f"hf://{AQ_REPO}", "the opened drafter")
         assert pane.picks["a"] == "ours"
         await pilot.press("s")  # swap
-        await until(pilot, lambda: pane.diff and pane.diff["paths"]["a"] == f"hf://{AQ_REPO}", "the swapped diff")
+        await until(pilot, lambda: pane.diff and pane.diff.paths.a == f"hf://{AQ_REPO}", "the swapped diff")
         assert pane.picks == {"a": "aq-medai", "b": "ours", "target": ""}
 
         # A compare that fails leaves no verdict behind its error: nothing of the last one stays on screen.

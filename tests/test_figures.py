@@ -80,8 +80,8 @@ def test_cli_prints_each_quantity_one_way(tmp_path):
 def test_counts_agree_with_their_nouns():
     """ "1 tensors", "1 restarts saved" (issue 33): one home for a count and its noun."""
     from backend.agent.host.shared.units import counted
-    from backend.drafters.checkpoint_diff import format_totals
+    from backend.drafters.checkpoint_diff import Totals, format_totals
 
     assert (counted(1, "restart"), counted(3, "restart")) == ("1 restart", "3 restarts")
     assert counted(0, "tensor") == "0 tensors"
-    assert format_totals({"params": 1000, "bytes": 2048, "tensors": 1}).endswith("2.00 KiB, 1 tensor")
+    assert format_totals(Totals(params=1000, bytes=2048, tensors=1)).endswith("2.00 KiB, 1 tensor")

@@ -22,6 +22,7 @@ REPO = Path(__file__).resolve().parents[1]
 
 # Module → the functions (``Class.method`` for a method) whose results reach tui/ typed.
 CONVERTED: dict[str, tuple[str, ...]] = {
+    "backend/drafters/checkpoint_diff.py": ("diff",),
     "backend/jobs.py": ("prune", "cancel_job"),
     "backend/train/training.py": ("status", "stop", "predictions", "pick", "follow"),
 }
@@ -30,7 +31,7 @@ CONVERTED: dict[str, tuple[str, ...]] = {
 LEFT: dict[str, int] = {
     "tui/app.py": 1,
     "tui/screens/anatomy.py": 1,
-    "tui/screens/compare.py": 33,
+    "tui/screens/compare.py": 12,
     "tui/screens/drafters.py": 7,
     "tui/screens/find.py": 1,
     "tui/screens/fleet.py": 2,
@@ -42,7 +43,7 @@ LEFT: dict[str, int] = {
     "tui/screenshots.py": 20,
     "tui/widgets/benchbar.py": 2,
     "tui/widgets/breakeven_panel.py": 10,
-    "tui/widgets/diff_table.py": 13,
+    "tui/widgets/diff_table.py": 3,
     "tui/widgets/hostbar.py": 9,
     "tui/widgets/latency_panel.py": 2,
     "tui/widgets/serve/editor.py": 3,

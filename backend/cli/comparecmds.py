@@ -11,7 +11,7 @@ from backend.cli.common import add_json, connect, emit_json, emit_json_line, loa
 from backend.cli.main import command
 from backend.connection import resolve_host
 from backend.drafters import checkpoints as ck
-from backend.drafters.checkpoint_diff import format_params, format_tensor, format_totals, format_value
+from backend.drafters.checkpoint_diff import CheckpointDiff, format_params, format_tensor, format_totals, format_value
 from backend.drafters.sources import (
     HOST,
     HUB,
@@ -28,6 +28,8 @@ from backend.hosttext import unguarded, visible
 from backend.settings.model import HostConfig, Settings
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
     from backend.cli.main import Subcommands
 
 SOURCE_HELP = "a configured drafter name, a path on the host, file://PATH on this machine, or hf://org/name[@revision]"
@@ -155,7 +157,7 @@ def render_inspect(info: dict[str, Any], where: str) -> list[str]:
     return lines
 
 
-def _table(rows: list[tuple[str, ...]], indent: str = "  ") -> list[str]:
+def _table(rows: Sequence[tuple[str, ...]], indent: str = "  ") -> list[str]:
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     return [(indent + "  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True))).rstrip() for r in rows]
 
@@ -172,21 +174,23 @@ async def diff_cmd(args: argparse.Namespace) -> int:
         check_weights_sources(a, b)
     try:
         result, _, _ = await read_diff(sources, a, b, target, target_required=args.target is not None)
+        weights = None
         if args.weights:
-            if not any(row["status"] == "same" for row in result["tensors"]):
+            if not any(row.status == "same" for row in result.tensors):
                 raise UsageError("A and B share no tensor of the same shape and dtype: there are no weights to compare")
             on_tensor = emit_json_line if args.json else _progress
             try:
-                result["weights"] = await sources.compare_weights(a, b, on_tensor)
+                weights = await sources.compare_weights(a, b, on_tensor)
             finally:
                 _progress(None)
     finally:
         await sources.aclose()
     if args.json:
-        (emit_json_line if args.weights else emit_json)(result)
+        out = result.to_json() if weights is None else {**result.to_json(), "weights": weights}
+        (emit_json_line if args.weights else emit_json)(out)
     else:
-        print("\n".join(render_diff(result, a, b, show_all=args.all)))
-    return 1 if args.fail_incompatible and result["verdict"]["compatible"] is False else 0
+        print("\n".join(render_diff(result, a, b, show_all=args.all, weights=weights)))
+    return 1 if args.fail_incompatible and result.verdict.compatible is False else 0
 
 
 def _progress(event: dict[str, Any] | None) -> None:
@@ -199,53 +203,51 @@ def _progress(event: dict[str, Any] | None) -> None:
     stderr.flush()
 
 
-def render_diff(d: dict[str, Any], a: Source, b: Source, show_all: bool = False) -> list[str]:
-    """``specdeck diff`` without --json: sources, config and tensor rows side by side, sizes, verdict."""
-    sides = [(side, source.label, d["paths"][side.lower()]) for side, source in (("A", a), ("B", b))]
-    rows = [(side, label, "" if path == label else path) for side, label, path in sides]
-    lines = _table([*rows, ("target", "", d["paths"].get("target") or "none")], indent="")
-    config_diff = [r for r in d["config"] if r["status"] != "same"]
-    lines += ["", f"config: {len(d['config'])} keys, {len(config_diff)} differ"]
-    shown = d["config"] if show_all else config_diff
-    if shown:
+def render_diff(
+    d: CheckpointDiff, a: Source, b: Source, show_all: bool = False, weights: dict[str, Any] | None = None
+) -> list[str]:
+    """``specdeck diff`` without --json: sources, config and tensor rows side by side, sizes, verdict (and the
+    ``--weights`` table)."""
+    sides = [("A", a.label, d.paths.a), ("B", b.label, d.paths.b)]
+    rows = [(side, label, "" if path == label else path or "") for side, label, path in sides]
+    lines = _table([*rows, ("target", "", d.paths.target or "none")], indent="")
+    config_diff = [r for r in d.config if r.status != "same"]
+    lines += ["", f"config: {len(d.config)} keys, {len(config_diff)} differ"]
+    shown_keys = d.config if show_all else config_diff
+    if shown_keys:
         lines += _table(
-            [("key", "A", "B", "")]
-            + [(r["key"], format_value(r["a"]), format_value(r["b"]), r["status"]) for r in shown]
+            [("key", "A", "B", "")] + [(r.key, format_value(r.a), format_value(r.b), r.status) for r in shown_keys]
         )
-    hidden = len(d["config"]) - len(shown)
+    hidden = len(d.config) - len(shown_keys)
     if hidden and config_diff:
         lines.append(f"  ({hidden} same keys not shown; --all lists them)")
 
-    tensor_diff = [r for r in d["tensors"] if r["status"] != "same"]
-    summary = d["summary"]
-    lines += [
-        "",
-        f"tensors: {summary['a']['tensors']} in A, {summary['b']['tensors']} in B, {len(tensor_diff)} differ",
-    ]
-    everything = show_all or len(d["tensors"]) <= SHOW_ALL_TENSORS
-    shown = d["tensors"] if everything else tensor_diff
+    tensor_diff = [r for r in d.tensors if r.status != "same"]
+    summary = d.summary
+    lines += ["", f"tensors: {summary.a.tensors} in A, {summary.b.tensors} in B, {len(tensor_diff)} differ"]
+    everything = show_all or len(d.tensors) <= SHOW_ALL_TENSORS
+    shown = d.tensors if everything else tensor_diff
     if shown:
         lines += _table(
-            [("tensor", "A", "B", "")]
-            + [(r["name"], format_tensor(r["a"]), format_tensor(r["b"]), r["status"]) for r in shown]
+            [("tensor", "A", "B", "")] + [(r.name, format_tensor(r.a), format_tensor(r.b), r.status) for r in shown]
         )
-    if not everything and len(shown) < len(d["tensors"]):
-        lines.append(f"  ({len(d['tensors']) - len(shown)} same tensors not shown; --all lists them)")
+    if not everything and len(shown) < len(d.tensors):
+        lines.append(f"  ({len(d.tensors) - len(shown)} same tensors not shown; --all lists them)")
 
-    lines += ["", f"size: A {format_totals(summary['a'])}; B {format_totals(summary['b'])}"]
-    for group, sides in summary["groups"].items():
-        if sides["a"] != sides["b"]:
-            lines.append(f"  {group}: A {format_totals(sides['a'])}; B {format_totals(sides['b'])}")
+    lines += ["", f"size: A {format_totals(summary.a)}; B {format_totals(summary.b)}"]
+    for group, (ga, gb) in summary.groups.items():
+        if ga != gb:
+            lines.append(f"  {group}: A {format_totals(ga)}; B {format_totals(gb)}")
 
-    if "weights" in d:
-        lines += ["", *render_weights(d["weights"])]
+    if weights is not None:
+        lines += ["", *render_weights(weights)]
 
-    v = d["verdict"]
-    algos = ", ".join(f"{s.upper()} needs {v[s]['algorithm'] or 'an unknown algorithm'}" for s in ("a", "b"))
-    lines += ["", f"verdict: {ck.verdict_word(v).upper()} ({algos})"]
-    lines += [f"  problem: {p}" for p in v["problems"]]
-    lines += [f"  not checked: {u}" for u in v.get("unchecked") or []]
-    lines += [f"  note: {n}" for n in v["notes"]]
+    v = d.verdict
+    algos = ", ".join(f"{s} needs {sv['algorithm'] or 'an unknown algorithm'}" for s, sv in (("A", v.a), ("B", v.b)))
+    lines += ["", f"verdict: {v.word.upper()} ({algos})"]
+    lines += [f"  problem: {p}" for p in v.problems]
+    lines += [f"  not checked: {u}" for u in v.unchecked]
+    lines += [f"  note: {n}" for n in v.notes]
     return lines
 
 

@@ -17,11 +17,12 @@ from __future__ import annotations
 import asyncio
 import os
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from backend.agent.host.shared.checkpoint_scan import CONFIG
 from backend.drafters import checkpoint_diff, inspection
+from backend.drafters.checkpoint_diff import CheckpointDiff
 from backend.errors import ConnectionFailed, OperationFailed, RemoteError, UsageError
 from backend.settings.model import DrafterConfig, HostConfig, Settings
 
@@ -234,10 +235,10 @@ def _target_config(text: str, where: str) -> dict[str, Any]:
 
 async def read_diff(
     sources: Sources, a: Source, b: Source, target: Source, *, target_required: bool = True
-) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any]]:
+) -> tuple[CheckpointDiff, dict[str, Any], dict[str, Any]]:
     """Inspect A and B and read the target's config, concurrently; returns ``(diff, a_info, b_info)``.
 
-    The diff is ``checkpoint_diff.diff`` plus ``paths.target`` (where the target config came from). When
+    The diff is ``checkpoint_diff.diff`` with ``paths.target`` (where the target config came from). When
     ``target_required`` is false (the default target, which a fresh host may not have yet) an unreadable
     target is a verdict note and ``paths.target`` is None.
     """
@@ -260,7 +261,6 @@ async def read_diff(
         raise errors.exceptions[0] from None
     (a_info, b_info), (target_config, unread) = (r.result() for r in reads), read.result()
     result = checkpoint_diff.diff(a_info, b_info, target_config)
-    result["paths"]["target"] = None if unread else target.location
-    if unread:
-        result["verdict"]["notes"].insert(0, unread)
-    return result, a_info, b_info
+    paths = replace(result.paths, target=None if unread else target.location)
+    notes = (unread, *result.verdict.notes) if unread else result.verdict.notes
+    return replace(result, paths=paths, verdict=replace(result.verdict, notes=notes)), a_info, b_info

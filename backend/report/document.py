@@ -366,15 +366,15 @@ def drafter_blocks(runs: list[RunSummary], facts: DrafterFacts | None) -> list[B
         a, b = drafters[paths[0]], drafters[other]
         d = checkpoint_diff.diff(inspected[paths[0]], inspected[other], facts.target if facts else None)
         counts: dict[str, int] = {}
-        for row in d["tensors"]:
-            counts[row["status"]] = counts.get(row["status"], 0) + 1
-        changed = [r for r in d["config"] if r["status"] != "same"]
+        for row in d.tensors:
+            counts[row.status] = counts.get(row.status, 0) + 1
+        changed = [r for r in d.config if r.status != "same"]
         items = [
             "tensors: " + ", ".join(f"{n} {status}" for status, n in sorted(counts.items())),
-            f"config: {len(changed)} of {len(d['config'])} keys differ"
-            + (": " + ", ".join(f"{r['key']} ({r['a']} → {r['b']})" for r in changed[:8]) if changed else ""),
-            "verdict: " + checkpoints.verdict_word(d["verdict"]),
-            *d["verdict"]["problems"],
+            f"config: {len(changed)} of {len(d.config)} keys differ"
+            + (": " + ", ".join(f"{r.key} ({r.a} → {r.b})" for r in changed[:8]) if changed else ""),
+            "verdict: " + d.verdict.word,
+            *d.verdict.problems,
         ]
         blocks += [Heading(f"{a.drafter or paths[0]} vs {b.drafter or other}", 3), Bullets(items)]
     return blocks

@@ -19,7 +19,7 @@ from textual.binding import Binding
 from textual.containers import Horizontal
 from textual.widgets import Static
 
-from backend.drafters.checkpoint_diff import diff_to_markdown, format_totals
+from backend.drafters.checkpoint_diff import CheckpointDiff, diff_to_markdown, format_totals
 from backend.drafters.sources import HOST, Source, Sources, hub_endpoint, parse_source, read_diff, target_source
 from backend.errors import SpecdeckError, UsageError
 from tui.messages import ConnectionChanged
@@ -72,7 +72,7 @@ class ComparePane(ShellPane):
     def __init__(self, **kwargs) -> None:
         super().__init__(**kwargs)
         self.picks = {"a": "", "b": "", "target": ""}
-        self.diff: dict | None = None
+        self.diff: CheckpointDiff | None = None
         self.labels: tuple[str, str] = ("A", "B")
         self.differences_only = False
         self._host: str | None = None
@@ -194,33 +194,32 @@ class ComparePane(ShellPane):
         self.query_one("#compare-config-title", Static).update("config")
         self.query_one("#compare-tensors-title", Static).update("tensors")
 
-    def _show(self, d: dict, a: Source, b: Source, fallbacks: dict[str, Source]) -> None:
+    def _show(self, d: CheckpointDiff, a: Source, b: Source, fallbacks: dict[str, Source]) -> None:
         self.diff, self.labels = d, (a.label, b.label)
         where = []
-        for side, source in (("A", a), ("B", b)):
-            path = d["paths"][side.lower()]
+        for side, source, path in (("A", a, d.paths.a), ("B", b, d.paths.b)):
             text = f"{side} {source.label}"
             if source.label in fallbacks:
                 text += f" (not on {self.app.host_config.name} yet: the hub copy)"
             where.append(text + (f" → {path}" if path != source.label else ""))
-        where.append(f"target → {d['paths']['target'] or 'none (unreadable)'}")
+        where.append(f"target → {d.paths.target or 'none (unreadable)'}")
         self._status(" · ".join(where))
 
-        v = d["verdict"]
+        v = d.verdict
         badge = self.query_one("#compare-badge", Static)
-        if v["compatible"] is None:
-            badge.update(f"? UNCHECKED · {len(v.get('unchecked') or [])} checks not made")
+        if v.compatible is None:
+            badge.update(f"? UNCHECKED · {len(v.unchecked)} checks not made")
         else:
-            badge.update("✔ COMPATIBLE" if v["compatible"] else f"✕ INCOMPATIBLE · {len(v['problems'])} problems")
-        badge.set_class(v["compatible"] is True, "-compatible")
-        badge.set_class(v["compatible"] is False, "-incompatible")
-        summary = d["summary"]
+            badge.update("✔ COMPATIBLE" if v.compatible else f"✕ INCOMPATIBLE · {len(v.problems)} problems")
+        badge.set_class(v.compatible is True, "-compatible")
+        badge.set_class(v.compatible is False, "-incompatible")
+        summary = d.summary
         self.query_one("#compare-summary", Static).update(
-            f"A {format_totals(summary['a'], ' · ')}   B {format_totals(summary['b'], ' · ')}"
+            f"A {format_totals(summary.a, ' · ')}   B {format_totals(summary.b, ' · ')}"
         )
-        self.query_one("#compare-problems", Static).update("\n".join(f"✕ {p}" for p in v["problems"]))
-        unchecked = [f"? not checked: {u}" for u in v.get("unchecked") or []]
-        self.query_one("#compare-notes", Static).update("\n".join(unchecked + [f"· {n}" for n in v["notes"]]))
+        self.query_one("#compare-problems", Static).update("\n".join(f"✕ {p}" for p in v.problems))
+        unchecked = [f"? not checked: {u}" for u in v.unchecked]
+        self.query_one("#compare-notes", Static).update("\n".join(unchecked + [f"· {n}" for n in v.notes]))
         self.query_one("#compare-config", DiffTable).show(config_rows(d))
         self.query_one("#compare-tensors", DiffTable).show(tensor_rows(d))
         self._titles()
@@ -231,12 +230,12 @@ class ComparePane(ShellPane):
         tensors = self.query_one("#compare-tensors", DiffTable)
         if self.diff is None:
             return
-        s = self.diff["summary"]
+        s = self.diff.summary
         self.query_one("#compare-config-title", Static).update(
             f"config: {len(config.rows_all)} keys, {config.differing} differ{only}"
         )
         self.query_one("#compare-tensors-title", Static).update(
-            f"tensors: {s['a']['tensors']} in A, {s['b']['tensors']} in B, {tensors.differing} differ{only}"
+            f"tensors: {s.a.tensors} in A, {s.b.tensors} in B, {tensors.differing} differ{only}"
         )
 
     def action_differences_only(self) -> None:
@@ -260,7 +259,7 @@ class ComparePane(ShellPane):
             self.write_markdown(os.path.abspath(os.path.expanduser(path)), self.diff, self.labels)
 
     @work(group="compare-export", exit_on_error=False, name="export", description="export the diff as Markdown")
-    async def write_markdown(self, path: str, diff: dict, labels: tuple[str, str]) -> None:
+    async def write_markdown(self, path: str, diff: CheckpointDiff, labels: tuple[str, str]) -> None:
         text = diff_to_markdown(diff, f"A ({labels[0]})", f"B ({labels[1]})")
         try:
             await asyncio.to_thread(_write, path, text)

@@ -13,7 +13,7 @@ from rich.text import Text
 from textual.color import Color
 from textual.widgets import DataTable
 
-from backend.drafters.checkpoint_diff import format_tensor, format_value
+from backend.drafters.checkpoint_diff import CheckpointDiff, format_tensor, format_value
 
 # Status → the theme variable its A, B and status cells are drawn in; the rows that differ are bold as well.
 STATUS_COLOURS = {
@@ -35,12 +35,12 @@ class DiffRow(NamedTuple):
     status: str
 
 
-def config_rows(diff: dict) -> list[DiffRow]:
-    return [DiffRow(r["key"], format_value(r["a"]), format_value(r["b"]), r["status"]) for r in diff["config"]]
+def config_rows(diff: CheckpointDiff) -> list[DiffRow]:
+    return [DiffRow(r.key, format_value(r.a), format_value(r.b), r.status) for r in diff.config]
 
 
-def tensor_rows(diff: dict) -> list[DiffRow]:
-    return [DiffRow(r["name"], format_tensor(r["a"]), format_tensor(r["b"]), r["status"]) for r in diff["tensors"]]
+def tensor_rows(diff: CheckpointDiff) -> list[DiffRow]:
+    return [DiffRow(r.name, format_tensor(r.a), format_tensor(r.b), r.status) for r in diff.tensors]
 
 
 def theme_styles(variables: dict[str, str]) -> dict[str, tuple[Style, Style]]:
