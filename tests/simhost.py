@@ -16,7 +16,7 @@ from backend.connection import Connection
 from backend.history import History
 from backend.jobs import JobInfo, get_job
 from backend.measure.metrics import live_samples
-from backend.serve import serving
+from backend.serve import command_line
 from backend.settings.model import HostConfig, Settings
 from backend.settings.validation import parse
 from tests.helpers import Ran, run_cli
@@ -136,7 +136,7 @@ async def start_server(conn: Connection, models: dict, profile: str) -> JobInfo:
         argv=server_argv(models, profile, port),
         # The target as `serve` records it: the bench renders its prompts with the target's chat template.
         args={"profile": profile, "port": port, "drafter": PROFILES[profile], "model": models["target"]},
-        env={"SPECDECK_SIM_TIME_SCALE": "0.05", **serving.launch_env(conn.host)},
+        env={"SPECDECK_SIM_TIME_SCALE": "0.05", **command_line.launch_env(conn.host)},
         cwd=str(REPO),
     )
     job = JobInfo.from_json(wire)

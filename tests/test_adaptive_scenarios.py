@@ -20,7 +20,7 @@ from backend.connection import Connection
 from backend.measure.bench import BenchPlan, run_bench
 from backend.measure.livefeed import find_server
 from backend.sandbox.sglang_sim import scenario
-from backend.serve import serving
+from backend.serve import server_status, serving
 from backend.settings.model import HostConfig
 from backend.sglang.adaptive import AdaptivePolicy, default_config
 from backend.tune.adaptive_proposal import settled_tiers
@@ -146,7 +146,7 @@ async def test_advise_adaptive_serves_its_proposal_and_benches_it_against_fixed_
         running = await sweep_mod.running(conn)
         assert running is not None and running.id == job.id and running.args["ab"]["adaptive"] == "aq-adaptive"
         result = adaptive_ab.ab_result(await sweep_mod.follow(conn, job.id))
-        assert (await serving.status(conn)).get("state") not in serving.RUNNING_STATES  # left as found
+        assert (await serving.status(conn)).get("state") not in server_status.RUNNING_STATES  # left as found
     finally:
         await conn.close()
     assert (result["adaptive"], result["fixed"], result["failed"]) == ("aq-adaptive", "aq-fixed3", [])

@@ -16,7 +16,7 @@ import pytest
 from backend.drafters import checkpoint_diff
 from backend.drafters import checkpoints as ck
 from backend.sandbox import fixtures as fx
-from backend.serve import serving
+from backend.serve import preflight_checks, serving
 from backend.settings.model import ProfileConfig, builtin_defaults
 
 pytestmark = pytest.mark.e2e
@@ -131,18 +131,18 @@ def test_diff_judges_each_side_by_its_own_kind():
 def test_preflight_serves_a_drafter_only_under_its_own_algorithm(profile_algorithm, config, words):
     profile = ProfileConfig(name="p", drafter="ours", algorithm=profile_algorithm)
     inspected = {"config": config, "tensors": {"fc.weight": {"shape": [1, 1]}}}
-    checks = serving._drafter_checks(profile, "/d", inspected, TARGET_52, force=False)
+    checks = preflight_checks._drafter_checks(profile, "/d", inspected, TARGET_52, force=False)
     [algorithm] = [c for c in checks if c.name == "algorithm"]
     assert algorithm.status == "fail" and words in algorithm.message
-    assert serving._drafter_checks(profile, "/d", inspected, TARGET_52, force=True)[-1].status == "warn"
+    assert preflight_checks._drafter_checks(profile, "/d", inspected, TARGET_52, force=True)[-1].status == "warn"
 
 
 def test_a_dflash_profile_with_its_drafter_passes():
     profile = ProfileConfig(name="p", drafter="ours", algorithm="DFLASH", dflash_block_size=16)
     inspected = {"config": DFLASH2, "tensors": {"fc.weight": {"shape": [6656, 5 * 6656], "dtype": "BF16"}}}
-    checks = serving._drafter_checks(profile, "/d", inspected, TARGET_52, force=False)
+    checks = preflight_checks._drafter_checks(profile, "/d", inspected, TARGET_52, force=False)
     assert {c.name: c.status for c in checks} == {"drafter": "ok", "algorithm": "ok"}
-    assert [c for c in serving.profile_checks(builtin_defaults(), profile) if c.status == "fail"] == []
+    assert [c for c in preflight_checks.profile_checks(builtin_defaults(), profile) if c.status == "fail"] == []
 
 
 # --- a DFlash drafter served by the SIMULATED SGLang --------------------------------------------------------------

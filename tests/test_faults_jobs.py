@@ -20,7 +20,7 @@ import pytest
 
 from backend.connection import Connection
 from backend.errors import RemoteError
-from backend.serve import serving
+from backend.serve import server_status, serving
 from backend.settings.model import HostConfig
 from tests.helpers import Ran, fill, host_args, run_cli
 from tests.simhost import make_settings, process_gone, until_gone
@@ -68,8 +68,8 @@ async def test_killed_runner_orphans_the_server_status_says_so_and_stop_leaves_n
 
     status = await serving.status(conn)
     assert status["state"] == "orphaned" and status["job"] == started["job"], status
-    typed = serving.ServerStatus.from_json(status)
-    assert serving.state_label(typed) == "running, orphaned" and typed.running
+    typed = server_status.ServerStatus.from_json(status)
+    assert server_status.state_label(typed) == "running, orphaned" and typed.running
     assert status["pid"] == server and str(server) in status["error"] and "serve stop" in status["hint"]
     assert not process_gone(server)
     jobs = {j["id"]: j for j in await conn.call("jobs.list")}

@@ -64,7 +64,7 @@ def test_replica_launch_flags_and_the_routers_command(tmp_path):
     """A second replica on one machine starts past the first's GPUs; one on another machine than the router
     listens beyond loopback (on every interface where its address is not known); the router gets every
     replica's URL, on its loopback."""
-    from backend.serve import serving
+    from backend.serve import command_line
 
     s = load(
         tmp_path,
@@ -79,7 +79,7 @@ router = {host = "gpu-a", policy = "power_of_two"}
     profiles = [fleets.replica_profile(s, f, r) for r in f.replicas]
     assert [p.extra_args for p in profiles] == [(), ("--base-gpu-id", "8"), ()]
     assert [p.listen for p in profiles] == ["127.0.0.1", "127.0.0.1", "0.0.0.0"]
-    argv = serving.profile_argv(s, fleets.replica_profile(s, f, f.replicas[1]))
+    argv = command_line.profile_argv(s, fleets.replica_profile(s, f, f.replicas[1]))
     assert argv[argv.index("--port") + 1] == "30001" and argv[-2:] == ["--base-gpu-id", "8"]
     assert fleets.router_argv(s, f, "/opt/py/bin/python") == [
         "/opt/py/bin/python",

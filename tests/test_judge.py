@@ -178,7 +178,7 @@ async def test_the_default_bench_is_long_enough_for_its_verdicts(models, tmp_pat
     from backend.measure.bench import BenchPlan, run_bench
     from backend.measure.metrics import live_samples
     from backend.measure.series import LiveSeries
-    from backend.serve import serving
+    from backend.serve import command_line
     from backend.settings.model import HostConfig
     from tests.simhost import REPO, server_argv
     from tests.sshd import free_port
@@ -189,11 +189,12 @@ async def test_the_default_bench_is_long_enough_for_its_verdicts(models, tmp_pat
     try:
         port = free_port()
         argv = server_argv(models, "eagle3-aq", port)
-        argv[argv.index("--decode-log-interval") + 1] = str(serving.DECODE_LOG_INTERVAL)
+        argv[argv.index("--decode-log-interval") + 1] = str(command_line.DECODE_LOG_INTERVAL)
         wire = await conn.call("jobs.start", kind="serve", argv=argv, cwd=str(REPO),
                                args={"profile": "eagle3-aq", "port": port, "drafter": "aq-medai",
                                      "model": models["target"]},  # its chat template: the prompts trained on
-                               env={"SPECDECK_SIM_TIME_SCALE": "0.05", **serving.launch_env(conn.host)})  # fmt: skip
+                               env={"SPECDECK_SIM_TIME_SCALE": "0.05",
+                                    **command_line.launch_env(conn.host)})  # fmt: skip
         job = JobInfo.from_json(wire)
         while (await conn.call("http.request", url=f"http://127.0.0.1:{port}/health")).get("status") != 200:
             await asyncio.sleep(0.05)

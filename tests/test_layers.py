@@ -82,7 +82,7 @@ SANDBOX_IMPORTS = {
     ("backend.cli.webcmds", "backend.sandbox.environment"): "`specdeck web --sandbox` serves the panel on it",
     ("tui.screenshots", "backend.sandbox.environment"): "the README's screenshots are taken on the sandbox",
     (
-        "backend.serve.serving",
+        "backend.serve.command_line",
         "backend.sandbox.sglang_sim.scenario",
     ): "a simulator host's server is given the scenario file `sandbox up --scenario` wrote (its name and variable)",
 }

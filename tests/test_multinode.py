@@ -22,7 +22,7 @@ import pytest
 
 from backend.errors import ConfigError, UsageError
 from backend.measure.cost import gpus_of
-from backend.serve import multinode, serving
+from backend.serve import command_line, multinode, preflight_checks, serving
 from backend.serve.host_facts import HostFacts
 from backend.serve.server import Server
 from backend.settings.config_file import load
@@ -157,7 +157,7 @@ def test_each_rank_gets_sglangs_flags_and_rank_0s_address(models, tmp_path):
     assert [r.port for r in multinode.plan(real, profile)] == [profile.port] * 2
     # One host's start (a sweep's, a training's) refuses it rather than start one rank of it.
     with pytest.raises(UsageError, match="profile duo runs across nodes a, b: `specdeck serve start duo`"):
-        serving.profile_command(settings, settings.hosts["a"], profile)
+        command_line.profile_command(settings, settings.hosts["a"], profile)
     bad = replace(profile, tp=9, extra_args=("--nnodes", "3"))
     assert [c.name for c in multinode.profile_checks(bad)] == ["nodes", "tp"]
 
@@ -199,7 +199,7 @@ async def test_preflight_names_the_node_that_differs_and_starts_nothing(models, 
     settings = two_node_settings(models, root, b={"sglang_version": "0.5.6"})
     profile = settings.profiles["duo"]
     mn = nodes(settings)
-    with pytest.raises(serving.PreflightFailed) as refused:
+    with pytest.raises(preflight_checks.PreflightFailed) as refused:
         await multinode.start(mn, settings, profile)
     assert "hosts a and b run different SGLang releases (0.5.23 vs 0.5.6): the nodes of one" in str(refused.value)
     assert refused.value.exit_code == 2

@@ -23,7 +23,7 @@ import pytest
 
 from backend.errors import ConfigError
 from backend.sandbox import environment
-from backend.serve import serving
+from backend.serve import command_line, preflight_checks, serving
 from backend.settings.config_file import save_profile
 from backend.settings.model import ALGORITHMS, FIELD, PROFILE_FIELDS, ProfileConfig, builtin_defaults
 from backend.settings.validation import parse
@@ -170,7 +170,7 @@ def test_saving_writes_the_declared_fields_back_and_they_load_the_same(tmp_path)
 def test_each_algorithms_profile_means_exactly_its_fields_to_sglangs_parser(name):
     settings = builtin_defaults()
     profile = ALGORITHM_PROFILES[name]
-    argv = serving.profile_argv(settings, profile)
+    argv = command_line.profile_argv(settings, profile)
     table = flags.table("0.5.23")
     args = table.server_args(table.parse(argv))
     assert args["speculative_algorithm"] == profile.algorithm
@@ -181,30 +181,30 @@ def test_each_algorithms_profile_means_exactly_its_fields_to_sglangs_parser(name
         flag = table.flags[declared.flags[0]]
         assert args[flag.field] == (flag.default if value is None else value), declared.name  # unset: SGLang's
     if profile.adaptive_config is not None:
-        path, text = serving.adaptive_file(profile)
+        path, text = command_line.adaptive_file(profile)
         assert args["speculative_adaptive_config"] == path and json.loads(text) == profile.adaptive_config
         assert path.startswith(".specdeck/spec/adaptive-") and path.endswith(".json")
     else:
         assert args["speculative_adaptive_config"] is None
     if profile.dspark_ragged_verify:
-        cmd = serving.profile_command(settings, settings.hosts["gpu-box"], profile)
+        cmd = command_line.profile_command(settings, settings.hosts["gpu-box"], profile)
         assert cmd["env"]["SGLANG_RAGGED_VERIFY_MODE"] == profile.dspark_ragged_verify
 
 
 def test_a_release_gets_the_flag_names_it_knows():
     settings = builtin_defaults()
     dflash = ALGORITHM_PROFILES["dflash"]
-    old = serving.profile_argv(settings, dflash, "0.5.11")
+    old = command_line.profile_argv(settings, dflash, "0.5.11")
     assert "--speculative-dflash-draft-window-size" in old and "--speculative-draft-window-size" not in old
     # 0.5.12 renamed it (the old name stays a hidden alias to 0.5.19, so 0.5.12 takes either).
-    assert "--speculative-draft-window-size" in serving.profile_argv(settings, dflash, "0.5.13")
+    assert "--speculative-draft-window-size" in command_line.profile_argv(settings, dflash, "0.5.13")
     flags.table("0.5.11").parse(old)
     # The feature tables tell releases apart: DSPARK's flags are refused before 0.5.16, adaptive before 0.5.11.
-    dspark = serving.profile_argv(settings, ALGORITHM_PROFILES["dspark"])
+    dspark = command_line.profile_argv(settings, ALGORITHM_PROFILES["dspark"])
     with pytest.raises(Exception, match="unrecognized arguments: --speculative-dspark-block-size"):
         flags.table("0.5.15").parse(dspark)
     flags.table("0.5.16").parse(dspark)
-    adaptive = serving.profile_argv(settings, ALGORITHM_PROFILES["eagle3-adaptive"])
+    adaptive = command_line.profile_argv(settings, ALGORITHM_PROFILES["eagle3-adaptive"])
     with pytest.raises(Exception, match="unrecognized arguments: --speculative-adaptive"):
         flags.table("0.5.10").parse(adaptive)
 
@@ -212,15 +212,15 @@ def test_a_release_gets_the_flag_names_it_knows():
 def test_an_adaptive_config_goes_to_a_file_in_the_hosts_state_dir():
     settings = builtin_defaults()
     host = settings.hosts["gpu-box"]
-    cmd = serving.profile_command(settings, host, ALGORITHM_PROFILES["eagle3-ladder"])
+    cmd = command_line.profile_command(settings, host, ALGORITHM_PROFILES["eagle3-ladder"])
     [(path, text)] = cmd["files"].items()
     assert path.startswith("/data/eagle3/.specdeck/spec/adaptive-") and json.loads(text) == LADDER
     assert cmd["argv"][cmd["argv"].index("--speculative-adaptive-config") + 1] == path
     assert "--speculative-adaptive" in cmd["argv"]
     # SGLang's default ladder: no file; a config without the switch: no flag (SGLang would not read it).
-    assert serving.profile_command(settings, host, ALGORITHM_PROFILES["eagle3-adaptive"])["files"] == {}
+    assert command_line.profile_command(settings, host, ALGORITHM_PROFILES["eagle3-adaptive"])["files"] == {}
     off = replace(ALGORITHM_PROFILES["eagle3-ladder"], adaptive=False)
-    assert "--speculative-adaptive-config" not in serving.profile_command(settings, host, off)["argv"]
+    assert "--speculative-adaptive-config" not in command_line.profile_command(settings, host, off)["argv"]
 
 
 @pytest.mark.skipif(
@@ -229,7 +229,7 @@ def test_an_adaptive_config_goes_to_a_file_in_the_hosts_state_dir():
 def test_every_profile_parses_with_the_wheels_own_parser(tmp_path):
     """SGLang's own parser (the one its ServerArgs.add_cli_args builds from the wheel) on every profile built
     here: it takes each command line and reads the same speculative values as our table does."""
-    built = [(p.name, serving.profile_argv(s, p)) for s, p in every_profile()]
+    built = [(p.name, command_line.profile_argv(s, p)) for s, p in every_profile()]
     argvs = tmp_path / "argvs.json"
     argvs.write_text(json.dumps([argv for _, argv in built]))
     python = os.environ.get("SPECDECK_SGLANG_PYTHON", "python3")
@@ -253,12 +253,12 @@ def test_every_profile_parses_with_the_wheels_own_parser(tmp_path):
 
 
 def failed(profile: ProfileConfig, version: str | None = None) -> dict[str, str]:
-    checks = serving.profile_checks(builtin_defaults(), profile, version)
+    checks = preflight_checks.profile_checks(builtin_defaults(), profile, version)
     return {c.name: c.message for c in checks if c.status == "fail"}
 
 
 def warned(profile: ProfileConfig, version: str | None = None) -> dict[str, str]:
-    checks = serving.profile_checks(builtin_defaults(), profile, version)
+    checks = preflight_checks.profile_checks(builtin_defaults(), profile, version)
     return {c.name: c.message for c in checks if c.status == "warn"}
 
 
@@ -439,7 +439,7 @@ async def test_an_adaptive_profile_serves_with_its_config_written_on_the_host(mo
     try:
         started = await serving.start(conn, settings, profile)
         assert started["preflight"]["ok"], started["preflight"]
-        [(path, text)] = serving.profile_command(settings, host, profile)["files"].items()
+        [(path, text)] = command_line.profile_command(settings, host, profile)["files"].items()
         assert Path(path).parent == tmp_path / "host" / ".specdeck" / "spec" and Path(path).read_text() == text
         ready = await serving.wait(conn, started["job"], within=60)
         assert ready["state"] == "ready", ready
@@ -471,7 +471,7 @@ async def test_an_adaptive_profile_serves_with_its_config_written_on_the_host(mo
             run = history.run(await record_run(history, conn, await get_job(conn, started["job"])))
         assert {t["steps"] for t in run.tiers} >= {3, 5} and run.tiers_text().startswith("adaptive: 3 steps")
         # The host writes only .json files of its own spec/ folder, whatever a client asks.
-        cmd = serving.profile_command(settings, host, replace(profile, port=profile.port + 1))
+        cmd = command_line.profile_command(settings, host, replace(profile, port=profile.port + 1))
         with pytest.raises(RemoteError, match=r"a launch file must be a \.json file in"):
             await conn.call("serve.start", argv=cmd["argv"], args={"port": 1}, files={"/tmp/x.json": "{}"})
         await serving.stop(conn, grace=10)

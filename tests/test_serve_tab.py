@@ -19,7 +19,7 @@ from textual.widgets import Input, OptionList, Static, TabbedContent
 
 from backend.connection import Connection
 from backend.sandbox import fixtures
-from backend.serve import serving
+from backend.serve import preflight_checks, server_status, serving
 from backend.settings.config_file import load
 from backend.settings.model import Settings
 from tests.helpers import until
@@ -217,7 +217,7 @@ async def test_crash_shows_the_hint_beside_the_log_and_switch_recovers(settings,
         log = pane.query_one(LogView)
         await until(pilot, lambda: any("Not enough memory" in line for line in log.lines_kept), "the error line")
         await pilot.press("e")  # errors only
-        errors = lambda: all(serving.line_level(line) == "error" for line in log.lines_shown)  # noqa: E731
+        errors = lambda: all(server_status.line_level(line) == "error" for line in log.lines_shown)  # noqa: E731
         await until(pilot, lambda: log.lines_shown and errors(), "errors only")
         assert "errors only" in text(app, "#log-badge")
         await pilot.press("e")
@@ -381,10 +381,13 @@ def test_preflight_fails_on_numbers_sglang_refuses(settings):
         ({"steps": 4, "draft_tokens": 4}, "draft tokens 4 with topk 1 is fewer than steps + 1 = 5"),
     ):
         profile = replace(settings.profiles["eagle3-aq"], **numbers)
-        checks = serving.profile_checks(settings, profile)
+        checks = preflight_checks.profile_checks(settings, profile)
         failed = [c for c in checks if c.status == "fail" and c.name == "speculative numbers"]
         assert failed and words in failed[0].message, checks
-    assert serving.speculative_problem(None, None, None) is None and serving.speculative_problem(3, 1, 4) is None
+    assert (
+        preflight_checks.speculative_problem(None, None, None) is None
+        and preflight_checks.speculative_problem(3, 1, 4) is None
+    )
 
 
 def test_every_serve_key_has_an_id_and_a_tooltip():
@@ -395,20 +398,25 @@ def test_every_serve_key_has_an_id_and_a_tooltip():
 
 def test_the_clock_wakes_when_a_figure_shown_changes():
     now = 1_000_000.0
-    ready = serving.ServerStatus("ready", since=now - 65.25, phases=(serving.Phase("ready", now - 65.25, None),))
+    ready = server_status.ServerStatus(
+        "ready", since=now - 65.25, phases=(server_status.Phase("ready", now - 65.25, None),)
+    )
     # A server left running shows whole minutes past its first: its head redraws once a minute, not every second.
-    assert serving.since_text(ready, now, minutes=True) == "for 1m" and serving.since_text(ready, now) == "for 1m05s"
+    assert (
+        server_status.since_text(ready, now, minutes=True) == "for 1m"
+        and server_status.since_text(ready, now) == "for 1m05s"
+    )
     assert next_change(ready, now) == pytest.approx(54.75 + CLOCK_LATE_S)  # "for 1m" turns 2m
     young = replace(ready, since=now - 5.25)
-    assert serving.since_text(young, now, minutes=True) == "for 5s"
+    assert server_status.since_text(young, now, minutes=True) == "for 5s"
     assert next_change(young, now) == pytest.approx(0.75 + CLOCK_LATE_S)  # "for 5s" turns 6s
-    assert serving.since_text(replace(ready, state="stopped"), now, minutes=True) == "1m ago"
-    old = serving.ServerStatus("ready", since=now - 3725.0)
+    assert server_status.since_text(replace(ready, state="stopped"), now, minutes=True) == "1m ago"
+    old = server_status.ServerStatus("ready", since=now - 3725.0)
     assert next_change(old, now) == pytest.approx(55 + CLOCK_LATE_S)  # "for 1h02m" turns 1h03m: per minute
     # Starting for an hour, its current phase 2.5 s old: that phase's figure turns first.
-    starting = replace(old, state="starting", phases=(serving.Phase("loading weights", now - 2.5, None),))
+    starting = replace(old, state="starting", phases=(server_status.Phase("loading weights", now - 2.5, None),))
     assert next_change(starting, now) == pytest.approx(0.5 + CLOCK_LATE_S)
-    assert next_change(serving.ServerStatus("none"), now) is None
+    assert next_change(server_status.ServerStatus("none"), now) is None
 
 
 def test_poll_lines_are_our_own_gets_of_what_the_panel_polls():
@@ -425,8 +433,8 @@ def test_poll_lines_are_our_own_gets_of_what_the_panel_polls():
         "[2026-01-01 00:00:00 TP0] Decode batch, #running-req: 1, #token: 90, "
         "gen throughput (token/s): 80.00, #queue-req: 0",
     ]
-    assert all(serving.is_poll_line(line) for line in polls)
-    assert not any(serving.is_poll_line(line) for line in others)
+    assert all(server_status.is_poll_line(line) for line in polls)
+    assert not any(server_status.is_poll_line(line) for line in others)
 
 
 # --- the log view on its own ------------------------------------------------------------------------------------
@@ -434,7 +442,7 @@ def test_poll_lines_are_our_own_gets_of_what_the_panel_polls():
 
 class LogApp(App):
     def compose(self) -> ComposeResult:
-        yield LogView(classify=serving.line_level, max_lines=200)
+        yield LogView(classify=server_status.line_level, max_lines=200)
 
 
 async def test_log_view_follows_freezes_counts_and_filters():
@@ -466,7 +474,7 @@ async def test_log_view_follows_freezes_counts_and_filters():
 
 class PollLogApp(App):
     def compose(self) -> ComposeResult:
-        yield LogView(classify=serving.line_level, hide=serving.is_poll_line, max_lines=200)
+        yield LogView(classify=server_status.line_level, hide=server_status.is_poll_line, max_lines=200)
 
 
 async def test_log_view_keeps_hidden_lines_and_shows_them_when_asked():

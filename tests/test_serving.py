@@ -2,7 +2,7 @@
 through both transports (`local` and the real sshd).
 
 The simulator guard: the `host` fixture's HostConfig gets ``sandbox=True, launcher="simulator"`` in code here.
-A config file cannot say that for an SSH host (settings refuse it), and ``serving.launcher_argv`` refuses the
+A config file cannot say that for an SSH host (settings refuse it), and ``command_line.launcher_argv`` refuses the
 simulator on any host that is not a sandbox host on this machine; the loopback sshd is this machine.
 """
 
@@ -21,10 +21,11 @@ from pathlib import Path
 
 import pytest
 
+from backend.agent.host.shared.server_states import PHASES
 from backend.connection import Connection
 from backend.errors import RemoteError, UsageError
 from backend.sandbox import environment
-from backend.serve import serving
+from backend.serve import command_line, preflight_checks, server_status, serving
 from backend.settings.model import HostConfig, ProfileConfig, builtin_defaults
 from backend.settings.validation import parse
 from backend.sglang.flags import FLAGS, server_args
@@ -63,7 +64,7 @@ def test_builtin_profiles_argv_parse_strictly_and_mean_exactly_the_profile():
     settings = builtin_defaults()
     host = settings.hosts["gpu-box"]
     for profile in settings.profiles.values():
-        cmd = serving.profile_command(settings, host, profile.name)
+        cmd = command_line.profile_command(settings, host, profile.name)
         argv = cmd["argv"]
         assert argv[:3] == ["/root/ml-env/bin/python3", "-m", "sglang.launch_server"]
         assert cmd["cwd"] == "/data/eagle3" and cmd["env"] == {"PYTHONUNBUFFERED": "1", "SGLANG_LOG_MS": "1"}
@@ -79,14 +80,14 @@ def test_builtin_profiles_argv_parse_strictly_and_mean_exactly_the_profile():
         assert args["speculative_num_steps"] == profile.steps
         assert args["speculative_eagle_topk"] == profile.topk
         assert args["speculative_num_draft_tokens"] == profile.draft_tokens
-    ours = serving.profile_command(settings, host, "eagle3-ours")["argv"][3:]
+    ours = command_line.profile_command(settings, host, "eagle3-ours")["argv"][3:]
     assert ours == [
         "--model-path", "/data/models/Kimi-K2.5", "--tp-size", "8", "--trust-remote-code",
         "--host", "127.0.0.1", "--port", "30000", "--enable-metrics", "--decode-log-interval", "40",
         "--speculative-algorithm", "EAGLE3", "--speculative-draft-model-path", "/data/eagle3/output_100k_sglang/4",
         "--speculative-num-steps", "3", "--speculative-eagle-topk", "1", "--speculative-num-draft-tokens", "4",
     ]  # fmt: skip
-    assert "--speculative-algorithm" not in serving.profile_command(settings, host, "baseline")["argv"]
+    assert "--speculative-algorithm" not in command_line.profile_command(settings, host, "baseline")["argv"]
 
 
 def test_extra_flags_and_env_come_last_and_mean_what_they_say():
@@ -99,16 +100,16 @@ def test_extra_flags_and_env_come_last_and_mean_what_they_say():
         extra_args=("--mem-fraction-static", "0.85", "--decode-log-interval", "10", "--cuda-graph-max-bs", "16"),
         env={"SGLANG_ENABLE_SPEC_V2": "1"},
     )
-    cmd = serving.profile_command(settings, settings.hosts["gpu-box"], profile)
+    cmd = command_line.profile_command(settings, settings.hosts["gpu-box"], profile)
     assert cmd["argv"].count("--decode-log-interval") == 1  # the profile's own interval replaces ours
     args = server_args(parse_flags(cmd["argv"][3:], "0.5.6"), "0.5.6")  # 0.5.23 has no --cuda-graph-max-bs
     assert (args["mem_fraction_static"], args["decode_log_interval"], args["cuda_graph_max_bs"]) == (0.85, 10, 16)
     assert args["port"] == 30001 and args["speculative_draft_model_path"] == "/data/eagle3/aq_medai_k2"
     assert cmd["env"]["SGLANG_ENABLE_SPEC_V2"] == "1"
-    assert serving.shell_line(cmd["argv"], cmd["env"]).startswith(
+    assert command_line.shell_line(cmd["argv"], cmd["env"]).startswith(
         "SGLANG_LOG_MS=1 SGLANG_ENABLE_SPEC_V2=1 /root/ml-env/bin/python3"
     )
-    assert serving.job_args(settings, profile) == {
+    assert command_line.job_args(settings, profile) == {
         "profile": "tuned",
         "port": 30001,
         "drafter": "aq-medai",
@@ -126,19 +127,19 @@ def test_the_simulator_runs_only_on_sandbox_hosts_of_this_machine(tmp_path):
     settings = builtin_defaults()
     sandbox = parse_toml_config(environment.config_text(environment.Layout(tmp_path), None))
     host = sandbox.hosts["sandbox"]
-    assert serving.profile_command(sandbox, host, "baseline")["argv"][:3] == [
+    assert command_line.profile_command(sandbox, host, "baseline")["argv"][:3] == [
         sys.executable,
         "-m",
         "backend.sandbox.sglang_sim",
     ]
     loopback_ssh = HostConfig(name="t", url="ssh://me@127.0.0.1:2222", launcher="simulator", sandbox=True)
-    assert serving.launcher_argv(loopback_ssh)[1:] == ["-m", "backend.sandbox.sglang_sim"]
+    assert command_line.launcher_argv(loopback_ssh)[1:] == ["-m", "backend.sandbox.sglang_sim"]
     for bad in (
         replace(settings.hosts["gpu-box"], launcher="simulator", sandbox=True),  # the real host, even if "sandbox"
         replace(host, sandbox=False),  # local but not a sandbox
     ):
         with pytest.raises(UsageError, match="only runs on a sandbox host on this machine"):
-            serving.profile_command(settings, bad, "baseline")
+            command_line.profile_command(settings, bad, "baseline")
 
 
 def parse_toml_config(text: str):
@@ -162,7 +163,7 @@ def parse_toml_config(text: str):
 )
 def test_profile_checks_refuse_what_sglang_would_not_run(values, check, words):
     profile = ProfileConfig(name="p", **values)
-    failed = [c for c in serving.profile_checks(builtin_defaults(), profile) if c.status == "fail"]
+    failed = [c for c in preflight_checks.profile_checks(builtin_defaults(), profile) if c.status == "fail"]
     assert [c.name for c in failed] == [check] and words in failed[0].message
     assert "\n" not in failed[0].message
 
@@ -170,7 +171,7 @@ def test_profile_checks_refuse_what_sglang_would_not_run(values, check, words):
 # --- preflight on a host ----------------------------------------------------------------------------------------
 
 
-def by_name(result: serving.Preflight) -> dict:
+def by_name(result: preflight_checks.Preflight) -> dict:
     return {c.name: c for c in result.checks}
 
 
@@ -183,7 +184,7 @@ async def test_preflight_on_the_host(conn, models, tmp_path):
         trap={"drafter": "aq-medai", **EAGLE, "algorithm": "EAGLE"},
         future={"extra_args": ["--some-future-flag"]},
     )
-    good = await serving.preflight(conn, settings, settings.profiles["good"])
+    good = await preflight_checks.preflight(conn, settings, settings.profiles["good"])
     assert good.ok, good.failures
     checks = by_name(good)
     assert {n: c.status for n, c in checks.items() if n not in ("gpus", "tp")} == dict.fromkeys(
@@ -193,15 +194,15 @@ async def test_preflight_on_the_host(conn, models, tmp_path):
     assert good.version == f"{conn.host.sglang_version}-sim"  # what a start records in its job's args
     assert checks["gpus"].status in ("ok", "skip", "warn")
 
-    misfit = by_name(await serving.preflight(conn, settings, settings.profiles["misfit"]))
+    misfit = by_name(await preflight_checks.preflight(conn, settings, settings.profiles["misfit"]))
     assert misfit["drafter"].status == "fail" and "hidden_size is 4096" in misfit["drafter"].message
-    forced = await serving.preflight(conn, settings, settings.profiles["misfit"], force=True)
+    forced = await preflight_checks.preflight(conn, settings, settings.profiles["misfit"], force=True)
     assert forced.ok and by_name(forced)["drafter"].status == "warn"
 
-    trap = by_name(await serving.preflight(conn, settings, settings.profiles["trap"]))
+    trap = by_name(await preflight_checks.preflight(conn, settings, settings.profiles["trap"]))
     assert trap["algorithm"].status == "fail" and "accept length 1.00" in trap["algorithm"].message
 
-    future = by_name(await serving.preflight(conn, settings, settings.profiles["future"]))
+    future = by_name(await preflight_checks.preflight(conn, settings, settings.profiles["future"]))
     assert future["flags"].status == "fail"
     assert future["sglang"].status == "fail" and "does not know --some-future-flag" in future["sglang"].message
 
@@ -209,7 +210,7 @@ async def test_preflight_on_the_host(conn, models, tmp_path):
     legacy = make_settings(
         models, p={"extra_args": ["--cuda-graph-max-bs", "16"], "env": {"SGLANG_ENABLE_SPEC_V2": "1"}}
     )
-    old = by_name(await serving.preflight(conn, legacy, legacy.profiles["p"]))
+    old = by_name(await preflight_checks.preflight(conn, legacy, legacy.profiles["p"]))
     if conn.host.sglang_version == "0.5.23":
         assert old["flags"].status == "fail" and "use --cuda-graph-max-bs-decode" in old["flags"].message
         assert "--cuda-graph-max-bs was removed after SGLang 0.5.6" in old["sglang"].message
@@ -221,33 +222,33 @@ async def test_preflight_on_the_host(conn, models, tmp_path):
 
     # The drafter's trained window against the context the profile allows (ours: K2.5's 262144 positions).
     long = make_settings(models, p={"drafter": "ours", **EAGLE, "extra_args": ["--context-length", "300000"]})
-    window = by_name(await serving.preflight(conn, long, long.profiles["p"]))["window"]
+    window = by_name(await preflight_checks.preflight(conn, long, long.profiles["p"]))["window"]
     assert window.status == "warn" and "trained on 262144 positions" in window.message
     assert "--context-length 262144" in window.message and by_name(good)["window"].status == "ok"
     assert by_name(good)["tp"].status == "skip"  # no nvidia-smi here: nothing to count
 
     missing = make_settings({**models, "ours": str(tmp_path / "nowhere")}, p={"drafter": "ours", **EAGLE})
-    gone = by_name(await serving.preflight(conn, missing, missing.profiles["p"]))
+    gone = by_name(await preflight_checks.preflight(conn, missing, missing.profiles["p"]))
     assert gone["drafter"].status == "fail" and "does not exist on the host" in gone["drafter"].message
 
     with socket.socket() as busy:
         busy.bind(("127.0.0.1", settings.profiles["good"].port))
         busy.listen()
-        port = by_name(await serving.preflight(conn, settings, settings.profiles["good"]))["port"]
+        port = by_name(await preflight_checks.preflight(conn, settings, settings.profiles["good"]))["port"]
     assert port.status == "fail" and "taken by another program" in port.message
 
 
 @pytest.mark.slow
 async def test_launcher_help_is_cached_per_version_and_a_missing_sglang_refused(conn, models):
     settings = make_settings(models, p={})
-    cmd = serving.profile_command(settings, conn.host, settings.profiles["p"])
+    cmd = command_line.profile_command(settings, conn.host, settings.profiles["p"])
     first = await conn.call("serve.help", argv=cmd["argv"][:3], version="0.5.6-sim", cwd=cmd["cwd"])
     again = await conn.call("serve.help", argv=cmd["argv"][:3], version="0.5.6-sim", cwd=cmd["cwd"])
     assert (first["cached"], again["cached"]) == (False, True) and first["help"] == again["help"]
     # This interpreter has no sglang: the real launcher is refused with a sentence, before anything starts.
     real = await Connection.open(replace(conn.host, launcher="sglang", sandbox=False))
     try:
-        checks = by_name(await serving.preflight(real, settings, settings.profiles["p"]))
+        checks = by_name(await preflight_checks.preflight(real, settings, settings.profiles["p"]))
     finally:
         await real.close()
     assert checks["sglang"].status == "fail" and "sglang is not installed" in checks["sglang"].message
@@ -266,25 +267,25 @@ async def test_start_phases_ready_status_busy_port_stop(conn, models):
     ready = await serving.wait(conn, started["job"], within=30, on_status=lambda s: seen.append(s["state"]))
     assert ready["state"] == "ready", ready
     assert seen[0] == "starting" and seen[-1] == "ready"
-    assert [p["phase"] for p in ready["phases"]] == list(serving.PHASES)
+    assert [p["phase"] for p in ready["phases"]] == list(PHASES)
     assert all(p["end"] is not None for p in ready["phases"][:-1])
     assert ready["server_info"]["version"] == f"{conn.host.sglang_version}-sim" and ready["server_info"]["simulated"]
     # Each phase took what SGLang itself timed where its log says so (load, graph capture), else the stamps'
     # difference: millisecond stamps (SGLANG_LOG_MS=1, set by specdeck) make every phase's time real.
-    typed = serving.ServerStatus.from_json(ready)
-    rows = {row["phase"]: row for row in serving.timeline(typed, time.time())}
-    assert all(rows[p]["state"] == "done" and rows[p]["seconds"] > 0 for p in serving.PHASES[1:-1])
+    typed = server_status.ServerStatus.from_json(ready)
+    rows = {row["phase"]: row for row in server_status.timeline(typed, time.time())}
+    assert all(rows[p]["state"] == "done" and rows[p]["seconds"] > 0 for p in PHASES[1:-1])
     current = conn.host.sglang_version == "0.5.23"  # 0.5.6 times graph captures only, 0.5.23 weight loads too
     timed = ("capturing", "loading") if current else ("capturing",)
     assert all(p["measured"] > 0 for p in ready["phases"] if p["phase"].startswith(timed))
     assert (ready["startup_timings"] is not None) == current
-    assert (serving.startup_text(typed) or "").startswith("SGLang timed load_weight ") == current
+    assert (server_status.startup_text(typed) or "").startswith("SGLang timed load_weight ") == current
     numbers = ("speculative_num_steps", "speculative_eagle_topk", "speculative_num_draft_tokens")
     assert [ready["server_info"][k] for k in numbers] == [3, 1, 4] and ready["warnings"] == []
 
     status = await serving.status(conn)
     assert {"state", "profile", "pid", "port", "since", "phase", "log_path", "error", "hint"} <= set(status)
-    assert serving.STATES == ("none", "starting", "ready", "orphaned", "stopping", "stopped", "crashed")
+    assert server_status.STATES == ("none", "starting", "ready", "orphaned", "stopping", "stopped", "crashed")
     assert (status["state"], status["port"], status["phase"], status["error"]) == ("ready", profile.port, "ready", None)
     assert status["args"]["port"] == profile.port and status["args"]["drafter_path"] == models["ours"]
     assert status["args"]["sglang_version"] == f"{conn.host.sglang_version}-sim"  # History's without /server_info
@@ -294,11 +295,11 @@ async def test_start_phases_ready_status_busy_port_stop(conn, models):
     assert any("fired up and ready to roll" in line for line in tail["lines"])
 
     # One server per port: preflight says who holds it, and the host refuses even without preflight.
-    with pytest.raises(serving.PreflightFailed, match=r"port \d+ is held by profile eagle3-ours"):
+    with pytest.raises(preflight_checks.PreflightFailed, match=r"port \d+ is held by profile eagle3-ours"):
         await serving.start(conn, settings, other)
-    cmd = serving.profile_command(settings, conn.host, other)
+    cmd = command_line.profile_command(settings, conn.host, other)
     with pytest.raises(RemoteError, match="held by profile eagle3-ours") as refused:
-        await conn.call("serve.start", argv=cmd["argv"], args=serving.job_args(settings, other), cwd=cmd["cwd"])
+        await conn.call("serve.start", argv=cmd["argv"], args=command_line.job_args(settings, other), cwd=cmd["cwd"])
     assert refused.value.kind == "busy" and refused.value.exit_code == 1
 
     stopped = await serving.stop(conn, grace=10)
@@ -366,7 +367,7 @@ async def test_kill_9_of_the_server_is_a_crash(conn, models):
 
 async def test_broken_drafter_crashes_with_the_shape_mismatch_hint(conn, models):
     settings = make_settings(models, misfit={"drafter": "misfit", **EAGLE})
-    with pytest.raises(serving.PreflightFailed, match="incompatible with the target"):
+    with pytest.raises(preflight_checks.PreflightFailed, match="incompatible with the target"):
         await serving.start(conn, settings, settings.profiles["misfit"])
     started = await serving.start(conn, settings, settings.profiles["misfit"], force=True)
     crashed = await serving.wait(conn, started["job"], within=30)
@@ -379,7 +380,7 @@ async def test_broken_drafter_crashes_with_the_shape_mismatch_hint(conn, models)
     assert crashed["error_lines"][-1].endswith(
         "Received sigquit from a child process. It usually means the child failed."
     )
-    rows = serving.timeline(serving.ServerStatus.from_json(crashed), time.time())
+    rows = server_status.timeline(server_status.ServerStatus.from_json(crashed), time.time())
     assert {r["phase"]: r["state"] for r in rows}["loading draft weights"] == "failed"
 
 
@@ -404,12 +405,16 @@ async def test_failure_signatures_get_their_hints(conn, models, failure, words):
 async def test_a_port_taken_after_preflight_is_a_crash_with_a_hint(conn, models):
     settings = make_settings(models, p={})
     profile = settings.profiles["p"]
-    cmd = serving.profile_command(settings, conn.host, profile)
+    cmd = command_line.profile_command(settings, conn.host, profile)
     with socket.socket() as squatter:
         squatter.bind(("127.0.0.1", profile.port))
         squatter.listen()
         started = await conn.call(
-            "serve.start", argv=cmd["argv"], env=cmd["env"], cwd=cmd["cwd"], args=serving.job_args(settings, profile)
+            "serve.start",
+            argv=cmd["argv"],
+            env=cmd["env"],
+            cwd=cmd["cwd"],
+            args=command_line.job_args(settings, profile),
         )
         crashed = await serving.wait(conn, started["job"], within=30)
     assert crashed["state"] == "crashed" and "[Errno 98]" in crashed["error_lines"][-3]
@@ -438,10 +443,10 @@ async def test_accept_length_stuck_at_1_gets_the_eagle_hint(conn, models):
 async def test_resolved_numbers_that_differ_from_the_profile_are_warned(conn, models):
     settings = make_settings(models, p={"drafter": "ours", **EAGLE, "draft_tokens": 5})
     profile = settings.profiles["p"]
-    cmd = serving.profile_command(settings, conn.host, profile)
+    cmd = command_line.profile_command(settings, conn.host, profile)
     # Preflight refuses this profile; straight to the host, SGLang (here simulated) changes draft tokens to 4.
     started = await conn.call(
-        "serve.start", argv=cmd["argv"], env=cmd["env"], cwd=cmd["cwd"], args=serving.job_args(settings, profile)
+        "serve.start", argv=cmd["argv"], env=cmd["env"], cwd=cmd["cwd"], args=command_line.job_args(settings, profile)
     )
     ready = await serving.wait(conn, started["job"], within=30)
     assert ready["state"] == "ready"
@@ -483,10 +488,10 @@ def gpus(tmp_path, monkeypatch):
 @pytest.mark.parametrize("sim_host", [("local", "0.5.23")], indirect=True)
 async def test_gpus_name_other_processes_and_stop_waits_for_ours_to_free(gpus, conn, models):
     settings = make_settings(models, p={"tp": 2}, wide={"tp": 8})
-    checks = by_name(await serving.preflight(conn, settings, settings.profiles["p"]))
+    checks = by_name(await preflight_checks.preflight(conn, settings, settings.profiles["p"]))
     assert checks["gpus"].status == "warn" and checks["tp"].status == "ok"
     # More tensor-parallel ranks than GPUs: refused before SGLang gets to crash on it, with both numbers.
-    with pytest.raises(serving.PreflightFailed, match=r"--tp-size 8 but the host has 2 GPUs"):
+    with pytest.raises(preflight_checks.PreflightFailed, match=r"--tp-size 8 but the host has 2 GPUs"):
         await serving.start(conn, settings, settings.profiles["wide"])
     assert f"GPU1 pid {gpus.pid} (sleep, 69000 MiB)" in checks["gpus"].message
     started = await serving.start(conn, settings, settings.profiles["p"])

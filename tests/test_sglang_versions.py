@@ -217,7 +217,7 @@ def test_versions_are_told_apart(version, definition, support, table, text) -> N
 
 
 def test_a_real_server_past_the_newest_known_release_is_marked_untested() -> None:
-    from backend.serve.serving import speculative_summary
+    from backend.serve.server_status import speculative_summary
 
     assert speculative_summary({"version": "0.5.24"}) == "sglang 0.5.24 (untested version): no speculation"
     assert speculative_summary({"version": "0.5.23"}) == "sglang 0.5.23: no speculation"
@@ -233,23 +233,24 @@ def test_labels_never_leave_a_rate_unnamed() -> None:
 
 
 def test_an_unknown_newer_release_still_works_the_hosts_help_decides() -> None:
-    from backend.serve import serving
-    from backend.settings.model import builtin_defaults
+    from backend.serve import preflight_checks
+    from backend.settings.model import ProfileConfig, builtin_defaults
+    from backend.sglang import flags
     from tui.widgets.hostbar import sglang_text
 
     settings = builtin_defaults()
     profile = settings.profiles["eagle3-aq"]
-    newer = serving.ProfileConfig(**{**vars(profile), "extra_args": ("--speculative-brand-new", "3")})
+    newer = ProfileConfig(**{**vars(profile), "extra_args": ("--speculative-brand-new", "3")})
     # Our newest table does not know the flag: a first opinion only...
-    checks = serving.profile_checks(settings, newer, "0.5.24")
+    checks = preflight_checks.profile_checks(settings, newer, "0.5.24")
     assert [c.status for c in checks if c.name == "flags"] == ["fail"]
     # ...the host's own --help knows it, so the start goes ahead with a note.
     helped = {
         "version": "0.5.24",
         "help": "  --model-path MODEL_PATH\n  --speculative-brand-new N\n"
-        + "".join(f"  {name} X\n" for name in serving.flags.table("0.5.23").flags),
+        + "".join(f"  {name} X\n" for name in flags.table("0.5.23").flags),
     }
-    judged = {c.name: c for c in serving._sglang_checks(checks, newer, helped, settings)}
+    judged = {c.name: c for c in preflight_checks._sglang_checks(checks, newer, helped, settings)}
     assert judged["flags"].status == "warn" and "the host runs sglang 0.5.24" in judged["flags"].message
     assert judged["sglang"].status == "ok"
     # The header names the release and says it is untested.

@@ -19,7 +19,7 @@ from backend.sandbox import hub_catalog
 from backend.sandbox.hub import HubServer
 from backend.sandbox.sglang_sim import prompts as sim_prompts
 from backend.sandbox.sglang_sim import scenario
-from backend.serve import serving
+from backend.serve import command_line
 from backend.settings.model import HostConfig
 from tests.simhost import REPO, server_argv
 from tests.sshd import free_port
@@ -51,7 +51,7 @@ async def conn(tmp_path, hub):
 
 async def serve(conn: Connection, models: dict, scenario_file: str | None = None, *extra: str) -> JobInfo:
     port = free_port()
-    env = {"SPECDECK_SIM_TIME_SCALE": "0.05", **serving.launch_env(conn.host)}
+    env = {"SPECDECK_SIM_TIME_SCALE": "0.05", **command_line.launch_env(conn.host)}
     if scenario_file:
         env[scenario.ENV] = str(SCENARIOS / scenario_file)
     wire = await conn.call(

@@ -13,7 +13,7 @@ import pytest
 from backend.connection import Connection
 from backend.errors import OperationFailed, RemoteError, UsageError
 from backend.history import History, sync_from_host
-from backend.serve import serving
+from backend.serve import command_line, server_status, serving
 from backend.settings.model import HostConfig
 from backend.tune import sweep as sweep_mod
 from tests.simhost import EAGLE, PY38, make_settings, specdeck, write_config
@@ -87,7 +87,7 @@ async def test_sweep_restarts_benches_records_and_leaves_the_server_as_found(con
     tagged = [j for j in await conn.call("jobs.list", kind="serve") if j["args"].get("sweep") == job.id]
     assert sorted(j["args"]["point"] for j in tagged) == [0, 1] and all(j["state"] != "running" for j in tagged)
     # Each records the release it launched with (History's where /server_info never came: issue 32).
-    assert {j["args"]["sglang_version"] for j in tagged} == {serving.sim_version(conn.host) + "-sim"}
+    assert {j["args"]["sglang_version"] for j in tagged} == {command_line.sim_version(conn.host) + "-sim"}
     with History.open(tmp_path / "h.sqlite3") as history:
         await sync_from_host(history, conn)
         runs = {r.job_id: r for r in history.runs()}
@@ -104,7 +104,7 @@ async def test_a_crashing_point_is_recorded_and_the_sweep_goes_on(conn, models):
     done = await asyncio.wait_for(sweep_mod.follow(conn, job.id), 120)
     assert len(done["points"]) == 2 and done["best"] is None
     assert all("crashed" in p["failed"] and "Not enough memory" in p["failed"] for p in done["points"])
-    assert (await serving.status(conn))["state"] not in serving.RUNNING_STATES  # none was running: none is
+    assert (await serving.status(conn))["state"] not in server_status.RUNNING_STATES  # none was running: none is
 
 
 @pytest.mark.slow
@@ -159,7 +159,7 @@ async def test_resume_after_the_sweep_job_was_killed(conn, models):
     assert [p["steps"] for p in done["points"]] == [1, 2] and done["restarts"] == 1
     # Nothing ran before the first sweep: the leftover is not "found", and nothing is left running.
     status = await serving.status(conn)
-    assert status["state"] not in serving.RUNNING_STATES and status["args"]["sweep"] == again.id
+    assert status["state"] not in server_status.RUNNING_STATES and status["args"]["sweep"] == again.id
     assert (await conn.call("jobs.get", id=leftover["job"]))["state"] not in ("running", "orphaned")
 
 

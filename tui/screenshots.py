@@ -141,7 +141,7 @@ async def serve(story: Story, profile: str) -> JobInfo:
     returns the serve job once it is ready."""
     from textual.widgets import OptionList
 
-    from backend.serve import serving
+    from backend.serve import server_status, serving
     from tui.screens.confirm import ConfirmScreen
 
     await show(story, "serve", profile)
@@ -150,7 +150,7 @@ async def serve(story: Story, profile: str) -> JobInfo:
     names = [profiles.get_option_at_index(i).id for i in range(profiles.option_count)]
     profiles.highlighted = names.index(profile)
     await story.pilot.pause(0.3)
-    running = (await serving.status(story.conn)).get("state") in serving.RUNNING_STATES
+    running = (await serving.status(story.conn)).get("state") in server_status.RUNNING_STATES
     await story.press("w" if running else "s")
     if running:
         await until(story, lambda: isinstance(story.app.screen, ConfirmScreen), "the switch question")

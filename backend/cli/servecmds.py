@@ -24,7 +24,7 @@ from backend.cli.main import command
 from backend.connection import resolve_host
 from backend.errors import OperationFailed, UsageError
 from backend.jobs import get_job
-from backend.serve import multinode, serving
+from backend.serve import command_line, multinode, preflight_checks, server_status, serving
 from backend.serve.server import OnStatus, Server
 from backend.settings.model import ProfileConfig, Settings
 
@@ -88,22 +88,22 @@ def register(sub: Subcommands) -> None:
 
 async def cmd(args: argparse.Namespace) -> int:
     settings = load_settings(args)
-    profile = serving.get_profile(settings, args.profile)
+    profile = command_line.get_profile(settings, args.profile)
     if multinode.is_multinode(profile):
         return _multinode_cmd(settings, profile, args.json)
     host = resolve_host(settings, args.host, python=args.python, workdir=args.workdir)
     # A line `serve start` would refuse is no launch command: the checks that need no host decide it.
-    failed = [c for c in serving.profile_checks(settings, profile, host.sglang_version) if c.status == "fail"]
+    failed = [c for c in preflight_checks.profile_checks(settings, profile, host.sglang_version) if c.status == "fail"]
     if failed:
         why = "; ".join(f"{c.name}: {c.message}" for c in failed)
         raise UsageError(f"profile {profile.name} would not start ({why}); fix it in the config or the Serve tab")
-    out = serving.profile_command(settings, host, profile)
+    out = command_line.profile_command(settings, host, profile)
     if args.json:
         emit_json(out)
         return 0
     for path, text in out["files"].items():  # what the launch reads on the host (an adaptive config), first
         print(f"mkdir -p {shlex.quote(path.rsplit('/', 1)[0])} && cat > {shlex.quote(path)} <<'EOF'\n{text}EOF")
-    print(serving.shell_line(out["argv"], out["env"]))
+    print(command_line.shell_line(out["argv"], out["env"]))
     return 0
 
 
@@ -114,12 +114,12 @@ def _multinode_cmd(settings: Settings, profile: ProfileConfig, as_json: bool) ->
         return 0
     for rank in ranks:
         print(f"# {rank['node']}: rank {rank['rank']} of {len(ranks)}")
-        print(serving.shell_line(rank["argv"], rank["env"]))
+        print(command_line.shell_line(rank["argv"], rank["env"]))
     print(f"# {multinode.PORT_PLACEHOLDER}: a free port on {ranks[0]['node']}, found there when the server starts")
     return 0
 
 
-def _print_checks(checks: Iterable[serving.Check]) -> None:
+def _print_checks(checks: Iterable[preflight_checks.Check]) -> None:
     for c in checks:
         print(f"  {CHECK_MARKS[c.status]} {c.name}: {c.message}")
 
@@ -131,7 +131,7 @@ def _server(args: argparse.Namespace, settings: Settings, *, follow: bool = Fals
 
 async def preflight(args: argparse.Namespace) -> int:
     settings = load_settings(args)
-    profile = serving.get_profile(settings, args.profile)
+    profile = command_line.get_profile(settings, args.profile)
     async with _server(args, settings) as server:
         result = await server.preflight(profile, force=args.force)
     if args.json:
@@ -156,13 +156,13 @@ async def restart(args: argparse.Namespace) -> int:
 async def _launch(args: argparse.Namespace, restart: bool) -> int:
     """`serve start|restart`, on one host or every node of a multi-node profile alike (the face's to tell)."""
     settings = load_settings(args)
-    profile = serving.get_profile(settings, args.profile)
+    profile = command_line.get_profile(settings, args.profile)
     async with _server(args, settings) as server:
         if restart:
             _ask_before_stopping(args, await server.current(profile), f"and start {profile.name}")
         try:
             launched = await (server.restart if restart else server.start)(profile, force=args.force)
-        except serving.PreflightFailed as exc:
+        except preflight_checks.PreflightFailed as exc:
             if args.json:
                 emit_json(exc.preflight.to_json())
             else:
@@ -188,7 +188,7 @@ async def _launch(args: argparse.Namespace, restart: bool) -> int:
     return 0
 
 
-def _print_started(st: serving.ServerStatus) -> None:
+def _print_started(st: server_status.ServerStatus) -> None:
     if not st.nodes:
         print(f"{st.profile}: started (job {st.job}) on port {st.port}, log {st.log_path}")
         return
@@ -201,7 +201,7 @@ def _progress() -> OnStatus:
     """Each startup phase once as it begins (each node's, for a multi-node server)."""
     seen: set[tuple[str, str | None]] = set()
 
-    def show(st: serving.ServerStatus) -> None:
+    def show(st: server_status.ServerStatus) -> None:
         if not st.nodes and st.state == "starting" and ("", st.phase) not in seen:
             seen.add(("", st.phase))
             print(f"  {st.phase}…", flush=True)
@@ -213,7 +213,7 @@ def _progress() -> OnStatus:
     return show
 
 
-def _raise_unless_ready(st: serving.ServerStatus, timeout: float) -> None:
+def _raise_unless_ready(st: server_status.ServerStatus, timeout: float) -> None:
     if st.state == "ready":
         return
     if st.state == "crashed":
@@ -265,10 +265,10 @@ class _LeftRunning(Exception):
     """The operator answered no: nothing was stopped."""
 
 
-def _ask_before_stopping(args: argparse.Namespace, current: serving.ServerStatus, then: str = "") -> None:
+def _ask_before_stopping(args: argparse.Namespace, current: server_status.ServerStatus, then: str = "") -> None:
     """A ready server may be serving someone: stop it only with --yes or a yes at the terminal (the panel's
     `x` asks the same); raises _LeftRunning on a no."""
-    if current.state not in serving.SERVING_STATES:
+    if current.state not in server_status.SERVING_STATES:
         return
     where = f"{current.state}, port {current.port}, pid {current.pid}"
     what = f"{current.profile or 'a server'} ({where})"
@@ -288,22 +288,22 @@ async def status(args: argparse.Namespace) -> int:
     return 0
 
 
-def _print_status(st: serving.ServerStatus) -> None:
+def _print_status(st: server_status.ServerStatus) -> None:
     if st.state == "none":
         print("no server has run on this host (start one with `specdeck serve start PROFILE`)")
         return
     where = f"on port {st.port} (pid {st.pid})" if st.running else f"on port {st.port}"
-    print(f"{st.profile}: {serving.state_label(st)} {where} {serving.since_text(st, time.time())}")
+    print(f"{st.profile}: {server_status.state_label(st)} {where} {server_status.since_text(st, time.time())}")
     if st.state in ("starting", "crashed"):
         print(f"  phase: {st.phase}")
     for node in st.nodes:
         print(f"  node {multinode.node_line(node)}")
-    summary = serving.speculative_summary(st.server_info)
+    summary = server_status.speculative_summary(st.server_info)
     if summary:
         print(f"  {summary}")
-    if now := serving.steps_now_text(st):
+    if now := server_status.steps_now_text(st):
         print(f"  {now}")
-    timed = serving.startup_text(st)
+    timed = server_status.startup_text(st)
     if timed:
         print(f"  {timed}")
     for warning in st.warnings:

@@ -192,10 +192,10 @@ async def _ab(args: argparse.Namespace, proposal: adaptive_proposal.AdaptiveProp
     """``advise --adaptive --ab PROFILE``: the proposal served and benched against the best fixed step count, as a
     job on the host (``adaptive_ab.ab_start``) followed here to its end; ``--detach`` returns once it started,
     ``--ab-resume ID`` takes over an earlier A/B's measured sides with the numbers that job kept."""
-    from backend.serve import serving
+    from backend.serve import command_line
 
     settings = load_settings(args)
-    profile = serving.get_profile(settings, args.ab)
+    profile = command_line.get_profile(settings, args.ab)
     if not profile.algorithm:
         raise UsageError(f"profile {profile.name} runs without speculation: give a profile with a drafter.")
     async with connected(args, settings, follow=not args.detach) as conn:

@@ -606,7 +606,7 @@ async def gather(params: dict[str, Any], where: str, sources: Sources) -> tuple[
 async def host_sglang_version(host: HostConfig, sources: Sources) -> tuple[str | None, bool]:
     """(the SGLang release the host runs, whether that is known): the simulator's without a connection, else the
     host's ``info`` (best effort: an unreachable host leaves it unknown)."""
-    from backend.serve.serving import host_sglang_version as version_of
+    from backend.serve.command_line import host_sglang_version as version_of
 
     if host.launcher == "simulator":
         return version_of(host, None), True

@@ -21,7 +21,8 @@ from typing import TYPE_CHECKING, Any, Literal
 from backend.errors import ConfigError, ConnectionFailed, OperationFailed, RemoteError, SpecdeckError, UsageError
 from backend.fleet import key as fleet_key
 from backend.jobs import ACTIVE, JobInfo
-from backend.serve.serving import Check, Preflight
+from backend.serve import preflight_checks
+from backend.serve.preflight_checks import Check, Preflight
 from backend.settings.model import FleetConfig, ProfileConfig, ReplicaConfig, Settings
 from backend.settings.validation import host_address
 
@@ -494,8 +495,6 @@ async def _router_checks(links: FleetLinks, running: bool) -> tuple[Check, ...]:
 
 async def preflight(links: FleetLinks, *, force: bool = False) -> FleetPreflight:
     """Every check ``up`` makes, all at once; replicas that already serve on their port are not checked again."""
-    from backend.serve import serving
-
     fleet, settings = links.fleet, links.settings
     current = [wire for wire, _ in await asyncio.gather(*(_replica_view(links, r) for r in fleet.replicas))]
     todo = [r for r, wire in zip(fleet.replicas, current, strict=True) if wire.get("state") not in _ALIVE]
@@ -513,7 +512,9 @@ async def preflight(links: FleetLinks, *, force: bool = False) -> FleetPreflight
     checked, router = await asyncio.gather(
         asyncio.gather(
             *(
-                serving.preflight(links.conn(r.host), settings, replica_profile(settings, fleet, r), force=force)
+                preflight_checks.preflight(
+                    links.conn(r.host), settings, replica_profile(settings, fleet, r), force=force
+                )
                 for r in todo
             )
         ),
@@ -574,6 +575,7 @@ async def up(links: FleetLinks, *, force: bool = False, on_event: Callable[[str]
 
     Raises FleetPreflightFailed (nothing started) or OperationFailed (what this call started is stopped)."""
     from backend.serve import serving
+    from backend.serve.server_status import ENDED_STATES
 
     say = on_event or (lambda _text: None)
     fleet, settings = links.fleet, links.settings
@@ -599,7 +601,7 @@ async def up(links: FleetLinks, *, force: bool = False, on_event: Callable[[str]
     async def ready(replica: ReplicaConfig) -> None:
         conn = links.conn(replica.host)
         wire = await conn.call("serve.status", port=replica.port)
-        last = await serving.wait(conn, wire.get("job"), until=("ready", *serving.ENDED_STATES), within=READY_WAIT_S)
+        last = await serving.wait(conn, wire.get("job"), until=("ready", *ENDED_STATES), within=READY_WAIT_S)
         if last.get("state") != "ready":
             why = last.get("error") or f"it is {last.get('state')}"
             raise OperationFailed(f"replica {replica_label(replica)} did not become ready: {why}")
@@ -714,7 +716,7 @@ async def bench(
     if job is None:
         name = fleet.name
         raise OperationFailed(f"fleet {name}'s router is not running: start it with `specdeck fleet up {name}`")
-    from backend.serve.serving import target_path
+    from backend.serve.command_line import target_path
 
     profiles = sorted({r.profile for r in fleet.replicas})
     # The router's job records no target: the replicas' one (where they share it) renders the prompts through its

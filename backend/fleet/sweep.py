@@ -29,7 +29,7 @@ from backend.connection import Connection
 from backend.errors import OperationFailed, UsageError
 from backend.fleet.fleets import get_fleet
 from backend.jobs import JobInfo, get_job
-from backend.serve import host_facts, serving
+from backend.serve import command_line, host_facts
 from backend.settings.model import Settings
 from backend.tune import sweep as sweep_mod
 
@@ -116,7 +116,7 @@ async def run(
     Whatever ends it, every host's sweep is cancelled if still running and each host left as found."""
     if len(members) < 2:
         raise UsageError("a fleet sweep needs two hosts or more.")
-    profile = serving.get_profile(settings, profile_name)
+    profile = command_line.get_profile(settings, profile_name)
     if not profile.algorithm:
         raise UsageError(f"profile {profile.name} runs without speculation: sweep a profile with a drafter.")
     await check_alike([m.conn for m in members])

@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from backend.connection import Connection
-from backend.serve import serving
+from backend.serve import command_line
 
 
 @dataclass(frozen=True)
@@ -28,7 +28,7 @@ async def facts(conn: Connection) -> HostFacts:
     """``conn``'s host as it reports itself (the agent's ``info``)."""
     info = await conn.call("info")
     gpus = tuple(str(g.get("name") or "?") for g in info.get("gpus") or [])
-    return HostFacts(conn.host.name, gpus, serving.host_sglang_version(conn.host, info))
+    return HostFacts(conn.host.name, gpus, command_line.host_sglang_version(conn.host, info))
 
 
 def difference(hosts: Sequence[HostFacts], remedy: str = "spread a sweep over identical hosts only") -> str | None:

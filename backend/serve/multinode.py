@@ -12,7 +12,7 @@ What specdeck adds:
 - ``plan``: ranks in the order ``nodes`` names them; the dist-init address is rank 0's host's address and a
   port its agent finds free (``serve.dist_port``); every rank listens on the profile's port, except where two
   nodes are one machine (the sandbox), where rank R listens on port + R.
-- ``preflight``: every node's own checks (``serving.preflight``), and that the nodes agree: one SGLang
+- ``preflight``: every node's own checks (``preflight_checks.preflight``), and that the nodes agree: one SGLang
   release, the same GPU model and count, a tp that splits evenly.
 - ``start``: the followers first, rank 0 last, each a serve job on its host; rank 0's job names the others'
   (``peers``), so whoever finds the server (rank 0's job, as for one host) finds every rank. A start that fails
@@ -38,7 +38,7 @@ from urllib.parse import urlsplit
 from backend import jobs
 from backend.connection import Connection
 from backend.errors import OperationFailed, SpecdeckError
-from backend.serve import host_facts, serving
+from backend.serve import command_line, host_facts, preflight_checks, server_status, serving
 from backend.settings.model import HostConfig, ProfileConfig, Settings
 
 FLAGS = ("--nnodes", "--node-rank", "--dist-init-addr")
@@ -97,7 +97,7 @@ def plan(settings: Settings, profile: ProfileConfig, dist_port: int | None = Non
     dist = _host_port(address(hosts[0]), PORT_PLACEHOLDER if dist_port is None else dist_port)
     out = []
     for rank, (host, port) in enumerate(zip(hosts, ports, strict=True)):
-        cmd = serving.profile_command(settings, host, replace(profile, port=port, nodes=()))
+        cmd = command_line.profile_command(settings, host, replace(profile, port=port, nodes=()))
         flags = ["--nnodes", str(len(hosts)), "--node-rank", str(rank), "--dist-init-addr", dist]
         out.append(Rank(host.name, rank, host, port, cmd["argv"] + flags, cmd["env"], cmd["cwd"], cmd["files"]))
     return out
@@ -162,14 +162,14 @@ class Nodes:
 # --- preflight ----------------------------------------------------------------------------------------------
 
 
-def profile_checks(profile: ProfileConfig) -> list[serving.Check]:
+def profile_checks(profile: ProfileConfig) -> list[preflight_checks.Check]:
     """What a multi-node profile must say, before any host is asked."""
     n = len(profile.nodes)
     out = []
     repeated = sorted({a.split("=", 1)[0] for a in profile.extra_args if a.split("=", 1)[0] in FLAGS})
     if repeated:
         out.append(
-            serving.Check(
+            preflight_checks.Check(
                 "nodes",
                 "fail",
                 f"extra flags set {', '.join(repeated)}, which specdeck writes for each node: drop them from the "
@@ -178,7 +178,7 @@ def profile_checks(profile: ProfileConfig) -> list[serving.Check]:
         )
     if profile.tp % n:
         out.append(
-            serving.Check(
+            preflight_checks.Check(
                 "tp",
                 "fail",
                 f"tp {profile.tp} does not split over {n} nodes (SGLang runs tp / nnodes ranks on each): set "
@@ -190,7 +190,7 @@ def profile_checks(profile: ProfileConfig) -> list[serving.Check]:
 
 async def preflight(
     nodes: Nodes, settings: Settings, profile: ProfileConfig, *, force: bool = False
-) -> serving.Preflight:
+) -> preflight_checks.Preflight:
     """Every node's own checks (its paths, port, SGLang, GPUs) and that the nodes agree; a check every node
     passed alike is shown once, any other names its node."""
     ranks = plan(settings, profile)
@@ -200,7 +200,7 @@ async def preflight(
         asyncio.gather(*(host_facts.facts(conns[r.node]) for r in ranks)),
         asyncio.gather(
             *(
-                serving.preflight(
+                preflight_checks.preflight(
                     conns[r.node], settings, replace(profile, port=r.port, tp=per_node, nodes=()), force=force
                 )
                 for r in ranks
@@ -210,7 +210,7 @@ async def preflight(
     checks = profile_checks(profile)
     per_rank = [[c for c in result.checks if c.name != "tp"] for result in results]
     shared = set.intersection(*({(c.name, c.status, c.message) for c in cs} for cs in per_rank))
-    seen: set[tuple[str, serving.CheckStatus, str]] = set()
+    seen: set[tuple[str, preflight_checks.CheckStatus, str]] = set()
     for rank, cs in zip(ranks, per_rank, strict=True):
         for c in cs:
             key = (c.name, c.status, c.message)
@@ -219,21 +219,23 @@ async def preflight(
                     seen.add(key)
                     checks.append(c)
             else:
-                checks.append(serving.Check(c.name, c.status, f"{rank.node}: {c.message}"))
+                checks.append(preflight_checks.Check(c.name, c.status, f"{rank.node}: {c.message}"))
     checks += _agreement(ranks, facts, profile.tp, per_node)
-    return serving.Preflight(profile.name, tuple(checks))
+    return preflight_checks.Preflight(profile.name, tuple(checks))
 
 
-def _agreement(ranks: list[Rank], facts: list[host_facts.HostFacts], tp: int, per_node: int) -> list[serving.Check]:
+def _agreement(
+    ranks: list[Rank], facts: list[host_facts.HostFacts], tp: int, per_node: int
+) -> list[preflight_checks.Check]:
     """The nodes of one server run one SGLang release on the same GPUs, each with room for its ranks."""
     problem = host_facts.difference(facts, "the nodes of one server need the same GPUs and one SGLang release")
     if problem:
-        return [serving.Check("nodes", "fail", problem.rstrip("."))]
+        return [preflight_checks.Check("nodes", "fail", problem.rstrip("."))]
     out = []
     for rank, seen in zip(ranks, facts, strict=True):
         if seen.gpus and per_node > len(seen.gpus):
             out.append(
-                serving.Check(
+                preflight_checks.Check(
                     "tp",
                     "fail",
                     f"tp {tp} over {len(ranks)} nodes puts {per_node} ranks on each but {rank.node} has "
@@ -244,7 +246,7 @@ def _agreement(ranks: list[Rank], facts: list[host_facts.HostFacts], tp: int, pe
     if not out:
         release = f"sglang {facts[0].sglang}" if facts[0].sglang else "no sglang found"
         out.append(
-            serving.Check(
+            preflight_checks.Check(
                 "nodes",
                 "ok",
                 f"{len(ranks)} nodes, {per_node} ranks each, {release} and {facts[0].gpu_text()} on every one",
@@ -264,12 +266,12 @@ async def start(
     rank cannot be started."""
     checks = await preflight(nodes, settings, profile, force=force)
     if not checks.ok:
-        raise serving.PreflightFailed(checks)
+        raise preflight_checks.PreflightFailed(checks)
     head = profile.nodes[0]
     dist = await (await nodes.get(head)).call("serve.dist_port")
     ranks = plan(settings, profile, int(dist["port"]))
     base = {
-        **serving.job_args(settings, profile),
+        **command_line.job_args(settings, profile),
         **(tags or {}),
         "group": uuid.uuid4().hex[:12],
         "nodes": list(profile.nodes),
@@ -324,7 +326,7 @@ async def _head_of(nodes: Nodes, wire: dict[str, Any]) -> dict[str, Any] | None:
     return head if (head.get("args") or {}).get("group") == args.get("group") else None
 
 
-def node_line(node: serving.NodeStatus) -> str:
+def node_line(node: server_status.NodeStatus) -> str:
     """One node of a multi-node server as the CLI and the Serve tab show it:
     ``gpu-b  rank 1  starting: loading weights  port 30000  pid 2113``."""
     state = node.state
@@ -333,7 +335,7 @@ def node_line(node: serving.NodeStatus) -> str:
         what = f"{state}: {node.phase}" if state == "starting" else f"crashed while {node.phase}"
     parts = [node.node, f"rank {node.rank}", what]
     parts += [f"port {node.port}"] if node.port else []
-    parts += [f"pid {node.pid}"] if node.pid and state in serving.RUNNING_STATES else []
+    parts += [f"pid {node.pid}"] if node.pid and state in server_status.RUNNING_STATES else []
     line = "  ".join(parts)
     return f"{line}  ({node.error})" if node.error and state != "ready" else line
 
@@ -354,8 +356,10 @@ async def expand(nodes: Nodes, wire: dict[str, Any], *, reap: bool = True) -> di
         return out
     ranks = _ranks_of(head)
     statuses = [head, *await asyncio.gather(*(_rank_status(nodes, n, j) for n, _, j in ranks[1:]))]
-    if reap and _failed(statuses) and any(s["state"] in serving.RUNNING_STATES for s in statuses):
-        running = [(n, j) for (n, _, j), s in zip(ranks, statuses, strict=True) if s["state"] in serving.RUNNING_STATES]
+    if reap and _failed(statuses) and any(s["state"] in server_status.RUNNING_STATES for s in statuses):
+        running = [
+            (n, j) for (n, _, j), s in zip(ranks, statuses, strict=True) if s["state"] in server_status.RUNNING_STATES
+        ]
         await _stop_all(nodes, running, REAP_GRACE_S)
         statuses = [*await asyncio.gather(*(_rank_status(nodes, n, j) for n, _, j in ranks))]
     return _merge(ranks, statuses)
@@ -396,7 +400,7 @@ def _merge(ranks: list[tuple[str, int, str | None]], statuses: list[dict[str, An
         # The cause: the first to end of those that did not die of a peer's death (the others' errors say so).
         causes = [e for e in crashed if not _PEER_DEATH.search(e["error"] or "")] or crashed
         first = min(causes, key=lambda e: e["ended"] or e["since"] or float("inf"))
-        out["state"] = "crashed" if all(e["state"] not in serving.RUNNING_STATES for e in entries) else "stopping"
+        out["state"] = "crashed" if all(e["state"] not in server_status.RUNNING_STATES for e in entries) else "stopping"
         if first["rank"] != 0:
             detail = statuses[entries.index(first)]
             out["error"] = f"{first['node']} (rank {first['rank']}) {first['state']}: {first['error'] or 'ended'}"
@@ -407,7 +411,7 @@ def _merge(ranks: list[tuple[str, int, str | None]], statuses: list[dict[str, An
             out["hint_action"] = detail.get("hint_action")
         out["since"] = first["ended"] or out.get("since")
     elif out["state"] in ("stopped", "stopping") or any(e["state"] == "stopping" for e in entries):
-        running = any(e["state"] in serving.RUNNING_STATES for e in entries)
+        running = any(e["state"] in server_status.RUNNING_STATES for e in entries)
         out["state"] = "stopping" if running else "stopped"
     elif out["state"] == "ready" and any(e["state"] != "ready" for e in entries):
         out["state"], out["phase"] = "starting", "waiting for nodes"
@@ -447,7 +451,7 @@ async def stop(nodes: Nodes, wire: dict[str, Any], *, grace: float = serving.STO
     else:
         ranks = _ranks_of(head)
     was_running = any(
-        s["state"] in serving.RUNNING_STATES
+        s["state"] in server_status.RUNNING_STATES
         for s in await asyncio.gather(*(_rank_status(nodes, n, j) for n, _, j in ranks))
     )
     results = await _stop_all(nodes, [(n, j) for n, _, j in ranks], grace)
@@ -475,7 +479,7 @@ async def wait(
     nodes: Nodes,
     wire: dict[str, Any],
     *,
-    until: tuple[str, ...] = serving.ENDED_STATES,
+    until: tuple[str, ...] = server_status.ENDED_STATES,
     within: float | None = None,
     on_status: Callable[[dict[str, Any]], None] | None = None,
 ) -> dict[str, Any]:

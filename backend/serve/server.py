@@ -23,8 +23,9 @@ from types import TracebackType
 from typing import Any
 
 from backend.connection import Connection
-from backend.serve import multinode, serving
-from backend.serve.serving import Preflight, ServerStatus
+from backend.serve import multinode, preflight_checks, server_status, serving
+from backend.serve.preflight_checks import Preflight
+from backend.serve.server_status import ServerStatus
 from backend.settings.model import ProfileConfig, Settings
 
 NODES_EVERY_S = 1.0  # `watch`: a multi-node server's whole status this often while it runs
@@ -169,7 +170,7 @@ class Server:
         """The checks `start` runs (on every node, and that the nodes agree, for a multi-node profile)."""
         if multinode.is_multinode(profile):
             return await multinode.preflight(self.nodes(), self.settings, profile, force=force)
-        return await serving.preflight(await self.host(), self.settings, profile, force=force)
+        return await preflight_checks.preflight(await self.host(), self.settings, profile, force=force)
 
     # --- the lifecycle ----------------------------------------------------------------------------------------
 
@@ -228,7 +229,7 @@ class Server:
         self,
         status: ServerStatus,
         *,
-        until: tuple[str, ...] = serving.ENDED_STATES,
+        until: tuple[str, ...] = server_status.ENDED_STATES,
         within: float | None = None,
         on_status: OnStatus | None = None,
     ) -> ServerStatus:

@@ -19,9 +19,9 @@ from backend.agent.host.shared import units
 from backend.drafters import checkpoints as checkpoints_mod
 from backend.errors import OperationFailed, RemoteError, UsageError
 from backend.jobs import Cancelled, JobInfo, cancel_job, wait_job
-from backend.serve import serving
+from backend.serve import command_line
 from backend.serve.server import Launched, Server
-from backend.serve.serving import ServerStatus
+from backend.serve.server_status import ServerStatus
 from backend.settings.model import DrafterConfig, HostConfig, ProfileConfig, Settings, TrainingConfig
 from backend.train import predict
 from backend.train.records import TrainBatch, TrainRecord, TrainSummary, Trap
@@ -54,9 +54,9 @@ def init_path(settings: Settings, t: TrainingConfig) -> str | None:
 def profile_of(settings: Settings, t: TrainingConfig) -> ProfileConfig:
     """The profile a checkpoint is served with: the training's, else the one serving its init drafter."""
     if t.profile:
-        return serving.get_profile(settings, t.profile)
+        return command_line.get_profile(settings, t.profile)
     found = next((p for p in settings.profiles.values() if t.init and p.drafter == t.init and p.algorithm), None)
-    return found or serving.get_profile(settings, DEFAULT_PROFILE)
+    return found or command_line.get_profile(settings, DEFAULT_PROFILE)
 
 
 def run_id(t: TrainingConfig) -> str:

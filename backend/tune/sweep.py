@@ -16,7 +16,7 @@ from backend.connection import Connection
 from backend.errors import OperationFailed, UsageError
 from backend.jobs import JobInfo, get_job, list_jobs, newest_running
 from backend.measure.bench import DEFAULT_MAX_TOKENS, DEFAULT_REQUESTS, bench_events
-from backend.serve import serving
+from backend.serve import command_line, preflight_checks, server_status, serving
 from backend.settings.model import ProfileConfig, Settings
 
 READY_TIMEOUT_S = 1800.0  # a 1T MoE on 8 GPUs takes minutes to load and capture graphs
@@ -80,10 +80,10 @@ def point_profile(profile: ProfileConfig, steps: int, topk: int, draft_tokens: i
 
 def _command(settings: Settings, host: Any, profile: ProfileConfig) -> tuple[dict[str, Any], dict[str, Any]]:
     """(the point as the host takes it: argv, cwd, args; the env that goes through the job's environment)."""
-    cmd = serving.profile_command(settings, host, profile)
+    cmd = command_line.profile_command(settings, host, profile)
     # SGLang's own step times (step_time_dict in /server_info) give each point's cycle; a list append a log line.
     env = {"SGLANG_RECORD_STEP_TIME": "1", **cmd["env"]}
-    point = {"argv": cmd["argv"], "cwd": cmd["cwd"], "args": serving.job_args(settings, profile)}
+    point = {"argv": cmd["argv"], "cwd": cmd["cwd"], "args": command_line.job_args(settings, profile)}
     return {**point, "files": cmd["files"]} if cmd["files"] else point, env
 
 
@@ -102,7 +102,7 @@ async def start(
     ``fed``: one host of a fleet sweep (``backend.fleet.sweep``): ``{"tags", "host", "port", "feed_idle_s"}``,
     the job measures the points the client feeds it, its servers on ``port`` and tagged with ``tags``, its
     records with ``host``."""
-    profile = serving.get_profile(settings, profile_name)
+    profile = command_line.get_profile(settings, profile_name)
     if fed is not None and fed.get("port"):
         profile = replace(profile, port=fed["port"])
     if not profile.algorithm:
@@ -139,7 +139,7 @@ async def start_points(
     if resume is None:  # a resumed sweep leaves the host as the first one found it
         await restore_found(conn, settings)
     current = await serving.status(conn)
-    running = current.get("state") in serving.RUNNING_STATES
+    running = current.get("state") in server_status.RUNNING_STATES
     if running and (current.get("args") or {}).get("nodes"):
         args = current["args"]
         raise UsageError(
@@ -147,11 +147,11 @@ async def start_points(
             f"on {', '.join(args['nodes'])}: stop it with `specdeck serve stop` first (a sweep leaves one host's "
             "server as it found it, not a multi-node one)."
         )
-    checks = await serving.preflight(conn, settings, profile, force=force)
+    checks = await preflight_checks.preflight(conn, settings, profile, force=force)
     # The sweep stops the running server itself: its port being held is no reason to refuse.
     held = [c for c in checks.failures if c.name == "port" and running]
     if len(checks.failures) > len(held):
-        raise serving.PreflightFailed(replace(checks, checks=tuple(c for c in checks.checks if c not in held)))
+        raise preflight_checks.PreflightFailed(replace(checks, checks=tuple(c for c in checks.checks if c not in held)))
     commands: list[dict[str, Any]] = []
     env: dict[str, Any] = {}
     for served in points:

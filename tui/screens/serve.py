@@ -32,7 +32,7 @@ from textual.worker import Worker
 
 from backend.connection import Connection
 from backend.errors import SpecdeckError, UsageError
-from backend.serve import multinode, serving
+from backend.serve import command_line, multinode, preflight_checks, server_status, serving
 from backend.serve.server import Server
 from backend.settings.model import FIELD, ProfileConfig
 from tui.messages import ConnectionChanged, OpenInCompare, ProfileSaved
@@ -115,13 +115,13 @@ class ServePane(ShellPane):
     ]
 
     # The host's last word on the server and the action in flight (one at a time): either redraws the state.
-    status: reactive[serving.ServerStatus | None] = reactive(None, init=False)
+    status: reactive[server_status.ServerStatus | None] = reactive(None, init=False)
     busy: reactive[str | None] = reactive(None, init=False)
 
     def __init__(self, id: str | None = None) -> None:
         super().__init__(id=id)
         self.gpus: dict | None = None
-        self.checks: tuple[serving.Check, ...] | None = None  # the host's preflight, once run
+        self.checks: tuple[preflight_checks.Check, ...] | None = None  # the host's preflight, once run
         self.edits: dict[str, ProfileConfig] = {}
         self._sent: dict[str, ProfileConfig] = {}  # the edit last handed to the App to save, per profile
         self.selected: str | None = None
@@ -146,7 +146,7 @@ class ServePane(ShellPane):
                     yield GpuList(id="gpu-list")
                 yield LogBar(id="log-bar")
                 with Horizontal(id="log-row"):
-                    yield LogView(classify=serving.line_level, hide=serving.is_poll_line, id="log")
+                    yield LogView(classify=server_status.line_level, hide=server_status.is_poll_line, id="log")
                     yield ServerHint(id="hint")
 
     def on_mount(self) -> None:
@@ -315,18 +315,20 @@ class ServePane(ShellPane):
         try:
             if profile.nodes:  # every rank's command line, each under its node
                 ranks = multinode.commands(self.app.settings, profile)
-                lines = [f"# {r['node']}, rank {r['rank']}\n{serving.shell_line(r['argv'], r['env'])}" for r in ranks]
+                lines = [
+                    f"# {r['node']}, rank {r['rank']}\n{command_line.shell_line(r['argv'], r['env'])}" for r in ranks
+                ]
                 text = "\n".join(lines)
             else:
-                cmd = serving.profile_command(self.app.settings, self.app.host_config, profile)
-                text = serving.shell_line(cmd["argv"], cmd["env"])
+                cmd = command_line.profile_command(self.app.settings, self.app.host_config, profile)
+                text = command_line.shell_line(cmd["argv"], cmd["env"])
         except SpecdeckError as exc:
             self._show_preview(str(exc), invalid=True)
             return
         self._show_preview(text)
         if self.checks is None:
-            version = serving.host_sglang_version(self.app.host_config, self.app.host_info)
-            self.query_one(PreflightChecks).show(serving.profile_checks(self.app.settings, profile, version))
+            version = command_line.host_sglang_version(self.app.host_config, self.app.host_info)
+            self.query_one(PreflightChecks).show(preflight_checks.profile_checks(self.app.settings, profile, version))
 
     def _show_preview(self, text: str, invalid: bool = False) -> None:
         self.query_one(CommandPreview).show(text, invalid)
@@ -420,16 +422,16 @@ class ServePane(ShellPane):
         if what in ("restart", "switch") and st is not None and st.running:
             self._confirm_replace(what, st, force)
             return
-        if what == "stop" and st is not None and st.state in serving.SERVING_STATES:
+        if what == "stop" and st is not None and st.state in server_status.SERVING_STATES:
             self._confirm_stop(st)
             return
         self.busy = what
         self._run_action(what, force)
 
-    def _confirm_replace(self, what: str, st: serving.ServerStatus, force: bool) -> None:
+    def _confirm_replace(self, what: str, st: server_status.ServerStatus, force: bool) -> None:
         """Ask before stopping a live server: it names the server it stops and the profile it starts."""
         name = self._restart_target(st) if what == "restart" else self.selected
-        running = serving.running_text(st, time.time())
+        running = server_status.running_text(st, time.time())
         if what == "restart":
             question = f"Restart {running}: stop it and start {name} again?"
         else:
@@ -445,9 +447,9 @@ class ServePane(ShellPane):
         yes = "Restart" if what == "restart" else "Switch"
         self.app.push_screen(ConfirmScreen(title, question, yes, "Keep it running"), answered)
 
-    def _confirm_stop(self, st: serving.ServerStatus) -> None:
+    def _confirm_stop(self, st: server_status.ServerStatus) -> None:
         """Ask before stopping a server that may be serving someone (the Fleet tab's `x` asks the same)."""
-        question = f"Stop {serving.running_text(st, time.time())}"
+        question = f"Stop {server_status.running_text(st, time.time())}"
         question += f" on port {st.port}?" if st.port else "?"
         question += " Requests in flight fail, and starting it again takes minutes on a large model."
 
@@ -458,7 +460,7 @@ class ServePane(ShellPane):
 
         self.app.push_screen(ConfirmScreen("Stop the server?", question, "Stop", "Keep it running"), answered)
 
-    def _restart_target(self, st: serving.ServerStatus | None) -> str | None:
+    def _restart_target(self, st: server_status.ServerStatus | None) -> str | None:
         """The profile a restart starts: the running server's, else the selected one."""
         current = st.profile if st else None
         return current if current in self.app.settings.profiles else self.selected
@@ -486,7 +488,7 @@ class ServePane(ShellPane):
             launch = server.start if what == "start" else server.restart
             try:
                 launched = await launch(profile, force=force)
-            except serving.PreflightFailed as exc:
+            except preflight_checks.PreflightFailed as exc:
                 self._show_checks(exc.preflight)  # its toast says which checks fail
                 return
             self._show_checks(launched.preflight)
@@ -497,7 +499,7 @@ class ServePane(ShellPane):
         finally:
             self.busy = None
 
-    def _show_checks(self, preflight: serving.Preflight) -> None:
+    def _show_checks(self, preflight: preflight_checks.Preflight) -> None:
         self.checks = preflight.checks
         self.query_one(PreflightChecks).show(preflight.checks)
         failed = preflight.failures

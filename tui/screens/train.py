@@ -26,7 +26,7 @@ from backend.errors import SpecdeckError
 from backend.history import History, run_id_of, sync_from_host
 from backend.jobs import JobInfo, get_job
 from backend.measure import judge
-from backend.serve import serving
+from backend.serve import server_status, serving
 from backend.serve.server import Server
 from backend.train import training
 from backend.train.records import TrainRecord, TrainSummary
@@ -319,7 +319,7 @@ class TrainPane(ShellPane):
             self._serve(row)
             return
         question = (
-            f"Stop {serving.running_text(current, time.time())} and serve {row.name} with {profile.name}'s "
+            f"Stop {server_status.running_text(current, time.time())} and serve {row.name} with {profile.name}'s "
             "numbers? Loading the weights and capturing CUDA graphs again takes minutes on a large model."
         )
 

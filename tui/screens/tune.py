@@ -29,7 +29,7 @@ from backend.fleet import sweep as fleet_sweep
 from backend.history import History, RunSummary, Yardstick, run_id_of, sync_from_host
 from backend.measure import judge
 from backend.measure.bench import DEFAULT_MAX_TOKENS, DEFAULT_REQUESTS
-from backend.serve import serving
+from backend.serve import server_status, serving
 from backend.tune import adaptive_ab, adaptive_proposal, advisor
 from backend.tune import sweep as sweep_mod
 from tui.messages import ConnectionChanged
@@ -435,11 +435,11 @@ class TunePane(ShellPane):
 
     async def _replacing_agreed(self, points: int) -> bool:
         """True when no server runs, or the operator agreed that the sweep stops the one that does."""
-        current = serving.ServerStatus.from_json(await serving.status(self.app.connection))
+        current = server_status.ServerStatus.from_json(await serving.status(self.app.connection))
         if not current.running:
             return True
         question = (
-            f"The sweep stops {serving.running_text(current, time.time())} and starts {self.profile} at each of "
+            f"The sweep stops {server_status.running_text(current, time.time())} and starts {self.profile} at each of "
             f"{points} points (each a restart: minutes on a large model); when it ends, {current.profile} is "
             "started again."
         )
@@ -550,11 +550,11 @@ class TunePane(ShellPane):
         assert self.profile is not None
         profile = self.app.settings.profiles[self.profile]
         adaptive, fixed = adaptive_ab.ab_profiles(profile, proposal)
-        current = serving.ServerStatus.from_json(await serving.status(self.app.connection))
+        current = server_status.ServerStatus.from_json(await serving.status(self.app.connection))
         question = (
             f"Serve {adaptive.name} (SGLang's adaptive steps, ladder {proposal.config}) and then {fixed.name}, "
             "benching each at the concurrencies the advisor expects figures for"
-            + (f"; this stops {serving.running_text(current, time.time())}" if current.running else "")
+            + (f"; this stops {server_status.running_text(current, time.time())}" if current.running else "")
             + ". Each is a restart: minutes on a large model."
         )
         if not await self.app.push_screen_wait(ConfirmScreen("Adaptive A/B?", question, "Serve and bench", "Keep")):

@@ -323,7 +323,7 @@ def status(params: Dict[str, Any], ctx: Context) -> Dict[str, Any]:
     return out
 
 
-LAUNCH_FILES = "spec"  # the state dir's folder for files a launch reads (adaptive configs; serving.SPEC_FILES)
+LAUNCH_FILES = "spec"  # the state dir's folder for files a launch reads (adaptive configs; command_line.SPEC_FILES)
 
 
 def write_launch_files(state_dir: str, files: Optional[Dict[str, str]]) -> None:

@@ -7,7 +7,7 @@ from collections.abc import Iterable
 from textual.markup import escape
 from textual.widgets import Static
 
-from backend.serve import serving
+from backend.serve import preflight_checks
 
 CHECK_MARKS = {
     "ok": ("✓", "$success"),
@@ -21,7 +21,7 @@ def count(items: list, one: str, many: str) -> str:
     return f"1 {one}" if len(items) == 1 else f"{len(items)} {many}"
 
 
-def _names(checks: list[serving.Check]) -> str:
+def _names(checks: list[preflight_checks.Check]) -> str:
     return ", ".join(dict.fromkeys(c.name for c in checks))
 
 
@@ -30,7 +30,7 @@ class PreflightChecks(Static):
 
     DEFAULT_CSS = "PreflightChecks { margin-top: 1; }"
 
-    def show(self, checks: Iterable[serving.Check]) -> None:
+    def show(self, checks: Iterable[preflight_checks.Check]) -> None:
         checks = list(checks)
         failed = [c for c in checks if c.status == "fail"]
         warned = [c for c in checks if c.status == "warn"]

@@ -12,7 +12,7 @@ from textual.containers import Grid, Vertical
 from textual.widgets import Input, Label
 
 from backend.errors import UsageError
-from backend.serve import serving
+from backend.serve import preflight_checks
 from backend.settings.model import PROFILE_FIELDS, Declared, ProfileConfig
 from tui.widgets.fieldinput import FieldInput
 
@@ -72,7 +72,9 @@ class ProfileEditor(Vertical):
                 raise UsageError(f"{problem}: SGLang refuses it, so it is not saved")
             values[declared.name] = value
         if base.algorithm and (
-            problem := serving.speculative_problem(values.get("steps"), values.get("topk"), values.get("draft_tokens"))
+            problem := preflight_checks.speculative_problem(
+                values.get("steps"), values.get("topk"), values.get("draft_tokens")
+            )
         ):
             raise UsageError(f"{problem}: SGLang refuses it, so it is not saved")
         try:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from textual.markup import escape
 from textual.widgets import Static
 
-from backend.serve import serving
+from backend.serve import server_status
 
 
 class ServerHint(Static):
@@ -16,7 +16,7 @@ class ServerHint(Static):
     ServerHint.-shown { display: block; }
     """
 
-    def show(self, st: serving.ServerStatus | None) -> None:
+    def show(self, st: server_status.ServerStatus | None) -> None:
         if not st or not st.hint:
             self.set_class(False, "-shown")
             return

@@ -6,7 +6,7 @@ from textual.markup import escape
 from textual.widgets import OptionList
 from textual.widgets.option_list import Option
 
-from backend.serve import serving
+from backend.serve import preflight_checks
 from backend.settings.model import ProfileConfig
 
 
@@ -17,7 +17,7 @@ def spec_text(profile: ProfileConfig) -> str:
     if profile.adaptive:
         return f"{profile.algorithm} adaptive"
     if profile.algorithm in ("DFLASH", "DSPARK", "NGRAM"):
-        return serving.algorithm_summary(profile)
+        return preflight_checks.algorithm_summary(profile)
     return f"{profile.algorithm} {profile.steps}/{profile.topk}/{profile.draft_tokens}"
 
 

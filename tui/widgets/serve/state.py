@@ -13,7 +13,7 @@ from textual.markup import escape
 from textual.timer import Timer
 from textual.widgets import Static
 
-from backend.serve import multinode, serving
+from backend.serve import multinode, server_status
 
 if TYPE_CHECKING:
     from textual import getters
@@ -38,7 +38,7 @@ ROW_MARKS = {
 }
 
 
-def next_change(st: serving.ServerStatus, now: float) -> float | None:
+def next_change(st: server_status.ServerStatus, now: float) -> float | None:
     """Seconds until an elapsed figure of the state block changes: the head's age (``since_text`` in minutes:
     each second for the first minute, then each minute) and the current phase's time so far (each second
     under an hour, then each minute, as it reads 2h04m)."""
@@ -47,7 +47,7 @@ def next_change(st: serving.ServerStatus, now: float) -> float | None:
         age = max(0.0, now - st.since)
         step = 1.0 if age < 60 else 60.0
         waits.append(step - age % step + CLOCK_LATE_S)
-    for row in serving.timeline(st, now):
+    for row in server_status.timeline(st, now):
         if row["state"] == "current" and row["seconds"] is not None:
             step = 1.0 if row["seconds"] < 3600 else 60.0
             waits.append(step - row["seconds"] % step + CLOCK_LATE_S)
@@ -65,7 +65,7 @@ class ServerState(Vertical):
 
     def __init__(self, id: str | None = None) -> None:
         super().__init__(id=id)
-        self._shown: tuple[serving.ServerStatus | None, str | None] = (None, None)
+        self._shown: tuple[server_status.ServerStatus | None, str | None] = (None, None)
         self._state_shape: list[int] = []  # the line lengths of the head, then of the block under it, last drawn
         self._drawn: dict[str, str] = {}  # what each Static shows now (its id → text)
         self._clock: Timer | None = None  # redraws the state when its next elapsed figure changes
@@ -84,7 +84,7 @@ class ServerState(Vertical):
         else:
             self._wind_clock(None)
 
-    def show(self, st: serving.ServerStatus | None, busy: str | None) -> None:
+    def show(self, st: server_status.ServerStatus | None, busy: str | None) -> None:
         """``st`` (None: not heard yet) and the action in flight, ``busy``; the connection's state when it is down."""
         self._shown = (st, busy)
         self._render_state()
@@ -123,28 +123,28 @@ class ServerState(Vertical):
         self._drawn[id] = text
         return True
 
-    def _state_lines(self, st: serving.ServerStatus, now: float) -> list[str]:
+    def _state_lines(self, st: server_status.ServerStatus, now: float) -> list[str]:
         mark, color = STATE_MARKS[st.state]
         if st.state == "none":
             return [
                 f"[{color}]{mark} no server[/] on {escape(self.app.host_config.name)}: s starts the selected profile"
             ]
-        label = serving.state_label(st)
+        label = server_status.state_label(st)
         head = f"[{color}]{mark} {label}[/]  [b]{escape(st.profile or '?')}[/b] · port {st.port}"
         head += f" · pid {st.pid}" if st.pid and st.running else ""
         # Whole minutes past the first: a server left running redraws its head once a minute, not every second.
-        lines = [f"{head} · {serving.since_text(st, now, minutes=True)}"]
+        lines = [f"{head} · {server_status.since_text(st, now, minutes=True)}"]
         lines += [f"  {escape(multinode.node_line(entry))}" for entry in st.nodes]
-        summary = serving.speculative_summary(st.server_info)
+        summary = server_status.speculative_summary(st.server_info)
         if summary:
             lines.append(escape(summary))
-        timed = serving.startup_text(st)
+        timed = server_status.startup_text(st)
         if timed:
             lines.append(escape(timed))
         lines += [f"[$warning]! {escape(w)}[/]" for w in st.warnings]
-        for row in serving.timeline(st, now):
+        for row in server_status.timeline(st, now):
             mark, color = ROW_MARKS[row["state"]]
             # A ready server's ready phase lasts since the head's "for 3m": the head alone ticks (one line).
-            took = "" if row["phase"] == "ready" and st.state == "ready" else serving.phase_took(row["seconds"])
+            took = "" if row["phase"] == "ready" and st.state == "ready" else server_status.phase_took(row["seconds"])
             lines.append(f"[{color}]{mark}[/] {row['phase']:<24} {took}".rstrip())
         return lines
