@@ -11,7 +11,7 @@ import argparse
 import os
 import random
 import sys
-from typing import Any, Dict, List
+from typing import Any, Dict, List, NoReturn
 
 from backend.sandbox.sglang_sim import dspark as sim_dspark
 from backend.sandbox.sglang_sim import spec as sim_spec
@@ -58,6 +58,13 @@ HF_CONFIG_FRAMES = [
 _SPEC_FRAME = "srt/server_args.py:645 __post_init__ | self._handle_speculative_decoding()"
 
 
+def _refused(hook: str, why: object) -> NoReturn:
+    """A speculative hook's ValueError (``hook``: its file:line and function) as SGLang's main process prints it
+    before it exits 1."""
+    sys.stderr.write(main_traceback([_SPEC_FRAME, hook], "ValueError: %s" % why) + "\n")
+    raise SimExit(1) from None
+
+
 def resolve_args(args: Dict[str, Any], target: Dict[str, Any], log: Log) -> Dict[str, Any]:
     """Fill the model-dependent defaults ServerArgs.__post_init__ fills, with SGLang's warnings.
 
@@ -86,9 +93,7 @@ def resolve_args(args: Dict[str, Any], target: Dict[str, Any], log: Log) -> Dict
         try:
             sim_spec.resolve(args, algo, log)
         except sim_spec.Refused as exc:
-            frames = [_SPEC_FRAME, "srt/arg_groups/speculative_hook.py:1416 _init_adaptive_speculative_params"]
-            sys.stderr.write(main_traceback(frames, "ValueError: %s" % exc) + "\n")
-            raise SimExit(1) from None
+            _refused("srt/arg_groups/speculative_hook.py:1416 _init_adaptive_speculative_params", exc)
     if algo in ("EAGLE", "EAGLE3", "STANDALONE"):
         if args["max_running_requests"] is None:
             args["max_running_requests"] = 48
@@ -138,9 +143,7 @@ def resolve_args(args: Dict[str, Any], target: Dict[str, Any], log: Log) -> Dict
         try:
             sim_dspark.resolve(args, target, log)
         except sim_dspark.Refused as exc:
-            frames = [_SPEC_FRAME, "srt/arg_groups/speculative_hook.py:752 _handle_dspark"]
-            sys.stderr.write(main_traceback(frames, "ValueError: %s" % exc) + "\n")
-            raise SimExit(1) from None
+            _refused("srt/arg_groups/speculative_hook.py:752 _handle_dspark", exc)
     elif algo == "NGRAM":
         if args["max_running_requests"] is None:
             args["max_running_requests"] = 48
@@ -192,10 +195,8 @@ def _dflash(args: Dict[str, Any], log: Log) -> None:
     to 1, the block (verify window) from --speculative-dflash-block-size, --speculative-num-draft-tokens, the
     drafter's config, else 16; SGLang's own words for each."""
 
-    def refuse(message: str) -> None:
-        frames = [_SPEC_FRAME, "srt/arg_groups/speculative_hook.py:330 _handle_dflash"]
-        sys.stderr.write(main_traceback(frames, "ValueError: %s" % message) + "\n")
-        raise SimExit(1)
+    def refuse(message: str) -> NoReturn:
+        _refused("srt/arg_groups/speculative_hook.py:330 _handle_dflash", message)
 
     if args["speculative_draft_model_path"] is None:
         refuse("DFLASH speculative decoding requires setting --speculative-draft-model-path.")
