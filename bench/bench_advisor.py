@@ -90,7 +90,7 @@ def run() -> list[Row]:
     # The bootstrap takes seconds a resample over 10,000 requests: 40 of them, scaled to 400.
     bootstrap_ms = median_ms(timeit(lambda: _bootstrap(hists, REPLICATES // 10), 1)) * 10
     advice = advisor.advise(runs, yardstick)
-    widths = [r["tok_s_high"] - r["tok_s_low"] for r in advice.rows]
+    widths = [r.tok_s_high - r.tok_s_low for r in advice.rows if r.tok_s_high is not None and r.tok_s_low is not None]
     return [
         Row(
             ISSUE,

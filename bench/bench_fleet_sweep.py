@@ -70,7 +70,7 @@ async def _measure(root: Path) -> tuple[float, float, dict]:
 def run() -> list[Row]:
     with tempfile.TemporaryDirectory(prefix="specdeck-bench-fleet-sweep-") as tmp:
         serial, fleet, done = asyncio.run(_measure(Path(tmp)))
-    per_host = {h: sum(1 for p in done["points"] if p.get("host") == h) for h in done["hosts"]}
+    per_host = {h: sum(1 for p in done.points if p.host == h) for h in done.wire["hosts"]}
     ratio = fleet / serial
     return [
         Row(
@@ -78,6 +78,6 @@ def run() -> list[Row]:
             f"sweep of {len(STEPS)} points over a 2-host fleet ≤ {BUDGET}× the serial sweep's wall time",
             f"{fleet:.1f} s ({ratio:.2f}×; points {'+'.join(map(str, per_host.values()))})",
             f"serial sweep on one host: {serial:.1f} s",
-            ratio <= BUDGET and all("failed" not in p for p in done["points"]),
+            ratio <= BUDGET and all(p.failed is None for p in done.points),
         )
     ]

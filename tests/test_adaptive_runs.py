@@ -167,9 +167,9 @@ def test_with_only_adaptive_runs_the_advisor_learns_positions_per_tier(tmp_path)
     assert [t["passes"] for t in summary.tiers] == [6, 4]  # decode lines x running requests in each tier
     advice = advisor.advise(runs, Yardstick(82.0, 30.0))
     assert advice.acceptance.rates == pytest.approx(rates, abs=2e-3)
-    by_steps = {row["steps"]: row for row in advice.rows}
-    assert by_steps[3]["accept_len"] == pytest.approx(1 + 0.9 + 0.9 * 0.85 + 0.9 * 0.85 * 0.8, abs=0.01)
-    assert all(row["accept_len"] > 1.5 for row in advice.rows)
+    by_steps = {row.steps: row for row in advice.rows}
+    assert by_steps[3].accept_len == pytest.approx(1 + 0.9 + 0.9 * 0.85 + 0.9 * 0.85 * 0.8, abs=0.01)
+    assert all(row.accept_len > 1.5 for row in advice.rows)
 
 
 def test_tier_points_without_a_histogram_still_teach_acceptance():

@@ -34,11 +34,11 @@ def test_advice_fits_cost_from_runs_and_predicts(history):
     advice = advisor.advise(history.runs(), Yardstick(82.0, 30.0), max_steps=3)
     assert advice.run.id == three  # the newest run with a histogram
     assert advice.cost.source == "fitted" and advice.cost(3) == pytest.approx(33.0)
-    assert [r["tok_s"] for r in advice.rows] == pytest.approx([1800 / 27, 2120 / 30, 2184 / 33], abs=0.01)
+    assert [r.tok_s for r in advice.rows] == pytest.approx([1800 / 27, 2120 / 30, 2184 / 33], abs=0.01)
     assert advice.measured() == {1: 70.0, 2: 70.0}
     # 1 and 2 steps both measured 70 tok/s: the first of the fastest, not separated from the other.
-    assert advice.best["steps"] == 1 and advice.best["not_separated_from"] == [2]
-    assert advice.best["basis"] == "measured"
+    assert advice.best.steps == 1 and advice.best.not_separated_from == (2,)
+    assert advice.best.basis == "measured"
     needs = advice.targets["targets"]
     assert advice.targets["steps"] == 1 and advice.targets["max_tok_s"] == pytest.approx(2000 / 27)
     assert needs[0]["tok_s"] == 150 and needs[0]["reachable"] is False  # 4.5 > 2: out of reach at 1 step
@@ -54,8 +54,8 @@ def test_advice_per_step_cost_and_bad_input(history):
     advice = advisor.advise(history.runs(), Yardstick(82.0, 30.0), only)
     # One step count: per step the middle of 0..(33 − 12.2) / 3 (a cycle holds one plain step), labelled assumed.
     assert advice.cost.source == "assumed" and advice.cost(4) == pytest.approx(33.0 + (33.0 - 1000 / 82) / 6)
-    assert "per-step cost assumed" in advice.rows[3]["notes"] and advice.stop["can_stop"] is False
-    assert len(advice.rows) == advisor.DEFAULT_MAX_STEPS and advice.rows[3]["extrapolated"]
+    assert "per-step cost assumed" in advice.rows[3].notes and advice.stop["can_stop"] is False
+    assert len(advice.rows) == advisor.DEFAULT_MAX_STEPS and advice.rows[3].extrapolated
     with pytest.raises(UsageError, match="at least 1"):
         advisor.advise(history.runs(), Yardstick(82.0, 30.0), max_steps=0)
     longer = add_benched_run(history, 3, 5, 39.0, 100.0, [5, 10, 20, 30, 20, 15])
@@ -182,8 +182,8 @@ def test_predict_from_rates_costs_given_acceptance_with_this_hosts_runs(history)
     assert advice.cost.source == "fitted" and advice.cost(3) == pytest.approx(33.0)
     assert advice.measured() == {}  # another drafter's tok/s are no measurement of these rates
     row = advice.rows[2]
-    assert row["accept_len"] == pytest.approx(1 + 0.8 + 0.56 + 0.336) and row["tok_s_low"] < row["tok_s"]
-    assert advice.rows[4]["extrapolated"]
+    assert row.accept_len == pytest.approx(1 + 0.8 + 0.56 + 0.336) and row.tok_s_low < row.tok_s
+    assert advice.rows[4].extrapolated
     with pytest.raises(UsageError, match="within"):
         advisor.predict_from_rates([1.2], [0.1], history.runs(), Yardstick(82.0, 30.0))
 

@@ -171,8 +171,8 @@ async def test_a_replica_killed_mid_sweep_fails_its_point_and_every_host_is_left
     found = await _found(members, settings, on=("sim-b",))  # a: found with nothing running
     benching = asyncio.Event()
 
-    def on_event(host: str, event: dict) -> None:
-        if host == "sim-b" and event.get("phase") == "benching" and not benching.is_set():
+    def on_event(host: str, event: sweep_mod.SweepEvent) -> None:
+        if host == "sim-b" and event.phase == "benching" and not benching.is_set():
             benching.set()
 
     async def kill_b() -> None:
@@ -186,9 +186,9 @@ async def test_a_replica_killed_mid_sweep_fails_its_point_and_every_host_is_left
         fleet_sweep.run(members, settings, "aq", plan, baseline_tok_s=82.0, on_event=on_event), 120
     )
     await killer
-    failed = [p for p in done["points"] if p.get("failed")]
-    assert [p["host"] for p in failed] == ["sim-b"] and len(done["points"]) == 3
-    assert all(p["tok_s"] > 0 for p in done["points"] if not p.get("failed"))
+    failed = [p for p in done.points if p.failed]
+    assert [p.host for p in failed] == ["sim-b"] and len(done.points) == 3
+    assert all(p.tok_s > 0 for p in done.points if not p.failed)
     await _as_found(members, found)
 
 
@@ -201,8 +201,8 @@ async def test_a_fleet_sweep_whose_client_is_gone_or_cancels_leaves_every_host_a
     both = asyncio.Event()
     benching: set[str] = set()
 
-    def on_event(host: str, event: dict) -> None:
-        if event.get("phase") == "benching":
+    def on_event(host: str, event: sweep_mod.SweepEvent) -> None:
+        if event.phase == "benching":
             benching.add(host)
             if len(benching) == 2:
                 both.set()
@@ -224,7 +224,7 @@ async def test_a_fleet_sweep_whose_client_is_gone_or_cancels_leaves_every_host_a
     members[0] = fleet_sweep.Member(again, members[0].port)
     (left,) = await again.call("jobs.list", kind="sweep")  # it measures its point for a client that is gone,
     done = await asyncio.wait_for(sweep_mod.follow(again, left["id"]), 60)  # then ends on its own
-    assert len(done["points"]) == 1 and "failed" not in done["points"][0] and done["points"][0]["host"] == "sim-a"
+    assert len(done.points) == 1 and done.points[0].failed is None and done.points[0].host == "sim-a"
     await _as_found(members, found)
 
 
@@ -279,7 +279,7 @@ async def test_a_smart_fleet_sweep_runs_the_serial_sweeps_separating_round(monke
 
     async def events(conn, job_id):
         while (event := await conn.events.get()) is not None:
-            yield event
+            yield sweep_mod.SweepEvent.from_json(event)
 
     monkeypatch.setattr(sweep_mod, "events", events)
     hosts = [Host("a"), Host("b")]
@@ -287,7 +287,7 @@ async def test_a_smart_fleet_sweep_runs_the_serial_sweeps_separating_round(monke
     jobs = {h.host.name: types.SimpleNamespace(id=f"sweep-{h.host.name}") for h in hosts}
     profile = types.SimpleNamespace(steps=3, topk=1, draft_tokens=4)
     said: list[dict] = []
-    done = await fleet_sweep._drive(members, jobs, profile, plan, 82.0, lambda host, e: said.append(e))
+    done = await fleet_sweep._drive(members, jobs, profile, plan, 82.0, lambda host, e: said.append(e.wire))
     rounds = [e for e in said if e.get("phase") == "separating"]
     assert len(rounds) == 1 and "steps 4 measured fastest, not separated from 3 at 4 requests" in rounds[0]["why"]
     more = rounds[0]["requests"]

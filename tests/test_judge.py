@@ -225,7 +225,7 @@ def test_every_surface_says_one_figure_for_one_sweep_point(tmp_path, capsys):
     from backend.cli.tunecmds import _print_done
     from backend.report import document, render
     from backend.tune import advisor
-    from backend.tune.sweep import SweepPlan
+    from backend.tune.sweep import SweepEvent, SweepPlan
 
     spread = (-1.1, -0.3, 0.5, 0.9)
     truth = {2: 90.0, 3: 100.0, 4: 102.0}
@@ -240,7 +240,7 @@ def test_every_surface_says_one_figure_for_one_sweep_point(tmp_path, capsys):
                         "acceptance": {"histogram": histogram}, "run": f"serve-{i}"})  # fmt: skip
     order = Order({"points": [{"args": {"steps": k}} for k in truth], "baseline_tok_s": 82.0})
     order.results = {r["index"]: r for r in records}
-    done = {"points": records, "best": order.best(), "restarts": 3, "grid": 3, "saved": 0}
+    done = SweepEvent.from_json({"event": "done", "points": records, "best": order.best(), "restarts": 3, "grid": 3})
     y = Yardstick(82.0, 30.0)
     with History.open(tmp_path / "h.sqlite3") as history:
         for r in records:
@@ -263,15 +263,15 @@ def test_every_surface_says_one_figure_for_one_sweep_point(tmp_path, capsys):
         runs = history.sweep_runs("sweep-x")
         advice = advisor.advise(history.runs(), y, runs[0].id)  # what Tune's table shows for the sweep's runs
         report = render.to_markdown(document.build(history, [r.id for r in runs], y, None, "sweep-x"))
-    toast = "sweep done: " + judge.best_sentence(done["best"])  # Tune's toast (tui/screens/tune.py)
+    toast = "sweep done: " + judge.best_sentence(done.best)  # Tune's toast (tui/screens/tune.py)
     table = judge.best_sentence(advice.best)  # the advisor's, whose steps Tune marks "◀ best"
     _print_done(argparse.Namespace(json=False), SweepPlan((2, 3, 4)), done)
     cli = capsys.readouterr().out
     assert toast.removeprefix("sweep done: ") == table and table in cli and f"best: {table}" in report
-    assert done["best"]["steps"] == advice.best["steps"] == 4 and advice.best["not_separated_from"] == [3]
+    assert done.best.steps == advice.best.steps == 4 and advice.best.not_separated_from == (3,)
     for r in records:  # each point one figure: the done event's, the advisor's table, the CLI and the report
-        row = next(x for x in advice.rows if x["steps"] == r["steps"])
-        assert f"{row['measured_tok_s']:.1f}" == f"{r['tok_s']:.1f}"
+        row = next(x for x in advice.rows if x.steps == r["steps"])
+        assert f"{row.measured_tok_s:.1f}" == f"{r['tok_s']:.1f}"
         assert f"{r['tok_s']:.1f} tok/s" in cli and f"| {r['tok_s']:.1f} |" in report
 
 
@@ -346,8 +346,8 @@ def test_a_difference_inside_the_practical_floor_is_level_however_narrow_its_int
     # The sweep never separates two points inside the floor: its best and "not separated" agree with "level".
     rows = [{"steps": k, "measured_tok_s": v, "measured_low": v - 0.01, "measured_high": v + 0.01,
              "measured_requests": 500, "request_rel_sd": 0.001} for k, v in ((3, 100.0), (4, 101.5))]  # fmt: skip
-    best = advice.best(rows)
-    assert best["steps"] == 4 and best["not_separated_from"] == [3] and best["requests_to_separate"] is None
+    best = judge.BestPoint.from_json(advice.best(rows))
+    assert best.steps == 4 and best.not_separated_from == (3,) and best.requests_to_separate is None
     assert "closer than two benches can be told apart" in judge.best_sentence(best)
     # A wide interval around a figure inside the floor may hide a difference that matters: within noise.
     assert judge.judged_word(82.5, 60.0, 105.0, 82.0, ("beats", "below")) == "within noise"
@@ -380,13 +380,13 @@ def test_one_measured_point_is_the_only_one_measured_not_the_best():
         {"steps": 3, "tok_s": 98.6, "tok_s_low": 87.3, "tok_s_high": 111.1, "measured_tok_s": 98.8},
         {"steps": 4, "tok_s": 99.8, "tok_s_low": 84.5, "tok_s_high": 118.8, "measured_tok_s": None},
     ]
-    alone = advice.best(rows)
-    assert alone is not None and judge.best_word(alone) == "only measured"
+    alone = judge.BestPoint.from_json(advice.best(rows))
+    assert alone.word == "only measured"
     assert "only step count measured" in judge.best_sentence(alone) and "measured fastest" not in judge.best_sentence(
         alone
     )
     rows[1]["measured_tok_s"] = 90.0
-    two = advice.best(rows)
-    assert two is not None and judge.best_word(two) == "best" and "measured fastest" in judge.best_sentence(two)
-    predicted = advice.best([dict(r, measured_tok_s=None) for r in rows])
-    assert predicted is not None and judge.best_word(predicted) == "best"
+    two = judge.BestPoint.from_json(advice.best(rows))
+    assert two.word == "best" and "measured fastest" in judge.best_sentence(two)
+    predicted = judge.BestPoint.from_json(advice.best([dict(r, measured_tok_s=None) for r in rows]))
+    assert predicted.word == "best"

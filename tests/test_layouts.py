@@ -10,6 +10,7 @@ from textual.widgets import DataTable, HelpPanel, Input, Static, TabbedContent
 from textual.widgets._footer import FooterKey
 
 from backend.settings.model import builtin_defaults
+from backend.tune.sweep import SweepEvent, SweepPoint
 from tests.helpers import until
 from tui.app import SpecdeckApp
 from tui.screens.tune import TunePane
@@ -96,8 +97,9 @@ async def test_every_tab_holds_at_this_size(size, tmp_path, monkeypatch):
         tune = app.query_one(TunePane)
         now = time.time()
         tune.sweep_job, tune.sweep_total = "sweep-x", 5
-        tune.sweep_points = [{"steps": 3, "topk": 1, "draft_tokens": 4, "tok_s": 101.9, "elapsed_s": 30.0}]
-        tune.sweep_phase = {"index": 3, "steps": 4, "topk": 1, "draft_tokens": 5, "phase": "benching", "t0": now - 12}
+        tune.sweep_points = [SweepPoint(steps=3, topk=1, draft_tokens=4, tok_s=101.9, elapsed_s=30.0)]
+        point = SweepPoint(index=3, steps=4, topk=1, draft_tokens=5)
+        tune.sweep_phase = SweepEvent("phase", point, phase="benching", started=now - 12)
         tune._show_progress("phase")
         progress = app.query_one("#tune-progress", Static)
         await until(pilot, lambda: "benching" in str(progress.render()), "the sweep's progress drawn")

@@ -23,8 +23,11 @@ REPO = Path(__file__).resolve().parents[1]
 # Module → the functions (``Class.method`` for a method) whose results reach tui/ typed.
 CONVERTED: dict[str, tuple[str, ...]] = {
     "backend/drafters/checkpoint_diff.py": ("diff",),
+    "backend/fleet/sweep.py": ("run",),
     "backend/jobs.py": ("prune", "cancel_job"),
     "backend/train/training.py": ("status", "stop", "predictions", "pick", "follow"),
+    "backend/tune/advisor.py": ("advise", "advise_bench", "predict_from_rates"),
+    "backend/tune/sweep.py": ("restore_found", "events", "follow"),
 }
 
 # tui/ file → the string indexes left in it.
@@ -39,7 +42,7 @@ LEFT: dict[str, int] = {
     "tui/screens/live.py": 5,
     "tui/screens/serve.py": 10,
     "tui/screens/train.py": 3,
-    "tui/screens/tune.py": 50,
+    "tui/screens/tune.py": 3,
     "tui/screenshots.py": 20,
     "tui/widgets/benchbar.py": 2,
     "tui/widgets/breakeven_panel.py": 10,
@@ -50,7 +53,7 @@ LEFT: dict[str, int] = {
     "tui/widgets/serve/gpus.py": 9,
     "tui/widgets/serve/state.py": 8,
     "tui/widgets/serverline.py": 22,
-    "tui/widgets/tunecharts.py": 16,
+
 }
 
 

@@ -94,9 +94,9 @@ async def test_smart_sweep_on_a_published_scenario_does_not_stop_on_a_slow_point
     plan = sweep_mod.SweepPlan(grid, requests=3, max_tokens=96, smart=True)
     baseline = 1000.0 / chosen.decode_ms(1)
     job = await sweep_mod.start(conn, settings, "aq", plan, baseline_tok_s=baseline)
-    seen: list[dict] = []
-    done = await asyncio.wait_for(sweep_mod.follow(conn, job.id, seen.append), 240)
-    measured = [e["steps"] for e in seen if e.get("event") == "point" and not e.get("failed")]
+    seen: list[sweep_mod.SweepEvent] = []
+    done = (await asyncio.wait_for(sweep_mod.follow(conn, job.id, seen.append), 240)).wire
+    measured = [e.point.steps for e in seen if e.kind == "point" and not e.point.failed]
     # Each point's cycle from SGLang's own step times (the sweep runs its servers with SGLANG_RECORD_STEP_TIME=1).
     assert all(p["step_times_ms"] for p in done["points"] if not p.get("failed"))
     assert min(min(p["step_times_ms"]) for p in done["points"]) >= chosen.decode_ms(1)  # no cycle under a plain step

@@ -62,24 +62,24 @@ async def test_sweep_restarts_benches_records_and_leaves_the_server_as_found(con
 
     plan = sweep_mod.SweepPlan((1, 3), **SMALL)
     job = await sweep_mod.start(conn, settings, "aq", plan, baseline_tok_s=82.0)
-    seen: list[dict] = []
+    seen: list[sweep_mod.SweepEvent] = []
     done = await asyncio.wait_for(sweep_mod.follow(conn, job.id, seen.append), 120)
 
-    phases = [e["phase"] for e in seen if e.get("event") == "phase" and e.get("index") == 0]
+    phases = [e.phase for e in seen if e.kind == "phase" and e.index == 0]
     assert phases[:2] == ["stopping", "starting"] and phases[-2:] == ["warming up", "benching"]
     # A point is named by its numbers, not its place in the grid (issue 33: "point 4" was steps 4, 2nd point).
-    named = {sweep_mod.point_name(e) for e in seen if e.get("event") == "phase" and e.get("index") == 1}
+    named = {sweep_mod.point_name(e.point) for e in seen if e.kind == "phase" and e.index == 1}
     assert named == {"steps 3 (topk 1, draft 4)"}
-    assert [(p["steps"], p["draft_tokens"]) for p in done["points"]] == [(1, 2), (3, 4)]
-    for point in done["points"]:
-        assert point["tok_s"] > 0 and point["cycle_ms"] > 0 and point["accept_len"] > 1 and "failed" not in point
-        assert len(point["acceptance"]["histogram"]) == point["steps"] + 1
+    assert [(p.steps, p.draft_tokens) for p in done.points] == [(1, 2), (3, 4)]
+    for point in done.points:
+        assert point.tok_s > 0 and point.cycle_ms > 0 and point.accept_len > 1 and point.failed is None
+        assert len(point.wire["acceptance"]["histogram"]) == point.steps + 1
     # The best is the fastest point measured (3.3 per 33 ms beats 1.9 per 27 ms), and says whether two requests a
     # point could tell them apart.
-    best = done["best"]
-    assert best["tok_s"] == max(p["tok_s"] for p in done["points"]) and best["steps"] == 3
-    assert best["not_separated_from"] in ([], [1]) and best["requests"] == SMALL["requests"]
-    assert done["restarts"] == 2 and done["grid"] == 2 and done["sweep"] == job.id
+    best = done.best
+    assert best.tok_s == max(p.tok_s for p in done.points) and best.steps == 3
+    assert best.not_separated_from in ((), (1,)) and best.requests == SMALL["requests"]
+    assert done.restarts == 2 and done.grid == 2 and done.sweep == job.id
 
     # Left as found: the baseline server runs again; each point's server was a serve job tagged with the sweep.
     status = await serving.wait(conn, until=("ready",), within=30)
@@ -91,10 +91,10 @@ async def test_sweep_restarts_benches_records_and_leaves_the_server_as_found(con
     with History.open(tmp_path / "h.sqlite3") as history:
         await sync_from_host(history, conn)
         runs = {r.job_id: r for r in history.runs()}
-        for point in done["points"]:
-            assert runs[point["run"]].bench["acceptance"]["histogram"]  # each point a run with its bench
+        for point in done.points:
+            assert runs[point.run].bench["acceptance"]["histogram"]  # each point a run with its bench
 
-    text = sweep_mod.public_done(done)
+    text = sweep_mod.public_done(done.wire)
     assert list(text["points"][0])[:7] == ["steps", "topk", "draft_tokens", "tok_s", "accept_len", "cycle_ms", "run"]
 
 
@@ -102,8 +102,8 @@ async def test_a_crashing_point_is_recorded_and_the_sweep_goes_on(conn, models):
     settings = make_settings(models, aq={"drafter": "aq-medai", **EAGLE, "env": {"SPECDECK_SIM_FAIL": "oom"}})
     job = await sweep_mod.start(conn, settings, "aq", sweep_mod.SweepPlan((1, 2), **SMALL), baseline_tok_s=82.0)
     done = await asyncio.wait_for(sweep_mod.follow(conn, job.id), 120)
-    assert len(done["points"]) == 2 and done["best"] is None
-    assert all("crashed" in p["failed"] and "Not enough memory" in p["failed"] for p in done["points"])
+    assert len(done.points) == 2 and done.best is None
+    assert all("crashed" in p.failed and "Not enough memory" in p.failed for p in done.points)
     assert (await serving.status(conn))["state"] not in server_status.RUNNING_STATES  # none was running: none is
 
 
@@ -113,21 +113,21 @@ async def test_cancel_stops_the_server_and_resume_skips_finished_points(conn, mo
     plan = sweep_mod.SweepPlan((1, 2, 3), **SMALL)
     job = await sweep_mod.start(conn, settings, "aq", plan, baseline_tok_s=82.0)
     async for event in sweep_mod.events(conn, job.id):
-        if event.get("event") == "phase" and event.get("index") == 1 and event["phase"] == "benching":
+        if event.kind == "phase" and event.index == 1 and event.phase == "benching":
             break
     await sweep_mod.cancel(conn, job.id)
-    cancelled: list[dict] = []
+    cancelled: list[sweep_mod.SweepEvent] = []
     with pytest.raises(OperationFailed, match="cancelled"):
         await sweep_mod.follow(conn, job.id, cancelled.append)
-    taken = [e["index"] for e in cancelled if e.get("event") == "point"]  # point 1 may have just made it
+    taken = [e.index for e in cancelled if e.kind == "point"]  # point 1 may have just made it
     assert taken in ([0], [0, 1])
     status = await serving.wait(conn, until=("stopped", "crashed"), within=30)
     assert status["state"] == "stopped" and status["args"]["sweep"] == job.id
 
     again = await sweep_mod.start(conn, settings, "aq", plan, baseline_tok_s=82.0, resume=job.id)
     done = await asyncio.wait_for(sweep_mod.follow(conn, again.id), 120)
-    assert [p["steps"] for p in done["points"]] == [1, 2, 3]
-    assert done["restarts"] == 3 - len(taken)  # measured points were taken over, the rest ran (again)
+    assert [p.steps for p in done.points] == [1, 2, 3]
+    assert done.restarts == 3 - len(taken)  # measured points were taken over, the rest ran (again)
     with pytest.raises(RemoteError, match="no sweep serve-nope"):
         await sweep_mod.start(conn, settings, "aq", plan, baseline_tok_s=82.0, resume="serve-nope")
     with pytest.raises(RemoteError, match=r"no sweep \.\./jobs"):
@@ -146,7 +146,7 @@ async def test_resume_after_the_sweep_job_was_killed(conn, models):
     plan = sweep_mod.SweepPlan((1, 2), **SMALL)
     job = await sweep_mod.start(conn, settings, "aq", plan, baseline_tok_s=82.0)
     async for event in sweep_mod.events(conn, job.id):
-        if event.get("event") == "phase" and event.get("index") == 1 and event["phase"] == "warming up":
+        if event.kind == "phase" and event.index == 1 and event.phase == "warming up":
             break
     await conn.call("jobs.signal", id=job.id, signal="KILL")  # the sweep dies; its point's server lives on
     killed = await conn.call("jobs.wait", id=job.id, timeout=30)
@@ -156,7 +156,7 @@ async def test_resume_after_the_sweep_job_was_killed(conn, models):
 
     again = await sweep_mod.start(conn, settings, "aq", plan, baseline_tok_s=82.0, resume=job.id)
     done = await asyncio.wait_for(sweep_mod.follow(conn, again.id), 120)
-    assert [p["steps"] for p in done["points"]] == [1, 2] and done["restarts"] == 1
+    assert [p.steps for p in done.points] == [1, 2] and done.restarts == 1
     # Nothing ran before the first sweep: the leftover is not "found", and nothing is left running.
     status = await serving.status(conn)
     assert status["state"] not in server_status.RUNNING_STATES and status["args"]["sweep"] == again.id
@@ -175,7 +175,7 @@ async def test_cancelled_or_killed_sweeps_leave_the_server_they_found(conn, mode
     async def sweep_until(phase: str) -> str:
         job = await sweep_mod.start(conn, settings, "aq", plan, baseline_tok_s=82.0)
         async for event in sweep_mod.events(conn, job.id):
-            if event.get("event") == "phase" and event.get("index") == 0 and event["phase"] == phase:
+            if event.kind == "phase" and event.index == 0 and event.phase == phase:
                 return job.id
         raise AssertionError(f"sweep {job.id} never reached {phase}")
 
@@ -199,7 +199,7 @@ async def test_cancelled_or_killed_sweeps_leave_the_server_they_found(conn, mode
     await conn.call("jobs.wait", id=job_id, timeout=30)
     leftover = (await serving.status(conn))["job"]
     done = await sweep_mod.restore_found(conn, settings)
-    assert done["sweep"] == job_id and done["leftover"] == [leftover] and done["profile"] == "base"
+    assert done == sweep_mod.Restored(job_id, "base", (leftover,), done.started) and done.started
     await base_runs_again(restored)
     assert (await conn.call("jobs.get", id=leftover))["state"] not in ("running", "orphaned")
     assert await sweep_mod.restore_found(conn, settings) is None
@@ -210,9 +210,9 @@ async def test_smart_sweep_measures_the_profile_first_and_stops_when_nothing_lef
     settings = make_settings(models, aq={"drafter": "aq-medai", **EAGLE})
     plan = sweep_mod.SweepPlan((1, 2, 3, 4), requests=3, max_tokens=160, smart=True)
     job = await sweep_mod.start(conn, settings, "aq", plan, baseline_tok_s=82.0)
-    seen: list[dict] = []
-    done = await asyncio.wait_for(sweep_mod.follow(conn, job.id, seen.append), 180)
-    order = [e["steps"] for e in seen if e.get("event") == "point" and not e.get("separating")]
+    seen: list[sweep_mod.SweepEvent] = []
+    done = (await asyncio.wait_for(sweep_mod.follow(conn, job.id, seen.append), 180)).wire
+    order = [e.point.steps for e in seen if e.kind == "point" and not e.wire.get("separating")]
     assert order[0] == 3  # the profile's own point first
     # A separating round (leaders too close for the sweep's requests: a loaded machine's noise) restarts on top of
     # the grid's; saved counts the grid's only.
@@ -264,7 +264,7 @@ async def test_the_sweep_job_runs_on_python_3_8(models, tmp_path):
         plan = sweep_mod.SweepPlan((1, 2, 3), requests=1, max_tokens=48, smart=True)
         job = await sweep_mod.start(conn, settings, "aq", plan, baseline_tok_s=82.0)
         done = await asyncio.wait_for(sweep_mod.follow(conn, job.id), 120)
-        assert done["points"] and all("failed" not in p for p in done["points"]) and done["best"] is not None
+        assert done.points and all(p.failed is None for p in done.points) and done.best is not None
     finally:
         await conn.close()
 

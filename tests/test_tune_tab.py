@@ -13,7 +13,7 @@ from backend.history import History
 from backend.measure import domains
 from backend.sandbox import fixtures
 from backend.settings.config_file import load
-from backend.tune.sweep import SweepPlan
+from backend.tune.sweep import SweepPlan, SweepPoint
 from tests.helpers import until
 from tests.runs import add_benched_run
 from tests.sshd import free_port
@@ -104,7 +104,7 @@ async def test_tune_tab_advice_keys_sweep_and_apply(settings):
         await until(pilot, lambda: pane.sweep_job is not None, "the sweep started")
         await until(pilot, lambda: any("ETA" in text for text in shown), "an ETA")
         await until(pilot, lambda: pane.sweep_job is None and pane.sweep_best is not None, "the sweep done", 120)
-        assert pane.sweep_points[0]["steps"] == 3  # smart: the profile's own point first
+        assert pane.sweep_points[0].steps == 3  # smart: the profile's own point first
         # The sweep's points come back from the host as runs tagged with it, listed with their histograms.
         await until(pilot, lambda: sum(1 for r in pane.runs if r.sweep) >= 2, "the sweep's runs", 30)
         sweep_cells = [row[-1] for row in cells(pane.query_one("#tune-runs", DataTable))]
@@ -125,7 +125,7 @@ async def test_tune_tab_advice_keys_sweep_and_apply(settings):
 
 def test_eta_from_earlier_points_and_every_key_in_the_palette():
     assert eta_text([], 3, None, 100.0) == ""
-    assert eta_text([{"elapsed_s": 10.0}, {"elapsed_s": 20.0}], 2, 95.0, 100.0) == "ETA 25 s"
+    assert eta_text([SweepPoint(elapsed_s=10.0), SweepPoint(elapsed_s=20.0)], 2, 95.0, 100.0) == "ETA 25 s"
     ids = {b.id for b in TunePane.BINDINGS}
     assert {"tune.sweep", "tune.cancel", "tune.apply", "tune.profile", "tune.grid", "tune.smart", "tune.fleet"} <= ids
     assert all(b.tooltip for b in TunePane.BINDINGS)

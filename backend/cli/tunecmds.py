@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from backend.agent.host.shared import expect
@@ -173,9 +174,9 @@ def _apply(args: argparse.Namespace, advice: advisor.Advice) -> dict[str, Any]:
     profile = settings.profiles.get(args.apply)
     if profile is None:
         raise UsageError(f"no profile {args.apply!r} in the config; `specdeck config show` lists them.")
-    if args.steps is None and (advice.best is None or advice.best.get("basis") != "measured"):
+    if args.steps is None and (advice.best is None or advice.best.basis != "measured"):
         raise UsageError("nothing was measured to apply: sweep the profile first, or give --steps K.")
-    steps = args.steps if args.steps is not None else int(advice.best["steps"])  # type: ignore[index]
+    steps = args.steps if args.steps is not None else advice.best.steps  # type: ignore[union-attr]
     applied = advisor.apply(profile, steps, advice)
     warning = applied.warning()
     if warning and not confirmed(
@@ -213,11 +214,11 @@ async def _ab(args: argparse.Namespace, proposal: adaptive_proposal.AdaptiveProp
             print_detached(args, job)
             return 0
 
-        def progress(event: dict[str, Any]) -> None:
-            if event.get("event") == "phase":
-                extra = f" ({event['server_phase']})" if event.get("server_phase") else ""
-                level = f" at {event['concurrency']} streams" if event.get("concurrency") else ""
-                print(f"  {sweep_mod.point_name(event)}: {event.get('phase')}{level}{extra}", file=sys.stderr)
+        def progress(event: sweep_mod.SweepEvent) -> None:
+            if event.kind == "phase":
+                extra = f" ({event.server_phase})" if event.server_phase else ""
+                level = f" at {event.concurrency} streams" if event.concurrency else ""
+                print(f"  {sweep_mod.point_name(event.point)}: {event.phase}{level}{extra}", file=sys.stderr)
 
         done = await sweep_mod.follow(conn, job.id, progress)
     result = adaptive_ab.ab_result(done)
@@ -276,18 +277,18 @@ async def sweep(args: argparse.Namespace) -> int:
             return 0
         finished = False
 
-        def progress(event: dict[str, Any]) -> None:
-            kind = event.get("event")
+        def progress(event: sweep_mod.SweepEvent) -> None:
+            kind = event.kind
             if args.json:
                 if kind not in sweep_mod.TERMINAL:  # the done event is printed last, in its public shape
-                    emit_json_line({k: v for k, v in event.items() if k not in ("acceptance", "per_request")})
+                    emit_json_line({k: v for k, v in event.wire.items() if k not in ("acceptance", "per_request")})
             elif kind == "phase":
-                extra = f" ({event['server_phase']})" if event.get("server_phase") else ""
-                print(f"  {sweep_mod.point_name(event)}: {event.get('phase')}{extra}", file=sys.stderr, flush=True)
+                extra = f" ({event.server_phase})" if event.server_phase else ""
+                print(f"  {sweep_mod.point_name(event.point)}: {event.phase}{extra}", file=sys.stderr, flush=True)
             elif kind == "point":
-                print("  " + sweep_mod.point_line(event), file=sys.stderr, flush=True)
-            elif kind == "plan" and event.get("skipped"):
-                taken = ", ".join(str(i + 1) for i in event["skipped"])
+                print("  " + sweep_mod.point_line(event.point), file=sys.stderr, flush=True)
+            elif kind == "plan" and event.skipped:
+                taken = ", ".join(str(i + 1) for i in event.skipped)
                 print(f"  taking over points {taken} from {args.resume}", file=sys.stderr, flush=True)
 
         try:
@@ -298,8 +299,8 @@ async def sweep(args: argparse.Namespace) -> int:
                 await sweep_mod.cancel(conn, job.id)
             if conn.connected:  # every ending leaves the host as found (a cancelled sweep may leave it to us)
                 restored = await sweep_mod.restore_found(conn, settings)
-                if restored and restored["started"]:
-                    print(f"started {restored['profile']} again, as the sweep found it", file=sys.stderr)
+                if restored and restored.started:
+                    print(f"started {restored.profile} again, as the sweep found it", file=sys.stderr)
     return _print_done(args, plan, done)
 
 
@@ -314,22 +315,22 @@ def _scope(plan: sweep_mod.SweepPlan) -> str:
     return judge.sweep_scope(expect.bench_noise(lists, plan.requests))
 
 
-def _print_done(args: argparse.Namespace, plan: sweep_mod.SweepPlan, done: dict[str, Any]) -> int:
+def _print_done(args: argparse.Namespace, plan: sweep_mod.SweepPlan, done: sweep_mod.SweepEvent) -> int:
     if args.json:
-        emit_json_line(sweep_mod.public_done(done))
+        emit_json_line(sweep_mod.public_done(done.wire))
         return 0
-    for point in done["points"]:
+    for point in done.points:
         print(sweep_mod.point_line(point))
-    best = done.get("best")
+    best = done.best_point
     print(f"best: {sweep_mod.point_line(best)}" if best else "best: none (no point was measured)")
     if best:
-        print(f"  {judge.best_sentence(best)}")
-    separated = done.get("separated")
+        print(f"  {judge.best_sentence(done.best)}")
+    separated = done.separated
     if separated:
         steps = ", ".join(str(k) for k in separated["steps"])
         print(f"  separating round: steps {steps} measured again with {separated['requests']} more requests each")
     if plan.smart:
-        print(f"{counted(done['restarts'], 'restart')} for a grid of {done['grid']}: {done['saved']} saved")
+        print(f"{counted(done.restarts, 'restart')} for a grid of {done.grid}: {done.saved} saved")
     return 0
 
 
@@ -353,20 +354,20 @@ async def _fleet_sweep(args: argparse.Namespace, settings: Settings, baseline: f
         print(f"fleet sweep of {args.profile} over {names}: {len(plan.grid())} points", file=sys.stderr, flush=True)
         print(f"  {_scope(plan)}", file=sys.stderr, flush=True)
 
-        def progress(host: str, event: dict[str, Any]) -> None:
-            kind = event.get("event")
+        def progress(host: str, event: sweep_mod.SweepEvent) -> None:
+            kind = event.kind
             if args.json:
                 if kind not in sweep_mod.TERMINAL:
-                    out = {k: v for k, v in event.items() if k not in ("acceptance", "per_request")}
+                    out = {k: v for k, v in event.wire.items() if k not in ("acceptance", "per_request")}
                     emit_json_line({**out, "host": host or None})
             elif kind == "phase":
-                extra = f" ({event['server_phase']})" if event.get("server_phase") else ""
-                where = f"{host} {sweep_mod.point_name(event)}"
-                print(f"  {where}: {event.get('phase')}{extra}", file=sys.stderr, flush=True)
+                extra = f" ({event.server_phase})" if event.server_phase else ""
+                where = f"{host} {sweep_mod.point_name(event.point)}"
+                print(f"  {where}: {event.phase}{extra}", file=sys.stderr, flush=True)
             elif kind == "point":
-                print("  " + sweep_mod.point_line({**event, "host": host}), file=sys.stderr, flush=True)
-            elif kind == "plan" and event.get("phase") == "separating":
-                print(f"  separating round: {event['why']}", file=sys.stderr, flush=True)
+                print("  " + sweep_mod.point_line(replace(event.point, host=host)), file=sys.stderr, flush=True)
+            elif kind == "plan" and event.phase == "separating":
+                print(f"  separating round: {event.why}", file=sys.stderr, flush=True)
 
         done = await fleet_sweep.run(
             members, settings, args.profile, plan, baseline_tok_s=baseline, force=args.force, on_event=progress
@@ -379,5 +380,5 @@ async def _fleet_sweep(args: argparse.Namespace, settings: Settings, baseline: f
             await conn.close()
     rc = _print_done(args, plan, done)
     if not args.json:
-        print(f"report: specdeck report --sweep {done['sweep']}")
+        print(f"report: specdeck report --sweep {done.sweep}")
     return rc

@@ -106,9 +106,9 @@ async def run(
     *,
     baseline_tok_s: float,
     force: bool = False,
-    on_event: Callable[[str, dict[str, Any]], None] | None = None,
+    on_event: Callable[[str, sweep_mod.SweepEvent], None] | None = None,
     feed_idle_s: float | None = None,
-) -> dict[str, Any]:
+) -> sweep_mod.SweepEvent:
     """Run the sweep over ``members`` (two or more hosts) to its end; the merged ``done`` event (its points
     tagged with their ``host``, ``hosts`` naming each host's sweep job). ``on_event(host, event)`` sees each
     host's events as they come (and the client's own ``plan`` events, host ``""``). ``feed_idle_s``: how long a
@@ -135,7 +135,7 @@ async def run(
     finally:
         if not finished:
             await _abandon(members, started, settings)
-    return {**done, "sweep": sweep_id}
+    return sweep_mod.SweepEvent.from_json({**done, "sweep": sweep_id})
 
 
 async def _drive(
@@ -144,7 +144,7 @@ async def _drive(
     profile: Any,
     plan: sweep_mod.SweepPlan,
     baseline_tok_s: float,
-    tell: Callable[[str, dict[str, Any]], None],
+    tell: Callable[[str, sweep_mod.SweepEvent], None],
 ) -> dict[str, Any]:
     grid = plan.grid()
     points = [{"args": {"steps": s, "topk": k, "draft_tokens": t}} for s, k, t in grid]
@@ -152,7 +152,7 @@ async def _drive(
     params = {"points": points, "smart": plan.smart, "first": first, "baseline_tok_s": baseline_tok_s}
     order = Order(dict(params, requests=plan.requests))
     conns = {m.name: m.conn for m in members}
-    queue: asyncio.Queue[tuple[str, dict[str, Any] | None]] = asyncio.Queue()
+    queue: asyncio.Queue[tuple[str, sweep_mod.SweepEvent | None]] = asyncio.Queue()
 
     async def read(name: str) -> None:
         try:
@@ -165,7 +165,7 @@ async def _drive(
     todo = order.first_order({})
     idle = [m.name for m in members]
     busy: dict[str, int] = {}
-    ended: dict[str, dict[str, Any]] = {}
+    ended: dict[str, sweep_mod.SweepEvent] = {}
     stopped_early = None
     separation: dict[str, Any] | None = None  # the separating round's plan, once every grid point is in
     again: list[int] = []  # its points not yet fed
@@ -176,7 +176,7 @@ async def _drive(
             if separation is None:
                 todo, planned, stop = order.reorder(todo)
                 if planned is not None:
-                    tell("", dict(planned, busy=dict(busy)))
+                    tell("", sweep_mod.SweepEvent.from_json(dict(planned, busy=dict(busy))))
                 stopped_early = stop or stopped_early
             if not todo and not again and separation is None and plan.smart:
                 if busy:  # the serial sweep's separating round needs every point in: hold the host till then
@@ -184,7 +184,7 @@ async def _drive(
                 separation = order.separation() or {}
                 again.extend(separation.get("order") or [])
                 if separation:
-                    tell("", dict(separation, busy={}))
+                    tell("", sweep_mod.SweepEvent.from_json(dict(separation, busy={})))
             name = idle.pop(0)
             if todo:
                 busy[name] = todo.pop(0)
@@ -210,9 +210,9 @@ async def _drive(
                     )
                 continue
             tell(name, event)
-            kind = event.get("event")
-            if kind == "point" and busy.get(name) == event.get("index"):
-                record = {k: v for k, v in event.items() if k not in ("event", "t")}
+            kind = event.kind
+            if kind == "point" and busy.get(name) == event.index:
+                record = {k: v for k, v in event.wire.items() if k not in ("event", "t")}
                 index = busy.pop(name)
                 if record.get("separating"):  # pooled with the first by step count, as the serial sweep's
                     order.extra.append(record)
@@ -230,7 +230,7 @@ async def _drive(
         for task in readers:
             task.cancel()
         await asyncio.gather(*readers, return_exceptions=True)
-    restarts = sum(int(e.get("restarts") or 0) for e in ended.values())
+    restarts = sum(e.restarts for e in ended.values())
     separated = None
     if separation:
         separated = {"requests": separation["requests"], "steps": separation["steps"], "restarts": len(order.extra)}

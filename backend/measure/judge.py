@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from backend.agent.host.shared.expect import BENCH_FLOOR, BenchNoise
@@ -477,42 +477,86 @@ def run_curve(run: RunSummary, yardstick: Yardstick, runs: Iterable[RunSummary] 
 # --- the best of a sweep -----------------------------------------------------------------------------------
 
 
-def best_figure(best: Mapping[str, Any]) -> tuple[float | None, float | None, float | None]:
-    """(tok/s, low, high) the best is judged by: measured where measured (an advisor row's ``measured_tok_s``, a
-    sweep point's ``tok_s``), else predicted."""
-    if best.get("basis") == "predicted":
-        return best.get("tok_s"), best.get("tok_s_low"), best.get("tok_s_high")
-    value = best["measured_tok_s"] if best.get("measured_tok_s") is not None else best.get("tok_s")
-    return value, best.get("measured_low"), best.get("measured_high")
+@dataclass(frozen=True)
+class BestPoint:
+    """The best step count (``advice.best`` on an advisor's rows or a sweep's points, built on the host): its
+    figures, whether it was judged measured or predicted, and the step counts its interval does not separate it
+    from, with the requests a point would need to separate them. ``wire`` keeps it as computed (``--json``)."""
+
+    steps: int
+    basis: str = "measured"  # measured, or predicted where nothing was measured
+    compared: bool | None = None  # False: the one point measured, nothing compared with it
+    not_separated_from: tuple[int, ...] = ()
+    requests: int | None = None  # the requests its figure rests on
+    requests_to_separate: int | None = None
+    tok_s: float | None = None  # predicted (an advisor row's), or measured (a sweep point's)
+    tok_s_low: float | None = None
+    tok_s_high: float | None = None
+    measured_tok_s: float | None = None  # an advisor row's measured figure with its interval
+    measured_low: float | None = None
+    measured_high: float | None = None
+    cycle_ms: float | None = None
+    run: str | None = None  # a sweep point's run, and the host that measured it (a fleet sweep's)
+    host: str | None = None
+    wire: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
+
+    @classmethod
+    def from_json(cls, wire: Mapping[str, Any]) -> BestPoint:
+        return cls(
+            steps=int(wire["steps"]),
+            basis=wire.get("basis") or "measured",
+            compared=wire.get("compared"),
+            not_separated_from=tuple(wire.get("not_separated_from") or ()),
+            requests=wire.get("requests"),
+            requests_to_separate=wire.get("requests_to_separate"),
+            tok_s=wire.get("tok_s"),
+            tok_s_low=wire.get("tok_s_low"),
+            tok_s_high=wire.get("tok_s_high"),
+            measured_tok_s=wire.get("measured_tok_s"),
+            measured_low=wire.get("measured_low"),
+            measured_high=wire.get("measured_high"),
+            cycle_ms=wire.get("cycle_ms"),
+            run=wire.get("run"),
+            host=wire.get("host"),
+            wire=dict(wire),
+        )
+
+    @property
+    def figure(self) -> tuple[float | None, float | None, float | None]:
+        """(tok/s, low, high) the best is judged by: measured where measured (an advisor row's ``measured_tok_s``,
+        a sweep point's ``tok_s``), else predicted."""
+        if self.basis == "predicted":
+            return self.tok_s, self.tok_s_low, self.tok_s_high
+        value = self.measured_tok_s if self.measured_tok_s is not None else self.tok_s
+        return value, self.measured_low, self.measured_high
+
+    @property
+    def word(self) -> str:
+        """What a best point may be called: "best" where it was compared with another point (measured or
+        predicted), "only measured" where it is the one point measured, so nothing was compared with it."""
+        return "only measured" if self.basis == "measured" and self.compared is False else "best"
 
 
-def best_word(best: Mapping[str, Any]) -> str:
-    """What a best point may be called: "best" where it was compared with another point (measured or
-    predicted), "only measured" where it is the one point measured, so nothing was compared with it."""
-    alone = best.get("basis", "measured") == "measured" and best.get("compared") is False
-    return "only measured" if alone else "best"
-
-
-def best_sentence(best: Mapping[str, Any] | None, what: str = "steps") -> str:
+def best_sentence(best: BestPoint | None, what: str = "steps") -> str:
     """``steps 4 measured fastest (101.0 tok/s [96.2-105.8]); not separated from 3 at 4 requests a point:
     ≈ 12 more each would``; ``best: none`` without one."""
-    if not best:
+    if best is None:
         return "none (nothing measured)"
-    value, low, high = best_figure(best)
-    basis = best.get("basis", "measured")
+    value, low, high = best.figure
+    basis = best.basis
     interval = f" [{low:.1f}-{high:.1f}]" if low is not None and high is not None else ""
     figure = "" if value is None else f" ({value:.1f} tok/s{interval})"
-    if best_word(best) != "best":
-        alone = f"{what} {best['steps']} the only step count measured{figure}"
+    if best.word != "best":
+        alone = f"{what} {best.steps} the only step count measured{figure}"
         return alone + ": no other to compare it with, a sweep would tell"
-    head = f"{what} {best['steps']} {basis} fastest{figure}"
-    others = best.get("not_separated_from") or []
+    head = f"{what} {best.steps} {basis} fastest{figure}"
+    others = best.not_separated_from
     if not others:
-        return head + ("; separated from every other point" if basis == "measured" and best.get("compared") else "")
+        return head + ("; separated from every other point" if basis == "measured" and best.compared else "")
     names = ", ".join(str(s) for s in others)
-    requests = best.get("requests")
+    requests = best.requests
     at = f" at {requests} requests a point" if requests else ""
-    more = best.get("requests_to_separate")
+    more = best.requests_to_separate
     tail = f": ≈ {more} more each would" if more is not None else ""
     if more is None and basis == "measured":
         tail = ": closer than two benches can be told apart, whatever their length"

@@ -11,6 +11,7 @@ says why it is missing.
 from __future__ import annotations
 
 import json
+import math
 import shlex
 import time
 from dataclasses import dataclass, field
@@ -670,14 +671,17 @@ def sweep_blocks(runs: list[RunSummary], yardstick: Yardstick, sweep: str) -> li
     if with_hist:
         source = max(with_hist, key=lambda r: (advisor.run_steps(r) or 0, sum(advisor.histogram_of(r) or [])))
         advice = advisor.advise(runs, yardstick, source.id)
-        ks = [float(r["steps"]) for r in advice.rows]
-        series_tok.append(("predicted", ks, [r["tok_s"] for r in advice.rows]))
+        predicted = advice.rows
+        ks = [float(r.steps) for r in predicted]
+        series_tok.append(("predicted", ks, [r.tok_s for r in predicted]))
         series_acc += [
-            ("predicted", ks, [r["accept_len"] for r in advice.rows]),
-            ("break-even", ks, [judge.break_even(r["cycle_ms"], yardstick.baseline_tok_s) for r in advice.rows]),
+            ("predicted", ks, [r.accept_len for r in predicted]),
+            ("break-even", ks, [judge.break_even(r.cycle_ms, yardstick.baseline_tok_s) for r in predicted]),
         ]
-        bands_tok = [_interval(advice.rows, ks, "tok_s")]
-        bands_acc = [_interval(advice.rows, ks, "accept_len")]
+        lows, highs = [_gap(r.tok_s_low) for r in predicted], [_gap(r.tok_s_high) for r in predicted]
+        bands_tok = [Band("predicted 95% interval", ks, lows, highs, series="predicted")]
+        bands_acc = [Band("predicted 95% interval", ks, [r.accept_len_low for r in predicted],
+                          [r.accept_len_high for r in predicted], series="predicted")]  # fmt: skip
         acc = advice.acceptance
         blocks.append(
             Para(
@@ -699,10 +703,9 @@ def sweep_blocks(runs: list[RunSummary], yardstick: Yardstick, sweep: str) -> li
     return blocks
 
 
-def _interval(rows: list[dict[str, Any]], ks: list[float], key: str) -> Band:
-    """The advisor's 95% interval of ``key`` along the draft steps, shaded around its prediction."""
-    return Band("predicted 95% interval", ks, [r[f"{key}_low"] for r in rows], [r[f"{key}_high"] for r in rows],
-                series="predicted")  # fmt: skip
+def _gap(value: float | None) -> float:
+    """A figure a row lacks (no cycle to divide by) as a gap in the chart's line."""
+    return math.nan if value is None else value
 
 
 # A run whose server never answered /server_info and whose launch recorded no release (before specdeck kept it).

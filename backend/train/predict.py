@@ -30,7 +30,7 @@ from backend.errors import UsageError
 from backend.history import RunSummary, Yardstick
 from backend.measure import judge
 from backend.measure.bench import DEFAULT_REQUESTS
-from backend.tune.advisor import DEFAULT_STEPS, bench_lists, predict_from_rates, single_stream
+from backend.tune.advisor import DEFAULT_STEPS, AdviceRow, bench_lists, predict_from_rates, single_stream
 
 Z = 1.96
 MIN_SE = 0.005  # one log has no spread: an accuracy is still not known to better than this
@@ -98,7 +98,7 @@ def advised(
     runs: Sequence[RunSummary],
     yardstick: Yardstick,
     requests: int = DEFAULT_REQUESTS,
-) -> tuple[dict[str, Any], Basis]:
+) -> tuple[AdviceRow, Basis]:
     """The advisor's row at ``steps`` draft steps for this accuracy, its intervals covering a bench of
     ``requests`` requests and the training-serving gap, and the basis it was costed on."""
     rates = [min(1.0, max(0.0, a)) for a in accuracy["acc"]]
@@ -118,8 +118,9 @@ def advised(
             fallback_cycle=(DEFAULT_STEPS, yardstick.cycle_ms),
             acceptance=acceptance,
         )
-        rows, cost, measured = [expect.cover(r, noise, gap) for r in done["rows"]], done["cost"], 0
-    row = next(r for r in rows if r["steps"] == steps)
+        rows = tuple(AdviceRow.from_json(expect.cover(r, noise, gap)) for r in done["rows"])
+        cost, measured = done["cost"], 0
+    row = next(r for r in rows if r.steps == steps)
     return row, Basis(cost, yardstick.baseline_tok_s, yardstick.source, measured, noise, gap)
 
 
@@ -157,19 +158,21 @@ def predict(
         return dict(EMPTY), None
     row, basis = advised(accuracy, steps, runs, yardstick)
     line = basis.break_even(steps)
+    assert row.model_accept_len is not None  # covered: the model's own length kept
+    assert row.tok_s is not None and row.tok_s_low is not None and row.tok_s_high is not None  # a cycle to divide by
     return {
-        "predicted_accept_len": round(row["accept_len"], 3),
-        "predicted_accept_len_low": round(row["accept_len_low"], 3),
-        "predicted_accept_len_high": round(row["accept_len_high"], 3),
-        "model_accept_len": round(row["model_accept_len"], 3),
-        "predicted_tok_s": row["tok_s"],
-        "predicted_tok_s_low": row["tok_s_low"],
-        "predicted_tok_s_high": row["tok_s_high"],
-        "cycle_ms": row["cycle_ms"],
+        "predicted_accept_len": round(row.accept_len, 3),
+        "predicted_accept_len_low": round(row.accept_len_low, 3),
+        "predicted_accept_len_high": round(row.accept_len_high, 3),
+        "model_accept_len": round(row.model_accept_len, 3),
+        "predicted_tok_s": row.tok_s,
+        "predicted_tok_s_low": row.tok_s_low,
+        "predicted_tok_s_high": row.tok_s_high,
+        "cycle_ms": row.cycle_ms,
         "break_even": round(line, 3),
-        "versus_baseline": verdict(row["tok_s"], row["tok_s_low"], row["tok_s_high"], basis.baseline_tok_s),
-        "versus_break_even": verdict(row["accept_len"], row["accept_len_low"], row["accept_len_high"], line),
-        "assumed": row.get("notes") or [],
+        "versus_baseline": verdict(row.tok_s, row.tok_s_low, row.tok_s_high, basis.baseline_tok_s),
+        "versus_break_even": verdict(row.accept_len, row.accept_len_low, row.accept_len_high, line),
+        "assumed": list(row.notes),
     }, basis
 
 

@@ -5,10 +5,13 @@ job on the host (``backend.agent.host.sweep``); its result read from the job's d
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from backend.agent.host.shared import units
 from backend.tune.adaptive_proposal import AdaptiveProposal
+
+if TYPE_CHECKING:
+    from backend.tune.sweep import SweepEvent
 
 
 def ab_profiles(profile: Any, proposal: AdaptiveProposal) -> tuple[Any, Any]:
@@ -79,11 +82,12 @@ async def ab_start(
     return await sweep_mod.start_points(conn, settings, adaptive, [adaptive, fixed], params, resume=resume, force=force)
 
 
-def ab_result(done: dict[str, Any]) -> dict[str, Any]:
-    """The A/B's figures from its job's done event: ``{"adaptive", "fixed", "sweep", "rows": [{"concurrency",
-    "adaptive_tok_s", "fixed_tok_s", "expected"}]}`` (tok/s per stream; None where a side failed)."""
-    ab = done.get("ab") or {}
-    by_name = {p.get("profile"): p for p in done.get("points") or [] if not p.get("separating")}
+def ab_result(done: SweepEvent) -> dict[str, Any]:
+    """The A/B's figures from its job's done event (what was expected, in its ``ab``; each point's levels):
+    ``{"adaptive", "fixed", "sweep", "rows": [{"concurrency", "adaptive_tok_s", "fixed_tok_s", "expected"}]}``
+    (tok/s per stream; None where a side failed)."""
+    ab = done.wire.get("ab") or {}
+    by_name = {p.profile: p.wire for p in done.points if not p.wire.get("separating")}
 
     def at(name: str | None, level: int) -> float | None:
         point = by_name.get(name) or {}
@@ -103,7 +107,7 @@ def ab_result(done: dict[str, Any]) -> dict[str, Any]:
         for level in sorted(expected) or [1]
     ]
     failed = [f"{p.get('profile')}: {p['failed']}" for p in by_name.values() if p.get("failed")]
-    return {"adaptive": ab.get("adaptive"), "fixed": ab.get("fixed"), "sweep": done.get("sweep"), "rows": rows,
+    return {"adaptive": ab.get("adaptive"), "fixed": ab.get("fixed"), "sweep": done.sweep, "rows": rows,
             "failed": failed}  # fmt: skip
 
 

@@ -53,13 +53,10 @@ def _tok_s_grid(advice: Advice, runs: Sequence[RunSummary], yardstick: Yardstick
     cycle the drafter's benches measured at that concurrency against one stream (the batch's own cost)."""
     grid: Grid = {}
     for row in advice.rows:
-        value, low, high = (
-            (row["measured_tok_s"], row["measured_low"], row["measured_high"])
-            if row["measured_tok_s"] is not None
-            else (row["tok_s"], row["tok_s_low"], row["tok_s_high"])
-        )
+        value, low, high = row.figure
         if value is not None:
-            grid[(1, row["steps"])] = (value, low, high, "measured" if row["measured_tok_s"] else "predicted")
+            assert low is not None and high is not None  # a row's figure comes with its interval
+            grid[(1, row.steps)] = (value, low, high, "measured" if row.measured_tok_s else "predicted")
     peers = same_drafter(runs, advice.run) if advice.run is not None else []
     ratios: dict[int, list[float]] = {}
     for run in peers:
@@ -134,8 +131,7 @@ def propose_adaptive(
         """One stream: the advisor's best (the fastest measured, else predicted); more streams: the fastest step
         count measured there, else scaled."""
         if c == 1 and advice.best is not None:
-            best: int = advice.best["steps"]
-            return best
+            return advice.best.steps
         options = [k for k in range(1, max_steps + 1) if (c, k) in grid]
         measured = [k for k in options if grid[(c, k)][3] == "measured"] or options
         return max(measured, key=lambda k: (grid[(c, k)][0], -k))
@@ -154,7 +150,7 @@ def propose_adaptive(
     expected, fixed_rows = [], []
     # The one fixed step count to beat: of those measured (else all), the fastest against the baseline over the
     # concurrencies.
-    measured = [r["steps"] for r in advice.rows if r["measured_tok_s"] is not None] or range(1, max_steps + 1)
+    measured = [r.steps for r in advice.rows if r.measured_tok_s is not None] or range(1, max_steps + 1)
     fixed = max(measured, key=lambda k: sum(grid[(c, k)][0] / grid[(c, 0)][0] for c in concurrencies if (c, k) in grid))
     from backend.sglang.adaptive import AdaptivePolicy
 

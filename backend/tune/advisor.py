@@ -21,7 +21,7 @@ The adaptive config proposed from this advice is ``backend.tune.adaptive_proposa
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from backend.agent.host.shared import expect, units
@@ -154,20 +154,73 @@ def run_point(run: RunSummary) -> Point | None:
 
 
 @dataclass(frozen=True)
+class AdviceRow:
+    """One step count's prediction (``advice.predict``, its intervals covering a bench: ``expect.cover``):
+    accept length and tok/s with their 95% intervals, the cycle, the change against the baseline, what it rests
+    on (``extrapolated``, ``notes``), and what was measured there with its interval. ``wire`` keeps it as
+    computed (``--json``)."""
+
+    steps: int
+    accept_len: float
+    accept_len_low: float
+    accept_len_high: float
+    cycle_ms: float
+    tok_s: float | None = None  # None: no cycle to divide by
+    tok_s_low: float | None = None
+    tok_s_high: float | None = None
+    vs_baseline_pct: float | None = None
+    extrapolated: bool = False
+    notes: tuple[str, ...] = ()
+    measured_tok_s: float | None = None
+    measured_low: float | None = None
+    measured_high: float | None = None
+    model_accept_len: float | None = None  # the model's own accept length, before a bench's noise and the gap
+    wire: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
+
+    @classmethod
+    def from_json(cls, wire: dict[str, Any]) -> AdviceRow:
+        return cls(
+            steps=int(wire["steps"]),
+            accept_len=wire["accept_len"],
+            accept_len_low=wire["accept_len_low"],
+            accept_len_high=wire["accept_len_high"],
+            cycle_ms=wire["cycle_ms"],
+            tok_s=wire.get("tok_s"),
+            tok_s_low=wire.get("tok_s_low"),
+            tok_s_high=wire.get("tok_s_high"),
+            vs_baseline_pct=wire.get("vs_baseline_pct"),
+            extrapolated=bool(wire.get("extrapolated")),
+            notes=tuple(wire.get("notes") or ()),
+            measured_tok_s=wire.get("measured_tok_s"),
+            measured_low=wire.get("measured_low"),
+            measured_high=wire.get("measured_high"),
+            model_accept_len=wire.get("model_accept_len"),
+            wire=wire,
+        )
+
+    @property
+    def figure(self) -> tuple[float | None, float | None, float | None]:
+        """(tok/s, low, high): measured where a point was, else predicted."""
+        if self.measured_tok_s is not None:
+            return self.measured_tok_s, self.measured_low, self.measured_high
+        return self.tok_s, self.tok_s_low, self.tok_s_high
+
+
+@dataclass(frozen=True)
 class Advice:
     run: RunSummary | None  # the run advised on; None for records from elsewhere (``advise_bench``)
     acceptance: Acceptance
     cost: CostModel
     yardstick: Yardstick
-    rows: list[dict[str, Any]]
-    best: dict[str, Any] | None
+    rows: tuple[AdviceRow, ...]
+    best: judge.BestPoint | None
     targets: dict[str, Any] | None  # breakeven() at the best step count
     stop: dict[str, Any]  # can_stop, next, why (advice.stop_rule)
     source: str = ""  # where the points come from, when not the history (a bench_speculative.py file)
     noise: expect.BenchNoise | None = None  # the bench the rows' intervals cover (``expect.cover``)
 
     def measured(self) -> dict[int, float]:
-        return {r["steps"]: r["measured_tok_s"] for r in self.rows if r["measured_tok_s"] is not None}
+        return {r.steps: r.measured_tok_s for r in self.rows if r.measured_tok_s is not None}
 
     def to_json(self) -> dict[str, Any]:
         run = self.run
@@ -179,8 +232,8 @@ class Advice:
             "acceptance": self.acceptance.to_json(),
             "cost_model": self.cost.to_json(),
             "baseline": self.yardstick.to_json(),
-            "rows": self.rows,
-            "best": self.best,
+            "rows": [r.wire for r in self.rows],
+            "best": None if self.best is None else self.best.wire,
             "can_stop": self.stop["can_stop"],
             "next": self.stop["next"],
             "why": self.stop["why"],
@@ -252,11 +305,12 @@ def _advice(
         tiered=tiered,
     )
     noise = noise or expect.bench_noise([], DEFAULT_REQUESTS)
-    rows = [expect.cover(r, noise, gap) for r in done["rows"]]
-    top = None if done["best"] is None else expect.cover(done["best"], noise, gap)
+    rows = tuple(AdviceRow.from_json(expect.cover(r, noise, gap)) for r in done["rows"])
+    top = None if done["best"] is None else judge.BestPoint.from_json(expect.cover(done["best"], noise, gap))
     needs = None
     if top is not None:
-        needs = breakeven(top["cycle_ms"], yardstick.baseline_tok_s, targets, steps=top["steps"])
+        assert top.cycle_ms is not None  # an advisor row's: every row has its cycle
+        needs = breakeven(top.cycle_ms, yardstick.baseline_tok_s, targets, steps=top.steps)
     return Advice(run, done["acceptance"], done["cost"], yardstick, rows, top, needs, done["stop"], source, noise)
 
 
@@ -485,17 +539,15 @@ def advice_lines(advice: Advice) -> list[str]:
         f"{'steps':>5}  {'accept len':>18}  {'cycle ms':>8}  {'tok/s':>20}  {'vs base':>7}  {'measured':>20}",
     ]
     for r in advice.rows:
-        mark = ("*" if r["extrapolated"] else "") + ("~" if "per-step cost assumed" in r["notes"] else "")
-        length = f"{r['accept_len']:.2f} [{r['accept_len_low']:.2f}-{r['accept_len_high']:.2f}]"
-        tok = f"{r['tok_s']:.1f} [{r['tok_s_low']:.1f}-{r['tok_s_high']:.1f}]"
+        mark = ("*" if r.extrapolated else "") + ("~" if "per-step cost assumed" in r.notes else "")
+        length = f"{r.accept_len:.2f} [{r.accept_len_low:.2f}-{r.accept_len_high:.2f}]"
+        tok = f"{r.tok_s:.1f} [{r.tok_s_low:.1f}-{r.tok_s_high:.1f}]"
         measured = (
-            "-"
-            if r["measured_tok_s"] is None
-            else f"{r['measured_tok_s']:.1f} [{r['measured_low']:.1f}-{r['measured_high']:.1f}]"
+            "-" if r.measured_tok_s is None else f"{r.measured_tok_s:.1f} [{r.measured_low:.1f}-{r.measured_high:.1f}]"
         )
-        vs = judge.pct_text(r["vs_baseline_pct"], 0)
-        out.append(f"{r['steps']:>5}  {length:>18}  {r['cycle_ms']:>8.1f}  {tok:>20}  {vs:>7}  {measured:>20} {mark}")
-    legend = ["* extrapolated past the measured positions"] if any(r["extrapolated"] for r in advice.rows) else []
+        vs = judge.pct_text(r.vs_baseline_pct, 0)
+        out.append(f"{r.steps:>5}  {length:>18}  {r.cycle_ms:>8.1f}  {tok:>20}  {vs:>7}  {measured:>20} {mark}")
+    legend = ["* extrapolated past the measured positions"] if any(r.extrapolated for r in advice.rows) else []
     if cost.assumed:
         legend.append("~ per-step cost assumed (one step count measured)")
     covers = f"; they cover {advice.noise.text()}" if advice.noise is not None else ""
@@ -511,14 +563,14 @@ def advice_lines(advice: Advice) -> list[str]:
     if advice.best is not None and advice.targets is not None:
         b, t = advice.best, advice.targets
         out.append(
-            f"at {b['steps']} steps ({b['cycle_ms']:.1f} ms cycles, ceiling {units.tok_s(t['max_tok_s'])} tok/s), "
+            f"at {b.steps} steps ({b.cycle_ms:.1f} ms cycles, ceiling {units.tok_s(t['max_tok_s'])} tok/s), "
             f"break-even accept length {t['break_even_accept_len']:.2f}:"
         )
         for row in t["targets"]:
             need = (
                 f"a = {_pct(row['p_steps'])} at every position"
                 if row["reachable"]
-                else f"out of reach at {b['steps']} steps (accept length at most {b['steps'] + 1})"
+                else f"out of reach at {b.steps} steps (accept length at most {b.steps + 1})"
             )
             out.append(
                 f"  {units.tok_s(row['tok_s'])} tok/s: accept length {row['accept_len']:.2f}, {need}; "

@@ -9,13 +9,14 @@ needs nothing but the commands. topk 1 means draft tokens = steps + 1 (SGLang ad
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from backend.connection import Connection
 from backend.errors import OperationFailed, UsageError
 from backend.jobs import JobInfo, get_job, list_jobs, newest_running
 from backend.measure.bench import DEFAULT_MAX_TOKENS, DEFAULT_REQUESTS, bench_events
+from backend.measure.judge import BestPoint
 from backend.serve import command_line, preflight_checks, server_status, serving
 from backend.settings.model import ProfileConfig, Settings
 
@@ -176,10 +177,21 @@ async def start_points(
     return JobInfo.from_json(await conn.call("sweep.start", **params))
 
 
-async def restore_found(conn: Connection, settings: Settings) -> dict[str, Any] | None:
+@dataclass(frozen=True)
+class Restored:
+    """What ``restore_found`` did for a sweep that could not leave the host as found: the leftover server jobs it
+    stopped, the profile it found running and the job that serves it again (None: none was running)."""
+
+    sweep: str
+    profile: str | None
+    leftover: tuple[str, ...]
+    started: str | None
+
+
+async def restore_found(conn: Connection, settings: Settings) -> Restored | None:
     """Leave the host as the newest sweep found it when that sweep could not (killed outright, or cancelled
     while its server drained): stop the sweep's leftover server, start the profile it found running. What was
-    done (``{"sweep", "profile", "leftover", "started"}``), else None; the host makes sure it happens once."""
+    done, else None; the host makes sure it happens once."""
     owed = await conn.call("sweep.unrestored")
     if owed["sweep"] is None:
         return None
@@ -192,26 +204,134 @@ async def restore_found(conn: Connection, settings: Settings) -> dict[str, Any] 
             "yourself with `specdeck serve start`."
         )
     started = await serving.start(conn, settings, settings.profiles[profile], force=True) if profile else None
-    return {**owed, "started": started["job"] if started else None}
+    return Restored(owed["sweep"], profile, tuple(owed["leftover"]), started["job"] if started else None)
 
 
-async def events(conn: Connection, job_id: str) -> AsyncIterator[dict[str, Any]]:
+@dataclass(frozen=True)
+class SweepPoint:
+    """A grid point by its numbers (``index``: its place in the grid), with what was measured there, or why it
+    failed: a phase or point event's, a done event's points. ``wire`` keeps it as the host wrote it."""
+
+    index: int | None = None
+    steps: int | None = None
+    topk: int | None = None
+    draft_tokens: int | None = None
+    profile: str | None = None
+    adaptive: bool = False  # an adaptive profile's point (an A/B's), named by its profile
+    tok_s: float | None = None
+    accept_len: float | None = None
+    cycle_ms: float | None = None
+    run: str | None = None
+    failed: str | None = None
+    elapsed_s: float | None = None  # the point's restart and bench
+    host: str | None = None  # a fleet sweep's: the host that measured it
+    wire: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
+
+    @classmethod
+    def from_json(cls, wire: dict[str, Any]) -> SweepPoint:
+        index = wire.get("index")
+        return cls(
+            index=index if isinstance(index, int) else None,
+            steps=wire.get("steps"),
+            topk=wire.get("topk"),
+            draft_tokens=wire.get("draft_tokens"),
+            profile=wire.get("profile"),
+            adaptive=bool(wire.get("adaptive")),
+            tok_s=wire.get("tok_s"),
+            accept_len=wire.get("accept_len"),
+            cycle_ms=wire.get("cycle_ms"),
+            run=wire.get("run"),
+            failed=wire.get("failed"),
+            elapsed_s=wire.get("elapsed_s"),
+            host=wire.get("host"),
+            wire=wire,
+        )
+
+
+@dataclass(frozen=True)
+class SweepEvent:
+    """One event of a sweep (the host's ``events.jsonl``), typed where it arrives: ``kind`` phase (a point moving
+    through stopping, starting, warming up, benching), point (measured, or failed), plan (the order; a separating
+    round), done, cancelled, restored. ``point``: the point it is of (all None for none); the done event's
+    ``points``, ``best`` and counts; ``started``: when the point of a phase began (a follower's, ``since``)."""
+
+    kind: str
+    point: SweepPoint = SweepPoint()
+    t: float | None = None
+    phase: str | None = None
+    server_phase: str | None = None  # SGLang's startup phase, while starting
+    concurrency: int | None = None  # an A/B's bench level
+    skipped: tuple[int, ...] = ()  # plan: points taken over from an earlier sweep
+    why: str | None = None  # plan: why a separating round
+    points: tuple[SweepPoint, ...] = ()  # done
+    best: BestPoint | None = None
+    restarts: int = 0
+    grid: int = 0
+    saved: int = 0
+    separated: dict[str, Any] | None = None  # done: the separating round's requests, steps and restarts
+    sweep: str | None = None  # done: the sweep's id (a fleet sweep's own)
+    ab: bool = False  # done: an adaptive A/B's, judged level by level (``adaptive_ab.ab_result``)
+    started: float | None = None
+    host: str | None = None  # a fleet sweep's: the host whose event it is
+    wire: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
+
+    @classmethod
+    def from_json(cls, wire: dict[str, Any]) -> SweepEvent:
+        best = wire.get("best")
+        return cls(
+            kind=str(wire.get("event") or ""),
+            point=SweepPoint.from_json(wire),
+            t=wire.get("t"),
+            phase=wire.get("phase"),
+            server_phase=wire.get("server_phase"),
+            concurrency=wire.get("concurrency"),
+            skipped=tuple(wire.get("skipped") or ()),
+            why=wire.get("why"),
+            points=tuple(SweepPoint.from_json(p) for p in wire.get("points") or ()),
+            best=BestPoint.from_json(best) if best else None,
+            restarts=int(wire.get("restarts") or 0),
+            grid=int(wire.get("grid") or 0),
+            saved=int(wire.get("saved") or 0),
+            separated=wire.get("separated"),
+            sweep=wire.get("sweep"),
+            ab=bool(wire.get("ab")),
+            host=wire.get("host"),
+            wire=wire,
+        )
+
+    @property
+    def index(self) -> int | None:
+        return self.point.index
+
+    @property
+    def best_point(self) -> SweepPoint | None:
+        """The done event's best as a point: its numbers and what was measured there."""
+        return None if self.best is None else SweepPoint.from_json(self.best.wire)
+
+
+def since(event: SweepEvent, was: SweepEvent | None, host: str | None = None) -> SweepEvent:
+    """A phase event with when its point began (``started``): the previous phase's of the same point, else its own
+    time; ``host``, a fleet sweep's, names where."""
+    same = was is not None and was.index == event.index
+    started = was.started if was is not None and same else event.t
+    return replace(event, started=started, host=host or event.host)
+
+
+async def events(conn: Connection, job_id: str) -> AsyncIterator[SweepEvent]:
     """The sweep's events as they are written, from the first; ends with the job."""
     async for record in bench_events(conn, job_id):
-        yield record
+        yield SweepEvent.from_json(record)
 
 
-async def follow(
-    conn: Connection, job_id: str, on_event: Callable[[dict[str, Any]], None] | None = None
-) -> dict[str, Any]:
+async def follow(conn: Connection, job_id: str, on_event: Callable[[SweepEvent], None] | None = None) -> SweepEvent:
     """Follow a sweep to its end; its ``done`` event, or OperationFailed saying why there is none."""
     last = None
-    async for record in events(conn, job_id):
+    async for event in events(conn, job_id):
         if on_event is not None:
-            on_event(record)
-        if record.get("event") in TERMINAL:
-            last = record
-    if last is not None and last["event"] == "done":
+            on_event(event)
+        if event.kind in TERMINAL:
+            last = event
+    if last is not None and last.kind == "done":
         return last
     job = await get_job(conn, job_id)
     if last is not None:
@@ -230,35 +350,34 @@ async def running(conn: Connection) -> JobInfo | None:
     return newest_running(await list_jobs(conn, "sweep"))
 
 
-def point_name(event: dict[str, Any]) -> str:
+def point_name(point: SweepPoint) -> str:
     """A point by its numbers, ``steps 4 (topk 1, draft 5)``: its place in the grid (``index``) is not the order
     a smart sweep measures in, so "point 4" read as steps 4 on the second point. ``sweep`` for an event of no
     point (restoring the server found); ``grid point N`` from an agent whose events carry no numbers; an adaptive
     point by its profile (``aq-adaptive (adaptive from 3 steps)``)."""
-    index = event.get("index")
-    if not isinstance(index, int):
+    if point.index is None:
         return "sweep"
-    if event.get("adaptive"):
-        return f"{event.get('profile')} (adaptive from {event.get('steps')} steps)"
-    if event.get("steps") is None:
-        return f"grid point {index + 1}"
-    return f"steps {event['steps']} (topk {event.get('topk')}, draft {event.get('draft_tokens')})"
+    if point.adaptive:
+        return f"{point.profile} (adaptive from {point.steps} steps)"
+    if point.steps is None:
+        return f"grid point {point.index + 1}"
+    return f"steps {point.steps} (topk {point.topk}, draft {point.draft_tokens})"
 
 
-def point_line(point: dict[str, Any]) -> str:
+def point_line(point: SweepPoint) -> str:
     """One point as a line of text: its numbers and what was measured (or why it failed)."""
-    head = f"steps {point.get('steps')}, topk {point.get('topk')}, draft tokens {point.get('draft_tokens')}"
-    if point.get("adaptive"):
-        head = f"{point.get('profile')} (adaptive from {point.get('steps')} steps)"
-    if point.get("host"):  # a fleet sweep's: which host measured it
-        head += f" on {point['host']}"
-    if point.get("failed"):
-        return f"{head}: failed: {point['failed']}"
-    tok_s, accept, cycle = point.get("tok_s"), point.get("accept_len"), point.get("cycle_ms")
+    head = f"steps {point.steps}, topk {point.topk}, draft tokens {point.draft_tokens}"
+    if point.adaptive:
+        head = f"{point.profile} (adaptive from {point.steps} steps)"
+    if point.host:  # a fleet sweep's: which host measured it
+        head += f" on {point.host}"
+    if point.failed:
+        return f"{head}: failed: {point.failed}"
+    tok_s, accept, cycle = point.tok_s, point.accept_len, point.cycle_ms
     return (
-        f"{head}: {tok_s:.1f} tok/s, accept length {accept:.2f}, cycle {cycle:.1f} ms (run {point.get('run')})"
+        f"{head}: {tok_s:.1f} tok/s, accept length {accept:.2f}, cycle {cycle:.1f} ms (run {point.run})"
         if tok_s is not None and accept is not None and cycle is not None
-        else f"{head}: no figures (run {point.get('run')})"
+        else f"{head}: no figures (run {point.run})"
     )
 
 

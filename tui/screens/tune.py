@@ -15,7 +15,7 @@ The host's runs are imported on connect, on ``f5`` and when a sweep ends; every 
 from __future__ import annotations
 
 import time
-from typing import Any
+from dataclasses import replace
 
 from textual import work
 from textual.app import ComposeResult
@@ -32,6 +32,7 @@ from backend.measure.bench import DEFAULT_MAX_TOKENS, DEFAULT_REQUESTS
 from backend.serve import server_status, serving
 from backend.tune import adaptive_ab, adaptive_proposal, advisor
 from backend.tune import sweep as sweep_mod
+from backend.tune.sweep import SweepEvent, SweepPoint
 from tui.messages import ConnectionChanged
 from tui.screens import promptsets
 from tui.screens.confirm import ConfirmScreen
@@ -52,9 +53,9 @@ ADVICE_COLUMNS = ("steps", "pred accept", "cycle ms", "pred tok/s", "95%", "vs b
 ADVICE_PRIORITY = ("steps", "pred tok/s", "measured", "pred accept", "vs base", "95%", "cycle ms")
 
 
-def eta_text(points_done: list[dict], remaining: int, current_started: float | None, now: float) -> str:
+def eta_text(points_done: list[SweepPoint], remaining: int, current_started: float | None, now: float) -> str:
     """Time left from the mean of the finished points' durations (the restarts so far); '' before the first."""
-    durations = [p["elapsed_s"] for p in points_done if p.get("elapsed_s")]
+    durations = [p.elapsed_s for p in points_done if p.elapsed_s]
     if not durations:
         return ""
     mean = sum(durations) / len(durations)
@@ -124,11 +125,11 @@ class TunePane(ShellPane):
         self.smart = True
         self.requests, self.max_tokens = DEFAULT_REQUESTS, DEFAULT_MAX_TOKENS  # each point's bench
         self.sweep_job: str | None = None
-        self.sweep_points: list[dict] = []
-        self.sweep_best: dict | None = None
-        self.sweep_phase: dict[str, Any] | None = None
+        self.sweep_points: list[SweepPoint] = []
+        self.sweep_best: judge.BestPoint | None = None
+        self.sweep_phase: SweepEvent | None = None
         self.sweep_total = 0
-        self.fleet_phases: dict[str, dict] = {}  # a fleet sweep's current phase on each host
+        self.fleet_phases: dict[str, SweepEvent] = {}  # a fleet sweep's current phase on each host
         self._ab_lines: list[str] = []  # the last adaptive A/B's verdict, once its job is done
         self._advice_rows: list[list[str]] = []  # the advice table's whole rows; the columns that fit are shown
         self._run_rows: list[list[str]] = []  # likewise the runs table's, and their run ids
@@ -227,15 +228,17 @@ class TunePane(ShellPane):
         self._advice_rows = []
         if advice is not None:
             pick = self.best_steps()
-            ties = (advice.best or {}).get("not_separated_from") or []
+            ties = advice.best.not_separated_from if advice.best is not None else ()
+            word = advice.best.word if advice.best is not None else "best"
             for r in advice.rows:
-                star = "*" if r["extrapolated"] else ""
-                word = judge.best_word(advice.best or {})
-                best = f"◀ {word}" if pick and r["steps"] == pick[0] else ("≈ best" if r["steps"] in ties else "")
+                star = "*" if r.extrapolated else ""
+                best = f"◀ {word}" if pick and r.steps == pick[0] else ("≈ best" if r.steps in ties else "")
+                low, high = r.tok_s_low, r.tok_s_high
                 self._advice_rows.append([
-                    str(r["steps"]), f"{r['accept_len']:.2f}{star}", f"{r['cycle_ms']:.1f}", f"{r['tok_s']:.1f}",
-                    units.tok_s_range(r["tok_s_low"], r["tok_s_high"]), judge.pct_text(r["vs_baseline_pct"], 0),
-                    _num(r["measured_tok_s"], 1) + (f" {best}" if best else ""),
+                    str(r.steps), f"{r.accept_len:.2f}{star}", f"{r.cycle_ms:.1f}", f"{r.tok_s:.1f}",
+                    "—" if low is None or high is None else units.tok_s_range(low, high),
+                    judge.pct_text(r.vs_baseline_pct, 0),
+                    _num(r.measured_tok_s, 1) + (f" {best}" if best else ""),
                 ])  # fmt: skip
             cost = advice.cost
             assert advice.run is not None  # advise() of a run
@@ -273,7 +276,7 @@ class TunePane(ShellPane):
     def on_resize(self) -> None:
         self._fill_tables()
 
-    def _sweep_points_of(self, advice: advisor.Advice | None) -> list[dict]:
+    def _sweep_points_of(self, advice: advisor.Advice | None) -> list[SweepPoint]:
         """The last sweep's points when they measured the advised run's drafter (others would mislead)."""
         profile = self.app.settings.profiles.get(self.profile or "")
         if advice is None or advice.run is None or profile is None or profile.drafter != advice.run.drafter:
@@ -402,24 +405,22 @@ class TunePane(ShellPane):
             self.sweep_job, self.sweep_points, self.sweep_best, self.sweep_phase = f"fleet {fleet}", [], None, None
             self.sweep_total, self.fleet_phases = len(plan.grid()), {}
 
-            def on_event(host: str, event: dict) -> None:
-                if event.get("event") == "phase" and "index" in event:
-                    was = self.fleet_phases.get(host) or {}
-                    t0 = was["t0"] if was.get("index") == event["index"] else event.get("t")
-                    self.fleet_phases[host] = {**event, "t0": t0, "host": host}
-                elif event.get("event") == "point":
+            def on_event(host: str, event: SweepEvent) -> None:
+                if event.kind == "phase" and event.index is not None:
+                    self.fleet_phases[host] = sweep_mod.since(event, self.fleet_phases.get(host), host)
+                elif event.kind == "point":
                     self.fleet_phases.pop(host, None)
-                    self.sweep_points.append({**event, "host": host})
+                    self.sweep_points.append(replace(event.point, host=host))
                     self.query_one(StepsChart).show(self.advice, self._sweep_points_of(self.advice))
-                self._show_progress(event.get("event") or "")
+                self._show_progress(event.kind)
 
             done = await fleet_sweep.run(
                 members, self.app.settings, self.profile, plan, baseline_tok_s=self.yardstick.baseline_tok_s,
                 on_event=on_event,
             )  # fmt: skip
-            self.sweep_best = done["best"]
+            self.sweep_best = done.best
             self._focus_best(self.sweep_best)
-            self.app.notify(f"fleet sweep {done['sweep']} done: {judge.best_sentence(self.sweep_best)}")
+            self.app.notify(f"fleet sweep {done.sweep} done: {judge.best_sentence(self.sweep_best)}")
             for m in members:  # every host's runs, so the runs table lists each point
                 await sync_from_host(self.app.history, m.conn)
         finally:
@@ -461,62 +462,60 @@ class TunePane(ShellPane):
         conn = self.app.connection
         try:
             async for event in sweep_mod.events(conn, job_id):
-                kind = event.get("event")
+                kind = event.kind
                 if kind == "phase":
-                    same = self.sweep_phase is not None and self.sweep_phase.get("index") == event.get("index")
-                    started = self.sweep_phase["t0"] if same else event.get("t")  # type: ignore[index]
-                    self.sweep_phase = {**event, "t0": started}
+                    self.sweep_phase = sweep_mod.since(event, self.sweep_phase)
                 elif kind == "point":
-                    self.sweep_points.append(event)
+                    self.sweep_points.append(event.point)
                     self.query_one(StepsChart).show(self.advice, self._sweep_points_of(self.advice))
-                elif kind == "done" and event.get("ab"):  # an adaptive A/B: judged level by level
+                elif kind == "done" and event.ab:  # an adaptive A/B: judged level by level
                     result = adaptive_ab.ab_result(event)
                     self.app.notify(f"adaptive A/B done: {result['adaptive']} against {result['fixed']}")
                     self._ab_lines = adaptive_ab.ab_lines(result)
                 elif kind == "done":
-                    self.sweep_best = event.get("best")
+                    self.sweep_best = event.best
                     self._focus_best(self.sweep_best)
-                    saved = f"; {units.counted(event['saved'], 'restart')} saved" if event.get("saved") else ""
+                    saved = f"; {units.counted(event.saved, 'restart')} saved" if event.saved else ""
                     self.app.notify(f"sweep done: {judge.best_sentence(self.sweep_best)}{saved}")
                 elif kind == "cancelled":
                     self.app.notify(f"sweep {job_id} cancelled: the server it started was stopped")
-                self._show_progress(kind or "")
+                self._show_progress(kind)
         finally:
             self.sweep_job = None
             self._show_progress("ended")
             self._restore()
             self._sync()
 
-    def _focus_best(self, best: dict | None) -> None:
+    def _focus_best(self, best: judge.BestPoint | None) -> None:
         """After a sweep: its best point's run is highlighted once imported, so the table beside it advises over
         that sweep's points, the figures the toast says."""
-        if best and best.get("run"):
-            self._focus = run_id_of(best.get("host") or self.app.connection.host.name, best["run"])
+        if best is not None and best.run:
+            self._focus = run_id_of(best.host or self.app.connection.host.name, best.run)
 
     @work(group="tune-restore", exclusive=True, exit_on_error=False, description="leave the host as found")
     async def _restore(self) -> None:
         """A sweep that ended without restoring the server it found (cancelled, killed): do it now."""
         restored = await sweep_mod.restore_found(self.app.connection, self.app.settings)
-        if restored and restored["started"]:
-            self.app.notify(f"started {restored['profile']} again, as sweep {restored['sweep']} found it")
+        if restored and restored.started:
+            self.app.notify(f"started {restored.profile} again, as sweep {restored.sweep} found it")
 
     def _show_progress(self, last: str) -> None:
         """The sweep's state, most wanted first (a short terminal shows two lines): the count and the time left,
         the point being measured and its phase (a line per host in a fleet sweep), then the points done, newest
         first."""
         now = time.time()
-        done = [("✓ " if not p.get("failed") else "✗ ") + sweep_mod.point_line(p) for p in reversed(self.sweep_points)]
+        done = [("✓ " if not p.failed else "✗ ") + sweep_mod.point_line(p) for p in reversed(self.sweep_points)]
         # A fleet sweep's hosts each measure a point: a line each, and the time left shared among them.
-        per_host: list[dict[str, Any] | None] = list(self.fleet_phases.values())
+        per_host: list[SweepEvent | None] = list(self.fleet_phases.values())
         phases = [p for p in (per_host or [self.sweep_phase]) if p is not None]
         current, eta = [], ""
         for phase in phases if self.sweep_job is not None else []:
-            t0 = phase.get("t0") or now
-            server = f" ({phase['server_phase']})" if phase.get("server_phase") else ""
+            t0 = phase.started or now
+            server = f" ({phase.server_phase})" if phase.server_phase else ""
             remaining = -(-max(0, self.sweep_total - len(self.sweep_points)) // len(phases))
             eta = eta_text(self.sweep_points, remaining, t0, now) or "ETA after the first point"
-            where = f"{phase['host']} " if phase.get("host") else ""
-            current.append(f"▶ {where}{sweep_mod.point_name(phase)}: {phase.get('phase')}{server}, {now - t0:.0f} s")
+            where = f"{phase.host} " if phase.host else ""
+            current.append(f"▶ {where}{sweep_mod.point_name(phase.point)}: {phase.phase}{server}, {now - t0:.0f} s")
         if self._ab_lines and self.sweep_job is None:  # the last job was an adaptive A/B: its verdict
             self._progress("\n".join(self._ab_lines[:6]))
             return
@@ -597,8 +596,8 @@ class TunePane(ShellPane):
         else the last sweep's."""
         b = self.advice.best if self.advice is not None else None
         if b is None:
-            b = self.sweep_best if self.sweep_best and self.sweep_best.get("steps") else None
-        return None if b is None else (int(b["steps"]), judge.best_sentence(b))
+            b = self.sweep_best if self.sweep_best and self.sweep_best.steps else None
+        return None if b is None else (b.steps, judge.best_sentence(b))
 
     def action_apply_best(self) -> None:
         best = self.best_steps()

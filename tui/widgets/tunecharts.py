@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from backend.measure import judge
 from backend.tune.advisor import Advice
+from backend.tune.sweep import SweepPoint
 from tui.widgets.chart import FittedPlot
 
 MEASURED = (215, 165, 0)  # gold: the measured points stand out from the predicted lines
@@ -93,42 +93,42 @@ class StepsChart(FittedPlot):
         super().__init__(id=id)
         self.measured: list[tuple[int, float]] = []
 
-    def show(self, advice: Advice | None, sweep_points: Sequence[dict] = ()) -> None:
+    def show(self, advice: Advice | None, sweep_points: Sequence[SweepPoint] = ()) -> None:
         plt = self.plt
         plt.clear_data()
         if advice is None:
             self.set_titles("tok/s by draft steps: no advice yet", "no advice yet")
-            self.measured = [(p["steps"], p["tok_s"]) for p in sweep_points if p.get("tok_s") is not None]
+            self.measured = [(p.steps, p.tok_s) for p in sweep_points if p.steps is not None and p.tok_s is not None]
         else:
             rows = advice.rows
-            ks = [r["steps"] for r in rows]
+            ks = [r.steps for r in rows]
             best = advice.best
-            measured_best = (best or {}).get("basis") == "measured"
-            figure = best and (best["measured_tok_s"] if measured_best else best["tok_s"])
+            measured_best = best is not None and best.basis == "measured"
+            figure = best and (best.measured_tok_s if measured_best else best.tok_s)
             basis = "measured" if measured_best else "predicted"
-            head = f"best {best['steps']}: {basis} {figure:.1f} tok/s" if best else "no best"
-            if best and judge.best_word(best) != "best":
-                head = f"{best['steps']} the only measured: {figure:.1f} tok/s"
+            head = f"best {best.steps}: {basis} {figure:.1f} tok/s" if best else "no best"
+            if best and best.word != "best":
+                head = f"{best.steps} the only measured: {figure:.1f} tok/s"
             self.set_titles(
                 f"tok/s by steps, {head} (cyan predicted, grey 95%, gold measured)",
                 f"tok/s by steps, {head} (cyan predicted, gold measured)",
                 f"tok/s by steps, {head}",
                 "tok/s by steps",
             )
-            plt.plot(ks, [r["tok_s_low"] for r in rows], color=BOUND, marker="dot")
-            plt.plot(ks, [r["tok_s_high"] for r in rows], color=BOUND, marker="dot")
-            plt.plot(ks, [r["tok_s"] for r in rows], color=PREDICTED, marker="hd")
+            plt.plot(ks, [r.tok_s_low for r in rows], color=BOUND, marker="dot")
+            plt.plot(ks, [r.tok_s_high for r in rows], color=BOUND, marker="dot")
+            plt.plot(ks, [r.tok_s for r in rows], color=PREDICTED, marker="hd")
             measured = dict(advice.measured())
-            measured.update({p["steps"]: p["tok_s"] for p in sweep_points if p.get("tok_s") is not None})
+            measured.update({p.steps: p.tok_s for p in sweep_points if p.steps is not None and p.tok_s is not None})
             self.measured = sorted(measured.items())
             baseline = advice.yardstick.baseline_tok_s
             plt.hline(baseline, BOUND)
             plt.text(f"baseline {baseline:.1f}", ks[0], baseline, color=BOUND, alignment="left")
-            bounds = [r[k] for r in rows for k in ("tok_s_low", "tok_s_high") if r[k] is not None]
+            bounds = [b for r in rows for b in (r.tok_s_low, r.tok_s_high) if b is not None]
             self.set_y_axis([*bounds, baseline, *(v for _, v in self.measured)])
         if self.measured:
             plt.scatter([k for k, _ in self.measured], [v for _, v in self.measured], color=MEASURED, marker="●")
-        steps = {k for k, _ in self.measured} | ({r["steps"] for r in advice.rows} if advice else set())
+        steps = {k for k, _ in self.measured} | ({r.steps for r in advice.rows} if advice else set())
         if steps:
             plt.xticks(list(range(min(steps), max(steps) + 1)))  # step counts are whole numbers
         plt.xlabel("draft steps")
