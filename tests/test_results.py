@@ -53,7 +53,6 @@ LEFT: dict[str, int] = {
     "tui/widgets/serve/gpus.py": 9,
     "tui/widgets/serve/state.py": 8,
     "tui/widgets/serverline.py": 22,
-
 }
 
 
