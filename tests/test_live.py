@@ -464,7 +464,7 @@ async def test_live_feed_follows_polls_and_resets_for_a_new_server(sim_host: Hos
                 "samples, info and metrics",
             )  # fmt: skip
             assert feed.server.id == jobs["eagle3-aq"].id and "server" in changes and "samples" in changes
-            assert feed.info["version"] == f"{sim_host.sglang_version}-sim" and feed.info["speculative_num_steps"] == 3
+            assert feed.info.version == f"{sim_host.sglang_version}-sim" and feed.info.speculative_num_steps == 3
             assert feed.reachable is True and feed.metrics["spec_accept_length"] > 1
             current = sim_host.sglang_version == "0.5.23"  # 0.5.23's own gauges: live numbers, startup times
             assert (feed.metrics["spec_num_steps"] == 3) == current and bool(feed.startup["phases"]) == current

@@ -11,7 +11,9 @@ from hypothesis import strategies as st
 
 from backend.measure.metrics import (
     LiveFilter,
+    RankNumbers,
     Sample,
+    ServerNumbers,
     live_samples,
     parse_line,
     parse_lines,
@@ -442,31 +444,30 @@ def test_server_info_numbers_new_and_old_layouts() -> None:
         "speculative_num_draft_tokens": 4,
         "internal_states": [{"avg_spec_accept_length": 3.31, "last_gen_throughput": 131.5}],
     }
-    assert server_info_numbers(new) == {
-        "version": "0.5.6",
-        "accept_rate_definition": "bonus",
-        "avg_spec_accept_length": 3.31,
-        "last_gen_throughput": 131.5,
-        "dp_ranks": [{"avg_spec_accept_length": 3.31, "last_gen_throughput": 131.5}],
-        "speculative_algorithm": "EAGLE3",
-        "speculative_num_steps": 3,
-        "speculative_eagle_topk": 1,
-        "speculative_num_draft_tokens": 4,
-        "max_total_num_tokens": None,
-    }
+    assert server_info_numbers(new) == ServerNumbers(
+        version="0.5.6",
+        accept_rate_definition="bonus",
+        avg_spec_accept_length=3.31,
+        last_gen_throughput=131.5,
+        dp_ranks=(RankNumbers(3.31, 131.5),),
+        speculative_algorithm="EAGLE3",
+        speculative_num_steps=3,
+        speculative_eagle_topk=1,
+        speculative_num_draft_tokens=4,
+        max_total_num_tokens=None,
+    )
     old = {"version": "0.4.3", "avg_spec_accept_length": 2.0, "last_gen_throughput": 60}
     numbers = server_info_numbers(old)
-    assert numbers["avg_spec_accept_length"] == 2.0 and numbers["last_gen_throughput"] == 60.0
-    assert numbers["speculative_num_steps"] is None and numbers["speculative_algorithm"] is None
+    assert numbers.avg_spec_accept_length == 2.0 and numbers.last_gen_throughput == 60.0
+    assert numbers.speculative_num_steps is None and numbers.speculative_algorithm is None
 
 
 def test_server_info_numbers_before_the_first_spec_step_and_with_junk() -> None:
     starting = {"version": "0.5.6", "speculative_algorithm": None, "internal_states": [{}]}
-    assert server_info_numbers(starting)["avg_spec_accept_length"] is None
+    assert server_info_numbers(starting).avg_spec_accept_length is None
     junk = {"version": 5, "speculative_num_steps": "3", "internal_states": "x", "last_gen_throughput": True}
-    for numbers in (server_info_numbers(junk), server_info_numbers([])):  # type: ignore[arg-type]
-        ranks = numbers.pop("dp_ranks")
-        assert set(numbers.values()) == {None} and ranks == [dict.fromkeys(ranks[0])]
+    for numbers in (server_info_numbers(junk), server_info_numbers([])):
+        assert numbers == ServerNumbers(dp_ranks=(RankNumbers(),))
 
 
 def test_retractions_preallocation_and_the_microsecond_timestamp_field() -> None:

@@ -159,12 +159,12 @@ def test_a_development_build_is_untested_drafts_only_and_says_so() -> None:
 
     info = json.loads(_text("server-info-dev-build.json"))
     numbers = server_info_numbers(info)
-    assert numbers["version"] == "0.0.0.dev1+g70df09b83"
-    assert numbers["accept_rate_definition"] == "drafts"  # a 2026 build from git, not 0.0.0's "bonus counted"
-    assert numbers["speculative_algorithm"] == "EAGLE" and numbers["speculative_num_steps"] == 3
-    assert numbers["avg_spec_accept_length"] == 3.364100464100464 and numbers["max_total_num_tokens"] == 1206208
-    assert support(numbers["version"]) == "untested" and flag_table_version(numbers["version"]) == "0.5.23"
-    assert version_text(numbers["version"]) == "sglang 0.0.0.dev1+g70df09b83 (development build: untested)"
+    assert numbers.version == "0.0.0.dev1+g70df09b83"
+    assert numbers.accept_rate_definition == "drafts"  # a 2026 build from git, not 0.0.0's "bonus counted"
+    assert numbers.speculative_algorithm == "EAGLE" and numbers.speculative_num_steps == 3
+    assert numbers.avg_spec_accept_length == 3.364100464100464 and numbers.max_total_num_tokens == 1206208
+    assert support(numbers.version) == "untested" and flag_table_version(numbers.version) == "0.5.23"
+    assert version_text(numbers.version) == "sglang 0.0.0.dev1+g70df09b83 (development build: untested)"
 
 
 def test_notebook_output_before_the_record_on_the_same_line() -> None:
@@ -439,7 +439,7 @@ def test_the_live_tabs_server_line_gives_a_line_per_dp_rank() -> None:
     server = SimpleNamespace(args={"profile": "dp16"}, id="serve-1", port=30000, state="running")
     scrape = read_scrape(_text("metrics-0.5.1-13485.prom"))
     feed = SimpleNamespace(
-        server=server, gone=False, info={}, metrics=scrape.engine, scrape=scrape, series=series,
+        server=server, gone=False, info=None, metrics=scrape.engine, scrape=scrape, series=series,
         startup={}, reachable=True, samples=16,
     )  # fmt: skip
     text = ServerFacts.of(feed).text()

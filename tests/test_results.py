@@ -25,6 +25,7 @@ CONVERTED: dict[str, tuple[str, ...]] = {
     "backend/drafters/checkpoint_diff.py": ("diff",),
     "backend/fleet/sweep.py": ("run",),
     "backend/jobs.py": ("prune", "cancel_job"),
+    "backend/measure/metrics.py": ("server_info_numbers",),
     "backend/train/training.py": ("status", "stop", "predictions", "pick", "follow"),
     "backend/tune/advisor.py": ("advise", "advise_bench", "predict_from_rates"),
     "backend/tune/sweep.py": ("restore_found", "events", "follow"),
@@ -52,7 +53,7 @@ LEFT: dict[str, int] = {
     "tui/widgets/serve/editor.py": 3,
     "tui/widgets/serve/gpus.py": 9,
     "tui/widgets/serve/state.py": 8,
-    "tui/widgets/serverline.py": 22,
+    "tui/widgets/serverline.py": 7,
 }
 
 

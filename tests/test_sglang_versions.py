@@ -187,10 +187,10 @@ def test_server_info_per_dp_rank() -> None:
         ],
     }
     numbers = server_info_numbers(info)
-    assert numbers["avg_spec_accept_length"] == pytest.approx(3.3) and numbers["last_gen_throughput"] == 196.0
-    assert [r["avg_spec_accept_length"] for r in numbers["dp_ranks"]] == [3.2, 3.4, None]
-    assert numbers["accept_rate_definition"] == DRAFTS_ONLY
-    assert server_info_numbers({"version": "0.5.6"})["accept_rate_definition"] == BONUS_COUNTED
+    assert numbers.avg_spec_accept_length == pytest.approx(3.3) and numbers.last_gen_throughput == 196.0
+    assert [r.avg_spec_accept_length for r in numbers.dp_ranks] == [3.2, 3.4, None]
+    assert numbers.accept_rate_definition == DRAFTS_ONLY
+    assert server_info_numbers({"version": "0.5.6"}).accept_rate_definition == BONUS_COUNTED
 
 
 @pytest.mark.parametrize(

@@ -538,7 +538,7 @@ def test_data_parallel_server_info_has_one_internal_state_per_rank(models, sims)
     states = sim.json("/server_info")["internal_states"]
     assert [s["dp_rank"] for s in states] == [0, 1] and all("startup_time" in s for s in states)
     numbers = server_info_numbers(sim.json("/server_info"))
-    assert len(numbers["dp_ranks"]) == 2 and numbers["accept_rate_definition"] == "drafts"
+    assert len(numbers.dp_ranks) == 2 and numbers.accept_rate_definition == "drafts"
     assert re.search(prefix(" DP1 TP1") + "Load weight begin", sim.log())  # every rank, ms stamps
 
 

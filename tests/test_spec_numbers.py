@@ -10,13 +10,15 @@ artefacts: no real scrape of these series was found (research notes of issue 36,
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from backend.cli.livecmds import _watch_line
 from backend.fleet import fleets
 from backend.history import Yardstick
 from backend.jobs import JobInfo
-from backend.measure.metrics import Sample
+from backend.measure.metrics import Sample, ServerNumbers
 from backend.measure.prometheus import PR_31750, read_scrape
 from backend.measure.specnumbers import SpecFigures
 from backend.settings.model import ReplicaConfig
@@ -59,12 +61,12 @@ def test_pr_31750s_per_position_gauges_behind_their_note():
     assert scrape.per_position == {"interval": [0.9, 0.7, 0.5], "total": [0.91, 0.74, 0.52]}  # 0-based: shifted
     assert scrape.run_accept_length() == 3.1  # no verify counter on this page: the PR's lifetime figure
     assert any(PR_31750 in note for note in scrape.notes)
-    figures = SpecFigures.of({"speculative_algorithm": "EAGLE3"}, scrape, None)
+    figures = SpecFigures.of(ServerNumbers(speculative_algorithm="EAGLE3"), scrape, None)
     assert figures.parts() == [f"a_i 0.91 0.74 0.52 ({PR_31750})"]
 
 
 def test_dspark_and_dflash_figures_each_with_its_window():
-    info = {"speculative_algorithm": "DSPARK", "speculative_num_draft_tokens": 6, "avg_spec_accept_length": 3.9}
+    info = ServerNumbers(speculative_algorithm="DSPARK", speculative_num_draft_tokens=6, avg_spec_accept_length=3.9)
     gauges = read_scrape(page(spec_accept_length=3.2, spec_cap_length=4.5, spec_block_accept_length=4.1))
     assert SpecFigures.of(info, gauges, None).parts() == [
         "DSPARK cap len 4.50 of 6, block accept len 4.10 (last interval)"
@@ -74,10 +76,10 @@ def test_dspark_and_dflash_figures_each_with_its_window():
     assert SpecFigures.of(info, static, None).parts() == []
     line = Sample(None, "decode", accept_len=3.0, cap_len=4.25)
     assert SpecFigures.of(info, None, line).parts() == ["DSPARK cap len 4.25 of 6 (last interval)"]
-    dflash = {"speculative_algorithm": "DFLASH", "speculative_num_draft_tokens": 8}
+    dflash = ServerNumbers(speculative_algorithm="DFLASH", speculative_num_draft_tokens=8)
     run = read_scrape(page(spec_accept_length=3.0, generation_tokens_total=3700, spec_verify_calls_total=1000))
     assert SpecFigures.of(dflash, run, None).parts() == ["DFLASH block 8: 3.70 accepted per verify, 46% of it (run)"]
-    lifetime = {**dflash, "avg_spec_accept_length": 3.6}  # the server line's own lifetime figure comes first
+    lifetime = replace(dflash, avg_spec_accept_length=3.6)  # the server line's own lifetime figure comes first
     assert SpecFigures.of(lifetime, run, None).parts() == [
         "DFLASH block 8: 3.60 accepted per verify, 45% of it (lifetime)"
     ]
@@ -88,8 +90,8 @@ def test_dspark_and_dflash_figures_each_with_its_window():
 
 
 def test_live_says_which_figure_is_the_intervals():
-    info = {"version": "0.5.23", "speculative_algorithm": "DSPARK", "speculative_num_draft_tokens": 6}
-    info["avg_spec_accept_length"] = 3.9
+    info = ServerNumbers("0.5.23", speculative_algorithm="DSPARK", speculative_num_draft_tokens=6)
+    info = replace(info, avg_spec_accept_length=3.9)
     scrape = read_scrape(page(spec_accept_length=3.2, spec_accept_rate=0.44, spec_cap_length=4.5))
     facts = ServerFacts(
         JobInfo("serve-1", state="running", args={"algorithm": "DSPARK"}),

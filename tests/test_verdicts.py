@@ -4,13 +4,15 @@ as "= baseline", no accept figures for a server that does not speculate."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from backend.history import History
 from backend.jobs import JobInfo
 from backend.measure import judge
 from backend.measure.breakeven import live_breakeven
-from backend.measure.metrics import Sample
+from backend.measure.metrics import Sample, ServerNumbers
 from backend.measure.series import SeriesView
 from backend.report.cells import break_even_cell
 from tui.widgets.numbers import LiveNumbers, verdict
@@ -40,12 +42,12 @@ def test_live_verdict_needs_an_interval_that_clears_the_baseline():
 
 
 def test_no_accept_figures_for_a_server_without_speculation():
-    info = {"version": "0.5.23-sim", "avg_spec_accept_length": 0.0, "speculative_algorithm": None}
+    info = ServerNumbers("0.5.23-sim", avg_spec_accept_length=0.0)
     plain = ServerFacts(JobInfo("serve-1", state="running", args={"profile": "baseline"}), info=info,
                         metrics={"spec_accept_rate": 0.0})  # fmt: skip
     assert "accept" not in plain.text()
     spec = ServerFacts(JobInfo("serve-2", state="running", args={"algorithm": "EAGLE3"}),
-                       info={**info, "speculative_algorithm": "EAGLE3", "avg_spec_accept_length": 3.1},
+                       info=replace(info, speculative_algorithm="EAGLE3", avg_spec_accept_length=3.1),
                        metrics={"spec_accept_rate": 0.7})  # fmt: skip
     assert "lifetime accept 3.10" in spec.text() and "accept rate (drafts only) last interval 0.70" in spec.text()
 

@@ -31,7 +31,7 @@ from backend.history import read_lines
 from backend.jobs import JobInfo, get_job, list_jobs
 from backend.measure.collapse import Tracker
 from backend.measure.latency import LatencyWindow, of_scrape, summary_json
-from backend.measure.metrics import LiveFilter, Sample, parse_line, parse_tier, server_info_numbers
+from backend.measure.metrics import LiveFilter, Sample, ServerNumbers, parse_line, parse_tier, server_info_numbers
 from backend.measure.prometheus import Scrape, read_scrape
 from backend.measure.series import LiveSeries
 from backend.settings.model import Settings
@@ -164,7 +164,7 @@ class LiveFeed:
         self.find_s = find_s
         self.server: JobInfo | None = None  # the serve job being followed (its last known description)
         self.gone = False  # the server left the host's running jobs without the feed seeing it end
-        self.info: dict[str, Any] = {}  # server_info_numbers() of the last /server_info answer
+        self.info: ServerNumbers | None = None  # server_info_numbers() of the last /server_info answer
         self.metrics: dict[str, float | None] = {}  # the engine's totals in the last /metrics answer
         self.scrape: Scrape | None = None  # read_scrape() of the last /metrics answer: every series in it
         self.startup: dict[str, dict[str, float]] = {}  # startup_seconds(): SGLang 0.5.23's startup gauges
@@ -201,7 +201,7 @@ class LiveFeed:
         if self.server is None or self.server.id != job.id:
             self.reset()
             self.filter.reset()
-            self.info, self.metrics, self.startup, self.reachable = {}, {}, {}, None
+            self.info, self.metrics, self.startup, self.reachable = None, {}, {}, None
             self.scrape = None
             self.latency.clear()
             self.latency_scrapes, self.histograms = 0, None

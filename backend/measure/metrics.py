@@ -505,7 +505,32 @@ def _number(value: object, kind: type[int] | type[float]) -> float | int | None:
 _PER_RANK = ("avg_spec_accept_length", "last_gen_throughput")  # internal_states' figures, one pair per DP rank
 
 
-def server_info_numbers(info: object) -> dict[str, Any]:
+@dataclass(frozen=True)
+class RankNumbers:
+    """One DP rank's own figures in /server_info's ``internal_states`` (None before its first verify)."""
+
+    avg_spec_accept_length: float | None = None
+    last_gen_throughput: float | None = None
+
+
+@dataclass(frozen=True)
+class ServerNumbers:
+    """The numbers specdeck uses from a server's /server_info (``server_info_numbers``); None where this
+    version lacks them."""
+
+    version: str | None = None
+    accept_rate_definition: str | None = None  # what this version's accept rate counts
+    avg_spec_accept_length: float | None = None  # the mean over the DP ranks that have one
+    last_gen_throughput: float | None = None  # the sum over the DP ranks
+    dp_ranks: tuple[RankNumbers, ...] = ()
+    speculative_algorithm: str | None = None
+    speculative_num_steps: int | None = None
+    speculative_eagle_topk: int | None = None
+    speculative_num_draft_tokens: int | None = None
+    max_total_num_tokens: int | None = None  # the KV pool, in tokens
+
+
+def server_info_numbers(info: object) -> ServerNumbers:
     """The numbers specdeck uses from `/server_info` (`/get_server_info`); None where this version lacks them.
 
     ``internal_states`` holds one entry per DP rank on newer versions (older ones keep the figures at the top
@@ -519,20 +544,26 @@ def server_info_numbers(info: object) -> dict[str, Any]:
     states = [s for s in raw if isinstance(s, dict)] if isinstance(raw, list) else []
     if not states:
         states = [info]
-    ranks = [{key: _number(state.get(key, info.get(key)), float) for key in _PER_RANK} for state in states]
-    accepts = [r["avg_spec_accept_length"] for r in ranks if r["avg_spec_accept_length"] is not None]
-    throughputs = [r["last_gen_throughput"] for r in ranks if r["last_gen_throughput"] is not None]
+    ranks = tuple(
+        RankNumbers(*(_number(state.get(key, info.get(key)), float) for key in _PER_RANK)) for state in states
+    )
+    accepts = [a for r in ranks if (a := r.avg_spec_accept_length) is not None]
+    throughputs = [t for r in ranks if (t := r.last_gen_throughput) is not None]
     algorithm = info.get("speculative_algorithm")
     version = info.get("version") if isinstance(info.get("version"), str) else None
-    return {
-        "version": version,
-        "accept_rate_definition": accept_rate_definition(version),
-        "avg_spec_accept_length": sum(accepts) / len(accepts) if accepts else None,
-        "last_gen_throughput": sum(throughputs) if throughputs else None,
-        "dp_ranks": ranks,
-        "speculative_algorithm": algorithm if isinstance(algorithm, str) else None,
-        "speculative_num_steps": _number(info.get("speculative_num_steps"), int),
-        "speculative_eagle_topk": _number(info.get("speculative_eagle_topk"), int),
-        "speculative_num_draft_tokens": _number(info.get("speculative_num_draft_tokens"), int),
-        "max_total_num_tokens": _number(info.get("max_total_num_tokens"), int),  # the KV pool, in tokens
-    }
+
+    def whole(key: str) -> int | None:
+        return None if (n := _number(info.get(key), int)) is None else int(n)
+
+    return ServerNumbers(
+        version=version,
+        accept_rate_definition=accept_rate_definition(version),
+        avg_spec_accept_length=sum(accepts) / len(accepts) if accepts else None,
+        last_gen_throughput=sum(throughputs) if throughputs else None,
+        dp_ranks=ranks,
+        speculative_algorithm=algorithm if isinstance(algorithm, str) else None,
+        speculative_num_steps=whole("speculative_num_steps"),
+        speculative_eagle_topk=whole("speculative_eagle_topk"),
+        speculative_num_draft_tokens=whole("speculative_num_draft_tokens"),
+        max_total_num_tokens=whole("max_total_num_tokens"),
+    )

@@ -22,9 +22,8 @@ Per algorithm:
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
-from backend.measure.metrics import Sample
+from backend.measure.metrics import Sample, ServerNumbers
 from backend.measure.prometheus import PR_31750, Scrape
 
 
@@ -42,11 +41,12 @@ class SpecFigures:
     per_position: tuple[float | None, ...] = ()  # PR #31750's lifetime per-position acceptance
 
     @classmethod
-    def of(cls, info: dict[str, Any], scrape: Scrape | None, sample: Sample | None) -> SpecFigures:
+    def of(cls, info: ServerNumbers | None, scrape: Scrape | None, sample: Sample | None) -> SpecFigures:
         """From ``server_info_numbers`` (``info``), the last /metrics scrape and the newest decode sample."""
+        info = info or ServerNumbers()
         engine = scrape.engine if scrape is not None else {}
         # The lifetime figure the server line shows beside it first (one run figure on one line), else the counters'
-        run, basis = info.get("avg_spec_accept_length"), "lifetime"
+        run, basis = info.avg_spec_accept_length, "lifetime"
         if run is None and scrape is not None:
             run, basis = scrape.run_accept_length(), "run"
 
@@ -61,8 +61,8 @@ class SpecFigures:
             interval = sample.accept_len
         positions = tuple((scrape.per_position.get("total") or ()) if scrape is not None else ())
         return cls(
-            info.get("speculative_algorithm"),
-            info.get("speculative_num_draft_tokens"),
+            info.speculative_algorithm,
+            info.speculative_num_draft_tokens,
             run,
             basis,
             interval,

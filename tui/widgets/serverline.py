@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from typing import Any
 
 from textual.markup import escape
 from textual.reactive import reactive
@@ -19,6 +18,7 @@ from textual.widgets import Static
 from backend.history import RunSummary
 from backend.jobs import JobInfo
 from backend.measure.livefeed import LiveFeed, describe_server
+from backend.measure.metrics import ServerNumbers
 from backend.measure.specnumbers import SpecFigures
 from backend.sglang.versions import accept_rate_label, version_text
 
@@ -31,7 +31,7 @@ class ServerFacts:
 
     server: JobInfo | None = None
     gone: bool = False
-    info: dict[str, Any] = field(default_factory=dict)  # server_info_numbers() of the last poll
+    info: ServerNumbers = field(default_factory=ServerNumbers)  # server_info_numbers() of the last poll
     metrics: dict[str, float | None] = field(default_factory=dict)  # the engine's totals in the last /metrics
     usage_by_rank: tuple[float, ...] = ()  # token usage per DP rank, when the server has several
     ranks: tuple[tuple[int, float, int], ...] = ()  # (DP rank, gen tok/s, running) of each rank, when several
@@ -50,7 +50,7 @@ class ServerFacts:
         return cls(
             feed.server,
             feed.gone,
-            dict(feed.info),
+            feed.info or ServerNumbers(),
             dict(feed.metrics),
             usage if len(usage) > 1 else (),
             ranks if len(ranks) > 1 else (),
@@ -66,27 +66,27 @@ class ServerFacts:
         if server is None:
             return NO_SERVER
         text = f"{describe_server(server)}: {'gone' if self.gone else server.state}"
-        if info.get("version"):
-            text += f" · {version_text(info['version'])}"
-        launched = (info.get("speculative_num_steps"), info.get("speculative_num_draft_tokens"))
-        if info.get("speculative_num_steps"):
-            spec = (info["speculative_num_steps"], info["speculative_eagle_topk"], info["speculative_num_draft_tokens"])
+        if info.version:
+            text += f" · {version_text(info.version)}"
+        launched = (info.speculative_num_steps, info.speculative_num_draft_tokens)
+        if info.speculative_num_steps:
+            spec = (info.speculative_num_steps, info.speculative_eagle_topk, info.speculative_num_draft_tokens)
             text += " · steps/topk/draft {}/{}/{}".format(*spec)
         live = (metrics.get("spec_num_steps"), metrics.get("spec_num_draft_tokens"))
         if None not in live and live != launched:
             # 0.5.23 reports the numbers in use; under --speculative-adaptive they move away from the launch's.
             text += " · now steps/draft {:.0f}/{:.0f}".format(*live)
         # Accept figures only for a server that speculates (SGLang logs 0.00 for one that does not).
-        speculates = bool(info.get("speculative_algorithm") or (server.args or {}).get("algorithm"))
-        if speculates and info.get("avg_spec_accept_length") is not None:
-            text += f" · lifetime accept {info['avg_spec_accept_length']:.2f}"
-            ranks = [r["avg_spec_accept_length"] for r in info.get("dp_ranks") or []]
+        speculates = bool(info.speculative_algorithm or (server.args or {}).get("algorithm"))
+        if speculates and info.avg_spec_accept_length is not None:
+            text += f" · lifetime accept {info.avg_spec_accept_length:.2f}"
+            ranks = [r.avg_spec_accept_length for r in info.dp_ranks]
             if len(ranks) > 1:  # one scheduler per DP rank, each with its own drafts
                 text += " (DP ranks " + " / ".join("-" if a is None else f"{a:.2f}" for a in ranks) + ")"
-        if speculates and metrics.get("spec_accept_rate") is not None and info.get("version"):
+        if speculates and metrics.get("spec_accept_rate") is not None and info.version:
             # The gauge is the last decode-log interval's (reset at each), beside a lifetime length: each says its
             # window.
-            text += f" · {accept_rate_label(info['version'])} last interval {metrics['spec_accept_rate']:.2f}"
+            text += f" · {accept_rate_label(info.version)} last interval {metrics['spec_accept_rate']:.2f}"
         if speculates and self.spec is not None:
             for part in self.spec.parts():
                 text += f" · {part}"
