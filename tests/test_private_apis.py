@@ -86,3 +86,24 @@ def test_interpreter_exit_steps():
     where = "backend/cli/exits.py (end)"
     assert callable(getattr(threading, "_shutdown", None)), moved("threading._shutdown", where)
     assert callable(getattr(atexit, "_run_exitfuncs", None)), moved("atexit._run_exitfuncs", where)
+
+
+def test_textual_strip_caches():
+    """tui/lazystrip.py leaves a Strip's caches unmade until first used: it must know every cache Textual's
+    Strip.__init__ makes (slot and size) and every other slot it sets."""
+    from textual.cache import FIFOCache
+    from textual.strip import Strip
+
+    from tui import lazystrip
+
+    where = "tui/lazystrip.py (CACHES, _init)"
+    textual, ours = Strip.__new__(Strip), Strip.__new__(Strip)
+    lazystrip.TEXTUAL_INIT(textual, [], 3)
+    lazystrip._init(ours, [], 3)
+    made = {slot: getattr(textual, slot) for slot in Strip.__slots__}
+    caches = {slot: cache._maxsize for slot, cache in made.items() if isinstance(cache, FIFOCache)}
+    assert caches == lazystrip.CACHES, moved("Strip's caches", where)
+    unset = [slot for slot in Strip.__slots__ if slot not in caches and not hasattr(ours, slot)]
+    assert not unset and all(getattr(ours, s) == made[s] for s in made if s not in caches), moved(
+        "Strip.__init__'s other slots", where
+    )

@@ -33,6 +33,7 @@ from backend.history import HistoryThread, Yardstick
 from backend.hosttext import visible
 from backend.settings.config_file import save_host, save_profile
 from backend.settings.model import HostConfig, ProfileConfig, Settings
+from tui import lazystrip
 from tui.commands import ActionsProvider
 from tui.driver import QuietLinuxDriver
 from tui.messages import ConnectionChanged, OpenInCompare, ProfileSaved
@@ -108,6 +109,7 @@ class SpecdeckApp(App[int]):
         sandbox: bool | None = None,
     ) -> None:
         super().__init__()
+        lazystrip.install()  # every line the panel draws starts without Textual's seven empty caches
         self.settings = settings
         self.set_reactive(SpecdeckApp.baseline, Baseline(settings.reference.baseline_tok_s))
         self.host_config: HostConfig = resolve_host(settings, host, **(overrides or {}))
