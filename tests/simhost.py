@@ -1,12 +1,13 @@
 """A simulated SGLang host for tests: settings and config files over the fixture models, the CLI against them,
 simulated servers started as serve jobs (and their logs' totals against the history's), a stand-in
-nvidia-smi, and waiting for a process to go."""
+nvidia-smi, and waiting for a process to go or to stop."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
 import json
+import os
 import sys
 import time
 from collections.abc import AsyncIterator
@@ -106,6 +107,28 @@ async def until_gone(pid: int, timeout: float = 60) -> None:
     while not process_gone(pid):
         assert time.monotonic() < deadline, f"pid {pid} still running"
         await asyncio.sleep(0.02)
+
+
+def process_stopped(pid: int) -> bool:
+    """Every thread of ``pid`` stopped (state T). ``kill(SIGSTOP)`` returns once the signal is queued and one
+    thread is woken to act on it; until that thread gets a CPU, the others run on as they are woken (by a
+    socket's data, say): on a busy machine, for tens of milliseconds."""
+    try:
+        threads = os.listdir(f"/proc/{pid}/task")
+        return bool(threads) and all(
+            Path(f"/proc/{pid}/task/{t}/stat").read_text().rsplit(") ", 1)[1].startswith("T") for t in threads
+        )
+    except (FileNotFoundError, ProcessLookupError):
+        return False  # gone, or a thread ended between the listing and its look
+
+
+async def until_stopped(pid: int, timeout: float = 60) -> None:
+    """After ``kill(pid, SIGSTOP)``: until it has stopped, not merely been told to."""
+    deadline = time.monotonic() + timeout
+    while not process_stopped(pid):
+        assert not process_gone(pid), f"pid {pid} ended before it stopped"
+        assert time.monotonic() < deadline, f"pid {pid} not stopped {timeout:.0f} s after SIGSTOP"
+        await asyncio.sleep(0.01)
 
 
 # --- the simulator as the host's running server ---------------------------------------------------------

@@ -32,7 +32,7 @@ from backend.sglang.flags import parse as parse_flags
 from backend.sglang.flags import server_args
 from backend.tune import sweep
 from tests.leftover_jobs import stop_jobs
-from tests.simhost import EAGLE, TIME_SCALE, process_gone, specdeck, until_gone
+from tests.simhost import EAGLE, TIME_SCALE, process_gone, specdeck, until_gone, until_stopped
 from tests.sshd import free_port
 
 pytestmark = [pytest.mark.tui, pytest.mark.e2e]
@@ -318,6 +318,13 @@ async def test_a_follower_killed_fails_the_server_and_no_rank_is_left(models, ro
     assert any("Received sigquit from a child process" in line for line in log["lines"])
 
 
+def _nodes_told(out: dict, stopped: dict) -> str:
+    """A failure's evidence: each node's state, pid and error, the pid that was stopped, the follower's log end."""
+    nodes = [(e["node"], e["state"], e["pid"], e["error"]) for e in out["nodes"]]
+    log = Path(stopped["log_path"]).read_text(errors="replace").splitlines()[-6:]
+    return f"nodes {nodes}; stopped pid {stopped['pid']}; its log ends:\n" + "\n".join(log)
+
+
 async def test_rank_0_killed_has_the_others_stopped_even_one_that_hangs(models, root, nodes):
     """kill -9 of rank 0: specdeck's own reaping, apart from the simulator's (its followers die of it as they
     do of a follower's death above): a rank that would hang on (SGLang's ranks can sit in a collective until
@@ -326,8 +333,11 @@ async def test_rank_0_killed_has_the_others_stopped_even_one_that_hangs(models, 
     mn = nodes(settings)
     ready = await _ready(mn, settings)
     head, follower = ready["nodes"]
-    os.kill(follower["pid"], signal.SIGSTOP)  # it can neither notice rank 0's death nor exit of itself
+    os.kill(follower["pid"], signal.SIGSTOP)  # it can neither notice rank 0's death nor exit of itself...
     try:
+        # ...once every thread of it has stopped: until then its peer-link thread, woken by rank 0's death, can
+        # end it (under `make test-stress` it did, before the thread told to stop got a CPU).
+        await until_stopped(follower["pid"])
         os.kill(head["pid"], signal.SIGKILL)
         crashed = await serving.wait(await mn.get("a"), ready["job"], within=30, until=("crashed",))
         assert crashed["state"] == "crashed"
@@ -343,9 +353,9 @@ async def test_rank_0_killed_has_the_others_stopped_even_one_that_hangs(models, 
         with contextlib.suppress(ProcessLookupError):
             os.kill(follower["pid"], signal.SIGCONT)
     out = await looked
-    assert announced.exists(), [(e["node"], e["state"], e["error"]) for e in out["nodes"]]
-    assert out["state"] == "crashed" and out["error"] == "killed by SIGKILL"
-    assert out["nodes"][1]["state"] == "stopped"
+    assert announced.exists(), _nodes_told(out, follower)
+    assert out["state"] == "crashed" and out["error"] == "killed by SIGKILL", _nodes_told(out, follower)
+    assert out["nodes"][1]["state"] == "stopped", _nodes_told(out, follower)
     await until_gone(follower["pid"], timeout=15)
 
 
