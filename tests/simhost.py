@@ -8,6 +8,7 @@ import asyncio
 import contextlib
 import json
 import os
+import signal
 import sys
 import time
 from collections.abc import AsyncIterator
@@ -120,6 +121,17 @@ def process_stopped(pid: int) -> bool:
         )
     except (FileNotFoundError, ProcessLookupError):
         return False  # gone, or a thread ended between the listing and its look
+
+
+def stop(pid: int, timeout: float = 60) -> None:
+    """SIGSTOP ``pid`` and return once it has stopped: the kernel wakes one thread to take the signal, and
+    another woken meanwhile (by a request, a closed socket) can still answer before the process stops."""
+    os.kill(pid, signal.SIGSTOP)
+    deadline = time.monotonic() + timeout
+    while not process_stopped(pid):
+        assert not process_gone(pid), f"pid {pid} ended before it stopped"
+        assert time.monotonic() < deadline, f"pid {pid} not stopped {timeout:.0f} s after SIGSTOP"
+        time.sleep(0.01)
 
 
 async def until_stopped(pid: int, timeout: float = 60) -> None:

@@ -18,7 +18,7 @@ from backend.sandbox import environment
 from backend.sandbox.hub_repos import CACHE_DIR_NAME
 from backend.settings import config_file
 from tests.helpers import CLI, run_cli
-from tests.simhost import process_gone
+from tests.simhost import process_gone, stop
 
 pytestmark = pytest.mark.e2e
 
@@ -211,7 +211,7 @@ def test_sandbox_up_replaces_a_hung_or_lost_hub():
     try:
         [pid] = [int(p) for p in subprocess.run(["pgrep", "-f", f"sandbox.hub --root {hub_root}"], capture_output=True,
                                                  text=True).stdout.split()]  # fmt: skip
-        os.kill(pid, signal.SIGSTOP)
+        stop(pid)
         hung = json.loads(run_cli("sandbox", "up", "--json").stdout)
         assert hung["hub"]["job"] != out["hub"]["job"] and "did not answer" in hung["hub"]["replaced"]
         assert process_gone(pid)

@@ -22,7 +22,7 @@ import pytest
 from backend.settings.model import HostConfig
 from backend.transport import control
 from tests.helpers import CLI, Ran, run_cli
-from tests.simhost import process_gone
+from tests.simhost import process_gone, stop
 from tests.sshd import Sshd
 
 pytestmark = pytest.mark.e2e
@@ -198,7 +198,7 @@ def test_a_stopped_master_is_named_in_one_line_and_disconnect_stops_it(sshd, tmp
     path = control.socket_path(host_of(sshd, tmp_path), create=False)
     pid = until(lambda: master_pid(path))
     sessions = len(sshd.session_pids())
-    os.kill(pid, signal.SIGSTOP)
+    stop(pid)
     try:
         said = f"specdeck: the kept connection (master pid {pid}) does not answer: connected directly; "
         said += "`specdeck disconnect` stops it\n"
