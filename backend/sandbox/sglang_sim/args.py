@@ -57,11 +57,28 @@ HF_CONFIG_FRAMES = [
 ]
 _SPEC_FRAME = "srt/server_args.py:645 __post_init__ | self._handle_speculative_decoding()"
 
+# 0.5.23 resolves the args in run_server, not in __post_init__: its speculative refusals come up through these
+# frames (source lines read in the PyPI wheel sglang-0.5.23-cp311-cp311-manylinux_2_34_x86_64, which carries no
+# commit id), then the caller's frame below, then the raising function's own (``Refused.frames``).
+_RESOLVE_FRAMES = [
+    "launch_server.py:84 <module> | run_server(server_args)",
+    "launch_server.py:29 run_server | server_args.resolve_once()",
+    "srt/server_args.py:277 resolve_once | run_resolution_pipeline(self)",
+    "srt/arg_groups/pipeline.py:306 run_resolution_pipeline | run_hook(handle_speculative_decoding, server_args)",
+    "srt/arg_groups/resolution_hooks.py:139 run_hook | step(server_args)",
+]
+_HOOK = "srt/arg_groups/speculative_hook.py:"
+_ADAPTIVE = [_HOOK + "264 handle_speculative_decoding | _init_adaptive_speculative_params(server_args)"]
+_DISPATCH = _HOOK + "284 handle_speculative_decoding | algo.handle_server_args(server_args)"
+_RAGGED = [_DISPATCH, "srt/speculative/spec_info.py:253 handle_server_args | read_ragged_verify_mode()"]
+_DFLASH = [_DISPATCH, "srt/speculative/spec_info.py:256 handle_server_args | _handle_dflash(server_args)"]
+_DSPARK = [_DISPATCH, "srt/speculative/spec_info.py:260 handle_server_args | _handle_dspark(server_args)"]
 
-def _refused(hook: str, why: object) -> NoReturn:
-    """A speculative hook's ValueError (``hook``: its file:line and function) as SGLang's main process prints it
-    before it exits 1."""
-    sys.stderr.write(main_traceback([_SPEC_FRAME, hook], "ValueError: %s" % why) + "\n")
+
+def _refused(frames: List[str], why: object) -> NoReturn:
+    """A speculative check's ValueError (``frames``: from the caller in handle_speculative_decoding down to the
+    raise) as 0.5.23's launcher prints it before it exits 1."""
+    sys.stderr.write(traceback_text(_RESOLVE_FRAMES + frames, "ValueError: %s" % why) + "\n")
     raise SimExit(1) from None
 
 
@@ -93,7 +110,7 @@ def resolve_args(args: Dict[str, Any], target: Dict[str, Any], log: Log) -> Dict
         try:
             sim_spec.resolve(args, algo, log)
         except sim_spec.Refused as exc:
-            _refused("srt/arg_groups/speculative_hook.py:1416 _init_adaptive_speculative_params", exc)
+            _refused(_ADAPTIVE + exc.frames, exc)
     if algo in ("EAGLE", "EAGLE3", "STANDALONE"):
         if args["max_running_requests"] is None:
             args["max_running_requests"] = 48
@@ -140,10 +157,14 @@ def resolve_args(args: Dict[str, Any], target: Dict[str, Any], log: Log) -> Dict
     elif algo == "DFLASH":
         _dflash(args, log)
     elif algo == "DSPARK":
+        try:  # spec_info's handle_server_args reads the ragged-verify mode before it calls _handle_dspark
+            sim_dspark.mode()
+        except sim_dspark.Refused as exc:
+            _refused(_RAGGED + exc.frames, exc)
         try:
             sim_dspark.resolve(args, target, log)
         except sim_dspark.Refused as exc:
-            _refused("srt/arg_groups/speculative_hook.py:752 _handle_dspark", exc)
+            _refused(_DSPARK + exc.frames, exc)
     elif algo == "NGRAM":
         if args["max_running_requests"] is None:
             args["max_running_requests"] = 48
@@ -195,11 +216,11 @@ def _dflash(args: Dict[str, Any], log: Log) -> None:
     to 1, the block (verify window) from --speculative-dflash-block-size, --speculative-num-draft-tokens, the
     drafter's config, else 16; SGLang's own words for each."""
 
-    def refuse(message: str) -> NoReturn:
-        _refused("srt/arg_groups/speculative_hook.py:330 _handle_dflash", message)
+    def refuse(line: int, message: str) -> NoReturn:  # ``line``: where _handle_dflash raises it
+        _refused([*_DFLASH, _HOOK + "%d _handle_dflash | raise ValueError(" % line], message)
 
     if args["speculative_draft_model_path"] is None:
-        refuse("DFLASH speculative decoding requires setting --speculative-draft-model-path.")
+        refuse(325, "DFLASH speculative decoding requires setting --speculative-draft-model-path.")
     if args["max_running_requests"] is None:
         args["max_running_requests"] = 48
         log.warning(
@@ -212,12 +233,13 @@ def _dflash(args: Dict[str, Any], log: Log) -> None:
         args[key] = 1
     block, tokens = args.get("speculative_dflash_block_size"), args["speculative_num_draft_tokens"]
     if block is not None and block <= 0:
-        refuse("DFLASH requires --speculative-dflash-block-size to be positive, got %s." % block)
+        refuse(370, "DFLASH requires --speculative-dflash-block-size to be positive, got %s." % block)
     if block is not None and tokens is not None and block != tokens:
         refuse(
+            377,
             "Both --speculative-num-draft-tokens and --speculative-dflash-block-size are set but they differ. For "
             "DFLASH they must match. speculative_num_draft_tokens=%s, speculative_dflash_block_size=%s."
-            % (tokens, block)
+            % (tokens, block),
         )
     if block is None and tokens is None:
         block = _config_block(args["speculative_draft_model_path"])
@@ -228,8 +250,9 @@ def _dflash(args: Dict[str, Any], log: Log) -> None:
     window = args.get("speculative_draft_window_size")
     if window is not None and window < args["speculative_num_draft_tokens"]:
         refuse(
+            430,
             "--speculative-draft-window-size must be >= --speculative-num-draft-tokens (block_size). "
-            "window_size=%s, block_size=%s." % (window, args["speculative_num_draft_tokens"])
+            "window_size=%s, block_size=%s." % (window, args["speculative_num_draft_tokens"]),
         )
 
 

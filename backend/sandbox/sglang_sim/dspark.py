@@ -35,7 +35,18 @@ _BUNDLED = ("dspark_block_size", "dspark_markov_rank", "dspark_noise_token_id", 
 
 
 class Refused(Exception):
-    """SGLang's ValueError at startup: the message it raises."""
+    """SGLang's ValueError at startup: the message it raises, and ``frames``, the raising function's own (0.5.23's
+    line, as ``log.traceback_text`` takes it)."""
+
+    def __init__(self, message: str, frames: List[str]) -> None:
+        super().__init__(message)
+        self.frames = frames
+
+
+def _refusal(line: int, message: str, source: str = "raise ValueError(") -> Refused:
+    """``_handle_dspark``'s raise at ``line`` of 0.5.23's speculative_hook.py (PyPI wheel sglang-0.5.23-cp311-cp311-
+    manylinux_2_34_x86_64, no commit id in it); ``source``: that line, as a traceback shows it."""
+    return Refused(message, ["srt/arg_groups/speculative_hook.py:%d _handle_dspark | %s" % (line, source)])
 
 
 def mode() -> str:
@@ -43,7 +54,8 @@ def mode() -> str:
     value = os.environ.get(MODE_ENV, "static")
     if value not in MODES:
         raise Refused(
-            "invalid SGLANG_RAGGED_VERIFY_MODE=%r; expected one of %s" % (value, ", ".join(repr(m) for m in MODES))
+            "invalid SGLANG_RAGGED_VERIFY_MODE=%r; expected one of %s" % (value, ", ".join(repr(m) for m in MODES)),
+            ["srt/speculative/ragged_verify.py:24 read_ragged_verify_mode | raise ValueError("],  # the same wheel
         )
     return value
 
@@ -75,13 +87,15 @@ def gamma_of(config: Dict[str, Any]) -> Optional[int]:
 def resolve(args: Dict[str, Any], target: Dict[str, Any], log: Any) -> None:
     """``_handle_dspark`` on ``args`` (ServerArgs fields); raises ``Refused`` where SGLang raises."""
     if not str(args.get("device") or "cuda").startswith(("cuda", "npu", "xpu")):
-        raise Refused("DSpark speculative decoding only supports CUDA, NPU or XPU device.")
+        raise _refusal(670, "DSpark speculative decoding only supports CUDA, NPU or XPU device.")
     if int(args.get("dp_size") or 1) > 1 and args.get("enable_dp_attention") and not args.get("enable_dp_lm_head"):
-        raise Refused("DSpark with dp attention requires --enable-dp-lm-head.")
+        message = "DSpark with dp attention requires --enable-dp-lm-head."
+        raise _refusal(676, message, 'raise ValueError("%s")' % message)  # one line there: shown whole
     if int(args.get("pp_size") or 1) != 1 and args.get("disaggregation_mode") != "prefill":
-        raise Refused(
+        raise _refusal(
+            715,
             "DSpark pipeline parallelism requires PD prefill; decode and non-disaggregated serving require "
-            "pp_size == 1."
+            "pp_size == 1.",
         )
     if args["speculative_draft_model_path"] is None:
         model = args["model_path"]
@@ -100,7 +114,7 @@ def resolve(args: Dict[str, Any], target: Dict[str, Any], log: Any) -> None:
                 "--speculative-draft-model-path to %s." % (SUBFOLDER, folder)
             )
         else:
-            raise Refused("DSpark dense speculative decoding requires setting --speculative-draft-model-path.")
+            raise _refusal(752, "DSpark dense speculative decoding requires setting --speculative-draft-model-path.")
     for key in ("speculative_num_steps", "speculative_eagle_topk"):
         if args[key] is not None and int(args[key]) != 1:
             log.warning("DSpark only supports %s == 1; overriding %s=%s to 1." % (key, key, args[key]))
@@ -110,7 +124,7 @@ def resolve(args: Dict[str, Any], target: Dict[str, Any], log: Any) -> None:
     given, tokens = args.get("speculative_dspark_block_size"), args["speculative_num_draft_tokens"]
     if given is not None:
         if int(given) <= 0:
-            raise Refused("DSpark requires --speculative-dspark-block-size to be positive, got %s." % given)
+            raise _refusal(809, "DSpark requires --speculative-dspark-block-size to be positive, got %s." % given)
         gamma = int(given)
     else:
         gamma = gamma_of(config) if config is not None else None
@@ -120,15 +134,17 @@ def resolve(args: Dict[str, Any], target: Dict[str, Any], log: Any) -> None:
     if gamma is not None:
         window = gamma + 1
         if tokens is not None and int(tokens) != window:
-            raise Refused(
+            raise _refusal(
+                830,
                 "DSpark speculative_num_draft_tokens must equal gamma + 1 (= %d for gamma=%d), but got "
-                "speculative_num_draft_tokens=%s." % (window, gamma, tokens)
+                "speculative_num_draft_tokens=%s." % (window, gamma, tokens),
             )
         args["speculative_num_draft_tokens"] = window
     if int(args["speculative_num_draft_tokens"]) < 2:
-        raise Refused(
+        raise _refusal(
+            847,
             "DSpark speculative_num_draft_tokens must be >= 2 (= gamma + 1), got %s."
-            % args["speculative_num_draft_tokens"]
+            % args["speculative_num_draft_tokens"],
         )
     if args["max_running_requests"] is None:
         args["max_running_requests"] = 48

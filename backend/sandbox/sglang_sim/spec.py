@@ -22,7 +22,21 @@ GRAPH_BS = [1, 2, 4, 8, 12, 16, 24, 32, 40, 48, 56, 64, 72, 80, 96, 112, 128, 16
 
 
 class Refused(Exception):
-    """SGLang's ValueError at startup: the message it raises."""
+    """SGLang's ValueError at startup: the message it raises, and ``frames`` from _init_adaptive_speculative_params
+    down to the raise (0.5.23's lines, as ``log.traceback_text`` takes them)."""
+
+    def __init__(self, message: str, frames: List[str]) -> None:
+        super().__init__(message)
+        self.frames = frames
+
+
+# 0.5.23's source lines (PyPI wheel sglang-0.5.23-cp311-cp311-manylinux_2_34_x86_64, no commit id in it).
+_INIT = "srt/arg_groups/speculative_hook.py:%d _init_adaptive_speculative_params | %s"
+_PARAMS = "srt/speculative/adaptive_spec_params.py:%d %s | %s"
+_LOADING = [
+    _INIT % (1398, "candidate_steps = resolve_candidate_steps_from_config("),
+    _PARAMS % (146, "resolve_candidate_steps_from_config", "_, bs_entries = _load_adaptive_config(cfg_path)"),
+]
 
 
 def resolve(args: Dict[str, Any], algorithm: Optional[str], log: Any) -> None:
@@ -49,13 +63,15 @@ def resolve(args: Dict[str, Any], algorithm: Optional[str], log: Any) -> None:
     elif steps not in union:
         raise Refused(
             "--speculative-num-steps=%s is not in the adaptive config candidate_steps %s. Pass one of those values."
-            % (steps, union)
+            % (steps, union),
+            [_INIT % (1417, "raise ValueError(")],
         )
     args["speculative_num_draft_tokens"] = steps + 1
 
 
 def load_config(path: Optional[str]) -> Dict[str, Any]:
-    """``_load_adaptive_config``: the file (which replaces the default, never merges) or the shipped ladder."""
+    """``_load_adaptive_config``: the file (which replaces the default, never merges) or the shipped ladder; a
+    refusal's frames as _init_adaptive_speculative_params reaches it."""
     if path is None:
         return default_config("0.5.23")
     with open(path) as f:
@@ -64,11 +80,15 @@ def load_config(path: Optional[str]) -> Dict[str, Any]:
     for key in slots:
         steps = config[key].get("candidate_steps") if isinstance(config[key], dict) else None
         if not isinstance(steps, list) or not steps or not all(isinstance(s, int) and s >= 0 for s in steps):
-            raise Refused("BS %s: candidate_steps must be a list of non-negative ints, got %r" % (key, steps))
+            raise Refused(
+                "BS %s: candidate_steps must be a list of non-negative ints, got %r" % (key, steps),
+                [*_LOADING, _PARAMS % (127, "_load_adaptive_config", "raise ValueError(")],
+            )
     if not slots:
         raise Refused(
             "speculative_adaptive_config must contain at least one integer-string BS key, "
-            'e.g. {"1": {"candidate_steps": [1,3,7]}}. Got keys: %s' % list(config)
+            'e.g. {"1": {"candidate_steps": [1,3,7]}}. Got keys: %s' % list(config),
+            [*_LOADING, _PARAMS % (134, "_load_adaptive_config", "raise ValueError(")],
         )
     checked: Dict[str, Any] = config  # other keys SGLang ignores, as it does
     return checked
