@@ -26,6 +26,7 @@ CONVERTED: dict[str, tuple[str, ...]] = {
     "backend/fleet/sweep.py": ("run",),
     "backend/jobs.py": ("prune", "cancel_job"),
     "backend/measure/metrics.py": ("server_info_numbers",),
+    "backend/serve/host_info.py": ("host_info", "gpu_use"),
     "backend/train/training.py": ("status", "stop", "predictions", "pick", "follow"),
     "backend/tune/advisor.py": ("advise", "advise_bench", "predict_from_rates"),
     "backend/tune/sweep.py": ("restore_found", "events", "follow"),
@@ -48,10 +49,8 @@ LEFT: dict[str, int] = {
     "tui/widgets/benchbar.py": 2,
     "tui/widgets/breakeven_panel.py": 10,
     "tui/widgets/diff_table.py": 3,
-    "tui/widgets/hostbar.py": 9,
     "tui/widgets/latency_panel.py": 2,
     "tui/widgets/serve/editor.py": 3,
-    "tui/widgets/serve/gpus.py": 9,
     "tui/widgets/serve/state.py": 8,
     "tui/widgets/serverline.py": 7,
 }

@@ -234,6 +234,7 @@ def test_labels_never_leave_a_rate_unnamed() -> None:
 
 def test_an_unknown_newer_release_still_works_the_hosts_help_decides() -> None:
     from backend.serve import preflight_checks
+    from backend.serve.host_info import HostInfo
     from backend.settings.model import ProfileConfig, builtin_defaults
     from backend.sglang import flags
     from tui.widgets.hostbar import sglang_text
@@ -255,5 +256,5 @@ def test_an_unknown_newer_release_still_works_the_hosts_help_decides() -> None:
     assert judged["sglang"].status == "ok"
     # The header names the release and says it is untested.
     host = settings.hosts["gpu-box"]
-    assert sglang_text({"versions": {"sglang": "0.5.24"}}, host, False) == "sglang 0.5.24 (untested version)"
-    assert sglang_text({"versions": {"sglang": "0.5.23"}}, host, False) == "sglang 0.5.23"
+    assert sglang_text(HostInfo(versions={"sglang": "0.5.24"}), host, False) == "sglang 0.5.24 (untested version)"
+    assert sglang_text(HostInfo(versions={"sglang": "0.5.23"}), host, False) == "sglang 0.5.23"

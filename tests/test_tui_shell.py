@@ -19,6 +19,7 @@ from textual.widgets import Input, OptionList, Static, TabbedContent
 
 from backend.agent.host.shared.units import duration
 from backend.errors import OperationFailed
+from backend.serve.host_info import Gpu
 from backend.settings.config_file import load
 from backend.settings.model import builtin_defaults
 from backend.settings.validation import parse
@@ -70,7 +71,7 @@ async def test_mounts_connects_and_shows_the_host(state_home):
         bar.show_rtt(0.40)  # the oldest drops out
         assert bar.rtts.ms == (0.52, 200.0, 0.45, 0.43, 0.40) and text(app, "#rtt") == "rtt 0.45 ms (median of 5)"
         assert text(app, "#sglang").startswith("sglang")
-        assert text(app, "#gpus") == gpu_summary(app.host_info["gpus"])
+        assert text(app, "#gpus") == gpu_summary(app.host_info.gpus)
         assert not app.query_one("#sandbox").display
         assert app.connection.host.workdir.startswith(str(state_home))
         for tab in TABS:  # the first tab and Live at start-up; the others once shown (tui.tabs)
@@ -341,6 +342,6 @@ def test_header_text_helpers():
     assert badge_text(ConnState("reconnecting", retry_at=102.2), now=100) == "↻ reconnecting in 3s"
     assert badge_text(ConnState("reconnecting", retry_at=99), now=100) == "↻ reconnecting…"
     assert badge_text(ConnState("lost", "bad key"), now=0) == "✕ lost"
-    gpus = [{"name": "H200", "memory_used_mib": 1024.0 * 10, "memory_total_mib": 1024.0 * 141}] * 8
+    gpus = [Gpu(i, "H200", memory_used_mib=1024.0 * 10, memory_total_mib=1024.0 * 141) for i in range(8)]
     assert gpu_summary(gpus) == "8x H200 80/1128 GiB"
     assert gpu_summary([]) == "no GPUs"

@@ -31,6 +31,7 @@ from backend.connection import Connection, ConnState, resolve_host
 from backend.errors import ConnectionFailed, HostKeyUnknown, SpecdeckError
 from backend.history import HistoryThread, Yardstick
 from backend.hosttext import visible
+from backend.serve.host_info import HostInfo, host_info
 from backend.settings.config_file import save_host, save_profile
 from backend.settings.model import HostConfig, ProfileConfig, Settings
 from tui import lazystrip
@@ -119,7 +120,7 @@ class SpecdeckApp(App[int]):
         self.connection = Connection(self.host_config)
         # The run history, on a thread of its own: every tab asks it and records through it, never SQLite here.
         self.history = HistoryThread(every_s=COMMIT_EVERY_S)
-        self.host_info: dict | None = None  # the host's `info`, refreshed after every (re)connect
+        self.host_info: HostInfo | None = None  # the host's `info`, refreshed after every (re)connect
         self._rtt_timer: Timer | None = None
         self._lost_reason = ""  # the last "connection lost" notified
         self._tabs_seen: set[str] = set()  # tabs shown once: what their first show built is frozen
@@ -231,7 +232,7 @@ class SpecdeckApp(App[int]):
     )
     async def _load_info(self) -> None:
         conn = self.connection
-        info = await conn.call("info")
+        info = await host_info(conn)
         if conn is self.connection:
             self.host_info = info
             self.query_one(HostBar).show_info(info)

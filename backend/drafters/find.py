@@ -607,12 +607,13 @@ async def host_sglang_version(host: HostConfig, sources: Sources) -> tuple[str |
     """(the SGLang release the host runs, whether that is known): the simulator's without a connection, else the
     host's ``info`` (best effort: an unreachable host leaves it unknown)."""
     from backend.serve.command_line import host_sglang_version as version_of
+    from backend.serve.host_info import host_info
 
     if host.launcher == "simulator":
         return version_of(host, None), True
     try:
         conn = await sources.connection()
-        return version_of(host, await conn.call("info")), True
+        return version_of(host, await host_info(conn)), True
     except (ConnectionFailed, RemoteError, OSError):
         return None, False
 

@@ -22,6 +22,7 @@ from backend.errors import ConfigError, ConnectionFailed, OperationFailed, Remot
 from backend.fleet import key as fleet_key
 from backend.jobs import ACTIVE, JobInfo
 from backend.serve import preflight_checks
+from backend.serve.host_info import host_info
 from backend.serve.preflight_checks import Check, Preflight
 from backend.settings.model import FleetConfig, ProfileConfig, ReplicaConfig, Settings
 from backend.settings.validation import host_address
@@ -475,9 +476,9 @@ async def _router_checks(links: FleetLinks, running: bool) -> tuple[Check, ...]:
     fleet = links.fleet
     conn = links.conn(fleet.router.host)
     info, *ports = await asyncio.gather(
-        conn.call("info"), *(conn.call("serve.port", port=p) for p in (fleet.router.port, fleet.router.prometheus_port))
+        host_info(conn), *(conn.call("serve.port", port=p) for p in (fleet.router.port, fleet.router.prometheus_port))
     )
-    version = (info.get("versions") or {}).get("sglang_router")
+    version = info.versions.get("sglang_router")
     where = f"{conn.host.name}'s Python ({conn.host.python})"
     if version is None:
         checks = [Check("router", "fail", f"sglang-router is not installed in {where}: run `{ROUTER_INSTALL}` there")]

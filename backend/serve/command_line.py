@@ -16,13 +16,16 @@ from __future__ import annotations
 import json
 import shlex
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from backend.agent.client import state_dir as host_state_dir
 from backend.errors import UsageError
 from backend.settings.model import PROFILE_FIELDS, HostConfig, ProfileConfig, Settings
 from backend.sglang import flags
 from backend.sglang.versions import DEFAULT_SIM_VERSION, SIM_VERSION_ENV
+
+if TYPE_CHECKING:
+    from backend.serve.host_info import HostInfo
 
 SGLANG_MODULE = "sglang.launch_server"
 SIMULATOR_MODULE = "backend.sandbox.sglang_sim"
@@ -162,12 +165,12 @@ def launch_env(host: HostConfig) -> dict[str, str]:
     return env
 
 
-def host_sglang_version(host: HostConfig, info: dict[str, Any] | None) -> str | None:
+def host_sglang_version(host: HostConfig, info: HostInfo | None) -> str | None:
     """The SGLang release ``host`` runs as far as this client knows: the simulator's, else the version the
     host's ``info`` found installed (None before the first answer)."""
     if host.launcher == "simulator":
         return sim_version(host)
-    version = ((info or {}).get("versions") or {}).get("sglang")
+    version = info.versions.get("sglang") if info is not None else None
     return version if isinstance(version, str) else None
 
 

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 
 from backend.connection import Connection
 from backend.serve import command_line
+from backend.serve.host_info import host_info
 
 
 @dataclass(frozen=True)
@@ -26,8 +27,8 @@ class HostFacts:
 
 async def facts(conn: Connection) -> HostFacts:
     """``conn``'s host as it reports itself (the agent's ``info``)."""
-    info = await conn.call("info")
-    gpus = tuple(str(g.get("name") or "?") for g in info.get("gpus") or [])
+    info = await host_info(conn)
+    gpus = tuple(g.name or "?" for g in info.gpus)
     return HostFacts(conn.host.name, gpus, command_line.host_sglang_version(conn.host, info))
 
 

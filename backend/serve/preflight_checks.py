@@ -15,6 +15,7 @@ from backend.connection import Connection
 from backend.drafters import checkpoints
 from backend.errors import RemoteError, UsageError
 from backend.serve.command_line import JOB_FIELDS, drafter_path, profile_argv, profile_command, sim_version, target_path
+from backend.serve.host_info import GpuUse, gpu_use
 from backend.settings.model import EAGLE_FAMILY, FIELD, PROFILE_FIELDS, ProfileConfig, Settings
 from backend.sglang import flags, speculation, versions
 from backend.sglang.versions import SIM_SUFFIX
@@ -269,7 +270,7 @@ async def preflight(conn: Connection, settings: Settings, profile: ProfileConfig
             conn.call("serve.help", argv=cmd["argv"][:3], version=version, cwd=cmd["cwd"], env=cmd["env"], deadline=400)
         ),
         conn.call("serve.port", port=profile.port),
-        conn.call("serve.gpus"),
+        gpu_use(conn),
     )
     if isinstance(helped, dict):
         version = helped["version"]
@@ -279,7 +280,7 @@ async def preflight(conn: Connection, settings: Settings, profile: ProfileConfig
     checks += _window_checks(profile, inspected, target_cfg)
     drafter_cfg = inspected.get("config") if isinstance(inspected, dict) else None
     target_lang = checkpoints.language_config(target_cfg if isinstance(target_cfg, dict) else None)
-    names = [g.get("name") or "" for g in gpus.get("gpus") or []] if gpus.get("nvidia_smi") else None
+    names = [g.name or "" for g in gpus.gpus] if gpus.nvidia_smi else None
     rules = speculation.drafter_rules(
         profile, target_lang, checkpoints.language_config(drafter_cfg), launch_args(settings, profile, version), names
     )
@@ -303,11 +304,11 @@ def _extra_value(profile: ProfileConfig, flag: str) -> str | None:
     return value
 
 
-def _tp_check(profile: ProfileConfig, gpus: dict[str, Any]) -> Check:
+def _tp_check(profile: ProfileConfig, gpus: GpuUse) -> Check:
     """``--tp-size`` against the host's GPU count: SGLang itself only fails once it tries to use them."""
-    if not gpus["nvidia_smi"]:
+    if not gpus.nvidia_smi:
         return Check("tp", "skip", f"no nvidia-smi on the host: --tp-size {profile.tp} not checked against its GPUs")
-    count = len(gpus["gpus"])
+    count = len(gpus.gpus)
     if profile.tp > count:
         return Check(
             "tp",
@@ -470,15 +471,15 @@ def _port_check(port: dict[str, Any]) -> Check:
     return Check("port", "ok", f"port {port['port']} is free")
 
 
-def _gpu_check(gpus: dict[str, Any]) -> Check:
-    if not gpus["nvidia_smi"]:
+def _gpu_check(gpus: GpuUse) -> Check:
+    if not gpus.nvidia_smi:
         return Check("gpus", "skip", "no nvidia-smi on the host: GPU use not checked")
     others = [
-        f"GPU{g['index']} pid {p['pid']} ({p.get('name') or '?'}, {p.get('used_mib') or 0:.0f} MiB)"
-        for g in gpus["gpus"]
-        for p in g.get("processes", [])
-        if not p.get("job")
+        f"GPU{g.index} pid {p.pid} ({p.name or '?'}, {p.used_mib or 0:.0f} MiB)"
+        for g in gpus.gpus
+        for p in g.processes
+        if not p.job
     ]
     if others:
         return Check("gpus", "warn", f"GPUs busy with other processes: {', '.join(others)}")
-    return Check("gpus", "ok", f"{len(gpus['gpus'])} GPUs, none used by other processes")
+    return Check("gpus", "ok", f"{len(gpus.gpus)} GPUs, none used by other processes")

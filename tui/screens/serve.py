@@ -33,6 +33,7 @@ from textual.worker import Worker
 from backend.connection import Connection
 from backend.errors import SpecdeckError, UsageError
 from backend.serve import command_line, multinode, preflight_checks, server_status, serving
+from backend.serve.host_info import GpuUse, gpu_use
 from backend.serve.server import Server
 from backend.settings.model import FIELD, ProfileConfig
 from tui.messages import ConnectionChanged, OpenInCompare, ProfileSaved
@@ -120,7 +121,7 @@ class ServePane(ShellPane):
 
     def __init__(self, id: str | None = None) -> None:
         super().__init__(id=id)
-        self.gpus: dict | None = None
+        self.gpus: GpuUse | None = None
         self.checks: tuple[preflight_checks.Check, ...] | None = None  # the host's preflight, once run
         self.edits: dict[str, ProfileConfig] = {}
         self._sent: dict[str, ProfileConfig] = {}  # the edit last handed to the App to save, per profile
@@ -230,7 +231,7 @@ class ServePane(ShellPane):
         try:
             # nvidia-smi costs the host a little: only when seen
             if conn.connected and self.parent is not None and self.parent.display:
-                self.gpus = await conn.call("serve.gpus")
+                self.gpus = await gpu_use(conn)
                 self.query_one(GpuList).show(self.gpus)
         finally:
             if self._gpu_timer is not None:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 import time
+from collections.abc import Sequence
 
 from textual.app import ComposeResult
 from textual.containers import Horizontal
@@ -15,6 +16,7 @@ from textual.widgets import Static
 
 from backend.agent.host.shared.units import duration
 from backend.connection import ConnState, RoundTrips
+from backend.serve.host_info import Gpu, HostInfo
 from backend.settings.model import HostConfig
 from backend.sglang.versions import DEFAULT_SIM_VERSION, version_text
 
@@ -34,23 +36,23 @@ def badge_text(state: ConnState, now: float) -> str:
     return "✕ lost"
 
 
-def gpu_summary(gpus: list[dict]) -> str:
+def gpu_summary(gpus: Sequence[Gpu]) -> str:
     """Count, model and memory used/total over all GPUs: ``8x H200 412/1128 GiB``."""
     if not gpus:
         return "no GPUs"
-    names = {g.get("name") or "GPU" for g in gpus}
+    names = {g.name or "GPU" for g in gpus}
     name = names.pop() if len(names) == 1 else "GPUs"
-    used = sum(g.get("memory_used_mib") or 0 for g in gpus) / 1024
-    total = sum(g.get("memory_total_mib") or 0 for g in gpus) / 1024
+    used = sum(g.memory_used_mib or 0 for g in gpus) / 1024
+    total = sum(g.memory_total_mib or 0 for g in gpus) / 1024
     return f"{len(gpus)}x {name} {used:.0f}/{total:.0f} GiB"
 
 
-def sglang_text(info: dict, host: HostConfig, sandbox: bool) -> str:
+def sglang_text(info: HostInfo, host: HostConfig, sandbox: bool) -> str:
     """``sglang 0.5.23``, ``sglang 0.5.24 (untested version)``, or the simulator's ``sglang 0.5.23-sim SIMULATED``."""
     if sandbox:
         # The sandbox serves a simulator: never let a screenshot pass it off as a real SGLang.
         return version_text(host.sglang_version or DEFAULT_SIM_VERSION, simulated=True)
-    return version_text((info.get("versions") or {}).get("sglang"))
+    return version_text(info.versions.get("sglang"))
 
 
 class HostBar(Horizontal):
@@ -61,7 +63,7 @@ class HostBar(Horizontal):
         self.host = host
         self.sandbox = sandbox
         self.state = ConnState("connecting", since=time.time())
-        self.info: dict | None = None
+        self.info: HostInfo | None = None
         self.rtts = RoundTrips()
         self.stale_since: float | None = None  # when the shown data stopped being live
 
@@ -99,7 +101,7 @@ class HostBar(Horizontal):
         self.state = state
         self._draw()
 
-    def show_info(self, info: dict) -> None:
+    def show_info(self, info: HostInfo) -> None:
         """Fresh ``info`` from the host: the data is live again."""
         self.info = info
         self.stale_since = None
@@ -127,9 +129,9 @@ class HostBar(Horizontal):
         if not self.is_mounted:
             return
         now = time.time()
-        info = self.info or {}
+        info = self.info
         self.query_one("#sandbox").display = self.sandbox
-        hostname = info.get("hostname")
+        hostname = info.hostname if info else None
         self._set(
             "host",
             f"{self.host.name} ({hostname})" if hostname and hostname != self.host.name else self.host.name,
@@ -140,9 +142,9 @@ class HostBar(Horizontal):
         self._set("badge", badge_text(self.state, now))
         badge.tooltip = self.state.reason or None
         self._set("rtt", self.rtts.text())
-        self._set("python", f"py {info['python']}" if info.get("python") else "")
+        self._set("python", f"py {info.python}" if info and info.python else "")
         self._set("sglang", sglang_text(info, self.host, self.sandbox) if info else "")
-        self._set("gpus", gpu_summary(info.get("gpus") or []) if info else "")
+        self._set("gpus", gpu_summary(info.gpus) if info else "")
         self.query_one("#facts").set_class(self.stale, "-stale")
         self._set("stale", f"stale {duration(now - self.stale_since)}" if self.stale_since is not None else "")
         show_reason = self.state.status in ("reconnecting", "lost")

@@ -5,6 +5,8 @@ from __future__ import annotations
 from textual.markup import escape
 from textual.widgets import Static
 
+from backend.serve.host_info import GpuUse
+
 
 def _bar(used: float, total: float, width: int = 10) -> str:
     filled = round(width * used / total) if total else 0
@@ -20,18 +22,17 @@ class GpuList(Static):
         super().__init__(id=id)
         self._text: str | None = None
 
-    def show(self, gpus: dict | None) -> None:
-        gpus = gpus or {}
-        if not gpus.get("nvidia_smi"):
+    def show(self, gpus: GpuUse | None) -> None:
+        if gpus is None or not gpus.nvidia_smi:
             self._draw("[$text-muted]no GPUs (nvidia-smi not found)[/]")
             return
         lines = []
-        for g in gpus["gpus"]:
-            used, total = (g.get("memory_used_mib") or 0) / 1024, (g.get("memory_total_mib") or 0) / 1024
-            lines.append(f"GPU{g['index']} {_bar(used, total)} {used:.1f}/{total:.0f} GiB")
-            for p in g.get("processes", []):
-                if not p.get("job"):
-                    lines.append(f"  [$warning]pid {p['pid']} {escape(p.get('name') or '?')} (not ours)[/]")
+        for g in gpus.gpus:
+            used, total = (g.memory_used_mib or 0) / 1024, (g.memory_total_mib or 0) / 1024
+            lines.append(f"GPU{g.index} {_bar(used, total)} {used:.1f}/{total:.0f} GiB")
+            for p in g.processes:
+                if not p.job:
+                    lines.append(f"  [$warning]pid {p.pid} {escape(p.name or '?')} (not ours)[/]")
         self._draw("\n".join(lines))
 
     def _draw(self, text: str) -> None:
