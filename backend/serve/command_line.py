@@ -170,8 +170,7 @@ def host_sglang_version(host: HostConfig, info: HostInfo | None) -> str | None:
     host's ``info`` found installed (None before the first answer)."""
     if host.launcher == "simulator":
         return sim_version(host)
-    version = info.versions.get("sglang") if info is not None else None
-    return version if isinstance(version, str) else None
+    return info.sglang if info is not None else None
 
 
 def sim_version(host: HostConfig) -> str:

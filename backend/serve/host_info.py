@@ -62,6 +62,12 @@ class HostInfo:
     state_dir: str | None = None
     wire: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
 
+    @property
+    def sglang(self) -> str | None:
+        """The SGLang release installed in the agent's Python (None: not installed)."""
+        version = self.versions.get("sglang")
+        return version if isinstance(version, str) else None
+
     @classmethod
     def from_json(cls, wire: dict[str, Any]) -> HostInfo:
         return cls(

@@ -52,7 +52,7 @@ def sglang_text(info: HostInfo, host: HostConfig, sandbox: bool) -> str:
     if sandbox:
         # The sandbox serves a simulator: never let a screenshot pass it off as a real SGLang.
         return version_text(host.sglang_version or DEFAULT_SIM_VERSION, simulated=True)
-    return version_text(info.versions.get("sglang"))
+    return version_text(info.sglang)
 
 
 class HostBar(Horizontal):
