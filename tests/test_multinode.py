@@ -252,8 +252,8 @@ async def test_serves_through_rank_0_and_stop_stops_every_rank(models, root, ssh
         404,
     ]
     log = await serving.tail(await mn.get("b"), follower["job"], 200)
-    assert any("Starting dummy health check server at 127.0.0.1:" in line for line in log["lines"])
-    assert not any("fired up" in line for line in log["lines"])
+    assert any("Starting dummy health check server at 127.0.0.1:" in line for line in log.lines)
+    assert not any("fired up" in line for line in log.lines)
     # A status asked of a follower's host is the whole server's too.
     from_b = await multinode.expand(mn, await serving.status(await mn.get("b")))
     assert from_b["job"] == ready["job"] and [e["state"] for e in from_b["nodes"]] == ["ready", "ready"]
@@ -315,7 +315,7 @@ async def test_a_follower_killed_fails_the_server_and_no_rank_is_left(models, ro
     assert [e["state"] for e in crashed["nodes"]] == ["crashed", "crashed"]
     assert "Connection closed by peer [127.0.0.1]:" in crashed["nodes"][0]["error"]
     log = await serving.tail(await mn.get("a"), head["job"], 40)
-    assert any("Received sigquit from a child process" in line for line in log["lines"])
+    assert any("Received sigquit from a child process" in line for line in log.lines)
 
 
 def _nodes_told(out: dict, stopped: dict) -> str:

@@ -273,8 +273,8 @@ async def test_start_phases_ready_status_busy_port_stop(conn, models):
     # Each phase took what SGLang itself timed where its log says so (load, graph capture), else the stamps'
     # difference: millisecond stamps (SGLANG_LOG_MS=1, set by specdeck) make every phase's time real.
     typed = server_status.ServerStatus.from_json(ready)
-    rows = {row["phase"]: row for row in server_status.timeline(typed, time.time())}
-    assert all(rows[p]["state"] == "done" and rows[p]["seconds"] > 0 for p in PHASES[1:-1])
+    rows = {row.phase: row for row in server_status.timeline(typed, time.time())}
+    assert all(rows[p].state == "done" and rows[p].seconds > 0 for p in PHASES[1:-1])
     current = conn.host.sglang_version == "0.5.23"  # 0.5.6 times graph captures only, 0.5.23 weight loads too
     timed = ("capturing", "loading") if current else ("capturing",)
     assert all(p["measured"] > 0 for p in ready["phases"] if p["phase"].startswith(timed))
@@ -292,7 +292,7 @@ async def test_start_phases_ready_status_busy_port_stop(conn, models):
     pid = status["pid"]
     assert not process_gone(pid)
     tail = await serving.tail(conn, status["job"], 5)
-    assert any("fired up and ready to roll" in line for line in tail["lines"])
+    assert any("fired up and ready to roll" in line for line in tail.lines)
 
     # One server per port: preflight says who holds it, and the host refuses even without preflight.
     with pytest.raises(preflight_checks.PreflightFailed, match=r"port \d+ is held by profile eagle3-ours"):
@@ -381,7 +381,7 @@ async def test_broken_drafter_crashes_with_the_shape_mismatch_hint(conn, models)
         "Received sigquit from a child process. It usually means the child failed."
     )
     rows = server_status.timeline(server_status.ServerStatus.from_json(crashed), time.time())
-    assert {r["phase"]: r["state"] for r in rows}["loading draft weights"] == "failed"
+    assert {r.phase: r.state for r in rows}["loading draft weights"] == "failed"
 
 
 @pytest.mark.parametrize("sim_host", [("local", "0.5.23")], indirect=True)

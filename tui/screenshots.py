@@ -37,6 +37,7 @@ if TYPE_CHECKING:
     from textual.pilot import Pilot
 
     from backend.connection import Connection
+    from backend.serve.server_status import ServerStatus
     from backend.settings.model import Settings
     from tui.app import SpecdeckApp
 
@@ -136,12 +137,19 @@ async def download_done(story: Story) -> None:
             raise RuntimeError(f"the aq-medai download ended {job.state}: {job.reason}")
 
 
+async def server_now(story: Story) -> ServerStatus:
+    """The host's server as it reports it now."""
+    from backend.serve import serving
+    from backend.serve.server_status import ServerStatus
+
+    return ServerStatus.from_json(await serving.status(story.conn))
+
+
 async def serve(story: Story, profile: str) -> JobInfo:
     """The tour's keys on the Serve tab: the profile highlighted, `s` (nothing runs) or `w` and `y` (a server runs);
     returns the serve job once it is ready."""
     from textual.widgets import OptionList
 
-    from backend.serve import server_status, serving
     from tui.screens.confirm import ConfirmScreen
 
     await show(story, "serve", profile)
@@ -150,21 +158,21 @@ async def serve(story: Story, profile: str) -> JobInfo:
     names = [profiles.get_option_at_index(i).id for i in range(profiles.option_count)]
     profiles.highlighted = names.index(profile)
     await story.pilot.pause(0.3)
-    running = (await serving.status(story.conn)).get("state") in server_status.RUNNING_STATES
+    running = (await server_now(story)).running
     await story.press("w" if running else "s")
     if running:
         await until(story, lambda: isinstance(story.app.screen, ConfirmScreen), "the switch question")
         await story.press("y")
 
     async def ready() -> bool:
-        st = await serving.status(story.conn)
-        return st.get("profile") == profile and st.get("state") in ("ready", "crashed")
+        st = await server_now(story)
+        return st.profile == profile and st.state in ("ready", "crashed")
 
     await until(story, ready, f"{profile} ready", 180)
-    status = await serving.status(story.conn)
-    if status.get("state") != "ready":
-        raise RuntimeError(f"{profile} did not get ready: {status.get('error')}")
-    story.servers[profile] = job = await get_job(story.conn, status["job"])
+    status = await server_now(story)
+    if status.state != "ready" or status.job is None:
+        raise RuntimeError(f"{profile} did not get ready: {status.error}")
+    story.servers[profile] = job = await get_job(story.conn, status.job)
     return job
 
 
@@ -279,7 +287,6 @@ async def shot_train(story: Story) -> None:
     predicted before a restart beside the one served (`v`, `y`) and benched (`b`)."""
     from backend.history import sync_from_host
     from backend.measure import bench
-    from backend.serve import serving
     from tui.screens.confirm import ConfirmScreen
     from tui.screens.train import TrainPane
 
@@ -289,14 +296,14 @@ async def shot_train(story: Story) -> None:
     await story.press("s")
     await until(story, lambda: pane.job is not None and pane.job.state == "done", "the training to end", 300)
     await until(story, lambda: len(pane.rows) >= 3, "its checkpoints judged")
-    before = (await serving.status(story.conn)).get("job")
+    before = (await server_now(story)).job
     await story.press("v")
     await until(story, lambda: isinstance(story.app.screen, ConfirmScreen), "the serve question")
     await story.press("y")
 
     async def ready() -> bool:
-        st = await serving.status(story.conn)
-        return st.get("job") != before and st.get("state") in ("ready", "crashed")
+        st = await server_now(story)
+        return st.job != before and st.state in ("ready", "crashed")
 
     await until(story, ready, "the checkpoint's server ready", 300)
     before_benches = {b.id for b in await list_jobs(story.conn, kind="bench")}

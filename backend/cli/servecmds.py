@@ -324,11 +324,11 @@ async def logs(args: argparse.Namespace) -> int:
         if st.state == "none" or st.job is None:
             raise UsageError("no server has run on this host, so there is no log")
         # jobs.tail reads 0 as its default; with --lines 0 start at the end of the log.
-        out = await server.tail(st.job, args.lines) if args.lines else {"lines": [], "offset": st.wire["log_size"]}
-        for line in out["lines"]:
+        out = await server.tail(st.job, args.lines) if args.lines else serving.LogTail((), st.wire["log_size"])
+        for line in out.lines:
             print(line, file=out_stream)
         if args.follow:
-            async for lines in server.follow(st.job, out["offset"]):
+            async for lines in server.follow(st.job, out.offset):
                 for line in lines:
                     print(line, file=out_stream, flush=True)
     return 0

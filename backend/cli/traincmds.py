@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from backend.cli.common import (
     add_json,
@@ -190,11 +190,11 @@ async def logs(args: argparse.Namespace) -> int:
     out_stream = log_stream(args)
     async with connected(args, settings, follow=args.follow) as conn:
         job = await training.latest_job(conn, args.name)
-        out: dict[str, Any] = await serving.tail(conn, job.id, args.lines) if args.lines else {"lines": [], "offset": 0}
-        for line in out["lines"]:
+        out = await serving.tail(conn, job.id, args.lines) if args.lines else serving.LogTail()
+        for line in out.lines:
             print(line.rsplit("\r", 1)[-1], file=out_stream)  # a tqdm line holds every redraw: the last is the bar now
         if args.follow:
-            async for lines in serving.follow(conn, job.id, out["offset"]):
+            async for lines in serving.follow(conn, job.id, out.offset):
                 for line in lines:
                     print(line.rsplit("\r", 1)[-1], file=out_stream, flush=True)
     return 0

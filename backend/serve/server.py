@@ -273,8 +273,8 @@ class Server:
 
     # --- the log ----------------------------------------------------------------------------------------------
 
-    async def tail(self, job: str, lines: int = 50) -> dict[str, Any]:
-        """``{"lines", "offset"}``: the last ``lines`` lines of job ``job``'s log on the host."""
+    async def tail(self, job: str, lines: int = 50) -> serving.LogTail:
+        """The last ``lines`` lines of job ``job``'s log on the host, and the offset to follow from."""
         return await serving.tail(await self.host(), job, lines)
 
     async def follow(self, job: str, offset: int) -> AsyncIterator[list[str]]:

@@ -170,20 +170,33 @@ def expected_phases(args: dict[str, Any] | None) -> tuple[str, ...]:
     return tuple(p for p in PHASES if p not in DRAFT_PHASES)
 
 
-def timeline(status: ServerStatus, now: float) -> list[dict[str, Any]]:
-    """Rows for a phase timeline: every phase this server goes through, each ``done``, ``current``,
-    ``failed`` (where it crashed) or ``pending``, with its duration in seconds (so far, for the current one)."""
+RowState = Literal["done", "current", "failed", "pending"]
+
+
+@dataclass(frozen=True)
+class TimelineRow:
+    """One phase of a server's timeline: done, current, failed (where it crashed) or pending, with its duration
+    in seconds (so far, for the current one; None where not started)."""
+
+    phase: str
+    state: RowState
+    seconds: float | None = None
+
+
+def timeline(status: ServerStatus, now: float) -> list[TimelineRow]:
+    """Rows for a phase timeline: every phase this server goes through, in order."""
     seen = {entry.name: entry for entry in status.phases}
     names = list(expected_phases(status.args))
     names += [name for name in seen if name not in names]
     last = status.phases[-1].name if status.phases else None
-    rows: list[dict[str, Any]] = []
+    rows: list[TimelineRow] = []
     for name in names:
         entry = seen.get(name)
         if entry is None:
-            rows.append({"phase": name, "state": "pending", "seconds": None})
+            rows.append(TimelineRow(name, "pending"))
             continue
         start, end = entry.start, entry.end
+        state: RowState
         if name == last and status.state == "crashed":
             state = "failed"
         elif end is None and status.running and name != "ready":
@@ -193,7 +206,7 @@ def timeline(status: ServerStatus, now: float) -> list[dict[str, Any]]:
         seconds = None if start is None else max(0.0, (end if end is not None else now) - start)
         if state == "done" and entry.measured is not None:
             seconds = entry.measured  # what SGLang itself timed (load, graph capture): finer than log stamps
-        rows.append({"phase": name, "state": state, "seconds": seconds})
+        rows.append(TimelineRow(name, state, seconds))
     return rows
 
 

@@ -11,6 +11,7 @@ Each operation is one call the CLI (`specdeck serve ...`) and the TUI's Serve ta
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass
 from typing import Any
 
 from backend import jobs
@@ -116,10 +117,18 @@ async def restart(
     return await start(conn, settings, profile, force=force, tags=tags)
 
 
-async def tail(conn: Connection, job: str, lines: int = 50) -> dict[str, Any]:
-    """``{"lines", "offset"}``: the log's last ``lines`` lines and the offset to follow from."""
-    tail: dict[str, Any] = await conn.call("jobs.tail", id=job, lines=lines)
-    return tail
+@dataclass(frozen=True)
+class LogTail:
+    """A log's last lines, and the byte offset to follow it from (``follow``)."""
+
+    lines: tuple[str, ...] = ()
+    offset: int = 0
+
+
+async def tail(conn: Connection, job: str, lines: int = 50) -> LogTail:
+    """The log's last ``lines`` lines and the offset to follow from."""
+    wire = await conn.call("jobs.tail", id=job, lines=lines)
+    return LogTail(tuple(wire.get("lines") or ()), int(wire.get("offset") or 0))
 
 
 async def follow(conn: Connection, job: str, offset: int) -> AsyncIterator[list[str]]:

@@ -218,8 +218,8 @@ class ServePane(ShellPane):
             log.reset()
             return
         tail = await serving.tail(conn, job, TAIL_LINES)
-        log.reset(tail["lines"])
-        async for lines in serving.follow(conn, job, tail["offset"]):
+        log.reset(tail.lines)
+        async for lines in serving.follow(conn, job, tail.offset):
             if conn is not self.app.connection:
                 return
             log.append(lines)

@@ -26,7 +26,7 @@ from backend.errors import SpecdeckError
 from backend.history import History, run_id_of, sync_from_host
 from backend.jobs import JobInfo, get_job
 from backend.measure import judge
-from backend.serve import server_status, serving
+from backend.serve import server_status
 from backend.serve.server import Server
 from backend.train import training
 from backend.train.records import TrainRecord, TrainSummary
@@ -352,9 +352,10 @@ class TrainPane(ShellPane):
 
     @work(group="train-bench-find", exclusive=True, exit_on_error=False, description="find the server")
     async def _bench(self) -> None:
-        status = await serving.status(self.app.connection)
-        server = await get_job(self.app.connection, status["job"]) if status.get("job") else None
-        self.query_one(BenchBar).toggle(server if status.get("state") == "ready" else None)
+        async with Server(self.app.settings, self.app.connection) as face:
+            status = await face.here()
+        server = await get_job(self.app.connection, status.job) if status.job else None
+        self.query_one(BenchBar).toggle(server if status.state == "ready" else None)
 
     def on_bench_bar_finished(self, message: BenchBar.Finished) -> None:
         self._record()

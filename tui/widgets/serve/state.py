@@ -48,9 +48,9 @@ def next_change(st: server_status.ServerStatus, now: float) -> float | None:
         step = 1.0 if age < 60 else 60.0
         waits.append(step - age % step + CLOCK_LATE_S)
     for row in server_status.timeline(st, now):
-        if row["state"] == "current" and row["seconds"] is not None:
-            step = 1.0 if row["seconds"] < 3600 else 60.0
-            waits.append(step - row["seconds"] % step + CLOCK_LATE_S)
+        if row.state == "current" and row.seconds is not None:
+            step = 1.0 if row.seconds < 3600 else 60.0
+            waits.append(step - row.seconds % step + CLOCK_LATE_S)
     return min(waits, default=None)
 
 
@@ -143,8 +143,8 @@ class ServerState(Vertical):
             lines.append(escape(timed))
         lines += [f"[$warning]! {escape(w)}[/]" for w in st.warnings]
         for row in server_status.timeline(st, now):
-            mark, color = ROW_MARKS[row["state"]]
+            mark, color = ROW_MARKS[row.state]
             # A ready server's ready phase lasts since the head's "for 3m": the head alone ticks (one line).
-            took = "" if row["phase"] == "ready" and st.state == "ready" else server_status.phase_took(row["seconds"])
-            lines.append(f"[{color}]{mark}[/] {row['phase']:<24} {took}".rstrip())
+            took = "" if row.phase == "ready" and st.state == "ready" else server_status.phase_took(row.seconds)
+            lines.append(f"[{color}]{mark}[/] {row.phase:<24} {took}".rstrip())
         return lines
