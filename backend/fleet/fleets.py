@@ -21,8 +21,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from backend.errors import ConfigError, ConnectionFailed, OperationFailed, RemoteError, SpecdeckError, UsageError
 from backend.fleet import key as fleet_key
 from backend.jobs import ACTIVE, JobInfo
-from backend.serve import preflight_checks
-from backend.serve.host_info import host_info
+from backend.serve import host_info, preflight_checks
 from backend.serve.preflight_checks import Check, Preflight
 from backend.settings.model import FleetConfig, ProfileConfig, ReplicaConfig, Settings
 from backend.settings.validation import host_address
@@ -473,11 +472,9 @@ class FleetPreflightFailed(UsageError):
 
 async def _router_checks(links: FleetLinks, running: bool) -> tuple[Check, ...]:
     """The router host's Python has sglang-router (the release this module speaks), and its ports are free."""
-    fleet = links.fleet
-    conn = links.conn(fleet.router.host)
-    info, *ports = await asyncio.gather(
-        host_info(conn), *(conn.call("serve.port", port=p) for p in (fleet.router.port, fleet.router.prometheus_port))
-    )
+    fleet, conn = links.fleet, links.conn(links.fleet.router.host)
+    asked = (conn.call("serve.port", port=p) for p in (fleet.router.port, fleet.router.prometheus_port))
+    info, *ports = await asyncio.gather(host_info.host_info(conn), *asked)
     version = info.versions.get("sglang_router")
     where = f"{conn.host.name}'s Python ({conn.host.python})"
     if version is None:
