@@ -101,11 +101,11 @@ def test_a_runs_change_is_computed_from_the_figure_beside_it():
     assert run.tok_s == pytest.approx(92.1, abs=0.1)
     cells = run_cells(run, y)
     versus = judge.run_versus(run, y)
-    assert versus.streams == 1 and cells["vs_baseline"] == "+22.1% @1"
-    assert cells["tok_s"] == "100.1 @1" and versus.value == pytest.approx(100.1)
+    assert versus.streams == 1 and cells.vs_baseline == "+22.1% @1"
+    assert cells.tok_s == "100.1 @1" and versus.value == pytest.approx(100.1)
     # At a level the baseline never ran at, a figure against the single-stream baseline, labelled so.
     busy = _run("local/serve-aq8", [Level(8, 60, 60.0, 480.0)])
-    assert run_cells(busy, y)["tok_s"] == "60.0 @8" and run_cells(busy, y)["vs_baseline"] == "-26.8% /stream"
+    assert run_cells(busy, y).tok_s == "60.0 @8" and run_cells(busy, y).vs_baseline == "-26.8% /stream"
 
 
 def test_the_baselines_own_row_shows_the_figure_the_baseline_is(tmp_path):
@@ -120,7 +120,7 @@ def test_the_baselines_own_row_shows_the_figure_the_baseline_is(tmp_path):
         run = history.run(base)
     assert run.tok_s == pytest.approx(77.6) and y.baseline_tok_s == pytest.approx(82.0)
     cells = run_cells(run, y)
-    assert cells["vs_baseline"] == "= baseline" and cells["tok_s"] == "82.0 @1"
+    assert cells.vs_baseline == "= baseline" and cells.tok_s == "82.0 @1"
     assert judge.run_json(run, y)["judged_tok_s"] == pytest.approx(82.0)
 
 

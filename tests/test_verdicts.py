@@ -63,8 +63,8 @@ def test_the_baseline_run_reads_equal_baseline_in_history_and_reports(models, tm
         history.set_baseline(base)
         yardstick = history.yardstick(82.0, 30.0)
         runs = {r.id: r for r in history.runs()}
-    assert run_cells(runs[base], yardstick)["vs_baseline"] == "= baseline"
-    assert run_cells(runs[other], yardstick)["vs_baseline"] != "= baseline"  # another run at 82: a number
+    assert run_cells(runs[base], yardstick).vs_baseline == "= baseline"
+    assert run_cells(runs[other], yardstick).vs_baseline != "= baseline"  # another run at 82: a number
 
 
 def _run_with_accepts(history, job_id: str, accepts: list[float]):

@@ -117,7 +117,7 @@ def print_runs(runs: list[RunSummary], yardstick: Yardstick) -> None:
     rows: list[tuple[str, ...]] = [head]
     for r in runs:
         cells = run_cells(r, yardstick)
-        rows.append((r.id + (" ★" if r.is_baseline else ""), *(cells[c] for c in columns)))
+        rows.append((r.id + (" ★" if r.is_baseline else ""), *cells.pick(columns)))
     for line in aligned(rows, right=range(5, len(head) - 1)):  # numbers right-aligned
         print(line)
     if runs:

@@ -5,6 +5,9 @@ among the runs shown, with the report's title from them.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from dataclasses import dataclass
+
 from backend.agent.host.shared import units
 from backend.history import RunSummary, Yardstick
 from backend.measure import judge
@@ -23,29 +26,50 @@ def break_even_cell(run: RunSummary, yardstick: Yardstick) -> str:
     return "—" if judged is None else judged.cell()
 
 
-def run_cells(run: RunSummary, yardstick: Yardstick) -> dict[str, str]:
-    """A run's table cells as every table shows them (CLI, History tab, reports).
+@dataclass(frozen=True)
+class RunCells:
+    """A run's table cells as every table shows them (CLI, History tab, reports): ``tok_s`` is per stream,
+    ``total_tok_s`` the aggregate, ``streams`` the concurrency seen; ``vs_baseline`` says what it compared:
+    ``@N`` against the baseline measured at N streams, ``/stream`` per stream against the single-stream
+    baseline."""
 
-    ``tok_s`` is per stream, ``total_tok_s`` the aggregate, ``streams`` the concurrency seen; ``vs_baseline``
-    says what it compared: ``@N`` against the baseline measured at N streams, ``/stream`` per stream against
-    the single-stream baseline.
-    """
+    profile: str
+    drafter: str
+    spec: str
+    host: str
+    outcome: str
+    samples: str
+    streams: str
+    tok_s: str
+    total_tok_s: str
+    accept: str
+    cycle_ms: str
+    vs_baseline: str
+    break_even: str
+
+    def pick(self, columns: Sequence[str]) -> list[str]:
+        """The cells of ``columns`` (field names), in that order: a table's row."""
+        return [getattr(self, c) for c in columns]
+
+
+def run_cells(run: RunSummary, yardstick: Yardstick) -> RunCells:
+    """A run's cells (``RunCells``)."""
     versus = judge.run_versus(run, yardstick)
-    return {
-        "profile": run.profile or "—",
-        "drafter": run.drafter or "—",
-        "spec": run.spec_text(),
-        "host": run.host,
-        "outcome": run.outcome or "—",
-        "samples": str(run.samples),
-        "streams": run.concurrency_text(),
-        "tok_s": judge.run_figure(run, yardstick),
-        "total_tok_s": fmt(run.total_tok_s),
-        "accept": fmt(run.accept_len, 2),
-        "cycle_ms": fmt(run.cycle_ms),
-        "vs_baseline": "—" if versus is None else versus.cell(),
-        "break_even": break_even_cell(run, yardstick),
-    }
+    return RunCells(
+        profile=run.profile or "—",
+        drafter=run.drafter or "—",
+        spec=run.spec_text(),
+        host=run.host,
+        outcome=run.outcome or "—",
+        samples=str(run.samples),
+        streams=run.concurrency_text(),
+        tok_s=judge.run_figure(run, yardstick),
+        total_tok_s=fmt(run.total_tok_s),
+        accept=fmt(run.accept_len, 2),
+        cycle_ms=fmt(run.cycle_ms),
+        vs_baseline="—" if versus is None else versus.cell(),
+        break_even=break_even_cell(run, yardstick),
+    )
 
 
 VS_LEGEND = (

@@ -63,9 +63,7 @@ def comparison_table(runs: list[RunSummary], yardstick: Yardstick) -> Table:
     for run in runs:
         cells = run_cells(run, yardstick)
         name = run.job_id + (" ★" if run.is_baseline else "")
-        rows.append(
-            [name, *(cells[c] for c in columns), bench_cell(run)] + ([crossover_cell(run, base)] if swept else [])
-        )
+        rows.append([name, *cells.pick(columns), bench_cell(run)] + ([crossover_cell(run, base)] if swept else []))
     return Table(headers, rows)
 
 

@@ -200,9 +200,9 @@ class HistoryPane(ShellPane):
             mark = ("✓" if r.id in self.selected else " ") + ("★" if r.is_baseline else " ")
             c = run_cells(r, yardstick)
             rows.append([
-                mark, c["profile"] + ("" if c["spec"] == "—" else f" {c['spec']}"), c["drafter"], c["host"],
-                _started(r.started), c["outcome"], c["samples"], c["streams"],
-                c["tok_s"], c["total_tok_s"], c["accept"], c["vs_baseline"], c["break_even"],
+                mark, c.profile + ("" if c.spec == "—" else f" {c.spec}"), c.drafter, c.host,
+                _started(r.started), c.outcome, c.samples, c.streams,
+                c.tok_s, c.total_tok_s, c.accept, c.vs_baseline, c.break_even,
             ])  # fmt: skip
         self._runs_rows = (rows, [r.id for r in runs])
         self._fill_runs()
