@@ -39,9 +39,9 @@ def test_advice_fits_cost_from_runs_and_predicts(history):
     # 1 and 2 steps both measured 70 tok/s: the first of the fastest, not separated from the other.
     assert advice.best.steps == 1 and advice.best.not_separated_from == (2,)
     assert advice.best.basis == "measured"
-    needs = advice.targets["targets"]
-    assert advice.targets["steps"] == 1 and advice.targets["max_tok_s"] == pytest.approx(2000 / 27)
-    assert needs[0]["tok_s"] == 150 and needs[0]["reachable"] is False  # 4.5 > 2: out of reach at 1 step
+    needs = advice.targets.targets
+    assert advice.targets.steps == 1 and advice.targets.max_tok_s == pytest.approx(2000 / 27)
+    assert needs[0].tok_s == 150 and needs[0].reachable is False  # 4.5 > 2: out of reach at 1 step
     assert advice.stop["can_stop"] is False and advice.stop["next"] == 3  # fitted, but 3 may still beat 70
     text = "\n".join(advisor.advice_lines(advice))
     assert "cost model (fitted)" in text and "best: steps 1 measured fastest (70.0 tok/s" in text

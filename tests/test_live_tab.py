@@ -176,7 +176,7 @@ async def test_calculator_shows_limit_and_finite_steps_truth():
         await open_live(pilot)
         calc = app.query_one(BreakevenPanel)
         result = plain(app, "#calc-result")
-        assert calc.result["break_even_accept_len"] == 2.46 and calc.result["steps"] == 3
+        assert calc.result.break_even_accept_len == 2.46 and calc.result.steps == 3
         assert "ceiling 133.3 tok/s" in result
         row150 = next(line for line in result.splitlines() if line.startswith("   150"))
         assert "77.8%" in row150 and "out of reach" in row150  # the limit figure AND the truth
@@ -184,8 +184,8 @@ async def test_calculator_shows_limit_and_finite_steps_truth():
         steps = app.query_one("#calc-steps", Input)
         steps.focus()
         await pilot.press("end", "backspace", "7")
-        await until(pilot, lambda: calc.result["steps"] == 7, "7 steps")
-        assert all(t["reachable"] for t in calc.result["targets"])
+        await until(pilot, lambda: calc.result.steps == 7, "7 steps")
+        assert all(t.reachable for t in calc.result.targets)
         assert "out of reach" not in plain(app, "#calc-result")
 
         targets = app.query_one("#calc-targets", Input)
@@ -194,7 +194,7 @@ async def test_calculator_shows_limit_and_finite_steps_truth():
         assert "targets must be numbers" in plain(app, "#calc-result")
         targets.value = "120"
         await until(pilot, lambda: calc.error is None, "fixed")
-        assert [t["tok_s"] for t in calc.result["targets"]] == [120]
+        assert [t.tok_s for t in calc.result.targets] == [120]
 
         app.query_one("#calc-cycle", Input).value = "0"
         await until(pilot, lambda: calc.error is not None, "a zero cycle refused")

@@ -419,21 +419,20 @@ async def breakeven_cmd(args: argparse.Namespace) -> int:
         base, run, source = args.baseline, None, "given"
     steps = args.steps if args.steps is not None else profile_steps(settings, args.profile)
     result = breakeven(cycle, base, args.target or DEFAULT_TARGETS, steps)
-    result.update(baseline_source=source, baseline_run=run)
     if args.json:
-        emit_json(result)
+        emit_json({**result.to_json(), "baseline_source": source, "baseline_run": run})
         return 0
     against = f"{units.tok_s(base)} tok/s measured by run {run}" if run else f"{units.tok_s(base)} tok/s"
-    print(f"break-even accept length: {result['break_even_accept_len']:.2f} ({cycle:g} ms cycles against {against})")
+    print(f"break-even accept length: {result.break_even_accept_len:.2f} ({cycle:g} ms cycles against {against})")
     if steps is not None:
-        print(f"ceiling with {steps} steps: {result['max_tok_s']:.1f} tok/s (accept length at most {steps + 1})")
+        print(f"ceiling with {steps} steps: {result.max_tok_s:.1f} tok/s (accept length at most {steps + 1})")
     head = f"{'target':>8}  {'accept len':>10}  {'p (unbounded)':>13}"
     print(head + (f"  {f'p ({steps} steps)':>13}  reachable" if steps is not None else ""))
-    for t in result["targets"]:
-        line = f"{t['tok_s']:>8g}  {t['accept_len']:>10.2f}  {t['p_limit'] * 100:>12.1f}%"
+    for t in result.targets:
+        line = f"{t.tok_s:>8g}  {t.accept_len:>10.2f}  {t.p_limit * 100:>12.1f}%"
         if steps is not None:
-            p_steps = "-" if t["p_steps"] is None else f"{t['p_steps'] * 100:.1f}%"
-            verdict = "yes" if t["reachable"] else f"no: out of reach with {steps} steps"
+            p_steps = "-" if t.p_steps is None else f"{t.p_steps * 100:.1f}%"
+            verdict = "yes" if t.reachable else f"no: out of reach with {steps} steps"
             line += f"  {p_steps:>13}  {verdict}"
         print(line)
     return 0

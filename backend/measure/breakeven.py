@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 from numbers import Real
 from typing import Any
 
@@ -96,15 +97,55 @@ def _positive(value: object, what: str, hint: str) -> float:
     return float(value)
 
 
-def breakeven(
-    cycle_ms: float, baseline: float, targets: Iterable[float] = (), steps: int | None = None
-) -> dict[str, Any]:
-    """Break-even accept length, the step ceiling, and what each target tok/s demands.
+@dataclass(frozen=True)
+class TargetNeed:
+    """What a target tok/s demands: its accept length, the per-step acceptance the unbounded-steps limit needs
+    (``p_limit``) and, with a step count, the one those steps need (``p_steps``; None out of reach) and whether
+    the K + 1 ceiling allows it at all (``reachable``; None without a step count)."""
 
-    Returns ``{"break_even_accept_len", "max_tok_s", "targets": [{"tok_s", "accept_len", "p_limit",
-    "p_steps", "reachable"}], "cycle_ms", "baseline", "steps"}``; ``max_tok_s``, ``p_steps`` and
-    ``reachable`` are None without ``steps``. Raises UsageError for non-positive inputs.
-    """
+    tok_s: float
+    accept_len: float
+    p_limit: float
+    p_steps: float | None = None
+    reachable: bool | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "tok_s": self.tok_s,
+            "accept_len": self.accept_len,
+            "p_limit": self.p_limit,
+            "p_steps": self.p_steps,
+            "reachable": self.reachable,
+        }
+
+
+@dataclass(frozen=True)
+class BreakEven:
+    """The break-even accept length against ``baseline`` at ``cycle_ms`` cycles, the ceiling ``steps`` draft steps
+    allow (``max_tok_s``; None without a step count), and what each target demands."""
+
+    break_even_accept_len: float
+    max_tok_s: float | None
+    targets: tuple[TargetNeed, ...]
+    cycle_ms: float
+    baseline: float
+    steps: int | None
+
+    def to_json(self) -> dict[str, Any]:
+        """As `specdeck breakeven --json` and the advisor's ``targets`` print it."""
+        return {
+            "break_even_accept_len": self.break_even_accept_len,
+            "max_tok_s": self.max_tok_s,
+            "targets": [t.to_json() for t in self.targets],
+            "cycle_ms": self.cycle_ms,
+            "baseline": self.baseline,
+            "steps": self.steps,
+        }
+
+
+def breakeven(cycle_ms: float, baseline: float, targets: Iterable[float] = (), steps: int | None = None) -> BreakEven:
+    """Break-even accept length, the step ceiling, and what each target tok/s demands; UsageError for
+    non-positive inputs."""
     cycle = _positive(cycle_ms, "the cycle time", "pass the verify cycle in milliseconds, e.g. 30")
     base = _positive(baseline, "the baseline", "pass the baseline rate in tok/s, e.g. 82")
     if steps is not None:
@@ -115,19 +156,19 @@ def breakeven(
         length = tok_s * cycle / 1000.0
         p_steps = None if steps is None else p_for_steps(length, steps)
         rows.append(
-            {
-                "tok_s": tok_s,
-                "accept_len": round(length, _DIGITS),
-                "p_limit": round(max(0.0, 1.0 - 1.0 / length), _DIGITS),
-                "p_steps": None if p_steps is None else round(p_steps, _DIGITS),
-                "reachable": None if steps is None else _within_ceiling(length, steps),
-            }
+            TargetNeed(
+                tok_s=tok_s,
+                accept_len=round(length, _DIGITS),
+                p_limit=round(max(0.0, 1.0 - 1.0 / length), _DIGITS),
+                p_steps=None if p_steps is None else round(p_steps, _DIGITS),
+                reachable=None if steps is None else _within_ceiling(length, steps),
+            )
         )
-    return {
-        "break_even_accept_len": round(live_breakeven(cycle, base), _DIGITS),
-        "max_tok_s": None if steps is None else round((steps + 1) * 1000.0 / cycle, _DIGITS),
-        "targets": rows,
-        "cycle_ms": cycle,
-        "baseline": base,
-        "steps": steps,
-    }
+    return BreakEven(
+        break_even_accept_len=round(live_breakeven(cycle, base), _DIGITS),
+        max_tok_s=None if steps is None else round((steps + 1) * 1000.0 / cycle, _DIGITS),
+        targets=tuple(rows),
+        cycle_ms=cycle,
+        baseline=base,
+        steps=steps,
+    )

@@ -35,7 +35,7 @@ from backend.history import RunSummary, Yardstick
 from backend.measure import judge
 from backend.measure.bench import DEFAULT_REQUESTS
 from backend.measure.bench_records import BenchSweep
-from backend.measure.breakeven import breakeven
+from backend.measure.breakeven import BreakEven, breakeven
 from backend.settings.model import ProfileConfig
 
 DEFAULT_MAX_STEPS = 7
@@ -214,7 +214,7 @@ class Advice:
     yardstick: Yardstick
     rows: tuple[AdviceRow, ...]
     best: judge.BestPoint | None
-    targets: dict[str, Any] | None  # breakeven() at the best step count
+    targets: BreakEven | None  # breakeven() at the best step count
     stop: dict[str, Any]  # can_stop, next, why (advice.stop_rule)
     source: str = ""  # where the points come from, when not the history (a bench_speculative.py file)
     noise: expect.BenchNoise | None = None  # the bench the rows' intervals cover (``expect.cover``)
@@ -237,7 +237,7 @@ class Advice:
             "can_stop": self.stop["can_stop"],
             "next": self.stop["next"],
             "why": self.stop["why"],
-            "targets": self.targets,
+            "targets": None if self.targets is None else self.targets.to_json(),
             "covers": None if self.noise is None else self.noise.to_json(),
         }
 
@@ -562,18 +562,19 @@ def advice_lines(advice: Advice) -> list[str]:
     out[-1] += f" ({stop['why']})"
     if advice.best is not None and advice.targets is not None:
         b, t = advice.best, advice.targets
+        assert t.max_tok_s is not None  # breakeven() at the best's step count
         out.append(
-            f"at {b.steps} steps ({b.cycle_ms:.1f} ms cycles, ceiling {units.tok_s(t['max_tok_s'])} tok/s), "
-            f"break-even accept length {t['break_even_accept_len']:.2f}:"
+            f"at {b.steps} steps ({b.cycle_ms:.1f} ms cycles, ceiling {units.tok_s(t.max_tok_s)} tok/s), "
+            f"break-even accept length {t.break_even_accept_len:.2f}:"
         )
-        for row in t["targets"]:
+        for row in t.targets:
             need = (
-                f"a = {_pct(row['p_steps'])} at every position"
-                if row["reachable"]
+                f"a = {_pct(row.p_steps)} at every position"
+                if row.reachable
                 else f"out of reach at {b.steps} steps (accept length at most {b.steps + 1})"
             )
             out.append(
-                f"  {units.tok_s(row['tok_s'])} tok/s: accept length {row['accept_len']:.2f}, {need}; "
-                f"unbounded-steps limit a = {_pct(row['p_limit'])}"
+                f"  {units.tok_s(row.tok_s)} tok/s: accept length {row.accept_len:.2f}, {need}; "
+                f"unbounded-steps limit a = {_pct(row.p_limit)}"
             )
     return out

@@ -12,7 +12,7 @@ from textual.markup import escape
 from textual.widgets import Input, Label, Static
 
 from backend.errors import UsageError
-from backend.measure.breakeven import breakeven
+from backend.measure.breakeven import BreakEven, breakeven
 from tui.widgets.fieldinput import FieldInput
 
 
@@ -31,21 +31,21 @@ def _number(text: str, what: str, kind: type = float) -> Any:
         raise UsageError(f"{what} must be a number, got {text!r}.") from None
 
 
-def render_result(result: dict[str, Any]) -> str:
+def render_result(result: BreakEven) -> str:
     """The calculator's figures as Textual markup."""
-    steps = result["steps"]
-    lines = [f"break-even accept length [b]{result['break_even_accept_len']:.2f}[/]"]
+    steps = result.steps
+    lines = [f"break-even accept length [b]{result.break_even_accept_len:.2f}[/]"]
     if steps is not None:
-        lines.append(f"{steps} steps: accept ≤ {steps + 1}, ceiling [b]{result['max_tok_s']:.1f} tok/s[/]")
+        lines.append(f"{steps} steps: accept ≤ {steps + 1}, ceiling [b]{result.max_tok_s:.1f} tok/s[/]")
     else:
         lines.append("[$text-muted]no step count: limit figures only[/]")
     head = f"{'target':>6} {'accept':>6} {'p limit':>8}"
     lines.append(f"[b]{head}" + (f" {f'p {steps} steps':>11}" if steps is not None else "") + "[/]")
-    for t in result["targets"]:
-        row = f"{t['tok_s']:>6g} {t['accept_len']:>6.2f} {t['p_limit'] * 100:>7.1f}%"
+    for t in result.targets:
+        row = f"{t.tok_s:>6g} {t.accept_len:>6.2f} {t.p_limit * 100:>7.1f}%"
         if steps is not None:
-            if t["reachable"]:
-                row += f" {t['p_steps'] * 100:>10.1f}%"
+            if t.reachable and t.p_steps is not None:
+                row += f" {t.p_steps * 100:>10.1f}%"
             else:
                 row += " [$text-error]out of reach[/]"
         lines.append(row)
@@ -67,7 +67,7 @@ class BreakevenPanel(Vertical):
             "calc-targets": ", ".join(f"{t:g}" for t in targets),
         }
         self._baseline = self._initial["calc-baseline"]  # the baseline last put in (not typed)
-        self.result: dict[str, Any] | None = None
+        self.result: BreakEven | None = None
         self.error: str | None = None
 
     def compose(self) -> ComposeResult:
