@@ -188,7 +188,7 @@ def test_each_algorithms_profile_means_exactly_its_fields_to_sglangs_parser(name
         assert args["speculative_adaptive_config"] is None
     if profile.dspark_ragged_verify:
         cmd = command_line.profile_command(settings, settings.hosts["gpu-box"], profile)
-        assert cmd["env"]["SGLANG_RAGGED_VERIFY_MODE"] == profile.dspark_ragged_verify
+        assert cmd.env["SGLANG_RAGGED_VERIFY_MODE"] == profile.dspark_ragged_verify
 
 
 def test_a_release_gets_the_flag_names_it_knows():
@@ -213,14 +213,14 @@ def test_an_adaptive_config_goes_to_a_file_in_the_hosts_state_dir():
     settings = builtin_defaults()
     host = settings.hosts["gpu-box"]
     cmd = command_line.profile_command(settings, host, ALGORITHM_PROFILES["eagle3-ladder"])
-    [(path, text)] = cmd["files"].items()
+    [(path, text)] = cmd.files.items()
     assert path.startswith("/data/eagle3/.specdeck/spec/adaptive-") and json.loads(text) == LADDER
-    assert cmd["argv"][cmd["argv"].index("--speculative-adaptive-config") + 1] == path
-    assert "--speculative-adaptive" in cmd["argv"]
+    assert cmd.argv[cmd.argv.index("--speculative-adaptive-config") + 1] == path
+    assert "--speculative-adaptive" in cmd.argv
     # SGLang's default ladder: no file; a config without the switch: no flag (SGLang would not read it).
-    assert command_line.profile_command(settings, host, ALGORITHM_PROFILES["eagle3-adaptive"])["files"] == {}
+    assert command_line.profile_command(settings, host, ALGORITHM_PROFILES["eagle3-adaptive"]).files == {}
     off = replace(ALGORITHM_PROFILES["eagle3-ladder"], adaptive=False)
-    assert "--speculative-adaptive-config" not in command_line.profile_command(settings, host, off)["argv"]
+    assert "--speculative-adaptive-config" not in command_line.profile_command(settings, host, off).argv
 
 
 @pytest.mark.skipif(
@@ -439,7 +439,7 @@ async def test_an_adaptive_profile_serves_with_its_config_written_on_the_host(mo
     try:
         started = await serving.start(conn, settings, profile)
         assert started["preflight"]["ok"], started["preflight"]
-        [(path, text)] = command_line.profile_command(settings, host, profile)["files"].items()
+        [(path, text)] = command_line.profile_command(settings, host, profile).files.items()
         assert Path(path).parent == tmp_path / "host" / ".specdeck" / "spec" and Path(path).read_text() == text
         ready = await serving.wait(conn, started["job"], within=60)
         assert ready["state"] == "ready", ready
@@ -473,7 +473,7 @@ async def test_an_adaptive_profile_serves_with_its_config_written_on_the_host(mo
         # The host writes only .json files of its own spec/ folder, whatever a client asks.
         cmd = command_line.profile_command(settings, host, replace(profile, port=profile.port + 1))
         with pytest.raises(RemoteError, match=r"a launch file must be a \.json file in"):
-            await conn.call("serve.start", argv=cmd["argv"], args={"port": 1}, files={"/tmp/x.json": "{}"})
+            await conn.call("serve.start", argv=cmd.argv, args={"port": 1}, files={"/tmp/x.json": "{}"})
         await serving.stop(conn, grace=10)
     finally:
         await conn.close()

@@ -65,9 +65,9 @@ def test_builtin_profiles_argv_parse_strictly_and_mean_exactly_the_profile():
     host = settings.hosts["gpu-box"]
     for profile in settings.profiles.values():
         cmd = command_line.profile_command(settings, host, profile.name)
-        argv = cmd["argv"]
+        argv = cmd.argv
         assert argv[:3] == ["/root/ml-env/bin/python3", "-m", "sglang.launch_server"]
-        assert cmd["cwd"] == "/data/eagle3" and cmd["env"] == {"PYTHONUNBUFFERED": "1", "SGLANG_LOG_MS": "1"}
+        assert cmd.cwd == "/data/eagle3" and cmd.env == {"PYTHONUNBUFFERED": "1", "SGLANG_LOG_MS": "1"}
         # Full names only: every flag is one SGLang registers, and the strict parser takes the line.
         assert all(a in FLAGS for a in argv[3:] if a.startswith("--"))
         args = server_args(parse_flags(argv[3:]))
@@ -80,14 +80,14 @@ def test_builtin_profiles_argv_parse_strictly_and_mean_exactly_the_profile():
         assert args["speculative_num_steps"] == profile.steps
         assert args["speculative_eagle_topk"] == profile.topk
         assert args["speculative_num_draft_tokens"] == profile.draft_tokens
-    ours = command_line.profile_command(settings, host, "eagle3-ours")["argv"][3:]
+    ours = command_line.profile_command(settings, host, "eagle3-ours").argv[3:]
     assert ours == [
         "--model-path", "/data/models/Kimi-K2.5", "--tp-size", "8", "--trust-remote-code",
         "--host", "127.0.0.1", "--port", "30000", "--enable-metrics", "--decode-log-interval", "40",
         "--speculative-algorithm", "EAGLE3", "--speculative-draft-model-path", "/data/eagle3/output_100k_sglang/4",
         "--speculative-num-steps", "3", "--speculative-eagle-topk", "1", "--speculative-num-draft-tokens", "4",
     ]  # fmt: skip
-    assert "--speculative-algorithm" not in command_line.profile_command(settings, host, "baseline")["argv"]
+    assert "--speculative-algorithm" not in command_line.profile_command(settings, host, "baseline").argv
 
 
 def test_extra_flags_and_env_come_last_and_mean_what_they_say():
@@ -101,12 +101,12 @@ def test_extra_flags_and_env_come_last_and_mean_what_they_say():
         env={"SGLANG_ENABLE_SPEC_V2": "1"},
     )
     cmd = command_line.profile_command(settings, settings.hosts["gpu-box"], profile)
-    assert cmd["argv"].count("--decode-log-interval") == 1  # the profile's own interval replaces ours
-    args = server_args(parse_flags(cmd["argv"][3:], "0.5.6"), "0.5.6")  # 0.5.23 has no --cuda-graph-max-bs
+    assert cmd.argv.count("--decode-log-interval") == 1  # the profile's own interval replaces ours
+    args = server_args(parse_flags(cmd.argv[3:], "0.5.6"), "0.5.6")  # 0.5.23 has no --cuda-graph-max-bs
     assert (args["mem_fraction_static"], args["decode_log_interval"], args["cuda_graph_max_bs"]) == (0.85, 10, 16)
     assert args["port"] == 30001 and args["speculative_draft_model_path"] == "/data/eagle3/aq_medai_k2"
-    assert cmd["env"]["SGLANG_ENABLE_SPEC_V2"] == "1"
-    assert command_line.shell_line(cmd["argv"], cmd["env"]).startswith(
+    assert cmd.env["SGLANG_ENABLE_SPEC_V2"] == "1"
+    assert command_line.shell_line(cmd.argv, cmd.env).startswith(
         "SGLANG_LOG_MS=1 SGLANG_ENABLE_SPEC_V2=1 /root/ml-env/bin/python3"
     )
     assert command_line.job_args(settings, profile) == {
@@ -127,7 +127,7 @@ def test_the_simulator_runs_only_on_sandbox_hosts_of_this_machine(tmp_path):
     settings = builtin_defaults()
     sandbox = parse_toml_config(environment.config_text(environment.Layout(tmp_path), None))
     host = sandbox.hosts["sandbox"]
-    assert command_line.profile_command(sandbox, host, "baseline")["argv"][:3] == [
+    assert command_line.profile_command(sandbox, host, "baseline").argv[:3] == [
         sys.executable,
         "-m",
         "backend.sandbox.sglang_sim",
@@ -242,8 +242,8 @@ async def test_preflight_on_the_host(conn, models, tmp_path):
 async def test_launcher_help_is_cached_per_version_and_a_missing_sglang_refused(conn, models):
     settings = make_settings(models, p={})
     cmd = command_line.profile_command(settings, conn.host, settings.profiles["p"])
-    first = await conn.call("serve.help", argv=cmd["argv"][:3], version="0.5.6-sim", cwd=cmd["cwd"])
-    again = await conn.call("serve.help", argv=cmd["argv"][:3], version="0.5.6-sim", cwd=cmd["cwd"])
+    first = await conn.call("serve.help", argv=cmd.argv[:3], version="0.5.6-sim", cwd=cmd.cwd)
+    again = await conn.call("serve.help", argv=cmd.argv[:3], version="0.5.6-sim", cwd=cmd.cwd)
     assert (first["cached"], again["cached"]) == (False, True) and first["help"] == again["help"]
     # This interpreter has no sglang: the real launcher is refused with a sentence, before anything starts.
     real = await Connection.open(replace(conn.host, launcher="sglang", sandbox=False))
@@ -299,7 +299,7 @@ async def test_start_phases_ready_status_busy_port_stop(conn, models):
         await serving.start(conn, settings, other)
     cmd = command_line.profile_command(settings, conn.host, other)
     with pytest.raises(RemoteError, match="held by profile eagle3-ours") as refused:
-        await conn.call("serve.start", argv=cmd["argv"], args=command_line.job_args(settings, other), cwd=cmd["cwd"])
+        await conn.call("serve.start", argv=cmd.argv, args=command_line.job_args(settings, other), cwd=cmd.cwd)
     assert refused.value.kind == "busy" and refused.value.exit_code == 1
 
     stopped = await serving.stop(conn, grace=10)
@@ -411,9 +411,9 @@ async def test_a_port_taken_after_preflight_is_a_crash_with_a_hint(conn, models)
         squatter.listen()
         started = await conn.call(
             "serve.start",
-            argv=cmd["argv"],
-            env=cmd["env"],
-            cwd=cmd["cwd"],
+            argv=cmd.argv,
+            env=cmd.env,
+            cwd=cmd.cwd,
             args=command_line.job_args(settings, profile),
         )
         crashed = await serving.wait(conn, started["job"], within=30)
@@ -446,7 +446,7 @@ async def test_resolved_numbers_that_differ_from_the_profile_are_warned(conn, mo
     cmd = command_line.profile_command(settings, conn.host, profile)
     # Preflight refuses this profile; straight to the host, SGLang (here simulated) changes draft tokens to 4.
     started = await conn.call(
-        "serve.start", argv=cmd["argv"], env=cmd["env"], cwd=cmd["cwd"], args=command_line.job_args(settings, profile)
+        "serve.start", argv=cmd.argv, env=cmd.env, cwd=cmd.cwd, args=command_line.job_args(settings, profile)
     )
     ready = await serving.wait(conn, started["job"], within=30)
     assert ready["state"] == "ready"

@@ -99,11 +99,11 @@ async def cmd(args: argparse.Namespace) -> int:
         raise UsageError(f"profile {profile.name} would not start ({why}); fix it in the config or the Serve tab")
     out = command_line.profile_command(settings, host, profile)
     if args.json:
-        emit_json(out)
+        emit_json(out.to_json())
         return 0
-    for path, text in out["files"].items():  # what the launch reads on the host (an adaptive config), first
+    for path, text in out.files.items():  # what the launch reads on the host (an adaptive config), first
         print(f"mkdir -p {shlex.quote(path.rsplit('/', 1)[0])} && cat > {shlex.quote(path)} <<'EOF'\n{text}EOF")
-    print(command_line.shell_line(out["argv"], out["env"]))
+    print(command_line.shell_line(out.argv, out.env))
     return 0
 
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import shlex
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -118,12 +119,27 @@ def profile_argv(
     return argv + list(profile.extra_args)
 
 
+@dataclass(frozen=True)
+class LaunchCommand:
+    """What starts a server on a host: its argv, environment and working directory, and ``files``, a path in the
+    host's state dir → the text the launch reads there (an adaptive config), written by ``serve.start`` before
+    the server starts."""
+
+    argv: list[str]
+    env: dict[str, str]
+    cwd: str
+    files: dict[str, str] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        """As `serve cmd --json` prints it."""
+        return {"argv": self.argv, "env": self.env, "cwd": self.cwd, "files": self.files}
+
+
 def profile_command(
     settings: Settings, host: HostConfig, profile: ProfileConfig | str, version: str | None = None
-) -> dict[str, Any]:
-    """``{"argv", "env", "cwd", "files"}`` that starts ``profile``'s server on ``host`` (SGLang ``version``: the
-    simulator's on a sandbox host, else as given); ``files`` maps a path in the host's state dir to the text the
-    launch reads there (an adaptive config), written by ``serve.start`` before the server starts."""
+) -> LaunchCommand:
+    """The command that starts ``profile``'s server on ``host`` (SGLang ``version``: the simulator's on a sandbox
+    host, else as given)."""
     if isinstance(profile, str):
         profile = get_profile(settings, profile)
     if profile.nodes:  # backend.serve.multinode plans each rank's command (this one without nodes)
@@ -140,7 +156,7 @@ def profile_command(
     state = host_state_dir(host.workdir)
     written = adaptive_file(profile, state)
     argv = launcher + profile_argv(settings, profile, version, state)
-    return {"argv": argv, "env": env, "cwd": cwd, "files": dict([written]) if written else {}}
+    return LaunchCommand(argv, env, cwd, dict([written]) if written else {})
 
 
 def _field_env(profile: ProfileConfig) -> dict[str, str]:

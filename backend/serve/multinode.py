@@ -99,7 +99,7 @@ def plan(settings: Settings, profile: ProfileConfig, dist_port: int | None = Non
     for rank, (host, port) in enumerate(zip(hosts, ports, strict=True)):
         cmd = command_line.profile_command(settings, host, replace(profile, port=port, nodes=()))
         flags = ["--nnodes", str(len(hosts)), "--node-rank", str(rank), "--dist-init-addr", dist]
-        out.append(Rank(host.name, rank, host, port, cmd["argv"] + flags, cmd["env"], cmd["cwd"], cmd["files"]))
+        out.append(Rank(host.name, rank, host, port, cmd.argv + flags, cmd.env, cmd.cwd, cmd.files))
     return out
 
 

@@ -266,9 +266,7 @@ async def preflight(conn: Connection, settings: Settings, profile: ProfileConfig
     target_cfg, inspected, helped, port, gpus = await asyncio.gather(
         _target_config(conn, target),
         _quiet(conn.call("checkpoint.inspect", path=drafter)) if drafter else asyncio.sleep(0),
-        _quiet(
-            conn.call("serve.help", argv=cmd["argv"][:3], version=version, cwd=cmd["cwd"], env=cmd["env"], deadline=400)
-        ),
+        _quiet(conn.call("serve.help", argv=cmd.argv[:3], version=version, cwd=cmd.cwd, env=cmd.env, deadline=400)),
         conn.call("serve.port", port=profile.port),
         gpu_use(conn),
     )

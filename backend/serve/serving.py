@@ -45,10 +45,10 @@ async def start(
     cmd = profile_command(settings, conn.host, profile)
     status = await conn.call(
         "serve.start",
-        argv=cmd["argv"],
-        env=cmd["env"],
-        cwd=cmd["cwd"],
-        files=cmd["files"],
+        argv=cmd.argv,
+        env=cmd.env,
+        cwd=cmd.cwd,
+        files=cmd.files,
         # The release it launched with: History's for a run whose server never answered /server_info.
         args={**job_args(settings, profile), "sglang_version": checks.version, **(tags or {})},
     )

@@ -83,9 +83,9 @@ def _command(settings: Settings, host: Any, profile: ProfileConfig) -> tuple[dic
     """(the point as the host takes it: argv, cwd, args; the env that goes through the job's environment)."""
     cmd = command_line.profile_command(settings, host, profile)
     # SGLang's own step times (step_time_dict in /server_info) give each point's cycle; a list append a log line.
-    env = {"SGLANG_RECORD_STEP_TIME": "1", **cmd["env"]}
-    point = {"argv": cmd["argv"], "cwd": cmd["cwd"], "args": command_line.job_args(settings, profile)}
-    return {**point, "files": cmd["files"]} if cmd["files"] else point, env
+    env = {"SGLANG_RECORD_STEP_TIME": "1", **cmd.env}
+    point = {"argv": cmd.argv, "cwd": cmd.cwd, "args": command_line.job_args(settings, profile)}
+    return {**point, "files": cmd.files} if cmd.files else point, env
 
 
 async def start(

@@ -315,14 +315,12 @@ class ServePane(ShellPane):
             return
         try:
             if profile.nodes:  # every rank's command line, each under its node
-                ranks = multinode.commands(self.app.settings, profile)
-                lines = [
-                    f"# {r['node']}, rank {r['rank']}\n{command_line.shell_line(r['argv'], r['env'])}" for r in ranks
-                ]
+                ranks = multinode.plan(self.app.settings, profile)
+                lines = [f"# {r.node}, rank {r.rank}\n{command_line.shell_line(r.argv, r.env)}" for r in ranks]
                 text = "\n".join(lines)
             else:
                 cmd = command_line.profile_command(self.app.settings, self.app.host_config, profile)
-                text = command_line.shell_line(cmd["argv"], cmd["env"])
+                text = command_line.shell_line(cmd.argv, cmd.env)
         except SpecdeckError as exc:
             self._show_preview(str(exc), invalid=True)
             return
