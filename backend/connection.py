@@ -13,7 +13,7 @@ import contextlib
 import os
 import sys
 import time
-from collections.abc import AsyncGenerator, Callable
+from collections.abc import AsyncGenerator, Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
@@ -352,14 +352,28 @@ class Connection:
                 raise self._gave_up
             await self._changed.wait()
 
-    async def ping(self, count: int = 5) -> dict[str, Any]:
+    async def ping(self, count: int = 5) -> Pings:
         """Round trips over the persistent agent, in ms."""
         times = []
         for _ in range(count):
             t0 = time.perf_counter()
             await self.call("ping", deadline=10)
             times.append((time.perf_counter() - t0) * 1000)
-        return round_trips(times)
+        return Pings.of(times)
+
+
+@dataclass(frozen=True)
+class Pings:
+    """What a ping measured: the median and p95 of ``samples`` round trips, in ms."""
+
+    median: float
+    p95: float
+    samples: int
+
+    @classmethod
+    def of(cls, ms: Sequence[float]) -> Pings:
+        figures = round_trips(ms)
+        return cls(float(figures["median"]), float(figures["p95"]), int(figures["samples"]))
 
 
 RTT_KEEP = 5  # the header's rtt: the median of this many latest pings

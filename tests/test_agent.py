@@ -37,7 +37,7 @@ async def test_info_and_ping(host: HostConfig):
         assert set(info["versions"]) >= {"sglang", "huggingface_hub", "safetensors", "torch"}
         assert info["gpus"] == []  # no nvidia-smi here
         rtt = await conn.ping(10)
-        assert rtt["median"] > 0
+        assert rtt.median > 0
         state = info["state_dir"]
         assert stat.S_IMODE(os.stat(state).st_mode) == 0o700
         # In `ps` the agent is a short line, its zipapp through the checked folder's descriptor; the boot

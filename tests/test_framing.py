@@ -34,7 +34,7 @@ async def test_a_reply_far_over_the_ssh_window_arrives_whole(host: HostConfig, t
     try:
         got = await conn.call("fs.read", path=str(tmp_path / "blob"), deadline=45)
         assert base64.b64decode(got["data"]) == blob
-        assert (await conn.ping(2))["samples"] == 2  # still in step afterwards
+        assert (await conn.ping(2)).samples == 2  # still in step afterwards
     finally:
         await conn.close()
 

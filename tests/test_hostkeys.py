@@ -253,7 +253,7 @@ async def test_the_agent_runs_through_a_proxyjump(servers, home):
     host = HostConfig(name="gpu", url="ssh://gpu", python=sys.executable, workdir=str(home / "w"))
     conn = await Connection.open(host)
     try:
-        assert (await conn.ping(1))["samples"] == 1
+        assert (await conn.ping(1)).samples == 1
         # The target saw the connection come from the jump host's forwarding, not straight from us.
         assert jump.session_pids()
     finally:

@@ -251,7 +251,7 @@ class SpecdeckApp(App[int]):
         try:
             rtt = await conn.ping(1)
             if conn is self.connection:
-                self.query_one(HostBar).show_rtt(rtt["median"])
+                self.query_one(HostBar).show_rtt(rtt.median)
         finally:
             if conn is self.connection and conn.connected:
                 self._arm_rtt()

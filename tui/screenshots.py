@@ -99,7 +99,7 @@ async def fresh_rtt(story: Story) -> None:
 
     bar = story.app.query_one(HostBar)
     for _ in range(RTT_KEEP):  # as many as the header keeps: the start-up's pings forgotten
-        bar.show_rtt((await story.app.connection.ping(1))["median"])
+        bar.show_rtt((await story.app.connection.ping(1)).median)
     await story.pilot.pause(0.2)
 
 

@@ -61,7 +61,7 @@ async def ping(args: argparse.Namespace) -> int:
     async with connected(args) as conn:
         info = await conn.call("info")
         rtt = await conn.ping(args.count)
-    sys.stdout.write(render_ping(ping_report(conn.host.name, info, rtt), args.json))
+    sys.stdout.write(render_ping(ping_report(conn.host.name, info, {"median": rtt.median, "p95": rtt.p95}), args.json))
     return 0
 
 

@@ -6,10 +6,11 @@ import json
 
 TYPE_CHECKING = False  # typing itself only for the checker (see quick.py)
 if TYPE_CHECKING:
+    from collections.abc import Mapping
     from typing import Any
 
 
-def ping_report(host: str, info: dict[str, Any], rtt: dict[str, Any]) -> dict[str, Any]:
+def ping_report(host: str, info: dict[str, Any], rtt: Mapping[str, float]) -> dict[str, Any]:
     """The host's answer to `info` and the round trips, as `ping --json` shows them."""
     return {
         "host": host,
