@@ -8,6 +8,7 @@ import os
 import shutil
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -300,7 +301,7 @@ async def test_leftover_incomplete_reported_and_removed(conn, hub, tmp_path):
     req = downloads.Request(repo=REPO, to=str(to), endpoint=hub.url)
     plan = await downloads.preflight(conn, req)
     # huggingface_hub 2.4 never resumes across calls: the partial file is removed, not trusted.
-    assert plan["leftovers"] == [{"path": str(leftover), "bytes": 4096, "action": "remove"}]
+    assert plan.leftovers == (downloads.Leftover(str(leftover), 4096, "remove"),)
     job, _ = await run_job(conn, req)
     assert job["state"] == "done" and not leftover.exists()
 
@@ -538,11 +539,11 @@ def test_a_running_downloads_partial_files_are_its_own(tmp_path):
 
 def test_download_start_text_and_rate_units():
     """The start notice says what moves; rates are in the units sizes are (MiB/s beside MiB)."""
-    files = [{"path": "config.json", "size": 650, "local_bytes": 650}, {"path": "m", "size": 2 << 30, "local_bytes": 0}]
-    plan = {"total": 650 + (2 << 30), "files": files, "to": "/d"}
+    files = (downloads.PlanFile("config.json", 650, 650), downloads.PlanFile("m", 2 << 30, 0))
+    plan = downloads.DownloadPlan("org/aq", None, None, "/d", files, 650 + (2 << 30), 0)
     assert downloads.start_text("aq", plan) == "aq: downloading 2.00 GiB (650 B of 2.00 GiB already there) into /d"
-    files[1]["local_bytes"] = 2 << 30
-    assert "re-verifying" in downloads.start_text("aq", plan) and "downloading" not in downloads.start_text("aq", plan)
+    kept = replace(plan, files=(files[0], replace(files[1], local_bytes=2 << 30)))
+    assert "re-verifying" in downloads.start_text("aq", kept) and "downloading" not in downloads.start_text("aq", kept)
     assert downloads.human_rate(148 * 2**20) == "148.0 MiB/s" and downloads.human_rate(50_000) == "48.8 KiB/s"
 
 

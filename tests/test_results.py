@@ -24,6 +24,7 @@ REPO = Path(__file__).resolve().parents[1]
 CONVERTED: dict[str, tuple[str, ...]] = {
     "backend/connection.py": ("Connection.ping",),
     "backend/drafters/checkpoint_diff.py": ("diff",),
+    "backend/drafters/downloads.py": ("preflight", "start"),
     "backend/fleet/sweep.py": ("run",),
     "backend/jobs.py": ("prune", "cancel_job"),
     "backend/measure/breakeven.py": ("breakeven",),
@@ -42,7 +43,7 @@ CONVERTED: dict[str, tuple[str, ...]] = {
 LEFT: dict[str, int] = {
     "tui/screens/anatomy.py": 1,
     "tui/screens/compare.py": 12,
-    "tui/screens/drafters.py": 7,
+    "tui/screens/drafters.py": 1,
     "tui/screens/find.py": 1,
     "tui/screens/fleet.py": 2,
     "tui/screens/history.py": 1,

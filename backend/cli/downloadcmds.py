@@ -14,7 +14,7 @@ import math
 import os
 import sys
 import time
-from typing import TYPE_CHECKING, Any, TextIO
+from typing import TYPE_CHECKING, TextIO
 
 from backend import hosttext
 from backend.agent.host.shared.units import human_bytes
@@ -22,7 +22,7 @@ from backend.cli.common import add_json, connected, emit_json_line, load_setting
 from backend.cli.main import command
 from backend.connection import resolve_host
 from backend.drafters import downloads
-from backend.drafters.downloads import Progress, human_eta, human_rate
+from backend.drafters.downloads import DownloadPlan, Progress, human_eta, human_rate
 from backend.errors import OperationFailed, UsageError
 from backend.jobs import JobInfo, get_job, wait_job
 from backend.settings.model import Settings
@@ -155,19 +155,19 @@ async def watch(conn: Connection, job: JobInfo, json_lines: bool = False, quiet:
     return progress
 
 
-def _announce(args: argparse.Namespace, plan: dict[str, Any], job: JobInfo, host: str) -> None:
+def _announce(args: argparse.Namespace, plan: DownloadPlan, job: JobInfo, host: str) -> None:
     if args.json:
-        emit_json_line({"event": "job", "id": job.id, "preflight": plan})
+        emit_json_line({"event": "job", "id": job.id, "preflight": plan.wire})
         return
-    files = ", ".join(f["path"] for f in plan["files"])
+    files = ", ".join(f.path for f in plan.files)
     print(
-        f"{plan['repo']}@{plan['revision']} from {plan['endpoint']}: {len(plan['files'])} files "
-        f"({human_bytes(plan['total'])}: {files})"
+        f"{plan.repo}@{plan.revision} from {plan.endpoint}: {len(plan.files)} files "
+        f"({human_bytes(plan.total)}: {files})"
     )
-    print(f"  into {plan['to']} on {host} ({human_bytes(plan['free'])} free there)")
-    for left in plan["leftovers"]:
-        verb = "resuming" if left["action"] == "resume" else "removing"
-        print(f"  {verb} a partial file from an earlier run: {left['path']} ({human_bytes(left['bytes'])})")
+    print(f"  into {plan.to} on {host} ({human_bytes(plan.free)} free there)")
+    for left in plan.leftovers:
+        verb = "resuming" if left.action == "resume" else "removing"
+        print(f"  {verb} a partial file from an earlier run: {left.path} ({human_bytes(left.bytes)})")
     if args.detach:
         print(f"job {job.id} started; watch it with `specdeck download --attach {job.id}` or `specdeck jobs`")
     else:

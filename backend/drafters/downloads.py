@@ -68,19 +68,69 @@ def drafter_request(drafter: DrafterConfig, host: HostConfig, **overrides: Any) 
     return replace(req, **{k: v for k, v in overrides.items() if v is not None})
 
 
-async def preflight(conn: Connection, req: Request) -> dict[str, Any]:
+@dataclass(frozen=True)
+class PlanFile:
+    """A file the download fetches: its size, and the bytes of it already there (all: kept, only re-verified)."""
+
+    path: str
+    size: int
+    local_bytes: int = 0
+
+
+@dataclass(frozen=True)
+class Leftover:
+    """A partial file of an earlier run in the folder, and what the download does with it (resume or remove)."""
+
+    path: str
+    bytes: int
+    action: str
+
+
+@dataclass(frozen=True)
+class DownloadPlan:
+    """What the host's preflight found before a byte moves (``download.preflight``): the repo at a revision and
+    where from, the folder it goes into, the files and their total, the room there and the leftovers of earlier
+    runs. ``wire`` keeps it as the host said it (``download --json``)."""
+
+    repo: str
+    revision: str | None
+    endpoint: str | None
+    to: str
+    files: tuple[PlanFile, ...]
+    total: int
+    free: int  # bytes free where it goes
+    leftovers: tuple[Leftover, ...] = ()
+    wire: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
+
+    @classmethod
+    def from_json(cls, wire: dict[str, Any]) -> DownloadPlan:
+        files = (PlanFile(f["path"], int(f["size"]), int(f.get("local_bytes") or 0)) for f in wire.get("files") or ())
+        leftovers = (Leftover(x["path"], int(x["bytes"]), x["action"]) for x in wire.get("leftovers") or ())
+        return cls(
+            wire["repo"],
+            wire.get("revision"),
+            wire.get("endpoint"),
+            wire["to"],
+            tuple(files),
+            int(wire.get("total") or 0),
+            int(wire.get("free") or 0),
+            tuple(leftovers),
+            wire,
+        )
+
+
+async def preflight(conn: Connection, req: Request) -> DownloadPlan:
     """The host's checks before a byte moves (see ``download.preflight``); raises RemoteError with the reason."""
-    checked: dict[str, Any] = await conn.call("download.preflight", **req.params())
-    return checked
+    return DownloadPlan.from_json(await conn.call("download.preflight", **req.params()))
 
 
-async def start(conn: Connection, req: Request, progress: str = "auto") -> tuple[JobInfo, dict[str, Any]]:
+async def start(conn: Connection, req: Request, progress: str = "auto") -> tuple[JobInfo, DownloadPlan]:
     """Preflight and start the job on the host; returns (the job, the preflight plan).
 
     ``progress`` ``"poll"`` forces the size-polling fallback used with huggingface_hub before ``tqdm_class``.
     """
     started = await conn.call("download.start", progress=progress, **req.params())
-    return JobInfo.from_json(started["job"]), started["preflight"]
+    return JobInfo.from_json(started["job"]), DownloadPlan.from_json(started["preflight"])
 
 
 async def follow(conn: Connection, job_id: str, offset: int = 0) -> AsyncIterator[tuple[int, dict[str, Any]]]:
@@ -239,6 +289,10 @@ class Progress:
                 fp.phase = "failed"
         elif kind == "cancelled":
             self.state, self.reason = "cancelled", "cancelled"
+        elif kind == "checked":  # a verify's end: each file hashed, with what is wrong with it (None: it matches)
+            problems = [f["problem"] for f in event.get("files") or [] if f.get("problem")]
+            self.state = "done" if event.get("ok") else "failed"
+            self.reason = "; ".join(problems) or None
 
     def finish(self, job: JobInfo) -> None:
         """Take the final state from the job's description (a crash leaves no event saying so)."""
@@ -262,16 +316,16 @@ def human_rate(bps: float) -> str:
     return f"{bps / 2**20:,.1f} MiB/s" if bps >= 2**17 else f"{bps / 2**10:,.1f} KiB/s"
 
 
-def start_text(name: str, plan: dict[str, Any]) -> str:
+def start_text(name: str, plan: DownloadPlan) -> str:
     """What starting a download does, from its preflight plan: ``downloading 2.22 GiB into …``, or, with every
     file already its full size there, that it only re-verifies them (huggingface_hub keeps them; the job hashes
     each against the hub's sha256)."""
-    total = human_bytes(plan["total"])
-    have = sum(f["size"] for f in plan["files"] if f.get("local_bytes") == f["size"])
-    if have >= plan["total"]:
+    total = human_bytes(plan.total)
+    have = sum(f.size for f in plan.files if f.local_bytes == f.size)
+    if have >= plan.total:
         return f"{name}: already downloaded ({total}): re-verifying its sha256 against the hub, nothing to fetch"
-    part = f"{human_bytes(plan['total'] - have)} ({human_bytes(have)} of {total} already there)" if have else total
-    return f"{name}: downloading {part} into {plan['to']}"
+    part = f"{human_bytes(plan.total - have)} ({human_bytes(have)} of {total} already there)" if have else total
+    return f"{name}: downloading {part} into {plan.to}"
 
 
 def human_eta(seconds: float | None) -> str:

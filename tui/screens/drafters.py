@@ -323,7 +323,7 @@ class DraftersPane(ShellPane):
         self.notify(said)
         if "re-verifying" in said:
             self.reverifying.add(job.id)
-        self.follow(conn, job.id, plan["to"])
+        self.follow(conn, job.id, plan.to)
         self.refresh_status()
 
     def action_cancel(self) -> None:
@@ -352,18 +352,13 @@ class DraftersPane(ShellPane):
     async def _verify(self, drafter: DrafterConfig) -> None:
         conn = self.app.connection
         progress = self.progress[drafter.name] = Progress(job_id=None)  # a verify runs as no job
-        result: dict = {}
         async for event in downloads.verify(conn, drafter, self.app.host_config):
-            if event.get("event") == "checked":
-                result = event
-            else:
-                progress.apply(event)
+            progress.apply(event)
             self.post_message(self.Updated(drafter.name))
-        progress.state = "done" if result.get("ok") else "failed"
-        problems = [f["problem"] for f in result.get("files", []) if f.get("problem")]
-        progress.reason = "; ".join(problems) or None
+        if progress.state == "running":  # the verify ended without its checked event
+            progress.state = "failed"
         self.post_message(self.Updated(drafter.name))
-        if problems:
+        if progress.reason:
             self.notify(f"{drafter.name}: {progress.reason}", title="verification failed", severity="error")
         elif drafter.repo:
             self.notify(f"{drafter.name}: every file matches the hub's sha256", title="verified")
