@@ -78,6 +78,42 @@ class JobInfo:
         port = self.args.get("port")
         return None if port is None else int(port)
 
+    # What a job's args say, per kind (``args`` holds them as the client that started it wrote them).
+
+    @property
+    def profile(self) -> str | None:
+        """The profile a serve job runs (None for other jobs)."""
+        return _text(self.args.get("profile"))
+
+    @property
+    def drafter(self) -> str | None:
+        """The drafter a serve job speculates with; None without speculation."""
+        return _text(self.args.get("drafter"))
+
+    @property
+    def algorithm(self) -> str | None:
+        """A serve job's speculative algorithm; None without speculation."""
+        return _text(self.args.get("algorithm"))
+
+    @property
+    def adaptive(self) -> bool:
+        """Whether a serve job moves its step count (--speculative-adaptive)."""
+        return bool(self.args.get("adaptive"))
+
+    @property
+    def folder(self) -> str | None:
+        """The folder a download job writes into (None for other jobs)."""
+        return _text(self.args.get("to"))
+
+    @property
+    def points(self) -> int:
+        """How many points a sweep job measures (0 for other jobs)."""
+        return int(self.args.get("points") or 0)
+
+
+def _text(value: object) -> str | None:
+    return value if isinstance(value, str) else None
+
 
 async def list_jobs(conn: Connection, kind: str | None = None) -> list[JobInfo]:
     """The host's jobs (of ``kind``), as the agent lists them."""

@@ -181,7 +181,7 @@ async def bench_live(story: Story, job: JobInfo) -> None:
     from backend.measure import bench
 
     # The Live tab follows the server just started before its `b` benches it (else: "no server to bench").
-    await show(story, "live", f"{job.args.get('profile')} on port {job.port}: running", timeout=120)
+    await show(story, "live", f"{job.profile} on port {job.port}: running", timeout=120)
     before = {b.id for b in await list_jobs(story.conn, kind="bench")}
     await story.press("b")
 
@@ -189,7 +189,7 @@ async def bench_live(story: Story, job: JobInfo) -> None:
         mine = [b for b in await list_jobs(story.conn, kind="bench") if b.id not in before]
         return bool(mine) and not mine[0].active
 
-    await until(story, done, f"the bench on {job.args.get('profile')}", 600)
+    await until(story, done, f"the bench on {job.profile}", 600)
     for b in await list_jobs(story.conn, kind="bench"):
         if b.id not in before:
             await bench.wait_result(story.conn, b.id)

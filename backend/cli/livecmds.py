@@ -577,9 +577,9 @@ async def bench(args: argparse.Namespace) -> int:
             print(line)
         for line in lines:
             print(line)
-        tiers = _tier_mix(run_id) if server.args.get("adaptive") else None
+        tiers = _tier_mix(run_id) if server.adaptive else None
         for line in acceptance_lines(
-            result.get("acceptance"), server.args.get("drafter"), tiers=tiers, dspark=result.get("dspark")
+            result.get("acceptance"), server.drafter, tiers=tiers, dspark=result.get("dspark")
         ):
             print(line)
         print(f"{result['requests']} requests, {result['tokens']} tokens, bench job {result['job']}")

@@ -85,7 +85,7 @@ async def require_server(conn: Connection, port: int | None = None) -> JobInfo:
 def describe_server(job: JobInfo) -> str:
     """``profile on port P`` for messages; a served training checkpoint is named too (the profile alone says
     the drafter it was configured with): ``eagle3-aq with checkpoint k25-ft@step1200 on port P``."""
-    name = job.args.get("profile") or job.id
+    name = job.profile or job.id
     served = job.args.get("training_checkpoint")
     if isinstance(served, dict) and served.get("checkpoint"):
         name += f" with checkpoint {served.get('training')}@{served['checkpoint']}"

@@ -65,7 +65,7 @@ class AnatomyScreen(Dialog[None]):
         conn = self.app.connection
         server = await get_job(conn, self.server_job)
         plan = anatomy.ProfilePlan()
-        self._status(f"profiling {plan.steps} steps of {server.args.get('profile') or server.id}")
+        self._status(f"profiling {plan.steps} steps of {server.profile or server.id}")
         version = (await anatomy.server_release(conn, server))[0]
         result = await anatomy.capture(conn, server, plan, lambda e: self._status(anatomy.progress_text(e)))
         host = conn.host.name

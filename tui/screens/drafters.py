@@ -263,7 +263,7 @@ class DraftersPane(ShellPane):
         """Follow every download job running on the host (started here, by the CLI, or before a restart)."""
         conn = self.app.connection
         for job in await downloads.running_jobs(conn):
-            self.follow(conn, job.id, job.args.get("to"))
+            self.follow(conn, job.id, job.folder)
 
     def follow(self, conn: Connection, job_id: str, to: str | None) -> None:
         if job_id in self.follows:

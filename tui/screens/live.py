@@ -535,7 +535,7 @@ class LivePane(ShellPane):
         server = self.feed.running_server if self.feed is not None else None
         if server is None:
             return "no samples: start a server on the Serve tab (3), then press b here to bench it"
-        if chart == "accept" and not server.args.get("drafter"):
+        if chart == "accept" and not server.drafter:
             return "none: this server runs without speculation"
         return "no samples yet: press b to bench the server, or send it traffic"
 
@@ -636,8 +636,8 @@ class LivePane(ShellPane):
 
     def on_bench_bar_finished(self, message: BenchBar.Finished) -> None:
         self._benched = message.server.id
-        drafter = message.server.args.get("drafter")
-        tiers = dict(self.series.tier_passes) if message.server.args.get("adaptive") else None
+        drafter = message.server.drafter
+        tiers = dict(self.series.tier_passes) if message.server.adaptive else None
         lines = acceptance_lines(
             message.result.get("acceptance"), drafter, tiers=tiers or None, dspark=message.result.get("dspark")
         )

@@ -451,7 +451,7 @@ class TunePane(ShellPane):
     async def _reattach(self) -> None:
         job = await sweep_mod.running(self.app.connection)
         if job is not None and self.sweep_job is None:
-            self._follow(job.id, int(job.args.get("points") or 0))
+            self._follow(job.id, job.points)
         elif job is None:
             self._restore()  # a sweep killed while the panel was away
 

@@ -77,7 +77,7 @@ class ServerFacts:
             # 0.5.23 reports the numbers in use; under --speculative-adaptive they move away from the launch's.
             text += " · now steps/draft {:.0f}/{:.0f}".format(*live)
         # Accept figures only for a server that speculates (SGLang logs 0.00 for one that does not).
-        speculates = bool(info.speculative_algorithm or (server.args or {}).get("algorithm"))
+        speculates = bool(info.speculative_algorithm or server.algorithm)
         if speculates and info.avg_spec_accept_length is not None:
             text += f" · lifetime accept {info.avg_spec_accept_length:.2f}"
             ranks = [r.avg_spec_accept_length for r in info.dp_ranks]
