@@ -43,13 +43,11 @@ CONVERTED: dict[str, tuple[str, ...]] = {
 LEFT: dict[str, int] = {
     "tui/screens/compare.py": 12,
     "tui/screens/find.py": 1,
-    "tui/screens/fleet.py": 2,
     "tui/screens/history.py": 1,
     "tui/screens/live.py": 2,
     "tui/screens/serve.py": 2,
     "tui/screens/tune.py": 2,
     "tui/screenshots.py": 8,
-    "tui/widgets/benchbar.py": 2,
     "tui/widgets/breakeven_panel.py": 1,
     "tui/widgets/diff_table.py": 3,
     "tui/widgets/latency_panel.py": 2,

@@ -14,6 +14,7 @@ if TYPE_CHECKING:
     from backend.cli.main import Subcommands
     from backend.fleet.fleets import FleetLinks, FleetStatus
     from backend.jobs import JobInfo
+    from backend.measure.bench import BenchProgress
     from backend.settings.model import Settings
 
 
@@ -200,5 +201,5 @@ async def bench(args: argparse.Namespace) -> int:
     return 0
 
 
-def _progress(event: dict[str, Any]) -> None:
-    print(f"  {event.get('done')}/{event.get('total')} requests done", file=sys.stderr, flush=True)
+def _progress(event: BenchProgress) -> None:
+    print(f"  {event.done}/{event.total} requests done", file=sys.stderr, flush=True)

@@ -619,8 +619,8 @@ def _level_extras(
     return out, lines
 
 
-def _progress(event: dict[str, Any]) -> None:
-    print(f"  {event.get('done')}/{event.get('total')} requests done", file=sys.stderr, flush=True)
+def _progress(event: bench_mod.BenchProgress) -> None:
+    print(f"  {event.done}/{event.total} requests done", file=sys.stderr, flush=True)
 
 
 async def _sweep(

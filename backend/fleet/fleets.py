@@ -28,7 +28,7 @@ from backend.settings.validation import host_address
 
 if TYPE_CHECKING:
     from backend.connection import Connection
-    from backend.measure.bench import BenchPlan
+    from backend.measure.bench import BenchPlan, OnProgress
 
 ROUTER_KIND = "router"  # the router's host job kind
 ROUTER_MODULE = "sglang_router.launch_router"
@@ -702,9 +702,7 @@ async def down(links: FleetLinks) -> list[str]:
     return stopped
 
 
-async def bench(
-    links: FleetLinks, plan: BenchPlan, on_progress: Callable[[dict[str, Any]], None] | None = None
-) -> dict[str, Any]:
+async def bench(links: FleetLinks, plan: BenchPlan, on_progress: OnProgress | None = None) -> dict[str, Any]:
     """specdeck's bench sent through the router (from its host), as `specdeck bench` sends it to a server."""
     from backend.measure import bench as bench_mod
 

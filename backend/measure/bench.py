@@ -167,15 +167,24 @@ async def bench_events(conn: Connection, job_id: str) -> AsyncIterator[dict[str,
                 yield record
 
 
-async def wait_result(
-    conn: Connection, job_id: str, on_progress: Callable[[dict[str, Any]], None] | None = None
-) -> dict[str, Any]:
+@dataclass(frozen=True)
+class BenchProgress:
+    """A bench's progress event (the host's loadgen): ``done`` of its ``total`` requests finished."""
+
+    done: int
+    total: int
+
+
+OnProgress = Callable[[BenchProgress], None]
+
+
+async def wait_result(conn: Connection, job_id: str, on_progress: OnProgress | None = None) -> dict[str, Any]:
     """Follow a bench job to its end; its result record, or OperationFailed saying why there is none."""
     result = failed = None
     async for record in bench_events(conn, job_id):
         kind = record.get("event")
         if kind == "progress" and on_progress is not None:
-            on_progress(record)
+            on_progress(BenchProgress(int(record.get("done") or 0), int(record.get("total") or 0)))
         elif kind == "result":
             result = record
         elif kind == "failed":
@@ -199,7 +208,7 @@ async def stop_bench(conn: Connection, job_id: str) -> dict[str, Any]:
 
 
 async def _bench_job(
-    conn: Connection, server: JobInfo, plan: BenchPlan, on_progress: Callable[[dict[str, Any]], None] | None
+    conn: Connection, server: JobInfo, plan: BenchPlan, on_progress: OnProgress | None
 ) -> tuple[JobInfo, dict[str, Any]]:
     """(job, result) of one bench, with the collapse episodes the server's log shows over it; the job is
     cancelled if the caller gives up (Ctrl-C)."""
@@ -234,7 +243,7 @@ async def collapse_over(conn: Connection, server: JobInfo, offset: int) -> Colla
 
 
 async def run_bench(
-    conn: Connection, server: JobInfo, plan: BenchPlan, on_progress: Callable[[dict[str, Any]], None] | None = None
+    conn: Connection, server: JobInfo, plan: BenchPlan, on_progress: OnProgress | None = None
 ) -> dict[str, Any]:
     """Start a bench and wait for its result; the job is cancelled if the caller gives up (Ctrl-C)."""
     return (await _bench_job(conn, server, plan, on_progress))[1]
@@ -257,7 +266,7 @@ async def run_sweep(
     plan: BenchPlan,
     levels: tuple[int, ...],
     on_level: Callable[[int, dict[str, Any]], None] | None = None,
-    on_progress: Callable[[dict[str, Any]], None] | None = None,
+    on_progress: OnProgress | None = None,
 ) -> list[tuple[JobInfo, dict[str, Any]]]:
     """The same bench at each concurrency in ``levels``, one bench job after another: [(job, result)].
 

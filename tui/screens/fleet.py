@@ -279,9 +279,7 @@ class FleetPane(ShellPane):
         self.benching = True
         line.update(f"bench through the router: {plan.requests} requests, {plan.concurrency} at a time: starting")
         try:
-            result = await fleet.bench(
-                links, plan, lambda e: line.update(f"bench: {e.get('done')}/{e.get('total')} requests")
-            )
+            result = await fleet.bench(links, plan, lambda e: line.update(f"bench: {e.done}/{e.total} requests"))
             line.update("bench through the router: " + summary_line(result, await self.app.yardstick()))
         except OperationFailed as exc:
             line.update(f"bench: failed: {exc}")

@@ -17,7 +17,7 @@ from backend.errors import OperationFailed
 from backend.history import Yardstick
 from backend.jobs import JobInfo
 from backend.measure import judge
-from backend.measure.bench import BenchPlan, start_bench, stop_bench, summary_line, wait_result
+from backend.measure.bench import BenchPlan, BenchProgress, start_bench, stop_bench, summary_line, wait_result
 
 if TYPE_CHECKING:
     from textual import getters
@@ -95,8 +95,8 @@ class BenchBar(Static):
         finally:
             self.job, self._stopping = None, False
 
-    def _progress(self, event: dict) -> None:
-        self.text = f"bench: {event.get('done')}/{event.get('total')} requests"
+    def _progress(self, event: BenchProgress) -> None:
+        self.text = f"bench: {event.done}/{event.total} requests"
 
     @work(group="live-bench-stop", exit_on_error=False, description="stop the bench")
     async def _stop(self, job: JobInfo) -> None:
