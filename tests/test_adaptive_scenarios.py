@@ -149,8 +149,8 @@ async def test_advise_adaptive_serves_its_proposal_and_benches_it_against_fixed_
         assert (await serving.status(conn)).get("state") not in server_status.RUNNING_STATES  # left as found
     finally:
         await conn.close()
-    assert (result["adaptive"], result["fixed"], result["failed"]) == ("aq-adaptive", "aq-fixed3", [])
-    rows = {r["concurrency"]: r for r in result["rows"]}
-    assert set(rows) == {1, 16} and rows[16]["adaptive_tok_s"] > rows[16]["fixed_tok_s"]
-    assert rows[1]["adaptive_tok_s"] == pytest.approx(rows[1]["fixed_tok_s"], rel=0.15)  # the same 3 steps
+    assert (result.adaptive, result.fixed, result.failed) == ("aq-adaptive", "aq-fixed3", ())
+    rows = {r.concurrency: r for r in result.rows}
+    assert set(rows) == {1, 16} and rows[16].adaptive_tok_s > rows[16].fixed_tok_s
+    assert rows[1].adaptive_tok_s == pytest.approx(rows[1].fixed_tok_s, rel=0.15)  # the same 3 steps
     assert any("adaptive" in line and "fixed" in line for line in adaptive_ab.ab_lines(result))

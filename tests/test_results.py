@@ -35,6 +35,7 @@ CONVERTED: dict[str, tuple[str, ...]] = {
     "backend/serve/server_status.py": ("timeline",),
     "backend/serve/serving.py": ("tail",),
     "backend/train/training.py": ("status", "stop", "predictions", "pick", "follow"),
+    "backend/tune/adaptive_ab.py": ("ab_result", "ab_bench"),
     "backend/tune/advisor.py": ("advise", "advise_bench", "predict_from_rates"),
     "backend/tune/sweep.py": ("restore_found", "events", "follow"),
 }
@@ -46,7 +47,6 @@ LEFT: dict[str, int] = {
     "tui/screens/history.py": 1,
     "tui/screens/live.py": 2,
     "tui/screens/serve.py": 2,
-    "tui/screens/tune.py": 2,
     "tui/screenshots.py": 8,
     "tui/widgets/breakeven_panel.py": 1,
     "tui/widgets/diff_table.py": 3,

@@ -223,7 +223,7 @@ async def _ab(args: argparse.Namespace, proposal: adaptive_proposal.AdaptiveProp
         done = await sweep_mod.follow(conn, job.id, progress)
     result = adaptive_ab.ab_result(done)
     if args.json:
-        emit_json({**proposal.to_json(), "ab": result})
+        emit_json({**proposal.to_json(), "ab": result.to_json()})
     else:
         print("\n".join([*adaptive_proposal.adaptive_lines(proposal), "", *adaptive_ab.ab_lines(result)]))
     return 0

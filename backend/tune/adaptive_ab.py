@@ -5,6 +5,7 @@ job on the host (``backend.agent.host.sweep``); its result read from the job's d
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from backend.agent.host.shared import units
@@ -82,10 +83,45 @@ async def ab_start(
     return await sweep_mod.start_points(conn, settings, adaptive, [adaptive, fixed], params, resume=resume, force=force)
 
 
-def ab_result(done: SweepEvent) -> dict[str, Any]:
-    """The A/B's figures from its job's done event (what was expected, in its ``ab``; each point's levels):
-    ``{"adaptive", "fixed", "sweep", "rows": [{"concurrency", "adaptive_tok_s", "fixed_tok_s", "expected"}]}``
-    (tok/s per stream; None where a side failed)."""
+@dataclass(frozen=True)
+class ABRow:
+    """One concurrency of an A/B: adaptive and fixed tok/s per stream (None where that side failed), and what the
+    proposal expected there (its tok/s with the interval; None where it expected nothing)."""
+
+    concurrency: int
+    adaptive_tok_s: float | None
+    fixed_tok_s: float | None
+    expected: dict[str, Any] | None
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "concurrency": self.concurrency,
+            "adaptive_tok_s": self.adaptive_tok_s,
+            "fixed_tok_s": self.fixed_tok_s,
+            "expected": self.expected,
+        }
+
+
+@dataclass(frozen=True)
+class ABResult:
+    """An adaptive A/B judged level by level: the two profiles, the sweep that measured them, a row per
+    concurrency, and why a side failed."""
+
+    adaptive: str | None
+    fixed: str | None
+    sweep: str | None
+    rows: tuple[ABRow, ...]
+    failed: tuple[str, ...] = ()
+
+    def to_json(self) -> dict[str, Any]:
+        """As `tune --ab --json` prints it."""
+        rows = [r.to_json() for r in self.rows]
+        return {"adaptive": self.adaptive, "fixed": self.fixed, "sweep": self.sweep, "rows": rows,
+                "failed": list(self.failed)}  # fmt: skip
+
+
+def ab_result(done: SweepEvent) -> ABResult:
+    """The A/B's figures from its job's done event (what was expected, in its ``ab``; each point's levels)."""
     ab = done.wire.get("ab") or {}
     by_name = {p.profile: p.wire for p in done.points if not p.wire.get("separating")}
 
@@ -97,18 +133,12 @@ def ab_result(done: SweepEvent) -> dict[str, Any]:
         return next((lv.get("tok_s") for lv in levels if lv.get("concurrency") == level), None)
 
     expected = {int(row["concurrency"]): row for row in ab.get("expected") or []}
-    rows = [
-        {
-            "concurrency": level,
-            "adaptive_tok_s": at(ab.get("adaptive"), level),
-            "fixed_tok_s": at(ab.get("fixed"), level),
-            "expected": expected.get(level),
-        }
+    rows = tuple(
+        ABRow(level, at(ab.get("adaptive"), level), at(ab.get("fixed"), level), expected.get(level))
         for level in sorted(expected) or [1]
-    ]
-    failed = [f"{p.get('profile')}: {p['failed']}" for p in by_name.values() if p.get("failed")]
-    return {"adaptive": ab.get("adaptive"), "fixed": ab.get("fixed"), "sweep": done.sweep, "rows": rows,
-            "failed": failed}  # fmt: skip
+    )
+    failed = tuple(f"{p.get('profile')}: {p['failed']}" for p in by_name.values() if p.get("failed"))
+    return ABResult(ab.get("adaptive"), ab.get("fixed"), done.sweep, rows, failed)
 
 
 async def ab_bench(
@@ -120,7 +150,7 @@ async def ab_bench(
     requests: int = 8,
     max_tokens: int = 256,
     on_event: Any = None,
-) -> dict[str, Any]:
+) -> ABResult:
     """``ab_start`` followed to its end (``sweep.follow``): ``ab_result`` of its done event."""
     from backend.tune import sweep as sweep_mod
 
@@ -128,16 +158,16 @@ async def ab_bench(
     return ab_result(await sweep_mod.follow(conn, job.id, on_event))
 
 
-def ab_lines(result: dict[str, Any]) -> list[str]:
+def ab_lines(result: ABResult) -> list[str]:
     """The A/B as text: per concurrency, adaptive against fixed tok/s per stream, and what was expected."""
-    sweep = f", sweep {result['sweep']}" if result.get("sweep") else ""
-    out = [f"{result['adaptive']} against {result['fixed']} (tok/s per stream{sweep})"]
-    out += [f"  failed: {reason}" for reason in result.get("failed") or ()]
-    for row in result["rows"]:
-        a, f, e = row["adaptive_tok_s"], row["fixed_tok_s"], row["expected"]
+    sweep = f", sweep {result.sweep}" if result.sweep else ""
+    out = [f"{result.adaptive} against {result.fixed} (tok/s per stream{sweep})"]
+    out += [f"  failed: {reason}" for reason in result.failed]
+    for row in result.rows:
+        a, f, e = row.adaptive_tok_s, row.fixed_tok_s, row.expected
         change = f" ({100 * (a / f - 1):+.0f}%)" if a and f else ""
         want = f"; expected {e['tok_s']:.1f} [{e['tok_s_low']:.1f}-{e['tok_s_high']:.1f}]" if e else ""
-        out.append(f"  {row['concurrency']:>3} streams: adaptive {_tok(a)}, fixed {_tok(f)}{change}{want}")
+        out.append(f"  {row.concurrency:>3} streams: adaptive {_tok(a)}, fixed {_tok(f)}{change}{want}")
     return out
 
 

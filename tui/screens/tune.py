@@ -470,7 +470,7 @@ class TunePane(ShellPane):
                     self.query_one(StepsChart).show(self.advice, self._sweep_points_of(self.advice))
                 elif kind == "done" and event.ab:  # an adaptive A/B: judged level by level
                     result = adaptive_ab.ab_result(event)
-                    self.app.notify(f"adaptive A/B done: {result['adaptive']} against {result['fixed']}")
+                    self.app.notify(f"adaptive A/B done: {result.adaptive} against {result.fixed}")
                     self._ab_lines = adaptive_ab.ab_lines(result)
                 elif kind == "done":
                     self.sweep_best = event.best
