@@ -430,13 +430,14 @@ def test_a_learned_shape_reads_every_line_as_the_field_by_field_path_does() -> N
 def test_the_live_tabs_server_line_gives_a_line_per_dp_rank() -> None:
     from types import SimpleNamespace
 
+    from backend.jobs import JobInfo
     from backend.measure.series import LiveSeries
     from tui.widgets.serverline import ServerFacts
 
     series = LiveSeries(82.0)
     for sample in parse_lines(_steady("log-dp16-node1-pr20766.log")):
         series.feed(sample, now=0.0)
-    server = SimpleNamespace(args={"profile": "dp16"}, id="serve-1", port=30000, state="running")
+    server = JobInfo(id="serve-1", kind="serve", args={"profile": "dp16", "port": 30000})
     scrape = read_scrape(_text("metrics-0.5.1-13485.prom"))
     feed = SimpleNamespace(
         server=server, gone=False, info=None, metrics=scrape.engine, scrape=scrape, series=series,
