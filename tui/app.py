@@ -168,8 +168,8 @@ class SpecdeckApp(App[int]):
         self.call_after_refresh(self._attach_connection, self.connection)
         # What start-up built (the widgets of every tab, modules) lives as long as the panel: out of the
         # collector's sight, a full collection no longer walks it (~100 ms of a frame, while a log floods in).
-        # Each tab's first show freezes again (below).
-        self.call_after_refresh(gc.freeze)
+        # Collected first, so the garbage of start-up is not kept; each tab's first show freezes again (below).
+        self.call_after_refresh(self._freeze_settled)
 
     async def on_unmount(self) -> None:
         await self.connection.close()
@@ -366,9 +366,13 @@ class SpecdeckApp(App[int]):
 
     def _freeze_settled(self) -> None:
         # Connecting, the tabs' first loads and a tab's first paint build ~50k long-lived objects after the
-        # start-up freeze (render caches: a Strip holds seven caches); every full collection walked them, ~45 ms
-        # of a frame while a log floods in. Collected first, so no garbage is frozen; once per tab, so what
-        # freezing keeps of later garbage cycles is bounded. The collection costs the tab's first show ~20 ms.
+        # start-up freeze (render caches); every full collection walked them, ~45 ms of a frame while a log
+        # floods in. Once per tab, so what freezing keeps of later garbage cycles is bounded. Frozen objects are
+        # never collected: a widget frozen live and removed later (the footer's keys, each recompose; the
+        # virtual nodes of every restyle) stayed in memory, with its styles and render caches, ~2 MB by the
+        # time Live settled (issue 31). So the frozen ones are collected too, the garbage among them with
+        # the rest: a full collection, ~40 ms of the tab's first show (~20 ms for the unfrozen alone).
+        gc.unfreeze()
         gc.collect()
         gc.freeze()
 
