@@ -38,3 +38,11 @@ class ShellFooter(Footer):
         if pinned:
             with HorizontalGroup(id="footer-pinned"):
                 yield from (pinned[action] for action in PINNED if action in pinned)
+
+    async def recompose(self) -> None:
+        await super().recompose()
+        # Textual's footer binds each key's ``compact`` to its own, and forgets a removed key's binding only when
+        # ``compact`` changes, which here it never does: every recompose (each focus or bindings change) kept
+        # the old keys, their styles and render caches (~160 widgets by the time Live settles). Touching it
+        # drops the bindings of keys gone; the keys in view keep theirs.
+        self.mutate_reactive(Footer.compact)
