@@ -25,9 +25,27 @@ ACTIVE: tuple[JobState, ...] = ("running", "orphaned")  # something of the job s
 
 
 @dataclass(frozen=True)
+class Transfer:
+    """A job's last event when it moved bytes of a file (a download's ``progress``/``verifying``): which file,
+    how far of how much."""
+
+    file: str
+    bytes: int
+    total: int
+
+    @classmethod
+    def from_event(cls, event: dict[str, Any]) -> Transfer | None:
+        """None when the event is no file's bytes (a start, an end, another kind of job's event)."""
+        if not event.get("total") or "bytes" not in event:
+            return None
+        return cls(file=str(event.get("file") or ""), bytes=int(event.get("bytes") or 0), total=int(event["total"]))
+
+
+@dataclass(frozen=True)
 class JobInfo:
     """One detached job as the host describes it (``jobs.list``, ``jobs.get``, what a start returns), parsed once
-    where it arrives. ``progress`` is its last event; the paths are the host's."""
+    where it arrives. ``progress`` is its last event as the host wrote it (what ``--json`` prints); ``transfer`` the
+    same read typed when it moved a file's bytes. The paths are the host's."""
 
     id: str
     kind: str | None = None
@@ -40,6 +58,7 @@ class JobInfo:
     exit_code: int | None = None
     reason: str | None = None
     progress: dict[str, Any] = field(default_factory=dict)
+    transfer: Transfer | None = None
     log_path: str = ""
     events_path: str = ""
 
@@ -59,6 +78,7 @@ class JobInfo:
             exit_code=wire.get("exit_code"),
             reason=wire.get("reason"),
             progress=wire.get("progress") or {},
+            transfer=Transfer.from_event(wire.get("progress") or {}),
             log_path=wire.get("log_path") or "",
             events_path=wire.get("events_path") or "",
         )

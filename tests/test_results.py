@@ -47,7 +47,7 @@ LEFT: dict[str, int] = {
     "tui/screens/history.py": 1,
     "tui/screens/live.py": 2,
     "tui/screens/serve.py": 2,
-    "tui/screenshots.py": 8,
+    "tui/screenshots.py": 5,
     "tui/widgets/breakeven_panel.py": 1,
     "tui/widgets/diff_table.py": 3,
     "tui/widgets/latency_panel.py": 2,
@@ -123,3 +123,13 @@ def test_a_jobs_args_read_typed():
     assert JobInfo("download-1", "download", args={"to": "/d"}).folder == "/d"
     assert JobInfo("sweep-1", "sweep", args={"points": 5}).points == 5 and JobInfo("x").points == 0
     assert JobInfo("x", args={"profile": 3}).profile is None  # not what a client writes: no name
+
+
+def test_a_jobs_transfer_reads_its_last_event_typed():
+    from backend.jobs import JobInfo
+
+    moving = {"id": "download-1", "state": "running", "progress": {"file": "m.safetensors", "bytes": 5, "total": 9}}
+    t = JobInfo.from_json(moving).transfer
+    assert t is not None and (t.file, t.bytes, t.total) == ("m.safetensors", 5, 9)
+    for event in ({}, {"event": "start", "files": []}, {"total": 9}):  # no file's bytes: nothing to read
+        assert JobInfo.from_json({"id": "x", "state": "running", "progress": event}).transfer is None

@@ -204,9 +204,8 @@ async def shot_drafters(story: Story) -> None:
     async def midway() -> bool:
         assert story.download is not None  # start_download found it
         job = await get_job(story.conn, story.download.id)
-        progress = job.progress
-        done, total = progress.get("bytes") or 0, progress.get("total") or 0
-        return job.state != "running" or (progress.get("file", "").endswith(".safetensors") and done > total / 5)
+        t = job.transfer
+        return job.state != "running" or (t is not None and t.file.endswith(".safetensors") and t.bytes > t.total / 5)
 
     await until(story, midway, "the download to be under way")
     await show(story, "drafters", "aq-medai: ")

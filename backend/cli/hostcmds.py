@@ -97,11 +97,11 @@ async def disconnect(args: argparse.Namespace) -> int:
 
 def _progress(job: JobInfo) -> str:
     """The last progress event of a running job, e.g. `  model.safetensors 1.2/2.2 GiB`."""
-    ev = job.progress
-    if job.state != "running" or not ev.get("total"):
+    t = job.transfer
+    if job.state != "running" or t is None:
         return ""
     gib = 1 << 30
-    return f"  {ev.get('file', '')} {ev['bytes'] / gib:.2f}/{ev['total'] / gib:.2f} GiB"
+    return f"  {t.file} {t.bytes / gib:.2f}/{t.total / gib:.2f} GiB"
 
 
 async def list_jobs(args: argparse.Namespace) -> int:
