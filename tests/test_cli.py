@@ -253,7 +253,7 @@ def test_quitting_the_demo_says_how_to_stop_the_sandbox(monkeypatch, capsys):
     from backend.cli import panel, sandboxcmds
 
     async def up(**kw):
-        return {"config": "/x/config.toml"}
+        return environment.SandboxUp("/x/config.toml", "0.5.9", "http://127.0.0.1:1", None, None, wire={})
 
     async def open_tui(args):
         return 0

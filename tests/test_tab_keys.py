@@ -49,7 +49,7 @@ async def sandbox(monkeypatch) -> Settings:
     """The demo's sandbox (hub, fixture drafters, SIMULATED SGLang starting fast), stopped afterwards."""
     monkeypatch.setenv("SPECDECK_SIM_TIME_SCALE", "0.05")
     out = await environment.up()  # aq-medai's 2.22 GiB take ~15 s from its hub: time to cancel
-    yield load(out["config"])
+    yield load(out.config)
     await environment.down()
 
 

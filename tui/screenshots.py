@@ -413,7 +413,7 @@ async def run(out: Path, only: set[str], quick: bool = False) -> list[Path]:
     os.environ.setdefault("SPECDECK_SIM_SPECFORGE_STEP_S", "0.01" if quick else "0.03")  # k25-ft in 6 or 18 s
     hosts = 2 if "fleet" in only else 1  # the second host serves only the fleet's replica
     box = await environment.up(hub_rate="600M" if quick else environment.DEFAULT_HUB_RATE, hosts=hosts)
-    settings = config_file.load(box["config"])
+    settings = config_file.load(box.config)
     conn = await Connection.open(settings.host(environment.HOST_NAME))
     app = SpecdeckApp(settings, host=environment.HOST_NAME)
     story = None

@@ -83,25 +83,24 @@ async def up(args: argparse.Namespace) -> int:
         ssh=route,
     )
     if args.json:
-        emit_json(out)
+        emit_json(out.wire)
     else:
-        if out["hub"].get("replaced"):
-            print(f"sandbox: {out['hub']['replaced']}")
-        simulated = f"SIMULATED SGLang {out['sglang_version']}"
-        names = ", ".join(
-            f"{h['name']} ({'local' if h['url'] == 'local' else 'via ' + h['url']})" for h in out["hosts"]
-        )
-        print(f"sandbox up: host{'s' * (len(out['hosts']) > 1)} {names}, {simulated}, hub {out['hub']['url']}")
-        fleet = out["fleet"]
+        if out.hub_replaced:
+            print(f"sandbox: {out.hub_replaced}")
+        simulated = f"SIMULATED SGLang {out.sglang_version}"
+        hosts = out.wire["hosts"]
+        names = ", ".join(f"{h['name']} ({'local' if h['url'] == 'local' else 'via ' + h['url']})" for h in hosts)
+        print(f"sandbox up: host{'s' * (len(hosts) > 1)} {names}, {simulated}, hub {out.hub_url}")
+        fleet = out.wire["fleet"]
         if fleet:
             router = fleet["router"]
             print(
                 f"fleet {fleet['name']}: {', '.join(fleet['replicas'])} (SIMULATED SGLang) behind the real "
                 f"sglang-router on {router['host']}:{router['port']} (`specdeck fleet up {fleet['name']}`)"
             )
-        print(f"scenario: {out['scenario'] or 'the operator’s (82 tok/s, 24 + 3k ms cycles)'}")
-        print(f"config: {out['config']}")
-        print(f"try: specdeck --host {out['hosts'][0]['name']} ping   (stop it all: specdeck sandbox down)")
+        print(f"scenario: {out.scenario or 'the operator’s (82 tok/s, 24 + 3k ms cycles)'}")
+        print(f"config: {out.config}")
+        print(f"try: specdeck --host {hosts[0]['name']} ping   (stop it all: specdeck sandbox down)")
     return 0
 
 
@@ -121,7 +120,7 @@ async def demo(args: argparse.Namespace) -> int:
     from backend.sandbox import environment
 
     out = await environment.up(sglang_version=args.sglang_version, scenario_path=args.scenario, hosts=args.hosts)
-    args.config = out["config"]
+    args.config = out.config
     args.host = environment.HOST_NAME
     code = await open_tui(args)
     # The panel's servers and the hub are host jobs: they outlive the panel, as they do on a real host.

@@ -166,7 +166,7 @@ async def web(args: argparse.Namespace) -> int:
         from backend.sandbox import environment
 
         out = await environment.up()
-        args.config, args.host = out["config"], environment.HOST_NAME
+        args.config, args.host = out.config, environment.HOST_NAME
     host = resolve_host(load_settings(args), args.host)  # fail here, not in every browser tab
     url_host = f"[{args.bind}]" if ":" in args.bind else args.bind
     public_url = (args.public_url or f"http://{url_host}:{args.port}").rstrip("/")

@@ -431,14 +431,27 @@ def set_scenario(layout: Layout, path: str | None, workdir: Path | None = None) 
     return str(dest) if dest.is_file() else None
 
 
+@dataclass(frozen=True)
+class SandboxUp:
+    """The sandbox ``up`` made or reused: its config file, the SGLang release its simulator speaks, its Hub
+    (and why that was replaced, if it was), the scenario in use; ``wire`` is what `sandbox up --json` prints."""
+
+    config: str
+    sglang_version: str
+    hub_url: str
+    hub_replaced: str | None
+    scenario: str | None
+    wire: dict[str, Any]
+
+
 async def up(
     hub_rate: str = DEFAULT_HUB_RATE,
     sglang_version: str | None = None,
     scenario_path: str | None = None,
     hosts: int | None = None,
     ssh: SshRoute | None = None,
-) -> dict[str, Any]:
-    """Create (or reuse) the sandbox and make sure its local Hub is serving; returns what `sandbox up` prints.
+) -> SandboxUp:
+    """Create (or reuse) the sandbox and make sure its local Hub is serving.
 
     Reuse is checked: the host's agent must answer and the hub must serve the sandbox's repo, else a hub that
     is dead, hung or lost is replaced (``hub["replaced"]`` says why). ``sglang_version`` picks the release the
@@ -465,7 +478,7 @@ async def up(
     finally:
         await conn.close()
     write_config(layout, hub["url"], version, members)
-    return {
+    wire = {
         "config": str(layout.config),
         "host": HOST_NAME,
         "hosts": [{"name": m.name, "url": m.ssh.url if m.ssh else "local", "workdir": str(m.workdir)} for m in members],
@@ -483,6 +496,14 @@ async def up(
         "simulated": True,  # the SGLang of every host; the fleet's router is the real one
         "fleet": _fleet_summary(layout),
     }
+    return SandboxUp(
+        config=str(layout.config),
+        sglang_version=version,
+        hub_url=hub["url"],
+        hub_replaced=hub.get("replaced"),
+        scenario=in_use,
+        wire=wire,
+    )
 
 
 def _fleet_summary(layout: Layout) -> dict[str, Any] | None:
