@@ -282,3 +282,11 @@ def test_live_keeps_decode_lines_for_its_collapse_line_and_the_panels_brief():
                            "share": 0.25, "full_batch": 8}}  # fmt: skip
     assert bench.bench_brief(result) == "raw prompts · 1 looped (left out) · collapse 25% of the time"
     assert bench.bench_brief({"tok_s": 80.0}) is None  # a bench from before prompts were recorded
+    # The History tab's line per run reads the run's newest bench through the same rule.
+    from dataclasses import replace
+
+    from tests.test_judge import _run
+
+    run = _run("local/serve-1", [])
+    assert bench.run_bench_brief(replace(run, bench={"result": result})) == bench.bench_brief(result)
+    assert bench.run_bench_brief(run) is None

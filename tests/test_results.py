@@ -45,7 +45,6 @@ CONVERTED: dict[str, tuple[str, ...]] = {
 LEFT: dict[str, int] = {
     "tui/screens/compare.py": 12,
     "tui/screens/find.py": 1,
-    "tui/screens/history.py": 1,
     "tui/screens/live.py": 2,
     "tui/screens/serve.py": 2,
     "tui/screenshots.py": 4,

@@ -16,7 +16,7 @@ from typing import Any
 
 from backend.connection import Connection
 from backend.errors import OperationFailed, UsageError
-from backend.history import Yardstick
+from backend.history import RunSummary, Yardstick
 from backend.jobs import JobInfo, get_job, list_jobs, newest_running
 from backend.measure import judge
 from backend.measure.collapse import Collapse, Episode, collapses
@@ -446,3 +446,8 @@ def bench_brief(result: dict[str, Any]) -> str | None:
     if (result.get("collapse") or {}).get("episodes"):
         parts.append("collapse" + ("" if share is None else f" {share:.0%} of the time"))
     return " · ".join(parts)
+
+
+def run_bench_brief(run: RunSummary) -> str | None:
+    """``bench_brief`` of the run's newest bench (None without one): the History tab's line per run."""
+    return bench_brief((run.bench or {}).get("result") or {})

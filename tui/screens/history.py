@@ -31,7 +31,7 @@ from textual.widgets import DataTable, Static
 from backend.errors import SpecdeckError
 from backend.history import History, HistoryThread, HistoryUnavailable, RunSummary, Yardstick, sync_from_host
 from backend.measure import judge
-from backend.measure.bench import bench_brief
+from backend.measure.bench import run_bench_brief
 from backend.report import document, render
 from backend.report.blocks import Table
 from backend.report.cells import run_cells
@@ -239,7 +239,7 @@ class HistoryPane(ShellPane):
         prompts = [
             f"{r.job_id} {r.profile or ''} bench: {brief}".replace("  ", " ")
             for r in runs
-            if (brief := bench_brief(((r.bench or {}).get("result")) or {}))
+            if (brief := run_bench_brief(r))
         ]
         title.update("\n".join([head, *tiers, *prompts]))
         model = comparison_table(runs, y)
