@@ -45,7 +45,6 @@ CONVERTED: dict[str, tuple[str, ...]] = {
 LEFT: dict[str, int] = {
     "tui/screens/compare.py": 12,
     "tui/screens/find.py": 1,
-    "tui/screens/live.py": 2,
     "tui/screens/serve.py": 2,
     "tui/screenshots.py": 4,
     "tui/widgets/breakeven_panel.py": 1,
@@ -133,3 +132,12 @@ def test_a_jobs_transfer_reads_its_last_event_typed():
     assert t is not None and (t.file, t.bytes, t.total) == ("m.safetensors", 5, 9)
     for event in ({}, {"event": "start", "files": []}, {"total": 9}):  # no file's bytes: nothing to read
         assert JobInfo.from_json({"id": "x", "state": "running", "progress": event}).transfer is None
+
+
+def test_a_benchs_acceptance_lines_read_its_result_once():
+    from backend.tune.advisor import acceptance_lines, bench_acceptance_lines
+
+    acc = {"histogram": [1, 2, 3], "per_position": [0.8, 0.5]}
+    result = {"acceptance": acc, "dspark": None, "tok_s": 80.0}
+    assert bench_acceptance_lines(result, "aq-medai") == acceptance_lines(acc, "aq-medai")
+    assert bench_acceptance_lines({"tok_s": 80.0}, None) == []  # a bench that measured none

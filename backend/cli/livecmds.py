@@ -31,7 +31,7 @@ from backend.measure.metrics import LogReading, Sample, read_log
 from backend.measure.prometheus import PR_31750, Scrape, read_scrape
 from backend.measure.series import LiveSeries, engine_sum
 from backend.sglang.versions import accept_rate_definition, accept_rate_label
-from backend.tune.advisor import acceptance_lines
+from backend.tune.advisor import bench_acceptance_lines
 
 if TYPE_CHECKING:
     from backend.cli.main import Subcommands
@@ -578,9 +578,7 @@ async def bench(args: argparse.Namespace) -> int:
         for line in lines:
             print(line)
         tiers = _tier_mix(run_id) if server.adaptive else None
-        for line in acceptance_lines(
-            result.get("acceptance"), server.drafter, tiers=tiers, dspark=result.get("dspark")
-        ):
+        for line in bench_acceptance_lines(result, server.drafter, tiers=tiers):
             print(line)
         print(f"{result['requests']} requests, {result['tokens']} tokens, bench job {result['job']}")
         if run_id:

@@ -466,6 +466,14 @@ def apply(profile: ProfileConfig, steps: int, advice: Advice | None = None) -> A
     return Applied(updated, profile, steps, faster, own)
 
 
+def bench_acceptance_lines(
+    result: dict[str, Any], drafter: str | None, *, tiers: Mapping[int, float] | None = None
+) -> list[str]:
+    """``acceptance_lines`` of a bench's result (its histogram, per-position curve and DSPARK figures): what
+    `specdeck bench` prints and the Live tab shows after a bench."""
+    return acceptance_lines(result.get("acceptance"), drafter, tiers=tiers, dspark=result.get("dspark"))
+
+
 def acceptance_lines(
     acceptance: dict[str, Any] | None,
     drafter: str | None,

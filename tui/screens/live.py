@@ -36,7 +36,7 @@ from backend.measure.bench import bench_notes, domain_lines
 from backend.measure.livefeed import LiveFeed, profile_steps
 from backend.measure.series import LiveSeries, RingSeries
 from backend.settings.model import Reference
-from backend.tune.advisor import acceptance_lines
+from backend.tune.advisor import bench_acceptance_lines
 from tui.messages import ConnectionChanged, LiveFeedUpdated
 from tui.screens import promptsets
 from tui.screens.anatomy import PROFILE_TOOLTIP, AnatomyScreen
@@ -638,9 +638,7 @@ class LivePane(ShellPane):
         self._benched = message.server.id
         drafter = message.server.drafter
         tiers = dict(self.series.tier_passes) if message.server.adaptive else None
-        lines = acceptance_lines(
-            message.result.get("acceptance"), drafter, tiers=tiers or None, dspark=message.result.get("dspark")
-        )
+        lines = bench_acceptance_lines(message.result, drafter, tiers=tiers or None)
         # What the bench's prompts were, per domain, which looped (issue 32).
         notes = bench_notes(message.result)
         lines += [notes[0], *domain_lines(message.result), *notes[1:]]
