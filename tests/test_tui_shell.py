@@ -97,6 +97,43 @@ def test_the_panel_imports_a_tab_module_only_when_the_tab_is_shown():
     assert {tab.module for tab in TABS if not tab.eager}.isdisjoint(loaded), loaded  # imported at first show
 
 
+# Runs the panel headless on `local` as an operator opens it (on Drafters, one drafter's path holding Rich markup),
+# shows Live, and once Live has drawn and polled, says which modules were imported (issue 31: resident memory idle
+# on Live).
+LIVE_IDLE = """
+import sys
+from dataclasses import replace
+from backend.settings.model import DrafterConfig, builtin_defaults
+from tui.app import SpecdeckApp
+
+class Probe(SpecdeckApp):
+    def on_connection_changed(self, message):
+        if message.connected:
+            self.action_show_tab("live")
+            self.set_timer(1.0, self.report)  # Live's first paint and its first poll of the host
+
+    def report(self):
+        print(" ".join(sorted(sys.modules)))
+        self.exit()
+
+settings = builtin_defaults()
+odd = DrafterConfig("odd", "/models/a[/b]")  # drawn as the text it is, never read as markup (it ended the panel)
+Probe(replace(settings, drafters={**settings.drafters, "odd": odd}), host="local").run(headless=True, size=(160, 45))
+"""
+# Each is imported where it is first used; a module that appears here should be too (measure it before).
+NOT_ON_LIVE = (
+    "rich._emoji_codes",  # Rich markup's emoji table: a table cell given as str is parsed as markup
+)
+
+
+def test_the_panel_on_live_imports_none_of_what_it_does_not_use(tmp_path):
+    env = {**os.environ, "XDG_STATE_HOME": str(tmp_path / "state"), "SPECDECK_PERSIST": "0"}
+    res = subprocess.run([sys.executable, "-c", LIVE_IDLE], capture_output=True, text=True, env=env, timeout=120)
+    loaded = set(res.stdout.split())
+    assert res.returncode == 0 and "tui.screens.live" in loaded, res.stderr[-2000:]  # no report: it ended early
+    assert {m for m in NOT_ON_LIVE if m in loaded} == set()
+
+
 @pytest.mark.slow
 async def test_palette_lists_every_action_and_runs_them():
     app = SpecdeckApp(builtin_defaults(), host="local")

@@ -65,6 +65,12 @@ def state_cell(state: str, progress: Progress | None = None) -> Text:
     return Text(label, style=STATE_STYLES.get(state, ""))
 
 
+def _row(d: DrafterConfig) -> tuple[Text, ...]:
+    """A drafter's first row, before the host says its state. Text, never str: the table reads a str as Rich
+    markup (a path holding `[/x]` ended the panel) and parsing it loads Rich's emoji table (~0.6 MB)."""
+    return Text(d.name), Text("…", style="dim"), Text(""), Text(""), Text(d.repo or "-"), Text(d.path)
+
+
 class DraftersPane(ShellPane):
     """The table of configured drafters, the download/verify progress below it."""
 
@@ -139,9 +145,9 @@ class DraftersPane(ShellPane):
     def on_mount(self) -> None:
         table = self.query_one(DataTable)
         for key, label, width in COLUMNS:
-            table.add_column(label, key=key, width=width)
+            table.add_column(Text(label), key=key, width=width)
         for d in self.drafters():
-            table.add_row(d.name, Text("…", style="dim"), "", "", d.repo or "-", d.path, key=d.name)
+            table.add_row(*_row(d), key=d.name)
 
     # --- what the tab shows --------------------------------------------------------------------------------
 
@@ -177,7 +183,7 @@ class DraftersPane(ShellPane):
         drawn = (value.plain, str(value.style)) if isinstance(value, Text) else value
         if self._cells.get((row, column)) != drawn:
             self._cells[row, column] = drawn
-            self.query_one(DataTable).update_cell(row, column, value)
+            self.query_one(DataTable).update_cell(row, column, Text(value) if isinstance(value, str) else value)
 
     def _show_detail(self) -> None:
         d = self.selected()
@@ -399,8 +405,6 @@ class DraftersPane(ShellPane):
         else:
             app.settings = added.settings
         if drafter.name not in self.query_one(DataTable).rows:
-            self.query_one(DataTable).add_row(
-                drafter.name, Text("…", style="dim"), "", "", drafter.repo or "-", drafter.path, key=drafter.name
-            )
+            self.query_one(DataTable).add_row(*_row(drafter), key=drafter.name)
         self.notify(f"{drafter.name} ← {drafter.repo}: {added.profile_note or 'added'}", title="drafter added")
         self._download(drafter)
