@@ -111,7 +111,9 @@ async def test_the_history_timer_sleeps_while_nothing_is_recorded_and_wakes_for_
         await until(pilot, lambda: not timer._active.is_set(), "the history timer paused, nothing to write")
         pane.post_message(LiveFeedUpdated())  # a poll: nothing recorded, nothing to wake for
         await pilot.pause()
-        assert not timer._active.is_set()
+        # Woken only for something to write: the panel's own feed may queue a first record late under load
+        # (CI beside a CPU hog), and then waking is right; a wake with the history idle is the fault.
+        assert not timer._active.is_set() or not pane.history.idle
         before = len(handed)
         pane.history.record(app.connection.host.name)  # something queued, as the feed queues before it tells
         pane.post_message(LiveFeedUpdated())
