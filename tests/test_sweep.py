@@ -14,6 +14,7 @@ from backend.connection import Connection
 from backend.errors import OperationFailed, RemoteError, UsageError
 from backend.history import History, sync_from_host
 from backend.serve import command_line, server_status, serving
+from backend.serve.preflight_checks import PreflightFailed
 from backend.settings.model import HostConfig
 from backend.tune import sweep as sweep_mod
 from tests.simhost import EAGLE, PY38, make_settings, specdeck, write_config
@@ -133,9 +134,10 @@ async def test_cancel_stops_the_server_and_resume_skips_finished_points(conn, mo
     with pytest.raises(RemoteError, match=r"no sweep \.\./jobs"):
         await sweep_mod.start(conn, settings, "aq", plan, baseline_tok_s=82.0, resume="../jobs")
 
-    # One sweep at a time: a second is refused while the first runs.
+    # One sweep at a time: a second is refused while the first runs: by the host, or by the preflight once
+    # the first sweep's server holds the profile's port (which comes first is a race).
     first = await sweep_mod.start(conn, settings, "aq", plan, baseline_tok_s=82.0)
-    with pytest.raises(RemoteError, match=f"sweep {first.id} is running"):
+    with pytest.raises((RemoteError, PreflightFailed), match=f"sweep {first.id} is running|is held by profile aq"):
         await sweep_mod.start(conn, settings, "aq", plan, baseline_tok_s=82.0)
     await sweep_mod.cancel(conn, first.id)
 
