@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -384,7 +385,8 @@ def test_progress_model_and_rendering():
     assert numbers(f).startswith("sha256   0.3%")  # the bytes hashed, said so: not the download gone back
     from tui.widgets.download_progress import file_detail
 
-    assert file_detail(f).startswith("sha256 3 B/1000 B")
+    assert file_detail(f).startswith("sha256 3 B/1000 B 0.3% ·")  # the CLI's figure, written once (percent)
+    assert downloads.percent(0.99996) == "99.9%" and downloads.percent(0.2287) == "22.8%"
     p.apply({"event": "failed", "reason": "checksum mismatch", "file": "model.safetensors"})
     assert (p.state, p.reason, f.phase) == ("failed", "checksum mismatch", "failed")
     assert downloads.human_eta(3725) == "1:02:05" and downloads.human_eta(None) == "--:--"
@@ -518,6 +520,47 @@ async def test_drafters_tab_reattaches_and_cancels(tmp_path):
             await until(pilot, lambda: any("download cancelled" in n for n in notes(app)), "the cancel notice")
             await until(pilot, lambda: cell(app, "aq-medai", "state") in ("partial", "missing"), "no longer there")
     assert not (tmp_path / "aq" / "model.safetensors").exists() and incomplete_files(str(tmp_path / "aq")) == []
+
+
+@pytest.mark.slow
+async def test_drafters_table_and_panel_show_one_figure(tmp_path):
+    """The row's Size and percentage are the panel's at one moment, through the host's stat every few seconds
+    (issue: 378 MiB and 22% in the table beside 520 MiB and 23% in the panel)."""
+    from textual.widgets import ProgressBar, Static
+
+    from tui.app import SpecdeckApp
+    from tui.widgets.download_progress import DownloadView
+
+    root = tmp_path / "slowhub"
+    write_repo(root, model_bytes=256 << 20)
+    with HubServer(root, rate_bps=8_000_000) as slow:  # ~30 s: several of the table's reads of the folder
+        app = SpecdeckApp(sandbox_settings(tmp_path, slow.url), host="sandbox")
+        async with app.run_test(size=(140, 40)) as pilot:
+            pane = app.query_one("#drafters-pane")
+            await until(pilot, lambda: "aq-medai" in pane.rows, "the first read of the folder")
+            await select(pilot, app, "aq-medai")
+            await pilot.press("d")
+
+            def panel() -> tuple[str, str]:
+                shown = str(app.query_one(DownloadView).query_one(".headline", Static).content).rsplit("  ", 1)[1]
+                return shown.split("/")[0], shown.rsplit(" ", 1)[1]  # "520.00 MiB", "22.8%"
+
+            def stat_lags() -> bool:  # the host's stat of the folder says less than the events do
+                row, p = pane.rows["aq-medai"], pane.progress.get("aq-medai")
+                return row.state == "downloading" and p is not None and 0 < row.bytes < p.bytes < p.total
+
+            for _ in range(2):  # two reads of the folder, each then overtaken by the events
+                read = pane.rows["aq-medai"]
+                await until(pilot, lambda read=read: pane.rows["aq-medai"] is not read, "a read of the folder")
+                await until(pilot, stat_lags, "more bytes than that read saw")
+                await pilot.pause()
+                size, share = panel()
+                assert (cell(app, "aq-medai", "size"), cell(app, "aq-medai", "state")) == (size, f"downloading {share}")
+            details = [str(s.content) for s in app.query(".detail")]
+            assert details and all(re.search(r" \d+\.\d% ", d) for d in details), details  # percent's figure
+            assert not any(bar.show_percentage for bar in app.query(ProgressBar))  # the bar's own rounding: none
+            await pilot.press("c")
+            await until(pilot, lambda: any("download cancelled" in n for n in notes(app)), "the cancel notice")
 
 
 def test_a_running_downloads_partial_files_are_its_own(tmp_path):

@@ -10,7 +10,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import math
 import os
 import sys
 import time
@@ -22,7 +21,7 @@ from backend.cli.common import add_json, connected, emit_json_line, load_setting
 from backend.cli.main import command
 from backend.connection import resolve_host
 from backend.drafters import downloads
-from backend.drafters.downloads import DownloadPlan, Progress, human_eta, human_rate
+from backend.drafters.downloads import DownloadPlan, Progress, human_eta, human_rate, percent
 from backend.errors import OperationFailed, UsageError
 from backend.jobs import JobInfo, get_job, wait_job
 from backend.settings.model import Settings
@@ -241,7 +240,7 @@ def numbers(f: downloads.FileProgress) -> str:
     """``41.2%  0.92/2.22 GiB  141.3 MiB/s  ETA 0:08`` (rate and ETA while the file moves or is hashed); while
     verifying, ``sha256  0.3%  …``: the bytes hashed, not a download gone back."""
     hashing = "sha256 " if f.phase == "verifying" else ""
-    out = f"{hashing}{math.floor(f.fraction * 1000) / 10:5.1f}%  {human_bytes(f.current)}/{human_bytes(f.total)}"
+    out = f"{hashing}{percent(f.fraction):>6}  {human_bytes(f.current)}/{human_bytes(f.total)}"
     if f.phase in ("downloading", "verifying"):
         out += f"  {human_rate(f.bytes_per_s)}  ETA {human_eta(f.eta_s)}"
     return out

@@ -7,7 +7,7 @@ import sys
 import time
 from typing import TYPE_CHECKING
 
-from backend.agent.host.shared.units import duration
+from backend.agent.host.shared.units import duration, human_bytes
 from backend.cli.common import add_json, connected, emit_json, load_settings
 from backend.cli.main import command
 from backend.cli.pingview import ping_report, render_ping
@@ -96,12 +96,14 @@ async def disconnect(args: argparse.Namespace) -> int:
 
 
 def _progress(job: JobInfo) -> str:
-    """The last progress event of a running job, e.g. `  model.safetensors 1.2/2.2 GiB`."""
+    """The last progress event of a running job, e.g. `  model.safetensors 520.00 MiB/2.22 GiB 22.8%`: the
+    figures the download's own bars write."""
+    from backend.drafters.downloads import percent
+
     t = job.transfer
     if job.state != "running" or t is None:
         return ""
-    gib = 1 << 30
-    return f"  {t.file} {t.bytes / gib:.2f}/{t.total / gib:.2f} GiB"
+    return f"  {t.file} {human_bytes(t.bytes)}/{human_bytes(t.total)} {percent(t.bytes / t.total)}"
 
 
 async def list_jobs(args: argparse.Namespace) -> int:

@@ -9,6 +9,7 @@ the CLI's bars and the TUI's widgets render, and asks the host for each configur
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import AsyncIterator, Iterable
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -308,6 +309,40 @@ class Progress:
     @property
     def total(self) -> int:
         return sum(f.total for f in self.files.values())
+
+    @property
+    def fraction(self) -> float:
+        """Of all its files' bytes; 0 before the job names them (a file of 0 bytes is done, a job of none not yet)."""
+        return 0.0 if self.total <= 0 else min(1.0, self.bytes / self.total)
+
+    @property
+    def downloading(self) -> bool:
+        """A download job's events still coming (a verify is no job)."""
+        return self.job_id is not None and self.state == "running"
+
+
+def percent(fraction: float) -> str:
+    """A share done as every screen writes it (the CLI's bars, the Drafters table and its panel): floored to a
+    tenth of a percent, so 99.96% never reads as done; one rule, so two places never show 22% beside 23%."""
+    return f"{math.floor(fraction * 1000) / 10:.1f}%"
+
+
+@dataclass(frozen=True)
+class RowFigures:
+    """What a drafter's row in the Drafters table shows for its state and size."""
+
+    state: str  # one of STATES: the row's style
+    label: str  # the state as written: ``downloading 22.8%`` while its download runs
+    bytes: int
+
+
+def row_figures(row: DrafterStatus, progress: Progress | None) -> RowFigures:
+    """A drafter's state and size: while its download job runs, the job's events (the figures its progress panel
+    and the CLI's bars draw), not the host's stat of the folder every few seconds, which lags them; else the
+    stat's."""
+    if progress is not None and progress.downloading:
+        return RowFigures("downloading", f"downloading {percent(progress.fraction)}", progress.bytes)
+    return RowFigures(row.state, row.state, row.bytes)
 
 
 def human_rate(bps: float) -> str:

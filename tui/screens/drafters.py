@@ -27,7 +27,7 @@ from textual.worker import Worker
 from backend.agent.host.shared.units import human_bytes
 from backend.connection import Connection
 from backend.drafters import downloads
-from backend.drafters.downloads import DrafterStatus, Progress
+from backend.drafters.downloads import DrafterStatus, Progress, row_figures
 from backend.jobs import wait_job
 from backend.settings.model import DrafterConfig
 from tui.messages import ConnectionChanged, OpenInCompare
@@ -42,7 +42,7 @@ REFRESH_S = 5.0
 # left to right: a narrow terminal cuts off the long host path (the line under the table shows it whole).
 COLUMNS = (
     ("name", "Name", None),
-    ("state", "State", len("downloading 100%")),
+    ("state", "State", len("downloading 100.0%")),
     ("size", "Size", len("1023.99 MiB")),
     ("sha256", "sha256", 12),
     ("repo", "Repo", None),
@@ -55,14 +55,6 @@ STATE_STYLES = {
     "present": "",
     "verified": "bold green",
 }
-
-
-def state_cell(state: str, progress: Progress | None = None) -> Text:
-    """The State column: the state, with the percentage while a download runs."""
-    label = state
-    if state == "downloading" and progress is not None and progress.total:
-        label = f"downloading {progress.bytes * 100 // progress.total}%"
-    return Text(label, style=STATE_STYLES.get(state, ""))
 
 
 def _row(d: DrafterConfig) -> tuple[Text, ...]:
@@ -172,10 +164,17 @@ class DraftersPane(ShellPane):
     def _show_rows(self, rows: list[DrafterStatus]) -> None:
         for r in rows:
             self.rows[r.name] = r
-            self._set_cell(r.name, "state", state_cell(r.state, self.progress.get(r.name)))
-            self._set_cell(r.name, "size", human_bytes(r.bytes) if r.bytes else "-")
+            progress = self.progress.get(r.name)
+            if progress is None or not progress.downloading:  # else its events draw state and size (_show_figures)
+                self._show_figures(r.name, progress)
             self._set_cell(r.name, "sha256", r.sha256_prefix or "-")
         self._show_detail()
+
+    def _show_figures(self, name: str, progress: Progress | None) -> None:
+        """The row's state and size, drawn with the download panel from the same figures (see row_figures)."""
+        shown = row_figures(self.rows[name], progress)
+        self._set_cell(name, "state", Text(shown.label, style=STATE_STYLES.get(shown.state, "")))
+        self._set_cell(name, "size", human_bytes(shown.bytes) if shown.bytes else "-")
 
     def _set_cell(self, row: str, column: str, value: str | Text) -> None:
         """Update a cell unless it shows ``value`` already: the refresh every few seconds mostly reads the same
@@ -218,8 +217,7 @@ class DraftersPane(ShellPane):
         else:
             box.mount(DownloadView(self._title(message.key), progress, id=view_id), before=0)
         if message.key in self.rows and progress.job_id is not None:  # a download, not a verify
-            state = "downloading" if progress.state == "running" else self.rows[message.key].state
-            self._set_cell(message.key, "state", state_cell(state, progress))
+            self._show_figures(message.key, progress)
 
     def _title(self, key: str) -> str:
         d = self.app.settings.drafters.get(key)

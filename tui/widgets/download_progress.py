@@ -12,16 +12,17 @@ from textual.containers import Horizontal, Vertical
 from textual.widgets import ProgressBar, Static
 
 from backend.agent.host.shared.units import human_bytes
-from backend.drafters.downloads import FileProgress, Progress, human_eta, human_rate
+from backend.drafters.downloads import FileProgress, Progress, human_eta, human_rate, percent
 
 STATE_STYLES = {"running": "bold", "done": "bold green", "failed": "bold red", "cancelled": "bold yellow"}
 
 
 def file_detail(f: FileProgress) -> str:
-    """``0.92/2.22 GiB · 141.3 MiB/s · ETA 0:08 · downloading`` (speed and ETA only while it moves); while
-    verifying, ``sha256 0.92/2.22 GiB · …``: the bytes hashed (the bar stays at the bytes there)."""
+    """``0.92/2.22 GiB 41.4% · 141.3 MiB/s · ETA 0:08 · downloading`` (speed and ETA only while it moves); while
+    verifying, ``sha256 0.92/2.22 GiB 41.4% · …``: the bytes hashed (the bar stays at the bytes there). The
+    percentage is ``percent``'s, as the CLI's bars and the table write it, not the bar's own rounding."""
     hashed = "sha256 " if f.phase == "verifying" else ""
-    parts = [f"{hashed}{human_bytes(f.current)}/{human_bytes(f.total)}"]
+    parts = [f"{hashed}{human_bytes(f.current)}/{human_bytes(f.total)} {percent(f.fraction)}"]
     if f.phase in ("downloading", "verifying"):
         parts += [human_rate(f.bytes_per_s), f"ETA {human_eta(f.eta_s)}"]
     parts.append(f.phase)
@@ -32,7 +33,7 @@ def headline(title: str, progress: Progress) -> Text:
     """The job's line: what it is and how it stands (the reason when it failed)."""
     text = Text(title + "  ", style="bold")
     if progress.state == "running":
-        label = f"{human_bytes(progress.bytes)}/{human_bytes(progress.total)}"
+        label = f"{human_bytes(progress.bytes)}/{human_bytes(progress.total)} {percent(progress.fraction)}"
     elif progress.state == "done":
         label = "done ✓"
     else:
@@ -47,7 +48,7 @@ class FileRow(Horizontal):
     DEFAULT_CSS = """
     FileRow { height: 1; }
     FileRow .name { width: 28; text-overflow: ellipsis; text-wrap: nowrap; }
-    FileRow ProgressBar { width: 44; }
+    FileRow ProgressBar { width: 34; }  /* the bar (32) and a gap: its percentage is the detail's */
     FileRow .detail { width: 1fr; color: $text-muted; text-wrap: nowrap; }
     """
 
@@ -57,7 +58,7 @@ class FileRow(Horizontal):
 
     def compose(self) -> ComposeResult:
         yield Static(self.file.path, classes="name", markup=False)
-        yield ProgressBar(show_eta=False)
+        yield ProgressBar(show_eta=False, show_percentage=False)  # the detail's percentage is the one figure
         yield Static(classes="detail", markup=False)
 
     def on_mount(self) -> None:
