@@ -13,7 +13,8 @@ it says so: the first log line says SIMULATED, ``/server_info`` has ``"simulated
 Where things live (a module per part; each says more in its own docstring):
 - ``server``: the process: flags, startup, HTTP, ready, SIGTERM drain (``main``, what ``__main__`` runs).
 - ``dialect``: what the release changes (its label, 0.5.23's names and counts).
-- ``args``: ``--config`` and the defaults and checks ServerArgs fills (``resolve_args``).
+- ``args``: ``--config`` and the defaults and checks ServerArgs fills (``resolve_args``); ``launcher``: the
+  tracebacks the launcher process prints when one refuses, per release.
 - ``folders``: model folders: config.json, weight files, the EAGLE-3 drafter's shapes.
 - ``startup``: the launch sequence (weights, KV cache, CUDA graphs, the drafter), its failures, the warmup; it
   returns the speculative model the engine decodes with (a dict: steps, draft tokens, rates per position).

@@ -16,7 +16,8 @@ from typing import Any, Dict, List, NoReturn
 from backend.sandbox.sglang_sim import dspark as sim_dspark
 from backend.sandbox.sglang_sim import spec as sim_spec
 from backend.sandbox.sglang_sim.folders import text_config
-from backend.sandbox.sglang_sim.log import Log, SimExit, traceback_text
+from backend.sandbox.sglang_sim.launcher import DISPATCH_0523, eagle_refusal, speculative_refusal
+from backend.sandbox.sglang_sim.log import Log, SimExit
 
 UNLIMITED_MAX_RUNNING = 1024
 
@@ -39,53 +40,47 @@ _MTP_ARCHS = {
 }
 
 
-def main_traceback(frames: List[str], error: str) -> str:
-    """An exception in ServerArgs.__post_init__ (the launcher process), ``frames`` from there on."""
-    head = [
-        "launch_server.py:24 <module> | server_args = prepare_server_args(sys.argv[1:])",
-        "srt/server_args.py:4371 prepare_server_args | return ServerArgs.from_cli_args(raw_args)",
-        "srt/server_args.py:3924 from_cli_args | return cls(**{attr: getattr(args, attr) for attr in attrs})",
-    ]
-    return traceback_text(head + frames, error)
-
-
 HF_CONFIG_FRAMES = [
     "srt/server_args.py:620 __post_init__ | self._handle_model_specific_adjustments()",
     "srt/server_args.py:937 _handle_model_specific_adjustments | hf_config = self.get_hf_config()",
     "srt/server_args.py:3934 get_hf_config | hf_config = get_config(",
     "srt/utils/hf_transformers_utils.py:219 get_config | config = AutoConfig.from_pretrained(",
 ]
-_SPEC_FRAME = "srt/server_args.py:645 __post_init__ | self._handle_speculative_decoding()"
 
-# 0.5.23 resolves the args in run_server, not in __post_init__: its speculative refusals come up through these
-# frames (source lines read in the PyPI wheel sglang-0.5.23-cp311-cp311-manylinux_2_34_x86_64, which carries no
-# commit id), then the caller's frame below, then the raising function's own (``Refused.frames``).
-_RESOLVE_FRAMES = [
-    "launch_server.py:84 <module> | run_server(server_args)",
-    "launch_server.py:29 run_server | server_args.resolve_once()",
-    "srt/server_args.py:277 resolve_once | run_resolution_pipeline(self)",
-    "srt/arg_groups/pipeline.py:306 run_resolution_pipeline | run_hook(handle_speculative_decoding, server_args)",
-    "srt/arg_groups/resolution_hooks.py:139 run_hook | step(server_args)",
-]
+# 0.5.23's speculative refusals: from handle_speculative_decoding's frame down to the raising function's own
+# (``Refused.frames``); source lines as in launcher.py.
 _HOOK = "srt/arg_groups/speculative_hook.py:"
 _ADAPTIVE = [_HOOK + "264 handle_speculative_decoding | _init_adaptive_speculative_params(server_args)"]
-_DISPATCH = _HOOK + "284 handle_speculative_decoding | algo.handle_server_args(server_args)"
-_RAGGED = [_DISPATCH, "srt/speculative/spec_info.py:253 handle_server_args | read_ragged_verify_mode()"]
-_DFLASH = [_DISPATCH, "srt/speculative/spec_info.py:256 handle_server_args | _handle_dflash(server_args)"]
-_DSPARK = [_DISPATCH, "srt/speculative/spec_info.py:260 handle_server_args | _handle_dspark(server_args)"]
+_RAGGED = [DISPATCH_0523, "srt/speculative/spec_info.py:253 handle_server_args | read_ragged_verify_mode()"]
+_DFLASH = [DISPATCH_0523, "srt/speculative/spec_info.py:256 handle_server_args | _handle_dflash(server_args)"]
+_DSPARK = [DISPATCH_0523, "srt/speculative/spec_info.py:260 handle_server_args | _handle_dspark(server_args)"]
+
+
+class ConfigRefused(ValueError):
+    """ConfigArgumentMerger's ValueError; ``check``: which one (a key of launcher's ``_CONFIG_REFUSALS``)."""
+
+    def __init__(self, check: str, message: str) -> None:
+        super().__init__(message)
+        self.check = check
 
 
 def _refused(frames: List[str], why: object) -> NoReturn:
     """A speculative check's ValueError (``frames``: from the caller in handle_speculative_decoding down to the
     raise) as 0.5.23's launcher prints it before it exits 1."""
-    sys.stderr.write(traceback_text(_RESOLVE_FRAMES + frames, "ValueError: %s" % why) + "\n")
+    sys.stderr.write(speculative_refusal(frames, "ValueError: %s" % why) + "\n")
     raise SimExit(1) from None
 
 
-def resolve_args(args: Dict[str, Any], target: Dict[str, Any], log: Log) -> Dict[str, Any]:
+def _eagle_refused(current: bool, check: str) -> NoReturn:
+    sys.stderr.write(eagle_refusal(current, check) + "\n")
+    raise SimExit(1)
+
+
+def resolve_args(args: Dict[str, Any], target: Dict[str, Any], log: Log, current: bool = True) -> Dict[str, Any]:
     """Fill the model-dependent defaults ServerArgs.__post_init__ fills, with SGLang's warnings.
 
-    Raises ``SimExit`` (after printing the traceback) where SGLang's checks raise in the main process.
+    Raises ``SimExit`` (after printing the traceback of the release: 0.5.23 where ``current``, else 0.5.6) where
+    SGLang's checks raise in the main process.
     """
     model = args["model_path"]
     tcfg = text_config(target)
@@ -128,12 +123,7 @@ def resolve_args(args: Dict[str, Any], target: Dict[str, Any], log: Log) -> Dict
                 log.warning("DeepSeek MTP does not require setting speculative_draft_model_path.")
         if args["speculative_num_steps"] is None:
             if args["speculative_eagle_topk"] is not None or args["speculative_num_draft_tokens"] is not None:
-                error = main_traceback(
-                    [_SPEC_FRAME, "srt/server_args.py:1723 _handle_speculative_decoding | assert ("],
-                    "AssertionError",
-                )
-                sys.stderr.write(error + "\n")
-                raise SimExit(1)
+                _eagle_refused(current, "steps-unset")
             auto = (3, 1, 4) if arch in _SPEC_DEFAULTS_3_1_4 or algo == "STANDALONE" else (5, 4, 8)
             (
                 args["speculative_num_steps"],
@@ -141,13 +131,7 @@ def resolve_args(args: Dict[str, Any], target: Dict[str, Any], log: Log) -> Dict
                 args["speculative_num_draft_tokens"],
             ) = auto
         if args["speculative_eagle_topk"] is None:
-            frames = [
-                _SPEC_FRAME,
-                "srt/server_args.py:1753 _handle_speculative_decoding | self.speculative_eagle_topk > 1",
-            ]
-            error = "TypeError: '>' not supported between instances of 'NoneType' and 'int'"
-            sys.stderr.write(main_traceback(frames, error) + "\n")
-            raise SimExit(1)
+            _eagle_refused(current, "topk-unset")
         steps = args["speculative_num_steps"]
         if args["speculative_eagle_topk"] == 1 and args["speculative_num_draft_tokens"] != steps + 1:
             log.warning(
@@ -183,20 +167,22 @@ def merge_config(argv: List[str], parser: argparse.ArgumentParser) -> List[str]:
     is in no command line) and put before the command line's own, which win (ConfigArgumentMerger)."""
     if "--config" not in argv:
         return argv
+    if argv.count("--config") > 1:
+        raise ConfigRefused("multiple", "Multiple config files specified! Only one allowed.")
     at = argv.index("--config")
     if at == len(argv) - 1:
-        raise ValueError("No config file specified after --config flag!")
+        raise ConfigRefused("no-path", "No config file specified after --config flag!")
     path = argv[at + 1]
     if os.path.splitext(path)[1].lower() not in (".yaml", ".yml"):
-        raise ValueError("Config file must be YAML format, got: %s" % os.path.splitext(path)[1])
+        raise ConfigRefused("not-yaml", "Config file must be YAML format, got: %s" % os.path.splitext(path)[1])
     if not os.path.exists(path):
-        raise ValueError("Config file not found: %s" % path)
+        raise ConfigRefused("not-found", "Config file not found: %s" % path)
     import yaml  # as SGLang: PyYAML, only where a config file is given
 
     with open(path) as f:
         config = yaml.safe_load(f) or {}
     if not isinstance(config, dict):
-        raise ValueError("Config file must contain a dictionary at root level")
+        raise ConfigRefused("not-a-dict", "Config file must contain a dictionary at root level")
     flags = {a.dest for a in parser._actions if isinstance(a, argparse._StoreTrueAction)}
     merged: List[str] = []
     for key, value in config.items():

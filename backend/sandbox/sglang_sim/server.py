@@ -16,11 +16,12 @@ from typing import TYPE_CHECKING, List, Optional
 
 from backend.sandbox.sglang_sim import scenario, traces
 from backend.sandbox.sglang_sim.api import Handler, Server, bind
-from backend.sandbox.sglang_sim.args import HF_CONFIG_FRAMES, main_traceback, merge_config, resolve_args
+from backend.sandbox.sglang_sim.args import HF_CONFIG_FRAMES, ConfigRefused, merge_config, resolve_args
 from backend.sandbox.sglang_sim.dialect import dialect_from_env
 from backend.sandbox.sglang_sim.engine import Engine
 from backend.sandbox.sglang_sim.folders import read_model_config
 from backend.sandbox.sglang_sim.histograms import SimHistograms
+from backend.sandbox.sglang_sim.launcher import config_refusal, post_init_traceback
 from backend.sandbox.sglang_sim.log import Log, SimExit
 from backend.sandbox.sglang_sim.metrics import Metrics
 from backend.sandbox.sglang_sim.startup import FAILURES, Startup, warmup
@@ -50,8 +51,8 @@ def serve(argv: List[str]) -> int:
     parser = flags.build_parser(prog="launch_server.py", allow_abbrev=True)
     try:
         argv = merge_config(argv, parser)
-    except ValueError as exc:
-        sys.stderr.write(main_traceback([], "ValueError: %s" % exc) + "\n")
+    except ConfigRefused as exc:
+        sys.stderr.write(config_refusal(dialect.current, exc.check, str(exc)) + "\n")
         return 1
     args = flags.server_args(parser.parse_args(argv))
     log = Log(args["log_level"])
@@ -70,9 +71,9 @@ def serve(argv: List[str]) -> int:
         return 2
     target, error = read_model_config(args["model_path"])
     if target is None:
-        sys.stderr.write(main_traceback(HF_CONFIG_FRAMES, error) + "\n")
+        sys.stderr.write(post_init_traceback(HF_CONFIG_FRAMES, error) + "\n")
         return 1
-    args = resolve_args(args, target, log)
+    args = resolve_args(args, target, log, dialect.current)
     log.info("server_args=ServerArgs(%s)" % ", ".join("%s=%r" % kv for kv in args.items()))
     node: Optional[Node] = None
     if args["nnodes"] > 1:
@@ -80,7 +81,7 @@ def serve(argv: List[str]) -> int:
 
         refused = multinode.check(args)
         if refused:
-            sys.stderr.write(main_traceback([], "AssertionError: %s" % refused) + "\n")
+            sys.stderr.write(post_init_traceback([], "AssertionError: %s" % refused) + "\n")
             return 1
         node = multinode.Node(args, log, dialect)
     startup = Startup(args, target, log, dialect, node)
