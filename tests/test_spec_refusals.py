@@ -188,3 +188,32 @@ def test_each_block_drafter_refusal_ends_in_its_own_raise(flags, line, func, cap
     assert ended.value.code == 1 and lines[-1].startswith("ValueError: ")
     source = ONE_LINE_RAISE if line == 676 else "raise ValueError("
     assert lines[-3:-1] == [f'  File "{SITE}/{HOOK}", line {line}, in {func}', f"    {source}"]
+
+
+RAGGED = [
+    DISPATCH,
+    ("srt/speculative/spec_info.py", 253, "handle_server_args", "read_ragged_verify_mode()"),
+    ("srt/speculative/ragged_verify.py", 24, "read_ragged_verify_mode", "raise ValueError("),
+]
+
+
+@pytest.mark.parametrize("algorithm", ["EAGLE", "EAGLE3", "NEXTN", "STANDALONE", "NGRAM", "DFLASH", "DSPARK"])
+def test_every_algorithm_refuses_an_unknown_ragged_verify_mode(algorithm, capsys, monkeypatch):
+    """0.5.23's SpeculativeAlgorithm.handle_server_args reads SGLANG_RAGGED_VERIFY_MODE for every in-tree algorithm
+    before its own hook (spec_info.py:249-253); without one, or speaking 0.5.6, nothing reads it."""
+    monkeypatch.setenv("SGLANG_RAGGED_VERIFY_MODE", "ragged")
+    argv = ["--model-path", "/m", "--speculative-draft-model-path", "/nowhere", "--speculative-algorithm", algorithm]
+    with pytest.raises(SimExit) as ended:
+        resolve_args(parsed("0.5.23", argv), {}, Log())
+    error = "ValueError: invalid SGLANG_RAGGED_VERIFY_MODE='ragged'; expected one of 'static', 'cap-accept', 'compact'"
+    assert ended.value.code == 1
+    assert capsys.readouterr().err == traceback_block(RESOLVE + RAGGED, error) + "\n"
+    resolve_args(parsed("0.5.23", ["--model-path", "/m"]), {}, Log())  # no speculative algorithm
+    if algorithm in ("EAGLE", "EAGLE3", "NGRAM"):  # 0.5.6 speaks these and reads no such variable
+        speaking_056 = parsed("0.5.6", [*argv, "--speculative-num-steps", "3", "--speculative-eagle-topk", "1"])
+        resolve_args(speaking_056, {}, Log(), False)
+
+
+def parsed(version: str, argv: list) -> dict:
+    flag_table = table(version)
+    return flag_table.server_args(flag_table.build_parser(prog="launch_server.py").parse_args(argv))

@@ -106,6 +106,11 @@ def resolve_args(args: Dict[str, Any], target: Dict[str, Any], log: Log, current
             sim_spec.resolve(args, algo, log)
         except sim_spec.Refused as exc:
             _refused(_ADAPTIVE + exc.frames, exc)
+    if algo is not None and current:
+        try:  # 0.5.23's handle_server_args reads the ragged-verify mode for every algorithm, before its own hook
+            sim_dspark.mode()
+        except sim_dspark.Refused as exc:
+            _refused(_RAGGED + exc.frames, exc)
     if algo in ("EAGLE", "EAGLE3", "STANDALONE"):
         if args["max_running_requests"] is None:
             args["max_running_requests"] = 48
@@ -141,10 +146,6 @@ def resolve_args(args: Dict[str, Any], target: Dict[str, Any], log: Log, current
     elif algo == "DFLASH":
         _dflash(args, log)
     elif algo == "DSPARK":
-        try:  # spec_info's handle_server_args reads the ragged-verify mode before it calls _handle_dspark
-            sim_dspark.mode()
-        except sim_dspark.Refused as exc:
-            _refused(_RAGGED + exc.frames, exc)
         try:
             sim_dspark.resolve(args, target, log)
         except sim_dspark.Refused as exc:

@@ -50,7 +50,8 @@ def _refusal(line: int, message: str, source: str = "raise ValueError(") -> Refu
 
 
 def mode() -> str:
-    """``read_ragged_verify_mode`` (ragged_verify.py:19-27): the env's mode, or SGLang's ValueError."""
+    """``read_ragged_verify_mode`` (ragged_verify.py:19-27): the env's mode, or SGLang's ValueError (0.5.23 reads it at
+    startup for every speculative algorithm; the simulated DSPARK startup reads it again)."""
     value = os.environ.get(MODE_ENV, "static")
     if value not in MODES:
         raise Refused(
