@@ -104,9 +104,10 @@ def enclosing_function(tree: ast.Module, line: int) -> str:
 
 def spec_refusal_frames() -> list:
     """tests/test_spec_refusals.py's 0.5.23 frames, down to each raise."""
-    return [
-        frame for _, _, frames, _ in test_spec_refusals.CASES.values() for frame in test_spec_refusals.RESOLVE + frames
-    ]
+    refusals = test_spec_refusals
+    cases = [frames for _, _, frames, _ in refusals.CASES.values()]
+    cases += [refusals.RAGGED, [*refusals.ADAPTIVE_FILE, refusals.OPEN, refusals.JSON_LOAD]]
+    return [frame for frames in cases for frame in refusals.RESOLVE + frames]
 
 
 @pytest.mark.skipif(

@@ -1,6 +1,6 @@
 """SIMULATED SGLang 0.5.23's speculative refusals at startup (adaptive steps outside the tiers, DFLASH and DSPARK
-without a drafter, a bad ragged-verify mode): the launcher's traceback as 0.5.23 prints it, exit 1, and the
-server status naming the refusal in SGLang's one sentence.
+without a drafter, a bad ragged-verify mode for any algorithm, an adaptive config it cannot read): the launcher's
+traceback as 0.5.23 prints it, exit 1, and the server status naming the refusal in SGLang's one sentence.
 
 The expected frames are 0.5.23's own lines, read in the PyPI wheel sglang-0.5.23-cp311-cp311-manylinux_2_34
 (``/tmp/sglw/v0.5.23``; the wheel carries no commit id), written here by hand as the oracle. Python 3.12 prints
@@ -217,3 +217,42 @@ def test_every_algorithm_refuses_an_unknown_ragged_verify_mode(algorithm, capsys
 def parsed(version: str, argv: list) -> dict:
     flag_table = table(version)
     return flag_table.server_args(flag_table.build_parser(prog="launch_server.py").parse_args(argv))
+
+
+# _init_adaptive_speculative_params reading --speculative-adaptive-config, down to the line that reads the file
+ADAPTIVE_FILE = [
+    (HOOK, 264, "handle_speculative_decoding", "_init_adaptive_speculative_params(server_args)"),
+    (HOOK, 1398, "_init_adaptive_speculative_params", "candidate_steps = resolve_candidate_steps_from_config("),
+    (
+        "srt/speculative/adaptive_spec_params.py",
+        146,
+        "resolve_candidate_steps_from_config",
+        "_, bs_entries = _load_adaptive_config(cfg_path)",
+    ),
+]
+OPEN = ("srt/speculative/adaptive_spec_params.py", 111, "_load_adaptive_config", "with open(cfg_path) as f:")
+JSON_LOAD = ("srt/speculative/adaptive_spec_params.py", 112, "_load_adaptive_config", "cfg = json.load(f)")
+
+
+@pytest.mark.parametrize(
+    "written, frame, error",
+    [
+        (None, OPEN, "FileNotFoundError: [Errno 2] No such file or directory: '{path}'"),
+        ("{", JSON_LOAD, "json.decoder.JSONDecodeError: Expecting property name enclosed in double quotes: line 1 "
+         "column 2 (char 1)"),
+    ],
+    ids=["missing", "not-json"],
+)  # fmt: skip
+def test_an_adaptive_config_sglang_cannot_read_fails_where_it_reads_it(written, frame, error, tmp_path, capsys):
+    """0.5.23 opens and json.loads --speculative-adaptive-config in _load_adaptive_config (adaptive_spec_params.py
+    :110-112) and lets what they raise through; its frames, then Python's own error line (the stdlib's frames below
+    SGLang's are not simulated)."""
+    path = tmp_path / "adaptive.json"
+    if written is not None:
+        path.write_text(written)
+    argv = [*(f if f != "DRAFTER" else "/nowhere" for f in ADAPTIVE), "--speculative-adaptive-config", str(path)]
+    with pytest.raises(SimExit) as ended:
+        resolve_args(parsed("0.5.23", ["--model-path", "/m", *argv]), {}, Log())
+    assert ended.value.code == 1
+    expected = traceback_block([*RESOLVE, *ADAPTIVE_FILE, frame], error.format(path=path))
+    assert capsys.readouterr().err == expected + "\n"

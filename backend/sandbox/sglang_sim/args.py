@@ -64,10 +64,10 @@ class ConfigRefused(ValueError):
         self.check = check
 
 
-def _refused(frames: List[str], why: object) -> NoReturn:
-    """A speculative check's ValueError (``frames``: from the caller in handle_speculative_decoding down to the
+def _refused(frames: List[str], why: object, error: str = "ValueError") -> NoReturn:
+    """A speculative check's exception (``frames``: from the caller in handle_speculative_decoding down to the
     raise) as 0.5.23's launcher prints it before it exits 1."""
-    sys.stderr.write(speculative_refusal(frames, "ValueError: %s" % why) + "\n")
+    sys.stderr.write(speculative_refusal(frames, "%s: %s" % (error, why)) + "\n")
     raise SimExit(1) from None
 
 
@@ -105,7 +105,7 @@ def resolve_args(args: Dict[str, Any], target: Dict[str, Any], log: Log, current
         try:
             sim_spec.resolve(args, algo, log)
         except sim_spec.Refused as exc:
-            _refused(_ADAPTIVE + exc.frames, exc)
+            _refused(_ADAPTIVE + exc.frames, exc, exc.error)
     if algo is not None and current:
         try:  # 0.5.23's handle_server_args reads the ragged-verify mode for every algorithm, before its own hook
             sim_dspark.mode()

@@ -22,17 +22,20 @@ GRAPH_BS = [1, 2, 4, 8, 12, 16, 24, 32, 40, 48, 56, 64, 72, 80, 96, 112, 128, 16
 
 
 class Refused(Exception):
-    """SGLang's ValueError at startup: the message it raises, and ``frames`` from _init_adaptive_speculative_params
-    down to the raise (0.5.23's lines, as ``log.traceback_text`` takes them)."""
+    """SGLang's exception at startup: the message it raises, ``frames`` from _init_adaptive_speculative_params
+    down to the raise (0.5.23's lines, as ``log.traceback_text`` takes them) and ``error``, the exception's name
+    as a traceback's last line gives it."""
 
-    def __init__(self, message: str, frames: List[str]) -> None:
+    def __init__(self, message: str, frames: List[str], error: str = "ValueError") -> None:
         super().__init__(message)
         self.frames = frames
+        self.error = error
 
 
 # 0.5.23's source lines (PyPI wheel sglang-0.5.23-cp311-cp311-manylinux_2_34_x86_64, no commit id in it).
 _INIT = "srt/arg_groups/speculative_hook.py:%d _init_adaptive_speculative_params | %s"
 _PARAMS = "srt/speculative/adaptive_spec_params.py:%d %s | %s"
+_LOAD = "_load_adaptive_config"
 _LOADING = [
     _INIT % (1398, "candidate_steps = resolve_candidate_steps_from_config("),
     _PARAMS % (146, "resolve_candidate_steps_from_config", "_, bs_entries = _load_adaptive_config(cfg_path)"),
@@ -69,26 +72,40 @@ def resolve(args: Dict[str, Any], algorithm: Optional[str], log: Any) -> None:
     args["speculative_num_draft_tokens"] = steps + 1
 
 
+def _name(exc: BaseException) -> str:
+    """The exception's name as a traceback's last line gives it (``json.decoder.JSONDecodeError``)."""
+    kind = type(exc)
+    return kind.__qualname__ if kind.__module__ == "builtins" else "%s.%s" % (kind.__module__, kind.__qualname__)
+
+
 def load_config(path: Optional[str]) -> Dict[str, Any]:
     """``_load_adaptive_config``: the file (which replaces the default, never merges) or the shipped ladder; a
     refusal's frames as _init_adaptive_speculative_params reaches it."""
     if path is None:
         return default_config("0.5.23")
-    with open(path) as f:
-        config: Any = json.load(f)  # checked below as SGLang checks it
+    # What open and json.load raise there (a missing file, a JSONDecodeError), SGLang lets through.
+    try:
+        f = open(path)
+    except OSError as exc:
+        raise Refused(str(exc), [*_LOADING, _PARAMS % (111, _LOAD, "with open(cfg_path) as f:")], _name(exc)) from None
+    with f:
+        try:
+            config: Any = json.load(f)  # checked below as SGLang checks it
+        except ValueError as exc:  # JSONDecodeError, UnicodeDecodeError
+            raise Refused(str(exc), [*_LOADING, _PARAMS % (112, _LOAD, "cfg = json.load(f)")], _name(exc)) from None
     slots = [k for k in config if str(k).isdigit()] if isinstance(config, dict) else []
     for key in slots:
         steps = config[key].get("candidate_steps") if isinstance(config[key], dict) else None
         if not isinstance(steps, list) or not steps or not all(isinstance(s, int) and s >= 0 for s in steps):
             raise Refused(
                 "BS %s: candidate_steps must be a list of non-negative ints, got %r" % (key, steps),
-                [*_LOADING, _PARAMS % (127, "_load_adaptive_config", "raise ValueError(")],
+                [*_LOADING, _PARAMS % (127, _LOAD, "raise ValueError(")],
             )
     if not slots:
         raise Refused(
             "speculative_adaptive_config must contain at least one integer-string BS key, "
             'e.g. {"1": {"candidate_steps": [1,3,7]}}. Got keys: %s' % list(config),
-            [*_LOADING, _PARAMS % (134, "_load_adaptive_config", "raise ValueError(")],
+            [*_LOADING, _PARAMS % (134, _LOAD, "raise ValueError(")],
         )
     checked: Dict[str, Any] = config  # other keys SGLang ignores, as it does
     return checked
