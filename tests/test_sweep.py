@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 import sys
 from dataclasses import replace
 
@@ -14,7 +15,6 @@ from backend.connection import Connection
 from backend.errors import OperationFailed, RemoteError, UsageError
 from backend.history import History, sync_from_host
 from backend.serve import command_line, server_status, serving
-from backend.serve.preflight_checks import PreflightFailed
 from backend.settings.model import HostConfig
 from backend.tune import sweep as sweep_mod
 from tests.simhost import EAGLE, PY38, make_settings, specdeck, write_config
@@ -134,11 +134,22 @@ async def test_cancel_stops_the_server_and_resume_skips_finished_points(conn, mo
     with pytest.raises(RemoteError, match=r"no sweep \.\./jobs"):
         await sweep_mod.start(conn, settings, "aq", plan, baseline_tok_s=82.0, resume="../jobs")
 
-    # One sweep at a time: a second is refused while the first runs: by the host, or by the preflight once
-    # the first sweep's server holds the profile's port (which comes first is a race).
+    # One sweep at a time: a second is refused while the first runs, naming it and what to do, before anything
+    # else is checked (once the first sweep's server held the profile's port, the preflight said only that).
     first = await sweep_mod.start(conn, settings, "aq", plan, baseline_tok_s=82.0)
-    with pytest.raises((RemoteError, PreflightFailed), match=f"sweep {first.id} is running|is held by profile aq"):
+    await serving.wait(conn, until=server_status.RUNNING_STATES, within=30)  # its server holds the port now
+
+    def busy(host: str) -> str:
+        return re.escape(
+            f"sweep {first.id} is running on {host} (one at a time): wait for it to end, "
+            f"or stop it with `specdeck jobs cancel {first.id}`"
+        )
+
+    with pytest.raises(sweep_mod.SweepRunning, match=f"^{busy('local')}$"):
         await sweep_mod.start(conn, settings, "aq", plan, baseline_tok_s=82.0)
+    # The host's own guard (two clients at once) says the same sentence.
+    with pytest.raises(RemoteError, match=f"^{busy('this host')}$"):
+        await conn.call("sweep.start", points=[{"argv": ["true"], "args": {}}], requests=1, max_tokens=1)
     await sweep_mod.cancel(conn, first.id)
 
 
@@ -247,6 +258,9 @@ def test_cli_sweep_json_detach_and_bad_input(models, tmp_path):
     detached = specdeck(config, "sweep", "eagle3-ours", "--steps", "1", "--requests", "1", "--max-tokens", "8",
                         "--detach").stdout.strip()  # fmt: skip
     assert detached.startswith("sweep-")
+    busy = specdeck(config, "sweep", "eagle3-ours", "--steps", "1", rc=1).stderr.strip().splitlines()
+    assert len(busy) == 1 and f"sweep {detached} is running on " in busy[0], busy  # one sentence, no traceback
+    assert busy[0].endswith(f"wait for it to end, or stop it with `specdeck jobs cancel {detached}`"), busy
     specdeck(config, "jobs", "cancel", detached)
     assert "give --steps" in specdeck(config, "sweep", "eagle3-ours", rc=2).stderr
     assert "whole numbers" in specdeck(config, "sweep", "eagle3-ours", "--steps", "1,x", rc=2).stderr

@@ -12,6 +12,7 @@ from textual.widgets import DataTable, Input, Label, SelectionList, Static
 from backend.history import History
 from backend.measure import domains
 from backend.sandbox import fixtures
+from backend.serve import serving
 from backend.settings.config_file import load
 from backend.tune.sweep import SweepPlan, SweepPoint
 from tests.helpers import until
@@ -179,3 +180,39 @@ async def test_the_sweep_sends_the_prompt_sets_chosen_with_d(settings):
         await pilot.press("s")
         await until(pilot, lambda: plans, "the sweep's plan")
         assert plans[0].domains == domains.parse("math", True)
+
+
+@pytest.mark.slow
+async def test_s_while_a_sweep_started_elsewhere_runs_names_it(settings):
+    """A sweep the CLI started runs on the host: s says so in the CLI's sentence (not the preflight's port held
+    by its server, not the dialog about stopping that server), and the tab follows it, so x cancels it."""
+    from backend.agent.host.shared.sweep_busy import busy_text
+    from backend.connection import Connection
+    from backend.tune import sweep as sweep_mod
+    from tui.screens.confirm import ConfirmScreen
+
+    app = SpecdeckApp(settings, host="sim")
+    conn = await Connection.open(settings.hosts["sim"])
+    try:
+        async with app.run_test(size=(160, 45)) as pilot:
+            await until(pilot, lambda: app.connection.connected, "connected")
+            await pilot.press("6")
+            pane = app.query_one(TunePane)
+            await until(pilot, lambda: app.focused is pane.query_one("#tune-runs"), "the runs table focused")
+            plan = SweepPlan((1, 2, 3, 4, 5, 6), requests=16, max_tokens=1024)  # minutes: cancelled below
+            job = await sweep_mod.start(conn, settings, "eagle3-aq", plan, baseline_tok_s=82.0)
+            await serving.wait(conn, until=("ready",), within=60)  # its server holds eagle3-aq's port
+            await pilot.press("s")
+            said = busy_text(job.id, "sim")
+            await until(pilot, lambda: said in [n.message for n in app._notifications], "the refusal naming it")
+            assert not isinstance(app.screen, ConfirmScreen)  # nothing asked about the server: it is the sweep's
+            await until(pilot, lambda: pane.sweep_job == job.id, "the sweep followed")
+            await pilot.press("s")  # followed now: the same sentence again
+            await until(pilot, lambda: [n.message for n in app._notifications].count(said) == 2, "said again")
+            await pilot.press("x")
+            await until(pilot, lambda: pane.sweep_job is None, "the sweep cancelled", 60)
+    finally:
+        for job_info in await conn.call("jobs.list", kind="sweep"):
+            if job_info["state"] == "running":
+                await conn.call("jobs.cancel", id=job_info["id"], timeout=15)
+        await conn.close()

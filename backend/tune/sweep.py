@@ -12,6 +12,7 @@ from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from backend.agent.host.shared.sweep_busy import busy_text
 from backend.connection import Connection
 from backend.errors import OperationFailed, UsageError
 from backend.jobs import JobInfo, get_job, list_jobs, newest_running
@@ -137,6 +138,7 @@ async def start_points(
     """Check ``profile`` (its preflight, a multi-node server in the way), build each point's command from its
     profile and the found server's, and start the host's sweep job with ``params`` (requests, max tokens,
     levels, ...); its description."""
+    await refuse_if_running(conn)  # before the server is touched or the preflight finds its port held
     if resume is None:  # a resumed sweep leaves the host as the first one found it
         await restore_found(conn, settings)
     current = await serving.status(conn)
@@ -348,6 +350,23 @@ async def cancel(conn: Connection, job_id: str) -> dict[str, Any]:
 async def running(conn: Connection) -> JobInfo | None:
     """The newest running sweep job on the host, if any."""
     return newest_running(await list_jobs(conn, "sweep"))
+
+
+class SweepRunning(OperationFailed):
+    """A sweep (``job``) runs on the host already: one at a time."""
+
+    def __init__(self, job: JobInfo, host: str) -> None:
+        super().__init__(busy_text(job.id, host))
+        self.job = job
+
+
+async def refuse_if_running(conn: Connection) -> None:
+    """SweepRunning naming the sweep the host runs (or whose runner died while its processes live on), if any:
+    checked before anything else a start does, so that sweep is the reason given, not the port its server
+    holds. The host's ``sweep.start`` refuses with the same sentence when two clients start at once."""
+    active = [j for j in await list_jobs(conn, "sweep") if j.active]
+    if active:
+        raise SweepRunning(max(active, key=lambda j: j.started or 0), conn.host.name)
 
 
 def point_name(point: SweepPoint) -> str:

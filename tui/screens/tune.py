@@ -24,6 +24,7 @@ from textual.containers import Horizontal
 from textual.widgets import DataTable, Input, Label, Static
 
 from backend.agent.host.shared import expect, units
+from backend.agent.host.shared.sweep_busy import busy_text
 from backend.errors import SpecdeckError, UsageError
 from backend.fleet import sweep as fleet_sweep
 from backend.history import History, RunSummary, Yardstick, run_id_of, sync_from_host
@@ -340,8 +341,7 @@ class TunePane(ShellPane):
         self.action_start_sweep(fleet=self.fleet())
 
     def action_start_sweep(self, fleet: str | None = None) -> None:
-        if self.sweep_job is not None:
-            self.app.notify(f"sweep {self.sweep_job} is running: x cancels it", severity="warning")
+        if self._following():
             return
         if not self.app.connection.connected:
             self.app.notify(f"{self.app.host_config.name} is not connected", severity="error")
@@ -371,6 +371,8 @@ class TunePane(ShellPane):
     async def _start(self, plan: sweep_mod.SweepPlan) -> None:
         assert self.profile is not None and self.yardstick is not None
         conn = self.app.connection
+        if not await self._no_sweep_running("sweep"):
+            return
         if not await self._replacing_agreed(len(plan.grid())):
             self._progress("sweep not started: the running server was kept")
             return
@@ -433,6 +435,30 @@ class TunePane(ShellPane):
     def _scope(self, plan: sweep_mod.SweepPlan) -> str:
         """What the sweep can part at its length, one request's spread from the runs read (``judge.sweep_scope``)."""
         return judge.sweep_scope(expect.bench_noise(advisor.bench_lists(self.runs), plan.requests))
+
+    def _following(self) -> bool:
+        """True, notified, while the tab follows a sweep: a host's in the backend's sentence, the one a sweep
+        started elsewhere is refused with (``_no_sweep_running``)."""
+        if self.sweep_job is None:
+            return False
+        if self.sweep_job.startswith("fleet "):  # driven from here, across hosts: x ends it
+            self.app.notify(f"{self.sweep_job} sweep is running: x cancels it", severity="warning")
+        else:
+            self.app.notify(busy_text(self.sweep_job, self.app.connection.host.name), severity="warning")
+        return True
+
+    async def _no_sweep_running(self, what: str) -> bool:
+        """False, with the backend's sentence naming it, when the host runs a sweep this tab did not start (the CLI,
+        another panel): asked before the dialog about the server, which would be that sweep's. The tab follows
+        that sweep from then on, so x cancels it too."""
+        try:
+            await sweep_mod.refuse_if_running(self.app.connection)
+        except sweep_mod.SweepRunning as exc:
+            self._progress(f"{what} not started: {exc}")
+            self.app.notify(str(exc), severity="warning")
+            self._follow(exc.job.id, exc.job.points)
+            return False
+        return True
 
     async def _replacing_agreed(self, points: int) -> bool:
         """True when no server runs, or the operator agreed that the sweep stops the one that does."""
@@ -527,8 +553,7 @@ class TunePane(ShellPane):
         self.query_one("#tune-progress", Static).update(text)
 
     def action_adaptive_ab(self) -> None:
-        if self.sweep_job is not None:
-            self.app.notify(f"sweep {self.sweep_job} is running: x cancels it", severity="warning")
+        if self._following():
             return
         if not self.app.connection.connected or self.profile is None or self.yardstick is None:
             self.app.notify("no speculative profile on a connected host to serve adaptive", severity="error")
@@ -549,6 +574,8 @@ class TunePane(ShellPane):
         assert self.profile is not None
         profile = self.app.settings.profiles[self.profile]
         adaptive, fixed = adaptive_ab.ab_profiles(profile, proposal)
+        if not await self._no_sweep_running("adaptive A/B"):
+            return
         current = server_status.ServerStatus.from_json(await serving.status(self.app.connection))
         question = (
             f"Serve {adaptive.name} (SGLang's adaptive steps, ladder {proposal.config}) and then {fixed.name}, "

@@ -46,6 +46,7 @@ from typing import Any, Dict, List, Optional, Tuple
 from . import jobs, loadgen, prompts, serve, servers
 from .registry import AgentError, Context, method
 from .shared.server_states import STATES as SERVER_STATES
+from .shared.sweep_busy import busy_text
 from .shared.sweep_order import Order
 from .watch import Watch
 
@@ -115,7 +116,7 @@ def start(params: Dict[str, Any], ctx: Context) -> Dict[str, Any]:
         if name.startswith(KIND + "-"):
             job = jobs.describe(os.path.join(root, name))
             if job.get("kind") == KIND and job["state"] in jobs.ACTIVE:
-                raise AgentError("sweep %s is running on this host; cancel it or let it finish first" % name, "busy")
+                raise AgentError(busy_text(name), "busy")
     resume = params.get("resume")
     if resume:
         folder = os.path.join(root, str(resume))
