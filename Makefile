@@ -43,9 +43,11 @@ bench: setup
 	@$(PY) -m pip install --quiet vllm-htop==0.5.0 || echo "vllm-htop not installed: the idle row measures a 1 Hz poller"
 	@scripts/netns-run $(PY) -m bench
 
+# Commit subjects after scripts/commit_subjects.py's cutoff are at most 72 characters (tests/ run it too).
 lint: setup typecheck
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
+	$(PY) scripts/commit_subjects.py
 
 # Types ([tool.mypy] in pyproject.toml), before the suite and in lint; incremental through .mypy_cache. What runs
 # on the GPU host's Python (the agent, the SIMULATED SGLang and SpecForge, the flag tables they read) is checked
