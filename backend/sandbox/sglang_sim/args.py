@@ -40,13 +40,6 @@ _MTP_ARCHS = {
 }
 
 
-HF_CONFIG_FRAMES = [
-    "srt/server_args.py:620 __post_init__ | self._handle_model_specific_adjustments()",
-    "srt/server_args.py:937 _handle_model_specific_adjustments | hf_config = self.get_hf_config()",
-    "srt/server_args.py:3934 get_hf_config | hf_config = get_config(",
-    "srt/utils/hf_transformers_utils.py:219 get_config | config = AutoConfig.from_pretrained(",
-]
-
 # 0.5.23's speculative refusals: from handle_speculative_decoding's frame down to the raising function's own
 # (``Refused.frames``); source lines as in launcher.py.
 _HOOK = "srt/arg_groups/speculative_hook.py:"

@@ -11,7 +11,8 @@ wheels where they are at hand. Frames below SGLang (transformers, the stdlib) ar
 
 from __future__ import annotations
 
-from typing import List
+import os
+from typing import List, Tuple
 
 from backend.sandbox.sglang_sim.log import traceback_text
 
@@ -21,6 +22,12 @@ _POST_INIT_056 = [
     _PREPARE_056,
     "srt/server_args.py:4371 prepare_server_args | return ServerArgs.from_cli_args(raw_args)",
     "srt/server_args.py:3924 from_cli_args | return cls(**{attr: getattr(args, attr) for attr in attrs})",
+]
+_HF_056 = [
+    "srt/server_args.py:620 __post_init__ | self._handle_model_specific_adjustments()",
+    "srt/server_args.py:937 _handle_model_specific_adjustments | hf_config = self.get_hf_config()",
+    "srt/server_args.py:3934 get_hf_config | hf_config = get_config(",
+    "srt/utils/hf_transformers_utils.py:219 get_config | config = AutoConfig.from_pretrained(",
 ]
 _SPEC_056 = "srt/server_args.py:645 __post_init__ | self._handle_speculative_decoding()"
 _EAGLE_056 = {
@@ -108,6 +115,95 @@ _CONFIG_REFUSALS = {
         [_PARSE_0523, _raise(_PARSER_0523, 151, *_NOT_A_DICT)],
     ),
 }
+
+
+# The model's config, first read by apply_muse_spark_env_defaults through get_config, which on an OSError or
+# ValueError tries the path as a Kev pointer adapter (load_pointer_adapter) and re-raises when it is not one.
+# transformers' frames are 5.19.0's (the release the 0.5.23 wheel pins; its PyPI wheel read); huggingface_hub's
+# and the stdlib's below them are not simulated (SGLang pins no huggingface_hub).
+_TF = "../transformers/"  # log.traceback_text: beside sglang under dist-packages
+_MODEL_0523 = [
+    *_RESOLVE_0523,
+    "srt/arg_groups/pipeline.py:122 run_resolution_pipeline | apply_muse_spark_env_defaults(server_args)",
+    "srt/arg_groups/muse_spark_hook.py:43 apply_muse_spark_env_defaults | hf_config = get_config(",
+    "srt/utils/common.py:4570 wrapper | result = func(*args, **kwargs)",
+]
+_GET_CONFIG = "srt/utils/hf_transformers/config.py:"
+_PARSE = _GET_CONFIG + "379 get_config | config = parser.parse("
+_LONGCAT = [
+    _PARSE,
+    _GET_CONFIG + "224 parse | config = _try_load_longcat_config(model, revision, **kwargs)",
+    _GET_CONFIG + "162 _try_load_longcat_config | config_dict, _ = PretrainedConfig.get_config_dict(",
+    _TF + "configuration_utils.py:792 get_config_dict | "
+    "config_dict, kwargs = cls._get_config_dict(pretrained_model_name_or_path, **kwargs)",
+]
+_CACHED_FILES = _TF + "utils/hub.py:370 cached_file | "
+_CACHED_FILES += "file = cached_files(path_or_repo_id=path_or_repo_id, filenames=[filename], **kwargs)"
+_CACHED_FILE = [
+    _TF + "configuration_utils.py:844 _get_config_dict | resolved_config_file = cached_file(",
+    _CACHED_FILES,
+]
+_NOT_A_REPO_ID = _TF + 'utils/hub.py:595 cached_files | raise OSError(f"{e}") from e'
+_NOT_ON_THE_HUB = _TF + "utils/hub.py:569 cached_files | raise OSError("
+_DOWNLOAD = [_TF + "utils/hub.py:537 cached_files | hf_hub_download("]
+_POINTER = [
+    _GET_CONFIG + "387 get_config | meta = load_pointer_adapter(model, revision)",
+    "srt/configs/model_config.py:353 load_pointer_adapter | meta = load_pointer_head(model_path, revision)",
+    "srt/configs/model_config.py:328 load_pointer_head | path = cached_file(",
+    _CACHED_FILES,
+]
+_UNRECOGNIZED = [
+    _PARSE,
+    _GET_CONFIG + "228 parse | config = AutoConfig.from_pretrained(",
+    _TF + "models/auto/configuration_auto.py:442 from_pretrained | raise ValueError(",
+]
+_NOT_JSON = [
+    _TF + "configuration_utils.py:884 _get_config_dict | config_dict = cls._dict_from_json_file(resolved_config_file)",
+    _TF + "configuration_utils.py:991 _dict_from_json_file | config_dict = json.loads(text)",
+]
+_BAD_JSON = _TF + 'configuration_utils.py:886 _get_config_dict | raise OSError(f"It looks like the config file at '
+_BAD_JSON += "'{resolved_config_file}' is not a valid JSON file.\")"
+_CAUSE = "\n\nThe above exception was the direct cause of the following exception:\n\n"
+_CONTEXT = "\n\nDuring handling of the above exception, another exception occurred:\n\n"
+_PRIVATE = (
+    "\nIf this is a private repository, make sure to pass a token having permission to this repo either by logging "
+    "in with `hf auth login` or by passing `token=<your_token>`"
+)
+
+
+def model_config_refusal(current: bool, path: str, error: str) -> str:
+    """The model's config.json could not be read (``error``: the line transformers 4.57 and huggingface_hub end
+    0.5.6's traceback with, from ``folders.read_model_config``): 0.5.6's __post_init__ chain, or 0.5.23's chained
+    tracebacks in transformers 5.19's words."""
+    if not current:
+        return traceback_text(_POST_INIT_056 + _HF_056, error)
+    chain: List[Tuple[List[str], str]]
+    if not os.path.isdir(path):
+        # Not a repo id (HFValidationError: transformers raises it as an OSError from it), or none on the Hub
+        # (its RepositoryNotFoundError, which names a request id, is not simulated).
+        invalid = error.startswith("huggingface_hub.errors.HFValidationError: ")
+        message = "OSError: %s" % error.split(": ", 1)[1] + ("" if invalid else _PRIVATE)
+        raised = _NOT_A_REPO_ID if invalid else _NOT_ON_THE_HUB
+        first = (_LONGCAT + _CACHED_FILE + [raised], message)
+        last = (_MODEL_0523 + _POINTER + [raised], message)
+        cause = [(_DOWNLOAD, error)] if invalid else []
+        return _chain([*cause, first], _CAUSE) + _CONTEXT + _chain([*cause, last], _CAUSE)
+    if not os.path.isfile(os.path.join(path, "config.json")):
+        unrecognized = "ValueError: Unrecognized model in %s. Should have a `model_type` key in its config.json." % path
+        return traceback_text(_MODEL_0523 + _UNRECOGNIZED, unrecognized)
+    chain = [
+        (_NOT_JSON, error),
+        (
+            _MODEL_0523 + _LONGCAT + [_BAD_JSON],
+            "OSError: It looks like the config file at '%s' is not a valid JSON file."
+            % os.path.join(path, "config.json"),
+        ),
+    ]
+    return _chain(chain, _CONTEXT)
+
+
+def _chain(sections: List[Tuple[List[str], str]], joint: str) -> str:
+    return joint.join(traceback_text(frames, error) for frames, error in sections)
 
 
 def config_refusal(current: bool, check: str, message: str) -> str:

@@ -81,13 +81,15 @@ def rank_prefixes(dp: int, pp: int, tp: int, ep: int) -> List[str]:
 
 
 def traceback_text(frames: List[str], error: str) -> str:
-    """A Python traceback block; each frame is ``"path-under-sglang:line function | source"``."""
+    """A Python traceback block; each frame is ``"path-under-sglang:line function | source"`` (``../`` leads to
+    another package beside it: ``../transformers/utils/hub.py``)."""
     lines = ["Traceback (most recent call last):"]
     for frame in frames:
         where, source = frame.split(" | ", 1)
         location, func = where.split(" ", 1)
         path, line = location.rsplit(":", 1)
-        lines.append('  File "%s/%s", line %s, in %s' % (_SITE, path, line, func))
+        where = os.path.dirname(_SITE) + path[2:] if path.startswith("../") else "%s/%s" % (_SITE, path)
+        lines.append('  File "%s", line %s, in %s' % (where, line, func))
         lines.append("    " + source)
     lines.append(error)
     return "\n".join(lines)

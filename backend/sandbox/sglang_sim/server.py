@@ -16,12 +16,12 @@ from typing import TYPE_CHECKING, List, Optional
 
 from backend.sandbox.sglang_sim import scenario, traces
 from backend.sandbox.sglang_sim.api import Handler, Server, bind
-from backend.sandbox.sglang_sim.args import HF_CONFIG_FRAMES, ConfigRefused, merge_config, resolve_args
+from backend.sandbox.sglang_sim.args import ConfigRefused, merge_config, resolve_args
 from backend.sandbox.sglang_sim.dialect import dialect_from_env
 from backend.sandbox.sglang_sim.engine import Engine
 from backend.sandbox.sglang_sim.folders import read_model_config
 from backend.sandbox.sglang_sim.histograms import SimHistograms
-from backend.sandbox.sglang_sim.launcher import config_refusal, post_init_traceback
+from backend.sandbox.sglang_sim.launcher import config_refusal, model_config_refusal, post_init_traceback
 from backend.sandbox.sglang_sim.log import Log, SimExit
 from backend.sandbox.sglang_sim.metrics import Metrics
 from backend.sandbox.sglang_sim.startup import FAILURES, Startup, warmup
@@ -71,7 +71,7 @@ def serve(argv: List[str]) -> int:
         return 2
     target, error = read_model_config(args["model_path"])
     if target is None:
-        sys.stderr.write(post_init_traceback(HF_CONFIG_FRAMES, error) + "\n")
+        sys.stderr.write(model_config_refusal(dialect.current, args["model_path"], error) + "\n")
         return 1
     args = resolve_args(args, target, log, dialect.current)
     log.info("server_args=ServerArgs(%s)" % ", ".join("%s=%r" % kv for kv in args.items()))
