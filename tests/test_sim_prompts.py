@@ -103,7 +103,9 @@ async def test_looping_completions_are_flagged_and_kept_out(conn, models):
     assert sorted(got["degenerate"]) == sorted(r["index"] for r in looped) and len(looped) == 4
     assert all(r["domain"] == "random" and r["repetition"] > 0.9 for r in looped)
     loop_accept = sum(r["tokens"] for r in looped) / sum(r["spec_verify_ct"] for r in looped)
-    assert loop_accept == pytest.approx(3.93, abs=0.1)
+    # Four looping requests of 128 tokens, each one's last block cut: 20,000 drawn as the engine draws them measure
+    # 3.919 sd 0.041, so ±0.1 held only for some seeds (2.5% of draws outside); ±0.15 leaves 0.06% outside.
+    assert loop_accept == pytest.approx(3.93, abs=0.15)
     assert got["accept_len"] == pytest.approx(1.94, abs=0.25) and "random" not in got["domains"]
     point = Point.from_bench(3, got)
     assert len(point.histograms) == 4  # the advisor sees the chat requests only
