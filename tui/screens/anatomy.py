@@ -8,6 +8,7 @@ cancelled (and the host job stops the server's profiler)."""
 from __future__ import annotations
 
 import asyncio
+from typing import TYPE_CHECKING
 
 from textual import work
 from textual.app import ComposeResult
@@ -17,10 +18,13 @@ from textual.worker import Worker
 
 from backend.history import run_id_of
 from backend.jobs import get_job
-from backend.measure import anatomy
 from tui.screens.dialog import Dialog
-from tui.widgets.stagebar import StageBar
 
+if TYPE_CHECKING:
+    from backend.measure import anatomy
+
+# The profile's own modules (backend.measure.anatomy, the stage bar) are imported when a profile is first opened:
+# the Live and Serve tabs import this module for their Profile key, and most sessions never press it.
 PROFILE_TOOLTIP = "Profile a few decode cycles with SGLang's own profiler: where a cycle's time goes"
 
 
@@ -46,6 +50,8 @@ class AnatomyScreen(Dialog[None]):
         self.result: anatomy.CycleAnatomy | None = None
 
     def body(self) -> ComposeResult:
+        from tui.widgets.stagebar import StageBar
+
         yield Static("starting the profiler", id="anatomy-status", markup=False)
         yield DataTable(id="anatomy-table", show_cursor=False, zebra_stripes=True)
         yield StageBar(id="anatomy-bar")
@@ -62,6 +68,8 @@ class AnatomyScreen(Dialog[None]):
 
     @work(exclusive=True, group="anatomy", exit_on_error=False, description="profile the server")
     async def _profile(self) -> None:
+        from backend.measure import anatomy
+
         conn = self.app.connection
         server = await get_job(conn, self.server_job)
         plan = anatomy.ProfilePlan()
@@ -76,6 +84,9 @@ class AnatomyScreen(Dialog[None]):
 
     def show(self, result: anatomy.CycleAnatomy, found: list[anatomy.Finding]) -> None:
         """Draw ``result`` and what it means."""
+        from backend.measure import anatomy
+        from tui.widgets.stagebar import StageBar
+
         self.result = result
         self._status(anatomy.summary_line(result))
         table = self.query_one(DataTable)

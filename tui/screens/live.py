@@ -36,9 +36,7 @@ from backend.measure.bench import bench_notes, domain_lines
 from backend.measure.livefeed import LiveFeed, profile_steps
 from backend.measure.series import LiveSeries, RingSeries
 from backend.settings.model import Reference
-from backend.tune.advisor import bench_acceptance_lines
 from tui.messages import ConnectionChanged, LiveFeedUpdated
-from tui.screens import promptsets
 from tui.screens.anatomy import PROFILE_TOOLTIP, AnatomyScreen
 from tui.screens.pane import ShellPane
 from tui.state import Baseline
@@ -620,6 +618,8 @@ class LivePane(ShellPane):
         self.app.push_screen(AnatomyScreen(server.id))
 
     def action_choose_prompts(self) -> None:
+        from tui.screens import promptsets  # the dialog's modules with its first opening
+
         promptsets.choose(self.app)
 
     def action_toggle_bench(self) -> None:
@@ -638,6 +638,8 @@ class LivePane(ShellPane):
         self._benched = message.server.id
         drafter = message.server.drafter
         tiers = dict(self.series.tier_passes) if message.server.adaptive else None
+        from backend.tune.advisor import bench_acceptance_lines  # with the first bench: the advisor is Tune's
+
         lines = bench_acceptance_lines(message.result, drafter, tiers=tiers or None)
         # What the bench's prompts were, per domain, which looped (issue 32).
         notes = bench_notes(message.result)
