@@ -680,6 +680,7 @@ async def _sweep(
         emit_json({
             "run": run_id, "levels": rows, "yardstick": yardstick.to_json(), "falls_below_baseline_at": falls,
             "no_baseline_at": None if curve is None else list(curve.unjudged),
+            "curve_verdicts": None if curve is None else curve.to_json(),
         })  # fmt: skip
         return 0
     print(

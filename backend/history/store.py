@@ -35,7 +35,7 @@ from typing import Any, TypeVar
 from backend.errors import OperationFailed, UsageError
 from backend.history.samples import downsample
 from backend.history.schema import MIGRATIONS, SCHEMA, SCHEMA_NAMES, SCHEMA_VERSION
-from backend.history.summary import BenchLevel, Level, RunSummary, Yardstick
+from backend.history.summary import BenchLevel, Level, Rate, RunSummary, Yardstick
 from backend.jobs import JobInfo
 from backend.measure.breakeven import cycle_ms as cycle_ms_of
 from backend.measure.metrics import Sample
@@ -524,14 +524,16 @@ class History:
         if row is None:
             return Yardstick(baseline_tok_s, cycle_ms)
         levels = {lv.streams: lv.tok_s for lv in self._levels(row["id"])}
-        benches = {point.streams: point.tok_s for point in self.bench_curve(row["id"])}
+        curve = self.bench_curve(row["id"])
+        benches = {point.streams: point.tok_s for point in curve}
         if not levels and not benches:
             return Yardstick(baseline_tok_s, cycle_ms)
         single = levels.get(1) or benches.get(1) or baseline_tok_s
-        return Yardstick(single, cycle_ms, row["id"], levels, benches)
+        return Yardstick(single, cycle_ms, row["id"], levels, benches, {point.streams: point.rate for point in curve})
 
     def bench_curve(self, run_id: str) -> tuple[BenchLevel, ...]:
-        """The run's newest bench at each concurrency it was benched at, by concurrency."""
+        """The run's newest bench at each concurrency it was benched at, by concurrency, with the interval of its
+        tok/s over its requests' decode rates."""
         rows = self.db.execute(
             "SELECT * FROM benches WHERE run = ? AND tok_s IS NOT NULL ORDER BY ended, id", (run_id,)
         ).fetchall()
@@ -539,10 +541,11 @@ class History:
         for row in rows:
             bench = _bench_json(row)
             newest[int(bench["concurrency"] or 1)] = bench
+        rates = {c: Rate.of_bench(b["tok_s"], b["result"]) for c, b in newest.items()}
         return tuple(
             BenchLevel(
                 c, b["tok_s"], b["result"].get("total_tok_s"), b["accept_len"], b["cycle_ms"], b["id"],
-                b["result"].get("latency"),
+                b["result"].get("latency"), rates[c].low, rates[c].high, rates[c].requests,
             )
             for c, b in sorted(newest.items())
         )  # fmt: skip

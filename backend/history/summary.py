@@ -3,12 +3,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from backend.agent.host.shared.measured_points import t975
 from backend.measure.breakeven import live_breakeven
-from backend.measure.series import interval95
+from backend.measure.series import interval95, requests_interval
 from backend.sglang.versions import SIM_SUFFIX
 
 
@@ -20,6 +21,46 @@ class Level:
     seconds: int
     tok_s: float  # per stream
     total_tok_s: float  # aggregate (SGLang's gen throughput)
+
+
+def finished_requests(result: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """A bench result's per-request figures of the requests that finished (a failed request has none)."""
+    return [r for r in result.get("per_request") or [] if isinstance(r, dict) and "error" not in r]
+
+
+@dataclass(frozen=True)
+class Rate:
+    """A bench's per-stream tok/s with the 95% interval over its requests' decode rates (Student's t, around the
+    bench's own figure); ``low``/``high`` None under two requests, or for a bench recorded before per-request
+    rates were kept."""
+
+    tok_s: float
+    low: float | None = None
+    high: float | None = None
+    requests: int = 0  # the requests with a rate (those the interval is over)
+
+    @classmethod
+    def of_bench(cls, tok_s: float, result: Mapping[str, Any]) -> Rate:
+        """The rate of a bench result (``loadgen.summarize``) whose per-stream figure is ``tok_s``."""
+        requests = finished_requests(result)
+        interval = requests_interval((r.get("decode_tok_s") for r in requests), tok_s)
+        if interval is None:
+            return cls(float(tok_s), requests=sum(1 for r in requests if r.get("decode_tok_s")))
+        return cls(*interval)
+
+    @property
+    def interval(self) -> tuple[float, float, float, int] | None:
+        """(tok/s, low, high, requests) as ``requests_interval`` gives it; None without an interval."""
+        if self.low is None or self.high is None:
+            return None
+        return self.tok_s, self.low, self.high, self.requests
+
+    @property
+    def se(self) -> float | None:
+        """The figure's standard error (the interval's half over Student's t at its requests)."""
+        if self.low is None or self.high is None:
+            return None
+        return (self.high - self.low) / 2 / t975(self.requests - 1)
 
 
 @dataclass(frozen=True)
@@ -35,6 +76,13 @@ class BenchLevel:
     latency: dict[str, Any] | None = (
         None  # the bench's per-request percentiles: {"ttft_ms": {"p50": ...}, "itl_ms": ...}
     )
+    tok_s_low: float | None = None  # the 95% interval over its requests' decode rates (``Rate``)
+    tok_s_high: float | None = None
+    requests: int = 0
+
+    @property
+    def rate(self) -> Rate:
+        return Rate(self.tok_s, self.tok_s_low, self.tok_s_high, self.requests)
 
     def itl_ms(self, key: str) -> float | None:
         """The bench's inter-token latency percentile ``key`` ("p50", "p95"), None for older benches."""
@@ -51,6 +99,8 @@ class Yardstick:
     baseline_run: str | None = None  # the measured baseline's run id, None for the configured figure
     by_streams: dict[int, float] = field(default_factory=dict)  # running requests -> measured per-stream tok/s
     bench_by_streams: dict[int, float] = field(default_factory=dict)  # concurrency -> the baseline's bench tok/s
+    # The same benches with their intervals over their requests (none for a bench without per-request rates).
+    bench_rates: dict[int, Rate] = field(default_factory=dict)
 
     @property
     def break_even(self) -> float:
@@ -77,6 +127,10 @@ class Yardstick:
             "baseline_run": self.baseline_run,
             "baseline_by_streams": {str(k): round(v, 4) for k, v in sorted(self.by_streams.items())},
             "baseline_bench_by_streams": {str(k): round(v, 4) for k, v in sorted(self.bench_by_streams.items())},
+            "baseline_bench_intervals": {
+                str(k): None if r.low is None or r.high is None else [round(r.low, 4), round(r.high, 4), r.requests]
+                for k, r in sorted(self.bench_rates.items())
+            },
             "cycle_ms": self.cycle_ms,
             "break_even_accept_len": round(self.break_even, 4),
         }

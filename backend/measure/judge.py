@@ -11,7 +11,9 @@ only over concurrencies where a baseline was measured; the others are named ("no
 Intervals. beats / below / met / not met only where a 95% interval clears the line (``series.clears``); else
 within noise; without an interval, not enough samples, with the count it needs. Before any of that, the practical
 floor (``FLOOR``, the sweep's ``TOK_S_SE_FLOOR``: two benches of one configuration differ by 2%): a figure within
-it of its line is level with it, however narrow its interval, never beats or below (``judged_word``). The break-even is
+it of its line is level with it, however narrow its interval, never beats or below (``judged_word``). Two benches (a
+curve's level against the baseline's there) by the interval of their difference, both benches' requests in it
+(``rate_verdict``): ahead / below only where it clears, within noise else, with that interval. The break-even is
 ``breakeven.live_breakeven`` (cycle × baseline / 1000) of the figures judged, nowhere else.
 
 Words. One way to write a change (``pct_text``: ``+12.6%``, ``0.0%``, never ``-0%`` or ``+0.0%``) and a figure
@@ -30,14 +32,14 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from backend.agent.host.shared.expect import BENCH_FLOOR, BenchNoise
 from backend.agent.host.shared.measured_points import TOK_S_SE_FLOOR, Z, t975
-from backend.history.summary import Level, RunSummary, Yardstick
+from backend.history.summary import Level, Rate, RunSummary, Yardstick, finished_requests
 from backend.measure.breakeven import live_breakeven
-from backend.measure.series import BATCHES, Stats, clears, interval95
+from backend.measure.series import BATCHES, Stats, clears, interval95, requests_interval
 
 # --- words and figures -------------------------------------------------------------------------------------
 
@@ -213,9 +215,9 @@ def bench_figure(run: RunSummary) -> tuple[float | None, float | None, int]:
 
 @dataclass(frozen=True)
 class Verdict:
-    """An interval against a line: ``word`` is beats / below / within noise (speed), met / not met / within
-    noise (break-even), level with (either, inside the practical floor), = baseline, not enough samples or
-    waiting; ``low``/``high`` the 95% interval."""
+    """An interval against a line: ``word`` is beats / below / within noise (speed; ahead / below of a bench
+    curve against the baseline's), met / not met / within noise (break-even), level with (either, inside the
+    practical floor), = baseline, not enough samples or waiting; ``low``/``high`` the 95% interval."""
 
     word: str
     low: float | None = None
@@ -225,7 +227,7 @@ class Verdict:
 
     @property
     def decided(self) -> bool:
-        return self.word in ("beats", "below", "met", "not met")
+        return self.word in ("beats", "ahead", "below", "met", "not met")
 
 
 def speed_verdict(tok: Stats, baseline: float, own: bool = False) -> Verdict:
@@ -259,22 +261,6 @@ def clear_word(low: float, high: float, line: float, words: tuple[str, str], wit
     """``words[0]`` where the interval [low, high] is wholly above ``line``, ``words[1]`` wholly below, else
     ``within``."""
     return {1: words[0], -1: words[1], 0: within}[clears(low, high, line)]
-
-
-def requests_interval(
-    values: Iterable[float | None], center: float | None = None
-) -> tuple[float, float, float, int] | None:
-    """(mean, low, high, n) of a bench's per-request figures: the 95% interval by Student's t over the requests,
-    around ``center`` where the bench's own figure weighs them otherwise (its accept length is tokens over
-    verifies: one figure on every surface); None under two."""
-    got = [float(v) for v in values if v]
-    if len(got) < 2:
-        return None
-    mean = sum(got) / len(got)
-    sd = (sum((v - mean) ** 2 for v in got) / (len(got) - 1)) ** 0.5
-    half = t975(len(got) - 1) * sd / len(got) ** 0.5
-    middle = mean if center is None else float(center)
-    return middle, middle - half, middle + half, len(got)
 
 
 def interval_verdict(
@@ -399,15 +385,53 @@ def break_even_met(run: RunSummary, yardstick: Yardstick) -> bool | None:
 # --- across concurrency ------------------------------------------------------------------------------------
 
 
+def difference_interval(value: Rate, line: Rate) -> tuple[float, float, float, int] | None:
+    """``value``'s figure with the 95% interval of its difference from ``line``'s, both benches' noise in it:
+    Student's t on both benches' requests times the difference's standard error (as sweep points are parted,
+    ``separable``), in the shape of ``requests_interval`` (around ``value``, the fewer requests of the two) so
+    that ``interval_verdict`` judges it against ``line.tok_s``. None where either bench has no interval."""
+    se_value, se_line = value.se, line.se
+    if se_value is None or se_line is None:
+        return None
+    half = t975(value.requests + line.requests - 2) * math.hypot(se_value, se_line)
+    return value.tok_s, value.tok_s - half, value.tok_s + half, min(value.requests, line.requests)
+
+
+def rate_verdict(value: Rate, line: Rate, words: tuple[str, str] = ("ahead", "below")) -> Verdict:
+    """One bench's tok/s against another's (like with like: the same concurrency), by the interval of their
+    difference (``difference_interval``) and the practical floor (``judged_word``); ``low``/``high`` the
+    difference's 95% interval as a change against ``line`` in percent. Not enough samples where either bench
+    has no interval (under two requests, or a record from before per-request rates were kept)."""
+    verdict = interval_verdict(difference_interval(value, line), line.tok_s, words, min(value.requests, line.requests))
+    if verdict.low is None or verdict.high is None:
+        return verdict
+    return replace(verdict, low=pct(verdict.low, line.tok_s), high=pct(verdict.high, line.tok_s))
+
+
 @dataclass(frozen=True)
 class Curve:
-    """Speculation's bench curve against the baseline's: where it falls below (over concurrencies where a
-    baseline was measured), and the concurrencies it was benched at with no baseline there."""
+    """Speculation's bench curve against the baseline's, level by level (``rate_verdict``: ahead / below only
+    where the interval of the difference clears, level within the floor, else within noise), where it falls
+    below (over concurrencies where a baseline was measured), and the concurrencies it was benched at with no
+    baseline there."""
 
     benched: tuple[int, ...]  # where speculation was benched
     judged: tuple[int, ...]  # of those, where the baseline was benched too
-    falls_at: int | None  # the lowest judged concurrency where it is slower per stream, past the floor
-    level: tuple[int, ...] = ()  # judged concurrencies where it is within the practical floor of the baseline
+    verdicts: tuple[Verdict, ...] = ()  # one per judged concurrency; low/high: the change's interval, in percent
+
+    @property
+    def words(self) -> dict[int, str]:
+        return {c: v.word for c, v in zip(self.judged, self.verdicts, strict=True)}
+
+    @property
+    def falls_at(self) -> int | None:
+        """The lowest judged concurrency where it is slower per stream, past the floor and the noise."""
+        return next((c for c, word in self.words.items() if word == "below"), None)
+
+    @property
+    def level(self) -> tuple[int, ...]:
+        """Judged concurrencies where it is within the practical floor of the baseline."""
+        return tuple(c for c, word in self.words.items() if word == LEVEL)
 
     @property
     def unjudged(self) -> tuple[int, ...]:
@@ -419,51 +443,78 @@ class Curve:
             return ""
         return f"no baseline measured at {levels_text(self.unjudged)} streams: bench the baseline there"
 
+    def to_json(self) -> dict[str, Any]:
+        """Each judged concurrency's word and the change's interval (percent), as ``--json`` prints them."""
+        return {
+            str(c): {"word": v.word, "change_low_pct": _round(v.low), "change_high_pct": _round(v.high),
+                     "requests": v.count}
+            for c, v in zip(self.judged, self.verdicts, strict=True)
+        }  # fmt: skip
+
+    def _clause(self, word: str, levels: list[int], base: str | None) -> str:
+        """One word's levels: ``ahead at 1, 2``; the first clause names the baseline (``base``)."""
+        at = levels_text(levels) + (" stream(s)" if base else "")
+        if word == "within noise":
+            by = {c: v for c, v in zip(self.judged, self.verdicts, strict=True)}
+            at = ", ".join(f"{c} (95% {pct_text(by[c].low)} to {pct_text(by[c].high)})" for c in levels)
+            return f"is within noise of {base} at {at}" if base else f"within noise at {at}"
+        if word == LEVEL:
+            return (
+                f"is level with {base} ({floor_text()}) at {at}" if base else f"level with it ({floor_text()}) at {at}"
+            )
+        if word == "not enough samples":
+            why = "a bench needs two requests with their rates on each side"
+            return (
+                f"has too few samples against {base} at {at} ({why})" if base else f"not enough samples at {at} ({why})"
+            )
+        return f"is {word} of {base} at {at}" if base and word == "ahead" else f"{word} at {at}"
+
     def sentence(self, who: str = "speculation", source: str = "") -> str:
         """Where ``who`` stands against the baseline (``source``: where its curve comes from) across the
-        concurrencies benched, in one sentence."""
+        concurrencies benched, in one sentence: where it falls below first, then every other level's word,
+        within noise with the interval of the change."""
         missing = self.missing_text()
         if not self.judged:
             return f"{who}: {missing}" if missing else f"{who}: no bench to judge"
         base = f"the baseline ({source})" if source else "the baseline"
-        level = f"level with it ({floor_text()})"
-        ahead = [c for c in self.judged if c not in self.level]
+        groups: dict[str, list[int]] = {}
+        for c, word in self.words.items():
+            if c != self.falls_at:
+                groups.setdefault(word, []).append(c)
         if self.falls_at is not None:
-            before = [c for c in self.judged if c < self.falls_at]
-            head = f"{who} falls below {base} at {self.falls_at} concurrent stream(s)" + (
-                f", {level if before[-1] in self.level else 'ahead'} at {before[-1]}"
-                if before
-                else ", already at the lowest level measured"
-            )
-        elif not ahead:
-            head = f"{who} is level with {base} ({floor_text()}) at {levels_text(self.judged)} stream(s)"
-        elif self.level:
-            head = f"{who} is ahead of {base} at {levels_text(ahead)} stream(s), {level} at {levels_text(self.level)}"
-        elif self.unjudged:
-            head = f"{who} is ahead of {base} at {levels_text(self.judged)} stream(s)"
+            head = f"{who} falls below {base} at {self.falls_at} concurrent stream(s)"
+            rest = [self._clause(word, levels, None) for word, levels in groups.items()]
+        elif list(groups) == ["ahead"] and not self.unjudged:
+            head, rest = f"{who} stays ahead of {base} at every concurrency measured ({levels_text(self.judged)})", []
         else:
-            head = f"{who} stays ahead of {base} at every concurrency measured ({levels_text(self.judged)})"
-        return head + (f"; {missing}" if missing else "")
+            (first, levels), *others = groups.items()
+            head = f"{who} {self._clause(first, levels, base)}"
+            rest = [self._clause(word, levels, None) for word, levels in others]
+        return ", ".join([head, *rest]) + (f"; {missing}" if missing else "")
 
 
-def curve_verdict(baseline: Mapping[int, float], curve: Mapping[int, float]) -> Curve:
-    """``curve`` (per-stream bench tok/s by concurrency) against the baseline's, like with like: within the
-    practical floor it is level, not ahead or below."""
+def _round(value: float | None, digits: int = 2) -> float | None:
+    return None if value is None else round(value, digits)
+
+
+def curve_verdict(baseline: Mapping[int, Rate], curve: Mapping[int, Rate]) -> Curve:
+    """``curve`` (per-stream bench tok/s by concurrency, with their intervals) against the baseline's, like
+    with like, each level by ``rate_verdict``."""
     benched = tuple(sorted(curve))
     judged = tuple(c for c in benched if c in baseline)
-    level = tuple(c for c in judged if inside_floor(curve[c], baseline[c]))
-    falls = next((c for c in judged if curve[c] < baseline[c] and c not in level), None)
-    return Curve(benched, judged, falls, level)
+    return Curve(benched, judged, tuple(rate_verdict(curve[c], baseline[c]) for c in judged))
 
 
-def baseline_curve(yardstick: Yardstick, runs: Iterable[RunSummary] = ()) -> tuple[dict[int, float], str]:
-    """(the baseline's per-stream bench tok/s by concurrency, where it comes from): the marked baseline run's
-    benches, else those of a run without speculation among ``runs``; empty when neither was benched."""
+def baseline_curve(yardstick: Yardstick, runs: Iterable[RunSummary] = ()) -> tuple[dict[int, Rate], str]:
+    """(the baseline's per-stream bench tok/s by concurrency with their intervals, where it comes from): the
+    marked baseline run's benches, else those of a run without speculation among ``runs``; empty when neither
+    was benched."""
     if yardstick.bench_by_streams:
-        return dict(yardstick.bench_by_streams), f"measured by run {yardstick.baseline_run}"
+        rates = {c: yardstick.bench_rates.get(c) or Rate(v) for c, v in yardstick.bench_by_streams.items()}
+        return rates, f"measured by run {yardstick.baseline_run}"
     for run in runs:
         if not run.speculative and run.curve:
-            return {p.streams: p.tok_s for p in run.curve}, f"run {run.job_id}, no speculation"
+            return {p.streams: p.rate for p in run.curve}, f"run {run.job_id}, no speculation"
     return {}, ""
 
 
@@ -471,7 +522,7 @@ def run_curve(run: RunSummary, yardstick: Yardstick, runs: Iterable[RunSummary] 
     """A speculative run's bench curve against the baseline's (None without speculation or benches)."""
     if not run.speculative or not run.curve:
         return None
-    return curve_verdict(baseline_curve(yardstick, runs)[0], {p.streams: p.tok_s for p in run.curve})
+    return curve_verdict(baseline_curve(yardstick, runs)[0], {p.streams: p.rate for p in run.curve})
 
 
 # --- the best of a sweep -----------------------------------------------------------------------------------
@@ -627,7 +678,7 @@ def bench(result: Mapping[str, Any], yardstick: Yardstick, run_id: str | None = 
     concurrency, else per stream against the single-stream baseline. A bench through a fleet's router
     (``replicas`` > 1) is judged at the streams each replica runs (its concurrency over the replicas, the
     router spreading them evenly), and not at all where they do not split evenly."""
-    requests = [r for r in result.get("per_request") or [] if isinstance(r, dict) and "error" not in r]
+    requests = finished_requests(result)
     concurrency, replicas = int(result.get("concurrency") or 1), int(result.get("replicas") or 1)
     if concurrency % replicas:
         return BenchJudgement(None, Verdict("waiting"), None, Verdict("waiting"), replicas, concurrency)
@@ -635,8 +686,8 @@ def bench(result: Mapping[str, Any], yardstick: Yardstick, run_id: str | None = 
     judged = None if not tok_s else versus(yardstick, float(tok_s), streams, bench=True, run_id=run_id)
     speed = Verdict("waiting")
     if judged is not None:
-        rates = requests_interval((r.get("decode_tok_s") for r in requests), tok_s)
-        speed = interval_verdict(rates, judged.baseline, ("beats", "below"), len(requests))
+        rate = Rate.of_bench(judged.value, result)
+        speed = interval_verdict(rate.interval, judged.baseline, ("beats", "below"), len(requests))
     cycle, accept = result.get("cycle_ms"), result.get("accept_len")
     line = None
     verdict = Verdict("waiting")
@@ -664,6 +715,7 @@ def run_json(run: RunSummary, yardstick: Yardstick) -> dict[str, Any]:
     curve = run_curve(run, yardstick)
     out["falls_below_baseline_at"] = None if curve is None else curve.falls_at
     out["no_baseline_at"] = None if curve is None else list(curve.unjudged)
+    out["curve_verdicts"] = None if curve is None else curve.to_json()
     live = run_live_break_even(run, yardstick)
     out["live_break_even"] = None if live is None else round(live, 4)
     return out

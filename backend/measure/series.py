@@ -11,7 +11,7 @@ import math
 import time
 from array import array
 from bisect import bisect_left
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from backend.agent.host.shared.measured_points import t975
@@ -64,6 +64,22 @@ def clears(low: float, high: float, line: float) -> int:
     """The one verdict rule: +1 where the whole interval is above ``line``, −1 where it is below, 0 (within
     noise) where it straddles it."""
     return 1 if low > line else -1 if high < line else 0
+
+
+def requests_interval(
+    values: Iterable[float | None], center: float | None = None
+) -> tuple[float, float, float, int] | None:
+    """(mean, low, high, n) of a bench's per-request figures: the 95% interval by Student's t over the requests,
+    around ``center`` where the bench's own figure weighs them otherwise (its accept length is tokens over
+    verifies: one figure on every surface); None under two."""
+    got = [float(v) for v in values if v]
+    if len(got) < 2:
+        return None
+    mean = sum(got) / len(got)
+    sd = (sum((v - mean) ** 2 for v in got) / (len(got) - 1)) ** 0.5
+    half = t975(len(got) - 1) * sd / len(got) ** 0.5
+    middle = mean if center is None else float(center)
+    return middle, middle - half, middle + half, len(got)
 
 
 class SeriesView:

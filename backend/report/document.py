@@ -40,7 +40,7 @@ from backend.train.predict import gap_line
 
 if TYPE_CHECKING:
     from backend.connection import Connection
-    from backend.history.summary import BenchLevel
+    from backend.history.summary import BenchLevel, Rate
 
 
 def _when(ts: float | None) -> str:
@@ -67,13 +67,18 @@ def comparison_table(runs: list[RunSummary], yardstick: Yardstick) -> Table:
     return Table(headers, rows)
 
 
-def crossover_cell(run: RunSummary, base: dict[int, float]) -> str:
-    """The concurrency at which a benched drafter falls below the baseline curve; ``none to N`` when it stays
-    ahead up to the highest level both were benched at; ``—`` without speculation or shared levels."""
-    curve = judge.curve_verdict(base, {p.streams: p.tok_s for p in run.curve})
+def crossover_cell(run: RunSummary, base: dict[int, Rate]) -> str:
+    """The concurrency at which a benched drafter falls below the baseline curve (past the floor and both
+    benches' noise); ``none to N`` when it does not up to the highest level both were benched at, with the levels
+    no verdict was reached at, within noise or too few samples (``none to 8 (no verdict at 8)``); ``—`` without
+    speculation or shared levels."""
+    curve = judge.curve_verdict(base, {p.streams: p.rate for p in run.curve})
     if not run.speculative or not curve.judged:
         return "—"
-    return f"none to {curve.judged[-1]}" if curve.falls_at is None else str(curve.falls_at)
+    if curve.falls_at is not None:
+        return str(curve.falls_at)
+    open_ = [c for c, word in curve.words.items() if word in ("within noise", "not enough samples")]
+    return f"none to {curve.judged[-1]}" + (f" (no verdict at {judge.levels_text(open_)})" if open_ else "")
 
 
 def level_series(history: History, run: RunSummary, streams: int) -> tuple[list[float], list[float]]:
@@ -118,9 +123,9 @@ def charts(history: History, runs: list[RunSummary], yardstick: Yardstick) -> li
     ]
 
 
-def crossover_text(run: RunSummary, base: dict[int, float], source: str) -> str:
+def crossover_text(run: RunSummary, base: dict[int, Rate], source: str) -> str:
     """Where ``run`` falls below the baseline curve, in one sentence (``judge.Curve.sentence``)."""
-    curve = judge.curve_verdict(base, {p.streams: p.tok_s for p in run.curve})
+    curve = judge.curve_verdict(base, {p.streams: p.rate for p in run.curve})
     return curve.sentence(run_label(run), source) + "."
 
 
@@ -149,7 +154,9 @@ def concurrency_blocks(runs: list[RunSummary], yardstick: Yardstick) -> list[Blo
     per_stream = [_curve_series(r, "tok_s") for r in curved]
     total = [_curve_series(r, "total_tok_s") for r in curved]
     if base and not any(r.is_baseline for r in curved) and yardstick.bench_by_streams:
-        per_stream.append((f"baseline ({source})", [float(c) for c in sorted(base)], [base[c] for c in sorted(base)]))
+        per_stream.append(
+            (f"baseline ({source})", [float(c) for c in sorted(base)], [base[c].tok_s for c in sorted(base)])
+        )
     blocks: list[Block] = [
         Heading("Throughput against concurrency"),
         Para(
@@ -495,7 +502,11 @@ def headline_blocks(history: History, runs: list[RunSummary], yardstick: Yardsti
     base, source = judge.baseline_curve(yardstick, runs)
     # The baseline's benches judge the drafters' benches at the same concurrency: the marked baseline's, else a
     # run of these without speculation (the one a reader sees beside them).
-    judged_by = yardstick if yardstick.bench_by_streams or not base else replace(yardstick, bench_by_streams=base)
+    judged_by = (
+        yardstick
+        if yardstick.bench_by_streams or not base
+        else replace(yardstick, bench_by_streams={c: r.tok_s for c, r in base.items()}, bench_rates=base)
+    )
     items = []
     for run in speculative:
         parts: list[str] = []
