@@ -329,7 +329,8 @@ def test_a_difference_inside_the_practical_floor_is_level_however_narrow_its_int
     tight = [{"decode_tok_s": 81.9 + 0.1 * (i % 2)} for i in range(200)]
     judged = judge.bench({"tok_s": 81.95, "concurrency": 1, "per_request": tight}, y)
     assert judged.speed.word == "level with"
-    assert "; level with it, within 2%, 95% 81.9-82.0 over 200 requests" in judged.speed_text()
+    # (the interval is the change's, in percent, as the curve says it: -0.07% to -0.05% against 82)
+    assert "; level with it, within 2%, 95% -0.1% to -0.1% over its 200 requests" in judged.speed_text()
     assert "below" not in summary_line({"tok_s": 81.95, "concurrency": 1, "per_request": tight}, y)
     # Past the floor the interval decides as before.
     fast = [{"decode_tok_s": 90.0 + 0.1 * (i % 2)} for i in range(20)]
@@ -450,4 +451,31 @@ def test_the_curve_says_within_noise_where_the_two_benches_requests_do_not_part_
     assert old.falls_at is None and old.sentence() == (
         "speculation has too few samples against the baseline at 8 stream(s) (a bench needs two requests with "
         "their rates on each side)"
+    )
+
+
+def test_a_bench_is_judged_against_a_noisy_baseline_bench_by_both_benches_requests():
+    # Audit: judge.bench took the baseline's bench figure as exact, its interval over the speculative bench's
+    # requests only: +4% at 4 streams with 8 steady requests "beats" the baseline's bench there though that bench's
+    # own 8 requests swing 8% (its figure ±6.7%). Judged like the curve (both benches' requests): within noise, the
+    # change's interval said in percent as the curve says it. A quiet baseline bench still parts them.
+    noisy = _rates({4: 75.0}, 0.08)
+    y = Yardstick(82.0, 30.0, "local/serve-base", {1: 82.0}, {4: 75.0}, noisy)
+    steady = [{"decode_tok_s": 78.0 * (1 + 0.01 * z)} for z in _SPREAD]
+    result = {"tok_s": 78.0, "concurrency": 4, "per_request": steady}
+    judged = judge.bench(result, y)
+    assert judged.speed.word == "within noise"
+    said = summary_line(result, y)
+    assert "(+4.0% vs 75.0, the baseline's bench at 4 stream(s); within noise, 95% " in said
+    assert "over its 8 requests and the baseline bench's 8" in said and "beats" not in said
+    # The same interval as the curve's level at 4: one rule.
+    curve = judge.curve_verdict(noisy, {4: Rate.of_bench(78.0, result)})
+    assert (judged.speed.low, judged.speed.high) == (curve.verdicts[0].low, curve.verdicts[0].high)
+    quiet = Yardstick(82.0, 30.0, "local/serve-base", {1: 82.0}, {4: 75.0}, _rates({4: 75.0}, 0.01))
+    assert judge.bench(result, quiet).speed.word == "beats"
+    # A baseline bench with no per-request rates (recorded before they were kept): its figure as exact, said so.
+    old = Yardstick(82.0, 30.0, "local/serve-base", {1: 82.0}, {4: 75.0}, {4: Rate(75.0)})
+    assert judge.bench(result, old).speed.word == "beats"
+    assert "over its 8 requests, the baseline bench's figure taken as exact: it has no per-request rates" in (
+        summary_line(result, old)
     )

@@ -12,9 +12,12 @@ Intervals. beats / below / met / not met only where a 95% interval clears the li
 within noise; without an interval, not enough samples, with the count it needs. Before any of that, the practical
 floor (``FLOOR``, the sweep's ``TOK_S_SE_FLOOR``: two benches of one configuration differ by 2%): a figure within
 it of its line is level with it, however narrow its interval, never beats or below (``judged_word``). Two benches (a
-curve's level against the baseline's there) by the interval of their difference, both benches' requests in it
-(``rate_verdict``): ahead / below only where it clears, within noise else, with that interval. The break-even is
-``breakeven.live_breakeven`` (cycle × baseline / 1000) of the figures judged, nowhere else.
+curve's level against the baseline's there; a bench against the baseline's bench at its concurrency) by the interval
+of their difference, both benches' requests in it (``rate_verdict``): ahead (beats) / below only where it clears,
+within noise else, with that interval as a change in percent. Against a figure with no requests (the single-stream
+baseline, a baseline bench recorded before per-request rates were kept) a bench's own requests' interval judges it,
+the figure taken as exact and said so. The break-even is ``breakeven.live_breakeven`` (cycle × baseline / 1000) of
+the figures judged, nowhere else.
 
 Words. One way to write a change (``pct_text``: ``+12.6%``, ``0.0%``, never ``-0%`` or ``+0.0%``) and a figure
 whose concurrency is not the reader's default (``at_text``: ``60.0 @8``).
@@ -403,9 +406,14 @@ def rate_verdict(value: Rate, line: Rate, words: tuple[str, str] = ("ahead", "be
     difference's 95% interval as a change against ``line`` in percent. Not enough samples where either bench
     has no interval (under two requests, or a record from before per-request rates were kept)."""
     verdict = interval_verdict(difference_interval(value, line), line.tok_s, words, min(value.requests, line.requests))
+    return as_change(verdict, line.tok_s)
+
+
+def as_change(verdict: Verdict, line: float) -> Verdict:
+    """``verdict`` with its interval (tok/s) written as a change against ``line`` in percent."""
     if verdict.low is None or verdict.high is None:
         return verdict
-    return replace(verdict, low=pct(verdict.low, line.tok_s), high=pct(verdict.high, line.tok_s))
+    return replace(verdict, low=pct(verdict.low, line), high=pct(verdict.high, line))
 
 
 @dataclass(frozen=True)
@@ -619,8 +627,10 @@ def best_sentence(best: BestPoint | None, what: str = "steps") -> str:
 
 @dataclass(frozen=True)
 class BenchJudgement:
-    """A bench's result judged: its per-stream tok/s against the baseline's bench at its concurrency (and by its
-    requests' interval), its accept length against the break-even of its own cycle (and by its requests')."""
+    """A bench's result judged: its per-stream tok/s against the baseline's bench at its concurrency (by both
+    benches' requests, ``rate_verdict``; by its own where the baseline is a figure with no requests), its accept
+    length against the break-even of its own cycle (by its requests'). ``speed``'s low/high: the change's 95%
+    interval in percent."""
 
     versus: Versus | None
     speed: Verdict
@@ -628,10 +638,13 @@ class BenchJudgement:
     accept: Verdict
     replicas: int = 1  # a fleet bench's: the replicas its router spread the streams over
     concurrency: int = 1  # the streams the bench sent (through a router: over every replica)
+    rate: Rate | None = None  # its per-stream tok/s with its requests' interval
+    line: Rate | None = None  # the baseline's bench at its streams; judged by both benches' where it has an interval
 
     def speed_text(self) -> str:
-        """``+23.7% vs 82.0, the baseline's bench at 1 stream(s); beats it, 95% 98.20-104.60 over 4 requests``;
-        through a router, the streams each replica ran, or why there is no verdict."""
+        """``+4.0% vs 75.0, the baseline's bench at 4 stream(s); beats it, 95% +2.9% to +5.1% over its 8 requests
+        and the baseline bench's 8`` (against a figure with no requests: taken as exact, said so); through a
+        router, the streams each replica ran, or why there is no verdict."""
         v = self.versus
         if v is None:
             return self.unjudged()
@@ -641,7 +654,18 @@ class BenchJudgement:
         if self.replicas > 1:
             each = self.concurrency // self.replicas
             where += f" ({self.concurrency} through the router over {self.replicas} replicas: {each} each if even)"
-        return f"{pct_text(v.pct)} vs {v.baseline:.1f}, {where}" + _verdict_tail(self.speed, "it", 1)
+        return f"{pct_text(v.pct)} vs {v.baseline:.1f}, {where}" + _verdict_tail(self.speed, "it", over=self.over())
+
+    def over(self) -> str:
+        """The requests the speed verdict is over, and what it was judged against where that had none."""
+        own = f"over its {self.rate.requests if self.rate else self.speed.count} requests"
+        line = self.line
+        if line is not None and line.interval is not None:
+            return f"{own} and the baseline bench's {line.requests}"
+        if self.versus is None or self.versus.streams is None:
+            return f"{own}, the baseline's figure taken as exact"
+        had = "no per-request rates" if line is None or not line.requests else f"{line.requests} request with a rate"
+        return f"{own}, the baseline bench's figure taken as exact: it has {had}"
 
     def unjudged(self) -> str:
         """Why a router bench has no verdict: its streams do not split evenly over the replicas ('' otherwise)."""
@@ -660,9 +684,9 @@ class BenchJudgement:
         return f"vs break-even {self.break_even:.2f}" + (f" ({tail.removeprefix('; ')})" if tail else "")
 
 
-def _verdict_tail(verdict: Verdict, it: str, digits: int) -> str:
-    """``; beats it, 95% 98.2-104.6 over 4 requests``, ``; level with it, within 2%, 95% …`` (or why there is
-    no verdict); '' before any figure."""
+def _verdict_tail(verdict: Verdict, it: str, digits: int = 0, over: str = "") -> str:
+    """``; beats it, 95% +2.9% to +5.1% over …`` (a change, ``digits`` 0), ``; met, 95% 3.10-3.60 over 4
+    requests`` (a figure), ``; level with it, within 2%, 95% …`` (or why there is no verdict); '' before any."""
     if verdict.word == "not enough samples":
         return f"; not enough requests to judge: {verdict.count}/{verdict.needed}"
     if verdict.low is None or verdict.high is None:
@@ -670,7 +694,12 @@ def _verdict_tail(verdict: Verdict, it: str, digits: int) -> str:
     word = f"{verdict.word} {it}".rstrip() if verdict.word in ("beats", "below") else verdict.word
     if verdict.word == LEVEL:
         word = f"{LEVEL} {it or 'it'}, {floor_text()}"
-    return f"; {word}, 95% {verdict.low:.{digits}f}-{verdict.high:.{digits}f} over {verdict.count} requests"
+    span = (
+        f"{verdict.low:.{digits}f}-{verdict.high:.{digits}f}"
+        if digits
+        else f"{pct_text(verdict.low)} to {pct_text(verdict.high)}"
+    )
+    return f"; {word}, 95% {span} {over or f'over {verdict.count} requests'}"
 
 
 def bench(result: Mapping[str, Any], yardstick: Yardstick, run_id: str | None = None) -> BenchJudgement:
@@ -684,18 +713,24 @@ def bench(result: Mapping[str, Any], yardstick: Yardstick, run_id: str | None = 
         return BenchJudgement(None, Verdict("waiting"), None, Verdict("waiting"), replicas, concurrency)
     tok_s, streams = result.get("tok_s"), concurrency // replicas
     judged = None if not tok_s else versus(yardstick, float(tok_s), streams, bench=True, run_id=run_id)
-    speed = Verdict("waiting")
+    speed, rate, line = Verdict("waiting"), None, None
     if judged is not None:
         rate = Rate.of_bench(judged.value, result)
-        speed = interval_verdict(rate.interval, judged.baseline, ("beats", "below"), len(requests))
+        line = yardstick.bench_rates.get(judged.streams) if judged.streams is not None else None
+        if line is not None and line.interval is not None:  # like with like: both benches' requests
+            speed = rate_verdict(rate, line, ("beats", "below"))
+        else:
+            speed = as_change(
+                interval_verdict(rate.interval, judged.baseline, ("beats", "below"), len(requests)), judged.baseline
+            )
     cycle, accept = result.get("cycle_ms"), result.get("accept_len")
-    line = None
+    break_even_line = None
     verdict = Verdict("waiting")
     if result.get("speculative") and cycle and accept:
-        line = break_even(float(cycle), baseline_at(yardstick, streams, bench=True)[0])
+        break_even_line = break_even(float(cycle), baseline_at(yardstick, streams, bench=True)[0])
         lengths = requests_interval((r.get("accept_len") for r in requests), accept)
-        verdict = interval_verdict(lengths, line, ("met", "not met"), len(requests))
-    return BenchJudgement(judged, speed, line, verdict, replicas, concurrency)
+        verdict = interval_verdict(lengths, break_even_line, ("met", "not met"), len(requests))
+    return BenchJudgement(judged, speed, break_even_line, verdict, replicas, concurrency, rate, line)
 
 
 def run_json(run: RunSummary, yardstick: Yardstick) -> dict[str, Any]:

@@ -491,7 +491,7 @@ def finish_charts(blocks: list[Block], runs: list[RunSummary], simulated: bool) 
 
 def headline_blocks(history: History, runs: list[RunSummary], yardstick: Yardstick) -> list[Block]:
     """The answer first: for each drafter, its per-stream tok/s against the baseline at each concurrency it was
-    benched at (like with like, with the bench's 95% interval over its requests) and its accept length against
+    benched at (like with like, the change's 95% interval over both benches' requests) and its accept length against
     the break-even of its own cycle; a run with no bench, its log figures. Every verdict is the judge's
     (``backend.measure.judge``): met / beats only where the interval clears the line."""
     from dataclasses import replace
@@ -546,7 +546,10 @@ def headline_blocks(history: History, runs: list[RunSummary], yardstick: Yardsti
         if base
         else f"the baseline: {yardstick.baseline_tok_s:.1f} tok/s ({yardstick.source})"
     )
-    how = f"Per drafter, like with like ({where}); 95% intervals over each bench's requests."
+    how = (
+        f"Per drafter, like with like ({where}); 95% intervals over each bench's requests, and a change against the "
+        "baseline's bench over both benches' requests."
+    )
     return [Heading("The answer"), Para(how), Bullets(items)]
 
 
