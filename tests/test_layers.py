@@ -57,7 +57,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ),
     ("agent client and transport", ("backend.agent", "backend.transport")),
     # The host agent imports nothing of ours outside itself ((c)), so it sits at the bottom whole.
-    ("leaves", ("backend.settings", "backend.errors", "backend.hosttext", "backend.sglang", HOST)),
+    ("leaves", ("backend.settings", "backend.errors", "backend.hosttext", "backend.sglang", "backend.standin", HOST)),
 )
 
 # (c) Libraries a host may have, imported only inside the calls that need them (the agent starts on a bare

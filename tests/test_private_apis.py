@@ -49,26 +49,27 @@ def test_textual_serve_make_app(tmp_path):
     assert (server.templates_path / "app_index.html").exists(), moved("textual-serve's templates folder", where)
 
 
-def test_plotext_and_textual_plotext_internals():
-    """tui/widgets/chart.py builds plotext's character matrix itself and reads it cell by cell (no ANSI round
-    trip: `make bench` measures why)."""
-    pytest.importorskip("textual_plotext")
-    from plotext._utility import colors_to_ansi
-    from textual_plotext import PlotextPlot
+def test_plotext_internals(capfd):
+    """tui/widgets/chart.py draws on plotext's figure class, imported without plotext's __init__, in a theme of
+    its own in plotext's theme table, builds its character matrix itself and reads it cell by cell (no ANSI
+    round trip: `make bench` measures why)."""
+    import tui.widgets.chart as chart
 
-    where = "tui/widgets/chart.py (SeriesChart.build_matrix, matrix_strips, cell_style)"
-    assert callable(getattr(PlotextPlot, "_get_plotext_theme_name", None)), moved(
-        "PlotextPlot._get_plotext_theme_name", where
-    )
-    assert "\x1b[" in colors_to_ansi("red", "default", "default"), moved("plotext._utility.colors_to_ansi", where)
-    plt = PlotextPlot().plt
-    for name in ("_set_size", "_set_sizes", "_build_matrix", "monitor"):
+    where = "tui/widgets/chart.py (import_without_init, FittedPlot, build_matrix, matrix_strips, cell_style)"
+    assert capfd.readouterr().out == "", moved("plotext._doc (the figure documents its methods from it)", where)
+    assert isinstance(chart._dict.themes, dict) and "dark" in chart._dict.themes, moved("plotext._dict.themes", where)
+    assert "\x1b[" in chart.colors_to_ansi("red", "default", "default"), moved("plotext._utility.colors_to_ansi", where)
+    plt = chart._figure._figure_class()
+    for name in ("_set_size", "_set_sizes", "_build_matrix", "monitor", "theme", "plotsize"):
         assert hasattr(plt, name), moved(f"plotext's figure.{name}", where)
+    chart._dict.themes["test-theme"] = ((0, 0, 0), (0, 0, 0), (255, 255, 255), "default", list(chart.SEQUENCE))
+    plt.theme("test-theme")
     plt.plotsize(30, 10)
     plt._set_size(30, 10)
     plt.plot([0.0, 1.0], [1.0, 2.0])
     monitor = plt.monitor
     assert hasattr(monitor, "tback") and hasattr(monitor, "canvas_color"), moved("the monitor's tback", where)
+    assert monitor.canvas_color == (0, 0, 0), moved("a theme's canvas colour, first in plotext's theme tuple", where)
     plt._set_sizes()
     plt._build_matrix()
     matrix = monitor.matrix

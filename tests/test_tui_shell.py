@@ -127,6 +127,8 @@ NOT_ON_LIVE = (
     "tui.screens.promptsets",  # the prompt sets dialog's (d), with its SelectionList
     "textual.widgets._selection_list",
     "backend.tune.advisor",  # a finished bench's acceptance lines; the Tune tab's
+    "plotext._core",  # plotext's module-level API and global figure: the charts draw on figures of their own
+    "textual_plotext",
 )
 
 

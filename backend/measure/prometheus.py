@@ -30,19 +30,15 @@ page reads as nothing known and says so, never as zeros; nothing here raises on 
 from __future__ import annotations
 
 import functools
-import importlib
-import importlib.util
 import math
 import re
-import sys
-import threading
-import types
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
 from backend.measure.histogram import HISTOGRAMS, Histogram, HistogramKey
 from backend.measure.histogram import OLD_NAMES as OLD_HISTOGRAMS
+from backend.standin import import_without_init
 
 DRAFT = "draft"  # the draft worker's engine_type
 
@@ -284,36 +280,13 @@ def _parse(text: str) -> list[Family]:
     return [Family(f.name, f.type, f.samples) for f in _text_parser()(text)]
 
 
-_STAND_IN = threading.Lock()
-
-
 @functools.cache
 def _text_parser() -> Callable[[str], Iterable[Any]]:
-    """prometheus_client's text parser, imported without its package's ``__init__``.
-
-    The package imports its HTTP server, WSGI and ASGI apps and collectors (http.server, email, wsgiref,
-    urllib.request: ~2.4 MB resident in the panel, issue 31) for a parser whose own modules need none of them.
-    A package already imported whole is used as it is; else its submodules load under a bare stand-in for the
-    package, removed after, so a later ``import prometheus_client`` still runs the real ``__init__`` (which
-    finds the parser's modules loaded). Once: the Live feed parses every poll.
-    """
-    with _STAND_IN:  # the cache is no lock: two first parses (feed and history threads) must not both swap
-        if "prometheus_client" not in sys.modules:
-            spec = importlib.util.find_spec("prometheus_client")
-            if spec is not None and spec.submodule_search_locations is not None:
-                bare = types.ModuleType("prometheus_client")
-                bare.__path__ = list(spec.submodule_search_locations)
-                sys.modules["prometheus_client"] = bare
-                try:
-                    parser = importlib.import_module("prometheus_client.parser")
-                finally:
-                    if sys.modules.get("prometheus_client") is bare:
-                        del sys.modules["prometheus_client"]
-                found: Callable[[str], Iterable[Any]] = parser.text_string_to_metric_families
-                return found
-    from prometheus_client.parser import text_string_to_metric_families
-
-    return text_string_to_metric_families
+    """prometheus_client's text parser, imported without its package's ``__init__`` (``backend.standin``).
+    Once: the Live feed parses every poll."""
+    (parser,) = import_without_init("prometheus_client", "prometheus_client.parser")
+    found: Callable[[str], Iterable[Any]] = parser.text_string_to_metric_families
+    return found
 
 
 def families(text: str) -> tuple[list[Family], list[str]]:

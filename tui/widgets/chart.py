@@ -14,9 +14,11 @@ coloured cells: not through an ANSI string and ``Text.from_ansi`` (textual-plote
 redraw's time), nor through Rich text that Textual lays out again as content (half of a frame's chart render
 while a log floods in, and a styled segment per run per frame for the collector).
 
-Borrowed (no public API does it): plotext's ``_utility.colors_to_ansi`` and its figure's ``_set_size``,
-``_set_sizes``, ``_build_matrix`` and ``monitor.matrix``; textual-plotext's ``_get_plotext_theme_name``. Both
-are capped in pyproject.toml; tests/test_private_apis.py says when a release moves one.
+Borrowed (no public API does it): plotext's figure class (``_figure._figure_class``), its theme table
+(``_dict.themes``), ``_utility.colors_to_ansi`` and the figure's ``_set_size``, ``_set_sizes``,
+``_build_matrix`` and ``monitor.matrix``. plotext is capped in pyproject.toml; tests/test_private_apis.py says
+when a release moves one. Its modules are imported without the package's ``__init__`` (``backend.standin``):
+that imports plotext's module-level API and global figure, ~0.6 MB the panel never uses (issue 31).
 """
 
 from __future__ import annotations
@@ -25,24 +27,39 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from plotext._utility import colors_to_ansi
 from rich.ansi import AnsiDecoder
 from rich.segment import Segment
 from rich.style import Style
 from textual.app import RenderResult
+from textual.color import Color
 from textual.css.styles import RulesMap
 from textual.strip import Strip
 from textual.style import Style as VisualStyle
 from textual.visual import RenderOptions, Visual
-from textual_plotext import PlotextPlot
+from textual.widget import Widget
 
 from backend.measure.series import RingSeries
+from backend.standin import import_without_init
+
+# _doc first: the figure's class documents its methods from it at import (plotext prints warnings for each one it
+# misses).
+_, _figure, _utility, _dict = import_without_init(
+    "plotext", "plotext._doc", "plotext._figure", "plotext._utility", "plotext._dict"
+)
+colors_to_ansi = _utility.colors_to_ansi
 
 AXIS_COLUMNS = 10  # what plotext's y tick labels and frame take from the widget's width
 MIN_COLUMNS = 10
 CHROME_ROWS = 5  # what the title, frame, x ticks and x label take from the widget's height
 MARKER = "dot"  # cheaper for plotext to build than "hd" (2x2 blocks) or braille
 DASH = "╌"  # the mark dashed lines are drawn with
+# The colours plotext gives series drawn without one (textual-plotext's sequence; every chart here names its own).
+SEQUENCE = ((0, 130, 200), (60, 180, 75), (230, 25, 75), (255, 225, 25), (245, 130, 48), (145, 30, 180))
+
+
+def plot_theme(app_theme: str) -> str:
+    """The plotext theme a chart draws in under the app's theme ``app_theme`` (``FittedPlot`` registers it)."""
+    return f"textual-auto-{app_theme}"
 
 
 @dataclass(frozen=True)
@@ -234,19 +251,37 @@ class Picture(Visual):
         return len(self.strips)
 
 
-class FittedPlot(PlotextPlot):
+class FittedPlot(Widget):
     """A plot drawn from plotext's character matrix at the widget's size, fitted to that size when drawn: its
     title the longest of its ``titles`` that fits (plotext drops a title too long and gives its row to the plot,
     so one chart of a row would stand taller than its neighbours), and its y axis, once ``set_y_axis`` gave it
     values, round ticks on whole rows of the plot as drawn (``row_ticks``), so a line at y sits on the row the
-    axis labels y at every size. ``y_ticks`` are the ticks drawn last."""
+    axis labels y at every size. ``y_ticks`` are the ticks drawn last.
+
+    It draws in the app's theme: its canvas the theme's surface, its axes and labels the foreground (the plotext
+    theme ``textual-auto-<theme>``, as textual-plotext's ``PlotextPlot`` made it)."""
+
+    DEFAULT_CSS = "FittedPlot { width: 1fr; height: 1fr; }"
 
     def __init__(self, *, id: str | None = None) -> None:
         super().__init__(id=id)
+        self.plt = _figure._figure_class()  # plotext's figure: what `import plotext as plt` would draw on
         self.titles: tuple[str, ...] = ()
         self.y_ticks: list[float] = []
         self._y_values: tuple[list[float], float] | None = None  # what the y axis covers, and its least span
         self._y_rows = 0  # the plot rows the axis's ticks were put on
+
+    def on_mount(self) -> None:
+        self.app.theme_changed_signal.subscribe(self, lambda theme: self._register_theme(theme.name))
+        self._register_theme(self.app.theme)
+
+    def _register_theme(self, app_theme: str) -> None:
+        name = plot_theme(app_theme)
+        if name not in _dict.themes:
+            colors = self.app.theme_variables
+            surface, foreground = Color.parse(colors["surface"]).rgb, Color.parse(colors["foreground"]).rgb
+            _dict.themes[name] = (surface, surface, foreground, "default", list(SEQUENCE))
+        self.refresh()
 
     def set_titles(self, *titles: str) -> None:
         """The title, then shorter ones for narrower widths (the last is cut with … if none fits)."""
@@ -273,7 +308,7 @@ class FittedPlot(PlotextPlot):
         return (top - self.y_ticks[0]) / max(1, self._y_rows - 1)
 
     def render(self) -> RenderResult:
-        """The plot at the widget's size (what ``PlotextPlot.render`` draws, without the ANSI round trip)."""
+        """The plot at the widget's size (what plotext's ``build`` draws, without the ANSI round trip)."""
         return Picture(matrix_strips(self.build_matrix()))
 
     def build_matrix(self):
@@ -281,16 +316,16 @@ class FittedPlot(PlotextPlot):
         plt = self.plt
         width, height = self.size
         plt.plotsize(width, height)
-        plt._set_size(width, height)  # as PlotextPlot.render does: resizing misbehaves without it
-        plt.theme(self._get_plotext_theme_name(self.app.theme))
+        plt._set_size(width, height)  # as textual-plotext's render did: resizing misbehaves without it
+        plt.theme(plot_theme(self.app.theme))
         plt.title(self.title_for(width))
         if self._y_values is not None and height - CHROME_ROWS != self._y_rows:
             self._set_y_axis()  # resized since the redraw: ticks on the new size's rows
-        # plotext's figure internals, borrowed as pyproject.toml says: textual-plotext's Plot does not name them.
-        monitor = plt.monitor  # type: ignore[attr-defined]
+        # plotext's figure internals, borrowed as pyproject.toml says.
+        monitor = plt.monitor
         monitor.tback = [monitor.canvas_color] * len(monitor.tback)  # labels sit on this theme's canvas
-        plt._set_sizes()  # type: ignore[attr-defined]
-        plt._build_matrix()  # type: ignore[attr-defined]
+        plt._set_sizes()
+        plt._build_matrix()
         return monitor.matrix
 
 
