@@ -134,6 +134,14 @@ class SpecdeckApp(App[int]):
         # Errors quoted from a host's log: escaped before the toast wraps them (the filter would cut its lines).
         super().notify(visible(message), title=visible(title), **kwargs)
 
+    def get_key_display(self, binding: Binding) -> str:
+        # A one-character key shows as itself, as Textual shows it, but without Textual first asking unicodedata
+        # for a character named so (none is): each miss reads pages of its name tables, ~0.6 MB resident for the
+        # footer's keys (issue 31).
+        if not binding.key_display and len(binding.key) == 1:
+            return binding.key
+        return super().get_key_display(binding)
+
     def get_driver_class(self) -> type[Driver]:
         # Textual's own terminal driver wakes its input thread ten times a second: ours sleeps until input.
         driver = super().get_driver_class()
