@@ -587,6 +587,44 @@ async def test_history_detail_shows_the_highlighted_runs_latency(three_runs, tmp
             assert "samples" not in headers and len(headers) < 15
 
 
+@pytest.mark.slow
+async def test_history_detail_says_where_a_bench_curve_falls_below_the_baselines(three_runs, tmp_path, monkeypatch):
+    """The History tab's detail never showed where a drafter's bench curve falls below the baseline's (the
+    report's "bench below baseline from"): no priority named it, so it dropped at every width. At 160 columns it
+    is in view, the latency columns with it (what gives way: the columns the runs table above already shows)."""
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
+    with History.open() as history:
+        for key, curve in (("baseline", {1: 82.0, 4: 75.0}), ("aq", {1: 100.0, 4: 70.0})):
+            job = three_runs[key].rsplit("/", 1)[-1]
+            for streams, tok_s in curve.items():  # 8 requests each, 1% apart: the fall at 4 (-6.7%) clears
+                rates = [{"decode_tok_s": tok_s * (1 + 0.01 * (i % 3 - 1))} for i in range(8)]
+                result = {"server_job": job, "tok_s": tok_s, "concurrency": streams, "per_request": rates,
+                          "ended": T0 + 100 + streams}  # fmt: skip
+                history.record_bench("local", JobInfo(f"bench-{key}-{streams}", state="done"), result)
+        history.set_baseline(three_runs["baseline"])
+    app = SpecdeckApp(builtin_defaults(), host="local")
+    async with app.run_test(size=(160, 45)) as pilot:
+        await pilot.press("5")
+        pane = app.query_one(HistoryPane)
+        runs = pane.query_one("#history-runs", DataTable)
+        await until(pilot, lambda: runs.row_count == 3 and app.focused is runs, "the runs, focused")
+        for _ in range(3):
+            if pane.current_run() == three_runs["aq"]:
+                break
+            await pilot.press("down")
+        detail = pane.query_one("#history-compare", DataTable)
+        column = "bench below baseline from"
+
+        def aq_detail() -> bool:
+            return detail.row_count == 1 and str(detail.get_cell_at((0, 0))) == "serve-3-aq"
+
+        await until(pilot, lambda: pane.current_run() == three_runs["aq"] and aq_detail(), "the aq run's detail")
+        await until(pilot, lambda: detail.size.width > 0, "the detail drawn")
+        assert column_shown(detail, column), [str(c.label) for c in detail.ordered_columns]
+        assert column_shown(detail, "ITL p50/p95 ms") and column_shown(detail, "TTFT p95 ms")
+        assert str(detail.get_cell_at((0, detail.get_column_index(column)))) == "4"
+
+
 def test_cli_history_prints_every_level_and_no_markdown():
     """`specdeck history` (issue 33): the streams column names every concurrency the run saw (the first three by
     time dropped a bench's 4-stream share), and the bench curves are an aligned table like the runs above

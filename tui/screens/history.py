@@ -58,9 +58,12 @@ RUNS_PRIORITY = ("", "profile", "drafter", "tok/s/stream", "accept", "vs baselin
 LATENCY_HEADERS = ("ITL p50/p95 ms", "TTFT p95 ms")
 # The detail's columns by priority (header prefixes): a table wider than the pane drops them from the end of this
 # list, those not in it first; what stays keeps the table's order.
-# Latency comes early: the runs table above keeps the accept length at any width.
+# Latency comes early: the runs table above keeps the accept length at any width. The verdicts next, the bench
+# curve's (where it falls below the baseline's, a column the runs table lacks) among them; what tells runs apart
+# and the figures the runs table above shows too give way to it (streams and total tok/s at 160 columns).
 DETAIL_PRIORITY = ("run", "tok/s per stream", *LATENCY_HEADERS, "vs baseline", "accept length", "vs break-even",
-                   "drafter", "profile", "streams", "total tok/s", "cycle ms", "samples")  # fmt: skip
+                   "bench below baseline from", "drafter", "profile", "streams", "total tok/s", "cycle ms",
+                   "samples")  # fmt: skip
 
 
 def _started(ts: float | None) -> str:
