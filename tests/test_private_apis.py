@@ -50,13 +50,17 @@ def test_textual_serve_make_app(tmp_path):
 
 
 def test_plotext_internals(capfd):
-    """tui/widgets/chart.py draws on plotext's figure class, imported without plotext's __init__, in a theme of
-    its own in plotext's theme table, builds its character matrix itself and reads it cell by cell (no ANSI
-    round trip: `make bench` measures why)."""
+    """tui/widgets/chart.py draws on plotext's figure class, imported without plotext's __init__ and without its
+    docstrings (a stand-in for plotext._doc_utils), in a theme of its own in plotext's theme table, builds its
+    character matrix itself and reads it cell by cell (no ANSI round trip: `make bench` measures why)."""
+    from pathlib import Path
+
     import tui.widgets.chart as chart
 
     where = "tui/widgets/chart.py (import_without_init, FittedPlot, build_matrix, matrix_strips, cell_style)"
-    assert capfd.readouterr().out == "", moved("plotext._doc (the figure documents its methods from it)", where)
+    source = Path(chart._figure.__file__).read_text()
+    assert "from plotext._doc_utils import add\n" in source, moved("_figure importing _doc_utils.add", where)
+    assert capfd.readouterr().out == "", moved("plotext._doc_utils.add (the figure documents its methods by it)", where)
     assert isinstance(chart._dict.themes, dict) and "dark" in chart._dict.themes, moved("plotext._dict.themes", where)
     assert "\x1b[" in chart.colors_to_ansi("red", "default", "default"), moved("plotext._utility.colors_to_ansi", where)
     plt = chart._figure._figure_class()

@@ -24,6 +24,7 @@ that imports plotext's module-level API and global figure, ~0.6 MB the panel nev
 from __future__ import annotations
 
 import math
+import types
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -41,10 +42,17 @@ from textual.widget import Widget
 from backend.measure.series import RingSeries
 from backend.standin import import_without_init
 
-# _doc first: the figure's class documents its methods from it at import (plotext prints warnings for each one it
-# misses).
-_, _figure, _utility, _dict = import_without_init(
-    "plotext", "plotext._doc", "plotext._figure", "plotext._utility", "plotext._dict"
+# The figure's class documents each of its methods at import (plotext._doc_utils.add) from plotext's doc table
+# (plotext._doc: ~0.3 MB of text and objects the panel never shows): here under a stand-in whose ``add`` leaves
+# them undocumented.
+_UNDOCUMENTED = types.ModuleType("plotext._doc_utils")
+_UNDOCUMENTED.add = lambda function: None  # type: ignore[attr-defined]
+_figure, _utility, _dict = import_without_init(
+    "plotext",
+    "plotext._figure",
+    "plotext._utility",
+    "plotext._dict",
+    stand_ins={"plotext._doc_utils": _UNDOCUMENTED},
 )
 colors_to_ansi = _utility.colors_to_ansi
 
