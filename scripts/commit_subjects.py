@@ -16,8 +16,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 LIMIT = 72
-CUTOFF = "7f9ae5572673b624dd251d71ef6adbcfa01cc002"  # main's HEAD on 2026-12-05 once its last long subject landed
-CUTOFF_TIME = 1796455597  # its committer time (%ct): the line drawn where the commit itself is not there
+CUTOFF = "155e49df4d160ee0eed5d5d1639baa0ada7ab98e"  # main's HEAD on 2026-12-05 once its last long subject landed
+CUTOFF_TIME = 1796457381  # its committer time (%ct): the line drawn where the commit itself is not there
 
 
 @dataclass(frozen=True)

@@ -48,6 +48,7 @@ LEFT: dict[str, int] = {
     "tui/screens/serve.py": 2,
     "tui/screenshots.py": 4,
     "tui/widgets/breakeven_panel.py": 1,
+    "tui/widgets/chart.py": 2,  # Textual's theme variables (surface, foreground), not a backend result
     "tui/widgets/diff_table.py": 3,
     "tui/widgets/latency_panel.py": 2,
     "tui/widgets/serve/editor.py": 3,
