@@ -61,3 +61,16 @@ async def test_the_footer_composes_again_only_for_other_keys_and_keeps_none_of_t
         del first
         gc.collect()
         assert [ref() for ref in old if ref() is not None] == []  # Textual's binding of `compact` held them all
+
+
+async def test_a_footer_told_to_compose_after_its_screen_closed_does_nothing():
+    # A screen's idle callbacks can still ask its footer to compose once the screen is popped (the Find screen
+    # closed under load): reading the bindings of a footer with no screen ended the panel with NoScreen.
+    app = FooterApp()
+    async with app.run_test(size=(80, 5)) as pilot:
+        footer = app.query_one(ShellFooter)
+        await until(pilot, lambda: composed_anew(footer, set()), "the footer's keys")
+        await footer.remove()
+        await footer.recompose()
+        await pilot.pause()
+    assert app.return_code in (None, 0)

@@ -51,8 +51,10 @@ class ShellFooter(Footer):
         # Textual recomposes on every bindings signal, twice for one focus change, and builds a widget per key
         # each time (~24 on Live: their styles, message queues and render caches, then garbage to collect). A
         # composition that would draw the same keys is skipped.
+        if not self.is_attached:  # its screen closed before a callback asked: no bindings to read
+            return
         shown = self._shown()
-        if shown == self._composed or not self.is_attached:
+        if shown == self._composed:
             return
         self._composed = shown
         await super().recompose()
