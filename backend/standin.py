@@ -66,7 +66,8 @@ class _Deferred(types.ModuleType):
 
 def defer(name: str) -> None:
     """Module ``name`` imported in name only: ``import name`` finds it, its code runs on the first use of a name
-    of it (an attribute, ``from name import x``). A module imported already stays as it is."""
+    of it (an attribute, ``from name import x``). A module imported already, or not written in Python, stays as
+    it is."""
     if name in sys.modules:
         return
     parent, _, _ = name.rpartition(".")
@@ -77,8 +78,8 @@ def defer(name: str) -> None:
         if path is None:
             return
     spec = importlib.machinery.PathFinder.find_spec(name, path)
-    if spec is None or spec.loader is None:
-        return
+    if spec is None or not isinstance(spec.loader, importlib.machinery.SourceFileLoader):
+        return  # an extension module makes its own module object: it is imported as usual
     module = _Deferred(name)
     module.__spec__, module.__loader__, module.__package__ = spec, spec.loader, spec.parent
     module.__file__ = spec.origin

@@ -33,6 +33,8 @@ PROBE = textwrap.dedent(
     import json
 
     print("json", json.dumps([1]), json.loads("[2]"))
+    defer("_csv")  # an extension module makes its own module object: imported as usual, when it is
+    print("extension", "_csv" in sys.modules, __import__("_csv").QUOTE_ALL)
     """
 )
 
@@ -43,6 +45,7 @@ def test_a_deferred_module_runs_on_its_first_use():
     assert out[1] == "used True ssl <VerifyMode.CERT_REQUIRED: 2>"
     assert out[2] == "tls asyncio.sslproto"
     assert out[3] == "json [1] [2]"
+    assert out[4] == "extension False 1"
 
 
 def test_a_module_imported_already_stays_as_it_is():
