@@ -20,7 +20,7 @@ async def _agent_and_channel(host) -> tuple[float, float]:
     conn = await Connection.open(host)
     try:
         await conn.ping(20)  # warm up
-        agent = (await conn.ping(300))["median"]
+        agent = (await conn.ping(300)).median
         channel = []
         for _ in range(30):
             t0 = time.perf_counter()

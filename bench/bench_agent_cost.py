@@ -114,8 +114,8 @@ async def idle_share(conn: Connection, agent: int, job: str) -> float:
     tail = await serving.tail(conn, job, 0)
     streams = [
         conn.stream("serve.wait", until=[], interval=0.5),
-        conn.stream("jobs.follow", id=job, stream="log", offset=tail["offset"]),
-        conn.stream("jobs.follow", id=job, stream="log", offset=tail["offset"]),
+        conn.stream("jobs.follow", id=job, stream="log", offset=tail.offset),
+        conn.stream("jobs.follow", id=job, stream="log", offset=tail.offset),
     ]
     tasks = [asyncio.create_task(_drain(s)) for s in streams]
     try:
