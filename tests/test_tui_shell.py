@@ -388,3 +388,24 @@ def test_header_text_helpers():
     gpus = [Gpu(i, "H200", memory_used_mib=1024.0 * 10, memory_total_mib=1024.0 * 141) for i in range(8)]
     assert gpu_summary(gpus) == "8x H200 80/1128 GiB"
     assert gpu_summary([]) == "no GPUs"
+
+
+async def test_a_connection_word_after_the_headers_widgets_went_draws_nothing():
+    # Closing, Textual removes the header's own widgets before the header; the connection's last word (its close)
+    # can arrive between the two, and the header queried a widget gone: NoMatches ended the panel's close.
+    from textual.app import App, ComposeResult
+
+    from backend.connection import ConnState
+    from backend.settings.model import HostConfig
+
+    class Bar(App[None]):
+        def compose(self) -> ComposeResult:
+            yield HostBar(HostConfig(name="local", url="local"), sandbox=False)
+
+    app = Bar()
+    async with app.run_test() as pilot:
+        bar = app.query_one(HostBar)
+        await bar.remove_children()
+        bar.show_state(ConnState("lost", "closed"))
+        await pilot.pause()
+    assert app.return_code in (None, 0)

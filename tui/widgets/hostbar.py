@@ -126,7 +126,7 @@ class HostBar(Horizontal):
             widget.update(text, layout=len(text) != len(str(widget.content)))
 
     def _draw(self) -> None:
-        if not self.is_mounted:
+        if not self.is_mounted or not self.children:  # closing: its widgets go before it does
             return
         now = time.time()
         info = self.info
